@@ -1,0 +1,575 @@
+"""Every event the ledger accepts: one pydantic discriminated union on `type`.
+
+A payload model holds only what happened; the envelope (seq, id, stream,
+stream_version, recorded_at, occurred_at, run_id, step, domain, prev_hash,
+hash) is assigned by the store. Old payload versions are upcast on read
+(`UPCASTERS`), so projections only ever see the current shape.
+
+Two domains must not be confused: the envelope's `domain` is where an event
+happened; a lesson's `scope_domain` is the site a lesson applies to (None for
+a universal lesson).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+from ledger.redact import MARKER
+
+DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?)*(?::[0-9]{1,5})?$")
+IDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
+MAX_TEXT = 100_000
+
+
+def check_domain(value: str | None) -> str | None:
+    """A host name (optionally with port), lower-cased; refuses paths, NULs, spaces."""
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if not DOMAIN_RE.match(value):
+        raise ValueError(f"invalid domain {value[:60]!r}: expected a host name like example.com")
+    return value
+
+
+def check_ident(value: str | None, what: str = "id") -> str | None:
+    if value is None:
+        return None
+    if not IDENT_RE.match(value):
+        raise ValueError(f"invalid {what} {value[:60]!r}: letters, digits and _.:@- only, at most 200")
+    return value
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("text contains a NUL character")
+        if len(value) > MAX_TEXT:
+            raise ValueError(f"text longer than {MAX_TEXT} characters")
+    return value
+
+
+class Payload(BaseModel):
+    """Base of every event payload."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT)
+    schema_version: int = 1
+    #: payload schema version this code writes; older stored versions are upcast on read
+    CURRENT_VERSION: ClassVar[int] = 1
+    #: events of this type must carry a run_id in their envelope
+    NEEDS_RUN: ClassVar[bool] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_nul(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            stack = list(data.values())
+            while stack:
+                item = stack.pop()
+                if isinstance(item, dict):
+                    stack.extend(item.values())
+                elif isinstance(item, list):
+                    stack.extend(item)
+                else:
+                    _no_nul(item)
+        return data
+
+
+Category = Literal["tool_fallback", "best_practice", "error_recovery", "site_specific"]
+FactType = Literal["timing", "selector", "pattern", "quirk"]
+
+
+# ---- runs -----------------------------------------------------------------
+
+class RunStarted(Payload):
+    type: Literal["run_started"] = "run_started"
+    NEEDS_RUN: ClassVar[bool] = True
+    session_id: str | None = None
+    parent_run_id: str | None = None
+    mode: Literal["new", "resume", "fork"] = "new"
+    goal: str
+    start_url: str | None = None
+    memory_enabled: bool = True
+    isolation: Literal["shared", "per-run"] = "shared"
+    policy: dict[str, Any] = Field(default_factory=dict)
+    case_id: str | None = None
+
+
+class RunProgress(Payload):
+    type: Literal["run_progress"] = "run_progress"
+    NEEDS_RUN: ClassVar[bool] = True
+    turn: int = Field(ge=0)
+    current_url: str
+
+
+class RunCompleted(Payload):
+    type: Literal["run_completed"] = "run_completed"
+    NEEDS_RUN: ClassVar[bool] = True
+    success: bool
+    summary: str = ""
+    result: str | None = None
+    reason: str | None = None
+    final_url: str | None = None
+    turns: int = Field(default=0, ge=0)
+    tokens_in: int = Field(default=0, ge=0)
+    tokens_out: int = Field(default=0, ge=0)
+    duration_ms: float = Field(default=0, ge=0)
+    artifact_paths: list[str] = Field(default_factory=list)
+    policy_decisions: int = Field(default=0, ge=0)
+    replayed_steps: int = Field(default=0, ge=0)
+    memory_ms: float = Field(default=0, ge=0)
+
+
+class SessionRecorded(Payload):
+    """Seed 000's Session record, kept per domain (last 5 shown)."""
+
+    type: Literal["session_recorded"] = "session_recorded"
+    session_id: str
+    goal: str
+    outcome: str = ""
+    success: bool
+    final_url: str = ""
+    timestamp: str
+    turns_used: int = Field(default=0, ge=0)
+    duration_ms: float = Field(default=0, ge=0)
+
+
+# ---- steps ----------------------------------------------------------------
+
+class EnvState(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = ""
+    title: str = ""
+    page_type: str = ""
+    #: element identities ("role:name") visible on the page, for seed 002's page similarity
+    elements: list[str] = Field(default_factory=list)
+
+
+class Action(BaseModel):
+    """A browser command. `sensitive` marks a value typed into a password field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    sensitive: bool = False
+
+    @model_validator(mode="after")
+    def _redact_sensitive(self) -> "Action":
+        if self.sensitive:
+            args = {k: (MARKER if k in ("value", "text", "keys") and v not in (None, "") else v) for k, v in self.args.items()}
+            object.__setattr__(self, "args", args)
+        return self
+
+
+class ElementRef(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: str = ""
+    name: str = ""
+    selector: str | None = None
+
+
+class StepRecorded(Payload):
+    type: Literal["step_recorded"] = "step_recorded"
+    NEEDS_RUN: ClassVar[bool] = True
+    env_before: EnvState = Field(default_factory=EnvState)
+    env_after: EnvState = Field(default_factory=EnvState)
+    think: str | None = None
+    internal_state: str | None = None
+    action: Action
+    target: ElementRef | None = None
+    target_text: str | None = None
+    ok: bool
+    error: str | None = None
+    duration_ms: float = Field(default=0, ge=0)
+    memory_ms: float = Field(default=0, ge=0)
+    decided_by: Literal["policy", "replay", "approval"] = "policy"
+    rep: int = Field(default=1, ge=1)
+
+
+class StepGraded(Payload):
+    """Seed 002's grading of one step (`step` in the envelope names it)."""
+
+    type: Literal["step_graded"] = "step_graded"
+    NEEDS_RUN: ClassVar[bool] = True
+    outcome: Literal["success", "failure"]
+    reason: str | None = None
+    correction: str | None = None
+    task_incomplete: str | None = None
+    grader: str = "rules"
+
+
+# ---- memory reads -----------------------------------------------------------
+
+class Tier1Loaded(Payload):
+    type: Literal["tier1_loaded"] = "tier1_loaded"
+    count: int = Field(ge=0)
+    lessons: list[str] = Field(default_factory=list)
+    lesson_ids: list[str] = Field(default_factory=list)
+
+
+class ErrorRecall(Payload):
+    type: Literal["error_recall"] = "error_recall"
+    command: str
+    error_snippet: str
+    matched: int = Field(ge=0)
+    lessons: list[str] = Field(default_factory=list)
+    lesson_ids: list[str] = Field(default_factory=list)
+
+
+class DomainRecall(Payload):
+    """Trigger B: the queried domain is the envelope's `domain`."""
+
+    type: Literal["domain_recall"] = "domain_recall"
+    matched: int = Field(ge=0)
+    lessons: list[str] = Field(default_factory=list)
+    lesson_ids: list[str] = Field(default_factory=list)
+
+
+class TrajectoryRecalled(Payload):
+    type: Literal["trajectory_recalled"] = "trajectory_recalled"
+    goal: str
+    trajectory_id: str | None = None
+    matched_goal: str | None = None
+    similarity: float = Field(default=0.0, ge=0, le=1)
+    score: float | None = None
+    steps: int = Field(default=0, ge=0)
+    replay: bool = False
+
+
+class ContextItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str
+    priority: int
+    tokens: int = Field(ge=0)
+    content_type: Literal["text", "code", "json", "html"] = "text"
+    text: str = ""
+    event_ids: list[str] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class ContextBuilt(Payload):
+    """Exactly what a prompt contained, and what the budget trimmed."""
+
+    type: Literal["context_built"] = "context_built"
+    NEEDS_RUN: ClassVar[bool] = True
+    prompt: Literal["system", "step"] = "step"
+    budget: int = Field(ge=0)
+    total_tokens: int = Field(ge=0)
+    items: list[ContextItem] = Field(default_factory=list)
+    trimmed: list[ContextItem] = Field(default_factory=list)
+
+
+# ---- memory writes: lessons -----------------------------------------------
+
+class _LessonFields(Payload):
+    lesson_id: str
+    lesson: str = Field(min_length=1)
+    category: Category
+    failed_command: str | None = None
+    error_pattern: str | None = None
+    scope_domain: str | None = None
+
+    @field_validator("scope_domain")
+    @classmethod
+    def _scope(cls, v: str | None) -> str | None:
+        return check_domain(v)
+
+
+class LessonSeeded(_LessonFields):
+    type: Literal["lesson_seeded"] = "lesson_seeded"
+
+
+class LessonRecorded(_LessonFields):
+    """A learned lesson. v1 (seed 001's event log) called the scope `domain`; v2 `scope_domain`."""
+
+    type: Literal["lesson_recorded"] = "lesson_recorded"
+    CURRENT_VERSION: ClassVar[int] = 2
+    schema_version: int = 2
+    source: Literal["learned", "seed", "import"] = "learned"
+    learned_from: list[str] = Field(default_factory=list)
+    use_count: int = Field(default=1, ge=0)
+    triggered_domains: list[str] = Field(default_factory=list)
+    created_at: str | None = None
+    last_used: str | None = None
+
+
+class LessonDeduplicated(_LessonFields):
+    type: Literal["lesson_deduplicated"] = "lesson_deduplicated"
+    new_use_count: int = Field(ge=1)
+    learned_from: list[str] = Field(default_factory=list)
+
+
+class LessonPromoted(Payload):
+    type: Literal["lesson_promoted"] = "lesson_promoted"
+    lesson_id: str
+    lesson: str
+    use_count: int
+    triggered_domains: list[str]
+    from_category: Category = "error_recovery"
+    to_category: Category = "best_practice"
+
+
+class LessonsPruned(Payload):
+    type: Literal["lessons_pruned"] = "lessons_pruned"
+    lesson_ids: list[str]
+    pruned_count: int = Field(ge=0)
+    remaining_count: int = Field(ge=0)
+    as_of: str
+    max_age_days: int = 90
+    min_uses: int = 5
+
+
+# ---- memory writes: facts, selectors, trajectories -------------------------
+
+class FactObserved(Payload):
+    """An observation that a domain fact holds (valid time is occurred_at)."""
+
+    type: Literal["fact_observed"] = "fact_observed"
+    fact_type: FactType
+    key: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    sources: int | None = Field(default=None, ge=1)
+
+
+class FactContradicted(Payload):
+    """Decision: a new value contradicts current facts of the same (type, key)."""
+
+    type: Literal["fact_contradicted"] = "fact_contradicted"
+    fact_type: FactType
+    key: str
+    old_values: list[str]
+    new_value: str
+    factor: float = Field(gt=0, le=1)
+
+
+class FactsPruned(Payload):
+    type: Literal["facts_pruned"] = "facts_pruned"
+    facts: list[dict[str, Any]]
+    threshold: float
+
+
+class _SelectorOutcome(Payload):
+    NEEDS_RUN: ClassVar[bool] = False
+    role: str
+    name: str
+    selector: str = Field(min_length=1)
+    url: str | None = None
+
+
+class SelectorSucceeded(_SelectorOutcome):
+    type: Literal["selector_succeeded"] = "selector_succeeded"
+    healed_from: str | None = None
+
+
+class SelectorFailed(_SelectorOutcome):
+    type: Literal["selector_failed"] = "selector_failed"
+    error: str | None = None
+
+
+class TrajectoryStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    role: str | None = None
+    name: str | None = None
+    selector: str | None = None
+    url: str = ""
+    verified: bool = False
+    effect: str | None = None
+    duration_ms: float = 0
+
+
+class TrajectoryRecorded(Payload):
+    type: Literal["trajectory_recorded"] = "trajectory_recorded"
+    trajectory_id: str
+    goal: str
+    origin: str = ""
+    steps: list[TrajectoryStep]
+    success: bool = True
+    duration_ms: float = Field(default=0, ge=0)
+    turns: int = Field(default=0, ge=0)
+
+
+class TrajectoriesExpired(Payload):
+    type: Literal["trajectories_expired"] = "trajectories_expired"
+    trajectory_ids: list[str]
+    ttl_days: float
+    as_of: str
+
+
+# ---- interop and privacy ----------------------------------------------------
+
+class MemoryImported(Payload):
+    type: Literal["memory_imported"] = "memory_imported"
+    source_format: str
+    source_path: str
+    source_digest: str
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class SubjectForgotten(Payload):
+    type: Literal["subject_forgotten"] = "subject_forgotten"
+    subject_kind: Literal["domain", "run", "session", "lesson"]
+    subject: str = Field(min_length=1)
+    reason: str | None = None
+
+
+AnyPayload = Annotated[
+    Union[
+        RunStarted, RunProgress, RunCompleted, SessionRecorded,
+        StepRecorded, StepGraded,
+        Tier1Loaded, ErrorRecall, DomainRecall, TrajectoryRecalled, ContextBuilt,
+        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonsPruned,
+        FactObserved, FactContradicted, FactsPruned,
+        SelectorSucceeded, SelectorFailed,
+        TrajectoryRecorded, TrajectoriesExpired,
+        MemoryImported, SubjectForgotten,
+    ],
+    Field(discriminator="type"),
+]
+PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload)
+EVENT_TYPES: dict[str, type[Payload]] = {
+    cls.model_fields["type"].default: cls
+    for cls in AnyPayload.__origin__.__args__  # type: ignore[attr-defined]
+}
+
+#: keys a JSON Lines event may carry besides its payload fields
+ENVELOPE_KEYS = frozenset({"type", "id", "stream", "run_id", "step", "domain", "occurred_at", "recorded_at"})
+
+
+# ---- upcasting ---------------------------------------------------------------
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _lesson_recorded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Seed 001 named a lesson's scope `domain`; v2 calls it `scope_domain`."""
+    data = dict(data)
+    if "domain" in data:
+        data["scope_domain"] = data.pop("domain")
+    data.setdefault("lesson_id", "")
+    data["schema_version"] = 2
+    return data
+
+
+#: (type, from_version) -> function producing version from_version + 1
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("lesson_recorded", 1): _lesson_recorded_v1_to_v2,
+}
+
+
+def upcast(type_: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a stored payload up to the current version of its type."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        return data
+    while version < cls.CURRENT_VERSION:
+        step = UPCASTERS.get((type_, version))
+        if step is None:
+            raise ValueError(f"no upcaster for {type_} v{version}")
+        data = step(data)
+        version += 1
+    return data
+
+
+# ---- envelope -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event on its way into the ledger: a payload and the envelope fields a caller may choose."""
+
+    payload: Payload
+    run_id: str | None = None
+    step: int | None = None
+    domain: str | None = None
+    stream: str | None = None
+    occurred_at: datetime | str | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.payload, Payload):
+            raise TypeError(f"payload must be a ledger event model, not {type(self.payload).__name__}")
+        object.__setattr__(self, "domain", check_domain(self.domain))
+        check_ident(self.run_id, "run_id")
+        check_ident(self.stream, "stream")
+        check_ident(self.id, "event id")
+        if self.step is not None and self.step < 0:
+            raise ValueError("step must be >= 0")
+        if self.payload.NEEDS_RUN and not self.run_id:
+            raise ValueError(f"{self.type} needs a run_id")
+
+    @property
+    def type(self) -> str:
+        return self.payload.type  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def resolved_stream(self) -> str:
+        if self.stream:
+            return self.stream
+        if self.run_id:
+            return f"run-{self.run_id}"
+        return "memory"
+
+
+def event(payload: Payload, **envelope: Any) -> NewEvent:
+    """Shorthand: `event(LessonSeeded(...), domain="example.com")`."""
+    return NewEvent(payload=payload, **envelope)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """An event as stored: the envelope plus the payload (as a dict, upcast; model on demand)."""
+
+    seq: int
+    id: str
+    stream: str
+    stream_version: int
+    type: str
+    schema_version: int
+    recorded_at: str
+    occurred_at: str
+    run_id: str | None
+    step: int | None
+    domain: str | None
+    data: dict[str, Any]
+    payload_json: str
+    prev_hash: str
+    hash: str
+    _model: list[Payload] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def payload(self) -> Payload:
+        """The validated pydantic model (built lazily: most folds only need `data`)."""
+        if not self._model:
+            self._model.append(PAYLOAD_ADAPTER.validate_python({"type": self.type, **self.data}))
+        return self._model[0]
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq, "id": self.id, "stream": self.stream, "stream_version": self.stream_version,
+            "type": self.type, "schema_version": self.schema_version, "recorded_at": self.recorded_at,
+            "occurred_at": self.occurred_at, "run_id": self.run_id, "step": self.step, "domain": self.domain,
+            "prev_hash": self.prev_hash, "hash": self.hash,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """Envelope and payload in one JSON-ready dict (the `events --json` line)."""
+        out = self.envelope()
+        out["payload"] = self.data
+        return out
+
+
+def json_schema(type_: str | None = None) -> dict[str, Any]:
+    """The JSON Schema of one event type's payload, or of the whole union."""
+    if type_ is None:
+        return PAYLOAD_ADAPTER.json_schema()
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise KeyError(type_)
+    return cls.model_json_schema()

@@ -1,0 +1,79 @@
+"""JSON Lines in: one event per line, payload fields at the top level.
+
+Every line is validated before anything is written; the first bad line is
+reported as one line naming its number and the problem.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ledger.errors import InvalidEvent
+from ledger.events import ENVELOPE_KEYS, EVENT_TYPES, NewEvent
+
+
+def first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "function-after")
+    msg = err.get("msg", "invalid").replace("Value error, ", "")
+    return f"{loc}: {msg}" if loc else msg
+
+
+def parse_event(obj: Any) -> NewEvent:
+    """Build a NewEvent from one decoded JSON object (raises ValueError with a short reason)."""
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    type_ = obj.get("type")
+    if not isinstance(type_, str):
+        raise ValueError("missing 'type'")
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise ValueError(f"unknown event type {type_[:60]!r}")
+    env = {k: obj[k] for k in ENVELOPE_KEYS if k in obj and k != "type"}
+    payload = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
+    if "recorded_at" in env:  # the store sets recorded time; a supplied one is when it occurred
+        env.setdefault("occurred_at", env.pop("recorded_at"))
+        env.pop("recorded_at", None)
+    for key in ("run_id", "domain", "stream", "id", "occurred_at"):
+        if key in env and env[key] is not None and not isinstance(env[key], str):
+            raise ValueError(f"{key}: expected a string")
+    if "step" in env and env["step"] is not None and (not isinstance(env["step"], int) or isinstance(env["step"], bool)):
+        raise ValueError("step: expected an integer")
+    if env.get("occurred_at") is not None:
+        from ledger.clock import normalize_ts
+        try:
+            env["occurred_at"] = normalize_ts(env["occurred_at"])
+        except (ValueError, OverflowError) as exc:
+            raise ValueError(f"occurred_at: not an ISO time ({str(exc)[:60]})") from exc
+    try:
+        model = cls.model_validate(payload)
+    except ValidationError as exc:
+        raise ValueError(f"{type_}.{first_error(exc)}") from exc
+    try:
+        return NewEvent(payload=model, **env)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc).splitlines()[0]) from exc
+
+
+def parse_lines(data: bytes) -> list[NewEvent]:
+    """Parse a whole JSON Lines document; blank lines are skipped."""
+    events: list[NewEvent] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidEvent(f"line {number}: not valid UTF-8; nothing was written") from None
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidEvent(f"line {number}: malformed JSON ({str(exc).splitlines()[0][:80]}); nothing was written") from None
+        try:
+            events.append(parse_event(obj))
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0][:200].encode("unicode_escape").decode("ascii")
+            raise InvalidEvent(f"line {number}: {reason}; nothing was written") from None
+    return events

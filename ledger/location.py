@@ -1,0 +1,54 @@
+"""Where memory lives: the memory directory (0700) and choosing a store from a URL.
+
+`--memory-dir` (env MEMLEDGER_DIR, default `.agent-memory`) holds `ledger.db`
+and `projections.db`; `--store` (env MEMLEDGER_STORE) may point the ledger at
+PostgreSQL instead (`postgresql://...`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import LedgerError, LedgerReadOnly
+
+DEFAULT_DIR = ".agent-memory"
+LEDGER_FILE = "ledger.db"
+PROJECTIONS_FILE = "projections.db"
+
+
+def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
+    """Resolve (and create with mode 0700) the memory directory."""
+    raw = str(path) if path is not None else os.environ.get("MEMLEDGER_DIR", DEFAULT_DIR)
+    if "\x00" in raw or not raw.strip():
+        raise LedgerError("invalid memory directory name")
+    p = Path(raw)
+    if create and not p.exists():
+        try:
+            p.mkdir(mode=0o700, parents=True)
+        except PermissionError as exc:
+            raise LedgerReadOnly(f"{p}: cannot create the memory directory ({exc.strerror})") from exc
+        except OSError as exc:
+            raise LedgerError(f"{p}: cannot create the memory directory ({exc.strerror})") from exc
+    elif p.exists() and not p.is_dir():
+        raise LedgerError(f"{p}: not a directory")
+    return p
+
+
+def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Any:
+    """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, else SQLite in the memory dir."""
+    url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
+    if url and url.startswith(("postgresql://", "postgres://")):
+        from ledger.pgstore import PostgresStore
+        return PostgresStore.open(url, **kwargs)
+    if url and url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):])
+        if create:
+            memory_dir(path.parent)
+        from ledger.store import SqliteStore
+        return SqliteStore.open(path, create=create, **kwargs)
+    if url:
+        raise LedgerError(f"unsupported store URL {url[:60]!r}: use postgresql://... or sqlite:///path")
+    from ledger.store import SqliteStore
+    d = memory_dir(memory, create=create)
+    return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)

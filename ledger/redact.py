@@ -1,0 +1,76 @@
+"""Redaction: secrets are replaced by a marker before an event is built.
+
+Two rules: values under secret-looking keys (password, token, api_key...) and
+values typed into password fields are replaced whole; strings matching the
+secret patterns (API keys, bearer tokens, card numbers, JWTs, and any extra
+patterns from `MEMLEDGER_SECRET_PATTERNS`, one regex per line) are replaced
+where they occur.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+MARKER = "[REDACTED]"
+
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    r"\bAKIA[0-9A-Z]{16}\b",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
+    r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
+    r"\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+[A-Za-z0-9._~+/=-]{8,}",
+    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+)
+_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+SECRET_KEY = re.compile(r"(?i)^(pass(word|wd|phrase)?|secret|api[_-]?key|token|access[_-]?token|authorization|card[_-]?number|cvv)$")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+class Redactor:
+    """Replaces secrets in strings and nested payloads."""
+
+    def __init__(self, extra_patterns: tuple[str, ...] | list[str] = ()):
+        env = os.environ.get("MEMLEDGER_SECRET_PATTERNS", "")
+        patterns = list(DEFAULT_PATTERNS) + list(extra_patterns) + [p for p in env.splitlines() if p.strip()]
+        self.pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
+
+    def text(self, value: str) -> str:
+        value = self.pattern.sub(MARKER, value)
+        if any(c.isdigit() for c in value):
+            value = _CARD.sub(lambda m: MARKER if _luhn_ok(re.sub(r"\D", "", m.group())) else m.group(), value)
+        return value
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: (MARKER if isinstance(k, str) and SECRET_KEY.match(k) and v not in (None, "") else self.value(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
+
+_default: Redactor | None = None
+
+
+def default_redactor() -> Redactor:
+    global _default
+    if _default is None:
+        _default = Redactor()
+    return _default
+
+
+def redact(value: Any) -> Any:
+    return default_redactor().value(value)

@@ -1,0 +1,1 @@
+"""The `memledger` command line: assembles each layer's commands into one group."""

@@ -1,0 +1,3 @@
+from memledger.cli import main
+
+main()

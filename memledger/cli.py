@@ -1,0 +1,69 @@
+"""The `memledger` command: global options, and each layer's commands.
+
+Each layer owns its commands (`ledger.commands`, `projections.commands`,
+`agent.commands`, `analytics.commands`); this module only assembles them, so
+that `ledger` never imports the layers above it. Every error the project
+knows becomes one line on stderr and exit 1.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ledger.errors import LedgerError
+from ledger.settings import Settings
+
+LAYERS = ("ledger.commands", "projections.commands", "agent.commands", "analytics.commands",
+          "projections.interop.commands")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--memory-dir", envvar="MEMLEDGER_DIR", default=None, metavar="DIR",
+              help="Memory directory (env MEMLEDGER_DIR, default .agent-memory).")
+@click.option("--store", "store_url", envvar="MEMLEDGER_STORE", default=None, metavar="URL",
+              help="Ledger store URL (env MEMLEDGER_STORE): postgresql://... ; default the SQLite file in the memory dir.")
+@click.pass_context
+def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
+    """memledger: an event-sourced memory ledger for LLM browser agents."""
+    settings = Settings(memory=memory_dir, store_url=store_url)
+    hook = getattr(_optional("projections.writer"), "policy_writer", None)
+    if hook is not None:
+        settings.writer = hook
+    ctx.obj = settings
+    ctx.call_on_close(settings.close)
+
+
+def _optional(name: str):  # type: ignore[no-untyped-def]
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            return None
+        raise
+
+
+for _layer in LAYERS:
+    _module = _optional(_layer)
+    for _command in getattr(_module, "COMMANDS", []):
+        cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="memledger", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code else 2)
+    except LedgerError as exc:
+        click.echo(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except OSError as exc:
+        click.echo(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), err=True)
+        sys.exit(1)

@@ -1,0 +1,36 @@
+"""Shared fixtures: small, named, and usable by every test module."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledger.clock import SteppingClock
+from ledger.store import SqliteStore
+
+
+@pytest.fixture
+def memory_path(tmp_path: Path) -> Path:
+    """An empty memory directory (0700) for one test."""
+    d = tmp_path / "memory"
+    d.mkdir(mode=0o700)
+    return d
+
+
+@pytest.fixture
+def ledger_path(memory_path: Path) -> Path:
+    return memory_path / "ledger.db"
+
+
+@pytest.fixture
+def clock() -> SteppingClock:
+    """A deterministic clock: 2026-01-01T00:00:00Z, one second per call."""
+    return SteppingClock()
+
+
+@pytest.fixture
+def fresh_ledger(ledger_path: Path, clock: SteppingClock) -> Iterator[SqliteStore]:
+    store = SqliteStore.open(ledger_path, clock=clock)
+    yield store
+    store.close()

@@ -1,0 +1,217 @@
+-- Typed views over the attached ledger (`ev_raw` = the events table, read-only).
+-- `ev` hides every event about a forgotten subject (subject_forgotten: domain, run,
+-- session, lesson) and the forget events themselves; every other view reads `ev`.
+-- Times: *_at columns are the ledger's text (text order = time order); *_ts are TIMESTAMP (UTC).
+
+CREATE MACRO j(p, k) AS json_extract_string(p, '$.' || k);
+CREATE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k || '[*]'), []::VARCHAR[]);
+CREATE MACRO ts(t) AS CAST(t AS TIMESTAMP);
+
+CREATE VIEW forgotten AS
+SELECT seq, j(payload, 'subject_kind') AS kind, j(payload, 'subject') AS subject
+FROM ev_raw WHERE type = 'subject_forgotten';
+
+CREATE VIEW forgotten_domains AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'domain';
+CREATE VIEW forgotten_lessons AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'lesson';
+
+-- a domain is forgotten with its subdomains (www.shop.test goes with shop.test)
+CREATE MACRO domain_forgotten(d) AS
+    d IS NOT NULL AND EXISTS (SELECT 1 FROM forgotten_domains f WHERE d = f.subject OR d LIKE '%.' || f.subject);
+
+CREATE VIEW forgotten_runs AS
+SELECT subject AS run_id FROM forgotten WHERE kind = 'run'
+UNION
+SELECT run_id FROM ev_raw
+WHERE type = 'run_started' AND (
+    j(payload, 'session_id') IN (SELECT subject FROM forgotten WHERE kind = 'session')
+    OR domain_forgotten(domain));
+
+CREATE VIEW ev AS
+SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at,
+       ts(recorded_at) AS recorded_ts, ts(occurred_at) AS occurred_ts,
+       run_id, step, domain, payload
+FROM ev_raw
+WHERE type <> 'subject_forgotten'
+  AND (run_id IS NULL OR run_id NOT IN (SELECT run_id FROM forgotten_runs))
+  AND NOT domain_forgotten(domain)
+  AND NOT domain_forgotten(coalesce(j(payload, 'scope_domain'), CASE WHEN type = 'lesson_recorded' AND schema_version = 1 THEN j(payload, 'domain') END))
+  AND (j(payload, 'lesson_id') IS NULL OR j(payload, 'lesson_id') NOT IN (SELECT subject FROM forgotten_lessons))
+  AND (type <> 'session_recorded' OR j(payload, 'session_id') NOT IN (SELECT subject FROM forgotten WHERE kind = 'session'));
+
+CREATE VIEW run_started AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'session_id') AS session_id, j(payload, 'parent_run_id') AS parent_run_id,
+       j(payload, 'mode') AS mode, j(payload, 'goal') AS goal, j(payload, 'start_url') AS start_url,
+       coalesce(CAST(j(payload, 'memory_enabled') AS BOOLEAN), true) AS memory_enabled,
+       j(payload, 'isolation') AS isolation, j(payload, 'case_id') AS case_id
+FROM ev WHERE type = 'run_started';
+
+CREATE VIEW run_completed AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'summary') AS summary,
+       j(payload, 'result') AS result, j(payload, 'reason') AS reason, j(payload, 'final_url') AS final_url,
+       CAST(j(payload, 'turns') AS INTEGER) AS turns,
+       CAST(j(payload, 'tokens_in') AS BIGINT) AS tokens_in, CAST(j(payload, 'tokens_out') AS BIGINT) AS tokens_out,
+       CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
+       CAST(j(payload, 'policy_decisions') AS INTEGER) AS policy_decisions,
+       CAST(j(payload, 'replayed_steps') AS INTEGER) AS replayed_steps,
+       CAST(j(payload, 'memory_ms') AS DOUBLE) AS memory_ms
+FROM ev WHERE type = 'run_completed';
+
+CREATE VIEW run_progress AS
+SELECT seq, id, run_id, step, domain, recorded_at, recorded_ts,
+       CAST(j(payload, 'turn') AS INTEGER) AS turn, j(payload, 'current_url') AS current_url
+FROM ev WHERE type = 'run_progress';
+
+CREATE VIEW session_recorded AS
+SELECT seq, id, run_id, domain, recorded_at, occurred_at,
+       j(payload, 'session_id') AS session_id, j(payload, 'goal') AS goal, j(payload, 'outcome') AS outcome,
+       CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'final_url') AS final_url,
+       j(payload, 'timestamp') AS timestamp, CAST(j(payload, 'turns_used') AS INTEGER) AS turns_used,
+       CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms
+FROM ev WHERE type = 'session_recorded';
+
+CREATE VIEW step_recorded AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'action.command') AS command, json_extract(payload, '$.action.args') AS args,
+       CAST(j(payload, 'ok') AS BOOLEAN) AS ok, j(payload, 'error') AS error,
+       j(payload, 'target_text') AS target_text,
+       j(payload, 'env_before.url') AS url_before, j(payload, 'env_after.url') AS url_after,
+       CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
+       CAST(j(payload, 'memory_ms') AS DOUBLE) AS memory_ms,
+       j(payload, 'decided_by') AS decided_by, CAST(j(payload, 'rep') AS INTEGER) AS rep
+FROM ev WHERE type = 'step_recorded';
+
+CREATE VIEW step_graded AS
+SELECT seq, id, run_id, step, domain, recorded_at,
+       j(payload, 'outcome') AS outcome, j(payload, 'reason') AS reason,
+       j(payload, 'correction') AS correction, j(payload, 'grader') AS grader
+FROM ev WHERE type = 'step_graded';
+
+CREATE VIEW tier1_loaded AS
+SELECT seq, id, run_id, step, domain, recorded_at,
+       CAST(j(payload, 'count') AS INTEGER) AS count, jlist(payload, 'lesson_ids') AS lesson_ids
+FROM ev WHERE type = 'tier1_loaded';
+
+CREATE VIEW error_recall AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
+       j(payload, 'command') AS command, j(payload, 'error_snippet') AS error_snippet,
+       CAST(j(payload, 'matched') AS INTEGER) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
+FROM ev WHERE type = 'error_recall';
+
+CREATE VIEW domain_recall AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
+       CAST(j(payload, 'matched') AS INTEGER) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
+FROM ev WHERE type = 'domain_recall';
+
+-- one row per (recall event, lesson it returned), forgotten lessons left out
+CREATE VIEW recall_hits AS
+SELECT r.seq, r.run_id, r.step, r.domain, r.recorded_at, r.kind, u.lesson_id
+FROM (SELECT seq, run_id, step, domain, recorded_at, 'error' AS kind, lesson_ids FROM error_recall
+      UNION ALL
+      SELECT seq, run_id, step, domain, recorded_at, 'domain' AS kind, lesson_ids FROM domain_recall) r,
+     unnest(r.lesson_ids) AS u(lesson_id)
+WHERE u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
+
+CREATE VIEW trajectory_recalled AS
+SELECT seq, id, run_id, step, domain, recorded_at,
+       j(payload, 'goal') AS goal, j(payload, 'trajectory_id') AS trajectory_id,
+       j(payload, 'matched_goal') AS matched_goal, CAST(j(payload, 'similarity') AS DOUBLE) AS similarity,
+       CAST(j(payload, 'score') AS DOUBLE) AS score, CAST(j(payload, 'steps') AS INTEGER) AS steps,
+       CAST(j(payload, 'replay') AS BOOLEAN) AS replay
+FROM ev WHERE type = 'trajectory_recalled';
+
+CREATE VIEW context_built AS
+SELECT seq, id, run_id, step, domain, recorded_at,
+       j(payload, 'prompt') AS prompt, CAST(j(payload, 'budget') AS INTEGER) AS budget,
+       CAST(j(payload, 'total_tokens') AS INTEGER) AS total_tokens,
+       CAST(json_array_length(payload, '$.items') AS INTEGER) AS n_items,
+       CAST(json_array_length(payload, '$.trimmed') AS INTEGER) AS n_trimmed
+FROM ev WHERE type = 'context_built';
+
+CREATE VIEW lesson_seeded AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
+       j(payload, 'scope_domain') AS scope_domain
+FROM ev WHERE type = 'lesson_seeded';
+
+CREATE VIEW lesson_recorded AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
+       CASE WHEN schema_version = 1 THEN j(payload, 'domain') ELSE j(payload, 'scope_domain') END AS scope_domain,
+       coalesce(j(payload, 'source'), 'learned') AS source,
+       coalesce(CAST(j(payload, 'use_count') AS INTEGER), 1) AS use_count,
+       jlist(payload, 'triggered_domains') AS triggered_domains
+FROM ev WHERE type = 'lesson_recorded';
+
+CREATE VIEW lesson_deduplicated AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       j(payload, 'scope_domain') AS scope_domain, CAST(j(payload, 'new_use_count') AS INTEGER) AS new_use_count
+FROM ev WHERE type = 'lesson_deduplicated';
+
+CREATE VIEW lesson_promoted AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson,
+       CAST(j(payload, 'use_count') AS INTEGER) AS use_count,
+       coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
+                 WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains,
+       j(payload, 'from_category') AS from_category, j(payload, 'to_category') AS to_category
+FROM ev WHERE type = 'lesson_promoted';
+
+CREATE VIEW lessons_pruned AS
+SELECT seq, id, run_id, recorded_at, occurred_at, u.lesson_id,
+       CAST(j(payload, 'pruned_count') AS INTEGER) AS pruned_count,
+       CAST(j(payload, 'remaining_count') AS INTEGER) AS remaining_count, j(payload, 'as_of') AS as_of
+FROM ev, unnest(jlist(payload, 'lesson_ids')) AS u(lesson_id)
+WHERE type = 'lessons_pruned' AND u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
+
+CREATE VIEW fact_observed AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'fact_type') AS fact_type, j(payload, 'key') AS key, j(payload, 'value') AS value,
+       CAST(j(payload, 'confidence') AS DOUBLE) AS confidence, CAST(j(payload, 'sources') AS INTEGER) AS sources
+FROM ev WHERE type = 'fact_observed';
+
+CREATE VIEW fact_contradicted AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'fact_type') AS fact_type, j(payload, 'key') AS key,
+       jlist(payload, 'old_values') AS old_values, j(payload, 'new_value') AS new_value,
+       CAST(j(payload, 'factor') AS DOUBLE) AS factor
+FROM ev WHERE type = 'fact_contradicted';
+
+CREATE VIEW facts_pruned AS
+SELECT e.seq, e.id, e.run_id, e.domain, e.recorded_at, e.occurred_at, e.recorded_ts,
+       j(f.value, 'fact_type') AS fact_type, j(f.value, 'key') AS key, j(f.value, 'value') AS value,
+       CAST(j(f.value, 'confidence') AS DOUBLE) AS confidence,
+       coalesce(j(f.value, 'domain'), e.domain) AS fact_domain,
+       CAST(j(e.payload, 'threshold') AS DOUBLE) AS threshold
+FROM ev AS e, json_each(e.payload, '$.facts') AS f
+WHERE e.type = 'facts_pruned';
+
+CREATE VIEW selector_outcome AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
+       type = 'selector_succeeded' AS succeeded,
+       j(payload, 'role') AS role, j(payload, 'name') AS name, j(payload, 'selector') AS selector,
+       j(payload, 'url') AS url, j(payload, 'healed_from') AS healed_from, j(payload, 'error') AS error
+FROM ev WHERE type IN ('selector_succeeded', 'selector_failed');
+
+CREATE VIEW trajectory_recorded AS
+SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
+       j(payload, 'trajectory_id') AS trajectory_id, j(payload, 'goal') AS goal, j(payload, 'origin') AS origin,
+       CAST(json_array_length(payload, '$.steps') AS INTEGER) AS n_steps,
+       CAST(j(payload, 'success') AS BOOLEAN) AS success, CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
+       CAST(j(payload, 'turns') AS INTEGER) AS turns
+FROM ev WHERE type = 'trajectory_recorded';
+
+CREATE VIEW trajectories_expired AS
+SELECT seq, id, recorded_at, occurred_at, u.trajectory_id,
+       CAST(j(payload, 'ttl_days') AS DOUBLE) AS ttl_days, j(payload, 'as_of') AS as_of
+FROM ev, unnest(jlist(payload, 'trajectory_ids')) AS u(trajectory_id)
+WHERE type = 'trajectories_expired';
+
+CREATE VIEW memory_imported AS
+SELECT seq, id, recorded_at, j(payload, 'source_format') AS source_format,
+       j(payload, 'source_path') AS source_path, j(payload, 'source_digest') AS source_digest
+FROM ev WHERE type = 'memory_imported';

@@ -11,6 +11,7 @@ a universal lesson).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,13 +52,15 @@ def _no_nul(value: Any) -> Any:
             raise ValueError("text contains a NUL character")
         if len(value) > MAX_TEXT:
             raise ValueError(f"text longer than {MAX_TEXT} characters")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite (JSON has no NaN or Infinity)")
     return value
 
 
 class Payload(BaseModel):
     """Base of every event payload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False)
     schema_version: int = 1
     #: payload schema version this code writes; older stored versions are upcast on read
     CURRENT_VERSION: ClassVar[int] = 1
@@ -454,7 +457,6 @@ def _lesson_recorded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     if "domain" in data:
         data["scope_domain"] = data.pop("domain")
     data.setdefault("lesson_id", "")
-    data["schema_version"] = 2
     return data
 
 

@@ -132,13 +132,17 @@ class Transaction:
         now = format_ts(self.store.clock())
         rec_at = max(now, self._last_rec) if self._last_rec else now
         seq, prev = self._seq, self._hash
-        for ev in events:
+        for i, ev in enumerate(events):
             stream = ev.resolved_stream
             if stream not in versions:
                 versions[stream] = self.stream_version(stream)
             versions[stream] += 1
             seq += 1
-            payload_json = serialize_payload(ev.payload, self.store.redactor)
+            try:
+                payload_json = serialize_payload(ev.payload, self.store.redactor)
+            except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
+                reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+                raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
             occurred = normalize_ts(ev.occurred_at) if ev.occurred_at is not None else rec_at
             body = (seq, ev.id or uuid7(), stream, versions[stream], ev.type, ev.payload.schema_version,
                     rec_at, occurred, ev.run_id, ev.step, ev.domain, payload_json, prev)

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ledger.clock import SteppingClock
 from ledger.store import SqliteStore
+
+if TYPE_CHECKING:
+    from tests.pg import TempPostgres
 
 
 @pytest.fixture
@@ -34,3 +38,23 @@ def fresh_ledger(ledger_path: Path, clock: SteppingClock) -> Iterator[SqliteStor
     store = SqliteStore.open(ledger_path, clock=clock)
     yield store
     store.close()
+
+
+# ---- PostgreSQL (issue 8): a real server from Debian's binaries, one per session ----
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator["TempPostgres"]:
+    """A throw-away PostgreSQL on 127.0.0.1; fails (never skips) when the binaries are missing."""
+    from tests.pg import PostgresMissing, TempPostgres
+    try:
+        server = TempPostgres().start()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: "TempPostgres") -> str:
+    """The URL of a fresh, empty database on the session's server."""
+    return pg_server.create_database()

@@ -1,0 +1,378 @@
+"""The append-only PostgreSQL event store: the SQLite store's contract for fleets of agents.
+
+Same table shape, same canonical rows and the same hash chain as
+`ledger.store.SqliteStore` (the transaction logic is literally shared), so a
+ledger copied between the two verifies identically. What PostgreSQL changes:
+
+- `seq` is assigned under a transaction-scoped advisory lock keyed on the
+  events table (the way mature PostgreSQL event stores serialise their global
+  position): the writer takes the lock, then reads the head, then inserts.
+  The lock is released only after the commit is visible, so a reader never
+  sees seq N+1 before N has committed, and seq stays gapless with any number
+  of writers on separate connections.
+- Triggers refuse UPDATE, DELETE and TRUNCATE with 'ledger is append-only'.
+- Each committing append sends `NOTIFY memledger_events, '<head seq>'`;
+  `subscribe` LISTENs instead of watching files.
+- `memledger_meta` names the application and the store schema version; a
+  ledger written by a newer schema is refused with a one-line error.
+
+Every psycopg error becomes a `LedgerError` in `pg_translated`, the one boundary.
+
+Usage::
+
+    store = PostgresStore.open("postgresql://memledger@db.internal/memory")
+    store.append([event(LessonSeeded(...))])
+    for e in store.subscribe(from_seq=1, stop=stop_event):
+        print(e.seq, e.type)
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ledger.clock import Clock, normalize_ts, system_clock
+from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked,
+                           LedgerReadOnly, NewerSchema, NotALedger)
+from ledger.events import NewEvent, RecordedEvent
+from ledger.redact import Redactor, default_redactor
+from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
+                          VerifyResult, chain_hash, row_to_event)
+
+CHANNEL = "memledger_events"
+META_TABLE = "memledger_meta"
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
+_TEXT = 'text COLLATE "C"'  # byte order, like SQLite: ISO timestamps compare as text
+_SCHEMA = [
+    f"""CREATE TABLE {META_TABLE} (key text PRIMARY KEY, value text NOT NULL)""",
+    f"""CREATE TABLE events (
+        seq bigint PRIMARY KEY,
+        id {_TEXT} NOT NULL UNIQUE,
+        stream {_TEXT} NOT NULL,
+        stream_version bigint NOT NULL,
+        type {_TEXT} NOT NULL,
+        schema_version integer NOT NULL,
+        recorded_at {_TEXT} NOT NULL,
+        occurred_at {_TEXT} NOT NULL,
+        run_id {_TEXT},
+        step bigint,
+        domain {_TEXT},
+        payload text NOT NULL,
+        prev_hash {_TEXT} NOT NULL,
+        hash {_TEXT} NOT NULL,
+        UNIQUE (stream, stream_version))""",
+    "CREATE INDEX events_type_seq ON events (type, seq)",
+    "CREATE INDEX events_run_seq ON events (run_id, seq)",
+    "CREATE INDEX events_domain_seq ON events (domain, seq)",
+    "CREATE INDEX events_recorded_at ON events (recorded_at)",
+    """CREATE OR REPLACE FUNCTION memledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'ledger is append-only'; END $$""",
+    """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        FOR EACH ROW EXECUTE FUNCTION memledger_refuse_change()""",
+    """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION memledger_refuse_change()""",
+    """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION memledger_refuse_change()""",
+    f"COMMENT ON TABLE events IS 'memledger ledger (store schema {STORE_SCHEMA_VERSION}); append-only'",
+]
+
+
+def display_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
+    """Map a psycopg error to the project's exception with a one-line message."""
+    msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    low = msg.lower()
+    if "append-only" in low:
+        return AppendOnlyViolation("ledger is append-only")
+    if isinstance(exc, pg_errors.UniqueViolation):
+        constraint = getattr(exc.diag, "constraint_name", None) or ""
+        if "stream" in constraint:
+            return ConcurrencyConflict(f"{where}: stream version conflict ({msg})")
+        return LedgerError(f"{where}: {msg}")
+    if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):
+        return LedgerLocked(f"{where}: the ledger's write lock is held by another writer (lock timeout exceeded)")
+    if isinstance(exc, (pg_errors.DiskFull, pg_errors.OutOfMemory)):
+        return DiskFull(f"{where}: server out of space ({msg}); the write was rolled back")
+    if isinstance(exc, (pg_errors.InsufficientPrivilege, pg_errors.ReadOnlySqlTransaction)):
+        return LedgerReadOnly(f"{where}: cannot write ({msg})")
+    if isinstance(exc, pg_errors.InvalidCatalogName):
+        return LedgerError(f"{where}: {msg}")
+    if isinstance(exc, psycopg.OperationalError):
+        return LedgerError(f"{where}: cannot reach the PostgreSQL server ({msg})")
+    return LedgerError(f"{where}: {msg}")
+
+
+@contextmanager
+def pg_translated(where: str) -> Iterator[None]:
+    """The single boundary where psycopg exceptions become LedgerError."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise describe_pg_error(exc, where) from exc
+
+
+class _QmarkConnection:
+    """A psycopg connection speaking the `?` placeholders of the shared Transaction's SQL."""
+
+    def __init__(self, conn: psycopg.Connection[Any]):
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self.raw.execute(sql.replace("?", "%s"), params, prepare=True)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(sql.replace("?", "%s"), rows)
+
+
+class PgTransaction(Transaction):
+    """A write transaction holding the ledger's advisory lock (see `PostgresStore.atomic`).
+
+    The lock is taken before the head is read, so seq assignment is serialised
+    across every connection; the append logic itself is SqliteStore's.
+    """
+
+    def __init__(self, store: "PostgresStore", conn: psycopg.Connection[Any]):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (store.lock_key,))
+        super().__init__(store, _QmarkConnection(conn))  # type: ignore[arg-type]
+
+
+class PostgresStore:
+    """The server ledger: many agents on many machines appending to one memory."""
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, clock: Clock = system_clock, redactor: Redactor | None = None,
+                 busy_timeout: float = 30.0, connect_timeout: float = 10.0, create: bool = True,
+                 synchronous_commit: str | None = None):
+        self._url = url
+        self.where = display_url(url)
+        self.clock = clock
+        self.redactor = redactor or default_redactor()
+        self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
+        self.synchronous_commit = synchronous_commit
+        self._lock = threading.RLock()
+        self.conn = self._connect()
+        try:
+            self.lock_key = self._prepare(create)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    @classmethod
+    def open(cls, url: str, **kwargs: Any) -> "PostgresStore":
+        return cls(url, **kwargs)
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def conninfo(self) -> str:
+        """The libpq key=value form of the URL (what DuckDB's postgres scanner ATTACHes)."""
+        return make_conninfo(**{k: v for k, v in conninfo_to_dict(self._url).items() if v is not None})
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        options = f"-c lock_timeout={int(self.busy_timeout * 1000)}"
+        if self.synchronous_commit:
+            options += f" -c synchronous_commit={self.synchronous_commit}"
+        with pg_translated(self.where):
+            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
+                                   options=options, application_name="memledger")
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        return conn
+
+    def _prepare(self, create: bool) -> int:
+        with pg_translated(self.where):
+            state = self._schema_state()
+            if state is None:
+                if not create:
+                    raise NotALedger(f"{self.where}: no ledger here")
+                with self.conn.transaction():
+                    self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLICATION_ID,))
+                    if self._schema_state() is None:
+                        for statement in _SCHEMA:
+                            self.conn.execute(statement)
+                        self.conn.execute(f"INSERT INTO {META_TABLE} (key, value) VALUES (%s, %s), (%s, %s)",
+                                          ("application", "memledger", "schema_version", str(STORE_SCHEMA_VERSION)))
+            row = self.conn.execute("SELECT 'events'::regclass::oid::bigint").fetchone()
+        assert row is not None
+        return (APPLICATION_ID << 32) | int(row[0])
+
+    def _schema_state(self) -> dict[str, str] | None:
+        """The meta rows, None for an empty database; refuses foreign or newer schemas."""
+        found = self.conn.execute(
+            "SELECT to_regclass('events') IS NOT NULL, to_regclass(%s) IS NOT NULL", (META_TABLE,)).fetchone()
+        assert found is not None
+        has_events, has_meta = found
+        if not has_events and not has_meta:
+            return None
+        if not has_meta:
+            raise NotALedger(f"{self.where}: has an events table that is not a memledger ledger")
+        meta = dict(self.conn.execute(f"SELECT key, value FROM {META_TABLE}").fetchall())
+        if meta.get("application") != "memledger" or not has_events:
+            raise NotALedger(f"{self.where}: not a memledger ledger (table {META_TABLE} of another application)")
+        version = int(meta.get("schema_version", "0"))
+        if version > STORE_SCHEMA_VERSION:
+            raise NewerSchema(
+                f"{self.where}: written by a newer memledger (ledger schema {version}, this one knows "
+                f"{STORE_SCHEMA_VERSION}); upgrade memledger")
+        return meta
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing -------------------------------------------------------------
+
+    @contextmanager
+    def atomic(self) -> Iterator[PgTransaction]:
+        """The one way to write: BEGIN, the advisory lock, commit (and NOTIFY) or roll back."""
+        with self._lock, pg_translated(self.where), self.conn.transaction():
+            tx = PgTransaction(self, self.conn)
+            yield tx
+            if tx.appended:
+                self.conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(tx.head())))
+
+    def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
+        """Validate and append a batch atomically; returns the recorded events."""
+        batch = list(events)
+        if not batch:
+            return []
+        with self.atomic() as tx:
+            return tx.append(batch, expected_version)
+
+    # ---- reading -------------------------------------------------------------
+
+    def _fetch(self, sql: str, params: Sequence[Any] = (), conn: psycopg.Connection[Any] | None = None) -> list[Any]:
+        if conn is not None:  # a follower's own connection: no need to wait for this store's writers
+            with pg_translated(self.where):
+                return conn.execute(sql, params, prepare=True).fetchall()
+        with self._lock, pg_translated(self.where):
+            return self.conn.execute(sql, params, prepare=True).fetchall()
+
+    def head(self) -> int:
+        return int(self._fetch("SELECT MAX(seq) FROM events")[0][0] or 0)
+
+    def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
+             stream: str | None = None, run_id: str | None = None, domain: str | None = None,
+             since: str | None = None, until: str | None = None, batch: int = 2000,
+             conn: psycopg.Connection[Any] | None = None) -> Iterator[RecordedEvent]:
+        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
+        where, params = [], []  # type: list[str], list[Any]
+        if to_seq is not None:
+            where.append("seq <= %s")
+            params.append(to_seq)
+        type_list = list(types) if types else []
+        if type_list:
+            where.append("type = ANY(%s)")
+            params.append(type_list)
+        for col, val in (("stream", stream), ("run_id", run_id), ("domain", domain)):
+            if val is not None:
+                where.append(f"{col} = %s")
+                params.append(val)
+        if since is not None:
+            where.append("recorded_at >= %s")
+            params.append(normalize_ts(since))
+        if until is not None:
+            where.append("recorded_at <= %s")
+            params.append(normalize_ts(until))
+        cursor_seq = (from_seq or 1) - 1
+        extra = (" AND " + " AND ".join(where)) if where else ""
+        sql = f"{_SELECT} WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
+        while True:
+            rows = self._fetch(sql, (cursor_seq, *params, batch), conn)
+            for row in rows:
+                yield row_to_event(row)
+            if len(rows) < batch:
+                return
+            cursor_seq = rows[-1][0]
+
+    def get(self, event_id: str) -> RecordedEvent | None:
+        rows = self._fetch(f"{_SELECT} WHERE id = %s", (event_id,))
+        return row_to_event(rows[0]) if rows else None
+
+    def seq_at_time(self, at: str) -> int:
+        """The last seq recorded at or before `at` (what the ledger knew then)."""
+        return int(self._fetch("SELECT MAX(seq) FROM events WHERE recorded_at <= %s", (normalize_ts(at),))[0][0] or 0)
+
+    # ---- checking --------------------------------------------------------------
+
+    def verify(self, batch: int = 5000) -> VerifyResult:
+        """Walk the chain; name the first seq whose position, link or hash is wrong."""
+        expected_seq, prev, count, after = 1, GENESIS_HASH, 0, 0
+        while True:
+            rows = self._fetch(f"{_SELECT} WHERE seq > %s ORDER BY seq LIMIT %s", (after, batch))
+            for row in rows:
+                seq = row[0]
+                if seq != expected_seq:
+                    return VerifyResult(False, count, expected_seq, f"seq {expected_seq} is missing (next is {seq})")
+                if row[12] != prev:
+                    return VerifyResult(False, count, seq, "prev_hash does not match the previous event's hash")
+                if chain_hash(prev, row[:13]) != row[13]:
+                    return VerifyResult(False, count, seq, "hash does not match the event's content")
+                try:
+                    orjson.loads(row[11])
+                except orjson.JSONDecodeError:
+                    return VerifyResult(False, count, seq, "payload is not valid JSON")
+                prev = row[13]
+                expected_seq += 1
+                count += 1
+            if len(rows) < batch:
+                return VerifyResult(True, count)
+            after = rows[-1][0]
+
+    def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
+                  poll_s: float = 1.0) -> Iterator[RecordedEvent]:
+        """Every event from `from_seq`, then new ones as writers commit them (LISTEN/NOTIFY).
+
+        Runs on its own connection (LISTEN first, then catch up, so nothing
+        committed in between is missed); a notification only says "look", the
+        events themselves are read by seq, so a lost or merged NOTIFY costs
+        at most `poll_s` of latency.
+        """
+        with pg_translated(self.where):
+            listener = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
+                                       application_name="memledger-follow")
+        try:
+            with pg_translated(self.where):
+                listener.execute(f"LISTEN {CHANNEL}")
+            next_seq = from_seq
+            while True:
+                for ev in self.read(from_seq=next_seq, conn=listener):
+                    yield ev
+                    next_seq = ev.seq + 1
+                if stop is not None and stop.is_set():
+                    return
+                with pg_translated(self.where):
+                    for _note in listener.notifies(timeout=poll_s, stop_after=1):
+                        pass
+        finally:
+            listener.close()
+
+    def stats(self) -> Stats:
+        by_type = dict(self._fetch("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type"))
+        by_domain = dict(self._fetch(
+            "SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain"))
+        by_run = dict(self._fetch(
+            "SELECT run_id, COUNT(*) FROM events WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY run_id"))
+        first, last = self._fetch("SELECT MIN(recorded_at), MAX(recorded_at) FROM events")[0]
+        size = int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
+        return Stats(sum(by_type.values()), by_type, by_domain, by_run, first, last, size)
+

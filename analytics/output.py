@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,10 +94,15 @@ def plain(value: Any) -> Any:
     return value
 
 
+_TS = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)\.\d+Z$")
+
+
 def _cell(value: Any) -> str:
     value = plain(value)
     if value is None:
         return ""
+    if isinstance(value, str) and _TS.match(value):
+        return _TS.sub(r"\1 \2", value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -148,7 +154,7 @@ def render_rich(report: Report, section: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table as RichTable
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     names = [report.section(section)[0]] if section else list(report.sections)
     console.print(f"[bold]{report.title}[/bold]")
     for name in names:

@@ -26,17 +26,28 @@ WHERE type = 'run_started' AND (
     j(payload, 'session_id') IN (SELECT subject FROM forgotten WHERE kind = 'session')
     OR domain_forgotten(domain));
 
+-- Events about a forgotten run or domain are dropped, except lesson events: as in the
+-- lessons projection, a universal lesson survives the forgetting of a domain or run where
+-- it was used, so those events stay with their run, step and domain masked (NULL).
 CREATE VIEW ev AS
+WITH marked AS (
+    SELECT *, (run_id IS NOT NULL AND run_id IN (SELECT run_id FROM forgotten_runs)) OR domain_forgotten(domain) AS masked
+    FROM ev_raw
+    WHERE type <> 'subject_forgotten'
+      AND NOT domain_forgotten(coalesce(j(payload, 'scope_domain'),
+                                        CASE WHEN type = 'lesson_recorded' AND schema_version = 1 THEN j(payload, 'domain') END))
+      AND (j(payload, 'lesson_id') IS NULL OR j(payload, 'lesson_id') NOT IN (SELECT subject FROM forgotten_lessons))
+      AND (type <> 'session_recorded' OR j(payload, 'session_id') NOT IN (SELECT subject FROM forgotten WHERE kind = 'session'))
+)
 SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at,
        ts(recorded_at) AS recorded_ts, ts(occurred_at) AS occurred_ts,
-       run_id, step, domain, payload
-FROM ev_raw
-WHERE type <> 'subject_forgotten'
-  AND (run_id IS NULL OR run_id NOT IN (SELECT run_id FROM forgotten_runs))
-  AND NOT domain_forgotten(domain)
-  AND NOT domain_forgotten(coalesce(j(payload, 'scope_domain'), CASE WHEN type = 'lesson_recorded' AND schema_version = 1 THEN j(payload, 'domain') END))
-  AND (j(payload, 'lesson_id') IS NULL OR j(payload, 'lesson_id') NOT IN (SELECT subject FROM forgotten_lessons))
-  AND (type <> 'session_recorded' OR j(payload, 'session_id') NOT IN (SELECT subject FROM forgotten WHERE kind = 'session'));
+       CASE WHEN masked THEN NULL ELSE run_id END AS run_id,
+       CASE WHEN masked THEN NULL ELSE step END AS step,
+       CASE WHEN masked THEN NULL ELSE domain END AS domain,
+       payload
+FROM marked
+WHERE NOT masked OR type IN ('lesson_seeded', 'lesson_recorded', 'lesson_deduplicated', 'lesson_promoted',
+                             'lessons_pruned', 'error_recall', 'domain_recall', 'tier1_loaded');
 
 CREATE VIEW run_started AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
@@ -113,6 +124,16 @@ FROM (SELECT seq, run_id, step, domain, recorded_at, 'error' AS kind, lesson_ids
      unnest(r.lesson_ids) AS u(lesson_id)
 WHERE u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
 
+-- one row per recall event; n = lessons it returned (not counting forgotten ones;
+-- `matched` when the event names no lesson ids)
+CREATE VIEW recall_events AS
+SELECT r.seq, r.run_id, r.step, r.domain, r.recorded_at, r.kind,
+       CASE WHEN len(r.lesson_ids) = 0 THEN r.matched
+            ELSE (SELECT count(*) FROM recall_hits h WHERE h.seq = r.seq) END AS n
+FROM (SELECT seq, run_id, step, domain, recorded_at, 'error' AS kind, matched, lesson_ids FROM error_recall
+      UNION ALL
+      SELECT seq, run_id, step, domain, recorded_at, 'domain' AS kind, matched, lesson_ids FROM domain_recall) r;
+
 CREATE VIEW trajectory_recalled AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        j(payload, 'goal') AS goal, j(payload, 'trajectory_id') AS trajectory_id,
@@ -143,7 +164,8 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        CASE WHEN schema_version = 1 THEN j(payload, 'domain') ELSE j(payload, 'scope_domain') END AS scope_domain,
        coalesce(j(payload, 'source'), 'learned') AS source,
        coalesce(CAST(j(payload, 'use_count') AS INTEGER), 1) AS use_count,
-       jlist(payload, 'triggered_domains') AS triggered_domains
+       coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
+                 WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains
 FROM ev WHERE type = 'lesson_recorded';
 
 CREATE VIEW lesson_deduplicated AS

@@ -8,13 +8,27 @@ import click
 import orjson
 
 from ledger.errors import LedgerError
-from ledger.events import EVENT_TYPES, RecordedEvent, json_schema
+from ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
 from ledger.jsonl import parse_lines
 from ledger.settings import Settings, raw_writer
 
 
 def _settings() -> Settings:
     return click.get_current_context().find_object(Settings)
+
+
+def _domain_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    try:
+        return check_domain(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).encode("unicode_escape").decode("ascii")) from None
+
+
+def _ident_option(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    try:
+        return check_ident(value, param.name or "id")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).encode("unicode_escape").decode("ascii")) from None
 
 
 def summarize(ev: RecordedEvent) -> str:
@@ -52,8 +66,8 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
 @click.option("--from-seq", type=click.IntRange(min=1), default=None)
 @click.option("--to-seq", type=click.IntRange(min=0), default=None)
 @click.option("--type", "types", multiple=True, type=click.Choice(sorted(EVENT_TYPES)))
-@click.option("--run", "run_id", default=None)
-@click.option("--domain", default=None)
+@click.option("--run", "run_id", default=None, callback=_ident_option)
+@click.option("--domain", default=None, callback=_domain_option)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line, with the envelope.")
 @click.option("--follow", is_flag=True, help="Keep printing events as other processes append them.")
 def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run_id: str | None,

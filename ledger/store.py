@@ -70,6 +70,18 @@ def serialize_payload(payload: Payload, redactor: Redactor) -> str:
     return text
 
 
+def _env_busy_timeout() -> float:
+    """Seconds to wait for another process's write lock (env MEMLEDGER_BUSY_TIMEOUT, default 30)."""
+    raw = os.environ.get("MEMLEDGER_BUSY_TIMEOUT", "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LedgerError(f"MEMLEDGER_BUSY_TIMEOUT must be a number of seconds, not {raw[:30]!r}") from None
+    if not 0 <= value <= 86_400:
+        raise LedgerError(f"MEMLEDGER_BUSY_TIMEOUT must be between 0 and 86400 seconds, not {raw[:30]!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     ok: bool
@@ -162,12 +174,12 @@ class SqliteStore:
 
     kind = "sqlite"
 
-    def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout: float = 30.0,
+    def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout: float | None = None,
                  synchronous: str | None = None, redactor: Redactor | None = None, create: bool = True):
         self.path = Path(path)
         self.clock = clock
         self.redactor = redactor or default_redactor()
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
         self.synchronous = (synchronous or os.environ.get("MEMLEDGER_SYNCHRONOUS", "NORMAL")).upper()
         if self.synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise LedgerError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {self.synchronous!r}")

@@ -1,0 +1,72 @@
+"""Nothing secret at rest: typed passwords and secret-looking strings never reach the ledger's bytes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from ledger.events import Action, NewEvent, StepRecorded
+from ledger.redact import MARKER
+from ledger.store import SqliteStore
+from tests.cli_runner import run_cli
+
+PASSWORD = "hunter2-Corr3ct-Horse"
+API_KEY = "sk-live0123456789abcdefXYZ"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+BEARER = "Bearer abcDEF123.ghiJKL456-mno"
+CARD = "4111 1111 1111 1111"
+CARD_DIGITS = "4111111111111111"
+SECRETS = [PASSWORD, API_KEY, AWS_KEY, BEARER, "abcDEF123.ghiJKL456-mno", CARD, CARD_DIGITS]
+
+
+def secret_steps() -> list[NewEvent]:
+    typed = StepRecorded(action=Action(command="type", args={"selector": "#password", "value": PASSWORD}, sensitive=True),
+                         ok=True, target_text="Password")
+    keyed = StepRecorded(action=Action(command="fill", args={"password": PASSWORD, "selector": "#pw"}), ok=True)
+    leaky = StepRecorded(action=Action(command="click", args={"selector": "#pay"}), ok=False,
+                         error=f"401 for key {API_KEY} and {AWS_KEY}; header Authorization: {BEARER}",
+                         think=f"pay with card {CARD} then {CARD_DIGITS}")
+    return [NewEvent(payload=p, run_id="r1", step=i) for i, p in enumerate((typed, keyed, leaky))]
+
+
+def scan(directory: Path) -> list[str]:
+    """Secrets found in any byte of any file in `directory` (ledger.db, -wal, -shm)."""
+    found = []
+    for path in directory.iterdir():
+        data = path.read_bytes()
+        found += [f"{path.name}: {s}" for s in SECRETS if s.encode() in data]
+    return found
+
+
+def test_secrets_never_reach_the_files(memory_path: Path) -> None:
+    store = SqliteStore.open(memory_path / "ledger.db")
+    recorded = store.append(secret_steps())
+    assert Path(f"{store.path}-wal").stat().st_size > 0  # the rows are in the WAL now
+    assert scan(memory_path) == []
+    store.close()  # checkpointed into ledger.db
+    assert scan(memory_path) == []
+    assert recorded[0].data["action"]["args"]["value"] == MARKER
+    assert recorded[1].data["action"]["args"]["password"] == MARKER
+    assert recorded[2].data["error"].count(MARKER) == 3
+    assert recorded[2].data["think"] == f"pay with card {MARKER} then {MARKER}"
+    assert "selector" in recorded[0].data["action"]["args"]
+
+
+def test_non_card_numbers_are_kept(fresh_ledger: SqliteStore) -> None:
+    (ev,) = fresh_ledger.append([NewEvent(payload=StepRecorded(
+        action=Action(command="type", args={"value": "1234 5678 9012 3456"}), ok=True), run_id="r1")])
+    assert ev.data["action"]["args"]["value"] == "1234 5678 9012 3456"  # fails the Luhn check: not a card
+
+
+def test_secrets_through_cli_append(memory_path: Path, tmp_path: Path) -> None:
+    lines = [
+        {"type": "step_recorded", "run_id": "r1", "ok": True,
+         "action": {"command": "type", "args": {"selector": "input[type=password]", "value": PASSWORD}, "sensitive": True}},
+        {"type": "fact_observed", "fact_type": "quirk", "key": "auth", "value": f"send {BEARER} with {API_KEY}"},
+        {"type": "run_completed", "run_id": "r1", "success": True, "summary": f"paid with {CARD}"},
+    ]
+    src = tmp_path / "secrets.jsonl"
+    src.write_bytes(b"\n".join(orjson.dumps(line) for line in lines))
+    r = run_cli("--memory-dir", str(memory_path), "append", "--raw", str(src))
+    assert r.code == 0, r.err
+    assert scan(memory_path) == []

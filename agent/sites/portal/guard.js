@@ -1,0 +1,1 @@
+if (document.cookie.indexOf("session=demo") < 0) location.replace("/login");

@@ -1,0 +1,170 @@
+"""The bundled local sites: one small HTTP server, several host names.
+
+Real sites have quirks that break naive agents (a cookie banner that
+intercepts clicks, an autocomplete list over a submit button, a modal in
+shadow DOM, a slow page, a login form, a custom text widget that `fill`
+cannot handle). Lessons are learned from exactly those failures, so the
+bundled sites reproduce them offline and deterministically.
+
+The server routes by host name: the browser is pointed at it as an HTTP
+proxy (and `--host-resolver-rules` maps `*.test` to 127.0.0.1), so URLs stay
+port-free (`http://shop.test/`) and each site is its own domain.
+
+Example:
+    with SitesServer() as sites:
+        print(sites.url("shop.test", "/"))   # http://shop.test/
+"""
+from __future__ import annotations
+
+import json
+import mimetypes
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent
+#: host name -> directory of its static files
+HOSTS: dict[str, str] = {
+    "shop.test": "shop",
+    "search.test": "search",
+    "news.test": "news",
+    "portal.test": "portal",
+    "forum.test": "forum",
+}
+#: paths whose response the server delays (seconds): the slow page quirk
+SLOW_PATHS: dict[str, float] = {"/article/election-results": 1.2}
+CASES_FILE = ROOT / "cases.json"
+HOSTILE_CASES_FILE = ROOT / "hostile_cases.json"
+
+
+def _resolve(host: str, path: str) -> Path | None:
+    """Map a request path to a file: `/`, `/x` -> x.html, `/product/shoes` -> product.html."""
+    site = HOSTS.get(host)
+    if site is None:
+        return None
+    base = ROOT / site
+    clean = path.split("?", 1)[0].split("#", 1)[0]
+    parts = [p for p in clean.split("/") if p]
+    if any(p.startswith(".") for p in parts):
+        return None
+    candidates: list[Path] = []
+    if not parts:
+        candidates.append(base / "index.html")
+    else:
+        candidates.append(base.joinpath(*parts))
+        candidates.append(base.joinpath(*parts[:-1], parts[-1] + ".html"))
+        candidates.append(base / (parts[0] + ".html"))  # /product/<slug> -> product.html
+    for c in candidates:
+        if c.is_file() and base in c.resolve().parents:
+            return c
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "memledger-sites/1"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
+        return
+
+    def _target(self) -> tuple[str, str]:
+        raw = self.path
+        if raw.startswith(("http://", "https://")):
+            parts = urlsplit(raw)
+            host = (parts.hostname or "").lower()
+            path = parts.path or "/"
+            if parts.query:
+                path += "?" + parts.query
+            return host, path
+        host = (self.headers.get("Host") or "").split(":", 1)[0].lower()
+        return host, raw
+
+    def do_CONNECT(self) -> None:  # noqa: N802 - no TLS here; refuse fast so the browser falls back
+        self.send_error(405, "no TLS on the bundled sites")
+
+    def do_GET(self) -> None:  # noqa: N802
+        host, path = self._target()
+        delay = SLOW_PATHS.get(path.split("?", 1)[0])
+        if delay and host == "news.test":
+            time.sleep(delay)
+        if path.split("?", 1)[0] == "/health":
+            self._send(200, b"ok", "text/plain")
+            return
+        file = _resolve(host, path)
+        if file is None:
+            body = f"<!doctype html><title>Not found</title><h1>404 Not found</h1><p>{host}{path}</p>".encode()
+            self._send(404, body, "text/html; charset=utf-8")
+            return
+        ctype = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        if ctype.startswith("text/") or ctype.endswith("javascript"):
+            ctype += "; charset=utf-8"
+        self._send(200, file.read_bytes(), ctype)
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class SitesServer:
+    """Serves every bundled site on 127.0.0.1 (a free port unless one is given)."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1"):
+        self.httpd = ThreadingHTTPServer((host, port), _Handler)
+        self.httpd.daemon_threads = True
+        self.thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def proxy(self) -> str:
+        """The proxy address the browser sends the bundled hosts' requests to."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def url(host: str, path: str = "/") -> str:
+        return f"http://{host}{path if path.startswith('/') else '/' + path}"
+
+    def start(self) -> "SitesServer":
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="memledger-sites", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> "SitesServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def is_bundled(url: str) -> bool:
+    """True when a URL points at one of the bundled hosts (the run command then serves them)."""
+    return (urlsplit(url).hostname or "").lower() in HOSTS
+
+
+def load_cases(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """Read a cases file: a JSON list of {id, goal, site, start_url, success}; start_url may be relative."""
+    file = Path(path) if path is not None else CASES_FILE
+    cases = json.loads(file.read_text(encoding="utf-8"))
+    if isinstance(cases, dict):
+        cases = cases.get("cases", [])
+    out = []
+    for case in cases:
+        case = dict(case)
+        start = case.get("start_url") or case.get("url") or "/"
+        if not start.startswith(("http://", "https://")):
+            case["start_url"] = SitesServer.url(case["site"], start)
+        out.append(case)
+    return out

@@ -339,7 +339,7 @@ class PostgresStore:
             after = rows[-1][0]
 
     def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
-                  poll_s: float = 1.0) -> Iterator[RecordedEvent]:
+                  poll_s: float = 0.5) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as writers commit them (LISTEN/NOTIFY).
 
         Runs on its own connection (LISTEN first, then catch up, so nothing

@@ -1,0 +1,296 @@
+"""The store contract, written once and run against both stores (SQLite and a real PostgreSQL).
+
+Nothing above `ledger` may know which store it talks to, so every behaviour
+the layers above rely on is checked here for both: round trip, atomic
+batches, optimistic concurrency, gapless seq, the hash chain and its
+tamper-evidence, append-only triggers, filters, subscribe, monotonic
+recorded time, and several processes appending at once.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ledger.clock import SteppingClock
+from ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
+from ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
+from ledger.location import open_store
+
+KINDS = ["sqlite", "postgresql"]
+
+
+class Raw:
+    """A connection that bypasses the store: what an attacker (or a careless admin) would use."""
+
+    def __init__(self, kind: str, url: str):
+        self.kind = kind
+        if kind == "sqlite":
+            self.conn: Any = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+        else:
+            self.conn = psycopg.connect(url, autocommit=True)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if self.kind == "postgresql":
+            sql = sql.replace("?", "%s")
+        cur = self.conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+    def tamper(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """Run an UPDATE/DELETE behind the triggers' back (drop them / disable them as superuser)."""
+        if self.kind == "sqlite":
+            self.conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+            self.conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
+        else:
+            self.conn.execute("ALTER TABLE events DISABLE TRIGGER USER")
+        self.execute(sql, params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture(params=KINDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'memory' / 'ledger.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def kind(store_url: str) -> str:
+    return "sqlite" if store_url.startswith("sqlite") else "postgresql"
+
+
+@pytest.fixture
+def store(store_url: str, clock: SteppingClock) -> Iterator[Any]:
+    s = open_store(url=store_url, clock=clock)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def raw(store: Any, kind: str, store_url: str) -> Iterator[Raw]:
+    r = Raw(kind, store_url)
+    yield r
+    r.close()
+
+
+def progress(turn: int, run: str = "r1", **env: Any) -> NewEvent:
+    return event(RunProgress(turn=turn, current_url=f"http://site.test/{turn}"), run_id=run, **env)
+
+
+def lesson(n: int, domain: str | None = None) -> NewEvent:
+    return event(LessonSeeded(lesson_id=f"l{n}", lesson=f"lesson {n}", category="best_practice"), domain=domain)
+
+
+def mixed() -> list[NewEvent]:
+    return [
+        lesson(1, "a.example.com"),
+        progress(1, "r1", domain="a.example.com", step=0),
+        event(FactObserved(fact_type="quirk", key="k", value="v"), domain="b.example.com"),
+        event(StepGraded(outcome="failure", reason="no button", correction="scroll"), run_id="r2", step=3,
+              domain="b.example.com", occurred_at="2025-12-31T23:00:00Z"),
+        progress(2, "r1", domain="a.example.com", step=1),
+        lesson(2),
+    ]
+
+
+def test_kind_and_url(store: Any, kind: str, store_url: str) -> None:
+    assert store.kind == kind
+    assert store.url == store_url
+
+
+def test_append_read_round_trip(store: Any) -> None:
+    batch = mixed()
+    recorded = store.append(batch)
+    assert [e.seq for e in recorded] == [1, 2, 3, 4, 5, 6]
+    back = list(store.read())
+    assert [e.as_dict() for e in back] == [e.as_dict() for e in recorded]
+    assert [e.payload for e in back] == [ev.payload for ev in batch]
+    assert back[3].occurred_at == "2025-12-31T23:00:00.000000Z"
+    assert back[3].recorded_at == "2026-01-01T00:00:00.000000Z"
+    assert [(e.stream, e.stream_version) for e in back[:2]] == [("memory", 1), ("run-r1", 1)]
+    assert back[4].stream_version == 2
+    assert store.head() == 6
+    assert store.get(back[2].id) == back[2]
+    assert store.get("nope") is None
+    assert store.verify().ok and store.verify().count == 6
+    st = store.stats()
+    assert st.count == 6 and st.by_type["lesson_seeded"] == 2 and st.by_run == {"r1": 2, "r2": 1}
+    assert st.by_domain == {"a.example.com": 3, "b.example.com": 2} and st.file_bytes > 0
+
+
+def test_same_events_hash_identically_in_both_stores(store: Any, tmp_path: Path) -> None:
+    """The chain is the store-independent part: same input and clock, same hashes."""
+    batch = [lesson(1), progress(1), lesson(2)]
+    batch = [NewEvent(ev.payload, run_id=ev.run_id, id=f"e{i}") for i, ev in enumerate(batch)]
+    mine = store.append(batch)
+    with open_store(url=f"sqlite:///{tmp_path / 'ref' / 'ledger.db'}", clock=SteppingClock()) as ref:
+        theirs = ref.append(batch)
+    assert [e.hash for e in mine] == [e.hash for e in theirs]
+
+
+def test_a_bad_event_writes_nothing_of_its_batch(store: Any) -> None:
+    store.append([lesson(1)])
+    with pytest.raises(InvalidEvent, match="event 3"):
+        store.append([lesson(2), progress(1), {"type": "lesson_seeded"}])  # type: ignore[list-item]
+    dup = NewEvent(LessonSeeded(lesson_id="x", lesson="x", category="best_practice"), id="same-id")
+    with pytest.raises(LedgerError):
+        store.append([lesson(3), dup, dup])
+    with pytest.raises(RuntimeError):
+        with store.atomic() as tx:
+            tx.append([lesson(4)])
+            raise RuntimeError("caller failed after appending")
+    assert store.head() == 1
+    assert [e.seq for e in store.append([lesson(5)])] == [2]
+    assert store.verify().ok
+
+
+def test_stale_expected_version_is_refused(store: Any, store_url: str) -> None:
+    store.append([progress(1), progress(2)], expected_version=0)
+    with pytest.raises(ConcurrencyConflict, match="run-r1"):
+        store.append([progress(3)], expected_version=1)
+    other = open_store(url=store_url)
+    try:
+        other.append([progress(3)], expected_version=2)
+        with pytest.raises(ConcurrencyConflict):
+            store.append([progress(4)], expected_version=2)  # a second writer moved the stream on
+    finally:
+        other.close()
+    store.append([progress(4)], expected_version=3)
+    assert [e.stream_version for e in store.read(stream="run-r1")] == [1, 2, 3, 4]
+
+
+def test_seq_stays_gapless_across_connections_and_failures(store: Any, store_url: str) -> None:
+    other = open_store(url=store_url)
+    try:
+        for i in range(10):
+            (store if i % 2 else other).append([lesson(i)])
+            with pytest.raises(ConcurrencyConflict):
+                store.append([progress(i)], expected_version=99)
+            with pytest.raises(InvalidEvent):
+                other.append([lesson(i), "junk"])  # type: ignore[list-item]
+    finally:
+        other.close()
+    assert [e.seq for e in store.read()] == list(range(1, 11))
+    assert store.verify().ok
+
+
+def test_update_and_delete_are_refused(store: Any, raw: Raw) -> None:
+    store.append([lesson(1), lesson(2)])
+    for sql in ("UPDATE events SET payload = '{}' WHERE seq = 1", "DELETE FROM events WHERE seq = 2",
+                "DELETE FROM events"):
+        with pytest.raises(Exception, match="ledger is append-only"):
+            raw.execute(sql)
+    assert store.head() == 2 and store.verify().ok
+
+
+def test_verify_names_an_edited_payload(store: Any, raw: Raw) -> None:
+    store.append([lesson(i) for i in range(5)])
+    raw.tamper("UPDATE events SET payload = replace(payload, 'lesson 2', 'lesson X') WHERE seq = 3")
+    result = store.verify()
+    assert (result.ok, result.first_bad_seq, result.count) == (False, 3, 2)
+    assert "hash" in (result.reason or "")
+
+
+def test_verify_names_a_removed_row(store: Any, raw: Raw) -> None:
+    store.append([lesson(i) for i in range(5)])
+    raw.tamper("DELETE FROM events WHERE seq = 3")
+    result = store.verify()
+    assert (result.ok, result.first_bad_seq) == (False, 3)
+    assert "missing" in (result.reason or "")
+
+
+def test_read_filters(store: Any, clock: SteppingClock) -> None:
+    store.append(mixed()[:3])
+    clock.advance(timedelta(hours=1))
+    store.append(mixed()[3:])
+    assert [e.seq for e in store.read(from_seq=2, to_seq=4)] == [2, 3, 4]
+    assert [e.seq for e in store.read(types=["lesson_seeded"])] == [1, 6]
+    assert [e.seq for e in store.read(types=["lesson_seeded", "step_graded"])] == [1, 4, 6]
+    assert [e.seq for e in store.read(stream="run-r1")] == [2, 5]
+    assert [e.seq for e in store.read(run_id="r2")] == [4]
+    assert [e.seq for e in store.read(domain="a.example.com")] == [1, 2, 5]
+    assert [e.seq for e in store.read(domain="a.example.com", from_seq=3)] == [5]
+    assert [e.seq for e in store.read(since="2026-01-01T00:30:00Z")] == [4, 5, 6]
+    assert [e.seq for e in store.read(until="2026-01-01T00:30:00+00:00")] == [1, 2, 3]
+    assert [e.seq for e in store.read(batch=2)] == [1, 2, 3, 4, 5, 6]
+    assert store.seq_at_time("2026-01-01T00:30:00Z") == 3
+    assert store.seq_at_time("2025-01-01") == 0
+
+
+def test_recorded_at_never_goes_backwards(store_url: str) -> None:
+    times = iter([datetime(2026, 1, 1, 12, tzinfo=UTC), datetime(2026, 1, 1, 11, tzinfo=UTC),
+                  datetime(2025, 6, 1, tzinfo=UTC), datetime(2026, 1, 1, 13, tzinfo=UTC)])
+    with open_store(url=store_url, clock=lambda: next(times)) as s:
+        for i in range(4):
+            s.append([lesson(i)])
+        rec = [e.recorded_at for e in s.read()]
+    assert rec == sorted(rec)
+    assert rec[1] == rec[2] == "2026-01-01T12:00:00.000000Z" and rec[3] == "2026-01-01T13:00:00.000000Z"
+
+
+def test_subscribe_delivers_new_events(store: Any, store_url: str) -> None:
+    store.append([lesson(1), lesson(2)])
+    seen: list[int] = []
+    stop = threading.Event()
+    follower = open_store(url=store_url)
+
+    def follow() -> None:
+        for ev in follower.subscribe(2, stop):
+            seen.append(ev.seq)
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    writer = open_store(url=store_url)
+    try:
+        for i in range(3):
+            writer.append([lesson(10 + i), progress(i)])
+        deadline = time.monotonic() + 10
+        while len(seen) < 7 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        writer.close()
+        follower.close()
+    assert seen == [2, 3, 4, 5, 6, 7, 8]
+
+
+def _writer(url: str, name: str, count: int, start: Any) -> None:
+    start.wait()
+    with open_store(url=url) as s:
+        i = 0
+        while i < count:
+            n = min(1 + i % 3, count - i)
+            s.append([progress(i + k, run=name) for k in range(n)])
+            i += n
+
+
+def test_four_processes_lose_nothing(store: Any, store_url: str) -> None:
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(store_url, f"w{n}", 30, start)) for n in range(4)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    events = list(store.read())
+    assert [e.seq for e in events] == list(range(1, 121))
+    for n in range(4):
+        mine = [e for e in events if e.run_id == f"w{n}"]
+        assert [e.data["turn"] for e in mine] == list(range(30))
+        assert [e.stream_version for e in mine] == list(range(1, 31))
+    assert len({e.id for e in events}) == 120
+    result = store.verify()
+    assert result.ok and result.count == 120

@@ -1,0 +1,132 @@
+"""App knowledge (seed 000): typed domain facts with confidence, bitemporal.
+
+A new fact starts at `fact_initial_confidence` (0.6); observing a value that
+is already current confirms it (c += 0.2·(1−c), never a duplicate). A
+different value is a contradiction: the `fact_contradicted` decision halves
+every current fact of that (type, key) and the new value is added. Facts that
+fall below 0.1 are pruned by a `facts_pruned` decision, which *closes* them
+(valid_to set) instead of deleting them: "current" queries leave them out,
+history keeps them. valid_from/valid_to are occurred (valid) time;
+recorded_at is when the ledger learned the fact.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.text import add_event_id, domain_matches
+
+TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    fact_id: str
+    domain: str
+    fact_type: str
+    key: str
+    value: str
+    confidence: float
+    sources: int
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    last_seen: str
+    closed: bool
+    event_ids: tuple[str, ...]
+
+
+@dataclass
+class KnowledgeState:
+    #: domain -> fact_id -> current fact
+    current: dict[str, dict[str, Fact]] = field(default_factory=dict)
+    #: domain -> closed facts, in the order they were closed
+    closed: dict[str, list[Fact]] = field(default_factory=dict)
+
+
+def empty() -> KnowledgeState:
+    return KnowledgeState()
+
+
+def fact_id_for(domain: str, fact_type: str, key: str, value: str) -> str:
+    body = orjson.dumps([domain, fact_type, key, value])
+    return "fact_" + hashlib.sha256(body).hexdigest()[:16]
+
+
+def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeState:
+    """Fold one event into the knowledge state (in place; returns it)."""
+    t, d = ev.type, ev.data
+    domain = ev.domain or ""
+    if t == "fact_observed":
+        facts = state.current.setdefault(domain, {})
+        fid = fact_id_for(domain, d["fact_type"], d["key"], d["value"])
+        old = facts.get(fid)
+        if old is not None:
+            c = old.confidence + policy.fact_confirm_rate * (1.0 - old.confidence)
+            facts[fid] = replace(old, confidence=c, sources=old.sources + 1, last_seen=ev.occurred_at,
+                                 event_ids=add_event_id(old.event_ids, ev.id))
+        else:
+            conf = d.get("confidence")
+            facts[fid] = Fact(
+                fact_id=fid, domain=domain, fact_type=d["fact_type"], key=d["key"], value=d["value"],
+                confidence=float(conf) if conf is not None else policy.fact_initial_confidence,
+                sources=int(d.get("sources") or 1), valid_from=ev.occurred_at, valid_to=None,
+                recorded_at=ev.recorded_at, last_seen=ev.occurred_at, closed=False, event_ids=(ev.id,))
+    elif t == "fact_contradicted":
+        facts = state.current.get(domain, {})
+        old_values = set(d.get("old_values") or ())
+        factor = float(d["factor"])
+        for fid, f in list(facts.items()):
+            if f.fact_type == d["fact_type"] and f.key == d["key"] and f.value != d["new_value"] \
+                    and (not old_values or f.value in old_values):
+                facts[fid] = replace(f, confidence=f.confidence * factor, event_ids=add_event_id(f.event_ids, ev.id))
+    elif t == "facts_pruned":
+        for item in d.get("facts") or ():
+            fdomain = item.get("domain", domain) or ""
+            fid = item.get("fact_id") or fact_id_for(fdomain, item.get("fact_type", ""), item.get("key", ""),
+                                                     item.get("value", ""))
+            f = state.current.get(fdomain, {}).pop(fid, None)
+            if f is not None:
+                state.closed.setdefault(fdomain, []).append(replace(
+                    f, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(f.event_ids, ev.id)))
+    elif t == "subject_forgotten" and d["subject_kind"] == "domain":
+        for dom in [k for k in state.current if domain_matches(k, d["subject"])]:
+            del state.current[dom]
+        for dom in [k for k in state.closed if domain_matches(k, d["subject"])]:
+            del state.closed[dom]
+    return state
+
+
+def current_facts(state: KnowledgeState, domain: str, min_confidence: float | None = None,
+                  include_closed: bool = False) -> list[Fact]:
+    """Current facts of one domain, most confident first (closed ones appended on request)."""
+    facts = [f for f in state.current.get(domain, {}).values()
+             if min_confidence is None or f.confidence >= min_confidence]
+    facts.sort(key=lambda f: (-f.confidence, f.fact_type, f.key, f.value))
+    if include_closed:
+        facts.extend(state.closed.get(domain, []))
+    return facts
+
+
+def decode(raw: dict[str, Any]) -> KnowledgeState:
+    def fact(row: dict[str, Any]) -> Fact:
+        return Fact(**{**row, "event_ids": tuple(row["event_ids"])})
+    return KnowledgeState(
+        current={dom: {fid: fact(r) for fid, r in facts.items()} for dom, facts in raw.get("current", {}).items()},
+        closed={dom: [fact(r) for r in facts] for dom, facts in raw.get("closed", {}).items()})
+
+
+def tables(state: KnowledgeState) -> dict[str, list[dict[str, Any]]]:
+    rows = []
+    for facts in [*(list(v.values()) for v in state.current.values()), *state.closed.values()]:
+        for f in facts:
+            rows.append({"fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key,
+                         "value": f.value, "confidence": f.confidence, "sources": f.sources,
+                         "valid_from": f.valid_from, "valid_to": f.valid_to, "recorded_at": f.recorded_at,
+                         "last_seen": f.last_seen, "closed": int(f.closed),
+                         "event_ids": orjson.dumps(f.event_ids).decode()})
+    return {"facts": rows}

@@ -1,0 +1,214 @@
+"""Lessons (seed 001): Tier 1 / Tier 2 lessons, their use counts and provenance.
+
+`apply` is the pure fold. It never applies a policy by itself: dedup and
+promotion arrive as their own decision events (`lesson_deduplicated`,
+`lesson_promoted`). Recall events count as a use of each lesson they list
+(use_count + 1, last_used, the event's domain added to triggered_domains).
+
+Two domains, never confused: `scope_domain` is the site a lesson applies to
+(None = universal); an event's `domain` is where it happened, and feeds
+`triggered_domains`.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.text import add_event_id, domain_matches, normalize_text
+
+TIER1_CATEGORIES = ("tool_fallback", "best_practice")
+TIER2_CATEGORIES = ("error_recovery", "site_specific")
+TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
+         "error_recall", "domain_recall", "subject_forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class Lesson:
+    lesson_id: str
+    lesson: str
+    category: str
+    failed_command: str | None
+    error_pattern: str | None
+    scope_domain: str | None
+    use_count: int
+    created_at: str
+    last_used: str
+    source: str
+    triggered_domains: tuple[str, ...]
+    event_ids: tuple[str, ...]
+    taught_by_run: str | None = None
+    taught_at_step: int | None = None
+
+    @property
+    def tier(self) -> int:
+        return 1 if self.category in TIER1_CATEGORIES else 2
+
+
+@dataclass
+class LessonsState:
+    lessons: dict[str, Lesson] = field(default_factory=dict)
+    #: dedup key -> lesson_id (derived from `lessons`, kept for O(1) dedup)
+    by_key: dict[str, str] = field(default_factory=dict)
+    #: the seed lessons were written once (they are not re-seeded after a forget)
+    seeded: bool = False
+
+
+def empty() -> LessonsState:
+    return LessonsState()
+
+
+def dedup_key(failed_command: str | None, error_pattern: str | None, scope_domain: str | None, lesson: str) -> str:
+    """(failed_command, error_pattern) when either is set, else (scope domain, normalized text)."""
+    fc = (failed_command or "").strip().lower()
+    ep = (error_pattern or "").strip().lower()
+    if fc or ep:
+        return orjson.dumps(["cmd", fc, ep]).decode()
+    return orjson.dumps(["text", (scope_domain or "").lower(), normalize_text(lesson)]).decode()
+
+
+def lesson_id_for(failed_command: str | None, error_pattern: str | None, scope_domain: str | None,
+                  lesson_text: str) -> str:
+    """The deterministic id of a lesson: sha256 of its dedup key."""
+    key = dedup_key(failed_command, error_pattern, scope_domain, lesson_text)
+    return "lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def key_of(lesson: Lesson) -> str:
+    return dedup_key(lesson.failed_command, lesson.error_pattern, lesson.scope_domain, lesson.lesson)
+
+
+def _domains(initial: list[str] | tuple[str, ...], extra: str | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for d in [*initial, extra]:
+        if d and d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+def new_lesson(data: dict[str, Any], domain: str | None, occurred: str, event_id: str, source: str,
+               run_id: str | None, step: int | None) -> Lesson:
+    """The lesson a `lesson_recorded`/`lesson_seeded` payload creates."""
+    lid = data.get("lesson_id") or lesson_id_for(
+        data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), data["lesson"])
+    src = data.get("source") or source or "learned"
+    use_count = int(data["use_count"]) if data.get("use_count") is not None else (0 if src == "seed" else 1)
+    return Lesson(
+        lesson_id=lid, lesson=data["lesson"], category=data["category"],
+        failed_command=data.get("failed_command"), error_pattern=data.get("error_pattern"),
+        scope_domain=data.get("scope_domain"), use_count=use_count,
+        created_at=data.get("created_at") or occurred, last_used=data.get("last_used") or occurred,
+        source=src, triggered_domains=_domains(data.get("triggered_domains") or [], domain),
+        event_ids=(event_id,) if event_id else (), taught_by_run=run_id, taught_at_step=step)
+
+
+def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson:
+    """One more use: use_count + 1, last_used, the domain where it happened."""
+    tds = lesson.triggered_domains
+    if domain and domain not in tds:
+        tds = (*tds, domain)
+    return replace(lesson, use_count=lesson.use_count + 1, last_used=when or lesson.last_used,
+                   triggered_domains=tds,
+                   event_ids=add_event_id(lesson.event_ids, event_id) if event_id else lesson.event_ids)
+
+
+def _add(state: LessonsState, lesson: Lesson) -> None:
+    state.lessons[lesson.lesson_id] = lesson
+    state.by_key[key_of(lesson)] = lesson.lesson_id
+
+
+def _remove(state: LessonsState, lesson_id: str) -> None:
+    lesson = state.lessons.pop(lesson_id, None)
+    if lesson is not None:
+        key = key_of(lesson)
+        if state.by_key.get(key) == lesson_id:
+            del state.by_key[key]
+
+
+def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> LessonsState:
+    """Fold one event into the lessons state (updates `state` in place and returns it)."""
+    t, d = ev.type, ev.data
+    if t == "lesson_recorded" or t == "lesson_seeded":
+        if t == "lesson_seeded":
+            state.seeded = True
+        key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        if key in state.by_key:
+            return state  # a duplicate observation: only a lesson_deduplicated decision changes it
+        lesson = new_lesson(d, ev.domain, ev.occurred_at, ev.id, "seed" if t == "lesson_seeded" else "learned",
+                            ev.run_id, ev.step)
+        if lesson.lesson_id not in state.lessons:
+            _add(state, lesson)
+    elif t == "lesson_deduplicated":
+        lid = d["lesson_id"]
+        if lid not in state.lessons:
+            lid = state.by_key.get(dedup_key(d.get("failed_command"), d.get("error_pattern"),
+                                             d.get("scope_domain"), d["lesson"]), "")
+        lesson = state.lessons.get(lid)
+        if lesson is None:  # deduplicated onto a lesson forgotten meanwhile: it comes back
+            _add(state, new_lesson({**d, "use_count": d.get("new_use_count", 1)}, ev.domain, ev.occurred_at,
+                                   ev.id, "learned", ev.run_id, ev.step))
+        else:
+            state.lessons[lid] = used(lesson, ev.domain, ev.occurred_at, ev.id)
+    elif t == "error_recall" or t == "domain_recall":
+        seen: set[str] = set()
+        for lid in d.get("lesson_ids") or ():
+            lesson = state.lessons.get(lid)
+            if lesson is None or lid in seen:
+                continue
+            seen.add(lid)
+            state.lessons[lid] = used(lesson, ev.domain, ev.occurred_at, ev.id)
+    elif t == "lesson_promoted":
+        lesson = state.lessons.get(d["lesson_id"])
+        if lesson is not None:
+            state.lessons[lesson.lesson_id] = replace(
+                lesson, category=d.get("to_category", "best_practice"),
+                event_ids=add_event_id(lesson.event_ids, ev.id))
+    elif t == "lessons_pruned":
+        for lid in d.get("lesson_ids") or ():
+            _remove(state, lid)
+    elif t == "subject_forgotten":
+        forget(state, d["subject_kind"], d["subject"])
+    return state
+
+
+def forget(state: LessonsState, kind: str, subject: str) -> None:
+    """Remove a subject: a lesson; a domain's scoped lessons (and the domain from every
+    lesson's triggered_domains); a run's provenance."""
+    if kind == "lesson":
+        _remove(state, subject)
+    elif kind == "domain":
+        for lid, lesson in list(state.lessons.items()):
+            if domain_matches(lesson.scope_domain, subject):
+                _remove(state, lid)
+            elif any(domain_matches(td, subject) for td in lesson.triggered_domains):
+                state.lessons[lid] = replace(lesson, triggered_domains=tuple(
+                    td for td in lesson.triggered_domains if not domain_matches(td, subject)))
+    elif kind == "run":
+        for lid, lesson in list(state.lessons.items()):
+            if lesson.taught_by_run == subject:
+                state.lessons[lid] = replace(lesson, taught_by_run=None, taught_at_step=None)
+
+
+def decode(raw: dict[str, Any]) -> LessonsState:
+    state = LessonsState(seeded=bool(raw.get("seeded")))
+    for lid, row in raw.get("lessons", {}).items():
+        _add(state, Lesson(**{**row, "triggered_domains": tuple(row["triggered_domains"]),
+                              "event_ids": tuple(row["event_ids"])}))
+    return state
+
+
+def tables(state: LessonsState) -> dict[str, list[dict[str, Any]]]:
+    rows = []
+    for lesson in state.lessons.values():
+        rows.append({
+            "lesson_id": lesson.lesson_id, "lesson": lesson.lesson, "category": lesson.category,
+            "tier": lesson.tier, "failed_command": lesson.failed_command, "error_pattern": lesson.error_pattern,
+            "scope_domain": lesson.scope_domain, "use_count": lesson.use_count, "created_at": lesson.created_at,
+            "last_used": lesson.last_used, "source": lesson.source,
+            "triggered_domains": orjson.dumps(lesson.triggered_domains).decode(),
+            "event_ids": orjson.dumps(lesson.event_ids).decode(), "taught_by_run": lesson.taught_by_run,
+            "taught_at_step": lesson.taught_at_step})
+    return {"lessons": rows}

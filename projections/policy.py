@@ -1,0 +1,204 @@
+"""The policy step: thresholds as a `Policy`, and `decide`, the pure function from
+(state, new observation) to the decision events it causes.
+
+Observations (what the agent saw or did) are always appended as given; the
+decisions follow them in the same transaction (see writer.py). The folds in
+the projection modules never apply a policy by themselves: a second
+`lesson_recorded` with an existing dedup key changes nothing until the
+`lesson_deduplicated` decision says so, and a lesson changes tier only through
+`lesson_promoted`. Experiments therefore replay the observations under another
+`Policy` by calling `decide` again and folding what it returns.
+
+Recall counts as a use: the fold of `error_recall` / `domain_recall` adds 1
+to each listed lesson's use_count, sets last_used and adds the event's domain
+to triggered_domains, so `decide` evaluates promotion on recall events too.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from ledger.events import (
+    FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload,
+)
+
+if TYPE_CHECKING:
+    from projections.lessons import Lesson
+    from projections.state import MemoryState
+
+
+class Policy(BaseModel):
+    """Every threshold the memory applies; the defaults are the seed documents' values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    promotion_min_uses: int = 5
+    promotion_min_domains: int = 3
+    tier1_cap: int = 10
+    recall_top_k: int = 3
+    prune_max_age_days: float = 90
+    prune_min_uses: int = 5
+    fact_initial_confidence: float = 0.6
+    fact_confirm_rate: float = 0.2
+    fact_decay: float = 0.5
+    fact_prune_below: float = 0.1
+    fact_prompt_min: float = 0.5
+    trajectory_min_similarity: float = 0.5
+    trace_ttl_days: float = 30
+    trace_scoring: bool = False
+    trace_recency_days: float = 14
+    replay_min_similarity: float = 0.85
+    session_history: int = 5
+    session_full_detail: int = 2
+    step_memory_min_iou: float = 0.7
+    step_memory_top: int = 10
+    loop_threshold: int = 3
+    loop_window: int = 10
+
+    def fingerprint(self) -> str:
+        """A stable digest of every field: projections.db rebuilds when it changes."""
+        body = orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(body).hexdigest()[:16]
+
+
+DEFAULT_POLICY = Policy()
+
+#: event types that are decisions of the policy step (everything else is an observation)
+DECISION_TYPES = frozenset({
+    "lesson_deduplicated", "lesson_promoted", "lessons_pruned", "fact_contradicted",
+    "facts_pruned", "trajectories_expired", "lesson_seeded",
+})
+
+
+def promotable(lesson: "Lesson", policy: Policy) -> bool:
+    """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
+    return (lesson.category == "error_recovery"
+            and lesson.scope_domain is None
+            and lesson.use_count >= policy.promotion_min_uses
+            and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains)
+
+
+def _envelope(new: NewEvent) -> dict[str, Any]:
+    return {"run_id": new.run_id, "step": new.step, "domain": new.domain, "occurred_at": new.occurred_at}
+
+
+def _after_use(lesson: "Lesson", domain: str | None) -> "Lesson":
+    from projections.lessons import used
+    return used(lesson, domain, lesson.last_used, "")
+
+
+def _promotion(lesson: "Lesson", new: NewEvent) -> NewEvent:
+    return NewEvent(LessonPromoted(
+        lesson_id=lesson.lesson_id, lesson=lesson.lesson, use_count=lesson.use_count,
+        triggered_domains=list(lesson.triggered_domains), from_category="error_recovery",
+        to_category="best_practice"), **_envelope(new))
+
+
+def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+    """The decision events that observation `new` causes, given memory `state` before it.
+
+    Pure: depends only on its arguments. Decisions passed in as `new` (an
+    import of a whole log, say) cause no further decisions except promotion.
+    """
+    from projections import lessons as L
+    data: dict[str, Any] = new.payload.model_dump(mode="json")
+    t = new.type
+    ls = state.lessons
+    out: list[NewEvent] = []
+    if t == "lesson_recorded":
+        key = L.dedup_key(data.get("failed_command"), data.get("error_pattern"),
+                          data.get("scope_domain"), data["lesson"])
+        existing_id = ls.by_key.get(key)
+        if existing_id is not None:
+            lesson = ls.lessons[existing_id]
+            after = _after_use(lesson, new.domain)
+            out.append(NewEvent(LessonDeduplicated(
+                lesson_id=lesson.lesson_id, lesson=lesson.lesson, category=lesson.category,
+                failed_command=lesson.failed_command, error_pattern=lesson.error_pattern,
+                scope_domain=lesson.scope_domain, new_use_count=after.use_count,
+                learned_from=list(data.get("learned_from") or [])), **_envelope(new)))
+            if promotable(after, policy):
+                out.append(_promotion(after, new))
+        else:
+            fresh = L.new_lesson(data, new.domain, "", "", "", None, None)
+            if promotable(fresh, policy):
+                out.append(_promotion(fresh, new))
+    elif t == "lesson_deduplicated":
+        lesson = ls.lessons.get(data["lesson_id"])
+        if lesson is not None:
+            after = _after_use(lesson, new.domain)
+            if promotable(after, policy):
+                out.append(_promotion(after, new))
+    elif t in ("error_recall", "domain_recall"):
+        seen: set[str] = set()
+        for lid in data.get("lesson_ids") or []:
+            lesson = ls.lessons.get(lid)
+            if lesson is None or lid in seen:
+                continue
+            seen.add(lid)
+            after = _after_use(lesson, new.domain)
+            if promotable(after, policy):
+                out.append(_promotion(after, new))
+    elif t == "fact_observed":
+        out.extend(_fact_decisions(state, new, data, policy))
+    return out
+
+
+def _fact_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+    """A different value for a current (type, key) halves the old facts; those then under the floor are pruned."""
+    current = state.knowledge.current.get(new.domain or "", {})
+    same = [f for f in current.values() if f.fact_type == data["fact_type"] and f.key == data["key"]]
+    if not same or any(f.value == data["value"] for f in same):
+        return []
+    old = sorted(same, key=lambda f: f.fact_id)
+    out = [NewEvent(FactContradicted(
+        fact_type=data["fact_type"], key=data["key"], old_values=[f.value for f in old],
+        new_value=data["value"], factor=policy.fact_decay), **_envelope(new))]
+    dropped = [f for f in old if f.confidence * policy.fact_decay < policy.fact_prune_below]
+    if dropped:
+        out.append(NewEvent(FactsPruned(facts=[{
+            "fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key, "value": f.value,
+            "confidence": f.confidence * policy.fact_decay} for f in dropped],
+            threshold=policy.fact_prune_below), **_envelope(new)))
+    return out
+
+
+def is_decision(payload: Payload) -> bool:
+    return payload.type in DECISION_TYPES  # type: ignore[attr-defined]
+
+
+def on_open(state: "MemoryState", run_id: str, started_at: str, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+    """Decisions when memory is opened for a run starting at `started_at` (occurred time):
+    the seed lessons on first use; learned lessons unused for MORE than 90 days with
+    use_count < 5 pruned (seeds never); facts below 0.1 pruned; expired trajectories."""
+    from ledger.events import LessonsPruned, TrajectoriesExpired
+    from projections.text import older_than
+    from projections.trajectories import expired
+    from projections.writer import seed_lessons
+    env = {"run_id": run_id, "occurred_at": started_at}
+    out: list[NewEvent] = []
+    if not state.lessons.seeded:
+        out.extend(NewEvent(e.payload, **env) for e in seed_lessons())
+    lessons = state.lessons.lessons
+    stale = sorted(l.lesson_id for l in lessons.values()
+                   if l.source != "seed" and l.use_count < policy.prune_min_uses
+                   and older_than(l.last_used, started_at, policy.prune_max_age_days))
+    if stale:
+        out.append(NewEvent(LessonsPruned(
+            lesson_ids=stale, pruned_count=len(stale), remaining_count=len(lessons) - len(stale),
+            as_of=started_at, max_age_days=int(policy.prune_max_age_days), min_uses=policy.prune_min_uses), **env))
+    low = [f for facts in state.knowledge.current.values() for f in facts.values()
+           if f.confidence < policy.fact_prune_below]
+    if low:
+        low.sort(key=lambda f: (f.domain, f.fact_id))
+        out.append(NewEvent(FactsPruned(facts=[{
+            "fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key, "value": f.value,
+            "confidence": f.confidence} for f in low], threshold=policy.fact_prune_below), **env))
+    gone = expired(state.trajectories, started_at, policy.trace_ttl_days)
+    if gone:
+        out.append(NewEvent(TrajectoriesExpired(trajectory_ids=gone, ttl_days=policy.trace_ttl_days,
+                                                as_of=started_at), **env))
+    return out

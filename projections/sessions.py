@@ -1,0 +1,82 @@
+"""Session history (seed 000): the last `session_history` (5) completed runs per domain,
+successes and failures, in the order their completion was recorded in the log."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.text import domain_matches
+
+TYPES = ("session_recorded", "subject_forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    session_id: str
+    run_id: str | None
+    goal: str
+    outcome: str
+    success: bool
+    final_url: str
+    timestamp: str
+    turns_used: int
+    duration_ms: float
+    event_ids: tuple[str, ...]
+
+
+@dataclass
+class SessionsState:
+    #: domain -> entries, oldest..newest, at most policy.session_history
+    by_domain: dict[str, list[SessionEntry]] = field(default_factory=dict)
+
+
+def empty() -> SessionsState:
+    return SessionsState()
+
+
+def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState:
+    """Fold one event (in place; returns the state)."""
+    d = ev.data
+    if ev.type == "session_recorded":
+        entries = state.by_domain.setdefault(ev.domain or "", [])
+        entries.append(SessionEntry(
+            session_id=d["session_id"], run_id=ev.run_id, goal=d["goal"], outcome=d.get("outcome", ""),
+            success=bool(d["success"]), final_url=d.get("final_url", ""), timestamp=d["timestamp"],
+            turns_used=int(d.get("turns_used", 0)), duration_ms=float(d.get("duration_ms", 0)),
+            event_ids=(ev.id,)))
+        if len(entries) > policy.session_history:
+            del entries[: len(entries) - policy.session_history]
+    elif ev.type == "subject_forgotten":
+        kind, subject = d["subject_kind"], d["subject"]
+        for dom in list(state.by_domain):
+            if kind == "domain" and domain_matches(dom, subject):
+                del state.by_domain[dom]
+                continue
+            entries = state.by_domain[dom]
+            if kind == "run":
+                entries[:] = [e for e in entries if e.run_id != subject]
+            elif kind == "session":
+                entries[:] = [e for e in entries if e.session_id != subject]
+            if not entries:
+                del state.by_domain[dom]
+    return state
+
+
+def decode(raw: dict[str, Any]) -> SessionsState:
+    return SessionsState(by_domain={
+        dom: [SessionEntry(**{**r, "event_ids": tuple(r["event_ids"])}) for r in rows]
+        for dom, rows in raw.get("by_domain", {}).items()})
+
+
+def tables(state: SessionsState) -> dict[str, list[dict[str, Any]]]:
+    rows = []
+    for dom, entries in state.by_domain.items():
+        for i, e in enumerate(entries):
+            rows.append({"domain": dom, "position": i, "session_id": e.session_id, "run_id": e.run_id,
+                         "goal": e.goal, "outcome": e.outcome, "success": int(e.success),
+                         "final_url": e.final_url, "timestamp": e.timestamp, "turns_used": e.turns_used,
+                         "duration_ms": e.duration_ms, "event_ids": orjson.dumps(e.event_ids).decode()})
+    return {"sessions": rows}

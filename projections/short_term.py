@@ -1,0 +1,119 @@
+"""Short-term and working memory per run (seed 003): recent actions, failure
+signatures, action frequency, loop warnings (the same action ≥ 3 times in the
+last 10) and the navigation path. Cleared when the run completes (seed 003's
+`clear_task`); `as_of` still shows it at any point during the run."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.steps import action_signature
+from projections.text import add_event_id, domain_matches
+
+TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
+MAX_RECENT = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ShortTerm:
+    run_id: str
+    goal: str
+    domain: str
+    recent: tuple[dict[str, Any], ...]  # last 50 actions: step, action, url, ok, error, signature
+    failed_signatures: tuple[str, ...]
+    action_frequency: dict[str, int]
+    loop_warnings: tuple[str, ...]
+    navigation_path: tuple[str, ...]
+    current_url: str
+    cycle_count: int
+    event_ids: tuple[str, ...]
+
+    def has_failed(self, signature: str) -> bool:
+        return signature in self.failed_signatures
+
+
+def empty_run(run_id: str, goal: str = "", domain: str = "") -> ShortTerm:
+    return ShortTerm(run_id, goal, domain, (), (), {}, (), (), "", 0, ())
+
+
+@dataclass
+class ShortTermState:
+    by_run: dict[str, ShortTerm] = field(default_factory=dict)
+
+
+def empty() -> ShortTermState:
+    return ShortTermState()
+
+
+def action_key(action: dict[str, Any]) -> str:
+    """`click({"selector":"#submit"})`: the action as loop detection and frequency count it."""
+    args = orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode()
+    return f"{action.get('command', '')}({args})"
+
+
+def loop_warnings(recent: tuple[dict[str, Any], ...], threshold: int, window: int) -> tuple[str, ...]:
+    counts: dict[str, int] = {}
+    for entry in recent[-window:]:
+        counts[entry["key"]] = counts.get(entry["key"], 0) + 1
+    hits = sorted(((n, k) for k, n in counts.items() if n >= threshold), key=lambda x: (-x[0], x[1]))
+    return tuple(f"Warning: {k} repeated {n} times in last {window} actions!" for n, k in hits)
+
+
+def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermState:
+    """Fold one event (in place; returns the state)."""
+    d = ev.data
+    t = ev.type
+    if t == "run_started" and ev.run_id:
+        state.by_run[ev.run_id] = empty_run(ev.run_id, d.get("goal", ""), ev.domain or "")
+    elif t == "step_recorded" and ev.run_id:
+        st = state.by_run.get(ev.run_id) or empty_run(ev.run_id, "", ev.domain or "")
+        action = d["action"]
+        before = (d.get("env_before") or {}).get("url", "")
+        after = (d.get("env_after") or {}).get("url", "") or before
+        key = action_key(action)
+        sig = action_signature(action, before)
+        entry = {"step": ev.step, "key": key, "url": before, "ok": bool(d["ok"]), "error": d.get("error"),
+                 "signature": sig}
+        recent = (*st.recent[-(MAX_RECENT - 1):], entry)
+        freq = dict(st.action_frequency)
+        freq[key] = freq.get(key, 0) + 1
+        failed = st.failed_signatures if d["ok"] or sig in st.failed_signatures else (*st.failed_signatures, sig)
+        path = st.navigation_path
+        for url in (before, after):
+            if url and (not path or path[-1] != url):
+                path = (*path, url)
+        state.by_run[ev.run_id] = replace(
+            st, recent=recent, failed_signatures=failed, action_frequency=freq,
+            loop_warnings=loop_warnings(recent, policy.loop_threshold, policy.loop_window),
+            navigation_path=path, current_url=after or st.current_url, cycle_count=st.cycle_count + 1,
+            event_ids=add_event_id(st.event_ids, ev.id))
+    elif t == "run_completed" and ev.run_id:
+        state.by_run.pop(ev.run_id, None)
+    elif t == "subject_forgotten":
+        kind, subject = d["subject_kind"], d["subject"]
+        if kind == "run":
+            state.by_run.pop(subject, None)
+        elif kind == "domain":
+            for rid in [r for r, st in state.by_run.items() if domain_matches(st.domain, subject)]:
+                del state.by_run[rid]
+    return state
+
+
+def decode(raw: dict[str, Any]) -> ShortTermState:
+    return ShortTermState(by_run={rid: ShortTerm(**{
+        **r, "recent": tuple(r["recent"]), "failed_signatures": tuple(r["failed_signatures"]),
+        "loop_warnings": tuple(r["loop_warnings"]), "navigation_path": tuple(r["navigation_path"]),
+        "event_ids": tuple(r["event_ids"])}) for rid, r in raw.get("by_run", {}).items()})
+
+
+def tables(state: ShortTermState) -> dict[str, list[dict[str, Any]]]:
+    rows = [{"run_id": st.run_id, "goal": st.goal, "domain": st.domain, "cycle_count": st.cycle_count,
+             "current_url": st.current_url, "failed_signatures": orjson.dumps(st.failed_signatures).decode(),
+             "action_frequency": orjson.dumps(st.action_frequency, option=orjson.OPT_SORT_KEYS).decode(),
+             "loop_warnings": orjson.dumps(st.loop_warnings).decode(),
+             "navigation_path": orjson.dumps(st.navigation_path).decode(),
+             "event_ids": orjson.dumps(st.event_ids).decode()} for st in state.by_run.values()]
+    return {"short_term": rows}

@@ -1,0 +1,139 @@
+"""MemoryState: every projection's state, and the fold that drives them all.
+
+Each projection module exposes `TYPES` (the event types it folds), `empty()`,
+`apply(state, event, policy) -> state` (pure: no clock, no randomness, only
+insertion-ordered dicts and sorted iteration), `decode(raw)` and `tables(state)`.
+A state serializes with orjson (dataclasses natively) to canonical JSON, which is
+what snapshots store and what digests hash.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.policy import DEFAULT_POLICY, Policy
+
+#: projection name -> module (one module each); the order is the fold order
+PROJECTION_MODULES: dict[str, str] = {
+    "lessons": "projections.lessons",
+    "knowledge": "projections.knowledge",
+    "sessions": "projections.sessions",
+    "selectors": "projections.selectors",
+    "trajectories": "projections.trajectories",
+    "runs": "projections.runs",
+    "step_memories": "projections.steps",
+    "short_term": "projections.short_term",
+}
+PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
+
+
+def module(name: str) -> ModuleType:
+    return importlib.import_module(PROJECTION_MODULES[name])
+
+
+@dataclass
+class MemoryState:
+    """All projection states at `head` (the last seq folded in)."""
+
+    lessons: Any = None
+    knowledge: Any = None
+    sessions: Any = None
+    selectors: Any = None
+    trajectories: Any = None
+    runs: Any = None
+    step_memories: Any = None
+    short_term: Any = None
+    head: int = 0
+    heads: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, names: Iterable[str] = PROJECTIONS) -> "MemoryState":
+        state = cls()
+        for name in names:
+            setattr(state, name, module(name).empty())
+            state.heads[name] = 0
+        return state
+
+
+Apply = Callable[[Any, RecordedEvent, Policy], Any]
+
+
+def dispatch(names: Iterable[str] = PROJECTIONS) -> dict[str, list[tuple[str, Apply]]]:
+    """event type -> [(projection, apply)] for the projections that fold it."""
+    table: dict[str, list[tuple[str, Apply]]] = {}
+    for name in names:
+        mod = module(name)
+        for t in mod.TYPES:
+            table.setdefault(t, []).append((name, mod.apply))
+    return table
+
+
+_DISPATCH: dict[str, list[tuple[str, Apply]]] | None = None
+
+
+def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = DEFAULT_POLICY,
+         names: Iterable[str] | None = None) -> MemoryState:
+    """Fold events (in seq order, after state.head) into every (or the named) projection."""
+    global _DISPATCH
+    if names is None:
+        if _DISPATCH is None:
+            _DISPATCH = dispatch()
+        table = _DISPATCH
+        active = PROJECTIONS
+    else:
+        active = tuple(names)
+        table = dispatch(active)
+    get = table.get
+    head = state.head
+    for ev in events:
+        for name, fn in get(ev.type, ()):
+            setattr(state, name, fn(getattr(state, name), ev, policy))
+        head = ev.seq
+    state.head = head
+    for name in active:
+        state.heads[name] = head
+    return state
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(type(obj).__name__)
+
+
+def encode(obj: Any) -> bytes:
+    """Canonical JSON of a projection state (keys sorted, dataclasses as objects)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=_default)
+
+
+def decode(name: str, raw: bytes) -> Any:
+    return module(name).decode(orjson.loads(raw))
+
+
+def digest_of(obj: Any) -> str:
+    return hashlib.sha256(encode(obj)).hexdigest()
+
+
+def digests(state: MemoryState, names: Iterable[str] = PROJECTIONS) -> dict[str, str]:
+    """sha256 of each projection's canonical JSON: equal digests = equal states."""
+    return {name: digest_of(getattr(state, name)) for name in names if getattr(state, name) is not None}
+
+
+def code_version(name: str) -> str:
+    """Digest of the projection's own source (and the shared helpers): a code change means a rebuild."""
+    h = hashlib.sha256()
+    for path in (module(name).__file__, Path(__file__).with_name("text.py")):
+        h.update(Path(str(path)).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(name: str, policy: Policy) -> str:
+    return f"{code_version(name)}-{policy.fingerprint()}"

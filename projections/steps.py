@@ -1,0 +1,156 @@
+"""Graded step memories (seed 002): every step with env before/after, graded later.
+
+Retrieval (`retrieve`): graded memories of *other* runs whose page elements
+overlap the current page with IoU ≥ 0.7, ranked 65% page similarity + 35%
+intent similarity (word-overlap Jaccard of the agent's intent), top 10,
+deduplicated by action signature (best kept), and returned as two memories:
+one REPEAT (success) and one AVOID (failure) when both exist, else the best two.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ledger.events import RecordedEvent
+from projections.text import add_event_id, domain_matches, jaccard, words
+
+TYPES = ("step_recorded", "step_graded", "subject_forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class StepMemory:
+    run_id: str
+    step: int
+    env_before: dict[str, Any]
+    env_after: dict[str, Any]
+    action: dict[str, Any]
+    target_text: str | None
+    outcome: str  # pending | success | failure
+    reason: str | None
+    correction: str | None
+    page_similarity: float
+    intent_similarity: float
+    score: float
+    event_ids: tuple[str, ...]
+    intent: str = ""
+    rep: int = 1
+    domain: str = ""
+
+    @property
+    def kind(self) -> str:
+        """REPEAT for a step graded success, AVOID for a failure (seed 002's prompt format)."""
+        return "REPEAT" if self.outcome == "success" else "AVOID"
+
+    @property
+    def signature(self) -> str:
+        return action_signature(self.action, self.env_before.get("url", ""))
+
+
+def action_signature(action: dict[str, Any], url: str) -> str:
+    """Seed 003's action signature: tool, sorted parameters and URL, hashed."""
+    body = ":".join([action.get("command", ""),
+                     orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(), url])
+    return hashlib.md5(body.encode()).hexdigest()[:16]
+
+
+@dataclass
+class StepsState:
+    #: run_id -> str(step) -> memory, in recording order
+    by_run: dict[str, dict[str, StepMemory]] = field(default_factory=dict)
+
+
+def empty() -> StepsState:
+    return StepsState()
+
+
+def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsState:
+    """Fold one event (in place; returns the state)."""
+    d = ev.data
+    if ev.type == "step_recorded" and ev.run_id:
+        steps = state.by_run.setdefault(ev.run_id, {})
+        step = ev.step if ev.step is not None else len(steps)
+        intent = d.get("internal_state") or d.get("think") or d.get("target_text") or ""
+        steps[str(step)] = StepMemory(
+            run_id=ev.run_id, step=step, env_before=d.get("env_before") or {}, env_after=d.get("env_after") or {},
+            action=d["action"], target_text=d.get("target_text"), outcome="pending", reason=None, correction=None,
+            page_similarity=0.0, intent_similarity=0.0, score=0.0, event_ids=(ev.id,), intent=intent,
+            rep=int(d.get("rep", 1)), domain=ev.domain or "")
+    elif ev.type == "step_graded" and ev.run_id:
+        mem = state.by_run.get(ev.run_id, {}).get(str(ev.step))
+        if mem is not None:
+            state.by_run[ev.run_id][str(ev.step)] = replace(
+                mem, outcome=d["outcome"], reason=d.get("reason"), correction=d.get("correction"),
+                event_ids=add_event_id(mem.event_ids, ev.id))
+    elif ev.type == "subject_forgotten":
+        kind, subject = d["subject_kind"], d["subject"]
+        if kind == "run":
+            state.by_run.pop(subject, None)
+        elif kind == "domain":
+            for rid in list(state.by_run):
+                steps = state.by_run[rid]
+                for k in [k for k, m in steps.items() if domain_matches(m.domain, subject)]:
+                    del steps[k]
+                if not steps:
+                    del state.by_run[rid]
+    return state
+
+
+def forget_runs(state: StepsState, run_ids: Iterable[str]) -> None:
+    for rid in run_ids:
+        state.by_run.pop(rid, None)
+
+
+def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, exclude_run: str | None,
+             policy: Any) -> list[StepMemory]:
+    """Seed 002's retrieval over candidate memories (see the module docstring)."""
+    page = set(elements)
+    if not page:
+        return []
+    intent_words = words(intent)
+    scored: list[StepMemory] = []
+    for m in memories:
+        if m.outcome == "pending" or m.run_id == exclude_run:
+            continue
+        before = set(m.env_before.get("elements") or ())
+        if not before:
+            continue
+        inter = len(page & before)
+        iou = inter / (len(page) + len(before) - inter)
+        if iou < policy.step_memory_min_iou:
+            continue
+        isim = jaccard(intent_words, words(m.intent))
+        scored.append(replace(m, page_similarity=iou, intent_similarity=isim, score=0.65 * iou + 0.35 * isim))
+    scored.sort(key=lambda m: (-m.score, m.run_id, m.step))
+    top = scored[: policy.step_memory_top]
+    seen: set[str] = set()
+    unique = []
+    for m in top:
+        sig = m.signature
+        if sig not in seen:
+            seen.add(sig)
+            unique.append(m)
+    repeat = next((m for m in unique if m.kind == "REPEAT"), None)
+    avoid = next((m for m in unique if m.kind == "AVOID"), None)
+    if repeat is not None and avoid is not None:
+        return sorted([repeat, avoid], key=lambda m: (-m.score, m.run_id, m.step))
+    return unique[:2]
+
+
+def decode(raw: dict[str, Any]) -> StepsState:
+    return StepsState(by_run={rid: {k: StepMemory(**{**r, "event_ids": tuple(r["event_ids"])})
+                                    for k, r in steps.items()}
+                              for rid, steps in raw.get("by_run", {}).items()})
+
+
+def tables(state: StepsState) -> dict[str, list[dict[str, Any]]]:
+    rows = [{"run_id": m.run_id, "step": m.step, "domain": m.domain, "rep": m.rep,
+             "env_before": orjson.dumps(m.env_before).decode(), "env_after": orjson.dumps(m.env_after).decode(),
+             "action": orjson.dumps(m.action).decode(), "target_text": m.target_text, "intent": m.intent,
+             "outcome": m.outcome, "reason": m.reason, "correction": m.correction,
+             "event_ids": orjson.dumps(m.event_ids).decode()}
+            for steps in state.by_run.values() for m in steps.values()]
+    return {"step_memories": rows}

@@ -1,0 +1,82 @@
+"""Small pure helpers shared by the projections: words, Jaccard, domains, time.
+
+Kept in one place so that every projection (and the indexes in view.py)
+tokenizes and compares exactly the same way.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from functools import lru_cache
+
+from ledger.clock import parse_ts
+
+WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+def words(text: str | None) -> frozenset[str]:
+    """The lower-cased word set used by every similarity in the project."""
+    if not text:
+        return frozenset()
+    return frozenset(WORD_RE.findall(text.lower()))
+
+
+def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    """|a ∩ b| / |a ∪ b|; empty sets match nothing (0.0)."""
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def domain_matches(host: str | None, scope: str | None) -> bool:
+    """`www.amazon.com` matches scope `amazon.com` (suffix on a dot boundary)."""
+    if not host or not scope:
+        return False
+    host, scope = host.lower(), scope.lower()
+    return host == scope or host.endswith("." + scope)
+
+
+def parent_domains(host: str) -> list[str]:
+    """`www.amazon.com` -> [`www.amazon.com`, `amazon.com`, `com`]: every scope that matches it."""
+    host = host.lower()
+    out = [host]
+    i = host.find(".")
+    while i >= 0:
+        host = host[i + 1:]
+        if host:
+            out.append(host)
+        i = host.find(".")
+    return out
+
+
+@lru_cache(maxsize=65536)
+def ts(text: str) -> datetime:
+    """Parse a stored timestamp (cached: the same strings come back often)."""
+    return parse_ts(text)
+
+
+def older_than(then: str, now: str, days: float) -> bool:
+    """True when `then` is MORE than `days` before `now` (exactly `days` is not older)."""
+    return ts(now) - ts(then) > timedelta(days=days)
+
+
+def age_days(then: str, now: str) -> float:
+    return (ts(now) - ts(then)).total_seconds() / 86400.0
+
+
+def normalize_text(text: str) -> str:
+    """Lesson text compared for dedup: lower-cased words joined by one space."""
+    return " ".join(WORD_RE.findall(text.lower()))
+
+
+MAX_EVENT_IDS = 16
+
+
+def add_event_id(ids: tuple[str, ...], new: str) -> tuple[str, ...]:
+    """Provenance: the first event and the latest ones (bounded so hot items stay small)."""
+    if new in ids[-1:]:
+        return ids
+    if len(ids) < MAX_EVENT_IDS:
+        return (*ids, new)
+    return (ids[0], *ids[2:], new)

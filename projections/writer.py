@@ -1,0 +1,92 @@
+"""The write side: observations and the decisions they cause, in one transaction.
+
+    writer = MemoryWriter(store)
+    writer.open_for_run("run_1", "2026-03-01T10:00:00Z")    # seeds, pruning, expiry
+    writer.append([event(LessonRecorded(...), run_id="run_1", domain="bing.com")])
+
+`memledger append` (without --raw) goes through `policy_writer`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.clock import normalize_ts
+from ledger.events import LessonSeeded, NewEvent, RecordedEvent
+from projections.lessons import lesson_id_for
+from projections.policy import DEFAULT_POLICY, Policy, decide, on_open
+from projections.state import MemoryState, fold
+
+#: the projections the policy step reads (the writer folds only these)
+WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories")
+
+SEEDS = (
+    ("If fill fails, click(ref) to focus the input, then type(text) to enter text.",
+     "tool_fallback", "fill", "too many arguments"),
+    ("After entering text in a search box, press Enter to submit. Avoid clicking submit buttons: "
+     "autocomplete dropdowns often block them.", "best_practice", None, None),
+    ("If an overlay or popup is blocking an element, press Escape to dismiss it before interacting "
+     "with the elements behind it.", "best_practice", None, None),
+)
+
+
+def seed_lessons() -> list[NewEvent]:
+    """Seed 001's three hardcoded lessons, as `lesson_seeded` events (ids from their dedup keys)."""
+    return [NewEvent(LessonSeeded(lesson_id=lesson_id_for(fc, ep, None, text), lesson=text, category=cat,
+                                  failed_command=fc, error_pattern=ep)) for text, cat, fc, ep in SEEDS]
+
+
+__all__ = ["MemoryWriter", "policy_writer", "seed_lessons", "lesson_id_for"]
+
+
+class MemoryWriter:
+    """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
+
+    def __init__(self, store: Any, policy: Policy = DEFAULT_POLICY):
+        self.store = store
+        self.policy = policy
+        self.state: MemoryState | None = None
+
+    def _catch_up(self, tx: Any) -> MemoryState:
+        if self.state is None:
+            self.state = MemoryState.empty(WRITER_PROJECTIONS)
+        fold(self.state, tx.read(self.state.head + 1), self.policy, WRITER_PROJECTIONS)
+        return self.state
+
+    def _write(self, tx: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        recorded = tx.append(events)
+        fold(self.state, recorded, self.policy, WRITER_PROJECTIONS)  # type: ignore[arg-type]
+        return recorded
+
+    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        """Append each observation followed by the decisions `decide` makes for it."""
+        out: list[RecordedEvent] = []
+        if not events:
+            return out
+        try:
+            with self.store.atomic() as tx:
+                state = self._catch_up(tx)
+                for obs in events:
+                    out.extend(self._write(tx, [obs, *decide(state, obs, self.policy)]))
+        except BaseException:
+            self.state = None  # folded events that were rolled back: start over next time
+            raise
+        return out
+
+    def open_for_run(self, run_id: str, started_at: str) -> list[RecordedEvent]:
+        """Memory opened for a run: seed lessons on first use, prune stale lessons and facts,
+        expire old trajectories — each as a decision event, in one transaction."""
+        started = normalize_ts(started_at)
+        try:
+            with self.store.atomic() as tx:
+                state = self._catch_up(tx)
+                decisions = on_open(state, run_id, started, self.policy)
+                return self._write(tx, decisions) if decisions else []
+        except BaseException:
+            self.state = None
+            raise
+
+
+def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+    """`memledger append`'s writer: the events plus the decisions of the default policy."""
+    return MemoryWriter(store).append(events)

@@ -53,8 +53,9 @@ def _target(source: Any) -> tuple[str, str]:
     """(kind, location) of a store object, a ledger path or a store URL."""
     if hasattr(source, "kind") and getattr(source, "kind") == "sqlite" and hasattr(source, "path"):
         return "sqlite", str(source.path)
-    if hasattr(source, "kind") and getattr(source, "kind") == "postgres":
-        return "postgres", str(getattr(source, "url"))
+    if getattr(source, "kind", None) in ("postgres", "postgresql"):
+        conninfo = getattr(source, "conninfo", None)
+        return "postgres", conninfo() if callable(conninfo) else str(getattr(source, "url"))
     text = str(source)
     if text.startswith(("postgresql://", "postgres://")):
         return "postgres", text
@@ -82,6 +83,13 @@ def _attach_postgres(con: duckdb.DuckDBPyConnection, location: str) -> str:
 ATTACHERS = {"sqlite": _attach_sqlite, "postgres": _attach_postgres}
 
 
+def _where(kind: str, location: str) -> str:
+    """Where the ledger is, for messages (never a password)."""
+    if kind == "sqlite":
+        return location
+    return "the PostgreSQL ledger"
+
+
 def connect(source: Any) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the ledger attached read-only and the typed views defined."""
     kind, location = _target(source)
@@ -92,5 +100,5 @@ def connect(source: Any) -> duckdb.DuckDBPyConnection:
         con.execute(sql_text("views"))
     except duckdb.Error as exc:
         con.close()
-        raise LedgerError(f"DuckDB cannot read the ledger at {location.split('@')[-1]}: {str(exc).splitlines()[0]}") from exc
+        raise LedgerError(f"DuckDB cannot read {_where(kind, location)}: {str(exc).splitlines()[0]}") from exc
     return con

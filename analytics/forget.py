@@ -1,0 +1,102 @@
+"""Which events and names an analytics answer must leave out after `subject_forgotten`.
+
+The same rule as `ev` in sql/views.sql (keep them in step): events about a
+forgotten run, session, domain (with its subdomains) or lesson are hidden,
+except lesson events, which — as in the lessons projection, where a universal
+lesson survives the forgetting of a place it was used — stay with their run,
+step and domain masked.
+
+Usage::
+
+    forgotten = Forgotten.scan(store)
+    if forgotten.hides(ev): ...
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.events import RecordedEvent
+
+#: lesson events that survive the forgetting of the run or domain where they happened (masked)
+LESSON_TYPES = frozenset({"lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted",
+                          "lessons_pruned", "error_recall", "domain_recall", "tier1_loaded"})
+
+
+def _matches(host: str | None, scope: str) -> bool:
+    if not host:
+        return False
+    host = host.lower()
+    return host == scope or host.endswith("." + scope)
+
+
+@dataclass
+class Forgotten:
+    domains: set[str] = field(default_factory=set)
+    runs: set[str] = field(default_factory=set)
+    sessions: set[str] = field(default_factory=set)
+    lessons: set[str] = field(default_factory=set)
+
+    @classmethod
+    def scan(cls, store: Any, to_seq: int | None = None) -> "Forgotten":
+        """Read the forget events (and the runs they take with them) from a store."""
+        f = cls.from_events(store.read(to_seq=to_seq, types=["subject_forgotten"]))
+        if f.domains or f.sessions:
+            f.add_runs(store.read(to_seq=to_seq, types=["run_started"]))
+        return f
+
+    @classmethod
+    def from_events(cls, events: Iterable[RecordedEvent]) -> "Forgotten":
+        f = cls()
+        for ev in events:
+            if ev.type != "subject_forgotten":
+                continue
+            kind, subject = ev.data["subject_kind"], ev.data["subject"]
+            {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons}[kind].add(
+                subject.lower() if kind == "domain" else subject)
+        return f
+
+    def add_runs(self, run_started: Iterable[RecordedEvent]) -> None:
+        """Runs of a forgotten session or on a forgotten domain are forgotten too."""
+        for ev in run_started:
+            if ev.type == "run_started" and ev.run_id and (
+                    ev.data.get("session_id") in self.sessions or self.domain(ev.domain)):
+                self.runs.add(ev.run_id)
+
+    def __bool__(self) -> bool:
+        return bool(self.domains or self.runs or self.sessions or self.lessons)
+
+    def domain(self, host: str | None) -> bool:
+        """Is this host forgotten (itself or as a subdomain of a forgotten domain)?"""
+        return any(_matches(host, d) for d in self.domains)
+
+    def run(self, run_id: str | None) -> bool:
+        return bool(run_id) and run_id in self.runs
+
+    def masks(self, ev: RecordedEvent) -> bool:
+        """The event's run, step and domain must not be shown."""
+        return self.run(ev.run_id) or self.domain(ev.domain)
+
+    def hides(self, ev: RecordedEvent) -> bool:
+        """The event must not appear at all."""
+        if ev.type == "subject_forgotten":
+            return True
+        d = ev.data
+        scope = d.get("scope_domain") if ev.type != "lesson_recorded" or ev.schema_version > 1 else d.get("domain")
+        if isinstance(scope, str) and self.domain(scope):
+            return True
+        if d.get("lesson_id") in self.lessons:
+            return True
+        if ev.type == "session_recorded" and d.get("session_id") in self.sessions:
+            return True
+        return self.masks(ev) and ev.type not in LESSON_TYPES
+
+    def where(self, ev: RecordedEvent) -> tuple[str | None, int | None, str | None]:
+        """(run_id, step, domain) of an event as an answer may show them."""
+        if self.masks(ev):
+            return None, None, None
+        return ev.run_id, ev.step, ev.domain
+
+    def domains_shown(self, domains: Iterable[str]) -> list[str]:
+        return [d for d in domains if not self.domain(d)]

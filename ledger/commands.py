@@ -1,4 +1,4 @@
-"""`memledger append|events|verify|stats|schema`: thin commands over the store."""
+"""`memledger append|events|verify|stats|schema|copy`: thin commands over the store."""
 from __future__ import annotations
 
 import sys
@@ -149,4 +149,23 @@ def schema(event_type: str | None) -> None:
     click.echo(orjson.dumps(json_schema(event_type), option=orjson.OPT_INDENT_2).decode())
 
 
-COMMANDS = [append, events, verify, stats, schema]
+@click.command(name="copy")
+@click.option("--from", "from_url", required=True, metavar="URL", help="Source ledger: sqlite:///path or postgresql://...")
+@click.option("--to", "to_url", required=True, metavar="URL", help="Empty target ledger: sqlite:///path or postgresql://...")
+def copy_command(from_url: str, to_url: str) -> None:
+    """Copy a ledger between stores, rows verbatim, chain verified at the end.
+
+    Example: memledger copy --from sqlite:///.agent-memory/ledger.db --to postgresql://localhost/memory
+    """
+    from rich.progress import Progress
+
+    from ledger.copy import copy_ledger
+    from ledger.pgstore import display_url
+    with Progress(transient=True) as bar:
+        task = bar.add_task("copying", total=None)
+        result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+    click.echo(f"copied {result.count} events from {display_url(from_url)} to {display_url(to_url)}; "
+               f"chain verified (head {result.head_hash[:16]})")
+
+
+COMMANDS = [append, events, verify, stats, schema, copy_command]

@@ -40,7 +40,7 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
     url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
     if url and url.startswith(("postgresql://", "postgres://")):
         from ledger.pgstore import PostgresStore
-        return PostgresStore.open(url, **kwargs)
+        return PostgresStore.open(url, create=create, **kwargs)
     if url and url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])
         if create:

@@ -44,7 +44,7 @@ from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, L
 from ledger.events import NewEvent, RecordedEvent
 from ledger.redact import Redactor, default_redactor
 from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, chain_hash, row_to_event)
+                          VerifyResult, _env_busy_timeout, chain_hash, row_to_event)
 
 CHANNEL = "memledger_events"
 META_TABLE = "memledger_meta"
@@ -154,13 +154,13 @@ class PostgresStore:
     kind = "postgresql"
 
     def __init__(self, url: str, *, clock: Clock = system_clock, redactor: Redactor | None = None,
-                 busy_timeout: float = 30.0, connect_timeout: float = 10.0, create: bool = True,
+                 busy_timeout: float | None = None, connect_timeout: float = 10.0, create: bool = True,
                  synchronous_commit: str | None = None):
         self._url = url
         self.where = display_url(url)
         self.clock = clock
         self.redactor = redactor or default_redactor()
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
         self.connect_timeout = connect_timeout
         self.synchronous_commit = synchronous_commit
         self._lock = threading.RLock()

@@ -1,0 +1,87 @@
+"""Moving a ledger between stores (SQLite <-> PostgreSQL) with its hash chain intact.
+
+Rows are copied verbatim and in order (seq, ids, both clocks, payload text,
+prev_hash, hash), so the copy is the same ledger, not a re-recording: its
+`verify()` walks the identical chain. Every row's link and hash are checked
+on the way (a broken source is refused, not laundered into a fresh chain),
+the whole copy is one write transaction on the target (all or nothing), and
+the target is verified at the end.
+
+Usage::
+
+    result = copy_ledger("sqlite:///.agent-memory/ledger.db", "postgresql://db.internal/memory")
+    print(result.count, result.head_hash)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.location import open_store
+from ledger.store import COLUMNS, GENESIS_HASH, chain_hash
+
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+
+#: called with (copied so far, total to copy)
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    count: int
+    head_hash: str
+    source: str
+    target: str
+
+
+def _where(store: Any) -> str:
+    return str(getattr(store, "where", None) or store.url)
+
+
+def copy_ledger(from_url: str, to_url: str, *, chunk: int = 2000, on_progress: Progress | None = None) -> CopyResult:
+    """Copy every event of `from_url` into the empty ledger at `to_url`, then verify the target."""
+    source = open_store(url=from_url, create=False)
+    try:
+        target = open_store(url=to_url)
+        try:
+            return _copy(source, target, chunk, on_progress)
+        finally:
+            target.close()
+    finally:
+        source.close()
+
+
+def _copy(source: Any, target: Any, chunk: int, on_progress: Progress | None) -> CopyResult:
+    total = source.head()  # a snapshot: events appended to the source meanwhile are not copied
+    seq, prev = 0, GENESIS_HASH
+    with target.atomic() as tx:
+        existing = tx.head()
+        if existing:
+            raise LedgerError(f"{_where(target)}: target already holds {existing} events; copy needs an empty ledger")
+        rows: list[tuple[Any, ...]] = []
+        for ev in source.read(1, total, batch=chunk):
+            row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
+                   ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json, ev.prev_hash, ev.hash)
+            if ev.seq != seq + 1:
+                raise LedgerError(f"{_where(source)}: source chain broken at seq {seq + 1} (missing); nothing copied")
+            if ev.prev_hash != prev or chain_hash(prev, row[:13]) != ev.hash:
+                raise LedgerError(f"{_where(source)}: source chain broken at seq {ev.seq}; nothing copied")
+            rows.append(row)
+            seq, prev = ev.seq, ev.hash
+            if len(rows) >= chunk:
+                tx.conn.executemany(_INSERT, rows)
+                rows.clear()
+                if on_progress:
+                    on_progress(seq, total)
+        if rows:
+            tx.conn.executemany(_INSERT, rows)
+        if seq != total:
+            raise LedgerError(f"{_where(source)}: expected {total} events, read {seq}; nothing copied")
+    if on_progress:
+        on_progress(seq, total)
+    result = target.verify()
+    if not result.ok or result.count != total:
+        raise LedgerError(f"{_where(target)}: copy does not verify (seq {result.first_bad_seq}: {result.reason})")
+    return CopyResult(total, prev, source.url, target.url)

@@ -1,0 +1,140 @@
+"""What only the PostgreSQL store has: its schema marker, its errors, copying, DuckDB, the CLI on a URL."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import psycopg
+import pytest
+
+from ledger.clock import SteppingClock
+from ledger.copy import copy_ledger
+from ledger.errors import LedgerError, NewerSchema, NotALedger
+from ledger.events import LessonSeeded, RunProgress, event
+from ledger.location import open_store
+from ledger.pgstore import PostgresStore, display_url
+from tests.cli_runner import run_cli
+from tests.pg import TempPostgres
+
+
+def some_events(n: int) -> list:  # type: ignore[type-arg]
+    return [event(RunProgress(turn=i, current_url=f"http://a.test/{i}"), run_id=f"r{i % 3}", domain="a.test")
+            if i % 2 else event(LessonSeeded(lesson_id=f"l{i}", lesson=f"lesson {i}", category="best_practice"))
+            for i in range(n)]
+
+
+def test_open_store_dispatches_a_postgresql_url(pg_url: str) -> None:
+    with open_store(url=pg_url) as store:
+        assert isinstance(store, PostgresStore) and store.kind == "postgresql"
+        assert store.head() == 0
+
+
+def test_an_empty_database_is_not_a_ledger_without_create(pg_url: str) -> None:
+    with pytest.raises(NotALedger, match="no ledger here"):
+        open_store(url=pg_url, create=False)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('events')").fetchone() == (None,)
+
+
+def test_a_newer_schema_is_refused_in_one_line(pg_url: str) -> None:
+    PostgresStore.open(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE memledger_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(NewerSchema) as info:
+        PostgresStore.open(pg_url)
+    assert "newer memledger" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_foreign_events_table_is_not_a_ledger(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE events (id int)")
+    with pytest.raises(NotALedger, match="not a memledger ledger"):
+        PostgresStore.open(pg_url)
+
+
+def test_truncate_is_refused_too(pg_url: str) -> None:
+    with PostgresStore.open(pg_url) as store:
+        store.append(some_events(3))
+        with psycopg.connect(pg_url, autocommit=True) as conn, pytest.raises(psycopg.Error, match="append-only"):
+            conn.execute("TRUNCATE events")
+        assert store.head() == 3
+
+
+def test_an_unreachable_server_is_one_line_without_the_password(pg_server: TempPostgres) -> None:
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{pg_server.port}/no_such_db"
+    with pytest.raises(LedgerError) as info:
+        PostgresStore.open(url)
+    msg = str(info.value)
+    assert "no_such_db" in msg and "s3cret" not in msg and "\n" not in msg
+    assert display_url(url) == f"postgresql://postgres:***@127.0.0.1:{pg_server.port}/no_such_db"
+
+
+def test_copy_sqlite_to_postgres_and_back_keeps_the_chain(pg_url: str, tmp_path: Path) -> None:
+    src = f"sqlite:///{tmp_path / 'a' / 'ledger.db'}"
+    with open_store(url=src, clock=SteppingClock()) as store:
+        for i in range(5):
+            store.append(some_events(7))
+        original = [e.as_dict() for e in store.read()]
+    seen: list[tuple[int, int]] = []
+    result = copy_ledger(src, pg_url, chunk=10, on_progress=lambda d, t: seen.append((d, t)))
+    assert result.count == 35 and seen[-1] == (35, 35) and len(seen) > 2
+    back = f"sqlite:///{tmp_path / 'b' / 'ledger.db'}"
+    copy_ledger(pg_url, back)
+    for url in (pg_url, back):
+        with open_store(url=url) as store:
+            assert [e.as_dict() for e in store.read()] == original
+            assert store.verify().ok
+    with pytest.raises(LedgerError, match="already holds 35 events"):
+        copy_ledger(src, pg_url)
+
+
+def test_copy_refuses_a_broken_source_and_writes_nothing(pg_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "a" / "ledger.db"
+    with open_store(url=f"sqlite:///{path}") as store:
+        store.append(some_events(6))
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute("UPDATE events SET payload = '{\"lesson\": \"edited\"}' WHERE seq = 4")
+    with pytest.raises(LedgerError, match="source chain broken at seq 4"):
+        copy_ledger(f"sqlite:///{path}", pg_url)
+    with open_store(url=pg_url) as store:
+        assert store.head() == 0
+
+
+def test_cli_copy_and_commands_on_a_postgresql_url(pg_url: str, tmp_path: Path) -> None:
+    src = f"sqlite:///{tmp_path / 'm' / 'ledger.db'}"
+    with open_store(url=src) as store:
+        store.append(some_events(9))
+    r = run_cli("copy", "--from", src, "--to", pg_url)
+    assert r.code == 0, r.err
+    assert "copied 9 events" in r.out and "chain verified" in r.out
+    r = run_cli("--store", pg_url, "verify")
+    assert (r.code, r.out.strip()) == (0, "ok: 9 events, chain intact")
+    r = run_cli("--store", pg_url, "events", "--json", "--type", "run_progress")
+    assert r.code == 0 and len(r.out.splitlines()) == 4
+    r = run_cli("copy", "--from", src, "--to", pg_url)
+    assert r.code == 1 and r.err.startswith("error: ") and "already holds 9 events" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_duckdb_reads_the_postgres_ledger_through_the_scanner(pg_server: TempPostgres) -> None:
+    """The offline recipe: LOAD the extension from its PyPI package, ATTACH read-only, query."""
+    import duckdb_extension_postgres_scanner as pkg
+    url = pg_server.create_database()
+    with PostgresStore.open(url) as store:
+        store.append(some_events(11))
+        store.append(some_events(4))
+        count, by_type = store.stats().count, store.stats().by_type
+        conninfo = store.conninfo()
+    ext = Path(pkg.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "postgres_scanner.duckdb_extension"
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    try:
+        con.execute(f"LOAD '{ext}'")
+        con.execute(f"ATTACH '{conninfo}' AS ledger (TYPE postgres, READ_ONLY)")
+        assert con.execute("SELECT count(*), max(seq) FROM ledger.events").fetchone() == (count, 15)
+        assert dict(con.execute("SELECT type, count(*) FROM ledger.events GROUP BY type").fetchall()) == by_type
+        with pytest.raises(duckdb.Error):
+            con.execute("DELETE FROM ledger.events")
+    finally:
+        con.close()

@@ -1,0 +1,560 @@
+"""Import the seed systems' memory into the ledger.
+
+An import reads and validates the whole source first (any problem refuses
+it whole, naming the file and the field), turns it into the events that
+rebuild the same memory, and appends them in ONE transaction after a
+`memory_imported` event (source format, path, digest, counts). The events
+carry the source's own times as `occurred_at`; the store sets `recorded_at`.
+
+Imports append their events as given (no policy step): a source is a record
+of memory that already went through its own system's rules, so a lesson with
+use_count 7 on three domains stays where the source had it instead of being
+promoted on the way in. A lesson whose dedup key is already in the ledger is
+left alone and counted as `lessons_existing`.
+
+Importing the same content twice (same digest: canonical JSON, so
+whitespace and key order do not matter) appends nothing the second time.
+
+Usage::
+
+    result = import_source(store, Path("~/.browser_agent/memory.json").expanduser())
+    print(result.appended, result.counts)
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ledger.clock import normalize_ts
+from ledger.errors import LedgerError
+from ledger.events import (
+    IDENT_RE, Action, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonDeduplicated, LessonPromoted,
+    LessonRecorded, LessonsPruned, MemoryImported, NewEvent, RunCompleted, RunProgress, RunStarted,
+    SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecorded,
+    TrajectoryStep, check_domain,
+)
+from projections.interop.files import digest_of
+from projections.interop.sources import (
+    SEED001_LINE, DomainRecallLine, ErrorRecallLine, LessonDeduplicatedLine, LessonPromotedLine,
+    LessonRecordedLine, LessonsPrunedLine, Seed000Knowledge, Seed000RunManifest, Seed000Selectors,
+    Seed000Trajectory, Seed001Memory, SourceError, Tier1LoadedLine, TraynEntry, TraynExport, load_json,
+    ms_to_ts, parse_model, refuse, split_element,
+)
+from projections.lessons import dedup_key, lesson_id_for
+
+FORMATS = ("memory-json", "memory-events", "agent-memory", "trayn-json")
+MAX_SOURCE_BYTES = 512 * 1024 * 1024
+RUN_DIR_TIME_RE = re.compile(r"(\d{8}T\d{6}(?:\.\d+)?Z)")
+HOST_PORT_RE = re.compile(r"^(.*)_(\d{1,5})$")
+
+
+@dataclass
+class ImportPlan:
+    """A validated source turned into events, before anything is written."""
+
+    source_format: str
+    source_path: str
+    digest: str
+    events: list[NewEvent]
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    source_format: str
+    source_path: str
+    digest: str
+    appended: int
+    first_seq: int | None
+    last_seq: int | None
+    counts: dict[str, int]
+    #: seq of the earlier `memory_imported` of the same content (then nothing was appended)
+    already_imported_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class KnownLesson:
+    lesson_id: str
+    lesson: str
+    category: str
+    failed_command: str | None
+    error_pattern: str | None
+    scope_domain: str | None
+
+
+@dataclass
+class LessonIndex:
+    """Lessons an import can refer to by text (seed 001's events name lessons only by text)."""
+
+    by_text: dict[str, KnownLesson] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)
+
+    def add(self, known: KnownLesson) -> None:
+        self.by_text.setdefault(known.lesson, known)
+        self.keys.add(dedup_key(known.failed_command, known.error_pattern, known.scope_domain, known.lesson))
+
+    def has_key(self, failed_command: str | None, error_pattern: str | None, scope: str | None, text: str) -> bool:
+        return dedup_key(failed_command, error_pattern, scope, text) in self.keys
+
+
+# ---- reading files -------------------------------------------------------------
+
+def _read(path: Path, rel: str) -> bytes:
+    try:
+        if path.is_symlink():
+            raise refuse(rel, "is a symbolic link; refusing to follow it")
+        size = path.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            raise refuse(rel, f"larger than {MAX_SOURCE_BYTES} bytes")
+        return path.read_bytes()
+    except OSError as exc:
+        raise LedgerError(f"{rel}: cannot read ({exc.strerror})") from exc
+
+
+def detect_format(path: Path) -> str:
+    """Tell the format from the path and, for a file, from its content."""
+    if path.is_dir():
+        if (path / "domains").is_dir() or (path / "agent-runs").is_dir():
+            return "agent-memory"
+        if any(path.rglob("memory_events.jsonl")):
+            return "memory-events"
+        if (path / "memory.json").is_file():
+            return "memory-json"
+        raise LedgerError(f"{path}: no seed memory found (domains/, agent-runs/, memory_events.jsonl or memory.json); use --format")
+    if not path.exists():
+        raise LedgerError(f"{path}: no such file or directory")
+    if path.name.endswith(".jsonl"):
+        return "memory-events"
+    obj = load_json(_read(path, path.name), path.name)
+    if isinstance(obj, dict) and "lessons" in obj and "version" in obj:
+        return "memory-json"
+    if isinstance(obj, list) or (isinstance(obj, dict) and "memories" in obj):
+        return "trayn-json"
+    raise LedgerError(f"{path.name}: cannot tell its format; use --format")
+
+
+def _time_of(ts: str) -> str:
+    return normalize_ts(ts)
+
+
+# ---- seed 001: memory.json -------------------------------------------------------
+
+def plan_memory_json(path: Path, index: LessonIndex) -> ImportPlan:
+    if path.is_dir():
+        path = path / "memory.json"
+    rel = path.name
+    obj = load_json(_read(path, rel), rel)
+    memory: Seed001Memory = parse_model(Seed001Memory, obj, rel)
+    seen: dict[str, int] = {}
+    for i, les in enumerate(memory.lessons):
+        key = dedup_key(les.failed_command, les.error_pattern, les.domain, les.lesson)
+        if key in seen:
+            raise refuse(rel, f"lessons[{i}]: same lesson as lessons[{seen[key]}] "
+                              "(same failed_command and error_pattern, or same domain and text)")
+        seen[key] = i
+    events: list[NewEvent] = []
+    existing = 0
+    for les in memory.lessons:
+        if index.has_key(les.failed_command, les.error_pattern, les.domain, les.lesson):
+            existing += 1
+            continue
+        lid = lesson_id_for(les.failed_command, les.error_pattern, les.domain, les.lesson)
+        events.append(NewEvent(LessonRecorded(
+            lesson_id=lid, lesson=les.lesson, category=les.category, failed_command=les.failed_command,
+            error_pattern=les.error_pattern, scope_domain=les.domain, source=les.source, use_count=les.use_count,
+            triggered_domains=list(les.triggered_domains), created_at=les.created_at, last_used=les.last_used),
+            occurred_at=_time_of(les.created_at)))
+    counts = {"lessons": len(events), "lessons_existing": existing}
+    return ImportPlan("memory-json", str(path.resolve()), digest_of("memory-json", [("memory.json", obj)]),
+                      events, counts)
+
+
+# ---- seed 001: memory_events.jsonl -------------------------------------------------
+
+def _run_dir_time(path: Path) -> str | None:
+    m = RUN_DIR_TIME_RE.search(path.parent.name)
+    if not m:
+        return None
+    raw = m.group(1)
+    try:
+        return normalize_ts(f"{raw[0:4]}-{raw[4:6]}-{raw[6:8]}T{raw[9:11]}:{raw[11:13]}:{raw[13:]}")
+    except ValueError:
+        return None
+
+
+def _run_dir_id(path: Path) -> str | None:
+    name = path.parent.name
+    return name if name.startswith("run") and IDENT_RE.match(name) else None
+
+
+def _lesson_ids(texts: list[str], index: LessonIndex) -> list[str]:
+    """Ids for the lessons a read listed, only when every one is known (the lists are parallel)."""
+    known = [index.by_text.get(t) for t in texts]
+    if all(k is not None for k in known):
+        return [k.lesson_id for k in known if k is not None]
+    return []
+
+
+def plan_memory_events(path: Path, index: LessonIndex) -> ImportPlan:
+    root = path if path.is_dir() else path.parent
+    files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
+    if not files:
+        raise LedgerError(f"{path}: no memory_events.jsonl found")
+    parts: list[tuple[str, Any]] = []
+    events: list[NewEvent] = []
+    counts: dict[str, int] = {"files": len(files), "skipped_lessons_pruned": 0}
+    for file in files:
+        rel = file.relative_to(root).as_posix() if path.is_dir() else file.name
+        if file.is_symlink():
+            raise refuse(rel, "is a symbolic link; refusing to follow it")
+        data = _read(file, rel)
+        run_time = _run_dir_time(file)
+        run_id = _run_dir_id(file)
+        lines: list[Any] = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            obj = load_json(raw, f"{rel}: line {number}")
+            lines.append(obj)
+            line = parse_model(SEED001_LINE, obj, f"{rel}: line {number}", prefix=f"{obj.get('event', '?') if isinstance(obj, dict) else '?'}.")
+            when = _time_of(line.ts) if line.ts else run_time
+            new = _line_event(line, index, when, f"{rel}: line {number}")
+            if new is None:
+                counts["skipped_lessons_pruned"] += 1
+                continue
+            events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
+            counts[line.event] = counts.get(line.event, 0) + 1
+        parts.append((rel, lines))
+    return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
+
+
+def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> tuple[Any, str | None] | None:
+    """The ledger payload (and envelope domain) of one seed 001 memory event."""
+    if isinstance(line, Tier1LoadedLine):
+        return Tier1Loaded(count=line.count, lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+    if isinstance(line, ErrorRecallLine):
+        return ErrorRecall(command=line.command, error_snippet=line.error_snippet, matched=line.matched,
+                           lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+    if isinstance(line, DomainRecallLine):
+        return DomainRecall(matched=line.matched, lessons=line.lessons,
+                            lesson_ids=_lesson_ids(line.lessons, index)), line.domain
+    if isinstance(line, LessonRecordedLine):
+        lid = lesson_id_for(line.failed_command, line.error_pattern, line.domain, line.lesson)
+        index.add(KnownLesson(lid, line.lesson, line.category, line.failed_command, line.error_pattern, line.domain))
+        return LessonRecorded(lesson_id=lid, lesson=line.lesson, category=line.category,
+                              failed_command=line.failed_command, error_pattern=line.error_pattern,
+                              scope_domain=line.domain, source="learned"), None
+    if isinstance(line, LessonDeduplicatedLine | LessonPromotedLine):
+        known = index.by_text.get(line.lesson)
+        if known is None:
+            raise SourceError(f"{where}: {line.event}.lesson: names a lesson that is neither in this log, "
+                              "the ledger nor the seed lessons; nothing was written")
+        if isinstance(line, LessonDeduplicatedLine):
+            return LessonDeduplicated(
+                lesson_id=known.lesson_id, lesson=known.lesson, category=known.category,  # type: ignore[arg-type]
+                failed_command=known.failed_command, error_pattern=known.error_pattern,
+                scope_domain=known.scope_domain, new_use_count=line.new_use_count), None
+        return LessonPromoted(lesson_id=known.lesson_id, lesson=known.lesson, use_count=line.use_count,
+                              triggered_domains=line.triggered_domains), None
+    assert isinstance(line, LessonsPrunedLine)
+    if when is None:  # which lessons went is not in the log; without a time there is nothing to keep
+        return None
+    return LessonsPruned(lesson_ids=[], pruned_count=line.pruned_count, remaining_count=line.remaining_count,
+                         as_of=when), None
+
+
+# ---- seed 000: the .agent-memory folder ----------------------------------------------
+
+def _dir_domain(name: str) -> str | None:
+    """A seed 000 domain directory name back to a host (`localhost_5173` -> `localhost:5173`)."""
+    candidates = [name.lower()]
+    m = HOST_PORT_RE.match(name)
+    if m:
+        candidates.insert(0, f"{m.group(1)}:{m.group(2)}".lower())
+    for cand in candidates:
+        try:
+            return check_domain(cand)
+        except ValueError:
+            continue
+    return None
+
+
+def plan_agent_memory(path: Path, index: LessonIndex) -> ImportPlan:
+    parts: list[tuple[str, Any]] = []
+    events: list[NewEvent] = []
+    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "ignored_files": 0}
+    domains_dir = path / "domains"
+    if domains_dir.is_symlink():
+        raise refuse("domains", "is a symbolic link; refusing to follow it")
+    if domains_dir.is_dir():
+        for ddir in sorted(domains_dir.iterdir()):
+            rel_dir = f"domains/{ddir.name}"
+            if ddir.is_symlink():
+                raise refuse(rel_dir, "is a symbolic link; refusing to follow it")
+            if not ddir.is_dir():
+                counts["ignored_files"] += 1
+                continue
+            events.extend(_plan_domain(ddir, rel_dir, parts, counts))
+    runs_dir = path / "agent-runs"
+    if runs_dir.is_symlink():
+        raise refuse("agent-runs", "is a symbolic link; refusing to follow it")
+    if runs_dir.is_dir():
+        manifests: list[Seed000RunManifest] = []
+        seen: dict[str, str] = {}
+        for file in sorted(runs_dir.iterdir()):
+            rel = f"agent-runs/{file.name}"
+            if not (file.name.startswith("run_") and file.name.endswith(".json")) or file.is_dir():
+                counts["ignored_files"] += 1
+                continue
+            obj = load_json(_read(file, rel), rel)
+            manifest: Seed000RunManifest = parse_model(Seed000RunManifest, obj, rel)
+            if manifest.runId in seen:
+                raise refuse(rel, f"runId: {manifest.runId!r} is also the run of {seen[manifest.runId]}")
+            seen[manifest.runId] = rel
+            parts.append((rel, obj))
+            manifests.append(manifest)
+        manifests.sort(key=lambda m: (_time_of(m.startedAt), m.runId))
+        for manifest in manifests:
+            events.extend(_run_events(manifest))
+            counts["runs"] += 1
+    if not parts:
+        raise LedgerError(f"{path}: no knowledge.json, selectors.json, trajectories or agent-runs found")
+    return ImportPlan("agent-memory", str(path.resolve()), digest_of("agent-memory", parts), events, counts)
+
+
+def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts: dict[str, int]) -> list[NewEvent]:
+    events: list[NewEvent] = []
+    domain = _dir_domain(ddir.name)
+    knowledge_file = ddir / "knowledge.json"
+    if knowledge_file.exists():
+        rel = f"{rel_dir}/knowledge.json"
+        obj = load_json(_read(knowledge_file, rel), rel)
+        knowledge: Seed000Knowledge = parse_model(Seed000Knowledge, obj, rel)
+        parts.append((rel, obj))
+        domain = knowledge.domain
+        for fact in knowledge.facts:
+            events.append(NewEvent(FactObserved(fact_type=fact.type, key=fact.key, value=fact.value,
+                                                confidence=fact.confidence, sources=fact.sources),
+                                   domain=domain, occurred_at=_time_of(fact.lastSeen)))
+            counts["facts"] += 1
+        for s in knowledge.sessions:
+            events.append(NewEvent(SessionRecorded(
+                session_id=s.id, goal=s.goal, outcome=s.outcome, success=s.success, final_url=s.finalUrl,
+                timestamp=s.timestamp, turns_used=s.turnsUsed, duration_ms=s.durationMs),
+                domain=domain, occurred_at=_time_of(s.timestamp)))
+            counts["sessions"] += 1
+    selectors_file = ddir / "selectors.json"
+    traj_dir = ddir / "trajectories"
+    if domain is None and (selectors_file.exists() or traj_dir.exists()):
+        raise refuse(rel_dir, "directory name is not a host name and there is no knowledge.json naming the domain")
+    if selectors_file.exists():
+        rel = f"{rel_dir}/selectors.json"
+        obj = load_json(_read(selectors_file, rel), rel)
+        selectors: Seed000Selectors = parse_model(Seed000Selectors, obj, rel)
+        parts.append((rel, obj))
+        for entry in selectors.entries.values():
+            role, name = split_element(entry.element)
+            when = _time_of(entry.lastUsed)
+            plan: list[tuple[str, int]] = []
+            if entry.stableSelector is not None and entry.lastRef is not None:
+                plan = [(entry.stableSelector, entry.successCount - 1), (entry.lastRef, 1)]
+            else:
+                plan = [(entry.stableSelector or entry.lastRef or "", entry.successCount)]
+            for selector, n in plan:
+                for _ in range(n):
+                    events.append(NewEvent(SelectorSucceeded(role=role, name=name, selector=selector),
+                                           domain=domain, occurred_at=when))
+            counts["selectors"] += 1
+    if traj_dir.is_symlink():
+        raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")
+    if traj_dir.is_dir():
+        trajectories: list[Seed000Trajectory] = []
+        seen: dict[str, str] = {}
+        for file in sorted(traj_dir.iterdir()):
+            rel = f"{rel_dir}/trajectories/{file.name}"
+            if not (file.name.startswith("traj_") and file.name.endswith(".json")) or file.is_dir():
+                counts["ignored_files"] += 1
+                continue
+            obj = load_json(_read(file, rel), rel)
+            traj: Seed000Trajectory = parse_model(Seed000Trajectory, obj, rel)
+            if traj.id in seen:
+                raise refuse(rel, f"id: {traj.id!r} is also the trajectory of {seen[traj.id]}")
+            seen[traj.id] = rel
+            parts.append((rel, obj))
+            trajectories.append(traj)
+        trajectories.sort(key=lambda t: (_time_of(t.timestamp), t.id))
+        for traj in trajectories:
+            steps = []
+            for st in traj.steps:
+                args = dict(st.action.model_extra or {})
+                steps.append(TrajectoryStep(command=st.action.action, args=args, selector=st.action.selector,
+                                            url=st.url, verified=st.verified))
+            events.append(NewEvent(TrajectoryRecorded(
+                trajectory_id=traj.id, goal=traj.goal, origin=traj.origin or "", steps=steps, success=traj.success,
+                duration_ms=traj.durationMs, turns=len(steps)), domain=domain, occurred_at=_time_of(traj.timestamp)))
+            counts["trajectories"] += 1
+    for other in sorted(ddir.iterdir()):
+        if other.name not in ("knowledge.json", "selectors.json", "trajectories"):
+            counts["ignored_files"] += 1
+    return events
+
+
+def _run_events(m: Seed000RunManifest) -> list[NewEvent]:
+    mode = "new"
+    if m.parentRunId:
+        mode = "fork" if (m.sessionId or "").startswith("fork_") else "resume"
+    out = [NewEvent(RunStarted(session_id=m.sessionId, parent_run_id=m.parentRunId, mode=mode, goal=m.goal,  # type: ignore[arg-type]
+                               start_url=m.startUrl), run_id=m.runId, domain=m.domain, occurred_at=_time_of(m.startedAt))]
+    if m.currentUrl is not None:
+        out.append(NewEvent(RunProgress(turn=m.turnCount, current_url=m.currentUrl), run_id=m.runId,
+                            domain=m.domain, occurred_at=_time_of(m.updatedAt)))
+    if m.status != "running":
+        out.append(NewEvent(RunCompleted(
+            success=m.status == "completed", summary=m.summary or "", result=m.result, reason=m.reason,
+            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths)),
+            run_id=m.runId, domain=m.domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
+    return out
+
+
+# ---- seed 002: Trayn JSON export -------------------------------------------------------
+
+TRAYN_LIST: TypeAdapter[list[TraynEntry]] = TypeAdapter(list[TraynEntry])
+CALL_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+
+
+def plan_trayn_json(path: Path, index: LessonIndex) -> ImportPlan:
+    rel = path.name
+    obj = load_json(_read(path, rel), rel)
+    if isinstance(obj, list):  # what exportMemories(memories, "json") writes: a bare array
+        entries: list[TraynEntry] = parse_model(TRAYN_LIST, obj, rel)
+    else:
+        entries = parse_model(TraynExport, obj, rel).memories
+    digest = digest_of("trayn-json", [(rel, obj)])
+    events: list[NewEvent] = []
+    counts = {"steps": 0, "graded": 0, "runs": 0}
+    # one run per (rep, sequence of distinct step numbers): a repeated stepNum starts the next run
+    current: dict[int, tuple[str, set[int]]] = {}
+    runs = 0
+    seen_ids: dict[int, int] = {}
+    for i, e in enumerate(entries):
+        if e.id in seen_ids:
+            raise refuse(rel, f"[{i}].id: {e.id} repeats [{seen_ids[e.id]}].id")
+        seen_ids[e.id] = i
+        run = current.get(e.rep)
+        if run is None or e.stepNum in run[1]:
+            runs += 1
+            run = (f"trayn_{digest[:12]}_{runs}", set())
+            current[e.rep] = run
+        run[1].add(e.stepNum)
+        run_id = run[0]
+        m = CALL_RE.match(e.action)
+        args: dict[str, Any] = {"call": e.action, "record_id": e.id}
+        if e.stepId is not None:
+            args["step_id"] = e.stepId
+        when = ms_to_ts(e.createdAt)
+        events.append(NewEvent(StepRecorded(
+            env_before=_env(e.envPre), env_after=_env(e.envPost), think=e.think, internal_state=e.internalState,
+            action=Action(command=m.group(1) if m else e.action, args=args), target_text=e.actionElementText,
+            ok=True, rep=e.rep), run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
+        counts["steps"] += 1
+        if e.outcome != "pending":
+            events.append(NewEvent(StepGraded(outcome=e.outcome, reason=e.outcomeReason, correction=e.correction,
+                                              task_incomplete=e.taskIncomplete, grader="import"),
+                                   run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
+            counts["graded"] += 1
+    counts["runs"] = runs
+    return ImportPlan("trayn-json", str(path.resolve()), digest, events, counts)
+
+
+def _env(env: Any) -> EnvState:
+    return EnvState(url=env.url, title=env.title, page_type=env.pageType, elements=list(env.elements))
+
+
+def _host(url: str) -> str | None:
+    from urllib.parse import urlsplit
+    try:
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+        return check_domain(host) if host else None
+    except ValueError:
+        return None
+
+
+# ---- the import ----------------------------------------------------------------------
+
+PLANNERS: dict[str, Callable[[Path, LessonIndex], ImportPlan]] = {
+    "memory-json": plan_memory_json,
+    "memory-events": plan_memory_events,
+    "agent-memory": plan_agent_memory,
+    "trayn-json": plan_trayn_json,
+}
+
+
+def lesson_index(store: Any, seeds: Iterable[NewEvent] = ()) -> LessonIndex:
+    """Lessons the ledger holds now (by text and dedup key), then the seed lessons (by text only).
+
+    Only the lessons projection is folded, from the lesson events alone: cheap on a long log.
+    """
+    from projections import lessons as lessons_projection
+    from projections.state import MemoryState, fold
+    state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES), names=["lessons"])
+    index = LessonIndex()
+    for les in state.lessons.lessons.values():
+        index.add(KnownLesson(les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern,
+                              les.scope_domain))
+    for new in seeds:
+        d = new.payload.model_dump()
+        index.by_text.setdefault(d["lesson"], KnownLesson(
+            d["lesson_id"], d["lesson"], d["category"], d.get("failed_command"), d.get("error_pattern"),
+            d.get("scope_domain")))
+    return index
+
+
+def _seed_lessons() -> list[NewEvent]:
+    try:
+        from projections.writer import seed_lessons
+    except ImportError:
+        return []
+    return list(seed_lessons())
+
+
+def plan_import(store: Any, path: Path, fmt: str = "auto") -> ImportPlan:
+    """Validate a source and build its events; writes nothing."""
+    path = Path(path)
+    if not path.exists():
+        raise LedgerError(f"{path}: no such file or directory")
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt not in PLANNERS:
+        raise LedgerError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    return PLANNERS[fmt](path, lesson_index(store, _seed_lessons()))
+
+
+def previous_import(store: Any, digest: str, after: int = 0) -> int | None:
+    for ev in store.read(after + 1 if after else None, types=["memory_imported"]):
+        if ev.data.get("source_digest") == digest:
+            return ev.seq
+    return None
+
+
+def import_source(store: Any, path: Path, fmt: str = "auto") -> ImportResult:
+    """Import one source (see the module docstring); returns what was appended."""
+    plan = plan_import(store, path, fmt)
+    head = store.head()
+    earlier = previous_import(store, plan.digest)
+    if earlier is not None:
+        return ImportResult(plan.source_format, plan.source_path, plan.digest, 0, None, None, plan.counts, earlier)
+    marker = NewEvent(MemoryImported(source_format=plan.source_format, source_path=plan.source_path,
+                                     source_digest=plan.digest, counts=plan.counts))
+    with store.atomic() as tx:
+        for ev in tx.read(head + 1):  # another process may have imported it meanwhile
+            if ev.type == "memory_imported" and ev.data.get("source_digest") == plan.digest:
+                return ImportResult(plan.source_format, plan.source_path, plan.digest, 0, None, None,
+                                    plan.counts, ev.seq)
+        recorded = tx.append([marker, *plan.events])
+    return ImportResult(plan.source_format, plan.source_path, plan.digest, len(recorded), recorded[0].seq,
+                        recorded[-1].seq, plan.counts)

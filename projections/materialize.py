@@ -1,12 +1,56 @@
-"""projections.db: materialized projection state, checkpoints, snapshots (stage 1: fold only)."""
+"""projections.db: materialized projection state beside the ledger — disposable.
+
+Per projection it keeps a checkpoint (last seq folded, the fingerprint of the
+projection's code and the policy, the digest of its state, the ledger's hash
+at that seq), the latest state (compressed canonical JSON), readable tables
+(one set per projection, for DuckDB and humans) and periodic snapshots every
+`SNAPSHOT_EVERY` events, from which `as_of` folds forward.
+
+Reading memory first catches up incrementally. A projection is rebuilt from
+the log by itself when its fingerprint changes, when the ledger is not the one
+it was built from, or when its stored state does not match its digest. The
+file is rebuilt from scratch when it is not a readable database or was edited
+by hand (triggers on every table flag writes made outside this module).
+"""
 from __future__ import annotations
 
+import hashlib
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlite_utils
+
 from ledger.errors import LedgerError
+from ledger.events import RecordedEvent
 from projections.policy import DEFAULT_POLICY, Policy
-from projections.state import MemoryState, fold
+from projections.state import (
+    PROJECTIONS, MemoryState, decode, digest_of, dispatch, encode, fingerprint, fold, module,
+)
+
+APPLICATION_ID = 0x4D4C5052  # "MLPR"
+SCHEMA_VERSION = 1
+SNAPSHOT_EVERY = 10_000
+PROGRESS_MIN = 20_000  # catch-ups shorter than this don't draw a progress bar
+FLUSH_SNAPSHOTS = 20  # write buffered snapshots in batches (bounded memory on a long rebuild)
+
+#: materialized table -> primary key
+TABLE_PKS: dict[str, tuple[str, ...]] = {
+    "lessons": ("lesson_id",), "facts": ("row_id",), "sessions": ("domain", "position"),
+    "selectors": ("domain", "role", "name", "selector"), "trajectories": ("domain", "trajectory_id"),
+    "runs": ("run_id",), "step_memories": ("run_id", "step"), "short_term": ("run_id",),
+}
+INTERNAL = ("_checkpoints", "_states", "_snapshots")
+_lock = threading.Lock()
+
+
+class ProjectionsCorrupt(LedgerError):
+    """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
 def resolve_seq(store: Any, at: int | str) -> int:
@@ -22,7 +66,423 @@ def resolve_seq(store: Any, at: int | str) -> int:
         raise LedgerError(f"as-of {text[:40]!r}: expected a seq or an ISO time") from exc
 
 
+def _pack(raw: bytes) -> bytes:
+    return zlib.compress(raw, 1)
+
+
+def _unpack(blob: bytes) -> bytes:
+    return zlib.decompress(blob)
+
+
+def _hash_at(store: Any, seq: int) -> str:
+    if seq <= 0:
+        return ""
+    for ev in store.read(seq, seq):
+        return str(ev.hash)
+    return "-"
+
+
+@dataclass
+class Checkpoint:
+    projection: str
+    seq: int
+    fingerprint: str
+    digest: str
+    ledger_hash: str
+
+
+# ---- the database ----------------------------------------------------------------
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and names):
+        conn.close()
+        raise ProjectionsCorrupt(f"{path}: not a memledger projections database")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if app_id == 0:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                for ddl in (
+                    "CREATE TABLE IF NOT EXISTS _meta (key TEXT PRIMARY KEY, value TEXT)",
+                    "CREATE TABLE IF NOT EXISTS _checkpoints (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, ledger_hash TEXT NOT NULL)",
+                    "CREATE TABLE IF NOT EXISTS _states (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                    "state BLOB NOT NULL)",
+                    "CREATE TABLE IF NOT EXISTS _snapshots (projection TEXT NOT NULL, seq INTEGER NOT NULL, "
+                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, "
+                    "PRIMARY KEY (projection, seq))",
+                ):
+                    conn.execute(ddl)
+                for table in INTERNAL:
+                    _guard(conn, table)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return conn
+
+
+def _guard(conn: sqlite3.Connection, table: str) -> None:
+    """Triggers that flag any write made while this module is not writing (a hand edit)."""
+    for op in ("INSERT", "UPDATE", "DELETE"):
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS guard_{table}_{op.lower()} AFTER {op} ON [{table}] "
+            "WHEN NOT EXISTS (SELECT 1 FROM _meta WHERE key = 'writing') "
+            "BEGIN INSERT OR REPLACE INTO _meta (key, value) VALUES ('tampered', '1'); END")
+
+
+def _remove(path: Path) -> None:
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _check(conn: sqlite3.Connection, path: Path) -> dict[str, Checkpoint]:
+    """Read the checkpoints; raise ProjectionsCorrupt when the file was tampered with."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        raise ProjectionsCorrupt(f"{path}: projections schema changed")
+    if conn.execute("SELECT 1 FROM _meta WHERE key = 'tampered'").fetchone():
+        raise ProjectionsCorrupt(f"{path}: edited outside memledger")
+    return {r[0]: Checkpoint(*r) for r in conn.execute(
+        "SELECT projection, seq, fingerprint, digest, ledger_hash FROM _checkpoints")}
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoint]]]:
+    """The projections database and its checkpoints; a damaged file is replaced by an empty one."""
+    for attempt in (1, 2):
+        conn = None
+        try:
+            conn = _connect(path)
+            checkpoints = _check(conn, path)
+        except (sqlite3.DatabaseError, ProjectionsCorrupt) as exc:
+            if conn is not None:
+                conn.close()
+            if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memledger" in str(exc)):
+                raise ProjectionsCorrupt(f"{path}: {str(exc).splitlines()[0]}") from exc
+            _remove(path)
+            continue
+        try:
+            yield conn, checkpoints
+        finally:
+            conn.close()
+        return
+
+
+# ---- folding ----------------------------------------------------------------------
+
+class _Progress:
+    """A rich progress bar on stderr for long folds (silent for short ones)."""
+
+    def __init__(self, total: int, show: bool | None, label: str):
+        self.bar = None
+        if show is None:
+            show = total >= PROGRESS_MIN
+        if show and total > 0:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+            self.task = self.bar.add_task(label, total=total)
+            self.bar.start()
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
+              snapshot: Any = None, progress: _Progress | None = None) -> MemoryState:
+    """Fold events into each projection after its own start seq; call `snapshot(seq)` at
+    every multiple of SNAPSHOT_EVERY."""
+    names = list(starts)
+    table = dispatch(names)
+    get = table.get
+    lo = min(starts.values()) if starts else 0
+    uniform = all(s == lo for s in starts.values())
+    head = state.head
+    pending = 0
+    for ev in events:
+        seq = ev.seq
+        for name, fn in get(ev.type, ()):
+            if uniform or seq > starts[name]:
+                setattr(state, name, fn(getattr(state, name), ev, policy))
+        head = seq
+        if snapshot is not None and seq % SNAPSHOT_EVERY == 0:
+            state.head = seq
+            snapshot(seq)
+        pending += 1
+        if pending == 5000:
+            if progress is not None:
+                progress.advance(pending)
+            pending = 0
+    if progress is not None:
+        progress.advance(pending)
+    state.head = max(head, state.head)
+    for name in names:
+        state.heads[name] = state.head
+    return state
+
+
+# ---- catching up -------------------------------------------------------------------
+
+def _rows_by_pk(rows: list[dict[str, Any]], pk: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {tuple(r[k] for k in pk): r for r in rows}
+
+
+def _facts_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for r in rows:
+        r["row_id"] = r["fact_id"] if not r["closed"] else f"{r['fact_id']}@{r['valid_to']}"
+    return rows
+
+
+def _write_tables(db: sqlite_utils.Database, conn: sqlite3.Connection, name: str, old: Any, new: Any,
+                  existing: set[str]) -> None:
+    """Bring the readable tables of one projection from `old` to `new` (changed rows only)."""
+    mod = module(name)
+    new_tables = mod.tables(new)
+    old_tables = mod.tables(old) if old is not None else {t: None for t in new_tables}
+    for table, rows in new_tables.items():
+        pk = TABLE_PKS[table]
+        if table == "facts":
+            rows = _facts_rows(rows)
+        new_rows = _rows_by_pk(rows, pk)
+        if table not in existing:
+            if not rows:
+                continue
+            db[table].insert_all(list(new_rows.values()), pk=pk if len(pk) > 1 else pk[0], alter=True,
+                                 replace=True)
+            _guard(conn, table)
+            existing.add(table)
+            continue
+        old_rows_list = old_tables.get(table)
+        if old_rows_list is None:
+            conn.execute(f"DELETE FROM [{table}]")
+            changed = list(new_rows.values())
+        else:
+            if table == "facts":
+                old_rows_list = _facts_rows(old_rows_list)
+            old_rows = _rows_by_pk(old_rows_list, pk)
+            gone = [k for k in old_rows if k not in new_rows]
+            if gone:
+                where = " AND ".join(f"[{c}] IS ?" for c in pk)
+                conn.executemany(f"DELETE FROM [{table}] WHERE {where}", gone)
+            changed = [r for k, r in new_rows.items() if old_rows.get(k) != r]
+        if changed:
+            db[table].insert_all(changed, pk=pk if len(pk) > 1 else pk[0], alter=True, replace=True)
+
+
+class Catchup:
+    """One catch-up of projections.db to the ledger's head (see `load_state`)."""
+
+    def __init__(self, store: Any, path: Path, policy: Policy, only: Iterable[str] | None = None,
+                 rebuild: bool = False, progress: bool | None = None):
+        self.store = store
+        self.path = path
+        self.policy = policy
+        self.only = tuple(only) if only else PROJECTIONS
+        self.rebuild = rebuild
+        self.progress = progress
+        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None]] = []
+        self.last_snap: dict[str, tuple[int, str]] = {}
+
+    def run(self) -> MemoryState:
+        with _lock, opened(self.path) as (conn, checkpoints):
+            return self._run(conn, checkpoints)
+
+    def _valid_start(self, conn: sqlite3.Connection, cp: Checkpoint | None, name: str, head: int) -> tuple[int, Any]:
+        """(seq, state) this projection can continue from, or (0, empty) when it must be rebuilt."""
+        mod = module(name)
+        if cp is None or self.rebuild and name in self.only:
+            return 0, mod.empty()
+        if cp.fingerprint != fingerprint(name, self.policy) or cp.seq > head \
+                or cp.ledger_hash != _hash_at(self.store, cp.seq):
+            return 0, mod.empty()
+        row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
+        if row is None or row[0] != cp.seq:
+            return 0, mod.empty()
+        try:
+            raw = _unpack(row[1])
+        except zlib.error:
+            return 0, mod.empty()
+        state = decode(name, raw)
+        if digest_of(state) != cp.digest:
+            return 0, mod.empty()
+        return cp.seq, state
+
+    def _run(self, conn: sqlite3.Connection, checkpoints: dict[str, Checkpoint]) -> MemoryState:
+        head = int(self.store.head())
+        state = MemoryState.empty()
+        starts: dict[str, int] = {}
+        olds: dict[str, Any] = {}
+        for name in PROJECTIONS:
+            seq, st = self._valid_start(conn, checkpoints.get(name), name, head)
+            starts[name] = seq
+            setattr(state, name, st)
+            olds[name] = st if seq > 0 else None
+        rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
+        lo = min(starts.values())
+        if rebuilt:  # snapshots of a projection being rebuilt are stale
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+            conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
+            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
+            conn.execute("COMMIT")
+        for name in PROJECTIONS:
+            row = conn.execute("SELECT seq, digest FROM _snapshots WHERE projection = ? ORDER BY seq DESC LIMIT 1",
+                               (name,)).fetchone()
+            if row:
+                self.last_snap[name] = (row[0], row[1])
+        state.head = lo
+        fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
+
+        def snapshot(seq: int) -> None:
+            for name in PROJECTIONS:
+                if seq <= starts[name]:
+                    continue
+                raw = encode(getattr(state, name))
+                dig = hashlib.sha256(raw).hexdigest()
+                prev = self.last_snap.get(name)
+                if prev is not None and prev[1] == dig:
+                    self.snapshots.append((name, seq, fp[name], dig, None, prev[0]))
+                else:
+                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None))
+                    self.last_snap[name] = (seq, dig)
+            if len(self.snapshots) >= FLUSH_SNAPSHOTS * len(PROJECTIONS):
+                self._flush_snapshots(conn)
+
+        if head > lo:
+            bar = _Progress(head - lo, self.progress if self.progress is not None else None,
+                            "rebuilding projections" if lo == 0 else "catching up projections")
+            try:
+                fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, bar)
+            finally:
+                bar.close()
+        state.head = head
+        for name in PROJECTIONS:
+            state.heads[name] = head
+        if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
+            self._save(conn, state, olds, fp, head)
+        return state
+
+    def _flush_snapshots(self, conn: sqlite3.Connection) -> None:
+        if not self.snapshots:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+            conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", self.snapshots)
+            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.snapshots = []
+
+    def _save(self, conn: sqlite3.Connection, state: MemoryState, olds: dict[str, Any], fp: dict[str, str],
+              head: int) -> None:
+        self._flush_snapshots(conn)
+        ledger_hash = _hash_at(self.store, head)
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
+            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+            existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            for name in PROJECTIONS:
+                if current.get(name, -1) >= head and olds[name] is not None:
+                    continue  # another process got here first
+                new = getattr(state, name)
+                raw = encode(new)
+                dig = hashlib.sha256(raw).hexdigest()
+                conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
+                             (name, head, _pack(raw)))
+                conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash) "
+                             "VALUES (?, ?, ?, ?, ?)", (name, head, fp[name], dig, ledger_hash))
+                _write_tables(db, conn, name, olds[name], new, existing)
+            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
-               as_of: int | str | None = None) -> MemoryState:
+               as_of: int | str | None = None, progress: bool | None = None) -> MemoryState:
+    """Every projection at the ledger's head (catching projections.db up first), or at `as_of`."""
     to_seq = resolve_seq(store, as_of) if as_of is not None else None
-    return fold(MemoryState.empty(), store.read(1, to_seq), policy)
+    if projections_path is None:
+        return fold(MemoryState.empty(), store.read(1, to_seq), policy)
+    state = Catchup(store, Path(projections_path), policy, progress=progress).run()
+    if to_seq is None or to_seq >= state.head:
+        return state
+    return state_at(store, Path(projections_path), policy, to_seq)
+
+
+def state_at(store: Any, path: Path, policy: Policy, seq: int) -> MemoryState:
+    """Every projection at `seq`: the nearest snapshot at or before it, folded forward."""
+    state = MemoryState.empty()
+    starts: dict[str, int] = {}
+    with opened(path) as (conn, _):
+        for name in PROJECTIONS:
+            starts[name] = 0
+            fp = fingerprint(name, policy)
+            row = conn.execute(
+                "SELECT seq, state, same_as, digest FROM _snapshots WHERE projection = ? AND seq <= ? "
+                "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()
+            if row is None:
+                continue
+            snap_seq, blob, same_as, dig = row
+            if blob is None:
+                ref = conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
+                                   (name, same_as)).fetchone()
+                if ref is None or ref[0] is None:
+                    continue
+                blob = ref[0]
+            try:
+                st = decode(name, _unpack(blob))
+            except (zlib.error, ValueError):
+                continue
+            setattr(state, name, st)
+            starts[name] = snap_seq
+    lo = min(starts.values())
+    state.head = lo
+    fold_from(state, starts, store.read(lo + 1, seq) if seq > lo else iter(()), policy)
+    state.head = seq
+    for name in PROJECTIONS:
+        state.heads[name] = seq
+    return state
+
+
+def rebuild(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, projections: Iterable[str] | None = None,
+            progress: bool | None = True) -> MemoryState:
+    """Rebuild the named projections (all by default) from the log, with a progress bar."""
+    names = tuple(projections) if projections else PROJECTIONS
+    unknown = [n for n in names if n not in PROJECTIONS]
+    if unknown:
+        raise LedgerError(f"unknown projection {unknown[0]!r}: choose from {', '.join(PROJECTIONS)}")
+    return Catchup(store, Path(path), policy, only=names, rebuild=True, progress=progress).run()
+
+
+def default_projections_path(store: Any) -> Path | None:
+    """projections.db beside a SQLite ledger (None for other stores)."""
+    path = getattr(store, "path", None)
+    return Path(path).with_name("projections.db") if path is not None else None
+
+

@@ -30,6 +30,7 @@ class ShortTerm:
     current_url: str
     cycle_count: int
     event_ids: tuple[str, ...]
+    session_id: str | None = None
 
     def has_failed(self, signature: str) -> bool:
         return signature in self.failed_signatures
@@ -67,7 +68,8 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
     d = ev.data
     t = ev.type
     if t == "run_started" and ev.run_id:
-        state.by_run[ev.run_id] = empty_run(ev.run_id, d.get("goal", ""), ev.domain or "")
+        state.by_run[ev.run_id] = replace(empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""),
+                                          session_id=d.get("session_id"))
     elif t == "step_recorded" and ev.run_id:
         st = state.by_run.get(ev.run_id) or empty_run(ev.run_id, "", ev.domain or "")
         action = d["action"]
@@ -96,6 +98,9 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
         kind, subject = d["subject_kind"], d["subject"]
         if kind == "run":
             state.by_run.pop(subject, None)
+        elif kind == "session":
+            for rid in [r for r, st in state.by_run.items() if st.session_id == subject]:
+                del state.by_run[rid]
         elif kind == "domain":
             for rid in [r for r, st in state.by_run.items() if domain_matches(st.domain, subject)]:
                 del state.by_run[rid]

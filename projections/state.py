@@ -76,21 +76,16 @@ def dispatch(names: Iterable[str] = PROJECTIONS) -> dict[str, list[tuple[str, Ap
     return table
 
 
-_DISPATCH: dict[str, list[tuple[str, Apply]]] | None = None
+_DISPATCH: dict[tuple[str, ...], dict[str, list[tuple[str, Apply]]]] = {}
 
 
 def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = DEFAULT_POLICY,
          names: Iterable[str] | None = None) -> MemoryState:
     """Fold events (in seq order, after state.head) into every (or the named) projection."""
-    global _DISPATCH
-    if names is None:
-        if _DISPATCH is None:
-            _DISPATCH = dispatch()
-        table = _DISPATCH
-        active = PROJECTIONS
-    else:
-        active = tuple(names)
-        table = dispatch(active)
+    active = PROJECTIONS if names is None else tuple(names)
+    table = _DISPATCH.get(active)
+    if table is None:
+        table = _DISPATCH[active] = dispatch(active)
     get = table.get
     head = state.head
     for ev in events:

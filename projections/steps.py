@@ -18,7 +18,7 @@ import orjson
 from ledger.events import RecordedEvent
 from projections.text import add_event_id, domain_matches, jaccard, words
 
-TYPES = ("step_recorded", "step_graded", "subject_forgotten")
+TYPES = ("run_started", "step_recorded", "step_graded", "subject_forgotten")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,8 @@ def action_signature(action: dict[str, Any], url: str) -> str:
 class StepsState:
     #: run_id -> str(step) -> memory, in recording order
     by_run: dict[str, dict[str, StepMemory]] = field(default_factory=dict)
+    #: run_id -> session_id, so that forgetting a session forgets its runs' steps
+    session_of: dict[str, str] = field(default_factory=dict)
 
 
 def empty() -> StepsState:
@@ -70,7 +72,10 @@ def empty() -> StepsState:
 def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsState:
     """Fold one event (in place; returns the state)."""
     d = ev.data
-    if ev.type == "step_recorded" and ev.run_id:
+    if ev.type == "run_started":
+        if ev.run_id and d.get("session_id"):
+            state.session_of[ev.run_id] = d["session_id"]
+    elif ev.type == "step_recorded" and ev.run_id:
         steps = state.by_run.setdefault(ev.run_id, {})
         step = ev.step if ev.step is not None else len(steps)
         intent = d.get("internal_state") or d.get("think") or d.get("target_text") or ""
@@ -89,6 +94,11 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
         kind, subject = d["subject_kind"], d["subject"]
         if kind == "run":
             state.by_run.pop(subject, None)
+            state.session_of.pop(subject, None)
+        elif kind == "session":
+            for rid in [r for r, s in state.session_of.items() if s == subject]:
+                state.by_run.pop(rid, None)
+                del state.session_of[rid]
         elif kind == "domain":
             for rid in list(state.by_run):
                 steps = state.by_run[rid]
@@ -97,11 +107,6 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
                 if not steps:
                     del state.by_run[rid]
     return state
-
-
-def forget_runs(state: StepsState, run_ids: Iterable[str]) -> None:
-    for rid in run_ids:
-        state.by_run.pop(rid, None)
 
 
 def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, exclude_run: str | None,
@@ -143,7 +148,8 @@ def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, e
 def decode(raw: dict[str, Any]) -> StepsState:
     return StepsState(by_run={rid: {k: StepMemory(**{**r, "event_ids": tuple(r["event_ids"])})
                                     for k, r in steps.items()}
-                              for rid, steps in raw.get("by_run", {}).items()})
+                              for rid, steps in raw.get("by_run", {}).items()},
+                      session_of=dict(raw.get("session_of", {})))
 
 
 def tables(state: StepsState) -> dict[str, list[dict[str, Any]]]:

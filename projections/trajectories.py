@@ -19,7 +19,7 @@ import orjson
 from ledger.events import RecordedEvent
 from projections.text import age_days, domain_matches, jaccard, older_than, words
 
-TYPES = ("trajectory_recorded", "trajectories_expired", "subject_forgotten")
+TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,8 @@ class TrajectoryMatch:
 class TrajectoriesState:
     #: host -> trajectory_id -> trajectory, in recording order
     by_domain: dict[str, dict[str, Trajectory]] = field(default_factory=dict)
+    #: run_id -> session_id, so that forgetting a session forgets its runs' trajectories
+    session_of: dict[str, str] = field(default_factory=dict)
 
 
 def empty() -> TrajectoriesState:
@@ -78,7 +80,10 @@ def _step(raw: dict[str, Any]) -> TrajectoryStep:
 def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> TrajectoriesState:
     """Fold one event (in place; returns the state)."""
     d = ev.data
-    if ev.type == "trajectory_recorded":
+    if ev.type == "run_started":
+        if ev.run_id and d.get("session_id"):
+            state.session_of[ev.run_id] = d["session_id"]
+    elif ev.type == "trajectory_recorded":
         if not d.get("success", True):
             return state
         domain = ev.domain or ""
@@ -97,12 +102,16 @@ def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> Tr
                 del state.by_domain[dom]
     elif ev.type == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
+        runs = {r for r, s in state.session_of.items() if s == subject} if kind == "session" else {subject}
+        if kind in ("run", "session"):
+            for r in runs:
+                state.session_of.pop(r, None)
         for dom in list(state.by_domain):
             if kind == "domain" and domain_matches(dom, subject):
                 del state.by_domain[dom]
-            elif kind == "run":
+            elif kind in ("run", "session"):
                 items = state.by_domain[dom]
-                for tid in [t for t, tr in items.items() if tr.run_id == subject]:
+                for tid in [t for t, tr in items.items() if tr.run_id in runs]:
                     del items[tid]
                 if not items:
                     del state.by_domain[dom]
@@ -148,7 +157,7 @@ def decode(raw: dict[str, Any]) -> TrajectoriesState:
     return TrajectoriesState(by_domain={
         dom: {tid: Trajectory(**{**r, "steps": tuple(_step(s) for s in r["steps"]),
                                  "event_ids": tuple(r["event_ids"])}) for tid, r in items.items()}
-        for dom, items in raw.get("by_domain", {}).items()})
+        for dom, items in raw.get("by_domain", {}).items()}, session_of=dict(raw.get("session_of", {})))
 
 
 def tables(state: TrajectoriesState) -> dict[str, list[dict[str, Any]]]:

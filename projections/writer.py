@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ledger.clock import normalize_ts
 from ledger.events import LessonSeeded, NewEvent, RecordedEvent
 from projections.lessons import lesson_id_for
 from projections.policy import DEFAULT_POLICY, Policy, decide, on_open
-from projections.state import MemoryState, fold
+from projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories")
@@ -42,10 +43,22 @@ __all__ = ["MemoryWriter", "policy_writer", "seed_lessons", "lesson_id_for"]
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
 
-    def __init__(self, store: Any, policy: Policy = DEFAULT_POLICY):
+    def __init__(self, store: Any, policy: Policy = DEFAULT_POLICY, projections_path: Path | None = None):
         self.store = store
         self.policy = policy
+        self.projections_path = projections_path
         self.state: MemoryState | None = None
+
+    def _warm(self) -> None:
+        """Start from projections.db (outside the write lock) instead of folding the whole log."""
+        if self.state is None and self.projections_path is not None:
+            from projections.materialize import load_state
+            state = load_state(self.store, self.projections_path, self.policy)
+            for name in PROJECTIONS:
+                if name not in WRITER_PROJECTIONS:
+                    setattr(state, name, None)
+                    state.heads.pop(name, None)
+            self.state = state
 
     def _catch_up(self, tx: Any) -> MemoryState:
         if self.state is None:
@@ -63,6 +76,7 @@ class MemoryWriter:
         out: list[RecordedEvent] = []
         if not events:
             return out
+        self._warm()
         try:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
@@ -77,6 +91,7 @@ class MemoryWriter:
         """Memory opened for a run: seed lessons on first use, prune stale lessons and facts,
         expire old trajectories — each as a decision event, in one transaction."""
         started = normalize_ts(started_at)
+        self._warm()
         try:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
@@ -89,4 +104,5 @@ class MemoryWriter:
 
 def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """`memledger append`'s writer: the events plus the decisions of the default policy."""
-    return MemoryWriter(store).append(events)
+    from projections.materialize import default_projections_path
+    return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)

@@ -49,3 +49,56 @@ for _name, _doc in (
 
 
 COMMANDS: list[click.Command] = [analytics]
+
+
+@click.command()
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="A policy parameter to change (repeatable), e.g. promotion_min_uses=3.")
+@click.option("--until", default=None, metavar="SEQ|TIME", help="Replay events up to this seq (or ISO time).")
+@click.option("--json", "as_json", is_flag=True, help="The whole answer as one JSON object.")
+@format_options
+def experiment(settings: tuple[str, ...], until: str | None, as_json: bool, fmt: str, out: str | None,
+               section: str | None) -> None:
+    """Replay the log's observations under a changed policy and diff against what really happened.
+
+    Example: memledger experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
+    """
+    import orjson
+
+    from analytics.experiment import experiment_report, parse_settings, run_experiment
+    overrides = parse_settings(settings)
+    result = _with_progress("replaying", lambda progress: run_experiment(_settings().store(), overrides, until,
+                                                                          progress=progress))
+    if as_json:
+        click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return
+    emit(experiment_report(result), fmt, out, section)
+
+
+def _with_progress(label: str, work):  # type: ignore[no-untyped-def]
+    """Run `work(progress)` with a rich progress bar on a terminal (silent otherwise)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return work(None)
+    from rich.progress import Progress
+    with Progress(transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        return work(lambda done, total: bar.update(task, completed=done, total=total))
+
+
+@click.command()
+@click.option("--until", required=True, metavar="SEQ|TIME", help="Last seq (or ISO time) to copy.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Directory for the new ledger (gets DIR/ledger.db).")
+def fork(until: str, out_dir: str) -> None:
+    """A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs).
+
+    Example: memledger fork --until 120 --out ab/memory-b && memledger --memory-dir ab/memory-b verify
+    """
+    from analytics.fork import fork_ledger
+    result = fork_ledger(_settings().store(), until, out_dir)
+    click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified")
+
+
+COMMANDS.extend([experiment, fork])

@@ -1,0 +1,393 @@
+"""Experiments: replay the log's observations under another `Policy` and diff against reality.
+
+Reality is the log as recorded (observations and the decisions the policy in
+force made), folded with the real policy. The experiment drops every decision
+event (`projections.policy.DECISION_TYPES`) and asks `decide` again, with the
+changed policy, what each observation causes; the memory opened for each run
+(`on_open`: seeds, pruning, fact pruning, trajectory expiry) is replayed at
+the same points. Both sides are compared before each observation — where
+reality's decisions for the previous one are all in — on Tier 1, Tier 2,
+current facts (with confidence) and live trajectories; every change of a
+difference is reported at its seq, and the decisions are matched one by one
+(promotion of a lesson: reality at seq 57, experiment at seq 42).
+
+Where memory was opened: at each real open (decision events of `on_open`'s
+kinds that follow no observation of their own) and, when the log uses opens at
+all (it holds seed lessons), at every `run_started` with memory enabled that
+had no real open.
+
+Usage::
+
+    result = run_experiment(store, {"promotion_min_uses": 3}, until=None)
+    result["differences"], result["decisions"], result["timeline"]
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ledger.clock import normalize_ts
+from ledger.errors import LedgerError
+from ledger.events import NewEvent, RecordedEvent
+
+from analytics.forget import Forgotten
+
+if TYPE_CHECKING:
+    from analytics.output import Report
+
+#: the projections the policy step reads (and the experiment compares)
+EXPERIMENT_PROJECTIONS = ("lessons", "knowledge", "trajectories")
+#: decisions `on_open` makes (the rest come from `decide` after an observation)
+OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired"})
+AREAS = ("tier1", "tier2", "facts", "trajectories")
+
+
+def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
+    """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
+    from projections.policy import Policy
+    fields = Policy.model_fields
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise LedgerError(f"--set {pair!r}: expected NAME=VALUE")
+        if name not in fields:
+            raise LedgerError(f"--set {name}: no such policy parameter; known: {', '.join(fields)}")
+        kind = fields[name].annotation
+        raw = raw.strip()
+        try:
+            if kind is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                out[name] = raw.lower() in ("true", "1", "yes")
+            elif kind is int:
+                out[name] = int(raw)
+            else:
+                out[name] = float(raw)
+        except ValueError as exc:
+            raise LedgerError(f"--set {name}={raw}: expected a {getattr(kind, '__name__', kind)}") from exc
+    return out
+
+
+def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+    try:
+        return type(base).model_validate({**base.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise LedgerError(f"invalid policy: {exc.errors()[0].get('msg', 'invalid value')}") from exc
+
+
+def _as_new(ev: RecordedEvent) -> NewEvent:
+    return NewEvent(ev.payload, run_id=ev.run_id, step=ev.step, domain=ev.domain, stream=ev.stream,
+                    occurred_at=ev.occurred_at, id=ev.id)
+
+
+def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> RecordedEvent:
+    """A decision the experiment made, shaped like a stored event (seq = its trigger's)."""
+    data = new.payload.model_dump(mode="json", exclude={"type", "schema_version"})
+    occurred = normalize_ts(new.occurred_at) if new.occurred_at is not None else at.occurred_at
+    return RecordedEvent(seq, f"experiment-{seq}-{n}", new.resolved_stream, 0, new.type,
+                         new.payload.schema_version, at.recorded_at, occurred, new.run_id, new.step,
+                         new.domain, data, "", "", "")
+
+
+class Side:
+    """One memory (reality or the experiment): the policy-relevant projections and their fold."""
+
+    def __init__(self, policy: Any):
+        from projections.state import MemoryState, dispatch
+        self.policy = policy
+        self.state = MemoryState.empty(EXPERIMENT_PROJECTIONS)
+        self.table = dispatch(EXPERIMENT_PROJECTIONS)
+        self.opened: set[str] = set()
+
+    def fold(self, ev: RecordedEvent) -> None:
+        for name, fn in self.table.get(ev.type, ()):
+            setattr(self.state, name, fn(getattr(self.state, name), ev, self.policy))
+        self.state.head = ev.seq
+
+    def summary(self) -> dict[tuple[str, str], Any]:
+        """What the comparison looks at: (area, item) -> value."""
+        from projections.lessons import TIER1_CATEGORIES
+        out: dict[tuple[str, str], Any] = {}
+        lessons = list(self.state.lessons.lessons.values())
+        tier1 = sorted((l for l in lessons if l.category in TIER1_CATEGORIES),
+                       key=lambda l: (l.source != "seed", -l.use_count, l.created_at, l.lesson_id))
+        for l in tier1[: self.policy.tier1_cap]:
+            out[("tier1", l.lesson_id)] = True
+        for l in lessons:
+            if l.category not in TIER1_CATEGORIES:
+                out[("tier2", l.lesson_id)] = True
+        for facts in self.state.knowledge.current.values():
+            for f in facts.values():
+                out[("facts", f.fact_id)] = round(f.confidence, 9)
+        for items in self.state.trajectories.by_domain.values():
+            for t in items:
+                out[("trajectories", t)] = True
+        return out
+
+
+def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], int]) -> list[tuple[Any, ...]]:
+    """Stable identities of the things a decision decides (to match reality's and the experiment's)."""
+    d = ev.data if isinstance(ev, RecordedEvent) else ev.payload.model_dump(mode="json")
+    t = ev.type
+    if t in ("lesson_promoted", "lesson_seeded"):
+        base = [(t, d["lesson_id"])]
+    elif t == "lesson_deduplicated":
+        base = [(t, d["lesson_id"])]
+    elif t == "lessons_pruned":
+        base = [(t, lid) for lid in d.get("lesson_ids") or ()]
+    elif t == "trajectories_expired":
+        base = [(t, tid) for tid in d.get("trajectory_ids") or ()]
+    elif t == "facts_pruned":
+        base = [(t, f.get("fact_id") or f"{f.get('domain')}|{f.get('fact_type')}|{f.get('key')}|{f.get('value')}")
+                for f in d.get("facts") or ()]
+    elif t == "fact_contradicted":
+        base = [(t, f"{ev.domain or ''}|{d['fact_type']}|{d['key']}|{d['new_value']}")]
+    else:
+        base = [(t, "")]
+    out = []
+    for key in base:
+        n = counter.get(key, 0) + 1
+        counter[key] = n
+        out.append((*key, n))
+    return out
+
+
+@dataclass
+class _Decisions:
+    #: key -> (trigger seq, decision seq, summary)
+    found: dict[tuple[Any, ...], tuple[int, int | None, str]] = field(default_factory=dict)
+    counter: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def add(self, ev: RecordedEvent | NewEvent, trigger: int, own_seq: int | None) -> None:
+        for key in _decision_keys(ev, self.counter):
+            self.found.setdefault(key, (trigger, own_seq, _describe(ev)))
+
+
+def _describe(ev: RecordedEvent | NewEvent) -> str:
+    d = ev.data if isinstance(ev, RecordedEvent) else ev.payload.model_dump(mode="json")
+    t = ev.type
+    if t == "lesson_promoted":
+        return f"promote {d['lesson_id']} (use_count {d['use_count']}, {len(d['triggered_domains'])} domains)"
+    if t == "fact_contradicted":
+        return f"contradict {d['fact_type']}:{d['key']} -> {d['new_value']!r} (x{d['factor']})"
+    if t == "facts_pruned":
+        return f"prune {len(d['facts'])} fact(s) below {d['threshold']}"
+    if t == "lessons_pruned":
+        return f"prune {len(d['lesson_ids'])} lesson(s)"
+    if t == "trajectories_expired":
+        return f"expire {len(d['trajectory_ids'])} trajectory(ies)"
+    return f"{t} {d.get('lesson_id', '')}".strip()
+
+
+def _opens_used(store: Any, until: int) -> bool:
+    return any(True for _ in store.read(to_seq=until, types=["lesson_seeded"], batch=1))
+
+
+def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | None = None,
+                   real_policy: Any | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Replay observations 1..until under the changed policy; plain-data answer (see module doc)."""
+    from projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
+    from analytics.fork import resolve_seq
+
+    base = real_policy if real_policy is not None else DEFAULT_POLICY
+    policy = make_policy(base, overrides)
+    head = resolve_seq(store, until)
+    opens = _opens_used(store, head)
+    forgotten = Forgotten.scan(store, head)
+    real, exp = Side(base), Side(policy)
+    real_dec, exp_dec = _Decisions(), _Decisions()
+    timeline: list[dict[str, Any]] = []
+    current: dict[tuple[str, str], tuple[Any, Any]] = {}
+    labels: dict[tuple[str, str], dict[str, Any]] = {}
+    run_started: dict[str, RecordedEvent] = {}
+    pending: list[str] = []
+    open_at: dict[str, int] = {}
+    touches = set(real.table)
+    state = {"dirty": False, "last_obs": 0}
+    prev: RecordedEvent | None = None
+
+    def label(side: Side) -> None:
+        for l in side.state.lessons.lessons.values():
+            labels.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
+        for facts in side.state.knowledge.current.values():
+            for f in facts.values():
+                labels.setdefault(("facts", f.fact_id), {"text": f"{f.domain} {f.fact_type}:{f.key}={f.value}",
+                                                         "domain": f.domain})
+        for items in side.state.trajectories.by_domain.values():
+            for t in items.values():
+                labels.setdefault(("trajectories", t.trajectory_id),
+                                  {"text": f"{t.domain}: {t.goal}", "domain": t.domain, "run_id": t.run_id})
+
+    def compare(at: int) -> None:
+        if not state["dirty"]:
+            return
+        state["dirty"] = False
+        a, b = real.summary(), exp.summary()
+        now = {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+        if now or current:
+            label(real)
+            label(exp)
+        for key in sorted(current.keys() | now.keys()):
+            if current.get(key) != now.get(key):
+                va, vb = now.get(key, (a.get(key), b.get(key)))
+                timeline.append({"seq": at, "area": key[0], "item": key[1], "reality": va, "experiment": vb,
+                                 "differs": key in now})
+        current.clear()
+        current.update(now)
+
+    def open_exp(run_id: str, started_at: str, trigger: int, at: RecordedEvent) -> None:
+        if run_id in exp.opened:
+            return
+        exp.opened.add(run_id)
+        for i, new in enumerate(on_open(exp.state, run_id, started_at, policy)):
+            exp_dec.add(new, trigger, None)
+            exp.fold(_as_recorded(new, at.seq, 1000 + i, at))
+            state["dirty"] = True
+
+    def flush_pending() -> None:
+        for rid in pending:
+            if rid not in real.opened:
+                rs = run_started[rid]
+                open_exp(rid, rs.occurred_at, rs.seq, rs)
+        pending.clear()
+
+    for ev in store.read(to_seq=head):
+        if progress is not None and ev.seq % 500 == 0:
+            progress(ev.seq, head)
+        if ev.type in DECISION_TYPES:
+            is_open = ev.type in OPEN_TYPES or (ev.type == "facts_pruned" and (
+                prev is None or prev.type not in ("fact_contradicted", "fact_observed")))
+            if is_open and ev.run_id:
+                rs = run_started.get(ev.run_id)
+                trigger = rs.seq if rs is not None else open_at.setdefault(ev.run_id, ev.seq)
+                open_exp(ev.run_id, ev.occurred_at, trigger, ev)
+                real.opened.add(ev.run_id)
+                real_dec.add(ev, trigger, ev.seq)
+            else:
+                real_dec.add(ev, state["last_obs"], ev.seq)
+            real.fold(ev)
+            state["dirty"] = True
+            prev = ev
+            continue
+        flush_pending()
+        compare(prev.seq if prev is not None else 0)
+        state["last_obs"] = ev.seq
+        decisions = decide(exp.state, _as_new(ev), policy)
+        real.fold(ev)
+        exp.fold(ev)
+        for i, new in enumerate(decisions):
+            exp_dec.add(new, ev.seq, None)
+            exp.fold(_as_recorded(new, ev.seq, i, ev))
+        if decisions or ev.type in touches:
+            state["dirty"] = True
+        if ev.type == "run_started" and ev.run_id:
+            run_started[ev.run_id] = ev
+            if opens and ev.data.get("memory_enabled", True) and ev.run_id not in real.opened:
+                pending.append(ev.run_id)
+        prev = ev
+    flush_pending()
+    state["dirty"] = True
+    compare(head)
+    return _answer(overrides, policy, head, real, exp, real_dec, exp_dec, timeline, current, labels, forgotten)
+
+
+def _hidden(key: tuple[str, str], labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten) -> bool:
+    """Items of forgotten subjects never appear in the answer."""
+    area, item = key
+    if area in ("tier1", "tier2", "lesson"):
+        info = labels.get(("lesson", item), {})
+        return item in forgotten.lessons or forgotten.domain(info.get("scope_domain"))
+    info = labels.get(key, {})
+    return forgotten.domain(info.get("domain")) or forgotten.run(info.get("run_id"))
+
+
+def _decision_item(key: tuple[Any, ...]) -> tuple[str, str]:
+    t, item = key[0], str(key[1])
+    if t in ("lesson_promoted", "lesson_seeded", "lesson_deduplicated", "lessons_pruned"):
+        return ("lesson", item)
+    if t == "trajectories_expired":
+        return ("trajectories", item)
+    return ("facts", item)
+
+
+def _answer(overrides: dict[str, Any], policy: Any, head: int, real: Side, exp: Side, real_dec: _Decisions,
+            exp_dec: _Decisions, timeline: list[dict[str, Any]], current: dict[tuple[str, str], tuple[Any, Any]],
+            labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten) -> dict[str, Any]:
+    decisions = []
+    for key in sorted(real_dec.found.keys() | exp_dec.found.keys(), key=lambda k: tuple(map(str, k))):
+        r, e = real_dec.found.get(key), exp_dec.found.get(key)
+        if r is not None and e is not None and r[0] == e[0]:
+            continue
+        if key[0] == "fact_contradicted":
+            item = ("facts", "")
+            hidden = forgotten.domain(str(key[1]).split("|")[0])
+        else:
+            item = _decision_item(key)
+            hidden = _hidden(item, labels, forgotten)
+        if hidden:
+            continue
+        decisions.append({
+            "decision": key[0], "item": key[1], "occurrence": key[2],
+            "reality_seq": r[0] if r else None, "reality_event_seq": r[1] if r else None,
+            "experiment_seq": e[0] if e else None,
+            "what": (e or r)[2],  # type: ignore[index]
+            "label": labels.get(item, {}).get("text"),
+        })
+    rows = [dict(row, label=labels.get(("lesson", row["item"]) if row["area"] in ("tier1", "tier2")
+                                       else (row["area"], row["item"]), {}).get("text"))
+            for row in timeline if not _hidden((row["area"], row["item"]), labels, forgotten)]
+    final: dict[str, dict[str, list[Any]]] = {a: {"only_reality": [], "only_experiment": [], "changed": []}
+                                              for a in AREAS}
+    for (area, item), (va, vb) in sorted(current.items()):
+        if _hidden((area, item), labels, forgotten):
+            continue
+        if vb is None:
+            final[area]["only_reality"].append(item)
+        elif va is None:
+            final[area]["only_experiment"].append(item)
+        else:
+            final[area]["changed"].append({"item": item, "reality": va, "experiment": vb})
+    sizes = {}
+    for name, side in (("reality", real), ("experiment", exp)):
+        summ = side.summary()
+        sizes[name] = {a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
+                       for a in AREAS}
+    first = min([r["seq"] for r in rows if r["differs"]]
+                + [d["experiment_seq"] or d["reality_seq"] for d in decisions
+                   if (d["experiment_seq"] or d["reality_seq"]) is not None], default=None)
+    return {
+        "policy": overrides, "policy_fingerprint": policy.fingerprint(), "until": head,
+        "differences": len(decisions) + len(rows),
+        "first_divergence_seq": first,
+        "decisions": decisions, "timeline": rows, "final": final, "sizes": sizes,
+    }
+
+
+def experiment_report(result: dict[str, Any]) -> "Report":
+    """The experiment answer as tables (for --format and the HTML report)."""
+    from analytics.output import Report, Table
+    decisions = Table.from_records(result["decisions"], ["decision", "item", "occurrence", "reality_seq",
+                                                         "reality_event_seq", "experiment_seq", "what", "label"])
+    timeline = Table.from_records(result["timeline"], ["seq", "area", "item", "reality", "experiment", "differs",
+                                                       "label"])
+    final_rows = []
+    for area, parts in result["final"].items():
+        for item in parts["only_reality"]:
+            final_rows.append({"area": area, "item": item, "difference": "only in reality"})
+        for item in parts["only_experiment"]:
+            final_rows.append({"area": area, "item": item, "difference": "only in the experiment"})
+        for ch in parts["changed"]:
+            final_rows.append({"area": area, "item": ch["item"],
+                               "difference": f"{ch['reality']} in reality, {ch['experiment']} in the experiment"})
+    sizes = Table.from_records([{"area": a, "reality": result["sizes"]["reality"][a],
+                                 "experiment": result["sizes"]["experiment"][a]} for a in AREAS])
+    changed = ", ".join(f"{k}={v}" for k, v in result["policy"].items()) or "the default policy"
+    title = (f"Experiment with {changed} up to seq {result['until']}: {result['differences']} difference(s)"
+             + (f", first at seq {result['first_divergence_seq']}" if result["first_divergence_seq"] else ""))
+    return Report(title, {"decisions": decisions, "timeline": timeline,
+                          "final": Table.from_records(final_rows, ["area", "item", "difference"]), "sizes": sizes})

@@ -1,0 +1,131 @@
+"""Hand-built ledgers for the analytics tests: a known sequence of events, a known answer.
+
+`learning_ledger` plays a small agent through `MemoryWriter` (so the decisions
+in the log are the real policy step's): five runs of the same goal on five
+sites; each run fails a click with "intercepts pointer events", recalls what
+memory has, recovers with Escape, learns the failure→recovery lesson (a dedup
+from run 2 on), observes a fact and a selector, and completes. Run 0 has
+memory off. The lesson reaches use_count 5 on 3 domains in run 3
+(recall + dedup) and is promoted there under the default policy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ledger.events import (
+    Action, ContextBuilt, ContextItem, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonRecorded,
+    RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepRecorded, SubjectForgotten, Tier1Loaded,
+    TrajectoryRecorded, TrajectoryStep, TrajectoryRecalled, event,
+)
+
+DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
+LESSON = "When click fails with 'intercepts pointer events', press Escape first."
+
+
+@dataclass
+class Built:
+    """What the builder did, for the tests' expectations."""
+
+    runs: list[str] = field(default_factory=list)
+    #: run_id -> step -> seq of that step's step_recorded
+    step_seq: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: run_id -> seq of its error_recall / lesson_recorded
+    recall_seq: dict[str, int] = field(default_factory=dict)
+    record_seq: dict[str, int] = field(default_factory=dict)
+    lesson_id: str = ""
+    promoted_seq: int | None = None
+    first_record_run: str = ""
+
+
+def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | None = None,
+                    memory_off_first: bool = True) -> Built:
+    from projections.lessons import lesson_id_for
+    from projections.view import MemoryView
+    from projections.writer import MemoryWriter
+
+    writer = MemoryWriter(store)
+    built = Built(lesson_id=lesson_id_for("click", "intercepts pointer events", None, LESSON))
+    for i in range(runs):
+        dom = DOMAINS[i % len(DOMAINS)]
+        rid = f"run{i}"
+        built.runs.append(rid)
+        memory = not (memory_off_first and i == 0)
+        clock.advance(timedelta(hours=1))
+        if memory:
+            writer.open_for_run(rid, clock.now.isoformat())
+        view = MemoryView.from_events(store.read())
+        tier1 = view.tier1()
+        writer.append([event(RunStarted(goal="search for shoes", case_id="shoes", memory_enabled=memory,
+                                        session_id="s1", start_url=f"http://{dom}/"), run_id=rid, domain=dom)])
+        if memory:
+            writer.append([
+                event(Tier1Loaded(count=len(tier1), lessons=[l.lesson for l in tier1],
+                                  lesson_ids=[l.lesson_id for l in tier1]), run_id=rid, domain=dom),
+                event(ContextBuilt(prompt="system", budget=400, total_tokens=sum(len(l.lesson) // 4 for l in tier1),
+                                   items=[ContextItem(source="tier1", priority=50, tokens=len(l.lesson) // 4,
+                                                      text=l.lesson, event_ids=list(l.event_ids[:1]))
+                                          for l in tier1]), run_id=rid, step=0, domain=dom),
+                event(DomainRecall(matched=0), run_id=rid, step=1, domain=dom),
+            ])
+        rec = writer.append([event(StepRecorded(
+            env_before=EnvState(url=f"http://{dom}/"), env_after=EnvState(url=f"http://{dom}/"),
+            action=Action(command="click", args={"ref": "e1"}), target_text="Search", ok=False,
+            error="Element intercepts pointer events"), run_id=rid, step=1, domain=dom)])
+        built.step_seq.setdefault(rid, {})[1] = rec[0].seq
+        if memory:
+            view = MemoryView.from_events(store.read())
+            hits = view.recall_on_error("click", "Element intercepts pointer events", dom)
+            rec = writer.append([event(ErrorRecall(command="click", error_snippet="intercepts pointer events",
+                                                   matched=len(hits), lessons=[l.lesson for l in hits],
+                                                   lesson_ids=[l.lesson_id for l in hits]),
+                                       run_id=rid, step=1, domain=dom)])
+            built.recall_seq[rid] = rec[0].seq
+            if memory and i >= 1:
+                match = view.match_trajectory("search for shoes", dom, clock.now.isoformat())
+                if match is not None:
+                    writer.append([event(TrajectoryRecalled(
+                        goal="search for shoes", trajectory_id=match.trajectory.trajectory_id,
+                        matched_goal=match.trajectory.goal, similarity=match.similarity, score=match.score,
+                        steps=len(match.trajectory.steps)), run_id=rid, step=2, domain=dom)])
+            items = [ContextItem(source="error_recall", priority=40, tokens=12, text=l.lesson,
+                                 event_ids=list(l.event_ids[:1])) for l in hits]
+            writer.append([event(ContextBuilt(prompt="step", budget=60, total_tokens=sum(x.tokens for x in items),
+                                              items=items,
+                                              trimmed=[ContextItem(source="selectors", priority=25, tokens=80,
+                                                                   text="(selector cache)")]),
+                                 run_id=rid, step=2, domain=dom)])
+        rec = writer.append([event(StepRecorded(
+            env_before=EnvState(url=f"http://{dom}/"), env_after=EnvState(url=f"http://{dom}/results"),
+            action=Action(command="press", args={"key": "Escape"}), ok=True), run_id=rid, step=2, domain=dom)])
+        built.step_seq[rid][2] = rec[0].seq
+        writer.append([
+            event(FactObserved(fact_type="quirk", key="overlay", value="cookie overlay on load"), run_id=rid,
+                  domain=dom),
+            event(SelectorSucceeded(role="button", name="Search", selector="#search"), run_id=rid, step=2,
+                  domain=dom),
+        ])
+        rec = writer.append([event(LessonRecorded(
+            lesson_id=built.lesson_id, lesson=LESSON, category="error_recovery", failed_command="click",
+            error_pattern="intercepts pointer events", learned_from=[rid]), run_id=rid, step=2, domain=dom)])
+        built.record_seq[rid] = rec[0].seq
+        if not built.first_record_run:
+            built.first_record_run = rid
+        for r in rec:
+            if r.type == "lesson_promoted" and built.promoted_seq is None:
+                built.promoted_seq = r.seq
+        writer.append([
+            event(TrajectoryRecorded(trajectory_id=f"traj_{rid}", goal="search for shoes", origin=f"http://{dom}/",
+                                     steps=[TrajectoryStep(command="press", args={"key": "Escape"}, verified=True)],
+                                     duration_ms=1000 + 100 * i, turns=2), run_id=rid, domain=dom),
+            event(RunCompleted(success=i % 4 != 1, turns=4 - (1 if memory and i > 1 else 0), tokens_in=1000 - 50 * i,
+                               tokens_out=100, duration_ms=5000 - 200 * i, final_url=f"http://{dom}/results"),
+                  run_id=rid, domain=dom),
+            event(SessionRecorded(session_id="s1", goal="search for shoes", success=True,
+                                  final_url=f"http://{dom}/results", timestamp=clock.now.isoformat(),
+                                  turns_used=2), run_id=rid, domain=dom),
+        ])
+    if forget_domain is not None:
+        writer.append([event(SubjectForgotten(subject_kind="domain", subject=forget_domain))])
+    return built

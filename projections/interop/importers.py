@@ -308,7 +308,7 @@ def plan_agent_memory(path: Path, index: LessonIndex) -> ImportPlan:
         seen: dict[str, str] = {}
         for file in sorted(runs_dir.iterdir()):
             rel = f"agent-runs/{file.name}"
-            if not (file.name.startswith("run_") and file.name.endswith(".json")) or file.is_dir():
+            if not file.name.endswith(".json") or file.is_dir():  # seed 000 lists every .json there
                 counts["ignored_files"] += 1
                 continue
             obj = load_json(_read(file, rel), rel)
@@ -377,7 +377,7 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         seen: dict[str, str] = {}
         for file in sorted(traj_dir.iterdir()):
             rel = f"{rel_dir}/trajectories/{file.name}"
-            if not (file.name.startswith("traj_") and file.name.endswith(".json")) or file.is_dir():
+            if not file.name.endswith(".json") or file.is_dir():
                 counts["ignored_files"] += 1
                 continue
             obj = load_json(_read(file, rel), rel)

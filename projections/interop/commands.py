@@ -1,0 +1,66 @@
+"""`memledger import` and `memledger export`: thin commands over importers/exporters."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ledger.settings import Settings
+from projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
+from projections.interop.importers import FORMATS, ImportResult, import_source
+
+
+def _settings() -> Settings:
+    return click.get_current_context().find_object(Settings)
+
+
+def run_import(settings: Settings, path: Path, fmt: str) -> ImportResult:
+    """Import one source into the ledger of `settings`."""
+    return import_source(settings.store(), path, fmt)
+
+
+def run_export(settings: Settings, fmt: str, out: Path, as_of: int | None) -> ExportResult:
+    """Export the memory of `settings` (as of a seq, or now) in one of the seed formats."""
+    from projections.view import MemoryView
+    store = settings.store()
+    view = MemoryView.open(store, settings.projections_path if settings.store_url is None else None, as_of=as_of)
+    return export_memory(view.state, store, fmt, out)
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+              help="memory-json: seed 001's memory.json; memory-events: a folder of memory_events.jsonl; "
+                   "agent-memory: seed 000's .agent-memory folder; trayn-json: seed 002's JSON export.")
+def import_cmd(path: Path, fmt: str) -> None:
+    """Import a seed system's memory (refused whole if any file is malformed; twice = once).
+
+    Example: memledger import ~/.browser_agent/memory.json
+    """
+    r = run_import(_settings(), path, fmt)
+    counts = ", ".join(f"{k} {v}" for k, v in r.counts.items() if v)
+    if r.already_imported_seq is not None:
+        click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, digest {r.digest[:12]}): "
+                   "nothing appended")
+        return
+    click.echo(f"imported {r.source_format} {r.source_path}: appended {r.appended} events "
+               f"(seq {r.first_seq}..{r.last_seq}; {counts or 'nothing to add'})")
+
+
+@click.command("export")
+@click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), required=True,
+              help="agent-memory: seed 000's folder; memory-json: seed 001's file; json/csv/prompt: seed 002's.")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="Directory (agent-memory; new or empty) or file to write; nothing outside it is written.")
+@click.option("--as-of", "as_of", type=click.IntRange(min=0), default=None, help="Export memory as of this seq.")
+def export_cmd(fmt: str, out: Path, as_of: int | None) -> None:
+    """Export memory in a seed system's format (files 0600, directories 0700).
+
+    Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
+    """
+    r = run_export(_settings(), fmt, out, as_of)
+    counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
+    click.echo(f"exported {fmt} to {r.out}: {len(r.files)} file(s) ({counts})")
+
+
+COMMANDS = [import_cmd, export_cmd]

@@ -1,0 +1,349 @@
+"""Export the projections' state in the seed systems' formats.
+
+Every format is built from `MemoryView.state` at some seq (so `--as-of`
+works for all of them and forgotten subjects are gone), then written only
+below `--out` (see files.py):
+
+- `agent-memory`: seed 000's folder — domains/<host>/knowledge.json (facts and
+  the last 5 sessions), selectors.json, trajectories/traj_*.json, and
+  agent-runs/<runId>.json.
+- `memory-json`: seed 001's memory.json, version 1, every lesson field.
+- `json`, `csv`, `prompt`: seed 002's MemoryEntry records and the
+  REPEAT/AVOID text, for the graded step memories.
+
+What a state does not hold verbatim is read from the events it names
+(`event_ids`): a step's think/internal state and a grade's task_incomplete,
+and a run's last reported current URL. Trayn's internalStateEmbedding, and
+seed 000's per-step snapshotHash and trajectory model, have no place in the
+ledger and come out empty or absent.
+
+Usage::
+
+    view = MemoryView.open(store, projections_path, as_of=120)
+    export_memory(view.state, store, "agent-memory", Path("out/.agent-memory"))
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ledger.clock import parse_ts
+from ledger.errors import LedgerError
+from projections.interop.files import ExportTree, pretty, safe_name, write_single
+from projections.interop.sources import join_element, js_time, ts_to_ms
+from projections.knowledge import current_facts
+
+EXPORT_FORMATS = ("agent-memory", "memory-json", "json", "csv", "prompt")
+RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
+CSV_COLUMNS = ("id", "stepId", "stepNum", "rep", "createdAt", "outcome", "action", "actionElementText",
+               "outcomeReason", "correction", "taskIncomplete", "internalState", "think", "envPre", "envPost")
+PROMPT_HEADER = (
+    "# Lessons From Previous Attempt\n"
+    "\n"
+    "These are results from a PREVIOUS attempt at this task.\n"
+    "- REPEAT: actions that worked before — do them again now\n"
+    "- AVOID: mistakes from before — do NOT repeat them\n"
+)
+
+
+@dataclass
+class ExportResult:
+    fmt: str
+    out: Path
+    files: list[Path] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _num(x: float | int) -> float | int:
+    """JSON numbers the way JavaScript writes them: 45000, not 45000.0."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else x
+
+
+def _date(text: str) -> str:
+    """Seed 001 keeps dates (YYYY-MM-DD)."""
+    return parse_ts(text).strftime("%Y-%m-%d")
+
+
+def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
+    """`JSON.stringify` leaves out undefined fields."""
+    return {k: v for k, v in obj.items() if v is not None}
+
+
+# ---- seed 001 -----------------------------------------------------------------------
+
+def memory_json(state: Any) -> dict[str, Any]:
+    """Seed 001's memory.json: every lesson, in the order the ledger learned them."""
+    lessons = []
+    for les in state.lessons.lessons.values():
+        lessons.append({
+            "lesson": les.lesson, "category": les.category, "failed_command": les.failed_command,
+            "error_pattern": les.error_pattern, "domain": les.scope_domain, "use_count": les.use_count,
+            "created_at": _date(les.created_at), "last_used": _date(les.last_used),
+            "source": "seed" if les.source == "seed" else "learned",
+            "triggered_domains": list(les.triggered_domains)})
+    return {"version": 1, "lessons": lessons}
+
+
+# ---- seed 000 -----------------------------------------------------------------------
+
+def _unique(name: str, raw: str, taken: set[str]) -> str:
+    if name in taken:
+        name = f"{name[:160]}_{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
+    taken.add(name)
+    return name
+
+
+def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
+    facts = [{"type": f.fact_type, "key": f.key, "value": f.value, "confidence": f.confidence,
+              "sources": f.sources, "lastSeen": js_time(f.last_seen)}
+             for f in current_facts(state.knowledge, domain)]
+    sessions = [{"id": s.session_id, "goal": s.goal, "outcome": s.outcome, "success": s.success,
+                 "finalUrl": s.final_url, "timestamp": s.timestamp, "turnsUsed": s.turns_used,
+                 "durationMs": _num(s.duration_ms)}
+                for s in state.sessions.by_domain.get(domain, [])]
+    times = [f["lastSeen"] for f in facts] + [s["timestamp"] for s in sessions]
+    updated = max(times, key=lambda t: parse_ts(t)) if times else None
+    return _drop_none({"domain": domain, "facts": facts, "sessions": sessions, "updatedAt": updated})
+
+
+def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
+    """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes."""
+    groups: dict[str, list[Any]] = {}
+    for entry in state.selectors.by_domain.get(domain, {}).values():
+        if entry.successes > 0:
+            groups.setdefault(join_element(entry.role, entry.name), []).append(entry)
+    if not groups:
+        return None
+    entries: dict[str, Any] = {}
+    for element, items in groups.items():
+        best = sorted(items, key=lambda e: (-e.successes, e.failures, e.selector))
+        ref = next((e.selector for e in best if e.selector.startswith("@")), None)
+        stable = next((e.selector for e in best if not e.selector.startswith("@")), None)
+        last = max((e.last_used for e in items), key=lambda t: parse_ts(t))
+        entries[element] = _drop_none({"element": element, "lastRef": ref, "stableSelector": stable,
+                                       "successCount": sum(e.successes for e in items), "lastUsed": js_time(last)})
+    updated = max((e["lastUsed"] for e in entries.values()), key=lambda t: parse_ts(t))
+    return {"entries": entries, "updatedAt": updated}
+
+
+def trajectory_json(t: Any) -> dict[str, Any]:
+    steps = []
+    for s in t.steps:
+        action: dict[str, Any] = {"action": s.command}
+        if s.selector is not None:
+            action["selector"] = s.selector
+        action.update({k: v for k, v in (s.args or {}).items() if k not in ("action", "selector")})
+        steps.append({"url": s.url, "action": action, "verified": s.verified})
+    return _drop_none({"id": t.trajectory_id, "goal": t.goal, "origin": t.origin or None, "steps": steps,
+                       "success": True, "durationMs": _num(t.duration_ms), "timestamp": js_time(t.occurred_at)})
+
+
+def _last_progress_url(store: Any, run_id: str, head: int) -> str | None:
+    url = None
+    for ev in store.read(to_seq=head, types=["run_progress"], run_id=run_id):
+        url = ev.data.get("current_url")
+    return url
+
+
+def run_manifest_json(run: Any, current_url: str | None) -> dict[str, Any]:
+    return _drop_none({
+        "runId": run.run_id, "sessionId": run.session_id, "parentRunId": run.parent_run_id, "status": run.status,
+        "goal": run.goal, "domain": run.domain, "startUrl": run.start_url, "finalUrl": run.final_url,
+        "currentUrl": current_url, "startedAt": js_time(run.started_at), "updatedAt": js_time(run.updated_at),
+        "completedAt": js_time(run.completed_at) if run.completed_at else None,
+        "success": run.success, "summary": run.summary or None, "artifactPaths": list(run.artifact_paths),
+        "turnCount": run.turn_count, "result": run.result, "reason": run.reason})
+
+
+def agent_memory_files(state: Any, store: Any) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
+    """(path parts under the root, JSON object) for seed 000's folder, and what went in."""
+    files: list[tuple[list[str], Any]] = []
+    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0}
+    domains = set(state.knowledge.current) | set(state.sessions.by_domain) | set(state.selectors.by_domain) \
+        | set(state.trajectories.by_domain)
+    domains.discard("")
+    taken: set[str] = set()
+    for domain in sorted(domains):
+        dname = _unique(safe_name(domain), domain, taken)
+        knowledge = knowledge_json(state, domain)
+        files.append((["domains", dname, "knowledge.json"], knowledge))
+        counts["domains"] += 1
+        counts["facts"] += len(knowledge["facts"])
+        counts["sessions"] += len(knowledge["sessions"])
+        selectors = selectors_json(state, domain)
+        if selectors is not None:
+            files.append((["domains", dname, "selectors.json"], selectors))
+            counts["selectors"] += len(selectors["entries"])
+        traj_names: set[str] = set()
+        for t in state.trajectories.by_domain.get(domain, {}).values():
+            base = safe_name(t.trajectory_id)
+            if not base.startswith("traj_"):
+                base = f"traj_{base}"
+            name = _unique(base, t.trajectory_id, traj_names)
+            files.append((["domains", dname, "trajectories", f"{name}.json"], trajectory_json(t)))
+            counts["trajectories"] += 1
+    run_names: set[str] = set()
+    head = state.head
+    for run in state.runs.runs.values():
+        name = _unique(RUN_FILE_RE.sub("_", run.run_id) or "run", run.run_id, run_names)
+        files.append((["agent-runs", f"{name}.json"],
+                      run_manifest_json(run, _last_progress_url(store, run.run_id, head))))
+        counts["runs"] += 1
+    return files, counts
+
+
+# ---- seed 002 ---------------------------------------------------------------------------
+
+def _env_json(env: dict[str, Any]) -> dict[str, Any]:
+    return {"url": env.get("url", ""), "title": env.get("title", ""), "pageType": env.get("page_type", ""),
+            "elements": list(env.get("elements") or [])}
+
+
+def _action_text(action: dict[str, Any]) -> str:
+    """Trayn writes actions as calls (`click('42')`); an import kept the original in args.call."""
+    args = action.get("args") or {}
+    if isinstance(args.get("call"), str):
+        return args["call"]
+    parts = [repr(v) if isinstance(v, str) else str(v) for k, v in args.items() if k not in ("record_id", "step_id")]
+    return f"{action.get('command', '')}({', '.join(parts)})"
+
+
+def _events(store: Any, ids: Iterable[str]) -> list[Any]:
+    out = []
+    for eid in ids:
+        ev = store.get(eid)
+        if ev is not None:
+            out.append(ev)
+    return out
+
+
+def step_entries(state: Any, store: Any) -> list[dict[str, Any]]:
+    """Every step memory as a Trayn MemoryEntry (pending ones too), run by run, step by step."""
+    memories = [m for steps in state.step_memories.by_run.values()
+                for m in sorted(steps.values(), key=lambda m: m.step)]
+    wanted = [m.action.get("args", {}).get("record_id") for m in memories]
+    kept: set[int] = set()
+    ids: list[int | None] = []
+    for rid in wanted:
+        if isinstance(rid, int) and not isinstance(rid, bool) and rid not in kept:
+            kept.add(rid)
+            ids.append(rid)
+        else:
+            ids.append(None)
+    next_id = max(kept, default=0) + 1
+    entries = []
+    for m, rid in zip(memories, ids):
+        if rid is None:
+            rid, next_id = next_id, next_id + 1
+        events = _events(store, m.event_ids)
+        recorded = next((e for e in events if e.type == "step_recorded"), None)
+        graded = next((e for e in reversed(events) if e.type == "step_graded"), None)
+        rec = recorded.data if recorded is not None else {}
+        args = m.action.get("args") or {}
+        entry = {
+            "id": rid, "stepId": args.get("step_id") if isinstance(args.get("step_id"), str) else None,
+            "envPre": _env_json(m.env_before), "internalState": rec.get("internal_state") or m.intent or "",
+            "think": rec.get("think"), "internalStateEmbedding": [], "action": _action_text(m.action),
+            "actionElementText": m.target_text or "", "envPost": _env_json(m.env_after), "outcome": m.outcome,
+            "outcomeReason": m.reason, "correction": m.correction,
+            "taskIncomplete": graded.data.get("task_incomplete") if graded is not None else None,
+            "createdAt": ts_to_ms(recorded.occurred_at) if recorded is not None else 0,
+            "stepNum": m.step, "rep": m.rep}
+        entries.append(_drop_none(entry))
+    return entries
+
+
+def entries_csv(entries: list[dict[str, Any]]) -> str:
+    """One row per MemoryEntry; the page states are JSON in their cells, the embedding is left out."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    import orjson
+    for e in entries:
+        row = {k: e.get(k) for k in CSV_COLUMNS}
+        row["envPre"] = orjson.dumps(e["envPre"]).decode()
+        row["envPost"] = orjson.dumps(e["envPost"]).decode()
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One graded memory as the prompt shows it."""
+
+    kind: str  # REPEAT | AVOID
+    url: str
+    similarity: float
+    command: str
+    target: str
+    reason: str | None
+    correction: str | None
+
+
+def prompt_items(state: Any) -> list[PromptItem]:
+    """Graded step memories in export order; without a current page to compare with, 100%."""
+    items = []
+    for steps in state.step_memories.by_run.values():
+        for m in sorted(steps.values(), key=lambda m: m.step):
+            if m.outcome == "pending":
+                continue
+            items.append(PromptItem(m.kind, m.env_before.get("url", ""), m.score or 1.0,
+                                    m.action.get("command", ""), m.target_text or "", m.reason, m.correction))
+    return items
+
+
+def render_prompt(items: Iterable[PromptItem]) -> str:
+    """Seed 002's REPEAT/AVOID text, exactly its shape."""
+    lines = [PROMPT_HEADER]
+    for n, it in enumerate(items, start=1):
+        path = urlsplit(it.url).path or "/" if it.url else "/"
+        lines.append(f"{n}. {it.kind}: [{path} {round(it.similarity * 100)}%] {it.command}: '{it.target}'\n")
+        if it.kind == "REPEAT":
+            if it.reason:
+                lines.append(f"   This worked: {it.reason}\n")
+        else:
+            if it.reason:
+                lines.append(f"   This failed: {it.reason}\n")
+            if it.correction:
+                lines.append(f"   Do this instead: {it.correction}\n")
+    if len(lines) > 1:
+        lines[0] += "\n"
+    return "".join(lines)
+
+
+# ---- the export --------------------------------------------------------------------------
+
+def export_memory(state: Any, store: Any, fmt: str, out: Path) -> ExportResult:
+    """Write `state` in format `fmt` at `out` (a directory for agent-memory, else one file)."""
+    out = Path(out)
+    result = ExportResult(fmt, out)
+    if fmt == "agent-memory":
+        files, counts = agent_memory_files(state, store)
+        tree = ExportTree(out)
+        tree.prepare_root(must_be_empty=True)
+        for parts, obj in files:
+            tree.write(parts, pretty(obj))
+        result.files, result.counts = tree.written, counts
+    elif fmt == "memory-json":
+        doc = memory_json(state)
+        result.files = [write_single(out, pretty(doc))]
+        result.counts = {"lessons": len(doc["lessons"])}
+    elif fmt in ("json", "csv"):
+        entries = step_entries(state, store)
+        data = pretty(entries) if fmt == "json" else entries_csv(entries).encode()
+        result.files = [write_single(out, data)]
+        result.counts = {"memories": len(entries), "graded": sum(e["outcome"] != "pending" for e in entries)}
+    elif fmt == "prompt":
+        items = prompt_items(state)
+        result.files = [write_single(out, render_prompt(items).encode())]
+        result.counts = {"memories": len(items)}
+    else:
+        raise LedgerError(f"unknown export format {fmt!r}: one of {', '.join(EXPORT_FORMATS)}")
+    return result

@@ -1,0 +1,129 @@
+"""What the CLI shows: projection items as rows, and what changed between two points.
+
+Library functions (the CLI only renders their results):
+
+    state_items(view, "tier1")                  -> list of records
+    memory_diff(view.as_of(10), view.as_of(50))  -> list of changes
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import LedgerError
+from projections.policy import DEFAULT_POLICY, Policy
+from projections.view import MemoryView
+
+STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs")
+
+#: columns the rich tables show per kind (--json prints every field)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "lessons": ("lesson_id", "category", "use_count", "triggered_domains", "scope_domain", "last_used", "source", "lesson"),
+    "tier1": ("lesson_id", "category", "use_count", "source", "lesson"),
+    "facts": ("domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
+    "sessions": ("domain", "session_id", "run_id", "success", "goal", "outcome", "final_url", "turns_used"),
+    "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
+    "trajectories": ("domain", "trajectory_id", "goal", "steps", "occurred_at", "duration_ms", "run_id"),
+    "runs": ("run_id", "status", "domain", "session_id", "parent_run_id", "goal", "turn_count", "started_at"),
+}
+
+
+def state_items(view: MemoryView, kind: str, domain: str | None = None) -> list[Any]:
+    """The records of one projection kind, optionally for one domain (subdomains included)."""
+    if kind == "lessons":
+        return view.lessons(domain)
+    if kind == "tier1":
+        return view.tier1()
+    if kind == "facts":
+        doms = [domain] if domain else sorted(view.state.knowledge.current.keys() | view.state.knowledge.closed.keys())
+        return [f for d in doms for f in view.facts(d, include_closed=True)]
+    if kind == "sessions":
+        doms = [domain] if domain else sorted(view.state.sessions.by_domain)
+        return [s for d in doms for s in view.sessions(d)]
+    if kind == "selectors":
+        return view.selectors(domain)
+    if kind == "trajectories":
+        return view.trajectories(domain)
+    if kind == "runs":
+        return view.runs(domain=domain)
+    raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
+
+
+def open_state(store: Any, projections_path: Path | None, kind: str, domain: str | None = None,
+               as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY) -> tuple[int, list[Any]]:
+    """(head, records) for `memledger state`: catch up, optionally go back in time, list."""
+    view = MemoryView.open(store, projections_path, policy, as_of=as_of)
+    return view.head, state_items(view, kind, domain)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two points of memory."""
+
+    change: str  # gained | lost | promoted | demoted | used | confirmed | decayed | changed
+    projection: str
+    item: str
+    detail: str
+
+
+def _fact_label(f: Any) -> str:
+    return f"{f.domain} {f.fact_type}:{f.key}={f.value}"
+
+
+def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
+    """What memory gained, lost, promoted and decayed from `before` to `after`."""
+    out: list[Change] = []
+    a, b = before.state.lessons.lessons, after.state.lessons.lessons
+    for lid, l in b.items():
+        old = a.get(lid)
+        if old is None:
+            out.append(Change("gained", "lessons", lid, f"[{l.category}] {l.lesson}"))
+            continue
+        if old.category != l.category:
+            kind = "promoted" if l.tier < old.tier else "demoted" if l.tier > old.tier else "changed"
+            out.append(Change(kind, "lessons", lid, f"{old.category} -> {l.category}: {l.lesson}"))
+        if old.use_count != l.use_count:
+            out.append(Change("used", "lessons", lid, f"use_count {old.use_count} -> {l.use_count}, "
+                                                     f"{len(l.triggered_domains)} domains"))
+    out.extend(Change("lost", "lessons", lid, l.lesson) for lid, l in a.items() if lid not in b)
+    fa = {(d, fid): f for d, fs in before.state.knowledge.current.items() for fid, f in fs.items()}
+    fb = {(d, fid): f for d, fs in after.state.knowledge.current.items() for fid, f in fs.items()}
+    for k, f in fb.items():
+        old = fa.get(k)
+        if old is None:
+            out.append(Change("gained", "facts", _fact_label(f), f"confidence {f.confidence:.3f}"))
+        elif f.confidence > old.confidence:
+            out.append(Change("confirmed", "facts", _fact_label(f), f"confidence {old.confidence:.3f} -> {f.confidence:.3f}"))
+        elif f.confidence < old.confidence:
+            out.append(Change("decayed", "facts", _fact_label(f), f"confidence {old.confidence:.3f} -> {f.confidence:.3f}"))
+    out.extend(Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb)
+    for proj, get in (("trajectories", lambda v: {t.trajectory_id: t for t in v.trajectories()}),
+                      ("runs", lambda v: dict(v.state.runs.runs))):
+        ia, ib = get(before), get(after)
+        for k, item in ib.items():
+            if k not in ia:
+                out.append(Change("gained", proj, k, getattr(item, "goal", "")))
+            elif proj == "runs" and ia[k].status != item.status:
+                out.append(Change("changed", proj, k, f"{ia[k].status} -> {item.status}"))
+        out.extend(Change("lost", proj, k, getattr(item, "goal", "")) for k in ia if k not in ib)
+    sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
+    for e in after.selectors():
+        key = (e.domain, e.role, e.name, e.selector)
+        old = sa.pop(key, None)
+        label = f"{e.domain} {e.role} {e.name!r} {e.selector}"
+        if old is None:
+            out.append(Change("gained", "selectors", label, f"{e.successes} ok / {e.failures} failed"))
+        elif (old.successes, old.failures) != (e.successes, e.failures):
+            out.append(Change("changed", "selectors", label,
+                              f"{old.successes}/{old.failures} -> {e.successes}/{e.failures} ok/failed"))
+    out.extend(Change("lost", "selectors", f"{e.domain} {e.role} {e.name!r} {e.selector}", "") for e in sa.values())
+    return out
+
+
+def diff_between(store: Any, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
+                 policy: Policy = DEFAULT_POLICY) -> list[Change]:
+    """`memledger diff`: memory at `from_seq` against memory at `to_seq`."""
+    view = MemoryView.open(store, projections_path, policy)
+    return memory_diff(view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
+                       view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq))

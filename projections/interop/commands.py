@@ -23,7 +23,7 @@ def run_export(settings: Settings, fmt: str, out: Path, as_of: int | None) -> Ex
     """Export the memory of `settings` (as of a seq, or now) in one of the seed formats."""
     from projections.view import MemoryView
     store = settings.store()
-    view = MemoryView.open(store, settings.projections_path if settings.store_url is None else None, as_of=as_of)
+    view = MemoryView.open(store, settings.projections_path, as_of=as_of)
     return export_memory(view.state, store, fmt, out)
 
 

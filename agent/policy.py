@@ -1,0 +1,532 @@
+"""Decision policies: who chooses the next browser action.
+
+`DecisionPolicy` is the protocol (named so it does not clash with
+`projections.policy.Policy`, which holds memory thresholds). Two real
+implementations:
+
+- `ScriptedPolicy` (default, no model): parses the goal into sub-goals
+  (open/click "X", search for "X", log in as "U" with password "P", set "F"
+  to "V", select "O" in "F", find "X", wait for "X"), reads the page, and
+  reads memory the way a model would read its prompt: Tier 1 lessons ("press
+  Enter to submit"), tips for this site ('click "Accept all cookies"
+  first'), tips recalled on an error, the reference trajectory and app
+  knowledge. Without memory it explores generic fallbacks after a failure
+  (Escape, a dismiss-like button, Enter, click then type), which costs turns;
+  with memory it acts right the first time. That difference is what the demo
+  measures.
+- `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool
+  calls over HTTP (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL,
+  MEMLEDGER_LLM_API_KEY).
+
+Example:
+    policy = ScriptedPolicy()
+    policy.start(goal, system_prompt)
+    decision = policy.decide(ctx)        # Decision(command="click", args={"ref": "e12"}, ...)
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent.browser import Element, Observation
+from agent.budget import estimate_tokens
+from ledger.errors import LedgerError
+
+CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
+FIELDS = ("textbox", "searchbox", "combobox", "spinbutton")
+DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
+SUBMIT = re.compile(r"\b(search|submit|go|find)\b", re.I)
+SIGN_IN = re.compile(r"\b(sign in|log ?in|submit|continue)\b", re.I)
+NEXT = re.compile(r"\b(next|more|older)\b", re.I)
+QUOTED = re.compile(r'"([^"]{1,200})"')
+
+
+class PolicyError(LedgerError):
+    """The policy could not produce a decision (e.g. the model endpoint failed)."""
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A past step as a policy sees it."""
+
+    command: str
+    args: dict[str, Any]
+    ok: bool
+    error: str | None = None
+    role: str | None = None
+    name: str | None = None
+    url_before: str = ""
+    url_after: str = ""
+    decided_by: str = "policy"
+
+
+@dataclass
+class DecisionContext:
+    """Everything a policy may read for one decision (memory parts are empty with memory off)."""
+
+    goal: str
+    observation: Observation
+    history: list[StepView]
+    system_prompt: str = ""
+    step_prompt: str = ""
+    tier1: list[str] = field(default_factory=list)
+    domain_tips: list[str] = field(default_factory=list)
+    error_tips: list[str] = field(default_factory=list)
+    last_error: str | None = None
+    trajectory_steps: list[Any] = field(default_factory=list)
+    facts: list[tuple[str, str, str]] = field(default_factory=list)
+    avoid: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Decision:
+    command: str
+    args: dict[str, Any] = field(default_factory=dict)
+    target: Element | None = None
+    think: str = ""
+    success: bool | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class DecisionPolicy(Protocol):
+    name: str
+
+    def start(self, goal: str, system_prompt: str) -> None: ...
+
+    def decide(self, ctx: DecisionContext) -> Decision: ...
+
+
+# ---- the goal grammar of the scripted policy -----------------------------------------
+
+@dataclass(frozen=True)
+class SubGoal:
+    kind: str  # click | search | login | set | select | find | wait | goto
+    a: str = ""
+    b: str = ""
+
+
+_CLAUSE_SPLIT = re.compile(r"\s*,\s*(?:and\s+|then\s+)*|\s+and\s+(?:then\s+)?|\s+then\s+", re.I)
+
+
+def parse_goal(goal: str) -> list[SubGoal]:
+    """Sub-goals in order; quoted strings are the arguments."""
+    quotes: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        quotes.append(m.group(1))
+        return f"\x01{len(quotes) - 1}\x02"
+
+    masked = QUOTED.sub(keep, goal.strip().rstrip("."))
+    out: list[SubGoal] = []
+    for clause in _CLAUSE_SPLIT.split(masked):
+        args = [quotes[int(i)] for i in re.findall(r"\x01(\d+)\x02", clause)]
+        low = clause.lower()
+        if not clause.strip():
+            continue
+        if re.search(r"\blog ?in\b|\bsign in\b", low) and len(args) >= 2:
+            out.append(SubGoal("login", args[0], args[1]))
+        elif "search" in low and args:
+            out.append(SubGoal("search", args[0]))
+        elif re.search(r"\b(set|fill)\b", low) and len(args) >= 2:
+            out.append(SubGoal("set", args[0], args[1]))
+        elif re.search(r"\btype\b", low) and len(args) >= 2:
+            out.append(SubGoal("set", args[1], args[0]))
+        elif re.search(r"\b(select|choose)\b", low) and len(args) >= 2:
+            out.append(SubGoal("select", args[0], args[1]))
+        elif re.search(r"\bwait\b", low) and args:
+            out.append(SubGoal("wait", args[0]))
+        elif re.search(r"\bfind\b", low) and args:
+            out.append(SubGoal("find", args[0]))
+        elif re.search(r"\bgo ?to\b|\bnavigate\b", low) and args and args[0].startswith(("http://", "https://")):
+            out.append(SubGoal("goto", args[0]))
+        elif args:
+            out.append(SubGoal("click", args[0]))
+    return out
+
+
+def _named(name: str | None, want: str) -> bool:
+    n, w = (name or "").strip().lower(), want.strip().lower()
+    return bool(w) and (n == w or w in n)
+
+
+def completes(sub: SubGoal, steps: list[StepView]) -> bool:
+    """Whether `steps` (ok ones, the last just taken) finish the sub-goal."""
+    last = steps[-1]
+    if sub.kind in ("click", "find"):
+        return last.command == "click" and _named(last.name, sub.a)
+    if sub.kind == "search":
+        typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
+        return typed and ((last.command == "press" and last.args.get("key") == "Enter")
+                          or (last.command == "click" and bool(SUBMIT.search(last.name or ""))))
+    if sub.kind == "login":
+        typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
+        return typed and last.command == "click" and bool(SIGN_IN.search(last.name or ""))
+    if sub.kind == "set":
+        return last.command in ("fill", "type") and _value(last) == sub.b
+    if sub.kind == "select":
+        return last.command == "select" and str(last.args.get("value", "")) == sub.a
+    if sub.kind == "wait":
+        return last.command == "wait" and str(last.args.get("text", "")) == sub.a
+    if sub.kind == "goto":
+        return last.command == "goto"
+    return False
+
+
+def _value(s: StepView) -> str:
+    return str(s.args.get("value", s.args.get("text", "")))
+
+
+def progress(plan: list[SubGoal], history: list[StepView], secret: str | None = None) -> tuple[int, int]:
+    """(index of the first unfinished sub-goal, history index where it started)."""
+    i, start = 0, 0
+    for k, h in enumerate(history):
+        if i >= len(plan):
+            break
+        if not h.ok:
+            continue
+        if completes(plan[i], [s for s in history[start:k + 1] if s.ok]):
+            i, start = i + 1, k + 1
+    return i, start
+
+
+# ---- the scripted policy ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Planned:
+    """An action planned before the page it acts on is seen: the target by role and name."""
+
+    command: str
+    args: dict[str, Any]
+    role: str | None = None
+    name: str | None = None
+    note: str = ""
+
+
+@dataclass
+class Option:
+    actions: list[Planned]
+    retry: bool
+
+
+class ScriptedPolicy:
+    """Deterministic policy: goal grammar + page + memory tips; explores fallbacks on failure."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.plan: list[SubGoal] = []
+        self.queue: list[Planned] = []
+        self.options: list[Option] | None = None
+        self.option_idx = 0
+        self.primary: Planned | None = None
+
+    def start(self, goal: str, system_prompt: str = "") -> None:
+        self.plan = parse_goal(goal)
+        self.queue, self.options, self.option_idx, self.primary = [], None, 0, None
+
+    def decide(self, ctx: DecisionContext) -> Decision:
+        d = self._decide(ctx)
+        prompt = (ctx.system_prompt or "") + (ctx.step_prompt or "")
+        d.tokens_in = estimate_tokens(prompt)
+        d.tokens_out = estimate_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
+        return d
+
+    # -- internals --
+
+    def _decide(self, ctx: DecisionContext) -> Decision:
+        if not self.plan:
+            self.plan = parse_goal(ctx.goal)
+        if not self.plan:
+            return Decision("finish", {"result": "the goal names nothing to do"}, success=False,
+                            think="no actionable clause in the goal")
+        obs, hist = ctx.observation, ctx.history
+        last = hist[-1] if hist else None
+        if last is not None and not last.ok:
+            self.queue = []
+            if self.options is None:
+                self.primary = Planned(last.command, _plain(last.args), last.role, last.name)
+                self.options = self._options(ctx, self.primary, last.error or "")
+                self.option_idx = 0
+            else:
+                self.option_idx += 1
+            while self.option_idx < len(self.options):
+                opt = self.options[self.option_idx]
+                self.queue = list(opt.actions) + ([self.primary] if opt.retry and self.primary else [])
+                d = self._next_queued(obs)
+                if d is not None:
+                    return d
+                self.option_idx += 1
+            self.options, self.primary = None, None
+            return Decision("finish", {"result": f"stuck after trying every fallback: {(last.error or '')[:120]}"},
+                            success=False, think="no fallback left")
+        if self.queue:
+            d = self._next_queued(obs)
+            if d is not None:
+                return d
+        self.options, self.primary = None, None
+        i, start = progress(self.plan, hist)
+        if i >= len(self.plan):
+            return Decision("finish", {"result": "all steps of the goal are done"}, success=True,
+                            think="every sub-goal is complete")
+        pre = self._proactive(ctx, hist)
+        if pre is not None:
+            return pre
+        return self._primary(ctx, self.plan[i], [s for s in hist[start:] if s.ok], i)
+
+    def _next_queued(self, obs: Observation) -> Decision | None:
+        while self.queue:
+            p = self.queue.pop(0)
+            d = _resolve(p, obs)
+            if d is not None:
+                return d
+        return None
+
+    def _tips(self, ctx: DecisionContext) -> str:
+        return "\n".join([*ctx.tier1, *ctx.domain_tips, *ctx.error_tips]).lower()
+
+    def _proactive(self, ctx: DecisionContext, hist: list[StepView]) -> Decision | None:
+        """Memory says an element must be clicked first on this site: do it before anything else."""
+        names = [n for t in ctx.domain_tips for n in QUOTED.findall(t)]
+        names += [s.name for s in ctx.trajectory_steps
+                  if getattr(s, "command", "") == "click" and s.name and DISMISS.search(s.name)]
+        last = hist[-1] if hist else None
+        for name in names:
+            el = ctx.observation.find(name, roles=("button", "link"), exact=True)
+            if el is None:
+                continue
+            if last is not None and last.command == "click" and last.name == el.name and last.url_after == ctx.observation.url:
+                continue
+            return Decision("click", {"ref": el.ref}, el, think=f"memory: click {el.role} {name!r} first on this site")
+        return None
+
+    def _prefers_enter(self, ctx: DecisionContext) -> bool:
+        if "press enter" in self._tips(ctx):
+            return True
+        return any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter"
+                   for s in ctx.trajectory_steps)
+
+    def _types_into(self, ctx: DecisionContext, field_name: str) -> bool:
+        """Memory knows `fill` fails on this field (a fact, or the reference trajectory typed into it)."""
+        for kind, key, _value in ctx.facts:
+            if kind == "quirk" and key.lower() == f"fill fails on {field_name}".lower():
+                return True
+        steps = ctx.trajectory_steps
+        return any(getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
+                   for i, s in enumerate(steps))
+
+    def _primary(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView], index: int) -> Decision:
+        obs = ctx.observation
+        where = f"goal step {index + 1}/{len(self.plan)}"
+        if sub.kind in ("click", "find"):
+            el = obs.find(sub.a, roles=CLICKABLE) or obs.find(sub.a)
+            if el is not None:
+                return Decision("click", {"ref": el.ref}, el, think=f"click {sub.a!r} ({where})")
+            nxt = next((e for e in obs.elements if e.role in ("link", "button") and NEXT.search(e.name)), None)
+            if sub.kind == "find" and nxt is not None:
+                return Decision("click", {"ref": nxt.ref}, nxt, think=f"{sub.a!r} not on this page: next page ({where})")
+            return Decision("finish", {"result": f"no element named {sub.a[:60]!r} on the page"}, success=False,
+                            think=f"cannot find {sub.a!r}")
+        if sub.kind == "search":
+            box = (next((e for e in obs.elements if e.role in ("searchbox", "combobox")), None)
+                   or obs.find("search", roles=FIELDS))
+            if box is None:
+                return Decision("finish", {"result": "no search box on the page"}, success=False)
+            if not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
+                return Decision("fill", {"ref": box.ref, "value": sub.a}, box, think=f"type the query ({where})")
+            if self._prefers_enter(ctx):
+                return Decision("press", {"ref": box.ref, "key": "Enter"}, box,
+                                think="memory: press Enter to submit the search")
+            btn = obs.find("search", roles=("button",))
+            if btn is not None:
+                return Decision("click", {"ref": btn.ref}, btn, think=f"submit the search ({where})")
+            return Decision("press", {"ref": box.ref, "key": "Enter"}, box, think="no submit button: press Enter")
+        if sub.kind == "login":
+            user = next((e for e in obs.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)), None)
+            pw = next((e for e in obs.elements if e.role == "textbox" and re.search(r"pass", e.name, re.I)), None)
+            if user is not None and not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
+                return Decision("fill", {"ref": user.ref, "value": sub.a}, user, think=f"enter the user name ({where})")
+            if pw is not None and not any(s.command in ("fill", "type") and _value(s) == sub.b for s in done):
+                return Decision("fill", {"ref": pw.ref, "value": sub.b}, pw, think=f"enter the password ({where})")
+            btn = next((e for e in obs.elements if e.role == "button" and SIGN_IN.search(e.name)), None)
+            if btn is None:
+                return Decision("finish", {"result": "no sign-in button on the page"}, success=False)
+            return Decision("click", {"ref": btn.ref}, btn, think=f"sign in ({where})")
+        if sub.kind == "set":
+            el = obs.find(sub.a, roles=FIELDS) or obs.find(sub.a)
+            if el is None:
+                return Decision("finish", {"result": f"no field named {sub.a[:60]!r}"}, success=False)
+            if self._types_into(ctx, sub.a):
+                self.queue = [Planned("type", {"text": sub.b}, note="memory: fill fails here, type instead")]
+                return Decision("click", {"ref": el.ref}, el, think=f"memory: focus {sub.a!r}, then type ({where})")
+            return Decision("fill", {"ref": el.ref, "value": sub.b}, el, think=f"fill {sub.a!r} ({where})")
+        if sub.kind == "select":
+            el = obs.find(sub.b, roles=("combobox", "listbox")) or obs.find(sub.b)
+            if el is None:
+                return Decision("finish", {"result": f"no list named {sub.b[:60]!r}"}, success=False)
+            return Decision("select", {"ref": el.ref, "value": sub.a}, el, think=f"choose {sub.a!r} ({where})")
+        if sub.kind == "wait":
+            return Decision("wait", {"text": sub.a}, think=f"wait for {sub.a!r} ({where})")
+        return Decision("goto", {"url": sub.a}, think=f"open {sub.a} ({where})")
+
+    def _options(self, ctx: DecisionContext, failed: Planned, error: str) -> list[Option]:
+        """Fallbacks after a failure; memory's tips decide their order."""
+        obs = ctx.observation
+        tips = self._tips(ctx)
+        opts: list[Option] = []
+        if "intercepts pointer events" in error:
+            tip_names = [n for t in [*ctx.error_tips, *ctx.domain_tips] for n in QUOTED.findall(t)]
+            for n in tip_names:
+                el = obs.find(n, roles=("button", "link"), exact=True)
+                if el is not None:
+                    opts.append(Option([Planned("click", {}, el.role, el.name, "memory tip")], retry=True))
+                    break
+            enter: Option | None = None
+            filled = self._last_filled(ctx)
+            if filled is not None and failed.name and SUBMIT.search(failed.name):
+                enter = Option([Planned("press", {"key": "Enter"}, filled.role, filled.name)], retry=False)
+            if enter is not None and "press enter" in tips:
+                opts.append(enter)
+            opts.append(Option([Planned("press", {"key": "Escape"})], retry=True))
+            dismiss = next((e for e in obs.elements if e.role == "button" and DISMISS.search(e.name)
+                            and e.name != failed.name), None)
+            if dismiss is not None:
+                opts.append(Option([Planned("click", {}, dismiss.role, dismiss.name, "looks like a dismiss button")], retry=True))
+            if enter is not None and "press enter" not in tips:
+                opts.append(enter)
+        elif failed.command == "fill":
+            value = str(failed.args.get("value", ""))
+            click_type = Option([Planned("click", {}, failed.role, failed.name),
+                                 Planned("type", {"text": value})], retry=False)
+            if re.search(r"\btype\b", tips):
+                opts.append(click_type)
+            else:
+                opts += [Option([Planned("click", {}, failed.role, failed.name)], retry=True), click_type]
+        else:
+            opts += [Option([Planned("wait", {"ms": 500})], retry=True),
+                     Option([Planned("scroll", {"direction": "down"})], retry=True)]
+        return opts
+
+    def _last_filled(self, ctx: DecisionContext) -> Element | None:
+        for s in reversed(ctx.history):
+            if s.ok and s.command in ("fill", "type") and s.name:
+                return ctx.observation.by_identity(s.role or "", s.name)
+        return None
+
+
+def _plain(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if k != "ref"}
+
+
+def _resolve(p: Planned, obs: Observation) -> Decision | None:
+    """Bind a planned action to the current page (None when its target is gone)."""
+    args = dict(p.args)
+    el: Element | None = None
+    if p.name is not None and p.role is not None:
+        el = obs.by_identity(p.role, p.name) or obs.find(p.name, roles=(p.role,))
+        if el is None:
+            return None
+        args["ref"] = el.ref
+    return Decision(p.command, args, el, think=p.note or f"fallback: {p.command}")
+
+
+# ---- the OpenAI-compatible policy -------------------------------------------------------
+
+def _tool(name: str, desc: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
+        "type": "object", "properties": props, "required": required}}}
+
+
+_REF = {"type": "string", "description": "element ref from the element list, e.g. e12"}
+TOOLS = [
+    _tool("goto", "Open a URL", {"url": {"type": "string"}}, ["url"]),
+    _tool("click", "Click an element", {"ref": _REF}, ["ref"]),
+    _tool("fill", "Replace the value of an input", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]),
+    _tool("type", "Type text into the focused element (or the ref)", {"text": {"type": "string"}, "ref": _REF}, ["text"]),
+    _tool("press", "Press a key (Enter, Escape, Tab...)", {"key": {"type": "string"}, "ref": _REF}, ["key"]),
+    _tool("select", "Choose an option of a select element", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]),
+    _tool("scroll", "Scroll the page", {"direction": {"type": "string", "enum": ["up", "down"]}}, ["direction"]),
+    _tool("wait", "Wait for text to appear or for some milliseconds", {"text": {"type": "string"}, "ms": {"type": "number"}}, []),
+    _tool("back", "Go back in history", {}, []),
+    _tool("finish", "Stop: the goal is done or cannot be done", {"result": {"type": "string"}, "success": {"type": "boolean"}}, ["result"]),
+]
+
+
+class OpenAIPolicy:
+    """Chat completions with tool calls against any OpenAI-compatible endpoint."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0):
+        self.base_url = (base_url or os.environ.get("MEMLEDGER_LLM_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.model = model or os.environ.get("MEMLEDGER_LLM_MODEL") or "gpt-4o-mini"
+        self.api_key = api_key if api_key is not None else os.environ.get("MEMLEDGER_LLM_API_KEY", "")
+        self.timeout = timeout
+        self.system_prompt = ""
+
+    def start(self, goal: str, system_prompt: str) -> None:
+        self.system_prompt = system_prompt
+
+    def request(self, ctx: DecisionContext) -> dict[str, Any]:
+        return {"model": self.model, "tool_choice": "required", "tools": TOOLS, "messages": [
+            {"role": "system", "content": ctx.system_prompt or self.system_prompt},
+            {"role": "user", "content": ctx.step_prompt}]}
+
+    def decide(self, ctx: DecisionContext) -> Decision:
+        body = json.dumps(self.request(ctx)).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                data = json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise PolicyError(f"model endpoint {self.base_url} answered HTTP {exc.code}") from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise PolicyError(f"model endpoint {self.base_url} unreachable: {getattr(exc, 'reason', exc)}") from exc
+        except ValueError as exc:
+            raise PolicyError(f"model endpoint {self.base_url} returned invalid JSON") from exc
+        return self.parse(data, ctx)
+
+    def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:
+        usage = data.get("usage") or {}
+        try:
+            message = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PolicyError("model response has no choices[0].message") from exc
+        calls = message.get("tool_calls") or []
+        if not calls:
+            text = (message.get("content") or "").strip()
+            return Decision("finish", {"result": text[:500] or "model returned no tool call"}, success=False,
+                            think="no tool call", tokens_in=int(usage.get("prompt_tokens", 0)),
+                            tokens_out=int(usage.get("completion_tokens", 0)))
+        fn = calls[0].get("function") or {}
+        name = str(fn.get("name", ""))
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except ValueError:
+            args = {}
+        if not isinstance(args, dict):
+            args = {}
+        target = None
+        if args.get("ref"):
+            target = next((e for e in ctx.observation.elements if e.ref == args["ref"]), None)
+        success = bool(args.get("success", True)) if name == "finish" else None
+        return Decision(name, args, target, think=str(message.get("content") or "")[:500], success=success,
+                        tokens_in=int(usage.get("prompt_tokens", 0)), tokens_out=int(usage.get("completion_tokens", 0)))
+
+
+def make_policy(name: str, **kwargs: Any) -> DecisionPolicy:
+    """`scripted` (default) or `openai`."""
+    if name == "scripted":
+        return ScriptedPolicy()
+    if name == "openai":
+        return OpenAIPolicy(**kwargs)
+    raise PolicyError(f"unknown policy {name!r}: expected scripted or openai")

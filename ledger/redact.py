@@ -23,7 +23,16 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
 )
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+_CARD_CANDIDATE = re.compile(r"\d(?:[ -]?\d){12}")
 SECRET_KEY = re.compile(r"(?i)^(pass(word|wd|phrase)?|secret|api[_-]?key|token|access[_-]?token|authorization|card[_-]?number|cvv)$")
+#: a superset screen for the default rules, run once over a payload's JSON text (fast path): every
+#: secret key and every default pattern's literal prefix survives JSON encoding unescaped, and a card
+#: number is a run of at least 13 characters among digits, spaces and dashes
+_SCREEN_WORDS = ('"pass', '"secret"', '"api', '"token"', '"access', '"authorization"', '"card', '"cvv"',
+                 "bearer", "sk-", "akia", "xox", "eyj")
+_GH = re.compile(r"gh[pousr]_")
+_CARDISH = bytes.maketrans(b"0123456789 -", b"000000000000")
+_CARD_RUN = b"0" * 13
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -43,12 +52,26 @@ class Redactor:
 
     def __init__(self, extra_patterns: tuple[str, ...] | list[str] = ()):
         env = os.environ.get("MEMLEDGER_SECRET_PATTERNS", "")
-        patterns = list(DEFAULT_PATTERNS) + list(extra_patterns) + [p for p in env.splitlines() if p.strip()]
-        self.pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
+        extra = list(extra_patterns) + [p for p in env.splitlines() if p.strip()]
+        self.pattern = re.compile("|".join(f"(?:{p})" for p in [*DEFAULT_PATTERNS, *extra]))
+        self._screened = not extra  # extra patterns cannot be screened: always walk the payload
+
+    def may_contain_secrets(self, json_text: str) -> bool:
+        """False only when `value()` would change nothing in the payload encoded as `json_text` (fast path)."""
+        if not self._screened:
+            return True
+        low = json_text.lower()
+        for word in _SCREEN_WORDS:
+            if word in low:
+                return True
+        if "gh" in low and _GH.search(low):
+            return True
+        raw = json_text.encode()
+        return _CARD_RUN in raw.translate(_CARDISH) if len(raw) >= 13 else False
 
     def text(self, value: str) -> str:
         value = self.pattern.sub(MARKER, value)
-        if any(c.isdigit() for c in value):
+        if _CARD_CANDIDATE.search(value):
             value = _CARD.sub(lambda m: MARKER if _luhn_ok(re.sub(r"\D", "", m.group())) else m.group(), value)
         return value
 

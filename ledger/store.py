@@ -64,6 +64,8 @@ def serialize_payload(payload: Payload, redactor: Redactor) -> str:
     """Canonical payload JSON with secrets redacted (type and version live in their own columns)."""
     data = payload.model_dump(mode="json", exclude={"type", "schema_version"})
     text = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+    if not redactor.may_contain_secrets(text):
+        return text
     redacted = redactor.value(data)
     if redacted != data:
         text = orjson.dumps(redacted, option=orjson.OPT_SORT_KEYS).decode()

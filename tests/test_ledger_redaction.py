@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.events import Action, NewEvent, StepRecorded
 from ledger.redact import MARKER
@@ -70,3 +72,19 @@ def test_secrets_through_cli_append(memory_path: Path, tmp_path: Path) -> None:
     r = run_cli("--memory-dir", str(memory_path), "append", "--raw", str(src))
     assert r.code == 0, r.err
     assert scan(memory_path) == []
+
+
+SNIPPETS = [API_KEY, AWS_KEY, BEARER, "bearer\tabcdefghij", CARD, CARD_DIGITS, "4111-1111-1111-1111",
+            "ghp_" + "a" * 24, "xoxb-1234567890ab", "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK", "\nsk-" + "b" * 20]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["\n", "\\", '"', " ", "-"])),
+                max_size=6).map("".join),
+       st.sampled_from(["value", "password", "Token", "note", "api-key", "card_number"]))
+def test_fast_screen_never_misses_what_the_full_walk_redacts(text: str, key: str) -> None:
+    from ledger.redact import default_redactor
+    r = default_redactor()
+    data = {"outer": {key: text, "list": [text]}, "plain": text}
+    if r.value(data) != data:
+        assert r.may_contain_secrets(orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode())

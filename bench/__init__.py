@@ -1,0 +1,92 @@
+"""Benchmarks: every figure beside a baseline measured in the same run, printed as a ratio.
+
+Contract for a bench module `bench/NAME.py` (so `python -m bench` can collect it):
+define `run(quick: bool = False) -> list[Figure]` (quick = small sizes for the
+suite) and a `main()` for `python bench/NAME.py`, which prints `table(...)`.
+A module without `run` is still executed by `bench/run_all.py` as a script
+(with `--quick`) and its output is kept verbatim.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure and its baseline. `higher_is_better` says how to read the ratio."""
+
+    bench: str
+    name: str
+    value: float
+    unit: str
+    baseline: str = ""
+    baseline_value: float | None = None
+    aim: float | None = None  # the ratio aimed for (value/baseline, or baseline/value when lower is better)
+    higher_is_better: bool = True
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_value in (None, 0) or self.value == 0:
+            return None
+        assert self.baseline_value is not None
+        return self.value / self.baseline_value if self.higher_is_better else self.baseline_value / self.value
+
+    @property
+    def met(self) -> bool | None:
+        if self.aim is None or self.ratio is None:
+            return None
+        return self.ratio >= self.aim
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio, "met": self.met}
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def table(title: str, figures: list[Figure]) -> Any:
+    """A rich table of figures (value, baseline, ratio, aim)."""
+    from rich.table import Table
+    t = Table(title=title)
+    for col, justify in (("figure", "left"), ("value", "right"), ("unit", "left"), ("baseline", "left"),
+                         ("baseline value", "right"), ("ratio", "right"), ("aim", "right"), ("met", "center")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for f in figures:
+        met = "" if f.met is None else ("yes" if f.met else "NO")
+        t.add_row(f.name, fmt(f.value), f.unit, f.baseline, fmt(f.baseline_value),
+                  f"{fmt(f.ratio)}x" if f.ratio is not None else "-", f"≥ {fmt(f.aim)}x" if f.aim else "", met)
+    return t
+
+
+def markdown(figures: list[Figure]) -> str:
+    """The same figures as one markdown table."""
+    lines = ["| bench | figure | value | unit | baseline | baseline value | ratio | aim | met |",
+             "|---|---|---:|---|---|---:|---:|---:|:---:|"]
+    for f in figures:
+        met = "" if f.met is None else ("yes" if f.met else "**no**")
+        ratio = f"{fmt(f.ratio)}x" if f.ratio is not None else "-"
+        aim = f"≥ {fmt(f.aim)}x" if f.aim else ""
+        lines.append(f"| {f.bench} | {f.name} | {fmt(f.value)} | {f.unit} | {f.baseline} | "
+                     f"{fmt(f.baseline_value)} | {ratio} | {aim} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
+    """Best wall time of `repeat` calls, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best

@@ -249,7 +249,8 @@ def step_entries(state: Any, store: Any) -> list[dict[str, Any]]:
         args = m.action.get("args") or {}
         entry = {
             "id": rid, "stepId": args.get("step_id") if isinstance(args.get("step_id"), str) else None,
-            "envPre": _env_json(m.env_before), "internalState": rec.get("internal_state") or m.intent or "",
+            "envPre": _env_json(m.env_before),
+            "internalState": (rec.get("internal_state") if recorded is not None else m.intent) or "",
             "think": rec.get("think"), "internalStateEmbedding": [], "action": _action_text(m.action),
             "actionElementText": m.target_text or "", "envPost": _env_json(m.env_after), "outcome": m.outcome,
             "outcomeReason": m.reason, "correction": m.correction,

@@ -229,6 +229,10 @@ class Seed000SelectorEntry(Strict):
     def _has_selector(self) -> "Seed000SelectorEntry":
         if self.lastRef is None and self.stableSelector is None:
             raise ValueError("needs lastRef or stableSelector")
+        if self.lastRef is not None and not self.lastRef.startswith("@"):
+            raise ValueError("lastRef must be an @ref (a stable selector goes in stableSelector)")
+        if self.stableSelector is not None and self.stableSelector.startswith("@"):
+            raise ValueError("stableSelector must not be an @ref (that goes in lastRef)")
         if self.lastRef is not None and self.stableSelector is not None and self.successCount < 2:
             raise ValueError("successCount must be at least 2 when both lastRef and stableSelector are set")
         return self

@@ -1,0 +1,3 @@
+from bench.run_all import main
+
+main()

@@ -102,3 +102,66 @@ def fork(until: str, out_dir: str) -> None:
 
 
 COMMANDS.extend([experiment, fork])
+
+
+def _write_or_echo(text: str, out: str | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        from pathlib import Path
+        Path(out).write_text(text)
+        click.echo(f"wrote {out}")
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--step", type=click.IntRange(min=0), default=None, help="Only this step.")
+@click.option("--json", "as_json", is_flag=True, help="The audit as one JSON object.")
+@click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the JSON or HTML to FILE instead of stdout.")
+def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None) -> None:
+    """What the agent knew at each step of RUN: prompt items, memory as of the step, the action —
+    and for every item the run and step that taught it.
+
+    Example: memledger audit run_20260301_ab12 --step 3 --json
+    """
+    import orjson
+
+    from analytics.audit import audit_run
+    from analytics.render import audit_html, audit_text
+    if as_json and as_html:
+        raise click.UsageError("choose one of --json and --html")
+    data = audit_run(_settings().store(), run_id, step)
+    if as_json:
+        _write_or_echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n", out)
+    elif as_html:
+        _write_or_echo(audit_html(data), out)
+    else:
+        audit_text(data)
+
+
+@click.command()
+@click.argument("item")
+@click.option("--json", "as_json", is_flag=True, help="The life as one JSON object.")
+@click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
+def explain(item: str, as_json: bool, as_html: bool) -> None:
+    """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
+    recalled (in which runs), promoted, decayed, pruned, forgotten.
+
+    Example: memledger explain lsn_f6e59d160e5396b1
+    """
+    import orjson
+
+    from analytics.explain import explain_item
+    from analytics.render import explain_html, explain_text
+    data = explain_item(_settings().store(), item)
+    if as_json:
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    elif as_html:
+        click.echo(explain_html(data), nl=False)
+    else:
+        explain_text(data)
+
+
+COMMANDS.extend([audit, explain])

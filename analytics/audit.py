@@ -1,0 +1,243 @@
+"""Audit: what the agent knew at each step of a run, and where each piece came from.
+
+`audit_run` returns plain data (dicts and lists, JSON-ready) — the agent's
+`demo` and the `audit` command render it. For every step k of the run:
+
+- `prompt`: the `context_built` events of step k — each item with its source,
+  priority, tokens, text and origins, and what the budget trimmed;
+- `memory`: the memory as of `as_of_seq` (the seq just before step k's
+  `step_recorded`; for a step without an action, its last prompt): Tier 1,
+  the lessons the step's `error_recall` / `domain_recall` events returned,
+  the trajectory offered (`trajectory_recalled`), the domain's current facts
+  and selectors;
+- `action`: the `step_recorded` (command, args, result) and its grade.
+
+Every item carries `taught_by`: the run and step of the event that created
+it (the first of its `event_ids`), and context items list the `origins` of
+all their event ids. Events before a run's first step (step None) count as
+step 0. Forgotten subjects never appear (see analytics/forget.py).
+
+The memory is folded progressively through the log, which gives exactly
+`MemoryView.as_of(seq)` at each step without re-reading the log per step.
+
+Usage::
+
+    data = audit_run(store, "run_20260301_ab12")
+    for s in data["steps"]: print(s["step"], s["action"]["command"], len(s["memory"]["tier1"]))
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ledger.errors import UnknownItem
+from ledger.events import RecordedEvent
+
+from analytics.forget import Forgotten
+
+FORGOTTEN_TEXT = "[forgotten]"
+STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",
+              "trajectory_recalled", "tier1_loaded")
+
+
+class Origins:
+    """Event id -> where it happened (run, step, seq, type), looked up once each."""
+
+    def __init__(self, store: Any, forgotten: Forgotten):
+        self.store = store
+        self.forgotten = forgotten
+        self.cache: dict[str, dict[str, Any] | None] = {}
+
+    def remember(self, ev: RecordedEvent) -> None:
+        if ev.id not in self.cache:
+            self.cache[ev.id] = self._shape(ev)
+
+    def _shape(self, ev: RecordedEvent) -> dict[str, Any]:
+        run_id, step, domain = self.forgotten.where(ev)
+        return {"event_id": ev.id, "seq": ev.seq, "type": ev.type, "run_id": run_id, "step": step,
+                "domain": domain, "at": ev.occurred_at, "hidden": self.forgotten.hides(ev)}
+
+    def of(self, event_id: str) -> dict[str, Any] | None:
+        if event_id not in self.cache:
+            ev = self.store.get(event_id)
+            self.cache[event_id] = self._shape(ev) if ev is not None else None
+        return self.cache[event_id]
+
+    def taught_by(self, event_ids: Iterable[str]) -> dict[str, Any] | None:
+        for eid in event_ids:
+            o = self.of(eid)
+            if o is not None:
+                return {k: v for k, v in o.items() if k != "hidden"}
+        return None
+
+    def all(self, event_ids: Iterable[str]) -> list[dict[str, Any]]:
+        out = []
+        for eid in event_ids:
+            o = self.of(eid)
+            if o is not None and not o["hidden"]:
+                out.append({k: v for k, v in o.items() if k != "hidden"})
+        return out
+
+    def any_hidden(self, event_ids: Iterable[str]) -> bool:
+        return any((o := self.of(eid)) is not None and o["hidden"] for eid in event_ids)
+
+
+def _lesson(lesson: Any, origins: Origins, forgotten: Forgotten) -> dict[str, Any]:
+    return {"lesson_id": lesson.lesson_id, "lesson": lesson.lesson, "category": lesson.category,
+            "tier": 1 if lesson.category in ("tool_fallback", "best_practice") else 2,
+            "scope_domain": lesson.scope_domain, "use_count": lesson.use_count, "source": lesson.source,
+            "triggered_domains": forgotten.domains_shown(lesson.triggered_domains),
+            "taught_by": origins.taught_by(lesson.event_ids)}
+
+
+def _lesson_hidden(lesson: Any, forgotten: Forgotten) -> bool:
+    return lesson.lesson_id in forgotten.lessons or forgotten.domain(lesson.scope_domain)
+
+
+def _item(item: dict[str, Any], origins: Origins) -> dict[str, Any]:
+    ids = list(item.get("event_ids") or ())
+    hidden = origins.any_hidden(ids)
+    return {"source": item.get("source"), "priority": item.get("priority"), "tokens": item.get("tokens"),
+            "content_type": item.get("content_type", "text"), "truncated": bool(item.get("truncated")),
+            "text": FORGOTTEN_TEXT if hidden else item.get("text", ""),
+            "origins": [] if hidden else origins.all(ids)}
+
+
+def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], trajectories: list[RecordedEvent],
+            origins: Origins, forgotten: Forgotten) -> dict[str, Any]:
+    tier1 = [_lesson(l, origins, forgotten) for l in view.tier1() if not _lesson_hidden(l, forgotten)]
+    recalled = []
+    for ev in recalls:
+        lessons = []
+        for lid in ev.data.get("lesson_ids") or ():
+            lesson = view.lesson(lid)
+            if lid in forgotten.lessons or (lesson is not None and _lesson_hidden(lesson, forgotten)):
+                continue
+            lessons.append(_lesson(lesson, origins, forgotten) if lesson is not None
+                           else {"lesson_id": lid, "lesson": None, "taught_by": None})
+        entry = {"kind": "error" if ev.type == "error_recall" else "domain", "seq": ev.seq,
+                 "matched": len(lessons), "lessons": lessons}
+        if ev.type == "error_recall":
+            entry.update(command=ev.data.get("command"), error_snippet=ev.data.get("error_snippet"))
+        recalled.append(entry)
+    offered = None
+    for ev in trajectories:
+        tid = ev.data.get("trajectory_id")
+        if not tid:
+            continue
+        traj = next((t for t in view.trajectories() if t.trajectory_id == tid), None)
+        if traj is not None and (forgotten.domain(traj.domain) or forgotten.run(traj.run_id)):
+            continue
+        offered = {"trajectory_id": tid, "goal": ev.data.get("goal"), "matched_goal": ev.data.get("matched_goal"),
+                   "similarity": ev.data.get("similarity"), "score": ev.data.get("score"),
+                   "replay": bool(ev.data.get("replay")), "steps": ev.data.get("steps"), "seq": ev.seq,
+                   "taught_by": origins.taught_by(traj.event_ids) if traj is not None else None}
+    facts, selectors = [], []
+    if domain and not forgotten.domain(domain):
+        facts = [{"fact_id": f.fact_id, "fact_type": f.fact_type, "key": f.key, "value": f.value,
+                  "confidence": round(f.confidence, 6), "sources": f.sources,
+                  "taught_by": origins.taught_by(f.event_ids)} for f in view.facts(domain)]
+        selectors = [{"role": s.role, "name": s.name, "selector": s.selector, "successes": s.successes,
+                      "failures": s.failures, "taught_by": origins.taught_by(s.event_ids)}
+                     for s in view.selectors(domain)]
+    return {"tier1": tier1, "recalled": recalled, "trajectory": offered, "facts": facts, "selectors": selectors}
+
+
+def _action(ev: RecordedEvent | None) -> dict[str, Any] | None:
+    if ev is None:
+        return None
+    d = ev.data
+    action = d.get("action") or {}
+    return {"seq": ev.seq, "command": action.get("command"), "args": action.get("args") or {},
+            "target_text": d.get("target_text"), "ok": d.get("ok"), "error": d.get("error"),
+            "url_before": (d.get("env_before") or {}).get("url"), "url_after": (d.get("env_after") or {}).get("url"),
+            "decided_by": d.get("decided_by"), "duration_ms": d.get("duration_ms")}
+
+
+def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | None = None) -> dict[str, Any]:
+    """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc."""
+    from projections.policy import DEFAULT_POLICY
+    from projections.state import MemoryState, fold
+    from projections.view import MemoryView
+
+    policy = policy or DEFAULT_POLICY
+    forgotten = Forgotten.scan(store)
+    if forgotten.run(run_id):
+        raise UnknownItem(f"no run {run_id!r} in the ledger")
+    events = list(store.read(run_id=run_id))
+    if not events:
+        raise UnknownItem(f"no run {run_id!r} in the ledger")
+    origins = Origins(store, forgotten)
+    by_step: dict[int, list[RecordedEvent]] = {}
+    started = next((e for e in events if e.type == "run_started"), None)
+    completed = next((e for e in reversed(events) if e.type == "run_completed"), None)
+    for ev in events:
+        origins.remember(ev)
+        if ev.type in STEP_TYPES:
+            by_step.setdefault(ev.step if ev.step is not None else 0, []).append(ev)
+    if step is not None and step not in by_step:
+        raise UnknownItem(f"run {run_id!r} has no step {step} (steps: {', '.join(map(str, sorted(by_step))) or 'none'})")
+    wanted = [step] if step is not None else sorted(by_step)
+    plans = []
+    for k in wanted:
+        evs = by_step[k]
+        action = next((e for e in evs if e.type == "step_recorded"), None)
+        prompts = [e for e in evs if e.type == "context_built"]
+        if action is not None:
+            as_of = action.seq - 1
+        elif prompts:
+            as_of = prompts[-1].seq
+        else:
+            as_of = evs[-1].seq
+        plans.append((as_of, k, evs, action, prompts))
+    plans.sort(key=lambda p: (p[0], p[1]))
+    state = MemoryState.empty()
+    reader = iter(store.read(to_seq=max(p[0] for p in plans)))
+    pending: RecordedEvent | None = None
+    steps_out: dict[int, dict[str, Any]] = {}
+    for as_of, k, evs, action, prompts in plans:
+        batch = []
+        if pending is not None and pending.seq <= as_of:
+            batch.append(pending)
+            pending = None
+        if pending is None:
+            for ev in reader:
+                if ev.seq > as_of:
+                    pending = ev
+                    break
+                batch.append(ev)
+        fold(state, batch, policy)
+        view = MemoryView(state, policy)
+        domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
+            or (started.domain if started is not None else None)
+        recalls = [e for e in evs if e.type in ("error_recall", "domain_recall")]
+        trajs = [e for e in evs if e.type == "trajectory_recalled"]
+        grade = next((e for e in evs if e.type == "step_graded"), None)
+        steps_out[k] = {
+            "step": k, "as_of_seq": as_of, "domain": domain,
+            "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
+                        "total_tokens": e.data.get("total_tokens"),
+                        "items": [_item(i, origins) for i in e.data.get("items") or ()],
+                        "trimmed": [_item(i, origins) for i in e.data.get("trimmed") or ()]} for e in prompts],
+            "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
+                             if lid not in forgotten.lessons],
+            "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
+            "action": _action(action),
+            "grade": ({"outcome": grade.data.get("outcome"), "reason": grade.data.get("reason"),
+                       "correction": grade.data.get("correction")} if grade is not None else None),
+        }
+    run = None
+    if started is not None:
+        d = started.data
+        run = {"run_id": run_id, "goal": d.get("goal"), "domain": started.domain, "mode": d.get("mode"),
+               "parent_run_id": d.get("parent_run_id") if not forgotten.run(d.get("parent_run_id")) else None,
+               "session_id": d.get("session_id"), "memory_enabled": d.get("memory_enabled", True),
+               "case_id": d.get("case_id"), "started_seq": started.seq, "started_at": started.occurred_at}
+    outcome = None
+    if completed is not None:
+        d = completed.data
+        outcome = {"success": d.get("success"), "turns": d.get("turns"), "tokens_in": d.get("tokens_in"),
+                   "tokens_out": d.get("tokens_out"), "duration_ms": d.get("duration_ms"),
+                   "final_url": d.get("final_url"), "completed_seq": completed.seq}
+    return {"run_id": run_id, "run": run, "outcome": outcome,
+            "steps": [steps_out[k] for k in wanted]}

@@ -1,0 +1,242 @@
+"""Explain: the whole life of one memory item, from the events that touched it.
+
+An ITEM is a lesson id, a fact id (`fact_...`) or a fact key, a selector, or
+a trajectory id (tried in that order). The answer lists, in log order, when
+it was recorded (or seeded), deduplicated, recalled (in which runs), loaded
+into Tier 1, promoted, confirmed or decayed (facts, with the confidence after
+each event), pruned or expired, and when part of it was forgotten — plus the
+item as it stands now. Forgotten subjects are unknown here.
+
+Usage::
+
+    life = explain_item(store, "lsn_f6e59d160e5396b1")
+    for e in life["life"]: print(e["seq"], e["stage"], e["run_id"], e["detail"])
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from ledger.errors import UnknownItem
+from ledger.events import RecordedEvent
+
+from analytics.forget import Forgotten
+
+LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
+                 "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")
+
+
+def _entry(ev: RecordedEvent, stage: str, detail: str, forgotten: Forgotten, **extra: Any) -> dict[str, Any]:
+    run_id, step, domain = forgotten.where(ev)
+    return {"seq": ev.seq, "at": ev.occurred_at, "recorded_at": ev.recorded_at, "stage": stage, "type": ev.type,
+            "run_id": run_id, "step": step, "domain": domain, "detail": detail, **extra}
+
+
+def _plain(obj: Any) -> Any:
+    if is_dataclass(obj):
+        return {k: _plain(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _lesson_life(store: Any, lesson_id: str, forgotten: Forgotten) -> dict[str, Any] | None:
+    life: list[dict[str, Any]] = []
+    born = False
+    info: dict[str, Any] = {}
+    for ev in store.read(types=LESSON_EVENTS):
+        d = ev.data
+        t = ev.type
+        if t == "subject_forgotten":
+            if born and d["subject_kind"] == "domain" and d["subject"].lower() in \
+                    {x.lower() for x in info.get("domains", ())}:
+                life.append(_entry(ev, "forgotten", "a domain where it was used was forgotten", forgotten))
+            elif born and d["subject_kind"] == "run" and d["subject"] in info.get("runs", ()):
+                life.append(_entry(ev, "forgotten", "a run that used it was forgotten", forgotten))
+            continue
+        if t in ("error_recall", "domain_recall", "tier1_loaded"):
+            if lesson_id not in (d.get("lesson_ids") or ()):
+                continue
+        elif t == "lessons_pruned":
+            if lesson_id not in (d.get("lesson_ids") or ()):
+                continue
+        elif d.get("lesson_id") != lesson_id:
+            continue
+        if forgotten.hides(ev):
+            return None
+        if ev.domain:
+            info.setdefault("domains", set()).add(ev.domain)
+        if ev.run_id:
+            info.setdefault("runs", set()).add(ev.run_id)
+        if t == "lesson_seeded":
+            born = True
+            life.append(_entry(ev, "seeded", f"{d['category']}: {d['lesson']}", forgotten))
+        elif t == "lesson_recorded":
+            stage = "recorded" if not born else "observed again"
+            born = True
+            life.append(_entry(ev, stage, f"{d['category']}: {d['lesson']}", forgotten))
+        elif t == "lesson_deduplicated":
+            life.append(_entry(ev, "deduplicated", f"use_count {d['new_use_count']}", forgotten))
+        elif t == "error_recall":
+            life.append(_entry(ev, "recalled", f"on error: {d.get('command')} / {d.get('error_snippet')}",
+                               forgotten, trigger="error"))
+        elif t == "domain_recall":
+            life.append(_entry(ev, "recalled", "on domain change", forgotten, trigger="domain"))
+        elif t == "tier1_loaded":
+            life.append(_entry(ev, "in Tier 1", "loaded into the system prompt", forgotten))
+        elif t == "lesson_promoted":
+            life.append(_entry(ev, "promoted", f"{d.get('from_category')} -> {d.get('to_category')} at use_count "
+                               f"{d['use_count']} on {len(forgotten.domains_shown(d['triggered_domains']))} domains",
+                               forgotten))
+        elif t == "lessons_pruned":
+            life.append(_entry(ev, "pruned", f"unused for more than {d.get('max_age_days')} days with fewer than "
+                               f"{d.get('min_uses')} uses (as of {d.get('as_of')})", forgotten))
+    if not born and not life:
+        return None
+    return {"life": life}
+
+
+def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
+    from projections.knowledge import fact_id_for
+    return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
+
+
+def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any) -> dict[str, Any] | None:
+    from projections import knowledge
+    from projections.knowledge import fact_id_for
+
+    groups: set[tuple[str, str, str]] = set()
+    ids: set[str] = set()
+    for ev in store.read(types=["fact_observed"]):
+        dom = ev.domain or ""
+        if _fact_matches(item, dom, ev.data) and not forgotten.hides(ev):
+            groups.add((dom, ev.data["fact_type"], ev.data["key"]))
+            if item.startswith("fact_"):
+                ids.add(item)
+            else:
+                ids.add(fact_id_for(dom, ev.data["fact_type"], ev.data["key"], ev.data["value"]))
+    if not groups:
+        return None
+    state = knowledge.empty()
+    life: list[dict[str, Any]] = []
+    for ev in store.read(types=["fact_observed", "fact_contradicted", "facts_pruned"]):
+        d = ev.data
+        dom = ev.domain or ""
+        if ev.type == "facts_pruned":
+            touched = [f for f in d.get("facts") or () if (f.get("fact_id") in ids) or
+                       ((f.get("domain", dom) or "", f.get("fact_type"), f.get("key")) in groups and
+                        fact_id_for(f.get("domain", dom) or "", f.get("fact_type", ""), f.get("key", ""),
+                                    f.get("value", "")) in ids)]
+            if not touched:
+                continue
+        elif (dom, d["fact_type"], d["key"]) not in groups:
+            continue
+        before = {fid: f.confidence for facts in state.current.values() for fid, f in facts.items()}
+        knowledge.apply(state, ev, policy)
+        after = {fid: f for facts in state.current.values() for fid, f in facts.items()}
+        for fid in sorted(ids):
+            f = after.get(fid)
+            if ev.type == "fact_observed" and fact_id_for(dom, d["fact_type"], d["key"], d["value"]) == fid:
+                stage = "confirmed" if fid in before else "recorded"
+                life.append(_entry(ev, stage, f"{d['fact_type']}:{d['key']} = {d['value']!r}", forgotten,
+                                   fact_id=fid, confidence=round(f.confidence, 6) if f else None))
+            elif ev.type == "fact_contradicted" and fid in before and f is not None and f.confidence != before[fid]:
+                life.append(_entry(ev, "decayed", f"contradicted by {d['new_value']!r}: x{d['factor']}", forgotten,
+                                   fact_id=fid, confidence=round(f.confidence, 6)))
+            elif ev.type == "facts_pruned" and fid in before and f is None:
+                life.append(_entry(ev, "pruned", f"confidence below {d.get('threshold')}", forgotten,
+                                   fact_id=fid, confidence=round(before[fid], 6)))
+    return {"life": life, "fact_ids": sorted(ids)}
+
+
+def _selector_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
+    life = []
+    for ev in store.read(types=["selector_succeeded", "selector_failed"]):
+        if ev.data.get("selector") != item or forgotten.hides(ev):
+            continue
+        d = ev.data
+        ok = ev.type == "selector_succeeded"
+        detail = f"{d.get('role')} {d.get('name')!r}" + ("" if ok else f": {d.get('error') or 'failed'}")
+        if ok and d.get("healed_from"):
+            detail += f" (healed from {d['healed_from']})"
+        life.append(_entry(ev, "succeeded" if ok else "failed", detail, forgotten))
+    return {"life": life} if life else None
+
+
+def _trajectory_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
+    life = []
+    for ev in store.read(types=["trajectory_recorded", "trajectory_recalled", "trajectories_expired"]):
+        d = ev.data
+        if ev.type == "trajectories_expired":
+            if item not in (d.get("trajectory_ids") or ()):
+                continue
+            if life:
+                life.append(_entry(ev, "expired", f"older than {d.get('ttl_days')} days (as of {d.get('as_of')})",
+                                   forgotten))
+            continue
+        if d.get("trajectory_id") != item:
+            continue
+        if forgotten.hides(ev):
+            if ev.type == "trajectory_recorded":
+                return None
+            continue
+        if ev.type == "trajectory_recorded":
+            life.append(_entry(ev, "recorded", f"{len(d.get('steps') or ())} steps for {d.get('goal')!r}", forgotten))
+        else:
+            life.append(_entry(ev, "recalled", f"for {d.get('goal')!r} (similarity {d.get('similarity')}"
+                               f"{', replayed' if d.get('replay') else ''})", forgotten))
+    return {"life": life} if life else None
+
+
+def explain_item(store: Any, item: str, policy: Any | None = None) -> dict[str, Any]:
+    """The life of a lesson, fact, selector or trajectory; plain data (see module doc)."""
+    from projections.policy import DEFAULT_POLICY
+    from projections.view import MemoryView
+
+    policy = policy or DEFAULT_POLICY
+    forgotten = Forgotten.scan(store)
+    view = MemoryView.from_events(store.read(), policy)
+    found = _lesson_life(store, item, forgotten)
+    if found is not None:
+        lesson = view.lesson(item)
+        now = _plain(lesson) if lesson is not None else None
+        if now is not None:
+            now["triggered_domains"] = forgotten.domains_shown(now["triggered_domains"])
+            now.pop("event_ids", None)
+            if forgotten.run(now.get("taught_by_run")):
+                now["taught_by_run"] = now["taught_at_step"] = None
+        runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
+        return {"kind": "lesson", "item": item, "now": now, "status": _status(found["life"], now),
+                "recalled_in_runs": runs, "life": found["life"]}
+    found = _fact_life(store, item, forgotten, policy)
+    if found is not None:
+        current = {f.fact_id: f for facts in view.state.knowledge.current.values() for f in facts.values()}
+        now = [dict(_plain(current[fid]), event_ids=None) for fid in found["fact_ids"] if fid in current]
+        for n in now:
+            n.pop("event_ids", None)
+        return {"kind": "fact", "item": item, "now": now, "status": "current" if now else "gone",
+                "fact_ids": found["fact_ids"], "life": found["life"]}
+    found = _selector_life(store, item, forgotten)
+    if found is not None:
+        now = [dict(_plain(s)) for s in view.selectors() if s.selector == item and not forgotten.domain(s.domain)]
+        for n in now:
+            n.pop("event_ids", None)
+        return {"kind": "selector", "item": item, "now": now, "status": "current" if now else "gone",
+                "life": found["life"]}
+    found = _trajectory_life(store, item, forgotten)
+    if found is not None:
+        traj = next((t for t in view.trajectories() if t.trajectory_id == item), None)
+        now = None
+        if traj is not None:
+            now = {"trajectory_id": traj.trajectory_id, "domain": traj.domain, "goal": traj.goal,
+                   "steps": len(traj.steps), "occurred_at": traj.occurred_at, "run_id": traj.run_id}
+        runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
+        return {"kind": "trajectory", "item": item, "now": now, "status": "current" if now else "gone",
+                "recalled_in_runs": runs, "life": found["life"]}
+    raise UnknownItem(f"no lesson, fact, selector or trajectory named {item[:80]!r}")
+
+
+def _status(life: list[dict[str, Any]], now: dict[str, Any] | None) -> str:
+    if now is None:
+        return "pruned" if any(e["stage"] == "pruned" for e in life) else "gone"
+    return f"Tier {1 if now.get('category') in ('tool_fallback', 'best_practice') else 2} ({now.get('category')})"

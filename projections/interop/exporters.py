@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from ledger.clock import parse_ts
 from ledger.errors import LedgerError
-from projections.interop.files import ExportTree, pretty, safe_name, write_single
+from projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from projections.interop.sources import join_element, js_time, ts_to_ms
 from projections.knowledge import current_facts
 
@@ -192,7 +192,7 @@ def agent_memory_files(state: Any, store: Any) -> tuple[list[tuple[list[str], An
     run_names: set[str] = set()
     head = state.head
     for run in state.runs.runs.values():
-        name = _unique(RUN_FILE_RE.sub("_", run.run_id) or "run", run.run_id, run_names)
+        name = _unique(RUN_FILE_RE.sub("_", run.run_id)[:MAX_NAME] or "run", run.run_id, run_names)
         files.append((["agent-runs", f"{name}.json"],
                       run_manifest_json(run, _last_progress_url(store, run.run_id, head))))
         counts["runs"] += 1

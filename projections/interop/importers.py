@@ -47,6 +47,8 @@ from projections.interop.sources import (
 )
 from projections.lessons import dedup_key, lesson_id_for
 
+SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
+                  "lesson_promoted", "lessons_pruned")
 FORMATS = ("memory-json", "memory-events", "agent-memory", "trayn-json")
 MAX_SOURCE_BYTES = 512 * 1024 * 1024
 RUN_DIR_TIME_RE = re.compile(r"(\d{8}T\d{6}(?:\.\d+)?Z)")
@@ -221,7 +223,9 @@ def plan_memory_events(path: Path, index: LessonIndex) -> ImportPlan:
                 continue
             obj = load_json(raw, f"{rel}: line {number}")
             lines.append(obj)
-            line = parse_model(SEED001_LINE, obj, f"{rel}: line {number}", prefix=f"{obj.get('event', '?') if isinstance(obj, dict) else '?'}.")
+            tag = obj.get("event") if isinstance(obj, dict) else None
+            line = parse_model(SEED001_LINE, obj, f"{rel}: line {number}",
+                               prefix=f"{tag}." if tag in SEED001_EVENTS else "")
             when = _time_of(line.ts) if line.ts else run_time
             new = _line_event(line, index, when, f"{rel}: line {number}")
             if new is None:

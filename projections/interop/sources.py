@@ -400,6 +400,8 @@ def describe(exc: ValidationError, skip: int = 0) -> str:
     msg = str(err.get("msg", "invalid")).replace("Value error, ", "").replace("Assertion failed, ", "")
     if err.get("type") == "extra_forbidden":
         msg = "unknown field"
+    if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+        loc = (*loc, "event")
     where = field_path(loc)
     return f"{where}: {msg}" if where else msg
 

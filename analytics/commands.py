@@ -165,3 +165,19 @@ def explain(item: str, as_json: bool, as_html: bool) -> None:
 
 
 COMMANDS.extend([audit, explain])
+
+
+@click.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Directory for report.html and its PNG plots.")
+def report(out_dir: str) -> None:
+    """A self-contained HTML page with PNG plots of every analysis.
+
+    Example: memledger report --out report && chromium report/report.html
+    """
+    from analytics.report import build_report
+    path = build_report(_settings().store(), out_dir)
+    click.echo(f"wrote {path}")
+
+
+COMMANDS.append(report)

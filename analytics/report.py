@@ -1,0 +1,200 @@
+"""`report`: one self-contained HTML page with PNG plots of every analysis.
+
+The plots (matplotlib, Agg backend) are written beside the page as PNG files
+and embedded in it as data URIs, so `report.html` opens anywhere on its own:
+no scripts, no external resources. Every plot renders even without data (it
+then says so), so every image of the page always loads.
+
+Usage::
+
+    path = build_report(store, Path("out"))     # -> out/report.html (+ out/*.png)
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from analytics.answers import analyse_all
+from analytics.output import Report, Table, plain
+
+MAX_ROWS = 60
+PLOT_SIZE = (7.0, 3.6)
+
+
+def _figure() -> Any:
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=PLOT_SIZE, dpi=100)
+    return plt, fig, ax
+
+
+def _empty(ax: Any, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in the ledger yet", ha="center", va="center", fontsize=12, color="#777")
+    ax.set_axis_off()
+
+
+def _png(draw: Callable[[Any], None]) -> bytes:
+    plt, fig, ax = _figure()
+    try:
+        draw(ax)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def plot_promotions(r: Report) -> bytes:
+    funnel = r.sections["funnel"]
+
+    def draw(ax: Any) -> None:
+        stages, counts = funnel.column("stage"), funnel.column("lessons")
+        if not counts or not any(counts):
+            return _empty(ax, "learned lessons")
+        bars = ax.bar(stages, counts, color=["#4c72b0", "#dd8452", "#55a868"])
+        ax.bar_label(bars)
+        ax.set_ylabel("lessons")
+        ax.set_title("Lesson funnel: recorded → deduplicated → promoted")
+    return _png(draw)
+
+
+def plot_decay(r: Report) -> bytes:
+    tl = r.sections["timeline"]
+
+    def draw(ax: Any) -> None:
+        if not tl.rows:
+            return _empty(ax, "facts")
+        series: dict[str, list[tuple[int, float]]] = {}
+        for row in tl.records():
+            if row["confidence"] is None:
+                continue
+            name = f"{row['domain']} {row['fact_type']}:{row['key']}={str(row['value'])[:18]}"
+            series.setdefault(name, []).append((row["seq"], row["confidence"] if row["alive"] else 0.0))
+        for name, pts in list(series.items())[:12]:
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", marker="o", ms=3, label=name)
+        ax.axhline(0.1, color="#b00", lw=0.8, ls="--")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("seq")
+        ax.set_ylabel("confidence")
+        ax.set_title("Fact confidence over time (0 = pruned; dashed: prune floor)")
+        if len(series) <= 8:
+            ax.legend(fontsize=7, loc="lower left")
+    return _png(draw)
+
+
+def plot_recall(r: Report) -> bytes:
+    hr = r.sections["hit_rate"]
+
+    def draw(ax: Any) -> None:
+        if not hr.rows:
+            return _empty(ax, "recalls")
+        kinds, recalls, hits = hr.column("kind"), hr.column("recalls"), hr.column("hits")
+        x = range(len(kinds))
+        ax.bar([i - 0.2 for i in x], recalls, width=0.4, label="recalls", color="#8c8c8c")
+        ax.bar([i + 0.2 for i in x], hits, width=0.4, label="hits", color="#4c72b0")
+        ax.set_xticks(list(x), [f"{k} recall ({plain(h) or 0:.0%})" for k, h in zip(kinds, hr.column("hit_rate"))])
+        ax.set_ylabel("events")
+        ax.set_title("Recall hit rate")
+        ax.legend()
+    return _png(draw)
+
+
+def plot_memory_effect(r: Report) -> bytes:
+    by = r.sections["by_goal"]
+
+    def draw(ax: Any) -> None:
+        if not by.rows:
+            return _empty(ax, "completed runs")
+        agg: dict[str, list[float]] = {}
+        for row in by.records():
+            agg.setdefault(row["condition"], []).append(float(row["avg_turns"] or 0))
+        conds = [c for c in ("off", "cold", "warm") if c in agg]
+        vals = [sum(agg[c]) / len(agg[c]) for c in conds]
+        bars = ax.bar(conds, vals, color=["#8c8c8c", "#dd8452", "#55a868"][: len(conds)])
+        ax.bar_label(bars, fmt="%.1f")
+        ax.set_ylabel("average turns per goal")
+        ax.set_title("Memory effect: turns with memory off, cold and warm")
+    return _png(draw)
+
+
+def plot_runs(r: Report) -> bytes:
+    oc = r.sections["outcomes"]
+
+    def draw(ax: Any) -> None:
+        if not oc.rows:
+            return _empty(ax, "runs")
+        doms = oc.column("domain")
+        passed, failed, running = oc.column("passed"), oc.column("failed"), oc.column("running")
+        ax.bar(doms, passed, label="passed", color="#55a868")
+        ax.bar(doms, failed, bottom=passed, label="failed", color="#c44e52")
+        ax.bar(doms, running, bottom=[p + f for p, f in zip(passed, failed)], label="running", color="#ccb974")
+        ax.set_ylabel("runs")
+        ax.set_title("Run outcomes by domain")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.legend()
+    return _png(draw)
+
+
+PLOTS: dict[str, Callable[[Report], bytes]] = {
+    "promotions": plot_promotions, "decay": plot_decay, "recall": plot_recall,
+    "memory-effect": plot_memory_effect, "runs": plot_runs,
+}
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _cell(value: Any) -> str:
+    value = plain(value)
+    if isinstance(value, list):
+        return ", ".join(_e(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _e(value)
+
+
+def _table(name: str, t: Table) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in t.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in t.rows[:MAX_ROWS])
+    more = f"<p class=dim>{len(t.rows) - MAX_ROWS} more rows</p>" if len(t.rows) > MAX_ROWS else ""
+    if not t.rows:
+        return f"<h3>{_e(name)}</h3><p class=dim>no rows</p>"
+    return f"<h3>{_e(name)}</h3><table><tr>{head}</tr>{rows}</table>{more}"
+
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
+h1{font-size:22px}h2{font-size:18px;margin-top:36px;border-bottom:1px solid #ccc}h3{font-size:14px}
+table{border-collapse:collapse;margin:6px 0 14px;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
+th{background:#f4f4f4}.dim{color:#888}img{max-width:100%;border:1px solid #eee}"""
+
+
+def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> Path:
+    """Write `out_dir/report.html` and its PNG plots; returns the page's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    reports = analyse_all(store, policy)
+    head = int(store.head())
+    parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the ledger "
+             "(read-only); forgotten subjects are left out.</p>",
+             "<nav>" + " · ".join(f"<a href='#{n}'>{_e(n)}</a>" for n in reports) + "</nav>"]
+    for name, rep in reports.items():
+        png = PLOTS[name](rep)
+        file = f"{name}.png"
+        (out / file).write_bytes(png)
+        data = base64.b64encode(png).decode()
+        parts.append(f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
+                     f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>")
+        parts.extend(_table(sec.replace("_", " "), t) for sec, t in rep.sections.items())
+    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memledger report</title>"
+            f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memledger report</h1>"
+            + "".join(parts) + "</body></html>\n")
+    path = out / "report.html"
+    path.write_text(page)
+    return path

@@ -250,12 +250,13 @@ def _facts_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_tables(db: sqlite_utils.Database, conn: sqlite3.Connection, name: str, old: Any, new: Any,
-                  existing: set[str]) -> None:
-    """Bring the readable tables of one projection from `old` to `new` (changed rows only)."""
-    mod = module(name)
-    new_tables = mod.tables(new)
-    old_tables = mod.tables(old) if old is not None else {t: None for t in new_tables}
+def _write_tables(db: sqlite_utils.Database, conn: sqlite3.Connection, name: str,
+                  old_tables: dict[str, Any] | None, new: Any, existing: set[str]) -> None:
+    """Bring the readable tables of one projection from the rows `old_tables` (taken before
+    the fold: folds update states in place) to `new` (changed rows only)."""
+    new_tables = module(name).tables(new)
+    if old_tables is None:
+        old_tables = {t: None for t in new_tables}
     for table, rows in new_tables.items():
         pk = TABLE_PKS[table]
         if table == "facts":
@@ -333,9 +334,13 @@ class Catchup:
             seq, st = self._valid_start(conn, checkpoints.get(name), name, head)
             starts[name] = seq
             setattr(state, name, st)
-            olds[name] = st if seq > 0 else None
+            olds[name] = None
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
+        if head > lo:  # rows before the fold (folds update states in place), to write only what changed
+            for name in PROJECTIONS:
+                if starts[name] > 0:
+                    olds[name] = module(name).tables(getattr(state, name))
         if rebuilt:  # snapshots of a projection being rebuilt are stale
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
@@ -376,7 +381,7 @@ class Catchup:
         for name in PROJECTIONS:
             state.heads[name] = head
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
-            self._save(conn, state, olds, fp, head)
+            self._save(conn, state, olds, fp, head, rebuilt)
         return state
 
     def _flush_snapshots(self, conn: sqlite3.Connection) -> None:
@@ -395,7 +400,7 @@ class Catchup:
         self.snapshots = []
 
     def _save(self, conn: sqlite3.Connection, state: MemoryState, olds: dict[str, Any], fp: dict[str, str],
-              head: int) -> None:
+              head: int, rebuilt_now: list[str]) -> None:
         self._flush_snapshots(conn)
         ledger_hash = _hash_at(self.store, head)
         db = sqlite_utils.Database(conn)
@@ -405,7 +410,7 @@ class Catchup:
             conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
             existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for name in PROJECTIONS:
-                if current.get(name, -1) >= head and olds[name] is not None:
+                if current.get(name, -1) >= head and name not in rebuilt_now:
                     continue  # another process got here first
                 new = getattr(state, name)
                 raw = encode(new)

@@ -1,0 +1,267 @@
+"""Projections are pure folds: rebuild == incremental catch-up over any chunking,
+as_of(n) == a rebuild of the first n events, digests independent of PYTHONHASHSEED,
+and projections.db is disposable (tampering, garbage, a new policy or ledger rebuild it)."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from ledger.clock import SteppingClock
+from ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from ledger.store import SqliteStore
+from projections import materialize
+from projections.lessons import lesson_id_for
+from projections.policy import Policy
+from projections.state import MemoryState, digests, fold
+from projections.view import MemoryView
+from projections.writer import MemoryWriter
+from tests.ledger_samples import new_events
+from tests.projections_support import (
+    at, fact, graded, lesson, recall, run_completed, run_started, session, step, trajectory,
+)
+
+DOMAINS = ["a.com", "www.a.com", "b.org", "c.net"]
+COMMANDS = ["click", "fill", None]
+PATTERNS = ["timeout", "too many arguments", None]
+TEXTS = ["press escape", "wait for load", "scroll first"]
+
+
+def _lesson_ids() -> list[str]:
+    return [lesson_id_for(c, p, None, t) for c in COMMANDS for p in PATTERNS for t in TEXTS]
+
+
+@st.composite
+def memory_events(draw: Any) -> Any:
+    """One observation (or ('open', day) for MemoryWriter.open_for_run) from a small universe."""
+    kind = draw(st.sampled_from(["lesson", "lesson", "recall", "fact", "session", "selector", "trajectory",
+                                 "run", "step", "forget", "open", "raw"]))
+    dom = draw(st.sampled_from(DOMAINS))
+    day = draw(st.integers(0, 200))
+    if kind == "lesson":
+        scope = draw(st.sampled_from([None, None, "a.com"]))
+        return lesson(draw(st.sampled_from(TEXTS)), dom, fc=draw(st.sampled_from(COMMANDS)),
+                      ep=draw(st.sampled_from(PATTERNS)), scope=scope, when=at(day),
+                      category=draw(st.sampled_from(["error_recovery", "site_specific", "best_practice"])))
+    if kind == "recall":
+        return recall(draw(st.lists(st.sampled_from(_lesson_ids()), max_size=3)), dom, when=at(day))
+    if kind == "fact":
+        return fact(draw(st.sampled_from(["x", "y", "z"])), dom, key=draw(st.sampled_from(["k1", "k2"])),
+                    confidence=draw(st.sampled_from([None, 0.15, 0.9])), when=at(day))
+    if kind == "session":
+        return session(draw(st.integers(0, 9)), dom, success=draw(st.booleans()))
+    if kind == "selector":
+        cls = draw(st.sampled_from([SelectorSucceeded, SelectorFailed]))
+        return NewEvent(cls(role="button", name="Go", selector=draw(st.sampled_from(["#a", "#b"]))), domain=dom)
+    if kind == "trajectory":
+        return trajectory(f"t{draw(st.integers(0, 5))}", draw(st.sampled_from(["buy shoes", "buy red shoes", "find"])),
+                          dom, when=at(day), run_id=draw(st.sampled_from(["r1", "r2", None])))
+    if kind == "run":
+        rid = draw(st.sampled_from(["r1", "r2", "r3"]))
+        if draw(st.booleans()):
+            return run_started(rid, domain=dom, session_id=draw(st.sampled_from(["s1", None])), when=at(day))
+        return run_completed(rid, success=draw(st.booleans()), domain=dom)
+    if kind == "step":
+        rid = draw(st.sampled_from(["r1", "r2", "r3"]))
+        n = draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            return graded(rid, n, draw(st.sampled_from(["success", "failure"])))
+        return step(rid, n, args={"ref": draw(st.sampled_from(["e1", "e2"]))}, ok=draw(st.booleans()),
+                    elements=draw(st.lists(st.sampled_from(["b:1", "b:2", "b:3", "l:4"]), max_size=4)), domain=dom)
+    if kind == "forget":
+        k = draw(st.sampled_from(["domain", "run", "session", "lesson"]))
+        subject = {"domain": dom, "run": "r1", "session": "s1", "lesson": draw(st.sampled_from(_lesson_ids()))}[k]
+        return NewEvent(SubjectForgotten(subject_kind=k, subject=subject))  # type: ignore[arg-type]
+    if kind == "open":
+        return ("open", day)
+    return draw(new_events())  # any valid event at all, appended raw
+
+
+def _write(store: SqliteStore, writer: MemoryWriter, items: list[Any]) -> None:
+    for item in items:
+        if isinstance(item, tuple):
+            writer.open_for_run("r9", at(item[1]))
+        elif item.type in ("lesson_seeded",) or not hasattr(item, "payload"):
+            store.append([item])
+        else:
+            writer.append([item])
+
+
+def _table(path: Path, table: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if table not in names:
+            return []
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info([{table}])")]
+        return sorted(tuple(r) for r in conn.execute(f"SELECT {', '.join(sorted(cols))} FROM [{table}]"))
+    finally:
+        conn.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(items=st.lists(memory_events(), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 12), max_size=6))
+def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any], cuts: list[int]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
+        writer = MemoryWriter(store)
+        path = Path(tmp) / "projections.db"
+        i = 0
+        for n in cuts:
+            _write(store, writer, items[i:i + n])
+            i += n
+            MemoryView.open(store, path)  # incremental catch-up, written back to projections.db
+        _write(store, writer, items[i:])
+        incremental = MemoryView.open(store, path)
+        full = fold(MemoryState.empty(), store.read(), Policy())
+        assert incremental.head == full.head == store.head()
+        assert incremental.digests() == digests(full)
+        fresh = Path(tmp) / "rebuilt.db"
+        rebuilt = materialize.rebuild(store, fresh, progress=False)
+        assert digests(rebuilt) == digests(full)
+        for table in materialize.TABLE_PKS:
+            assert _table(path, table) == _table(fresh, table), table
+        store.close()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(items=st.lists(memory_events(), min_size=1, max_size=40), points=st.lists(st.integers(0, 60), min_size=1,
+                                                                                   max_size=4))
+def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points: list[int]) -> None:
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(materialize, "SNAPSHOT_EVERY", 4):
+        store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
+        _write(store, MemoryWriter(store), items)
+        path = Path(tmp) / "projections.db"
+        view = MemoryView.open(store, path)
+        events = list(store.read())
+        for n in points:
+            n = min(n, store.head())
+            expected = digests(fold(MemoryState.empty(), events[:n], Policy()))
+            assert view.as_of(n).digests() == expected
+            assert view.as_of(n).head == n
+            if n:
+                seq = store.seq_at_time(events[n - 1].recorded_at)
+                by_time = view.as_of(events[n - 1].recorded_at)
+                assert by_time.head == seq
+                assert by_time.digests() == digests(fold(MemoryState.empty(), events[:seq], Policy()))
+        store.close()
+
+
+SCRIPT = """
+import json, sys
+from ledger.store import SqliteStore
+from projections.view import MemoryView
+store = SqliteStore.open(sys.argv[1])
+print(json.dumps(MemoryView.open(store).digests(), sort_keys=True))
+"""
+
+
+def _populated(store: SqliteStore) -> None:
+    w = MemoryWriter(store)
+    w.open_for_run("r0", at(0))
+    for i, d in enumerate(["google.com", "bing.com", "amazon.com", "yahoo.com", "reddit.com", "x.io", "y.io"]):
+        w.append([run_started(f"r{i}", domain=d, session_id=f"s{i % 2}"), lesson(domain=d),
+                  lesson(f"tip {i}", d, fc=None, ep=None, scope=d), fact(f"v{i % 3}", d), fact("v0", "a.com"),
+                  session(i, d), trajectory(f"t{i}", f"buy thing {i}", d, run_id=f"r{i}"),
+                  step(f"r{i}", 1, elements=["b:1", "b:2"], intent="buy"), graded(f"r{i}", 1, "success"),
+                  recall([lesson_id_for("click", "intercepts pointer events", None, "")], d)])
+        if i % 2:
+            w.append([run_completed(f"r{i}", domain=d)])
+
+
+def test_two_processes_with_different_hash_seeds_give_the_same_digests(fresh_ledger, ledger_path):
+    _populated(fresh_ledger)
+    outs = []
+    for seed in ("1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ledger_path)], capture_output=True, text=True,
+                              env=env, cwd=Path(__file__).resolve().parent.parent, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1] == MemoryView.open(fresh_ledger).digests()
+
+
+# ---- projections.db is disposable ------------------------------------------------------
+
+def test_a_hand_edit_is_detected_and_rebuilt(fresh_ledger, memory_path):
+    _populated(fresh_ledger)
+    path = memory_path / "projections.db"
+    good = MemoryView.open(fresh_ledger, path).digests()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE lessons SET use_count = 999")
+    conn.commit()
+    conn.close()
+    again = MemoryView.open(fresh_ledger, path)
+    assert again.digests() == good
+    assert 999 not in [r[0] for r in sqlite3.connect(path).execute("SELECT use_count FROM lessons")]
+
+
+def test_a_tampered_state_blob_or_checkpoint_is_rebuilt(fresh_ledger, memory_path):
+    _populated(fresh_ledger)
+    path = memory_path / "projections.db"
+    good = MemoryView.open(fresh_ledger, path).digests()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER guard__checkpoints_update")
+    conn.execute("UPDATE _checkpoints SET digest = 'x' WHERE projection = 'lessons'")
+    conn.commit()
+    conn.close()
+    assert MemoryView.open(fresh_ledger, path).digests() == good
+
+
+def test_a_garbage_file_is_replaced(fresh_ledger, memory_path):
+    _populated(fresh_ledger)
+    path = memory_path / "projections.db"
+    good = MemoryView.open(fresh_ledger, path).digests()
+    path.write_bytes(b"\x00garbage" * 4096)
+    for p in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if p.exists():
+            p.unlink()
+    assert MemoryView.open(fresh_ledger, path).digests() == good
+
+
+def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
+    w = MemoryWriter(fresh_ledger)
+    w.append([session(i) for i in range(6)])
+    path = memory_path / "projections.db"
+    assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
+    assert len(MemoryView.open(fresh_ledger, path, Policy(session_history=2)).sessions("example.com")) == 2
+    rows = sqlite3.connect(path).execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+    assert rows == 2
+    assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
+
+
+def test_another_ledger_behind_the_same_projections_db_is_detected(tmp_path):
+    path = tmp_path / "projections.db"
+    one = SqliteStore.open(tmp_path / "one.db", clock=SteppingClock())
+    MemoryWriter(one).append([fact("x"), fact("y", key="k")])
+    MemoryView.open(one, path)
+    two = SqliteStore.open(tmp_path / "two.db", clock=SteppingClock("2027-01-01T00:00:00Z"))
+    MemoryWriter(two).append([fact("z"), fact("w", key="k"), fact("v", key="k3")])
+    assert sorted(f.value for f in MemoryView.open(two, path).facts("example.com")) == ["v", "w", "z"]
+
+
+def test_incremental_catch_up_writes_only_new_state_and_keeps_snapshots(fresh_ledger, memory_path):
+    path = memory_path / "projections.db"
+    with mock.patch.object(materialize, "SNAPSHOT_EVERY", 10):
+        _populated(fresh_ledger)
+        v = MemoryView.open(fresh_ledger, path)
+        n = sqlite3.connect(path).execute("SELECT COUNT(DISTINCT seq) FROM _snapshots").fetchone()[0]
+        assert n == v.head // 10
+        assert v.as_of(15).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, 15), Policy()))
+
+
+def test_the_writer_can_start_from_projections_db(fresh_ledger, memory_path):
+    _populated(fresh_ledger)
+    path = memory_path / "projections.db"
+    w = MemoryWriter(fresh_ledger, projections_path=path)
+    types = [e.type for e in w.append([lesson(domain="new.com")])]
+    assert types == ["lesson_recorded", "lesson_deduplicated"]
+    assert MemoryView.open(fresh_ledger, path).digests() == MemoryView.open(fresh_ledger).digests()

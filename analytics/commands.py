@@ -181,3 +181,35 @@ def report(out_dir: str) -> None:
 
 
 COMMANDS.append(report)
+
+
+@click.command()
+@click.option("--max-events", type=click.IntRange(min=1), default=None, help="Stop after this many new events.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Stop after this long (default: until Ctrl-C).")
+def watch(max_events: int | None, timeout: float | None) -> None:
+    """Follow the ledger, keep projections.db current and print what each new event changed.
+
+    Example: memledger watch            (Ctrl-C to stop; agents append elsewhere)
+    """
+    import threading
+
+    from analytics.watch import follow_projections
+    s = _settings()
+    stop = threading.Event()
+    timer = threading.Timer(timeout, stop.set) if timeout is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    click.echo(f"watching {getattr(s.store(), 'path', 'the ledger')} (projections: {s.projections_path})")
+    try:
+        follow_projections(s.store(), s.projections_path, on_change=lambda c: click.echo(c.line()), stop=stop,
+                           max_events=max_events)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+COMMANDS.append(watch)

@@ -63,8 +63,8 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
 
 
 @click.command()
-@click.option("--from-seq", type=click.IntRange(min=1), default=None)
-@click.option("--to-seq", type=click.IntRange(min=0), default=None)
+@click.option("--from-seq", type=click.IntRange(min=1, max=2**63 - 1), default=None)
+@click.option("--to-seq", type=click.IntRange(min=0, max=2**63 - 1), default=None)
 @click.option("--type", "types", multiple=True, type=click.Choice(sorted(EVENT_TYPES)))
 @click.option("--run", "run_id", default=None, callback=_ident_option)
 @click.option("--domain", default=None, callback=_domain_option)

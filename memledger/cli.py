@@ -57,13 +57,19 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("error: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        message = " ".join(exc.format_message().split("\n"))  # a value with a newline must not break the one line
+        click.echo(f"error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
     except LedgerError as exc:
         click.echo(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except ValueError as exc:
+        if "null byte" not in str(exc):  # a path with a NUL (only reachable in-process); anything else is a bug
+            raise
+        click.echo("error: a path or argument contains a NUL character", err=True)
+        sys.exit(1)
     except OSError as exc:
         click.echo(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), err=True)
         sys.exit(1)

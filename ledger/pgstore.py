@@ -80,6 +80,10 @@ _SCHEMA = [
         FOR EACH ROW EXECUTE FUNCTION memledger_refuse_change()""",
     """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
         FOR EACH STATEMENT EXECUTE FUNCTION memledger_refuse_change()""",
+    f"""CREATE OR REPLACE FUNCTION memledger_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$""",
+    """CREATE TRIGGER events_notify AFTER INSERT ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION memledger_notify()""",
     f"COMMENT ON TABLE events IS 'memledger ledger (store schema {STORE_SCHEMA_VERSION}); append-only'",
 ]
 
@@ -131,20 +135,25 @@ class _QmarkConnection:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         return self.raw.execute(sql.replace("?", "%s"), params, prepare=True)
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self.raw.cursor() as cur:
-            cur.executemany(sql.replace("?", "%s"), rows)
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], chunk: int = 1000) -> None:
+        """One multi-row INSERT per `chunk` rows: one round trip, where executemany would pipeline many."""
+        head, _, values = sql.partition(" VALUES ")
+        for i in range(0, len(rows), chunk):
+            part = rows[i:i + chunk]
+            self.raw.execute(f"{head} VALUES {', '.join([values] * len(part)).replace('?', '%s')}",
+                             [value for row in part for value in row])
 
 
 class PgTransaction(Transaction):
     """A write transaction holding the ledger's advisory lock (see `PostgresStore.atomic`).
 
-    The lock is taken before the head is read, so seq assignment is serialised
-    across every connection; the append logic itself is SqliteStore's.
+    The lock is taken before the head is read (in a statement of its own, so
+    the head query's snapshot is taken after the lock is granted), so seq
+    assignment is serialised across every connection; the append logic itself
+    is SqliteStore's.
     """
 
     def __init__(self, store: "PostgresStore", conn: psycopg.Connection[Any]):
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (store.lock_key,))
         super().__init__(store, _QmarkConnection(conn))  # type: ignore[arg-type]
 
 
@@ -243,12 +252,29 @@ class PostgresStore:
 
     @contextmanager
     def atomic(self) -> Iterator[PgTransaction]:
-        """The one way to write: BEGIN, the advisory lock, commit (and NOTIFY) or roll back."""
-        with self._lock, pg_translated(self.where), self.conn.transaction():
-            tx = PgTransaction(self, self.conn)
-            yield tx
-            if tx.appended:
-                self.conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(tx.head())))
+        """The one way to write: BEGIN and the advisory lock, then commit, or roll back on any error.
+
+        BEGIN and the lock travel in one simple-protocol message (one round
+        trip); an AFTER INSERT trigger sends the NOTIFY, delivered at commit.
+        """
+        with self._lock, pg_translated(self.where):
+            self.conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; "
+                              f"SELECT pg_advisory_xact_lock({int(self.lock_key)})", prepare=False)
+            try:
+                tx = PgTransaction(self, self.conn)
+                yield tx
+            except BaseException:
+                self._rollback()
+                raise
+            self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self.conn.closed or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except psycopg.Error:  # the connection broke: the server rolls back on its own
+            pass
 
     def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
         """Validate and append a batch atomically; returns the recorded events."""

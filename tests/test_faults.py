@@ -23,6 +23,7 @@ from ledger.events import NewEvent, RunProgress
 from ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event, sample_line
+from tests.test_ledger_store import _damaged
 
 MEMLEDGER = [sys.executable, "-m", "memledger"]
 
@@ -230,6 +231,14 @@ def test_damaged_ledgers_from_the_cli(tmp_path: Path) -> None:
         for args in (["verify"], ["events"], ["stats"], ["append", "--raw", "-"]):
             r = run_cli("--memory-dir", str(d), *args, stdin=orjson.dumps(sample_line("lesson_seeded")))
             assert r.code == 1 and one_line_error(r.err), (name, args, r.err)
+        assert (d / "ledger.db").read_bytes() == data
+    for kind in ("truncated", "newer"):
+        d = tmp_path / kind
+        d.mkdir()
+        data = _damaged(d, kind).read_bytes()
+        for args in (["verify"], ["events"], ["stats"]):
+            r = run_cli("--memory-dir", str(d), *args)
+            assert r.code == 1 and one_line_error(r.err), (kind, args, r.err)
         assert (d / "ledger.db").read_bytes() == data
     done = subprocess.run([*MEMLEDGER, "--memory-dir", str(tmp_path / "random"), "verify"], capture_output=True,
                           text=True, timeout=60)

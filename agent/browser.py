@@ -314,15 +314,18 @@ class Browser:
 
     def stable_selector(self, element: Element) -> str:
         """A selector that survives page loads: `#id` when the element has one, else role and name."""
+        return self.element_info(element)[0]
+
+    def element_info(self, element: Element) -> tuple[str, bool]:
+        """(stable selector, whether the element lives in a shadow root)."""
         try:
-            sel = self.page.locator(f"aria-ref={element.ref}").evaluate(
-                "el => (el.id && document.querySelectorAll('#' + CSS.escape(el.id)).length === 1) ? '#' + CSS.escape(el.id) : null",
+            info = self.page.locator(f"aria-ref={element.ref}").evaluate(
+                "el => [(el.id && el.getRootNode() === document && document.querySelectorAll('#' + CSS.escape(el.id)).length === 1)"
+                " ? '#' + CSS.escape(el.id) : null, el.getRootNode() instanceof ShadowRoot]",
                 timeout=self.action_timeout_ms)
-        except Exception:  # noqa: BLE001 - shadow roots and detached nodes fall back to role+name
-            sel = None
-        if sel:
-            return str(sel)
-        return role_selector(element.role, element.name)
+        except Exception:  # noqa: BLE001 - detached nodes fall back to role+name
+            info = [None, False]
+        return (str(info[0]) if info[0] else role_selector(element.role, element.name)), bool(info[1])
 
     def selector_matches(self, selector: str, element: Element) -> bool:
         """True when `selector` finds exactly the element the snapshot calls `element`."""
@@ -428,7 +431,9 @@ class Browser:
     def _selector_for(self, result: ActionResult) -> str | None:
         if result.target is None:
             return None
-        return self.stable_selector(result.target)
+        selector, in_shadow = self.element_info(result.target)
+        result.extra["in_shadow"] = in_shadow
+        return selector
 
 
 def role_selector(role: str, name: str) -> str:

@@ -1,0 +1,346 @@
+"""The decision loop: observe → decide → execute → verify, with memory and guardrails.
+
+Seed 001's loop: a domain change fires Trigger B (tips for this site); a
+failed command fires Trigger A (tips appended to the error); a repeated
+action aborts as `repeated_action`; too many errors stop as `max_errors`;
+an approval hook may veto an action. Seed 000's run registry gets
+`run_progress` every 3 turns. Before asking the policy at all, a recorded
+trajectory that matches the goal closely (similarity ≥ 0.85, same origin)
+is replayed step by step under guards, and control returns to the policy at
+the first failed guard.
+
+Example:
+    with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
+        memory = AgentMemory.open(store, projections_path)
+        result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
+                          start_url="http://shop.test/")
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.events import EnvState
+from ledger.ids import short_id
+from ledger.redact import MARKER
+from agent import prompt as P
+from agent.browser import Browser, Observation, domain_of, origin_of
+from agent.budget import DEFAULT_BUDGET, BudgetItem, fit
+from agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
+from agent.policy import Decision, DecisionContext, DecisionPolicy, StepView
+
+Approval = Callable[[Decision, Observation], bool]
+
+
+@dataclass
+class RunConfig:
+    max_turns: int = 25
+    max_errors: int = 6
+    budget: int = DEFAULT_BUDGET
+    repeat_limit: int = 3
+    progress_every: int = 3
+    approve: Approval | None = None
+    rep: int = 1
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    goal: str
+    success: bool
+    reason: str | None
+    turns: int
+    policy_decisions: int
+    replayed_steps: int
+    tokens_in: int
+    tokens_out: int
+    duration_ms: float
+    step_ms: float
+    memory_ms: float
+    final_url: str
+    errors: int
+    step_memory_ms: float = 0.0
+    case_id: str | None = None
+    memory_enabled: bool = True
+    learned: Learned | None = None
+    handback: str | None = None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @property
+    def memory_share(self) -> float:
+        """Share of step time spent in memory (recall, prompt provenance, recording)."""
+        return self.step_memory_ms / self.step_ms if self.step_ms > 0 else 0.0
+
+
+def check_success(check: dict[str, Any] | None, url: str, text: str) -> bool:
+    """A case's success check: every given condition must hold (url_pattern regex, text substring)."""
+    if not check:
+        return True
+    if check.get("url_pattern") and not re.search(str(check["url_pattern"]), url):
+        return False
+    if check.get("text") and str(check["text"]) not in text:
+        return False
+    return True
+
+
+def _action_key(d: Decision, url: str) -> str:
+    target = f"{d.target.role}:{d.target.name}" if d.target else ""
+    args = {k: v for k, v in sorted(d.args.items()) if k != "ref"}
+    return f"{d.command}|{target}|{args}|{url}"
+
+
+def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
+    lines = []
+    start = max(0, len(history) - n)
+    for i, h in enumerate(history[start:], start + 1):
+        target = f" {h.role} {P.quoted_name(h.name or '', 50)}" if h.role else ""
+        extra = ""
+        if h.command in ("press",):
+            extra = f" key={h.args.get('key', '')}"
+        elif h.command == "goto":
+            extra = f" {P.cap(str(h.args.get('url', '')), 100)}"
+        status = "Success" if h.ok else "Failed"
+        lines.append(f"{i}. [{status}] {h.command}{target}{extra}" + ("" if h.ok else " (see error)") +
+                     (" [replayed]" if h.decided_by == "replay" else ""))
+    return lines
+
+
+def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: list[str]) -> tuple[Decision | None, str | None, tuple[str, str] | None]:
+    """Guard a recorded step on the current page: (decision, why it cannot replay, healed selector)."""
+    if tstep.command == "finish":
+        return Decision("finish", {"result": "replayed trajectory complete"}, success=True,
+                        think="replay: recorded trajectory complete"), None, None
+    if tstep.url and origin_of(obs.url) != origin_of(tstep.url):
+        return None, f"origin changed ({origin_of(obs.url)} != {origin_of(tstep.url)})", None
+    el = None
+    healed = None
+    args = dict(tstep.args or {})
+    if tstep.role:
+        el = obs.by_identity(tstep.role, tstep.name or "")
+        if el is None:
+            return None, f"target {tstep.role} {P.quoted_name(tstep.name or '', 60)} is no longer on the page", None
+        if tstep.selector and not browser.selector_matches(tstep.selector, el):
+            healed = (tstep.selector, browser.stable_selector(el))
+        args["ref"] = el.ref
+    for k, v in list(args.items()):
+        if v == MARKER:
+            if not secrets:
+                return None, "the recorded value is a redacted secret and the goal gives none", None
+            args[k] = secrets[0]
+    return Decision(tstep.command, args, el, think=f"replay: {P.describe_step(tstep)}"), None, healed
+
+
+def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
+             run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
+             mode: str = "new", isolation: str = "shared", case_id: str | None = None,
+             success_check: dict[str, Any] | None = None, config: RunConfig | None = None) -> RunResult:
+    """Run one task to the end and record everything; returns the run's numbers."""
+    cfg = config or RunConfig()
+    run_id = run_id or short_id("run")
+    t_run = time.perf_counter()
+    memory.open_run(run_id, goal, start_url, session_id=session_id, parent_run_id=parent_run_id, mode=mode,
+                    isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"))
+    tier1 = memory.tier1()
+    system = P.system_instruction(goal, [l.lesson for l in tier1])
+    sys_item = BudgetItem("system", 100, system, event_ids=tuple(i for l in tier1 for i in l.event_ids[-2:]))
+    memory.context_built("system", cfg.budget, [sys_item], [], step=0, domain=domain_of(start_url) or None)
+    policy.start(goal, system)
+    secrets = goal_secrets(goal)
+
+    browser.new_page()
+    nav = browser.execute("goto", {"url": start_url})
+    history: list[StepView] = []
+    records: list[StepRecord] = []
+    turns = decisions = replayed = errors = 0
+    tokens_in = tokens_out = 0
+    step_ms = 0.0
+    reason: str | None = None
+    success = False
+    handback: str | None = None
+    current_domain: str | None = None
+    domain_lessons: list[Any] = []
+    sessions: list[Any] = []
+    facts: list[Any] = []
+    selectors: list[Any] = []
+    error_lessons: list[Any] = []
+    last_error: str | None = None
+    recent_keys: list[str] = []
+    match = None
+    replay_queue: list[Any] = []
+    final_decision: Decision | None = None
+    if not nav.ok:
+        reason = "navigation_failed"
+        handback = nav.error
+
+    step_mem = [0.0]
+
+    def take() -> float:
+        ms = memory.take_step_ms()
+        step_mem[0] += ms
+        return ms
+
+    first = True
+    while reason is None and turns < cfg.max_turns:
+        t_step = time.perf_counter()
+        step_no = turns + 1
+        obs = browser.observe()
+        if obs.domain != current_domain:
+            current_domain = obs.domain
+            domain_lessons = memory.domain_recall(current_domain, step_no)
+            sessions = memory.sessions(current_domain)
+            facts = memory.facts(current_domain)
+            selectors = memory.selectors(current_domain)
+        if first:
+            first = False
+            match, replay = memory.recall_trajectory(obs.domain, obs.origin, step_no)
+            if replay and match is not None:
+                replay_queue = list(match.trajectory.steps)
+
+        decision: Decision | None = None
+        decided_by = "policy"
+        tstep = None
+        if replay_queue:
+            tstep = replay_queue[0]
+            decision, why, healed = replay_decision(browser, obs, tstep, secrets)
+            if decision is None:
+                handback = f"step {len(match.trajectory.steps) - len(replay_queue) + 1}: {why}" if match else why
+                replay_queue = []
+            else:
+                replay_queue.pop(0)
+                decided_by = "replay"
+                if healed is not None and decision.target is not None:
+                    memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
+        if decision is None:
+            items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
+            if last_error:
+                items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
+                                          [i for l in error_lessons for i in l.event_ids[-2:]]))
+            if domain_lessons:
+                items.append(P.domain_tips([l.lesson for l in domain_lessons],
+                                           [i for l in domain_lessons for i in l.event_ids[-2:]]))
+            if sessions:
+                items.append(P.session_history(sessions, memory.policy.session_full_detail))
+            if match is not None:
+                items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
+                                                    match.trajectory.event_ids))
+            if facts:
+                items.append(P.app_knowledge(facts))
+            if selectors:
+                items.append(P.known_selectors(selectors))
+            mems = memory.step_memories([e.identity for e in obs.elements], goal)
+            if mems:
+                items.append(P.step_memories(mems))
+            warnings = memory.loop_warnings()
+            if history or warnings:
+                items.append(P.recent_actions(_recent_lines(history), warnings))
+            fitted = fit(items, cfg.budget)
+            step_text = P.render_step(fitted.kept)
+            memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
+            ctx = DecisionContext(
+                goal=goal, observation=obs, history=history, system_prompt=system, step_prompt=step_text,
+                tier1=[l.lesson for l in tier1], domain_tips=[l.lesson for l in domain_lessons],
+                error_tips=[l.lesson for l in error_lessons], last_error=last_error,
+                trajectory_steps=list(match.trajectory.steps) if match is not None else [],
+                facts=[(f.fact_type, f.key, f.value) for f in facts])
+            decision = policy.decide(ctx)
+            decisions += 1
+            tokens_in += decision.tokens_in
+            tokens_out += decision.tokens_out
+        turns += 1
+
+        key = _action_key(decision, obs.url)
+        recent_keys.append(key)
+        if decision.command != "finish" and len(recent_keys) >= cfg.repeat_limit and len(set(recent_keys[-cfg.repeat_limit:])) == 1:
+            reason = "repeated_action"
+            step_ms += (time.perf_counter() - t_step) * 1000
+            break
+
+        env_before = obs.env()
+        if cfg.approve is not None and decided_by != "replay" and not cfg.approve(decision, obs):
+            rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
+                             obs.url, obs.url, decision.target.role if decision.target else None,
+                             decision.target.name if decision.target else None, decided_by="approval")
+            records.append(rec)
+            history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
+            memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+            step_ms += (time.perf_counter() - t_step) * 1000
+            continue
+
+        if decision.command == "finish":
+            final_decision = decision
+            text = browser.page_text()
+            success = check_success(success_check, browser.page.url, text) if success_check else bool(decision.success)
+            if success_check and decision.success is False:
+                success = False
+            rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
+            records.append(rec)
+            history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
+            memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+            if decided_by == "replay":
+                replayed += 1
+            reason = None if success else ("check_failed" if decision.success else "gave_up")
+            step_ms += (time.perf_counter() - t_step) * 1000
+            break
+
+        result = browser.execute(decision.command, decision.args, decision.target)
+        if decided_by == "replay":
+            replayed += 1
+            if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
+                    and result.url_after != tstep.effect[4:]:
+                handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
+                replay_queue = []
+            if not result.ok:
+                handback = f"replayed {decision.command} failed: {result.error}"
+                replay_queue = []
+        rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
+                         error=result.error, url_before=result.url_before, url_after=result.url_after,
+                         role=decision.target.role if decision.target else None,
+                         name=decision.target.name if decision.target else None, selector=result.selector,
+                         sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
+                         in_shadow=bool(result.extra.get("in_shadow")))
+        records.append(rec)
+        history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
+                                rec.url_before, rec.url_after, decided_by))
+        if result.ok:
+            last_error, error_lessons = None, []
+        else:
+            errors += 1
+            last_error = result.error
+            error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
+        try:
+            title = browser.page.title()
+        except Exception:  # noqa: BLE001 - the page is navigating
+            title = ""
+        env_after = EnvState(url=result.url_after, title=title[:200])
+        memory.record_step(rec, env_before, env_after, decision.think, take(), cfg.rep)
+        if turns % cfg.progress_every == 0:
+            memory.progress(turns, browser.page.url)
+        step_ms += (time.perf_counter() - t_step) * 1000
+        if errors >= cfg.max_errors:
+            reason = "max_errors"
+    if reason is None and final_decision is None:
+        reason = "max_turns"
+
+    final_url = browser.page.url if browser.page is not None else ""
+    duration = (time.perf_counter() - t_run) * 1000
+    if success:
+        summary = f"Done in {turns} turns: {P.cap(str((final_decision.args if final_decision else {}).get('result', 'goal reached')), 200)}"
+    else:
+        summary = f"Stopped ({reason}) after {turns} turns" + (f": {P.cap(str(final_decision.args.get('result', '')), 200)}" if final_decision else "")
+    outcome = RunOutcome(success=success, summary=summary, reason=reason, final_url=final_url, turns=turns,
+                         tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration, policy_decisions=decisions,
+                         replayed_steps=replayed,
+                         result=str(final_decision.args.get("result", ""))[:500] if final_decision else None)
+    memory.take_step_ms()
+    learned = memory.finish_run(outcome, records)
+    return RunResult(run_id=run_id, goal=goal, success=success, reason=reason, turns=turns, policy_decisions=decisions,
+                     replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration,
+                     step_ms=step_ms, memory_ms=memory.ms_total, step_memory_ms=step_mem[0], final_url=final_url, errors=errors, case_id=case_id,
+                     memory_enabled=memory.enabled, learned=learned, handback=handback)

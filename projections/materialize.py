@@ -4,7 +4,8 @@ Per projection it keeps a checkpoint (last seq folded, the fingerprint of the
 projection's code and the policy, the digest of its state, the ledger's hash
 at that seq), the latest state (compressed canonical JSON), readable tables
 (one set per projection, for DuckDB and humans) and periodic snapshots every
-`SNAPSHOT_EVERY` events, from which `as_of` folds forward.
+`SNAPSHOT_EVERY` events (less often for a large state), from which `as_of`
+folds forward only the events of the projections a query touches.
 
 Reading memory first catches up incrementally. A projection is rebuilt from
 the log by itself when its fingerprint changes, when the ledger is not the one
@@ -30,12 +31,15 @@ from ledger.errors import LedgerError
 from ledger.events import RecordedEvent
 from projections.policy import DEFAULT_POLICY, Policy
 from projections.state import (
-    PROJECTIONS, MemoryState, decode, digest_of, dispatch, encode, fingerprint, fold, module,
+    PROJECTIONS, LazyState, MemoryState, decode, digest_of, dispatch, encode, fingerprint, fold, module,
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SNAPSHOT_EVERY = 10_000
+#: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
+#: large state costs about as much to load as the events folded after it (and storage stays bounded)
+SNAPSHOT_BYTES_PER_EVENT = 250
 PROGRESS_MIN = 20_000  # catch-ups shorter than this don't draw a progress bar
 FLUSH_SNAPSHOTS = 20  # write buffered snapshots in batches (bounded memory on a long rebuild)
 
@@ -115,7 +119,7 @@ def _connect(path: Path) -> sqlite3.Connection:
                     "CREATE TABLE IF NOT EXISTS _states (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
                     "state BLOB NOT NULL)",
                     "CREATE TABLE IF NOT EXISTS _snapshots (projection TEXT NOT NULL, seq INTEGER NOT NULL, "
-                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, "
+                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, size INTEGER, "
                     "PRIMARY KEY (projection, seq))",
                 ):
                     conn.execute(ddl)
@@ -298,8 +302,9 @@ class Catchup:
         self.only = tuple(only) if only else PROJECTIONS
         self.rebuild = rebuild
         self.progress = progress
-        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None]] = []
-        self.last_snap: dict[str, tuple[int, str]] = {}
+        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int]] = []
+        self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
+        self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
 
     def run(self) -> MemoryState:
         with _lock, opened(self.path) as (conn, checkpoints):
@@ -348,10 +353,11 @@ class Catchup:
             conn.execute("DELETE FROM _meta WHERE key = 'writing'")
             conn.execute("COMMIT")
         for name in PROJECTIONS:
-            row = conn.execute("SELECT seq, digest FROM _snapshots WHERE projection = ? ORDER BY seq DESC LIMIT 1",
-                               (name,)).fetchone()
+            row = conn.execute("SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? "
+                               "ORDER BY seq DESC LIMIT 1", (name,)).fetchone()
             if row:
-                self.last_snap[name] = (row[0], row[1])
+                self.last_snap[name] = (row[0], row[1], row[2] or 0)
+                self.blob_seq[name] = row[3] if row[3] is not None else row[0]
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
 
@@ -359,14 +365,17 @@ class Catchup:
             for name in PROJECTIONS:
                 if seq <= starts[name]:
                     continue
+                prev = self.last_snap.get(name)
+                if prev is not None and seq - prev[0] < max(SNAPSHOT_EVERY, prev[2] // SNAPSHOT_BYTES_PER_EVENT):
+                    continue
                 raw = encode(getattr(state, name))
                 dig = hashlib.sha256(raw).hexdigest()
-                prev = self.last_snap.get(name)
-                if prev is not None and prev[1] == dig:
-                    self.snapshots.append((name, seq, fp[name], dig, None, prev[0]))
+                if prev is not None and prev[1] == dig:  # unchanged: point at the stored one
+                    self.snapshots.append((name, seq, fp[name], dig, None, self.blob_seq[name], len(raw)))
                 else:
-                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None))
-                    self.last_snap[name] = (seq, dig)
+                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None, len(raw)))
+                    self.blob_seq[name] = seq
+                self.last_snap[name] = (seq, dig, len(raw))
             if len(self.snapshots) >= FLUSH_SNAPSHOTS * len(PROJECTIONS):
                 self._flush_snapshots(conn)
 
@@ -390,8 +399,8 @@ class Catchup:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
-            conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as) "
-                             "VALUES (?, ?, ?, ?, ?, ?)", self.snapshots)
+            conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as, "
+                             "size) VALUES (?, ?, ?, ?, ?, ?, ?)", self.snapshots)
             conn.execute("DELETE FROM _meta WHERE key = 'writing'")
             conn.execute("COMMIT")
         except BaseException:
@@ -430,48 +439,64 @@ class Catchup:
 
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
                as_of: int | str | None = None, progress: bool | None = None) -> MemoryState:
-    """Every projection at the ledger's head (catching projections.db up first), or at `as_of`."""
+    """Every projection at the ledger's head (catching projections.db up first), or at `as_of`
+    (then each projection is loaded when first used: most queries touch one or two)."""
     to_seq = resolve_seq(store, as_of) if as_of is not None else None
     if projections_path is None:
         return fold(MemoryState.empty(), store.read(1, to_seq), policy)
-    state = Catchup(store, Path(projections_path), policy, progress=progress).run()
-    if to_seq is None or to_seq >= state.head:
-        return state
-    return state_at(store, Path(projections_path), policy, to_seq)
+    path = Path(projections_path)
+    if to_seq is None or to_seq >= int(store.head()):
+        return Catchup(store, path, policy, progress=progress).run()
+    caught_up(store, path, policy, progress)
+    return LazyState(lambda name: projection_at(store, path, policy, name, to_seq), to_seq)
 
 
-def state_at(store: Any, path: Path, policy: Policy, seq: int) -> MemoryState:
-    """Every projection at `seq`: the nearest snapshot at or before it, folded forward."""
-    state = MemoryState.empty()
-    starts: dict[str, int] = {}
+def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: bool | None = None) -> None:
+    """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
+    head = int(store.head())
+    with _lock, opened(path) as (_, cps):
+        current = all(n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy)
+                      for n in PROJECTIONS)
+        if current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head)):
+            return
+    Catchup(store, path, policy, progress=progress).run()
+
+
+def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -> Any:
+    """One projection at `seq`: its nearest snapshot at or before `seq`, then only its own
+    event types folded forward."""
+    mod = module(name)
+    state, start = mod.empty(), 0
     with opened(path) as (conn, _):
-        for name in PROJECTIONS:
-            starts[name] = 0
-            fp = fingerprint(name, policy)
-            row = conn.execute(
-                "SELECT seq, state, same_as, digest FROM _snapshots WHERE projection = ? AND seq <= ? "
-                "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()
-            if row is None:
-                continue
-            snap_seq, blob, same_as, dig = row
+        row = conn.execute(
+            "SELECT seq, state, same_as FROM _snapshots WHERE projection = ? AND seq <= ? AND fingerprint = ? "
+            "ORDER BY seq DESC LIMIT 1", (name, seq, fingerprint(name, policy))).fetchone()
+        if row is not None:
+            snap_seq, blob, same_as = row
             if blob is None:
                 ref = conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
                                    (name, same_as)).fetchone()
-                if ref is None or ref[0] is None:
-                    continue
-                blob = ref[0]
-            try:
-                st = decode(name, _unpack(blob))
-            except (zlib.error, ValueError):
-                continue
-            setattr(state, name, st)
-            starts[name] = snap_seq
-    lo = min(starts.values())
-    state.head = lo
-    fold_from(state, starts, store.read(lo + 1, seq) if seq > lo else iter(()), policy)
-    state.head = seq
+                blob = ref[0] if ref is not None else None
+            if blob is not None:
+                try:
+                    state, start = decode(name, _unpack(blob)), snap_seq
+                except (zlib.error, ValueError):
+                    state, start = mod.empty(), 0
+    if seq > start:
+        apply = mod.apply
+        for ev in store.read(start + 1, seq, types=mod.TYPES):
+            state = apply(state, ev, policy)
+    return state
+
+
+def state_at(store: Any, path: Path, policy: Policy, seq: int) -> MemoryState:
+    """Every projection at `seq` (loaded now)."""
+    caught_up(store, path, policy)
+    state = MemoryState.empty()
     for name in PROJECTIONS:
-        state.heads[name] = seq
+        setattr(state, name, projection_at(store, path, policy, name, seq))
+    state.head = seq
+    state.heads = {n: seq for n in PROJECTIONS}
     return state
 
 

@@ -63,6 +63,24 @@ class MemoryState:
         return state
 
 
+_NAMES = frozenset(PROJECTIONS)
+
+
+class LazyState(MemoryState):
+    """A MemoryState whose projections are loaded on first access (as-of views)."""
+
+    def __init__(self, loader: Callable[[str], Any], head: int):
+        super().__init__(head=head, heads={n: head for n in PROJECTIONS})
+        object.__setattr__(self, "_loader", loader)
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if value is None and name in _NAMES:
+            value = object.__getattribute__(self, "_loader")(name)
+            object.__setattr__(self, name, value)
+        return value
+
+
 Apply = Callable[[Any, RecordedEvent, Policy], Any]
 
 

@@ -148,7 +148,7 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
     with open_store(url=url) as store:
         if store.head():
             raise SystemExit(f"{url}: the load needs an empty ledger")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")  # before the follower thread starts: no threads to inherit
     ready, results = ctx.Queue(), ctx.Queue()
     start, stop = ctx.Event(), ctx.Event()
     procs = [ctx.Process(target=_writer, args=(url, options, n, ready, start, stop, results)) for n in range(writers)]

@@ -1,24 +1,26 @@
 -- Typed views over the attached ledger (`ev_raw` = the events table, read-only).
 -- `ev` hides every event about a forgotten subject (subject_forgotten: domain, run,
 -- session, lesson) and the forget events themselves; every other view reads `ev`.
+-- `ev` and the forgotten sets are tables: the ledger is scanned once per connection,
+-- so every answer of one connection sees the same snapshot.
 -- Times: *_at columns are the ledger's text (text order = time order); *_ts are TIMESTAMP (UTC).
 
 CREATE MACRO j(p, k) AS json_extract_string(p, '$.' || k);
 CREATE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k || '[*]'), []::VARCHAR[]);
 CREATE MACRO ts(t) AS CAST(t AS TIMESTAMP);
 
-CREATE VIEW forgotten AS
+CREATE TABLE forgotten AS
 SELECT seq, j(payload, 'subject_kind') AS kind, j(payload, 'subject') AS subject
 FROM ev_raw WHERE type = 'subject_forgotten';
 
-CREATE VIEW forgotten_domains AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'domain';
-CREATE VIEW forgotten_lessons AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'lesson';
+CREATE TABLE forgotten_domains AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'domain';
+CREATE TABLE forgotten_lessons AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'lesson';
 
 -- a domain is forgotten with its subdomains (www.shop.test goes with shop.test)
 CREATE MACRO domain_forgotten(d) AS
     d IS NOT NULL AND EXISTS (SELECT 1 FROM forgotten_domains f WHERE d = f.subject OR d LIKE '%.' || f.subject);
 
-CREATE VIEW forgotten_runs AS
+CREATE TABLE forgotten_runs AS
 SELECT subject AS run_id FROM forgotten WHERE kind = 'run'
 UNION
 SELECT run_id FROM ev_raw
@@ -29,7 +31,7 @@ WHERE type = 'run_started' AND (
 -- Events about a forgotten run or domain are dropped, except lesson events: as in the
 -- lessons projection, a universal lesson survives the forgetting of a domain or run where
 -- it was used, so those events stay with their run, step and domain masked (NULL).
-CREATE VIEW ev AS
+CREATE TABLE ev AS
 WITH marked AS (
     SELECT *, (run_id IS NOT NULL AND run_id IN (SELECT run_id FROM forgotten_runs)) OR domain_forgotten(domain) AS masked
     FROM ev_raw

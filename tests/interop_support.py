@@ -23,7 +23,7 @@ DATA = Path(__file__).parent / "data" / "interop"
 
 def new_store(root: Path) -> SqliteStore:
     root.mkdir(parents=True, exist_ok=True)
-    return SqliteStore.open(root / "ledger.db", clock=SteppingClock())
+    return SqliteStore.open(root / "ledger.db", clock=SteppingClock(), synchronous="OFF")
 
 
 def export_of(store: SqliteStore, fmt: str, out: Path, as_of: int | None = None) -> Path:

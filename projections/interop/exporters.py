@@ -225,7 +225,10 @@ def _events(store: Any, ids: Iterable[str]) -> list[Any]:
 
 
 def step_entries(state: Any, store: Any) -> list[dict[str, Any]]:
-    """Every step memory as a Trayn MemoryEntry (pending ones too), run by run, step by step."""
+    """Every step memory as a Trayn MemoryEntry (pending ones too), by record id.
+
+    An imported record keeps its id; other steps are numbered after the largest one, run by
+    run and step by step."""
     memories = [m for steps in state.step_memories.by_run.values()
                 for m in sorted(steps.values(), key=lambda m: m.step)]
     wanted = [m.action.get("args", {}).get("record_id") for m in memories]
@@ -258,6 +261,7 @@ def step_entries(state: Any, store: Any) -> list[dict[str, Any]]:
             "createdAt": ts_to_ms(recorded.occurred_at) if recorded is not None else 0,
             "stepNum": m.step, "rep": m.rep}
         entries.append(_drop_none(entry))
+    entries.sort(key=lambda e: e["id"])  # record ids are creation order, as Trayn's store lists them
     return entries
 
 

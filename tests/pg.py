@@ -13,6 +13,7 @@ Usage::
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import pwd
@@ -73,7 +74,9 @@ class TempPostgres:
         self.durable = durable
         self.max_connections = max_connections
         self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="memledger-pg-"))
+        # under /tmp when we hand it to another user: $TMPDIR may be a directory only root can enter
+        base = "/tmp" if self.user and Path("/tmp").is_dir() else None
+        self.root = Path(tempfile.mkdtemp(prefix="memledger-pg-", dir=base))
         self.data = self.root / "data"
         self.proc: subprocess.Popen[bytes] | None = None
         self._counter = 0
@@ -99,6 +102,7 @@ class TempPostgres:
         self.proc = subprocess.Popen([str(self.bindir / "postgres"), "-D", str(self.data), *settings],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root,
                                      start_new_session=True, **self._run_as())  # type: ignore[call-overload]
+        atexit.register(self.stop)  # a server outliving an interrupted test run is a leak
         self._wait_ready()
         return self
 

@@ -138,3 +138,31 @@ def test_duckdb_reads_the_postgres_ledger_through_the_scanner(pg_server: TempPos
             con.execute("DELETE FROM ledger.events")
     finally:
         con.close()
+
+
+def test_missing_postgresql_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.pg as pg
+    monkeypatch.setattr(pg.glob, "glob", lambda _pattern: [])
+    monkeypatch.setattr(pg.shutil, "which", lambda _name: None)
+    with pytest.raises(pg.PostgresMissing, match=r"apt-get install -y postgresql"):
+        pg.find_bindir()
+
+
+def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tmp_path: Path) -> None:
+    """Nothing above `ledger` knows the store: the policy writer and the view behave identically."""
+    from ledger.events import FactObserved
+    from projections.view import MemoryView
+    from projections.writer import MemoryWriter
+    observations = [event(FactObserved(fact_type="quirk", key="cookie banner", value=v), domain="shop.test")
+                    for v in ("top", "top", "bottom", "bottom")]
+    results = []
+    for url in (pg_url, f"sqlite:///{tmp_path / 'm' / 'ledger.db'}"):
+        with open_store(url=url, clock=SteppingClock()) as store:
+            writer = MemoryWriter(store)
+            for ob in observations:
+                writer.append([ob])
+            view = MemoryView.open(store)
+            results.append(([(e.seq, e.type, e.data, e.recorded_at) for e in store.read()],
+                            [(f.value, f.confidence, f.closed) for f in view.facts("shop.test", include_closed=True)]))
+    assert results[0] == results[1]
+    assert len(results[0][0]) > len(observations)  # the policy's decisions were appended too

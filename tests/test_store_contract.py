@@ -294,3 +294,8 @@ def test_four_processes_lose_nothing(store: Any, store_url: str) -> None:
     assert len({e.id for e in events}) == 120
     result = store.verify()
     assert result.ok and result.count == 120
+
+
+def test_both_stores_implement_the_store_protocol(store: Any) -> None:
+    from ledger.protocol import EventStore
+    assert isinstance(store, EventStore)

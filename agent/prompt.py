@@ -100,11 +100,11 @@ def session_history(sessions: Sequence[Any], full_detail: int = 2) -> BudgetItem
         ids.extend(s.event_ids)
         status = "success" if s.success else "failed"
         if i >= n - full_detail:
-            lines.append(f"- [{status}] goal: {cap(s.goal, 200)}\n  outcome: {cap(s.outcome, 200)}\n"
+            lines.append(f"- {status}: goal: {cap(s.goal, 200)}\n  outcome: {cap(s.outcome, 200)}\n"
                          f"  final URL: {cap(s.final_url, 200)}\n  turns: {s.turns_used}, "
                          f"duration: {s.duration_ms / 1000:.1f}s, session: {s.session_id}")
         else:
-            lines.append(f"- [{status}] {cap(s.goal, 80)} ({s.turns_used} turns)")
+            lines.append(f"- {status}: {cap(s.goal, 80)} ({s.turns_used} turns)")
     return BudgetItem("session_history", PRIORITIES["session_history"], "\n".join(lines), event_ids=tuple(ids))
 
 
@@ -140,7 +140,7 @@ def app_knowledge(facts: Sequence[Any]) -> BudgetItem:
     ids: list[str] = []
     for f in facts:
         ids.extend(f.event_ids)
-        lines.append(f"- [{f.fact_type}] {cap(f.key, 80)}: {cap(f.value, 160)} (confidence {f.confidence:.2f})")
+        lines.append(f"- {f.fact_type}: {cap(f.key, 80)}: {cap(f.value, 160)} (confidence {f.confidence:.2f})")
     return BudgetItem("app_knowledge", PRIORITIES["app_knowledge"], "\n".join(lines), event_ids=tuple(ids))
 
 

@@ -1,0 +1,66 @@
+"""`memledger run` and `memledger demo`: thin commands over agent.runner."""
+from __future__ import annotations
+
+import click
+from ledger.settings import Settings
+
+
+def _settings(memory_dir: str | None = None) -> Settings:
+    settings = click.get_current_context().find_object(Settings)
+    if settings is None:
+        settings = Settings()
+    if memory_dir is not None:
+        settings.close()
+        settings.memory = memory_dir
+    return settings
+
+
+@click.command("run")
+@click.option("--goal", "--task", "goal", default=None, help="What the agent should do (quote element names).")
+@click.option("--url", "--start-url", "start_url", default=None, help="Where to start.")
+@click.option("--cases", "cases_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A JSON cases file: [{id, goal, site, start_url, success}]. Bundled: agent/sites/cases.json.")
+@click.option("--case", "case_ids", multiple=True, help="Only these case ids from --cases.")
+@click.option("--no-memory", is_flag=True, help="Clean baseline: read and learn nothing (the run is still logged).")
+@click.option("--memory-dir", default=None, metavar="DIR", help="Memory directory (same as the global option).")
+@click.option("--trace-scoring", is_flag=True, help="Rank trajectories by 60% similarity, 20% recency, 10% speed, 10% verification.")
+@click.option("--trace-ttl-days", type=click.FloatRange(min=0), default=None, metavar="N", help="Trajectory expiry (default 30).")
+@click.option("--session-id", default=None, help="Tag related runs with one session id.")
+@click.option("--resume-run", default=None, metavar="RUN", help="Continue from RUN's final URL, same session.")
+@click.option("--fork-run", default=None, metavar="RUN", help="Branch off RUN with a new session id.")
+@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default="shared",
+              help="per-run: a fresh ledger under <memory-dir>/runs/<run_id>/ for each run.")
+@click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
+              help="scripted (no model) or openai (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL, MEMLEDGER_LLM_API_KEY).")
+@click.option("--max-turns", type=click.IntRange(min=1), default=25)
+def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
+        memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
+        resume_run: str | None, fork_run: str | None, isolation: str, policy: str, max_turns: int) -> None:
+    """Run the browser agent on a goal or a cases file, with memory.
+
+    Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
+    """
+    from agent.runner import RunOptions, results_table, run_agent, wide_console
+    opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
+                      trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
+                      resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
+                      max_turns=max_turns, case_ids=list(case_ids))
+    results = run_agent(_settings(memory_dir), opts)
+    wide_console().print(results_table(results))
+
+
+@click.command("demo")
+@click.option("--cases", "cases_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Cases to run (default: the bundled suite).")
+@click.option("--no-audit", is_flag=True, help="Skip the audit of one run at the end.")
+def demo(cases_file: str | None, no_audit: bool) -> None:
+    """Serve the bundled sites and run the suite with memory off, then twice with memory on;
+    print passes, turns, policy decisions, tokens and memory's share of step time.
+
+    Example: memledger --memory-dir .agent-memory demo
+    """
+    from agent.runner import run_demo, wide_console
+    run_demo(_settings(), wide_console(), cases_file, audit=not no_audit)
+
+
+COMMANDS = [run, demo]

@@ -1,0 +1,250 @@
+"""Running the agent for people: `memledger run` and `memledger demo` in library form.
+
+`run_agent` resolves what to run (one goal, a cases file, a resume or a fork
+of an earlier run), serves the bundled sites when a URL points at them,
+starts one Chromium for all runs, opens memory per the isolation mode
+(`shared`: the memory directory's ledger; `per-run`: a fresh ledger under
+`<memory-dir>/runs/<run_id>/` for each run) and runs each task.
+
+`run_demo` is the README's main job: the bundled suite with memory off, then
+twice with memory on, and a table of passes, turns, policy decisions, tokens
+and memory's share of step time; then a short audit of one run.
+
+Example:
+    results = run_agent(settings, RunOptions(goal='Open "Wool Socks"', start_url="http://shop.test/"))
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ledger.errors import LedgerError
+from ledger.ids import short_id
+from agent.browser import Browser
+from agent.loop import RunConfig, RunResult, run_task
+from agent.memory import AgentMemory
+from agent.policy import make_policy
+from agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
+from projections.policy import Policy
+
+TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
+               "would have read), plus its tool call; replayed steps build no prompt")
+
+
+@dataclass
+class RunOptions:
+    goal: str | None = None
+    start_url: str | None = None
+    cases_file: str | None = None
+    memory: bool = True
+    trace_scoring: bool = False
+    trace_ttl_days: float | None = None
+    session_id: str | None = None
+    resume_run: str | None = None
+    fork_run: str | None = None
+    isolation: str = "shared"
+    policy: str = "scripted"
+    max_turns: int = 25
+    case_ids: list[str] = field(default_factory=list)
+
+
+def wide_console(stderr: bool = False) -> Console:
+    """A terminal-width console on a terminal; 140 columns when output is captured (logs, CI)."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=140)
+
+
+def memory_policy(opts: RunOptions) -> Policy:
+    fields: dict[str, Any] = {"trace_scoring": opts.trace_scoring}
+    if opts.trace_ttl_days is not None:
+        fields["trace_ttl_days"] = opts.trace_ttl_days
+    return Policy(**fields)
+
+
+def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, Any]]:
+    """The tasks to run: a cases file, a resume/fork of a recorded run, or one goal and URL."""
+    if opts.resume_run and opts.fork_run:
+        raise LedgerError("choose one of --resume-run and --fork-run")
+    if opts.cases_file:
+        cases = load_cases(opts.cases_file)
+        if opts.case_ids:
+            cases = [c for c in cases if c["id"] in opts.case_ids]
+        return [{"goal": c["goal"], "start_url": c["start_url"], "case_id": c["id"], "check": c.get("success"),
+                 "session_id": opts.session_id, "mode": "new", "parent_run_id": None} for c in cases]
+    if opts.resume_run or opts.fork_run:
+        from projections.view import MemoryView
+        prior = opts.resume_run or opts.fork_run
+        view = MemoryView.open(settings.store(), settings.projections_path, policy)
+        manifest = view.run(prior)
+        if manifest is None:
+            raise LedgerError(f"no run {prior!r} in the ledger")
+        goal = opts.goal or manifest.goal
+        scen = view.resume_scenario(prior, goal) if opts.resume_run else view.fork_scenario(prior, goal)
+        start = opts.start_url or scen["startUrl"]
+        if not start:
+            raise LedgerError(f"run {prior!r} has no URL to continue from; give --url")
+        return [{"goal": goal, "start_url": start, "case_id": manifest.case_id if hasattr(manifest, "case_id") else None,
+                 "check": None, "session_id": scen["sessionId"] if opts.fork_run else (opts.session_id or scen["sessionId"]),
+                 "mode": "resume" if opts.resume_run else "fork", "parent_run_id": scen["parentRunId"]}]
+    if not opts.goal or not opts.start_url:
+        raise LedgerError("give --goal and --url, or --cases FILE, or --resume-run/--fork-run RUN")
+    return [{"goal": opts.goal, "start_url": opts.start_url, "case_id": None, "check": None,
+             "session_id": opts.session_id, "mode": "new", "parent_run_id": None}]
+
+
+def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, stack: ExitStack) -> AgentMemory:
+    if opts.isolation == "per-run":
+        from ledger.location import memory_dir
+        from ledger.store import SqliteStore
+        d = memory_dir(settings.dir / "runs" / run_id)
+        store = SqliteStore.open(d / "ledger.db")
+        stack.callback(store.close)
+        return AgentMemory.open(store, d / "projections.db", policy, enabled=opts.memory)
+    return AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=opts.memory)
+
+
+def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -> list[RunResult]:
+    """Run every task of `opts` in one browser; returns each run's numbers."""
+    console = console or wide_console(stderr=True)
+    policy = memory_policy(opts)
+    tasks = _tasks(settings, opts, policy)
+    results: list[RunResult] = []
+    with ExitStack() as stack:
+        proxy = None
+        if any(is_bundled(t["start_url"]) for t in tasks):
+            proxy = stack.enter_context(SitesServer()).proxy
+        browser = stack.enter_context(Browser(proxy=proxy))
+        from rich.progress import Progress
+        with Progress(console=console, transient=True) as bar:
+            job = bar.add_task("running", total=len(tasks))
+            for t in tasks:
+                bar.update(job, description=f"{t['case_id'] or 'run'}: {t['goal'][:50]}")
+                run_id = short_id("run")
+                with ExitStack() as run_stack:
+                    memory = _memory_for(settings, opts, policy, run_id, run_stack)
+                    decision_policy = make_policy(opts.policy)
+                    results.append(run_task(
+                        browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
+                        session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
+                        isolation=opts.isolation, case_id=t["case_id"], success_check=t["check"],
+                        config=RunConfig(max_turns=opts.max_turns)))
+                bar.advance(job)
+    return results
+
+
+def results_table(results: list[RunResult], title: str = "runs") -> Table:
+    t = Table(title=title, caption=TOKENS_NOTE, title_justify="left")
+    for col in ("task", "run", "memory", "pass", "turns", "decisions", "replayed", "tokens", "memory share", "stop"):
+        t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
+                     no_wrap=col == "run")
+    for r in results:
+        t.add_row(r.case_id or "-", r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
+                  str(r.turns), str(r.policy_decisions), str(r.replayed_steps), str(r.tokens),
+                  f"{100 * r.memory_share:.1f}%", r.reason or "finished")
+    return t
+
+
+# ---- the demo --------------------------------------------------------------------------
+
+PASSES = (("memory off", False), ("memory on #1", True), ("memory on #2", True))
+
+
+@dataclass
+class DemoReport:
+    passes: dict[str, list[RunResult]]
+    audited_run: str | None = None
+
+
+def _totals(rs: list[RunResult]) -> dict[str, float]:
+    step = sum(r.step_ms for r in rs)
+    return {"passes": sum(r.success for r in rs), "tasks": len(rs), "turns": sum(r.turns for r in rs),
+            "decisions": sum(r.policy_decisions for r in rs), "replayed": sum(r.replayed_steps for r in rs),
+            "tokens": sum(r.tokens for r in rs), "errors": sum(r.errors for r in rs),
+            "share": (sum(r.step_memory_ms for r in rs) / step) if step else 0.0,
+            "seconds": sum(r.duration_ms for r in rs) / 1000}
+
+
+def demo_tables(report: DemoReport) -> tuple[Table, Table]:
+    per = Table(title="Per task (pass/turns/decisions/tokens)", caption=TOKENS_NOTE, title_justify="left")
+    per.add_column("task")
+    for label, _ in PASSES:
+        per.add_column(label, justify="right")
+    names = [r.case_id or r.goal[:30] for r in report.passes[PASSES[0][0]]]
+    for i, name in enumerate(names):
+        cells = []
+        for label, _ in PASSES:
+            r = report.passes[label][i]
+            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5}"
+                         + (f"  ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
+        per.add_row(name, *cells)
+    tot = Table(title="Totals", title_justify="left")
+    for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",
+                "memory share of step time", "wall time"):
+        tot.add_column(col, justify="right" if col != "pass" else "left")
+    for label, _ in PASSES:
+        s = _totals(report.passes[label])
+        tot.add_row(label, f"{s['passes']}/{s['tasks']}", str(s["turns"]), str(s["decisions"]), str(s["replayed"]),
+                    str(s["tokens"]), str(s["errors"]), f"{100 * s['share']:.1f}%", f"{s['seconds']:.1f}s")
+    return per, tot
+
+
+def run_demo(settings: Any, console: Console | None = None, cases_file: str | None = None,
+             audit: bool = True) -> DemoReport:
+    """Serve the bundled sites; run the suite with memory off, then twice with memory on; print
+    the comparison and a short audit of one run (the first memory-on run that got site tips)."""
+    console = console or wide_console()
+    cases = load_cases(cases_file or CASES_FILE)
+    policy = Policy()
+    passes: dict[str, list[RunResult]] = {}
+    with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
+        from rich.progress import Progress
+        with Progress(console=console, transient=True) as bar:
+            job = bar.add_task("demo", total=len(cases) * len(PASSES))
+            for label, enabled in PASSES:
+                memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
+                rs = []
+                for c in cases:
+                    bar.update(job, description=f"{label}: {c['id']}")
+                    rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
+                                       start_url=c["start_url"], case_id=c["id"], success_check=c.get("success")))
+                    bar.advance(job)
+                passes[label] = rs
+    report = DemoReport(passes=passes)
+    per, tot = demo_tables(report)
+    console.print(per)
+    console.print(tot)
+    if audit:
+        report.audited_run = _print_audit(settings, report, console)
+    return report
+
+
+def _print_audit(settings: Any, report: DemoReport, console: Console) -> str | None:
+    """A short audit of one run: which memory items its first prompt held, and who taught them."""
+    store = settings.store()
+    candidates = report.passes[PASSES[1][0]]
+    chosen = None
+    for r in candidates:
+        if any(ev.data.get("matched") for ev in store.read(run_id=r.run_id, types=["domain_recall"])):
+            chosen = r
+            break
+    chosen = chosen or candidates[0]
+    console.rule(f"audit of {chosen.run_id} ({chosen.case_id}, memory on #1)")
+    try:
+        from analytics.audit import audit_run
+        from analytics.render import audit_text
+    except ImportError:
+        audit_run = None
+    first_step = next((ev.step for ev in store.read(run_id=chosen.run_id, types=["context_built"])
+                       if ev.data.get("prompt") == "step"), 1)
+    if audit_run is not None:
+        audit_text(audit_run(store, chosen.run_id, first_step), console)
+    else:
+        for ev in store.read(run_id=chosen.run_id):
+            if ev.type in ("tier1_loaded", "domain_recall", "error_recall", "trajectory_recalled", "lesson_recorded"):
+                console.print(f"{ev.seq:>6} step {ev.step} {ev.type}: {ev.data.get('lessons') or ev.data.get('lesson') or ev.data.get('matched_goal')}")
+    console.print(f"full audit: memledger --memory-dir {settings.dir} audit {chosen.run_id}")
+    return chosen.run_id

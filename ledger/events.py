@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Union
@@ -565,6 +565,26 @@ class RecordedEvent:
         out = self.envelope()
         out["payload"] = self.data
         return out
+
+
+# A frozen dataclass's __init__ sets every field through object.__setattr__, ~5x slower than plain
+# stores, and reads build one RecordedEvent per row. The store builds them through a plain slotted twin
+# with the identical slot layout, then retags the instance as a RecordedEvent (same fields, same
+# equality, still frozen afterwards).
+_RecordedTwin = make_dataclass(
+    "_RecordedTwin",
+    [(f.name, Any) if f.default_factory is MISSING else (f.name, Any, field(default_factory=f.default_factory))
+     for f in fields(RecordedEvent)],
+    slots=True,
+)
+assert _RecordedTwin.__slots__ == RecordedEvent.__slots__  # type: ignore[attr-defined]
+
+
+def recorded_event(*values: Any) -> RecordedEvent:
+    """`RecordedEvent(*values)`, fast (see `_RecordedTwin`)."""
+    ev = _RecordedTwin(*values)
+    ev.__class__ = RecordedEvent  # type: ignore[assignment]
+    return ev  # type: ignore[return-value]
 
 
 def json_schema(type_: str | None = None) -> dict[str, Any]:

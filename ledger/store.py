@@ -30,7 +30,7 @@ import sqlite_utils
 
 from ledger.clock import Clock, format_ts, normalize_ts, system_clock
 from ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NotALedger, translated
-from ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, upcast
+from ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
 from ledger.ids import uuid7
 from ledger.redact import Redactor, default_redactor
 
@@ -51,13 +51,15 @@ def chain_hash(prev_hash: str, row: Sequence[Any]) -> str:
     return hashlib.sha256(prev_hash.encode() + body).hexdigest()
 
 
+_CURRENT_VERSION = {name: cls.CURRENT_VERSION for name, cls in EVENT_TYPES.items()}
+
+
 def row_to_event(row: Sequence[Any]) -> RecordedEvent:
     seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, payload, prev, h = row
     data = orjson.loads(payload)
-    cls = EVENT_TYPES.get(type_)
-    if cls is not None and schema_v < cls.CURRENT_VERSION:
+    if schema_v < _CURRENT_VERSION.get(type_, 0):
         data = upcast(type_, schema_v, data)
-    return RecordedEvent(seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, data, payload, prev, h)
+    return recorded_event(seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, data, payload, prev, h)
 
 
 def serialize_payload(payload: Payload, redactor: Redactor) -> str:
@@ -146,22 +148,25 @@ class Transaction:
         now = format_ts(self.store.clock())
         rec_at = max(now, self._last_rec) if self._last_rec else now
         seq, prev = self._seq, self._hash
+        redactor, sha256, dumps, append_row = self.store.redactor, hashlib.sha256, orjson.dumps, rows.append
         for i, ev in enumerate(events):
+            payload = ev.payload
             stream = ev.resolved_stream
-            if stream not in versions:
-                versions[stream] = self.stream_version(stream)
-            versions[stream] += 1
+            version = versions.get(stream)
+            if version is None:
+                version = self.stream_version(stream)
+            versions[stream] = version = version + 1
             seq += 1
             try:
-                payload_json = serialize_payload(ev.payload, self.store.redactor)
+                payload_json = serialize_payload(payload, redactor)
             except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
                 reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
                 raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
             occurred = normalize_ts(ev.occurred_at) if ev.occurred_at is not None else rec_at
-            body = (seq, ev.id or uuid7(), stream, versions[stream], ev.type, ev.payload.schema_version,
+            body = (seq, ev.id or uuid7(), stream, version, payload.type, payload.schema_version,  # type: ignore[attr-defined]
                     rec_at, occurred, ev.run_id, ev.step, ev.domain, payload_json, prev)
-            h = chain_hash(prev, body)
-            rows.append((*body, h))
+            h = sha256(prev.encode() + dumps(body)).hexdigest()  # = chain_hash(prev, body), inlined on the hot path
+            append_row((*body, h))
             prev = h
         self.conn.executemany(_INSERT, rows)
         for row in rows:

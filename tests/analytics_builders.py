@@ -129,3 +129,67 @@ def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | 
     if forget_domain is not None:
         writer.append([event(SubjectForgotten(subject_kind="domain", subject=forget_domain))])
     return built
+
+
+def hand_ledger(store: Any) -> dict[int, str]:
+    """A fixed sequence of 21 raw events (no policy step); returns seq -> event id.
+
+    seq  1 lesson_seeded seed1 (fill / too many arguments)
+         2-10 run r1 on x.test: fill fails (3), error recall of seed1 (4), click ok (5), lesson L1
+              recorded at step 2 (6), fact load=3s (7), selector #buy (8), trajectory T1 (9), completed (10)
+        11-21 run r2 (resume of r1): tier1 loaded (12), system prompt (13, step 0), domain recall of L1 (14),
+              trajectory T1 offered (15), step-1 prompt with L1, T1 and the fact, selectors trimmed (16),
+              click ok (17), fact load=3s confirmed (18), fill fails (19), error recall of seed1 (20), completed (21)
+    """
+    from ledger.events import LessonSeeded, StepRecorded as SR
+
+    ids = {i: f"ev{i:02d}" for i in range(1, 22)}
+    x = "x.test"
+    seed = "If fill fails, click then type."
+    events = [
+        event(LessonSeeded(lesson_id="seed1", lesson=seed, category="tool_fallback", failed_command="fill",
+                           error_pattern="too many arguments"), id=ids[1]),
+        event(RunStarted(goal="buy milk", start_url="http://x.test/"), run_id="r1", domain=x, id=ids[2]),
+        event(SR(action=Action(command="fill", args={"ref": "e1", "value": "milk"}), ok=False,
+                 error="too many arguments: expected 2"), run_id="r1", step=1, domain=x, id=ids[3]),
+        event(ErrorRecall(command="fill", error_snippet="too many arguments", matched=1, lessons=[seed],
+                          lesson_ids=["seed1"]), run_id="r1", step=1, domain=x, id=ids[4]),
+        event(SR(action=Action(command="click", args={"ref": "e2"}), ok=True), run_id="r1", step=2, domain=x,
+              id=ids[5]),
+        event(LessonRecorded(lesson_id="L1", lesson="Accept cookies first", category="site_specific",
+                             scope_domain=x), run_id="r1", step=2, domain=x, id=ids[6]),
+        event(FactObserved(fact_type="timing", key="load", value="3s"), run_id="r1", domain=x, id=ids[7]),
+        event(SelectorSucceeded(role="button", name="Buy", selector="#buy"), run_id="r1", step=2, domain=x,
+              id=ids[8]),
+        event(TrajectoryRecorded(trajectory_id="T1", goal="buy milk", origin="http://x.test/",
+                                 steps=[TrajectoryStep(command="click", selector="#buy", verified=True)]),
+              run_id="r1", domain=x, id=ids[9]),
+        event(RunCompleted(success=True, turns=2), run_id="r1", domain=x, id=ids[10]),
+        event(RunStarted(goal="buy milk", parent_run_id="r1", mode="resume"), run_id="r2", domain=x, id=ids[11]),
+        event(Tier1Loaded(count=1, lessons=[seed], lesson_ids=["seed1"]), run_id="r2", domain=x, id=ids[12]),
+        event(ContextBuilt(prompt="system", budget=100, total_tokens=8,
+                           items=[ContextItem(source="tier1", priority=50, tokens=8, text=seed,
+                                              event_ids=[ids[1]])]), run_id="r2", step=0, domain=x, id=ids[13]),
+        event(DomainRecall(matched=1, lessons=["Accept cookies first"], lesson_ids=["L1"]), run_id="r2", step=1,
+              domain=x, id=ids[14]),
+        event(TrajectoryRecalled(goal="buy milk", trajectory_id="T1", matched_goal="buy milk", similarity=1.0,
+                                 score=1.0, steps=1), run_id="r2", step=1, domain=x, id=ids[15]),
+        event(ContextBuilt(prompt="step", budget=30, total_tokens=24, items=[
+            ContextItem(source="domain_recall", priority=40, tokens=6, text="Accept cookies first",
+                        event_ids=[ids[6]]),
+            ContextItem(source="trajectory", priority=40, tokens=10, text="1. click #buy", event_ids=[ids[9]]),
+            ContextItem(source="knowledge", priority=30, tokens=8, text="timing load: 3s", event_ids=[ids[7]])],
+            trimmed=[ContextItem(source="selectors", priority=25, tokens=12, text="button Buy -> #buy",
+                                 event_ids=[ids[8]])]), run_id="r2", step=1, domain=x, id=ids[16]),
+        event(SR(action=Action(command="click", args={"ref": "e2"}), ok=True), run_id="r2", step=1, domain=x,
+              id=ids[17]),
+        event(FactObserved(fact_type="timing", key="load", value="3s"), run_id="r2", domain=x, id=ids[18]),
+        event(SR(action=Action(command="fill", args={"ref": "e1"}), ok=False, error="too many arguments"),
+              run_id="r2", step=2, domain=x, id=ids[19]),
+        event(ErrorRecall(command="fill", error_snippet="too many arguments", matched=1, lessons=[seed],
+                          lesson_ids=["seed1"]), run_id="r2", step=2, domain=x, id=ids[20]),
+        event(RunCompleted(success=True, turns=2), run_id="r2", domain=x, id=ids[21]),
+    ]
+    recorded = store.append(events)
+    assert [r.seq for r in recorded] == list(range(1, 22))
+    return ids

@@ -1,0 +1,162 @@
+"""Audit and explain against a hand-built ledger: a known sequence of events, a known answer per step."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from analytics.audit import FORGOTTEN_TEXT, audit_run
+from analytics.explain import explain_item
+from ledger.clock import SteppingClock
+from ledger.errors import UnknownItem
+from ledger.events import SubjectForgotten, event
+from ledger.store import SqliteStore
+from projections.view import MemoryView
+from tests.analytics_builders import hand_ledger
+from tests.cli_runner import run_cli
+
+
+@pytest.fixture
+def hand(memory_path: Path) -> tuple[SqliteStore, dict[int, str]]:
+    store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
+    ids = hand_ledger(store)
+    yield store, ids
+    store.close()
+
+
+def _where(o: dict | None) -> tuple | None:
+    return None if o is None else (o["run_id"], o["step"], o["seq"], o["type"])
+
+
+def test_audit_answers_every_step(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    store, ids = hand
+    a = audit_run(store, "r2")
+    assert a["run"]["parent_run_id"] == "r1" and a["run"]["mode"] == "resume"
+    assert a["outcome"]["completed_seq"] == 21
+    assert [s["step"] for s in a["steps"]] == [0, 1, 2]
+    s0, s1, s2 = a["steps"]
+
+    # step 0: the system prompt (no action): memory as of that prompt
+    assert s0["as_of_seq"] == 13 and s0["action"] is None
+    assert s0["tier1_loaded"] == ["seed1"]
+    assert [(l["lesson_id"], l["use_count"]) for l in s0["memory"]["tier1"]] == [("seed1", 1)]
+    assert _where(s0["memory"]["tier1"][0]["taught_by"]) == (None, None, 1, "lesson_seeded")
+    (p,) = s0["prompt"]
+    assert (p["seq"], p["prompt"], p["budget"], p["total_tokens"]) == (13, "system", 100, 8)
+    assert [_where(o) for o in p["items"][0]["origins"]] == [(None, None, 1, "lesson_seeded")]
+
+    # step 1: memory just before its action (seq 17)
+    assert s1["as_of_seq"] == 16
+    mem = s1["memory"]
+    assert [l["lesson_id"] for l in mem["tier1"]] == ["seed1"]
+    (recall,) = mem["recalled"]
+    assert (recall["kind"], recall["seq"], [l["lesson_id"] for l in recall["lessons"]]) == ("domain", 14, ["L1"])
+    assert _where(recall["lessons"][0]["taught_by"]) == ("r1", 2, 6, "lesson_recorded")
+    assert mem["trajectory"]["trajectory_id"] == "T1" and mem["trajectory"]["seq"] == 15
+    assert _where(mem["trajectory"]["taught_by"]) == ("r1", None, 9, "trajectory_recorded")
+    assert [(f["key"], f["value"], f["confidence"]) for f in mem["facts"]] == [("load", "3s", 0.6)]
+    assert _where(mem["facts"][0]["taught_by"]) == ("r1", None, 7, "fact_observed")
+    assert [(x["selector"], x["successes"]) for x in mem["selectors"]] == [("#buy", 1)]
+    assert _where(mem["selectors"][0]["taught_by"]) == ("r1", 2, 8, "selector_succeeded")
+    (p,) = s1["prompt"]
+    assert [(i["source"], [_where(o) for o in i["origins"]]) for i in p["items"]] == [
+        ("domain_recall", [("r1", 2, 6, "lesson_recorded")]),
+        ("trajectory", [("r1", None, 9, "trajectory_recorded")]),
+        ("knowledge", [("r1", None, 7, "fact_observed")])]
+    assert [(i["source"], i["tokens"], [_where(o) for o in i["origins"]]) for i in p["trimmed"]] == [
+        ("selectors", 12, [("r1", 2, 8, "selector_succeeded")])]
+    assert (s1["action"]["seq"], s1["action"]["command"], s1["action"]["ok"]) == (17, "click", True)
+
+    # step 2: the fact was confirmed at seq 18 (0.6 + 0.2 * 0.4); the error recall names the seed
+    assert s2["as_of_seq"] == 18
+    assert [f["confidence"] for f in s2["memory"]["facts"]] == [pytest.approx(0.68)]
+    (recall,) = s2["memory"]["recalled"]
+    assert (recall["kind"], recall["command"], [l["lesson_id"] for l in recall["lessons"]]) == \
+        ("error", "fill", ["seed1"])
+    assert (s2["action"]["command"], s2["action"]["ok"], s2["action"]["error"]) == ("fill", False, "too many arguments")
+
+
+def test_memory_per_step_equals_memoryview_as_of(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path) -> None:
+    store, _ = hand
+    view = MemoryView.open(store, memory_path / "projections.db")
+    for s in audit_run(store, "r2")["steps"]:
+        at = view.as_of(s["as_of_seq"])
+        assert [l["lesson_id"] for l in s["memory"]["tier1"]] == [l.lesson_id for l in at.tier1()]
+        assert [(f["fact_id"], f["confidence"]) for f in s["memory"]["facts"]] == \
+            [(f.fact_id, round(f.confidence, 6)) for f in at.facts("x.test")]
+        assert [x["selector"] for x in s["memory"]["selectors"]] == [x.selector for x in at.selectors("x.test")]
+
+
+def test_audit_of_one_step_and_unknowns(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    store, _ = hand
+    (s,) = audit_run(store, "r2", step=2)["steps"]
+    assert s["step"] == 2 and s["as_of_seq"] == 18
+    with pytest.raises(UnknownItem, match="no step 7"):
+        audit_run(store, "r2", step=7)
+    with pytest.raises(UnknownItem, match="no run"):
+        audit_run(store, "nope")
+
+
+def test_forgotten_run_leaves_no_trace_in_audits(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    store, _ = hand
+    store.append([event(SubjectForgotten(subject_kind="run", subject="r1"))])
+    with pytest.raises(UnknownItem):
+        audit_run(store, "r1")
+    a = audit_run(store, "r2")
+    text = orjson.dumps(a).decode()
+    assert '"r1"' not in text
+    s1 = a["steps"][1]
+    assert s1["memory"]["trajectory"] is None  # it was taught by the forgotten run
+    assert s1["memory"]["recalled"][0]["lessons"][0]["taught_by"]["seq"] == 6  # provenance kept, run masked
+
+
+def test_forgotten_lesson_is_masked_in_prompts(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    store, _ = hand
+    store.append([event(SubjectForgotten(subject_kind="lesson", subject="L1"))])
+    s1 = audit_run(store, "r2", step=1)["steps"][0]
+    assert s1["prompt"][0]["items"][0]["text"] == FORGOTTEN_TEXT and s1["prompt"][0]["items"][0]["origins"] == []
+    assert s1["memory"]["recalled"][0]["lessons"] == []
+    assert "Accept cookies" not in orjson.dumps(s1).decode()
+    with pytest.raises(UnknownItem):
+        explain_item(store, "L1")
+
+
+def test_explain_each_kind_of_item(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    store, _ = hand
+    seed = explain_item(store, "seed1")
+    assert seed["kind"] == "lesson" and seed["status"].startswith("Tier 1")
+    assert [(e["seq"], e["stage"]) for e in seed["life"]] == [
+        (1, "seeded"), (4, "recalled"), (12, "in Tier 1"), (20, "recalled")]
+    assert seed["recalled_in_runs"] == ["r1", "r2"] and seed["now"]["use_count"] == 2
+    fact = explain_item(store, "load")
+    assert fact["kind"] == "fact" and fact["status"] == "current"
+    assert [(e["seq"], e["stage"], e["confidence"]) for e in fact["life"]] == [
+        (7, "recorded", 0.6), (18, "confirmed", pytest.approx(0.68))]
+    assert explain_item(store, fact["fact_ids"][0])["life"] == fact["life"]
+    sel = explain_item(store, "#buy")
+    assert sel["kind"] == "selector" and [(e["seq"], e["stage"], e["run_id"]) for e in sel["life"]] == [
+        (8, "succeeded", "r1")]
+    traj = explain_item(store, "T1")
+    assert traj["kind"] == "trajectory" and traj["recalled_in_runs"] == ["r2"]
+    assert [(e["seq"], e["stage"]) for e in traj["life"]] == [(9, "recorded"), (15, "recalled")]
+    with pytest.raises(UnknownItem):
+        explain_item(store, "no-such-thing")
+
+
+def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path) -> None:
+    m = str(memory_path)
+    res = run_cli("--memory-dir", m, "audit", "r2", "--json")
+    assert res.code == 0, res.err
+    assert [s["as_of_seq"] for s in orjson.loads(res.out)["steps"]] == [13, 16, 18]
+    res = run_cli("--memory-dir", m, "audit", "r2", "--step", "1")
+    assert res.code == 0 and "r1#2 seq 6 (lesson_recorded)" in res.out and "trimmed" in res.out
+    out = tmp_path / "a.html"
+    res = run_cli("--memory-dir", m, "audit", "r2", "--html", "--out", str(out))
+    assert res.code == 0 and out.read_text().startswith("<!doctype html>") and "Step 1" in out.read_text()
+    res = run_cli("--memory-dir", m, "audit", "zz")
+    assert res.code == 1 and res.err == "error: no run 'zz' in the ledger\n"
+    res = run_cli("--memory-dir", m, "explain", "seed1", "--json")
+    assert res.code == 0 and orjson.loads(res.out)["kind"] == "lesson"
+    res = run_cli("--memory-dir", m, "explain", "T1")
+    assert res.code == 0 and "recalled in runs: r2" in res.out

@@ -30,12 +30,13 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import orjson
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ledger.clock import Clock, normalize_ts, system_clock
@@ -127,34 +128,73 @@ def pg_translated(where: str) -> Iterator[None]:
 
 
 class _QmarkConnection:
-    """A psycopg connection speaking the `?` placeholders of the shared Transaction's SQL."""
+    """A psycopg connection speaking the `?` placeholders of the shared Transaction's SQL.
+
+    Inserts are held back until the next statement or the commit, so that
+    a plain append sends its INSERT and its COMMIT in one pipeline (one round
+    trip while the ledger's lock is held); any other statement flushes them
+    first, so reads inside the transaction see its own rows.
+    """
 
     def __init__(self, conn: psycopg.Connection[Any]):
         self.raw = conn
+        self.pending: list[tuple[str, list[Any]]] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        self.flush()
         return self.raw.execute(sql.replace("?", "%s"), params, prepare=True)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]], chunk: int = 1000) -> None:
-        """One multi-row INSERT per `chunk` rows: one round trip, where executemany would pipeline many."""
+        """One multi-row INSERT per `chunk` rows (executemany would send one statement per row)."""
         head, _, values = sql.partition(" VALUES ")
         for i in range(0, len(rows), chunk):
             part = rows[i:i + chunk]
-            self.raw.execute(f"{head} VALUES {', '.join([values] * len(part)).replace('?', '%s')}",
-                             [value for row in part for value in row])
+            self.pending.append((f"{head} VALUES {', '.join([values] * len(part)).replace('?', '%s')}",
+                                 [value for row in part for value in row]))
+
+    def flush(self) -> None:
+        while self.pending:
+            self.raw.execute(*self.pending.pop(0))
+
+    def commit(self) -> None:
+        """The held-back inserts and COMMIT in one pipeline: one round trip."""
+        if not self.pending:
+            self.raw.execute("COMMIT")
+            return
+        with self.raw.pipeline():
+            for query, params in self.pending:
+                self.raw.execute(query, params)
+            self.pending.clear()
+            self.raw.execute("COMMIT")
 
 
 class PgTransaction(Transaction):
     """A write transaction holding the ledger's advisory lock (see `PostgresStore.atomic`).
 
-    The lock is taken before the head is read (in a statement of its own, so
-    the head query's snapshot is taken after the lock is granted), so seq
-    assignment is serialised across every connection; the append logic itself
-    is SqliteStore's.
+    The append logic is SqliteStore's; what differs is how the head and the
+    stream versions arrive: in the same message as BEGIN and the lock (see
+    `PostgresStore._begin`), so the lock is held for as few round trips as
+    possible.
     """
 
-    def __init__(self, store: "PostgresStore", conn: psycopg.Connection[Any]):
-        super().__init__(store, _QmarkConnection(conn))  # type: ignore[arg-type]
+    def __init__(self, store: "PostgresStore", conn: _QmarkConnection, head: Sequence[Any] | None,
+                 versions: dict[str, int]):
+        self.store = store  # type: ignore[assignment]
+        self.conn = conn  # type: ignore[assignment]
+        self._seq, self._hash, self._last_rec = (tuple(head) if head else (0, GENESIS_HASH, ""))
+        self.appended = []
+        self._versions = versions
+
+    def stream_version(self, stream: str) -> int:
+        if stream not in self._versions:
+            self._versions[stream] = super().stream_version(stream)
+        return self._versions[stream]
+
+    def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
+        try:
+            return super().append(events, expected_version)
+        finally:
+            self._versions.clear()  # the batch moved these streams on
 
 
 class PostgresStore:
@@ -250,23 +290,43 @@ class PostgresStore:
 
     # ---- writing -------------------------------------------------------------
 
-    @contextmanager
-    def atomic(self) -> Iterator[PgTransaction]:
-        """The one way to write: BEGIN and the advisory lock, then commit, or roll back on any error.
+    def atomic(self) -> AbstractContextManager[PgTransaction]:
+        """The one way to write: BEGIN and the advisory lock, then commit, or roll back on any error."""
+        return self._atomic(())
 
-        BEGIN and the lock travel in one simple-protocol message (one round
-        trip); an AFTER INSERT trigger sends the NOTIFY, delivered at commit.
-        """
+    @contextmanager
+    def _atomic(self, streams: Iterable[str]) -> Iterator[PgTransaction]:
         with self._lock, pg_translated(self.where):
-            self.conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; "
-                              f"SELECT pg_advisory_xact_lock({int(self.lock_key)})", prepare=False)
+            conn = _QmarkConnection(self.conn)
             try:
-                tx = PgTransaction(self, self.conn)
+                tx = self._begin(conn, sorted(set(streams)))
                 yield tx
+                conn.commit()
             except BaseException:
                 self._rollback()
                 raise
-            self.conn.execute("COMMIT")
+
+    def _begin(self, conn: _QmarkConnection, streams: list[str]) -> PgTransaction:
+        """BEGIN, the lock, the head and the streams' versions in one simple-protocol message.
+
+        Each statement of the message takes its own snapshot (READ COMMITTED),
+        so the head is read after the lock is granted: seq N+1 is never
+        assigned before N has committed.
+        """
+        parts = ["BEGIN ISOLATION LEVEL READ COMMITTED", f"SELECT pg_advisory_xact_lock({int(self.lock_key)})",
+                 "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1"]
+        if streams:
+            parts.append(pg_sql.SQL("SELECT stream, MAX(stream_version) FROM events WHERE stream = ANY({}) "
+                                    "GROUP BY stream").format(pg_sql.Literal(streams)).as_string(self.conn))
+        cur = self.conn.execute("; ".join(parts), prepare=False)
+        cur.nextset()
+        cur.nextset()
+        head = cur.fetchone()
+        versions = dict.fromkeys(streams, 0)
+        if streams:
+            cur.nextset()
+            versions.update({stream: int(v) for stream, v in cur.fetchall()})
+        return PgTransaction(self, conn, head, versions)
 
     def _rollback(self) -> None:
         if self.conn.closed or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
@@ -281,7 +341,8 @@ class PostgresStore:
         batch = list(events)
         if not batch:
             return []
-        with self.atomic() as tx:
+        streams = [ev.resolved_stream for ev in batch if isinstance(ev, NewEvent)]
+        with self._atomic(streams) as tx:
             return tx.append(batch, expected_version)
 
     # ---- reading -------------------------------------------------------------

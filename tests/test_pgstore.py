@@ -166,3 +166,35 @@ def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tm
                             [(f.value, f.confidence, f.closed) for f in view.facts("shop.test", include_closed=True)]))
     assert results[0] == results[1]
     assert len(results[0][0]) > len(observations)  # the policy's decisions were appended too
+
+
+def test_a_waiting_writer_reads_the_head_after_the_lock_is_granted(pg_url: str) -> None:
+    """The head and stream versions are read in statements after the lock's: never a stale snapshot."""
+    import threading
+    import time
+    first_writer, second_writer = PostgresStore.open(pg_url), PostgresStore.open(pg_url)
+    holding, release = threading.Event(), threading.Event()
+    firsts: list = []  # type: ignore[type-arg]
+    seconds: list = []  # type: ignore[type-arg]
+
+    def hold() -> None:
+        with first_writer.atomic() as tx:
+            firsts.extend(tx.append(some_events(2)))
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    waiter = threading.Thread(target=lambda: seconds.extend(second_writer.append(some_events(2))))
+    waiter.start()
+    time.sleep(0.3)
+    assert not seconds  # blocked on the advisory lock
+    release.set()
+    holder.join(10)
+    waiter.join(10)
+    assert [e.seq for e in seconds] == [3, 4] and seconds[0].prev_hash == firsts[-1].hash
+    assert seconds[0].stream_version == 2  # 'memory' stream: the first writer's lesson was version 1
+    assert second_writer.verify().ok
+    first_writer.close()
+    second_writer.close()

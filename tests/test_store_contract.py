@@ -299,3 +299,15 @@ def test_four_processes_lose_nothing(store: Any, store_url: str) -> None:
 def test_both_stores_implement_the_store_protocol(store: Any) -> None:
     from ledger.protocol import EventStore
     assert isinstance(store, EventStore)
+
+
+def test_a_transaction_reads_its_own_appends(store: Any) -> None:
+    store.append([lesson(1)])
+    with store.atomic() as tx:
+        tx.append([lesson(2), progress(1)])
+        assert tx.head() == 3
+        assert [e.seq for e in tx.read(1)] == [1, 2, 3]
+        assert tx.stream_version("memory") == 2
+        tx.append([lesson(3)], expected_version=2)
+    assert [e.stream_version for e in store.read(stream="memory")] == [1, 2, 3]
+    assert store.verify().ok

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from ledger.errors import DiskFull, LedgerError
-from ledger.events import NewEvent, RunProgress
+from ledger.events import LessonRecorded, NewEvent, RunProgress
 from ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event, sample_line
@@ -48,7 +48,9 @@ def _crash_writer(path: str, name: str, log: str, seed: int) -> None:
     while True:
         n = rng.randint(1, 25)
         tag = f"{name}-{b}"
-        store.append([NewEvent(payload=RunProgress(turn=i, current_url=f"{tag}/{i}/{n}"), run_id=name) for i in range(n)])
+        store.append([*(NewEvent(payload=RunProgress(turn=i, current_url=f"{tag}/{i}/{n + 1}"), run_id=name) for i in range(n)),
+                      NewEvent(payload=LessonRecorded(lesson_id=tag, lesson=f"{tag}/{n}/{n + 1}", category="site_specific",
+                                                      scope_domain=f"{name}.example.com"), domain=f"{name}.example.com")])
         os.write(fd, f"{tag} {n}\n".encode())
         b += 1
 
@@ -60,6 +62,8 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     logs: dict[str, Path] = {}
     rng = random.Random(7)
+    from projections.view import MemoryView
+    projections = tmp_path / "projections.db"
     for rnd in range(6):
         procs = {}
         for w in range(3):
@@ -73,14 +77,21 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
         for p in procs.values():
             p.join(10)
             assert p.exitcode == -signal.SIGKILL
+        with SqliteStore.open(db) as store:  # projections catch up incrementally after every round of kills
+            MemoryView.open(store, projections)
     with SqliteStore.open(db) as store:
         events = list(store.read())
         result = store.verify()
+        incremental = MemoryView.open(store, projections)
+        assert incremental.head == len(events)
+        assert incremental.digests() == MemoryView.from_events(events).digests()  # rebuild == incremental
+        assert {lesson.lesson_id for lesson in incremental.lessons()} == {e.data["lesson_id"] for e in events
+                                                                          if e.type == "lesson_recorded"}
     assert result.ok, result
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     batches: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for e in events:
-        tag, i, n = e.data["current_url"].split("/")
+        tag, i, n = (e.data["current_url"] if e.type == "run_progress" else e.data["lesson"]).split("/")
         batches[tag].append((e.seq, int(i), int(n)))
     for tag, items in batches.items():  # no half batch: complete, in order, contiguous
         n = items[0][2]
@@ -91,7 +102,7 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
         logged = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
         logged_total += len(logged)
         for tag, n in logged:  # every append that returned is there
-            assert tag in batches and len(batches[tag]) == int(n), tag
+            assert tag in batches and len(batches[tag]) == int(n) + 1, tag
         present = sorted(int(t.split("-")[1]) for t in batches if t.startswith(f"{name}-"))
         # committed but killed before logging: at most the writer's last batch
         assert present in (list(range(len(logged))), list(range(len(logged) + 1))), (name, present, len(logged))

@@ -173,7 +173,7 @@ def test_export_as_of_a_seq(tmp_path: Path) -> None:
     first = import_source(store, MEMORY_JSON)
     import_source(store, AGENT_MEMORY)
     early = export_of(store, "agent-memory", tmp_path / "early", as_of=first.last_seq)
-    assert not (early / "domains").exists() and not (early / "agent-runs").exists()
+    assert not any((early / "domains").iterdir()) and not any((early / "agent-runs").iterdir())
     late = export_of(store, "agent-memory", tmp_path / "late")
     assert norm_agent_memory(late) == norm_agent_memory(AGENT_MEMORY)
     lessons = orjson.loads(export_of(store, "memory-json", tmp_path / "m.json", as_of=first.first_seq).read_bytes())

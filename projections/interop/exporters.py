@@ -333,6 +333,8 @@ def export_memory(state: Any, store: Any, fmt: str, out: Path) -> ExportResult:
         files, counts = agent_memory_files(state, store)
         tree = ExportTree(out)
         tree.prepare_root(must_be_empty=True)
+        for top in ("domains", "agent-runs"):  # seed 000 creates both even when empty
+            tree.mkdir([top])
         for parts, obj in files:
             tree.write(parts, pretty(obj))
         result.files, result.counts = tree.written, counts

@@ -98,6 +98,10 @@ class ExportTree:
             raise LedgerError(f"{current}: resolves outside {self.root}; refusing")
         return current
 
+    def mkdir(self, parts: list[str]) -> Path:
+        """Create root/parts... (0700), refusing anything that would leave the root."""
+        return self._dir(parts)
+
     def write(self, parts: list[str], data: bytes) -> Path:
         """Write `data` at root/parts... (the last part is the file name) with mode 0600."""
         *dirs, name = parts

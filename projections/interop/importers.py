@@ -326,8 +326,8 @@ def plan_agent_memory(path: Path, index: LessonIndex) -> ImportPlan:
         for manifest in manifests:
             events.extend(_run_events(manifest))
             counts["runs"] += 1
-    if not parts:
-        raise LedgerError(f"{path}: no knowledge.json, selectors.json, trajectories or agent-runs found")
+    if not parts and not domains_dir.is_dir() and not runs_dir.is_dir():
+        raise LedgerError(f"{path}: no domains/ or agent-runs/ folder (not a seed 000 .agent-memory folder)")
     return ImportPlan("agent-memory", str(path.resolve()), digest_of("agent-memory", parts), events, counts)
 
 

@@ -1,0 +1,100 @@
+"""The HTML report opened in real Chromium, and `watch` keeping projections.db current."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from analytics.report import build_report
+from analytics.watch import Change, follow_projections
+from ledger.clock import SteppingClock
+from ledger.events import LessonRecorded, SubjectForgotten, event
+from ledger.store import SqliteStore
+from projections.view import MemoryView
+from tests.analytics_builders import learning_ledger
+from tests.cli_runner import run_cli
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.browser
+def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    clock = SteppingClock()
+    store = SqliteStore.open(memory_path / "ledger.db", clock=clock)
+    learning_ledger(store, clock, runs=5, forget_domain="d.test")
+    store.close()
+    out = tmp_path / "report"
+    res = run_cli("--memory-dir", str(memory_path), "report", "--out", str(out))
+    assert res.code == 0, res.err
+    page_path = out / "report.html"
+    text = page_path.read_text()
+    assert "d.test" not in text and "run3" not in text  # forgotten, with the runs on it
+    assert "<script" not in text and "src='http" not in text and 'src="http' not in text  # self-contained
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(
+        ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png"])
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_path.as_uri())
+            page.wait_for_load_state("load")
+            images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
+            shot = tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert len(images) == 5 and all(done and width > 0 for _, done, width in images), images
+    assert shot.stat().st_size > 10_000
+
+
+def test_report_of_an_empty_ledger_still_draws(memory_path: Path, tmp_path: Path) -> None:
+    store = SqliteStore.open(memory_path / "ledger.db")
+    path = build_report(store, tmp_path / "r")
+    store.close()
+    assert path.exists() and "no rows" in path.read_text()
+    assert all((tmp_path / "r" / f"{n}.png").read_bytes()[:4] == b"\x89PNG"
+               for n in ("promotions", "decay", "recall", "memory-effect", "runs"))
+
+
+def test_watch_keeps_projections_current(memory_path: Path) -> None:
+    clock = SteppingClock()
+    ledger = memory_path / "ledger.db"
+    proj = memory_path / "projections.db"
+    writer_store = SqliteStore.open(ledger, clock=clock)
+    learning_ledger(writer_store, clock, runs=2)
+    reader = SqliteStore.open(ledger)
+    changes: list[Change] = []
+    stop = threading.Event()
+    n_new = 3
+    thread = threading.Thread(target=lambda: follow_projections(reader, proj, on_change=changes.append, stop=stop,
+                                                                max_events=n_new), daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    lid = "lsn_watch"
+    appended = writer_store.append([event(LessonRecorded(lesson_id=lid, lesson="Scroll first", category="site_specific",
+                                                         scope_domain="a.test"), domain="a.test")])
+    appended += writer_store.append([event(LessonRecorded(lesson_id="lsn_other", lesson="Wait", category="best_practice",
+                                                          failed_command="wait"), domain="a.test"),
+                                     event(SubjectForgotten(subject_kind="lesson", subject=lid))])
+    thread.join(timeout=20)
+    stop.set()
+    assert not thread.is_alive()
+    assert [c.seq for c in changes] == [e.seq for e in appended]
+    assert changes[0].changes == [f"lesson {lid}: new (site_specific, used 1x)"]
+    assert changes[2].changes == ["forgot a lesson: removed 1 item(s) (lesson)"]
+    assert all(c.projected_at > 0 for c in changes)
+    # projections.db is at the head: opening a view there needs no catch-up and sees the changes
+    view = MemoryView.open(reader, proj)
+    assert view.head == appended[-1].seq and view.lesson(lid) is None and view.lesson("lsn_other") is not None
+    reader.close()
+    writer_store.close()

@@ -67,8 +67,11 @@ def _num(x: float | int) -> float | int:
 
 
 def _date(text: str) -> str:
-    """Seed 001 keeps dates (YYYY-MM-DD)."""
-    return parse_ts(text).strftime("%Y-%m-%d")
+    """Seed 001 keeps dates (YYYY-MM-DD); a value that is no time at all is passed on as it is."""
+    try:
+        return parse_ts(text).strftime("%Y-%m-%d")
+    except (ValueError, OverflowError):
+        return text
 
 
 def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:

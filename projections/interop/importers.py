@@ -409,19 +409,20 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
 
 
 def _run_events(m: Seed000RunManifest) -> list[NewEvent]:
+    domain = m.domain or None
     mode = "new"
     if m.parentRunId:
         mode = "fork" if (m.sessionId or "").startswith("fork_") else "resume"
     out = [NewEvent(RunStarted(session_id=m.sessionId, parent_run_id=m.parentRunId, mode=mode, goal=m.goal,  # type: ignore[arg-type]
-                               start_url=m.startUrl), run_id=m.runId, domain=m.domain, occurred_at=_time_of(m.startedAt))]
+                               start_url=m.startUrl), run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
     if m.currentUrl is not None:
         out.append(NewEvent(RunProgress(turn=m.turnCount, current_url=m.currentUrl), run_id=m.runId,
-                            domain=m.domain, occurred_at=_time_of(m.updatedAt)))
+                            domain=domain, occurred_at=_time_of(m.updatedAt)))
     if m.status != "running":
         out.append(NewEvent(RunCompleted(
             success=m.status == "completed", summary=m.summary or "", result=m.result, reason=m.reason,
             final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths)),
-            run_id=m.runId, domain=m.domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
+            run_id=m.runId, domain=domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
     return out
 
 

@@ -302,7 +302,8 @@ class Seed000RunManifest(Strict):
     parentRunId: Ident | None = None
     status: Literal["running", "completed", "failed"]
     goal: Text
-    domain: Domain
+    #: a run that started before any page loaded has no domain yet
+    domain: Domain | Literal[""]
     startUrl: Text | None = None
     finalUrl: Text | None = None
     currentUrl: Text | None = None

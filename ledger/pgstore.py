@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -47,6 +47,7 @@ from ledger.redact import Redactor, default_redactor
 from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
                           VerifyResult, _env_busy_timeout, chain_hash, row_to_event)
 
+T = TypeVar("T")
 CHANNEL = "memledger_events"
 META_TABLE = "memledger_meta"
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
@@ -114,7 +115,9 @@ def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
     if isinstance(exc, pg_errors.InvalidCatalogName):
         return LedgerError(f"{where}: {msg}")
     if isinstance(exc, psycopg.OperationalError):
-        return LedgerError(f"{where}: cannot reach the PostgreSQL server ({msg})")
+        full = " ".join(str(exc).split())
+        reason = full.rsplit("FATAL:", 1)[1].strip() if "FATAL:" in full else msg
+        return LedgerError(f"{where}: cannot use the PostgreSQL server: {reason}")
     return LedgerError(f"{where}: {msg}")
 
 
@@ -213,6 +216,7 @@ class PostgresStore:
         self.connect_timeout = connect_timeout
         self.synchronous_commit = synchronous_commit
         self._lock = threading.RLock()
+        self._in_tx = False
         self.conn = self._connect()
         try:
             self.lock_key = self._prepare(create)
@@ -296,17 +300,34 @@ class PostgresStore:
 
     @contextmanager
     def _atomic(self, streams: Iterable[str]) -> Iterator[PgTransaction]:
+        wanted = sorted(set(streams))
         with self._lock, pg_translated(self.where):
-            conn = _QmarkConnection(self.conn)
             try:
-                tx = self._begin(conn, sorted(set(streams)))
+                tx = self._reconnecting(lambda: self._begin(wanted))
+                self._in_tx = True
                 yield tx
-                conn.commit()
+                tx.conn.commit()  # type: ignore[attr-defined]
             except BaseException:
                 self._rollback()
                 raise
+            finally:
+                self._in_tx = False
 
-    def _begin(self, conn: _QmarkConnection, streams: list[str]) -> PgTransaction:
+    def _reconnecting(self, step: Callable[[], T]) -> T:
+        """Run `step`; if the connection turns out dead (server restart, idle kill), reconnect once.
+
+        Only for steps that have written nothing: reads, and BEGIN of a write.
+        """
+        try:
+            return step()
+        except psycopg.OperationalError:
+            if self._in_tx or not (self.conn.closed or self.conn.broken):
+                raise
+        self.conn.close()
+        self.conn = self._connect()
+        return step()
+
+    def _begin(self, streams: list[str]) -> PgTransaction:
         """BEGIN, the lock, the head and the streams' versions in one simple-protocol message.
 
         Each statement of the message takes its own snapshot (READ COMMITTED),
@@ -326,7 +347,7 @@ class PostgresStore:
         if streams:
             cur.nextset()
             versions.update({stream: int(v) for stream, v in cur.fetchall()})
-        return PgTransaction(self, conn, head, versions)
+        return PgTransaction(self, _QmarkConnection(self.conn), head, versions)
 
     def _rollback(self) -> None:
         if self.conn.closed or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
@@ -352,7 +373,7 @@ class PostgresStore:
             with pg_translated(self.where):
                 return conn.execute(sql, params, prepare=True).fetchall()
         with self._lock, pg_translated(self.where):
-            return self.conn.execute(sql, params, prepare=True).fetchall()
+            return self._reconnecting(lambda: self.conn.execute(sql, params, prepare=True).fetchall())
 
     def head(self) -> int:
         return int(self._fetch("SELECT MAX(seq) FROM events")[0][0] or 0)

@@ -198,3 +198,20 @@ def test_a_waiting_writer_reads_the_head_after_the_lock_is_granted(pg_url: str) 
     assert second_writer.verify().ok
     first_writer.close()
     second_writer.close()
+
+
+def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None:
+    """A server restart or an idle-connection killer must not wedge a long-running agent."""
+    with PostgresStore.open(pg_url) as store:
+        store.append(some_events(2))
+        for call in (store.head, lambda: store.append(some_events(1))):
+            before = store.conn
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                    "application_name = 'memledger' AND datname = current_database() AND pid <> pg_backend_pid()) k"
+                ).fetchone()
+            assert killed == (1,)
+            call()
+            assert store.conn is not before
+        assert store.head() == 3 and store.verify().ok

@@ -208,6 +208,12 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
     r = run_cli("--memory-dir", mem, "export", "--format", "memory-json", "--out", str(tmp_path / "m.json"),
                 "--as-of", "1")
     assert r.code == 0 and orjson.loads((tmp_path / "m.json").read_bytes()) == {"version": 1, "lessons": []}
+    r = run_cli("--memory-dir", mem, "export", "--format", "json", "--out", str(tmp_path / "t.json"),
+                "--as-of", "2026-01-01T00:00:00Z")
+    assert r.code == 0 and orjson.loads((tmp_path / "t.json").read_bytes()) == []
+    r = run_cli("--memory-dir", mem, "export", "--format", "json", "--out", str(tmp_path / "t.json"),
+                "--as-of", "yesterday")
+    assert r.code == 1 and r.err.startswith("error: --as-of 'yesterday'")
 
 
 def test_cli_wrong_format_is_refused(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from ledger.clock import normalize_ts
+from ledger.errors import LedgerError
 from ledger.settings import Settings
 from projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from projections.interop.importers import FORMATS, ImportResult, import_source
@@ -19,7 +21,19 @@ def run_import(settings: Settings, path: Path, fmt: str) -> ImportResult:
     return import_source(settings.store(), path, fmt)
 
 
-def run_export(settings: Settings, fmt: str, out: Path, as_of: int | None) -> ExportResult:
+def parse_as_of(raw: str | None) -> int | str | None:
+    """`--as-of 120` is a seq; anything else must be an ISO time."""
+    if raw is None:
+        return None
+    if raw.strip().isdigit():
+        return int(raw)
+    try:
+        return normalize_ts(raw)
+    except (ValueError, OverflowError):
+        raise LedgerError(f"--as-of {raw[:40]!r}: expected a seq or an ISO time") from None
+
+
+def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None) -> ExportResult:
     """Export the memory of `settings` (as of a seq, or now) in one of the seed formats."""
     from projections.view import MemoryView
     store = settings.store()
@@ -52,13 +66,14 @@ def import_cmd(path: Path, fmt: str) -> None:
               help="agent-memory: seed 000's folder; memory-json: seed 001's file; json/csv/prompt: seed 002's.")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Directory (agent-memory; new or empty) or file to write; nothing outside it is written.")
-@click.option("--as-of", "as_of", type=click.IntRange(min=0), default=None, help="Export memory as of this seq.")
-def export_cmd(fmt: str, out: Path, as_of: int | None) -> None:
+@click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",
+              help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).")
+def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
     """Export memory in a seed system's format (files 0600, directories 0700).
 
     Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
     """
-    r = run_export(_settings(), fmt, out, as_of)
+    r = run_export(_settings(), fmt, out, parse_as_of(as_of))
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
     click.echo(f"exported {fmt} to {r.out}: {len(r.files)} file(s) ({counts})")
 

@@ -183,3 +183,14 @@ def test_forgotten_subjects_appear_in_no_answer(tmp_path: Path) -> None:
     rows = analyse("promotions", store).sections["time_to_promotion"].records()
     assert [r["lesson_id"] for r in rows] == [lesson.lesson_id]
     store.close()
+
+
+@pytest.mark.postgres
+def test_the_same_answers_over_a_postgresql_ledger(learned: tuple[SqliteStore, Built], pg_url: str) -> None:
+    from ledger.copy import copy_ledger
+    from ledger.pgstore import PostgresStore
+    store, _ = learned
+    copy_ledger(store.url, pg_url)
+    with PostgresStore.open(pg_url) as pg:
+        for name in ("promotions", "recall", "runs"):
+            assert analyse(name, pg).as_json() == analyse(name, store).as_json()

@@ -87,10 +87,14 @@ def raw_connect(path: Path, ddl: list[str], synchronous: str) -> sqlite3.Connect
 _RAW_INSERT = ("INSERT INTO events (seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, "
                "run_id, step, domain, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 _TS = "2026-01-01T00:00:00.000000Z"
+_HASH = "0" * 64
 
 
 def raw_append(conn: sqlite3.Connection, inputs: list[tuple[Any, ...]], batch: int, start: int = 0) -> None:
-    """Raw inserts: ids, stream versions and payload JSON, one transaction per `batch` (no validation, no hash)."""
+    """Raw inserts: ids, stream versions and payload JSON, one transaction per `batch`.
+
+    No validation, redaction or hashing: the hash columns get a fixed 64-character placeholder, so that
+    both sides write rows of the same size."""
     versions: dict[str, int] = {}
     seq = start
     for i in range(0, len(inputs), batch):
@@ -99,7 +103,7 @@ def raw_append(conn: sqlite3.Connection, inputs: list[tuple[Any, ...]], batch: i
             seq += 1
             versions[stream] = versions.get(stream, 0) + 1
             rows.append((seq, uuid7(), stream, versions[stream], type_, sv, _TS, _TS, run_id, step, domain,
-                         orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode(), "", ""))
+                         orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode(), _HASH, _HASH))
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(_RAW_INSERT, rows)
         conn.execute("COMMIT")

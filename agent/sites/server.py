@@ -134,7 +134,8 @@ class SitesServer:
         return f"http://{host}{path if path.startswith('/') else '/' + path}"
 
     def start(self) -> "SitesServer":
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="memledger-sites", daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                       name="memledger-sites", daemon=True)
         self.thread.start()
         return self
 

@@ -1,0 +1,240 @@
+"""End-to-end in real headless Chromium on the bundled sites (one browser for the module)."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from agent import prompt as P
+from agent.browser import Browser
+from agent.loop import RunResult, run_task
+from agent.memory import AgentMemory
+from agent.policy import OpenAIPolicy, ScriptedPolicy
+from agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
+from ledger.events import NewEvent, TrajectoryRecorded
+from ledger.store import SqliteStore
+from projections.view import MemoryView
+
+pytestmark = pytest.mark.browser
+CASES = {c["id"]: c for c in load_cases()}
+PASSWORD = b"correct-horse-battery"
+
+
+@pytest.fixture(scope="module")
+def sites() -> Iterator[SitesServer]:
+    with SitesServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def browser(sites: SitesServer) -> Iterator[Browser]:
+    with Browser(proxy=sites.proxy) as b:
+        yield b
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
+    store = SqliteStore.open(tmp_path / "ledger.db")
+    yield store, tmp_path / "projections.db"
+    store.close()
+
+
+def run(browser: Browser, ledger: tuple[SqliteStore, Path], goal: str, url: str = "http://shop.test/",
+        enabled: bool = True, check: dict[str, Any] | None = None, policy: Any = None, **kw: Any) -> RunResult:
+    store, proj = ledger
+    memory = AgentMemory.open(store, proj, enabled=enabled)
+    return run_task(browser, memory, policy or ScriptedPolicy(), goal=goal, start_url=url, success_check=check, **kw)
+
+
+def events(store: SqliteStore, run_id: str, *types: str) -> list[Any]:
+    return list(store.read(run_id=run_id, types=list(types) or None))
+
+
+def test_cookie_banner_lesson_then_tip_before_the_error(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    store, _ = ledger
+    first = run(browser, ledger, 'Open "Wool Socks"', check={"url_pattern": "/product/socks$"})
+    assert first.success and first.errors >= 1
+    recall = events(store, first.run_id, "error_recall")[0].data
+    assert recall["command"] == "click" and "intercepts pointer events" in recall["error_snippet"]
+    tier1 = events(store, first.run_id, "tier1_loaded")[0].data
+    assert tier1["count"] == 3  # the seed lessons, loaded into the system prompt
+    learned = events(store, first.run_id, "lesson_recorded")
+    site = [e for e in learned if e.data["category"] == "site_specific"]
+    assert site and site[0].data["scope_domain"] == "shop.test" and '"Accept all cookies"' in site[0].data["lesson"]
+
+    second = run(browser, ledger, 'Open "Rain Jacket"', check={"url_pattern": "/product/jacket$"})
+    assert second.success and second.errors == 0 and second.turns < first.turns
+    tip = events(store, second.run_id, "domain_recall")[0]
+    assert tip.data["matched"] >= 1 and site[0].data["lesson_id"] in tip.data["lesson_ids"]
+    first_step = min(e.seq for e in events(store, second.run_id, "step_recorded"))
+    assert tip.seq < first_step  # the tip came before any action
+    ctx = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "step")
+    tips = next(i for i in ctx.data["items"] if i["source"] == "domain_tips")
+    assert site[0].id in tips["event_ids"] and tips["priority"] == 60
+    step1 = events(store, second.run_id, "step_recorded")[0].data
+    assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
+
+
+def test_replay_heals_selectors_and_hands_back(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    store, proj = ledger
+    goal = 'Open "Wool Socks"'
+    run(browser, ledger, goal)
+    again = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    assert again.success and again.policy_decisions == 0 and again.replayed_steps == again.turns
+    recalled = events(store, again.run_id, "trajectory_recalled")[0].data
+    assert recalled["replay"] and recalled["similarity"] == 1.0
+
+    view = MemoryView.open(store, proj)
+    traj = view.trajectories("shop.test")[0]
+    steps = [s.model_copy() for s in TrajectoryRecorded.model_validate(
+        {k: v for k, v in store.get(traj.event_ids[0]).data.items()}).steps]
+    stale = [s.model_copy(update={"selector": "#stale-id"}) if s.name == "Wool Socks" else s for s in steps]
+    store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_stale", goal=goal, origin="http://shop.test",
+                                              steps=stale), domain="shop.test")])
+    healed = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    assert healed.success and healed.policy_decisions == 0
+    fix = [e.data for e in events(store, healed.run_id, "selector_succeeded") if e.data.get("healed_from")]
+    assert fix == [{**fix[0], "healed_from": "#stale-id", "selector": "#p-socks", "role": "link", "name": "Wool Socks"}]
+
+    gone = [s.model_copy(update={"name": "Wool Sox"}) if s.name == "Wool Socks" else s for s in steps]
+    store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_gone", goal=goal, origin="http://shop.test",
+                                              steps=gone), domain="shop.test")])
+    back = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    assert back.success and back.replayed_steps >= 1 and back.policy_decisions >= 1
+    assert back.handback and "no longer on the page" in back.handback
+
+
+def test_password_never_reaches_the_ledger(browser: Browser, tmp_path: Path) -> None:
+    case = CASES["portal-login"]
+    store = SqliteStore.open(tmp_path / "ledger.db")
+    for _ in range(2):  # the second run replays the login, typing the secret from the goal
+        r = run(browser, (store, tmp_path / "projections.db"), case["goal"], case["start_url"], check=case["success"])
+        assert r.success
+    assert r.replayed_steps > 0
+    fills = [e.data["action"] for e in store.read(types=["step_recorded"]) if e.data["action"]["command"] == "fill"]
+    assert any(a["sensitive"] and a["args"]["value"] == "[REDACTED]" for a in fills)
+    MemoryView.open(store, tmp_path / "projections.db")
+    store.close()
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files and all(PASSWORD not in p.read_bytes() for p in files)
+
+
+def _outside_fences(text: str) -> str:
+    return re.sub(re.escape(P.FENCE_OPEN) + r".*?\n" + re.escape(P.FENCE_CLOSE) + r"(?=\n|$)", "", text, flags=re.S)
+
+
+def test_hostile_page_text_stays_quoted_data(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    store, proj = ledger
+    case = load_cases(HOSTILE_CASES_FILE)[0]
+    r = run(browser, ledger, case["goal"], case["start_url"], check=case["success"])
+    assert r.success
+    seen_hostile = False
+    for ev in events(store, r.run_id, "context_built"):
+        for item in ev.data["items"]:
+            seen_hostile |= "ignore previous instructions" in item["text"].lower()
+            assert "ignore previous instructions" not in _outside_fences(item["text"]).lower(), item["source"]
+    assert seen_hostile  # the page really said it, and it was fenced
+    lessons = MemoryView.open(store, proj).lessons()
+    assert all("ignore previous" not in l.lesson.lower() for l in lessons)
+    site = [l for l in lessons if l.scope_domain == "forum.test"]
+    assert site and site[0].category == "site_specific"
+    other = run(browser, ledger, 'Open "Wool Socks"')
+    recalled = [i for e in events(store, other.run_id, "domain_recall") for i in e.data["lesson_ids"]]
+    assert site[0].lesson_id not in recalled
+    tier1 = events(store, other.run_id, "tier1_loaded")[0].data["lessons"]
+    assert all("forum" not in t and "Dismiss" not in t for t in tier1)
+
+
+class _Model(BaseHTTPRequestHandler):
+    """A tiny 'model': accept cookies after an intercepted click, open the product, then finish."""
+
+    def log_message(self, *a: Any) -> None:
+        return
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        step = body["messages"][-1]["content"]
+
+        def ref(name: str) -> str | None:
+            m = re.search(r"^(\S+): \w+ - " + re.escape(name) + "$", step, re.M)
+            return m.group(1) if m else None
+
+        if "URL: http://shop.test/product/socks" in step:
+            call = ("finish", {"result": "opened", "success": True})
+        elif "IMPORTANT - Last action failed" in step and ref("Accept all cookies"):
+            call = ("click", {"ref": ref("Accept all cookies")})
+        else:
+            call = ("click", {"ref": ref("Wool Socks")})
+        out = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": call[0], "arguments": json.dumps(call[1])}}]}}],
+            "usage": {"prompt_tokens": len(step) // 4, "completion_tokens": 9}}
+        data = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_openai_policy_drives_the_browser_via_a_stub_model(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        policy = OpenAIPolicy(base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="stub", api_key="k")
+        r = run(browser, ledger, 'Open "Wool Socks"', enabled=False, policy=policy,
+                check={"url_pattern": "/product/socks$"})
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.success and r.errors == 1 and r.policy_decisions == r.turns == 4
+    assert r.tokens_out == 9 * 4 and r.tokens_in > 0
+
+
+def _cli(tmp: Path, *args: str) -> Any:
+    """Invoke the CLI in-process, on its own thread: the module's browser owns this thread's
+    Playwright loop, and the command starts a browser of its own."""
+    from memledger.cli import cli
+    box: list[Any] = []
+    t = threading.Thread(target=lambda: box.append(CliRunner().invoke(cli, ["--memory-dir", str(tmp), *args])))
+    t.start()
+    t.join(120)
+    result = box[0]
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def test_cli_sessions_resume_fork_and_isolation(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    _cli(mem, "run", "--goal", 'Open "Wool Socks"', "--url", "http://shop.test/", "--session-id", "proj_1")
+    store = SqliteStore.open(mem / "ledger.db")
+    run1 = MemoryView.open(store, mem / "projections.db").runs(session_id="proj_1")[0]
+    assert run1.success and run1.final_url == "http://shop.test/product/socks"
+    _cli(mem, "run", "--resume-run", run1.run_id, "--task", 'Open "Cart"', "--memory-dir", str(mem))
+    view = MemoryView.open(store, mem / "projections.db")
+    resumed = next(r for r in view.runs() if r.mode == "resume")
+    assert resumed.parent_run_id == run1.run_id and resumed.session_id == "proj_1" and resumed.success
+    assert resumed.start_url == run1.final_url and resumed.final_url == "http://shop.test/cart"
+    sessions = view.sessions("shop.test")
+    assert [(s.session_id, s.run_id) for s in sessions] == [("proj_1", run1.run_id), ("proj_1", resumed.run_id)]
+    ctx = [e for e in store.read(run_id=resumed.run_id, types=["context_built"]) if e.data["prompt"] == "step"][0]
+    hist = next(i for i in ctx.data["items"] if i["source"] == "session_history")
+    assert "final URL: http://shop.test/product/socks" in hist["text"] and "proj_1" in hist["text"]
+    store.close()
+
+    out = _cli(mem, "run", "--fork-run", run1.run_id, "--goal", 'Open "Home"', "--memory-isolation", "per-run")
+    assert "run_" in out.output
+    run_dbs = list((mem / "runs").glob("*/ledger.db"))
+    assert len(run_dbs) == 1  # the fork ran in a memory scope of its own
+    own = SqliteStore.open(run_dbs[0])
+    started = [e.data for e in own.read(types=["run_started"])]
+    assert started[0]["isolation"] == "per-run" and started[0]["mode"] == "fork"
+    assert started[0]["parent_run_id"] == run1.run_id and started[0]["session_id"].startswith("fork_")
+    assert not list(own.read(types=["session_recorded"]))[0].data["session_id"].startswith("proj")
+    own.close()

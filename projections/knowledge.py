@@ -12,13 +12,13 @@ recorded_at is when the ledger learned the fact.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches
+from projections.text import add_event_id, domain_matches, evolve
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 
@@ -67,7 +67,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
         old = facts.get(fid)
         if old is not None:
             c = old.confidence + policy.fact_confirm_rate * (1.0 - old.confidence)
-            facts[fid] = replace(old, confidence=c, sources=old.sources + 1, last_seen=ev.occurred_at,
+            facts[fid] = evolve(old, confidence=c, sources=old.sources + 1, last_seen=ev.occurred_at,
                                  event_ids=add_event_id(old.event_ids, ev.id))
         else:
             conf = d.get("confidence")
@@ -83,7 +83,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
         for fid, f in list(facts.items()):
             if f.fact_type == d["fact_type"] and f.key == d["key"] and f.value != d["new_value"] \
                     and (not old_values or f.value in old_values):
-                facts[fid] = replace(f, confidence=f.confidence * factor, event_ids=add_event_id(f.event_ids, ev.id))
+                facts[fid] = evolve(f, confidence=f.confidence * factor, event_ids=add_event_id(f.event_ids, ev.id))
     elif t == "facts_pruned":
         for item in d.get("facts") or ():
             fdomain = item.get("domain", domain) or ""
@@ -91,7 +91,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
                                                      item.get("value", ""))
             f = state.current.get(fdomain, {}).pop(fid, None)
             if f is not None:
-                state.closed.setdefault(fdomain, []).append(replace(
+                state.closed.setdefault(fdomain, []).append(evolve(
                     f, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(f.event_ids, ev.id)))
     elif t == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.current if domain_matches(k, d["subject"])]:

@@ -12,13 +12,13 @@ Two domains, never confused: `scope_domain` is the site a lesson applies to
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, normalize_text
+from projections.text import add_event_id, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 TIER2_CATEGORIES = ("error_recovery", "site_specific")
@@ -110,7 +110,7 @@ def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson
     tds = lesson.triggered_domains
     if domain and domain not in tds:
         tds = (*tds, domain)
-    return replace(lesson, use_count=lesson.use_count + 1, last_used=when or lesson.last_used,
+    return evolve(lesson, use_count=lesson.use_count + 1, last_used=when or lesson.last_used,
                    triggered_domains=tds,
                    event_ids=add_event_id(lesson.event_ids, event_id) if event_id else lesson.event_ids)
 
@@ -163,7 +163,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
     elif t == "lesson_promoted":
         lesson = state.lessons.get(d["lesson_id"])
         if lesson is not None:
-            state.lessons[lesson.lesson_id] = replace(
+            state.lessons[lesson.lesson_id] = evolve(
                 lesson, category=d.get("to_category", "best_practice"),
                 event_ids=add_event_id(lesson.event_ids, ev.id))
     elif t == "lessons_pruned":
@@ -184,12 +184,12 @@ def forget(state: LessonsState, kind: str, subject: str) -> None:
             if domain_matches(lesson.scope_domain, subject):
                 _remove(state, lid)
             elif any(domain_matches(td, subject) for td in lesson.triggered_domains):
-                state.lessons[lid] = replace(lesson, triggered_domains=tuple(
+                state.lessons[lid] = evolve(lesson, triggered_domains=tuple(
                     td for td in lesson.triggered_domains if not domain_matches(td, subject)))
     elif kind == "run":
         for lid, lesson in list(state.lessons.items()):
             if lesson.taught_by_run == subject:
-                state.lessons[lid] = replace(lesson, taught_by_run=None, taught_at_step=None)
+                state.lessons[lid] = evolve(lesson, taught_by_run=None, taught_at_step=None)
 
 
 def decode(raw: dict[str, Any]) -> LessonsState:

@@ -2,13 +2,13 @@
 listing by session / domain / status, and resume / fork scenarios."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches
+from projections.text import add_event_id, domain_matches, evolve
 
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
 
@@ -72,12 +72,12 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
     elif t == "run_progress":
         run = state.runs.get(ev.run_id or "")
         if run is not None:
-            state.runs[run.run_id] = replace(run, current_url=d["current_url"], turn_count=int(d["turn"]),
+            state.runs[run.run_id] = evolve(run, current_url=d["current_url"], turn_count=int(d["turn"]),
                                              updated_at=ev.occurred_at)
     elif t == "run_completed":
         run = state.runs.get(ev.run_id or "")
         if run is not None:
-            state.runs[run.run_id] = replace(
+            state.runs[run.run_id] = evolve(
                 run, status="completed" if d["success"] else "failed", success=bool(d["success"]),
                 summary=d.get("summary"), result=d.get("result"), reason=d.get("reason"),
                 final_url=d.get("final_url"), current_url=d.get("final_url") or run.current_url,

@@ -2,13 +2,13 @@
 ranked by success count; failures are counted too."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches
+from projections.text import add_event_id, domain_matches, evolve
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")
 
@@ -48,7 +48,7 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
             entries[key] = SelectorEntry(domain, d["role"], d["name"], d["selector"], int(ok), int(not ok),
                                          ev.occurred_at, (ev.id,))
         else:
-            entries[key] = replace(old, successes=old.successes + ok, failures=old.failures + (not ok),
+            entries[key] = evolve(old, successes=old.successes + ok, failures=old.failures + (not ok),
                                    last_used=ev.occurred_at, event_ids=add_event_id(old.event_ids, ev.id))
     elif ev.type == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.by_domain if domain_matches(k, d["subject"])]:

@@ -4,14 +4,14 @@ last 10) and the navigation path. Cleared when the run completes (seed 003's
 `clear_task`); `as_of` still shows it at any point during the run."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
 from projections.steps import action_signature
-from projections.text import add_event_id, domain_matches
+from projections.text import add_event_id, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
 MAX_RECENT = 50
@@ -68,7 +68,7 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
     d = ev.data
     t = ev.type
     if t == "run_started" and ev.run_id:
-        state.by_run[ev.run_id] = replace(empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""),
+        state.by_run[ev.run_id] = evolve(empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""),
                                           session_id=d.get("session_id"))
     elif t == "step_recorded" and ev.run_id:
         st = state.by_run.get(ev.run_id) or empty_run(ev.run_id, "", ev.domain or "")
@@ -87,7 +87,7 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
         for url in (before, after):
             if url and (not path or path[-1] != url):
                 path = (*path, url)
-        state.by_run[ev.run_id] = replace(
+        state.by_run[ev.run_id] = evolve(
             st, recent=recent, failed_signatures=failed, action_frequency=freq,
             loop_warnings=loop_warnings(recent, policy.loop_threshold, policy.loop_window),
             navigation_path=path, current_url=after or st.current_url, cycle_count=st.cycle_count + 1,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, jaccard, words
+from projections.text import add_event_id, domain_matches, evolve, jaccard, words
 
 TYPES = ("run_started", "step_recorded", "step_graded", "subject_forgotten")
 
@@ -87,7 +87,7 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
     elif ev.type == "step_graded" and ev.run_id:
         mem = state.by_run.get(ev.run_id, {}).get(str(ev.step))
         if mem is not None:
-            state.by_run[ev.run_id][str(ev.step)] = replace(
+            state.by_run[ev.run_id][str(ev.step)] = evolve(
                 mem, outcome=d["outcome"], reason=d.get("reason"), correction=d.get("correction"),
                 event_ids=add_event_id(mem.event_ids, ev.id))
     elif ev.type == "subject_forgotten":
@@ -128,7 +128,7 @@ def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, e
         if iou < policy.step_memory_min_iou:
             continue
         isim = jaccard(intent_words, words(m.intent))
-        scored.append(replace(m, page_similarity=iou, intent_similarity=isim, score=0.65 * iou + 0.35 * isim))
+        scored.append(evolve(m, page_similarity=iou, intent_similarity=isim, score=0.65 * iou + 0.35 * isim))
     scored.sort(key=lambda m: (-m.score, m.run_id, m.step))
     top = scored[: policy.step_memory_top]
     seen: set[str] = set()

@@ -6,8 +6,10 @@ tokenizes and compares exactly the same way.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 from ledger.clock import parse_ts
 
@@ -68,6 +70,23 @@ def age_days(then: str, now: str) -> float:
 def normalize_text(text: str) -> str:
     """Lesson text compared for dedup: lower-cased words joined by one space."""
     return " ".join(WORD_RE.findall(text.lower()))
+
+
+_SLOTS: dict[type, tuple[tuple[str, Any, Any], ...]] = {}
+
+
+def evolve(obj: Any, **changes: Any) -> Any:
+    """`dataclasses.replace` for the frozen slots records in the folds' hot paths: copies
+    the slots directly (no __init__, no frozen __setattr__), about twice as fast."""
+    cls = type(obj)
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = tuple((f.name, cls.__dict__[f.name].__set__, cls.__dict__[f.name].__get__)
+                                    for f in fields(cls))
+    new = object.__new__(cls)
+    for name, put, get in slots:
+        put(new, changes[name] if name in changes else get(obj))
+    return new
 
 
 MAX_EVENT_IDS = 16

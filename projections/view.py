@@ -60,6 +60,8 @@ class LessonIndex:
             if lesson.scope_domain:
                 self.by_scope[lesson.scope_domain.lower()].append(lesson)
         self.by_pattern = dict(by_pattern)
+        for group in self.by_command.values():  # recall order, so that command-only hits need no sort
+            group[:] = _rank_lessons(group)
         # each pattern is filed under its rarest trigram: a pattern can only occur in an
         # error text that contains that trigram, so a query looks at few patterns
         freq: dict[str, int] = defaultdict(int)
@@ -166,17 +168,24 @@ class MemoryView:
         """Trigger A: +2 same failed_command, +3 error_pattern found in the error (both
         case-insensitive); lessons scoped to a site only on that site; top 3."""
         idx = self._lesson_index()
-        scores: dict[str, int] = {}
-        found: dict[str, Lesson] = {}
-        for lesson in idx.by_command.get((command or "").strip().lower(), ()):
-            scores[lesson.lesson_id] = 2
-            found[lesson.lesson_id] = lesson
+        k = self.policy.recall_top_k
+        cmd = (command or "").strip().lower()
+        by_pattern: dict[str, Lesson] = {}
         for pattern in idx.patterns_in((error or "").lower()):
             for lesson in idx.by_pattern[pattern]:
-                scores[lesson.lesson_id] = scores.get(lesson.lesson_id, 0) + 3
-                found[lesson.lesson_id] = lesson
-        cands = [l for l in found.values() if l.scope_domain is None or domain_matches(domain, l.scope_domain)]
-        return _rank_lessons(cands, scores)[: self.policy.recall_top_k]
+                by_pattern[lesson.lesson_id] = lesson
+        scores = {lid: 3 + (2 if (l.failed_command or "").strip().lower() == cmd and cmd else 0)
+                  for lid, l in by_pattern.items()}
+        ranked = _rank_lessons([l for l in by_pattern.values()
+                                if l.scope_domain is None or domain_matches(domain, l.scope_domain)], scores)[:k]
+        if len(ranked) < k and cmd:  # then command-only matches (+2), already in recall order
+            for lesson in idx.by_command.get(cmd, ()):
+                if lesson.lesson_id not in by_pattern and (
+                        lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)):
+                    ranked.append(lesson)
+                    if len(ranked) == k:
+                        break
+        return ranked
 
     def recall_on_domain(self, domain: str) -> list[Lesson]:
         """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; top 3."""

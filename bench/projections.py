@@ -1,0 +1,357 @@
+"""Projections: rebuild throughput, as-of latency and recall latency, each beside a baseline
+measured in the same run.
+
+- rebuild of projections.db from N synthetic agent events (default 1,000,000: runs, steps,
+  grades, recalls, lessons with their decisions, facts, selectors, trajectories, sessions)
+  vs a raw scan of the same events (read + decode, no fold);
+- as-of latency at random points (lessons at seq n; every projection at seq n) vs folding
+  the first n events from scratch;
+- recall with 100,000 lessons and 10,000 trajectories — tier 2 on error, on domain, trajectory
+  match — p50/p99 vs a linear scan of the same lessons / trajectories (results checked equal).
+
+Usage::
+
+    python bench/projections.py                  # 1,000,000 events
+    python bench/projections.py --events 100000  # a quicker run
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import Figure, table
+from ledger.clock import SteppingClock, format_ts, parse_ts
+from ledger.events import (
+    Action, ContextBuilt, EnvState, DomainRecall, ErrorRecall, FactContradicted, FactObserved, LessonDeduplicated, LessonPromoted,
+    LessonRecorded, NewEvent, RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded,
+    TrajectoryRecorded,
+)
+from ledger.events import TrajectoryStep as StepModel
+from ledger.store import SqliteStore
+from projections import lessons as lessons_mod
+from projections.lessons import Lesson, LessonsState, lesson_id_for
+from projections.materialize import rebuild
+from projections.policy import Policy
+from projections.state import MemoryState, fold
+from projections.text import domain_matches, jaccard, words
+from projections.trajectories import Trajectory, TrajectoryStep, rank
+from projections.view import MemoryView
+
+BENCH = "projections"
+COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
+ERRORS = ["timeout exceeded", "intercepts pointer events", "too many arguments", "element not visible",
+          "detached from dom", "strict mode violation", "navigation failed", "not editable"]
+VOCAB = [f"w{i}" for i in range(600)]
+
+
+def c(cls: Any, **fields: Any) -> Any:
+    """A payload without validation (the generator knows its fields are valid)."""
+    return cls.model_construct(**fields)
+
+
+# ---- synthetic agent log -------------------------------------------------------------
+
+def synthetic_events(n: int, seed: int = 7) -> list[NewEvent]:
+    """About `n` events shaped like agent runs (decisions included, as the policy step writes them)."""
+    rng = random.Random(seed)
+    domains = [f"site{i}.com" for i in range(200)]
+    keys: dict[str, tuple[int, set[str]]] = {}
+    facts: dict[tuple[str, str], str] = {}
+    out: list[NewEvent] = []
+    run = 0
+    t0 = parse_ts("2026-01-01T00:00:00Z")
+    while len(out) < n:
+        run += 1
+        rid = f"run{run}"
+        dom = rng.choice(domains)
+        host = f"www.{dom}"
+        when = format_ts(t0.replace(microsecond=0) + __import__("datetime").timedelta(minutes=run))
+        env = {"run_id": rid, "domain": host, "occurred_at": when}
+        out.append(NewEvent(c(RunStarted, goal=" ".join(rng.sample(VOCAB, 4)), session_id=f"s{run % 1000}",
+                              start_url=f"https://{host}/"), **env))
+        out.append(NewEvent(c(DomainRecall, matched=0, lessons=[], lesson_ids=[]), **env))
+        page = [f"button:b{rng.randrange(40)}" for _ in range(6)]
+        for s in range(8):
+            ok = rng.random() > 0.15
+            cmd = rng.choice(COMMANDS)
+            out.append(NewEvent(c(StepRecorded, env_before=EnvState(url=f"https://{host}/p{s}", elements=page),
+                                  env_after=EnvState(url=f"https://{host}/p{s + 1}"), internal_state="open the thing",
+                                  action=Action(command=cmd, args={"ref": f"e{rng.randrange(50)}"}), ok=ok,
+                                  error=None if ok else rng.choice(ERRORS)), step=s, **env))
+            if rng.random() < 0.5:
+                out.append(NewEvent(c(StepGraded, outcome="success" if ok else "failure", reason="graded"),
+                                    step=s, **env))
+            if rng.random() < 0.5:
+                out.append(NewEvent(c(SelectorSucceeded, role="button", name=f"b{rng.randrange(40)}",
+                                      selector=f"#b{rng.randrange(80)}"), **env))
+            if s % 2 == 0:
+                out.append(NewEvent(c(ContextBuilt, budget=4000, total_tokens=900, items=[], trimmed=[]), step=s, **env))
+            if not ok:
+                out.append(NewEvent(c(ErrorRecall, command=cmd, error_snippet="x", matched=0, lessons=[],
+                                      lesson_ids=[]), step=s, **env))
+        # post-run learning: one lesson, deduplicated when its key was seen before
+        cmd, err = rng.choice(COMMANDS), f"{rng.choice(ERRORS)} {rng.randrange(400)}"
+        lid = lesson_id_for(cmd, err, None, "")
+        text = f"When {cmd} fails with {err}, try another way."
+        out.append(NewEvent(c(LessonRecorded, lesson_id=lid, lesson=text, category="error_recovery",
+                              failed_command=cmd, error_pattern=err), **env))
+        if lid in keys:
+            uses, doms = keys[lid]
+            uses += 1
+            doms.add(host)
+            keys[lid] = (uses, doms)
+            out.append(NewEvent(c(LessonDeduplicated, lesson_id=lid, lesson=text, category="error_recovery",
+                                  failed_command=cmd, error_pattern=err, new_use_count=uses), **env))
+            if uses == 5 and len(doms) >= 3:
+                out.append(NewEvent(c(LessonPromoted, lesson_id=lid, lesson=text, use_count=uses,
+                                      triggered_domains=sorted(doms)), **env))
+        else:
+            keys[lid] = (1, {host})
+        for _ in range(2):
+            key, value = f"k{rng.randrange(5)}", f"v{rng.randrange(3)}"
+            out.append(NewEvent(c(FactObserved, fact_type="quirk", key=key, value=value), **env))
+            old = facts.get((host, key))
+            if old is not None and old != value:
+                out.append(NewEvent(c(FactContradicted, fact_type="quirk", key=key, old_values=[old],
+                                      new_value=value, factor=0.5), **env))
+            facts[(host, key)] = value
+        success = rng.random() < 0.6
+        if success:
+            out.append(NewEvent(c(TrajectoryRecorded, trajectory_id=f"t{run}", goal=" ".join(rng.sample(VOCAB, 4)),
+                                  steps=[StepModel(command="click", args={"ref": f"e{i}"}, url=f"https://{host}/",
+                                                   verified=True) for i in range(8)], duration_ms=5000.0, turns=8),
+                                **env))
+        out.append(NewEvent(c(SessionRecorded, session_id=f"s{run % 1000}", goal="g", outcome="o", success=success,
+                              final_url=f"https://{host}/end", timestamp=when), **env))
+        out.append(NewEvent(c(RunCompleted, success=success, summary="done", final_url=f"https://{host}/end",
+                              turns=8), **env))
+    return out[:n]
+
+
+def build_ledger(path: Path, n: int) -> SqliteStore:
+    store = SqliteStore.open(path, clock=SteppingClock(step=__import__("datetime").timedelta(milliseconds=1)),
+                             synchronous="OFF")
+    events = synthetic_events(n)
+    for i in range(0, len(events), 5000):
+        store.append(events[i:i + 5000])
+    return store
+
+
+# ---- recall at scale ----------------------------------------------------------------
+
+def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView, list[Lesson], list[Trajectory]]:
+    """A view over `n_lessons` lessons and `n_traj` trajectories (built directly, no ledger)."""
+    rng = random.Random(seed)
+    state = MemoryState.empty()
+    ls: LessonsState = state.lessons
+    scopes = [f"d{i}.com" for i in range(5000)]
+    for i in range(n_lessons):
+        fc = rng.choice(COMMANDS) if rng.random() < 0.8 else None
+        ep = f"{rng.choice(ERRORS)} code{rng.randrange(20000)}" if rng.random() < 0.8 else None
+        scope = rng.choice(scopes) if rng.random() < 0.5 else None
+        text = f"lesson {i}"
+        lesson = Lesson(lesson_id=f"lsn_{i:08d}", lesson=text, category="site_specific" if scope else "error_recovery",
+                        failed_command=fc, error_pattern=ep, scope_domain=scope, use_count=rng.randrange(1, 9),
+                        created_at="2026-01-01T00:00:00.000000Z",
+                        last_used=format_ts(parse_ts("2026-01-01T00:00:00Z").replace(second=rng.randrange(60))),
+                        source="learned", triggered_domains=(), event_ids=(f"e{i}",))
+        lessons_mod._add(ls, lesson)
+    hosts = [f"shop{i}.com" for i in range(10)]
+    trajs = []
+    for i in range(n_traj):
+        host = hosts[i % len(hosts)]
+        t = Trajectory(trajectory_id=f"t{i}", domain=host, goal=" ".join(rng.sample(VOCAB, rng.randrange(3, 7))),
+                       origin="", steps=(TrajectoryStep(command="click", verified=True),),
+                       recorded_at="2026-01-01T00:00:00.000000Z", occurred_at="2026-01-01T00:00:00.000000Z",
+                       duration_ms=float(rng.randrange(1000, 9000)), turns=1, run_id=None, event_ids=())
+        state.trajectories.by_domain.setdefault(host, {})[t.trajectory_id] = t
+        trajs.append(t)
+    return MemoryView(state, Policy()), list(ls.lessons.values()), trajs
+
+
+def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | None, k: int = 3) -> list[Lesson]:
+    cmd, err = command.lower(), error.lower()
+    scored = []
+    for l in lessons:
+        s = 0
+        if l.failed_command and l.failed_command.lower() == cmd:
+            s += 2
+        if l.error_pattern and l.error_pattern.lower() in err:
+            s += 3
+        if s and (l.scope_domain is None or domain_matches(domain, l.scope_domain)):
+            scored.append((s, l))
+    scored.sort(key=lambda x: x[1].lesson_id)
+    scored.sort(key=lambda x: (x[0], x[1].use_count, x[1].last_used), reverse=True)
+    return [l for _, l in scored[:k]]
+
+
+def linear_domain(lessons: list[Lesson], domain: str, k: int = 3) -> list[Lesson]:
+    hits = sorted((l for l in lessons if domain_matches(domain, l.scope_domain)), key=lambda l: l.lesson_id)
+    hits.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)
+    return hits[:k]
+
+
+def linear_traj(trajs: list[Trajectory], goal: str, domain: str, now: str, policy: Policy) -> Any:
+    m = rank([t for t in trajs if t.domain == domain], goal, now, policy)
+    return m[0] if m else None
+
+
+def latencies(fn: Callable[[Any], Any], queries: list[Any]) -> tuple[float, float]:
+    """p50 and p99 in microseconds (the big prebuilt memory is frozen out of the GC first)."""
+    gc.collect()
+    gc.freeze()
+    out = []
+    for q in queries:
+        t0 = time.perf_counter_ns()
+        fn(q)
+        out.append((time.perf_counter_ns() - t0) / 1000)
+    out.sort()
+    return statistics.median(out), out[min(len(out) - 1, int(len(out) * 0.99))]
+
+
+def recall_figures(n_lessons: int, n_traj: int, n_queries: int) -> list[Figure]:
+    rng = random.Random(3)
+    view, lessons, trajs = big_memory(n_lessons, n_traj)
+    t0 = time.perf_counter()
+    view.recall_on_error("click", "warm up")  # builds the lesson index
+    build_ms = (time.perf_counter() - t0) * 1e3
+    err_q = []
+    for _ in range(n_queries):
+        base = rng.choice(lessons)
+        pattern = base.error_pattern or rng.choice(ERRORS)
+        err_q.append((rng.choice(COMMANDS), f"Error: {pattern.upper()} while running step {rng.randrange(99)}",
+                      rng.choice([None, f"www.{base.scope_domain}" if base.scope_domain else "x.org"])))
+    dom_q = [f"www.d{rng.randrange(5000)}.com" for _ in range(n_queries)]
+    now = "2026-01-10T00:00:00.000000Z"
+    traj_q = [(" ".join(rng.sample(VOCAB, 4)) if i % 2 else rng.choice(trajs).goal, f"shop{rng.randrange(10)}.com")
+              for i in range(n_queries)]
+    for q in err_q[:200]:
+        assert view.recall_on_error(*q) == linear_error(lessons, *q), q
+    for q in dom_q[:200]:
+        assert view.recall_on_domain(q) == linear_domain(lessons, q), q
+    for g, d in traj_q[:100]:
+        assert view.match_trajectory(g, d, now) == linear_traj(trajs, g, d, now, view.policy)
+    figs = []
+    note = f"{n_lessons:,} lessons, index built in {build_ms:.0f} ms; aim p99 < 1 ms"
+    for label, fast, slow, qs in (
+        ("recall on error", lambda q: view.recall_on_error(*q), lambda q: linear_error(lessons, *q), err_q),
+        ("recall on domain", lambda q: view.recall_on_domain(q), lambda q: linear_domain(lessons, q), dom_q),
+        ("trajectory match", lambda q: view.match_trajectory(q[0], q[1], now),
+         lambda q: linear_traj(trajs, q[0], q[1], now, view.policy), traj_q),
+    ):
+        p50, p99 = latencies(fast, qs)
+        b50, b99 = latencies(slow, qs[: max(50, len(qs) // 10)])
+        n_note = note if label != "trajectory match" else f"{n_traj:,} trajectories on 10 hosts; aim p99 < 1 ms"
+        figs.append(Figure(BENCH, f"{label} p50", p50, "µs", "linear scan p50", b50, higher_is_better=False,
+                           aim=10.0, note=n_note))
+        figs.append(Figure(BENCH, f"{label} p99", p99, "µs", "linear scan p99", b99, higher_is_better=False,
+                           aim=10.0, note=f"p99 < 1 ms: {'yes' if p99 < 1000 else 'NO'}"))
+    return figs
+
+
+# ---- rebuild and as-of ----------------------------------------------------------------
+
+def rebuild_figures(n: int, points: int) -> list[Figure]:
+    figs = []
+    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
+        tmp = Path(d)
+        t0 = time.perf_counter()
+        store = build_ledger(tmp / "ledger.db", n)
+        gen_s = time.perf_counter() - t0
+        head = store.head()
+        gc.collect()
+        t0 = time.perf_counter()
+        scanned = sum(1 for _ in store.read())
+        t_scan = time.perf_counter() - t0
+        assert scanned == head
+        path = tmp / "projections.db"
+        t0 = time.perf_counter()
+        state = rebuild(store, path, progress=True)
+        t_rebuild = time.perf_counter() - t0
+        size_mb = path.stat().st_size / 1e6
+        figs.append(Figure(BENCH, f"rebuild projections.db ({head:,} events)", head / t_rebuild, "events/s",
+                           "raw scan of the same events", head / t_scan,
+                           note=f"ledger built in {gen_s:.0f} s; projections.db {size_mb:.0f} MB; "
+                                f"{len(state.lessons.lessons):,} lessons"))
+        del state
+        gc.collect()
+        t0 = time.perf_counter()
+        MemoryView.open(store, path)
+        t_open = time.perf_counter() - t0
+        figs.append(Figure(BENCH, "open a caught-up view (all projections)", t_open * 1e3, "ms",
+                           "full rebuild", t_rebuild * 1e3, higher_is_better=False))
+        rng = random.Random(5)
+        seqs = [rng.randrange(1, head) for _ in range(points)]
+        lat = []
+        for s in seqs:
+            t0 = time.perf_counter()
+            v = MemoryView.open(store, path, as_of=s)
+            v.recall_on_domain("www.site1.com")
+            v.tier1()
+            lat.append((time.perf_counter() - t0) * 1e3)
+        lat.sort()
+        few = seqs[:3]
+        base = []
+        for s in few:
+            t0 = time.perf_counter()
+            st = lessons_mod.empty()
+            for ev in store.read(1, s, types=lessons_mod.TYPES):
+                st = lessons_mod.apply(st, ev, None)
+            base.append((time.perf_counter() - t0) * 1e3)
+        figs.append(Figure(BENCH, "as-of: lessons at a random seq, p50", statistics.median(lat), "ms",
+                           "fold lessons from seq 1", statistics.median(base), higher_is_better=False,
+                           note=f"{points} points; max {lat[-1]:.1f} ms; aim < 50 ms"))
+        full = []
+        for s in few:
+            t0 = time.perf_counter()
+            MemoryView.open(store, path, as_of=s).digests()
+            full.append((time.perf_counter() - t0) * 1e3)
+        base_full = []
+        for s in few[:2]:
+            t0 = time.perf_counter()
+            fold(MemoryState.empty(), store.read(1, s), Policy())
+            base_full.append((time.perf_counter() - t0) * 1e3)
+        figs.append(Figure(BENCH, "as-of: every projection at a random seq, p50", statistics.median(full), "ms",
+                           "fold everything from seq 1", statistics.median(base_full), higher_is_better=False,
+                           note="loads step memories, runs, trajectories too"))
+        store.close()
+    return figs
+
+
+def run(quick: bool = False, events: int | None = None, lessons: int | None = None,
+        trajectories: int | None = None) -> list[Figure]:
+    n = events or (20_000 if quick else 1_000_000)
+    figs = rebuild_figures(n, 10 if quick else 30)
+    figs += recall_figures(lessons or 100_000, trajectories or 10_000, 500 if quick else 3000)
+    return figs
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=None, help="synthetic events (default 1,000,000; 20,000 with --quick)")
+    ap.add_argument("--lessons", type=int, default=None, help="lessons for the recall figures (default 100,000)")
+    ap.add_argument("--trajectories", type=int, default=None, help="trajectories (default 10,000)")
+    ap.add_argument("--quick", action="store_true", help="small sizes")
+    args = ap.parse_args(argv)
+    from rich.console import Console
+    figs = run(quick=args.quick, events=args.events, lessons=args.lessons, trajectories=args.trajectories)
+    console = Console()
+    console.print(table("projections: rebuild, as-of, recall", figs))
+    for f in figs:
+        if f.note:
+            console.print(f"  {f.name}: {f.note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Forgetting a subject: a domain, a run, a session or a lesson.
+
+The ledger is append-only, so forgetting is itself an event
+(`subject_forgotten`): every projection folds it by dropping the subject, so
+memory, exports, reports and audit answers built after it no longer hold it.
+What the log itself keeps is on purpose: the earlier events stay (the chain
+still verifies, `memledger events` still prints them), and an as-of view at a
+seq before the forget, folded from the log, still shows the subject.
+
+projections.db is disposable but physical, so `forget` also scrubs it: the
+periodic snapshots taken before the forget (which still hold the subject) are
+dropped — and `projections.materialize` never takes a snapshot before the
+latest forget again — and the file is vacuumed and its WAL truncated, so the
+deleted rows leave no bytes behind in free pages or old WAL frames.
+
+Usage::
+
+    result = forget(store, "domain", "shop.test", reason="user asked",
+                    projections_path=Path(".agent-memory/projections.db"))
+    print(result.seq, result.removed)
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.events import NewEvent, SubjectForgotten
+from projections.policy import DEFAULT_POLICY, Policy
+from projections.state import PROJECTIONS, MemoryState, module
+
+KINDS = ("domain", "run", "session", "lesson")
+
+
+@dataclass
+class ForgetResult:
+    kind: str
+    subject: str
+    seq: int
+    #: readable table -> rows the forget removed from memory
+    removed: dict[str, int] = field(default_factory=dict)
+    snapshots_dropped: int = 0
+    projections_scrubbed: bool = False
+
+    @property
+    def total_removed(self) -> int:
+        return sum(self.removed.values())
+
+
+def normalize_subject(kind: str, subject: str) -> str:
+    """The subject as projections match it (domains are host names: lower case, no trailing dot)."""
+    if kind not in KINDS:
+        raise LedgerError(f"unknown subject kind {kind!r}: one of {', '.join(KINDS)}")
+    text = (subject or "").strip()
+    if kind == "domain":
+        text = text.lower().rstrip(".")
+    if not text:
+        raise LedgerError(f"--{kind} needs a non-empty value")
+    if any(ord(c) < 32 for c in text):
+        raise LedgerError(f"--{kind} must not contain control characters")
+    return text
+
+
+def _row_counts(state: MemoryState) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name in PROJECTIONS:
+        for table, rows in module(name).tables(getattr(state, name)).items():
+            counts[table] = counts.get(table, 0) + len(rows)
+    return counts
+
+
+def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
+           projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY) -> ForgetResult:
+    """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
+
+    Appends through the policy writer, so any decision the forget causes lands
+    in the same transaction."""
+    from projections.materialize import load_state
+    from projections.writer import MemoryWriter
+
+    subject = normalize_subject(kind, subject)
+    before = _row_counts(load_state(store, projections_path, policy))
+    recorded = MemoryWriter(store, policy).append([NewEvent(SubjectForgotten(
+        subject_kind=kind, subject=subject, reason=reason or None))])  # type: ignore[arg-type]
+    seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")
+    after = _row_counts(load_state(store, projections_path, policy))
+    result = ForgetResult(kind, subject, seq,
+                          removed={t: n - after.get(t, 0) for t, n in before.items() if n > after.get(t, 0)})
+    if projections_path is not None:
+        result.snapshots_dropped = scrub_projections(Path(projections_path), seq)
+        result.projections_scrubbed = True
+    return result
+
+
+def scrub_projections(path: Path, forget_seq: int) -> int:
+    """Drop the snapshots taken before `forget_seq` (and those pointing at them), then vacuum
+    projections.db and truncate its WAL; returns how many snapshots were dropped."""
+    from projections.materialize import _lock, opened
+    with _lock, opened(path) as (conn, _):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+            dropped = conn.execute("DELETE FROM _snapshots WHERE seq < ? OR same_as < ?",
+                                   (forget_seq, forget_seq)).rowcount
+            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("VACUUM")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(f"{path}: forgotten, but cannot compact projections.db now ({exc}); "
+                              "run `memledger rebuild` when no other process uses it") from exc
+        if busy:
+            raise LedgerError(f"{path}: forgotten, but another process holds projections.db open; "
+                              "old pages may remain until `memledger rebuild`")
+    return int(dropped)

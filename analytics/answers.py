@@ -12,7 +12,6 @@ Usage::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -92,5 +91,3 @@ def analyse_all(source: Any, policy: Any | None = None) -> dict[str, Report]:
     finally:
         con.close()
 
-
-Analysis = Callable[..., Report]

@@ -5,10 +5,16 @@ Each command parses its arguments and calls one public function; errors are
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import click
 
 from analytics.output import emit, format_options
 from ledger.settings import Settings
+
+
+T = TypeVar("T")
 
 
 def _settings() -> Settings:
@@ -75,7 +81,7 @@ def experiment(settings: tuple[str, ...], until: str | None, as_json: bool, fmt:
     emit(experiment_report(result), fmt, out, section)
 
 
-def _with_progress(label: str, work):  # type: ignore[no-untyped-def]
+def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None], T]) -> T:
     """Run `work(progress)` with a rich progress bar on a terminal (silent otherwise)."""
     import sys
 

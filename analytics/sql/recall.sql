@@ -43,7 +43,8 @@ WITH alive AS (
 ), born AS (
     SELECT * FROM alive QUALIFY row_number() OVER (PARTITION BY lesson_id ORDER BY seq) = 1
 )
-SELECT lesson_id, lesson, category, source, scope_domain, recorded_at
+SELECT lesson_id, lesson, category, source, scope_domain, recorded_at,
+       lesson_id IN (SELECT lesson_id FROM lessons_pruned) AS pruned
 FROM born
 WHERE lesson_id NOT IN (SELECT lesson_id FROM recall_hits)
 ORDER BY seq;

@@ -16,7 +16,7 @@ from ledger.errors import LedgerError
 from ledger.settings import Settings
 
 LAYERS = ("ledger.commands", "projections.commands", "agent.commands", "analytics.commands",
-          "projections.interop.commands")
+          "projections.interop.commands", "projections.forget_command")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -209,6 +209,14 @@ class _Progress:
             self.bar.stop()
 
 
+def forget_floor(store: Any, head: int) -> int:
+    """The seq of the latest `subject_forgotten` up to `head` (0 if none): no snapshot is taken below it."""
+    floor = 0
+    for ev in store.read(1, head, types=["subject_forgotten"]):
+        floor = ev.seq
+    return floor
+
+
 def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
               snapshot: Any = None, progress: _Progress | None = None) -> MemoryState:
     """Fold events into each projection after its own start seq; call `snapshot(seq)` at
@@ -385,8 +393,11 @@ class Catchup:
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
+        floor = forget_floor(self.store, head)
 
         def snapshot(seq: int) -> None:
+            if seq < floor:  # a snapshot before a forget would hold the forgotten subject
+                return
             for name in PROJECTIONS:
                 if seq <= starts[name]:
                     continue

@@ -147,13 +147,17 @@ class _QmarkConnection:
         self.flush()
         return self.raw.execute(sql.replace("?", "%s"), params, prepare=True)
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], chunk: int = 1000) -> None:
-        """One multi-row INSERT per `chunk` rows (executemany would send one statement per row)."""
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], copy_from: int = 50) -> None:
+        """Small batches: one multi-row INSERT, held back for the commit's pipeline; large ones: COPY."""
+        self.flush()  # hold back at most one small batch: a long copy must not pile up in memory
         head, _, values = sql.partition(" VALUES ")
-        for i in range(0, len(rows), chunk):
-            part = rows[i:i + chunk]
-            self.pending.append((f"{head} VALUES {', '.join([values] * len(part)).replace('?', '%s')}",
-                                 [value for row in part for value in row]))
+        if len(rows) < copy_from:
+            self.pending.append((f"{head} VALUES {', '.join([values] * len(rows)).replace('?', '%s')}",
+                                 [value for row in rows for value in row]))
+            return
+        with self.raw.cursor() as cur, cur.copy(f"COPY {head.removeprefix('INSERT INTO ')} FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
     def flush(self) -> None:
         while self.pending:

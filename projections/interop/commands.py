@@ -18,7 +18,7 @@ def _settings() -> Settings:
 
 def run_import(settings: Settings, path: Path, fmt: str) -> ImportResult:
     """Import one source into the ledger of `settings`."""
-    return import_source(settings.store(), path, fmt)
+    return import_source(settings.store(), path, fmt, settings.projections_path)
 
 
 def parse_as_of(raw: str | None) -> int | str | None:

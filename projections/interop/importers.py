@@ -499,16 +499,22 @@ PLANNERS: dict[str, Callable[[Path, LessonIndex], ImportPlan]] = {
 }
 
 
-def lesson_index(store: Any, seeds: Iterable[NewEvent] = ()) -> LessonIndex:
+def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: Path | None = None) -> LessonIndex:
     """Lessons the ledger holds now (by text and dedup key), then the seed lessons (by text only).
 
-    Only the lessons projection is folded, from the lesson events alone: cheap on a long log.
+    With projections.db, its caught-up state; without, only the lessons projection is folded,
+    from the lesson events alone.
     """
-    from projections import lessons as lessons_projection
-    from projections.state import MemoryState, fold
-    state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES), names=["lessons"])
+    if projections_path is not None:
+        from projections.view import MemoryView
+        lessons_state = MemoryView.open(store, projections_path).state.lessons
+    else:
+        from projections import lessons as lessons_projection
+        from projections.state import MemoryState, fold
+        lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
+                             names=["lessons"]).lessons
     index = LessonIndex()
-    for les in state.lessons.lessons.values():
+    for les in lessons_state.lessons.values():
         index.add(KnownLesson(les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern,
                               les.scope_domain))
     for new in seeds:
@@ -527,8 +533,8 @@ def _seed_lessons() -> list[NewEvent]:
     return list(seed_lessons())
 
 
-def plan_import(store: Any, path: Path, fmt: str = "auto") -> ImportPlan:
-    """Validate a source and build its events; writes nothing."""
+def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportPlan:
+    """Validate a source and build its events; writes nothing to the ledger."""
     path = Path(path)
     if not path.exists():
         raise LedgerError(f"{path}: no such file or directory")
@@ -536,7 +542,7 @@ def plan_import(store: Any, path: Path, fmt: str = "auto") -> ImportPlan:
         fmt = detect_format(path)
     if fmt not in PLANNERS:
         raise LedgerError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    return PLANNERS[fmt](path, lesson_index(store, _seed_lessons()))
+    return PLANNERS[fmt](path, lesson_index(store, _seed_lessons(), projections_path))
 
 
 def previous_import(store: Any, digest: str, after: int = 0) -> int | None:
@@ -546,9 +552,9 @@ def previous_import(store: Any, digest: str, after: int = 0) -> int | None:
     return None
 
 
-def import_source(store: Any, path: Path, fmt: str = "auto") -> ImportResult:
+def import_source(store: Any, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportResult:
     """Import one source (see the module docstring); returns what was appended."""
-    plan = plan_import(store, path, fmt)
+    plan = plan_import(store, path, fmt, projections_path)
     head = store.head()
     earlier = previous_import(store, plan.digest)
     if earlier is not None:

@@ -62,16 +62,21 @@ def row_to_event(row: Sequence[Any]) -> RecordedEvent:
     return recorded_event(seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, data, payload, prev, h)
 
 
+def _canonical(payload: Payload) -> tuple[dict[str, Any], str]:
+    """The payload as a JSON-ready dict and its canonical JSON (sorted keys, no type or version)."""
+    data = payload.model_dump(mode="json", exclude={"type", "schema_version"})
+    return data, orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _redacted(data: dict[str, Any], text: str, redactor: Redactor) -> str:
+    redacted = redactor.value(data)
+    return orjson.dumps(redacted, option=orjson.OPT_SORT_KEYS).decode() if redacted != data else text
+
+
 def serialize_payload(payload: Payload, redactor: Redactor) -> str:
     """Canonical payload JSON with secrets redacted (type and version live in their own columns)."""
-    data = payload.model_dump(mode="json", exclude={"type", "schema_version"})
-    text = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
-    if not redactor.may_contain_secrets(text):
-        return text
-    redacted = redactor.value(data)
-    if redacted != data:
-        text = orjson.dumps(redacted, option=orjson.OPT_SORT_KEYS).decode()
-    return text
+    data, text = _canonical(payload)
+    return _redacted(data, text, redactor) if redactor.may_contain_secrets(text) else text
 
 
 def _env_busy_timeout() -> float:
@@ -147,9 +152,20 @@ class Transaction:
         recorded: list[RecordedEvent] = []
         now = format_ts(self.store.clock())
         rec_at = max(now, self._last_rec) if self._last_rec else now
-        seq, prev = self._seq, self._hash
-        redactor, sha256, dumps, append_row = self.store.redactor, hashlib.sha256, orjson.dumps, rows.append
+        canonical: list[tuple[dict[str, Any], str]] = []
         for i, ev in enumerate(events):
+            try:
+                canonical.append(_canonical(ev.payload))
+            except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
+                reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+                raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
+        redactor = self.store.redactor
+        # one screen over the whole batch (newline-joined: no secret pattern spans a newline of the JSON),
+        # then per event only when the batch may hold a secret
+        screen_each = redactor.may_contain_secrets("\n".join(text for _, text in canonical))
+        seq, prev = self._seq, self._hash
+        sha256, dumps, append_row = hashlib.sha256, orjson.dumps, rows.append
+        for ev, (data, payload_json) in zip(events, canonical):
             payload = ev.payload
             stream = ev.resolved_stream
             version = versions.get(stream)
@@ -157,11 +173,8 @@ class Transaction:
                 version = self.stream_version(stream)
             versions[stream] = version = version + 1
             seq += 1
-            try:
-                payload_json = serialize_payload(payload, redactor)
-            except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
-                reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-                raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
+            if screen_each and redactor.may_contain_secrets(payload_json):
+                payload_json = _redacted(data, payload_json, redactor)
             occurred = normalize_ts(ev.occurred_at) if ev.occurred_at is not None else rec_at
             body = (seq, ev.id or uuid7(), stream, version, payload.type, payload.schema_version,  # type: ignore[attr-defined]
                     rec_at, occurred, ev.run_id, ev.step, ev.domain, payload_json, prev)

@@ -88,3 +88,13 @@ def test_fast_screen_never_misses_what_the_full_walk_redacts(text: str, key: str
     data = {"outer": {key: text, "list": [text]}, "plain": text}
     if r.value(data) != data:
         assert r.may_contain_secrets(orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode())
+
+
+def test_one_secret_in_a_large_batch(fresh_ledger: SqliteStore) -> None:
+    from tests.ledger_samples import sample_event
+    batch = [sample_event("fact_observed", text=f"benign {i}") for i in range(50)]
+    batch[37] = sample_event("fact_observed", text=f"token {API_KEY}")
+    recorded = fresh_ledger.append(batch)
+    assert [i for i, e in enumerate(recorded) if MARKER in e.payload_json] == [37]
+    assert all(API_KEY not in e.payload_json for e in fresh_ledger.read())
+    assert recorded[36].data["value"] == "benign 36"

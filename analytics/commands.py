@@ -161,7 +161,8 @@ def explain(item: str, as_json: bool, as_html: bool) -> None:
 
     from analytics.explain import explain_item
     from analytics.render import explain_html, explain_text
-    data = explain_item(_settings().store(), item)
+    s = _settings()
+    data = explain_item(s.store(), item, projections_path=s.projections_path)
     if as_json:
         click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     elif as_html:

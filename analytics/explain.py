@@ -15,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from ledger.errors import UnknownItem
@@ -188,14 +189,20 @@ def _trajectory_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, A
     return {"life": life} if life else None
 
 
-def explain_item(store: Any, item: str, policy: Any | None = None) -> dict[str, Any]:
-    """The life of a lesson, fact, selector or trajectory; plain data (see module doc)."""
+def explain_item(store: Any, item: str, policy: Any | None = None,
+                 projections_path: Path | None = None) -> dict[str, Any]:
+    """The life of a lesson, fact, selector or trajectory; plain data (see module doc).
+
+    The item as it stands now comes from projections.db (caught up first) when
+    `projections_path` is given, else from a fold of the whole log.
+    """
     from projections.policy import DEFAULT_POLICY
     from projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
     forgotten = Forgotten.scan(store)
-    view = MemoryView.from_events(store.read(), policy)
+    view = (MemoryView.open(store, projections_path, policy) if projections_path is not None
+            else MemoryView.from_events(store.read(), policy))
     found = _lesson_life(store, item, forgotten)
     if found is not None:
         lesson = view.lesson(item)

@@ -16,6 +16,7 @@ by hand (triggers on every table flag writes made outside this module).
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 import zlib
@@ -98,6 +99,11 @@ class Checkpoint:
 # ---- the database ----------------------------------------------------------------
 
 def _connect(path: Path) -> sqlite3.Connection:
+    if not path.exists():  # private like the ledger (SQLite gives -wal and -shm the file's mode)
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError:
+            pass  # SQLite names the problem below
     conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]

@@ -256,8 +256,26 @@ class MemoryView:
 
     def step_memories(self, elements: list[str], intent: str, exclude_run: str | None = None) -> list[StepMemory]:
         """Graded memories of other runs for this page and intent: one REPEAT and one AVOID when both exist."""
-        mems = (m for steps in self.state.step_memories.by_run.values() for m in steps.values())
+        by_run = self.state.step_memories.by_run
+        if sum(len(steps) for steps in by_run.values()) <= SMALL:
+            mems: Iterable[StepMemory] = (m for steps in by_run.values() for m in steps.values())
+        else:  # IoU ≥ threshold > 0 needs a shared element
+            index = self._cached("elements", self._element_index)
+            seen: dict[tuple[str, int], StepMemory] = {}
+            for element in set(elements):
+                for m in index.get(element, ()):
+                    seen[(m.run_id, m.step)] = m
+            mems = seen.values()
         return steps_mod.retrieve(mems, elements, intent, exclude_run, self.policy)
+
+    def _element_index(self) -> dict[str, list[StepMemory]]:
+        index: dict[str, list[StepMemory]] = defaultdict(list)
+        for steps in self.state.step_memories.by_run.values():
+            for m in steps.values():
+                if m.outcome != "pending":
+                    for element in set(m.env_before.get("elements") or ()):
+                        index[element].append(m)
+        return index
 
     def run_steps(self, run_id: str) -> list[StepMemory]:
         return list(self.state.step_memories.by_run.get(run_id, {}).values())

@@ -81,3 +81,26 @@ def test_failure_signatures_and_navigation_path(fresh_ledger):
     assert st.has_failed(st.recent[1]["signature"]) and not st.has_failed(st.recent[2]["signature"])
     w.append([run_completed("r1")])
     assert view(fresh_ledger).short_term("r1").cycle_count == 0
+
+
+def test_many_memories_use_the_element_index_and_agree_with_a_scan(fresh_ledger):
+    import random
+    rng = random.Random(1)
+    events = []
+    pool = [f"button:b{i}" for i in range(14)]
+    for r in range(40):
+        for n in range(3):
+            events += [step(f"r{r}", n, args={"ref": f"e{rng.randrange(4)}"}, elements=rng.sample(pool, 9),
+                            intent=rng.choice(["open menu", "change priority", "delete"])),
+                       graded(f"r{r}", n, rng.choice(["success", "failure"]))]
+    MemoryWriter(fresh_ledger).append(events)
+    v = view(fresh_ledger)
+    from projections.steps import retrieve
+    all_mems = [m for steps in v.state.step_memories.by_run.values() for m in steps.values()]
+    hits = 0
+    for _ in range(20):
+        page, intent = rng.sample(pool, 10), rng.choice(["open the menu", "priority", "delete it"])
+        got = v.step_memories(page, intent, "r3")
+        assert got == retrieve(all_mems, page, intent, "r3", v.policy)
+        hits += bool(got)
+    assert hits >= 5

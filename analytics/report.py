@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -175,10 +176,18 @@ table{border-collapse:collapse;margin:6px 0 14px;font-size:12px}td,th{border:1px
 th{background:#f4f4f4}.dim{color:#888}img{max-width:100%;border:1px solid #eee}"""
 
 
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a report file 0600: it holds memory content."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> Path:
     """Write `out_dir/report.html` and its PNG plots; returns the page's path."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
     reports = analyse_all(store, policy)
     head = int(store.head())
     parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the ledger "
@@ -187,7 +196,7 @@ def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> 
     for name, rep in reports.items():
         png = PLOTS[name](rep)
         file = f"{name}.png"
-        (out / file).write_bytes(png)
+        _write_private(out / file, png)
         data = base64.b64encode(png).decode()
         parts.append(f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
                      f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>")
@@ -196,5 +205,5 @@ def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> 
             f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memledger report</h1>"
             + "".join(parts) + "</body></html>\n")
     path = out / "report.html"
-    path.write_text(page)
+    _write_private(path, page.encode())
     return path

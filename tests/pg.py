@@ -135,12 +135,14 @@ class TempPostgres:
             self._counter += 1
             name = f"t{os.getpid()}_{self._counter}"
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+            # FILE_COPY (PostgreSQL 15+) is about twice as fast as WAL-logging a small template
+            strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'{strategy}')
         return self.url(name)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            self.proc.send_signal(signal.SIGQUIT)  # immediate shutdown: the data is thrown away anyway
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:

@@ -106,8 +106,10 @@ def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
         if "stream" in constraint:
             return ConcurrencyConflict(f"{where}: stream version conflict ({msg})")
         return LedgerError(f"{where}: {msg}")
-    if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):
+    if isinstance(exc, pg_errors.LockNotAvailable):
         return LedgerLocked(f"{where}: the ledger's write lock is held by another writer (lock timeout exceeded)")
+    if isinstance(exc, pg_errors.QueryCanceled):
+        return LedgerError(f"{where}: the statement was cancelled ({msg})")
     if isinstance(exc, (pg_errors.DiskFull, pg_errors.OutOfMemory)):
         return DiskFull(f"{where}: server out of space ({msg}); the write was rolled back")
     if isinstance(exc, (pg_errors.InsufficientPrivilege, pg_errors.ReadOnlySqlTransaction)):

@@ -215,3 +215,13 @@ def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None
             call()
             assert store.conn is not before
         assert store.head() == 3 and store.verify().ok
+
+
+def test_a_writer_held_up_past_the_busy_timeout_gets_ledger_locked(pg_url: str) -> None:
+    from ledger.errors import LedgerLocked
+    with PostgresStore.open(pg_url) as holder, PostgresStore.open(pg_url, busy_timeout=0.2) as waiter:
+        with holder.atomic() as tx:
+            tx.append(some_events(1))
+            with pytest.raises(LedgerLocked, match="write lock"):
+                waiter.append(some_events(1))
+        assert waiter.append(some_events(1))[0].seq == 2

@@ -17,7 +17,7 @@ from ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, sample_event, sample_line
 
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @contextmanager
@@ -146,7 +146,7 @@ def test_hostile_names_in_envelope_and_scope(name: str, key: str, data: st.DataO
     append_refused(with_bad_line(orjson.dumps(line), data))
 
 
-@FUZZ
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([chr(c) for c in range(32) if c != 10]), st.data())
 def test_raw_control_characters_inside_json_strings(ch: str, data: st.DataObject) -> None:
     line = orjson.dumps(sample_line("lesson_seeded", text="before AFTER")).replace(b"before", f"be{ch}fore".encode())

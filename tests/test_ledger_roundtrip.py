@@ -19,7 +19,7 @@ from ledger.redact import MARKER, default_redactor
 from ledger.store import SqliteStore, serialize_payload
 from tests.ledger_samples import new_events, sample_event
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def fixed_clock() -> datetime:

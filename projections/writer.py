@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.clock import normalize_ts
+from ledger.errors import InvalidEvent
 from ledger.events import LessonSeeded, NewEvent, RecordedEvent
 from projections.lessons import lesson_id_for
 from projections.policy import DEFAULT_POLICY, Policy, decide, on_open
@@ -76,6 +77,9 @@ class MemoryWriter:
         out: list[RecordedEvent] = []
         if not events:
             return out
+        for i, ev in enumerate(events):
+            if not isinstance(ev, NewEvent):
+                raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
         self._warm()
         try:
             with self.store.atomic() as tx:

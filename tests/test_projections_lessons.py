@@ -274,3 +274,44 @@ def test_seed_lessons_are_the_three_of_seed_001():
     seeds = seed_lessons()
     assert [s.payload.category for s in seeds] == ["tool_fallback", "best_practice", "best_practice"]  # type: ignore[attr-defined]
     assert seeds[0].payload.failed_command == "fill"  # type: ignore[attr-defined]
+
+
+# ---- the writer ----------------------------------------------------------------------
+
+def test_observation_and_decisions_are_one_transaction_or_nothing(fresh_ledger):
+    import pytest
+
+    from ledger.errors import LedgerError
+    w = MemoryWriter(fresh_ledger)
+    w.append([lesson(domain="a.com")])
+    head = fresh_ledger.head()
+    with pytest.raises(LedgerError):
+        w.append([lesson(domain="b.com"), "not an event"])  # type: ignore[list-item]
+    assert fresh_ledger.head() == head
+    from unittest import mock
+
+    from projections import writer as writer_mod
+    calls: list[int] = []
+    real_decide = writer_mod.decide
+
+    def failing(state, new, policy):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("crash between two observations")
+        return real_decide(state, new, policy)
+    with mock.patch.object(writer_mod, "decide", failing), pytest.raises(RuntimeError):
+        w.append([lesson(domain="b.com"), lesson(domain="c.com")])
+    assert len(calls) == 2
+    assert fresh_ledger.head() == head  # the first observation and its decision were rolled back too
+    recorded = w.append([lesson(domain="b.com")])
+    assert [e.type for e in recorded] == ["lesson_recorded", "lesson_deduplicated"]
+    assert recorded[1].seq == recorded[0].seq + 1 and recorded[1].recorded_at == recorded[0].recorded_at
+    assert view(fresh_ledger).lesson(CLICK_ID).use_count == 2
+
+
+def test_two_writers_on_one_ledger_see_each_others_lessons(fresh_ledger):
+    a, b = MemoryWriter(fresh_ledger), MemoryWriter(fresh_ledger)
+    a.append([lesson(domain="a.com")])
+    assert [e.type for e in b.append([lesson(domain="b.com")])] == ["lesson_recorded", "lesson_deduplicated"]
+    assert [e.type for e in a.append([lesson(domain="c.com")])] == ["lesson_recorded", "lesson_deduplicated"]
+    assert view(fresh_ledger).lesson(CLICK_ID).use_count == 3

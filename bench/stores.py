@@ -15,7 +15,8 @@ exits 1.
 
 Usage::
 
-    python bench/stores.py                 # 30 s per store, 8 writers
+    python bench/stores.py                 # 30 s per store and durability level, 8 writers
+    python bench/stores.py --batch 10      # 10 events per transaction (the lock is taken once per append)
     python bench/stores.py --seconds 3 --writers 4 --pg-url postgresql://postgres@127.0.0.1:5432/bench
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ class LoadResult:
     kind: str
     durability: str
     writers: int
+    batch: int
     seconds: float
     appended: int
     head: int
@@ -60,6 +62,11 @@ class LoadResult:
 
     @property
     def rate(self) -> float:
+        """Appends (transactions) per second."""
+        return self.appended / self.batch / self.seconds if self.seconds else 0.0
+
+    @property
+    def events_rate(self) -> float:
         return self.appended / self.seconds if self.seconds else 0.0
 
 
@@ -73,8 +80,9 @@ def bench_event(writer: int, i: int) -> NewEvent:
                     run_id=run, step=i, domain=f"w{writer}.bench.test")
 
 
-def _writer(url: str, options: dict[str, Any], writer: int, ready: Any, start: Any, stop: Any, results: Any) -> None:
-    """One writer process: its own connection, one event per transaction until told to stop."""
+def _writer(url: str, options: dict[str, Any], writer: int, batch: int, ready: Any, start: Any, stop: Any,
+            results: Any) -> None:
+    """One writer process: its own connection, `batch` events per transaction until told to stop."""
     latencies: list[float] = []
     count, error = 0, ""
     try:
@@ -82,11 +90,11 @@ def _writer(url: str, options: dict[str, Any], writer: int, ready: Any, start: A
         ready.put(writer)
         start.wait()
         while not stop.is_set():
-            ev = bench_event(writer, count)
+            events = [bench_event(writer, count + k) for k in range(batch)]
             t0 = time.perf_counter()
-            store.append([ev])
+            store.append(events)
             latencies.append(time.perf_counter() - t0)
-            count += 1
+            count += batch
         store.close()
     except Exception as exc:  # reported to the parent as a failed check
         error = f"{type(exc).__name__}: {exc}"
@@ -140,7 +148,7 @@ DURABILITY = {
 }
 
 
-def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full",
+def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full", batch: int = 1,
          catch_up_timeout: float = 120.0) -> LoadResult:
     """Run the load against the (empty) ledger at `url` and check everything afterwards."""
     kind = "postgresql" if url.startswith("postgres") else "sqlite"
@@ -151,7 +159,7 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
     ctx = multiprocessing.get_context("fork")  # before the follower thread starts: no threads to inherit
     ready, results = ctx.Queue(), ctx.Queue()
     start, stop = ctx.Event(), ctx.Event()
-    procs = [ctx.Process(target=_writer, args=(url, options, n, ready, start, stop, results)) for n in range(writers)]
+    procs = [ctx.Process(target=_writer, args=(url, options, n, batch, ready, start, stop, results)) for n in range(writers)]
     for p in procs:
         p.start()
     waiting, deadline = len(procs), time.monotonic() + 120
@@ -224,21 +232,22 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
             if not equal:
                 problems.append("follower's projections differ from a rebuild")
     latencies.sort()
-    return LoadResult(kind, durability, writers, writing_s, appended, head, _percentile(latencies, 0.5),
+    return LoadResult(kind, durability, writers, batch, writing_s, appended, head, _percentile(latencies, 0.5),
                       _percentile(latencies, 0.99), follower.seen, catch_up, equal, problems)
 
 
 def checks_table(results: list[LoadResult]) -> Any:
     """One row per store: throughput, latency, and each check."""
     from rich.table import Table
-    t = Table(title=f"{results[0].writers} concurrent writers, one event per transaction, follower catching up")
-    for col in ("store", "durability", "appends", "appends/s", "p50 ms", "p99 ms", "gapless, nothing lost, chain verifies",
+    per = "one event" if results[0].batch == 1 else f"{results[0].batch} events"
+    t = Table(title=f"{results[0].writers} concurrent writers, {per} per transaction, follower catching up")
+    for col in ("store", "durability", "events", "appends/s", "events/s", "p50 ms", "p99 ms", "gapless, nothing lost, chain verifies",
                 "follower saw", "catch-up s", "projections = rebuild"):
         t.add_column(col, justify="left" if col in ("store",) else "right")
     for r in results:
         ok = "yes" if not r.problems else "NO: " + "; ".join(r.problems)
         proj = "-" if r.projections_equal is None else ("yes" if r.projections_equal else "NO")
-        t.add_row(r.kind, DURABILITY_NOTE[r.kind][r.durability], f"{r.appended:,}", f"{r.rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", ok,
+        t.add_row(r.kind, DURABILITY_NOTE[r.kind][r.durability], f"{r.appended:,}", f"{r.rate:,.0f}", f"{r.events_rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", ok,
                   f"{r.follower_seen:,}/{r.head:,}", f"{r.follower_catch_up_s:.2f}", proj)
     return t
 
@@ -250,11 +259,11 @@ DURABILITY_NOTE = {
 
 
 def compare(pg_urls: list[str], sqlite_urls: list[str], seconds: float, writers: int,
-            levels: list[str]) -> list[LoadResult]:
+            levels: list[str], batch: int = 1) -> list[LoadResult]:
     """For each durability level: PostgreSQL, then the SQLite store as its baseline, in the same run."""
     out = []
     for level, pg_url, sqlite_url in zip(levels, pg_urls, sqlite_urls):
-        out += [load(pg_url, seconds, writers, level), load(sqlite_url, seconds, writers, level)]
+        out += [load(pg_url, seconds, writers, level, batch), load(sqlite_url, seconds, writers, level, batch)]
     return out
 
 
@@ -262,7 +271,8 @@ def figures(results: list[LoadResult]) -> list[Figure]:
     figs = []
     for pg, lite in zip(results[::2], results[1::2]):
         problems = pg.problems + lite.problems
-        figs.append(Figure(BENCH, f"{pg.writers} writers on PostgreSQL ({DURABILITY_NOTE['postgresql'][pg.durability]})",
+        per = "" if pg.batch == 1 else f", {pg.batch} events each"
+        figs.append(Figure(BENCH, f"{pg.writers} writers on PostgreSQL ({DURABILITY_NOTE['postgresql'][pg.durability]}{per})",
                            pg.rate, "appends/s", f"SQLite store ({DURABILITY_NOTE['sqlite'][lite.durability]})",
                            lite.rate, note="problems: " + "; ".join(problems) if problems else ""))
     return figs
@@ -274,7 +284,7 @@ def run(quick: bool = False, seconds: float | None = None, writers: int = 8, pg_
 
 
 def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None = None,
-            durable_server: bool = True) -> list[LoadResult]:
+            durable_server: bool = True, batch: int = 1) -> list[LoadResult]:
     """Both stores at each durability level, on fresh ledgers (a throw-away server unless `pg_url`)."""
     from tests.pg import TempPostgres
     with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
@@ -282,10 +292,10 @@ def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None 
         if pg_url:
             if len(levels) > 1:
                 raise SystemExit("--pg-url needs one --durability level (each level needs an empty ledger)")
-            return compare([pg_url], sqlite_urls, seconds, writers, levels)
+            return compare([pg_url], sqlite_urls, seconds, writers, levels, batch)
         with TempPostgres(durable=durable_server) as server:
             pg_urls = [server.create_database(f"bench_{level}") for level in levels]
-            return compare(pg_urls, sqlite_urls, seconds, writers, levels)
+            return compare(pg_urls, sqlite_urls, seconds, writers, levels, batch)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -296,13 +306,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--durability", choices=["full", "normal", "both"], default="both",
                     help="full: commits survive a power cut (PostgreSQL synchronous_commit on, SQLite FULL); "
                          "normal: a process crash (synchronous_commit off, SQLite NORMAL); default both")
+    ap.add_argument("--batch", type=int, default=1, help="events per transaction (default 1, the worst case)")
     ap.add_argument("--quick", action="store_true", help="3 seconds")
     args = ap.parse_args(argv)
     from rich.console import Console
     seconds = 3.0 if args.quick else args.seconds
     levels = ["full", "normal"] if args.durability == "both" else [args.durability]
-    results = measure(seconds, args.writers, levels, args.pg_url)
-    console = Console(width=max(160, Console().width))
+    results = measure(seconds, args.writers, levels, args.pg_url, batch=max(1, args.batch))
+    console = Console(width=max(190, Console().width))
     console.print(checks_table(results))
     console.print(table("PostgreSQL store beside the SQLite store, same load, same run", figures(results)))
     if any(r.problems for r in results):

@@ -34,7 +34,7 @@ def sites() -> Iterator[SitesServer]:
 
 
 @pytest.fixture(scope="module")
-def browser(sites: SitesServer) -> Iterator[Browser]:
+def chromium(sites: SitesServer) -> Iterator[Browser]:
     with Browser(proxy=sites.proxy) as b:
         yield b
 
@@ -57,9 +57,9 @@ def events(store: SqliteStore, run_id: str, *types: str) -> list[Any]:
     return list(store.read(run_id=run_id, types=list(types) or None))
 
 
-def test_cookie_banner_lesson_then_tip_before_the_error(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, _ = ledger
-    first = run(browser, ledger, 'Open "Wool Socks"', check={"url_pattern": "/product/socks$"})
+    first = run(chromium, ledger, 'Open "Wool Socks"', check={"url_pattern": "/product/socks$"})
     assert first.success and first.errors >= 1
     recall = events(store, first.run_id, "error_recall")[0].data
     assert recall["command"] == "click" and "intercepts pointer events" in recall["error_snippet"]
@@ -69,7 +69,7 @@ def test_cookie_banner_lesson_then_tip_before_the_error(browser: Browser, ledger
     site = [e for e in learned if e.data["category"] == "site_specific"]
     assert site and site[0].data["scope_domain"] == "shop.test" and '"Accept all cookies"' in site[0].data["lesson"]
 
-    second = run(browser, ledger, 'Open "Rain Jacket"', check={"url_pattern": "/product/jacket$"})
+    second = run(chromium, ledger, 'Open "Rain Jacket"', check={"url_pattern": "/product/jacket$"})
     assert second.success and second.errors == 0 and second.turns < first.turns
     tip = events(store, second.run_id, "domain_recall")[0]
     assert tip.data["matched"] >= 1 and site[0].data["lesson_id"] in tip.data["lesson_ids"]
@@ -82,11 +82,11 @@ def test_cookie_banner_lesson_then_tip_before_the_error(browser: Browser, ledger
     assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
 
 
-def test_replay_heals_selectors_and_hands_back(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, proj = ledger
     goal = 'Open "Wool Socks"'
-    run(browser, ledger, goal)
-    again = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    run(chromium, ledger, goal)
+    again = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
     assert again.success and again.policy_decisions == 0 and again.replayed_steps == again.turns
     recalled = events(store, again.run_id, "trajectory_recalled")[0].data
     assert recalled["replay"] and recalled["similarity"] == 1.0
@@ -98,7 +98,7 @@ def test_replay_heals_selectors_and_hands_back(browser: Browser, ledger: tuple[S
     stale = [s.model_copy(update={"selector": "#stale-id"}) if s.name == "Wool Socks" else s for s in steps]
     store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_stale", goal=goal, origin="http://shop.test",
                                               steps=stale), domain="shop.test")])
-    healed = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    healed = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
     assert healed.success and healed.policy_decisions == 0
     fix = [e.data for e in events(store, healed.run_id, "selector_succeeded") if e.data.get("healed_from")]
     assert fix == [{**fix[0], "healed_from": "#stale-id", "selector": "#p-socks", "role": "link", "name": "Wool Socks"}]
@@ -106,16 +106,16 @@ def test_replay_heals_selectors_and_hands_back(browser: Browser, ledger: tuple[S
     gone = [s.model_copy(update={"name": "Wool Sox"}) if s.name == "Wool Socks" else s for s in steps]
     store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_gone", goal=goal, origin="http://shop.test",
                                               steps=gone), domain="shop.test")])
-    back = run(browser, ledger, goal, check={"url_pattern": "/product/socks$"})
+    back = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
     assert back.success and back.replayed_steps >= 1 and back.policy_decisions >= 1
     assert back.handback and "no longer on the page" in back.handback
 
 
-def test_password_never_reaches_the_ledger(browser: Browser, tmp_path: Path) -> None:
+def test_password_never_reaches_the_ledger(chromium: Browser, tmp_path: Path) -> None:
     case = CASES["portal-login"]
     store = SqliteStore.open(tmp_path / "ledger.db")
     for _ in range(2):  # the second run replays the login, typing the secret from the goal
-        r = run(browser, (store, tmp_path / "projections.db"), case["goal"], case["start_url"], check=case["success"])
+        r = run(chromium, (store, tmp_path / "projections.db"), case["goal"], case["start_url"], check=case["success"])
         assert r.success
     assert r.replayed_steps > 0
     fills = [e.data["action"] for e in store.read(types=["step_recorded"]) if e.data["action"]["command"] == "fill"]
@@ -130,10 +130,10 @@ def _outside_fences(text: str) -> str:
     return re.sub(re.escape(P.FENCE_OPEN) + r".*?\n" + re.escape(P.FENCE_CLOSE) + r"(?=\n|$)", "", text, flags=re.S)
 
 
-def test_hostile_page_text_stays_quoted_data(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+def test_hostile_page_text_stays_quoted_data(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, proj = ledger
     case = load_cases(HOSTILE_CASES_FILE)[0]
-    r = run(browser, ledger, case["goal"], case["start_url"], check=case["success"])
+    r = run(chromium, ledger, case["goal"], case["start_url"], check=case["success"])
     assert r.success
     seen_hostile = False
     for ev in events(store, r.run_id, "context_built"):
@@ -145,7 +145,7 @@ def test_hostile_page_text_stays_quoted_data(browser: Browser, ledger: tuple[Sql
     assert all("ignore previous" not in l.lesson.lower() for l in lessons)
     site = [l for l in lessons if l.scope_domain == "forum.test"]
     assert site and site[0].category == "site_specific"
-    other = run(browser, ledger, 'Open "Wool Socks"')
+    other = run(chromium, ledger, 'Open "Wool Socks"')
     recalled = [i for e in events(store, other.run_id, "domain_recall") for i in e.data["lesson_ids"]]
     assert site[0].lesson_id not in recalled
     tier1 = events(store, other.run_id, "tier1_loaded")[0].data["lessons"]
@@ -183,12 +183,12 @@ class _Model(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def test_openai_policy_drives_the_browser_via_a_stub_model(browser: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+def test_openai_policy_drives_the_browser_via_a_stub_model(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         policy = OpenAIPolicy(base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="stub", api_key="k")
-        r = run(browser, ledger, 'Open "Wool Socks"', enabled=False, policy=policy,
+        r = run(chromium, ledger, 'Open "Wool Socks"', enabled=False, policy=policy,
                 check={"url_pattern": "/product/socks$"})
     finally:
         httpd.shutdown()

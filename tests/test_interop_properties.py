@@ -296,3 +296,65 @@ def test_corrupted_trayn_json_is_refused(tmp_path_factory: pytest.TempPathFactor
         import_source(store, src, "trayn-json")
     assert str(info.value).startswith(f"memories.json: [{i}].{field}")
     assert store.head() == 0
+
+
+# ---- seed 001's event logs (import only: the ledger's own log is the export) ----------------
+
+KNOWN = "If fill fails, click(ref) to focus the input, then type(text) to enter text."
+log_lines = st.one_of(
+    st.fixed_dictionaries({"event": st.just("tier1_loaded"), "count": st.integers(0, 9),
+                           "lessons": st.lists(st.sampled_from([KNOWN, "unknown tip"]), max_size=3)}),
+    st.fixed_dictionaries({"event": st.just("error_recall"), "command": word_text, "error_snippet": text,
+                           "matched": st.integers(0, 3), "lessons": st.lists(st.just(KNOWN), max_size=1)}),
+    st.fixed_dictionaries({"event": st.just("domain_recall"), "domain": domains, "matched": st.integers(0, 3),
+                           "lessons": st.lists(st.just(KNOWN), max_size=1)}),
+    st.fixed_dictionaries({"event": st.just("lesson_recorded"), "lesson": word_text,
+                           "category": st.sampled_from(["error_recovery", "site_specific"]),
+                           "failed_command": st.none() | word_text, "error_pattern": st.none() | text,
+                           "domain": st.none() | domains}),
+    st.fixed_dictionaries({"event": st.just("lesson_deduplicated"), "lesson": st.just(KNOWN),
+                           "new_use_count": st.integers(1, 9)}),
+    st.fixed_dictionaries({"event": st.just("lessons_pruned"), "pruned_count": st.integers(0, 3),
+                           "remaining_count": st.integers(0, 9)}),
+)
+logs = st.lists(st.lists(log_lines, min_size=1, max_size=6), min_size=1, max_size=3)
+
+
+def _write_logs(root: Path, runs_: list[list[dict[str, Any]]]) -> list[str]:
+    rels = []
+    for n, lines in enumerate(runs_):
+        rel = f"run_2026031{n}T143000Z/memory_events.jsonl"
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+        rels.append(rel)
+    return rels
+
+
+@SETTINGS
+@given(logs)
+def test_event_logs_import_every_line(tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]]) -> None:
+    tmp = _tmp(tmp_path_factory)
+    _write_logs(tmp / "src", runs_)
+    store = new_store(tmp / "a")
+    result = import_source(store, tmp / "src")
+    lines = [line for lines in runs_ for line in lines]
+    assert result.appended == 1 + len(lines)
+    assert [e.type for e in store.read(2)] == [line["event"] for line in lines]
+    assert import_source(store, tmp / "src").appended == 0
+
+
+@SETTINGS
+@given(logs, st.data())
+def test_corrupted_event_logs_are_refused(tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]],
+                                          data: st.DataObject) -> None:
+    f = data.draw(st.integers(0, len(runs_) - 1))
+    i = data.draw(st.integers(0, len(runs_[f]) - 1))
+    field = data.draw(st.sampled_from(sorted(k for k in runs_[f][i] if k != "event")))
+    runs_[f][i][field] = BAD
+    tmp = _tmp(tmp_path_factory)
+    rels = _write_logs(tmp / "src", runs_)
+    store = new_store(tmp / "a")
+    with pytest.raises(SourceError) as info:
+        import_source(store, tmp / "src")
+    assert str(info.value).startswith(f"{rels[f]}: line {i + 1}: {runs_[f][i]['event']}.{field}"), str(info.value)
+    assert store.head() == 0

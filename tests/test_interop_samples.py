@@ -221,3 +221,14 @@ def test_cli_wrong_format_is_refused(tmp_path: Path) -> None:
     assert r.code == 1
     assert r.err.startswith("error: memories.json: ") and "nothing was written" in r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_digest_that_looks_like_a_card_number_still_dedups(tmp_path: Path) -> None:
+    """The store redacts 13-19 digit Luhn-valid runs in payload strings, hex digests included."""
+    from projections.interop.importers import previous_import, stored_digest
+    store = new_store(tmp_path / "mem")
+    digest = "bcf3c1bc6b5363ea55ff339bd12a607f36eefc9153308a11076251501687d629"
+    assert stored_digest(store, digest) != digest
+    from ledger.events import MemoryImported, NewEvent
+    store.append([NewEvent(MemoryImported(source_format="memory-json", source_path="/x", source_digest=digest))])
+    assert previous_import(store, digest) == 1

@@ -545,9 +545,18 @@ def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Pat
     return PLANNERS[fmt](path, lesson_index(store, _seed_lessons(), projections_path))
 
 
-def previous_import(store: Any, digest: str, after: int = 0) -> int | None:
-    for ev in store.read(after + 1 if after else None, types=["memory_imported"]):
-        if ev.data.get("source_digest") == digest:
+def stored_digest(store: Any, digest: str) -> str:
+    """The digest as the ledger stores it: the store's secret redaction also sees payload strings,
+    and a hex digest may hold a run of digits that looks like a card number to it."""
+    redactor = getattr(store, "redactor", None)
+    return redactor.text(digest) if redactor is not None else digest
+
+
+def previous_import(store: Any, digest: str) -> int | None:
+    """The seq of an earlier `memory_imported` of the same content, if any."""
+    wanted = {digest, stored_digest(store, digest)}
+    for ev in store.read(types=["memory_imported"]):
+        if ev.data.get("source_digest") in wanted:
             return ev.seq
     return None
 
@@ -562,8 +571,9 @@ def import_source(store: Any, path: Path, fmt: str = "auto", projections_path: P
     marker = NewEvent(MemoryImported(source_format=plan.source_format, source_path=plan.source_path,
                                      source_digest=plan.digest, counts=plan.counts))
     with store.atomic() as tx:
+        wanted = {plan.digest, stored_digest(store, plan.digest)}
         for ev in tx.read(head + 1):  # another process may have imported it meanwhile
-            if ev.type == "memory_imported" and ev.data.get("source_digest") == plan.digest:
+            if ev.type == "memory_imported" and ev.data.get("source_digest") in wanted:
                 return ImportResult(plan.source_format, plan.source_path, plan.digest, 0, None, None,
                                     plan.counts, ev.seq)
         recorded = tx.append([marker, *plan.events])

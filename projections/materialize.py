@@ -344,6 +344,7 @@ class Catchup:
         self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int]] = []
         self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
+        self.hashes: dict[int, str] = {}  # seq -> the ledger's hash there
 
     def run(self) -> MemoryState:
         with _lock, opened(self.path) as (conn, checkpoints):
@@ -354,8 +355,10 @@ class Catchup:
         mod = module(name)
         if cp is None or self.rebuild and name in self.only:
             return 0, mod.empty()
+        if cp.seq not in self.hashes and cp.seq <= head:
+            self.hashes[cp.seq] = _hash_at(self.store, cp.seq)
         if cp.fingerprint != fingerprint(name, self.policy) or cp.seq > head \
-                or cp.ledger_hash != _hash_at(self.store, cp.seq):
+                or cp.ledger_hash != self.hashes[cp.seq]:
             return 0, mod.empty()
         row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
         if row is None or row[0] != cp.seq:

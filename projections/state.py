@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from functools import lru_cache
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,8 +141,10 @@ def digests(state: MemoryState, names: Iterable[str] = PROJECTIONS) -> dict[str,
     return {name: digest_of(getattr(state, name)) for name in names if getattr(state, name) is not None}
 
 
+@lru_cache(maxsize=None)
 def code_version(name: str) -> str:
-    """Digest of the projection's own source (and the shared helpers): a code change means a rebuild."""
+    """Digest of the projection's own source (and the shared helpers) as loaded in this process:
+    a code change means a rebuild."""
     h = hashlib.sha256()
     for path in (module(name).__file__, Path(__file__).with_name("text.py")):
         h.update(Path(str(path)).read_bytes())

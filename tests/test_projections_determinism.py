@@ -107,7 +107,7 @@ def _table(path: Path, table: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(items=st.lists(memory_events(), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 12), max_size=6))
 def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any], cuts: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -54,6 +54,12 @@ def quoted_name(name: str, limit: int = CAP_NAME) -> str:
     return '"' + cap(name, limit).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
+def listing(header: str, lines: Sequence[str], limit: int = 6000) -> str:
+    """A memory section: its header as prose, its entries (which quote page text: element
+    names, URLs, outcomes) inside the data fence."""
+    return f"{header}\n{quote_untrusted(chr(10).join(lines), limit)}" if lines else header
+
+
 def system_instruction(goal: str, tier1: Sequence[str] = ()) -> str:
     """Seed 001's system instruction: Tier 1 lessons under "## Lessons from experience"."""
     parts = [SYSTEM_HEAD]
@@ -93,7 +99,7 @@ def domain_tips(tips: Sequence[str], event_ids: Sequence[str] = ()) -> BudgetIte
 
 def session_history(sessions: Sequence[Any], full_detail: int = 2) -> BudgetItem:
     """Seed 000: the two newest sessions in full (with final URL), older ones on one line."""
-    lines = ["SESSION HISTORY (previous runs on this site, oldest first):"]
+    lines: list[str] = []
     n = len(sessions)
     ids: list[str] = []
     for i, s in enumerate(sessions):
@@ -105,7 +111,8 @@ def session_history(sessions: Sequence[Any], full_detail: int = 2) -> BudgetItem
                          f"duration: {s.duration_ms / 1000:.1f}s, session: {s.session_id}")
         else:
             lines.append(f"- {status}: {cap(s.goal, 80)} ({s.turns_used} turns)")
-    return BudgetItem("session_history", PRIORITIES["session_history"], "\n".join(lines), event_ids=tuple(ids))
+    return BudgetItem("session_history", PRIORITIES["session_history"],
+                      listing("SESSION HISTORY (previous runs on this site, oldest first):", lines), event_ids=tuple(ids))
 
 
 def describe_step(step: Any) -> str:
@@ -128,42 +135,45 @@ def describe_step(step: Any) -> str:
 
 
 def reference_trajectory(goal: str, similarity: float, steps: Sequence[Any], event_ids: Sequence[str] = ()) -> BudgetItem:
-    lines = [f"REFERENCE TRAJECTORY (a successful past run, goal similarity {similarity:.2f}):",
-             f"Goal: {cap(goal, 200)}", f"Steps ({len(steps)} total):"]
+    lines = [f"Goal: {cap(goal, 200)}", f"Steps ({len(steps)} total):"]
     lines += [f"{i}. {describe_step(s)}" for i, s in enumerate(steps, 1)]
-    return BudgetItem("reference_trajectory", PRIORITIES["reference_trajectory"], "\n".join(lines),
+    header = f"REFERENCE TRAJECTORY (a successful past run, goal similarity {similarity:.2f}; follow or adapt it):"
+    return BudgetItem("reference_trajectory", PRIORITIES["reference_trajectory"], listing(header, lines),
                       event_ids=tuple(event_ids))
 
 
 def app_knowledge(facts: Sequence[Any]) -> BudgetItem:
-    lines = ["APP KNOWLEDGE (facts about this site, with confidence):"]
+    lines: list[str] = []
     ids: list[str] = []
     for f in facts:
         ids.extend(f.event_ids)
         lines.append(f"- {f.fact_type}: {cap(f.key, 80)}: {cap(f.value, 160)} (confidence {f.confidence:.2f})")
-    return BudgetItem("app_knowledge", PRIORITIES["app_knowledge"], "\n".join(lines), event_ids=tuple(ids))
+    return BudgetItem("app_knowledge", PRIORITIES["app_knowledge"],
+                      listing("APP KNOWLEDGE (facts about this site, with confidence):", lines), event_ids=tuple(ids))
 
 
 def known_selectors(selectors: Sequence[Any], limit: int = 15) -> BudgetItem:
-    lines = ["KNOWN SELECTORS (element -> selector, successes/failures):"]
+    lines: list[str] = []
     ids: list[str] = []
     for s in list(selectors)[:limit]:
         ids.extend(s.event_ids[-2:])
         lines.append(f"- {s.role} {quoted_name(s.name, 60)} -> {cap(s.selector, 100)} ({s.successes}/{s.failures})")
-    return BudgetItem("known_selectors", PRIORITIES["known_selectors"], "\n".join(lines), event_ids=tuple(ids))
+    return BudgetItem("known_selectors", PRIORITIES["known_selectors"],
+                      listing("KNOWN SELECTORS (element -> selector, successes/failures):", lines), event_ids=tuple(ids))
 
 
 def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_ids: Sequence[str] = ()) -> BudgetItem:
     """Seed 003's "## Recent Actions" with loop warnings first."""
-    lines = ["## Recent Actions", *warnings, *entries]
-    return BudgetItem("recent_actions", PRIORITIES["recent_actions"], "\n".join(lines), event_ids=tuple(event_ids))
+    return BudgetItem("recent_actions", PRIORITIES["recent_actions"], listing("## Recent Actions", [*warnings, *entries]),
+                      event_ids=tuple(event_ids))
 
 
 def step_memories(memories: Sequence[Any]) -> BudgetItem:
     """Seed 002's REPEAT/AVOID prompt format."""
-    lines = ["# Lessons From Previous Attempt", "These are results from a PREVIOUS attempt at this task.",
-             "- REPEAT: actions that worked before — do them again now",
-             "- AVOID: mistakes from before — do NOT repeat them", ""]
+    head = "\n".join(["# Lessons From Previous Attempt", "These are results from a PREVIOUS attempt at this task.",
+                      "- REPEAT: actions that worked before — do them again now",
+                      "- AVOID: mistakes from before — do NOT repeat them"])
+    lines: list[str] = []
     ids: list[str] = []
     for i, m in enumerate(memories, 1):
         ids.extend(m.event_ids)
@@ -177,7 +187,7 @@ def step_memories(memories: Sequence[Any]) -> BudgetItem:
             lines.append(f"   This failed: {cap(m.reason or 'it failed', 160)}")
             if m.correction:
                 lines.append(f"   Do this instead: {cap(m.correction, 160)}")
-    return BudgetItem("step_memories", PRIORITIES["step_memories"], "\n".join(lines), event_ids=tuple(ids))
+    return BudgetItem("step_memories", PRIORITIES["step_memories"], listing(head, lines), event_ids=tuple(ids))
 
 
 def render_step(items: Sequence[BudgetItem]) -> str:

@@ -204,13 +204,14 @@ def run_demo(settings: Any, console: Console | None = None, cases_file: str | No
         from rich.progress import Progress
         with Progress(console=console, transient=True) as bar:
             job = bar.add_task("demo", total=len(cases) * len(PASSES))
-            for label, enabled in PASSES:
+            for rep, (label, enabled) in enumerate(PASSES, 1):
                 memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
                 rs = []
                 for c in cases:
                     bar.update(job, description=f"{label}: {c['id']}")
                     rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
-                                       start_url=c["start_url"], case_id=c["id"], success_check=c.get("success")))
+                                       start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
+                                       config=RunConfig(rep=rep)))
                     bar.advance(job)
                 passes[label] = rs
     report = DemoReport(passes=passes)

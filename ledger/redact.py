@@ -22,7 +22,8 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     r"\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+[A-Za-z0-9._~+/=-]{8,}",
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
 )
-_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+#: a card number stands alone: digits glued to letters or "_" are part of an id or a hex digest
+_CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
 _CARD_CANDIDATE = re.compile(r"\d(?:[ -]?\d){12}")
 SECRET_KEY = re.compile(r"(?i)^(pass(word|wd|phrase)?|secret|api[_-]?key|token|access[_-]?token|authorization|card[_-]?number|cvv)$")
 #: a superset screen for the default rules, run once over a payload's JSON text (fast path): every

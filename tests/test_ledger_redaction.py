@@ -98,3 +98,14 @@ def test_one_secret_in_a_large_batch(fresh_ledger: SqliteStore) -> None:
     assert [i for i, e in enumerate(recorded) if MARKER in e.payload_json] == [37]
     assert all(API_KEY not in e.payload_json for e in fresh_ledger.read())
     assert recorded[36].data["value"] == "benign 36"
+
+
+def test_hex_digests_and_ids_are_not_card_numbers() -> None:
+    import hashlib
+
+    from ledger.redact import default_redactor
+    r = default_redactor()
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]
+    assert [d for d in digests if r.text(d) != d] == []
+    assert r.text("lsn_4111111111111111") == "lsn_4111111111111111"
+    assert r.text(f"card:{CARD_DIGITS}.") == f"card:{MARKER}."

@@ -186,6 +186,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
         step_mem[0] += ms
         return ms
 
+    memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
     first = True
     while reason is None and turns < cfg.max_turns:
         t_step = time.perf_counter()
@@ -340,7 +341,8 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                          result=str(final_decision.args.get("result", ""))[:500] if final_decision else None)
     memory.take_step_ms()
     learned = memory.finish_run(outcome, records)
+    wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
     return RunResult(run_id=run_id, goal=goal, success=success, reason=reason, turns=turns, policy_decisions=decisions,
-                     replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration,
+                     replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=wall,
                      step_ms=step_ms, memory_ms=memory.ms_total, step_memory_ms=step_mem[0], final_url=final_url, errors=errors, case_id=case_id,
                      memory_enabled=memory.enabled, learned=learned, handback=handback)

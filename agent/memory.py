@@ -224,6 +224,7 @@ class AgentMemory:
                  parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
                  case_id: str | None = None, decision_policy: str = "scripted") -> list[RecordedEvent]:
         """Memory opened for a run: seeds, pruning and expiry (as decisions), then run_started."""
+        self.ms_total = self._ms_step = 0.0  # memory time is counted per run
         with self._timed():
             self.run_id, self.goal, self.start_url = run_id, goal, start_url
             self.run_domain = domain_of(start_url)

@@ -436,3 +436,15 @@ def test_openai_policy_errors_are_one_line(stub_server: str) -> None:
         dead.decide(ctx(SHOP, "x"))
     d = p.parse({"choices": [{"message": {"content": "I am done"}}]}, ctx(SHOP, "x"))
     assert d.command == "finish" and d.success is False
+
+
+def test_memory_time_is_counted_per_run(tmp_path: Any) -> None:
+    store, mem = _memory(tmp_path)
+    results = [run_task(FakeBrowser(), mem, ScriptedPolicy(), goal='Open "Go"', start_url="http://fake.test/",
+                        config=RunConfig(max_errors=2)) for _ in range(3)]
+    done = [e.data for e in store.read(types=["run_completed"])]
+    for r, d in zip(results, done):
+        assert 0 < d["memory_ms"] <= r.memory_ms <= r.duration_ms
+        assert 0 <= r.step_memory_ms <= r.step_ms
+    steps = [e.data["memory_ms"] for e in store.read(types=["step_recorded"])]
+    assert steps and all(ms >= 0 for ms in steps) and any(ms > 0 for ms in steps)

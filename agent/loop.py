@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.events import EnvState
@@ -30,7 +30,7 @@ from agent import prompt as P
 from agent.browser import Browser, Observation, domain_of, origin_of
 from agent.budget import DEFAULT_BUDGET, BudgetItem, fit
 from agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
-from agent.policy import Decision, DecisionContext, DecisionPolicy, StepView
+from agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 
 Approval = Callable[[Decision, Observation], bool]
 
@@ -67,7 +67,7 @@ class RunResult:
     memory_enabled: bool = True
     learned: Learned | None = None
     handback: str | None = None
-    events: list[str] = field(default_factory=list)
+    error: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -188,144 +188,150 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
 
     memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
     first = True
-    while reason is None and turns < cfg.max_turns:
-        t_step = time.perf_counter()
-        step_no = turns + 1
-        obs = browser.observe()
-        if obs.domain != current_domain:
-            current_domain = obs.domain
-            domain_lessons = memory.domain_recall(current_domain, step_no)
-            sessions = memory.sessions(current_domain)
-            facts = memory.facts(current_domain)
-            selectors = memory.selectors(current_domain)
-        if first:
-            first = False
-            match, replay = memory.recall_trajectory(obs.domain, obs.origin, step_no)
-            if replay and match is not None:
-                replay_queue = list(match.trajectory.steps)
+    crash: str | None = None
+    try:
+        while reason is None and turns < cfg.max_turns:
+            t_step = time.perf_counter()
+            step_no = turns + 1
+            obs = browser.observe()
+            if obs.domain != current_domain:
+                current_domain = obs.domain
+                domain_lessons = memory.domain_recall(current_domain, step_no)
+                sessions = memory.sessions(current_domain)
+                facts = memory.facts(current_domain)
+                selectors = memory.selectors(current_domain)
+            if first:
+                first = False
+                match, replay = memory.recall_trajectory(obs.domain, obs.origin, step_no)
+                if replay and match is not None:
+                    replay_queue = list(match.trajectory.steps)
 
-        decision: Decision | None = None
-        decided_by = "policy"
-        tstep = None
-        if replay_queue:
-            tstep = replay_queue[0]
-            decision, why, healed = replay_decision(browser, obs, tstep, secrets)
+            decision: Decision | None = None
+            decided_by = "policy"
+            tstep = None
+            if replay_queue:
+                tstep = replay_queue[0]
+                decision, why, healed = replay_decision(browser, obs, tstep, secrets)
+                if decision is None:
+                    handback = f"step {len(match.trajectory.steps) - len(replay_queue) + 1}: {why}" if match else why
+                    replay_queue = []
+                else:
+                    replay_queue.pop(0)
+                    decided_by = "replay"
+                    if healed is not None and decision.target is not None:
+                        memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
             if decision is None:
-                handback = f"step {len(match.trajectory.steps) - len(replay_queue) + 1}: {why}" if match else why
-                replay_queue = []
-            else:
-                replay_queue.pop(0)
-                decided_by = "replay"
-                if healed is not None and decision.target is not None:
-                    memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
-        if decision is None:
-            items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
-            if last_error:
-                items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
-                                          [i for l in error_lessons for i in l.event_ids[-2:]]))
-            if domain_lessons:
-                items.append(P.domain_tips([l.lesson for l in domain_lessons],
-                                           [i for l in domain_lessons for i in l.event_ids[-2:]]))
-            if sessions:
-                items.append(P.session_history(sessions, memory.policy.session_full_detail))
-            if match is not None:
-                items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
-                                                    match.trajectory.event_ids))
-            if facts:
-                items.append(P.app_knowledge(facts))
-            if selectors:
-                items.append(P.known_selectors(selectors))
-            mems = memory.step_memories([e.identity for e in obs.elements], goal)
-            if mems:
-                items.append(P.step_memories(mems))
-            warnings = memory.loop_warnings()
-            if history or warnings:
-                items.append(P.recent_actions(_recent_lines(history), warnings))
-            fitted = fit(items, cfg.budget)
-            step_text = P.render_step(fitted.kept)
-            memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
-            ctx = DecisionContext(
-                goal=goal, observation=obs, history=history, system_prompt=system, step_prompt=step_text,
-                tier1=[l.lesson for l in tier1], domain_tips=[l.lesson for l in domain_lessons],
-                error_tips=[l.lesson for l in error_lessons], last_error=last_error,
-                trajectory_steps=list(match.trajectory.steps) if match is not None else [],
-                facts=[(f.fact_type, f.key, f.value) for f in facts])
-            decision = policy.decide(ctx)
-            decisions += 1
-            tokens_in += decision.tokens_in
-            tokens_out += decision.tokens_out
-        turns += 1
+                items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
+                if last_error:
+                    items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
+                                              [i for l in error_lessons for i in l.event_ids[-2:]]))
+                if domain_lessons:
+                    items.append(P.domain_tips([l.lesson for l in domain_lessons],
+                                               [i for l in domain_lessons for i in l.event_ids[-2:]]))
+                if sessions:
+                    items.append(P.session_history(sessions, memory.policy.session_full_detail))
+                if match is not None:
+                    items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
+                                                        match.trajectory.event_ids))
+                if facts:
+                    items.append(P.app_knowledge(facts))
+                if selectors:
+                    items.append(P.known_selectors(selectors))
+                mems = memory.step_memories([e.identity for e in obs.elements], goal)
+                if mems:
+                    items.append(P.step_memories(mems))
+                warnings = memory.loop_warnings()
+                if history or warnings:
+                    items.append(P.recent_actions(_recent_lines(history), warnings))
+                fitted = fit(items, cfg.budget)
+                step_text = P.render_step(fitted.kept)
+                memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
+                ctx = DecisionContext(
+                    goal=goal, observation=obs, history=history, system_prompt=system, step_prompt=step_text,
+                    tier1=[l.lesson for l in tier1], domain_tips=[l.lesson for l in domain_lessons],
+                    error_tips=[l.lesson for l in error_lessons], last_error=last_error,
+                    trajectory_steps=list(match.trajectory.steps) if match is not None else [],
+                    facts=[(f.fact_type, f.key, f.value) for f in facts])
+                decision = policy.decide(ctx)
+                decisions += 1
+                tokens_in += decision.tokens_in
+                tokens_out += decision.tokens_out
+            turns += 1
 
-        key = _action_key(decision, obs.url)
-        recent_keys.append(key)
-        if decision.command != "finish" and len(recent_keys) >= cfg.repeat_limit and len(set(recent_keys[-cfg.repeat_limit:])) == 1:
-            reason = "repeated_action"
-            step_ms += (time.perf_counter() - t_step) * 1000
-            break
+            key = _action_key(decision, obs.url)
+            recent_keys.append(key)
+            if decision.command != "finish" and len(recent_keys) >= cfg.repeat_limit and len(set(recent_keys[-cfg.repeat_limit:])) == 1:
+                reason = "repeated_action"
+                step_ms += (time.perf_counter() - t_step) * 1000
+                break
 
-        env_before = obs.env()
-        if cfg.approve is not None and decided_by != "replay" and not cfg.approve(decision, obs):
-            rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
-                             obs.url, obs.url, decision.target.role if decision.target else None,
-                             decision.target.name if decision.target else None, decided_by="approval")
-            records.append(rec)
-            history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
-            memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
-            step_ms += (time.perf_counter() - t_step) * 1000
-            continue
+            env_before = obs.env()
+            if cfg.approve is not None and decided_by != "replay" and not cfg.approve(decision, obs):
+                rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
+                                 obs.url, obs.url, decision.target.role if decision.target else None,
+                                 decision.target.name if decision.target else None, decided_by="approval")
+                records.append(rec)
+                history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
+                memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+                step_ms += (time.perf_counter() - t_step) * 1000
+                continue
 
-        if decision.command == "finish":
-            final_decision = decision
-            text = browser.page_text()
-            success = check_success(success_check, browser.page.url, text) if success_check else bool(decision.success)
-            if success_check and decision.success is False:
-                success = False
-            rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
-            records.append(rec)
-            history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-            memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+            if decision.command == "finish":
+                final_decision = decision
+                text = browser.page_text()
+                success = check_success(success_check, browser.page.url, text) if success_check else bool(decision.success)
+                if success_check and decision.success is False:
+                    success = False
+                rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
+                records.append(rec)
+                history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
+                memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+                if decided_by == "replay":
+                    replayed += 1
+                reason = None if success else ("check_failed" if decision.success else "gave_up")
+                step_ms += (time.perf_counter() - t_step) * 1000
+                break
+
+            result = browser.execute(decision.command, decision.args, decision.target)
             if decided_by == "replay":
                 replayed += 1
-            reason = None if success else ("check_failed" if decision.success else "gave_up")
+                if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
+                        and result.url_after != tstep.effect[4:]:
+                    handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
+                    replay_queue = []
+                if not result.ok:
+                    handback = f"replayed {decision.command} failed: {result.error}"
+                    replay_queue = []
+            rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
+                             error=result.error, url_before=result.url_before, url_after=result.url_after,
+                             role=decision.target.role if decision.target else None,
+                             name=decision.target.name if decision.target else None, selector=result.selector,
+                             sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
+                             in_shadow=bool(result.extra.get("in_shadow")))
+            records.append(rec)
+            history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
+                                    rec.url_before, rec.url_after, decided_by))
+            if result.ok:
+                last_error, error_lessons = None, []
+            else:
+                errors += 1
+                last_error = result.error
+                error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
+            try:
+                title = browser.page.title()
+            except Exception:  # noqa: BLE001 - the page is navigating
+                title = ""
+            env_after = EnvState(url=result.url_after, title=title[:200])
+            memory.record_step(rec, env_before, env_after, decision.think, take(), cfg.rep)
+            if turns % cfg.progress_every == 0:
+                memory.progress(turns, browser.page.url)
             step_ms += (time.perf_counter() - t_step) * 1000
-            break
-
-        result = browser.execute(decision.command, decision.args, decision.target)
-        if decided_by == "replay":
-            replayed += 1
-            if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
-                    and result.url_after != tstep.effect[4:]:
-                handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
-                replay_queue = []
-            if not result.ok:
-                handback = f"replayed {decision.command} failed: {result.error}"
-                replay_queue = []
-        rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
-                         error=result.error, url_before=result.url_before, url_after=result.url_after,
-                         role=decision.target.role if decision.target else None,
-                         name=decision.target.name if decision.target else None, selector=result.selector,
-                         sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
-                         in_shadow=bool(result.extra.get("in_shadow")))
-        records.append(rec)
-        history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
-                                rec.url_before, rec.url_after, decided_by))
-        if result.ok:
-            last_error, error_lessons = None, []
-        else:
-            errors += 1
-            last_error = result.error
-            error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
-        try:
-            title = browser.page.title()
-        except Exception:  # noqa: BLE001 - the page is navigating
-            title = ""
-        env_after = EnvState(url=result.url_after, title=title[:200])
-        memory.record_step(rec, env_before, env_after, decision.think, take(), cfg.rep)
-        if turns % cfg.progress_every == 0:
-            memory.progress(turns, browser.page.url)
-        step_ms += (time.perf_counter() - t_step) * 1000
-        if errors >= cfg.max_errors:
-            reason = "max_errors"
+            if errors >= cfg.max_errors:
+                reason = "max_errors"
+    except PolicyError as exc:  # the model endpoint failed: the run is still recorded, then reported
+        reason, crash = "policy_error", str(exc)
+    except Exception as exc:  # noqa: BLE001 - a crashed page or browser ends the run, recorded
+        reason, crash = "agent_error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if reason is None and final_decision is None:
         reason = "max_turns"
 
@@ -335,6 +341,8 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
         summary = f"Done in {turns} turns: {P.cap(str((final_decision.args if final_decision else {}).get('result', 'goal reached')), 200)}"
     else:
         summary = f"Stopped ({reason}) after {turns} turns" + (f": {P.cap(str(final_decision.args.get('result', '')), 200)}" if final_decision else "")
+        if crash:
+            summary += f": {P.cap(crash, 300)}"
     outcome = RunOutcome(success=success, summary=summary, reason=reason, final_url=final_url, turns=turns,
                          tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration, policy_decisions=decisions,
                          replayed_steps=replayed,
@@ -345,4 +353,4 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     return RunResult(run_id=run_id, goal=goal, success=success, reason=reason, turns=turns, policy_decisions=decisions,
                      replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=wall,
                      step_ms=step_ms, memory_ms=memory.ms_total, step_memory_ms=step_mem[0], final_url=final_url, errors=errors, case_id=case_id,
-                     memory_enabled=memory.enabled, learned=learned, handback=handback)
+                     memory_enabled=memory.enabled, learned=learned, handback=handback, error=crash)

@@ -27,7 +27,7 @@ from ledger.ids import short_id
 from agent.browser import Browser
 from agent.loop import RunConfig, RunResult, run_task
 from agent.memory import AgentMemory
-from agent.policy import make_policy
+from agent.policy import PolicyError, make_policy
 from agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
 from projections.policy import Policy
 
@@ -133,6 +133,9 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
                         isolation=opts.isolation, case_id=t["case_id"], success_check=t["check"],
                         config=RunConfig(max_turns=opts.max_turns)))
                 bar.advance(job)
+    broken = next((r for r in results if r.reason == "policy_error"), None)
+    if broken is not None:
+        raise PolicyError(f"{broken.error} (run {broken.run_id} recorded as failed)")
     return results
 
 

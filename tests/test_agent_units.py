@@ -448,3 +448,12 @@ def test_memory_time_is_counted_per_run(tmp_path: Any) -> None:
         assert 0 <= r.step_memory_ms <= r.step_ms
     steps = [e.data["memory_ms"] for e in store.read(types=["step_recorded"])]
     assert steps and all(ms >= 0 for ms in steps) and any(ms > 0 for ms in steps)
+
+
+def test_a_dead_model_endpoint_still_records_the_run(tmp_path: Any) -> None:
+    store, mem = _memory(tmp_path)
+    dead = OpenAIPolicy(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=2)
+    r = run_task(FakeBrowser(), mem, dead, goal='Open "Go"', start_url="http://fake.test/")
+    assert (r.success, r.reason) == (False, "policy_error") and "unreachable" in (r.error or "")
+    done = list(store.read(types=["run_completed"]))[-1].data
+    assert done["reason"] == "policy_error" and "unreachable" in done["summary"]

@@ -137,6 +137,35 @@ def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: lis
     return Decision(tstep.command, args, el, think=f"replay: {P.describe_step(tstep)}"), None, healed
 
 
+def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[StepView], last_error: str | None,
+               error_lessons: list[Any], domain_lessons: list[Any], sessions: list[Any], match: Any,
+               facts: list[Any], selectors: list[Any]) -> list[BudgetItem]:
+    """The sections of one per-step prompt, each with the ids of the events it came from."""
+    items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
+    if last_error:
+        items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
+                                  [i for l in error_lessons for i in l.event_ids[-2:]]))
+    if domain_lessons:
+        items.append(P.domain_tips([l.lesson for l in domain_lessons],
+                                   [i for l in domain_lessons for i in l.event_ids[-2:]]))
+    if sessions:
+        items.append(P.session_history(sessions, memory.policy.session_full_detail))
+    if match is not None:
+        items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
+                                            match.trajectory.event_ids))
+    if facts:
+        items.append(P.app_knowledge(facts))
+    if selectors:
+        items.append(P.known_selectors(selectors))
+    mems = memory.step_memories([e.identity for e in obs.elements], goal)
+    if mems:
+        items.append(P.step_memories(mems))
+    warnings = memory.loop_warnings()
+    if history or warnings:
+        items.append(P.recent_actions(_recent_lines(history), warnings))
+    return items
+
+
 def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
              run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
              mode: str = "new", isolation: str = "shared", case_id: str | None = None,
@@ -221,28 +250,8 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                     if healed is not None and decision.target is not None:
                         memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
             if decision is None:
-                items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
-                if last_error:
-                    items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
-                                              [i for l in error_lessons for i in l.event_ids[-2:]]))
-                if domain_lessons:
-                    items.append(P.domain_tips([l.lesson for l in domain_lessons],
-                                               [i for l in domain_lessons for i in l.event_ids[-2:]]))
-                if sessions:
-                    items.append(P.session_history(sessions, memory.policy.session_full_detail))
-                if match is not None:
-                    items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
-                                                        match.trajectory.event_ids))
-                if facts:
-                    items.append(P.app_knowledge(facts))
-                if selectors:
-                    items.append(P.known_selectors(selectors))
-                mems = memory.step_memories([e.identity for e in obs.elements], goal)
-                if mems:
-                    items.append(P.step_memories(mems))
-                warnings = memory.loop_warnings()
-                if history or warnings:
-                    items.append(P.recent_actions(_recent_lines(history), warnings))
+                items = step_items(obs, memory, goal, history, last_error, error_lessons, domain_lessons,
+                                   sessions, match, facts, selectors)
                 fitted = fit(items, cfg.budget)
                 step_text = P.render_step(fitted.kept)
                 memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)

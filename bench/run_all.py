@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> Path:
     figures: list[Figure] = []
     texts: dict[str, str] = {}
     timings: dict[str, float] = {}
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True, auto_refresh=False) as progress:  # no refresh thread in timings
         task = progress.add_task("benchmarks", total=len(names))
         for name in names:
-            progress.update(task, description=f"bench/{name}.py")
+            progress.update(task, description=f"bench/{name}.py", refresh=True)
             t0 = time.perf_counter()
             try:
                 figs, text = run_one(name, quick=not args.full)
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> Path:
             if text:
                 texts[name] = text
             progress.advance(task)
+            progress.refresh()
     console.print(table("memledger benchmarks" + ("" if args.full else " (quick sizes)"), figures))
     for name, text in texts.items():
         console.print(f"[bold]bench/{name}.py[/bold]\n{text}")

@@ -64,7 +64,8 @@ def row_to_event(row: Sequence[Any]) -> RecordedEvent:
 
 def _canonical(payload: Payload) -> tuple[dict[str, Any], str]:
     """The payload as a JSON-ready dict and its canonical JSON (sorted keys, no type or version)."""
-    data = payload.model_dump(mode="json", exclude={"type", "schema_version"})
+    data = payload.__pydantic_serializer__.to_python(payload, mode="json")  # = model_dump(mode="json"), less overhead
+    del data["type"], data["schema_version"]
     return data, orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
 
 

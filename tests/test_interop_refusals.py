@@ -259,3 +259,17 @@ def test_symlinked_out_is_refused(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me" and not any(target.iterdir())
     with pytest.raises(LedgerError, match="does not exist"):
         export_of(store, "json", tmp_path / "missing" / "m.json")
+
+
+def test_a_domain_folder_that_names_no_host_is_refused(tmp_path: Path) -> None:
+    root = _agent_memory(tmp_path)
+    odd = root / "domains" / "not a host!"
+    odd.mkdir()
+    (odd / "selectors.json").write_bytes((root / "domains" / "localhost_5173" / "selectors.json").read_bytes())
+    assert _refused(tmp_path, root).startswith("domains/not a host!: directory name is not a host name")
+    # with a knowledge.json naming the domain, the folder name does not matter
+    (odd / "knowledge.json").write_bytes(orjson.dumps({"domain": "shop.test", "facts": [], "sessions": []}))
+    store = new_store(tmp_path / "other")
+    result = import_source(store, root)
+    assert result.counts["selectors"] == 5
+    assert {e.domain for e in store.read(types=["selector_succeeded"])} >= {"shop.test"}

@@ -211,7 +211,8 @@ def ledger_update_seconds(tmp: Path, lessons: int, updates: int, synchronous: st
         return timed(run) / updates
 
 
-def run(quick: bool = False, events: int | None = None, synchronous: str = "NORMAL") -> list[Figure]:
+def run(quick: bool = False, events: int | None = None, synchronous: str = "NORMAL",
+        lesson_sizes: tuple[int, ...] = (100, 1_000, 10_000)) -> list[Figure]:
     """Measure everything; `quick` uses small sizes (for `python -m bench`)."""
     n = events or (5_000 if quick else 50_000)
     n_single = min(n, 1_000 if quick else 5_000)
@@ -220,6 +221,14 @@ def run(quick: bool = False, events: int | None = None, synchronous: str = "NORM
     inputs = raw_inputs(evs)
     gc.collect()
     gc.freeze()  # the prebuilt inputs are not part of the measured work: keep them out of every GC pass
+    try:
+        return _measure(evs, inputs, n, n_single, sync, quick, lesson_sizes)
+    finally:
+        gc.unfreeze()
+
+
+def _measure(evs: list[NewEvent], inputs: list[tuple[Any, ...]], n: int, n_single: int, sync: str, quick: bool,
+             lesson_sizes: tuple[int, ...]) -> list[Figure]:
     figs: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
         tmp = Path(d)
@@ -263,7 +272,7 @@ def run(quick: bool = False, events: int | None = None, synchronous: str = "NORM
         raw.close()
 
         # an update vs rewriting a JSON memory file
-        for lessons in (100, 1_000, 10_000):
+        for lessons in lesson_sizes:
             json_updates = 50 if lessons <= 1_000 else (5 if quick else 20)
             t_json = json_update_seconds(tmp, lessons, json_updates)
             t_upd = ledger_update_seconds(tmp, lessons, 100 if quick else 500, sync)

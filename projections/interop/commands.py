@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from ledger.clock import normalize_ts
 from ledger.errors import LedgerError
@@ -51,7 +52,8 @@ def import_cmd(path: Path, fmt: str) -> None:
 
     Example: memledger import ~/.browser_agent/memory.json
     """
-    r = run_import(_settings(), path, fmt)
+    with Console(stderr=True).status(f"importing {path} ..."):
+        r = run_import(_settings(), path, fmt)
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items() if v)
     if r.already_imported_seq is not None:
         click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, digest {r.digest[:12]}): "
@@ -73,7 +75,8 @@ def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
 
     Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
     """
-    r = run_export(_settings(), fmt, out, parse_as_of(as_of))
+    with Console(stderr=True).status(f"exporting {fmt} to {out} ..."):
+        r = run_export(_settings(), fmt, out, parse_as_of(as_of))
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
     click.echo(f"exported {fmt} to {r.out}: {len(r.files)} file(s) ({counts})")
 

@@ -104,6 +104,10 @@ class LessonIndex:
         return dedup_key(failed_command, error_pattern, scope, text) in self.keys
 
 
+#: builds the LessonIndex on demand: only after a source validated, and only for formats that need it
+IndexSource = Callable[[], LessonIndex]
+
+
 # ---- reading files -------------------------------------------------------------
 
 def _read(path: Path, rel: str) -> bytes:
@@ -146,7 +150,7 @@ def _time_of(ts: str) -> str:
 
 # ---- seed 001: memory.json -------------------------------------------------------
 
-def plan_memory_json(path: Path, index: LessonIndex) -> ImportPlan:
+def plan_memory_json(path: Path, lessons: IndexSource) -> ImportPlan:
     if path.is_dir():
         path = path / "memory.json"
     rel = path.name
@@ -159,6 +163,7 @@ def plan_memory_json(path: Path, index: LessonIndex) -> ImportPlan:
             raise refuse(rel, f"lessons[{i}]: same lesson as lessons[{seen[key]}] "
                               "(same failed_command and error_pattern, or same domain and text)")
         seen[key] = i
+    index = lessons()
     events: list[NewEvent] = []
     existing = 0
     for les in memory.lessons:
@@ -202,15 +207,14 @@ def _lesson_ids(texts: list[str], index: LessonIndex) -> list[str]:
     return []
 
 
-def plan_memory_events(path: Path, index: LessonIndex) -> ImportPlan:
+def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
     root = path if path.is_dir() else path.parent
     files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
     if not files:
         raise LedgerError(f"{path}: no memory_events.jsonl found")
     parts: list[tuple[str, Any]] = []
-    events: list[NewEvent] = []
-    counts: dict[str, int] = {"files": len(files), "skipped_lessons_pruned": 0}
-    for file in files:
+    parsed: list[tuple[Any, str | None, str | None, str]] = []  # (line, when, run_id, where)
+    for file in files:  # validate every line of every file before anything else
         rel = file.relative_to(root).as_posix() if path.is_dir() else file.name
         if file.is_symlink():
             raise refuse(rel, "is a symbolic link; refusing to follow it")
@@ -221,19 +225,23 @@ def plan_memory_events(path: Path, index: LessonIndex) -> ImportPlan:
         for number, raw in enumerate(data.split(b"\n"), start=1):
             if not raw.strip():
                 continue
-            obj = load_json(raw, f"{rel}: line {number}")
+            where = f"{rel}: line {number}"
+            obj = load_json(raw, where)
             lines.append(obj)
             tag = obj.get("event") if isinstance(obj, dict) else None
-            line = parse_model(SEED001_LINE, obj, f"{rel}: line {number}",
-                               prefix=f"{tag}." if tag in SEED001_EVENTS else "")
-            when = _time_of(line.ts) if line.ts else run_time
-            new = _line_event(line, index, when, f"{rel}: line {number}")
-            if new is None:
-                counts["skipped_lessons_pruned"] += 1
-                continue
-            events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
-            counts[line.event] = counts.get(line.event, 0) + 1
+            line = parse_model(SEED001_LINE, obj, where, prefix=f"{tag}." if tag in SEED001_EVENTS else "")
+            parsed.append((line, _time_of(line.ts) if line.ts else run_time, run_id, where))
         parts.append((rel, lines))
+    index = lessons()
+    events: list[NewEvent] = []
+    counts: dict[str, int] = {"files": len(files), "skipped_lessons_pruned": 0}
+    for line, when, run_id, where in parsed:
+        new = _line_event(line, index, when, where)
+        if new is None:
+            counts["skipped_lessons_pruned"] += 1
+            continue
+        events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
+        counts[line.event] = counts.get(line.event, 0) + 1
     return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
 
 
@@ -288,7 +296,7 @@ def _dir_domain(name: str) -> str | None:
     return None
 
 
-def plan_agent_memory(path: Path, index: LessonIndex) -> ImportPlan:
+def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     parts: list[tuple[str, Any]] = []
     events: list[NewEvent] = []
     counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "ignored_files": 0}
@@ -432,7 +440,7 @@ TRAYN_LIST: TypeAdapter[list[TraynEntry]] = TypeAdapter(list[TraynEntry])
 CALL_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
 
 
-def plan_trayn_json(path: Path, index: LessonIndex) -> ImportPlan:
+def plan_trayn_json(path: Path, lessons: IndexSource) -> ImportPlan:
     rel = path.name
     obj = load_json(_read(path, rel), rel)
     if isinstance(obj, list):  # what exportMemories(memories, "json") writes: a bare array
@@ -491,7 +499,7 @@ def _host(url: str) -> str | None:
 
 # ---- the import ----------------------------------------------------------------------
 
-PLANNERS: dict[str, Callable[[Path, LessonIndex], ImportPlan]] = {
+PLANNERS: dict[str, Callable[[Path, IndexSource], ImportPlan]] = {
     "memory-json": plan_memory_json,
     "memory-events": plan_memory_events,
     "agent-memory": plan_agent_memory,
@@ -542,7 +550,7 @@ def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Pat
         fmt = detect_format(path)
     if fmt not in PLANNERS:
         raise LedgerError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    return PLANNERS[fmt](path, lesson_index(store, _seed_lessons(), projections_path))
+    return PLANNERS[fmt](path, lambda: lesson_index(store, _seed_lessons(), projections_path))
 
 
 def stored_digest(store: Any, digest: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 
@@ -114,7 +114,7 @@ def current_facts(state: KnowledgeState, domain: str, min_confidence: float | No
 
 def decode(raw: dict[str, Any]) -> KnowledgeState:
     def fact(row: dict[str, Any]) -> Fact:
-        return Fact(**{**row, "event_ids": tuple(row["event_ids"])})
+        return build(Fact, row, event_ids=tuple(row["event_ids"]))
     return KnowledgeState(
         current={dom: {fid: fact(r) for fid, r in facts.items()} for dom, facts in raw.get("current", {}).items()},
         closed={dom: [fact(r) for r in facts] for dom, facts in raw.get("closed", {}).items()})

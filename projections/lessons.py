@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, evolve, normalize_text
+from projections.text import add_event_id, build, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 TIER2_CATEGORIES = ("error_recovery", "site_specific")
@@ -195,8 +195,8 @@ def forget(state: LessonsState, kind: str, subject: str) -> None:
 def decode(raw: dict[str, Any]) -> LessonsState:
     state = LessonsState(seeded=bool(raw.get("seeded")))
     for lid, row in raw.get("lessons", {}).items():
-        _add(state, Lesson(**{**row, "triggered_domains": tuple(row["triggered_domains"]),
-                              "event_ids": tuple(row["event_ids"])}))
+        _add(state, build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]),
+                          event_ids=tuple(row["event_ids"])))
     return state
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
 
@@ -116,8 +116,8 @@ def listed(state: RunsState, session_id: str | None = None, domain: str | None =
 
 
 def decode(raw: dict[str, Any]) -> RunsState:
-    return RunsState(runs={rid: RunManifest(**{**r, "artifact_paths": tuple(r["artifact_paths"]),
-                                               "event_ids": tuple(r["event_ids"])})
+    return RunsState(runs={rid: build(RunManifest, r, artifact_paths=tuple(r["artifact_paths"]),
+                                      event_ids=tuple(r["event_ids"]))
                            for rid, r in raw.get("runs", {}).items()})
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")
 
@@ -66,7 +66,7 @@ def ranked(state: SelectorsState, domain: str | None = None) -> list[SelectorEnt
 
 def decode(raw: dict[str, Any]) -> SelectorsState:
     return SelectorsState(by_domain={
-        dom: {k: SelectorEntry(**{**r, "event_ids": tuple(r["event_ids"])}) for k, r in rows.items()}
+        dom: {k: build(SelectorEntry, r, event_ids=tuple(r["event_ids"])) for k, r in rows.items()}
         for dom, rows in raw.get("by_domain", {}).items()})
 
 

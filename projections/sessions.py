@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import domain_matches
+from projections.text import build, domain_matches
 
 TYPES = ("session_recorded", "subject_forgotten")
 
@@ -67,7 +67,7 @@ def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState
 
 def decode(raw: dict[str, Any]) -> SessionsState:
     return SessionsState(by_domain={
-        dom: [SessionEntry(**{**r, "event_ids": tuple(r["event_ids"])}) for r in rows]
+        dom: [build(SessionEntry, r, event_ids=tuple(r["event_ids"])) for r in rows]
         for dom, rows in raw.get("by_domain", {}).items()})
 
 

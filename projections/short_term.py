@@ -11,7 +11,7 @@ import orjson
 
 from ledger.events import RecordedEvent
 from projections.steps import action_signature
-from projections.text import add_event_id, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
 MAX_RECENT = 50
@@ -108,10 +108,10 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
 
 
 def decode(raw: dict[str, Any]) -> ShortTermState:
-    return ShortTermState(by_run={rid: ShortTerm(**{
-        **r, "recent": tuple(r["recent"]), "failed_signatures": tuple(r["failed_signatures"]),
-        "loop_warnings": tuple(r["loop_warnings"]), "navigation_path": tuple(r["navigation_path"]),
-        "event_ids": tuple(r["event_ids"])}) for rid, r in raw.get("by_run", {}).items()})
+    return ShortTermState(by_run={rid: build(
+        ShortTerm, r, recent=tuple(r["recent"]), failed_signatures=tuple(r["failed_signatures"]),
+        loop_warnings=tuple(r["loop_warnings"]), navigation_path=tuple(r["navigation_path"]),
+        event_ids=tuple(r["event_ids"])) for rid, r in raw.get("by_run", {}).items()})
 
 
 def tables(state: ShortTermState) -> dict[str, list[dict[str, Any]]]:

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, domain_matches, evolve, jaccard, words
+from projections.text import add_event_id, build, domain_matches, evolve, jaccard, words
 
 TYPES = ("run_started", "step_recorded", "step_graded", "subject_forgotten")
 
@@ -146,7 +146,7 @@ def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, e
 
 
 def decode(raw: dict[str, Any]) -> StepsState:
-    return StepsState(by_run={rid: {k: StepMemory(**{**r, "event_ids": tuple(r["event_ids"])})
+    return StepsState(by_run={rid: {k: build(StepMemory, r, event_ids=tuple(r["event_ids"]))
                                     for k, r in steps.items()}
                               for rid, steps in raw.get("by_run", {}).items()},
                       session_of=dict(raw.get("session_of", {})))

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import age_days, domain_matches, jaccard, older_than, words
+from projections.text import age_days, build, domain_matches, jaccard, older_than, words
 
 TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")
 
@@ -74,7 +74,7 @@ def empty() -> TrajectoriesState:
 
 
 def _step(raw: dict[str, Any]) -> TrajectoryStep:
-    return TrajectoryStep(**raw)
+    return build(TrajectoryStep, raw)
 
 
 def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> TrajectoriesState:
@@ -155,8 +155,8 @@ def _neg(text: str) -> tuple[int, ...]:
 
 def decode(raw: dict[str, Any]) -> TrajectoriesState:
     return TrajectoriesState(by_domain={
-        dom: {tid: Trajectory(**{**r, "steps": tuple(_step(s) for s in r["steps"]),
-                                 "event_ids": tuple(r["event_ids"])}) for tid, r in items.items()}
+        dom: {tid: build(Trajectory, r, steps=tuple(_step(s) for s in r["steps"]),
+                         event_ids=tuple(r["event_ids"])) for tid, r in items.items()}
         for dom, items in raw.get("by_domain", {}).items()}, session_of=dict(raw.get("session_of", {})))
 
 

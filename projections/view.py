@@ -45,20 +45,26 @@ def _rank_lessons(lessons: Iterable[Lesson], scores: dict[str, int] | None = Non
     return out
 
 
-class LessonIndex:
-    """Lookup tables over the lessons of one state (built once per view head)."""
+def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
+    """scope domain -> its lessons (recall on domain looks up the host and each parent)."""
+    by_scope: dict[str, list[Lesson]] = defaultdict(list)
+    for lesson in lessons:
+        if lesson.scope_domain:
+            by_scope[lesson.scope_domain.lower()].append(lesson)
+    return by_scope
+
+
+class ErrorIndex:
+    """Lookup tables for recall on error over the lessons of one state (built once per view head)."""
 
     def __init__(self, lessons: Iterable[Lesson]):
         self.by_command: dict[str, list[Lesson]] = defaultdict(list)
-        self.by_scope: dict[str, list[Lesson]] = defaultdict(list)
         by_pattern: dict[str, list[Lesson]] = defaultdict(list)
         for lesson in lessons:
             if lesson.failed_command and lesson.failed_command.strip():
                 self.by_command[lesson.failed_command.strip().lower()].append(lesson)
             if lesson.error_pattern and lesson.error_pattern.strip():
                 by_pattern[lesson.error_pattern.strip().lower()].append(lesson)
-            if lesson.scope_domain:
-                self.by_scope[lesson.scope_domain.lower()].append(lesson)
         self.by_pattern = dict(by_pattern)
         for group in self.by_command.values():  # recall order, so that command-only hits need no sort
             group[:] = _rank_lessons(group)
@@ -153,8 +159,8 @@ class MemoryView:
             self._cache[name] = build()
         return self._cache[name]
 
-    def _lesson_index(self) -> LessonIndex:
-        return self._cached("lessons", lambda: LessonIndex(self.state.lessons.lessons.values()))
+    def _error_index(self) -> ErrorIndex:
+        return self._cached("errors", lambda: ErrorIndex(self.state.lessons.lessons.values()))
 
     # ---- lessons (seed 001) ---------------------------------------------------
 
@@ -167,7 +173,7 @@ class MemoryView:
     def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
         """Trigger A: +2 same failed_command, +3 error_pattern found in the error (both
         case-insensitive); lessons scoped to a site only on that site; top 3."""
-        idx = self._lesson_index()
+        idx = self._error_index()
         k = self.policy.recall_top_k
         cmd = (command or "").strip().lower()
         by_pattern: dict[str, Lesson] = {}
@@ -191,8 +197,8 @@ class MemoryView:
         """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; top 3."""
         if not domain:
             return []
-        idx = self._lesson_index()
-        cands = [l for d in parent_domains(domain) for l in idx.by_scope.get(d, ())]
+        by_scope = self._cached("scopes", lambda: scope_index(self.state.lessons.lessons.values()))
+        cands = [l for d in parent_domains(domain) for l in by_scope.get(d, ())]
         return _rank_lessons(cands)[: self.policy.recall_top_k]
 
     def lessons(self, domain: str | None = None) -> list[Lesson]:

@@ -237,3 +237,17 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
     store.append([NewEvent(MemoryImported(source_format="memory-json", source_path="/x", source_digest=digest))])
     assert next(store.read()).data["source_digest"] != digest
     assert previous_import(store, digest) == 1
+
+
+def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
+    from ledger.events import NewEvent, SubjectForgotten
+    store = new_store(tmp_path / "mem")
+    import_source(store, AGENT_MEMORY)
+    import_source(store, TRAYN)
+    store.append([NewEvent(SubjectForgotten(subject_kind="domain", subject="example.com")),
+                  NewEvent(SubjectForgotten(subject_kind="domain", subject="desk.example.com"))])
+    am = norm_agent_memory(export_of(store, "agent-memory", tmp_path / "export"))
+    assert set(am["domains"]) == {"aliexpress.com", "localhost:5173"} and am["runs"] == {}
+    assert orjson.loads(export_of(store, "json", tmp_path / "t.json").read_bytes()) == []
+    before = export_of(store, "agent-memory", tmp_path / "before", as_of=store.head() - 2)
+    assert "www.example.com" in norm_agent_memory(before)["domains"]

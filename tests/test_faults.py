@@ -269,3 +269,40 @@ def test_interrupted_transaction_is_rolled_back(ledger_path: Path) -> None:
                 tx.append([sample_event("run_started")])
                 tx.append([sample_event("lesson_seeded", id=next(store.read()).id)])
         assert store.head() == 1 and store.verify().ok
+
+
+@contextmanager
+def small_disk(directory: Path, size_kb: int) -> Iterator[bool]:
+    """A real full disk: a small tmpfs mounted on `directory` (yields False where mounting is not allowed)."""
+    directory.mkdir(exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0700", "tmpfs",
+                                            str(directory)], capture_output=True).returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=True)
+
+
+def test_full_tmpfs_from_the_cli(tmp_path: Path) -> None:
+    """ENOSPC on a real file system: one-line error, exit 1, the earlier events intact and verifiable.
+
+    Without the right to mount, the same run goes through a size-limited file (RLIMIT_FSIZE) instead."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, 320) as mounted:
+        memory = disk / "mem"
+        first = run_cli("--memory-dir", str(memory), "append", "--raw", "-", stdin=orjson.dumps(sample_line("lesson_seeded")))
+        assert first.code == 0, first.err
+        before = snapshot(memory / "ledger.db")
+        big = tmp_path / "big.jsonl"
+        big.write_bytes(b"".join(orjson.dumps(sample_line("fact_observed", text=f"{i} " + "v" * 8000)) + b"\n"
+                                 for i in range(100)))
+        limit = None if mounted else _limited(320 * 1024)
+        done = subprocess.run([*MEMLEDGER, "--memory-dir", str(memory), "append", "--raw", str(big)],
+                              capture_output=True, text=True, timeout=120, preexec_fn=limit)
+        assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
+        assert "disk" in done.stderr
+        assert snapshot(memory / "ledger.db") == before
+        r = run_cli("--memory-dir", str(memory), "verify")
+        assert r.code == 0 and "1 events" in r.out, r.err

@@ -24,12 +24,15 @@ def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
         raise LedgerError("invalid memory directory name")
     p = Path(raw)
     if create and not p.exists():
+        old_umask = os.umask(0o077)  # parents too (e.g. runs/ above runs/<run_id>/) are private
         try:
             p.mkdir(mode=0o700, parents=True)
         except PermissionError as exc:
             raise LedgerReadOnly(f"{p}: cannot create the memory directory ({exc.strerror})") from exc
         except OSError as exc:
             raise LedgerError(f"{p}: cannot create the memory directory ({exc.strerror})") from exc
+        finally:
+            os.umask(old_umask)
     elif p.exists() and not p.is_dir():
         raise LedgerError(f"{p}: not a directory")
     return p

@@ -77,7 +77,8 @@ def overlay_run(mem: AgentMemory, run_id: str, goal: str, url: str, target: str,
 def produce_outputs(memory_dir: Path, out: Path) -> list[str]:
     """Every export format, the report and `audit --json` of every run memory still lists,
     written under `out`; returns the run ids audited."""
-    (out / "exports").mkdir(mode=0o700, parents=True, exist_ok=True)
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (out / "exports").mkdir(mode=0o700, exist_ok=True)
     for fmt, name in EXPORT_FILES.items():
         r = run_cli("--memory-dir", str(memory_dir), "export", "--format", fmt, "--out", str(out / "exports" / name))
         assert r.code == 0, (fmt, r.err)

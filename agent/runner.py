@@ -172,7 +172,7 @@ def _totals(rs: list[RunResult]) -> dict[str, float]:
 
 
 def demo_tables(report: DemoReport) -> tuple[Table, Table]:
-    per = Table(title="Per task (pass/turns/decisions/tokens)", caption=TOKENS_NOTE, title_justify="left")
+    per = Table(title="Per task: pass turns / policy decisions / tokens / memory share of step time", caption=TOKENS_NOTE, title_justify="left")
     per.add_column("task")
     for label, _ in PASSES:
         per.add_column(label, justify="right")
@@ -181,8 +181,8 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         cells = []
         for label, _ in PASSES:
             r = report.passes[label][i]
-            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5}"
-                         + (f"  ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
+            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5} / "
+                         f"{100 * r.memory_share:4.1f}%" + (f" ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
         per.add_row(name, *cells)
     tot = Table(title="Totals", title_justify="left")
     for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",

@@ -32,7 +32,7 @@ from ledger.errors import LedgerError
 from ledger.events import RecordedEvent
 from projections.policy import DEFAULT_POLICY, Policy
 from projections.state import (
-    PROJECTIONS, LazyState, MemoryState, decode, digest_of, dispatch, encode, fingerprint, fold, module,
+    PROJECTIONS, LazyState, MemoryState, decode, dispatch, encode, fingerprint, fold, module,
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
@@ -367,10 +367,9 @@ class Catchup:
             raw = _unpack(row[1])
         except zlib.error:
             return 0, mod.empty()
-        state = decode(name, raw)
-        if digest_of(state) != cp.digest:
+        if hashlib.sha256(raw).hexdigest() != cp.digest:  # the stored bytes are the canonical JSON
             return 0, mod.empty()
-        return cp.seq, state
+        return cp.seq, decode(name, raw)
 
     def _run(self, conn: sqlite3.Connection, checkpoints: dict[str, Checkpoint]) -> MemoryState:
         head = int(self.store.head())
@@ -484,27 +483,56 @@ class Catchup:
 
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
                as_of: int | str | None = None, progress: bool | None = None) -> MemoryState:
-    """Every projection at the ledger's head (catching projections.db up first), or at `as_of`
-    (then each projection is loaded when first used: most queries touch one or two)."""
+    """Every projection at the ledger's head (catching projections.db up first), or at `as_of`.
+
+    When projections.db is already current (and for `as_of`), each projection is loaded
+    when first used: most queries touch one or two of them."""
     to_seq = resolve_seq(store, as_of) if as_of is not None else None
     if projections_path is None:
         return fold(MemoryState.empty(), store.read(1, to_seq), policy)
     path = Path(projections_path)
-    if to_seq is None or to_seq >= int(store.head()):
-        return Catchup(store, path, policy, progress=progress).run()
+    head = int(store.head())
+    if to_seq is None or to_seq >= head:
+        if not _current(store, path, policy, head):
+            return Catchup(store, path, policy, progress=progress).run()
+        return LazyState(lambda name: current_projection(store, path, policy, name, head), head)
     caught_up(store, path, policy, progress)
     return LazyState(lambda name: projection_at(store, path, policy, name, to_seq), to_seq)
 
 
-def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: bool | None = None) -> None:
-    """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
-    head = int(store.head())
+def _current(store: Any, path: Path, policy: Policy, head: int) -> bool:
+    """projections.db holds every projection at `head`, for this policy, code and ledger."""
     with _lock, opened(path) as (_, cps):
         current = all(n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy)
                       for n in PROJECTIONS)
-        if current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head)):
-            return
-    Catchup(store, path, policy, progress=progress).run()
+        return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
+
+
+def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: bool | None = None) -> None:
+    """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
+    if not _current(store, path, policy, int(store.head())):
+        Catchup(store, path, policy, progress=progress).run()
+
+
+def current_projection(store: Any, path: Path, policy: Policy, name: str, head: int) -> Any:
+    """One projection's stored state at `head` (checked against its digest), else rebuilt
+    from its nearest snapshot."""
+    with _lock, opened(path) as (conn, cps):
+        cp = cps.get(name)
+        row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
+    if cp is not None and row is not None and cp.seq == row[0] == head \
+            and cp.fingerprint == fingerprint(name, policy):
+        try:
+            raw = _unpack(row[1])
+            if hashlib.sha256(raw).hexdigest() == cp.digest:
+                return decode(name, raw)
+        except (zlib.error, ValueError):
+            pass
+        # damaged in place: rebuild it (and keep projections.db right for the next reader)
+        rebuilt = Catchup(store, path, policy, only=[name], rebuild=True).run()
+        if rebuilt.head == head:
+            return getattr(rebuilt, name)
+    return projection_at(store, path, policy, name, head)
 
 
 def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -> Any:

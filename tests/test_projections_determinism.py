@@ -214,6 +214,13 @@ def test_a_tampered_state_blob_or_checkpoint_is_rebuilt(fresh_ledger, memory_pat
     conn.commit()
     conn.close()
     assert MemoryView.open(fresh_ledger, path).digests() == good
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT digest FROM _checkpoints WHERE projection = 'lessons'").fetchone()[0] == good["lessons"]
+    conn.execute("DROP TRIGGER guard__states_update")
+    conn.execute("UPDATE _states SET state = x'00' WHERE projection = 'runs'")
+    conn.commit()
+    conn.close()
+    assert MemoryView.open(fresh_ledger, path).digests() == good
 
 
 def test_a_garbage_file_is_replaced(fresh_ledger, memory_path):

@@ -21,7 +21,7 @@ from typing import Any
 from ledger.errors import UnknownItem
 from ledger.events import RecordedEvent
 
-from analytics.forget import Forgotten
+from analytics.forget import Forgotten, lesson_id_of
 
 LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
                  "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")
@@ -61,7 +61,7 @@ def _lesson_life(store: Any, lesson_id: str, forgotten: Forgotten) -> dict[str, 
         elif t == "lessons_pruned":
             if lesson_id not in (d.get("lesson_ids") or ()):
                 continue
-        elif d.get("lesson_id") != lesson_id:
+        elif lesson_id_of(ev) != lesson_id:
             continue
         if forgotten.hides(ev):
             return None

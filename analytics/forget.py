@@ -24,6 +24,16 @@ LESSON_TYPES = frozenset({"lesson_seeded", "lesson_recorded", "lesson_deduplicat
                           "lessons_pruned", "error_recall", "domain_recall", "tier1_loaded"})
 
 
+def lesson_id_of(ev: RecordedEvent) -> str | None:
+    """The lesson an event is about; an empty id means the one its dedup key gives (as in the projection)."""
+    d = ev.data
+    lid = d.get("lesson_id")
+    if lid or ev.type not in ("lesson_recorded", "lesson_seeded", "lesson_deduplicated"):
+        return lid or None
+    from projections.lessons import lesson_id_for
+    return lesson_id_for(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))
+
+
 def _matches(host: str | None, scope: str) -> bool:
     if not host:
         return False
@@ -86,7 +96,7 @@ class Forgotten:
         scope = d.get("scope_domain") if ev.type != "lesson_recorded" or ev.schema_version > 1 else d.get("domain")
         if isinstance(scope, str) and self.domain(scope):
             return True
-        if d.get("lesson_id") in self.lessons:
+        if self.lessons and lesson_id_of(ev) in self.lessons:
             return True
         if ev.type == "session_recorded" and d.get("session_id") in self.sessions:
             return True

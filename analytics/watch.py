@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analytics.forget import lesson_id_of
 from ledger.events import RecordedEvent
 
 
@@ -48,7 +49,7 @@ def _snap(state: Any, ev: RecordedEvent) -> dict[tuple[str, str], str]:
     d = ev.data
     t = ev.type
     lessons = state.lessons.lessons
-    ids = [x for x in [d.get("lesson_id"), *(d.get("lesson_ids") or ())] if x]
+    ids = [x for x in [lesson_id_of(ev), *(d.get("lesson_ids") or ())] if x]
     if t == "lesson_recorded":
         from projections.lessons import dedup_key
         key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))

@@ -9,6 +9,20 @@ CREATE MACRO j(p, k) AS json_extract_string(p, '$.' || k);
 CREATE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k || '[*]'), []::VARCHAR[]);
 CREATE MACRO ts(t) AS CAST(t AS TIMESTAMP);
 
+-- a lesson's id when its event leaves it empty: as projections.lessons.lesson_id_for, the
+-- sha256 of its dedup key ((failed_command, error_pattern), else (scope domain, normalized text))
+CREATE MACRO lesson_key(fc, ep, scope, txt) AS
+    CASE WHEN trim(coalesce(fc, '')) <> '' OR trim(coalesce(ep, '')) <> ''
+         THEN '["cmd",' || to_json(lower(trim(coalesce(fc, '')))) || ',' || to_json(lower(trim(coalesce(ep, '')))) || ']'
+         ELSE '["text",' || to_json(lower(coalesce(scope, ''))) || ','
+              || to_json(array_to_string(regexp_extract_all(lower(coalesce(txt, '')), '[a-z0-9]+'), ' ')) || ']' END;
+CREATE MACRO lesson_id_in(p, type_, version) AS
+    coalesce(nullif(j(p, 'lesson_id'), ''),
+             CASE WHEN type_ IN ('lesson_recorded', 'lesson_seeded', 'lesson_deduplicated') THEN
+                 'lsn_' || left(sha256(lesson_key(j(p, 'failed_command'), j(p, 'error_pattern'),
+                     CASE WHEN type_ = 'lesson_recorded' AND version = 1 THEN j(p, 'domain') ELSE j(p, 'scope_domain') END,
+                     j(p, 'lesson'))), 16) END);
+
 CREATE TABLE forgotten AS
 SELECT seq, j(payload, 'subject_kind') AS kind, j(payload, 'subject') AS subject
 FROM ev_raw WHERE type = 'subject_forgotten';
@@ -38,7 +52,8 @@ WITH marked AS (
     WHERE type <> 'subject_forgotten'
       AND NOT domain_forgotten(coalesce(j(payload, 'scope_domain'),
                                         CASE WHEN type = 'lesson_recorded' AND schema_version = 1 THEN j(payload, 'domain') END))
-      AND (j(payload, 'lesson_id') IS NULL OR j(payload, 'lesson_id') NOT IN (SELECT subject FROM forgotten_lessons))
+      AND (lesson_id_in(payload, type, schema_version) IS NULL
+           OR lesson_id_in(payload, type, schema_version) NOT IN (SELECT subject FROM forgotten_lessons))
       AND (type <> 'session_recorded' OR j(payload, 'session_id') NOT IN (SELECT subject FROM forgotten WHERE kind = 'session'))
 )
 SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at,
@@ -154,14 +169,14 @@ FROM ev WHERE type = 'context_built';
 
 CREATE VIEW lesson_seeded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
        j(payload, 'scope_domain') AS scope_domain
 FROM ev WHERE type = 'lesson_seeded';
 
 CREATE VIEW lesson_recorded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
        CASE WHEN schema_version = 1 THEN j(payload, 'domain') ELSE j(payload, 'scope_domain') END AS scope_domain,
        coalesce(j(payload, 'source'), 'learned') AS source,
@@ -172,13 +187,13 @@ FROM ev WHERE type = 'lesson_recorded';
 
 CREATE VIEW lesson_deduplicated AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'scope_domain') AS scope_domain, CAST(j(payload, 'new_use_count') AS INTEGER) AS new_use_count
 FROM ev WHERE type = 'lesson_deduplicated';
 
 CREATE VIEW lesson_promoted AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       j(payload, 'lesson_id') AS lesson_id, j(payload, 'lesson') AS lesson,
+       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson,
        CAST(j(payload, 'use_count') AS INTEGER) AS use_count,
        coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
                  WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains,

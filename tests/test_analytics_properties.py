@@ -1,0 +1,87 @@
+"""Properties over random memory histories (written through the real policy step):
+replaying with the default policy reproduces the log exactly, and the DuckDB answers equal
+the projections folded in Python."""
+from __future__ import annotations
+
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from analytics.answers import analyse_all
+from analytics.experiment import run_experiment
+from ledger.clock import SteppingClock
+from ledger.events import (ErrorRecall, FactObserved, LessonRecorded, RunCompleted, RunStarted, SelectorFailed,
+                           SelectorSucceeded, TrajectoryRecorded, TrajectoryStep, event)
+from ledger.store import SqliteStore
+from projections.view import MemoryView
+from projections.writer import MemoryWriter
+
+DOMS = ("a.test", "b.test", "c.test", "d.test")
+op = st.one_of(
+    st.tuples(st.just("fact"), st.sampled_from(DOMS[:2]), st.sampled_from(("load", "modal")),
+              st.sampled_from(("1s", "2s", "3s"))),
+    st.tuples(st.just("lesson"), st.sampled_from(("click", "fill", "")), st.sampled_from(DOMS)),
+    st.tuples(st.just("recall"), st.sampled_from(("click", "fill")), st.sampled_from(DOMS)),
+    st.tuples(st.just("selector"), st.sampled_from(DOMS[:2]), st.booleans()),
+    st.tuples(st.just("run"), st.sampled_from(DOMS), st.integers(min_value=0, max_value=50)),
+)
+
+
+def build(store: SqliteStore, clock: SteppingClock, ops: list[tuple]) -> None:
+    writer = MemoryWriter(store)
+    n = 0
+    for o in ops:
+        kind = o[0]
+        if kind == "fact":
+            writer.append([event(FactObserved(fact_type="timing", key=o[2], value=o[3]), domain=o[1])])
+        elif kind == "lesson":
+            cmd, dom = o[1], o[2]
+            writer.append([event(LessonRecorded(
+                lesson_id="", lesson=f"when {cmd or 'it'} fails, wait", category="error_recovery",
+                failed_command=cmd or None, error_pattern="timeout" if cmd else None), domain=dom)])
+        elif kind == "recall":
+            hits = MemoryView.from_events(store.read()).recall_on_error(o[1], "timeout exceeded", o[2])
+            writer.append([event(ErrorRecall(command=o[1], error_snippet="timeout exceeded", matched=len(hits),
+                                             lesson_ids=[l.lesson_id for l in hits]), domain=o[2])])
+        elif kind == "selector":
+            cls = SelectorSucceeded if o[2] else SelectorFailed
+            writer.append([event(cls(role="button", name="Go", selector="#go"), domain=o[1])])
+        else:
+            n += 1
+            rid = f"r{n}"
+            clock.advance(timedelta(days=o[2]))
+            writer.open_for_run(rid, clock.now.isoformat())
+            writer.append([
+                event(RunStarted(goal="find the thing", case_id="c"), run_id=rid, domain=o[1]),
+                event(TrajectoryRecorded(trajectory_id=f"t{n}", goal="find the thing",
+                                         steps=[TrajectoryStep(command="click")]), run_id=rid, domain=o[1]),
+                event(RunCompleted(success=o[2] % 2 == 0, turns=o[2] % 7), run_id=rid, domain=o[1])])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(op, min_size=1, max_size=16))
+def test_default_replay_and_duckdb_agree_with_projections(ops: list[tuple]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = SteppingClock()
+        store = SqliteStore.open(Path(tmp) / "ledger.db", clock=clock)
+        try:
+            build(store, clock, ops)
+            result = run_experiment(store, {})
+            assert result["differences"] == 0, result
+            view = MemoryView.from_events(store.read())
+            answers = analyse_all(store)
+            facts = {(r["domain"], r["key"], r["value"]): r for r in answers["decay"].sections["facts"].records()}
+            current = {(f.domain, f.key, f.value): f.confidence for d in DOMS for f in view.facts(d)}
+            assert {k for k, r in facts.items() if r["status"] == "current"} == set(current)
+            for k, c in current.items():
+                assert abs(facts[k]["confidence"] - c) < 1e-9
+            promoted = {r["lesson_id"] for r in answers["promotions"].sections["time_to_promotion"].records()}
+            assert promoted == {l.lesson_id for l in view.lessons() if l.source == "learned"
+                                and l.category == "best_practice"}
+            runs = {r["run_id"]: r for r in answers["runs"].sections["runs"].records()}
+            assert {rid: (r["status"], r["turns"]) for rid, r in runs.items()} == {
+                m.run_id: (m.status, m.turn_count) for m in view.runs()}
+        finally:
+            store.close()

@@ -160,3 +160,14 @@ def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], me
     assert res.code == 0 and orjson.loads(res.out)["kind"] == "lesson"
     res = run_cli("--memory-dir", m, "explain", "T1")
     assert res.code == 0 and "recalled in runs: r2" in res.out
+
+
+def test_runs_lineage_from_the_hand_ledger(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    from analytics.answers import analyse
+    store, _ = hand
+    rep = analyse("runs", store)
+    assert rep.sections["lineage"].records() == [{
+        "parent_run_id": "r1", "run_id": "r2", "mode": "resume", "session_id": None, "parent_session_id": None,
+        "root_run_id": "r1", "depth": 1, "goal": "buy milk"}]
+    assert [(r["run_id"], r["status"], r["started_seq"]) for r in rep.sections["runs"].records()] == [
+        ("r1", "completed", 2), ("r2", "completed", 11)]

@@ -287,10 +287,16 @@ def rebuild_figures(n: int, points: int) -> list[Figure]:
         del state
         gc.collect()
         t0 = time.perf_counter()
-        MemoryView.open(store, path)
+        v = MemoryView.open(store, path)
+        v.tier1()
+        v.recall_on_domain("www.site1.com")
         t_open = time.perf_counter() - t0
-        figs.append(Figure(BENCH, "open a caught-up view (all projections)", t_open * 1e3, "ms",
-                           "full rebuild", t_rebuild * 1e3, higher_is_better=False))
+        t0 = time.perf_counter()
+        v.digests()
+        t_all = time.perf_counter() - t0 + t_open
+        figs.append(Figure(BENCH, "open the current view + tier 1 + recall on domain", t_open * 1e3, "ms",
+                           "full rebuild", t_rebuild * 1e3, higher_is_better=False,
+                           note=f"loading every projection: {t_all * 1e3:.0f} ms"))
         rng = random.Random(5)
         seqs = [rng.randrange(1, head) for _ in range(points)]
         lat = []

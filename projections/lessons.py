@@ -193,11 +193,12 @@ def forget(state: LessonsState, kind: str, subject: str) -> None:
 
 
 def decode(raw: dict[str, Any]) -> LessonsState:
-    state = LessonsState(seeded=bool(raw.get("seeded")))
-    for lid, row in raw.get("lessons", {}).items():
-        _add(state, build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]),
-                          event_ids=tuple(row["event_ids"])))
-    return state
+    lessons = {lid: build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]),
+                          event_ids=tuple(row["event_ids"])) for lid, row in raw.get("lessons", {}).items()}
+    by_key = raw.get("by_key")
+    if by_key is None or len(by_key) != len(lessons):
+        by_key = {key_of(lesson): lid for lid, lesson in lessons.items()}
+    return LessonsState(lessons=lessons, by_key=dict(by_key), seeded=bool(raw.get("seeded")))
 
 
 def tables(state: LessonsState) -> dict[str, list[dict[str, Any]]]:

@@ -270,16 +270,17 @@ def _facts_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _create_table(db: sqlite_utils.Database, conn: sqlite3.Connection, table: str,
                   rows: list[dict[str, Any]]) -> None:
-    """Create a readable table (columns typed from the rows) with its guard triggers."""
+    """Create a readable table (sqlite-utils) with its guard triggers. Columns are typed from
+    the values seen; a column holding only NULLs so far is declared BLOB (no affinity), so
+    that a table written incrementally stores exactly what a rebuilt one stores."""
     types: dict[str, type] = {}
     for row in rows:
         for col, value in row.items():
-            if types.get(col) is None and value is not None:
-                types[col] = bool if isinstance(value, bool) else type(value)
-            types.setdefault(col, type(None))
-    columns = {col: (str if t is type(None) else int if t is bool else t) for col, t in types.items()}
+            if types.get(col) in (None, bytes) and value is not None:
+                types[col] = int if isinstance(value, bool) else type(value)
+            types.setdefault(col, bytes)
     pk = TABLE_PKS[table]
-    db[table].create(columns, pk=pk if len(pk) > 1 else pk[0])
+    db[table].create(types, pk=pk if len(pk) > 1 else pk[0])
     _guard(conn, table)
 
 

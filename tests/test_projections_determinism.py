@@ -102,7 +102,7 @@ def _table(path: Path, table: str) -> list[tuple[Any, ...]]:
         if table not in names:
             return []
         cols = [r[1] for r in conn.execute(f"PRAGMA table_info([{table}])")]
-        return sorted(tuple(r) for r in conn.execute(f"SELECT {', '.join(sorted(cols))} FROM [{table}]"))
+        return sorted((tuple(r) for r in conn.execute(f"SELECT {', '.join(sorted(cols))} FROM [{table}]")), key=repr)
     finally:
         conn.close()
 

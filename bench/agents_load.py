@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from rich.console import Console
     figs = run(quick=args.quick, processes=None if args.quick else args.processes, case_ids=args.case or None)
-    Console(width=160).print(table("agents sharing one memory directory", figs))
+    console = Console(width=160)
+    console.print(table("agents sharing one memory directory", figs))
+    for f in figs:
+        if f.note:
+            console.print(f"{f.name}: {f.note}")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ Example:
 """
 from __future__ import annotations
 
+import re
 import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from agent import prompt as P
 from agent.sites.server import _Handler
 
 HOSTS = ("evil-a.test", "evil-b.test", "evil-c.test")
@@ -113,3 +115,21 @@ class HostileSites:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def _outside_quotes_and_fences(text: str) -> str:
+    """What a model would read as instructions: text outside page-data fences and string literals."""
+    text = re.sub(re.escape(P.FENCE_OPEN) + r".*?\n" + re.escape(P.FENCE_CLOSE) + r"(?=\n|$)", "", text, flags=re.S)
+    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+    return re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
+
+
+def hostile_text_is_data(store: Any, run_ids: list[str]) -> int:
+    """Assert every prompt item quotes or fences the injected text; returns how often it was seen."""
+    seen = 0
+    for run_id in run_ids:
+        for ev in store.read(run_id=run_id, types=["context_built"]):
+            for item in ev.data["items"]:
+                seen += INJECTION in item["text"].lower()
+                assert INJECTION not in _outside_quotes_and_fences(item["text"]).lower(), (item["source"], item["text"])
+    return seen

@@ -13,11 +13,9 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agent import prompt as P
 from agent.browser import Browser
 from agent.loop import RunResult, run_task
 from agent.memory import AgentMemory
@@ -92,8 +90,9 @@ def test_no_secret_in_any_byte(world: World) -> None:
     world.store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     needles = [PASSWORD, *H.SECRETS, H.CARD.replace(" ", "-")]
     assert scan(world.memory_dir, needles) == []
-    assert MARKER.encode() in (world.memory_dir / "ledger.db").read_bytes() + \
-        (world.memory_dir / "ledger.db-wal").read_bytes() if (world.memory_dir / "ledger.db-wal").exists() else True
+    wal = world.memory_dir / "ledger.db-wal"
+    blob = (world.memory_dir / "ledger.db").read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    assert MARKER.encode() in blob  # redacted, not dropped
 
 
 def test_memory_files_0600_and_dirs_0700(world: World) -> None:
@@ -111,25 +110,7 @@ def test_memory_files_0600_and_dirs_0700(world: World) -> None:
     assert any(s.endswith("-wal") for s in seen) and any(s.endswith("-shm") for s in seen)
 
 
-def _outside_quotes_and_fences(text: str) -> str:
-    """What a model would read as instructions: text outside page-data fences and string literals."""
-    text = re.sub(re.escape(P.FENCE_OPEN) + r".*?\n" + re.escape(P.FENCE_CLOSE) + r"(?=\n|$)", "", text, flags=re.S)
-    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
-    return re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
-
-
-def hostile_text_is_data(store: Any, run_ids: list[str]) -> int:
-    """Assert every prompt item quotes or fences the injected text; returns how often it was seen."""
-    seen = 0
-    for run_id in run_ids:
-        for ev in store.read(run_id=run_id, types=["context_built"]):
-            for item in ev.data["items"]:
-                seen += H.INJECTION in item["text"].lower()
-                assert H.INJECTION not in _outside_quotes_and_fences(item["text"]).lower(), (item["source"], item["text"])
-    return seen
-
-
 def test_hostile_page_text_is_quoted_data(world: World) -> None:
-    assert hostile_text_is_data(world.store, [world.hostile.run_id]) > 0
+    assert H.hostile_text_is_data(world.store, [world.hostile.run_id]) > 0
     tier1 = [e for e in world.store.read(types=["tier1_loaded"])]
     assert tier1 and all(H.INJECTION not in t.lower() for e in tier1 for t in e.data["lessons"])

@@ -17,7 +17,6 @@ from ledger.store import SqliteStore
 from projections.text import domain_matches
 from projections.view import MemoryView
 from tests import hostile_sites as H
-from tests.test_security_browser import hostile_text_is_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.stress]
 
@@ -55,5 +54,5 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
     # the last run, back on evil-a.test, got its site tip: the text was recalled there, quoted
     tips = [t for ev in store.read(run_id=runs[-1][1], types=["domain_recall"]) for t in ev.data["lessons"]]
     assert any(H.INJECTION in t.lower() for t in tips)
-    assert hostile_text_is_data(store, [rid for _, rid in runs]) > 0
+    assert H.hostile_text_is_data(store, [rid for _, rid in runs]) > 0
     store.close()

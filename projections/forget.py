@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.events import NewEvent, SubjectForgotten
+from ledger.events import NewEvent, SubjectForgotten, check_domain
 from projections.policy import DEFAULT_POLICY, Policy
 from projections.state import PROJECTIONS, MemoryState, module
 
@@ -55,7 +55,10 @@ def normalize_subject(kind: str, subject: str) -> str:
         raise LedgerError(f"unknown subject kind {kind!r}: one of {', '.join(KINDS)}")
     text = (subject or "").strip()
     if kind == "domain":
-        text = text.lower().rstrip(".")
+        try:
+            text = check_domain(text.rstrip(".")) or ""
+        except ValueError as exc:
+            raise LedgerError(str(exc).encode("unicode_escape").decode("ascii")) from None
     if not text:
         raise LedgerError(f"--{kind} needs a non-empty value")
     if any(ord(c) < 32 for c in text):

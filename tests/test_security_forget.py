@@ -133,7 +133,8 @@ def test_forget_library_counts_and_refusals(tmp_path: Path) -> None:
         assert ev is not None and ev.data == {"subject_kind": "domain", "subject": "zebrafjord.test", "reason": None}
         again = forget(store, "domain", "zebrafjord.test", projections_path=mem_dir / "projections.db")
         assert again.total_removed == 0  # idempotent: nothing left to remove
-    for args in ((), ("--domain", "a.test", "--run", "r1"), ("--domain", " "), ("--run", "x\x01y")):
+    for args in ((), ("--domain", "a.test", "--run", "r1"), ("--domain", " "), ("--domain", "../../etc"),
+                 ("--run", "x\x01y")):
         r = run_cli("--memory-dir", str(mem_dir), "forget", *args)
         assert r.code == 1 and r.err.startswith("error: ") and r.err.count("\n") == 1, (args, r.err)
     with SqliteStore.open(mem_dir / "ledger.db") as store:

@@ -259,8 +259,8 @@ def _measure(evs: list[NewEvent], inputs: list[tuple[Any, ...]], n: int, n_singl
         raw1.close()
 
         # read back and verify the batched ledger
-        t_read = timed(lambda: sum(1 for _ in store.read()), repeat=2)
-        t_rread = timed(lambda: raw_read(raw), repeat=2)
+        t_read = timed(lambda: sum(1 for _ in store.read()), repeat=5)
+        t_rread = timed(lambda: raw_read(raw), repeat=5)
         figs.append(Figure(BENCH, f"read back ({n:,} events)", n / t_read, "events/s",
                            "raw scan + orjson parse", n / t_rread, aim=0.5))
         assert store.verify().ok

@@ -12,8 +12,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
+import json
 import platform
 import sqlite3
 import subprocess
@@ -40,16 +40,29 @@ def bench_modules() -> list[str]:
 
 
 def run_one(name: str, quick: bool) -> tuple[list[Figure], str]:
-    """Figures from the module's `run`, or the verbatim output of running it as a script."""
+    """Figures from the module's `run` (in a fresh process, so that one bench's leftover threads or
+    heap never skew the next one's timings), or the verbatim output of running it as a script."""
     module = importlib.import_module(f"bench.{name}")
     if hasattr(module, "run"):
-        gc.unfreeze()
-        figures = list(module.run(quick=quick))
-        gc.unfreeze()
-        return figures, ""
+        done = subprocess.run([sys.executable, "-m", "bench.run_all", "--child", name, *([] if quick else ["--full"])],
+                              capture_output=True, text=True, timeout=1800, cwd=BENCH_DIR.parent)
+        last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+        if not last or not last[0].startswith(_CHILD_MARK):
+            return [], f"FAILED (exit {done.returncode})\n{done.stderr.strip()[-2000:]}"
+        rows = json.loads(last[0][len(_CHILD_MARK):])
+        return [Figure(**{k: v for k, v in row.items() if k not in ("ratio", "met")}) for row in rows], ""
     args = [sys.executable, str(BENCH_DIR / f"{name}.py"), *(["--quick"] if quick else [])]
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=BENCH_DIR.parent)
     return [], (done.stdout + done.stderr).strip()
+
+
+_CHILD_MARK = "FIGURES "
+
+
+def child(name: str, quick: bool) -> None:
+    """Run one bench module's `run` and print its figures as one JSON line (see `run_one`)."""
+    figures = importlib.import_module(f"bench.{name}").run(quick=quick)
+    print(_CHILD_MARK + json.dumps([f.as_dict() for f in figures]), flush=True)
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -57,7 +70,11 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--full", action="store_true", help="each module's full sizes instead of the quick ones")
     ap.add_argument("--only", action="append", default=[], help="run only this bench module (repeatable)")
     ap.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "latest.md")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, quick=not args.full)
+        return args.out
     names = [n for n in bench_modules() if not args.only or n in args.only]
     console = Console()
     figures: list[Figure] = []

@@ -40,7 +40,7 @@ SCHEMA_VERSION = 2
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
-SNAPSHOT_BYTES_PER_EVENT = 250
+SNAPSHOT_BYTES_PER_EVENT = 500
 PROGRESS_MIN = 20_000  # catch-ups shorter than this don't draw a progress bar
 FLUSH_SNAPSHOTS = 20  # write buffered snapshots in batches (bounded memory on a long rebuild)
 

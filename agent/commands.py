@@ -28,14 +28,16 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--session-id", default=None, help="Tag related runs with one session id.")
 @click.option("--resume-run", default=None, metavar="RUN", help="Continue from RUN's final URL, same session.")
 @click.option("--fork-run", default=None, metavar="RUN", help="Branch off RUN with a new session id.")
-@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default="shared",
-              help="per-run: a fresh ledger under <memory-dir>/runs/<run_id>/ for each run.")
+@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default=None,
+              help="per-run: each run gets a ledger of its own under <memory-dir>/runs/<run_id>/, starting "
+                   "from the directory's forked memory (empty unless made by `memledger fork`). "
+                   "Default: the fork's setting, else shared.")
 @click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
               help="scripted (no model) or openai (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL, MEMLEDGER_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
-        resume_run: str | None, fork_run: str | None, isolation: str, policy: str, max_turns: int) -> None:
+        resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1

@@ -46,7 +46,7 @@ class RunOptions:
     session_id: str | None = None
     resume_run: str | None = None
     fork_run: str | None = None
-    isolation: str = "shared"
+    isolation: str | None = None  # None: the fork's setting (fork.json), else shared
     policy: str = "scripted"
     max_turns: int = 25
     case_ids: list[str] = field(default_factory=list)
@@ -96,13 +96,27 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
              "session_id": opts.session_id, "mode": "new", "parent_run_id": None}]
 
 
-def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, stack: ExitStack) -> AgentMemory:
-    if opts.isolation == "per-run":
+def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] | None]:
+    """The isolation runs use (the flag, else the fork's record, else shared) and the fork record."""
+    from ledger.location import read_fork_info
+    fork = read_fork_info(settings.dir)
+    return opts.isolation or (fork["memory_isolation"] if fork else "shared"), fork
+
+
+def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, stack: ExitStack,
+                isolation: str, fork: dict[str, Any] | None) -> AgentMemory:
+    """Shared: the directory's ledger. Per-run: a ledger of the run's own under runs/<run_id>/,
+    holding the forked events when the directory is a fork (so every run starts from the same
+    memory), else empty."""
+    if isolation == "per-run":
+        from ledger.copy import copy_events
         from ledger.location import memory_dir
         from ledger.store import SqliteStore
         d = memory_dir(settings.dir / "runs" / run_id)
         store = SqliteStore.open(d / "ledger.db")
         stack.callback(store.close)
+        if fork is not None and fork["until"] > 0:
+            copy_events(settings.store(), store, fork["until"])
         return AgentMemory.open(store, d / "projections.db", policy, enabled=opts.memory)
     return AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=opts.memory)
 
@@ -111,6 +125,7 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
     """Run every task of `opts` in one browser; returns each run's numbers."""
     console = console or wide_console(stderr=True)
     policy = memory_policy(opts)
+    isolation, fork = isolation_for(settings, opts)
     tasks = _tasks(settings, opts, policy)
     results: list[RunResult] = []
     with ExitStack() as stack:
@@ -125,12 +140,12 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
                 bar.update(job, description=f"{t['case_id'] or 'run'}: {t['goal'][:50]}")
                 run_id = short_id("run")
                 with ExitStack() as run_stack:
-                    memory = _memory_for(settings, opts, policy, run_id, run_stack)
+                    memory = _memory_for(settings, opts, policy, run_id, run_stack, isolation, fork)
                     decision_policy = make_policy(opts.policy)
                     results.append(run_task(
                         browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
                         session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
-                        isolation=opts.isolation, case_id=t["case_id"], success_check=t["check"],
+                        isolation=isolation, case_id=t["case_id"], success_check=t["check"],
                         config=RunConfig(max_turns=opts.max_turns)))
                 bar.advance(job)
     broken = next((r for r in results if r.reason == "policy_error"), None)

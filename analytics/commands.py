@@ -97,14 +97,19 @@ def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None
 @click.option("--until", required=True, metavar="SEQ|TIME", help="Last seq (or ISO time) to copy.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Directory for the new ledger (gets DIR/ledger.db).")
-def fork(until: str, out_dir: str) -> None:
+@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default="shared",
+              help="How runs in the fork use it: shared (they append to it) or per-run (each starts from the "
+                   "forked memory in runs/<run_id>/; nothing leaks between runs).")
+def fork(until: str, out_dir: str, isolation: str) -> None:
     """A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs).
 
-    Example: memledger fork --until 120 --out ab/memory-b && memledger --memory-dir ab/memory-b verify
+    Example: memledger fork --until 120 --out ab/memory-b --memory-isolation per-run && \
+    memledger --memory-dir ab/memory-b run --cases agent/sites/cases.json
     """
     from analytics.fork import fork_ledger
-    result = fork_ledger(_settings().store(), until, out_dir)
-    click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified")
+    result = fork_ledger(_settings().store(), until, out_dir, isolation)
+    click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "
+               f"memory isolation {result.isolation}")
 
 
 COMMANDS.extend([experiment, fork])

@@ -4,9 +4,16 @@ Rows are copied verbatim (same seq, ids, times, payload text, hashes), so the
 fork verifies with `memledger verify` and its first SEQ events are the
 source's, byte for byte. Agents then append to the fork independently.
 
+The fork also records its memory isolation (seed 000) in `fork.json`, which
+`memledger run` in that directory follows unless told otherwise: `shared`
+runs append to the fork, so later runs see what earlier ones learned;
+`per-run` runs each start from the forked memory in a scope of their own
+(`runs/<run_id>/`), so every arm of an experiment sees the same memory and
+nothing leaks between runs.
+
 Usage::
 
-    fork_ledger(store, until=120, out_dir=Path("ab/memory-b"))   # -> ForkResult
+    fork_ledger(store, until=120, out_dir=Path("ab/memory-b"), isolation="per-run")   # -> ForkResult
 """
 from __future__ import annotations
 
@@ -15,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ledger.clock import system_clock
+from ledger.copy import copy_events
 from ledger.errors import LedgerError
-from ledger.location import LEDGER_FILE
-from ledger.store import COLUMNS, SqliteStore
-
-_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+from ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
+from ledger.store import SqliteStore
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class ForkResult:
     head: int
     head_hash: str
     verified: bool
+    isolation: str = "shared"
 
 
 def resolve_seq(store: Any, until: int | str | None) -> int:
@@ -49,39 +56,22 @@ def resolve_seq(store: Any, until: int | str | None) -> int:
     return min(seq, int(store.head()))
 
 
-def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, batch: int = 5000) -> ForkResult:
+def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, isolation: str = "shared",
+                batch: int = 5000) -> ForkResult:
     """Copy events 1..until of `store` into a new SQLite ledger at `out_dir/ledger.db`."""
+    if isolation not in ISOLATIONS:
+        raise LedgerError(f"--memory-isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     seq = resolve_seq(store, until)
-    out = Path(out_dir)
-    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    out = memory_dir(out_dir)
     target = out / LEDGER_FILE
     if target.exists() and target.stat().st_size > 0:
         raise LedgerError(f"{target}: a ledger already exists there; fork into an empty directory")
     dest = SqliteStore.open(target, clock=getattr(store, "clock", None) or system_clock)
-    count, head_hash = 0, ""
     try:
-        rows: list[tuple[Any, ...]] = []
-        dest.conn.execute("BEGIN IMMEDIATE")
-        try:
-            for ev in store.read(to_seq=seq, batch=batch) if seq > 0 else ():
-                rows.append((ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version,
-                             ev.recorded_at, ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json,
-                             ev.prev_hash, ev.hash))
-                head_hash = ev.hash
-                if len(rows) >= batch:
-                    dest.conn.executemany(_INSERT, rows)
-                    count += len(rows)
-                    rows = []
-            if rows:
-                dest.conn.executemany(_INSERT, rows)
-                count += len(rows)
-            dest.conn.execute("COMMIT")
-        except BaseException:
-            dest.conn.execute("ROLLBACK")
-            raise
-        result = dest.verify()
+        copied = copy_events(store, dest, seq, chunk=batch)
     finally:
         dest.close()
-    if not result.ok:
-        raise LedgerError(f"fork does not verify at seq {result.first_bad_seq}: {result.reason}")
-    return ForkResult(target, count, seq if count else 0, head_hash, result.ok)
+    source = str(getattr(store, "where", None) or getattr(store, "url", ""))
+    write_fork_info(out, {"source": source, "until": copied.count, "head_hash": copied.head_hash,
+                          "memory_isolation": isolation})
+    return ForkResult(target, copied.count, copied.count, copied.head_hash if copied.count else "", True, isolation)

@@ -46,22 +46,29 @@ def copy_ledger(from_url: str, to_url: str, *, chunk: int = 2000, on_progress: P
     try:
         target = open_store(url=to_url)
         try:
-            return _copy(source, target, chunk, on_progress)
+            return copy_events(source, target, chunk=chunk, on_progress=on_progress)
         finally:
             target.close()
     finally:
         source.close()
 
 
-def _copy(source: Any, target: Any, chunk: int, on_progress: Progress | None) -> CopyResult:
-    total = source.head()  # a snapshot: events appended to the source meanwhile are not copied
+def copy_events(source: Any, target: Any, until: int | None = None, *, chunk: int = 2000,
+                on_progress: Progress | None = None) -> CopyResult:
+    """Copy events 1..`until` (all by default) of an open store into an open, empty one, checking
+    every link on the way, in one transaction on the target; then verify the target.
+
+    `memledger copy` moves whole ledgers with it; `memledger fork` and per-run memory scopes in a
+    forked directory copy a prefix."""
+    head = source.head()  # a snapshot: events appended to the source meanwhile are not copied
+    total = head if until is None else max(0, min(until, head))
     seq, prev = 0, GENESIS_HASH
     with target.atomic() as tx:
         existing = tx.head()
         if existing:
             raise LedgerError(f"{_where(target)}: target already holds {existing} events; copy needs an empty ledger")
         rows: list[tuple[Any, ...]] = []
-        for ev in source.read(1, total, batch=chunk):
+        for ev in source.read(1, total, batch=chunk) if total else ():
             row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
                    ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json, ev.prev_hash, ev.hash)
             if ev.seq != seq + 1:

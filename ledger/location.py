@@ -6,6 +6,7 @@ PostgreSQL instead (`postgresql://...`).
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from ledger.errors import LedgerError, LedgerReadOnly
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
 PROJECTIONS_FILE = "projections.db"
+#: written by `memledger fork`: where the fork came from, its seq, and the isolation its runs use
+FORK_FILE = "fork.json"
+ISOLATIONS = ("shared", "per-run")
 
 
 def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
@@ -55,3 +59,27 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
     from ledger.store import SqliteStore
     d = memory_dir(memory, create=create)
     return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)
+
+
+def write_fork_info(directory: Path, info: dict[str, Any]) -> Path:
+    """Record how a memory directory was forked (mode 0600), so that runs in it know their base."""
+    path = Path(directory) / FORK_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
+    return path
+
+
+def read_fork_info(directory: Path) -> dict[str, Any] | None:
+    """The fork record of a memory directory, or None when it was not made by `memledger fork`."""
+    path = Path(directory) / FORK_FILE
+    if not path.exists():
+        return None
+    try:
+        info = json.loads(path.read_text())
+        until, isolation = int(info["until"]), info["memory_isolation"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"{path}: not a fork record ({exc.__class__.__name__}); delete it or fork again") from None
+    if isolation not in ISOLATIONS or until < 0:
+        raise LedgerError(f"{path}: not a fork record (memory_isolation {isolation!r}, until {until})")
+    return info

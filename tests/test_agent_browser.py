@@ -241,3 +241,43 @@ def test_cli_sessions_resume_fork_and_isolation(tmp_path: Path) -> None:
     assert started[0]["parent_run_id"] == run1.run_id and started[0]["session_id"].startswith("fork_")
     assert not list(own.read(types=["session_recorded"]))[0].data["session_id"].startswith("proj")
     own.close()
+
+
+def test_fork_per_run_isolation_every_run_starts_from_the_fork(tmp_path: Path) -> None:
+    """`fork --memory-isolation per-run`: runs in the fork each start from the forked memory in a
+    ledger of their own; nothing they learn reaches the fork or each other."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    cases = str(Path(__file__).resolve().parent.parent / "agent" / "sites" / "cases.json")
+    _cli(a, "run", "--cases", cases, "--case", "shop-view-socks")
+    source = SqliteStore.open(a / "ledger.db")
+    until = source.head()
+    out = _cli(a, "fork", "--until", str(until), "--out", str(b), "--memory-isolation", "per-run")
+    assert f"forked {until} events" in out.output and "memory isolation per-run" in out.output
+    assert json.loads((b / "fork.json").read_text())["memory_isolation"] == "per-run"
+
+    _cli(b, "run", "--cases", cases, "--case", "shop-view-socks", "--case", "shop-add-shoes")
+    forked = SqliteStore.open(b / "ledger.db")
+    assert forked.head() == until  # the runs wrote to scopes of their own, not to the fork
+    scopes = sorted((b / "runs").glob("*/ledger.db"))
+    assert len(scopes) == 2
+    base = [e.hash for e in source.read()]
+    for path in scopes:
+        own = SqliteStore.open(path)
+        assert own.verify().ok
+        evs = list(own.read())
+        assert [e.hash for e in evs[:until]] == base  # starts from the forked memory, chain intact
+        runs = {e.run_id for e in evs[until:]}
+        assert len(runs) == 1  # only its own run: nothing leaked from the other arm
+        started = [e.data for e in evs[until:] if e.type == "run_started"]
+        assert started[0]["isolation"] == "per-run"
+        if started[0]["goal"] == 'Open "Wool Socks"':
+            # the forked memory is used: the socks trajectory recorded before the fork is recalled
+            assert any(e.type == "trajectory_recalled" for e in evs[until:])
+        own.close()
+    forked.close()
+    source.close()
+
+    _cli(b, "run", "--cases", cases, "--case", "shop-view-socks", "--memory-isolation", "shared")
+    forked = SqliteStore.open(b / "ledger.db")
+    assert forked.head() > until and forked.verify().ok  # the flag overrides the fork's setting
+    forked.close()

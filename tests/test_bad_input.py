@@ -210,3 +210,14 @@ def test_hostile_memory_dir(value: str) -> None:
         r = run_cli("--memory-dir", value, "events")
         assert r.code != 0 and r.err.startswith("error: ") and r.err.count("\n") == 1, r.err
         assert tree(root) == before
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=40), st.sampled_from([
+    b"{}", b'{"until": -1, "memory_isolation": "per-run"}', b'{"until": "x", "memory_isolation": "shared"}',
+    b'{"until": 3, "memory_isolation": "everyone"}', b"[1, 2]", b"null"])))
+def test_damaged_fork_record_is_one_line(raw: bytes) -> None:
+    """A hand-edited fork.json: `memledger run` refuses in one line before it starts anything."""
+    with ledger_with_two_events() as (root, memory):
+        (memory / "fork.json").write_bytes(raw)
+        assert_refused(root, memory, ["run", "--goal", "g", "--url", "http://shop.test/"])

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
@@ -45,7 +44,7 @@ from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, L
 from ledger.events import NewEvent, RecordedEvent
 from ledger.redact import Redactor, default_redactor
 from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, chain_hash, row_to_event)
+                          VerifyResult, _env_busy_timeout, chain_hash, row_to_event, walk_chain)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"
@@ -429,28 +428,17 @@ class PostgresStore:
     # ---- checking --------------------------------------------------------------
 
     def verify(self, batch: int = 5000) -> VerifyResult:
-        """Walk the chain; name the first seq whose position, link or hash is wrong."""
-        expected_seq, prev, count, after = 1, GENESIS_HASH, 0, 0
-        while True:
-            rows = self._fetch(f"{_SELECT} WHERE seq > %s ORDER BY seq LIMIT %s", (after, batch))
-            for row in rows:
-                seq = row[0]
-                if seq != expected_seq:
-                    return VerifyResult(False, count, expected_seq, f"seq {expected_seq} is missing (next is {seq})")
-                if row[12] != prev:
-                    return VerifyResult(False, count, seq, "prev_hash does not match the previous event's hash")
-                if chain_hash(prev, row[:13]) != row[13]:
-                    return VerifyResult(False, count, seq, "hash does not match the event's content")
-                try:
-                    orjson.loads(row[11])
-                except orjson.JSONDecodeError:
-                    return VerifyResult(False, count, seq, "payload is not valid JSON")
-                prev = row[13]
-                expected_seq += 1
-                count += 1
-            if len(rows) < batch:
-                return VerifyResult(True, count)
-            after = rows[-1][0]
+        """Walk the chain (a page of `batch` rows at a time); name the first seq whose position, link
+        or hash is wrong."""
+        def pages() -> Iterator[Sequence[Any]]:
+            after = 0
+            while True:
+                rows = self._fetch(f"{_SELECT} WHERE seq > %s ORDER BY seq LIMIT %s", (after, batch))
+                yield from rows
+                if len(rows) < batch:
+                    return
+                after = rows[-1][0]
+        return walk_chain(pages())
 
     def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
                   poll_s: float = 0.5) -> Iterator[RecordedEvent]:

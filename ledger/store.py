@@ -100,6 +100,28 @@ class VerifyResult:
     reason: str | None = None
 
 
+def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
+    """The chain check every store runs over its rows in seq order (columns as in COLUMNS): the
+    first seq whose position, link, hash or payload is wrong, else the count."""
+    expected_seq, prev, count = 1, GENESIS_HASH, 0
+    for row in rows:
+        seq = row[0]
+        if seq != expected_seq:
+            return VerifyResult(False, count, expected_seq, f"seq {expected_seq} is missing (next is {seq})")
+        if row[12] != prev:
+            return VerifyResult(False, count, seq, "prev_hash does not match the previous event's hash")
+        if chain_hash(prev, row[:13]) != row[13]:
+            return VerifyResult(False, count, seq, "hash does not match the event's content")
+        try:
+            orjson.loads(row[11])
+        except orjson.JSONDecodeError:
+            return VerifyResult(False, count, seq, "payload is not valid JSON")
+        prev = row[13]
+        expected_seq += 1
+        count += 1
+    return VerifyResult(True, count)
+
+
 @dataclass(frozen=True)
 class Stats:
     count: int
@@ -380,24 +402,8 @@ class SqliteStore:
 
     def verify(self) -> VerifyResult:
         """Walk the chain; name the first seq whose position, link or hash is wrong."""
-        expected_seq, prev, count = 1, GENESIS_HASH, 0
         with translated(str(self.path)):
-            for row in self.conn.execute(f"{_SELECT} ORDER BY seq"):
-                seq = row[0]
-                if seq != expected_seq:
-                    return VerifyResult(False, count, expected_seq, f"seq {expected_seq} is missing (next is {seq})")
-                if row[12] != prev:
-                    return VerifyResult(False, count, seq, "prev_hash does not match the previous event's hash")
-                if chain_hash(prev, row[:13]) != row[13]:
-                    return VerifyResult(False, count, seq, "hash does not match the event's content")
-                try:
-                    orjson.loads(row[11])
-                except orjson.JSONDecodeError:
-                    return VerifyResult(False, count, seq, "payload is not valid JSON")
-                prev = row[13]
-                expected_seq += 1
-                count += 1
-        return VerifyResult(True, count)
+            return walk_chain(self.conn.execute(f"{_SELECT} ORDER BY seq"))
 
     def subscribe(self, from_seq: int = 1, stop: Any = None) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as other processes commit them (watchfiles)."""

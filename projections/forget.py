@@ -100,19 +100,11 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
 def scrub_projections(path: Path, forget_seq: int) -> int:
     """Drop the snapshots taken before `forget_seq` (and those pointing at them), then vacuum
     projections.db and truncate its WAL; returns how many snapshots were dropped."""
-    from projections.materialize import _lock, opened
+    from projections.materialize import _lock, opened, writing
     with _lock, opened(path) as (conn, _):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+        with writing(conn):
             dropped = conn.execute("DELETE FROM _snapshots WHERE seq < ? OR same_as < ?",
                                    (forget_seq, forget_seq)).rowcount
-            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         try:
             conn.execute("VACUUM")
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]

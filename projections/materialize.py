@@ -149,6 +149,22 @@ def _guard(conn: sqlite3.Connection, table: str) -> None:
             "BEGIN INSERT OR REPLACE INTO _meta (key, value) VALUES ('tampered', '1'); END")
 
 
+@contextmanager
+def writing(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """The one way this module writes projections.db: a BEGIN IMMEDIATE transaction with the
+    'writing' flag set (so the hand-edit triggers stay quiet), committed or rolled back whole."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+        yield conn
+        conn.execute("DELETE FROM _meta WHERE key = 'writing'")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _remove(path: Path) -> None:
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         try:
@@ -389,11 +405,8 @@ class Catchup:
                 if starts[name] > 0:
                     olds[name] = module(name).tables(getattr(state, name))
         if rebuilt:  # snapshots of a projection being rebuilt are stale
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
-            conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
-            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
-            conn.execute("COMMIT")
+            with writing(conn):
+                conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
         for name in PROJECTIONS:
             row = conn.execute("SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? "
                                "ORDER BY seq DESC LIMIT 1", (name,)).fetchone()
@@ -441,16 +454,9 @@ class Catchup:
     def _flush_snapshots(self, conn: sqlite3.Connection) -> None:
         if not self.snapshots:
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
+        with writing(conn):
             conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as, "
                              "size) VALUES (?, ?, ?, ?, ?, ?, ?)", self.snapshots)
-            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         self.snapshots = []
 
     def _save(self, conn: sqlite3.Connection, state: MemoryState, olds: dict[str, Any], fp: dict[str, str],
@@ -458,10 +464,8 @@ class Catchup:
         self._flush_snapshots(conn)
         ledger_hash = _hash_at(self.store, head)
         db = sqlite_utils.Database(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with writing(conn):
             current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
-            conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
             existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for name in PROJECTIONS:
                 if current.get(name, -1) >= head and name not in rebuilt_now:
@@ -474,12 +478,6 @@ class Catchup:
                 conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash) "
                              "VALUES (?, ?, ?, ?, ?)", (name, head, fp[name], dig, ledger_hash))
                 _write_tables(db, conn, name, olds[name], new, existing)
-            conn.execute("DELETE FROM _meta WHERE key = 'writing'")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
 
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,

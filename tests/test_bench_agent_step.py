@@ -1,0 +1,21 @@
+"""bench/agent_step.py stays runnable in real Chromium: memory's share and context build are
+measured beside the browser work of the same steps (no timing is asserted here)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.agent_step import run
+
+pytestmark = pytest.mark.browser
+
+
+def test_agent_step_bench_measures_memory_beside_the_step() -> None:
+    figures = {f.name.split(" (")[0]: f for f in run(case_ids=("shop-view-socks",))}
+    assert set(figures) == {"memory inside agent steps, cold", "memory inside agent steps, warm",
+                            "context build per policy step, p50", "context build per policy step, p99"}
+    for f in figures.values():
+        assert f.value > 0 and f.baseline_value and f.baseline_value > 0 and f.ratio, f
+    for label in ("cold", "warm"):  # memory time is a part of step time, never more
+        f = figures[f"memory inside agent steps, {label}"]
+        assert f.value < f.baseline_value and "% of step time" in f.note
+    assert "items / fit / render / record" in figures["context build per policy step, p50"].note

@@ -69,6 +69,18 @@ def table(title: str, figures: list[Figure]) -> Any:
     return t
 
 
+def show(title: str, figures: list[Figure], width: int | None = None) -> Any:
+    """Print the figures' table, then each figure's note on a line of its own; returns the console
+    (for a module's extra lines)."""
+    from rich.console import Console
+    console = Console(width=width)
+    console.print(table(title, figures))
+    for f in figures:
+        if f.note:
+            console.print(f"  {f.name}: {f.note}")
+    return console
+
+
 def markdown(figures: list[Figure]) -> str:
     """The same figures as one markdown table."""
     lines = ["| bench | figure | value | unit | baseline | baseline value | ratio | aim | met |",

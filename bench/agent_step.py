@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, table
+from bench import Figure, show
 
 BENCH = "agent_step"
 QUICK_CASES = ("shop-view-socks", "search-padel", "news-bakery")
@@ -136,13 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_CASES)}")
     ap.add_argument("--case", action="append", default=None, help="only these case ids (repeatable)")
     args = ap.parse_args(argv)
-    from rich.console import Console
     figs = run(quick=args.quick, case_ids=tuple(args.case) if args.case else None)
-    console = Console()
-    console.print(table("memory inside a real agent step (Chromium, bundled sites)", figs))
-    for f in figs:
-        if f.note:
-            console.print(f"{f.name}: {f.note}")
+    show("memory inside a real agent step (Chromium, bundled sites)", figs)
 
 
 if __name__ == "__main__":

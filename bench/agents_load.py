@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, table
+from bench import Figure, show
 from agent.sites import CASES_FILE, load_cases
 from ledger.store import SqliteStore
 from projections.materialize import rebuild
@@ -133,13 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--case", action="append", default=[], help="only these case ids (default: the whole suite)")
     ap.add_argument("--quick", action="store_true", help="2 processes, 3 cases")
     args = ap.parse_args(argv)
-    from rich.console import Console
     figs = run(quick=args.quick, processes=None if args.quick else args.processes, case_ids=args.case or None)
-    console = Console(width=160)
-    console.print(table("agents sharing one memory directory", figs))
-    for f in figs:
-        if f.note:
-            console.print(f"{f.name}: {f.note}")
+    show("agents sharing one memory directory", figs, width=160)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ import duckdb
 
 from analytics.answers import sections
 from analytics.duck import ATTACHERS, connect, sql_text
-from bench import Figure, table, timed
+from bench import Figure, show, timed
 from bench.projections import build_ledger
 
 BENCH = "duck_queries"
@@ -260,11 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     figs = run(quick=args.quick, events=args.events, repeat=args.repeat)
-    from rich.console import Console
-    console = Console()
-    console.print(table(f"DuckDB vs SQLite audit queries (median of {args.repeat or 5})", figs))
-    for f in figs:
-        console.print(f"  {f.name}: {f.note}")
+    console = show(f"DuckDB vs SQLite audit queries (median of {args.repeat or 5})", figs)
     console.print(f"total {time.perf_counter() - t0:.1f} s")
 
 

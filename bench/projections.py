@@ -30,7 +30,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, table
+from bench import Figure, show
 from ledger.clock import SteppingClock, format_ts, parse_ts
 from ledger.events import (
     Action, ContextBuilt, EnvState, DomainRecall, ErrorRecall, FactContradicted, FactObserved, LessonDeduplicated, LessonPromoted,
@@ -44,7 +44,7 @@ from projections.lessons import Lesson, LessonsState, lesson_id_for
 from projections.materialize import rebuild
 from projections.policy import Policy
 from projections.state import MemoryState, fold
-from projections.text import domain_matches, jaccard, words
+from projections.text import domain_matches
 from projections.trajectories import Trajectory, TrajectoryStep, rank
 from projections.view import MemoryView
 
@@ -350,13 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trajectories", type=int, default=None, help="trajectories (default 10,000)")
     ap.add_argument("--quick", action="store_true", help="small sizes")
     args = ap.parse_args(argv)
-    from rich.console import Console
     figs = run(quick=args.quick, events=args.events, lessons=args.lessons, trajectories=args.trajectories)
-    console = Console()
-    console.print(table("projections: rebuild, as-of, recall", figs))
-    for f in figs:
-        if f.note:
-            console.print(f"  {f.name}: {f.note}")
+    show("projections: rebuild, as-of, recall", figs)
 
 
 if __name__ == "__main__":

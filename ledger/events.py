@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator

@@ -44,7 +44,7 @@ from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, L
 from ledger.events import NewEvent, RecordedEvent
 from ledger.redact import Redactor, default_redactor
 from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, chain_hash, row_to_event, walk_chain)
+                          VerifyResult, _env_busy_timeout, row_to_event, walk_chain)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"

@@ -17,7 +17,8 @@ it (the first of its `event_ids`), and context items list the `origins` of
 all their event ids. Events before a run's first step (step None) count as
 step 0. Forgotten subjects never appear (see analytics/forget.py).
 
-The memory is folded progressively through the log, which gives exactly
+The memory starts at projections.db's nearest snapshot before the first
+audited step and is folded progressively from there, which gives exactly
 `MemoryView.as_of(seq)` at each step without re-reading the log per step.
 
 Usage::
@@ -154,10 +155,37 @@ def _action(ev: RecordedEvent | None) -> dict[str, Any] | None:
             "decided_by": d.get("decided_by"), "duration_ms": d.get("duration_ms")}
 
 
-def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | None = None) -> dict[str, Any]:
-    """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc."""
+#: the projections an audit shows (lessons, facts, selectors, trajectories); the others are not folded
+AUDITED = ("lessons", "knowledge", "selectors", "trajectories")
+
+
+def memory_before(store: Any, seq: int, policy: Any, snapshots: bool = True) -> Any:
+    """The audited projections as of `seq`: from projections.db's nearest snapshots when the
+    ledger has one (so a run late in a long log does not refold it from seq 1), else folded
+    from the log."""
+    from projections.materialize import caught_up, default_projections_path, projection_at
     from projections.policy import DEFAULT_POLICY
-    from projections.state import MemoryState, fold
+    from projections.state import MemoryState
+    state = MemoryState.empty(AUDITED)
+    # projections.db holds the default policy's memory: another policy is folded from the log
+    path = default_projections_path(store) if snapshots and policy == DEFAULT_POLICY else None
+    if path is None or seq <= 0:
+        return state
+    caught_up(store, path, policy, progress=False)
+    for name in AUDITED:
+        setattr(state, name, projection_at(store, path, policy, name, seq))
+    state.head = seq
+    return state
+
+
+def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | None = None,
+              snapshots: bool = True) -> dict[str, Any]:
+    """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc.
+
+    `snapshots=False` folds memory from seq 1 instead of starting at projections.db's nearest
+    snapshot (the answer is the same; tests compare the two)."""
+    from projections.policy import DEFAULT_POLICY
+    from projections.state import fold
     from projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
@@ -191,8 +219,8 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
             as_of = evs[-1].seq
         plans.append((as_of, k, evs, action, prompts))
     plans.sort(key=lambda p: (p[0], p[1]))
-    state = MemoryState.empty()
-    reader = iter(store.read(to_seq=max(p[0] for p in plans)))
+    state = memory_before(store, plans[0][0], policy, snapshots)
+    reader = iter(store.read(state.head + 1, max(p[0] for p in plans)))
     pending: RecordedEvent | None = None
     steps_out: dict[int, dict[str, Any]] = {}
     for as_of, k, evs, action, prompts in plans:
@@ -206,7 +234,7 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
                     pending = ev
                     break
                 batch.append(ev)
-        fold(state, batch, policy)
+        fold(state, batch, policy, names=AUDITED)
         view = MemoryView(state, policy)
         domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
             or (started.domain if started is not None else None)

@@ -331,8 +331,26 @@ def rebuild_figures(n: int, points: int) -> list[Figure]:
         figs.append(Figure(BENCH, "as-of: every projection at a random seq, p50", statistics.median(full), "ms",
                            "fold everything from seq 1", statistics.median(base_full), higher_is_better=False,
                            note="loads step memories, runs, trajectories too"))
+        figs.append(audit_figure(store))
         store.close()
     return figs
+
+
+def audit_figure(store: SqliteStore) -> Figure:
+    """`memledger audit` of the last run in the log: memory from projections.db's snapshots vs
+    folded from seq 1 (the answers checked equal)."""
+    from analytics.audit import audit_run
+    last = store.head()
+    run_id = next(ev.run_id for ev in store.read(max(1, last - 200), last) if ev.run_id)
+    t0 = time.perf_counter()
+    fast = audit_run(store, run_id)
+    t_fast = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    slow = audit_run(store, run_id, snapshots=False)
+    t_slow = time.perf_counter() - t0
+    assert fast == slow
+    return Figure(BENCH, f"audit of a run at the end of the log ({len(fast['steps'])} steps)", t_fast * 1e3, "ms",
+                  "audit folding memory from seq 1", t_slow * 1e3, higher_is_better=False)
 
 
 def run(quick: bool = False, events: int | None = None, lessons: int | None = None,

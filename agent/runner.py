@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.table import Table
 
 from ledger.errors import LedgerError
@@ -160,7 +161,7 @@ def results_table(results: list[RunResult], title: str = "runs") -> Table:
         t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
                      no_wrap=col == "run")
     for r in results:
-        t.add_row(r.case_id or "-", r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
+        t.add_row(Text(r.case_id or "-"), r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
                   str(r.turns), str(r.policy_decisions), str(r.replayed_steps), str(r.tokens),
                   f"{100 * r.memory_share:.1f}%", r.reason or "finished")
     return t
@@ -198,7 +199,7 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
             r = report.passes[label][i]
             cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5} / "
                          f"{100 * r.memory_share:4.1f}%" + (f" ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
-        per.add_row(name, *cells)
+        per.add_row(Text(name), *cells)
     tot = Table(title="Totals", title_justify="left")
     for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",
                 "memory share of step time", "wall time"):
@@ -264,6 +265,7 @@ def _print_audit(settings: Any, report: DemoReport, console: Console) -> str | N
     else:
         for ev in store.read(run_id=chosen.run_id):
             if ev.type in ("tier1_loaded", "domain_recall", "error_recall", "trajectory_recalled", "lesson_recorded"):
-                console.print(f"{ev.seq:>6} step {ev.step} {ev.type}: {ev.data.get('lessons') or ev.data.get('lesson') or ev.data.get('matched_goal')}")
+                what = ev.data.get('lessons') or ev.data.get('lesson') or ev.data.get('matched_goal')
+                console.print(Text(f"{ev.seq:>6} step {ev.step} {ev.type}: {what}"))
     console.print(f"full audit: memledger --memory-dir {settings.dir} audit {chosen.run_id}")
     return chosen.run_id

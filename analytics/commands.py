@@ -6,11 +6,11 @@ Each command parses its arguments and calls one public function; errors are
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from analytics.output import emit, format_options
+from analytics.output import FORMATS, emit, format_options
 from ledger.settings import Settings
 
 
@@ -124,16 +124,32 @@ def _write_or_echo(text: str, out: str | None) -> None:
         click.echo(f"wrote {out}")
 
 
+def table_formats(func: Any) -> Any:
+    """`--format` and `--section` for commands whose default output is a readable page, not a table."""
+    func = click.option("--section", default=None, metavar="NAME",
+                        help="One section of the tables (csv and parquet write the first one by default).")(func)
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+                        help="The answer as tables: table, json, csv or parquet (see `--section`).")(func)
+
+
+def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
+    if sum((as_json, as_html, fmt is not None)) > 1:
+        raise click.UsageError("choose one of --json, --html and --format")
+
+
 @click.command()
 @click.argument("run_id", metavar="RUN")
 @click.option("--step", type=click.IntRange(min=0), default=None, help="Only this step.")
 @click.option("--json", "as_json", is_flag=True, help="The audit as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write the JSON or HTML to FILE instead of stdout.")
-def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None) -> None:
+              help="Write the JSON, HTML or --format output to FILE instead of stdout.")
+@table_formats
+def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
+          section: str | None) -> None:
     """What the agent knew at each step of RUN: prompt items, memory as of the step, the action —
-    and for every item the run and step that taught it.
+    and for every item the run and step that taught it. `--format` gives the sections steps,
+    prompt_items and memory as tables.
 
     Example: memledger audit run_20260301_ab12 --step 3 --json
     """
@@ -141,10 +157,12 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 
     from analytics.audit import audit_run
     from analytics.render import audit_html, audit_text
-    if as_json and as_html:
-        raise click.UsageError("choose one of --json and --html")
+    from analytics.tables import audit_report
+    _one_output(as_json, as_html, fmt)
     data = audit_run(_settings().store(), run_id, step)
-    if as_json:
+    if fmt is not None:
+        emit(audit_report(data), fmt, out, section)
+    elif as_json:
         _write_or_echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n", out)
     elif as_html:
         _write_or_echo(audit_html(data), out)
@@ -156,9 +174,13 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 @click.argument("item")
 @click.option("--json", "as_json", is_flag=True, help="The life as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
-def explain(item: str, as_json: bool, as_html: bool) -> None:
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="With --format: write to FILE instead of stdout.")
+@table_formats
+def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str | None, section: str | None) -> None:
     """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
-    recalled (in which runs), promoted, decayed, pruned, forgotten.
+    recalled (in which runs), promoted, decayed, pruned, forgotten. `--format` gives the sections
+    life, now and recalled_in_runs as tables.
 
     Example: memledger explain lsn_f6e59d160e5396b1
     """
@@ -166,9 +188,15 @@ def explain(item: str, as_json: bool, as_html: bool) -> None:
 
     from analytics.explain import explain_item
     from analytics.render import explain_html, explain_text
+    from analytics.tables import explain_report
+    _one_output(as_json, as_html, fmt)
+    if out is not None and fmt is None:
+        raise click.UsageError("--out needs --format")
     s = _settings()
     data = explain_item(s.store(), item, projections_path=s.projections_path)
-    if as_json:
+    if fmt is not None:
+        emit(explain_report(data), fmt, out, section)
+    elif as_json:
         click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     elif as_html:
         click.echo(explain_html(data), nl=False)

@@ -152,20 +152,22 @@ def to_parquet(table: Table, sink: str | Path | BinaryIO) -> None:
 
 def render_rich(report: Report, section: str | None = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     console = Console() if sys.stdout.isatty() else Console(width=200)
     names = [report.section(section)[0]] if section else list(report.sections)
-    console.print(f"[bold]{report.title}[/bold]")
+    console.print(f"[bold]{escape(report.title)}[/bold]")
     for name in names:
         t = report.sections[name]
-        rt = RichTable(title=t.title or name, title_justify="left", show_lines=False)
+        rt = RichTable(title=escape(t.title or name), title_justify="left", show_lines=False)
         for c in t.columns:
-            rt.add_column(c, overflow="fold")
-        for row in t.rows:
-            rt.add_row(*(_cell(v) for v in row))
+            rt.add_column(escape(c), overflow="fold")
+        for row in t.rows:  # cells are data (page text, errors): never rich markup
+            rt.add_row(*(Text(_cell(v)) for v in row))
         if not t.rows:
-            console.print(f"[dim]{t.title or name}: no rows[/dim]")
+            console.print(f"[dim]{escape(t.title or name)}: no rows[/dim]")
         else:
             console.print(rt)
 

@@ -9,6 +9,7 @@ import html
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.table import Table
 
 
@@ -21,6 +22,11 @@ def _origin(o: dict[str, Any] | None) -> str:
     return f"{where} seq {o['seq']} ({o['type']})"
 
 
+def _x(value: Any, style: str = "") -> Text:
+    """Data (page text, goals, errors) as literal text: never rich markup."""
+    return Text("" if value is None else str(value), style=style)
+
+
 def _console() -> Console:
     import sys
     return Console() if sys.stdout.isatty() else Console(width=160)
@@ -31,72 +37,74 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or _console()
     run = data.get("run") or {}
     out = data.get("outcome") or {}
-    console.print(f"[bold]Run {data['run_id']}[/bold]: {run.get('goal', '?')!r} on {run.get('domain') or '-'} "
-                  f"(mode {run.get('mode', '?')}, memory {'on' if run.get('memory_enabled', True) else 'off'}"
-                  + (f", parent {run['parent_run_id']}" if run.get("parent_run_id") else "") + ")"
-                  + (f" -> {'success' if out.get('success') else 'failure'} in {out.get('turns')} turns" if out else ""))
+    console.print(Text.assemble((f"Run {data['run_id']}", "bold"), (
+        f": {run.get('goal', '?')!r} on {run.get('domain') or '-'} "
+        f"(mode {run.get('mode', '?')}, memory {'on' if run.get('memory_enabled', True) else 'off'}"
+        + (f", parent {run['parent_run_id']}" if run.get("parent_run_id") else "") + ")"
+        + (f" -> {'success' if out.get('success') else 'failure'} in {out.get('turns')} turns" if out else ""))))
     for s in data["steps"]:
-        console.rule(f"step {s['step']}  (memory as of seq {s['as_of_seq']}, {s.get('domain') or '-'})")
+        console.rule(_x(f"step {s['step']}  (memory as of seq {s['as_of_seq']}, {s.get('domain') or '-'})"))
         for p in s["prompt"]:
-            t = Table(title=f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens",
+            t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"),
                       title_justify="left")
             for c in ("source", "prio", "tokens", "text", "came from"):
                 t.add_column(c, overflow="fold")
             for it in p["items"]:
-                t.add_row(it["source"], str(it["priority"]), str(it["tokens"]), it["text"][:120],
-                          "; ".join(_origin(o) for o in it["origins"]) or "-")
+                t.add_row(_x(it["source"]), str(it["priority"]), str(it["tokens"]), _x(it["text"][:120]),
+                          _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
             for it in p["trimmed"]:
-                t.add_row(f"[dim]trimmed: {it['source']}[/dim]", str(it["priority"]), str(it["tokens"]),
-                          f"[dim]{it['text'][:120]}[/dim]", "; ".join(_origin(o) for o in it["origins"]) or "-")
+                t.add_row(_x(f"trimmed: {it['source']}", "dim"), str(it["priority"]), str(it["tokens"]),
+                          _x(it["text"][:120], "dim"), _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
             console.print(t)
         mem = s["memory"]
         t = Table(title="memory", title_justify="left")
         for c in ("kind", "item", "detail", "taught by"):
             t.add_column(c, overflow="fold")
         for l in mem["tier1"]:
-            t.add_row("Tier 1", l["lesson"][:100], f"{l['category']}, used {l['use_count']}x", _origin(l["taught_by"]))
+            t.add_row("Tier 1", _x(l["lesson"][:100]), _x(f"{l['category']}, used {l['use_count']}x"), _x(_origin(l["taught_by"])))
         for r in mem["recalled"]:
             label = f"{r['kind']} recall (seq {r['seq']})"
             if not r["lessons"]:
                 t.add_row(label, "[dim]no match[/dim]", "", "")
             for l in r["lessons"]:
-                t.add_row(label, (l.get("lesson") or l["lesson_id"])[:100], l.get("category") or "",
-                          _origin(l.get("taught_by")))
+                t.add_row(label, _x((l.get("lesson") or l["lesson_id"])[:100]), _x(l.get("category") or ""),
+                          _x(_origin(l.get("taught_by"))))
         if mem["trajectory"]:
             tr = mem["trajectory"]
-            t.add_row("trajectory", f"{tr['trajectory_id']}: {tr.get('matched_goal')}",
+            t.add_row("trajectory", _x(f"{tr['trajectory_id']}: {tr.get('matched_goal')}"),
                       f"similarity {tr.get('similarity')}{', replayed' if tr.get('replay') else ''}",
-                      _origin(tr.get("taught_by")))
+                      _x(_origin(tr.get("taught_by"))))
         for f in mem["facts"]:
-            t.add_row("fact", f"{f['fact_type']}:{f['key']} = {f['value']}", f"confidence {f['confidence']}",
-                      _origin(f["taught_by"]))
+            t.add_row("fact", _x(f"{f['fact_type']}:{f['key']} = {f['value']}"), f"confidence {f['confidence']}",
+                      _x(_origin(f["taught_by"])))
         for sel in mem["selectors"]:
-            t.add_row("selector", f"{sel['role']} {sel['name']!r} -> {sel['selector']}",
-                      f"{sel['successes']} ok / {sel['failures']} failed", _origin(sel["taught_by"]))
+            t.add_row("selector", _x(f"{sel['role']} {sel['name']!r} -> {sel['selector']}"),
+                      f"{sel['successes']} ok / {sel['failures']} failed", _x(_origin(sel["taught_by"])))
         console.print(t)
         a = s.get("action")
         if a:
-            result = "[green]ok[/green]" if a["ok"] else f"[red]error[/red]: {a.get('error')}"
-            console.print(f"action (seq {a['seq']}): {a['command']} {a['args']} -> {result}"
-                          + (f"   {a['url_before']} -> {a['url_after']}" if a.get("url_after") else ""))
+            result = ("ok", "green") if a["ok"] else ("error", "red")
+            console.print(Text.assemble(f"action (seq {a['seq']}): {a['command']} {a['args']} -> ", result,
+                                        "" if a["ok"] else f": {a.get('error')}",
+                                        f"   {a['url_before']} -> {a['url_after']}" if a.get("url_after") else ""))
         if s.get("grade"):
             g = s["grade"]
-            console.print(f"grade: {g['outcome']}" + (f" — {g['reason']}" if g.get("reason") else "")
-                          + (f"; instead: {g['correction']}" if g.get("correction") else ""))
+            console.print(_x(f"grade: {g['outcome']}" + (f" — {g['reason']}" if g.get("reason") else "")
+                             + (f"; instead: {g['correction']}" if g.get("correction") else "")))
 
 
 def explain_text(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or _console()
-    console.print(f"[bold]{data['kind']} {data['item']}[/bold]: {data['status']}")
+    console.print(Text.assemble((f"{data['kind']} {data['item']}", "bold"), f": {data['status']}"))
     if data.get("recalled_in_runs"):
-        console.print(f"recalled in runs: {', '.join(data['recalled_in_runs'])}")
+        console.print(_x(f"recalled in runs: {', '.join(data['recalled_in_runs'])}"))
     t = Table(title="life", title_justify="left")
     for c in ("seq", "at", "stage", "run", "step", "domain", "detail"):
         t.add_column(c, overflow="fold")
     for e in data["life"]:
         detail = e["detail"] + (f" (confidence {e['confidence']})" if e.get("confidence") is not None else "")
-        t.add_row(str(e["seq"]), e["at"][:19].replace("T", " "), e["stage"], e["run_id"] or "-",
-                  "-" if e["step"] is None else str(e["step"]), e["domain"] or "-", detail)
+        t.add_row(str(e["seq"]), e["at"][:19].replace("T", " "), _x(e["stage"]), _x(e["run_id"] or "-"),
+                  "-" if e["step"] is None else str(e["step"]), _x(e["domain"] or "-"), _x(detail))
     console.print(t)
 
 

@@ -43,11 +43,12 @@ def _cell(value: Any) -> str:
 def _table(title: str, columns: tuple[str, ...], items: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
-    table = Table(title=title)
+    from rich.text import Text
+    table = Table(title=Text(title))
     for col in columns:
         table.add_column(col, overflow="fold")
     for item in items:
-        table.add_row(*(_cell(getattr(item, col, None)) for col in columns))
+        table.add_row(*(Text(_cell(getattr(item, col, None))) for col in columns))  # data, never markup
     Console().print(table)
 
 

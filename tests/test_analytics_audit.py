@@ -189,3 +189,35 @@ def test_audit_from_snapshots_equals_audit_from_seq_1(hand: tuple[SqliteStore, d
             assert audit_run(store, run_id, s["step"]) == audit_run(store, run_id, s["step"], snapshots=False)
     with materialize.opened(Path(store.path).with_name("projections.db")) as (conn, _):
         assert conn.execute("SELECT count(*) FROM _snapshots WHERE seq > 0").fetchone()[0] > 0
+
+
+def test_audit_and_explain_as_tables(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path) -> None:
+    """`--format table|json|csv|parquet` flattens the audit (steps, prompt items, memory) and a life."""
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+    m = str(memory_path)
+    full = orjson.loads(run_cli("--memory-dir", m, "audit", "r2", "--json").out)
+    tables = orjson.loads(run_cli("--memory-dir", m, "audit", "r2", "--format", "json").out)
+    assert set(tables) == {"steps", "prompt_items", "memory"}
+    assert [r["step"] for r in tables["steps"]] == [s["step"] for s in full["steps"]]
+    assert [r["as_of_seq"] for r in tables["steps"]] == [13, 16, 18]
+    kept = [(s["step"], i["source"], i["text"]) for s in full["steps"] for p in s["prompt"] for i in p["items"]]
+    assert [(r["step"], r["source"], r["text"]) for r in tables["prompt_items"] if r["kept"]] == kept
+    assert any(not r["kept"] for r in tables["prompt_items"])  # the trimmed items are rows too
+    tier1 = [(s["step"], l["lesson_id"]) for s in full["steps"] for l in s["memory"]["tier1"]]
+    assert [(r["step"], r["item"]) for r in tables["memory"] if r["kind"] == "tier1"] == tier1
+    assert all(r["taught_by_seq"] for r in tables["memory"] if r["kind"] == "tier1")
+    res = run_cli("--memory-dir", m, "audit", "r2", "--format", "csv", "--section", "memory")
+    rows = list(csv.DictReader(io.StringIO(res.out)))
+    assert res.code == 0 and len(rows) == len(tables["memory"]) and rows[0]["kind"] == "tier1"
+    out = tmp_path / "steps.parquet"
+    assert run_cli("--memory-dir", m, "audit", "r2", "--format", "parquet", "--out", str(out)).code == 0
+    assert pq.read_table(out).num_rows == 3
+    res = run_cli("--memory-dir", m, "audit", "r2", "--json", "--format", "csv")
+    assert res.code == 2 and "choose one of" in res.err
+    life = orjson.loads(run_cli("--memory-dir", m, "explain", "seed1", "--format", "json").out)
+    assert set(life) == {"life", "now", "recalled_in_runs"} and life["now"][0]["lesson_id"] == "seed1"
+    assert [r["seq"] for r in life["life"]] == [e["seq"] for e in orjson.loads(
+        run_cli("--memory-dir", m, "explain", "seed1", "--json").out)["life"]]

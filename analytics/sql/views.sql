@@ -254,3 +254,48 @@ CREATE VIEW memory_imported AS
 SELECT seq, id, recorded_at, j(payload, 'source_format') AS source_format,
        j(payload, 'source_path') AS source_path, j(payload, 'source_digest') AS source_digest
 FROM ev WHERE type = 'memory_imported';
+
+-- The confidence walk of every fact (the knowledge fold of projections/knowledge.py in SQL): one
+-- row per observation, confirmation, contradiction or prune, with the confidence after it.
+CREATE MACRO fact_walk(initial, rate) AS TABLE
+WITH RECURSIVE fe AS (
+    SELECT seq, occurred_at, coalesce(domain, '') AS domain, fact_type, key, value, 'observed' AS kind, confidence AS x
+    FROM fact_observed
+    UNION ALL
+    SELECT c.seq, c.occurred_at, coalesce(c.domain, ''), c.fact_type, c.key, v.value, 'contradicted', c.factor
+    FROM fact_contradicted c, unnest(c.old_values) AS v(value) WHERE v.value <> c.new_value
+    UNION ALL
+    SELECT seq, occurred_at, coalesce(fact_domain, ''), fact_type, key, value, 'pruned', NULL FROM facts_pruned
+), n AS (
+    SELECT *, row_number() OVER (PARTITION BY domain, fact_type, key, value ORDER BY seq) AS i FROM fe
+), walk(domain, fact_type, key, value, i, seq, occurred_at, kind, confidence, alive) AS (
+    SELECT domain, fact_type, key, value, i, seq, occurred_at, kind,
+           CASE WHEN kind = 'observed' THEN coalesce(x, initial) END, kind = 'observed'
+    FROM n WHERE i = 1
+    UNION ALL
+    SELECT n.domain, n.fact_type, n.key, n.value, n.i, n.seq, n.occurred_at,
+           CASE WHEN n.kind = 'observed' AND w.alive THEN 'confirmed' ELSE n.kind END,
+           CASE WHEN n.kind = 'observed' THEN
+                    CASE WHEN w.alive THEN w.confidence + rate * (1 - w.confidence) ELSE coalesce(n.x, initial) END
+                WHEN n.kind = 'contradicted' AND w.alive THEN w.confidence * n.x
+                ELSE w.confidence END,
+           CASE WHEN n.kind = 'observed' THEN true WHEN n.kind = 'pruned' THEN false ELSE w.alive END
+    FROM walk w JOIN n ON n.domain = w.domain AND n.fact_type = w.fact_type AND n.key = w.key
+                       AND n.value = w.value AND n.i = w.i + 1
+)
+SELECT * FROM walk;
+
+-- Completed runs by goal (run_started.case_id when set, else the goal text) and condition:
+-- off (memory disabled), cold (the first memory-on run of the goal), warm (later ones).
+CREATE VIEW goal_runs AS
+WITH done AS (
+    SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
+), r AS (
+    SELECT s.run_id, coalesce(s.case_id, s.goal) AS goal_key, s.memory_enabled, s.seq,
+           d.success, d.turns, d.tokens_in + d.tokens_out AS tokens, d.duration_ms
+    FROM run_started s JOIN done d USING (run_id)
+)
+SELECT *, CASE WHEN NOT memory_enabled THEN 'off'
+               WHEN row_number() OVER (PARTITION BY goal_key, memory_enabled ORDER BY seq) = 1 THEN 'cold'
+               ELSE 'warm' END AS condition
+FROM r;

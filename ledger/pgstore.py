@@ -44,7 +44,7 @@ from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, L
 from ledger.events import NewEvent, RecordedEvent
 from ledger.redact import Redactor, default_redactor
 from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, row_to_event, walk_chain)
+                          VerifyResult, _env_busy_timeout, read_filter, row_to_event, walk_chain)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"
@@ -388,26 +388,8 @@ class PostgresStore:
              since: str | None = None, until: str | None = None, batch: int = 2000,
              conn: psycopg.Connection[Any] | None = None) -> Iterator[RecordedEvent]:
         """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
-        where, params = [], []  # type: list[str], list[Any]
-        if to_seq is not None:
-            where.append("seq <= %s")
-            params.append(to_seq)
-        type_list = list(types) if types else []
-        if type_list:
-            where.append("type = ANY(%s)")
-            params.append(type_list)
-        for col, val in (("stream", stream), ("run_id", run_id), ("domain", domain)):
-            if val is not None:
-                where.append(f"{col} = %s")
-                params.append(val)
-        if since is not None:
-            where.append("recorded_at >= %s")
-            params.append(normalize_ts(since))
-        if until is not None:
-            where.append("recorded_at <= %s")
-            params.append(normalize_ts(until))
+        extra, params = read_filter("%s", to_seq, types, stream, run_id, domain, since, until, array_types=True)
         cursor_seq = (from_seq or 1) - 1
-        extra = (" AND " + " AND ".join(where)) if where else ""
         sql = f"{_SELECT} WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
         while True:
             rows = self._fetch(sql, (cursor_seq, *params, batch), conn)

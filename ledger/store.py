@@ -100,6 +100,36 @@ class VerifyResult:
     reason: str | None = None
 
 
+def read_filter(mark: str, to_seq: int | None, types: Iterable[str] | None, stream: str | None,
+                run_id: str | None, domain: str | None, since: str | None, until: str | None,
+                array_types: bool = False) -> tuple[str, list[Any]]:
+    """The conditions every store's `read` adds after its seq cursor (" AND ...", or "") and their
+    parameters; `mark` is the driver's placeholder, and PostgreSQL binds the type list as one array."""
+    where: list[str] = []
+    params: list[Any] = []
+    if to_seq is not None:
+        where.append(f"seq <= {mark}")
+        params.append(to_seq)
+    type_list = list(types) if types else []
+    if type_list and array_types:
+        where.append(f"type = ANY({mark})")
+        params.append(type_list)
+    elif type_list:
+        where.append(f"type IN ({', '.join([mark] * len(type_list))})")
+        params.extend(type_list)
+    for col, val in (("stream", stream), ("run_id", run_id), ("domain", domain)):
+        if val is not None:
+            where.append(f"{col} = {mark}")
+            params.append(val)
+    if since is not None:
+        where.append(f"recorded_at >= {mark}")
+        params.append(normalize_ts(since))
+    if until is not None:
+        where.append(f"recorded_at <= {mark}")
+        params.append(normalize_ts(until))
+    return (" AND " + " AND ".join(where)) if where else "", params
+
+
 def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
     """The chain check every store runs over its rows in seq order (columns as in COLUMNS): the
     first seq whose position, link, hash or payload is wrong, else the count."""
@@ -356,27 +386,9 @@ class SqliteStore:
              stream: str | None = None, run_id: str | None = None, domain: str | None = None,
              since: str | None = None, until: str | None = None, batch: int = 2000) -> Iterator[RecordedEvent]:
         """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
-        where, params = [], []  # type: list[str], list[Any]
-        if to_seq is not None:
-            where.append("seq <= ?")
-            params.append(to_seq)
-        type_list = list(types) if types else []
-        if type_list:
-            where.append(f"type IN ({', '.join('?' * len(type_list))})")
-            params.extend(type_list)
-        for col, val in (("stream", stream), ("run_id", run_id), ("domain", domain)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                params.append(val)
-        if since is not None:
-            where.append("recorded_at >= ?")
-            params.append(normalize_ts(since))
-        if until is not None:
-            where.append("recorded_at <= ?")
-            params.append(normalize_ts(until))
+        extra, params = read_filter("?", to_seq, types, stream, run_id, domain, since, until)
         cursor_seq = (from_seq or 1) - 1
         path = str(self.path)
-        extra = (" AND " + " AND ".join(where)) if where else ""
         sql = f"{_SELECT} WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
         while True:
             with translated(path):

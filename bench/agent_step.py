@@ -42,7 +42,6 @@ class Timings:
 
     def __init__(self) -> None:
         self.ms: dict[str, list[float]] = {}
-        self._open: dict[str, float] = {}
 
     def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed_call(*args: Any, **kwargs: Any) -> Any:

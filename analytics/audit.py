@@ -58,6 +58,13 @@ class Origins:
         return {"event_id": ev.id, "seq": ev.seq, "type": ev.type, "run_id": run_id, "step": step,
                 "domain": domain, "at": ev.occurred_at, "hidden": self.forgotten.hides(ev)}
 
+    def introduced_by_forgotten(self, event_ids: Iterable[str]) -> bool:
+        """The item's first event (the one that introduced it) belongs to a forgotten subject: the
+        item came from that subject's pages and is not shown (the projections dropped it too)."""
+        first = next(iter(event_ids), None)
+        origin = self.of(first) if first is not None else None
+        return bool(origin and origin["hidden"])
+
     def of(self, event_id: str) -> dict[str, Any] | None:
         if event_id not in self.cache:
             ev = self.store.get(event_id)
@@ -137,10 +144,11 @@ def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], traject
     if domain and not forgotten.domain(domain):
         facts = [{"fact_id": f.fact_id, "fact_type": f.fact_type, "key": f.key, "value": f.value,
                   "confidence": round(f.confidence, 6), "sources": f.sources,
-                  "taught_by": origins.taught_by(f.event_ids)} for f in view.facts(domain)]
+                  "taught_by": origins.taught_by(f.event_ids)} for f in view.facts(domain)
+                 if not origins.introduced_by_forgotten(f.event_ids)]
         selectors = [{"role": s.role, "name": s.name, "selector": s.selector, "successes": s.successes,
                       "failures": s.failures, "taught_by": origins.taught_by(s.event_ids)}
-                     for s in view.selectors(domain)]
+                     for s in view.selectors(domain) if not origins.introduced_by_forgotten(s.event_ids)]
     return {"tier1": tier1, "recalled": recalled, "trajectory": offered, "facts": facts, "selectors": selectors}
 
 

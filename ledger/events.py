@@ -420,6 +420,9 @@ class SubjectForgotten(Payload):
     subject_kind: Literal["domain", "run", "session", "lesson"]
     subject: str = Field(min_length=1)
     reason: str | None = None
+    #: the runs a forgotten run or session covers, resolved when it was forgotten, so that folds
+    #: that never see `run_started` (knowledge, selectors) can drop what those runs introduced
+    run_ids: list[str] = Field(default_factory=list)
 
 
 AnyPayload = Annotated[

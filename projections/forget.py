@@ -84,9 +84,11 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
     from projections.writer import MemoryWriter
 
     subject = normalize_subject(kind, subject)
-    before = _row_counts(load_state(store, projections_path, policy))
+    state = load_state(store, projections_path, policy)
+    before = _row_counts(state)
+    runs = sorted(r.run_id for r in state.runs.runs.values() if r.session_id == subject) if kind == "session" else []
     recorded = MemoryWriter(store, policy).append([NewEvent(SubjectForgotten(
-        subject_kind=kind, subject=subject, reason=reason or None))])  # type: ignore[arg-type]
+        subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))])  # type: ignore[arg-type]
     seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")
     after = _row_counts(load_state(store, projections_path, policy))
     result = ForgetResult(kind, subject, seq,

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, build, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 
@@ -38,6 +38,8 @@ class Fact:
     last_seen: str
     closed: bool
     event_ids: tuple[str, ...]
+    #: the run that first observed it (its value came from that run's pages)
+    first_run: str | None = None
 
 
 @dataclass
@@ -75,7 +77,8 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
                 fact_id=fid, domain=domain, fact_type=d["fact_type"], key=d["key"], value=d["value"],
                 confidence=float(conf) if conf is not None else policy.fact_initial_confidence,
                 sources=int(d.get("sources") or 1), valid_from=ev.occurred_at, valid_to=None,
-                recorded_at=ev.recorded_at, last_seen=ev.occurred_at, closed=False, event_ids=(ev.id,))
+                recorded_at=ev.recorded_at, last_seen=ev.occurred_at, closed=False, event_ids=(ev.id,),
+                first_run=ev.run_id)
     elif t == "fact_contradicted":
         facts = state.current.get(domain, {})
         old_values = set(d.get("old_values") or ())
@@ -98,6 +101,19 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
             del state.current[dom]
         for dom in [k for k in state.closed if domain_matches(k, d["subject"])]:
             del state.closed[dom]
+    elif t == "subject_forgotten" and d["subject_kind"] in ("run", "session"):
+        runs = forgotten_runs(d)
+        for dom, facts in list(state.current.items()):
+            for fid in [fid for fid, f in facts.items() if f.first_run in runs]:
+                del facts[fid]
+            if not facts:
+                del state.current[dom]
+        for dom, closed in list(state.closed.items()):
+            kept = [f for f in closed if f.first_run not in runs]
+            if kept:
+                state.closed[dom] = kept
+            else:
+                del state.closed[dom]
     return state
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from ledger.events import RecordedEvent
-from projections.text import add_event_id, build, domain_matches, evolve
+from projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")
 
@@ -23,6 +23,8 @@ class SelectorEntry:
     failures: int
     last_used: str
     event_ids: tuple[str, ...]
+    #: the run that first used it (its element name came from that run's pages)
+    first_run: str | None = None
 
 
 @dataclass
@@ -46,13 +48,20 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
         old = entries.get(key)
         if old is None:
             entries[key] = SelectorEntry(domain, d["role"], d["name"], d["selector"], int(ok), int(not ok),
-                                         ev.occurred_at, (ev.id,))
+                                         ev.occurred_at, (ev.id,), ev.run_id)
         else:
             entries[key] = evolve(old, successes=old.successes + ok, failures=old.failures + (not ok),
                                    last_used=ev.occurred_at, event_ids=add_event_id(old.event_ids, ev.id))
     elif ev.type == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.by_domain if domain_matches(k, d["subject"])]:
             del state.by_domain[dom]
+    elif ev.type == "subject_forgotten" and d["subject_kind"] in ("run", "session"):
+        runs = forgotten_runs(d)
+        for dom, entries in list(state.by_domain.items()):
+            for key in [k for k, e in entries.items() if e.first_run in runs]:
+                del entries[key]
+            if not entries:
+                del state.by_domain[dom]
     return state
 
 

@@ -137,3 +137,12 @@ def add_event_id(ids: tuple[str, ...], new: str) -> tuple[str, ...]:
     if len(ids) < MAX_EVENT_IDS:
         return (*ids, new)
     return (ids[0], *ids[2:], new)
+
+
+def forgotten_runs(data: dict[str, Any]) -> set[str]:
+    """The runs a `subject_forgotten` of a run or a session covers: its own `run_ids` (resolved when
+    it was forgotten) and, for a run, the run itself."""
+    runs = set(data.get("run_ids") or ())
+    if data.get("subject_kind") == "run":
+        runs.add(data["subject"])
+    return runs

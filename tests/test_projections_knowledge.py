@@ -1,6 +1,8 @@
 """Facts, sessions, selectors and trajectories at their boundaries."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
@@ -217,3 +219,29 @@ def test_subject_forgotten_run_session_and_lesson(fresh_ledger):
     assert [r.run_id for r in v.runs()] == ["r2"] and v.trajectories() == [] and v.lessons() == []
     w.append([NewEvent(SubjectForgotten(subject_kind="run", subject="r2"))])
     assert view(fresh_ledger).runs() == []
+
+
+def test_forgetting_a_run_or_session_drops_the_facts_and_selectors_it_introduced(fresh_ledger):
+    """A fact or selector first seen in a forgotten run came from that run's pages: it goes. One
+    another run introduced stays, even where the forgotten run confirmed it."""
+    w = MemoryWriter(fresh_ledger)
+
+    def in_run(ev: NewEvent, run_id: str) -> NewEvent:
+        return dataclasses.replace(ev, run_id=run_id)
+
+    def sel(name: str, run_id: str) -> NewEvent:
+        return NewEvent(SelectorSucceeded(role="button", name=name, selector=f"#{name}"), domain="shop.com",
+                        run_id=run_id)
+
+    w.append([in_run(fact("kept", domain="shop.com"), "r0"), sel("Kept", "r0"),
+              in_run(fact("secret-a", domain="shop.com", key="a"), "ra"), sel("Secret A", "ra"),
+              in_run(fact("kept", domain="shop.com"), "ra"), sel("Kept", "ra"),
+              in_run(fact("secret-s", domain="shop.com", key="s"), "rs1"), sel("Secret S", "rs2")])
+    w.append([NewEvent(SubjectForgotten(subject_kind="run", subject="ra"))])
+    v = view(fresh_ledger)
+    assert {f.value for f in v.facts("shop.com")} == {"kept", "secret-s"}
+    assert next(f for f in v.facts("shop.com") if f.value == "kept").sources == 2  # confirmed by ra, still r0's
+    assert {s.name for s in v.selectors("shop.com")} == {"Kept", "Secret S"}
+    w.append([NewEvent(SubjectForgotten(subject_kind="session", subject="s9", run_ids=["rs1", "rs2"]))])
+    v = view(fresh_ledger)
+    assert [f.value for f in v.facts("shop.com")] == ["kept"] and [s.name for s in v.selectors("shop.com")] == ["Kept"]

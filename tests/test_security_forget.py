@@ -20,8 +20,8 @@ from tests.security_support import overlay_run, play, produce_outputs, scan, ste
 
 #: subject -> the distinctive strings only it has
 DOMAIN_NEEDLES = ["zebrafjord"]
-RUN_NEEDLES = ["quokkaberry"]
-SESSION_NEEDLES = ["narwhalpudding"]
+RUN_NEEDLES = ["quokkaberry", "muffin of the day"]  # the goal, and a selector only that run used
+SESSION_NEEDLES = ["narwhalpudding", "croissant"]
 LESSON_NEEDLES = ["salamander"]
 LESSON_ID = "lsn_axolotl_tip"
 ALL = DOMAIN_NEEDLES + RUN_NEEDLES + SESSION_NEEDLES + LESSON_NEEDLES
@@ -87,6 +87,9 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
     # what stays: kept subjects are all there, the chain verifies, the events are still in the log
     assert {n for _, n in scan(tmp_path / "after" / "exports", ["rye bread"])} == {"rye bread"}
     assert run_cli("--memory-dir", str(mem_dir), "verify").code == 0
+    with SqliteStore.open(mem_dir / "ledger.db") as store:  # a session's runs are resolved when it is forgotten
+        by_kind = {e.data["subject_kind"]: e.data for e in store.read(types=["subject_forgotten"])}
+    assert by_kind["session"]["run_ids"] == ["run_narwhal_0", "run_narwhal_1"] and by_kind["run"]["run_ids"] == []
     events = run_cli("--memory-dir", str(mem_dir), "events", "--run", "run_quokka")
     assert events.code == 0 and "quokkaberry" in events.out.lower()
 
@@ -130,7 +133,8 @@ def test_forget_library_counts_and_refusals(tmp_path: Path) -> None:
         assert r.removed.get("lessons") == 1 and r.removed.get("runs") == 1 and r.removed.get("trajectories") == 1
         assert r.removed.get("facts", 0) >= 1 and r.projections_scrubbed
         ev = store.get(next(e.id for e in store.read(types=["subject_forgotten"])))
-        assert ev is not None and ev.data == {"subject_kind": "domain", "subject": "zebrafjord.test", "reason": None}
+        assert ev is not None and ev.data == {"subject_kind": "domain", "subject": "zebrafjord.test", "reason": None,
+                                              "run_ids": []}
         again = forget(store, "domain", "zebrafjord.test", projections_path=mem_dir / "projections.db")
         assert again.total_removed == 0  # idempotent: nothing left to remove
     for args in ((), ("--domain", "a.test", "--run", "r1"), ("--domain", " "), ("--domain", "../../etc"),

@@ -316,20 +316,8 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     if runs_dir.is_symlink():
         raise refuse("agent-runs", "is a symbolic link; refusing to follow it")
     if runs_dir.is_dir():
-        manifests: list[Seed000RunManifest] = []
-        seen: dict[str, str] = {}
-        for file in sorted(runs_dir.iterdir()):
-            rel = f"agent-runs/{file.name}"
-            if not file.name.endswith(".json") or file.is_dir():  # seed 000 lists every .json there
-                counts["ignored_files"] += 1
-                continue
-            obj = load_json(_read(file, rel), rel)
-            manifest: Seed000RunManifest = parse_model(Seed000RunManifest, obj, rel)
-            if manifest.runId in seen:
-                raise refuse(rel, f"runId: {manifest.runId!r} is also the run of {seen[manifest.runId]}")
-            seen[manifest.runId] = rel
-            parts.append((rel, obj))
-            manifests.append(manifest)
+        manifests: list[Seed000RunManifest] = _json_folder(runs_dir, "agent-runs", Seed000RunManifest, "runId", "run",
+                                                           parts, counts)
         manifests.sort(key=lambda m: (_time_of(m.startedAt), m.runId))
         for manifest in manifests:
             events.extend(_run_events(manifest))
@@ -385,20 +373,8 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
     if traj_dir.is_symlink():
         raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")
     if traj_dir.is_dir():
-        trajectories: list[Seed000Trajectory] = []
-        seen: dict[str, str] = {}
-        for file in sorted(traj_dir.iterdir()):
-            rel = f"{rel_dir}/trajectories/{file.name}"
-            if not file.name.endswith(".json") or file.is_dir():
-                counts["ignored_files"] += 1
-                continue
-            obj = load_json(_read(file, rel), rel)
-            traj: Seed000Trajectory = parse_model(Seed000Trajectory, obj, rel)
-            if traj.id in seen:
-                raise refuse(rel, f"id: {traj.id!r} is also the trajectory of {seen[traj.id]}")
-            seen[traj.id] = rel
-            parts.append((rel, obj))
-            trajectories.append(traj)
+        trajectories: list[Seed000Trajectory] = _json_folder(traj_dir, f"{rel_dir}/trajectories", Seed000Trajectory,
+                                                             "id", "trajectory", parts, counts)
         trajectories.sort(key=lambda t: (_time_of(t.timestamp), t.id))
         for traj in trajectories:
             steps = []
@@ -414,6 +390,28 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         if other.name not in ("knowledge.json", "selectors.json", "trajectories"):
             counts["ignored_files"] += 1
     return events
+
+
+def _json_folder(folder: Path, rel_dir: str, model: Any, id_field: str, what: str,
+                 parts: list[tuple[str, Any]], counts: dict[str, int]) -> list[Any]:
+    """Every `*.json` of a seed 000 folder (agent-runs/, trajectories/) parsed as `model`, in file
+    name order; other entries are counted as ignored; a second file with the same id is refused."""
+    items: list[Any] = []
+    seen: dict[str, str] = {}
+    for file in sorted(folder.iterdir()):
+        rel = f"{rel_dir}/{file.name}"
+        if not file.name.endswith(".json") or file.is_dir():  # seed 000 lists every .json there
+            counts["ignored_files"] += 1
+            continue
+        obj = load_json(_read(file, rel), rel)
+        item = parse_model(model, obj, rel)
+        key = getattr(item, id_field)
+        if key in seen:
+            raise refuse(rel, f"{id_field}: {key!r} is also the {what} of {seen[key]}")
+        seen[key] = rel
+        parts.append((rel, obj))
+        items.append(item)
+    return items
 
 
 def _run_events(m: Seed000RunManifest) -> list[NewEvent]:

@@ -26,6 +26,7 @@ from ledger.copy import copy_events
 from ledger.errors import LedgerError
 from ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
 from ledger.store import SqliteStore
+from projections.materialize import resolve_seq as seq_of
 
 
 @dataclass(frozen=True)
@@ -39,21 +40,14 @@ class ForkResult:
 
 
 def resolve_seq(store: Any, until: int | str | None) -> int:
-    """A seq from an int, a digit string or an ISO time (the last seq recorded by then)."""
+    """A seq from an int, a digit string or an ISO time (the last seq recorded by then), at most
+    the head; None is the head."""
+    head = int(store.head())
     if until is None:
-        return int(store.head())
-    if isinstance(until, int):
-        seq = until
-    elif str(until).strip().isdigit():
-        seq = int(str(until).strip())
-    else:
-        try:
-            seq = store.seq_at_time(str(until))
-        except ValueError as exc:
-            raise LedgerError(f"--until {until!r}: expected a seq or an ISO time") from exc
-    if seq < 0:
+        return head
+    if isinstance(until, int) and until < 0:
         raise LedgerError("--until must be >= 0")
-    return min(seq, int(store.head()))
+    return min(seq_of(store, until, "--until"), head)
 
 
 def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, isolation: str = "shared",

@@ -58,8 +58,9 @@ class ProjectionsCorrupt(LedgerError):
     """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
-def resolve_seq(store: Any, at: int | str) -> int:
-    """A seq, or an ISO time meaning recorded time (what the ledger knew then)."""
+def resolve_seq(store: Any, at: int | str, option: str = "as-of") -> int:
+    """A seq, or an ISO time meaning recorded time (what the ledger knew then); `option` names
+    the flag in the error."""
     if isinstance(at, int):
         return max(0, at)
     text = str(at).strip()
@@ -68,7 +69,7 @@ def resolve_seq(store: Any, at: int | str) -> int:
     try:
         return int(store.seq_at_time(text))
     except ValueError as exc:
-        raise LedgerError(f"as-of {text[:40]!r}: expected a seq or an ISO time") from exc
+        raise LedgerError(f"{option} {text[:40]!r}: expected a seq or an ISO time") from exc
 
 
 def _pack(raw: bytes) -> bytes:

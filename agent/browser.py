@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger.errors import LedgerError
-from ledger.events import EnvState
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import EnvState
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import click
-from ledger.settings import Settings
+from memledger.ledger.settings import Settings
 
 
 def _settings(memory_dir: str | None = None) -> Settings:
@@ -42,7 +42,7 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
 
     Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
     """
-    from agent.runner import RunOptions, results_table, run_agent, wide_console
+    from memledger.agent.runner import RunOptions, results_table, run_agent, wide_console
     opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
                       trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
@@ -61,7 +61,7 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
 
     Example: memledger --memory-dir .agent-memory demo
     """
-    from agent.runner import run_demo, wide_console
+    from memledger.agent.runner import run_demo, wide_console
     run_demo(_settings(), wide_console(), cases_file, audit=not no_audit)
 
 

@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.events import EnvState
-from ledger.ids import short_id
-from ledger.redact import MARKER
-from agent import prompt as P
-from agent.browser import Browser, Observation, domain_of, origin_of
-from agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
-from agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
+from memledger.ledger.events import EnvState
+from memledger.ledger.ids import short_id
+from memledger.ledger.redact import MARKER
+from memledger.agent import prompt as P
+from memledger.agent.browser import Browser, Observation, domain_of, origin_of
+from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memledger.agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
+from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 
 Approval = Callable[[Decision, Observation], bool]
 

@@ -29,20 +29,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger.clock import format_ts
-from ledger.events import (
+from memledger.ledger.clock import format_ts
+from memledger.ledger.events import (
     Action, ContextBuilt, ContextItem, DomainRecall, ElementRef, EnvState, ErrorRecall, FactObserved,
     LessonRecorded, NewEvent, Payload, RecordedEvent, RunCompleted, RunProgress, RunStarted, SelectorFailed,
     SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled,
     TrajectoryRecorded, TrajectoryStep,
 )
-from ledger.redact import MARKER
-from agent.browser import domain_of, origin_of
-from agent.budget import BudgetItem
-from agent.prompt import quoted_name
-from projections.policy import DEFAULT_POLICY, Policy
-from projections.view import MemoryView
-from projections.writer import MemoryWriter
+from memledger.ledger.redact import MARKER
+from memledger.agent.browser import domain_of, origin_of
+from memledger.agent.budget import BudgetItem
+from memledger.agent.prompt import quoted_name
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
 
 #: error phrases that name a failure's cause; the first found is a lesson's error_pattern
 KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode violation",
@@ -475,7 +475,7 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     button cleared (the blocked element then worked): a site_specific lesson
     scoped to that domain, naming the button as quoted data.
     """
-    from projections.lessons import lesson_id_for
+    from memledger.projections.lessons import lesson_id_for
 
     out: list[tuple[str, int, LessonRecorded]] = []
     seen: set[str] = set()

@@ -33,9 +33,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.browser import Element, Observation
-from agent.budget import estimate_tokens
-from ledger.errors import LedgerError
+from memledger.agent.browser import Element, Observation
+from memledger.agent.budget import estimate_tokens
+from memledger.ledger.errors import LedgerError
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
 FIELDS = ("textbox", "searchbox", "combobox", "spinbutton")

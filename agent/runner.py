@@ -23,14 +23,14 @@ from rich.console import Console
 from rich.text import Text
 from rich.table import Table
 
-from ledger.errors import LedgerError
-from ledger.ids import short_id
-from agent.browser import Browser
-from agent.loop import RunConfig, RunResult, run_task
-from agent.memory import AgentMemory
-from agent.policy import PolicyError, make_policy
-from agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
-from projections.policy import Policy
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.ids import short_id
+from memledger.agent.browser import Browser
+from memledger.agent.loop import RunConfig, RunResult, run_task
+from memledger.agent.memory import AgentMemory
+from memledger.agent.policy import PolicyError, make_policy
+from memledger.agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
+from memledger.projections.policy import Policy
 
 TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
                "would have read), plus its tool call; replayed steps build no prompt")
@@ -77,7 +77,7 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         return [{"goal": c["goal"], "start_url": c["start_url"], "case_id": c["id"], "check": c.get("success"),
                  "session_id": opts.session_id, "mode": "new", "parent_run_id": None} for c in cases]
     if opts.resume_run or opts.fork_run:
-        from projections.view import MemoryView
+        from memledger.projections.view import MemoryView
         prior = opts.resume_run or opts.fork_run
         view = MemoryView.open(settings.store(), settings.projections_path, policy)
         manifest = view.run(prior)
@@ -99,7 +99,7 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
 
 def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] | None]:
     """The isolation runs use (the flag, else the fork's record, else shared) and the fork record."""
-    from ledger.location import read_fork_info
+    from memledger.ledger.location import read_fork_info
     fork = read_fork_info(settings.dir)
     return opts.isolation or (fork["memory_isolation"] if fork else "shared"), fork
 
@@ -110,9 +110,9 @@ def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, st
     holding the forked events when the directory is a fork (so every run starts from the same
     memory), else empty."""
     if isolation == "per-run":
-        from ledger.copy import copy_events
-        from ledger.location import memory_dir
-        from ledger.store import SqliteStore
+        from memledger.ledger.copy import copy_events
+        from memledger.ledger.location import memory_dir
+        from memledger.ledger.store import SqliteStore
         d = memory_dir(settings.dir / "runs" / run_id)
         store = SqliteStore.open(d / "ledger.db")
         stack.callback(store.close)
@@ -254,8 +254,8 @@ def _print_audit(settings: Any, report: DemoReport, console: Console) -> str | N
     chosen = chosen or candidates[0]
     console.rule(f"audit of {chosen.run_id} ({chosen.case_id}, memory on #1)")
     try:
-        from analytics.audit import audit_run
-        from analytics.render import audit_text
+        from memledger.analytics.audit import audit_run
+        from memledger.analytics.render import audit_text
     except ImportError:
         audit_run = None
     first_step = next((ev.step for ev in store.read(run_id=chosen.run_id, types=["context_built"])

@@ -16,9 +16,9 @@ from typing import Any
 
 import duckdb
 
-from analytics.duck import connect, sql_text
-from analytics.output import Report, Table
-from ledger.errors import LedgerError
+from memledger.analytics.duck import connect, sql_text
+from memledger.analytics.output import Report, Table
+from memledger.ledger.errors import LedgerError
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_]+)\s*$", re.M)
 _PARAM = re.compile(r"\$([a-z_]+)")
@@ -47,7 +47,7 @@ def sections(name: str) -> dict[str, str]:
 def policy_params(policy: Any | None = None) -> dict[str, Any]:
     if policy is None:
         try:
-            from projections.policy import Policy
+            from memledger.projections.policy import Policy
             policy = Policy()
         except ImportError:
             return {"initial": 0.6, "rate": 0.2}

@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ledger.errors import UnknownItem
-from ledger.events import RecordedEvent
+from memledger.ledger.errors import UnknownItem
+from memledger.ledger.events import RecordedEvent
 
-from analytics.forget import Forgotten
+from memledger.analytics.forget import Forgotten
 
 FORGOTTEN_TEXT = "[forgotten]"
 STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",
@@ -171,9 +171,9 @@ def memory_before(store: Any, seq: int, policy: Any, snapshots: bool = True) -> 
     """The audited projections as of `seq`: from projections.db's nearest snapshots when the
     ledger has one (so a run late in a long log does not refold it from seq 1), else folded
     from the log."""
-    from projections.materialize import caught_up, default_projections_path, projection_at
-    from projections.policy import DEFAULT_POLICY
-    from projections.state import MemoryState
+    from memledger.projections.materialize import caught_up, default_projections_path, projection_at
+    from memledger.projections.policy import DEFAULT_POLICY
+    from memledger.projections.state import MemoryState
     state = MemoryState.empty(AUDITED)
     # projections.db holds the default policy's memory: another policy is folded from the log
     path = default_projections_path(store) if snapshots and policy == DEFAULT_POLICY else None
@@ -192,9 +192,9 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
 
     `snapshots=False` folds memory from seq 1 instead of starting at projections.db's nearest
     snapshot (the answer is the same; tests compare the two)."""
-    from projections.policy import DEFAULT_POLICY
-    from projections.state import fold
-    from projections.view import MemoryView
+    from memledger.projections.policy import DEFAULT_POLICY
+    from memledger.projections.state import fold
+    from memledger.projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
     forgotten = Forgotten.scan(store)

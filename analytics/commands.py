@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from analytics.output import FORMATS, emit, format_options
-from ledger.settings import Settings
+from memledger.analytics.output import FORMATS, emit, format_options
+from memledger.ledger.settings import Settings
 
 
 T = TypeVar("T")
@@ -32,7 +32,7 @@ def analytics() -> None:
 def _analysis_command(name: str, doc: str) -> click.Command:
     @format_options
     def command(fmt: str, out: str | None, section: str | None) -> None:
-        from analytics.answers import analyse
+        from memledger.analytics.answers import analyse
         emit(analyse(name, _settings().store()), fmt, out, section)
 
     command.__doc__ = doc
@@ -71,7 +71,7 @@ def experiment(settings: tuple[str, ...], until: str | None, as_json: bool, fmt:
     """
     import orjson
 
-    from analytics.experiment import experiment_report, parse_settings, run_experiment
+    from memledger.analytics.experiment import experiment_report, parse_settings, run_experiment
     overrides = parse_settings(settings)
     result = _with_progress("replaying", lambda progress: run_experiment(_settings().store(), overrides, until,
                                                                           progress=progress))
@@ -106,7 +106,7 @@ def fork(until: str, out_dir: str, isolation: str) -> None:
     Example: memledger fork --until 120 --out ab/memory-b --memory-isolation per-run && \
     memledger --memory-dir ab/memory-b run --cases agent/sites/cases.json
     """
-    from analytics.fork import fork_ledger
+    from memledger.analytics.fork import fork_ledger
     result = fork_ledger(_settings().store(), until, out_dir, isolation)
     click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "
                f"memory isolation {result.isolation}")
@@ -155,9 +155,9 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
     """
     import orjson
 
-    from analytics.audit import audit_run
-    from analytics.render import audit_html, audit_text
-    from analytics.tables import audit_report
+    from memledger.analytics.audit import audit_run
+    from memledger.analytics.render import audit_html, audit_text
+    from memledger.analytics.tables import audit_report
     _one_output(as_json, as_html, fmt)
     data = audit_run(_settings().store(), run_id, step)
     if fmt is not None:
@@ -186,9 +186,9 @@ def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str |
     """
     import orjson
 
-    from analytics.explain import explain_item
-    from analytics.render import explain_html, explain_text
-    from analytics.tables import explain_report
+    from memledger.analytics.explain import explain_item
+    from memledger.analytics.render import explain_html, explain_text
+    from memledger.analytics.tables import explain_report
     _one_output(as_json, as_html, fmt)
     if out is not None and fmt is None:
         raise click.UsageError("--out needs --format")
@@ -215,7 +215,7 @@ def report(out_dir: str) -> None:
 
     Example: memledger report --out report && chromium report/report.html
     """
-    from analytics.report import build_report
+    from memledger.analytics.report import build_report
     path = build_report(_settings().store(), out_dir)
     click.echo(f"wrote {path}")
 
@@ -234,7 +234,7 @@ def watch(max_events: int | None, timeout: float | None) -> None:
     """
     import threading
 
-    from analytics.watch import follow_projections
+    from memledger.analytics.watch import follow_projections
     s = _settings()
     stop = threading.Event()
     timer = threading.Timer(timeout, stop.set) if timeout is not None else None

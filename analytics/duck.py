@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from ledger.errors import LedgerError
+from memledger.ledger.errors import LedgerError
 
 SQL_DIR = Path(__file__).with_name("sql")
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}

@@ -27,14 +27,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledger.clock import normalize_ts
-from ledger.errors import LedgerError
-from ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import NewEvent, RecordedEvent
 
-from analytics.forget import Forgotten
+from memledger.analytics.forget import Forgotten
 
 if TYPE_CHECKING:
-    from analytics.output import Report
+    from memledger.analytics.output import Report
 
 #: the projections the policy step reads (and the experiment compares)
 EXPERIMENT_PROJECTIONS = ("lessons", "knowledge", "trajectories")
@@ -45,7 +45,7 @@ AREAS = ("tier1", "tier2", "facts", "trajectories")
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
     """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
-    from projections.policy import Policy
+    from memledger.projections.policy import Policy
     fields = Policy.model_fields
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -97,7 +97,7 @@ class Side:
     """One memory (reality or the experiment): the policy-relevant projections and their fold."""
 
     def __init__(self, policy: Any):
-        from projections.state import MemoryState, dispatch
+        from memledger.projections.state import MemoryState, dispatch
         self.policy = policy
         self.state = MemoryState.empty(EXPERIMENT_PROJECTIONS)
         self.table = dispatch(EXPERIMENT_PROJECTIONS)
@@ -110,7 +110,7 @@ class Side:
 
     def summary(self) -> dict[tuple[str, str], Any]:
         """What the comparison looks at: (area, item) -> value."""
-        from projections.lessons import TIER1_CATEGORIES
+        from memledger.projections.lessons import TIER1_CATEGORIES
         out: dict[tuple[str, str], Any] = {}
         lessons = list(self.state.lessons.lessons.values())
         tier1 = sorted((l for l in lessons if l.category in TIER1_CATEGORIES),
@@ -191,8 +191,8 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
                    real_policy: Any | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Replay observations 1..until under the changed policy; plain-data answer (see module doc)."""
-    from projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
-    from analytics.fork import resolve_seq
+    from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
+    from memledger.analytics.fork import resolve_seq
 
     base = real_policy if real_policy is not None else DEFAULT_POLICY
     policy = make_policy(base, overrides)
@@ -370,7 +370,7 @@ def _answer(overrides: dict[str, Any], policy: Any, head: int, real: Side, exp: 
 
 def experiment_report(result: dict[str, Any]) -> "Report":
     """The experiment answer as tables (for --format and the HTML report)."""
-    from analytics.output import Report, Table
+    from memledger.analytics.output import Report, Table
     decisions = Table.from_records(result["decisions"], ["decision", "item", "occurrence", "reality_seq",
                                                          "reality_event_seq", "experiment_seq", "what", "label"])
     timeline = Table.from_records(result["timeline"], ["seq", "area", "item", "reality", "experiment", "differs",

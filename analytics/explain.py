@@ -18,10 +18,10 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import UnknownItem
-from ledger.events import RecordedEvent
+from memledger.ledger.errors import UnknownItem
+from memledger.ledger.events import RecordedEvent
 
-from analytics.forget import Forgotten, lesson_id_of
+from memledger.analytics.forget import Forgotten, lesson_id_of
 
 LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
                  "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")
@@ -98,13 +98,13 @@ def _lesson_life(store: Any, lesson_id: str, forgotten: Forgotten) -> dict[str, 
 
 
 def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
-    from projections.knowledge import fact_id_for
+    from memledger.projections.knowledge import fact_id_for
     return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
 
 
 def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any) -> dict[str, Any] | None:
-    from projections import knowledge
-    from projections.knowledge import fact_id_for
+    from memledger.projections import knowledge
+    from memledger.projections.knowledge import fact_id_for
 
     groups: set[tuple[str, str, str]] = set()
     ids: set[str] = set()
@@ -196,8 +196,8 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
     The item as it stands now comes from projections.db (caught up first) when
     `projections_path` is given, else from a fold of the whole log.
     """
-    from projections.policy import DEFAULT_POLICY
-    from projections.view import MemoryView
+    from memledger.projections.policy import DEFAULT_POLICY
+    from memledger.projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
     forgotten = Forgotten.scan(store)

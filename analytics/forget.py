@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.events import RecordedEvent
+from memledger.ledger.events import RecordedEvent
 
 #: lesson events that survive the forgetting of the run or domain where they happened (masked)
 LESSON_TYPES = frozenset({"lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted",
@@ -30,7 +30,7 @@ def lesson_id_of(ev: RecordedEvent) -> str | None:
     lid = d.get("lesson_id")
     if lid or ev.type not in ("lesson_recorded", "lesson_seeded", "lesson_deduplicated"):
         return lid or None
-    from projections.lessons import lesson_id_for
+    from memledger.projections.lessons import lesson_id_for
     return lesson_id_for(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))
 
 

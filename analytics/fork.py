@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.clock import system_clock
-from ledger.copy import copy_events
-from ledger.errors import LedgerError
-from ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
-from ledger.store import SqliteStore
-from projections.materialize import resolve_seq as seq_of
+from memledger.ledger.clock import system_clock
+from memledger.ledger.copy import copy_events
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
+from memledger.ledger.store import SqliteStore
+from memledger.projections.materialize import resolve_seq as seq_of
 
 
 @dataclass(frozen=True)

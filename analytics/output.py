@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import click
 import orjson
 
-from ledger.errors import LedgerError
+from memledger.ledger.errors import LedgerError
 
 FORMATS = ("table", "json", "csv", "parquet")
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analytics.answers import analyse_all
-from analytics.output import Report, Table, plain
+from memledger.analytics.answers import analyse_all
+from memledger.analytics.output import Report, Table, plain
 
 MAX_ROWS = 60
 PLOT_SIZE = (7.0, 3.6)

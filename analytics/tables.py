@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.output import Report, Table
+from memledger.analytics.output import Report, Table
 
 _TAUGHT = ("taught_by_run", "taught_by_step", "taught_by_seq", "taught_by_type")
 

@@ -60,9 +60,9 @@ class Timings:
 def instrumented(timings: Timings) -> Iterator[None]:
     """Time the context build (items + fit + render + `context_built`) and page observation of
     every policy step, by wrapping the functions the loop calls (restored afterwards)."""
-    from agent import loop
-    from agent.browser import Browser
-    from agent.memory import AgentMemory
+    from memledger.agent import loop
+    from memledger.agent.browser import Browser
+    from memledger.agent.memory import AgentMemory
 
     saved = (loop.step_items, loop.fit, loop.P.render_step, AgentMemory.context_built, Browser.observe)
     parts = ("items", "fit", "render", "record")
@@ -92,12 +92,12 @@ def pct(values: list[float], q: float) -> float:
 
 def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Figure]:
     """Run the suite cold then warm in real Chromium and return the figures."""
-    from agent.browser import Browser
-    from agent.loop import RunConfig, RunResult, run_task
-    from agent.memory import AgentMemory
-    from agent.policy import make_policy
-    from agent.sites import SitesServer, load_cases
-    from ledger.store import SqliteStore
+    from memledger.agent.browser import Browser
+    from memledger.agent.loop import RunConfig, RunResult, run_task
+    from memledger.agent.memory import AgentMemory
+    from memledger.agent.policy import make_policy
+    from memledger.agent.sites import SitesServer, load_cases
+    from memledger.ledger.store import SqliteStore
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]

@@ -26,10 +26,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, show
-from agent.sites import CASES_FILE, load_cases
-from ledger.store import SqliteStore
-from projections.materialize import rebuild
-from projections.view import MemoryView
+from memledger.agent.sites import CASES_FILE, load_cases
+from memledger.ledger.store import SqliteStore
+from memledger.projections.materialize import rebuild
+from memledger.projections.view import MemoryView
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CASES = ["shop-view-socks", "search-padel", "portal-login"]

@@ -33,10 +33,10 @@ if __package__ in (None, ""):
 import orjson
 
 from bench import Figure, table, timed
-from ledger.events import (Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent,
+from memledger.ledger.events import (Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent,
                            StepRecorded)
-from ledger.ids import uuid7
-from ledger.store import GENESIS_HASH, SqliteStore
+from memledger.ledger.ids import uuid7
+from memledger.ledger.store import GENESIS_HASH, SqliteStore
 
 BENCH = "append"
 

@@ -46,8 +46,8 @@ if __package__ in (None, ""):
 
 import duckdb
 
-from analytics.answers import sections
-from analytics.duck import ATTACHERS, connect, sql_text
+from memledger.analytics.answers import sections
+from memledger.analytics.duck import ATTACHERS, connect, sql_text
 from bench import Figure, show, timed
 from bench.projections import build_ledger
 

@@ -31,22 +31,22 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, show
-from ledger.clock import SteppingClock, format_ts, parse_ts
-from ledger.events import (
+from memledger.ledger.clock import SteppingClock, format_ts, parse_ts
+from memledger.ledger.events import (
     Action, ContextBuilt, EnvState, DomainRecall, ErrorRecall, FactContradicted, FactObserved, LessonDeduplicated, LessonPromoted,
     LessonRecorded, NewEvent, RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded,
     TrajectoryRecorded,
 )
-from ledger.events import TrajectoryStep as StepModel
-from ledger.store import SqliteStore
-from projections import lessons as lessons_mod
-from projections.lessons import Lesson, LessonsState, lesson_id_for
-from projections.materialize import rebuild
-from projections.policy import Policy
-from projections.state import MemoryState, fold
-from projections.text import domain_matches
-from projections.trajectories import Trajectory, TrajectoryStep, rank
-from projections.view import MemoryView
+from memledger.ledger.events import TrajectoryStep as StepModel
+from memledger.ledger.store import SqliteStore
+from memledger.projections import lessons as lessons_mod
+from memledger.projections.lessons import Lesson, LessonsState, lesson_id_for
+from memledger.projections.materialize import rebuild
+from memledger.projections.policy import Policy
+from memledger.projections.state import MemoryState, fold
+from memledger.projections.text import domain_matches
+from memledger.projections.trajectories import Trajectory, TrajectoryStep, rank
+from memledger.projections.view import MemoryView
 
 BENCH = "projections"
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
@@ -339,7 +339,7 @@ def rebuild_figures(n: int, points: int) -> list[Figure]:
 def audit_figure(store: SqliteStore) -> Figure:
     """`memledger audit` of the last run in the log: memory from projections.db's snapshots vs
     folded from seq 1 (the answers checked equal)."""
-    from analytics.audit import audit_run
+    from memledger.analytics.audit import audit_run
     last = store.head()
     run_id = next(ev.run_id for ev in store.read(max(1, last - 200), last) if ev.run_id)
     t0 = time.perf_counter()

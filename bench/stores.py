@@ -36,8 +36,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, table
-from ledger.events import FactObserved, NewEvent, RunProgress
-from ledger.location import open_store
+from memledger.ledger.events import FactObserved, NewEvent, RunProgress
+from memledger.ledger.location import open_store
 
 BENCH = "stores"
 
@@ -116,7 +116,7 @@ class Follower(threading.Thread):
         self.state: Any = None
         self.fold: Any = None
         try:
-            from projections.state import MemoryState, fold
+            from memledger.projections.state import MemoryState, fold
             self.state, self.fold = MemoryState.empty(), fold
         except ImportError:
             pass
@@ -227,7 +227,7 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
             problems.append(f"follower saw {follower.seen} of {head} events ({follower.disorder} out of order)")
         equal: bool | None = None
         if follower.fold is not None:
-            from projections.view import MemoryView
+            from memledger.projections.view import MemoryView
             equal = MemoryView(follower.state).digests() == MemoryView.from_events(events).digests()
             if not equal:
                 problems.append("follower's projections differ from a rebuild")

@@ -25,8 +25,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, table
-from ledger.events import FactObserved, LessonRecorded, event
-from ledger.store import SqliteStore
+from memledger.ledger.events import FactObserved, LessonRecorded, event
+from memledger.ledger.store import SqliteStore
 
 BENCH = "watch"
 POLL_MS = 100
@@ -48,9 +48,9 @@ def _prefill(path: Path, n: int) -> None:
 def _measure(directory: Path, n: int, follower: str, seed: int, catch_up: bool = True) -> list[float]:
     """Delays (ms) of n appends seen by the given follower ('watch' or 'poll'): in projections.db,
     or (catch_up=False) only noticed by the follower."""
-    from analytics.watch import follow_projections
-    from projections.materialize import Catchup
-    from projections.policy import DEFAULT_POLICY
+    from memledger.analytics.watch import follow_projections
+    from memledger.projections.materialize import Catchup
+    from memledger.projections.policy import DEFAULT_POLICY
 
     ledger = directory / "ledger.db"
     proj = directory / "projections.db"

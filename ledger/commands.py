@@ -7,10 +7,10 @@ import threading
 import click
 import orjson
 
-from ledger.errors import LedgerError
-from ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
-from ledger.jsonl import parse_lines
-from ledger.settings import Settings, raw_writer
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
+from memledger.ledger.jsonl import parse_lines
+from memledger.ledger.settings import Settings, raw_writer
 
 
 def _settings() -> Settings:
@@ -159,8 +159,8 @@ def copy_command(from_url: str, to_url: str) -> None:
     """
     from rich.progress import Progress
 
-    from ledger.copy import copy_ledger
-    from ledger.pgstore import display_url
+    from memledger.ledger.copy import copy_ledger
+    from memledger.ledger.pgstore import display_url
     with Progress(transient=True) as bar:
         task = bar.add_task("copying", total=None)
         result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.errors import LedgerError
-from ledger.location import open_store
-from ledger.store import COLUMNS, GENESIS_HASH, chain_hash
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.location import open_store
+from memledger.ledger.store import COLUMNS, GENESIS_HASH, chain_hash
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from watchfiles import watch
 
-from ledger.events import RecordedEvent
-from ledger.store import SqliteStore
+from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import SqliteStore
 
 
 def follow(store: SqliteStore, from_seq: int = 1, stop: threading.Event | None = None,

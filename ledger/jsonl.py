@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from ledger.errors import InvalidEvent
-from ledger.events import ENVELOPE_KEYS, EVENT_TYPES, NewEvent
+from memledger.ledger.errors import InvalidEvent
+from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, NewEvent
 
 
 def first_error(exc: ValidationError) -> str:
@@ -42,7 +42,7 @@ def parse_event(obj: Any) -> NewEvent:
     if "step" in env and env["step"] is not None and (not isinstance(env["step"], int) or isinstance(env["step"], bool)):
         raise ValueError("step: expected an integer")
     if env.get("occurred_at") is not None:
-        from ledger.clock import normalize_ts
+        from memledger.ledger.clock import normalize_ts
         try:
             env["occurred_at"] = normalize_ts(env["occurred_at"])
         except (ValueError, OverflowError) as exc:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import LedgerError, LedgerReadOnly
+from memledger.ledger.errors import LedgerError, LedgerReadOnly
 
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
@@ -46,17 +46,17 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
     """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, else SQLite in the memory dir."""
     url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
     if url and url.startswith(("postgresql://", "postgres://")):
-        from ledger.pgstore import PostgresStore
+        from memledger.ledger.pgstore import PostgresStore
         return PostgresStore.open(url, create=create, **kwargs)
     if url and url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])
         if create:
             memory_dir(path.parent)
-        from ledger.store import SqliteStore
+        from memledger.ledger.store import SqliteStore
         return SqliteStore.open(path, create=create, **kwargs)
     if url:
         raise LedgerError(f"unsupported store URL {url[:60]!r}: use postgresql://... or sqlite:///path")
-    from ledger.store import SqliteStore
+    from memledger.ledger.store import SqliteStore
     d = memory_dir(memory, create=create)
     return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)
 

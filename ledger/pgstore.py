@@ -38,12 +38,12 @@ from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ledger.clock import Clock, normalize_ts, system_clock
-from ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked,
+from memledger.ledger.clock import Clock, normalize_ts, system_clock
+from memledger.ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked,
                            LedgerReadOnly, NewerSchema, NotALedger)
-from ledger.events import NewEvent, RecordedEvent
-from ledger.redact import Redactor, default_redactor
-from ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
+from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.redact import Redactor, default_redactor
+from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
                           VerifyResult, _env_busy_timeout, read_filter, row_to_event, walk_chain)
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.events import NewEvent, RecordedEvent
 
 
 class WriteTransaction(Protocol):

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.events import NewEvent, RecordedEvent
-from ledger.location import LEDGER_FILE, PROJECTIONS_FILE, memory_dir, open_store
+from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, memory_dir, open_store
 
 #: appends observations (and, above `ledger`, the policy decisions they cause)
 Writer = Callable[[Any, Sequence[NewEvent]], list[RecordedEvent]]

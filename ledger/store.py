@@ -28,11 +28,11 @@ from typing import Any
 import orjson
 import sqlite_utils
 
-from ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NotALedger, translated
-from ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
-from ledger.ids import uuid7
-from ledger.redact import Redactor, default_redactor
+from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
+from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NotALedger, translated
+from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
+from memledger.ledger.ids import uuid7
+from memledger.ledger.redact import Redactor, default_redactor
 
 APPLICATION_ID = 0x4D4C4447  # "MLDG"
 STORE_SCHEMA_VERSION = 1
@@ -419,7 +419,7 @@ class SqliteStore:
 
     def subscribe(self, from_seq: int = 1, stop: Any = None) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as other processes commit them (watchfiles)."""
-        from ledger.follow import follow
+        from memledger.ledger.follow import follow
         return follow(self, from_seq, stop)
 
     def stats(self) -> Stats:

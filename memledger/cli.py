@@ -12,11 +12,11 @@ import sys
 
 import click
 
-from ledger.errors import LedgerError
-from ledger.settings import Settings
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.settings import Settings
 
-LAYERS = ("ledger.commands", "projections.commands", "agent.commands", "analytics.commands",
-          "projections.interop.commands", "projections.forget_command")
+LAYERS = ("memledger.ledger.commands", "memledger.projections.commands", "memledger.agent.commands", "memledger.analytics.commands",
+          "memledger.projections.interop.commands", "memledger.projections.forget_command")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,7 +28,7 @@ LAYERS = ("ledger.commands", "projections.commands", "agent.commands", "analytic
 def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
     """memledger: an event-sourced memory ledger for LLM browser agents."""
     settings = Settings(memory=memory_dir, store_url=store_url)
-    hook = getattr(_optional("projections.writer"), "policy_writer", None)
+    hook = getattr(_optional("memledger.projections.writer"), "policy_writer", None)
     if hook is not None:
         settings.writer = hook
     ctx.obj = settings

@@ -11,9 +11,9 @@ from typing import Any
 import click
 import orjson
 
-from ledger.settings import Settings
-from projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
-from projections.state import PROJECTIONS
+from memledger.ledger.settings import Settings
+from memledger.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
+from memledger.projections.state import PROJECTIONS
 
 
 def _settings() -> Settings:
@@ -60,8 +60,8 @@ def rebuild(projection: tuple[str, ...]) -> None:
 
     Example: memledger rebuild --projection lessons
     """
-    from projections.materialize import rebuild as rebuild_projections
-    from projections.state import digests
+    from memledger.projections.materialize import rebuild as rebuild_projections
+    from memledger.projections.state import digests
     s = _settings()
     state = rebuild_projections(s.store(), s.projections_path, projections=projection or None)
     from rich.console import Console
@@ -104,7 +104,7 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
 
     Example: memledger runs --session-id proj_123 --json
     """
-    from projections.view import MemoryView
+    from memledger.projections.view import MemoryView
     s = _settings()
     items = MemoryView.open(s.store(), s.projections_path).runs(session_id, domain, status, limit)
     if as_json:

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import LedgerError
-from ledger.events import NewEvent, SubjectForgotten, check_domain
-from projections.policy import DEFAULT_POLICY, Policy
-from projections.state import PROJECTIONS, MemoryState, module
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.state import PROJECTIONS, MemoryState, module
 
 KINDS = ("domain", "run", "session", "lesson")
 
@@ -80,8 +80,8 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
 
     Appends through the policy writer, so any decision the forget causes lands
     in the same transaction."""
-    from projections.materialize import load_state
-    from projections.writer import MemoryWriter
+    from memledger.projections.materialize import load_state
+    from memledger.projections.writer import MemoryWriter
 
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
@@ -102,7 +102,7 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
 def scrub_projections(path: Path, forget_seq: int) -> int:
     """Drop the snapshots taken before `forget_seq` (and those pointing at them), then vacuum
     projections.db and truncate its WAL; returns how many snapshots were dropped."""
-    from projections.materialize import _lock, opened, writing
+    from memledger.projections.materialize import _lock, opened, writing
     with _lock, opened(path) as (conn, _):
         with writing(conn):
             dropped = conn.execute("DELETE FROM _snapshots WHERE seq < ? OR same_as < ?",

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ledger.errors import LedgerError
-from ledger.settings import Settings
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.settings import Settings
 
 
 @click.command("forget")
@@ -22,7 +22,7 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
 
     Example: memledger forget --domain shop.test --reason "user asked"
     """
-    from projections.forget import forget
+    from memledger.projections.forget import forget
 
     chosen = [(k, v) for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
               if v is not None]

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from ledger.events import RecordedEvent
-from projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from ledger.events import RecordedEvent
-from projections.text import add_event_id, build, domain_matches, evolve, normalize_text
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.text import add_event_id, build, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 TIER2_CATEGORIES = ("error_recovery", "site_specific")

@@ -28,10 +28,10 @@ from typing import Any
 
 import sqlite_utils
 
-from ledger.errors import LedgerError
-from ledger.events import RecordedEvent
-from projections.policy import DEFAULT_POLICY, Policy
-from projections.state import (
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.state import (
     PROJECTIONS, LazyState, MemoryState, decode, dispatch, encode, fingerprint, fold, module,
 )
 

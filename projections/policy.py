@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from ledger.events import (
+from memledger.ledger.events import (
     FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload,
 )
 
 if TYPE_CHECKING:
-    from projections.lessons import Lesson
-    from projections.state import MemoryState
+    from memledger.projections.lessons import Lesson
+    from memledger.projections.state import MemoryState
 
 
 class Policy(BaseModel):
@@ -86,7 +86,7 @@ def _envelope(new: NewEvent) -> dict[str, Any]:
 
 
 def _after_use(lesson: "Lesson", domain: str | None) -> "Lesson":
-    from projections.lessons import used
+    from memledger.projections.lessons import used
     return used(lesson, domain, lesson.last_used, "")
 
 
@@ -103,7 +103,7 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
     Pure: depends only on its arguments. Decisions passed in as `new` (an
     import of a whole log, say) cause no further decisions except promotion.
     """
-    from projections import lessons as L
+    from memledger.projections import lessons as L
     data: dict[str, Any] = new.payload.model_dump(mode="json")
     t = new.type
     ls = state.lessons
@@ -174,10 +174,10 @@ def on_open(state: "MemoryState", run_id: str, started_at: str, policy: Policy =
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
     the seed lessons on first use; learned lessons unused for MORE than 90 days with
     use_count < 5 pruned (seeds never); facts below 0.1 pruned; expired trajectories."""
-    from ledger.events import LessonsPruned, TrajectoriesExpired
-    from projections.text import older_than
-    from projections.trajectories import expired
-    from projections.writer import seed_lessons
+    from memledger.ledger.events import LessonsPruned, TrajectoriesExpired
+    from memledger.projections.text import older_than
+    from memledger.projections.trajectories import expired
+    from memledger.projections.writer import seed_lessons
     env = {"run_id": run_id, "occurred_at": started_at}
     out: list[NewEvent] = []
     if not state.lessons.seeded:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import LedgerError
-from projections.policy import DEFAULT_POLICY, Policy
-from projections.view import MemoryView
+from memledger.ledger.errors import LedgerError
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.view import MemoryView
 
 STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs")
 

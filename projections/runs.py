@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from ledger.events import RecordedEvent
-from projections.text import add_event_id, build, domain_matches, evolve
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
 

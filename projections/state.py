@@ -19,19 +19,19 @@ from typing import Any
 
 import orjson
 
-from ledger.events import RecordedEvent
-from projections.policy import DEFAULT_POLICY, Policy
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.policy import DEFAULT_POLICY, Policy
 
 #: projection name -> module (one module each); the order is the fold order
 PROJECTION_MODULES: dict[str, str] = {
-    "lessons": "projections.lessons",
-    "knowledge": "projections.knowledge",
-    "sessions": "projections.sessions",
-    "selectors": "projections.selectors",
-    "trajectories": "projections.trajectories",
-    "runs": "projections.runs",
-    "step_memories": "projections.steps",
-    "short_term": "projections.short_term",
+    "lessons": "memledger.projections.lessons",
+    "knowledge": "memledger.projections.knowledge",
+    "sessions": "memledger.projections.sessions",
+    "selectors": "memledger.projections.selectors",
+    "trajectories": "memledger.projections.trajectories",
+    "runs": "memledger.projections.runs",
+    "step_memories": "memledger.projections.steps",
+    "short_term": "memledger.projections.short_term",
 }
 PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from ledger.clock import parse_ts
+from memledger.ledger.clock import parse_ts
 
 WORD_RE = re.compile(r"[a-z0-9]+")
 

@@ -16,21 +16,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import LedgerError, UnknownItem
-from ledger.ids import short_id
-from projections import knowledge, runs as runs_mod, selectors as selectors_mod, steps as steps_mod
-from projections import trajectories as traj_mod
-from projections.knowledge import Fact
-from projections.lessons import TIER1_CATEGORIES, Lesson
-from projections.policy import DEFAULT_POLICY, Policy
-from projections.runs import RunManifest
-from projections.sessions import SessionEntry
-from projections.selectors import SelectorEntry
-from projections.short_term import ShortTerm, empty_run
-from projections.state import MemoryState, digests, fold
-from projections.steps import StepMemory
-from projections.text import domain_matches, parent_domains, words
-from projections.trajectories import Trajectory, TrajectoryMatch
+from memledger.ledger.errors import LedgerError, UnknownItem
+from memledger.ledger.ids import short_id
+from memledger.projections import knowledge, runs as runs_mod, selectors as selectors_mod, steps as steps_mod
+from memledger.projections import trajectories as traj_mod
+from memledger.projections.knowledge import Fact
+from memledger.projections.lessons import TIER1_CATEGORIES, Lesson
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.runs import RunManifest
+from memledger.projections.sessions import SessionEntry
+from memledger.projections.selectors import SelectorEntry
+from memledger.projections.short_term import ShortTerm, empty_run
+from memledger.projections.state import MemoryState, digests, fold
+from memledger.projections.steps import StepMemory
+from memledger.projections.text import domain_matches, parent_domains, words
+from memledger.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
 
@@ -118,7 +118,7 @@ class MemoryView:
              as_of: int | str | None = None) -> "MemoryView":
         """Catch projections.db up with the ledger (when given) and return a view at its head,
         or at `as_of` (a seq, or an ISO time meaning recorded time)."""
-        from projections.materialize import load_state
+        from memledger.projections.materialize import load_state
         state = load_state(store, projections_path, policy, as_of=as_of)
         return cls(state, policy, store, projections_path, pinned=as_of is not None)
 
@@ -132,7 +132,7 @@ class MemoryView:
         if self.pinned or self.store is None:
             return self
         if self.projections_path is not None:
-            from projections.materialize import load_state
+            from memledger.projections.materialize import load_state
             self.state = load_state(self.store, self.projections_path, self.policy)
         else:
             fold(self.state, self.store.read(self.state.head + 1), self.policy)

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ledger.clock import normalize_ts
-from ledger.errors import InvalidEvent
-from ledger.events import LessonSeeded, NewEvent, RecordedEvent
-from projections.lessons import lesson_id_for
-from projections.policy import DEFAULT_POLICY, Policy, decide, on_open
-from projections.state import PROJECTIONS, MemoryState, fold
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import InvalidEvent
+from memledger.ledger.events import LessonSeeded, NewEvent, RecordedEvent
+from memledger.projections.lessons import lesson_id_for
+from memledger.projections.policy import DEFAULT_POLICY, Policy, decide, on_open
+from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories")
@@ -53,7 +53,7 @@ class MemoryWriter:
     def _warm(self) -> None:
         """Start from projections.db (outside the write lock) instead of folding the whole log."""
         if self.state is None and self.projections_path is not None:
-            from projections.materialize import load_state
+            from memledger.projections.materialize import load_state
             state = load_state(self.store, self.projections_path, self.policy)
             for name in PROJECTIONS:
                 if name not in WRITER_PROJECTIONS:
@@ -108,5 +108,5 @@ class MemoryWriter:
 
 def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """`memledger append`'s writer: the events plus the decisions of the default policy."""
-    from projections.materialize import default_projections_path
+    from memledger.projections.materialize import default_projections_path
     return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)

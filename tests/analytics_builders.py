@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ledger.events import (
+from memledger.ledger.events import (
     Action, ContextBuilt, ContextItem, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonRecorded,
     RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepRecorded, SubjectForgotten, Tier1Loaded,
     TrajectoryRecorded, TrajectoryStep, TrajectoryRecalled, event,
@@ -41,9 +41,9 @@ class Built:
 
 def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | None = None,
                     memory_off_first: bool = True) -> Built:
-    from projections.lessons import lesson_id_for
-    from projections.view import MemoryView
-    from projections.writer import MemoryWriter
+    from memledger.projections.lessons import lesson_id_for
+    from memledger.projections.view import MemoryView
+    from memledger.projections.writer import MemoryWriter
 
     writer = MemoryWriter(store)
     built = Built(lesson_id=lesson_id_for("click", "intercepts pointer events", None, LESSON))
@@ -141,7 +141,7 @@ def hand_ledger(store: Any) -> dict[int, str]:
               trajectory T1 offered (15), step-1 prompt with L1, T1 and the fact, selectors trimmed (16),
               click ok (17), fact load=3s confirmed (18), fill fails (19), error recall of seed1 (20), completed (21)
     """
-    from ledger.events import LessonSeeded, StepRecorded as SR
+    from memledger.ledger.events import LessonSeeded, StepRecorded as SR
 
     ids = {i: f"ev{i:02d}" for i in range(1, 22)}
     x = "x.test"

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledger.clock import SteppingClock
-from ledger.store import SqliteStore
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.store import SqliteStore
 
 if TYPE_CHECKING:
     from tests.pg import TempPostgres

@@ -9,14 +9,14 @@ from typing import Any
 
 import orjson
 
-from ledger.clock import SteppingClock, normalize_ts
-from ledger.store import SqliteStore
-from projections.interop.exporters import export_memory
-from projections.interop.importers import import_source
-from projections.interop.sources import (
+from memledger.ledger.clock import SteppingClock, normalize_ts
+from memledger.ledger.store import SqliteStore
+from memledger.projections.interop.exporters import export_memory
+from memledger.projections.interop.importers import import_source
+from memledger.projections.interop.sources import (
     Seed000Knowledge, Seed000RunManifest, Seed000Selectors, Seed000Trajectory, Seed001Memory, TraynEntry,
 )
-from projections.view import MemoryView
+from memledger.projections.view import MemoryView
 
 DATA = Path(__file__).parent / "data" / "interop"
 
@@ -79,7 +79,7 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
                 d["steps"] = [{**st, "snapshotHash": None} for st in d["steps"]]
                 entry["trajectories"][t.id] = d
         if domain is None:
-            from projections.interop.importers import _dir_domain
+            from memledger.projections.interop.importers import _dir_domain
             domain = _dir_domain(ddir.name)
         if any(entry.values()):
             out["domains"][domain] = entry

@@ -4,8 +4,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ledger.clock import format_ts, parse_ts
-from ledger.events import (
+from memledger.ledger.clock import format_ts, parse_ts
+from memledger.ledger.events import (
     ErrorRecall, FactObserved, LessonRecorded, NewEvent, RunCompleted, RunStarted, SessionRecorded,
     StepGraded, StepRecorded, TrajectoryRecorded,
 )

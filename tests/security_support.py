@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from agent.budget import BudgetItem
-from agent.memory import AgentMemory, RunOutcome, StepRecord
-from ledger.events import EnvState
+from memledger.agent.budget import BudgetItem
+from memledger.agent.memory import AgentMemory, RunOutcome, StepRecord
+from memledger.ledger.events import EnvState
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "json": "steps.json",
@@ -38,7 +38,7 @@ def step(n: int, command: str, url: str, name: str | None = None, role: str | No
 def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
          session_id: str | None = None, page_text: str = "", success: bool = True) -> None:
     """One run as the agent loop would log it: recalls, a prompt, the steps, post-run learning."""
-    from agent.browser import domain_of
+    from memledger.agent.browser import domain_of
     domain = domain_of(url)
     mem.open_run(run_id, goal, url, session_id=session_id)
     mem.tier1()

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agent import prompt as P
-from agent.browser import Browser
-from agent.loop import RunResult, run_task
-from agent.memory import AgentMemory
-from agent.policy import OpenAIPolicy, ScriptedPolicy
-from agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
-from ledger.events import NewEvent, TrajectoryRecorded
-from ledger.store import SqliteStore
-from projections.view import MemoryView
+from memledger.agent import prompt as P
+from memledger.agent.browser import Browser
+from memledger.agent.loop import RunResult, run_task
+from memledger.agent.memory import AgentMemory
+from memledger.agent.policy import OpenAIPolicy, ScriptedPolicy
+from memledger.agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
+from memledger.ledger.events import NewEvent, TrajectoryRecorded
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
 CASES = {c["id"]: c for c in load_cases()}

@@ -10,20 +10,20 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from agent import prompt as P
-from agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
-from agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
-from agent.loop import RunConfig, check_success, run_task
-from agent.memory import (
+from memledger.agent import prompt as P
+from memledger.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
+from memledger.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
+from memledger.agent.loop import RunConfig, check_success, run_task
+from memledger.agent.memory import (
     AgentMemory, RunOutcome, StepRecord, effective_steps, error_pattern, extract_lessons, goal_secrets,
     grade_steps, observe_facts,
 )
-from agent.policy import (
+from memledger.agent.policy import (
     Decision, DecisionContext, OpenAIPolicy, PolicyError, ScriptedPolicy, StepView, SubGoal, parse_goal,
 )
-from agent.sites import load_cases
-from ledger.redact import MARKER
-from ledger.store import SqliteStore
+from memledger.agent.sites import load_cases
+from memledger.ledger.redact import MARKER
+from memledger.ledger.store import SqliteStore
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
              'intercepts pointer events')

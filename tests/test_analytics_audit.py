@@ -6,13 +6,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analytics.audit import FORGOTTEN_TEXT, audit_run
-from analytics.explain import explain_item
-from ledger.clock import SteppingClock
-from ledger.errors import UnknownItem
-from ledger.events import SubjectForgotten, event
-from ledger.store import SqliteStore
-from projections.view import MemoryView
+from memledger.analytics.audit import FORGOTTEN_TEXT, audit_run
+from memledger.analytics.explain import explain_item
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.errors import UnknownItem
+from memledger.ledger.events import SubjectForgotten, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 
@@ -163,7 +163,7 @@ def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], me
 
 
 def test_runs_lineage_from_the_hand_ledger(hand: tuple[SqliteStore, dict[int, str]]) -> None:
-    from analytics.answers import analyse
+    from memledger.analytics.answers import analyse
     store, _ = hand
     rep = analyse("runs", store)
     assert rep.sections["lineage"].records() == [{
@@ -176,7 +176,7 @@ def test_runs_lineage_from_the_hand_ledger(hand: tuple[SqliteStore, dict[int, st
 def test_audit_from_snapshots_equals_audit_from_seq_1(hand: tuple[SqliteStore, dict[int, str]],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Starting at projections.db's nearest snapshot gives the same answer as folding from seq 1."""
-    from projections import materialize
+    from memledger.projections import materialize
     monkeypatch.setattr(materialize, "SNAPSHOT_EVERY", 3)  # snapshots before every run's steps
     monkeypatch.setattr(materialize, "SNAPSHOT_BYTES_PER_EVENT", 10**9)
     store, _ = hand

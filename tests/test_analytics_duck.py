@@ -9,13 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analytics.answers import analyse, analyse_all
-from analytics.duck import connect
-from ledger.clock import SteppingClock
-from ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
-from ledger.store import SqliteStore
-from projections.view import MemoryView
-from projections.writer import MemoryWriter
+from memledger.analytics.answers import analyse, analyse_all
+from memledger.analytics.duck import connect
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 
 
@@ -187,8 +187,8 @@ def test_forgotten_subjects_appear_in_no_answer(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_the_same_answers_over_a_postgresql_ledger(learned: tuple[SqliteStore, Built], pg_url: str) -> None:
-    from ledger.copy import copy_ledger
-    from ledger.pgstore import PostgresStore
+    from memledger.ledger.copy import copy_ledger
+    from memledger.ledger.pgstore import PostgresStore
     store, _ = learned
     copy_ledger(store.url, pg_url)
     with PostgresStore.open(pg_url) as pg:

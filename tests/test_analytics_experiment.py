@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analytics.experiment import parse_settings, run_experiment
-from analytics.fork import fork_ledger
-from ledger.clock import SteppingClock
-from ledger.errors import LedgerError
-from ledger.events import FactObserved, RunCompleted, RunStarted, event
-from ledger.store import SqliteStore
-from projections.writer import MemoryWriter
+from memledger.analytics.experiment import parse_settings, run_experiment
+from memledger.analytics.fork import fork_ledger
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 from tests.cli_runner import run_cli
 

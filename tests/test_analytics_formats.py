@@ -10,10 +10,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.answers import ANALYSES, analyse, sections
-from analytics.output import emit
-from ledger.clock import SteppingClock
-from ledger.store import SqliteStore
+from memledger.analytics.answers import ANALYSES, analyse, sections
+from memledger.analytics.output import emit
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.store import SqliteStore
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analytics.answers import analyse_all
-from analytics.experiment import run_experiment
-from ledger.clock import SteppingClock
-from ledger.events import (ErrorRecall, FactObserved, LessonRecorded, RunCompleted, RunStarted, SelectorFailed,
+from memledger.analytics.answers import analyse_all
+from memledger.analytics.experiment import run_experiment
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import (ErrorRecall, FactObserved, LessonRecorded, RunCompleted, RunStarted, SelectorFailed,
                            SelectorSucceeded, TrajectoryRecorded, TrajectoryStep, event)
-from ledger.store import SqliteStore
-from projections.view import MemoryView
-from projections.writer import MemoryWriter
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
 
 DOMS = ("a.test", "b.test", "c.test", "d.test")
 op = st.one_of(

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from analytics.report import build_report
-from analytics.watch import Change, follow_projections
-from ledger.clock import SteppingClock
-from ledger.events import LessonRecorded, SubjectForgotten, event
-from ledger.store import SqliteStore
-from projections.view import MemoryView
+from memledger.analytics.report import build_report
+from memledger.analytics.watch import Change, follow_projections
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import LessonRecorded, SubjectForgotten, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

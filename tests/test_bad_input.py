@@ -12,8 +12,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.events import EVENT_TYPES, IDENT_RE, MAX_TEXT
-from ledger.store import SqliteStore
+from memledger.ledger.events import EVENT_TYPES, IDENT_RE, MAX_TEXT
+from memledger.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, sample_event, sample_line
 

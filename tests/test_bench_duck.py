@@ -10,7 +10,7 @@ import pytest
 from bench import markdown
 from bench.duck_queries import answers, measure, queries
 from bench.projections import build_ledger
-from ledger.events import (
+from memledger.ledger.events import (
     DomainRecall, ErrorRecall, LessonDeduplicated, LessonPromoted, NewEvent, RunCompleted, RunStarted,
     SubjectForgotten,
 )

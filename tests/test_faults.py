@@ -18,9 +18,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ledger.errors import DiskFull, LedgerError
-from ledger.events import LessonRecorded, NewEvent, RunProgress
-from ledger.store import SqliteStore
+from memledger.ledger.errors import DiskFull, LedgerError
+from memledger.ledger.events import LessonRecorded, NewEvent, RunProgress
+from memledger.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event, sample_line
 from tests.test_ledger_store import _damaged
@@ -62,7 +62,7 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     logs: dict[str, Path] = {}
     rng = random.Random(7)
-    from projections.view import MemoryView
+    from memledger.projections.view import MemoryView
     projections = tmp_path / "projections.db"
     for rnd in range(6):
         procs = {}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.events import (
+from memledger.ledger.events import (
     Action, ElementRef, EnvState, ErrorRecall, FactObserved, LessonRecorded, NewEvent, RunCompleted, RunProgress,
     RunStarted, SelectorFailed, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, TrajectoryRecorded,
     TrajectoryStep,
 )
-from projections.interop.importers import import_source
-from projections.lessons import lesson_id_for
-from projections.writer import MemoryWriter
+from memledger.projections.interop.importers import import_source
+from memledger.projections.lessons import lesson_id_for
+from memledger.projections.writer import MemoryWriter
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
 SHOP = "www.shop.test"

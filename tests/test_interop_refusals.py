@@ -10,13 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from ledger.errors import LedgerError
-from ledger.events import RecordedEvent
-from projections.interop.exporters import export_memory
-from projections.interop.files import ExportTree, safe_name
-from projections.interop.importers import import_source
-from projections.interop.sources import SourceError
-from projections.state import MemoryState, fold
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.interop.exporters import export_memory
+from memledger.projections.interop.files import ExportTree, safe_name
+from memledger.projections.interop.importers import import_source
+from memledger.projections.interop.sources import SourceError
+from memledger.projections.state import MemoryState, fold
 from tests.cli_runner import run_cli
 from tests.interop_support import DATA, new_store
 

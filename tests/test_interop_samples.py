@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ledger.clock import normalize_ts
-from projections.interop.exporters import PromptItem, render_prompt
-from projections.interop.importers import detect_format, import_source
-from projections.view import MemoryView
+from memledger.ledger.clock import normalize_ts
+from memledger.projections.interop.exporters import PromptItem, render_prompt
+from memledger.projections.interop.importers import detect_format, import_source
+from memledger.projections.view import MemoryView
 from tests.cli_runner import run_cli
 from tests.interop_support import (
     DATA, export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn, roundtrip,
@@ -225,11 +225,11 @@ def test_cli_wrong_format_is_refused(tmp_path: Path) -> None:
 
 def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
     """The store redacts secret-looking text in every payload string, digests included."""
-    from ledger.clock import SteppingClock
-    from ledger.events import MemoryImported, NewEvent
-    from ledger.redact import Redactor
-    from ledger.store import SqliteStore
-    from projections.interop.importers import previous_import, stored_digest
+    from memledger.ledger.clock import SteppingClock
+    from memledger.ledger.events import MemoryImported, NewEvent
+    from memledger.ledger.redact import Redactor
+    from memledger.ledger.store import SqliteStore
+    from memledger.projections.interop.importers import previous_import, stored_digest
     store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock(),
                              redactor=Redactor(extra_patterns=["11076251501687"]))
     digest = "bcf3c1bc6b5363ea55ff339bd12a607f36eefc9153308a11076251501687d629"
@@ -240,7 +240,7 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
 
 
 def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
-    from ledger.events import NewEvent, SubjectForgotten
+    from memledger.ledger.events import NewEvent, SubjectForgotten
     store = new_store(tmp_path / "mem")
     import_source(store, AGENT_MEMORY)
     import_source(store, TRAYN)

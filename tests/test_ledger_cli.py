@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER
-from ledger.store import SqliteStore
+from memledger.ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER
+from memledger.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, fill, sample_event, sample_line
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.clock import normalize_ts
-from ledger.errors import LedgerError
-from ledger.events import NewEvent, PAYLOAD_ADAPTER, RunCompleted
-from ledger.redact import MARKER, default_redactor
-from ledger.store import SqliteStore, serialize_payload
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import NewEvent, PAYLOAD_ADAPTER, RunCompleted
+from memledger.ledger.redact import MARKER, default_redactor
+from memledger.ledger.store import SqliteStore, serialize_payload
 from tests.ledger_samples import new_events, sample_event
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger.location import open_store
-from projections.materialize import rebuild
-from projections.materialize import load_state
-from projections.state import digests
+from memledger.ledger.location import open_store
+from memledger.projections.materialize import rebuild
+from memledger.projections.materialize import load_state
+from memledger.projections.state import digests
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 CASES = str(Path(__file__).resolve().parent.parent / "agent" / "sites" / "cases.json")

@@ -8,12 +8,12 @@ import duckdb
 import psycopg
 import pytest
 
-from ledger.clock import SteppingClock
-from ledger.copy import copy_ledger
-from ledger.errors import LedgerError, NewerSchema, NotALedger
-from ledger.events import LessonSeeded, RunProgress, event
-from ledger.location import open_store
-from ledger.pgstore import PostgresStore, display_url
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.copy import copy_ledger
+from memledger.ledger.errors import LedgerError, NewerSchema, NotALedger
+from memledger.ledger.events import LessonSeeded, RunProgress, event
+from memledger.ledger.location import open_store
+from memledger.ledger.pgstore import PostgresStore, display_url
 from tests.cli_runner import run_cli
 from tests.pg import TempPostgres
 
@@ -150,9 +150,9 @@ def test_missing_postgresql_says_how_to_install_it(monkeypatch: pytest.MonkeyPat
 
 def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tmp_path: Path) -> None:
     """Nothing above `ledger` knows the store: the policy writer and the view behave identically."""
-    from ledger.events import FactObserved
-    from projections.view import MemoryView
-    from projections.writer import MemoryWriter
+    from memledger.ledger.events import FactObserved
+    from memledger.projections.view import MemoryView
+    from memledger.projections.writer import MemoryWriter
     observations = [event(FactObserved(fact_type="quirk", key="cookie banner", value=v), domain="shop.test")
                     for v in ("top", "top", "bottom", "bottom")]
     results = []
@@ -218,7 +218,7 @@ def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None
 
 
 def test_a_writer_held_up_past_the_busy_timeout_gets_ledger_locked(pg_url: str) -> None:
-    from ledger.errors import LedgerLocked
+    from memledger.ledger.errors import LedgerLocked
     with PostgresStore.open(pg_url) as holder, PostgresStore.open(pg_url, busy_timeout=0.2) as waiter:
         with holder.atomic() as tx:
             tx.append(some_events(1))

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from bench.projections import build_ledger
-from ledger.store import SqliteStore
-from projections.materialize import Catchup, opened, rebuild
-from projections.policy import DEFAULT_POLICY
-from projections.view import MemoryView
+from memledger.ledger.store import SqliteStore
+from memledger.projections.materialize import Catchup, opened, rebuild
+from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.view import MemoryView
 
 pytestmark = pytest.mark.stress
 EVENTS = int(os.environ.get("MEMLEDGER_KILL_EVENTS", "40000"))
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import sys
 from pathlib import Path
-from ledger.store import SqliteStore
-from projections.materialize import Catchup
-from projections.policy import DEFAULT_POLICY
+from memledger.ledger.store import SqliteStore
+from memledger.projections.materialize import Catchup
+from memledger.projections.policy import DEFAULT_POLICY
 store = SqliteStore.open(sys.argv[1])
 print("go", flush=True)
 Catchup(store, Path(sys.argv[2]), DEFAULT_POLICY, rebuild=sys.argv[3] == "rebuild", progress=False).run()

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.clock import SteppingClock
-from ledger.store import SqliteStore
-from projections.writer import MemoryWriter
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.store import SqliteStore
+from memledger.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import T0, fact, lesson, run_completed, run_started, session, trajectory
 

@@ -15,15 +15,15 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ledger.clock import SteppingClock
-from ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from ledger.store import SqliteStore
-from projections import materialize
-from projections.lessons import lesson_id_for
-from projections.policy import Policy
-from projections.state import MemoryState, digests, fold
-from projections.view import MemoryView
-from projections.writer import MemoryWriter
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memledger.ledger.store import SqliteStore
+from memledger.projections import materialize
+from memledger.projections.lessons import lesson_id_for
+from memledger.projections.policy import Policy
+from memledger.projections.state import MemoryState, digests, fold
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
 from tests.ledger_samples import new_events
 from tests.projections_support import (
     at, fact, graded, lesson, recall, run_completed, run_started, session, step, trajectory,
@@ -157,8 +157,8 @@ def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points
 
 SCRIPT = """
 import json, sys
-from ledger.store import SqliteStore
-from projections.view import MemoryView
+from memledger.ledger.store import SqliteStore
+from memledger.projections.view import MemoryView
 store = SqliteStore.open(sys.argv[1])
 print(json.dumps(MemoryView.open(store).digests(), sort_keys=True))
 """

@@ -1,11 +1,11 @@
 """Lessons (seed 001) at their boundaries, and seed 001's three worked examples."""
 from __future__ import annotations
 
-from ledger.events import DomainRecall, LessonRecorded, NewEvent
-from projections.lessons import lesson_id_for
-from projections.policy import Policy
-from projections.view import MemoryView
-from projections.writer import MemoryWriter, seed_lessons
+from memledger.ledger.events import DomainRecall, LessonRecorded, NewEvent
+from memledger.projections.lessons import lesson_id_for
+from memledger.projections.policy import Policy
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter, seed_lessons
 from tests.projections_support import CLICK_TEXT, T0, at, lesson, recall
 
 CLICK_ID = lesson_id_for("click", "intercepts pointer events", None, CLICK_TEXT)
@@ -281,7 +281,7 @@ def test_seed_lessons_are_the_three_of_seed_001():
 def test_observation_and_decisions_are_one_transaction_or_nothing(fresh_ledger):
     import pytest
 
-    from ledger.errors import LedgerError
+    from memledger.ledger.errors import LedgerError
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])
     head = fresh_ledger.head()
@@ -290,7 +290,7 @@ def test_observation_and_decisions_are_one_transaction_or_nothing(fresh_ledger):
     assert fresh_ledger.head() == head
     from unittest import mock
 
-    from projections import writer as writer_mod
+    from memledger.projections import writer as writer_mod
     calls: list[int] = []
     real_decide = writer_mod.decide
 

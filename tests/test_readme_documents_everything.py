@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ledger.events import EVENT_TYPES
+from memledger.ledger.events import EVENT_TYPES
 from memledger.cli import cli
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.browser import Browser
-from agent.loop import RunResult, run_task
-from agent.memory import AgentMemory
-from agent.policy import ScriptedPolicy
-from agent.runner import RunOptions, run_agent
-from agent.sites import CASES_FILE, load_cases
-from ledger.redact import MARKER
-from ledger.settings import Settings
-from ledger.store import SqliteStore
+from memledger.agent.browser import Browser
+from memledger.agent.loop import RunResult, run_task
+from memledger.agent.memory import AgentMemory
+from memledger.agent.policy import ScriptedPolicy
+from memledger.agent.runner import RunOptions, run_agent
+from memledger.agent.sites import CASES_FILE, load_cases
+from memledger.ledger.redact import MARKER
+from memledger.ledger.settings import Settings
+from memledger.ledger.store import SqliteStore
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step

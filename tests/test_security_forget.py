@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agent.memory import AgentMemory
-from ledger.events import LessonRecorded, event
-from ledger.store import SqliteStore
-from projections import materialize
-from projections.forget import forget
-from projections.view import MemoryView
-from projections.writer import MemoryWriter
+from memledger.agent.memory import AgentMemory
+from memledger.ledger.events import LessonRecorded, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections import materialize
+from memledger.projections.forget import forget
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import overlay_run, play, produce_outputs, scan, step
 

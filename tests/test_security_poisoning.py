@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.browser import Browser
-from agent.loop import run_task
-from agent.memory import AgentMemory
-from agent.policy import ScriptedPolicy
-from agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
-from ledger.store import SqliteStore
-from projections.text import domain_matches
-from projections.view import MemoryView
+from memledger.agent.browser import Browser
+from memledger.agent.loop import run_task
+from memledger.agent.memory import AgentMemory
+from memledger.agent.policy import ScriptedPolicy
+from memledger.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
+from memledger.ledger.store import SqliteStore
+from memledger.projections.text import domain_matches
+from memledger.projections.view import MemoryView
 from tests import hostile_sites as H
 
 pytestmark = [pytest.mark.browser, pytest.mark.stress]

@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from ledger.clock import SteppingClock
-from ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
-from ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
-from ledger.location import open_store
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
+from memledger.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
+from memledger.ledger.location import open_store
 
 KINDS = ["sqlite", "postgresql"]
 
@@ -297,7 +297,7 @@ def test_four_processes_lose_nothing(store: Any, store_url: str) -> None:
 
 
 def test_both_stores_implement_the_store_protocol(store: Any) -> None:
-    from ledger.protocol import EventStore
+    from memledger.ledger.protocol import EventStore
     assert isinstance(store, EventStore)
 
 

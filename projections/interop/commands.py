@@ -6,11 +6,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from ledger.clock import normalize_ts
-from ledger.errors import LedgerError
-from ledger.settings import Settings
-from projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
-from projections.interop.importers import FORMATS, ImportResult, import_source
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.settings import Settings
+from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
+from memledger.projections.interop.importers import FORMATS, ImportResult, import_source
 
 
 def _settings() -> Settings:
@@ -36,7 +36,7 @@ def parse_as_of(raw: str | None) -> int | str | None:
 
 def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None) -> ExportResult:
     """Export the memory of `settings` (as of a seq, or now) in one of the seed formats."""
-    from projections.view import MemoryView
+    from memledger.projections.view import MemoryView
     store = settings.store()
     view = MemoryView.open(store, settings.projections_path, as_of=as_of)
     return export_memory(view.state, store, fmt, out)

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger.clock import parse_ts
-from ledger.errors import LedgerError
-from projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
-from projections.interop.sources import join_element, js_time, ts_to_ms
-from projections.knowledge import current_facts
+from memledger.ledger.clock import parse_ts
+from memledger.ledger.errors import LedgerError
+from memledger.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
+from memledger.projections.interop.sources import join_element, js_time, ts_to_ms
+from memledger.projections.knowledge import current_facts
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")

@@ -30,22 +30,22 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ledger.clock import normalize_ts
-from ledger.errors import LedgerError
-from ledger.events import (
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import (
     IDENT_RE, Action, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonDeduplicated, LessonPromoted,
     LessonRecorded, LessonsPruned, MemoryImported, NewEvent, RunCompleted, RunProgress, RunStarted,
     SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecorded,
     TrajectoryStep, check_domain,
 )
-from projections.interop.files import digest_of
-from projections.interop.sources import (
+from memledger.projections.interop.files import digest_of
+from memledger.projections.interop.sources import (
     SEED001_LINE, DomainRecallLine, ErrorRecallLine, LessonDeduplicatedLine, LessonPromotedLine,
     LessonRecordedLine, LessonsPrunedLine, Seed000Knowledge, Seed000RunManifest, Seed000Selectors,
     Seed000Trajectory, Seed001Memory, SourceError, Tier1LoadedLine, TraynEntry, TraynExport, load_json,
     ms_to_ts, parse_model, refuse, split_element,
 )
-from projections.lessons import dedup_key, lesson_id_for
+from memledger.projections.lessons import dedup_key, lesson_id_for
 
 SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
                   "lesson_promoted", "lessons_pruned")
@@ -512,11 +512,11 @@ def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: P
     from the lesson events alone.
     """
     if projections_path is not None:
-        from projections.view import MemoryView
+        from memledger.projections.view import MemoryView
         lessons_state = MemoryView.open(store, projections_path).state.lessons
     else:
-        from projections import lessons as lessons_projection
-        from projections.state import MemoryState, fold
+        from memledger.projections import lessons as lessons_projection
+        from memledger.projections.state import MemoryState, fold
         lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
                              names=["lessons"]).lessons
     index = LessonIndex()
@@ -533,7 +533,7 @@ def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: P
 
 def _seed_lessons() -> list[NewEvent]:
     try:
-        from projections.writer import seed_lessons
+        from memledger.projections.writer import seed_lessons
     except ImportError:
         return []
     return list(seed_lessons())

@@ -22,9 +22,9 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from ledger.clock import normalize_ts
-from ledger.errors import InvalidEvent
-from ledger.events import MAX_TEXT, check_domain, check_ident
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.errors import InvalidEvent
+from memledger.ledger.events import MAX_TEXT, check_domain, check_ident
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -363,13 +363,13 @@ def ms_to_ts(ms: int) -> str:
 
 
 def ts_to_ms(ts: str) -> int:
-    from ledger.clock import parse_ts
+    from memledger.ledger.clock import parse_ts
     return (parse_ts(ts) - EPOCH) // timedelta(milliseconds=1)
 
 
 def js_time(ts: str) -> str:
     """Our stored time in the TypeScript seeds' `toISOString()` shape (milliseconds) when exact."""
-    from ledger.clock import parse_ts
+    from memledger.ledger.clock import parse_ts
     dt = parse_ts(ts)
     if dt.microsecond % 1000 == 0:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -143,10 +143,10 @@ def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[S
     """The sections of one per-step prompt, each with the ids of the events it came from."""
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
     if last_error:
-        items.append(P.last_error(last_error, [l.lesson for l in error_lessons],
+        items.append(P.last_error(last_error, [l.text for l in error_lessons],
                                   [i for l in error_lessons for i in l.event_ids[-2:]]))
     if domain_lessons:
-        items.append(P.domain_tips([l.lesson for l in domain_lessons],
+        items.append(P.domain_tips([l.text for l in domain_lessons],
                                    [i for l in domain_lessons for i in l.event_ids[-2:]]))
     if sessions:
         items.append(P.session_history(sessions, memory.policy.session_full_detail))
@@ -177,7 +177,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     memory.open_run(run_id, goal, start_url, session_id=session_id, parent_run_id=parent_run_id, mode=mode,
                     isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"))
     tier1 = memory.tier1()
-    system = P.system_instruction(goal, [l.lesson for l in tier1])
+    system = P.system_instruction(goal, [l.text for l in tier1])
     sys_item = BudgetItem("system", 100, system, event_ids=tuple(i for l in tier1 for i in l.event_ids[-2:]))
     memory.context_built("system", cfg.budget, [sys_item], [], step=0, domain=domain_of(start_url) or None)
     policy.start(goal, system)
@@ -186,7 +186,6 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     browser.new_page()
     nav = browser.execute("goto", {"url": start_url})
     history: list[StepView] = []
-    records: list[StepRecord] = []
     turns = decisions = replayed = errors = 0
     tokens_in = tokens_out = 0
     step_ms = 0.0
@@ -231,7 +230,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 selectors = memory.selectors(current_domain)
             if first:
                 first = False
-                match, replay = memory.recall_trajectory(obs.domain, obs.origin, step_no)
+                match, replay = memory.recall_trajectory(obs.url, step_no)
                 if replay and match is not None:
                     replay_queue = list(match.trajectory.steps)
 
@@ -257,8 +256,8 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
                 ctx = DecisionContext(
                     goal=goal, observation=obs, history=history, system_prompt=system, step_prompt=step_text,
-                    tier1=[l.lesson for l in tier1], domain_tips=[l.lesson for l in domain_lessons],
-                    error_tips=[l.lesson for l in error_lessons], last_error=last_error,
+                    tier1=[l.text for l in tier1], domain_tips=[l.text for l in domain_lessons],
+                    error_tips=[l.text for l in error_lessons], last_error=last_error,
                     trajectory_steps=list(match.trajectory.steps) if match is not None else [],
                     facts=[(f.fact_type, f.key, f.value) for f in facts])
                 decision = policy.decide(ctx)
@@ -279,7 +278,6 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
                                  obs.url, obs.url, decision.target.role if decision.target else None,
                                  decision.target.name if decision.target else None, decided_by="approval")
-                records.append(rec)
                 history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
                 memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
                 step_ms += (time.perf_counter() - t_step) * 1000
@@ -292,7 +290,6 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 if success_check and decision.success is False:
                     success = False
                 rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
-                records.append(rec)
                 history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
                 memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
                 if decided_by == "replay":
@@ -317,7 +314,6 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                              name=decision.target.name if decision.target else None, selector=result.selector,
                              sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
                              in_shadow=bool(result.extra.get("in_shadow")))
-            records.append(rec)
             history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
                                     rec.url_before, rec.url_after, decided_by))
             if result.ok:
@@ -357,7 +353,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                          replayed_steps=replayed,
                          result=str(final_decision.args.get("result", ""))[:500] if final_decision else None)
     memory.take_step_ms()
-    learned = memory.finish_run(outcome, records)
+    learned = memory.finish_run(outcome)
     wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
     return RunResult(run_id=run_id, goal=goal, success=success, reason=reason, turns=turns, policy_decisions=decisions,
                      replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=wall,

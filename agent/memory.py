@@ -1,46 +1,62 @@
-"""The memory facade: the only way the agent touches memory.
+"""Memory for any agent: runs, recall and post-run learning — the code behind `memledger.open`.
 
-Every call appends its event through `projections.writer.MemoryWriter` (so
-the policy's decisions — dedup, promotion, pruning, contradiction — land in
-the same transaction) and every read goes through `projections.view.MemoryView`.
-With memory off the facade still logs the run (run_started, step_recorded,
+`Memory` opens runs on a store under one `Policy`; a `Run` records what the
+agent did and recalls what memory holds. Every call appends its events
+through `projections.writer.MemoryWriter` (so the policy's decisions — dedup,
+promotion, pruning, contradiction, the start-of-run seeding and expiry — land
+in the same transaction) and every read goes through
+`projections.view.MemoryView`; every recall is itself an event. Nothing here
+knows the bundled browser agent: its loop reaches memory through
+`AgentMemory`, a thin adapter at the bottom of this module, so what an
+external agent gets is what the demo measures.
+
+With memory off a run is still logged (run_started, step_recorded,
 context_built, step_graded, run_completed: seed 002's baseline rep) but reads
-nothing and learns nothing.
-
-Secrets never reach the ledger: passwords named in the goal and values typed
-into password fields are scrubbed from every payload before it is built, and
-`Action(sensitive=True)` redacts the typed value itself.
+nothing and learns nothing. Secrets never reach the ledger: passwords named
+in the goal and values typed with `sensitive=True` are scrubbed from every
+payload before it is built.
 
 Example:
-    mem = AgentMemory.open(store, projections_path)
-    mem.open_run(run_id, goal, start_url)
-    tips = mem.domain_recall("shop.test", step=1)
-    ...
-    mem.finish_run(outcome, steps)
+    mem = Memory(store, projections_path)
+    with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
+        run.recall_domain(step=1)
+        run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
+        run.finish(success=True, outcome="bought")
 """
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from memledger.ledger.clock import format_ts
+from pydantic import ValidationError
+
+from memledger.ledger.clock import format_ts, parse_ts
+from memledger.ledger.errors import InvalidEvent, LedgerError, UnknownItem
 from memledger.ledger.events import (
     Action, ContextBuilt, ContextItem, DomainRecall, ElementRef, EnvState, ErrorRecall, FactObserved,
     LessonRecorded, NewEvent, Payload, RecordedEvent, RunCompleted, RunProgress, RunStarted, SelectorFailed,
     SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled,
     TrajectoryRecorded, TrajectoryStep,
 )
+from memledger.ledger.ids import short_id
+from memledger.ledger.jsonl import first_error
 from memledger.ledger.redact import MARKER
 from memledger.agent.browser import domain_of, origin_of
-from memledger.agent.budget import BudgetItem
+from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
 from memledger.agent.prompt import quoted_name
+from memledger.projections import lessons as lessons_mod
+from memledger.projections.lessons import lesson_id_for
 from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.runs import RunManifest
+from memledger.projections.trajectories import Trajectory
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 
@@ -51,6 +67,11 @@ KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode
 DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
 PASSWORD_IN_GOAL = re.compile(r'password\s*(?:is\s*|[:=]\s*)?"([^"]+)"|password\s*[:=]\s*(\S+)', re.I)
 SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "PageUp", "Space", "Backspace"}
+#: a run with no event for this long is abandoned when the next run starts (its process died)
+STALE_AFTER = timedelta(hours=1)
+#: `role "name"`, the way prompts and lessons name an element (quotes escaped as in `quoted_name`)
+ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)
+CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "truncated"})
 
 
 def error_pattern(error: str) -> str:
@@ -72,9 +93,26 @@ def goal_secrets(goal: str) -> list[str]:
     return [a or b for a, b in PASSWORD_IN_GOAL.findall(goal) if (a or b)]
 
 
+def element_text(role: str | None, name: str | None) -> str | None:
+    """`button "Buy"` from a role and a name (None without a role)."""
+    if not role:
+        return None
+    return f'{role} "' + (name or "").replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def parse_element(text: str | None) -> tuple[str | None, str | None]:
+    """(role, name) of `button "Buy"`; any other text is a name without a role."""
+    if text is None:
+        return None, None
+    m = ELEMENT.match(text)
+    if m is None:
+        return None, text
+    return m.group(1), re.sub(r"\\(.)", r"\1", m.group(2))
+
+
 @dataclass
 class StepRecord:
-    """One executed step as the loop saw it (post-run learning reads these)."""
+    """One executed step as memory keeps it for post-run learning."""
 
     step: int
     command: str
@@ -99,6 +137,19 @@ class StepRecord:
     @property
     def identity(self) -> tuple[str | None, str | None]:
         return (self.role, self.name)
+
+    @classmethod
+    def from_event(cls, ev: RecordedEvent) -> "StepRecord":
+        """The step a `step_recorded` event logged (a run finished in another process learns from these)."""
+        d = ev.data
+        action, target = d["action"], d.get("target") or {}
+        role = target.get("role") or None
+        return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
+                   error=d.get("error"), url_before=d["env_before"].get("url", ""),
+                   url_after=d["env_after"].get("url", ""), role=role, name=target.get("name") if role else None,
+                   selector=target.get("selector"), sensitive=bool(action.get("sensitive")),
+                   duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
+                   event_id=ev.id)
 
 
 @dataclass
@@ -126,56 +177,101 @@ class Learned:
     trajectory: TrajectoryRecorded | None = None
 
 
-class AgentMemory:
-    """Reads through MemoryView, writes through MemoryWriter; times itself."""
+@dataclass(frozen=True, slots=True)
+class Lesson:
+    """A lesson as recall returns it; `event_ids` are the events it came from (for provenance)."""
 
-    def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
-                 *, enabled: bool = True):
+    lesson_id: str
+    text: str
+    category: str
+    use_count: int
+    triggered_domains: tuple[str, ...]
+    event_ids: tuple[str, ...]
+    failed_command: str | None = None
+    error_pattern: str | None = None
+    scope_domain: str | None = None
+    source: str = "learned"
+
+    @classmethod
+    def of(cls, lesson: lessons_mod.Lesson) -> "Lesson":
+        return cls(lesson_id=lesson.lesson_id, text=lesson.lesson, category=lesson.category,
+                   use_count=lesson.use_count, triggered_domains=lesson.triggered_domains,
+                   event_ids=lesson.event_ids, failed_command=lesson.failed_command,
+                   error_pattern=lesson.error_pattern, scope_domain=lesson.scope_domain, source=lesson.source)
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryRecall:
+    """The reference trajectory recalled for a goal, and whether it is close enough to replay
+    (similarity ≥ replay_min_similarity, the same origin, some steps)."""
+
+    trajectory: Trajectory
+    similarity: float
+    score: float
+    replay: bool
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return first_error(exc)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_step(step: Any, what: str = "step", *, required: bool = False) -> int | None:
+    if step is None and not required:
+        return None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise InvalidEvent(f"{what} must be an integer >= 0, got {step!r:.60}")
+    return step
+
+
+def _check_text(value: Any, what: str, *, empty: bool = False, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise InvalidEvent(f"{what} must be a non-empty string, got {value!r:.60}")
+    return value
+
+
+def _check_flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidEvent(f"{what} must be True or False, got {value!r:.60}")
+    return value
+
+
+class Memory:
+    """One ledger under one policy: opens runs, and answers recall outside a run."""
+
+    def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
+                 enabled: bool = True, stale_after: timedelta = STALE_AFTER):
+        if not isinstance(policy, Policy):
+            raise InvalidEvent(f"policy must be a memledger Policy, got {type(policy).__name__}")
         self.store = store
         self.policy = policy
         self.enabled = enabled
-        self.writer = MemoryWriter(store, policy)
+        self.stale_after = stale_after
         self.projections_path = projections_path
+        self.writer = MemoryWriter(store, policy)
         self.view: MemoryView | None = None
         self._dirty = True
-        self.secrets: list[str] = []
-        self.run_id: str | None = None
-        self.run_domain: str = ""
-        self.goal: str = ""
-        self.start_url: str = ""
-        self.session_id: str | None = None
-        self.started = 0.0
-        self.ms_total = 0.0
-        self._ms_step = 0.0
 
     # ---- plumbing ------------------------------------------------------------------
 
-    @classmethod
-    def open(cls, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
-             enabled: bool = True) -> "AgentMemory":
-        return cls(store, projections_path, policy, enabled=enabled)
+    def close(self) -> None:
+        self.store.close()
 
-    @contextmanager
-    def _timed(self) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            dt = (time.perf_counter() - t0) * 1000
-            self.ms_total += dt
-            self._ms_step += dt
+    def __enter__(self) -> "Memory":
+        return self
 
-    def take_step_ms(self) -> float:
-        """Milliseconds spent in memory since the last call (the loop reads it once per step)."""
-        ms, self._ms_step = self._ms_step, 0.0
-        return ms
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def now(self) -> str:
-        clock = getattr(self.store, "clock", None)
-        from datetime import UTC, datetime
-        return format_ts(clock() if clock else datetime.now(UTC))
+        return format_ts(self.store.clock())
 
-    def _view(self) -> MemoryView:
+    def current(self) -> MemoryView:
+        """The view at the ledger's head (folding in only what was appended since the last read)."""
         if self.view is None:
             self.view = MemoryView.open(self.store, self.projections_path, self.policy)
             # later refreshes fold only the new events in memory (no projections.db round trip)
@@ -185,6 +281,210 @@ class AgentMemory:
             self.view.refresh()
             self._dirty = False
         return self.view
+
+    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        if not events:
+            return []
+        out = self.writer.append(list(events))
+        self._dirty = True
+        return out
+
+    def event(self, cls: type[Payload], fields: dict[str, Any], *, run_id: str | None = None,
+              step: int | None = None, domain: str | None = None) -> NewEvent:
+        """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
+        try:
+            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None)
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise InvalidEvent(f"{cls.model_fields['type'].default}: {_one_line(exc)}") from None
+
+    def _known_run(self, run_id: str | None) -> None:
+        if run_id is not None and self.current().run(run_id) is None:
+            raise UnknownItem(f"no run {run_id!r} in the ledger")
+
+    # ---- runs ------------------------------------------------------------------------
+
+    def start_run(self, *, goal: str, start_url: str, session_id: str | None = None, run_id: str | None = None,
+                  parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
+                  case_id: str | None = None, agent: str = "external") -> "Run":
+        """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
+        pruning, trajectory expiry) is applied by the writer in the same transaction as run_started."""
+        _check_text(goal, "goal")
+        _check_text(start_url, "start_url")
+        run = Run(self, run_id or short_id("run"), goal, start_url, session_id or run_id or "", enabled=self.enabled)
+        started = run._event(RunStarted, {
+            "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
+            "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
+            "policy": {"decision_policy": agent, "fingerprint": self.policy.fingerprint(),
+                       **self.policy.model_dump(mode="json")}, "case_id": case_id}, domain=domain_of(start_url))
+        run.session_id = session_id or run.run_id
+        if self.current().run(run.run_id) is not None:
+            raise InvalidEvent(f"run {run.run_id!r} already exists")
+        with run.timed():
+            self.abandon_stale_runs()
+            self.append([started])
+        return run
+
+    def run(self, run_id: str) -> "Run":
+        """A running run started elsewhere (another process, the command line), to record into or
+        finish; its steps so far are read back from the ledger for post-run learning."""
+        manifest = self.current().run(run_id)
+        if manifest is None:
+            raise UnknownItem(f"no run {run_id!r} in the ledger")
+        if manifest.status != "running":
+            raise InvalidEvent(f"run {run_id!r} is already {manifest.status}")
+        run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
+                  enabled=manifest.memory_enabled)
+        run.started_at = manifest.started_at
+        run.steps = [StepRecord.from_event(ev) for ev in self.store.read(run_id=run_id, types=["step_recorded"])]
+        run.url = run.steps[-1].url_after if run.steps else (manifest.current_url or run.start_url)
+        return run
+
+    def abandon_stale_runs(self, older_than: timedelta | None = None) -> list[str]:
+        """Finish as failed (reason "abandoned") every running run with no event for `older_than`
+        (default `stale_after`, one hour): a crash between start and finish leaves no run running
+        forever. `start_run` calls this first; returns the run ids finished."""
+        limit = parse_ts(self.now()) - (older_than if older_than is not None else self.stale_after)
+        done: list[str] = []
+        for manifest in self.current().runs(status="running"):
+            last = self._last_activity(manifest)
+            if parse_ts(last) <= limit:
+                self.run(manifest.run_id).finish(success=False, outcome=f"abandoned: no activity since {last}",
+                                                 reason="abandoned")
+                done.append(manifest.run_id)
+        return done
+
+    def _last_activity(self, manifest: RunManifest) -> str:
+        last = manifest.updated_at
+        for ev in self.store.read(run_id=manifest.run_id):
+            last = max(last, ev.occurred_at)
+        return last
+
+    # ---- recall (each one is an event; run_id and step say where it happened) ------------------
+
+    def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
+        """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
+        self._known_run(run_id)
+        lessons = self.current().tier1()
+        self.append([self.event(Tier1Loaded, {
+            "count": len(lessons), "lessons": [l.lesson for l in lessons], "lesson_ids": [l.lesson_id for l in lessons]},
+            run_id=run_id, step=_check_step(step), domain=domain)])
+        return [Lesson.of(l) for l in lessons]
+
+    def recall_domain(self, domain: str, *, run_id: str | None = None, step: int | None = None) -> list[Lesson]:
+        """Trigger B: lessons scoped to the site (or a parent domain); logs domain_recall."""
+        _check_text(domain, "domain")
+        probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=_check_step(step), domain=domain)
+        self._known_run(run_id)
+        lessons = self.current().recall_on_domain(probe.domain or "")
+        self.append([self.event(DomainRecall, {
+            "matched": len(lessons), "lessons": [l.lesson for l in lessons],
+            "lesson_ids": [l.lesson_id for l in lessons]}, run_id=run_id, step=step, domain=probe.domain)])
+        return [Lesson.of(l) for l in lessons]
+
+    def recall_error(self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None,
+                     step: int | None = None) -> list[Lesson]:
+        """Trigger A: lessons matching a failed command or its error (site lessons only on their
+        site); logs error_recall."""
+        _check_text(command, "command")
+        _check_text(error, "error", empty=True)
+        probe = self.event(ErrorRecall, {"command": command, "error_snippet": error[:300], "matched": 0},
+                           run_id=run_id, step=_check_step(step), domain=domain)
+        self._known_run(run_id)
+        lessons = self.current().recall_on_error(command, error, probe.domain)
+        self.append([self.event(ErrorRecall, {
+            "command": command, "error_snippet": error[:300], "matched": len(lessons),
+            "lessons": [l.lesson for l in lessons], "lesson_ids": [l.lesson_id for l in lessons]},
+            run_id=run_id, step=step, domain=probe.domain)])
+        return [Lesson.of(l) for l in lessons]
+
+    def recall_trajectory(self, goal: str, url: str, *, run_id: str | None = None,
+                          step: int | None = None) -> TrajectoryRecall | None:
+        """The reference trajectory for `goal` on the host of `url` (seed 000); logs trajectory_recalled."""
+        _check_text(goal, "goal")
+        _check_text(url, "url")
+        domain = domain_of(url)
+        probe = self.event(TrajectoryRecalled, {"goal": goal}, run_id=run_id, step=_check_step(step), domain=domain)
+        self._known_run(run_id)
+        match = self.current().match_trajectory(goal, probe.domain or "", self.now())
+        replay = bool(match and match.similarity >= self.policy.replay_min_similarity
+                      and match.trajectory.origin == origin_of(url) and match.trajectory.steps)
+        t = match.trajectory if match else None
+        self.append([self.event(TrajectoryRecalled, {
+            "goal": goal, "trajectory_id": t.trajectory_id if t else None,
+            "matched_goal": t.goal if t else None, "similarity": round(match.similarity, 6) if match else 0.0,
+            "score": round(match.score, 6) if match else None, "steps": len(t.steps) if t else 0,
+            "replay": replay}, run_id=run_id, step=step, domain=probe.domain)])
+        return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
+
+
+class Run:
+    """One run of an agent: what it did and what it recalled, in the ledger as it happens.
+
+    Use it as a context manager: leaving the block by an exception finishes the run as failed
+    with the error recorded (and re-raises); leaving it without `finish()` finishes it as
+    failed with reason "unfinished". `url` follows the last recorded step.
+    """
+
+    def __init__(self, memory: Memory, run_id: str, goal: str, start_url: str, session_id: str, *,
+                 enabled: bool = True):
+        self.memory = memory
+        self.run_id = run_id
+        self.goal = goal
+        self.start_url = start_url
+        self.url = start_url
+        self.session_id = session_id
+        self.enabled = enabled
+        self.steps: list[StepRecord] = []
+        self.secrets: list[str] = []
+        for s in goal_secrets(goal):
+            self.add_secret(s)
+        self.started = time.perf_counter()
+        self.started_at: str | None = None
+        self.finished = False
+        self.ms_total = 0.0
+        self._ms_step = 0.0
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, goal={self.safe_goal!r}, url={self.url!r})"
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.finished:
+            return
+        if exc is not None:
+            self.finish(success=False, outcome=f"{type(exc).__name__}: {_one_line(exc)}"[:2000], reason="exception")
+        else:
+            self.finish(success=False, outcome="the run ended without finish()", reason="unfinished")
+
+    # ---- plumbing ------------------------------------------------------------------
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = (time.perf_counter() - t0) * 1000
+            self.ms_total += dt
+            self._ms_step += dt
+
+    def take_step_ms(self) -> float:
+        """Milliseconds spent in memory since the last call (a loop reads it once per step)."""
+        ms, self._ms_step = self._ms_step, 0.0
+        return ms
+
+    @property
+    def domain(self) -> str:
+        """The host of the current URL."""
+        return domain_of(self.url)
+
+    @property
+    def safe_goal(self) -> str:
+        """The goal as memory stores it (secrets scrubbed): trajectories are matched on it."""
+        return str(self.scrub(self.goal))
 
     def scrub(self, value: Any) -> Any:
         """Replace every known secret in strings of a nested value."""
@@ -207,215 +507,278 @@ class AgentMemory:
             self.secrets.sort(key=len, reverse=True)
 
     def _event(self, cls: type[Payload], fields: dict[str, Any], *, step: int | None = None,
-               domain: str | None = None, run: bool = True) -> NewEvent:
-        payload = cls(**self.scrub(fields))
-        return NewEvent(payload, run_id=self.run_id if run else None, step=step, domain=domain or None)
+               domain: str | None = None) -> NewEvent:
+        return self.memory.event(cls, self.scrub(fields), run_id=self.run_id, step=_check_step(step),
+                                 domain=domain)
 
-    def _append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-        if not events:
-            return []
-        out = self.writer.append(list(events))
-        self._dirty = True
-        return out
+    def _live(self) -> None:
+        if self.finished:
+            raise InvalidEvent(f"run {self.run_id!r} is finished")
 
-    # ---- run start -------------------------------------------------------------------
+    # ---- recall ------------------------------------------------------------------------
 
-    def open_run(self, run_id: str, goal: str, start_url: str, *, session_id: str | None = None,
-                 parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
-                 case_id: str | None = None, decision_policy: str = "scripted") -> list[RecordedEvent]:
-        """Memory opened for a run: seeds, pruning and expiry (as decisions), then run_started."""
-        self.ms_total = self._ms_step = 0.0  # memory time is counted per run
-        with self._timed():
-            self.run_id, self.goal, self.start_url = run_id, goal, start_url
-            self.run_domain = domain_of(start_url)
-            self.session_id = session_id or run_id
-            self.started = time.perf_counter()
-            for s in goal_secrets(goal):
-                self.add_secret(s)
-            out: list[RecordedEvent] = []
-            if self.enabled:
-                out += self.writer.open_for_run(run_id, self.now())
-                self._dirty = True
-            policy = {"decision_policy": decision_policy, "fingerprint": self.policy.fingerprint(),
-                      **self.policy.model_dump(mode="json")}
-            out += self._append([self._event(RunStarted, {
-                "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
-                "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
-                "policy": policy, "case_id": case_id}, domain=self.run_domain)])
-            return out
-
-    @property
-    def safe_goal(self) -> str:
-        """The goal as memory stores it (secrets scrubbed): trajectories are matched on it."""
-        return str(self.scrub(self.goal))
-
-    # ---- reads that are events (seed 001's memory events) --------------------------------
-
-    def tier1(self) -> list[Any]:
+    def tier1(self) -> list[Lesson]:
+        """The Tier 1 lessons for the system prompt; logs tier1_loaded."""
+        self._live()
         if not self.enabled:
             return []
-        with self._timed():
-            lessons = self._view().tier1()
-            self._append([self._event(Tier1Loaded, {
-                "count": len(lessons), "lessons": [l.lesson for l in lessons],
-                "lesson_ids": [l.lesson_id for l in lessons]}, step=0, domain=self.run_domain)])
-            return lessons
+        with self.timed():
+            return self.memory.tier1(run_id=self.run_id, step=0, domain=domain_of(self.start_url))
 
-    def domain_recall(self, domain: str, step: int) -> list[Any]:
-        """Trigger B: lessons for the site just entered (only lessons scoped to it or a parent)."""
+    def recall_domain(self, step: int | None = None, domain: str | None = None) -> list[Lesson]:
+        """Trigger B for the site of the current URL (or `domain`); logs domain_recall."""
+        self._live()
+        domain = domain if domain is not None else self.domain
         if not self.enabled or not domain:
+            _check_step(step)
             return []
-        with self._timed():
-            lessons = self._view().recall_on_domain(domain)
-            self._append([self._event(DomainRecall, {
-                "matched": len(lessons), "lessons": [l.lesson for l in lessons],
-                "lesson_ids": [l.lesson_id for l in lessons]}, step=step, domain=domain)])
-            return lessons
+        with self.timed():
+            return self.memory.recall_domain(domain, run_id=self.run_id, step=step)
 
-    def error_recall(self, command: str, error: str, domain: str, step: int) -> list[Any]:
-        """Trigger A: lessons matching a failed command or its error; their tips go under the error."""
+    def recall_error(self, command: str, error: str, step: int | None = None,
+                     domain: str | None = None) -> list[Lesson]:
+        """Trigger A for a failed command on the current site (or `domain`); logs error_recall."""
+        self._live()
+        if not self.enabled:
+            _check_text(command, "command")
+            return []
+        with self.timed():
+            return self.memory.recall_error(command, self.scrub(error) if isinstance(error, str) else error,
+                                            domain=domain if domain is not None else (self.domain or None),
+                                            run_id=self.run_id, step=step)
+
+    def recall_trajectory(self, step: int | None = None, url: str | None = None) -> TrajectoryRecall | None:
+        """The reference trajectory for this run's goal on the current site (or `url`'s); logs
+        trajectory_recalled."""
+        self._live()
+        if not self.enabled:
+            return None
+        with self.timed():
+            return self.memory.recall_trajectory(self.safe_goal, url if url is not None else self.url,
+                                                 run_id=self.run_id, step=step)
+
+    # ---- plain reads (their provenance goes into record_context) ---------------------------
+
+    def sessions(self, domain: str | None = None) -> list[Any]:
         if not self.enabled:
             return []
-        with self._timed():
-            lessons = self._view().recall_on_error(command, error, domain or None)
-            self._append([self._event(ErrorRecall, {
-                "command": command, "error_snippet": (error or "")[:300], "matched": len(lessons),
-                "lessons": [l.lesson for l in lessons], "lesson_ids": [l.lesson_id for l in lessons]},
-                step=step, domain=domain)])
-            return lessons
+        with self.timed():
+            return self.memory.current().sessions(domain if domain is not None else self.domain)
 
-    def recall_trajectory(self, domain: str, origin: str, step: int) -> tuple[Any | None, bool]:
-        """The reference trajectory for this goal on this host, and whether to replay it
-        (similarity ≥ replay_min_similarity and the same origin)."""
-        if not self.enabled:
-            return None, False
-        with self._timed():
-            match = self._view().match_trajectory(self.safe_goal, domain, self.now())
-            replay = bool(match and match.similarity >= self.policy.replay_min_similarity
-                          and match.trajectory.origin == origin and match.trajectory.steps)
-            t = match.trajectory if match else None
-            self._append([self._event(TrajectoryRecalled, {
-                "goal": self.goal, "trajectory_id": t.trajectory_id if t else None,
-                "matched_goal": t.goal if t else None, "similarity": round(match.similarity, 6) if match else 0.0,
-                "score": round(match.score, 6) if match else None, "steps": len(t.steps) if t else 0,
-                "replay": replay}, step=step, domain=domain)])
-            return match, replay
-
-    # ---- plain reads (their provenance goes into context_built) ------------------------------
-
-    def sessions(self, domain: str) -> list[Any]:
+    def facts(self, domain: str | None = None) -> list[Any]:
         if not self.enabled:
             return []
-        with self._timed():
-            return self._view().sessions(domain)
+        with self.timed():
+            return self.memory.current().facts(domain if domain is not None else self.domain,
+                                               min_confidence=self.memory.policy.fact_prompt_min)
 
-    def facts(self, domain: str) -> list[Any]:
+    def selectors(self, domain: str | None = None) -> list[Any]:
+        """Selectors of the site, most successful first."""
         if not self.enabled:
             return []
-        with self._timed():
-            return self._view().facts(domain, min_confidence=self.policy.fact_prompt_min)
-
-    def selectors(self, domain: str) -> list[Any]:
-        if not self.enabled:
-            return []
-        with self._timed():
-            ranked = self._view().selectors(domain)
+        with self.timed():
+            ranked = self.memory.current().selectors(domain if domain is not None else self.domain)
             return sorted(ranked, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
     def step_memories(self, elements: list[str], intent: str) -> list[Any]:
+        """Graded steps of other runs on a page like this one (seed 002's REPEAT / AVOID)."""
         if not self.enabled:
             return []
-        with self._timed():
-            return self._view().step_memories(elements, intent, exclude_run=self.run_id)
+        with self.timed():
+            return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id)
 
     def loop_warnings(self) -> tuple[str, ...]:
-        """Seed 003's short-term loop warnings for this run (from the short-term projection)."""
-        with self._timed():
-            if self.run_id is None:
-                return ()
-            return self._view().short_term(self.run_id).loop_warnings
+        """Seed 003's short-term loop warnings for this run."""
+        with self.timed():
+            return self.memory.current().short_term(self.run_id).loop_warnings
 
-    # ---- per-step writes ----------------------------------------------------------------------
+    # ---- what happened ------------------------------------------------------------------
 
-    def context_built(self, prompt: str, budget: int, kept: Sequence[BudgetItem], trimmed: Sequence[BudgetItem],
-                      step: int, domain: str | None = None) -> None:
-        def item(i: BudgetItem) -> dict[str, Any]:
-            return {"source": i.source, "priority": i.priority, "tokens": i.tokens, "content_type": i.content_type,
-                    "text": i.text[:20000], "event_ids": list(dict.fromkeys(i.event_ids))[:64],
-                    "truncated": i.truncated}
-        with self._timed():
-            self._append([self._event(ContextBuilt, {
-                "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept),
-                "items": [ContextItem(**self.scrub(item(i))) for i in kept],
-                "trimmed": [ContextItem(**self.scrub(item(i))) for i in trimmed]}, step=step, domain=domain)])
-
-    def record_step(self, rec: StepRecord, env_before: EnvState, env_after: EnvState, think: str,
-                    memory_ms: float, rep: int = 1) -> str:
-        with self._timed():
-            if rec.sensitive:
-                self.add_secret(str(rec.args.get("value", rec.args.get("text", ""))))
-            action = Action(command=rec.command, args={k: v for k, v in rec.args.items()}, sensitive=rec.sensitive)
-            target = ElementRef(role=rec.role or "", name=rec.name or "", selector=rec.selector) if rec.role else None
+    def record_step(self, step: int, action: str, target: str | None = None, url: str | None = None,
+                    ok: bool = True, error: str | None = None, *, args: Mapping[str, Any] | None = None,
+                    url_after: str | None = None, selector: str | None = None, sensitive: bool = False,
+                    duration_ms: float = 0.0, think: str | None = None, page_before: Mapping[str, Any] | None = None,
+                    page_after: Mapping[str, Any] | None = None, decided_by: str = "policy",
+                    in_shadow: bool = False, memory_ms: float = 0.0, rep: int = 1) -> str:
+        """One action the agent took on the page at `url` (default the current URL), ending on
+        `url_after` (default `url`); `target` names the element as `role "name"`. `page_before`
+        and `page_after` describe the page (url, title, page_type, elements) for step memories.
+        With `sensitive=True` the typed value (args value/text) is redacted everywhere. Returns
+        the event id."""
+        self._live()
+        _check_step(step, required=True)
+        _check_text(action, "action")
+        _check_text(target, "target", empty=True, optional=True)
+        _check_flag(ok, "ok")
+        _check_flag(sensitive, "sensitive")
+        _check_text(error, "error", empty=True, optional=True)
+        url = _check_text(url if url is not None else self.url, "url", empty=True) or ""
+        after = _check_text(url_after if url_after is not None else url, "url_after", empty=True) or ""
+        for what, value in (("args", args), ("page_before", page_before), ("page_after", page_after)):
+            if value is not None and not isinstance(value, Mapping):
+                raise InvalidEvent(f"{what} must be a mapping, got {type(value).__name__}")
+        role, name = parse_element(target)
+        with self.timed():
+            if sensitive:
+                self.add_secret(str((args or {}).get("value", (args or {}).get("text", ""))))
+            rec = StepRecord(step=step, command=action, args=dict(args or {}), ok=ok, error=error,
+                             url_before=url, url_after=after, role=role, name=name if role else None,
+                             selector=selector, sensitive=sensitive, duration_ms=duration_ms, decided_by=decided_by,
+                             in_shadow=in_shadow)
             ev = self._event(StepRecorded, {
-                "env_before": env_before, "env_after": env_after, "think": think[:2000] or None,
-                "internal_state": think[:2000] or None, "action": action, "target": target,
-                "target_text": (rec.name or None), "ok": rec.ok, "error": rec.error,
-                "duration_ms": round(rec.duration_ms, 3), "memory_ms": round(memory_ms, 3),
-                "decided_by": rec.decided_by, "rep": rep}, step=rec.step, domain=rec.domain or None)
-            recorded = self._append([ev])
-            rec.event_id = recorded[0].id
+                "env_before": dict(page_before) if page_before is not None else {"url": url},
+                "env_after": dict(page_after) if page_after is not None else {"url": after},
+                "think": (think or "")[:2000] or None, "internal_state": (think or "")[:2000] or None,
+                "action": Action(command=action, args=dict(args or {}), sensitive=sensitive),
+                "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
+                "target_text": name or None, "ok": ok, "error": error,
+                "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
+                "decided_by": decided_by, "rep": rep}, step=step, domain=rec.domain or None)
+            rec.event_id = self.memory.append([ev])[0].id
+            self.steps.append(rec)
+            self.url = after
             return rec.event_id
 
+    def record_lesson(self, text: str, category: str = "error_recovery", *, failed_command: str | None = None,
+                      error_pattern: str | None = None, scope_domain: str | None = None,
+                      step: int | None = None) -> str:
+        """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
+        returns its lesson id."""
+        self._live()
+        _check_text(text, "text")
+        for what, value in (("failed_command", failed_command), ("error_pattern", error_pattern),
+                            ("scope_domain", scope_domain)):
+            _check_text(value, what, empty=True, optional=True)
+        ev = self._event(LessonRecorded, {
+            "lesson_id": lesson_id_for(failed_command, error_pattern, scope_domain, text),
+            "lesson": text, "category": category, "failed_command": failed_command, "error_pattern": error_pattern,
+            "scope_domain": scope_domain}, step=step, domain=self.domain)
+        with self.timed():
+            self.memory.append([ev])
+        return ev.payload.lesson_id  # type: ignore[attr-defined,no-any-return]
+
+    def observe_fact(self, kind: str, key: str, value: str, step: int | None = None,
+                     domain: str | None = None) -> None:
+        """App knowledge about the current site (or `domain`): kind is timing, selector, pattern or
+        quirk. The same value confirms a fact, a different one contradicts it."""
+        self._live()
+        domain = domain if domain is not None else self.domain
+        if not domain:
+            raise InvalidEvent("observe_fact needs a domain: record a step with a URL first, or pass domain=")
+        ev = self._event(FactObserved, {"fact_type": kind, "key": key, "value": value}, step=step, domain=domain)
+        with self.timed():
+            self.memory.append([ev])
+
+    def selector_result(self, element: str, selector: str, ok: bool, step: int | None = None, *,
+                        error: str | None = None, url: str | None = None, healed_from: str | None = None) -> None:
+        """Whether `selector` found `element` (`role "name"`) on the current page (or `url`)."""
+        self._live()
+        _check_text(element, "element")
+        _check_flag(ok, "ok")
+        url = _check_text(url if url is not None else self.url, "url", empty=True) or ""
+        role, name = parse_element(element)
+        fields: dict[str, Any] = {"role": role or "", "name": name or "", "selector": selector, "url": url}
+        if ok:
+            fields["healed_from"] = healed_from
+        else:
+            fields["error"] = error[:300] if isinstance(error, str) else error
+        ev = self._event(SelectorSucceeded if ok else SelectorFailed, fields, step=step, domain=domain_of(url))
+        with self.timed():
+            self.memory.append([ev])
+
+    def record_context(self, items: Sequence[Mapping[str, Any]], step: int, budget: int = DEFAULT_BUDGET, *,
+                       trimmed: Sequence[Mapping[str, Any]] = (), prompt: str = "step",
+                       domain: str | None = None) -> None:
+        """What one prompt held: each item's source, priority, text and the event ids it came from
+        (and what the budget trimmed), as a context_built event. Audits show exactly this."""
+        self._live()
+        kept_items = [self._context_item(i) for i in _items(items, "items")]
+        cut_items = [self._context_item(i) for i in _items(trimmed, "trimmed")]
+        ev = self._event(ContextBuilt, {
+            "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept_items),
+            "items": kept_items, "trimmed": cut_items}, step=step,
+            domain=domain if domain is not None else (self.domain or None))
+        with self.timed():
+            self.memory.append([ev])
+
+    def _context_item(self, item: Mapping[str, Any]) -> ContextItem:
+        try:
+            text, kind = item["text"], item.get("content_type", "text")
+            tokens = estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0
+            return ContextItem(**self.scrub({
+                "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
+                "text": text[:20000] if isinstance(text, str) else text,
+                "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
+                "truncated": item.get("truncated", False)}))
+        except KeyError as exc:
+            raise InvalidEvent(f"context_built: an item needs {exc.args[0]!r}") from None
+        except (ValidationError, TypeError) as exc:
+            raise InvalidEvent(f"context_built.items: {_one_line(exc)}") from None
+
     def progress(self, turn: int, url: str) -> None:
-        with self._timed():
-            self._append([self._event(RunProgress, {"turn": turn, "current_url": url}, domain=domain_of(url) or None)])
+        """Seed 000's run registry: where the run is, every few turns."""
+        with self.timed():
+            self.memory.append([self._event(RunProgress, {"turn": turn, "current_url": url},
+                                            domain=domain_of(url) or None)])
 
-    def selector_healed(self, role: str, name: str, selector: str, healed_from: str, url: str, step: int) -> None:
-        """Replay found the element by role and name at a new selector: write the new one back."""
-        if not self.enabled:
-            return
-        with self._timed():
-            self._append([self._event(SelectorSucceeded, {
-                "role": role, "name": name, "selector": selector, "healed_from": healed_from, "url": url},
-                step=step, domain=domain_of(url))])
+    # ---- the end ------------------------------------------------------------------------
 
-    # ---- after the run ----------------------------------------------------------------------
-
-    def finish_run(self, outcome: RunOutcome, steps: Sequence[StepRecord]) -> Learned:
-        """Post-run learning and the run's completion, in one append (one transaction)."""
-        with self._timed():
+    def finish(self, success: bool, outcome: str = "", *, reason: str | None = None, result: str | None = None,
+               final_url: str | None = None, turns: int | None = None, tokens_in: int = 0, tokens_out: int = 0,
+               duration_ms: float | None = None, policy_decisions: int | None = None,
+               replayed_steps: int | None = None) -> Learned:
+        """Post-run learning (lessons from failure→recovery, facts, selectors, the trajectory of a
+        success), the session entry, graded steps and run_completed, in one transaction."""
+        self._live()
+        _check_flag(success, "success")
+        _check_text(outcome, "outcome", empty=True)
+        steps = self.steps
+        run = RunOutcome(
+            success=success, summary=outcome, reason=reason, final_url=final_url if final_url is not None else self.url,
+            turns=turns if turns is not None else len(steps), tokens_in=tokens_in, tokens_out=tokens_out,
+            duration_ms=duration_ms if duration_ms is not None else self._elapsed_ms(),
+            policy_decisions=policy_decisions if policy_decisions is not None
+            else sum(1 for s in steps if s.decided_by == "policy"),
+            replayed_steps=replayed_steps if replayed_steps is not None
+            else sum(1 for s in steps if s.decided_by == "replay"), result=result)
+        with self.timed():
             learned = Learned()
             events: list[NewEvent] = []
+            run_domain = domain_of(self.start_url)
             if self.enabled:
                 for domain, step, payload in extract_lessons(steps):
                     learned.lessons.append(payload)
                     events.append(self._event(LessonRecorded, payload.model_dump(), domain=domain, step=step))
-                for domain, fact in observe_facts(steps, outcome.success):
+                for domain, fact in observe_facts(steps, run.success):
                     learned.facts.append(fact)
                     events.append(self._event(FactObserved, fact.model_dump(), domain=domain))
                 events += self._selector_outcomes(steps)
-                if outcome.success:
-                    traj = self._trajectory(steps, outcome)
+                if run.success:
+                    traj = self._trajectory(steps, run)
                     if traj is not None:
                         learned.trajectory = traj
-                        events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=self.run_domain))
+                        events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=run_domain))
                 events.append(self._event(SessionRecorded, {
-                    "session_id": self.session_id, "goal": self.goal, "outcome": outcome.summary[:500],
-                    "success": outcome.success, "final_url": outcome.final_url, "timestamp": self.now(),
-                    "turns_used": outcome.turns, "duration_ms": round(outcome.duration_ms, 3)},
-                    domain=self.run_domain))
-            for step, grade in grade_steps(steps, outcome):
+                    "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
+                    "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
+                    "turns_used": run.turns, "duration_ms": round(run.duration_ms, 3)}, domain=run_domain))
+            for step, grade in grade_steps(steps, run):
                 events.append(self._event(StepGraded, grade, step=step, domain=None))
-            outcome.memory_ms = self.ms_total
             events.append(self._event(RunCompleted, {
-                "success": outcome.success, "summary": outcome.summary[:2000], "result": outcome.result,
-                "reason": outcome.reason, "final_url": outcome.final_url, "turns": outcome.turns,
-                "tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
-                "duration_ms": round(outcome.duration_ms, 3), "policy_decisions": outcome.policy_decisions,
-                "replayed_steps": outcome.replayed_steps, "memory_ms": round(self.ms_total, 3)},
-                domain=domain_of(outcome.final_url) or self.run_domain))
-            self._append(events)
-            return learned
+                "success": run.success, "summary": run.summary[:2000], "result": run.result,
+                "reason": run.reason, "final_url": run.final_url, "turns": run.turns,
+                "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
+                "duration_ms": round(run.duration_ms, 3), "policy_decisions": run.policy_decisions,
+                "replayed_steps": run.replayed_steps, "memory_ms": round(self.ms_total, 3)},
+                domain=domain_of(run.final_url) or run_domain))
+            self.memory.append(events)
+        self.finished = True
+        return learned
+
+    def _elapsed_ms(self) -> float:
+        if self.started_at is None:
+            return (time.perf_counter() - self.started) * 1000
+        return max(0.0, (parse_ts(self.memory.now()) - parse_ts(self.started_at)).total_seconds() * 1000)
 
     def _selector_outcomes(self, steps: Sequence[StepRecord]) -> list[NewEvent]:
         out: list[NewEvent] = []
@@ -450,6 +813,120 @@ class AgentMemory:
                                   duration_ms=round(outcome.duration_ms, 3), turns=outcome.turns)
 
 
+def _items(items: Any, what: str) -> list[Mapping[str, Any]]:
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise InvalidEvent(f"context_built: {what} must be a list of mappings")
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise InvalidEvent(f"context_built: each of {what} must be a mapping, got {type(item).__name__}")
+        unknown = set(item) - CONTEXT_ITEM_KEYS
+        if unknown:
+            raise InvalidEvent(f"context_built: unknown item key {sorted(unknown)[0]!r}; "
+                               f"known: {', '.join(sorted(CONTEXT_ITEM_KEYS))}")
+    return list(items)
+
+
+class AgentMemory:
+    """The bundled browser agent's adapter: its loop's records (StepRecord, BudgetItem,
+    RunOutcome) turned into `Run` calls — the same path as any external agent."""
+
+    def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
+                 *, enabled: bool = True):
+        self.memory = Memory(store, projections_path, policy, enabled=enabled)
+        self.policy = policy
+        self.enabled = enabled
+        self.run: Run | None = None
+
+    @classmethod
+    def open(cls, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
+             enabled: bool = True) -> "AgentMemory":
+        return cls(store, projections_path, policy, enabled=enabled)
+
+    def _run(self) -> Run:
+        if self.run is None:
+            raise LedgerError("no run is open: call open_run first")
+        return self.run
+
+    @property
+    def ms_total(self) -> float:
+        return self.run.ms_total if self.run is not None else 0.0
+
+    def take_step_ms(self) -> float:
+        return self._run().take_step_ms()
+
+    def open_run(self, run_id: str, goal: str, start_url: str, *, session_id: str | None = None,
+                 parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
+                 case_id: str | None = None, decision_policy: str = "scripted") -> Run:
+        self.run = self.memory.start_run(goal=goal, start_url=start_url, session_id=session_id, run_id=run_id,
+                                         parent_run_id=parent_run_id, mode=mode, isolation=isolation,
+                                         case_id=case_id, agent=decision_policy)
+        return self.run
+
+    def tier1(self) -> list[Lesson]:
+        return self._run().tier1()
+
+    def domain_recall(self, domain: str, step: int) -> list[Lesson]:
+        return self._run().recall_domain(step, domain)
+
+    def error_recall(self, command: str, error: str, domain: str, step: int) -> list[Lesson]:
+        return self._run().recall_error(command, error, step, domain)
+
+    def recall_trajectory(self, url: str, step: int) -> tuple[TrajectoryRecall | None, bool]:
+        recall = self._run().recall_trajectory(step, url)
+        return recall, bool(recall and recall.replay)
+
+    def sessions(self, domain: str) -> list[Any]:
+        return self._run().sessions(domain)
+
+    def facts(self, domain: str) -> list[Any]:
+        return self._run().facts(domain)
+
+    def selectors(self, domain: str) -> list[Any]:
+        return self._run().selectors(domain)
+
+    def step_memories(self, elements: list[str], intent: str) -> list[Any]:
+        return self._run().step_memories(elements, intent)
+
+    def loop_warnings(self) -> tuple[str, ...]:
+        return self._run().loop_warnings() if self.run is not None else ()
+
+    def context_built(self, prompt: str, budget: int, kept: Sequence[BudgetItem], trimmed: Sequence[BudgetItem],
+                      step: int, domain: str | None) -> None:
+        def item(i: BudgetItem) -> dict[str, Any]:
+            return {"source": i.source, "priority": i.priority, "text": i.text, "content_type": i.content_type,
+                    "event_ids": i.event_ids, "truncated": i.truncated}
+        self._run().record_context([item(i) for i in kept], step, budget, trimmed=[item(i) for i in trimmed],
+                                   prompt=prompt, domain=domain or "")
+
+    def record_step(self, rec: StepRecord, env_before: EnvState, env_after: EnvState, think: str,
+                    memory_ms: float, rep: int = 1) -> str:
+        rec.event_id = self._run().record_step(
+            rec.step, rec.command, element_text(rec.role, rec.name), rec.url_before, rec.ok, rec.error,
+            args=rec.args, url_after=rec.url_after, selector=rec.selector, sensitive=rec.sensitive,
+            duration_ms=rec.duration_ms, think=think, page_before=env_before.model_dump(),
+            page_after=env_after.model_dump(), decided_by=rec.decided_by,
+            in_shadow=rec.in_shadow, memory_ms=memory_ms, rep=rep)
+        return rec.event_id
+
+    def progress(self, turn: int, url: str) -> None:
+        self._run().progress(turn, url)
+
+    def selector_healed(self, role: str, name: str, selector: str, healed_from: str, url: str, step: int) -> None:
+        """Replay found the element by role and name at a new selector: write the new one back."""
+        if self.enabled:
+            self._run().selector_result(element_text(role, name) or name, selector, True, step, url=url,
+                                        healed_from=healed_from)
+
+    def finish_run(self, outcome: RunOutcome) -> Learned:
+        learned = self._run().finish(
+            outcome.success, outcome.summary, reason=outcome.reason, result=outcome.result,
+            final_url=outcome.final_url, turns=outcome.turns, tokens_in=outcome.tokens_in,
+            tokens_out=outcome.tokens_out, duration_ms=outcome.duration_ms,
+            policy_decisions=outcome.policy_decisions, replayed_steps=outcome.replayed_steps)
+        outcome.memory_ms = self.ms_total
+        return learned
+
+
 # ---- post-run learning (pure functions over the steps) -----------------------------------------
 
 def _describe_recovery(steps: Sequence[StepRecord], i: int) -> str:
@@ -475,8 +952,6 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     button cleared (the blocked element then worked): a site_specific lesson
     scoped to that domain, naming the button as quoted data.
     """
-    from memledger.projections.lessons import lesson_id_for
-
     out: list[tuple[str, int, LessonRecorded]] = []
     seen: set[str] = set()
     for i in range(len(steps) - 1):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.clock import normalize_ts
+from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import LessonSeeded, NewEvent, RecordedEvent
 from memledger.projections.lessons import lesson_id_for
@@ -73,7 +73,8 @@ class MemoryWriter:
         return recorded
 
     def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-        """Append each observation followed by the decisions `decide` makes for it."""
+        """Append each observation followed by the decisions `decide` makes for it; a
+        `run_started` with memory on is preceded by the start-of-run decisions (`opening`)."""
         out: list[RecordedEvent] = []
         if not events:
             return out
@@ -85,11 +86,20 @@ class MemoryWriter:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
                 for obs in events:
-                    out.extend(self._write(tx, [obs, *decide(state, obs, self.policy)]))
+                    out.extend(self._write(tx, [*self.opening(state, obs), obs, *decide(state, obs, self.policy)]))
         except BaseException:
             self.state = None  # folded events that were rolled back: start over next time
             raise
         return out
+
+    def opening(self, state: MemoryState, obs: NewEvent) -> list[NewEvent]:
+        """The start-of-run policy for a `run_started` with memory on (seeds on first use,
+        pruning, trajectory expiry) at the time the run started: the library's `start_run` and
+        `memledger append` both come through here."""
+        if obs.type != "run_started" or not obs.run_id or not obs.payload.memory_enabled:  # type: ignore[attr-defined]
+            return []
+        started = normalize_ts(obs.occurred_at) if obs.occurred_at is not None else format_ts(self.store.clock())
+        return on_open(state, obs.run_id, started, self.policy)
 
     def open_for_run(self, run_id: str, started_at: str) -> list[RecordedEvent]:
         """Memory opened for a run: seed lessons on first use, prune stale lessons and facts,

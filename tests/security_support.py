@@ -43,7 +43,7 @@ def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[Ste
     mem.open_run(run_id, goal, url, session_id=session_id)
     mem.tier1()
     mem.domain_recall(domain, 1)
-    mem.recall_trajectory(domain, url.split("/", 3)[0] + "//" + domain, 1)
+    mem.recall_trajectory(url, 1)
     env = EnvState(url=url, title=page_text[:60], page_type="content",
                    elements=[f"{s.role}:{s.name}" for s in steps if s.name])
     for s in steps:
@@ -56,7 +56,7 @@ def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[Ste
     final = steps[-1].url_after if steps else url
     mem.finish_run(RunOutcome(success=success, summary=f"done: {goal}", reason=None if success else "failed",
                               final_url=final, turns=len(steps), tokens_in=100, tokens_out=10, duration_ms=500.0,
-                              policy_decisions=len(steps), replayed_steps=0), steps)
+                              policy_decisions=len(steps), replayed_steps=0))
 
 
 def overlay_run(mem: AgentMemory, run_id: str, goal: str, url: str, target: str, dismiss: str, *,

@@ -1,0 +1,105 @@
+"""The public Python API: `memledger.open` and what it returns.
+
+    import memledger
+    with memledger.open(".agent-memory") as mem:
+        with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
+            tips = run.recall_domain(step=1)
+            run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
+            run.recall_error(command="click", error="...", step=1)
+            run.finish(success=True, outcome="bought")
+        mem.audit(run.run_id)
+
+Runs, recall and post-run learning are `memledger.agent.memory` (the bundled
+agent goes through the same code); this module adds what only the face may
+compose: opening a store from a directory or URL, and the answers of
+`state`, `audit` and `experiment` as plain data equal to their `--json`.
+Every error is a `MemledgerError` with a one-line message; nothing is written
+when an argument is bad.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memledger.agent.memory import STALE_AFTER, Lesson, Memory as RunMemory, Run, TrajectoryRecall
+from memledger.analytics.audit import audit_run
+from memledger.analytics.experiment import run_experiment
+from memledger.ledger.errors import LedgerError as MemledgerError
+from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.report import STATE_KINDS, open_state
+
+__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemledgerError"]
+
+STORE_URL_PREFIXES = ("postgresql://", "postgres://")
+
+
+def _plain(value: Any) -> Any:
+    """The value exactly as the command line's `--json` prints it."""
+    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) else str(v)))
+
+
+def _seq_or_time(value: int | str | None, what: str) -> int | str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
+        raise MemledgerError(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
+    return value
+
+
+class Memory(RunMemory):
+    """A ledger opened by `memledger.open`: runs and recall (see `memledger.agent.memory.Memory`)
+    plus the audit-side questions."""
+
+    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None) -> list[dict[str, Any]]:
+        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs)
+        now or as the ledger knew it at seq / ISO time `as_of`: the fields of `state KIND --json`."""
+        if kind not in STATE_KINDS:
+            raise MemledgerError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
+        if domain is not None and not isinstance(domain, str):
+            raise MemledgerError(f"domain must be a string, got {type(domain).__name__}")
+        _head, items = open_state(self.store, self.projections_path, kind, domain,
+                                  _seq_or_time(as_of, "as_of"), self.policy)
+        return _plain(items)  # type: ignore[no-any-return]
+
+    def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
+        """What run `run_id` knew at each step (or only `step`) and where it came from: the content
+        of `audit RUN --json`."""
+        if not isinstance(run_id, str) or not run_id:
+            raise MemledgerError(f"run_id must be a run id string, got {run_id!r:.60}")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+            raise MemledgerError(f"step must be an integer >= 0, got {step!r:.60}")
+        return _plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]
+
+    def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
+        """Replay the log's observations under this policy with `changes` (Policy field -> value)
+        and diff against what really happened: the content of `experiment --set ... --json`."""
+        if not isinstance(changes, dict):
+            raise MemledgerError(f"changes must be a dict of policy parameters, got {type(changes).__name__}")
+        unknown = sorted(set(changes) - set(Policy.model_fields))
+        if unknown:
+            raise MemledgerError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(Policy.model_fields)}")
+        return _plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
+                                     real_policy=self.policy))
+
+
+def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None,  # noqa: A001 - the API's name
+         stale_after: timedelta = STALE_AFTER) -> Memory:
+    """Open (creating if needed) the memory in directory `location`, or the PostgreSQL ledger at a
+    `postgresql://` URL. `policy` sets every threshold (default: the seed documents' values);
+    runs with no event for `stale_after` are finished as abandoned when a run starts."""
+    if not isinstance(location, (str, Path)) or not str(location).strip():
+        raise MemledgerError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
+    if policy is not None and not isinstance(policy, Policy):
+        raise MemledgerError(f"policy must be a memledger.Policy, got {type(policy).__name__}")
+    if str(location).startswith(STORE_URL_PREFIXES):
+        store = open_store(url=str(location))
+        projections = None
+    else:
+        store = open_store(location)
+        projections = memory_dir(location) / PROJECTIONS_FILE
+    return Memory(store, projections, policy or DEFAULT_POLICY, stale_after=stale_after)

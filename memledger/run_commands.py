@@ -1,0 +1,161 @@
+"""`memledger start-run|finish-run|recall`: runs and recall for agents in other languages.
+
+Each command parses its arguments and calls one function of the library's
+`Memory` (memledger.agent.memory), the same the Python API calls, so what it
+logs is exactly what the library call logs. An agent records its steps with
+`memledger append` (step_recorded lines carrying the run id) between
+`start-run` and `finish-run`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+import orjson
+
+from memledger.agent.memory import Lesson, Memory, TrajectoryRecall
+from memledger.ledger.settings import Settings
+
+
+def _memory() -> Memory:
+    settings = click.get_current_context().find_object(Settings)
+    return Memory(settings.store(), settings.projections_path)
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(orjson.dumps(value).decode())
+
+
+@click.command("start-run")
+@click.option("--goal", required=True, help="What the agent is asked to do.")
+@click.option("--url", "start_url", required=True, help="Where the run starts.")
+@click.option("--session-id", default=None, help="Group runs into a session (default: the run id).")
+@click.option("--json", "as_json", is_flag=True, help="Print {run_id, session_id} as JSON.")
+def start_run(goal: str, start_url: str, session_id: str | None, as_json: bool) -> None:
+    """Start a run and print its id: stale runs are abandoned, then the start-of-run policy
+    (seeds on first use, pruning, trajectory expiry) and run_started are written together.
+
+    Example: RUN=$(memledger start-run --goal 'Buy wool socks' --url https://shop.example/)
+    """
+    run = _memory().start_run(goal=goal, start_url=start_url, session_id=session_id)
+    if as_json:
+        _echo_json({"run_id": run.run_id, "session_id": run.session_id})
+    else:
+        click.echo(run.run_id)
+
+
+@click.command("finish-run")
+@click.argument("run_id", metavar="RUN")
+@click.option("--success/--failure", "success", default=None, help="How the run ended (one is required).")
+@click.option("--outcome", default="", help="What happened, in a sentence.")
+@click.option("--json", "as_json", is_flag=True, help="Print what post-run learning produced as JSON.")
+def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -> None:
+    """Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the
+    trajectory of a success), the session entry, graded steps and run_completed.
+
+    Example: memledger finish-run run_1795462280_0012ae --success --outcome 'socks in the cart'
+    """
+    if success is None:
+        raise click.UsageError("give --success or --failure")
+    learned = _memory().run(run_id).finish(success=success, outcome=outcome)
+    summary = {"run_id": run_id, "success": success, "lessons": [l.lesson_id for l in learned.lessons],
+               "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
+               "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None}
+    if as_json:
+        _echo_json(summary)
+        return
+    click.echo(f"{run_id} finished ({'success' if success else 'failure'}): {len(learned.lessons)} lessons, "
+               f"{len(learned.facts)} facts, " + ("a trajectory" if learned.trajectory else "no trajectory"))
+
+
+def _where(run_id: str | None, step: int | None) -> dict[str, Any]:
+    if step is not None and run_id is None:
+        raise click.UsageError("--step needs --run")
+    return {"run_id": run_id, "step": step}
+
+
+def _show_lessons(lessons: list[Lesson], as_json: bool) -> None:
+    if as_json:
+        _echo_json([asdict(l) for l in lessons])
+        return
+    if not lessons:
+        click.echo("no lessons")
+    for l in lessons:
+        click.echo(f"{l.lesson_id}  [{l.category}, used {l.use_count}]  {l.text}")
+
+
+def _where_options(f: Any) -> Any:
+    f = click.option("--json", "as_json", is_flag=True, help="Print the lessons as a JSON array.")(f)
+    f = click.option("--step", type=click.IntRange(min=0), default=None, help="The step it happened at.")(f)
+    return click.option("--run", "run_id", default=None, metavar="RUN", help="The run it happened in.")(f)
+
+
+@click.group()
+def recall() -> None:
+    """Recall memory as the library does (each recall is logged as an event).
+
+    Example: memledger recall error --command click --error 'intercepts pointer events' --domain shop.test
+    """
+
+
+@recall.command("error")
+@click.option("--command", "command", required=True, help="The command that failed.")
+@click.option("--error", required=True, help="Its error message.")
+@click.option("--domain", default=None, help="The site it failed on (site lessons apply only there).")
+@_where_options
+def recall_error(command: str, error: str, domain: str | None, run_id: str | None, step: int | None,
+                 as_json: bool) -> None:
+    """Trigger A: lessons for a failed command (logs error_recall)."""
+    _show_lessons(_memory().recall_error(command, error, domain=domain, **_where(run_id, step)), as_json)
+
+
+@recall.command("domain")
+@click.option("--domain", required=True, help="The site just entered.")
+@_where_options
+def recall_domain(domain: str, run_id: str | None, step: int | None, as_json: bool) -> None:
+    """Trigger B: lessons for a site (logs domain_recall)."""
+    _show_lessons(_memory().recall_domain(domain, **_where(run_id, step)), as_json)
+
+
+@recall.command("tier1")
+@click.option("--domain", default=None, help="The site the run starts on (recorded with the event).")
+@_where_options
+def recall_tier1(domain: str | None, run_id: str | None, step: int | None, as_json: bool) -> None:
+    """Tier 1: the lessons for a system prompt (logs tier1_loaded)."""
+    where = _where(run_id, step)
+    _show_lessons(_memory().tier1(run_id=where["run_id"], step=step if step is not None else 0, domain=domain),
+                  as_json)
+
+
+@recall.command("trajectory")
+@click.option("--goal", required=True, help="The goal to match.")
+@click.option("--url", required=True, help="The page the run is on (its host scopes the match).")
+@_where_options
+def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None, as_json: bool) -> None:
+    """The reference trajectory for a goal on a site (logs trajectory_recalled)."""
+    found = _memory().recall_trajectory(goal, url, **_where(run_id, step))
+    if as_json:
+        _echo_json(_trajectory(found))
+        return
+    if found is None:
+        click.echo("no trajectory")
+        return
+    t = found.trajectory
+    click.echo(f"{t.trajectory_id}  similarity {found.similarity:.2f}  replay {'yes' if found.replay else 'no'}  "
+               f"goal {t.goal!r}")
+    for i, s in enumerate(t.steps, 1):
+        target = f" {s.role} {s.name!r}" if s.role else ""
+        click.echo(f"  {i}. {s.command}{target} {orjson.dumps(s.args).decode()} at {s.url}")
+
+
+def _trajectory(found: TrajectoryRecall | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    t = found.trajectory
+    return {"trajectory_id": t.trajectory_id, "goal": t.goal, "origin": t.origin, "similarity": found.similarity,
+            "score": found.score, "replay": found.replay, "steps": [asdict(s) for s in t.steps],
+            "event_ids": list(t.event_ids)}
+
+
+COMMANDS = [start_run, finish_run, recall]

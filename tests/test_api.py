@@ -1,0 +1,297 @@
+"""The public API (`memledger.open`): the contract calls as the issue spells them, what each one
+logs, two runs where the second recalls what the first learned, stale runs, bad arguments."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import memledger
+from memledger.api import Memory
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.store import SqliteStore
+from tests.cli_runner import run_cli
+
+SHOP = "https://shop.example/"
+INTERCEPT = "element <div class=cookie-banner> intercepts pointer events"
+
+
+def types(mem: Any, run_id: str | None = None) -> list[str]:
+    return [e.type for e in mem.store.read(run_id=run_id)]
+
+
+def the_contract(mem: Any) -> str:
+    """The issue's example, call for call."""
+    with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/", session_id=None) as run:
+        assert run.run_id.startswith("run_")
+        tier1 = run.tier1()
+        assert tier1 and all(isinstance(l, memledger.Lesson) for l in tier1)
+        assert run.recall_domain(step=1) == []
+        run.record_step(step=1, action="click", target='button "Buy"', url="https://shop.example/p/1",
+                        ok=False, error="element intercepts pointer events")
+        assert run.url == "https://shop.example/p/1"
+        hits = run.recall_error(command="click", error="element intercepts pointer events", step=1)
+        assert all(isinstance(l, memledger.Lesson) for l in hits)
+        run.record_lesson("Accept the cookie banner before clicking Buy", category="error_recovery",
+                          failed_command="click", error_pattern="intercepts pointer events", step=2)
+        run.observe_fact(kind="quirk", key="cookie banner", value="blocks clicks until accepted", step=2)
+        run.selector_result(element='button "Buy"', selector="#buy", ok=True, step=3)
+        run.record_context(items=[{"source": "domain_tips", "text": "...", "priority": 60, "event_ids": []}],
+                           step=1, budget=2500)
+        run.finish(success=True, outcome="bought")
+    return run.run_id
+
+
+def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
+    mem = memledger.open(str(tmp_path / "mem"))
+    run_id = the_contract(mem)
+    logged = types(mem)
+    assert logged[:4] == ["lesson_seeded"] * 3 + ["run_started"]  # the start-of-run policy, then the run
+    run_types = types(mem, run_id)
+    for t in ("tier1_loaded", "domain_recall", "step_recorded", "error_recall", "lesson_recorded", "fact_observed",
+              "selector_succeeded", "context_built", "session_recorded", "step_graded", "run_completed"):
+        assert t in run_types, t
+    step = next(e for e in mem.store.read(types=["step_recorded"]))
+    assert step.data["target"] == {"role": "button", "name": "Buy", "selector": None}
+    assert (step.domain, step.data["ok"], step.data["env_before"]["url"]) == ("shop.example", False, SHOP + "p/1")
+    sel = next(e for e in mem.store.read(types=["selector_succeeded"]))
+    assert (sel.data["role"], sel.data["name"], sel.data["selector"], sel.step) == ("button", "Buy", "#buy", 3)
+    ctx = next(e for e in mem.store.read(types=["context_built"]))
+    assert ctx.data["items"][0]["source"] == "domain_tips" and ctx.data["budget"] == 2500
+    fact = mem.state("facts", domain="shop.example")
+    assert [(f["key"], f["value"]) for f in fact] == [("cookie banner", "blocks clicks until accepted")]
+    assert mem.state("runs")[0]["status"] == "completed"
+    mem.close()
+
+
+def test_state_audit_experiment_equal_their_json_commands(tmp_path: Path) -> None:
+    d = str(tmp_path / "mem")
+    with memledger.open(d) as mem:
+        run_id = the_contract(mem)
+        lessons, early = mem.state("lessons", as_of=None, domain=None), mem.state("lessons", as_of=3)
+        audit = mem.audit(run_id, step=None)
+        experiment = mem.experiment({"promotion_min_uses": 3}, until=None)
+    assert lessons == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--json").out)
+    assert early == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--as-of", "3", "--json").out)
+    assert len(early) == 3 and len(lessons) == 4
+    assert audit == json.loads(run_cli("--memory-dir", d, "audit", run_id, "--json").out)
+    assert [s["step"] for s in audit["steps"]] == [0, 1]  # system prompt, then the one action
+    cli = json.loads(run_cli("--memory-dir", d, "experiment", "--set", "promotion_min_uses=3", "--json").out)
+    assert experiment == cli and experiment["policy"]["promotion_min_uses"] == 3
+
+
+def overlay_steps(run: Any) -> None:
+    """A click an overlay intercepts, Escape, the overlay accepted, the click again."""
+    run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT, selector="#socks")
+    run.record_step(step=2, action="press", args={"key": "Escape"})
+    run.record_step(step=3, action="click", target='button "Accept all cookies"', selector="#accept")
+    run.record_step(step=4, action="click", target='link "Wool Socks"', selector="#socks", url_after=SHOP + "socks")
+
+
+def overlay_run(mem: Any, goal: str) -> Any:
+    """One run with something to learn: a recovery, a site lesson, a fact, selectors, a trajectory."""
+    with mem.start_run(goal=goal, start_url=SHOP) as run:
+        run.recall_domain(step=1)
+        overlay_steps(run)
+        learned = run.finish(success=True, outcome="socks page open")
+    return run, learned
+
+
+def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
+    mem = memledger.open(tmp_path / "mem")
+    first, learned = overlay_run(mem, 'Open "Wool Socks"')
+    assert first.url == SHOP + "socks" and {l.category for l in learned.lessons} == {"error_recovery", "site_specific"}
+    with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as second:
+        site = second.recall_domain(step=1)
+        assert len(site) == 1 and '"Accept all cookies"' in site[0].text and site[0].scope_domain == "shop.example"
+        fix = second.recall_error(command="click", error=INTERCEPT, step=1)
+        assert any(l.category == "error_recovery" and l.failed_command == "click" for l in fix)
+        recalled = second.recall_trajectory(step=1)
+        assert recalled is not None and recalled.replay and recalled.similarity == 1.0
+        assert [s.command for s in recalled.trajectory.steps] == ["press", "click", "click", "finish"]
+        assert [f.key for f in second.facts()] == ["blocking overlay"]
+        second.finish(success=True, outcome="done")
+    recall = [e for e in mem.store.read(run_id=second.run_id, types=["domain_recall"])][0]
+    assert recall.data["lesson_ids"] == [site[0].lesson_id]
+    audit = mem.audit(second.run_id, step=1)
+    shown = next(r for r in audit["steps"][0]["memory"]["recalled"] if r["kind"] == "domain")
+    assert [l["lesson_id"] for l in shown["lessons"]] == [site[0].lesson_id]
+    assert shown["lessons"][0]["taught_by"]["run_id"] == first.run_id  # where the second run's tip came from
+    mem.close()
+
+
+def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: Path) -> None:
+    mem = memledger.open(tmp_path / "mem")
+    with pytest.raises(KeyError, match="cart"):
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+            run.record_step(step=1, action="click", target='button "Buy"')
+            raise KeyError("cart")
+    done = mem.state("runs")[0]
+    assert (done["status"], done["reason"], done["summary"]) == ("failed", "exception", "KeyError: 'cart'")
+    assert done["turn_count"] == 1
+    with mem.start_run(goal="Buy wool socks", start_url=SHOP) as quiet:
+        pass
+    assert mem.state("runs")[0]["run_id"] == quiet.run_id and mem.state("runs")[0]["reason"] == "unfinished"
+    with pytest.raises(memledger.MemledgerError, match="is finished"):
+        quiet.record_step(step=1, action="click")
+    mem.close()
+
+
+def test_a_run_finished_in_another_process_learns_what_it_would_have_learned_in_this_one(tmp_path: Path) -> None:
+    here, there = memledger.open(tmp_path / "a"), memledger.open(tmp_path / "b")
+    _run, learned_here = overlay_run(here, 'Open "Wool Socks"')
+    with there.start_run(goal='Open "Wool Socks"', start_url=SHOP) as run:
+        overlay_steps(run)
+        reattached = Memory(there.store, there.projections_path).run(run.run_id)
+        assert reattached.url == SHOP + "socks" and len(reattached.steps) == 4
+        learned_there = reattached.finish(success=True, outcome="socks page open")
+        run.finished = True  # the other process finished it
+    def learned(l: Any) -> Any:
+        return ([x.model_dump(exclude={"learned_from"}) for x in l.lessons], l.facts, l.trajectory.steps)
+    assert learned(learned_there) == learned(learned_here)
+    step_ids = [e.id for e in there.store.read(run_id=run.run_id, types=["step_recorded"])]
+    assert learned_there.lessons[0].learned_from == step_ids[:2]  # the failure and its recovery
+    with pytest.raises(memledger.MemledgerError, match="already completed"):
+        there.run(run.run_id)
+    here.close(), there.close()
+
+
+def test_stale_runs_are_abandoned_when_the_next_run_starts(tmp_path: Path) -> None:
+    clock = SteppingClock("2026-03-01T00:00:00Z")
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
+    mem = Memory(store, tmp_path / "projections.db", stale_after=timedelta(hours=1))
+    crashed = mem.start_run(goal="Buy wool socks", start_url=SHOP)
+    crashed.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
+    clock.now += timedelta(minutes=59)
+    alive = mem.start_run(goal="Read the news", start_url="https://news.example/")
+    assert {r.run_id: r.status for r in mem.current().runs()} == {crashed.run_id: "running", alive.run_id: "running"}
+    clock.now += timedelta(minutes=30)  # crashed: 89 minutes quiet; alive: 30
+    assert mem.abandon_stale_runs() == [crashed.run_id]
+    gone = mem.current().run(crashed.run_id)
+    assert gone is not None and (gone.status, gone.reason) == ("failed", "abandoned")
+    assert gone.summary and gone.summary.startswith("abandoned: no activity since 2026-03-01T00:00:0")
+    clock.now += timedelta(hours=2)
+    mem.start_run(goal="Buy wool socks", start_url=SHOP)  # the start-of-run sweep
+    assert mem.current().run(alive.run_id).status == "failed"  # type: ignore[union-attr]
+    store.close()
+
+
+def events_in(path: Path) -> int:
+    store = SqliteStore.open(path / "ledger.db")
+    try:
+        return sum(1 for _ in store.read())
+    finally:
+        store.close()
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("record_step", {"step": -1, "action": "click"}),
+    ("record_step", {"step": 1, "action": ""}),
+    ("record_step", {"step": 1, "action": "click", "ok": "yes"}),
+    ("record_step", {"step": True, "action": "click"}),
+    ("record_step", {"step": 1, "action": "click", "error": "nul\x00byte"}),
+    ("record_step", {"step": 1, "action": "click", "args": ["not", "a", "dict"]}),
+    ("record_lesson", {"text": ""}),
+    ("record_lesson", {"text": "x", "category": "wisdom"}),
+    ("record_lesson", {"text": "x", "failed_command": 3}),
+    ("record_lesson", {"text": "x", "category": "site_specific", "scope_domain": "a b"}),
+    ("observe_fact", {"kind": "rumour", "key": "k", "value": "v", "step": 1}),
+    ("observe_fact", {"kind": "quirk", "key": "", "value": "v"}),
+    ("selector_result", {"element": 'button "Buy"', "selector": "", "ok": True}),
+    ("selector_result", {"element": 'button "Buy"', "selector": "#b", "ok": 1}),
+    ("selector_result", {"element": 'button "Buy"', "selector": "#b", "ok": True, "url": 7}),
+    ("record_context", {"items": [{"source": "x", "text": "t"}], "step": 1}),
+    ("record_context", {"items": [{"source": "x", "text": "t", "priority": 1, "colour": "red"}], "step": 1}),
+    ("record_context", {"items": "not a list", "step": 1}),
+    ("record_context", {"items": [], "step": 1, "budget": -5}),
+    ("recall_error", {"command": "", "error": "boom", "step": 1}),
+    ("recall_error", {"command": "click", "error": None, "step": 1}),
+    ("recall_domain", {"step": 1, "domain": "not a domain/path"}),
+    ("recall_domain", {"step": -3}),
+    ("finish", {"success": "yes"}),
+]
+
+
+@pytest.mark.parametrize(("method", "kwargs"), BAD_CALLS, ids=[f"{m}-{i}" for i, (m, _) in enumerate(BAD_CALLS)])
+def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: str, kwargs: dict[str, Any]) -> None:
+    mem = memledger.open(tmp_path / "mem")
+    run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
+    before = sum(1 for _ in mem.store.read())
+    with pytest.raises(memledger.MemledgerError) as err:
+        getattr(run, method)(**kwargs)
+    assert "\n" not in str(err.value) and str(err.value)
+    assert sum(1 for _ in mem.store.read()) == before
+    mem.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(goal=st.one_of(st.just(""), st.just("   "), st.integers(), st.none(), st.text(max_size=3).map(lambda t: t + "\x00")),
+       url=st.one_of(st.just(SHOP), st.none(), st.integers()))
+def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: Any) -> None:
+    d = tmp_path / "mem"
+    with memledger.open(d) as mem:
+        with pytest.raises(memledger.MemledgerError) as err:
+            mem.start_run(goal=goal, start_url=url)
+    assert "\n" not in str(err.value)
+    assert events_in(d) == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.one_of(st.integers(max_value=-1), st.booleans(), st.floats(), st.text(max_size=4), st.none()),
+       target=st.one_of(st.none(), st.text(max_size=30)),
+       error=st.one_of(st.none(), st.text(max_size=30)))
+def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, target: Any, error: Any) -> None:
+    """Any step/target/error either records exactly one event or raises MemledgerError having written none."""
+    with memledger.open(tmp_path / f"mem{abs(hash((repr(step), target, error)))}") as mem:
+        run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
+        before = sum(1 for _ in mem.store.read())
+        try:
+            run.record_step(step=step, action="click", target=target, ok=error is None, error=error)
+        except memledger.MemledgerError as exc:
+            assert "\n" not in str(exc)
+            assert sum(1 for _ in mem.store.read()) == before
+        else:
+            assert isinstance(step, int) and not isinstance(step, bool) and step >= 0
+            assert sum(1 for _ in mem.store.read()) == before + 1
+        run.finished = True
+
+
+def test_bad_questions_to_memory_raise_one_line(tmp_path: Path) -> None:
+    with memledger.open(tmp_path / "mem") as mem:
+        for call in (lambda: mem.state("moods"), lambda: mem.state("lessons", as_of=-1),
+                     lambda: mem.state("lessons", as_of=True), lambda: mem.audit("run_nope"),
+                     lambda: mem.audit("", step=1), lambda: mem.experiment({"promotion_min_uses": "many"}),
+                     lambda: mem.experiment({"no_such_knob": 1}), lambda: mem.run("run_nope"),
+                     lambda: mem.recall_error("click", "x", run_id="run_nope")):
+            with pytest.raises(memledger.MemledgerError) as err:
+                call()
+            assert "\n" not in str(err.value)
+        assert sum(1 for _ in mem.store.read()) == 0
+    with pytest.raises(memledger.MemledgerError):
+        memledger.open("")
+    with pytest.raises(memledger.MemledgerError):
+        memledger.open(tmp_path / "x", policy={"promotion_min_uses": 3})  # type: ignore[arg-type]
+
+
+def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
+    with memledger.open(tmp_path / "mem", policy=memledger.Policy(tier1_cap=2, recall_top_k=1)) as mem:
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+            assert len(run.tier1()) == 2
+            assert len(run.recall_error(command="fill", error="too many arguments", step=1)) == 1
+            run.finish(success=False, outcome="gave up")
+        started = next(mem.store.read(types=["run_started"]))
+        assert started.data["policy"]["tier1_cap"] == 2 and started.data["policy"]["decision_policy"] == "external"
+
+
+def test_the_api_names_no_bundled_agent_types() -> None:
+    import inspect
+    forbidden = ("StepRecord", "EnvState", "BudgetItem", "RunOutcome")
+    for cls in (memledger.Memory, memledger.Run):
+        for name, fn in inspect.getmembers(cls, inspect.isfunction):
+            if not name.startswith("_"):
+                sig = str(inspect.signature(fn))
+                assert not any(f in sig for f in forbidden), (cls.__name__, name, sig)

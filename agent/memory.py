@@ -221,8 +221,8 @@ def _one_line(exc: BaseException) -> str:
 def _check_step(step: Any, what: str = "step", *, required: bool = False) -> int | None:
     if step is None and not required:
         return None
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise InvalidEvent(f"{what} must be an integer >= 0, got {step!r:.60}")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 2**63:
+        raise InvalidEvent(f"{what} must be an integer from 0 to 2**63-1, got {step!r:.60}")
     return step
 
 
@@ -231,6 +231,14 @@ def _check_text(value: Any, what: str, *, empty: bool = False, optional: bool = 
         return None
     if not isinstance(value, str) or (not empty and not value.strip()):
         raise InvalidEvent(f"{what} must be a non-empty string, got {value!r:.60}")
+    return value
+
+
+def _check_amount(value: Any, what: str, *, whole: bool = False) -> Any:
+    """A number >= 0 (an integer when `whole`), never a bool; None passes (a default applies)."""
+    kinds = (int,) if whole else (int, float)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**63):
+        raise InvalidEvent(f"{what} must be {'an integer' if whole else 'a number'} >= 0, got {value!r:.60}")
     return value
 
 
@@ -292,6 +300,7 @@ class Memory:
     def event(self, cls: type[Payload], fields: dict[str, Any], *, run_id: str | None = None,
               step: int | None = None, domain: str | None = None) -> NewEvent:
         """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
+        _check_text(domain, "domain", empty=True, optional=True)
         try:
             return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None)
         except (ValidationError, ValueError, TypeError) as exc:
@@ -339,6 +348,11 @@ class Memory:
         run.url = run.steps[-1].url_after if run.steps else (manifest.current_url or run.start_url)
         return run
 
+    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> "Learned":
+        """Finish a running run started elsewhere (`memledger finish-run`): `Run.finish` on its
+        steps as the ledger holds them."""
+        return self.run(run_id).finish(success=success, outcome=outcome, reason=reason)
+
     def abandon_stale_runs(self, older_than: timedelta | None = None) -> list[str]:
         """Finish as failed (reason "abandoned") every running run with no event for `older_than`
         (default `stale_after`, one hour): a crash between start and finish leaves no run running
@@ -348,8 +362,8 @@ class Memory:
         for manifest in self.current().runs(status="running"):
             last = self._last_activity(manifest)
             if parse_ts(last) <= limit:
-                self.run(manifest.run_id).finish(success=False, outcome=f"abandoned: no activity since {last}",
-                                                 reason="abandoned")
+                self.finish_run(manifest.run_id, success=False, outcome=f"abandoned: no activity since {last}",
+                                reason="abandoned")
                 done.append(manifest.run_id)
         return done
 
@@ -611,7 +625,11 @@ class Run:
         _check_text(target, "target", empty=True, optional=True)
         _check_flag(ok, "ok")
         _check_flag(sensitive, "sensitive")
-        _check_text(error, "error", empty=True, optional=True)
+        _check_flag(in_shadow, "in_shadow")
+        for what, text in (("error", error), ("selector", selector), ("think", think)):
+            _check_text(text, what, empty=True, optional=True)
+        _check_amount(duration_ms, "duration_ms")
+        _check_amount(memory_ms, "memory_ms")
         url = _check_text(url if url is not None else self.url, "url", empty=True) or ""
         after = _check_text(url_after if url_after is not None else url, "url_after", empty=True) or ""
         for what, value in (("args", args), ("page_before", page_before), ("page_after", page_after)):
@@ -732,6 +750,12 @@ class Run:
         self._live()
         _check_flag(success, "success")
         _check_text(outcome, "outcome", empty=True)
+        for what, text in (("reason", reason), ("result", result), ("final_url", final_url)):
+            _check_text(text, what, empty=True, optional=True)
+        for what, count in (("turns", turns), ("tokens_in", tokens_in), ("tokens_out", tokens_out),
+                            ("policy_decisions", policy_decisions), ("replayed_steps", replayed_steps)):
+            _check_amount(count, what, whole=True)
+        _check_amount(duration_ms, "duration_ms")
         steps = self.steps
         run = RunOutcome(
             success=success, summary=outcome, reason=reason, final_url=final_url if final_url is not None else self.url,

@@ -58,7 +58,7 @@ def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -
     """
     if success is None:
         raise click.UsageError("give --success or --failure")
-    learned = _memory().run(run_id).finish(success=success, outcome=outcome)
+    learned = _memory().finish_run(run_id, success=success, outcome=outcome)
     summary = {"run_id": run_id, "success": success, "lessons": [l.lesson_id for l in learned.lessons],
                "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
                "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None}

@@ -295,3 +295,65 @@ def test_the_api_names_no_bundled_agent_types() -> None:
             if not name.startswith("_"):
                 sig = str(inspect.signature(fn))
                 assert not any(f in sig for f in forbidden), (cls.__name__, name, sig)
+
+
+HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.just(2**70), st.floats(allow_nan=True),
+                    st.text(max_size=12), st.sampled_from(["\x00", "", " ", "click", "shop.example", "quirk"]),
+                    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+RUN_METHODS = {
+    "record_step": (("step", "action"), ("target", "url", "ok", "error", "args", "url_after", "selector", "sensitive",
+                                         "duration_ms", "think", "page_before", "page_after", "decided_by",
+                                         "in_shadow", "memory_ms", "rep")),
+    "record_lesson": (("text",), ("category", "failed_command", "error_pattern", "scope_domain", "step")),
+    "observe_fact": (("kind", "key", "value"), ("step", "domain")),
+    "selector_result": (("element", "selector", "ok"), ("step", "error", "url", "healed_from")),
+    "record_context": (("items", "step"), ("budget", "trimmed", "prompt", "domain")),
+    "recall_error": (("command", "error"), ("step", "domain")),
+    "recall_domain": ((), ("step", "domain")),
+    "recall_trajectory": ((), ("step", "url")),
+    "finish": (("success",), ("outcome", "reason", "result", "final_url", "turns", "tokens_in", "tokens_out",
+                              "duration_ms", "policy_decisions", "replayed_steps")),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    mem = memledger.open(tmp_path_factory.mktemp("hostile") / "mem")
+    yield mem
+    mem.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), method=st.sampled_from(sorted(RUN_METHODS)))
+def test_any_argument_is_recorded_or_refused_with_nothing_written(shared_memory: Any, data: Any, method: str) -> None:
+    """Whatever an agent passes, a Run method either works or raises MemledgerError (one line) having
+    written nothing — never another exception."""
+    required, optional = RUN_METHODS[method]
+    kwargs = {name: data.draw(HOSTILE, label=name) for name in required}
+    for name in data.draw(st.lists(st.sampled_from(optional), unique=True, max_size=4), label="optional"):
+        kwargs[name] = data.draw(HOSTILE, label=name)
+    run = shared_memory.start_run(goal="Buy wool socks", start_url=SHOP)
+    before = shared_memory.store.head()
+    try:
+        getattr(run, method)(**kwargs)
+    except memledger.MemledgerError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        assert shared_memory.store.head() == before
+    if not run.finished:
+        run.finish(success=False)
+
+
+@pytest.mark.postgres
+def test_memory_on_a_postgresql_ledger(pg_url: str) -> None:
+    with memledger.open(pg_url) as mem:
+        first, learned = overlay_run(mem, 'Open "Wool Socks"')
+        with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as second:
+            site = second.recall_domain(step=1)
+            recalled = second.recall_trajectory(step=1)
+            second.finish(success=True, outcome="done")
+        assert [l.lesson_id for l in site] == [l.lesson_id for l in learned.lessons if l.scope_domain]
+        assert recalled is not None and recalled.replay
+        assert [r["status"] for r in mem.state("runs")] == ["completed", "completed"]
+        shown = next(r for r in mem.audit(second.run_id, step=1)["steps"][0]["memory"]["recalled"]
+                     if r["kind"] == "domain")
+        assert shown["lessons"][0]["taught_by"]["run_id"] == first.run_id

@@ -319,13 +319,13 @@ class Memory:
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started."""
         _check_text(goal, "goal")
         _check_text(start_url, "start_url")
-        run = Run(self, run_id or short_id("run"), goal, start_url, session_id or run_id or "", enabled=self.enabled)
+        run_id = run_id or short_id("run")
+        run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         started = run._event(RunStarted, {
             "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
             "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
             "policy": {"decision_policy": agent, "fingerprint": self.policy.fingerprint(),
                        **self.policy.model_dump(mode="json")}, "case_id": case_id}, domain=domain_of(start_url))
-        run.session_id = session_id or run.run_id
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
         with run.timed():

@@ -31,6 +31,7 @@ from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import PolicyError, make_policy
 from memledger.agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
 from memledger.projections.policy import Policy
+from memledger.projections.text import clip
 
 TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
                "would have read), plus its tool call; replayed steps build no prompt")
@@ -138,7 +139,7 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
         with Progress(console=console, transient=True) as bar:
             job = bar.add_task("running", total=len(tasks))
             for t in tasks:
-                bar.update(job, description=f"{t['case_id'] or 'run'}: {t['goal'][:50]}")
+                bar.update(job, description=f"{t['case_id'] or 'run'}: {clip(t['goal'], 50)}")
                 run_id = short_id("run")
                 with ExitStack() as run_stack:
                     memory = _memory_for(settings, opts, policy, run_id, run_stack, isolation, fork)
@@ -192,7 +193,7 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
     per.add_column("task")
     for label, _ in PASSES:
         per.add_column(label, justify="right")
-    names = [r.case_id or r.goal[:30] for r in report.passes[PASSES[0][0]]]
+    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0][0]]]
     for i, name in enumerate(names):
         cells = []
         for label, _ in PASSES:

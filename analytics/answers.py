@@ -16,32 +16,13 @@ from typing import Any
 
 import duckdb
 
-from memledger.analytics.duck import connect, sql_text
+from memledger.analytics.duck import connect
+from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.output import Report, Table
 from memledger.ledger.errors import LedgerError
 
-_NAME = re.compile(r"^--\s*name:\s*([a-z_]+)\s*$", re.M)
 _PARAM = re.compile(r"\$([a-z_]+)")
-
-#: analysis name -> (sql file, title)
-ANALYSES: dict[str, tuple[str, str]] = {
-    "promotions": ("promotions", "Lesson promotions: recorded → deduplicated → promoted"),
-    "decay": ("decay", "Fact confidence over time: confirmations, contradictions, pruning"),
-    "recall": ("recall", "Recall: hit rate of error and domain recall, lessons never recalled"),
-    "memory-effect": ("memory_effect", "Memory effect: same goals with memory off vs on, cold vs warm"),
-    "runs": ("runs", "Runs: sessions, lineage, outcomes"),
-}
-
-
-def sections(name: str) -> dict[str, str]:
-    """The named queries of `sql/<name>.sql`, in file order."""
-    text = sql_text(name)
-    marks = list(_NAME.finditer(text))
-    out: dict[str, str] = {}
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        out[m.group(1)] = text[m.end():end].strip().rstrip(";")
-    return out
+_SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 
 
 def policy_params(policy: Any | None = None) -> dict[str, Any]:
@@ -61,7 +42,9 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] |
     try:
         cur = con.execute(sql, used) if used else con.execute(sql)
         cols = [d[0] for d in cur.description]
-        return Table(cols, [tuple(r) for r in cur.fetchall()], title)
+        show = _SHOW.search(sql)
+        return Table(cols, [tuple(r) for r in cur.fetchall()], title,
+                     [c.strip() for c in show.group(1).split(",")] if show else None)
     except duckdb.Error as exc:
         raise LedgerError(f"analytics query failed: {str(exc).splitlines()[0]}") from exc
 

@@ -10,8 +10,11 @@ from typing import Any, TypeVar
 
 import click
 
-from memledger.analytics.output import FORMATS, emit, format_options
+from memledger.analytics.queries import ANALYSES, sections
+from memledger.analytics.experiment import EXPERIMENT_SECTIONS, policy_parameters
+from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS
 from memledger.ledger.settings import Settings
+from memledger.output import FORMATS, emit, listing_options
 
 
 T = TypeVar("T")
@@ -30,7 +33,7 @@ def analytics() -> None:
 
 
 def _analysis_command(name: str, doc: str) -> click.Command:
-    @format_options
+    @listing_options(list(sections(ANALYSES[name][0])))
     def command(fmt: str, out: str | None, section: str | None) -> None:
         from memledger.analytics.answers import analyse
         emit(analyse(name, _settings().store()), fmt, out, section)
@@ -59,20 +62,31 @@ COMMANDS: list[click.Command] = [analytics]
 
 @click.command()
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="A policy parameter to change (repeatable), e.g. promotion_min_uses=3.")
+              help="A policy parameter to change (repeatable), e.g. promotion_min_uses=3; see --list-params.")
 @click.option("--until", default=None, metavar="SEQ|TIME", help="Replay events up to this seq (or ISO time).")
+@click.option("--list-params", is_flag=True,
+              help="List the policy parameters (name, type, default, range, meaning) and exit.")
 @click.option("--json", "as_json", is_flag=True, help="The whole answer as one JSON object.")
-@format_options
-def experiment(settings: tuple[str, ...], until: str | None, as_json: bool, fmt: str, out: str | None,
-               section: str | None) -> None:
+@click.option("--section", default=None, metavar="NAME",
+              help=f"One table of the answer: {', '.join(EXPERIMENT_SECTIONS)} (csv and parquet write the first by default).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, as_json: bool, fmt: str,
+               out: str | None, section: str | None) -> None:
     """Replay the log's observations under a changed policy and diff against what really happened.
 
     Example: memledger experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
     """
     import orjson
 
-    from memledger.analytics.experiment import experiment_report, parse_settings, run_experiment
+    from memledger.analytics.experiment import experiment_report, make_policy, parse_settings, run_experiment
+    from memledger.projections.policy import Policy
+    if list_params:
+        emit(policy_parameters(), "json" if as_json else fmt, out, section)
+        return
     overrides = parse_settings(settings)
+    make_policy(Policy(), overrides)  # a value out of range is refused before memory is opened
     result = _with_progress("replaying", lambda progress: run_experiment(_settings().store(), overrides, until,
                                                                           progress=progress))
     if as_json:
@@ -124,12 +138,14 @@ def _write_or_echo(text: str, out: str | None) -> None:
         click.echo(f"wrote {out}")
 
 
-def table_formats(func: Any) -> Any:
+def table_formats(names: tuple[str, ...]) -> Callable[[Any], Any]:
     """`--format` and `--section` for commands whose default output is a readable page, not a table."""
-    func = click.option("--section", default=None, metavar="NAME",
-                        help="One section of the tables (csv and parquet write the first one by default).")(func)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                        help="The answer as tables: table, json, csv or parquet (see `--section`).")(func)
+    def decorate(func: Any) -> Any:
+        func = click.option("--section", default=None, metavar="NAME",
+                            help=f"One table: {', '.join(names)} (csv and parquet write the first by default).")(func)
+        return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+                            help="The answer as tables: table, json, csv or parquet (see `--section`).")(func)
+    return decorate
 
 
 def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
@@ -144,7 +160,7 @@ def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the JSON, HTML or --format output to FILE instead of stdout.")
-@table_formats
+@table_formats(AUDIT_SECTIONS)
 def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
           section: str | None) -> None:
     """What the agent knew at each step of RUN: prompt items, memory as of the step, the action —
@@ -176,7 +192,7 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="With --format: write to FILE instead of stdout.")
-@table_formats
+@table_formats(EXPLAIN_SECTIONS)
 def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str | None, section: str | None) -> None:
     """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
     recalled (in which runs), promoted, decayed, pruned, forgotten. `--format` gives the sections

@@ -19,15 +19,10 @@ from typing import Any
 
 import duckdb
 
+from memledger.analytics.queries import SQL_DIR, sql_text
 from memledger.ledger.errors import LedgerError
 
-SQL_DIR = Path(__file__).with_name("sql")
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-
-
-def sql_text(name: str) -> str:
-    """The text of `analytics/sql/<name>.sql` (SQL lives beside the Python that runs it)."""
-    return (SQL_DIR / f"{name}.sql").read_text()
 
 
 def extension_path(package: str, name: str) -> Path:

@@ -41,6 +41,27 @@ EXPERIMENT_PROJECTIONS = ("lessons", "knowledge", "trajectories")
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
 OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired"})
 AREAS = ("tier1", "tier2", "facts", "trajectories")
+#: the tables of `experiment_report`, the first being the main one
+EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes")
+
+
+def policy_parameters() -> "Report":
+    """Every parameter `--set` accepts: name, type, default, allowed range and what it does."""
+    from memledger.analytics.output import Report, Table
+    from memledger.projections.policy import Policy
+    rows = []
+    for name, info in Policy.model_fields.items():
+        bounds = {k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
+        kind = getattr(info.annotation, "__name__", str(info.annotation))
+        if kind == "bool":
+            allowed = "true or false"
+        elif "le" in bounds:
+            allowed = f"{bounds.get('ge', bounds.get('gt'))} to {bounds['le']}"
+        else:
+            allowed = f">= {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else "any"
+        rows.append((name, kind, info.default, allowed, info.description))
+    return Report("Policy parameters (memledger experiment --set NAME=VALUE)",
+                  {"parameters": Table(["name", "type", "default", "range", "meaning"], rows, "parameters")})
 
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
@@ -389,5 +410,5 @@ def experiment_report(result: dict[str, Any]) -> "Report":
     changed = ", ".join(f"{k}={v}" for k, v in result["policy"].items()) or "the default policy"
     title = (f"Experiment with {changed} up to seq {result['until']}: {result['differences']} difference(s)"
              + (f", first at seq {result['first_divergence_seq']}" if result["first_divergence_seq"] else ""))
-    return Report(title, {"decisions": decisions, "timeline": timeline,
-                          "final": Table.from_records(final_rows, ["area", "item", "difference"]), "sizes": sizes})
+    tables = (decisions, timeline, Table.from_records(final_rows, ["area", "item", "difference"]), sizes)
+    return Report(title, dict(zip(EXPERIMENT_SECTIONS, tables)))

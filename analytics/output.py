@@ -1,17 +1,8 @@
-"""One output path for every analytics command: `--format table|json|csv|parquet`.
+"""Answers as data: a `Report` of named sections, each a `Table` (column names and rows), and
+their plain serializations (CSV text, a parquet file).
 
-A command's answer is a `Report`: named sections, each a `Table` (column
-names and rows). How the formats carry several sections:
-
-- `table`: every section as a rich table (human-facing);
-- `json`: one object `{section: [row objects]}` (every section), or the row
-  array of one section when `--section` names it;
-- `csv` and `parquet`: a single table, so they write one section: the one
-  `--section` names, else the first (the command's main table).
-
-`--out FILE` writes to a file instead of stdout. Parquet is binary: without
-`--out` it is written to stdout as bytes, and refused when stdout is a
-terminal (redirect it, or pass `--out`).
+Every command that lists things builds a `Report`; the command line
+(`memledger.output`) prints it as a table, JSON, CSV or parquet.
 """
 from __future__ import annotations
 
@@ -19,20 +10,15 @@ import csv
 import datetime as dt
 import io
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import click
 import orjson
 
 from memledger.ledger.errors import LedgerError
-
-FORMATS = ("table", "json", "csv", "parquet")
-
 
 @dataclass
 class Table:
@@ -41,6 +27,8 @@ class Table:
     columns: list[str]
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     title: str = ""
+    #: the columns a table for people shows (None: every column); json, csv and parquet carry all
+    shown: list[str] | None = None
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, (plain(v) for v in row))) for row in self.rows]
@@ -97,7 +85,8 @@ def plain(value: Any) -> Any:
 _TS = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)\.\d+Z$")
 
 
-def _cell(value: Any) -> str:
+def cell_text(value: Any) -> str:
+    """A value as one table cell: times to the second, floats to 4 significant digits, lists joined."""
     value = plain(value)
     if value is None:
         return ""
@@ -108,7 +97,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
     if isinstance(value, list):
-        return ", ".join(_cell(v) for v in value)
+        return ", ".join(cell_text(v) for v in value)
     if isinstance(value, dict):
         return orjson.dumps(value).decode()
     return str(value)
@@ -148,69 +137,3 @@ def to_parquet(table: Table, sink: str | Path | BinaryIO) -> None:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             arrays[c] = pa.array([None if v is None else orjson.dumps(v).decode() for v in values], type=pa.string())
     pq.write_table(pa.table(arrays) if arrays else pa.table({}), sink)
-
-
-def render_rich(report: Report, section: str | None = None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    names = [report.section(section)[0]] if section else list(report.sections)
-    console.print(f"[bold]{escape(report.title)}[/bold]")
-    for name in names:
-        t = report.sections[name]
-        rt = RichTable(title=escape(t.title or name), title_justify="left", show_lines=False)
-        for c in t.columns:
-            rt.add_column(escape(c), overflow="fold")
-        for row in t.rows:  # cells are data (page text, errors): never rich markup
-            rt.add_row(*(Text(_cell(v)) for v in row))
-        if not t.rows:
-            console.print(f"[dim]{escape(t.title or name)}: no rows[/dim]")
-        else:
-            console.print(rt)
-
-
-def emit(report: Report, fmt: str, out: str | Path | None = None, section: str | None = None) -> None:
-    """Write `report` in `fmt` to `out` (a file) or stdout."""
-    if fmt not in FORMATS:
-        raise LedgerError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    if fmt == "table":
-        if out is not None:
-            raise LedgerError("--out needs --format json, csv or parquet")
-        render_rich(report, section)
-        return
-    if fmt == "parquet":
-        _, table = report.section(section)
-        if out is not None:
-            to_parquet(table, str(out))
-            return
-        if sys.stdout.isatty():
-            raise LedgerError("parquet is binary: pass --out FILE or redirect stdout")
-        buf = io.BytesIO()
-        to_parquet(table, buf)
-        sys.stdout.buffer.write(buf.getvalue())
-        sys.stdout.buffer.flush()
-        return
-    if fmt == "json":
-        payload: Any = report.section(section)[1].records() if section else report.as_json()
-        text = orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n"
-    else:
-        text = to_csv(report.section(section)[1])
-    if out is not None:
-        Path(out).write_text(text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-def format_options(func: Any) -> Any:
-    """The shared `--format/--out/--section` options of every analytics command."""
-    func = click.option("--section", default=None, metavar="NAME",
-                        help="One section of the answer (csv and parquet write the first one by default).")(func)
-    func = click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                        help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).")(func)
-    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                        help="Output format.")(func)
-    return func

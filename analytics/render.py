@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.text import Text
 from rich.table import Table
 
+from memledger.projections.text import clip
+
 
 def _origin(o: dict[str, Any] | None) -> str:
     if not o:
@@ -50,24 +52,24 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
             for c in ("source", "prio", "tokens", "text", "came from"):
                 t.add_column(c, overflow="fold")
             for it in p["items"]:
-                t.add_row(_x(it["source"]), str(it["priority"]), str(it["tokens"]), _x(it["text"][:120]),
+                t.add_row(_x(it["source"]), str(it["priority"]), str(it["tokens"]), _x(clip(it["text"], 120)),
                           _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
             for it in p["trimmed"]:
                 t.add_row(_x(f"trimmed: {it['source']}", "dim"), str(it["priority"]), str(it["tokens"]),
-                          _x(it["text"][:120], "dim"), _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
+                          _x(clip(it["text"], 120), "dim"), _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
             console.print(t)
         mem = s["memory"]
         t = Table(title="memory", title_justify="left")
         for c in ("kind", "item", "detail", "taught by"):
             t.add_column(c, overflow="fold")
         for l in mem["tier1"]:
-            t.add_row("Tier 1", _x(l["lesson"][:100]), _x(f"{l['category']}, used {l['use_count']}x"), _x(_origin(l["taught_by"])))
+            t.add_row("Tier 1", _x(clip(l["lesson"], 100)), _x(f"{l['category']}, used {l['use_count']}x"), _x(_origin(l["taught_by"])))
         for r in mem["recalled"]:
             label = f"{r['kind']} recall (seq {r['seq']})"
             if not r["lessons"]:
                 t.add_row(label, "[dim]no match[/dim]", "", "")
             for l in r["lessons"]:
-                t.add_row(label, _x((l.get("lesson") or l["lesson_id"])[:100]), _x(l.get("category") or ""),
+                t.add_row(label, _x(clip(l.get("lesson") or l["lesson_id"], 100)), _x(l.get("category") or ""),
                           _x(_origin(l.get("taught_by"))))
         if mem["trajectory"]:
             tr = mem["trajectory"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from memledger.analytics.answers import analyse_all
 from memledger.analytics.output import Report, Table, plain
+from memledger.projections.text import clip
 
 MAX_ROWS = 60
 PLOT_SIZE = (7.0, 3.6)
@@ -75,7 +76,7 @@ def plot_decay(r: Report) -> bytes:
         for row in tl.records():
             if row["confidence"] is None:
                 continue
-            name = f"{row['domain']} {row['fact_type']}:{row['key']}={str(row['value'])[:18]}"
+            name = f"{row['domain']} {row['fact_type']}:{row['key']}={clip(str(row['value']), 18)}"
             series.setdefault(name, []).append((row["seq"], row["confidence"] if row["alive"] else 0.0))
         for name, pts in list(series.items())[:12]:
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", marker="o", ms=3, label=name)

@@ -14,6 +14,9 @@ from typing import Any
 
 from memledger.analytics.output import Report, Table
 
+#: the tables of `audit_report` and `explain_report`, the first being the main one
+AUDIT_SECTIONS = ("steps", "prompt_items", "memory")
+EXPLAIN_SECTIONS = ("life", "now", "recalled_in_runs")
 _TAUGHT = ("taught_by_run", "taught_by_step", "taught_by_seq", "taught_by_type")
 
 
@@ -75,7 +78,7 @@ def audit_report(data: dict[str, Any]) -> Report:
                                        it.get("priority"), it.get("tokens"), it.get("truncated"), it.get("text"),
                                        _origins(it.get("origins"))))
         memory.rows += _memory_rows(s["step"], s.get("memory") or {})
-    return Report(f"Audit of run {data['run_id']}", {"steps": steps, "prompt_items": items, "memory": memory})
+    return Report(f"Audit of run {data['run_id']}", dict(zip(AUDIT_SECTIONS, (steps, items, memory))))
 
 
 def explain_report(data: dict[str, Any]) -> Report:
@@ -84,7 +87,6 @@ def explain_report(data: dict[str, Any]) -> Report:
                                                       "domain", "detail"], title=f"{data['kind']} {data['item']}: life")
     now = data.get("now")
     current = now if isinstance(now, list) else ([now] if now else [])  # facts and selectors: one row per match
-    sections = {"life": life, "now": Table.from_records(current, title=f"now: {data.get('status')}"),
-                "recalled_in_runs": Table(["run_id"], [(r,) for r in data.get("recalled_in_runs") or ()],
-                                          title="recalled in runs")}
-    return Report(f"Life of {data['kind']} {data['item']}", sections)
+    tables = (life, Table.from_records(current, title=f"now: {data.get('status')}"),
+              Table(["run_id"], [(r,) for r in data.get("recalled_in_runs") or ()], title="recalled in runs"))
+    return Report(f"Life of {data['kind']} {data['item']}", dict(zip(EXPLAIN_SECTIONS, tables)))

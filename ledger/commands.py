@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterable
 
 import click
 import orjson
+
+from memledger.analytics.output import Report, Table, cell_text
+from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
+from memledger.projections.text import clip
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
@@ -35,16 +40,33 @@ def summarize(ev: RecordedEvent) -> str:
     d = ev.data
     for key in ("lesson", "goal", "value", "error_snippet", "summary", "selector", "subject", "trajectory_id"):
         if d.get(key):
-            return str(d[key])[:80]
+            return str(d[key])
     if ev.type == "step_recorded":
         a = d.get("action", {})
-        return f"{a.get('command')} {'ok' if d.get('ok') else 'ERROR ' + str(d.get('error'))[:60]}"
+        return f"{a.get('command')} {'ok' if d.get('ok') else 'ERROR ' + str(d.get('error'))}"
     return ""
 
 
-def format_line(ev: RecordedEvent) -> str:
-    where = f"{ev.run_id}#{ev.step}" if ev.run_id and ev.step is not None else (ev.run_id or "-")
-    return f"{ev.seq:>7}  {ev.recorded_at}  {ev.type:<20} {where:<28} {ev.domain or '-':<22} {summarize(ev)}"
+def _where(ev: RecordedEvent) -> str:
+    return f"{ev.run_id}#{ev.step}" if ev.run_id and ev.step is not None else (ev.run_id or "-")
+
+
+def format_line(ev: RecordedEvent, width: int = PIPED_WIDTH) -> str:
+    """One event as a line of `events --format table` (streamed, so a log of any length prints at
+    once): the summary fills what the terminal has left, cut with "…"."""
+    head = (f"{ev.seq:>7} {cell_text(ev.recorded_at)} {ev.type:<20} {_where(ev):<20} "
+            f"{ev.domain or '-':<18} ")
+    return head + clip(summarize(ev), max(width - len(head), 10))
+
+
+#: `events --format csv|parquet`: one row per event with the whole envelope and the payload as JSON
+ENVELOPE_COLUMNS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
+                    "run_id", "step", "domain", "prev_hash", "hash", "payload")
+
+
+def events_report(events: Iterable[RecordedEvent]) -> Report:
+    rows = [tuple(ev.as_dict()[c] for c in ENVELOPE_COLUMNS) for ev in events]
+    return Report("events", {"events": Table(list(ENVELOPE_COLUMNS), rows)})
 
 
 @click.command()
@@ -68,27 +90,40 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
 @click.option("--type", "types", multiple=True, type=click.Choice(sorted(EVENT_TYPES)))
 @click.option("--run", "run_id", default=None, callback=_ident_option)
 @click.option("--domain", default=None, callback=_domain_option)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line, with the envelope.")
-@click.option("--follow", is_flag=True, help="Keep printing events as other processes append them.")
+@click.option("--follow", is_flag=True, help="Keep printing events as other processes append them (table or json).")
+@listing_options(json_help="Same as --format json: one JSON object per line, with the envelope.")
 def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run_id: str | None,
-           domain: str | None, as_json: bool, follow: bool) -> None:
-    """Print events in seq order, filtered.
+           domain: str | None, follow: bool, fmt: str, out: str | None) -> None:
+    """Print events in seq order, filtered. `--format json` prints one object per line (envelope and
+    payload); csv and parquet one row per event with the envelope and the payload as JSON.
 
     Example: memledger events --type lesson_promoted --json
     """
     store = _settings().store()
     types_set = set(types)
+    if follow and (fmt in ("csv", "parquet") or out is not None):
+        raise click.UsageError("--follow prints to stdout as a table or --format json")
 
-    def emit(ev: RecordedEvent) -> None:
-        if as_json:
-            sys.stdout.write(orjson.dumps(ev.as_dict()).decode() + "\n")
-        else:
-            sys.stdout.write(format_line(ev) + "\n")
+    width = terminal_width() if out is None else PIPED_WIDTH
+
+    def line(ev: RecordedEvent) -> str:
+        return (orjson.dumps(ev.as_dict()).decode() if fmt == "json" else format_line(ev, width)) + "\n"
+
+    def emit_line(ev: RecordedEvent) -> None:
+        sys.stdout.write(line(ev))
         sys.stdout.flush()
 
     if not follow:
-        for ev in store.read(from_seq, to_seq, types=types, run_id=run_id, domain=domain):
-            emit(ev)
+        found = store.read(from_seq, to_seq, types=types, run_id=run_id, domain=domain)
+        if fmt in ("csv", "parquet"):
+            emit(events_report(found), fmt, out)
+        elif out is not None:
+            with open(out, "w") as f:
+                f.writelines(line(ev) for ev in found)
+        else:
+            for ev in found:
+                sys.stdout.write(line(ev))
+            sys.stdout.flush()
         return
     stop = threading.Event()
     try:
@@ -97,7 +132,7 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
                 break
             if (types_set and ev.type not in types_set) or (run_id and ev.run_id != run_id) or (domain and ev.domain != domain):
                 continue
-            emit(ev)
+            emit_line(ev)
     except KeyboardInterrupt:
         stop.set()
 
@@ -115,28 +150,31 @@ def verify() -> None:
     raise LedgerError(f"chain broken at seq {result.first_bad_seq}: {result.reason}")
 
 
+STATS_SECTIONS = ("summary", "by_type", "by_domain", "by_run")
+
+
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
-def stats(as_json: bool) -> None:
-    """Counts by type, domain and run; file size; time span.
+@listing_options(STATS_SECTIONS, json_help="Same as --format json: one object with every count.")
+def stats(fmt: str, out: str | None, section: str | None) -> None:
+    """Counts by type, domain and run; file size; time span. `--format json` is one object
+    (count, by_type, by_domain, by_run, first/last recorded_at, file_bytes) unless --section names a table.
 
     Example: memledger stats --json
     """
     st = _settings().store(create=False).stats()
-    if as_json:
-        click.echo(orjson.dumps(st.__dict__).decode())
+    if fmt == "json" and section is None:
+        text = orjson.dumps(st.__dict__).decode() + "\n"
+        if out is not None:
+            with open(out, "w") as f:
+                f.write(text)
+        else:
+            click.echo(text, nl=False)
         return
-    from rich.console import Console
-    from rich.table import Table
-    console = Console()
-    console.print(f"events: {st.count}   bytes: {st.file_bytes}   span: {st.first_recorded_at} .. {st.last_recorded_at}")
-    for title, counts in (("type", st.by_type), ("domain", st.by_domain), ("run", st.by_run)):
-        table = Table(title=f"by {title}")
-        table.add_column(title)
-        table.add_column("events", justify="right")
-        for key, n in counts.items():
-            table.add_row(str(key), str(n))
-        console.print(table)
+    summary = Table(["events", "bytes", "first_recorded_at", "last_recorded_at"],
+                    [(st.count, st.file_bytes, st.first_recorded_at, st.last_recorded_at)], "summary")
+    tables = [summary] + [Table([title, "events"], list(counts.items()), f"by {title}")
+                          for title, counts in (("type", st.by_type), ("domain", st.by_domain), ("run", st.by_run))]
+    emit(Report("", dict(zip(STATS_SECTIONS, tables))), fmt, out, section)
 
 
 @click.command()
@@ -160,7 +198,7 @@ def copy_command(from_url: str, to_url: str) -> None:
     from rich.progress import Progress
 
     from memledger.ledger.copy import copy_ledger
-    from memledger.ledger.pgstore import display_url
+    from memledger.ledger.location import display_url
     with Progress(transient=True) as bar:
         task = bar.add_task("copying", total=None)
         result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))

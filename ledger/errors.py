@@ -26,6 +26,10 @@ class NotALedger(LedgerError):
     """The file exists but is not a memledger ledger (or is damaged)."""
 
 
+class NoLedger(NotALedger):
+    """Nothing is there yet: no ledger file (or table) to read."""
+
+
 class NewerSchema(LedgerError):
     """The ledger was written by a newer memledger than this one."""
 

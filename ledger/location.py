@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +43,42 @@ def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
     return p
 
 
+def display_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The ledger file a SQLite store URL names, or None for a PostgreSQL URL.
+
+    `sqlite:///rel/ledger.db` is relative and `sqlite:////abs/ledger.db` absolute (SQLAlchemy's
+    convention: three slashes, then the path); a bare path (no scheme) is the file itself, or
+    `ledger.db` inside it when it is a directory.
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///"):])
+    if "://" in url or url.startswith("sqlite:"):
+        raise LedgerError(f"unsupported store URL {url[:60]!r}: use postgresql://..., sqlite:///relative/path, "
+                          "sqlite:////absolute/path or a bare path")
+    path = Path(url)
+    return path / LEDGER_FILE if path.is_dir() else path
+
+
 def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Any:
-    """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, else SQLite in the memory dir."""
+    """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, a SQLite file when it
+    is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir."""
     url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
-    if url and url.startswith(("postgresql://", "postgres://")):
-        from memledger.ledger.pgstore import PostgresStore
-        return PostgresStore.open(url, create=create, **kwargs)
-    if url and url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///"):])
+    from memledger.ledger.store import SqliteStore
+    if url:
+        path = sqlite_path(url)
+        if path is None:
+            from memledger.ledger.pgstore import PostgresStore
+            return PostgresStore.open(url, create=create, **kwargs)
         if create:
             memory_dir(path.parent)
-        from memledger.ledger.store import SqliteStore
         return SqliteStore.open(path, create=create, **kwargs)
-    if url:
-        raise LedgerError(f"unsupported store URL {url[:60]!r}: use postgresql://... or sqlite:///path")
-    from memledger.ledger.store import SqliteStore
     d = memory_dir(memory, create=create)
     return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)
 

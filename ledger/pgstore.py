@@ -27,7 +27,6 @@ Usage::
 """
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -40,8 +39,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memledger.ledger.clock import Clock, normalize_ts, system_clock
 from memledger.ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked,
-                           LedgerReadOnly, NewerSchema, NotALedger)
+                           LedgerReadOnly, NewerSchema, NoLedger, NotALedger)
 from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
                           VerifyResult, _env_busy_timeout, read_filter, row_to_event, walk_chain)
@@ -87,11 +87,6 @@ _SCHEMA = [
         FOR EACH STATEMENT EXECUTE FUNCTION memledger_notify()""",
     f"COMMENT ON TABLE events IS 'memledger ledger (store schema {STORE_SCHEMA_VERSION}); append-only'",
 ]
-
-
-def display_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
@@ -256,7 +251,7 @@ class PostgresStore:
             state = self._schema_state()
             if state is None:
                 if not create:
-                    raise NotALedger(f"{self.where}: no ledger here")
+                    raise NoLedger(f"{self.where}: no ledger here")
                 with self.conn.transaction():
                     self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLICATION_ID,))
                     if self._schema_state() is None:

@@ -29,7 +29,7 @@ import orjson
 import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NotALedger, translated
+from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, translated
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor
@@ -270,7 +270,7 @@ class SqliteStore:
         path = str(self.path)
         exists = self.path.exists() and self.path.stat().st_size > 0
         if not exists and not create:
-            raise NotALedger(f"{path}: no ledger here")
+            raise NoLedger(f"{path}: no ledger here")
         if not exists:
             if not self.path.parent.exists():
                 raise LedgerError(f"{path}: directory {self.path.parent} does not exist")

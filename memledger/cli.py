@@ -8,6 +8,7 @@ knows becomes one line on stderr and exit 1.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -20,7 +21,28 @@ LAYERS = ("memledger.ledger.commands", "memledger.projections.commands", "memled
           "memledger.projections.interop.commands", "memledger.projections.forget_command")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
+READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",
+                        "explain", "experiment", "fork", "report", "watch", "export"})
+
+
+class ReaderGone(Exception):
+    """stdout's reader closed the pipe (`memledger events | head`)."""
+
+
+class FaceGroup(click.Group):
+    """The top-level group; a closed stdout leaves the command as `ReaderGone`, before click's own
+    handler turns it into exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise ReaderGone() from None
+
+
+@click.group(cls=FaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="memledger", prog_name="memledger", message="%(prog)s %(version)s")
 @click.option("--memory-dir", envvar="MEMLEDGER_DIR", default=None, metavar="DIR",
               help="Memory directory (env MEMLEDGER_DIR, default .agent-memory).")
 @click.option("--store", "store_url", envvar="MEMLEDGER_STORE", default=None, metavar="URL",
@@ -28,7 +50,7 @@ LAYERS = ("memledger.ledger.commands", "memledger.projections.commands", "memled
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
     """memledger: an event-sourced memory ledger for LLM browser agents."""
-    settings = Settings(memory=memory_dir, store_url=store_url)
+    settings = Settings(memory=memory_dir, store_url=store_url, reads_only=ctx.invoked_subcommand in READS_ONLY)
     hook = getattr(_optional("memledger.projections.writer"), "policy_writer", None)
     if hook is not None:
         settings.writer = hook
@@ -68,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except (ReaderGone, BrokenPipeError):
+        _quiet_broken_pipe()
     except ValueError as exc:
         if "null byte" not in str(exc):  # a path with a NUL (only reachable in-process); anything else is a bug
             raise
@@ -76,3 +100,16 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         click.echo(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), err=True)
         sys.exit(1)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (`memledger events | head`): not an error. Point stdout at /dev/null so
+    that Python's final flush does not complain, and exit 0."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in-process)
+        pass
+    finally:
+        os.close(devnull)
+    sys.exit(0)

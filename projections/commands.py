@@ -9,9 +9,10 @@ import dataclasses
 from typing import Any
 
 import click
-import orjson
 
+from memledger.analytics.output import Report, Table
 from memledger.ledger.settings import Settings
+from memledger.output import emit, listing_options
 from memledger.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
 from memledger.projections.state import PROJECTIONS
 
@@ -26,30 +27,21 @@ def _as_of(value: str | None) -> int | str | None:
     return int(value) if value.strip().isdigit() else value
 
 
-def _json(items: list[Any]) -> None:
-    click.echo(orjson.dumps([dataclasses.asdict(i) if dataclasses.is_dataclass(i) else i for i in items]).decode())
+def _display(value: Any) -> Any:
+    """A table cell: a tuple of records (a trajectory's steps) shows its length."""
+    if isinstance(value, tuple) and value and not isinstance(value[0], str):
+        return len(value)
+    return value
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
-    if isinstance(value, tuple):
-        return str(len(value)) if value and not isinstance(value[0], str) else ", ".join(value)
-    return str(value)
-
-
-def _table(title: str, columns: tuple[str, ...], items: list[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-    table = Table(title=Text(title))
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for item in items:
-        table.add_row(*(Text(_cell(getattr(item, col, None))) for col in columns))  # data, never markup
-    Console().print(table)
+def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) -> Report:
+    """The table shows `columns`; json, csv and parquet carry every field of every item."""
+    if fmt == "table":
+        rows = [tuple(_display(getattr(item, c, None)) for c in columns) for item in items]
+        return Report(title, {"items": Table(list(columns), rows)})
+    records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) else i for i in items]
+    columns = tuple(records[0]) if records else columns
+    return Report(title, {"items": Table.from_records(records, columns)})
 
 
 @click.command()
@@ -64,14 +56,9 @@ def rebuild(projection: tuple[str, ...]) -> None:
     from memledger.projections.state import digests
     s = _settings()
     state = rebuild_projections(s.store(), s.projections_path, projections=projection or None)
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=f"projections rebuilt at seq {state.head}")
-    table.add_column("projection")
-    table.add_column("digest (sha256)")
-    for name, dig in digests(state, projection or PROJECTIONS).items():
-        table.add_row(name, dig)
-    Console().print(table)
+    rows = list(digests(state, projection or PROJECTIONS).items())
+    emit(Report(f"projections rebuilt at seq {state.head}", {"digests": Table(["projection", "digest (sha256)"], rows)}),
+         "table")
 
 
 @click.command()
@@ -79,18 +66,15 @@ def rebuild(projection: tuple[str, ...]) -> None:
 @click.option("--domain", default=None, help="Only this domain (and its subdomains where it applies).")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|ISO-TIME",
               help="Memory as the ledger knew it at this seq or recorded time.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array with every field.")
-def state(kind: str, domain: str | None, as_of: str | None, as_json: bool) -> None:
+@listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")
+def state(kind: str, domain: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
     """Show one projection's current (or past) state.
 
     Example: memledger state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
     """
     s = _settings()
     head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of))
-    if as_json:
-        _json(items)
-        return
-    _table(f"{kind} at seq {head}" + (f" ({domain})" if domain else ""), COLUMNS[kind], items)
+    emit(_report(f"{kind} at seq {head}" + (f" ({domain})" if domain else ""), COLUMNS[kind], items, fmt), fmt, out)
 
 
 @click.command()
@@ -98,8 +82,9 @@ def state(kind: str, domain: str | None, as_of: str | None, as_json: bool) -> No
 @click.option("--domain", default=None)
 @click.option("--status", type=click.Choice(["running", "completed", "failed"]), default=None)
 @click.option("--limit", type=click.IntRange(min=0), default=None)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of run manifests.")
-def runs(session_id: str | None, domain: str | None, status: str | None, limit: int | None, as_json: bool) -> None:
+@listing_options(json_help="Same as --format json: an array of run manifests with every field.")
+def runs(session_id: str | None, domain: str | None, status: str | None, limit: int | None, fmt: str,
+         out: str | None) -> None:
     """List run manifests, newest first (seed 000's `bad runs`).
 
     Example: memledger runs --session-id proj_123 --json
@@ -107,27 +92,22 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
     from memledger.projections.view import MemoryView
     s = _settings()
     items = MemoryView.open(s.store(), s.projections_path).runs(session_id, domain, status, limit)
-    if as_json:
-        _json(items)
-        return
-    _table("runs", COLUMNS["runs"] + ("success", "final_url"), items)
+    emit(_report("runs", COLUMNS["runs"] + ("success", "final_url"), items, fmt), fmt, out)
 
 
 @click.command()
 @click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME")
 @click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME")
-@click.option("--json", "as_json", is_flag=True)
-def diff(from_seq: str, to_seq: str, as_json: bool) -> None:
+@listing_options(json_help="Same as --format json: an array of changes.")
+def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     """What memory gained, lost, promoted and decayed between two points of the log.
 
     Example: memledger diff --from 100 --to 250
     """
     s = _settings()
     changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)
-    if as_json:
-        _json(changes)
-        return
-    _table(f"memory changes from {from_seq} to {to_seq}", tuple(f.name for f in dataclasses.fields(Change)), changes)
+    emit(_report(f"memory changes from {from_seq} to {to_seq}", tuple(f.name for f in dataclasses.fields(Change)),
+                 changes, fmt), fmt, out)
 
 
 COMMANDS = [rebuild, state, runs, diff]

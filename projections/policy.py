@@ -16,10 +16,10 @@ to triggered_domains, so `decide` evaluates promotion on recall events too.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.events import (
     FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload,
@@ -35,28 +35,28 @@ class Policy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    promotion_min_uses: int = 5
-    promotion_min_domains: int = 3
-    tier1_cap: int = 10
-    recall_top_k: int = 3
-    prune_max_age_days: float = 90
-    prune_min_uses: int = 5
-    fact_initial_confidence: float = 0.6
-    fact_confirm_rate: float = 0.2
-    fact_decay: float = 0.5
-    fact_prune_below: float = 0.1
-    fact_prompt_min: float = 0.5
-    trajectory_min_similarity: float = 0.5
-    trace_ttl_days: float = 30
-    trace_scoring: bool = False
-    trace_recency_days: float = 14
-    replay_min_similarity: float = 0.85
-    session_history: int = 5
-    session_full_detail: int = 2
-    step_memory_min_iou: float = 0.7
-    step_memory_top: int = 10
-    loop_threshold: int = 3
-    loop_window: int = 10
+    promotion_min_uses: Annotated[int, Field(ge=1, description="uses before a lesson can be promoted to Tier 1")] = 5
+    promotion_min_domains: Annotated[int, Field(ge=0, description="distinct domains a lesson must have helped on")] = 3
+    tier1_cap: Annotated[int, Field(ge=0, description="most Tier 1 lessons loaded into the system prompt")] = 10
+    recall_top_k: Annotated[int, Field(ge=0, description="lessons returned by a recall")] = 3
+    prune_max_age_days: Annotated[float, Field(ge=0, description="a learned lesson unused this long may be pruned")] = 90
+    prune_min_uses: Annotated[int, Field(ge=0, description="lessons used this often are never pruned")] = 5
+    fact_initial_confidence: Annotated[float, Field(ge=0, le=1, description="confidence of a newly observed fact")] = 0.6
+    fact_confirm_rate: Annotated[float, Field(ge=0, le=1, description="share of the gap to 1 a confirmation adds")] = 0.2
+    fact_decay: Annotated[float, Field(ge=0, le=1, description="factor applied to facts a new value contradicts")] = 0.5
+    fact_prune_below: Annotated[float, Field(ge=0, le=1, description="facts below this confidence are pruned")] = 0.1
+    fact_prompt_min: Annotated[float, Field(ge=0, le=1, description="facts at or above this confidence reach prompts")] = 0.5
+    trajectory_min_similarity: Annotated[float, Field(ge=0, le=1, description="goal similarity for a reference trajectory")] = 0.5
+    trace_ttl_days: Annotated[float, Field(ge=0, description="trajectories older than this expire")] = 30
+    trace_scoring: Annotated[bool, Field(description="rank trajectories by similarity, recency, speed, verification")] = False
+    trace_recency_days: Annotated[float, Field(gt=0, description="time scale of the recency score")] = 14
+    replay_min_similarity: Annotated[float, Field(ge=0, le=1, description="goal similarity to replay without the model")] = 0.85
+    session_history: Annotated[int, Field(ge=0, description="completed runs kept per domain")] = 5
+    session_full_detail: Annotated[int, Field(ge=0, description="newest sessions shown in full in prompts")] = 2
+    step_memory_min_iou: Annotated[float, Field(ge=0, le=1, description="element overlap for a graded step to match")] = 0.7
+    step_memory_top: Annotated[int, Field(ge=0, description="graded steps offered per prompt")] = 10
+    loop_threshold: Annotated[int, Field(ge=1, description="repeats of one action that raise a loop warning")] = 3
+    loop_window: Annotated[int, Field(ge=1, description="recent steps searched for repeats")] = 10
 
     def fingerprint(self) -> str:
         """A stable digest of every field: projections.db rebuilds when it changes."""

@@ -23,6 +23,18 @@ def words(text: str | None) -> frozenset[str]:
     return frozenset(WORD_RE.findall(text.lower()))
 
 
+def clip(text: str | None, limit: int) -> str:
+    """`text` in at most `limit` characters; a cut ends with "…" (at a word boundary when one is near)."""
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 1, 0)]
+    space = head.rfind(" ")
+    if space >= limit * 2 // 3:
+        head = head[:space]
+    return head.rstrip() + "…"
+
+
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
     """|a ∩ b| / |a ∪ b|; empty sets match nothing (0.0)."""
     if not a or not b:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 from pathlib import Path
 
 import orjson
@@ -11,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memledger.analytics.answers import ANALYSES, analyse, sections
-from memledger.analytics.output import emit
+from memledger.output import emit
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
 from tests.analytics_builders import learning_ledger
@@ -125,6 +124,9 @@ def test_parquet_to_stdout_writes_bytes(memory: Path) -> None:
 def test_no_ledger_is_a_one_line_error(tmp_path: Path) -> None:
     d = tmp_path / "empty"
     res = run_cli("--memory-dir", str(d), "analytics", "runs", "--format", "json")
-    # an empty memory dir gets an empty ledger: every answer is empty, not an error
-    assert res.code == 0 and orjson.loads(res.out)["runs"] == []
-    shutil.rmtree(d)
+    # a place with no ledger is a typo more often than empty memory: said, and nothing created
+    assert res.code == 1 and res.err == f"error: no memory at {d}\n" and not d.exists()
+    d.mkdir(mode=0o700)
+    SqliteStore.open(d / "ledger.db").close()
+    res = run_cli("--memory-dir", str(d), "analytics", "runs", "--format", "json")
+    assert res.code == 0 and orjson.loads(res.out)["runs"] == []  # an empty ledger: every answer is empty

@@ -158,7 +158,7 @@ def test_verify_ok_and_broken(filled: Path) -> None:
 
 def test_verify_without_a_ledger_creates_nothing(tmp_path: Path) -> None:
     r = run_cli("--memory-dir", str(tmp_path / "none"), "verify")
-    assert r.code == 1 and "no ledger" in r.err
+    assert r.code == 1 and r.err == f"error: no memory at {tmp_path / 'none'}\n"
     assert not (tmp_path / "none").exists()
 
 
@@ -170,7 +170,7 @@ def test_stats(filled: Path) -> None:
     assert st["by_domain"] == {"a.com": 2, "b.com": 2} and st["by_run"] == {"r1": 2, "r2": 2}
     assert st["file_bytes"] > 0 and st["first_recorded_at"] <= st["last_recorded_at"]
     text = run_cli("--memory-dir", str(filled), "stats").out
-    assert "events: 5" in text and "run_started" in text and "a.com" in text and "r2" in text
+    assert "│      5 │" in text and "run_started" in text and "a.com" in text and "r2" in text
 
 
 # A small JSON Schema checker for the subset pydantic emits (no jsonschema dependency).

@@ -2,6 +2,7 @@
 
 -- name: runs
 -- One row per run: how it started, how (and whether) it ended.
+-- show: run_id, status, goal, domain, memory_enabled, turns, tokens_in, duration_ms, started_at
 WITH done AS (
     SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
 )

@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import openai
 
 from memledger.agent.browser import Element, Observation
 from memledger.agent.budget import estimate_tokens
@@ -458,17 +458,23 @@ TOOLS = [
 
 
 class OpenAIPolicy:
-    """Chat completions with tool calls against any OpenAI-compatible endpoint."""
+    """Chat completions with tool calls against any OpenAI-compatible endpoint, through the official
+    `openai` client: every request has a timeout, and a 408, 409, 429 or 5xx answer (or a dropped
+    connection) is retried up to `max_retries` times with exponential backoff (0.5 s doubling,
+    jittered, at most 8 s; a `Retry-After` header is honoured)."""
 
     name = "openai"
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, max_retries: int = 4):
         self.base_url = (base_url or os.environ.get("MEMLEDGER_LLM_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.model = model or os.environ.get("MEMLEDGER_LLM_MODEL") or "gpt-4o-mini"
         self.api_key = api_key if api_key is not None else os.environ.get("MEMLEDGER_LLM_API_KEY", "")
         self.timeout = timeout
         self.system_prompt = ""
+        # the client insists on a key; a local endpoint that needs none gets a placeholder bearer token
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "no-key", timeout=timeout,
+                                    max_retries=max_retries)
 
     def start(self, goal: str, system_prompt: str) -> None:
         self.system_prompt = system_prompt
@@ -479,21 +485,18 @@ class OpenAIPolicy:
             {"role": "user", "content": ctx.step_prompt}]}
 
     def decide(self, ctx: DecisionContext) -> Decision:
-        body = json.dumps(self.request(ctx)).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                data = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise PolicyError(f"model endpoint {self.base_url} unreachable: {getattr(exc, 'reason', exc)}") from exc
-        except ValueError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} returned invalid JSON") from exc
-        return self.parse(data, ctx)
+            completion = self.client.chat.completions.create(**self.request(ctx))
+        except openai.APIStatusError as exc:
+            raise PolicyError(f"model endpoint {self.base_url} answered HTTP {exc.status_code}") from exc
+        except openai.APITimeoutError as exc:
+            raise PolicyError(f"model endpoint {self.base_url} timed out after {self.timeout:g} s") from exc
+        except openai.APIConnectionError as exc:
+            raise PolicyError(f"model endpoint {self.base_url} unreachable: {exc.__cause__ or exc}") from exc
+        except openai.OpenAIError as exc:  # e.g. a body that is not JSON
+            raise PolicyError(f"model endpoint {self.base_url} returned an invalid answer "
+                              f"({type(exc).__name__})") from exc
+        return self.parse(completion.model_dump(), ctx)
 
     def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:
         usage = data.get("usage") or {}

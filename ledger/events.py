@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from memledger.ledger.redact import MARKER
+from memledger.ledger.suffixes import is_public_suffix
 
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?)*(?::[0-9]{1,5})?$")
 IDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
@@ -279,7 +280,11 @@ class _LessonFields(Payload):
     @field_validator("scope_domain")
     @classmethod
     def _scope(cls, v: str | None) -> str | None:
-        return check_domain(v)
+        v = check_domain(v)
+        if v is not None and is_public_suffix(v):
+            raise ValueError(f"scope {v!r} is a public suffix (every site under it would share the lesson): "
+                             "scope a lesson to one site, e.g. example.com")
+        return v
 
 
 class LessonSeeded(_LessonFields):

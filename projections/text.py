@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from memledger.ledger.clock import parse_ts
+from memledger.ledger.suffixes import host_name, site_of
 
 WORD_RE = re.compile(r"[a-z0-9]+")
 
@@ -44,22 +45,29 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
 
 
 def domain_matches(host: str | None, scope: str | None) -> bool:
-    """`www.amazon.com` matches scope `amazon.com` (suffix on a dot boundary)."""
+    """`www.amazon.com` matches scope `amazon.com` (suffix on a dot boundary), never a scope above
+    the host's registrable domain: `a.co.uk` does not match `co.uk` (see `ledger.suffixes`)."""
     if not host or not scope:
         return False
     host, scope = host.lower(), scope.lower()
-    return host == scope or host.endswith("." + scope)
+    if host == scope:
+        return True
+    site = site_of(host)
+    return host.endswith("." + scope) and site is not None and len(host_name(scope)) >= len(site)
 
 
 def parent_domains(host: str) -> list[str]:
-    """`www.amazon.com` -> [`www.amazon.com`, `amazon.com`, `com`]: every scope that matches it."""
+    """`www.amazon.com` -> [`www.amazon.com`, `amazon.com`]: every scope that matches it, down to
+    its registrable domain (never a public suffix such as `com`)."""
     host = host.lower()
+    site = site_of(host)
     out = [host]
     i = host.find(".")
-    while i >= 0:
+    while i >= 0 and site is not None:
         host = host[i + 1:]
-        if host:
-            out.append(host)
+        if len(host_name(host)) < len(site):
+            break
+        out.append(host)
         i = host.find(".")
     return out
 

@@ -424,14 +424,14 @@ def test_openai_policy_speaks_chat_completions_with_tools(stub_server: str, monk
     assert req["model"] == "stub-model" and [m["role"] for m in req["messages"]] == ["system", "user"]
     assert req["messages"][1]["content"] == "STEP"
     assert {t["function"]["name"] for t in req["tools"]} >= {"click", "fill", "type", "press", "finish"}
-    assert _Stub.headers_seen[0]["Authorization"] == "Bearer test-key-123"
+    assert {k.lower(): v for k, v in _Stub.headers_seen[0].items()}["authorization"] == "Bearer test-key-123"
 
 
 def test_openai_policy_errors_are_one_line(stub_server: str) -> None:
     p = OpenAIPolicy(base_url=stub_server + "/nope", model="m", api_key="")
     with pytest.raises(PolicyError, match="HTTP 404"):
         p.decide(ctx(SHOP, "x"))
-    dead = OpenAIPolicy(base_url="http://127.0.0.1:9", model="m", api_key="", timeout=2)
+    dead = OpenAIPolicy(base_url="http://127.0.0.1:9", model="m", api_key="", timeout=2, max_retries=0)
     with pytest.raises(PolicyError, match="unreachable"):
         dead.decide(ctx(SHOP, "x"))
     d = p.parse({"choices": [{"message": {"content": "I am done"}}]}, ctx(SHOP, "x"))
@@ -452,7 +452,7 @@ def test_memory_time_is_counted_per_run(tmp_path: Any) -> None:
 
 def test_a_dead_model_endpoint_still_records_the_run(tmp_path: Any) -> None:
     store, mem = _memory(tmp_path)
-    dead = OpenAIPolicy(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=2)
+    dead = OpenAIPolicy(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=2, max_retries=0)
     r = run_task(FakeBrowser(), mem, dead, goal='Open "Go"', start_url="http://fake.test/")
     assert (r.success, r.reason) == (False, "policy_error") and "unreachable" in (r.error or "")
     done = list(store.read(types=["run_completed"]))[-1].data

@@ -147,9 +147,9 @@ READS = {"events": [], "verify": [], "stats": [], "rebuild": [], "state": ["less
          "report": ["--out", "rep"], "watch": ["--timeout", "1"], "export": ["--format", "json", "--out", "x.json"]}
 
 
-def test_reads_on_a_typo_say_no_memory_and_create_nothing(tmp_path: Path) -> None:
+def test_reads_on_a_typo_say_no_memory_and_create_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(READS) == READS_ONLY
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     for command, args in READS.items():
         typo = tmp_path / "agent-memroy"
         r = run_cli("--memory-dir", str(typo), command, *args)
@@ -210,11 +210,11 @@ def test_a_closed_pipe_exits_quietly(memory: Path) -> None:
         assert done.stdout.strip() == "0" and done.stderr == "", (args, done.stderr)
 
 
-def test_sqlite_urls_absolute_relative_and_bare(memory: Path, tmp_path: Path) -> None:
+def test_sqlite_urls_absolute_relative_and_bare(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     absolute = memory / "ledger.db"
     assert str(absolute).startswith("/")
     want = orjson.loads(run_cli("--memory-dir", str(memory), "stats", "--json").out)["count"]
-    os.chdir(memory.parent)
+    monkeypatch.chdir(memory.parent)
     for url in (f"sqlite:///{absolute}", f"sqlite:///{memory.name}/ledger.db", str(absolute), str(memory)):
         r = run_cli("--store", url, "stats", "--json")
         assert r.code == 0 and orjson.loads(r.out)["count"] == want, url

@@ -16,7 +16,8 @@ Example:
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -212,12 +213,42 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
     return per, tot
 
 
+def cold_memory(settings: Any) -> tuple[Any, Path | None]:
+    """Memory for the demo, which measures a cold start: `settings` when its ledger is empty, else
+    settings for the first free `DIR/demo-N/` (returned as the second value), so that running the
+    demo again prints the same table. A store URL that holds events is refused."""
+    events = settings.store().head()
+    if events == 0:
+        return settings, None
+    if settings.store_url:
+        raise LedgerError(f"the demo starts from empty memory, but {settings.where()} holds {events} events: "
+                          "point --store at an empty ledger")
+    n = 2
+    while (settings.dir / f"demo-{n}").exists():
+        n += 1
+    fresh = settings.dir / f"demo-{n}"
+    return replace(settings, memory=str(fresh), store_url=None, _store=None), fresh
+
+
 def run_demo(settings: Any, console: Console | None = None, cases_file: str | None = None,
              audit: bool = True) -> DemoReport:
     """Serve the bundled sites; run the suite with memory off, then twice with memory on; print
-    the comparison and a short audit of one run (the first memory-on run that got site tips)."""
+    the comparison and a short audit of one run (the first memory-on run that got site tips).
+    Memory that is not empty is left alone: the demo runs in a fresh `demo-N/` beside it."""
     console = console or wide_console()
     cases = load_cases(cases_file or CASES_FILE)
+    memory, fresh = cold_memory(settings)
+    if fresh is None:
+        return _demo(memory, console, cases, audit)
+    console.print(Text(f"{settings.dir} already holds memory ({settings.store().head()} events); the demo starts "
+                       f"cold in {fresh}"))
+    try:
+        return _demo(memory, console, cases, audit)
+    finally:
+        memory.close()
+
+
+def _demo(settings: Any, console: Console, cases: list[dict[str, Any]], audit: bool) -> DemoReport:
     policy = Policy()
     passes: dict[str, list[RunResult]] = {}
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:

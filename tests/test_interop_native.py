@@ -94,5 +94,6 @@ def test_native_memory_exports_and_comes_back(tmp_path: Path) -> None:
     assert [(e["action"], e["outcome"]) for e in trayn] == [("click('e3')", "success"), ("fill('e9', 'x')", "failure")]
     assert trayn[0]["think"] == "it is a list" and trayn[1]["taskIncomplete"] == "no lamp bought"
     prompt = export_of(store, "prompt", tmp_path / "p.txt").read_text()
-    assert "1. REPEAT: [/lamps 100%] click: 'Buy'\n   This worked: opened the cart\n" in prompt
-    assert "2. AVOID: [/lamps 100%] fill: 'Search'\n   This failed: wrong box\n   Do this instead: click, then type\n" in prompt
+    assert "1. REPEAT: [www.shop.test/lamps] click: 'Buy'\n   This worked: opened the cart\n" in prompt
+    assert "2. AVOID: [www.shop.test/lamps] fill: 'Search'\n   This failed: wrong box\n   Do this instead: click, then type\n" in prompt
+    assert "100%" not in prompt and "''" not in prompt

@@ -257,8 +257,11 @@ def test_symlinked_out_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="symbolic link"):
         export_of(store, "memory-json", tmp_path / "m.json")
     assert victim.read_text() == "keep me" and not any(target.iterdir())
-    with pytest.raises(LedgerError, match="does not exist"):
-        export_of(store, "json", tmp_path / "missing" / "m.json")
+    (tmp_path / "plain").write_text("a file")
+    with pytest.raises(LedgerError, match="plain/deeper: cannot create"):
+        export_of(store, "json", tmp_path / "plain" / "deeper" / "m.json")
+    export_of(store, "json", tmp_path / "missing" / "m.json")  # missing parents are created, 0700
+    assert (tmp_path / "missing").stat().st_mode & 0o777 == 0o700 and (tmp_path / "missing" / "m.json").exists()
 
 
 def test_a_domain_folder_that_names_no_host_is_refused(tmp_path: Path) -> None:

@@ -153,8 +153,8 @@ def test_prompt_export_lists_graded_memories(tmp_path: Path) -> None:
     store = new_store(tmp_path / "mem")
     import_source(store, TRAYN)
     text = export_of(store, "prompt", tmp_path / "prompt.txt").read_text()
-    expected = (DATA / "seed002" / "prompt.txt").read_text().replace("85%", "100%").replace("72%", "100%")
-    assert text == expected
+    expected = (DATA / "seed002" / "prompt.txt").read_text().replace("[/tickets 85%]", "[desk.example.com/tickets]")
+    assert text == expected.replace("[/tickets 72%]", "[desk.example.com/tickets]")
 
 
 def test_csv_export_has_one_row_per_memory(tmp_path: Path) -> None:
@@ -251,3 +251,15 @@ def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
     assert orjson.loads(export_of(store, "json", tmp_path / "t.json").read_bytes()) == []
     before = export_of(store, "agent-memory", tmp_path / "before", as_of=store.head() - 2)
     assert "www.example.com" in norm_agent_memory(before)["domains"]
+
+
+def test_prompt_export_never_shows_an_empty_target_or_a_made_up_similarity() -> None:
+    from types import SimpleNamespace
+
+    from memledger.projections.interop.exporters import _what
+    press = SimpleNamespace(target_text=None, action={"command": "press", "args": {"key": "Escape"}})
+    assert _what(press) == "Escape"
+    text = render_prompt([PromptItem("REPEAT", "http://shop.test/", None, "press", _what(press), "closed it", None),
+                          PromptItem("AVOID", "", None, "back", "", "lost the form", None)])
+    assert "1. REPEAT: [shop.test/] press: 'Escape'\n" in text and "2. AVOID: [/] back\n" in text
+    assert "''" not in text and "%]" not in text

@@ -288,31 +288,48 @@ class PromptItem:
 
     kind: str  # REPEAT | AVOID
     url: str
-    similarity: float
+    similarity: float | None  # to the current page; None in an export (there is no current page)
     command: str
     target: str
     reason: str | None
     correction: str | None
 
 
+#: what an action without a target element acted with (`press` a key, `goto` a URL...)
+_ARG_KEYS = ("key", "text", "value", "url", "direction", "ms")
+
+
+def _what(m: Any) -> str:
+    if m.target_text:
+        return str(m.target_text)
+    args = m.action.get("args") or {}
+    return next((str(args[k]) for k in _ARG_KEYS if args.get(k) not in (None, "")), "")
+
+
 def prompt_items(state: Any) -> list[PromptItem]:
-    """Graded step memories in export order; without a current page to compare with, 100%."""
+    """Graded step memories in export order (no similarity: there is no current page to compare with)."""
     items = []
     for steps in state.step_memories.by_run.values():
         for m in sorted(steps.values(), key=lambda m: m.step):
             if m.outcome == "pending":
                 continue
-            items.append(PromptItem(m.kind, m.env_before.get("url", ""), m.score or 1.0,
-                                    m.action.get("command", ""), m.target_text or "", m.reason, m.correction))
+            items.append(PromptItem(m.kind, m.env_before.get("url", ""), None, m.action.get("command", ""),
+                                    _what(m), m.reason, m.correction))
     return items
 
 
 def render_prompt(items: Iterable[PromptItem]) -> str:
-    """Seed 002's REPEAT/AVOID text, exactly its shape."""
+    """Seed 002's REPEAT/AVOID text, exactly its shape when the similarity to a current page is
+    known (`[/tickets 85%]`); without one, the page is named by host and path (`[shop.test/cart]`);
+    an action with no target shows nothing after its command."""
     lines = [PROMPT_HEADER]
     for n, it in enumerate(items, start=1):
-        path = urlsplit(it.url).path or "/" if it.url else "/"
-        lines.append(f"{n}. {it.kind}: [{path} {round(it.similarity * 100)}%] {it.command}: '{it.target}'\n")
+        parts = urlsplit(it.url) if it.url else None
+        path = (parts.path or "/") if parts else "/"
+        where = f"{path} {round(it.similarity * 100)}%" if it.similarity is not None else (
+            f"{parts.netloc}{path}" if parts and parts.netloc else path)
+        what = f": '{it.target}'" if it.target else ""
+        lines.append(f"{n}. {it.kind}: [{where}] {it.command}{what}\n")
         if it.kind == "REPEAT":
             if it.reason:
                 lines.append(f"   This worked: {it.reason}\n")

@@ -62,9 +62,7 @@ class ExportTree:
         try:
             st = os.lstat(root)
         except FileNotFoundError:
-            parent = root.parent
-            if not parent.is_dir():
-                raise LedgerError(f"{parent}: directory does not exist") from None
+            make_parents(root)
             try:
                 os.mkdir(root, 0o700)
             except OSError as exc:
@@ -133,10 +131,26 @@ def write_file(path: Path, data: bytes, written: list[Path] | None = None) -> Pa
     return path
 
 
+def make_parents(path: Path) -> None:
+    """Create the directories above `path` that are missing (0700: they will hold memory)."""
+    parent = path.parent
+    if parent.is_dir():
+        return
+    old_umask = os.umask(0o077)
+    try:
+        parent.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        raise LedgerError(f"{parent}: not a directory") from None
+    except OSError as exc:
+        raise LedgerError(f"{parent}: cannot create ({exc.strerror})") from exc
+    finally:
+        os.umask(old_umask)
+
+
 def write_single(out: Path, data: bytes) -> Path:
-    """A one-file export: the parent must exist; a symlink or directory at `out` is refused."""
-    if not out.parent.is_dir():
-        raise LedgerError(f"{out.parent}: directory does not exist")
+    """A one-file export (missing parent directories are created); a symlink or directory at `out`
+    is refused."""
+    make_parents(out)
     if out.is_symlink():
         raise LedgerError(f"{out}: is a symbolic link; refusing to write through it")
     if out.is_dir():

@@ -1,0 +1,43 @@
+"""`memledger demo` always measures a cold start: run twice on one directory, it says the memory is
+there, runs in a fresh `demo-N/` beside it and prints the same table (the README's main command)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from memledger.agent.sites import CASES_FILE
+from memledger.ledger.store import SqliteStore
+from tests.cli_runner import run_cli
+
+pytestmark = pytest.mark.browser
+
+
+def _totals(out: str) -> list[list[str]]:
+    """The Totals rows without the columns that are timings (memory share, wall time)."""
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()
+            if re.match(r"│ memory (off|on #\d)", line)]
+    return [row[:-2] for row in rows]
+
+
+def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([c for c in json.loads(Path(CASES_FILE).read_text())
+                                 if c["id"] == "shop-add-shoes"]))
+    memory = tmp_path / ".agent-memory"
+    first = run_cli("--memory-dir", str(memory), "demo", "--cases", str(cases), "--no-audit")
+    assert first.code == 0, first.err
+    assert "already holds memory" not in first.out
+    with SqliteStore.open(memory / "ledger.db") as store:
+        head = store.head()
+    second = run_cli("--memory-dir", str(memory), "demo", "--cases", str(cases), "--no-audit")
+    assert second.code == 0, second.err
+    assert f"{memory} already holds memory ({head} events); the demo starts cold in {memory / 'demo-2'}" in \
+        " ".join(second.out.split())
+    assert _totals(first.out) == _totals(second.out) and len(_totals(first.out)) == 3
+    with SqliteStore.open(memory / "ledger.db") as store:
+        assert store.head() == head  # the first memory is left as it was
+    with SqliteStore.open(memory / "demo-2" / "ledger.db") as store:
+        assert store.head() > 0  # the second demo wrote into its own ledger

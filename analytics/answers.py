@@ -23,6 +23,7 @@ from memledger.ledger.errors import LedgerError
 
 _PARAM = re.compile(r"\$([a-z_]+)")
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
+_EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
 
 
 def policy_params(policy: Any | None = None) -> dict[str, Any]:
@@ -42,9 +43,10 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] |
     try:
         cur = con.execute(sql, used) if used else con.execute(sql)
         cols = [d[0] for d in cur.description]
-        show = _SHOW.search(sql)
+        show, empty = _SHOW.search(sql), _EMPTY.search(sql)
         return Table(cols, [tuple(r) for r in cur.fetchall()], title,
-                     [c.strip() for c in show.group(1).split(",")] if show else None)
+                     [c.strip() for c in show.group(1).split(",")] if show else None,
+                     empty.group(1).strip() if empty else "")
     except duckdb.Error as exc:
         raise LedgerError(f"analytics query failed: {str(exc).splitlines()[0]}") from exc
 

@@ -29,6 +29,8 @@ class Table:
     title: str = ""
     #: the columns a table for people shows (None: every column); json, csv and parquet carry all
     shown: list[str] | None = None
+    #: one sentence saying why the table has no rows (a table for people shows it instead)
+    empty: str = ""
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, (plain(v) for v in row))) for row in self.rows]
@@ -95,12 +97,27 @@ def cell_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
     if isinstance(value, list):
         return ", ".join(cell_text(v) for v in value)
     if isinstance(value, dict):
         return orjson.dumps(value).decode()
     return str(value)
+
+
+def header(name: str) -> str:
+    """A column name as a table header: words, so that a narrow column wraps it between them."""
+    return name.replace("_", " ")
+
+
+def shown(table: Table) -> Table:
+    """The columns a person needs to see: the table's `shown` ones (in that order), and of those only the ones with
+    a value in some row (all of them when there is no row)."""
+    keep = list(range(len(table.columns))) if table.shown is None else [
+        table.columns.index(c) for c in table.shown if c in table.columns]
+    if table.rows:
+        keep = [i for i in keep if any(cell_text(row[i]) for row in table.rows)]
+    return Table([table.columns[i] for i in keep], [tuple(row[i] for i in keep) for row in table.rows], table.title)
 
 
 def to_csv(table: Table) -> str:

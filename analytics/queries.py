@@ -1,5 +1,10 @@
 """The analytics SQL as text: `sql/<name>.sql` files of named queries (`-- name: SECTION`).
 
+Comment lines inside a query tell tables for people (the command line's tables,
+the HTML report) how to show it: `-- show: col, col` the columns worth reading
+(json, csv and parquet keep every column) and `-- empty: Sentence.` why the
+table may have no rows.
+
 Kept apart from the DuckDB connection so that the command line can list an
 answer's section names without loading DuckDB.
 """

@@ -15,15 +15,18 @@ import base64
 import html
 import io
 import os
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memledger.analytics.answers import analyse_all
-from memledger.analytics.output import Report, Table, plain
+from memledger.analytics.output import Report, Table, cell_text, header, plain, shown
 from memledger.projections.text import clip
 
 MAX_ROWS = 60
+#: cells no longer than this never wrap in the report's tables
+SHORT = 16
 PLOT_SIZE = (7.0, 3.6)
 
 
@@ -46,7 +49,7 @@ def _png(draw: Callable[[Any], None]) -> bytes:
         draw(ax)
         fig.tight_layout()
         buf = io.BytesIO()
-        fig.savefig(buf, format="png")
+        fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=0.15)  # legends outside the axes stay whole
         return buf.getvalue()
     finally:
         plt.close(fig)
@@ -61,6 +64,9 @@ def plot_promotions(r: Report) -> bytes:
             return _empty(ax, "learned lessons")
         bars = ax.bar(stages, counts, color=["#4c72b0", "#dd8452", "#55a868"])
         ax.bar_label(bars)
+        if counts[-1] == 0:  # a true zero, said in words: no learned lesson met the promotion rule yet
+            ax.text(len(stages) - 1, max(counts) * 0.5, "none yet: promotion needs an\nerror_recovery lesson used\n"
+                    "on enough domains", ha="center", va="center", fontsize=8, color="#555")
         ax.set_ylabel("lessons")
         ax.set_title("Lesson funnel: recorded → deduplicated → promoted")
     return _png(draw)
@@ -76,7 +82,8 @@ def plot_decay(r: Report) -> bytes:
         for row in tl.records():
             if row["confidence"] is None:
                 continue
-            name = f"{row['domain']} {row['fact_type']}:{row['key']}={clip(str(row['value']), 18)}"
+            name = "\n".join(textwrap.wrap(f"{row['domain']} {row['fact_type']}:{row['key']} = "
+                                            f"{clip(str(row['value']), 60)}", 48))
             series.setdefault(name, []).append((row["seq"], row["confidence"] if row["alive"] else 0.0))
         for name, pts in list(series.items())[:12]:
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", marker="o", ms=3, label=name)
@@ -85,8 +92,8 @@ def plot_decay(r: Report) -> bytes:
         ax.set_xlabel("seq")
         ax.set_ylabel("confidence")
         ax.set_title("Fact confidence over time (0 = pruned; dashed: prune floor)")
-        if len(series) <= 8:
-            ax.legend(fontsize=7, loc="lower left")
+        if len(series) <= 12:  # below the plot, so it covers no line and is never cut
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=2, frameon=False)
     return _png(draw)
 
 
@@ -139,7 +146,7 @@ def plot_runs(r: Report) -> bytes:
         ax.set_ylabel("runs")
         ax.set_title("Run outcomes by domain")
         ax.tick_params(axis="x", labelrotation=30)
-        ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside the bars, never on them
     return _png(draw)
 
 
@@ -153,28 +160,34 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _cell(value: Any) -> str:
-    value = plain(value)
-    if isinstance(value, list):
-        return ", ".join(_e(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return _e(value)
-
-
-def _table(name: str, t: Table) -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in t.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in t.rows[:MAX_ROWS])
-    more = f"<p class=dim>{len(t.rows) - MAX_ROWS} more rows</p>" if len(t.rows) > MAX_ROWS else ""
+def _table(title: str, t: Table) -> str:
+    """One table for people: its `shown` columns that have a value, human times; with no rows, the
+    sentence saying why (a section with neither is left out)."""
     if not t.rows:
-        return f"<h3>{_e(name)}</h3><p class=dim>no rows</p>"
-    return f"<h3>{_e(name)}</h3><table><tr>{head}</tr>{rows}</table>{more}"
+        return f"<h3>{_e(title)}</h3><p class=dim>{_e(t.empty)}</p>" if t.empty else ""
+    t = shown(t)
+    cells = [[cell_text(v) for v in row] for row in t.rows[:MAX_ROWS]]
+    # short values (states, hosts, numbers) never break; long text wraps, anywhere if it must
+    short = ["" if max(len(row[i]) for row in cells) > SHORT else " class=s" for i in range(len(t.columns))]
+    head = "".join(f"<th>{_e(header(c))}</th>" for c in t.columns)
+    rows = "".join("<tr>" + "".join(f"<td{short[i]}>{_e(v)}</td>" for i, v in enumerate(row)) + "</tr>"
+                   for row in cells)
+    more = f"<p class=dim>{len(t.rows) - MAX_ROWS} more rows</p>" if len(t.rows) > MAX_ROWS else ""
+    return f"<h3>{_e(title)}</h3><table><tr>{head}</tr>{rows}</table>{more}"
 
 
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
+def _titles(reports: dict[str, Report]) -> dict[tuple[str, str], str]:
+    """One title per table: the section's name, with its analysis when two analyses share it."""
+    names = [sec for rep in reports.values() for sec in rep.sections]
+    return {(name, sec): sec.replace("_", " ") + (f" ({name.replace('-', ' ')})" if names.count(sec) > 1 else "")
+            for name, rep in reports.items() for sec in rep.sections}
+
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;padding:0 16px;max-width:1180px;color:#222}
 h1{font-size:22px}h2{font-size:18px;margin-top:36px;border-bottom:1px solid #ccc}h3{font-size:14px}
-table{border-collapse:collapse;margin:6px 0 14px;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}
-th{background:#f4f4f4}.dim{color:#888}img{max-width:100%;border:1px solid #eee}"""
+table{border-collapse:collapse;margin:6px 0 14px;font-size:12px;max-width:100%}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+td.s{white-space:nowrap;overflow-wrap:normal}th{background:#f4f4f4;overflow-wrap:normal}.dim{color:#888}img{max-width:100%;height:auto;border:1px solid #eee}"""
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -190,6 +203,7 @@ def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> 
     out = Path(out_dir)
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
     reports = analyse_all(store, policy)
+    titles = _titles(reports)
     head = int(store.head())
     parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the ledger "
              "(read-only); forgotten subjects are left out.</p>",
@@ -201,7 +215,7 @@ def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> 
         data = base64.b64encode(png).decode()
         parts.append(f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
                      f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>")
-        parts.extend(_table(sec.replace("_", " "), t) for sec, t in rep.sections.items())
+        parts.extend(_table(titles[(name, sec)], t) for sec, t in rep.sections.items())
     page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memledger report</title>"
             f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memledger report</h1>"
             + "".join(parts) + "</body></html>\n")

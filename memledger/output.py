@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from memledger.analytics.output import Report, Table, cell_text, plain, to_csv, to_parquet
+from memledger.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
 from memledger.ledger.errors import LedgerError
 
 FORMATS = ("table", "json", "csv", "parquet")
@@ -87,26 +87,11 @@ def _natural(text: str) -> int:
     return max((cell_len(line) for line in text.split("\n")), default=0)
 
 
-def header(name: str) -> str:
-    """A column name as a table header: words, so that a narrow column wraps it between them."""
-    return name.replace("_", " ")
-
-
-def shown(table: Table) -> Table:
-    """The columns a person needs to see: the table's `shown` ones (in that order), and of those only the ones with
-    a value in some row (all of them when there is no row)."""
-    keep = list(range(len(table.columns))) if table.shown is None else [
-        table.columns.index(c) for c in table.shown if c in table.columns]
-    if table.rows:
-        keep = [i for i in keep if any(cell_text(row[i]) for row in table.rows)]
-    return Table([table.columns[i] for i in keep], [tuple(row[i] for i in keep) for row in table.rows], table.title)
-
-
 def layout(table: Table, width: int) -> tuple[list[int], set[int]]:
     """Column widths for a table `width` columns wide. When it is too wide: its widest text column
     wraps (down to 24 characters); then headers wrap between their words; then, only if that is not
-    enough, the next widest text columns wrap (down to 10). Numbers, ids and hashes keep their
-    width. Returns the widths and the columns whose values wrap; when even that does not fit, the
+    enough, the next widest text columns wrap (down to 10), the widest goes down to 16 and the
+    others to 6. Numbers, ids and hashes keep their width. Returns the widths and the columns whose values wrap; when even that does not fit, the
     table is wider than `width`."""
     cells = [[cell_text(v) for v in row] for row in table.rows]
     columns = list(zip(*cells)) if cells else [() for _ in table.columns]
@@ -131,12 +116,12 @@ def layout(table: Table, width: int) -> tuple[list[int], set[int]]:
     for i in range(len(widths)):
         if excess > 0:
             shrink(i, max(max(cell_len(w) for w in heads[i].split(" ")), values[i]))
-    if order and excess > 0:
-        shrink(order[0], MIN_CELL + 6)
     for i in order[1:]:
         if excess > 0:
             shrink(i, MIN_CELL)
             wrapped.add(i)
+    if order and excess > 0:
+        shrink(order[0], MIN_CELL + 6)
     for i in order[1:]:  # last resort: the other text columns fold down to a few characters
         if excess > 0:
             shrink(i, 6)
@@ -172,7 +157,7 @@ def print_report(report: Report, section: str | None, out: Console) -> None:
         t = report.sections[name]
         label = report.title if alone else (t.title or name.replace("_", " "))
         if not t.rows:
-            out.print(Text(f"{label}: no rows", style="dim"))
+            out.print(Text(f"{label}: {t.empty or 'no rows'}", style="dim"))
         else:
             rt = rich_table(t, out.width, label)
             needed = sum(c.width or 0 for c in rt.columns) + 3 * len(rt.columns) + 1

@@ -1,6 +1,7 @@
 """The HTML report opened in real Chromium, and `watch` keeping projections.db current."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from memledger.analytics.report import build_report
 from memledger.analytics.watch import Change, follow_projections
 from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import LessonRecorded, SubjectForgotten, event
+from memledger.ledger.events import LessonRecorded, RunStarted, SubjectForgotten, event
 from memledger.ledger.store import SqliteStore
 from memledger.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger
@@ -28,6 +29,9 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     clock = SteppingClock()
     store = SqliteStore.open(memory_path / "ledger.db", clock=clock)
     learning_ledger(store, clock, runs=5, forget_domain="d.test")
+    long_goal = "Open the archive, " + "then find the article about the river clean-up and read it, " * 6 + "done"
+    store.append([event(RunStarted(goal=long_goal, start_url="http://news.test/" + "a" * 200), run_id="long_run",
+                        domain="news.test")])
     store.close()
     out = tmp_path / "report"
     res = run_cli("--memory-dir", str(memory_path), "report", "--out", str(out))
@@ -41,19 +45,37 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            page = browser.new_page()
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(page_path.as_uri())
             page.wait_for_load_state("load")
             images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
+            widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            # every table title is followed by a table with data rows or by the sentence saying why not
+            sections = page.evaluate("""Array.from(document.querySelectorAll('h3')).map(h => {
+                const next = h.nextElementSibling;
+                return [h.textContent, next.tagName, next.tagName === 'TABLE' ? next.rows.length : 0,
+                        next.textContent];
+            })""")
+            empty_tables = page.evaluate("Array.from(document.querySelectorAll('table')).filter(t => t.rows.length < 2).length")
+            goal_cell = page.evaluate("""(() => { const td = Array.from(document.querySelectorAll('td'))
+                .find(c => c.textContent.startsWith('Open the archive')); return [td.offsetHeight, td.offsetWidth]; })()""")
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
     assert errors == []
     assert len(images) == 5 and all(done and width > 0 for _, done, width in images), images
+    assert widths[0] <= widths[1] == 1280, widths  # read top to bottom: no sideways scrolling at 1,280 px
+    assert empty_tables == 0
+    for title, tag, rows, said in sections:
+        assert (tag == "TABLE" and rows >= 2) or (tag == "P" and said.endswith(".") and len(said) > 10), title
+    titles = [title for title, *_ in sections]
+    assert len(titles) == len(set(titles))  # one title per table
+    assert goal_cell[0] > 30 and goal_cell[1] < 900  # the long goal wraps in its column
+    assert "no rows" not in text and not re.search(r"<td[^>]*>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\.\d", text)  # human times
     assert shot.stat().st_size > 10_000
 
 
@@ -61,7 +83,8 @@ def test_report_of_an_empty_ledger_still_draws(memory_path: Path, tmp_path: Path
     store = SqliteStore.open(memory_path / "ledger.db")
     path = build_report(store, tmp_path / "r")
     store.close()
-    assert path.exists() and "no rows" in path.read_text()
+    page = path.read_text()
+    assert path.exists() and "no rows" not in page and "No run was started in this ledger." in page
     assert all((tmp_path / "r" / f"{n}.png").read_bytes()[:4] == b"\x89PNG"
                for n in ("promotions", "decay", "recall", "memory-effect", "runs"))
 

@@ -4,6 +4,7 @@
 -- (the view goal_runs in views.sql).
 
 -- name: summary
+-- empty: No goal was run both with memory off and on (or cold and warm).
 -- Conditions compared only over goals that have runs in both conditions of the pair.
 WITH c AS (SELECT * EXCLUDE (condition), condition AS temp FROM goal_runs), labelled AS (
     SELECT 'off vs on' AS comparison, CASE WHEN memory_enabled THEN 'on' ELSE 'off' END AS condition, *
@@ -20,6 +21,7 @@ FROM labelled GROUP BY 1, 2
 ORDER BY 1 DESC, CASE condition WHEN 'off' THEN 0 WHEN 'on' THEN 1 WHEN 'cold' THEN 2 ELSE 3 END;
 
 -- name: by_goal
+-- empty: No run has completed in this ledger.
 -- Per goal and condition (off / cold / warm).
 WITH c AS (SELECT * FROM goal_runs)
 SELECT goal_key AS goal, condition, count(*) AS runs, round(avg(CAST(success AS INTEGER)), 4) AS pass_rate,
@@ -29,6 +31,7 @@ FROM c GROUP BY 1, 2
 ORDER BY min(seq), CASE condition WHEN 'off' THEN 0 WHEN 'cold' THEN 1 ELSE 2 END;
 
 -- name: runs
+-- empty: No run has completed in this ledger.
 -- Every completed run with its goal key and condition.
 SELECT run_id, goal_key AS goal, memory_enabled, condition, success, turns, tokens, duration_ms, seq AS started_seq
 FROM goal_runs ORDER BY seq;

@@ -4,6 +4,7 @@
 -- else the domain where it was first recorded.
 
 -- name: funnel
+-- empty: No lesson was learned in this ledger.
 WITH born AS (
     SELECT * FROM lesson_recorded QUALIFY row_number() OVER (PARTITION BY lesson_id ORDER BY seq) = 1
 ), stages AS (
@@ -18,6 +19,7 @@ SELECT stage, lessons,
 FROM stages ORDER BY ord;
 
 -- name: time_to_promotion
+-- empty: No lesson was promoted in this ledger.
 WITH born AS (
     SELECT * FROM lesson_recorded QUALIFY row_number() OVER (PARTITION BY lesson_id ORDER BY seq) = 1
 ), promo AS (
@@ -32,6 +34,7 @@ FROM born b JOIN promo p USING (lesson_id)
 ORDER BY p.seq;
 
 -- name: by_category
+-- empty: No lesson was learned in this ledger.
 WITH born AS (
     SELECT * FROM lesson_recorded QUALIFY row_number() OVER (PARTITION BY lesson_id ORDER BY seq) = 1
 ), promo AS (
@@ -46,6 +49,7 @@ FROM born b LEFT JOIN promo p USING (lesson_id)
 GROUP BY b.category ORDER BY b.category;
 
 -- name: by_domain
+-- empty: No lesson was learned in this ledger.
 WITH born AS (
     SELECT *, coalesce(scope_domain, domain, '-') AS where_domain
     FROM lesson_recorded QUALIFY row_number() OVER (PARTITION BY lesson_id ORDER BY seq) = 1

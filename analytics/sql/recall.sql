@@ -2,6 +2,7 @@
 -- lessons never recalled. A hit is a recall event that returned at least one lesson.
 
 -- name: hit_rate
+-- empty: No recall happened in this ledger.
 WITH r AS (SELECT * FROM recall_events)
 SELECT kind, count(*) AS recalls, count(*) FILTER (WHERE n > 0) AS hits,
        round(count(*) FILTER (WHERE n > 0) / nullif(count(*), 0), 4) AS hit_rate,
@@ -9,6 +10,7 @@ SELECT kind, count(*) AS recalls, count(*) FILTER (WHERE n > 0) AS hits,
 FROM r GROUP BY kind ORDER BY kind DESC;
 
 -- name: by_domain
+-- empty: No recall happened in this ledger.
 WITH r AS (SELECT * FROM recall_events)
 SELECT coalesce(domain, '-') AS domain,
        count(*) FILTER (WHERE kind = 'error') AS error_recalls,
@@ -19,6 +21,7 @@ SELECT coalesce(domain, '-') AS domain,
 FROM r GROUP BY 1 ORDER BY 1;
 
 -- name: lessons
+-- empty: No lesson is alive in this ledger.
 -- Every lesson still alive (seeded or recorded, not pruned, not forgotten), with its recall counts.
 WITH alive AS (
     SELECT lesson_id, lesson, category, scope_domain, 'seed' AS source, seq FROM lesson_seeded
@@ -36,6 +39,7 @@ FROM born b LEFT JOIN recall_hits h ON h.lesson_id = b.lesson_id AND h.seq > b.s
 GROUP BY ALL ORDER BY min(b.seq);
 
 -- name: never_recalled
+-- empty: Every lesson was recalled at least once.
 WITH alive AS (
     SELECT lesson_id, lesson, category, scope_domain, 'seed' AS source, seq, recorded_at FROM lesson_seeded
     UNION ALL

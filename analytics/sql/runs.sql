@@ -1,6 +1,7 @@
 -- Runs: sessions, lineage (resume/fork via parent_run_id and mode), outcomes.
 
 -- name: runs
+-- empty: No run was started in this ledger.
 -- One row per run: how it started, how (and whether) it ended.
 -- show: run_id, status, goal, domain, memory_enabled, turns, tokens_in, duration_ms, started_at
 WITH done AS (
@@ -14,6 +15,7 @@ FROM run_started s LEFT JOIN done d USING (run_id)
 ORDER BY s.seq;
 
 -- name: outcomes
+-- empty: No run was started in this ledger.
 -- Per domain where runs started: how many ran, passed, failed, are still running.
 WITH done AS (
     SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
@@ -28,6 +30,7 @@ FROM run_started s LEFT JOIN done d USING (run_id)
 GROUP BY 1 ORDER BY 1;
 
 -- name: lineage
+-- empty: No run was resumed or forked.
 -- Every resume/fork edge: parent run -> child run, with the lineage root and depth.
 WITH RECURSIVE chain(run_id, root_run_id, depth) AS (
     SELECT run_id, run_id, 0 FROM run_started WHERE parent_run_id IS NULL
@@ -43,6 +46,7 @@ WHERE s.parent_run_id IS NOT NULL
 ORDER BY s.seq;
 
 -- name: sessions
+-- empty: No run was given a session id.
 -- Runs grouped by session id (seed 000's continuation threads).
 WITH done AS (
     SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1

@@ -14,7 +14,7 @@ from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.experiment import EXPERIMENT_SECTIONS, policy_parameters
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS
 from memledger.ledger.settings import Settings
-from memledger.output import FORMATS, emit, listing_options
+from memledger.output import FORMATS, console, emit, listing_options
 
 
 T = TypeVar("T")
@@ -183,17 +183,20 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
     elif as_html:
         _write_or_echo(audit_html(data), out)
     else:
-        audit_text(data)
+        audit_text(data, console())
 
 
 @click.command()
 @click.argument("item")
+@click.option("--domain", default=None, metavar="D",
+              help="For a fact key used on several domains: the domain whose fact to explain.")
 @click.option("--json", "as_json", is_flag=True, help="The life as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="With --format: write to FILE instead of stdout.")
 @table_formats(EXPLAIN_SECTIONS)
-def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str | None, section: str | None) -> None:
+def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
+            section: str | None) -> None:
     """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
     recalled (in which runs), promoted, decayed, pruned, forgotten. `--format` gives the sections
     life, now and recalled_in_runs as tables.
@@ -209,7 +212,7 @@ def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str |
     if out is not None and fmt is None:
         raise click.UsageError("--out needs --format")
     s = _settings()
-    data = explain_item(s.store(), item, projections_path=s.projections_path)
+    data = explain_item(s.store(), item, projections_path=s.projections_path, domain=domain)
     if fmt is not None:
         emit(explain_report(data), fmt, out, section)
     elif as_json:
@@ -217,7 +220,7 @@ def explain(item: str, as_json: bool, as_html: bool, out: str | None, fmt: str |
     elif as_html:
         click.echo(explain_html(data), nl=False)
     else:
-        explain_text(data)
+        explain_text(data, console())
 
 
 COMMANDS.extend([audit, explain])

@@ -18,7 +18,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.errors import UnknownItem
+from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.events import RecordedEvent
 
 from memledger.analytics.forget import Forgotten, lesson_id_of
@@ -102,7 +102,11 @@ def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
     return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
 
 
-def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any) -> dict[str, Any] | None:
+def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
+               domain: str | None = None) -> dict[str, Any] | None:
+    """The life of a fact id, or of the facts under a key on one domain: a key that names facts on
+    several domains (`blocking overlay` on shop.test and news.test) is refused without `domain`, so
+    that two sites' facts are never told as one life."""
     from memledger.projections import knowledge
     from memledger.projections.knowledge import fact_id_for
 
@@ -110,6 +114,8 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any) -> dict
     ids: set[str] = set()
     for ev in store.read(types=["fact_observed"]):
         dom = ev.domain or ""
+        if domain is not None and dom != domain:
+            continue
         if _fact_matches(item, dom, ev.data) and not forgotten.hides(ev):
             groups.add((dom, ev.data["fact_type"], ev.data["key"]))
             if item.startswith("fact_"):
@@ -118,6 +124,10 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any) -> dict
                 ids.add(fact_id_for(dom, ev.data["fact_type"], ev.data["key"], ev.data["value"]))
     if not groups:
         return None
+    domains = sorted({g[0] for g in groups})
+    if len(domains) > 1:
+        raise LedgerError(f"fact key {item[:80]!r} is on {len(domains)} domains ({', '.join(domains)}): "
+                          "give --domain D or a fact id")
     state = knowledge.empty()
     life: list[dict[str, Any]] = []
     for ev in store.read(types=["fact_observed", "fact_contradicted", "facts_pruned"]):
@@ -190,8 +200,9 @@ def _trajectory_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, A
 
 
 def explain_item(store: Any, item: str, policy: Any | None = None,
-                 projections_path: Path | None = None) -> dict[str, Any]:
-    """The life of a lesson, fact, selector or trajectory; plain data (see module doc).
+                 projections_path: Path | None = None, domain: str | None = None) -> dict[str, Any]:
+    """The life of a lesson, fact, selector or trajectory; plain data (see module doc). `domain`
+    picks one site's facts when a fact key is used on several.
 
     The item as it stands now comes from projections.db (caught up first) when
     `projections_path` is given, else from a fold of the whole log.
@@ -215,7 +226,7 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
         runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
         return {"kind": "lesson", "item": item, "now": now, "status": _status(found["life"], now),
                 "recalled_in_runs": runs, "life": found["life"]}
-    found = _fact_life(store, item, forgotten, policy)
+    found = _fact_life(store, item, forgotten, policy, domain)
     if found is not None:
         current = {f.fact_id: f for facts in view.state.knowledge.current.values() for f in facts.values()}
         now = [dict(_plain(current[fid]), event_ids=None) for fid in found["fact_ids"] if fid in current]

@@ -50,7 +50,7 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
             t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"),
                       title_justify="left")
             for c in ("source", "prio", "tokens", "text", "came from"):
-                t.add_column(c, overflow="fold")
+                t.add_column(c, overflow="fold", no_wrap=c in ("prio", "tokens"))
             for it in p["items"]:
                 t.add_row(_x(it["source"]), str(it["priority"]), str(it["tokens"]), _x(clip(it["text"], 120)),
                           _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
@@ -102,7 +102,7 @@ def explain_text(data: dict[str, Any], console: Console | None = None) -> None:
         console.print(_x(f"recalled in runs: {', '.join(data['recalled_in_runs'])}"))
     t = Table(title="life", title_justify="left")
     for c in ("seq", "at", "stage", "run", "step", "domain", "detail"):
-        t.add_column(c, overflow="fold")
+        t.add_column(c, overflow="fold", no_wrap=c != "detail")  # the detail wraps, not every column
     for e in data["life"]:
         detail = e["detail"] + (f" (confidence {e['confidence']})" if e.get("confidence") is not None else "")
         t.add_row(str(e["seq"]), e["at"][:19].replace("T", " "), _x(e["stage"]), _x(e["run_id"] or "-"),

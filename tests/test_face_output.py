@@ -220,3 +220,17 @@ def test_sqlite_urls_absolute_relative_and_bare(memory: Path, monkeypatch: pytes
         assert r.code == 0 and orjson.loads(r.out)["count"] == want, url
     r = run_cli("--store", "mysql://x/y", "stats")
     assert r.code == 1 and r.err.startswith("error: unsupported store URL")
+
+
+def test_explain_never_merges_two_domains_facts_into_one_life(tmp_path: Path) -> None:
+    from memledger.ledger.events import FactObserved
+    with SqliteStore.open(tmp_path / "ledger.db") as store:
+        store.append([event(FactObserved(fact_type="quirk", key="blocking overlay", value=value), domain=domain)
+                      for domain, value in (("shop.test", 'click "Accept all cookies" first'),
+                                            ("news.test", 'click "Close" first'))])
+    r = run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay")
+    assert (r.code, r.err) == (1, "error: fact key 'blocking overlay' is on 2 domains (news.test, shop.test): "
+                                  "give --domain D or a fact id\n")
+    life = orjson.loads(run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay", "--domain",
+                                "news.test", "--json").out)["life"]
+    assert [e["domain"] for e in life] == ["news.test"] and "Close" in life[0]["detail"]

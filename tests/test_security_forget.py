@@ -90,7 +90,7 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
     with SqliteStore.open(mem_dir / "ledger.db") as store:  # a session's runs are resolved when it is forgotten
         by_kind = {e.data["subject_kind"]: e.data for e in store.read(types=["subject_forgotten"])}
     assert by_kind["session"]["run_ids"] == ["run_narwhal_0", "run_narwhal_1"] and by_kind["run"]["run_ids"] == []
-    events = run_cli("--memory-dir", str(mem_dir), "events", "--run", "run_quokka")
+    events = run_cli("--memory-dir", str(mem_dir), "events", "--run", "run_quokka", "--json")
     assert events.code == 0 and "quokkaberry" in events.out.lower()
 
     # a full rebuild takes no snapshot before the last forget, so the subject does not come back

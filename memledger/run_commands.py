@@ -8,14 +8,17 @@ logs is exactly what the library call logs. An agent records its steps with
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
 from memledger.agent.memory import Lesson, Memory, TrajectoryRecall
+from memledger.analytics.output import Report, Table
 from memledger.ledger.settings import Settings
+from memledger.output import emit, listing_options
 
 
 def _memory() -> Memory:
@@ -75,9 +78,11 @@ def _where(run_id: str | None, step: int | None) -> dict[str, Any]:
     return {"run_id": run_id, "step": step}
 
 
-def _show_lessons(lessons: list[Lesson], as_json: bool) -> None:
-    if as_json:
-        _echo_json([asdict(l) for l in lessons])
+def _show_lessons(lessons: list[Lesson], fmt: str | None, out: str | None) -> None:
+    """One line per lesson by default; `--format` gives the lessons as a table like every listing."""
+    if fmt is not None:
+        records = [asdict(l) for l in lessons]
+        emit(Report("lessons", {"lessons": Table.from_records(records, [f.name for f in fields(Lesson)])}), fmt, out)
         return
     if not lessons:
         click.echo("no lessons")
@@ -86,7 +91,7 @@ def _show_lessons(lessons: list[Lesson], as_json: bool) -> None:
 
 
 def _where_options(f: Any) -> Any:
-    f = click.option("--json", "as_json", is_flag=True, help="Print the lessons as a JSON array.")(f)
+    f = listing_options(json_help="Same as --format json: a JSON array.", default=None)(f)
     f = click.option("--step", type=click.IntRange(min=0), default=None, help="The step it happened at.")(f)
     return click.option("--run", "run_id", default=None, metavar="RUN", help="The run it happened in.")(f)
 
@@ -105,38 +110,50 @@ def recall() -> None:
 @click.option("--domain", default=None, help="The site it failed on (site lessons apply only there).")
 @_where_options
 def recall_error(command: str, error: str, domain: str | None, run_id: str | None, step: int | None,
-                 as_json: bool) -> None:
+                 fmt: str | None, out: str | None) -> None:
     """Trigger A: lessons for a failed command (logs error_recall)."""
-    _show_lessons(_memory().recall_error(command, error, domain=domain, **_where(run_id, step)), as_json)
+    _show_lessons(_memory().recall_error(command, error, domain=domain, **_where(run_id, step)), fmt, out)
 
 
 @recall.command("domain")
 @click.option("--domain", required=True, help="The site just entered.")
 @_where_options
-def recall_domain(domain: str, run_id: str | None, step: int | None, as_json: bool) -> None:
+def recall_domain(domain: str, run_id: str | None, step: int | None, fmt: str | None, out: str | None) -> None:
     """Trigger B: lessons for a site (logs domain_recall)."""
-    _show_lessons(_memory().recall_domain(domain, **_where(run_id, step)), as_json)
+    _show_lessons(_memory().recall_domain(domain, **_where(run_id, step)), fmt, out)
 
 
 @recall.command("tier1")
 @click.option("--domain", default=None, help="The site the run starts on (recorded with the event).")
 @_where_options
-def recall_tier1(domain: str | None, run_id: str | None, step: int | None, as_json: bool) -> None:
+def recall_tier1(domain: str | None, run_id: str | None, step: int | None, fmt: str | None, out: str | None) -> None:
     """Tier 1: the lessons for a system prompt (logs tier1_loaded)."""
     where = _where(run_id, step)
     _show_lessons(_memory().tier1(run_id=where["run_id"], step=step if step is not None else 0, domain=domain),
-                  as_json)
+                  fmt, out)
 
 
 @recall.command("trajectory")
 @click.option("--goal", required=True, help="The goal to match.")
 @click.option("--url", required=True, help="The page the run is on (its host scopes the match).")
 @_where_options
-def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None, as_json: bool) -> None:
-    """The reference trajectory for a goal on a site (logs trajectory_recalled)."""
+def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None, fmt: str | None,
+                      out: str | None) -> None:
+    """The reference trajectory for a goal on a site (logs trajectory_recalled). `--format json` is
+    the match as one object (null when none); table, csv and parquet list its steps."""
     found = _memory().recall_trajectory(goal, url, **_where(run_id, step))
-    if as_json:
-        _echo_json(_trajectory(found))
+    if fmt == "json":
+        text = orjson.dumps(_trajectory(found)).decode() + "\n"
+        if out is not None:
+            Path(out).write_text(text)
+        else:
+            click.echo(text, nl=False)
+        return
+    if fmt is not None:
+        title = (f"trajectory {found.trajectory.trajectory_id} (similarity {found.similarity:.2f}, replay "
+                 f"{'yes' if found.replay else 'no'})") if found else "no trajectory"
+        steps = [asdict(s) for s in found.trajectory.steps] if found else []
+        emit(Report(title, {"steps": Table.from_records(steps)}), fmt, out)
         return
     if found is None:
         click.echo("no trajectory")

@@ -234,3 +234,20 @@ def test_explain_never_merges_two_domains_facts_into_one_life(tmp_path: Path) ->
     life = orjson.loads(run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay", "--domain",
                                 "news.test", "--json").out)["life"]
     assert [e["domain"] for e in life] == ["news.test"] and "Close" in life[0]["detail"]
+
+
+def test_recall_takes_every_format_through_the_same_code(tmp_path: Path) -> None:
+    mem = str(tmp_path / "m")
+    assert run_cli("--memory-dir", mem, "start-run", "--goal", "x", "--url", "http://shop.test/").code == 0
+    base = ["--memory-dir", mem, "recall", "tier1"]
+    as_json = orjson.loads(run_cli(*base, "--json").out)
+    assert len(as_json) == 3 and orjson.loads(run_cli(*base, "--format", "json").out) == as_json
+    rows = list(csv.DictReader(io.StringIO(run_cli(*base, "--format", "csv").out)))
+    assert [r["lesson_id"] for r in rows] == [l["lesson_id"] for l in as_json]
+    table = run_cli(*base, "--format", "table").out
+    assert all(l["lesson_id"] in table for l in as_json) and max(len(x) for x in table.splitlines()) <= 120
+    out = tmp_path / "t1.parquet"
+    assert run_cli(*base, "--format", "parquet", "--out", str(out)).code == 0 and pq.read_table(out).num_rows == 3
+    steps = run_cli("--memory-dir", mem, "recall", "trajectory", "--goal", "x", "--url", "http://shop.test/",
+                    "--format", "table")
+    assert steps.code == 0 and "no trajectory" in steps.out

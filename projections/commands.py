@@ -85,7 +85,7 @@ def state(kind: str, domain: str | None, as_of: str | None, fmt: str, out: str |
 @listing_options(json_help="Same as --format json: an array of run manifests with every field.")
 def runs(session_id: str | None, domain: str | None, status: str | None, limit: int | None, fmt: str,
          out: str | None) -> None:
-    """List run manifests, newest first (seed 000's `bad runs`).
+    """List run manifests, newest first (what `bad runs` lists from bad's .agent-memory).
 
     Example: memledger runs --session-id proj_123 --json
     """

@@ -41,3 +41,15 @@ def test_every_bash_example_runs_as_written(tmp_path: Path) -> None:
     assert (work / "exported" / ".agent-memory").is_dir() and (work / "exported" / "prompt.txt").exists()
     assert (work / "effect.parquet").exists() and (work / "report" / "report.html").exists()
     assert (work / "lessons.csv").read_text().startswith("lesson_id,")
+
+
+def test_readme_and_help_name_the_systems() -> None:
+    from tests.cli_runner import run_cli
+    readme = (ROOT / "README.md").read_text()
+    names = ("`bad`'s `.agent-memory/`", "mycompagent's `memory.json`", "`memory_events.jsonl`", "Trayn's JSON export")
+    assert all(n in readme for n in names) and not re.search(r"seed 00\d", readme)
+    for command in ("import", "export"):
+        text = " ".join(run_cli(command, "--help").out.split())
+        assert all(n in text for n in ("bad's .agent-memory", "mycompagent's memory.json", "Trayn's")), command
+        assert not re.search(r"seed 00\d", text)
+    assert "memory_events.jsonl" in " ".join(run_cli("import", "--help").out.split())

@@ -45,10 +45,13 @@ def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None)
 @click.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
-              help="memory-json: seed 001's memory.json; memory-events: a folder of memory_events.jsonl; "
-                   "agent-memory: seed 000's .agent-memory folder; trayn-json: seed 002's JSON export.")
+              help="memory-json: mycompagent's memory.json; memory-events: a folder of mycompagent's "
+                   "memory_events.jsonl logs; agent-memory: bad's .agent-memory folder; trayn-json: Trayn's JSON "
+                   "export of MemoryEntry records. auto: guessed from the path.")
 def import_cmd(path: Path, fmt: str) -> None:
-    """Import a seed system's memory (refused whole if any file is malformed; twice = once).
+    """Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's
+    .agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once).
+    The README shows a minimal valid source of each.
 
     Example: memledger import ~/.browser_agent/memory.json
     """
@@ -65,13 +68,15 @@ def import_cmd(path: Path, fmt: str) -> None:
 
 @click.command("export")
 @click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), required=True,
-              help="agent-memory: seed 000's folder; memory-json: seed 001's file; json/csv/prompt: seed 002's.")
+              help="agent-memory: bad's .agent-memory folder; memory-json: mycompagent's memory.json; "
+                   "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="Directory (agent-memory; new or empty) or file to write; nothing outside it is written.")
+              help="Directory (agent-memory; new or empty) or file to write (missing parents are created); "
+                   "nothing outside it is written.")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",
               help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).")
 def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
-    """Export memory in a seed system's format (files 0600, directories 0700).
+    """Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700).
 
     Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
     """

@@ -307,7 +307,7 @@ class Memory:
             raise InvalidEvent(f"{cls.model_fields['type'].default}: {_one_line(exc)}") from None
 
     def _known_run(self, run_id: str | None) -> None:
-        if run_id is not None and self.current().run(run_id) is None:
+        if run_id is not None and self.current().run(_check_text(run_id, "run_id") or "") is None:
             raise UnknownItem(f"no run {run_id!r} in the ledger")
 
     # ---- runs ------------------------------------------------------------------------
@@ -319,6 +319,7 @@ class Memory:
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started."""
         _check_text(goal, "goal")
         _check_text(start_url, "start_url")
+        _check_text(agent, "agent")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         started = run._event(RunStarted, {
@@ -336,9 +337,9 @@ class Memory:
     def run(self, run_id: str) -> "Run":
         """A running run started elsewhere (another process, the command line), to record into or
         finish; its steps so far are read back from the ledger for post-run learning."""
-        manifest = self.current().run(run_id)
+        manifest = self.current().run(_check_text(run_id, "run_id") or "")
         if manifest is None:
-            raise UnknownItem(f"no run {run_id!r} in the ledger")
+            raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
         if manifest.status != "running":
             raise InvalidEvent(f"run {run_id!r} is already {manifest.status}")
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
@@ -357,6 +358,8 @@ class Memory:
         """Finish as failed (reason "abandoned") every running run with no event for `older_than`
         (default `stale_after`, one hour): a crash between start and finish leaves no run running
         forever. `start_run` calls this first; returns the run ids finished."""
+        if older_than is not None and not isinstance(older_than, timedelta):
+            raise InvalidEvent(f"older_than must be a datetime.timedelta, got {older_than!r:.60}")
         limit = parse_ts(self.now()) - (older_than if older_than is not None else self.stale_after)
         done: list[str] = []
         for manifest in self.current().runs(status="running"):

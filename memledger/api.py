@@ -24,13 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from memledger.agent.memory import STALE_AFTER, Lesson, Memory as RunMemory, Run, TrajectoryRecall
 from memledger.analytics.audit import audit_run
 from memledger.analytics.experiment import run_experiment
 from memledger.ledger.errors import LedgerError as MemledgerError
 from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.ledger.jsonl import first_error
+from memledger.projections.policy import DEFAULT_POLICY, Policy as PolicyFields
 from memledger.projections.report import STATE_KINDS, open_state
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemledgerError"]
@@ -49,6 +51,17 @@ def _seq_or_time(value: int | str | None, what: str) -> int | str | None:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
         raise MemledgerError(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
     return value
+
+
+class Policy(PolicyFields):
+    """Every threshold memory applies (promotion, pruning, TTL, recall top k, ...; the defaults are
+    the seed documents' values). A bad value raises MemledgerError, like every bad argument."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise MemledgerError(f"policy.{first_error(exc)}") from None
 
 
 class Memory(RunMemory):
@@ -80,9 +93,9 @@ class Memory(RunMemory):
         and diff against what really happened: the content of `experiment --set ... --json`."""
         if not isinstance(changes, dict):
             raise MemledgerError(f"changes must be a dict of policy parameters, got {type(changes).__name__}")
-        unknown = sorted(set(changes) - set(Policy.model_fields))
+        unknown = sorted(set(changes) - set(PolicyFields.model_fields))
         if unknown:
-            raise MemledgerError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(Policy.model_fields)}")
+            raise MemledgerError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
         return _plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
                                      real_policy=self.policy))
 
@@ -94,7 +107,7 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
     runs with no event for `stale_after` are finished as abandoned when a run starts."""
     if not isinstance(location, (str, Path)) or not str(location).strip():
         raise MemledgerError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
-    if policy is not None and not isinstance(policy, Policy):
+    if policy is not None and not isinstance(policy, PolicyFields):
         raise MemledgerError(f"policy must be a memledger.Policy, got {type(policy).__name__}")
     if str(location).startswith(STORE_URL_PREFIXES):
         store = open_store(url=str(location))
@@ -102,4 +115,6 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
     else:
         store = open_store(location)
         projections = memory_dir(location) / PROJECTIONS_FILE
-    return Memory(store, projections, policy or DEFAULT_POLICY, stale_after=stale_after)
+    # held as the library's own Policy, so that it compares equal to the default where it is the default
+    rules = PolicyFields.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
+    return Memory(store, projections, rules, stale_after=stale_after)

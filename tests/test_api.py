@@ -275,6 +275,10 @@ def test_bad_questions_to_memory_raise_one_line(tmp_path: Path) -> None:
         memledger.open("")
     with pytest.raises(memledger.MemledgerError):
         memledger.open(tmp_path / "x", policy={"promotion_min_uses": 3})  # type: ignore[arg-type]
+    for bad in ({"tier1_cap": "many"}, {"no_such_knob": 1}, {"trace_scoring": [1]}):
+        with pytest.raises(memledger.MemledgerError, match="^policy\\.") as err:
+            memledger.Policy(**bad)
+        assert "\n" not in str(err.value)
 
 
 def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
@@ -357,3 +361,34 @@ def test_memory_on_a_postgresql_ledger(pg_url: str) -> None:
         shown = next(r for r in mem.audit(second.run_id, step=1)["steps"][0]["memory"]["recalled"]
                      if r["kind"] == "domain")
         assert shown["lessons"][0]["taught_by"]["run_id"] == first.run_id
+
+
+MEMORY_METHODS = {
+    "start_run": (("goal", "start_url"), ("session_id", "run_id", "parent_run_id", "mode", "isolation", "case_id",
+                                          "agent")),
+    "recall_error": (("command", "error"), ("domain", "run_id", "step")),
+    "recall_domain": (("domain",), ("run_id", "step")),
+    "tier1": ((), ("run_id", "step", "domain")),
+    "recall_trajectory": (("goal", "url"), ("run_id", "step")),
+    "run": (("run_id",), ()),
+    "finish_run": (("run_id", "success"), ("outcome", "reason")),
+    "abandon_stale_runs": ((), ("older_than",)),
+}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), method=st.sampled_from(sorted(MEMORY_METHODS)))
+def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shared_memory: Any, data: Any,
+                                                                           method: str) -> None:
+    """The calls behind `memledger start-run|finish-run|recall`, with whatever an agent passes."""
+    required, optional = MEMORY_METHODS[method]
+    kwargs = {name: data.draw(HOSTILE, label=name) for name in required}
+    chosen = st.lists(st.sampled_from(optional), unique=True, max_size=4) if optional else st.just([])
+    for name in data.draw(chosen, label="optional"):
+        kwargs[name] = data.draw(HOSTILE, label=name)
+    before = shared_memory.store.head()
+    try:
+        getattr(shared_memory, method)(**kwargs)
+    except memledger.MemledgerError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        assert shared_memory.store.head() == before

@@ -5,6 +5,7 @@ Each command parses its arguments and calls one public function; errors are
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -41,6 +42,9 @@ def _analysis_command(name: str, doc: str) -> click.Command:
     command.__doc__ = doc
     return click.command(name=name)(command)
 
+
+analytics.help = inspect.cleandoc(analytics.help or "") + "\n\n\b\nSections (--section NAME):\n" + "\n".join(
+    f"  {name}: {', '.join(sections(file))}" for name, (file, _) in ANALYSES.items())
 
 for _name, _doc in (
     ("promotions", "The lesson funnel recorded → deduplicated → promoted, time to promotion, by category and domain.\n\n"

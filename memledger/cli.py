@@ -46,7 +46,8 @@ class FaceGroup(click.Group):
 @click.option("--memory-dir", envvar="MEMLEDGER_DIR", default=None, metavar="DIR",
               help="Memory directory (env MEMLEDGER_DIR, default .agent-memory).")
 @click.option("--store", "store_url", envvar="MEMLEDGER_STORE", default=None, metavar="URL",
-              help="Ledger store URL (env MEMLEDGER_STORE): postgresql://... ; default the SQLite file in the memory dir.")
+              help="Ledger store (env MEMLEDGER_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
+                   "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.")
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
     """memledger: an event-sourced memory ledger for LLM browser agents."""

@@ -192,6 +192,8 @@ def test_list_params_names_defaults_and_ranges() -> None:
 
 
 def test_help_lists_the_section_names() -> None:
+    group = " ".join(run_cli("analytics", "--help").out.split())
+    assert all(f"{name}: {', '.join(sections(file))}" in group for name, (file, _) in ANALYSES.items())
     for name, (file, _) in ANALYSES.items():
         text = " ".join(run_cli("analytics", name, "--help").out.split())
         assert all(section in text for section in sections(file)), name

@@ -177,9 +177,11 @@ def _table(title: str, t: Table) -> str:
 
 
 def _titles(reports: dict[str, Report]) -> dict[tuple[str, str], str]:
-    """One title per table: the section's name, with its analysis when two analyses share it."""
+    """One title per table: the section's name, with its analysis when two analyses share it (unless
+    the analysis is named after it: `runs` of `runs` stays `runs`)."""
     names = [sec for rep in reports.values() for sec in rep.sections]
-    return {(name, sec): sec.replace("_", " ") + (f" ({name.replace('-', ' ')})" if names.count(sec) > 1 else "")
+    return {(name, sec): sec.replace("_", " ") + (f" ({name.replace('-', ' ')})" if names.count(sec) > 1
+                                                   and sec != name else "")
             for name, rep in reports.items() for sec in rep.sections}
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from memledger.analytics.queries import SQL_DIR, sql_text
+from memledger.analytics.queries import sql_text
 from memledger.ledger.errors import LedgerError
 
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}

@@ -130,7 +130,9 @@ def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: lis
             healed = (tstep.selector, browser.stable_selector(el))
         args["ref"] = el.ref
     for k, v in list(args.items()):
-        if v == MARKER:
+        if v == MARKER and k == "ref":  # a sensitive action's masked ref: the target is found by role and name
+            del args[k]
+        elif v == MARKER:
             if not secrets:
                 return None, "the recorded value is a redacted secret and the goal gives none", None
             args[k] = secrets[0]

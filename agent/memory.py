@@ -12,9 +12,10 @@ external agent gets is what the demo measures.
 
 With memory off a run is still logged (run_started, step_recorded,
 context_built, step_graded, run_completed: seed 002's baseline rep) but reads
-nothing and learns nothing. Secrets never reach the ledger: passwords named
-in the goal and values typed with `sensitive=True` are scrubbed from every
-payload before it is built.
+nothing and learns nothing. Secrets never reach the ledger: passwords the
+goal gives (read by `ledger.credentials`, as the policy reads them) and values
+typed with `sensitive=True` are scrubbed from every payload before it is
+built, and `Action(sensitive=True)` masks every argument of the action itself.
 
 Example:
     mem = Memory(store, projections_path)
@@ -46,9 +47,10 @@ from memledger.ledger.events import (
     SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled,
     TrajectoryRecorded, TrajectoryStep,
 )
+from memledger.ledger.credentials import passwords
 from memledger.ledger.ids import short_id
 from memledger.ledger.jsonl import first_error
-from memledger.ledger.redact import MARKER
+from memledger.ledger.redact import MARKER, masked_args
 from memledger.agent.browser import domain_of, origin_of
 from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
 from memledger.agent.prompt import quoted_name
@@ -65,7 +67,6 @@ KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode
                   "element is not visible", "element is not enabled", "not attached to the dom",
                   "too many arguments", "net::err_", "timeout")
 DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
-PASSWORD_IN_GOAL = re.compile(r'password\s*(?:is\s*|[:=]\s*)?"([^"]+)"|password\s*[:=]\s*(\S+)', re.I)
 SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "PageUp", "Space", "Backspace"}
 #: a run with no event for this long is abandoned when the next run starts (its process died)
 STALE_AFTER = timedelta(hours=1)
@@ -89,8 +90,9 @@ def substantive(error: str | None) -> bool:
 
 
 def goal_secrets(goal: str) -> list[str]:
-    """Passwords written in a goal (`... with password "p"`), to be scrubbed from memory."""
-    return [a or b for a, b in PASSWORD_IN_GOAL.findall(goal) if (a or b)]
+    """Passwords a goal gives (`log in as "u" using "p"`, `... with password "p"`), read as the policy
+    reads them; they are scrubbed from every payload of the run and typed again on replay."""
+    return passwords(goal)
 
 
 def element_text(role: str | None, name: str | None) -> str | None:
@@ -620,8 +622,8 @@ class Run:
         """One action the agent took on the page at `url` (default the current URL), ending on
         `url_after` (default `url`); `target` names the element as `role "name"`. `page_before`
         and `page_after` describe the page (url, title, page_type, elements) for step memories.
-        With `sensitive=True` the typed value (args value/text) is redacted everywhere. Returns
-        the event id."""
+        With `sensitive=True` every argument is masked and the typed value (args value/text) is
+        redacted everywhere. Returns the event id."""
         self._live()
         _check_step(step, required=True)
         _check_text(action, "action")
@@ -829,7 +831,7 @@ class Run:
         for s in kept:
             args = {k: v for k, v in s.args.items() if k != "ref"}
             if s.sensitive:
-                args = {k: (MARKER if k in ("value", "text") else v) for k, v in args.items()}
+                args = masked_args(args)
             effect = f"url:{s.url_after}" if s.url_after and s.url_after != s.url_before else None
             tsteps.append(TrajectoryStep(command=s.command, args=args, role=s.role, name=s.name, selector=s.selector,
                                          url=s.url_before, verified=s.ok, effect=effect,

@@ -35,6 +35,7 @@ import openai
 
 from memledger.agent.browser import Element, Observation
 from memledger.agent.budget import estimate_tokens
+from memledger.ledger.credentials import QUOTED, clauses, login_in
 from memledger.ledger.errors import LedgerError
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
@@ -43,7 +44,6 @@ DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no tha
 SUBMIT = re.compile(r"\b(search|submit|go|find)\b", re.I)
 SIGN_IN = re.compile(r"\b(sign in|log ?in|submit|continue)\b", re.I)
 NEXT = re.compile(r"\b(next|more|older)\b", re.I)
-QUOTED = re.compile(r'"([^"]{1,200})"')
 
 
 class PolicyError(LedgerError):
@@ -111,26 +111,16 @@ class SubGoal:
     b: str = ""
 
 
-_CLAUSE_SPLIT = re.compile(r"\s*,\s*(?:and\s+|then\s+)*|\s+and\s+(?:then\s+)?|\s+then\s+", re.I)
-
-
 def parse_goal(goal: str) -> list[SubGoal]:
-    """Sub-goals in order; quoted strings are the arguments."""
-    quotes: list[str] = []
-
-    def keep(m: re.Match[str]) -> str:
-        quotes.append(m.group(1))
-        return f"\x01{len(quotes) - 1}\x02"
-
-    masked = QUOTED.sub(keep, goal.strip().rstrip("."))
+    """Sub-goals in order; quoted strings are the arguments. Clauses and logins are read by
+    `ledger.credentials`, the parser the scrubber hides passwords with."""
     out: list[SubGoal] = []
-    for clause in _CLAUSE_SPLIT.split(masked):
-        args = [quotes[int(i)] for i in re.findall(r"\x01(\d+)\x02", clause)]
-        low = clause.lower()
-        if not clause.strip():
-            continue
-        if re.search(r"\blog ?in\b|\bsign in\b", low) and len(args) >= 2:
-            out.append(SubGoal("login", args[0], args[1]))
+    for clause in clauses(goal):
+        args = clause.args
+        low = clause.text.lower()
+        login = login_in(clause)
+        if login is not None:
+            out.append(SubGoal("login", login.user, login.password))
         elif "search" in low and args:
             out.append(SubGoal("search", args[0]))
         elif re.search(r"\b(set|fill)\b", low) and len(args) >= 2:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
-from memledger.ledger.redact import MARKER
+from memledger.ledger.redact import masked_args
 from memledger.ledger.suffixes import is_public_suffix
 
 DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?)*(?::[0-9]{1,5})?$")
@@ -154,7 +154,7 @@ class EnvState(BaseModel):
 
 
 class Action(BaseModel):
-    """A browser command. `sensitive` marks a value typed into a password field."""
+    """A browser command. `sensitive` marks a value typed into a password field: every argument is masked."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     command: str
@@ -164,8 +164,7 @@ class Action(BaseModel):
     @model_validator(mode="after")
     def _redact_sensitive(self) -> "Action":
         if self.sensitive:
-            args = {k: (MARKER if k in ("value", "text", "keys") and v not in (None, "") else v) for k, v in self.args.items()}
-            object.__setattr__(self, "args", args)
+            object.__setattr__(self, "args", masked_args(self.args))
         return self
 
 

@@ -44,7 +44,8 @@ from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, read_filter, row_to_event, walk_chain)
+                          VerifyResult, _env_busy_timeout, read_filter, redacted_envelope, row_to_event,
+                          walk_chain)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"
@@ -359,7 +360,7 @@ class PostgresStore:
 
     def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
         """Validate and append a batch atomically; returns the recorded events."""
-        batch = list(events)
+        batch = [redacted_envelope(ev, self.redactor) if isinstance(ev, NewEvent) else ev for ev in events]
         if not batch:
             return []
         streams = [ev.resolved_stream for ev in batch if isinstance(ev, NewEvent)]

@@ -1,40 +1,88 @@
 """Redaction: secrets are replaced by a marker before an event is built.
 
-Two rules: values under secret-looking keys (password, token, api_key...) and
-values typed into password fields are replaced whole; strings matching the
-secret patterns (API keys, bearer tokens, card numbers, JWTs, and any extra
-patterns from `MEMLEDGER_SECRET_PATTERNS`, one regex per line) are replaced
-where they occur.
+A secret must never be at rest: not in ledger.db, not in its WAL, and so not in
+anything derived from them (projections.db, exports, reports, audits). The
+store calls `Redactor.value` on every payload and `Redactor.ident` on the
+envelope fields a caller may choose (`run_id`, `stream`, `id`, `domain`) before
+it builds the row that is hashed and written.
+
+What is replaced:
+- values under secret-named keys (`SECRET_NAMES`: patterns, not a list of exact
+  names: `pwd`, `client_secret`, `x-api-key`, `refreshToken`, `sessionid`...);
+  numbers and booleans are kept, so that a payload keeps its shape;
+- dict keys that are themselves secrets;
+- every argument of an action marked `sensitive` (`masked_args`);
+- passwords a text gives the way the agent reads them (`ledger.credentials`,
+  the parser the scripted policy logs in with);
+- the shapes in `DETECTORS`, wherever they occur in a string; a detector with a
+  check (Luhn for card numbers, a `user:password` inside Basic auth, the look of
+  a random 40-character AWS secret) replaces only what passes it, so that ids,
+  UUIDs and sha256 digests (the hash chain) are kept;
+- whatever the extra patterns from `MEMLEDGER_SECRET_PATTERNS` (one regex per
+  line) match.
+
+Zero-width and other invisible format characters are removed before matching
+(an `sk-` key split by a zero-width space is still a key); a string that held
+no secret is kept byte for byte.
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import os
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from memledger.ledger.credentials import passwords
+from memledger.ledger.errors import LedgerError
+
 MARKER = "[REDACTED]"
+#: invisible format characters a secret can be split with (zero-width space, joiners, soft hyphen,
+#: word joiner, bidi controls, byte order mark)
+INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
-DEFAULT_PATTERNS: tuple[str, ...] = (
-    r"\bsk-[A-Za-z0-9_-]{16,}",
-    r"\bAKIA[0-9A-Z]{16}\b",
-    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
-    r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
-    r"\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+[A-Za-z0-9._~+/=-]{8,}",
-    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+
+class SecretPatternError(LedgerError):
+    """A `MEMLEDGER_SECRET_PATTERNS` line is not a usable regular expression."""
+
+
+# ---- secret-named keys ---------------------------------------------------------------------
+
+#: matched (re.search) against a key normalized by `key_words`: lower case, words joined by "_"
+#: (`clientSecret`, `client-secret` and `CLIENT_SECRET` all read `client_secret`)
+SECRET_NAMES: tuple[str, ...] = (
+    r"secret", r"passw", r"passphrase", r"passcode", r"pwd", r"credential", r"authorization", r"cookie",
+    r"bearer", r"token(?!s)",  # token, refresh_token, csrftoken; not tokens, total_tokens, tokens_in
+    r"(?:api|private|access|signing|encryption|master|account|session|license|client)_?key",
+    r"(?:^|_)(?:pass|pw|auth)(?:_|$)|cvv|cvc",
+    r"card_?number|(?:^|_)cc_?num",
+    r"^session$|sessid|sessionid",  # a session cookie; not session_id, memledger's own session tag
 )
-#: a card number stands alone: digits glued to letters or "_" are part of an id or a hex digest
-_CARD = re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])")
-_CARD_CANDIDATE = re.compile(r"\d(?:[ -]?\d){12}")
-SECRET_KEY = re.compile(r"(?i)^(pass(word|wd|phrase)?|secret|api[_-]?key|token|access[_-]?token|authorization|card[_-]?number|cvv)$")
-#: a superset screen for the default rules, run once over a payload's JSON text (fast path): every
-#: secret key and every default pattern's literal prefix survives JSON encoding unescaped, and a card
-#: number is a run of at least 13 characters among digits, spaces and dashes
-_SCREEN_WORDS = ('"pass', '"secret"', '"api', '"token"', '"access', '"authorization"', '"card', '"cvv"',
-                 "bearer", "sk-", "akia", "xox", "eyj")
-_GH = re.compile(r"gh[pousr]_")
-_CARDISH = bytes.maketrans(b"0123456789 -", b"000000000000")
-_CARD_RUN = b"0" * 13
+SECRET_NAME = re.compile("|".join(f"(?:{p})" for p in SECRET_NAMES))
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
+
+def key_words(key: str) -> str:
+    return _NON_ALNUM.sub("_", _CAMEL.sub("_", key).lower()).strip("_")
+
+
+@lru_cache(maxsize=4096)
+def secret_named(key: str) -> bool:
+    """Whether a value stored under `key` is a secret by its name alone."""
+    return bool(SECRET_NAME.search(key_words(key)))
+
+
+def masked_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of a sensitive action: every one masked (a secret can be typed under any name)."""
+    return {k: (MARKER if v not in (None, "") else v) for k, v in args.items()}
+
+
+# ---- detectors -----------------------------------------------------------------------------
 
 def _luhn_ok(digits: str) -> bool:
     total = 0
@@ -48,42 +96,243 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _card(m: re.Match[str]) -> bool:
+    return _luhn_ok(re.sub(r"\D", "", m.group()))
+
+
+def _basic_credentials(m: re.Match[str]) -> bool:
+    """`Basic X` is credentials when X decodes to `user:password`, not when it is a word ("Basic settings")."""
+    token = m.group("secret")
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _random_looking(m: re.Match[str]) -> bool:
+    """A bare 40-character AWS secret: random base64 mixes cases often and has digits; hex digests
+    (lower case), identifiers made of words and URL paths do not look like that."""
+    s = m.group()
+    if not (any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)):
+        return False
+    if s.count("/") > 3:
+        return False
+    pairs = [(a, b) for a, b in zip(s, s[1:]) if a.isalpha() and b.isalpha()]
+    switches = sum(a.isupper() != b.isupper() for a, b in pairs)
+    return switches >= 0.25 * max(1, len(pairs))
+
+
+def _credential_value(m: re.Match[str]) -> bool:
+    """`name: value` in prose names a secret when the name does and the value is not a plain short
+    word (`Password: hunter2` is; `Cookies: Accept` is not); a bare "session" label is not a cookie."""
+    value, name = m.group("secret"), m.group("name")
+    if key_words(name) == "session":  # "session: <id>" in prose names a session (memledger's prompts say so)
+        return False
+    return secret_named(name) and (len(value) >= 8 or not value.isalpha())
+
+
+@dataclass(frozen=True)
+class Detector:
+    """A secret shape: the match's `secret` group (the whole match when there is none) is replaced,
+    when `check` (if any) accepts the match."""
+
+    name: str
+    pattern: re.Pattern[str]
+    check: Callable[[re.Match[str]], bool] | None = None
+
+
+def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = None, flags: int = 0) -> Detector:
+    return Detector(name, re.compile(pattern, flags), check)
+
+
+_AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b")
+DETECTORS: tuple[Detector, ...] = (
+    _d("PEM private key", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+       flags=re.S),
+    _d("OpenAI / Anthropic key", r"\bsk-[A-Za-z0-9_-]{16,}"),
+    _d("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
+    _d("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{16,}"),
+    Detector("AWS access key id", _AWS_ID),
+    _d("Google API key", r"\bAIza[0-9A-Za-z_-]{30,}"),
+    _d("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    _d("GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    _d("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    _d("Slack webhook", r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{16,}"),
+    _d("SendGrid key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+    _d("npm token", r"\bnpm_[A-Za-z0-9]{30,}"),
+    _d("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    _d("JWT", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    _d("Bearer token", r"\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", flags=re.I),
+    _d("Basic auth", r"\bbasic\s+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})", _basic_credentials, flags=re.I),
+    _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
+    # generic shapes last: a specific detector above takes a token whole
+    _d("AWS secret access key", r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
+    _d("secret in a query or assignment",
+       r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
+       r"=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
+    _d("key in a URL query", r"[?&;](?:key|sig|code)=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
+    _d("secret-named field in text", r"\"(?P<name>[A-Za-z0-9_.-]{1,64})\"\s*:\s*\"(?P<secret>[^\"\\\n]+)\"",
+       lambda m: secret_named(m.group("name"))),
+    _d("secret-named header or label", r"(?<![\w./@-])(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]*[:=][ \t]*[\"']?(?=(?P<secret>[^\s\"'<>,;&]+))",
+       _credential_value),
+    _d("card number (Luhn)", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", _card),
+)
+
+#: the screen (`may_hold_secret`): a superset of what any rule above could change, cheap enough to
+#: run over a whole payload's JSON text (the fast path) and over each string. Lower-case stems of
+#: every detector, secret name and credential phrase, found without word boundaries (in JSON text a
+#: line break before a key is the letter n of an escape); a card number is a run of 13 characters
+#: among digits, spaces and dashes, an AWS secret a run of 40 among letters, digits, / and +
+_STEMS: tuple[str, ...] = (
+    "pass", "pw", "secret", "key", "token", "auth", "sess", "cookie", "credential", "card", "cv", "bearer", "basic",
+    "eyj", "xox", "aiza", "whsec_", "npm_", "hf_", "sg.", "slack", "sign in", "log in", "login", "k_live_",
+    "k_test_", "github_pat_",
+)
+#: stems that hold a rarer character, looked for only when that character is there
+_DASH_STEMS = ("-----begin", "sk-", "glpat-", "xapp-")
+_QUERY_STEMS = ("sig=", "code=")
+_GH = re.compile(r"gh[pousr]_")
+_CC_NUM = re.compile(r"cc[^a-z0-9]*num")
+#: the AWS key id detector's shape, with a literal first character (a fast search)
+_AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
+_CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
+_CARDISH = bytes(48 if chr(b) in "0123456789 -" else 46 for b in range(256))
+_B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256))
+
+
+def may_hold_secret(text: str) -> bool:
+    """False only when no rule of `Redactor` without extra patterns would change `text`, nor the value
+    whose JSON encoding `text` is."""
+    low = text.lower()
+    for stem in _STEMS:
+        if stem in low:
+            return True
+    if "-" in low and any(stem in low for stem in _DASH_STEMS):
+        return True
+    if "=" in low and any(stem in low for stem in _QUERY_STEMS):
+        return True
+    if ("://" in low and "@" in low) or ("gh" in low and _GH.search(low)) or ("num" in low and _CC_NUM.search(low)):
+        return True
+    if not text.isascii() and INVISIBLE.search(text):
+        return True
+    if _AWS_ID_SHAPE.search(text):
+        return True
+    raw = text.encode()
+    return len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH))
+
+
+def _compile_extra(patterns: list[str], origin: str) -> list[re.Pattern[str]]:
+    out = []
+    for n, p in enumerate(patterns, 1):
+        try:
+            compiled = re.compile(p)
+        except re.error as exc:
+            raise SecretPatternError(f"{origin} line {n}: not a regular expression ({exc}): {p[:60]!r}") from None
+        if compiled.fullmatch(""):
+            raise SecretPatternError(f"{origin} line {n}: the pattern matches the empty string: {p[:60]!r}")
+        out.append(compiled)
+    return out
+
+
 class Redactor:
-    """Replaces secrets in strings and nested payloads."""
+    """Replaces secrets in strings, nested payloads and envelope identifiers."""
 
     def __init__(self, extra_patterns: tuple[str, ...] | list[str] = ()):
         env = os.environ.get("MEMLEDGER_SECRET_PATTERNS", "")
-        extra = list(extra_patterns) + [p for p in env.splitlines() if p.strip()]
-        self.pattern = re.compile("|".join(f"(?:{p})" for p in [*DEFAULT_PATTERNS, *extra]))
-        self._screened = not extra  # extra patterns cannot be screened: always walk the payload
+        self.extra = (_compile_extra(list(extra_patterns), "extra secret pattern")
+                      + _compile_extra([p for p in env.splitlines() if p.strip()], "MEMLEDGER_SECRET_PATTERNS"))
+        self._idents: dict[tuple[str, bool], str] = {}  # envelope ids repeat (a run's events share one)
 
     def may_contain_secrets(self, json_text: str) -> bool:
         """False only when `value()` would change nothing in the payload encoded as `json_text` (fast path)."""
-        if not self._screened:
-            return True
-        low = json_text.lower()
-        for word in _SCREEN_WORDS:
-            if word in low:
-                return True
-        if "gh" in low and _GH.search(low):
-            return True
-        raw = json_text.encode()
-        return _CARD_RUN in raw.translate(_CARDISH) if len(raw) >= 13 else False
+        return bool(self.extra) or may_hold_secret(json_text)
 
     def text(self, value: str) -> str:
-        value = self.pattern.sub(MARKER, value)
-        if _CARD_CANDIDATE.search(value):
-            value = _CARD.sub(lambda m: MARKER if _luhn_ok(re.sub(r"\D", "", m.group())) else m.group(), value)
-        return value
+        """`value` with every secret replaced by the marker (unchanged, byte for byte, when it holds none)."""
+        if not self.extra and not may_hold_secret(value):
+            return value
+        visible = INVISIBLE.sub("", value)
+        out = visible
+        for secret in passwords(visible):
+            if secret != MARKER:
+                out = out.replace(secret, MARKER)
+        for d in DETECTORS:
+            out = _apply(d, out)
+        for p in self.extra:
+            out = p.sub(MARKER, out)
+        return value if out == visible else out
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: (MARKER if isinstance(k, str) and SECRET_KEY.match(k) and v not in (None, "") else self.value(v)) for k, v in value.items()}
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                key = self.text(k) if isinstance(k, str) else k
+                while key in out:  # two keys redacted alike both keep their values
+                    key = f"{key}~"
+                out[key] = _masked(v) if isinstance(k, str) and secret_named(k) else self.value(v)
+            return out
         if isinstance(value, list):
             return [self.value(v) for v in value]
         return value
+
+    def ident(self, value: str | None, *, case_insensitive: bool = False) -> str | None:
+        """An envelope identifier (run id, stream, event id, domain) that is a secret or holds one becomes
+        `redacted-` and a digest of it: still a valid identifier, and the same one for the same secret,
+        so that a run's events stay together. Host names ignore case, so a domain is read both ways."""
+        if value is None:
+            return None
+        key = (value, case_insensitive)
+        known = self._idents.get(key)
+        if known is None:
+            if len(self._idents) > 4096:
+                self._idents.clear()
+            known = self._idents[key] = self._ident(value, case_insensitive)
+        return known
+
+    def _ident(self, value: str, case_insensitive: bool) -> str:
+        variants = (value, value.upper()) if case_insensitive else (value,)
+        if all(self.text(v) == v for v in variants):
+            return value
+        return "redacted-" + hashlib.sha256(b"memledger-redacted-ident\x00" + value.encode()).hexdigest()[:16]
+
+
+def _apply(d: Detector, text: str) -> str:
+    """`text` with every span `d` finds (its `secret` group, else the whole match) replaced; a detector
+    may capture the secret in a lookahead, so that a value can also start the next match."""
+    spans: list[tuple[int, int]] = []
+    group = "secret" if "secret" in d.pattern.groupindex else 0
+    for m in d.pattern.finditer(text):
+        if d.check is not None and not d.check(m):
+            continue
+        start, end = m.span(group)
+        if start < 0:
+            start, end = m.span()
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
+    if not spans:
+        return text
+    out, pos = [], 0
+    for start, end in spans:
+        out += [text[pos:start], MARKER]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _masked(value: Any) -> Any:
+    """A value under a secret-named key: every string in it masked; numbers, booleans and null kept."""
+    if isinstance(value, str):
+        return MARKER if value else value
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
 
 
 _default: Redactor | None = None

@@ -21,7 +21,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,16 @@ def _canonical(payload: Payload) -> tuple[dict[str, Any], str]:
 def _redacted(data: dict[str, Any], text: str, redactor: Redactor) -> str:
     redacted = redactor.value(data)
     return orjson.dumps(redacted, option=orjson.OPT_SORT_KEYS).decode() if redacted != data else text
+
+
+def redacted_envelope(ev: NewEvent, redactor: Redactor) -> NewEvent:
+    """The event with the envelope fields a caller chooses (run id, stream, id, domain) redacted
+    (`Redactor.ident`); the same object when none holds a secret."""
+    fields = {"run_id": redactor.ident(ev.run_id), "stream": redactor.ident(ev.stream), "id": redactor.ident(ev.id),
+              "domain": redactor.ident(ev.domain, case_insensitive=True)}
+    if all(value == getattr(ev, name) for name, value in fields.items()):
+        return ev
+    return replace(ev, **fields)
 
 
 def serialize_payload(payload: Payload, redactor: Redactor) -> str:
@@ -186,10 +196,11 @@ class Transaction:
 
     def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
         """Append a batch inside this transaction; validation happens before any row is written."""
-        events = list(events)
         for i, ev in enumerate(events):
             if not isinstance(ev, NewEvent):
                 raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
+        redactor = self.store.redactor
+        events = [redacted_envelope(ev, redactor) for ev in events]
         if expected_version is not None:
             streams = {ev.resolved_stream for ev in events}
             if len(streams) > 1:
@@ -212,7 +223,6 @@ class Transaction:
             except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
                 reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
                 raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
-        redactor = self.store.redactor
         # one screen over the whole batch (newline-joined: no secret pattern spans a newline of the JSON),
         # then per event only when the batch may hold a secret
         screen_each = redactor.may_contain_secrets("\n".join(text for _, text in canonical))

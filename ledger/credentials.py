@@ -1,0 +1,86 @@
+"""What counts as a login in free text: the one parser the agent's policy and the scrubber share.
+
+The scripted policy logs in when a clause of its goal holds a login verb and two
+quoted strings (`Log in as "demo" using "correct-horse-battery"`): the first is
+typed as the user name, the second as the password. Whatever the policy would
+type as a password must never be stored, so the scrubber (`ledger.redact`) reads
+text with this same grammar; a second, looser copy of it would let a phrasing
+through that the agent still acts on. It lives in `ledger`, the lowest layer, so
+that both the agent and the store import it.
+
+Besides logins, a password may be named by keyword: `password "p"`,
+`password is "p"`, `password: p`, `passwd=p`.
+
+Example:
+    [Clause(text='Log in as \\x010\\x02 using \\x011\\x02', args=('demo', 'pw'))] == clauses('Log in as "demo" using "pw"')
+    login_in(clauses('Log in as "demo" using "pw"')[0]) == Login(user="demo", password="pw")
+    passwords('Sign in with "ada" and then...') == []
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+QUOTED = re.compile(r'"([^"]{1,200})"')
+#: a goal is a list of clauses: separated by commas, "and", "then" or line breaks
+CLAUSE_SPLIT = re.compile(r"\s*\n\s*|\s*,\s*(?:and\s+|then\s+)*|\s+and\s+(?:then\s+)?|\s+then\s+", re.I)
+#: a login verb is a word of the sentence, not part of a path or host (`http://portal.test/login`)
+LOGIN_VERB = re.compile(r"(?<![\w/.-])(?:log ?in|sign in)(?![\w/-])", re.I)
+_PLACEHOLDER = re.compile(r"\x01(\d+)\x02")
+_WORD = r"\b(?:password|passwd|passphrase|pwd)"
+#: a password named by keyword: quoted (`password "p"`, `password is "p"`, `password: "p"`) or
+#: unquoted after `:` or `=` on the same line; the keyword must be followed by a space or a
+#: separator, so that `"Forgot password" "Sign in"` (a page's element names) names nothing
+KEYWORD_PASSWORD = re.compile(
+    _WORD + r"(?:[ \t]+is[ \t]*|[ \t]*[:=][ \t]*|[ \t]+)\"([^\"\n]{1,200})\"|" + _WORD + r"[ \t]*[:=][ \t]*([^\s\"'&;,<>]+)", re.I)
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause of a goal: its text with each quoted string replaced by \\x01N\\x02, and those strings."""
+
+    text: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Login:
+    user: str
+    password: str
+
+
+def clauses(text: str) -> list[Clause]:
+    """The non-empty clauses of `text`, in order; quoted strings never split a clause."""
+    quotes: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        quotes.append(m.group(1))
+        return f"\x01{len(quotes) - 1}\x02"
+
+    # \x01 and \x02 delimit the placeholders: a text that holds them must not forge one
+    masked = QUOTED.sub(keep, text.replace("\x01", " ").replace("\x02", " ").strip().rstrip("."))
+    out: list[Clause] = []
+    for part in CLAUSE_SPLIT.split(masked):
+        if part.strip():
+            out.append(Clause(part, tuple(quotes[int(i)] for i in _PLACEHOLDER.findall(part))))
+    return out
+
+
+def login_in(clause: Clause) -> Login | None:
+    """The login a clause asks for: a login verb outside the quotes and at least two quoted strings."""
+    if len(clause.args) >= 2 and LOGIN_VERB.search(_PLACEHOLDER.sub(" ", clause.text)):
+        return Login(clause.args[0], clause.args[1])
+    return None
+
+
+def logins(text: str) -> list[Login]:
+    return [login for c in clauses(text) if (login := login_in(c)) is not None]
+
+
+def passwords(text: str) -> list[str]:
+    """Every password `text` gives (its logins' and the keyword-named ones), first seen first, once each."""
+    found: list[str] = []
+    if LOGIN_VERB.search(text):
+        found += [login.password for login in logins(text)]
+    found += [quoted or bare for quoted, bare in KEYWORD_PASSWORD.findall(text)]
+    return [p for p in dict.fromkeys(found) if p.strip()]

@@ -1,0 +1,114 @@
+"""Secret shapes for the at-rest tests: each a text as it would appear, and the needles (the secret
+parts) that must never be found in any byte memledger writes.
+
+Every value is made up here (none is a live credential); each is distinct, so a hit names its shape.
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+ZW = "\u200b"  # zero-width space
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    text: str
+    needles: tuple[str, ...]
+
+
+def luhn_complete(digits: str) -> str:
+    """`digits` with the check digit that makes the Luhn sum a multiple of 10."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 0:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return digits + str((10 - total % 10) % 10)
+
+
+def _shape(name: str, text: str, *needles: str) -> Shape:
+    return Shape(name, text, needles or (text,))
+
+
+OPENAI = "sk-proj-Q7vXk2LmN9pR4tW8zB3cD6fH1jK5"
+ANTHROPIC = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
+AWS_ID = "AKIAQ3EGRZ7XH2MNB5KW"
+AWS_SECRET = "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"
+GITHUB = "ghp_R8tY2uI4oP6aS8dF0gH2jK4lZ6xC8vB0nM1"
+SPLIT_KEY = "sk-" + ZW + "live4Vq9Wx2Yz7Ab1Cd5Ef8Gh"
+BASIC = base64.b64encode(b"admin:S3cr3t-Pa55-basic").decode()
+VISA = luhn_complete("453914880343646")
+MASTERCARD = luhn_complete("555555555555444")
+AMEX = luhn_complete("37828224631000")
+LOGIN_PASSWORD = "plum-Orbit-4417"
+
+SHAPES: tuple[Shape, ...] = (
+    _shape("OpenAI project key", OPENAI),
+    _shape("Anthropic key", ANTHROPIC),
+    _shape("OpenAI legacy key", "sk-T3BlbkFJ4f8Gh2Jk6Lm0Np4Qr8St2Vw6"),
+    _shape("AWS access key id", AWS_ID),
+    _shape("AWS temporary key id", "ASIAY4KJ2M7NQ9PLX3RT"),
+    _shape("AWS secret access key", AWS_SECRET),
+    _shape("Stripe live secret key", "sk_live_51Hx9QmK2vB7nR4tY8wZ3cF6"),
+    _shape("Stripe live restricted key", "rk_live_51Hx9QmK2vB7nR4tY8wZ3cF7"),
+    _shape("Stripe test key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc"),
+    _shape("Stripe webhook secret", "whsec_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8"),
+    _shape("Google API key", "AIzaSyD3kL9mN2pQ7rS4tV8wX1yZ5aB6cE0fG2h"),
+    _shape("GitHub classic token", GITHUB),
+    _shape("GitHub fine-grained token", "github_pat_11ABCDE2F0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789"),
+    _shape("GitHub OAuth token", "gho_Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"),
+    _shape("GitLab token", "glpat-Xy9Zw8Vu7Ts6Rq5Po4Nm"),
+    _shape("Slack bot token", "xoxb-2048204820-4096409640-Zq8Wx7Cv6Bn5Mm4Ll3Kk2J"),
+    _shape("Slack user token", "xoxp-1111222233-4444555566-7777888899-aAbBcCdDeE"),
+    _shape("Slack webhook", "https://hooks.slack.com/services/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",
+           "T0123ABCD/B0456EFGH/Xy9Zw8Vu7Ts6Rq5Po4Nm3Lk2"),
+    _shape("SendGrid key", "SG.aBcDeFgHiJkLmNoPqRsTuV.wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ0123"),
+    _shape("npm token", "npm_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"),
+    _shape("Hugging Face token", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"),
+    _shape("JWT", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.Qm9ndXNTaWduYXR1cmVfMTIzNDU2",
+           "eyJzdWIiOiJ1c2VyLTQyIn0", "Qm9ndXNTaWduYXR1cmVfMTIzNDU2"),
+    _shape("Bearer token", "Authorization: Bearer Zk3Lm9Np2Qr7St4Vw8Xy1Za5", "Zk3Lm9Np2Qr7St4Vw8Xy1Za5"),
+    _shape("Basic auth", f"Authorization: Basic {BASIC}", BASIC),
+    _shape("credentials in a URL", "https://deploy:Tr0ub4dor-and-3@git.example.com/repo.git", "Tr0ub4dor-and-3"),
+    _shape("password= in a URL", "https://shop.example.com/login?user=ada&password=Pa55w0rd-Query-9", "Pa55w0rd-Query-9"),
+    _shape("token= in a URL", "https://api.example.com/v1/items?token=tok-Vq8Wx2Yz4Ab6Cd", "tok-Vq8Wx2Yz4Ab6Cd"),
+    _shape("key= in a URL", "https://maps.example.com/api?key=kQ9wE8rT7yU6iO5pA4sD", "kQ9wE8rT7yU6iO5pA4sD"),
+    _shape("PEM RSA private key",
+           "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq9Zk3Lm9Np2Qr7St4Vw8\nXy1Za5Bc6De0Fg==\n-----END RSA PRIVATE KEY-----",
+           "MIIEpAIBAAKCAQEA7bq9Zk3Lm9Np2Qr7St4Vw8", "Xy1Za5Bc6De0Fg=="),
+    _shape("PEM OpenSSH private key",
+           "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----",
+           "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
+    _shape("card number with spaces", " ".join(VISA[i:i + 4] for i in range(0, 16, 4)), VISA,
+           " ".join(VISA[i:i + 4] for i in range(0, 16, 4))),
+    _shape("card number with dashes", "-".join(MASTERCARD[i:i + 4] for i in range(0, 16, 4)), MASTERCARD,
+           "-".join(MASTERCARD[i:i + 4] for i in range(0, 16, 4))),
+    _shape("Amex card number", AMEX),
+    _shape("sk- key split by a zero-width space", SPLIT_KEY, SPLIT_KEY, SPLIT_KEY.replace(ZW, "")),
+    _shape("AWS key id split by a zero-width joiner", "AKIA\u200dWX7Q2M9NB4KJ5RT3", "AKIA\u200dWX7Q2M9NB4KJ5RT3",
+           "AKIAWX7Q2M9NB4KJ5RT3"),
+    _shape("login in a sentence", f'Log in as "ada" using "{LOGIN_PASSWORD}"', LOGIN_PASSWORD),
+    _shape("password named by keyword", 'the password is "Quartz-Lamp-8812"', "Quartz-Lamp-8812"),
+    _shape("password label", "Password: hunter2-Zeta-31", "hunter2-Zeta-31"),
+    _shape("assignment in code", 'api_key = "ak9Qw8Er7Ty6Ui5Op4"', "ak9Qw8Er7Ty6Ui5Op4"),
+    _shape("secret-named JSON field in text", '{"client_secret": "cs-Mn8Bv7Cx6Zl5Kj4"}', "cs-Mn8Bv7Cx6Zl5Kj4"),
+    _shape("cookie header", "Cookie: sessionid=Sess9Xy8Wv7Ut6Rq5", "Sess9Xy8Wv7Ut6Rq5"),
+)
+
+#: values stored under secret-named keys (the names are patterns, not an exact list)
+SECRET_KEYED: dict[str, str] = {
+    "pwd": "kv-pwd-Lr4Ty7", "passwd": "kv-passwd-Qm2Xc9", "client_secret": "kv-client-Zp8Wn3",
+    "refresh_token": "kv-refresh-Hs5Df1", "x-api-key": "kv-xapikey-Jb6Gk0", "secret_key": "kv-secretkey-Vt3Ye8",
+    "private_key": "kv-private-Nc7Ru2", "Authorization": "kv-authz-Pw1Lm6", "cookie": "kv-cookie-Ea9So4",
+    "sessionid": "kv-sessionid-Ki3Wq7", "session_token": "kv-sesstoken-Ub5Ox2", "apiKey": "kv-apikey-Fy8Ic1",
+    "accessToken": "kv-accesstoken-Gd4Mh9", "AWS_SECRET_ACCESS_KEY": "kv-awssecret-Rx2Bn6",
+}
+
+
+def needles() -> list[str]:
+    return [n for s in SHAPES for n in s.needles] + list(SECRET_KEYED.values())

@@ -30,7 +30,7 @@ from memledger.agent.memory import AgentMemory, goal_secrets
 from memledger.agent.policy import parse_goal
 from memledger.ledger.events import EVENT_TYPES, Action
 from memledger.ledger.ids import short_id, uuid7
-from memledger.ledger.redact import MARKER, Redactor, default_redactor, may_hold_secret, secret_named
+from memledger.ledger.redact import DETECTORS, MARKER, Redactor, default_redactor, may_hold_secret, secret_named
 from memledger.ledger.settings import Settings
 from memledger.ledger.store import SqliteStore
 from tests import secret_shapes as S
@@ -307,3 +307,9 @@ def test_a_bad_secret_pattern_is_one_line_and_nothing_is_written(tmp_path: Path,
     assert err.count("\n") == 1 and err.startswith("error: ") and "MEMLEDGER_SECRET_PATTERNS line" in err, err
     assert "Traceback" not in err
     assert not (memory_dir / "ledger.db").exists()
+
+
+def test_the_readme_counts_what_is_covered() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"{len(DETECTORS)} detectors" in readme
+    assert f"plants {len(S.SHAPES)} secret shapes" in readme and f"{len(S.SECRET_KEYED)} secret-named" in readme

@@ -254,8 +254,10 @@ class Redactor:
             return value
         visible = INVISIBLE.sub("", value)
         out = visible
-        for secret in passwords(visible):
-            if secret != MARKER:
+        # the policy reads the text as given, invisible characters included: parse both forms
+        for secret in dict.fromkeys(passwords(value) + (passwords(visible) if visible != value else [])):
+            secret = INVISIBLE.sub("", secret)
+            if secret.strip() and secret != MARKER:
                 out = out.replace(secret, MARKER)
         for d in DETECTORS:
             out = _apply(d, out)

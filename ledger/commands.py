@@ -203,7 +203,7 @@ def copy_command(from_url: str, to_url: str) -> None:
         task = bar.add_task("copying", total=None)
         result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))
     click.echo(f"copied {result.count} events from {display_url(from_url)} to {display_url(to_url)}; "
-               f"chain verified (head {result.head_hash[:16]})")
+               f"chain verified (head {result.head_hash})")
 
 
 COMMANDS = [append, events, verify, stats, schema, copy_command]

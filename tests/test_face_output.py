@@ -253,3 +253,18 @@ def test_recall_takes_every_format_through_the_same_code(tmp_path: Path) -> None
     steps = run_cli("--memory-dir", mem, "recall", "trajectory", "--goal", "x", "--url", "http://shop.test/",
                     "--format", "table")
     assert steps.code == 0 and "no trajectory" in steps.out
+
+
+def test_hashes_printed_for_comparison_are_whole(tmp_path: Path) -> None:
+    source = tmp_path / "memory.json"
+    source.write_text('{"version": 1, "lessons": [{"lesson": "Wait for the page", "category": "best_practice", '
+                      '"created_at": "2026-03-12", "last_used": "2026-03-12"}]}')
+    mem = str(tmp_path / "m")
+    assert run_cli("--memory-dir", mem, "import", str(source)).code == 0
+    again = run_cli("--memory-dir", mem, "import", str(source)).out
+    with SqliteStore.open(tmp_path / "m" / "ledger.db") as store:
+        digest = next(iter(store.read(types=["memory_imported"]))).data["source_digest"]
+        head = next(iter(store.read(from_seq=store.head()))).hash
+    assert len(digest) == 64 and f"sha256 {digest})" in again
+    copied = run_cli("copy", "--from", f"sqlite:///{tmp_path / 'm' / 'ledger.db'}", "--to", str(tmp_path / "c.db"))
+    assert copied.code == 0 and f"(head {head})" in copied.out

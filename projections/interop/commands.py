@@ -59,7 +59,7 @@ def import_cmd(path: Path, fmt: str) -> None:
         r = run_import(_settings(), path, fmt)
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items() if v)
     if r.already_imported_seq is not None:
-        click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, digest {r.digest[:12]}): "
+        click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, sha256 {r.digest}): "
                    "nothing appended")
         return
     click.echo(f"imported {r.source_format} {r.source_path}: appended {r.appended} events "

@@ -56,9 +56,9 @@ class RunOptions:
 
 
 def wide_console(stderr: bool = False) -> Console:
-    """A terminal-width console on a terminal; 140 columns when output is captured (logs, CI)."""
+    """A terminal-width console on a terminal; 120 columns when output is piped or captured (logs, CI)."""
     console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=140)
+    return console if console.is_terminal else Console(stderr=stderr, width=120)
 
 
 def memory_policy(opts: RunOptions) -> Policy:

@@ -90,8 +90,8 @@ def _natural(text: str) -> int:
 def layout(table: Table, width: int) -> tuple[list[int], set[int]]:
     """Column widths for a table `width` columns wide. When it is too wide: its widest text column
     wraps (down to 24 characters); then headers wrap between their words; then, only if that is not
-    enough, the next widest text columns wrap (down to 10), the widest goes down to 16 and the
-    others to 6. Numbers, ids and hashes keep their width. Returns the widths and the columns whose values wrap; when even that does not fit, the
+    enough, the next widest text columns wrap between words (down to 10), the widest goes down to
+    16 and, as a last resort, the others fold to 6. Numbers, ids and hashes keep their width. Returns the widths and the columns whose values wrap; when even that does not fit, the
     table is wider than `width`."""
     cells = [[cell_text(v) for v in row] for row in table.rows]
     columns = list(zip(*cells)) if cells else [() for _ in table.columns]
@@ -116,9 +116,10 @@ def layout(table: Table, width: int) -> tuple[list[int], set[int]]:
     for i in range(len(widths)):
         if excess > 0:
             shrink(i, max(max(cell_len(w) for w in heads[i].split(" ")), values[i]))
-    for i in order[1:]:
+    words = [max((cell_len(w) for c in col for w in c.split()), default=0) for col in columns]
+    for i in order[1:]:  # wrap between words only: `portal.test` is never split
         if excess > 0:
-            shrink(i, MIN_CELL)
+            shrink(i, max(MIN_CELL, words[i]))
             wrapped.add(i)
     if order and excess > 0:
         shrink(order[0], MIN_CELL + 6)

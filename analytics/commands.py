@@ -14,6 +14,7 @@ import click
 from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.experiment import EXPERIMENT_SECTIONS, policy_parameters
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS
+from memledger.ledger.commands import allow_broken_option
 from memledger.ledger.settings import Settings
 from memledger.output import FORMATS, console, emit, listing_options
 
@@ -76,6 +77,7 @@ COMMANDS: list[click.Command] = [analytics]
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@allow_broken_option
 def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, as_json: bool, fmt: str,
                out: str | None, section: str | None) -> None:
     """Replay the log's observations under a changed policy and diff against what really happened.
@@ -165,6 +167,7 @@ def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the JSON, HTML or --format output to FILE instead of stdout.")
 @table_formats(AUDIT_SECTIONS)
+@allow_broken_option
 def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
           section: str | None) -> None:
     """What the agent knew at each step of RUN: prompt items, memory as of the step, the action —
@@ -199,6 +202,7 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 @click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="With --format: write to FILE instead of stdout.")
 @table_formats(EXPLAIN_SECTIONS)
+@allow_broken_option
 def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
             section: str | None) -> None:
     """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
@@ -233,6 +237,7 @@ COMMANDS.extend([audit, explain])
 @click.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Directory for report.html and its PNG plots.")
+@allow_broken_option
 def report(out_dir: str) -> None:
     """A self-contained HTML page with PNG plots of every analysis.
 

@@ -32,14 +32,11 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
 
 from memledger.analytics.forget import Forgotten
+from memledger.projections.replay import PolicyMemory, as_new, opens_run
 
 if TYPE_CHECKING:
     from memledger.analytics.output import Report
 
-#: the projections the policy step reads (and the experiment compares)
-EXPERIMENT_PROJECTIONS = ("lessons", "knowledge", "trajectories")
-#: decisions `on_open` makes (the rest come from `decide` after an observation)
-OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired"})
 AREAS = ("tier1", "tier2", "facts", "trajectories")
 #: the tables of `experiment_report`, the first being the main one
 EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes")
@@ -100,11 +97,6 @@ def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
         raise LedgerError(f"invalid policy: {exc.errors()[0].get('msg', 'invalid value')}") from exc
 
 
-def _as_new(ev: RecordedEvent) -> NewEvent:
-    return NewEvent(ev.payload, run_id=ev.run_id, step=ev.step, domain=ev.domain, stream=ev.stream,
-                    occurred_at=ev.occurred_at, id=ev.id)
-
-
 def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> RecordedEvent:
     """A decision the experiment made, shaped like a stored event (seq = its trigger's)."""
     data = new.payload.model_dump(mode="json", exclude={"type", "schema_version"})
@@ -114,20 +106,12 @@ def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> Recorded
                          new.domain, data, "", "", "")
 
 
-class Side:
+class Side(PolicyMemory):
     """One memory (reality or the experiment): the policy-relevant projections and their fold."""
 
     def __init__(self, policy: Any):
-        from memledger.projections.state import MemoryState, dispatch
-        self.policy = policy
-        self.state = MemoryState.empty(EXPERIMENT_PROJECTIONS)
-        self.table = dispatch(EXPERIMENT_PROJECTIONS)
+        super().__init__(policy)
         self.opened: set[str] = set()
-
-    def fold(self, ev: RecordedEvent) -> None:
-        for name, fn in self.table.get(ev.type, ()):
-            setattr(self.state, name, fn(getattr(self.state, name), ev, self.policy))
-        self.state.head = ev.seq
 
     def summary(self) -> dict[tuple[str, str], Any]:
         """What the comparison looks at: (area, item) -> value."""
@@ -281,9 +265,7 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
         if progress is not None and ev.seq % 500 == 0:
             progress(ev.seq, head)
         if ev.type in DECISION_TYPES:
-            is_open = ev.type in OPEN_TYPES or (ev.type == "facts_pruned" and (
-                prev is None or prev.type not in ("fact_contradicted", "fact_observed")))
-            if is_open and ev.run_id:
+            if opens_run(ev, prev) and ev.run_id:
                 rs = run_started.get(ev.run_id)
                 trigger = rs.seq if rs is not None else open_at.setdefault(ev.run_id, ev.seq)
                 open_exp(ev.run_id, ev.occurred_at, trigger, ev)
@@ -298,7 +280,7 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
         flush_pending()
         compare(prev.seq if prev is not None else 0)
         state["last_obs"] = ev.seq
-        decisions = decide(exp.state, _as_new(ev), policy)
+        decisions = decide(exp.state, as_new(ev), policy)
         real.fold(ev)
         exp.fold(ev)
         for i, new in enumerate(decisions):

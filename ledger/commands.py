@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 import click
 import orjson
@@ -12,7 +13,8 @@ from memledger.analytics.output import Report, Table, cell_text
 from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
 from memledger.projections.text import clip
 
-from memledger.ledger.errors import LedgerError
+from memledger.ledger.anchor import Anchor, parse_anchor, verify_ledger
+from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
 from memledger.ledger.settings import Settings, raw_writer
@@ -34,6 +36,18 @@ def _ident_option(_ctx: click.Context, param: click.Parameter, value: str | None
         return check_ident(value, param.name or "id")
     except ValueError as exc:
         raise click.BadParameter(str(exc).encode("unicode_escape").decode("ascii")) from None
+
+
+def _allow_broken(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_object(Settings).allow_broken = True
+
+
+def allow_broken_option(command: Any) -> Any:
+    """`--allow-broken` on a read command: forensics on an edited ledger (see Settings.allow_broken)."""
+    return click.option("--allow-broken", is_flag=True, expose_value=False, is_eager=True, callback=_allow_broken,
+                        help="Forensics: read even a ledger whose chain or remembered head is broken "
+                             "(nothing is checked; projections.db is neither read nor written).")(command)
 
 
 def summarize(ev: RecordedEvent) -> str:
@@ -92,6 +106,7 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
 @click.option("--domain", default=None, callback=_domain_option)
 @click.option("--follow", is_flag=True, help="Keep printing events as other processes append them (table or json).")
 @listing_options(json_help="Same as --format json: one JSON object per line, with the envelope.")
+@allow_broken_option
 def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run_id: str | None,
            domain: str | None, follow: bool, fmt: str, out: str | None) -> None:
     """Print events in seq order, filtered. `--format json` prints one object per line (envelope and
@@ -137,17 +152,38 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
         stop.set()
 
 
-@click.command()
-def verify() -> None:
-    """Walk the hash chain; exit 1 naming the first bad seq.
+def _anchor_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[Anchor]:
+    try:
+        return [parse_anchor(v) for v in values]
+    except LedgerError as exc:
+        raise click.BadParameter(str(exc)) from None
 
-    Example: memledger verify
+
+@click.command()
+@click.option("--head", "heads", multiple=True, metavar="SEQ:HASH", callback=_anchor_option,
+              help="Also check a head kept elsewhere (as printed by an earlier verify); repeatable.")
+@click.option("--decisions", is_flag=True,
+              help="Also replay the log under each run's recorded policy and check every decision event.")
+def verify(heads: list[Anchor], decisions: bool) -> None:
+    """Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq.
+
+    Example: memledger verify --decisions --head 1200:5f3a...
     """
-    result = _settings().store(create=False).verify()
-    if result.ok:
-        click.echo(f"ok: {result.count} events, chain intact")
-        return
-    raise LedgerError(f"chain broken at seq {result.first_bad_seq}: {result.reason}")
+    s = _settings()
+    store = s.store(create=False, check_head=False)
+    result = verify_ledger(store, s.keepers(store), heads)
+    if not result.ok:
+        raise ChainBroken(result.first_bad_seq or 0, result.reason or "")
+    rederived = ""
+    if decisions:
+        if s.decision_check is None:
+            raise LedgerError("verify --decisions needs memledger's projections layer")
+        check = s.decision_check(store)
+        if not check.ok:
+            raise LedgerError(f"decision differs at seq {check.first_bad_seq}: {check.reason}")
+        rederived = f", {check.decisions} decisions re-derived"
+    head = f"{result.head_seq}:{result.head_hash}" if result.head_seq else "0 (empty)"
+    click.echo(f"ok: {result.count} events, chain intact{rederived}; head {head}")
 
 
 STATS_SECTIONS = ("summary", "by_type", "by_domain", "by_run")
@@ -155,6 +191,7 @@ STATS_SECTIONS = ("summary", "by_type", "by_domain", "by_run")
 
 @click.command()
 @listing_options(STATS_SECTIONS, json_help="Same as --format json: one object with every count.")
+@allow_broken_option
 def stats(fmt: str, out: str | None, section: str | None) -> None:
     """Counts by type, domain and run; file size; time span. `--format json` is one object
     (count, by_type, by_domain, by_run, first/last recorded_at, file_bytes) unless --section names a table.

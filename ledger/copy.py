@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memledger.ledger.errors import LedgerError
+from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.location import open_store
-from memledger.ledger.store import COLUMNS, GENESIS_HASH, chain_hash
+from memledger.ledger.store import COLUMNS, GENESIS_HASH, ChainCheck
 
 _INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
@@ -62,28 +62,30 @@ def copy_events(source: Any, target: Any, until: int | None = None, *, chunk: in
     forked directory copy a prefix."""
     head = source.head()  # a snapshot: events appended to the source meanwhile are not copied
     total = head if until is None else max(0, min(until, head))
-    seq, prev = 0, GENESIS_HASH
+    chain = ChainCheck()  # whether or not the source verifies its own reads
     with target.atomic() as tx:
         existing = tx.head()
         if existing:
             raise LedgerError(f"{_where(target)}: target already holds {existing} events; copy needs an empty ledger")
         rows: list[tuple[Any, ...]] = []
-        for ev in source.read(1, total, batch=chunk) if total else ():
-            row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
-                   ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json, ev.prev_hash, ev.hash)
-            if ev.seq != seq + 1:
-                raise LedgerError(f"{_where(source)}: source chain broken at seq {seq + 1} (missing); nothing copied")
-            if ev.prev_hash != prev or chain_hash(prev, row[:13]) != ev.hash:
-                raise LedgerError(f"{_where(source)}: source chain broken at seq {ev.seq}; nothing copied")
-            rows.append(row)
-            seq, prev = ev.seq, ev.hash
-            if len(rows) >= chunk:
-                tx.conn.executemany(_INSERT, rows)
-                rows.clear()
-                if on_progress:
-                    on_progress(seq, total)
+        try:
+            for ev in source.read(1, total, batch=chunk) if total else ():
+                row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
+                       ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json, ev.prev_hash, ev.hash)
+                chain.check(row)
+                rows.append(row)
+                if len(rows) >= chunk:
+                    tx.conn.executemany(_INSERT, rows)
+                    rows.clear()
+                    if on_progress:
+                        on_progress(chain.seq, total)
+            chain.finish()
+        except ChainBroken as exc:
+            raise LedgerError(f"{_where(source)}: source chain broken at seq {exc.seq} ({exc.reason}); "
+                              "nothing copied") from None
         if rows:
             tx.conn.executemany(_INSERT, rows)
+        seq, prev = chain.seq, chain.hash or GENESIS_HASH
         if seq != total:
             raise LedgerError(f"{_where(source)}: expected {total} events, read {seq}; nothing copied")
     if on_progress:

@@ -50,6 +50,23 @@ class DiskFull(LedgerError):
     """The disk filled up during a write; the transaction was rolled back."""
 
 
+class ChainBroken(LedgerError):
+    """An event's content, link or position is not what the hash chain says: the ledger was edited.
+
+    `seq` names the event (or the missing seq) so the message can be one line."""
+
+    def __init__(self, seq: int, reason: str, rewritten_tail: int | None = None):
+        super().__init__(f"chain broken at seq {seq}: {reason}")
+        self.seq = seq
+        self.reason = reason
+        #: the last row, when it may be the one rewritten instead (only a remembered head can tell)
+        self.rewritten_tail = rewritten_tail
+
+
+class LedgerTampered(LedgerError):
+    """The ledger is shorter than, or differs at, a head this memory remembered seeing."""
+
+
 class UnknownItem(LedgerError):
     """A run, lesson, fact or other item named by the user does not exist."""
 

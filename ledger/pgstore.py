@@ -44,7 +44,8 @@ from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, read_filter, redacted_envelope, row_to_event,
+                          VerifyResult, _env_busy_timeout, chain_for, checked, read_filter, redacted_envelope,
+                          row_to_event,
                           walk_chain)
 
 T = TypeVar("T")
@@ -208,7 +209,7 @@ class PostgresStore:
 
     def __init__(self, url: str, *, clock: Clock = system_clock, redactor: Redactor | None = None,
                  busy_timeout: float | None = None, connect_timeout: float = 10.0, create: bool = True,
-                 synchronous_commit: str | None = None):
+                 synchronous_commit: str | None = None, verify_reads: bool = True):
         self._url = url
         self.where = display_url(url)
         self.clock = clock
@@ -216,6 +217,7 @@ class PostgresStore:
         self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
         self.connect_timeout = connect_timeout
         self.synchronous_commit = synchronous_commit
+        self.verify_reads = verify_reads
         self._lock = threading.RLock()
         self._in_tx = False
         self.conn = self._connect()
@@ -386,14 +388,28 @@ class PostgresStore:
         """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
         extra, params = read_filter("%s", to_seq, types, stream, run_id, domain, since, until, array_types=True)
         cursor_seq = (from_seq or 1) - 1
+        chain = chain_for(self, cursor_seq, bool(types) or any(
+            v is not None for v in (stream, run_id, domain, since, until)))
         sql = f"{_SELECT} WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
         while True:
             rows = self._fetch(sql, (cursor_seq, *params, batch), conn)
-            for row in rows:
+            for row in checked(rows, chain):
                 yield row_to_event(row)
             if len(rows) < batch:
+                if chain is not None:
+                    chain.finish()
                 return
             cursor_seq = rows[-1][0]
+
+    def tip(self) -> tuple[int, str | None]:
+        """The last event's seq and hash ((0, None) for an empty ledger)."""
+        rows = self._fetch("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
+
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of event `seq` (None when there is none)."""
+        rows = self._fetch("SELECT hash FROM events WHERE seq = %s", (seq,))
+        return str(rows[0][0]) if rows else None
 
     def get(self, event_id: str) -> RecordedEvent | None:
         rows = self._fetch(f"{_SELECT} WHERE id = %s", (event_id,))

@@ -7,12 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError, NoLedger
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, display_url, memory_dir, open_store
 
 #: appends observations (and, above `ledger`, the policy decisions they cause)
 Writer = Callable[[Any, Sequence[NewEvent]], list[RecordedEvent]]
+#: another place that remembers the head, given the settings (above `ledger`: projections.db)
+KeeperFactory = Callable[["Settings"], Keeper]
+#: re-derives every decision event of a store under the policy in force (above `ledger`: the replay)
+DecisionCheck = Callable[[Any], Any]
 
 
 def raw_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
@@ -32,6 +37,11 @@ class Settings:
     store_url: str | None = None
     writer: Writer = raw_writer
     reads_only: bool = False
+    #: forensics (`--allow-broken`): reads are not checked against the chain or the remembered
+    #: head, projections.db is neither read nor written, and no head is remembered
+    allow_broken: bool = False
+    keeper_factories: list[KeeperFactory] = field(default_factory=list)
+    decision_check: DecisionCheck | None = None
     _store: Any = field(default=None, repr=False)
 
     @property
@@ -45,16 +55,33 @@ class Settings:
         return self.dir / LEDGER_FILE
 
     @property
-    def projections_path(self) -> Path:
-        return self.dir / PROJECTIONS_FILE
+    def projections_path(self) -> Path | None:
+        """projections.db (None under --allow-broken: memory is folded from the log instead)."""
+        return None if self.allow_broken else self.dir / PROJECTIONS_FILE
 
-    def store(self, create: bool = True) -> Any:
+    def keepers(self, store: Any) -> list[Keeper]:
+        """Every place this memory remembers the head it saw."""
+        beside = None if getattr(store, "path", None) is not None else self.dir  # a server store's head file
+        return [HeadFile(head_path(store, beside)),
+                *(factory(self) for factory in self.keeper_factories if self.projections_path is not None)]
+
+    def store(self, create: bool = True, check_head: bool = True) -> Any:
+        """The ledger, opened once; refused in one line when it no longer holds a head this memory
+        saw (`check_head=False` for `verify`, which reports it instead)."""
         if self._store is None:
             create = create and not self.reads_only
             try:
-                self._store = open_store(self.memory, self.store_url, create=create)
+                store = open_store(self.memory, self.store_url, create=create, verify_reads=not self.allow_broken)
             except NoLedger:
                 raise NoMemory(f"no memory at {self.where()}") from None
+            self._store = store  # before the check: the keepers find the memory directory through it
+            if check_head and not self.allow_broken:
+                try:
+                    refuse_if_behind(store, self.keepers(store))
+                except BaseException:
+                    self._store = None
+                    store.close()
+                    raise
         return self._store
 
     def where(self) -> str:
@@ -65,6 +92,11 @@ class Settings:
         return str(memory_dir(self.memory, create=False))
 
     def close(self) -> None:
+        """Remember the head seen (unless it is not the one remembered: the next opening names that)."""
         if self._store is not None:
-            self._store.close()
-            self._store = None
+            try:
+                if not self.allow_broken:
+                    remember_head(self._store, self.keepers(self._store))
+            finally:
+                self._store.close()
+                self._store = None

@@ -29,7 +29,8 @@ import orjson
 import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, translated
+from memledger.ledger.errors import (ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger,
+                                     NotALedger, translated)
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor
@@ -108,6 +109,9 @@ class VerifyResult:
     count: int
     first_bad_seq: int | None = None
     reason: str | None = None
+    head_seq: int | None = None
+    head_hash: str | None = None
+    rewritten_tail: int | None = None  # see ChainBroken.rewritten_tail
 
 
 def read_filter(mark: str, to_seq: int | None, types: Iterable[str] | None, stream: str | None,
@@ -140,26 +144,90 @@ def read_filter(mark: str, to_seq: int | None, types: Iterable[str] | None, stre
     return (" AND " + " AND ".join(where)) if where else "", params
 
 
+REWRITTEN = "prev_hash was rewritten and the event re-hashed"
+
+
+class ChainCheck:
+    """The one check of rows against the hash chain, used by `verify` and by every verified read.
+
+    Feed rows (columns as in COLUMNS) in seq order. A row whose hash does not hold over its own
+    content is named. A row whose content holds but whose `prev_hash` is not its predecessor's
+    hash names the predecessor — edited and re-hashed, its hash is no longer the one its successor
+    recorded — unless the successor's successor does not link to it either: then the row itself
+    was rewritten (its `prev_hash` changed and re-hashed). `contiguous` reads expect every seq from
+    the first; filtered reads check each row's content and the links between consecutive seqs.
+    """
+
+    def __init__(self, seq: int = 0, hash: str | None = GENESIS_HASH, contiguous: bool = True):
+        self.seq = seq  # the last row checked (0: none yet)
+        self.hash = hash  # its hash (None: unknown, the next row's link is not checked)
+        self.contiguous = contiguous
+        self.count = 0
+        self._suspect: tuple[int, str] | None = None  # a link fault waiting for the next row: (seq, hash)
+
+    def check(self, row: Sequence[Any]) -> None:
+        """Raise ChainBroken naming the first edited, rewritten or missing seq."""
+        seq, prev_hash, own = row[0], row[12], row[13]
+        if self._suspect is not None:
+            suspect_seq, suspect_hash = self._suspect
+            if seq == suspect_seq + 1 and prev_hash != suspect_hash:
+                raise ChainBroken(suspect_seq, REWRITTEN)
+            self.finish()
+        if self.contiguous and seq != self.seq + 1:
+            raise ChainBroken(self.seq + 1, f"seq {self.seq + 1} is missing (next is {seq})")
+        if chain_hash(prev_hash, row[:13]) != own:
+            raise ChainBroken(seq, "hash does not match the event's content")
+        if self.hash is not None and seq == self.seq + 1 and prev_hash != self.hash:
+            self._suspect = (seq, own)
+        self.seq, self.hash = seq, own
+        self.count += 1
+
+    def finish(self, last: bool = False) -> None:
+        """When the next row clears the successor, or at the end of the rows: a pending link fault
+        names the predecessor (at the end of the ledger, `last`, the tail itself may have been
+        rewritten instead: only a remembered head tells, see `ledger.anchor.verify_ledger`)."""
+        if self._suspect is not None:
+            seq = self._suspect[0] - 1
+            self._suspect = None
+            raise ChainBroken(seq, f"edited and re-hashed (seq {seq + 1} recorded another hash for it)",
+                              seq + 1 if last else None)
+
+
 def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
     """The chain check every store runs over its rows in seq order (columns as in COLUMNS): the
     first seq whose position, link, hash or payload is wrong, else the count."""
-    expected_seq, prev, count = 1, GENESIS_HASH, 0
-    for row in rows:
-        seq = row[0]
-        if seq != expected_seq:
-            return VerifyResult(False, count, expected_seq, f"seq {expected_seq} is missing (next is {seq})")
-        if row[12] != prev:
-            return VerifyResult(False, count, seq, "prev_hash does not match the previous event's hash")
-        if chain_hash(prev, row[:13]) != row[13]:
-            return VerifyResult(False, count, seq, "hash does not match the event's content")
-        try:
-            orjson.loads(row[11])
-        except orjson.JSONDecodeError:
-            return VerifyResult(False, count, seq, "payload is not valid JSON")
-        prev = row[13]
-        expected_seq += 1
-        count += 1
-    return VerifyResult(True, count)
+    chain = ChainCheck()
+    try:
+        for row in rows:
+            chain.check(row)
+            try:
+                orjson.loads(row[11])
+            except orjson.JSONDecodeError:
+                return VerifyResult(False, chain.count - 1, row[0], "payload is not valid JSON")
+        chain.finish(last=True)
+    except ChainBroken as exc:
+        return VerifyResult(False, min(chain.count, exc.seq - 1), exc.seq, exc.reason,
+                            rewritten_tail=exc.rewritten_tail)
+    return VerifyResult(True, chain.count, head_seq=chain.seq, head_hash=chain.hash if chain.seq else None)
+
+
+def chain_for(store: Any, after: int, filtered: bool = False) -> ChainCheck | None:
+    """The check a store's read starting after seq `after` runs (None when the store does not verify
+    reads): a whole range links to the hash stored at `after`; a filtered read checks each row's
+    content and the links between consecutive seqs."""
+    if not store.verify_reads:
+        return None
+    if filtered:
+        return ChainCheck(after, None, contiguous=False)
+    return ChainCheck(after, store.hash_at(after) if after > 0 else GENESIS_HASH)
+
+
+def checked(rows: Sequence[Sequence[Any]], chain: ChainCheck | None) -> Sequence[Sequence[Any]]:
+    """A page of rows after the chain check (all of it before any row is served)."""
+    if chain is not None:
+        for row in rows:
+            chain.check(row)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -187,8 +255,14 @@ class Transaction:
         return self._seq
 
     def read(self, from_seq: int = 1) -> Iterator[RecordedEvent]:
-        for row in self.conn.execute(f"{_SELECT} WHERE seq >= ? ORDER BY seq", (from_seq,)):
+        """Events from `from_seq` to the head, checked against the chain (decisions are never made
+        from an edited ledger)."""
+        chain = chain_for(self.store, from_seq - 1)
+        rows = self.conn.execute(f"{_SELECT} WHERE seq >= ? ORDER BY seq", (from_seq,)).fetchall()
+        for row in checked(rows, chain):
             yield row_to_event(row)
+        if chain is not None:
+            chain.finish()
 
     def stream_version(self, stream: str) -> int:
         row = self.conn.execute("SELECT MAX(stream_version) FROM events WHERE stream = ?", (stream,)).fetchone()
@@ -258,11 +332,13 @@ class SqliteStore:
     kind = "sqlite"
 
     def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout: float | None = None,
-                 synchronous: str | None = None, redactor: Redactor | None = None, create: bool = True):
+                 synchronous: str | None = None, redactor: Redactor | None = None, create: bool = True,
+                 verify_reads: bool = True):
         self.path = Path(path)
         self.clock = clock
         self.redactor = redactor or default_redactor()
         self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
+        self.verify_reads = verify_reads
         self.synchronous = (synchronous or os.environ.get("MEMLEDGER_SYNCHRONOUS", "NORMAL")).upper()
         if self.synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise LedgerError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {self.synchronous!r}")
@@ -395,19 +471,36 @@ class SqliteStore:
     def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
              stream: str | None = None, run_id: str | None = None, domain: str | None = None,
              since: str | None = None, until: str | None = None, batch: int = 2000) -> Iterator[RecordedEvent]:
-        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
+        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive).
+        Each page is checked against the hash chain before it is served (see `chain_for`)."""
         extra, params = read_filter("?", to_seq, types, stream, run_id, domain, since, until)
         cursor_seq = (from_seq or 1) - 1
+        chain = chain_for(self, cursor_seq, bool(types) or any(
+            v is not None for v in (stream, run_id, domain, since, until)))
         path = str(self.path)
         sql = f"{_SELECT} WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
         while True:
             with translated(path):
                 rows = self.conn.execute(sql, (cursor_seq, *params, batch)).fetchall()
-            for row in rows:
+            for row in checked(rows, chain):
                 yield row_to_event(row)
             if len(rows) < batch:
+                if chain is not None:
+                    chain.finish()
                 return
             cursor_seq = rows[-1][0]
+
+    def tip(self) -> tuple[int, str | None]:
+        """The last event's seq and hash ((0, None) for an empty ledger)."""
+        with translated(str(self.path)):
+            row = self.conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, None)
+
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of event `seq` (None when there is none)."""
+        with translated(str(self.path)):
+            row = self.conn.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
+        return str(row[0]) if row else None
 
     def get(self, event_id: str) -> RecordedEvent | None:
         with translated(str(self.path)):

@@ -8,6 +8,7 @@ knows becomes one line on stderr and exit 1.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 
@@ -55,6 +56,10 @@ def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> No
     hook = getattr(_optional("memledger.projections.writer"), "policy_writer", None)
     if hook is not None:
         settings.writer = hook
+    keeper = getattr(_optional("memledger.projections.materialize"), "ProjectionsHead", None)
+    if keeper is not None:
+        settings.keeper_factories.append(lambda s: keeper(s.projections_path))
+    settings.decision_check = getattr(_optional("memledger.projections.replay"), "verify_decisions", None)
     ctx.obj = settings
     ctx.call_on_close(settings.close)
 
@@ -74,6 +79,18 @@ for _layer in LAYERS:
         cli.add_command(_command)
 for _command in RUN_COMMANDS:
     cli.add_command(_command)
+
+
+class _Warnings(logging.Handler):
+    """The library's one-line warnings (logger `memledger`) as `warning: ...` on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"warning: {record.getMessage()}", err=True)
+
+
+_log = logging.getLogger("memledger")
+_log.addHandler(_Warnings())
+_log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> None:

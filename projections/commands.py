@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from memledger.analytics.output import Report, Table
+from memledger.ledger.commands import allow_broken_option
 from memledger.ledger.settings import Settings
 from memledger.output import emit, listing_options
 from memledger.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
@@ -67,6 +68,7 @@ def rebuild(projection: tuple[str, ...]) -> None:
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|ISO-TIME",
               help="Memory as the ledger knew it at this seq or recorded time.")
 @listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")
+@allow_broken_option
 def state(kind: str, domain: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
     """Show one projection's current (or past) state.
 
@@ -83,6 +85,7 @@ def state(kind: str, domain: str | None, as_of: str | None, fmt: str, out: str |
 @click.option("--status", type=click.Choice(["running", "completed", "failed"]), default=None)
 @click.option("--limit", type=click.IntRange(min=0), default=None)
 @listing_options(json_help="Same as --format json: an array of run manifests with every field.")
+@allow_broken_option
 def runs(session_id: str | None, domain: str | None, status: str | None, limit: int | None, fmt: str,
          out: str | None) -> None:
     """List run manifests, newest first (what `bad runs` lists from bad's .agent-memory).
@@ -99,6 +102,7 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
 @click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME")
 @click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME")
 @listing_options(json_help="Same as --format json: an array of changes.")
+@allow_broken_option
 def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     """What memory gained, lost, promoted and decayed between two points of the log.
 

@@ -8,10 +8,14 @@ at that seq), the latest state (compressed canonical JSON), readable tables
 folds forward only the events of the projections a query touches.
 
 Reading memory first catches up incrementally. A projection is rebuilt from
-the log by itself when its fingerprint changes, when the ledger is not the one
-it was built from, or when its stored state does not match its digest. The
-file is rebuilt from scratch when it is not a readable database or was edited
-by hand (triggers on every table flag writes made outside this module).
+the log by itself when its fingerprint changes. Every checkpoint and snapshot
+is sealed (seal.py: a keyed MAC over the projection, seq, fingerprint, state
+digest and the ledger's hash there): the file is discarded and rebuilt from
+scratch, with a one-line warning, when it is not a readable database, when a
+seal or a digest does not hold, or when it was edited by hand (triggers on
+every table, `_meta` included, flag writes made outside this module). A sealed
+checkpoint whose ledger hash the ledger no longer holds is not rebuilt around:
+the ledger was cut or rewritten, and reading stops with one line naming the seq.
 """
 from __future__ import annotations
 
@@ -28,15 +32,17 @@ from typing import Any
 
 import sqlite_utils
 
+from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
 from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
     PROJECTIONS, LazyState, MemoryState, decode, dispatch, encode, fingerprint, fold, module,
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -50,7 +56,8 @@ TABLE_PKS: dict[str, tuple[str, ...]] = {
     "selectors": ("domain", "role", "name", "selector"), "trajectories": ("domain", "trajectory_id"),
     "runs": ("run_id",), "step_memories": ("run_id", "step"), "short_term": ("run_id",),
 }
-INTERNAL = ("_checkpoints", "_states", "_snapshots")
+SOURCE = "projections.db"  # how anchors it remembers name it
+INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots")
 _lock = threading.Lock()
 
 
@@ -95,6 +102,20 @@ class Checkpoint:
     fingerprint: str
     digest: str
     ledger_hash: str
+    mac: str | None = None
+
+    def parts(self) -> tuple[Any, ...]:
+        """What its seal covers: the state (by digest) is this projection's, at this seq, for this
+        code and policy, folded from the ledger whose hash at that seq was this."""
+        return ("checkpoint", self.projection, self.seq, self.fingerprint, self.digest, self.ledger_hash)
+
+
+def snapshot_parts(projection: str, seq: int, fingerprint: str, digest: str, ledger_hash: str) -> tuple[Any, ...]:
+    return ("snapshot", projection, seq, fingerprint, digest, ledger_hash)
+
+
+class Tampered(ProjectionsCorrupt):
+    """projections.db failed authentication: discarded and rebuilt, with a warning."""
 
 
 # ---- the database ----------------------------------------------------------------
@@ -122,12 +143,12 @@ def _connect(path: Path) -> sqlite3.Connection:
                 for ddl in (
                     "CREATE TABLE IF NOT EXISTS _meta (key TEXT PRIMARY KEY, value TEXT)",
                     "CREATE TABLE IF NOT EXISTS _checkpoints (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, ledger_hash TEXT NOT NULL)",
+                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, ledger_hash TEXT NOT NULL, mac TEXT NOT NULL)",
                     "CREATE TABLE IF NOT EXISTS _states (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
                     "state BLOB NOT NULL)",
                     "CREATE TABLE IF NOT EXISTS _snapshots (projection TEXT NOT NULL, seq INTEGER NOT NULL, "
                     "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, size INTEGER, "
-                    "PRIMARY KEY (projection, seq))",
+                    "ledger_hash TEXT NOT NULL, mac TEXT NOT NULL, PRIMARY KEY (projection, seq))",
                 ):
                     conn.execute(ddl)
                 for table in INTERNAL:
@@ -142,11 +163,14 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _guard(conn: sqlite3.Connection, table: str) -> None:
-    """Triggers that flag any write made while this module is not writing (a hand edit)."""
-    for op in ("INSERT", "UPDATE", "DELETE"):
+    """Triggers that flag any write made while this module is not writing (a hand edit); on
+    `_meta` itself, every row but the 'writing' flag is guarded (a deleted 'tampered' mark comes
+    back). A cheap alarm only: what is served is authenticated by its seal."""
+    for op, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")):
+        own = f"{row}.key != 'writing' AND " if table == "_meta" else ""
         conn.execute(
             f"CREATE TRIGGER IF NOT EXISTS guard_{table}_{op.lower()} AFTER {op} ON [{table}] "
-            "WHEN NOT EXISTS (SELECT 1 FROM _meta WHERE key = 'writing') "
+            f"WHEN {own}NOT EXISTS (SELECT 1 FROM _meta WHERE key = 'writing') "
             "BEGIN INSERT OR REPLACE INTO _meta (key, value) VALUES ('tampered', '1'); END")
 
 
@@ -175,13 +199,35 @@ def _remove(path: Path) -> None:
 
 
 def _check(conn: sqlite3.Connection, path: Path) -> dict[str, Checkpoint]:
-    """Read the checkpoints; raise ProjectionsCorrupt when the file was tampered with."""
+    """Read the checkpoints; raise ProjectionsCorrupt when the file was tampered with (Tampered
+    when it was edited by hand or a checkpoint's seal does not hold)."""
     if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         raise ProjectionsCorrupt(f"{path}: projections schema changed")
     if conn.execute("SELECT 1 FROM _meta WHERE key = 'tampered'").fetchone():
-        raise ProjectionsCorrupt(f"{path}: edited outside memledger")
-    return {r[0]: Checkpoint(*r) for r in conn.execute(
-        "SELECT projection, seq, fingerprint, digest, ledger_hash FROM _checkpoints")}
+        raise Tampered(f"{path}: edited outside memledger")
+    checkpoints = {r[0]: Checkpoint(*r) for r in conn.execute(
+        "SELECT projection, seq, fingerprint, digest, ledger_hash, mac FROM _checkpoints")}
+    seal = Seal.beside(path)
+    for cp in checkpoints.values():
+        if not seal.holds(cp.mac, *cp.parts()):
+            raise Tampered(f"{path}: the checkpoint of {cp.projection!r} is not sealed by this memory's key")
+    head = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
+    if head is not None:
+        seq, _, rest = str(head[0]).partition(":")
+        h, _, mac = rest.partition(":")
+        if not seal.holds(mac, *_head_parts(seq, h)):
+            raise Tampered(f"{path}: the remembered head is not sealed by this memory's key")
+    return checkpoints
+
+
+def _head_parts(seq: int | str, h: str) -> tuple[Any, ...]:
+    return ("head", seq, h)
+
+
+def discard(path: Path, reason: str) -> None:
+    """A projections.db that failed authentication: warn in one line and remove it (it is rebuilt)."""
+    warn(f"{reason}; discarded, rebuilding from the ledger")
+    _remove(path)
 
 
 @contextmanager
@@ -197,7 +243,10 @@ def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoin
                 conn.close()
             if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memledger" in str(exc)):
                 raise ProjectionsCorrupt(f"{path}: {str(exc).splitlines()[0]}") from exc
-            _remove(path)
+            if isinstance(exc, ProjectionsCorrupt) and not isinstance(exc, Tampered):
+                _remove(path)  # an older schema: rebuilt without a word
+            else:
+                discard(path, str(exc).splitlines()[0] if isinstance(exc, Tampered) else f"{path}: unreadable ({exc})")
             continue
         try:
             yield conn, checkpoints
@@ -242,7 +291,7 @@ def forget_floor(store: Any, head: int) -> int:
 
 def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
               snapshot: Any = None, progress: _Progress | None = None) -> MemoryState:
-    """Fold events into each projection after its own start seq; call `snapshot(seq)` at
+    """Fold events into each projection after its own start seq; call `snapshot(seq, hash)` at
     every multiple of SNAPSHOT_EVERY."""
     names = list(starts)
     table = dispatch(names)
@@ -259,7 +308,7 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
         head = seq
         if snapshot is not None and seq % SNAPSHOT_EVERY == 0:
             state.head = seq
-            snapshot(seq)
+            snapshot(seq, ev.hash)
         pending += 1
         if pending == 5000:
             if progress is not None:
@@ -359,34 +408,42 @@ class Catchup:
         self.only = tuple(only) if only else PROJECTIONS
         self.rebuild = rebuild
         self.progress = progress
-        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int]] = []
+        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int, str, str]] = []
         self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
         self.hashes: dict[int, str] = {}  # seq -> the ledger's hash there
 
     def run(self) -> MemoryState:
-        with _lock, opened(self.path) as (conn, checkpoints):
-            return self._run(conn, checkpoints)
+        for attempt in (1, 2):
+            try:
+                with _lock, opened(self.path) as (conn, checkpoints):
+                    return self._run(conn, checkpoints)
+            except Tampered as exc:
+                if attempt == 2:
+                    raise
+                discard(self.path, str(exc))
+        raise AssertionError("unreachable")
 
     def _valid_start(self, conn: sqlite3.Connection, cp: Checkpoint | None, name: str, head: int) -> tuple[int, Any]:
-        """(seq, state) this projection can continue from, or (0, empty) when it must be rebuilt."""
+        """(seq, state) this projection can continue from, or (0, empty) when it must be rebuilt.
+        The checkpoint is sealed (see `_check`): a ledger that no longer holds the hash it saw was
+        cut or rewritten (LedgerTampered), and a state that does not match its sealed digest was
+        edited (Tampered)."""
         mod = module(name)
-        if cp is None or self.rebuild and name in self.only:
+        if cp is None:
             return 0, mod.empty()
-        if cp.seq not in self.hashes and cp.seq <= head:
-            self.hashes[cp.seq] = _hash_at(self.store, cp.seq)
-        if cp.fingerprint != fingerprint(name, self.policy) or cp.seq > head \
-                or cp.ledger_hash != self.hashes[cp.seq]:
+        if cp.seq not in self.hashes:
+            require_anchor(self.store, Anchor(cp.seq, cp.ledger_hash, SOURCE))
+            self.hashes[cp.seq] = cp.ledger_hash
+        if self.rebuild and name in self.only or cp.fingerprint != fingerprint(name, self.policy):
             return 0, mod.empty()
         row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-        if row is None or row[0] != cp.seq:
-            return 0, mod.empty()
         try:
-            raw = _unpack(row[1])
+            raw = _unpack(row[1]) if row is not None and row[0] == cp.seq else b""
         except zlib.error:
-            return 0, mod.empty()
+            raw = b""
         if hashlib.sha256(raw).hexdigest() != cp.digest:  # the stored bytes are the canonical JSON
-            return 0, mod.empty()
+            raise Tampered(f"{self.path}: the stored state of {name!r} does not match its sealed digest")
         return cp.seq, decode(name, raw)
 
     def _run(self, conn: sqlite3.Connection, checkpoints: dict[str, Checkpoint]) -> MemoryState:
@@ -417,8 +474,9 @@ class Catchup:
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
         floor = forget_floor(self.store, head)
+        seal = Seal.beside(self.path)
 
-        def snapshot(seq: int) -> None:
+        def snapshot(seq: int, ledger_hash: str) -> None:
             if seq < floor:  # a snapshot before a forget would hold the forgotten subject
                 return
             for name in PROJECTIONS:
@@ -429,10 +487,12 @@ class Catchup:
                     continue
                 raw = encode(getattr(state, name))
                 dig = hashlib.sha256(raw).hexdigest()
+                mac = seal.mac(*snapshot_parts(name, seq, fp[name], dig, ledger_hash))
                 if prev is not None and prev[1] == dig:  # unchanged: point at the stored one
-                    self.snapshots.append((name, seq, fp[name], dig, None, self.blob_seq[name], len(raw)))
+                    self.snapshots.append((name, seq, fp[name], dig, None, self.blob_seq[name], len(raw),
+                                           ledger_hash, mac))
                 else:
-                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None, len(raw)))
+                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None, len(raw), ledger_hash, mac))
                     self.blob_seq[name] = seq
                 self.last_snap[name] = (seq, dig, len(raw))
             if len(self.snapshots) >= FLUSH_SNAPSHOTS * len(PROJECTIONS):
@@ -457,13 +517,14 @@ class Catchup:
             return
         with writing(conn):
             conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as, "
-                             "size) VALUES (?, ?, ?, ?, ?, ?, ?)", self.snapshots)
+                             "size, ledger_hash, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.snapshots)
         self.snapshots = []
 
     def _save(self, conn: sqlite3.Connection, state: MemoryState, olds: dict[str, Any], fp: dict[str, str],
               head: int, rebuilt_now: list[str]) -> None:
         self._flush_snapshots(conn)
         ledger_hash = _hash_at(self.store, head)
+        seal = Seal.beside(self.path)
         db = sqlite_utils.Database(conn)
         with writing(conn):
             current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
@@ -476,8 +537,9 @@ class Catchup:
                 dig = hashlib.sha256(raw).hexdigest()
                 conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
                              (name, head, _pack(raw)))
-                conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash) "
-                             "VALUES (?, ?, ?, ?, ?)", (name, head, fp[name], dig, ledger_hash))
+                cp = Checkpoint(name, head, fp[name], dig, ledger_hash)
+                conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash, "
+                             "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
                 _write_tables(db, conn, name, olds[name], new, existing)
 
 
@@ -528,8 +590,9 @@ def current_projection(store: Any, path: Path, policy: Policy, name: str, head: 
                 return decode(name, raw)
         except (zlib.error, ValueError):
             pass
-        # damaged in place: rebuild it (and keep projections.db right for the next reader)
-        rebuilt = Catchup(store, path, policy, only=[name], rebuild=True).run()
+        # edited in place: not served; the whole file is rebuilt (and right for the next reader)
+        discard(path, f"{path}: the stored state of {name!r} does not match its sealed digest")
+        rebuilt = Catchup(store, path, policy).run()
         if rebuilt.head == head:
             return getattr(rebuilt, name)
     return projection_at(store, path, policy, name, head)
@@ -540,21 +603,30 @@ def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -
     event types folded forward."""
     mod = module(name)
     state, start = mod.empty(), 0
+    fp = fingerprint(name, policy)
+    forged = None
     with opened(path) as (conn, _):
         row = conn.execute(
-            "SELECT seq, state, same_as FROM _snapshots WHERE projection = ? AND seq <= ? AND fingerprint = ? "
-            "ORDER BY seq DESC LIMIT 1", (name, seq, fingerprint(name, policy))).fetchone()
+            "SELECT seq, state, same_as, digest, ledger_hash, mac FROM _snapshots WHERE projection = ? AND seq <= ? "
+            "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()
         if row is not None:
-            snap_seq, blob, same_as = row
+            snap_seq, blob, same_as, dig, ledger_hash, mac = row
             if blob is None:
                 ref = conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
                                    (name, same_as)).fetchone()
                 blob = ref[0] if ref is not None else None
-            if blob is not None:
-                try:
-                    state, start = decode(name, _unpack(blob)), snap_seq
-                except (zlib.error, ValueError):
-                    state, start = mod.empty(), 0
+            try:
+                raw = _unpack(blob) if blob is not None else b""
+            except zlib.error:
+                raw = b""
+            if not Seal.beside(path).holds(mac, *snapshot_parts(name, snap_seq, fp, dig, ledger_hash)) \
+                    or hashlib.sha256(raw).hexdigest() != dig:
+                forged = f"{path}: the snapshot of {name!r} at seq {snap_seq} is not the one this memory sealed"
+            else:
+                require_anchor(store, Anchor(snap_seq, ledger_hash, SOURCE))
+                state, start = decode(name, raw), snap_seq
+    if forged is not None:
+        discard(path, forged)
     if seq > start:
         apply = mod.apply
         for ev in store.read(start + 1, seq, types=mod.TYPES):
@@ -584,8 +656,43 @@ def rebuild(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, projections
 
 
 def default_projections_path(store: Any) -> Path | None:
-    """projections.db beside a SQLite ledger (None for other stores)."""
+    """projections.db beside a SQLite ledger (None for other stores, and for a store opened for
+    forensics, whose reads are not verified: nothing it reads may be materialized)."""
     path = getattr(store, "path", None)
-    return Path(path).with_name("projections.db") if path is not None else None
+    if path is None or not getattr(store, "verify_reads", True):
+        return None
+    return Path(path).with_name("projections.db")
 
 
+
+
+class ProjectionsHead:
+    """The head projections.db remembers (a `ledger.anchor.Keeper`): its sealed 'head' row, or its
+    latest checkpoint when that is further on. Saved only into an existing projections.db (a
+    command that never materialized memory does not create one)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def load(self) -> Anchor | None:
+        if not self.path.exists():
+            return None
+        with _lock, opened(self.path) as (conn, checkpoints):  # seals checked there
+            row = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
+        anchors = [Anchor(cp.seq, cp.ledger_hash, SOURCE) for cp in checkpoints.values() if cp.seq > 0]
+        if row is not None:
+            seq, h, _ = str(row[0]).split(":", 2)
+            anchors.append(Anchor(int(seq), h, SOURCE))
+        return max(anchors, key=lambda a: a.seq, default=None)
+
+    def save(self, anchor: Anchor) -> None:
+        if not self.path.exists():
+            return
+        with _lock, opened(self.path) as (conn, _):
+            row = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
+            if row is not None and int(str(row[0]).split(":", 1)[0]) >= anchor.seq:
+                return
+            mac = Seal.beside(self.path).mac(*_head_parts(anchor.seq, anchor.hash))
+            with writing(conn):
+                conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('head', ?)",
+                             (f"{anchor.seq}:{anchor.hash}:{mac}",))

@@ -20,6 +20,7 @@ from memledger.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memledger.agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
 from memledger.ledger.events import NewEvent, TrajectoryRecorded
 from memledger.ledger.store import SqliteStore
+from memledger.projections.replay import verify_decisions
 from memledger.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
@@ -80,6 +81,8 @@ def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledge
     assert site[0].id in tips["event_ids"] and tips["priority"] == 60
     step1 = events(store, second.run_id, "step_recorded")[0].data
     assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
+    check = verify_decisions(store)  # a real agent's decisions re-derive from the log (issue 19)
+    assert check.ok and check.decisions >= 3, check
 
 
 def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
@@ -230,6 +233,7 @@ def test_cli_sessions_resume_fork_and_isolation(tmp_path: Path) -> None:
     hist = next(i for i in ctx.data["items"] if i["source"] == "session_history")
     assert "final URL: http://shop.test/product/socks" in hist["text"] and "proj_1" in hist["text"]
     store.close()
+    assert "decisions re-derived" in _cli(mem, "verify", "--decisions").output
 
     out = _cli(mem, "run", "--fork-run", run1.run_id, "--goal", 'Open "Home"', "--memory-isolation", "per-run")
     assert "run_" in out.output

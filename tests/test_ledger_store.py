@@ -60,7 +60,7 @@ def test_edited_envelope_is_named_by_verify(fresh_ledger: SqliteStore, ledger_pa
     assert fresh_ledger.verify().first_bad_seq == 2
 
 
-def test_rehashed_row_breaks_the_next_link(fresh_ledger: SqliteStore, ledger_path: Path) -> None:
+def test_rehashed_row_is_named_itself(fresh_ledger: SqliteStore, ledger_path: Path) -> None:
     _fill(fresh_ledger, 4)
     conn = sqlite3.connect(ledger_path)
     row = list(conn.execute("SELECT * FROM events WHERE seq = 2").fetchone())
@@ -69,7 +69,8 @@ def test_rehashed_row_breaks_the_next_link(fresh_ledger: SqliteStore, ledger_pat
     conn.close()
     _behind_the_back(ledger_path, f"UPDATE events SET payload = '{row[11]}', hash = '{new_hash}' WHERE seq = 2")
     result = fresh_ledger.verify()
-    assert (result.ok, result.first_bad_seq) == (False, 3)
+    assert (result.ok, result.first_bad_seq) == (False, 2)
+    assert "re-hashed" in result.reason
 
 
 def test_removed_row_is_named_by_verify(fresh_ledger: SqliteStore, ledger_path: Path) -> None:

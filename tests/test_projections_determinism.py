@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memledger.ledger.errors import LedgerTampered
 from memledger.ledger.store import SqliteStore
 from memledger.projections import materialize
 from memledger.projections.lessons import lesson_id_for
@@ -245,13 +247,17 @@ def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
     assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
 
 
-def test_another_ledger_behind_the_same_projections_db_is_detected(tmp_path):
+def test_another_ledger_behind_the_same_projections_db_is_refused_not_rebuilt_around(tmp_path):
+    """projections.db remembers the ledger it saw (issue 19): another ledger behind it is named, not served."""
     path = tmp_path / "projections.db"
     one = SqliteStore.open(tmp_path / "one.db", clock=SteppingClock())
     MemoryWriter(one).append([fact("x"), fact("y", key="k")])
     MemoryView.open(one, path)
     two = SqliteStore.open(tmp_path / "two.db", clock=SteppingClock("2027-01-01T00:00:00Z"))
     MemoryWriter(two).append([fact("z"), fact("w", key="k"), fact("v", key="k3")])
+    with pytest.raises(LedgerTampered, match="seq 2 holds hash"):
+        MemoryView.open(two, path)
+    path.unlink()  # a new projections.db for the other ledger
     assert sorted(f.value for f in MemoryView.open(two, path).facts("example.com")) == ["v", "w", "z"]
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.commands import allow_broken_option
 from memledger.ledger.settings import Settings
 from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memledger.projections.interop.importers import FORMATS, ImportResult, import_source
@@ -75,6 +76,7 @@ def import_cmd(path: Path, fmt: str) -> None:
                    "nothing outside it is written.")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",
               help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).")
+@allow_broken_option
 def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
     """Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700).
 

@@ -45,8 +45,7 @@ from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
                           VerifyResult, _env_busy_timeout, chain_for, checked, read_filter, redacted_envelope,
-                          row_to_event,
-                          walk_chain)
+                          row_to_event, walk_chain)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"

@@ -29,7 +29,7 @@ from typing import Any
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.redact import default_redactor
-from memledger.ledger.store import serialize_payload
+from memledger.ledger.store import redacted_envelope, serialize_payload
 from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, on_open
 from memledger.projections.state import MemoryState, dispatch
 from memledger.projections.writer import WRITER_PROJECTIONS
@@ -85,6 +85,8 @@ class DecisionCheck:
 
 
 def _same(ev: RecordedEvent, new: NewEvent, redactor: Any) -> bool:
+    """`ev` is exactly `new` as the store would have recorded it (secrets redacted the same way)."""
+    new = redacted_envelope(new, redactor)
     return (ev.type == new.type and ev.schema_version == new.payload.schema_version
             and ev.payload_json == serialize_payload(new.payload, redactor)
             and (ev.run_id, ev.step, ev.domain, ev.stream) == (new.run_id, new.step, new.domain, new.resolved_stream)

@@ -40,7 +40,7 @@ __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "Mem
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """The value exactly as the command line's `--json` prints it."""
     return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) else str(v)))
 
@@ -77,7 +77,7 @@ class Memory(RunMemory):
             raise MemledgerError(f"domain must be a string, got {type(domain).__name__}")
         _head, items = open_state(self.store, self.projections_path, kind, domain,
                                   _seq_or_time(as_of, "as_of"), self.policy)
-        return _plain(items)  # type: ignore[no-any-return]
+        return plain(items)  # type: ignore[no-any-return]
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
         """What run `run_id` knew at each step (or only `step`) and where it came from: the content
@@ -86,7 +86,7 @@ class Memory(RunMemory):
             raise MemledgerError(f"run_id must be a run id string, got {run_id!r:.60}")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
             raise MemledgerError(f"step must be an integer >= 0, got {step!r:.60}")
-        return _plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]
+        return plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)
@@ -96,7 +96,7 @@ class Memory(RunMemory):
         unknown = sorted(set(changes) - set(PolicyFields.model_fields))
         if unknown:
             raise MemledgerError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
-        return _plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
+        return plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
                                      real_policy=self.policy))
 
 

@@ -17,6 +17,7 @@ import click
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.settings import Settings
 from memledger.run_commands import COMMANDS as RUN_COMMANDS
+from memledger.serve_command import COMMANDS as SERVE_COMMANDS
 
 LAYERS = ("memledger.ledger.commands", "memledger.projections.commands", "memledger.agent.commands", "memledger.analytics.commands",
           "memledger.projections.interop.commands", "memledger.projections.forget_command")
@@ -77,7 +78,7 @@ for _layer in LAYERS:
     _module = _optional(_layer)
     for _command in getattr(_module, "COMMANDS", []):
         cli.add_command(_command)
-for _command in RUN_COMMANDS:
+for _command in [*RUN_COMMANDS, *SERVE_COMMANDS]:
     cli.add_command(_command)
 
 

@@ -1,0 +1,238 @@
+"""`memledger serve`: the public API (`memledger.open`) as an HTTP JSON API.
+
+Each route calls the library method of the same name, so a request logs
+exactly the events the Python call logs: an agent in any language gets the
+memory a Python agent gets. The OpenAPI document is at `GET /openapi.json`.
+
+Requests are handled one at a time on the server's event loop: the ledger
+serializes appends anyway, and one writer per process keeps the SQLite
+connection on one thread. Bad input answers 4xx with `{"error": "<one
+line>"}` and writes nothing; with a token, every route but the OpenAPI
+document and `/docs` asks for `Authorization: Bearer <token>`.
+"""
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from memledger.api import Memory, MemledgerError, Run, plain
+from memledger.ledger.errors import ConcurrencyConflict, LedgerLocked, UnknownItem
+from memledger.ledger.jsonl import parse_lines
+
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+class Body(BaseModel):
+    """Request bodies take exactly their fields, with JSON's own types (no "3" for 3)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RunStart(Body):
+    goal: str
+    start_url: str
+    session_id: str | None = None
+
+
+class StepBody(Body):
+    step: int
+    action: str
+    target: str | None = None
+    url: str | None = None
+    ok: bool
+    error: str | None = None
+
+
+class LessonBody(Body):
+    text: str
+    category: str = "error_recovery"
+    failed_command: str | None = None
+    error_pattern: str | None = None
+    scope_domain: str | None = None
+    step: int | None = None
+
+
+class FactBody(Body):
+    kind: str
+    key: str
+    value: str
+    step: int | None = None
+
+
+class SelectorBody(Body):
+    element: str
+    selector: str
+    ok: bool
+    step: int | None = None
+
+
+class ContextBody(Body):
+    items: list[dict[str, Any]]
+    step: int
+    budget: int | None = None
+
+
+class FinishBody(Body):
+    success: bool
+    outcome: str = ""
+
+
+class RunId(BaseModel):
+    run_id: str
+    session_id: str
+
+
+class Appended(BaseModel):
+    appended: int
+    first_seq: int | None = None
+    last_seq: int | None = None
+
+
+class Recorded(BaseModel):
+    ok: bool = True
+    id: str | None = Field(default=None, description="The lesson id, for a lesson.")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500] or "bad request"
+
+
+def _status(exc: MemledgerError) -> int:
+    if isinstance(exc, UnknownItem):
+        return 404
+    if isinstance(exc, (ConcurrencyConflict, LedgerLocked)):
+        return 409
+    return 400
+
+
+def create_app(memory: Memory, token: str | None = None) -> FastAPI:
+    """The HTTP API over one open memory (the caller keeps and closes it)."""
+    app = FastAPI(title="memledger", version=version("memledger"),
+                  description="An event-sourced memory ledger for LLM browser agents: the library's API over HTTP.")
+    live: dict[str, Run] = {}
+
+    def run_of(run_id: str) -> Run:
+        run = live.get(run_id)
+        if run is None or run.finished:
+            run = memory.run(run_id)
+            live[run_id] = run
+        return run
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if token is not None and request.url.path not in PUBLIC_PATHS:
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return JSONResponse({"error": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
+        return await call_next(request)
+
+    @app.exception_handler(MemledgerError)
+    async def refused(_request: Request, exc: MemledgerError) -> JSONResponse:
+        return JSONResponse({"error": _one_line(str(exc) or type(exc).__name__)}, status_code=_status(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return JSONResponse({"error": _one_line(f"{where}: {first.get('msg', 'invalid request')}")}, status_code=422)
+
+    @app.post("/runs", response_model=RunId, status_code=201)
+    async def start_run(body: RunStart) -> RunId:
+        run = memory.start_run(goal=body.goal, start_url=body.start_url, session_id=body.session_id)
+        live[run.run_id] = run
+        return RunId(run_id=run.run_id, session_id=run.session_id)
+
+    @app.post("/runs/{run_id}/steps", response_model=Recorded)
+    async def record_step(run_id: str, body: StepBody) -> Recorded:
+        run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
+                                   ok=body.ok, error=body.error)
+        return Recorded()
+
+    @app.post("/runs/{run_id}/lessons", response_model=Recorded)
+    async def record_lesson(run_id: str, body: LessonBody) -> Recorded:
+        lesson_id = run_of(run_id).record_lesson(body.text, category=body.category,
+                                                 failed_command=body.failed_command,
+                                                 error_pattern=body.error_pattern,
+                                                 scope_domain=body.scope_domain, step=body.step)
+        return Recorded(id=lesson_id)
+
+    @app.post("/runs/{run_id}/facts", response_model=Recorded)
+    async def observe_fact(run_id: str, body: FactBody) -> Recorded:
+        run_of(run_id).observe_fact(kind=body.kind, key=body.key, value=body.value, step=body.step)
+        return Recorded()
+
+    @app.post("/runs/{run_id}/selectors", response_model=Recorded)
+    async def selector_result(run_id: str, body: SelectorBody) -> Recorded:
+        run_of(run_id).selector_result(element=body.element, selector=body.selector, ok=body.ok, step=body.step)
+        return Recorded()
+
+    @app.post("/runs/{run_id}/context", response_model=Recorded)
+    async def record_context(run_id: str, body: ContextBody) -> Recorded:
+        run = run_of(run_id)
+        if body.budget is None:
+            run.record_context(items=body.items, step=body.step)
+        else:
+            run.record_context(items=body.items, step=body.step, budget=body.budget)
+        return Recorded()
+
+    @app.post("/runs/{run_id}/finish")
+    async def finish(run_id: str, body: FinishBody) -> Any:
+        learned = run_of(run_id).finish(success=body.success, outcome=body.outcome)
+        live.pop(run_id, None)
+        return plain(learned)
+
+    @app.get("/runs/{run_id}/recall/error")
+    async def recall_error(run_id: str, command: str, error: str, step: int | None = None) -> Any:
+        return plain(run_of(run_id).recall_error(command=command, error=error, step=step))
+
+    @app.get("/runs/{run_id}/recall/domain")
+    async def recall_domain(run_id: str, step: int | None = None) -> Any:
+        return plain(run_of(run_id).recall_domain(step=step))
+
+    @app.get("/runs/{run_id}/recall/trajectory")
+    async def recall_trajectory(run_id: str, step: int | None = None) -> Any:
+        return plain(run_of(run_id).recall_trajectory(step=step))
+
+    @app.get("/runs/{run_id}/tier1")
+    async def tier1(run_id: str) -> Any:
+        return plain(run_of(run_id).tier1())
+
+    @app.get("/state/{projection}")
+    async def state(projection: str, as_of: str | None = Query(default=None, description="a seq or an ISO time"),
+                    domain: str | None = None) -> Any:
+        at: int | str | None = int(as_of) if as_of is not None and as_of.isdigit() else as_of
+        return memory.state(projection, as_of=at, domain=domain)
+
+    @app.get("/audit/{run_id}")
+    async def audit(run_id: str, step: int | None = None) -> Any:
+        return memory.audit(run_id, step=step)
+
+    @app.post("/events", response_model=Appended,
+              openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {
+                  "schema": {"type": "string", "description": "JSON Lines, exactly as `memledger append` takes them"}}}}})
+    async def append(request: Request) -> Appended:
+        recorded = memory.append(parse_lines(await request.body()))
+        live.clear()  # a run finished by these lines must not be recorded into from a stale object
+        if not recorded:
+            return Appended(appended=0)
+        return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
+
+    return app
+
+
+def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
+    """Serve `memory` until interrupted (uvicorn, one process)."""
+    uvicorn.run(create_app(memory, token), host=host, port=port, log_level="warning")

@@ -27,7 +27,7 @@ def examples() -> list[tuple[str | None, str]]:
 def test_every_bash_example_runs_as_written(tmp_path: Path) -> None:
     blocks = examples()
     runnable = [body for reason, body in blocks if reason is None]
-    assert len(runnable) >= 10 and len(blocks) - len(runnable) <= 5
+    assert len(runnable) >= 10 and len(blocks) - len(runnable) <= 6  # skipped: demo, suite, PG, Chromium x2, serve
     work = tmp_path / "work"
     (work / "agent" / "sites").mkdir(parents=True)
     shutil.copy(ROOT / "agent" / "sites" / "cases.json", work / "agent" / "sites" / "cases.json")

@@ -115,12 +115,10 @@ class Side(PolicyMemory):
 
     def summary(self) -> dict[tuple[str, str], Any]:
         """What the comparison looks at: (area, item) -> value."""
-        from memledger.projections.lessons import TIER1_CATEGORIES
+        from memledger.projections.lessons import TIER1_CATEGORIES, tier1
         out: dict[tuple[str, str], Any] = {}
         lessons = list(self.state.lessons.lessons.values())
-        tier1 = sorted((l for l in lessons if l.category in TIER1_CATEGORIES),
-                       key=lambda l: (l.source != "seed", -l.use_count, l.created_at, l.lesson_id))
-        for l in tier1[: self.policy.tier1_cap]:
+        for l in tier1(lessons, self.policy.tier1_cap):
             out[("tier1", l.lesson_id)] = True
         for l in lessons:
             if l.category not in TIER1_CATEGORIES:

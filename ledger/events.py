@@ -269,7 +269,9 @@ class ContextBuilt(Payload):
 # ---- memory writes: lessons -----------------------------------------------
 
 class _LessonFields(Payload):
-    lesson_id: str
+    lesson_id: str = Field(description=(
+        "Empty: filled with 'lsn_' + the first 16 hex digits of sha256 of the dedup key (the same lesson "
+        "always gets the same id). An id that already names a lesson with another dedup key is refused."))
     lesson: str = Field(min_length=1)
     category: Category
     failed_command: str | None = None

@@ -12,6 +12,7 @@ Two domains, never confused: `scope_domain` is the site a lesson applies to
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +43,33 @@ class Lesson:
     event_ids: tuple[str, ...]
     taught_by_run: str | None = None
     taught_at_step: int | None = None
+    #: 0, 1, 2... in the order lessons were first recorded: the last tie-break of every ranking
+    recorded_order: int = 0
 
     @property
     def tier(self) -> int:
         return 1 if self.category in TIER1_CATEGORIES else 2
+
+
+def tier1_order(lesson: Lesson) -> tuple[int, bool, int]:
+    """Seed 001's Tier 1 order: most used first; seeds before learned only on equal counts;
+    then the order the lessons were first recorded (never a hash)."""
+    return (-lesson.use_count, lesson.source != "seed", lesson.recorded_order)
+
+
+def tier1(lessons: Iterable[Lesson], cap: int) -> list[Lesson]:
+    """The Tier 1 lessons (tool_fallback, best_practice) in `tier1_order`, at most `cap`."""
+    return sorted((l for l in lessons if l.category in TIER1_CATEGORIES), key=tier1_order)[:cap]
+
+
+def ranked(lessons: Iterable[Lesson], scores: dict[str, int] | None = None) -> list[Lesson]:
+    """Recall order: score (when given), use_count, most recently used, then first recorded."""
+    out = sorted(lessons, key=lambda l: l.recorded_order)
+    if scores is None:
+        out.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)  # stable: recorded order breaks ties
+    else:
+        out.sort(key=lambda l: (scores[l.lesson_id], l.use_count, l.last_used), reverse=True)
+    return out
 
 
 @dataclass
@@ -55,6 +79,8 @@ class LessonsState:
     by_key: dict[str, str] = field(default_factory=dict)
     #: the seed lessons were written once (they are not re-seeded after a forget)
     seeded: bool = False
+    #: lessons recorded so far (the next lesson's recorded_order)
+    recorded: int = 0
 
 
 def empty() -> LessonsState:
@@ -116,6 +142,9 @@ def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson
 
 
 def _add(state: LessonsState, lesson: Lesson) -> None:
+    """A new lesson, numbered in the order lessons are first recorded."""
+    lesson = evolve(lesson, recorded_order=state.recorded)
+    state.recorded += 1
     state.lessons[lesson.lesson_id] = lesson
     state.by_key[key_of(lesson)] = lesson.lesson_id
 
@@ -198,7 +227,8 @@ def decode(raw: dict[str, Any]) -> LessonsState:
     by_key = raw.get("by_key")
     if by_key is None or len(by_key) != len(lessons):
         by_key = {key_of(lesson): lid for lid, lesson in lessons.items()}
-    return LessonsState(lessons=lessons, by_key=dict(by_key), seeded=bool(raw.get("seeded")))
+    recorded = int(raw.get("recorded", max((l.recorded_order + 1 for l in lessons.values()), default=0)))
+    return LessonsState(lessons=lessons, by_key=dict(by_key), seeded=bool(raw.get("seeded")), recorded=recorded)
 
 
 def tables(state: LessonsState) -> dict[str, list[dict[str, Any]]]:
@@ -211,5 +241,5 @@ def tables(state: LessonsState) -> dict[str, list[dict[str, Any]]]:
             "last_used": lesson.last_used, "source": lesson.source,
             "triggered_domains": orjson.dumps(lesson.triggered_domains).decode(),
             "event_ids": orjson.dumps(lesson.event_ids).decode(), "taught_by_run": lesson.taught_by_run,
-            "taught_at_step": lesson.taught_at_step})
+            "taught_at_step": lesson.taught_at_step, "recorded_order": lesson.recorded_order})
     return {"lessons": rows}

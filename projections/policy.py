@@ -97,6 +97,22 @@ def _promotion(lesson: "Lesson", new: NewEvent) -> NewEvent:
         to_category="best_practice"), **_envelope(new))
 
 
+def lesson_id_taken(state: "MemoryState", new: NewEvent) -> str | None:
+    """Why a `lesson_recorded`/`lesson_seeded` cannot be stored (one line), or None: its
+    caller-chosen lesson_id already names a lesson with another dedup key. Stored, it would
+    be dropped by the fold, and its decisions (a promotion) would act on that other lesson."""
+    if new.type not in ("lesson_recorded", "lesson_seeded"):
+        return None
+    from memledger.projections import lessons as L
+    data = new.payload.model_dump(mode="json")
+    other = state.lessons.lessons.get(data.get("lesson_id") or "")
+    if other is None or L.key_of(other) == L.dedup_key(data.get("failed_command"), data.get("error_pattern"),
+                                                       data.get("scope_domain"), data["lesson"]):
+        return None
+    return (f"{new.type}: lesson_id {other.lesson_id!r} already names another lesson "
+            f"({other.lesson[:60]!r}); choose a new id or leave it empty")
+
+
 def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
     """The decision events that observation `new` causes, given memory `state` before it.
 
@@ -108,6 +124,8 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
     t = new.type
     ls = state.lessons
     out: list[NewEvent] = []
+    if lesson_id_taken(state, new) is not None:
+        return out  # a stored hijack attempt (raw append, old log) decides nothing for the other lesson
     if t == "lesson_recorded":
         key = L.dedup_key(data.get("failed_command"), data.get("error_pattern"),
                           data.get("scope_domain"), data["lesson"])

@@ -21,7 +21,7 @@ from memledger.ledger.ids import short_id
 from memledger.projections import knowledge, runs as runs_mod, selectors as selectors_mod, steps as steps_mod
 from memledger.projections import trajectories as traj_mod
 from memledger.projections.knowledge import Fact
-from memledger.projections.lessons import TIER1_CATEGORIES, Lesson
+from memledger.projections.lessons import Lesson, ranked, tier1
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
 from memledger.projections.sessions import SessionEntry
@@ -33,16 +33,6 @@ from memledger.projections.text import domain_matches, parent_domains, words
 from memledger.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
-
-
-def _rank_lessons(lessons: Iterable[Lesson], scores: dict[str, int] | None = None) -> list[Lesson]:
-    """Best first: score, use_count, most recently used; lesson_id breaks the last ties."""
-    out = sorted(lessons, key=lambda l: l.lesson_id)
-    if scores is None:
-        out.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)
-    else:
-        out.sort(key=lambda l: (scores[l.lesson_id], l.use_count, l.last_used), reverse=True)
-    return out
 
 
 def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
@@ -67,7 +57,7 @@ class ErrorIndex:
                 by_pattern[lesson.error_pattern.strip().lower()].append(lesson)
         self.by_pattern = dict(by_pattern)
         for group in self.by_command.values():  # recall order, so that command-only hits need no sort
-            group[:] = _rank_lessons(group)
+            group[:] = ranked(group)
         # each pattern is filed under its rarest trigram: a pattern can only occur in an
         # error text that contains that trigram, so a query looks at few patterns
         freq: dict[str, int] = defaultdict(int)
@@ -165,10 +155,9 @@ class MemoryView:
     # ---- lessons (seed 001) ---------------------------------------------------
 
     def tier1(self) -> list[Lesson]:
-        """tool_fallback and best_practice lessons, seeds first, then by use count; at most 10."""
-        lessons = [l for l in self.state.lessons.lessons.values() if l.category in TIER1_CATEGORIES]
-        lessons.sort(key=lambda l: (l.source != "seed", -l.use_count, l.created_at, l.lesson_id))
-        return lessons[: self.policy.tier1_cap]
+        """tool_fallback and best_practice lessons by use count, seeds before learned on equal
+        counts, then first recorded (`lessons.tier1_order`); at most 10."""
+        return tier1(self.state.lessons.lessons.values(), self.policy.tier1_cap)
 
     def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
         """Trigger A: +2 same failed_command, +3 error_pattern found in the error (both
@@ -182,16 +171,16 @@ class MemoryView:
                 by_pattern[lesson.lesson_id] = lesson
         scores = {lid: 3 + (2 if (l.failed_command or "").strip().lower() == cmd and cmd else 0)
                   for lid, l in by_pattern.items()}
-        ranked = _rank_lessons([l for l in by_pattern.values()
-                                if l.scope_domain is None or domain_matches(domain, l.scope_domain)], scores)[:k]
-        if len(ranked) < k and cmd:  # then command-only matches (+2), already in recall order
+        found = ranked([l for l in by_pattern.values()
+                       if l.scope_domain is None or domain_matches(domain, l.scope_domain)], scores)[:k]
+        if len(found) < k and cmd:  # then command-only matches (+2), already in recall order
             for lesson in idx.by_command.get(cmd, ()):
                 if lesson.lesson_id not in by_pattern and (
                         lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)):
-                    ranked.append(lesson)
-                    if len(ranked) == k:
+                    found.append(lesson)
+                    if len(found) == k:
                         break
-        return ranked
+        return found
 
     def recall_on_domain(self, domain: str) -> list[Lesson]:
         """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; top 3."""
@@ -199,13 +188,13 @@ class MemoryView:
             return []
         by_scope = self._cached("scopes", lambda: scope_index(self.state.lessons.lessons.values()))
         cands = [l for d in parent_domains(domain) for l in by_scope.get(d, ())]
-        return _rank_lessons(cands)[: self.policy.recall_top_k]
+        return ranked(cands)[: self.policy.recall_top_k]
 
     def lessons(self, domain: str | None = None) -> list[Lesson]:
         """Every lesson (or those scoped to `domain` or a parent), Tier 1 first, most used first."""
         lessons = [l for l in self.state.lessons.lessons.values()
                    if domain is None or domain_matches(domain, l.scope_domain)]
-        lessons.sort(key=lambda l: (l.tier, -l.use_count, l.lesson_id))
+        lessons.sort(key=lambda l: (l.tier, -l.use_count, l.recorded_order))
         return lessons
 
     def lesson(self, lesson_id: str) -> Lesson | None:

@@ -16,7 +16,7 @@ from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import LessonSeeded, NewEvent, RecordedEvent
 from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import DEFAULT_POLICY, Policy, decide, on_open
+from memledger.projections.policy import DEFAULT_POLICY, Policy, decide, lesson_id_taken, on_open
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
@@ -26,10 +26,14 @@ SEEDS = (
     ("If fill fails, click(ref) to focus the input, then type(text) to enter text.",
      "tool_fallback", "fill", "too many arguments"),
     ("After entering text in a search box, press Enter to submit. Avoid clicking submit buttons: "
-     "autocomplete dropdowns often block them.", "best_practice", None, None),
+     "autocomplete dropdowns often block them.", "best_practice", "click", "intercepts pointer events"),
     ("If an overlay or popup is blocking an element, press Escape to dismiss it before interacting "
-     "with the elements behind it.", "best_practice", None, None),
+     "with the elements behind it.", "best_practice", None, "intercepts pointer events"),
 )
+"""Seed 001's three lessons with the failures they answer (text, category, failed_command,
+error_pattern), so recall on error finds them as seed 001's walkthrough shows: the fill
+fallback for `fill` / "too many arguments"; Enter to submit for a `click` that an
+autocomplete list intercepts; Escape for any command an overlay intercepts."""
 
 
 def seed_lessons() -> list[NewEvent]:
@@ -74,7 +78,10 @@ class MemoryWriter:
 
     def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
         """Append each observation followed by the decisions `decide` makes for it; a
-        `run_started` with memory on is preceded by the start-of-run decisions (`opening`)."""
+        `run_started` with memory on is preceded by the start-of-run decisions (`opening`).
+
+        A lesson whose caller-chosen id belongs to a lesson with another dedup key is
+        refused (InvalidEvent, nothing written): it must never act on the other lesson."""
         out: list[RecordedEvent] = []
         if not events:
             return out
@@ -86,6 +93,9 @@ class MemoryWriter:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
                 for obs in events:
+                    taken = lesson_id_taken(state, obs)
+                    if taken is not None:
+                        raise InvalidEvent(taken)
                     out.extend(self._write(tx, [*self.opening(state, obs), obs, *decide(state, obs, self.policy)]))
         except BaseException:
             self.state = None  # folded events that were rolled back: start over next time

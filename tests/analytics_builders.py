@@ -2,7 +2,8 @@
 
 `learning_ledger` plays a small agent through `MemoryWriter` (so the decisions
 in the log are the real policy step's): five runs of the same goal on five
-sites; each run fails a click with "intercepts pointer events", recalls what
+sites; each run fails a fill with "intercepts pointer events" (a failure no seed lesson
+carries as its own dedup key), recalls what
 memory has, recovers with Escape, learns the failure→recovery lesson (a dedup
 from run 2 on), observes a fact and a selector, and completes. Run 0 has
 memory off. The lesson reaches use_count 5 on 3 domains in run 3
@@ -21,7 +22,7 @@ from memledger.ledger.events import (
 )
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
-LESSON = "When click fails with 'intercepts pointer events', press Escape first."
+LESSON = "When fill fails with 'intercepts pointer events', press Escape first."
 
 
 @dataclass
@@ -46,7 +47,7 @@ def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | 
     from memledger.projections.writer import MemoryWriter
 
     writer = MemoryWriter(store)
-    built = Built(lesson_id=lesson_id_for("click", "intercepts pointer events", None, LESSON))
+    built = Built(lesson_id=lesson_id_for("fill", "intercepts pointer events", None, LESSON))
     for i in range(runs):
         dom = DOMAINS[i % len(DOMAINS)]
         rid = f"run{i}"
@@ -71,13 +72,13 @@ def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | 
             ])
         rec = writer.append([event(StepRecorded(
             env_before=EnvState(url=f"http://{dom}/"), env_after=EnvState(url=f"http://{dom}/"),
-            action=Action(command="click", args={"ref": "e1"}), target_text="Search", ok=False,
+            action=Action(command="fill", args={"ref": "e1"}), target_text="Search", ok=False,
             error="Element intercepts pointer events"), run_id=rid, step=1, domain=dom)])
         built.step_seq.setdefault(rid, {})[1] = rec[0].seq
         if memory:
             view = MemoryView.from_events(store.read())
-            hits = view.recall_on_error("click", "Element intercepts pointer events", dom)
-            rec = writer.append([event(ErrorRecall(command="click", error_snippet="intercepts pointer events",
+            hits = view.recall_on_error("fill", "Element intercepts pointer events", dom)
+            rec = writer.append([event(ErrorRecall(command="fill", error_snippet="intercepts pointer events",
                                                    matched=len(hits), lessons=[l.lesson for l in hits],
                                                    lesson_ids=[l.lesson_id for l in hits]),
                                        run_id=rid, step=1, domain=dom)])
@@ -107,7 +108,7 @@ def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | 
                   domain=dom),
         ])
         rec = writer.append([event(LessonRecorded(
-            lesson_id=built.lesson_id, lesson=LESSON, category="error_recovery", failed_command="click",
+            lesson_id=built.lesson_id, lesson=LESSON, category="error_recovery", failed_command="fill",
             error_pattern="intercepts pointer events", learned_from=[rid]), run_id=rid, step=2, domain=dom)])
         built.record_seq[rid] = rec[0].seq
         if not built.first_record_run:

@@ -15,13 +15,13 @@ def _memory(memory_path: Path) -> str:
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
     w = MemoryWriter(store)
     w.open_for_run("r1", T0)
-    w.append([run_started("r1", domain="amazon.com", session_id="proj_123"), lesson(domain="google.com"),
+    w.append([run_started("r1", domain="amazon.com", session_id="proj_123"), lesson(domain="google.com", fc="type"),
               lesson("cookie banner first", "amazon.com", fc=None, ep=None, scope="amazon.com",
                      category="site_specific"),
               fact("shadow dom", "amazon.com"), session(1, "amazon.com"), trajectory("t1", "buy shoes", "amazon.com"),
               run_completed("r1", domain="amazon.com"), run_started("r2", domain="ebay.com")])
     for d in ["bing.com", "yahoo.com", "reddit.com", "x.com"]:
-        w.append([lesson(domain=d)])
+        w.append([lesson(domain=d, fc="type")])  # not the Enter seed's (click, intercepts) key
     store.close()
     return str(memory_path)
 

@@ -186,8 +186,7 @@ def test_recall_on_error_top3_with_deterministic_ties(fresh_ledger):
     w.append([recall([lesson_id_for("click", "pattern4", None, "")], "a.com")])
     got = view(fresh_ledger).recall_on_error("click", "some error")
     assert len(got) == 3 and got[0].lesson == "tip 4"
-    rest = sorted(lesson_id_for("click", f"pattern{i}", None, "") for i in (0, 1, 2, 3, 5))
-    assert [l.lesson_id for l in got[1:]] == rest[:2]
+    assert [l.lesson for l in got[1:]] == ["tip 0", "tip 1"]  # equal keys: first recorded first
 
 
 def test_site_lessons_are_recalled_on_error_only_on_their_site(fresh_ledger):
@@ -213,15 +212,46 @@ def test_recall_on_domain_matches_parents_on_a_dot_boundary_and_ranks(fresh_ledg
     assert v.recall_on_domain("ebay.com") == []
 
 
-def test_tier1_seeds_first_then_use_count_capped_at_10(fresh_ledger):
+def test_tier1_by_use_count_seeds_first_only_on_equal_counts_capped_at_10(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
     w.open_for_run("r1", T0)
     w.append([lesson(f"practice {i}", "a.com", fc=None, ep=None, category="best_practice", use_count=i)
               for i in range(12)])
     tier1 = view(fresh_ledger).tier1()
     assert len(tier1) == 10
-    assert [l.source for l in tier1[:3]] == ["seed"] * 3
-    assert [l.use_count for l in tier1[3:]] == [11, 10, 9, 8, 7, 6, 5]
+    assert [l.use_count for l in tier1] == [11, 10, 9, 8, 7, 6, 5, 4, 3, 2]
+    assert all(l.source == "learned" for l in tier1)  # unused seeds (use_count 0) no longer take 3 slots
+
+
+def test_tier1_equal_counts_seeds_first_then_first_recorded(fresh_ledger):
+    w = MemoryWriter(fresh_ledger)
+    # learned lessons recorded in an order their ids (hashes) do not follow
+    texts = [f"zz practice {i}" for i in range(4)]
+    w.append([lesson(t, "a.com", fc=None, ep=None, category="best_practice", use_count=0) for t in texts])
+    w.open_for_run("r1", T0)
+    tier1 = view(fresh_ledger).tier1()
+    assert [l.source for l in tier1] == ["seed"] * 3 + ["learned"] * 4
+    assert [l.lesson for l in tier1[3:]] == texts
+    assert [l.lesson for l in tier1[:3]] == [s.payload.lesson for s in seed_lessons()]  # type: ignore[attr-defined]
+
+
+def test_recall_on_domain_equal_keys_keep_first_recorded_order(fresh_ledger):
+    w = MemoryWriter(fresh_ledger)
+    texts = ["tip c", "tip a", "tip b", "tip d"]
+    w.append([lesson(t, "shop.test", fc=None, ep=None, scope="shop.test", category="site_specific", when=T0)
+              for t in texts])
+    assert [l.lesson for l in view(fresh_ledger).recall_on_domain("shop.test")] == texts[:3]
+
+
+def test_experiment_and_view_rank_tier1_with_one_key():
+    import inspect
+
+    from memledger.analytics import experiment
+    from memledger.projections import view as view_mod
+    from memledger.projections.lessons import tier1
+    assert "tier1(" in inspect.getsource(experiment.Side.summary)
+    assert inspect.getsource(view_mod.MemoryView.tier1).count("sort") == 0
+    assert tier1 is view_mod.tier1
 
 
 # ---- seed 001's worked examples ----------------------------------------------------
@@ -315,3 +345,58 @@ def test_two_writers_on_one_ledger_see_each_others_lessons(fresh_ledger):
     assert [e.type for e in b.append([lesson(domain="b.com")])] == ["lesson_recorded", "lesson_deduplicated"]
     assert [e.type for e in a.append([lesson(domain="c.com")])] == ["lesson_recorded", "lesson_deduplicated"]
     assert view(fresh_ledger).lesson(CLICK_ID).use_count == 3
+
+
+# ---- seeds carry the failures they answer (seed 001's walkthrough) ------------------------
+
+def test_seeds_are_recalled_on_the_errors_they_answer(fresh_ledger):
+    MemoryWriter(fresh_ledger).open_for_run("run1", T0)
+    v = view(fresh_ledger)
+    fill, enter, escape = [s.payload.lesson for s in seed_lessons()]  # type: ignore[attr-defined]
+    assert [l.lesson for l in v.recall_on_error("fill", "too many arguments: expected 2, received 3")] == [fill]
+    blocked = "locator.click: Timeout 1500ms exceeded. <ul> intercepts pointer events"
+    assert [l.lesson for l in v.recall_on_error("click", blocked, "search.test")] == [enter, escape]
+    # any command: the pattern alone (+3) finds both, equal scores keep the seeds' recorded order
+    assert [l.lesson for l in v.recall_on_error("press", blocked.replace("click", "press"))] == [enter, escape]
+    assert v.recall_on_error("press", "Timeout 1500ms exceeded") == []
+    assert v.recall_on_error("goto", "net::ERR_NAME_NOT_RESOLVED") == []
+
+
+# ---- a lesson id cannot hijack another lesson ------------------------------------------------
+
+def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fresh_ledger):
+    import pytest
+
+    from memledger.ledger.errors import InvalidEvent
+    w = MemoryWriter(fresh_ledger)
+    w.append([lesson(domain="a.com")])
+    victim = view(fresh_ledger).lesson(CLICK_ID)
+    head = fresh_ledger.head()
+    hijack = NewEvent(LessonRecorded(lesson_id=CLICK_ID, lesson="something else entirely", category="error_recovery",
+                                     failed_command="type", error_pattern="other", use_count=9,
+                                     triggered_domains=["x.com", "y.com", "z.com"]), domain="q.com")
+    with pytest.raises(InvalidEvent) as err:
+        w.append([hijack])
+    assert CLICK_ID in str(err.value) and "\n" not in str(err.value)
+    assert fresh_ledger.head() == head
+    after = view(fresh_ledger).lesson(CLICK_ID)
+    assert (after.category, after.use_count, after.lesson) == ("error_recovery", victim.use_count, victim.lesson)
+
+
+def test_decide_on_a_stored_hijack_attempt_promotes_nobody(fresh_ledger):
+    from memledger.projections.policy import decide
+    from memledger.projections.state import MemoryState, fold
+    w = MemoryWriter(fresh_ledger)
+    w.append([lesson(domain="a.com")])
+    state = fold(MemoryState.empty(), fresh_ledger.read())
+    hijack = NewEvent(LessonRecorded(lesson_id=CLICK_ID, lesson="other", category="error_recovery",
+                                     failed_command="type", error_pattern="other", use_count=9,
+                                     triggered_domains=["x.com", "y.com", "z.com"]), domain="q.com")
+    assert decide(state, hijack) == []
+
+
+def test_an_empty_lesson_id_is_the_hash_of_the_dedup_key(fresh_ledger):
+    MemoryWriter(fresh_ledger).append([lesson(domain="a.com")])
+    import hashlib
+    key = '["cmd","click","intercepts pointer events"]'
+    assert view(fresh_ledger).lesson("lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]) is not None

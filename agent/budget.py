@@ -2,10 +2,14 @@
 
 Every section of a per-step prompt is an item with a priority and a token
 estimate by content type (text 4, code 3.5, JSON 3, HTML 2.5 characters per
-token). When the items exceed the budget, the lowest priorities go first; a
-single high-priority item that alone exceeds what is left is cut (head kept)
-and marked truncated. What was kept and what was trimmed are both returned,
-so the memory facade can record them in `context_built`.
+token). Priorities are strict (seed 000: "higher priority items survive
+context budget trimming"): items are taken from the highest priority down
+(equal priorities in their given order) while they fit; the first one that
+does not fit is the boundary — it is truncated, its head and tail kept around
+a marker (seed 003), when at least MIN_TRUNCATED_TOKENS of it fit, else
+dropped — and every item after it is dropped. So an item is dropped only
+after every lower-priority item is. What was kept and what was trimmed are
+both returned, so the memory facade can record them in `context_built`.
 
 Example:
     result = fit([BudgetItem("page_state", PRIORITIES["page_state"], text)], budget=2000)
@@ -67,25 +71,42 @@ class BudgetResult:
         return sum(i.tokens for i in self.kept)
 
 
+def truncate(item: BudgetItem, tokens: int) -> BudgetItem:
+    """`item` cut to at most `tokens`: its head and its tail (where a fenced section closes),
+    with a marker saying how much of the middle was left out."""
+    per = CHARS_PER_TOKEN.get(item.content_type, 4.0)
+    text = item.text
+    keep = int(tokens * per) - 40  # room for the marker
+    while keep > 0:
+        head = keep * 2 // 3
+        tail = keep - head
+        marker = f"\n[... {len(text) - head - tail} characters trimmed ...]\n"
+        cut = replace(item, text=text[:head] + marker + (text[-tail:] if tail else ""), truncated=True)
+        if cut.tokens <= tokens:
+            return cut
+        keep -= max(1, int(per))
+    return replace(item, text="", truncated=True)
+
+
 def fit(items: list[BudgetItem], budget: int = DEFAULT_BUDGET) -> BudgetResult:
-    """Keep the items (in their given order) that fit, dropping lowest priorities first."""
+    """Keep items from the highest priority down while they fit; truncate the boundary item
+    (head and tail) when a useful part of it fits; drop it and everything below it otherwise.
+    Kept items come back in their given order."""
     order = sorted(range(len(items)), key=lambda i: (-items[i].priority, i))
     keep: dict[int, BudgetItem] = {}
     trimmed: list[BudgetItem] = []
     left = budget
+    boundary_passed = False
     for i in order:
         item = items[i]
-        if item.tokens <= left:
+        if not boundary_passed and item.tokens <= left:
             keep[i] = item
             left -= item.tokens
-        elif left >= MIN_TRUNCATED_TOKENS and item.priority >= PRIORITIES["page_state"]:
-            chars = int(left * CHARS_PER_TOKEN.get(item.content_type, 4.0)) - 20
-            cut = replace(item, text=item.text[:max(chars, 0)] + "\n[... truncated]", truncated=True)
-            while cut.tokens > left and len(cut.text) > 20:
-                cut = replace(cut, text=cut.text[: len(cut.text) - 40] + "\n[... truncated]")
+            continue
+        if not boundary_passed and left >= MIN_TRUNCATED_TOKENS:
+            cut = truncate(item, left)
             keep[i] = cut
             left -= cut.tokens
-            trimmed.append(item)
-        else:
-            trimmed.append(item)
+        boundary_passed = True
+        trimmed.append(item)
     return BudgetResult(kept=[keep[i] for i in sorted(keep)], trimmed=trimmed, budget=budget)

@@ -35,9 +35,12 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
               help="scripted (no model) or openai (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL, MEMLEDGER_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
+@click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
+              help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
-        resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int) -> None:
+        resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
+        context_budget: int) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
@@ -46,7 +49,7 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
     opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
                       trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
-                      max_turns=max_turns, case_ids=list(case_ids))
+                      max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget)
     results = run_agent(_settings(memory_dir), opts)
     wide_console().print(results_table(results))
 

@@ -75,18 +75,35 @@ ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)
 CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "truncated"})
 
 
+#: errors that name no cause (the element or ref was simply not there): they teach nothing
+NO_CAUSE = re.compile(r"\b(?:element|ref|target|node|locator)s?\b[^\n]{0,60}?\bnot found\b|\bunknown ref\b|"
+                      r"\bno such (?:element|ref)\b|\bneeds a ref\b|rejected by the approval hook", re.I)
+#: an error without a known cause phrase must say at least this many words to teach anything
+MIN_CAUSE_WORDS = 3
+_QUOTED_TEXT = re.compile(r"<[^>]*>|\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d")
+_WORD = re.compile(r"[a-z][a-z._-]*")
+
+
 def error_pattern(error: str) -> str:
-    """The key phrase of an error: a known cause, else its first words without quoted page text."""
+    """The key phrase of an error: a known cause phrase, else the error's first line without
+    quoted page text — whole words only (a token with digits, such as "(2nd)" or "1500ms",
+    is dropped whole, never cut to a fragment like "nd"), at most 8."""
     low = (error or "").lower()
     for p in KNOWN_PATTERNS:
         if p in low:
             return p
-    bare = re.sub(r"<[^>]*>|\"[^\"]*\"|'[^']*'", " ", low)
-    return " ".join(re.findall(r"[a-z][a-z0-9:_-]*", bare)[:8])
+    first = next((ln for ln in low.splitlines() if ln.strip()), "")
+    words = [w.strip(".,;:!?()[]{}") for w in _QUOTED_TEXT.sub(" ", first).split()]
+    return " ".join([w for w in words if _WORD.fullmatch(w)][:8])
 
 
 def substantive(error: str | None) -> bool:
-    return bool(error) and "rejected by the approval hook" not in (error or "") and len(error_pattern(error or "")) >= 5
+    """Seed 001: only a substantive error teaches a lesson — one that names a cause (a known
+    cause phrase, or at least three words), not "element not found", "unknown ref" or a code."""
+    if not error or NO_CAUSE.search(error):
+        return False
+    pattern = error_pattern(error)
+    return pattern in KNOWN_PATTERNS or len(pattern.split()) >= MIN_CAUSE_WORDS
 
 
 def goal_secrets(goal: str) -> list[str]:
@@ -977,7 +994,8 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
 
     Step N command A fails with a substantive error, step N+1 command B succeeds,
     A ≠ B: an error_recovery lesson (failed_command A, error_pattern from the
-    error). A click intercepted by an overlay that a later click on a dismiss
+    error). The same recovery seen twice in a run is recorded twice: the writer
+    deduplicates the second, so it is one lesson used twice. A click intercepted by an overlay that a later click on a dismiss
     button cleared (the blocked element then worked): a site_specific lesson
     scoped to that domain, naming the button as quoted data.
     """
@@ -990,9 +1008,6 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
         pattern = error_pattern(a.error or "")
         text = f"When {a.command} fails with '{pattern}', try {_describe_recovery(steps, i + 1)}."
         lid = lesson_id_for(a.command, pattern, None, text)
-        if lid in seen:
-            continue
-        seen.add(lid)
         out.append((a.domain, a.step, LessonRecorded(
             lesson_id=lid, lesson=text, category="error_recovery", failed_command=a.command, error_pattern=pattern,
             learned_from=[x for x in (a.event_id, b.event_id) if x])))

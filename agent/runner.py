@@ -27,6 +27,7 @@ from rich.table import Table
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.ids import short_id
 from memledger.agent.browser import Browser
+from memledger.agent.budget import DEFAULT_BUDGET
 from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import PolicyError, make_policy
@@ -53,6 +54,7 @@ class RunOptions:
     policy: str = "scripted"
     max_turns: int = 25
     case_ids: list[str] = field(default_factory=list)
+    context_budget: int = DEFAULT_BUDGET
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -149,7 +151,7 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
                         browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
                         session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
                         isolation=isolation, case_id=t["case_id"], success_check=t["check"],
-                        config=RunConfig(max_turns=opts.max_turns)))
+                        config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget)))
                 bar.advance(job)
     broken = next((r for r in results if r.reason == "policy_error"), None)
     if broken is not None:

@@ -44,6 +44,8 @@ class RunManifest:
     isolation: str = "shared"
     policy: dict[str, Any] = field(default_factory=dict)
     event_ids: tuple[str, ...] = ()
+    #: seq of the run's last update (start, progress, completion): breaks ties of updated_at
+    updated_seq: int = 0
 
 
 @dataclass
@@ -68,12 +70,12 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
             completed_at=None, success=None, summary=None, artifact_paths=(), turn_count=0, result=None,
             reason=None, mode=d.get("mode", "new"), memory_enabled=bool(d.get("memory_enabled", True)),
             case_id=d.get("case_id"), isolation=d.get("isolation", "shared"), policy=dict(d.get("policy") or {}),
-            event_ids=(ev.id,))
+            event_ids=(ev.id,), updated_seq=ev.seq)
     elif t == "run_progress":
         run = state.runs.get(ev.run_id or "")
         if run is not None:
             state.runs[run.run_id] = evolve(run, current_url=d["current_url"], turn_count=int(d["turn"]),
-                                             updated_at=ev.occurred_at)
+                                             updated_at=ev.occurred_at, updated_seq=ev.seq)
     elif t == "run_completed":
         run = state.runs.get(ev.run_id or "")
         if run is not None:
@@ -85,7 +87,7 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
                 tokens_out=int(d.get("tokens_out", 0)), duration_ms=float(d.get("duration_ms", 0)),
                 artifact_paths=tuple(d.get("artifact_paths") or ()), policy_decisions=int(d.get("policy_decisions", 0)),
                 replayed_steps=int(d.get("replayed_steps", 0)), completed_at=ev.occurred_at,
-                updated_at=ev.occurred_at, event_ids=add_event_id(run.event_ids, ev.id))
+                updated_at=ev.occurred_at, updated_seq=ev.seq, event_ids=add_event_id(run.event_ids, ev.id))
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
         if kind == "run":
@@ -101,9 +103,10 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
 
 def listed(state: RunsState, session_id: str | None = None, domain: str | None = None, status: str | None = None,
            limit: int | None = None) -> list[RunManifest]:
-    """Newest first (by start, then log order), filtered like seed 000's `listRuns`."""
+    """Newest-updated first, as seed 000's registry lists them (completing a run moves it up):
+    by updated_at (occurred time), then the seq of the last update; filtered like `listRuns`."""
     out = []
-    for run in reversed(list(state.runs.values())):
+    for run in state.runs.values():
         if session_id is not None and run.session_id != session_id:
             continue
         if domain is not None and not domain_matches(run.domain, domain):
@@ -111,7 +114,7 @@ def listed(state: RunsState, session_id: str | None = None, domain: str | None =
         if status is not None and run.status != status:
             continue
         out.append(run)
-    out.sort(key=lambda r: r.started_at, reverse=True)  # stable: log order breaks ties
+    out.sort(key=lambda r: (r.updated_at, r.updated_seq), reverse=True)
     return out[:limit] if limit is not None else out
 
 
@@ -134,5 +137,5 @@ def tables(state: RunsState) -> dict[str, list[dict[str, Any]]]:
             "tokens_in": r.tokens_in, "tokens_out": r.tokens_out, "duration_ms": r.duration_ms,
             "memory_enabled": int(r.memory_enabled), "policy_decisions": r.policy_decisions,
             "replayed_steps": r.replayed_steps, "case_id": r.case_id, "isolation": r.isolation,
-            "event_ids": orjson.dumps(r.event_ids).decode()})
+            "event_ids": orjson.dumps(r.event_ids).decode(), "updated_seq": r.updated_seq})
     return {"runs": rows}

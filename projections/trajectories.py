@@ -3,7 +3,10 @@
 Matching: Jaccard of the goals' lower-cased word sets ≥ 0.5 (a goal without
 words matches nothing); filter by the threshold first, then rank — by
 similarity, or with trace scoring by 60% similarity + 20% recency
-(exp(−age/14 days)) + 10% speed + 10% verification rate. A trajectory more
+(exp(−age/14 days)) + 10% speed + 10% verification rate. Speed is absolute,
+1 / (1 + duration in minutes) (a 0 s run 1.0, one minute 0.5, three minutes 0.25), so a
+lone or fastest candidate gets no full credit for being alone and scores compare across
+queries. A trajectory more
 than `trace_ttl_days` old (occurred time) is never offered (exactly 30 days
 is kept), and the `trajectories_expired` decision drops it from the state.
 """
@@ -124,6 +127,11 @@ def expired(state: TrajectoriesState, now: str, ttl_days: float) -> list[str]:
                   if older_than(t.occurred_at, now, ttl_days))
 
 
+def speed(duration_ms: float) -> float:
+    """Trace scoring's speed term: 1 / (1 + minutes), absolute (not relative to the other candidates)."""
+    return 1.0 / (1.0 + max(duration_ms, 0.0) / 60000.0)
+
+
 def rank(candidates: Iterable[Trajectory], goal: str, now: str, policy: Any) -> list[TrajectoryMatch]:
     """Filter by similarity ≥ threshold and by TTL, then rank (best first, deterministic ties)."""
     goal_words = words(goal)
@@ -135,12 +143,10 @@ def rank(candidates: Iterable[Trajectory], goal: str, now: str, policy: Any) -> 
     if not live:
         return []
     out = []
-    fastest = min((t.duration_ms for t, _ in live if t.duration_ms > 0), default=0.0)
     for t, sim in live:
         if policy.trace_scoring:
             recency = math.exp(-max(age_days(t.occurred_at, now), 0.0) / policy.trace_recency_days)
-            speed = fastest / t.duration_ms if t.duration_ms > 0 else 1.0
-            score = 0.6 * sim + 0.2 * recency + 0.1 * speed + 0.1 * t.verification_rate
+            score = 0.6 * sim + 0.2 * recency + 0.1 * speed(t.duration_ms) + 0.1 * t.verification_rate
         else:
             score = sim
         out.append(TrajectoryMatch(t, sim, score))

@@ -148,9 +148,21 @@ def test_filter_then_rank_and_trace_scoring(fresh_ledger):
         "search smart watch reviews", "example.com", at(21))
     by_id = {x.trajectory.trajectory_id: x for x in scored}
     import math
-    assert by_id["old-fast"].score == pytest.approx(0.6 + 0.2 * math.exp(-21 / 14) + 0.1 * 1.0 + 0.1 * 1.0)
-    assert by_id["new-slow"].score == pytest.approx(0.6 + 0.2 * math.exp(-1 / 14) + 0.1 * 0.25 + 0.0)
-    assert scored[0].trajectory.trajectory_id == "old-fast"
+    # speed is absolute: 1 / (1 + minutes)
+    assert by_id["old-fast"].score == pytest.approx(0.6 + 0.2 * math.exp(-21 / 14) + 0.1 / (1 + 1 / 60) + 0.1 * 1.0)
+    assert by_id["new-slow"].score == pytest.approx(0.6 + 0.2 * math.exp(-1 / 14) + 0.1 / (1 + 4 / 60) + 0.0)
+    assert scored[0].trajectory.trajectory_id == "new-slow"  # 4 s is not 4x worse than 1 s: recency decides
+
+
+def test_trace_scoring_speed_is_absolute_a_lone_candidate_gets_no_full_credit(fresh_ledger):
+    w = MemoryWriter(fresh_ledger)
+    w.append([trajectory("slow", "search smart watch", when=T0, duration_ms=180_000, verified=2),
+              trajectory("fast", "search smart watch", domain="b.com", when=T0, duration_ms=0, verified=2)])
+    v = view(fresh_ledger, Policy(trace_scoring=True))
+    (slow,) = v.match_trajectories("search smart watch", "example.com", at(0))
+    (fast,) = v.match_trajectories("search smart watch", "b.com", at(0))
+    assert slow.score == pytest.approx(0.6 + 0.2 + 0.1 * 0.25 + 0.1)  # three minutes: a quarter of the speed term
+    assert fast.score == pytest.approx(1.0) and fast.score > slow.score  # comparable across queries
 
 
 def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger):
@@ -167,11 +179,23 @@ def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger
 
 # ---- runs ------------------------------------------------------------------------
 
+def test_runs_are_listed_newest_updated_first(fresh_ledger):
+    w = MemoryWriter(fresh_ledger)
+    w.append([run_started("a", when=T0), run_started("b", when=at(1)), run_started("c", when=at(2))])
+    assert [r.run_id for r in view(fresh_ledger).runs()] == ["c", "b", "a"]
+    w.append([run_completed("a", when=at(3))])
+    assert [r.run_id for r in view(fresh_ledger).runs()] == ["a", "c", "b"]  # completing a run moves it up
+    w.append([run_completed("b", when=at(3))])  # same time: the later update first
+    assert [r.run_id for r in view(fresh_ledger).runs()] == ["b", "a", "c"]
+    assert [r.run_id for r in view(fresh_ledger).runs(limit=1)] == ["b"]
+
+
 def test_runs_registry_list_resume_fork(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([run_started("r1", session_id="proj_123", when=T0), run_completed("r1"),
+    w.append([run_started("r1", session_id="proj_123", when=T0), run_completed("r1", when=at(0.5)),
               run_started("r2", session_id="proj_123", when=at(1), parent_run_id="r1", mode="resume"),
-              run_started("r3", domain="other.com", when=at(2)), run_completed("r3", success=False, domain="other.com")])
+              run_started("r3", domain="other.com", when=at(2)),
+              run_completed("r3", success=False, domain="other.com", when=at(2.5))])
     v = view(fresh_ledger)
     assert [r.run_id for r in v.runs()] == ["r3", "r2", "r1"]
     assert [r.run_id for r in v.runs(session_id="proj_123")] == ["r2", "r1"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memledger.ledger.events import EnvState
@@ -168,6 +168,28 @@ def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[S
     return items
 
 
+def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list[Any], domain_lessons: list[Any],
+                   match: Any, facts: list[Any]) -> dict[str, Any]:
+    """The memory a policy may read for one decision: only what the kept prompt items show
+    (a trimmed section shows nothing; a truncated one, the entries still whole in it), so an
+    audit of the step's `context_built` is exactly what the policy saw. Elements beyond the
+    page section's cut are not offered either."""
+    text = {i.source: i.text for i in kept}
+
+    def shown(source: str, entries: list[Any], line: Callable[[Any], str]) -> list[Any]:
+        return [e for e in entries if P.shows(text[source], line(e))] if source in text else []
+
+    steps = list(match.trajectory.steps) if match is not None else []
+    numbered = shown("reference_trajectory", list(enumerate(steps, 1)), lambda e: P.trajectory_line(*e))
+    return {
+        "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
+        "domain_tips": [P.cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
+        "error_tips": [P.cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
+        "trajectory_steps": [s for _, s in numbered],
+        "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, P.fact_line)],
+    }
+
+
 def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
              run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
              mode: str = "new", isolation: str = "shared", case_id: str | None = None,
@@ -257,11 +279,9 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 step_text = P.render_step(fitted.kept)
                 memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
                 ctx = DecisionContext(
-                    goal=goal, observation=obs, history=history, system_prompt=system, step_prompt=step_text,
-                    tier1=[l.text for l in tier1], domain_tips=[l.text for l in domain_lessons],
-                    error_tips=[l.text for l in error_lessons], last_error=last_error,
-                    trajectory_steps=list(match.trajectory.steps) if match is not None else [],
-                    facts=[(f.fact_type, f.key, f.value) for f in facts])
+                    goal=goal, history=history, system_prompt=system, step_prompt=step_text,
+                    tier1=[P.cap(l.text, 300) for l in tier1], last_error=last_error,
+                    **seen_by_policy(fitted.kept, obs, error_lessons, domain_lessons, match, facts))
                 decision = policy.decide(ctx)
                 decisions += 1
                 tokens_in += decision.tokens_in

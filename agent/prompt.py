@@ -43,10 +43,37 @@ def cap(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def defuse(text: str) -> str:
+    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+
 def quote_untrusted(text: str, limit: int = CAP_TEXT) -> str:
     """Fence page-derived text as data; delimiters inside it are defused."""
-    body = cap(text, limit).replace("<<<", "‹‹‹").replace(">>>", "›››")
-    return f"{FENCE_OPEN}\n{body}\n{FENCE_CLOSE}"
+    return f"{FENCE_OPEN}\n{defuse(cap(text, limit))}\n{FENCE_CLOSE}"
+
+
+def shows(text: str, line: str) -> bool:
+    """Whether a prompt section's text shows `line` whole, as a line of its own (fenced or not):
+    what a policy may read of a section the budget truncated."""
+    body = "\n" + text + "\n"
+    return ("\n" + line + "\n") in body or ("\n" + defuse(line) + "\n") in body
+
+
+def tip_line(tip: str) -> str:
+    """One lesson as a prompt lists it (Tier 1, tips for this site, tips under an error)."""
+    return f"- {cap(tip, 300)}"
+
+
+def element_line(e: Any) -> str:
+    return f"{e.ref}: {e.role} - {cap(e.name, CAP_NAME)}" if e.name else f"{e.ref}: {e.role}"
+
+
+def trajectory_line(i: int, step: Any) -> str:
+    return f"{i}. {describe_step(step)}"
+
+
+def fact_line(f: Any) -> str:
+    return f"- {f.fact_type}: {cap(f.key, 80)}: {cap(f.value, 160)} (confidence {f.confidence:.2f})"
 
 
 def quoted_name(name: str, limit: int = CAP_NAME) -> str:
@@ -65,7 +92,7 @@ def system_instruction(goal: str, tier1: Sequence[str] = ()) -> str:
     parts = [SYSTEM_HEAD]
     if tier1:
         parts.append("## Lessons from experience\nThese are lessons learned from previous runs. Follow them.\n"
-                     + "\n".join(f"- {cap(t, 300)}" for t in tier1))
+                     + "\n".join(tip_line(t) for t in tier1))
     parts.append(f"## Goal\n{cap(goal, 1000)}")
     return "\n\n".join(parts)
 
@@ -76,7 +103,7 @@ def page_state(url: str, title: str, page_type: str, summary: str, elements: Ite
              "Page summary:", cap(summary, 300), "Clickable elements:"]
     els = list(elements)
     for e in els[:CAP_ELEMENTS]:
-        lines.append(f"{e.ref}: {e.role} - {cap(e.name, CAP_NAME)}" if e.name else f"{e.ref}: {e.role}")
+        lines.append(element_line(e))
     if len(els) > CAP_ELEMENTS:
         lines.append(f"... {len(els) - CAP_ELEMENTS} more")
     if text:
@@ -88,12 +115,12 @@ def last_error(error: str, tips: Sequence[str] = (), event_ids: Sequence[str] = 
     """Seed 001: "IMPORTANT - Last action failed:" with Trigger A tips appended."""
     text = "IMPORTANT - Last action failed:\n" + quote_untrusted(error, CAP_ERROR)
     if tips:
-        text += "\nTips from previous experience:\n" + "\n".join(f"- {cap(t, 300)}" for t in tips)
+        text += "\nTips from previous experience:\n" + "\n".join(tip_line(t) for t in tips)
     return BudgetItem("last_error", PRIORITIES["last_error"], text, event_ids=tuple(event_ids))
 
 
 def domain_tips(tips: Sequence[str], event_ids: Sequence[str] = ()) -> BudgetItem:
-    text = "Tips for this site:\n" + "\n".join(f"- {cap(t, 300)}" for t in tips)
+    text = "Tips for this site:\n" + "\n".join(tip_line(t) for t in tips)
     return BudgetItem("domain_tips", PRIORITIES["domain_tips"], text, event_ids=tuple(event_ids))
 
 
@@ -136,7 +163,7 @@ def describe_step(step: Any) -> str:
 
 def reference_trajectory(goal: str, similarity: float, steps: Sequence[Any], event_ids: Sequence[str] = ()) -> BudgetItem:
     lines = [f"Goal: {cap(goal, 200)}", f"Steps ({len(steps)} total):"]
-    lines += [f"{i}. {describe_step(s)}" for i, s in enumerate(steps, 1)]
+    lines += [trajectory_line(i, s) for i, s in enumerate(steps, 1)]
     header = f"REFERENCE TRAJECTORY (a successful past run, goal similarity {similarity:.2f}; follow or adapt it):"
     return BudgetItem("reference_trajectory", PRIORITIES["reference_trajectory"], listing(header, lines),
                       event_ids=tuple(event_ids))
@@ -147,7 +174,7 @@ def app_knowledge(facts: Sequence[Any]) -> BudgetItem:
     ids: list[str] = []
     for f in facts:
         ids.extend(f.event_ids)
-        lines.append(f"- {f.fact_type}: {cap(f.key, 80)}: {cap(f.value, 160)} (confidence {f.confidence:.2f})")
+        lines.append(fact_line(f))
     return BudgetItem("app_knowledge", PRIORITIES["app_knowledge"],
                       listing("APP KNOWLEDGE (facts about this site, with confidence):", lines), event_ids=tuple(ids))
 

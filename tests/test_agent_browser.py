@@ -285,3 +285,69 @@ def test_fork_per_run_isolation_every_run_starts_from_the_fork(tmp_path: Path) -
     forked = SqliteStore.open(b / "ledger.db")
     assert forked.head() > until and forked.verify().ok  # the flag overrides the fork's setting
     forked.close()
+
+
+class SpyPolicy(ScriptedPolicy):
+    """The scripted policy, keeping every context it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+
+    def decide(self, ctx: Any) -> Any:
+        self.seen.append((len(ctx.history) + 1, ctx))  # the step it decides (history grows afterwards)
+        return super().decide(ctx)
+
+
+def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browser,
+                                                                ledger: tuple[SqliteStore, Path]) -> None:
+    from memledger.agent.loop import RunConfig
+    store, _ = ledger
+    run(chromium, ledger, 'Open "Wool Socks"')  # teaches the cookie tip, a trajectory, facts, selectors
+    trimmed_memory = 0
+    for budget, goal in ((2500, 'Open "Wool Socks" now'), (330, 'Open "Wool Socks" please')):
+        spy = SpyPolicy()  # a goal close to the recorded one (trajectory offered, not replayed)
+        result = run(chromium, ledger, goal, policy=spy, config=RunConfig(budget=budget))
+        assert result.policy_decisions == len(spy.seen) >= 1
+        prompts = {e.step: e.data for e in events(store, result.run_id, "context_built") if e.data["prompt"] == "step"}
+        for step, ctx in spy.seen:
+            built = prompts[step]
+            kept = {i["source"]: i["text"] for i in built["items"]}
+            assert ctx.step_prompt.startswith(kept["page_state"][:40])
+            for source, got, line in (("domain_tips", ctx.domain_tips, P.tip_line),
+                                      ("last_error", ctx.error_tips, P.tip_line)):
+                assert all(P.shows(kept[source], line(t)) for t in got) if got else True
+                if source not in kept:
+                    assert got == []
+            if "reference_trajectory" not in kept:
+                assert ctx.trajectory_steps == []
+            else:
+                assert all(P.shows(kept["reference_trajectory"], P.trajectory_line(i, s))
+                           for i, s in enumerate(ctx.trajectory_steps, 1)) or any(
+                    k["truncated"] for k in built["items"] if k["source"] == "reference_trajectory")
+            if "app_knowledge" not in kept:
+                assert ctx.facts == []
+            assert all(P.shows(kept["page_state"], P.element_line(e)) for e in ctx.observation.elements)
+            trimmed_memory += sum(1 for t in built["trimmed"] if t["source"] in ("domain_tips", "reference_trajectory"))
+    assert trimmed_memory >= 1  # the small budget really took memory out of some prompt
+
+
+def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    _cli(mem, "run", "--goal", 'Open "Wool Socks"', "--url", "http://shop.test/")
+    _cli(mem, "run", "--goal", 'Open "Rain Jacket"', "--url", "http://shop.test/", "--context-budget", "300")
+    store = SqliteStore.open(mem / "ledger.db")
+    runs = MemoryView.open(store, mem / "projections.db").runs()
+    steps = [e.data for e in store.read(run_id=runs[0].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
+    assert steps and all(s["budget"] == 300 and s["total_tokens"] <= 300 for s in steps)
+    for s in steps:
+        for t in s["trimmed"]:
+            assert all(k["priority"] >= t["priority"] for k in s["items"])
+    assert any(s["trimmed"] for s in steps)
+    default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
+    assert all(s["budget"] == 2500 for s in default)
+    store.close()
+    from memledger.cli import cli
+    bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
+                                   "--context-budget", "0"])
+    assert bad.exit_code == 2 and "--context-budget" in bad.output

@@ -58,6 +58,7 @@ from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
+from memledger.projections.selectors import known_good
 from memledger.projections.trajectories import Trajectory
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
@@ -609,12 +610,12 @@ class Run:
                                                min_confidence=self.memory.policy.fact_prompt_min)
 
     def selectors(self, domain: str | None = None) -> list[Any]:
-        """Selectors of the site, most successful first."""
+        """Known-good selectors of the site (seed 000: each succeeded at least once), most successful first."""
         if not self.enabled:
             return []
         with self.timed():
-            ranked = self.memory.current().selectors(domain if domain is not None else self.domain)
-            return sorted(ranked, key=lambda s: (-s.successes, s.failures, s.role, s.name))
+            good = known_good(self.memory.current().selectors(domain if domain is not None else self.domain))
+            return sorted(good, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
     def step_memories(self, elements: list[str], intent: str) -> list[Any]:
         """Graded steps of other runs on a page like this one (seed 002's REPEAT / AVOID)."""

@@ -73,6 +73,11 @@ def ranked(state: SelectorsState, domain: str | None = None) -> list[SelectorEnt
     return out
 
 
+def known_good(entries: list[SelectorEntry]) -> list[SelectorEntry]:
+    """Seed 000's KNOWN SELECTORS are known-good: a selector that never succeeded is not one."""
+    return [e for e in entries if e.successes > 0]
+
+
 def decode(raw: dict[str, Any]) -> SelectorsState:
     return SelectorsState(by_domain={
         dom: {k: build(SelectorEntry, r, event_ids=tuple(r["event_ids"])) for k, r in rows.items()}

@@ -22,7 +22,8 @@ from memledger.agent.memory import AgentMemory, RunOutcome, StepRecord
 from memledger.ledger.events import EnvState
 from tests.cli_runner import run_cli
 
-EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "json": "steps.json",
+EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
+                "json": "steps.json",
                 "csv": "steps.csv", "prompt": "prompt.txt"}
 
 

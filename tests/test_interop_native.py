@@ -97,3 +97,47 @@ def test_native_memory_exports_and_comes_back(tmp_path: Path) -> None:
     assert "1. REPEAT: [www.shop.test/lamps] click: 'Buy'\n   This worked: opened the cart\n" in prompt
     assert "2. AVOID: [www.shop.test/lamps] fill: 'Search'\n   This failed: wrong box\n   Do this instead: click, then type\n" in prompt
     assert "100%" not in prompt and "''" not in prompt
+
+
+def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_path: Path) -> None:
+    store = _native_ledger(tmp_path / "native")
+    MemoryWriter(store).append([
+        NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP),
+        NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP)])
+    first = export_of(store, "agent-memory", tmp_path / "first")
+    shop = norm_agent_memory(first)["domains"][SHOP]["selectors"]
+    assert shop['button "Buy"']["successCount"] == 3 and shop['button "Buy"']["failureCount"] == 1
+    assert shop['link "Never"']["successCount"] == 0 and shop['link "Never"']["failureCount"] == 2
+    again = new_store(tmp_path / "again")
+    import_source(again, first)
+    assert norm_agent_memory(export_of(again, "agent-memory", tmp_path / "second")) == norm_agent_memory(first)
+    from memledger.projections.view import MemoryView
+    entries = {(e.name, e.selector): (e.successes, e.failures) for e in MemoryView.open(again).selectors(SHOP)}
+    assert entries[("Never", "#never")] == (0, 2) and sum(f for _, f in entries.values()) == 3
+
+
+def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
+    from memledger.agent.memory import AgentMemory
+    store = _native_ledger(tmp_path / "native")
+    MemoryWriter(store).append([
+        NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP)])
+    shown = AgentMemory.open(store).selectors(SHOP)
+    assert shown and all(s.successes > 0 for s in shown)
+    assert "#never" not in {s.selector for s in shown} and "button.buy" not in {s.selector for s in shown}
+
+
+def test_memory_events_export_per_run_and_import_back(tmp_path: Path) -> None:
+    import orjson
+    store = _native_ledger(tmp_path / "native")
+    out = export_of(store, "memory-events", tmp_path / "events")
+    files = sorted(out.rglob("memory_events.jsonl"))
+    assert [f.parent.name for f in files] == ["run_a"]
+    lines = [orjson.loads(x) for x in files[0].read_bytes().splitlines()]
+    assert [x["event"] for x in lines] == ["lesson_recorded", "error_recall"]
+    assert lines[0]["failed_command"] == "fill" and lines[0]["error_pattern"] == "not an input"
+    assert lines[1] == {**lines[1], "command": "fill", "matched": 1,
+                        "lessons": ["If fill fails on a div, click then type."]}
+    again = new_store(tmp_path / "again")
+    result = import_source(again, out)
+    assert result.counts["lesson_recorded"] == 1 and result.counts["error_recall"] == 1
+    assert {e.run_id for e in again.read(types=["error_recall"])} == {"run_a"}

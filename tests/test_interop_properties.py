@@ -107,7 +107,11 @@ def selector_entries(draw: st.DrawFn) -> dict[str, Any]:
         if ref is None and stable is None:
             ref = "@e1"
         low = 2 if (ref and stable) else 1
-        entry = {"element": element, "successCount": draw(st.integers(low, 9)), "lastUsed": draw(js_times)}
+        successes = draw(st.integers(0, 9))
+        failures = draw(st.integers(max(0, low - successes), 4))
+        entry = {"element": element, "successCount": successes, "lastUsed": draw(js_times)}
+        if failures:
+            entry["failureCount"] = failures
         if ref:
             entry["lastRef"] = ref
         if stable:

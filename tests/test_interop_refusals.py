@@ -122,7 +122,7 @@ def _edit(path: Path, mutate: Any) -> None:
     ("domains/www.example.com/knowledge.json", lambda d: d["facts"].append(dict(d["facts"][0])),
      "facts[5] repeats facts[0]"),
     ("domains/www.example.com/selectors.json", lambda d: d["entries"]['button "Search"'].__setitem__("successCount", 0),
-     "entries['button \"Search\"'].successCount: Input should be greater than or equal to 1"),
+     "entries['button \"Search\"']: successCount + failureCount must be at least 1"),
     ("domains/www.example.com/selectors.json", lambda d: d["entries"]['link "Sign in"'].__setitem__("lastRef", "#id"),
      "entries['link \"Sign in\"']: lastRef must be an @ref"),
     ("domains/aliexpress.com/trajectories/traj_1773400000000_ab12cd.json",

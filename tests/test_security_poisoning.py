@@ -36,7 +36,11 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
             runs.append((c["id"], r.run_id))
 
     view = MemoryView.open(store, proj)
-    assert list(store.read(types=["lesson_promoted"])), "the runs were enough to promote a lesson"
+    universal = [e for e in store.read(types=["lesson_promoted", "lesson_deduplicated"])
+                 if (l := view.lesson(e.data["lesson_id"])) is not None and l.tier == 1 and l.scope_domain is None]
+    # a click an overlay intercepts is the Enter seed's own failure, so what the hostile runs teach
+    # about it reinforces that Tier 1 seed (or, without seeds, is promoted)
+    assert universal, "the runs were enough to promote or reinforce a universal lesson"
     poisoned = [l for l in view.lessons() if H.INJECTION in l.lesson.lower()]
     assert poisoned, "the hostile dismiss button was learned (as quoted data) in a site lesson"
     assert all(l.scope_domain in H.HOSTS and l.category == "site_specific" for l in poisoned)

@@ -34,13 +34,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from memledger.ledger.clock import parse_ts
 from memledger.ledger.errors import LedgerError
 from memledger.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memledger.projections.interop.sources import join_element, js_time, ts_to_ms
 from memledger.projections.knowledge import current_facts
+from memledger.projections.text import domain_matches
 
-EXPORT_FORMATS = ("agent-memory", "memory-json", "json", "csv", "prompt")
+EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
 CSV_COLUMNS = ("id", "stepId", "stepNum", "rep", "createdAt", "outcome", "action", "actionElementText",
                "outcomeReason", "correction", "taskIncomplete", "internalState", "think", "envPre", "envPost")
@@ -94,6 +97,64 @@ def memory_json(state: Any) -> dict[str, Any]:
     return {"version": 1, "lessons": lessons}
 
 
+#: ledger event -> the fields of seed 001's memory_events.jsonl line
+MEMORY_EVENT_TYPES = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
+                      "lesson_promoted", "lessons_pruned")
+
+
+def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
+    """One seed 001 memory_events.jsonl line for a ledger event (None: a forgotten lesson's).
+    Recalls list only lessons memory still holds; `ts` keeps the event's occurred time."""
+    d, t = ev.data, ev.type
+    line: dict[str, Any] = {"event": t}
+    if t in ("tier1_loaded", "error_recall", "domain_recall"):
+        pairs = [(lid, text) for lid, text in zip(d.get("lesson_ids") or [], d.get("lessons") or [])]
+        lessons = [text for lid, text in pairs if lid in alive] if pairs else list(d.get("lessons") or [])
+        if t == "tier1_loaded":
+            line.update(count=len(lessons), lessons=lessons)
+        elif t == "error_recall":
+            line.update(command=d["command"], error_snippet=d["error_snippet"], matched=len(lessons), lessons=lessons)
+        else:
+            line.update(domain=ev.domain or "", matched=len(lessons), lessons=lessons)
+    elif t in ("lesson_recorded", "lesson_deduplicated", "lesson_promoted"):
+        if d["lesson_id"] not in alive:
+            return None
+        if t == "lesson_recorded":
+            line.update(lesson=d["lesson"], category=d["category"], failed_command=d.get("failed_command"),
+                        error_pattern=d.get("error_pattern"), domain=d.get("scope_domain"))
+        elif t == "lesson_deduplicated":
+            line.update(lesson=d["lesson"], new_use_count=d["new_use_count"])
+        else:
+            line.update(lesson=d["lesson"], use_count=d["use_count"], triggered_domains=d["triggered_domains"])
+    else:
+        line.update(pruned_count=d["pruned_count"], remaining_count=d["remaining_count"])
+    line["ts"] = js_time(ev.occurred_at)
+    return line
+
+
+def memory_events_files(state: Any, store: Any) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
+    """Seed 001's per-run logs: `run_<id>/memory_events.jsonl` for every run memory still holds,
+    up to the state's head (forgotten runs, and lines about forgotten lessons, are left out)."""
+    alive = set(state.lessons.lessons)
+    runs = state.runs.runs
+    gone = [ev.data["subject"] for ev in store.read(to_seq=state.head, types=["subject_forgotten"])
+            if ev.data["subject_kind"] == "domain"]
+    by_run: dict[str, list[bytes]] = {}
+    for ev in store.read(to_seq=state.head, types=list(MEMORY_EVENT_TYPES)):
+        if ev.run_id not in runs or (ev.type == "domain_recall" and not ev.domain):
+            continue
+        if ev.domain and any(domain_matches(ev.domain, d) for d in gone):
+            continue
+        line = memory_event_line(ev, alive)
+        if line is not None:
+            by_run.setdefault(ev.run_id, []).append(orjson.dumps(line))
+    files = []
+    for run_id, lines in by_run.items():
+        name = safe_name(run_id if run_id.startswith("run") else f"run_{run_id}")
+        files.append(([name, "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
+    return files, {"runs": len(files), "lines": sum(len(v) for v in by_run.values())}
+
+
 # ---- seed 000 -----------------------------------------------------------------------
 
 def _unique(name: str, raw: str, taken: set[str]) -> str:
@@ -117,11 +178,11 @@ def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
 
 
 def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
-    """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes."""
+    """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes;
+    memledger adds `failureCount` (when any) and keeps elements whose selectors never succeeded."""
     groups: dict[str, list[Any]] = {}
     for entry in state.selectors.by_domain.get(domain, {}).values():
-        if entry.successes > 0:
-            groups.setdefault(join_element(entry.role, entry.name), []).append(entry)
+        groups.setdefault(join_element(entry.role, entry.name), []).append(entry)
     if not groups:
         return None
     entries: dict[str, Any] = {}
@@ -130,8 +191,10 @@ def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
         ref = next((e.selector for e in best if e.selector.startswith("@")), None)
         stable = next((e.selector for e in best if not e.selector.startswith("@")), None)
         last = max((e.last_used for e in items), key=lambda t: parse_ts(t))
+        failures = sum(e.failures for e in items)
         entries[element] = _drop_none({"element": element, "lastRef": ref, "stableSelector": stable,
-                                       "successCount": sum(e.successes for e in items), "lastUsed": js_time(last)})
+                                       "successCount": sum(e.successes for e in items),
+                                       "failureCount": failures or None, "lastUsed": js_time(last)})
     updated = max((e["lastUsed"] for e in entries.values()), key=lambda t: parse_ts(t))
     return {"entries": entries, "updatedAt": updated}
 
@@ -357,6 +420,13 @@ def export_memory(state: Any, store: Any, fmt: str, out: Path) -> ExportResult:
             tree.mkdir([top])
         for parts, obj in files:
             tree.write(parts, pretty(obj))
+        result.files, result.counts = tree.written, counts
+    elif fmt == "memory-events":
+        files, counts = memory_events_files(state, store)
+        tree = ExportTree(out)
+        tree.prepare_root(must_be_empty=True)
+        for parts, data in files:
+            tree.write(parts, data)
         result.files, result.counts = tree.written, counts
     elif fmt == "memory-json":
         doc = memory_json(state)

@@ -35,7 +35,7 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import (
     IDENT_RE, Action, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonDeduplicated, LessonPromoted,
     LessonRecorded, LessonsPruned, MemoryImported, NewEvent, RunCompleted, RunProgress, RunStarted,
-    SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecorded,
+    SelectorFailed, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecorded,
     TrajectoryStep, check_domain,
 )
 from memledger.projections.interop.files import digest_of
@@ -207,6 +207,24 @@ def _lesson_ids(texts: list[str], index: LessonIndex) -> list[str]:
     return []
 
 
+def selector_plan(entry: Any) -> list[tuple[type, str]]:
+    """The selector events that rebuild one seed 000 selectors.json entry: with both a stable
+    selector and an @ref, the @ref gets one use (a success when there is one, else a failure)
+    and the stable selector the rest; with one, it gets every success and failure."""
+    stable, ref = entry.stableSelector, entry.lastRef
+    successes, failures = entry.successCount, entry.failureCount
+    last: list[tuple[type, str]] = []
+    if stable is not None and ref is not None:
+        if successes:
+            last.append((SelectorSucceeded, ref))
+            successes -= 1
+        else:
+            last.append((SelectorFailed, ref))
+            failures -= 1
+    only = stable if stable is not None else ref or ""
+    return [(SelectorSucceeded, only)] * successes + [(SelectorFailed, only)] * failures + last
+
+
 def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
     root = path if path.is_dir() else path.parent
     files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
@@ -360,15 +378,8 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         for entry in selectors.entries.values():
             role, name = split_element(entry.element)
             when = _time_of(entry.lastUsed)
-            plan: list[tuple[str, int]] = []
-            if entry.stableSelector is not None and entry.lastRef is not None:
-                plan = [(entry.stableSelector, entry.successCount - 1), (entry.lastRef, 1)]
-            else:
-                plan = [(entry.stableSelector or entry.lastRef or "", entry.successCount)]
-            for selector, n in plan:
-                for _ in range(n):
-                    events.append(NewEvent(SelectorSucceeded(role=role, name=name, selector=selector),
-                                           domain=domain, occurred_at=when))
+            events.extend(NewEvent(cls(role=role, name=name, selector=selector), domain=domain, occurred_at=when)
+                          for cls, selector in selector_plan(entry))
             counts["selectors"] += 1
     if traj_dir.is_symlink():
         raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")

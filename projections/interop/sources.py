@@ -222,7 +222,9 @@ class Seed000SelectorEntry(Strict):
     element: Annotated[Text, Field(min_length=1)]
     lastRef: Annotated[Text, Field(min_length=1)] | None = None
     stableSelector: Annotated[Text, Field(min_length=1)] | None = None
-    successCount: Annotated[int, Field(ge=1, le=2**53)]
+    successCount: Annotated[int, Field(ge=0, le=2**53)]
+    #: memledger's addition: failures of the element's selectors (seed 000 counts successes only)
+    failureCount: Annotated[int, Field(ge=0, le=2**53)] = 0
     lastUsed: Time
 
     @model_validator(mode="after")
@@ -233,8 +235,12 @@ class Seed000SelectorEntry(Strict):
             raise ValueError("lastRef must be an @ref (a stable selector goes in stableSelector)")
         if self.stableSelector is not None and self.stableSelector.startswith("@"):
             raise ValueError("stableSelector must not be an @ref (that goes in lastRef)")
-        if self.lastRef is not None and self.stableSelector is not None and self.successCount < 2:
-            raise ValueError("successCount must be at least 2 when both lastRef and stableSelector are set")
+        uses = self.successCount + self.failureCount
+        if uses < 1:
+            raise ValueError("successCount + failureCount must be at least 1")
+        if self.lastRef is not None and self.stableSelector is not None and uses < 2:
+            raise ValueError("successCount + failureCount must be at least 2 when both lastRef and "
+                             "stableSelector are set")
         return self
 
 

@@ -37,10 +37,13 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
 @click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
               help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
+@click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
+              help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
+                   "(all: of every other run); rep 1 retrieves none.")
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
         resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
-        context_budget: int) -> None:
+        context_budget: int, step_memory_scope: str) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
@@ -49,7 +52,8 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
     opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
                       trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
-                      max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget)
+                      max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget,
+                      step_memory_scope=step_memory_scope)
     results = run_agent(_settings(memory_dir), opts)
     wide_console().print(results_table(results))
 

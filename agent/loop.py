@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memledger.ledger.events import EnvState
 from memledger.ledger.ids import short_id
 from memledger.ledger.redact import MARKER
 from memledger.agent import prompt as P
@@ -43,7 +42,10 @@ class RunConfig:
     repeat_limit: int = 3
     progress_every: int = 3
     approve: Approval | None = None
-    rep: int = 1
+    #: seed 002's rep; None: numbered within the run's session (see AgentMemory.open_run)
+    rep: int | None = None
+    #: "session": rep 2+ retrieves the session's previous reps' step memories; "all": every other run's
+    step_memory_scope: str = "session"
 
 
 @dataclass
@@ -199,7 +201,8 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     run_id = run_id or short_id("run")
     t_run = time.perf_counter()
     memory.open_run(run_id, goal, start_url, session_id=session_id, parent_run_id=parent_run_id, mode=mode,
-                    isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"))
+                    isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"),
+                    rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
     tier1 = memory.tier1()
     system = P.system_instruction(goal, [l.text for l in tier1])
     sys_item = BudgetItem("system", 100, system, event_ids=tuple(i for l in tier1 for i in l.event_ids[-2:]))
@@ -241,11 +244,13 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
     first = True
     crash: str | None = None
+    seen_after: Observation | None = None  # the page after the last action: the next step's observation
     try:
         while reason is None and turns < cfg.max_turns:
             t_step = time.perf_counter()
             step_no = turns + 1
-            obs = browser.observe()
+            obs = seen_after if seen_after is not None else browser.observe()
+            seen_after = None
             if obs.domain != current_domain:
                 current_domain = obs.domain
                 domain_lessons = memory.domain_recall(current_domain, step_no)
@@ -301,7 +306,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                                  obs.url, obs.url, decision.target.role if decision.target else None,
                                  decision.target.name if decision.target else None, decided_by="approval")
                 history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
-                memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+                memory.record_step(rec, env_before, env_before, decision.think, take())
                 step_ms += (time.perf_counter() - t_step) * 1000
                 continue
 
@@ -313,7 +318,7 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                     success = False
                 rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
                 history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-                memory.record_step(rec, env_before, env_before, decision.think, take(), cfg.rep)
+                memory.record_step(rec, env_before, env_before, decision.think, take())
                 if decided_by == "replay":
                     replayed += 1
                 reason = None if success else ("check_failed" if decision.success else "gave_up")
@@ -344,12 +349,9 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 errors += 1
                 last_error = result.error
                 error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
-            try:
-                title = browser.page.title()
-            except Exception:  # noqa: BLE001 - the page is navigating
-                title = ""
-            env_after = EnvState(url=result.url_after, title=title[:200])
-            memory.record_step(rec, env_before, env_after, decision.think, take(), cfg.rep)
+            seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
+            env_after = seen_after.env()
+            memory.record_step(rec, env_before, env_after, decision.think, take())
             if turns % cfg.progress_every == 0:
                 memory.progress(turns, browser.page.url)
             step_ms += (time.perf_counter() - t_step) * 1000

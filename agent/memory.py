@@ -334,14 +334,27 @@ class Memory:
 
     def start_run(self, *, goal: str, start_url: str, session_id: str | None = None, run_id: str | None = None,
                   parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
-                  case_id: str | None = None, agent: str = "external") -> "Run":
+                  case_id: str | None = None, agent: str = "external", rep: int | None = None,
+                  step_memory_scope: str = "session") -> "Run":
         """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
-        pruning, trajectory expiry) is applied by the writer in the same transaction as run_started."""
+        pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
+
+        Seed 002's reps: without `rep`, the run is numbered within its session (1 + the
+        session's runs already in the registry; a run without a session id is rep 1). Rep 1
+        retrieves no step memories (the baseline); rep 2+ retrieves those of the session's
+        previous reps, or of every other run with `step_memory_scope="all"`."""
         _check_text(goal, "goal")
         _check_text(start_url, "start_url")
         _check_text(agent, "agent")
+        if step_memory_scope not in ("session", "all"):
+            raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
+            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
+        previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []
+        run.rep = rep if rep is not None else len(previous) + 1
+        run.step_memory_runs = None if step_memory_scope == "all" else previous
         started = run._event(RunStarted, {
             "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
             "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
@@ -365,6 +378,10 @@ class Memory:
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
                   enabled=manifest.memory_enabled)
         run.started_at = manifest.started_at
+        if manifest.session_id:  # its rep: the session's runs that started before it
+            earlier = [r.run_id for r in self.current().runs(session_id=manifest.session_id)
+                       if r.run_id != run_id and r.started_at <= manifest.started_at]
+            run.rep, run.step_memory_runs = len(earlier) + 1, earlier
         run.steps = [StepRecord.from_event(ev) for ev in self.store.read(run_id=run_id, types=["step_recorded"])]
         run.url = run.steps[-1].url_after if run.steps else (manifest.current_url or run.start_url)
         return run
@@ -477,6 +494,10 @@ class Run:
             self.add_secret(s)
         self.started = time.perf_counter()
         self.started_at: str | None = None
+        #: seed 002's rep: this run's number within its session (1: the baseline, no step memories)
+        self.rep = 1
+        #: runs whose graded steps this run may retrieve (None: every other run)
+        self.step_memory_runs: list[str] | None = []
         self.finished = False
         self.ms_total = 0.0
         self._ms_step = 0.0
@@ -618,11 +639,13 @@ class Run:
             return sorted(good, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
     def step_memories(self, elements: list[str], intent: str) -> list[Any]:
-        """Graded steps of other runs on a page like this one (seed 002's REPEAT / AVOID)."""
-        if not self.enabled:
+        """Graded steps on a page like this one (seed 002's REPEAT / AVOID): none on rep 1 (the
+        baseline); then those of the session's previous reps (or of every other run, widened)."""
+        if not self.enabled or self.rep <= 1:
             return []
         with self.timed():
-            return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id)
+            return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id,
+                                                       runs=self.step_memory_runs)
 
     def loop_warnings(self) -> tuple[str, ...]:
         """Seed 003's short-term loop warnings for this run."""
@@ -636,7 +659,7 @@ class Run:
                     url_after: str | None = None, selector: str | None = None, sensitive: bool = False,
                     duration_ms: float = 0.0, think: str | None = None, page_before: Mapping[str, Any] | None = None,
                     page_after: Mapping[str, Any] | None = None, decided_by: str = "policy",
-                    in_shadow: bool = False, memory_ms: float = 0.0, rep: int = 1) -> str:
+                    in_shadow: bool = False, memory_ms: float = 0.0) -> str:
         """One action the agent took on the page at `url` (default the current URL), ending on
         `url_after` (default `url`); `target` names the element as `role "name"`. `page_before`
         and `page_after` describe the page (url, title, page_type, elements) for step memories.
@@ -674,7 +697,7 @@ class Run:
                 "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
-                "decided_by": decided_by, "rep": rep}, step=step, domain=rec.domain or None)
+                "decided_by": decided_by, "rep": self.rep}, step=step, domain=rec.domain or None)
             rec.event_id = self.memory.append([ev])[0].id
             self.steps.append(rec)
             self.url = after
@@ -903,10 +926,12 @@ class AgentMemory:
 
     def open_run(self, run_id: str, goal: str, start_url: str, *, session_id: str | None = None,
                  parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
-                 case_id: str | None = None, decision_policy: str = "scripted") -> Run:
+                 case_id: str | None = None, decision_policy: str = "scripted", rep: int | None = None,
+                 step_memory_scope: str = "session") -> Run:
         self.run = self.memory.start_run(goal=goal, start_url=start_url, session_id=session_id, run_id=run_id,
                                          parent_run_id=parent_run_id, mode=mode, isolation=isolation,
-                                         case_id=case_id, agent=decision_policy)
+                                         case_id=case_id, agent=decision_policy, rep=rep,
+                                         step_memory_scope=step_memory_scope)
         return self.run
 
     def tier1(self) -> list[Lesson]:
@@ -946,13 +971,13 @@ class AgentMemory:
                                    prompt=prompt, domain=domain or "")
 
     def record_step(self, rec: StepRecord, env_before: EnvState, env_after: EnvState, think: str,
-                    memory_ms: float, rep: int = 1) -> str:
+                    memory_ms: float) -> str:
         rec.event_id = self._run().record_step(
             rec.step, rec.command, element_text(rec.role, rec.name), rec.url_before, rec.ok, rec.error,
             args=rec.args, url_after=rec.url_after, selector=rec.selector, sensitive=rec.sensitive,
             duration_ms=rec.duration_ms, think=think, page_before=env_before.model_dump(),
             page_after=env_after.model_dump(), decided_by=rec.decided_by,
-            in_shadow=rec.in_shadow, memory_ms=memory_ms, rep=rep)
+            in_shadow=rec.in_shadow, memory_ms=memory_ms)
         return rec.event_id
 
     def progress(self, turn: int, url: str) -> None:

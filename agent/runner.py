@@ -55,6 +55,7 @@ class RunOptions:
     max_turns: int = 25
     case_ids: list[str] = field(default_factory=list)
     context_budget: int = DEFAULT_BUDGET
+    step_memory_scope: str = "session"
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -151,7 +152,8 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
                         browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
                         session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
                         isolation=isolation, case_id=t["case_id"], success_check=t["check"],
-                        config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget)))
+                        config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
+                                         step_memory_scope=opts.step_memory_scope)))
                 bar.advance(job)
     broken = next((r for r in results if r.reason == "policy_error"), None)
     if broken is not None:
@@ -257,14 +259,14 @@ def _demo(settings: Any, console: Console, cases: list[dict[str, Any]], audit: b
         from rich.progress import Progress
         with Progress(console=console, transient=True) as bar:
             job = bar.add_task("demo", total=len(cases) * len(PASSES))
-            for rep, (label, enabled) in enumerate(PASSES, 1):
+            for label, enabled in PASSES:
                 memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
                 rs = []
                 for c in cases:
                     bar.update(job, description=f"{label}: {c['id']}")
                     rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
                                        start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
-                                       config=RunConfig(rep=rep)))
+                                       session_id=f"demo_{c['id']}"))  # one session per task: its reps
                     bar.advance(job)
                 passes[label] = rs
     report = DemoReport(passes=passes)

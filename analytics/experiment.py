@@ -11,6 +11,21 @@ current facts (with confidence) and live trajectories; every change of a
 difference is reported at its seq, and the decisions are matched one by one
 (promotion of a lesson: reality at seq 57, experiment at seq 42).
 
+Recall is re-made too (counterfactual recall): at each error recall, domain
+recall, Tier 1 load and trajectory match an agent run recorded, the experiment
+asks its own memory again under the changed policy (`recall_top_k`,
+`tier1_cap`, `trajectory_min_similarity`, ...) from the recorded observation
+(command and error, domain, goal); the lessons it would have recalled are the
+ones whose use counts grow (so promotions follow), and each run's prompt items
+— tips for the site and under errors, Tier 1, the reference trajectory, app
+knowledge at `fact_prompt_min`, session history at `session_history` — are
+compared with reality's: `prompts` lists per run what would have been added or
+removed. A recording the real policy does not reproduce (an imported log, an
+error longer than its 300-character snippet) is kept as recorded and counted.
+What cannot be simulated is said in the answer (`limits`): the agent's later
+actions — every step, error, lesson and run after a changed prompt is replayed
+as it happened, although an agent given another prompt may have acted otherwise.
+
 Where memory was opened: at each real open (decision events of `on_open`'s
 kinds that follow no observation of their own) and, when the log uses opens at
 all (it holds seed lessons), at every `run_started` with memory enabled that
@@ -24,7 +39,7 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memledger.ledger.clock import normalize_ts
@@ -32,14 +47,24 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
 
 from memledger.analytics.forget import Forgotten
+from memledger.projections.knowledge import current_facts
 from memledger.projections.replay import PolicyMemory, as_new, opens_run
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import WRITER_PROJECTIONS
 
 if TYPE_CHECKING:
     from memledger.analytics.output import Report
 
+#: the policy step's projections, and sessions (what a site's prompts held)
+EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions")
+#: recorded reads the experiment re-makes under its policy
+REMADE = frozenset({"error_recall", "domain_recall", "tier1_loaded", "trajectory_recalled"})
+LIMITS = ("Not simulated: the agent's later actions. Every step, error, lesson learned and run after a prompt "
+          "that would have differed is replayed as it happened; an agent given the other prompt may have acted "
+          "otherwise (another recovery, a replayed trajectory or none, more or fewer turns).")
 AREAS = ("tier1", "tier2", "facts", "trajectories")
 #: the tables of `experiment_report`, the first being the main one
-EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes")
+EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes", "prompts", "limits")
 
 
 def policy_parameters() -> "Report":
@@ -110,7 +135,7 @@ class Side(PolicyMemory):
     """One memory (reality or the experiment): the policy-relevant projections and their fold."""
 
     def __init__(self, policy: Any):
-        super().__init__(policy)
+        super().__init__(policy, EXPERIMENT_PROJECTIONS)
         self.opened: set[str] = set()
 
     def summary(self) -> dict[tuple[str, str], Any]:
@@ -130,6 +155,106 @@ class Side(PolicyMemory):
             for t in items:
                 out[("trajectories", t)] = True
         return out
+
+
+#: (source, item id) -> label, one run's prompt items
+Items = dict[tuple[str, str], str]
+
+
+class Prompts:
+    """What each agent run's prompts held of memory, in reality and in the experiment."""
+
+    def __init__(self, real: Side, exp: Side):
+        self.real_side, self.exp_side = real, exp
+        self.real_view, self.exp_view = MemoryView(real.state, real.policy), MemoryView(exp.state, exp.policy)
+        self.real: dict[str, Items] = {}
+        self.exp: dict[str, Items] = {}
+        self.remade = 0
+        self.kept_as_recorded = 0
+
+    def _add(self, run_id: str, real: Items, exp: Items) -> None:
+        self.real.setdefault(run_id, {}).update(real)
+        self.exp.setdefault(run_id, {}).update(exp)
+
+    def remake(self, ev: RecordedEvent) -> RecordedEvent:
+        """Note the prompt items of recorded read `ev` on both sides; return the read as the
+        experiment would have made it (the event its memory folds)."""
+        d, run_id = ev.data, str(ev.run_id)
+        if ev.type == "trajectory_recalled":
+            self._trajectory(ev, run_id)
+            return ev
+        source = {"error_recall": "error_tips", "domain_recall": "domain_tips", "tier1_loaded": "tier1"}[ev.type]
+
+        def again(view: MemoryView) -> list[Any]:
+            if ev.type == "error_recall":
+                return view.recall_on_error(d["command"], d["error_snippet"], ev.domain)
+            if ev.type == "domain_recall":
+                return view.recall_on_domain(ev.domain or "")
+            return view.tier1()
+        recorded = list(d.get("lesson_ids") or [])
+        real = {(source, lid): text for lid, text in zip(recorded, d.get("lessons") or [])}
+        if [l.lesson_id for l in again(self.real_view)] != recorded:
+            self.kept_as_recorded += 1
+            self._add(run_id, real, real)
+            out = ev
+        else:
+            self.remade += 1
+            lessons = again(self.exp_view)
+            self._add(run_id, real, {(source, l.lesson_id): l.lesson for l in lessons})
+            ids = [l.lesson_id for l in lessons]
+            count = "count" if ev.type == "tier1_loaded" else "matched"
+            out = ev if ids == recorded else replace(ev, data={
+                **d, "lesson_ids": ids, "lessons": [l.lesson for l in lessons], count: len(lessons)}, _model=[])
+        if ev.type == "domain_recall" and ev.domain:
+            self._site(ev.domain, run_id)
+        return out
+
+    def _site(self, domain: str, run_id: str) -> None:
+        """A domain change also brings the site's app knowledge and session history."""
+        sides = []
+        for side in (self.real_side, self.exp_side):
+            items: Items = {("app_knowledge", f.fact_id): f"{f.fact_type}:{f.key}={f.value}"
+                            for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)}
+            items.update({("session_history", str(s.run_id)): s.goal
+                          for s in side.state.sessions.by_domain.get(domain, ())})
+            sides.append(items)
+        self._add(run_id, *sides)
+
+    def _trajectory(self, ev: RecordedEvent, run_id: str) -> None:
+        d = ev.data
+        real: Items = {("reference_trajectory", d["trajectory_id"]): d.get("matched_goal") or ""} \
+            if d.get("trajectory_id") else {}
+        base = self.real_view.match_trajectory(d["goal"], ev.domain or "", ev.occurred_at)
+        if (base.trajectory.trajectory_id if base else None) != d.get("trajectory_id"):
+            self.kept_as_recorded += 1
+            self._add(run_id, real, real)
+            return
+        self.remade += 1
+        m = self.exp_view.match_trajectory(d["goal"], ev.domain or "", ev.occurred_at)
+        self._add(run_id, real, {("reference_trajectory", m.trajectory.trajectory_id): m.trajectory.goal} if m else {})
+
+    def changes(self, forgotten: Forgotten, labels: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per run, the prompt items only one side had (forgotten subjects left out)."""
+        rows = []
+        for run_id in self.real:
+            if forgotten.run(run_id):
+                continue
+            a, b = self.real[run_id], self.exp.get(run_id, {})
+            for change, mine, other in (("removed", a, b), ("added", b, a)):
+                for (source, item), label in mine.items():
+                    if (source, item) in other or _prompt_item_hidden(source, item, labels, forgotten):
+                        continue
+                    rows.append({"run_id": run_id, "change": change, "source": source, "item": item, "label": label})
+        return rows
+
+
+def _prompt_item_hidden(source: str, item: str, labels: dict[tuple[str, str], dict[str, Any]],
+                        forgotten: Forgotten) -> bool:
+    if source in ("error_tips", "domain_tips", "tier1"):
+        return _hidden(("tier1", item), labels, forgotten)
+    if source == "session_history":
+        return forgotten.run(item)
+    return _hidden(("facts" if source == "app_knowledge" else "trajectories", item), labels, forgotten)
 
 
 def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], int]) -> list[tuple[Any, ...]]:
@@ -211,6 +336,7 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
     pending: list[str] = []
     open_at: dict[str, int] = {}
     touches = set(real.table)
+    prompts = Prompts(real, exp)
     state = {"dirty": False, "last_obs": 0}
     prev: RecordedEvent | None = None
 
@@ -278,9 +404,10 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
         flush_pending()
         compare(prev.seq if prev is not None else 0)
         state["last_obs"] = ev.seq
-        decisions = decide(exp.state, as_new(ev), policy)
+        seen = prompts.remake(ev) if ev.type in REMADE and ev.run_id in run_started else ev
+        decisions = decide(exp.state, as_new(seen), policy)
         real.fold(ev)
-        exp.fold(ev)
+        exp.fold(seen)
         for i, new in enumerate(decisions):
             exp_dec.add(new, ev.seq, None)
             exp.fold(_as_recorded(new, ev.seq, i, ev))
@@ -294,7 +421,8 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
     flush_pending()
     state["dirty"] = True
     compare(head)
-    return _answer(overrides, policy, head, real, exp, real_dec, exp_dec, timeline, current, labels, forgotten)
+    return _answer(overrides, policy, head, real, exp, real_dec, exp_dec, timeline, current, labels, forgotten,
+                   prompts)
 
 
 def _hidden(key: tuple[str, str], labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten) -> bool:
@@ -318,7 +446,12 @@ def _decision_item(key: tuple[Any, ...]) -> tuple[str, str]:
 
 def _answer(overrides: dict[str, Any], policy: Any, head: int, real: Side, exp: Side, real_dec: _Decisions,
             exp_dec: _Decisions, timeline: list[dict[str, Any]], current: dict[tuple[str, str], tuple[Any, Any]],
-            labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten) -> dict[str, Any]:
+            labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten, prompts: Prompts) -> dict[str, Any]:
+    label_all = labels
+    for side in (real, exp):
+        for l in side.state.lessons.lessons.values():
+            label_all.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
+    prompt_rows = prompts.changes(forgotten, label_all)
     decisions = []
     for key in sorted(real_dec.found.keys() | exp_dec.found.keys(), key=lambda k: tuple(map(str, k))):
         r, e = real_dec.found.get(key), exp_dec.found.get(key)
@@ -363,9 +496,12 @@ def _answer(overrides: dict[str, Any], policy: Any, head: int, real: Side, exp: 
                    if (d["experiment_seq"] or d["reality_seq"]) is not None], default=None)
     return {
         "policy": overrides, "policy_fingerprint": policy.fingerprint(), "until": head,
-        "differences": len(decisions) + len(rows),
+        "differences": len(decisions) + len(rows) + len(prompt_rows),
         "first_divergence_seq": first,
         "decisions": decisions, "timeline": rows, "final": final, "sizes": sizes,
+        "prompts": prompt_rows, "prompt_runs": len({r["run_id"] for r in prompt_rows}),
+        "recalls_remade": prompts.remade, "recalls_kept_as_recorded": prompts.kept_as_recorded,
+        "limits": LIMITS,
     }
 
 
@@ -387,8 +523,13 @@ def experiment_report(result: dict[str, Any]) -> "Report":
                                "difference": f"{ch['reality']} in reality, {ch['experiment']} in the experiment"})
     sizes = Table.from_records([{"area": a, "reality": result["sizes"]["reality"][a],
                                  "experiment": result["sizes"]["experiment"][a]} for a in AREAS])
+    prompts = Table.from_records(result["prompts"], ["run_id", "change", "source", "item", "label"])
+    limits = Table.from_records([{
+        "recalls re-made": result["recalls_remade"], "kept as recorded": result["recalls_kept_as_recorded"],
+        "not simulated": result["limits"]}])
     changed = ", ".join(f"{k}={v}" for k, v in result["policy"].items()) or "the default policy"
     title = (f"Experiment with {changed} up to seq {result['until']}: {result['differences']} difference(s)"
              + (f", first at seq {result['first_divergence_seq']}" if result["first_divergence_seq"] else ""))
-    tables = (decisions, timeline, Table.from_records(final_rows, ["area", "item", "difference"]), sizes)
+    tables = (decisions, timeline, Table.from_records(final_rows, ["area", "item", "difference"]), sizes, prompts,
+              limits)
     return Report(title, dict(zip(EXPERIMENT_SECTIONS, tables)))

@@ -53,10 +53,10 @@ def as_new(ev: RecordedEvent) -> NewEvent:
 class PolicyMemory:
     """The policy-relevant projections under one policy, folded event by event."""
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, names: tuple[str, ...] = WRITER_PROJECTIONS):
         self.policy = policy
-        self.state = MemoryState.empty(WRITER_PROJECTIONS)
-        self.table = dispatch(WRITER_PROJECTIONS)
+        self.state = MemoryState.empty(names)
+        self.table = dispatch(names)
 
     def fold(self, ev: RecordedEvent) -> None:
         for name, fn in self.table.get(ev.type, ()):

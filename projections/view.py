@@ -249,11 +249,15 @@ class MemoryView:
 
     # ---- step memories and short-term (seeds 002, 003) ----------------------------
 
-    def step_memories(self, elements: list[str], intent: str, exclude_run: str | None = None) -> list[StepMemory]:
-        """Graded memories of other runs for this page and intent: one REPEAT and one AVOID when both exist."""
+    def step_memories(self, elements: list[str], intent: str, exclude_run: str | None = None,
+                      runs: Iterable[str] | None = None) -> list[StepMemory]:
+        """Graded memories of other runs (of `runs` only, when given: seed 002's previous reps of a
+        session) for this page and intent: one REPEAT and one AVOID when both exist."""
         by_run = self.state.step_memories.by_run
-        if sum(len(steps) for steps in by_run.values()) <= SMALL:
-            mems: Iterable[StepMemory] = (m for steps in by_run.values() for m in steps.values())
+        if runs is not None:
+            mems: Iterable[StepMemory] = [m for r in dict.fromkeys(runs) for m in by_run.get(r, {}).values()]
+        elif sum(len(steps) for steps in by_run.values()) <= SMALL:
+            mems = (m for steps in by_run.values() for m in steps.values())
         else:  # IoU ≥ threshold > 0 needs a shared element
             index = self._cached("elements", self._element_index)
             seen: dict[tuple[str, int], StepMemory] = {}

@@ -351,3 +351,32 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
                                    "--context-budget", "0"])
     assert bad.exit_code == 2 and "--context-budget" in bad.output
+
+
+def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    store, proj = ledger
+    a = run(chromium, ledger, 'Open "Wool Socks"', session_id="S")
+    b = run(chromium, ledger, 'Open "Rain Jacket"', session_id="T")
+    c = run(chromium, ledger, 'Open "Trail Running Shoes"', session_id="S")
+
+    def reps(r: RunResult) -> set[int]:
+        return {e.data["rep"] for e in events(store, r.run_id, "step_recorded")}
+
+    def memory_items(r: RunResult) -> list[Any]:
+        return [i for e in events(store, r.run_id, "context_built") for i in e.data["items"]
+                if i["source"] == "step_memories"]
+
+    assert (reps(a), reps(b), reps(c)) == ({1}, {1}, {2})
+    assert memory_items(a) == [] and memory_items(b) == []  # rep 1 is the baseline: no retrieval
+    got = memory_items(c)
+    assert got, "rep 2 retrieved graded steps of rep 1"
+    taught_by = {store.get(i).run_id for item in got for i in item["event_ids"]}
+    assert taught_by == {a.run_id}  # the session's previous rep only, never session T's run
+    after = events(store, a.run_id, "step_recorded")[0].data["env_after"]
+    assert after["page_type"] and after["elements"] and after["url"].startswith("http://shop.test/")
+    from memledger.agent.loop import RunConfig
+    wide = run(chromium, ledger, 'Open "Trail Running Shoes" please', session_id="S",
+               config=RunConfig(step_memory_scope="all"))
+    assert reps(wide) == {3}
+    widened = {store.get(i).run_id for item in memory_items(wide) for i in item["event_ids"]}
+    assert widened - {a.run_id, c.run_id}, "the widened scope retrieves from other sessions too"

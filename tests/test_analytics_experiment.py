@@ -139,3 +139,70 @@ def test_fork_copies_verbatim_and_keeps_the_chain(learned: tuple[SqliteStore, Bu
     res = run_cli("--memory-dir", str(Path(store.path).parent), "fork", "--until", "12", "--out", str(tmp_path / "c"))
     assert res.code == 0 and "forked 12 events" in res.out
     assert run_cli("--memory-dir", str(tmp_path / "c"), "verify").code == 0
+
+
+# ---- counterfactual recall --------------------------------------------------------------
+
+def test_recall_top_k_remakes_recalls_and_their_prompt_items(learned: tuple[SqliteStore, Built]) -> None:
+    store, built = learned
+    result = run_experiment(store, {"recall_top_k": 1})
+    assert result["differences"] > 0 and result["recalls_kept_as_recorded"] == 0
+    removed = [r for r in result["prompts"] if r["change"] == "removed"]
+    assert removed and {r["source"] for r in removed} == {"error_tips"}
+    assert not [r for r in result["prompts"] if r["change"] == "added"]
+    per_run = {r["run_id"] for r in removed}
+    assert per_run <= set(built.runs[1:]) and result["prompt_runs"] == len(per_run)
+    assert all(r["item"] != built.lesson_id for r in removed)  # the best match (+5) stays: only the rest go
+    assert "agent's later actions" in result["limits"]
+
+
+def test_fewer_recalls_mean_fewer_uses_so_promotion_comes_later(learned: tuple[SqliteStore, Built]) -> None:
+    store, built = learned
+    base = run_experiment(store, {"recall_top_k": 0})
+    promoted = [d for d in base["decisions"] if d["decision"] == "lesson_promoted"]
+    # no recall counts as a use any more: the lesson reaches 5 uses later than in reality (or never)
+    assert promoted and all(d["experiment_seq"] is None or d["experiment_seq"] > d["reality_seq"] for d in promoted)
+
+
+def test_prompt_parameters_change_prompt_items(learned: tuple[SqliteStore, Built]) -> None:
+    store, built = learned
+    traj = run_experiment(store, {"trajectory_min_similarity": 1.5})
+    assert {r["source"] for r in traj["prompts"]} == {"reference_trajectory"}
+    assert all(r["change"] == "removed" for r in traj["prompts"])
+    facts = run_experiment(store, {"fact_prompt_min": 0.9})
+    assert {(r["source"], r["change"]) for r in facts["prompts"]} == {("app_knowledge", "removed")}
+    for result in (traj, facts):
+        assert result["decisions"] == []  # the memory's own decisions do not change, only what prompts held
+
+
+def test_session_history_length_changes_the_sessions_prompts_held(tmp_path: Path) -> None:
+    clock = SteppingClock()
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
+    built = learning_ledger(store, clock, runs=11)  # runs 5 and 10 come back to a.test
+    result = run_experiment(store, {"session_history": 1})
+    changed = {(r["run_id"], r["source"], r["change"], r["item"]) for r in result["prompts"]}
+    assert changed == {(built.runs[10], "session_history", "removed", built.runs[0])}
+    store.close()
+
+
+def test_a_recall_the_real_policy_does_not_reproduce_is_kept_as_recorded(tmp_path: Path) -> None:
+    from memledger.ledger.events import ErrorRecall
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
+    writer = MemoryWriter(store)
+    writer.open_for_run("r1", "2026-01-01T00:00:00Z")
+    writer.append([event(RunStarted(goal="g"), run_id="r1", domain="a.test"),
+                   event(ErrorRecall(command="click", error_snippet="nothing matches this", matched=1,
+                                     lessons=["made up"], lesson_ids=["lsn_elsewhere"]), run_id="r1", step=1,
+                         domain="a.test")])
+    result = run_experiment(store, {"recall_top_k": 1})
+    assert result["recalls_kept_as_recorded"] == 1 and result["prompts"] == [] and result["differences"] == 0
+    store.close()
+
+
+def test_experiment_report_has_prompts_and_limits(learned: tuple[SqliteStore, Built]) -> None:
+    store, _ = learned
+    m = str(Path(store.path).parent)
+    res = run_cli("--memory-dir", m, "experiment", "--set", "recall_top_k=1", "--format", "json")
+    assert res.code == 0, res.err
+    doc = orjson.loads(res.out)
+    assert doc["prompts"] and "agent's later actions" in doc["limits"][0]["not simulated"]

@@ -1021,9 +1021,10 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     Step N command A fails with a substantive error, step N+1 command B succeeds,
     A ≠ B: an error_recovery lesson (failed_command A, error_pattern from the
     error). The same recovery seen twice in a run is recorded twice: the writer
-    deduplicates the second, so it is one lesson used twice. A click intercepted by an overlay that a later click on a dismiss
-    button cleared (the blocked element then worked): a site_specific lesson
-    scoped to that domain, naming the button as quoted data.
+    deduplicates the second, so it is one lesson used twice. A click intercepted
+    by an overlay that a later click on a dismiss button cleared (the blocked
+    element then worked): a site_specific lesson scoped to that domain, naming
+    the button as quoted data.
     """
     out: list[tuple[str, int, LessonRecorded]] = []
     seen: set[str] = set()

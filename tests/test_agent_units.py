@@ -529,16 +529,16 @@ def test_the_policy_reads_only_what_the_kept_items_show() -> None:
     from memledger.agent.loop import seen_by_policy
     obs = Observation(url="http://shop.test/", title="Shop", elements=tuple(
         Element(f"e{i}", "link", f"Item {i}") for i in range(80)), text="", summary="", page_type="listing")
-    tip = SimpleNamespace(lesson='Click "Accept all cookies" first.', event_ids=("ev1",))
+    tip = SimpleNamespace(text='Click "Accept all cookies" first.', event_ids=("ev1",))
     steps = [SimpleNamespace(command="click", args={}, role="link", name=f"Item {i}", url="", verified=True)
              for i in range(30)]
     match = SimpleNamespace(trajectory=SimpleNamespace(goal="g", steps=steps, event_ids=()), similarity=1.0)
     fact = SimpleNamespace(fact_type="quirk", key="fill fails on Name", value="click then type", confidence=0.6,
                            event_ids=())
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements),
-             P.domain_tips([tip.lesson]), P.reference_trajectory("g", 1.0, steps), P.app_knowledge([fact])]
+             P.domain_tips([tip.text]), P.reference_trajectory("g", 1.0, steps), P.app_knowledge([fact])]
     everything = seen_by_policy(fit(items, 100_000).kept, obs, [], [tip], match, [fact])
-    assert everything["domain_tips"] == [tip.lesson] and len(everything["trajectory_steps"]) == 30
+    assert everything["domain_tips"] == [tip.text] and len(everything["trajectory_steps"]) == 30
     assert everything["facts"] == [("quirk", "fill fails on Name", "click then type")]
     assert len(everything["observation"].elements) == P.CAP_ELEMENTS  # the prompt lists 60 of 80
     page_tokens = items[0].tokens
@@ -548,6 +548,6 @@ def test_the_policy_reads_only_what_the_kept_items_show() -> None:
     assert traj.truncated and 0 < len(seen["trajectory_steps"]) < 30
     assert all(P.shows(traj.text, P.trajectory_line(i, s)) for i, s in enumerate(steps, 1)
                if s in seen["trajectory_steps"])
-    assert seen["facts"] == [] and seen["domain_tips"] == [tip.lesson]
+    assert seen["facts"] == [] and seen["domain_tips"] == [tip.text]
     nothing = seen_by_policy(fit(items, page_tokens).kept, obs, [], [tip], match, [fact])
     assert (nothing["domain_tips"], nothing["trajectory_steps"], nothing["facts"]) == ([], [], [])

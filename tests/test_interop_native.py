@@ -117,11 +117,11 @@ def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_p
 
 
 def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
-    from memledger.agent.memory import AgentMemory
+    from memledger.agent.memory import Memory
     store = _native_ledger(tmp_path / "native")
     MemoryWriter(store).append([
         NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP)])
-    shown = AgentMemory.open(store).selectors(SHOP)
+    shown = Memory(store).start_run(goal="buy a lamp", start_url="http://www.shop.test/").selectors(SHOP)
     assert shown and all(s.successes > 0 for s in shown)
     assert "#never" not in {s.selector for s in shown} and "button.buy" not in {s.selector for s in shown}
 

@@ -236,7 +236,7 @@ def test_subject_forgotten_removes_a_domain_from_every_projection(fresh_ledger):
 def test_subject_forgotten_run_session_and_lesson(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
     w.append([run_started("r1", session_id="s"), trajectory("t1", "buy", run_id="r1"), run_started("r2"),
-              lesson(domain="a.com")])
+              lesson(domain="a.com", fc="type")])  # not a seed's key (click / intercepts is the Enter seed's)
     (lid,) = [l.lesson_id for l in view(fresh_ledger).lessons() if l.source != "seed"]  # r1 brought the seeds
     w.append([NewEvent(SubjectForgotten(subject_kind="session", subject="s")),
               NewEvent(SubjectForgotten(subject_kind="lesson", subject=lid))])

@@ -400,3 +400,16 @@ def test_an_empty_lesson_id_is_the_hash_of_the_dedup_key(fresh_ledger):
     import hashlib
     key = '["cmd","click","intercepts pointer events"]'
     assert view(fresh_ledger).lesson("lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]) is not None
+
+
+def test_append_refuses_a_hijacking_lesson_id_in_one_line(memory_path):
+    from tests.cli_runner import run_cli
+    mem = str(memory_path)
+    first = '{"type":"lesson_recorded","lesson_id":"l1","lesson":"Wait for the page","category":"best_practice"}'
+    other = ('{"type":"lesson_recorded","lesson_id":"l1","lesson":"Something else","category":"error_recovery",'
+             '"failed_command":"type","error_pattern":"x y z","use_count":9,"triggered_domains":["a.com","b.com","c.com"]}')
+    assert run_cli("--memory-dir", mem, "append", "-", stdin=(first + "\n").encode()).code == 0
+    res = run_cli("--memory-dir", mem, "append", "-", stdin=(other + "\n").encode())
+    assert res.code == 1 and res.err.count("\n") == 1 and "'l1'" in res.err
+    out = run_cli("--memory-dir", mem, "events", "--json")
+    assert out.out.count("lesson_recorded") == 1 and "lesson_promoted" not in out.out

@@ -310,7 +310,7 @@ HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.just(2**70)
 RUN_METHODS = {
     "record_step": (("step", "action"), ("target", "url", "ok", "error", "args", "url_after", "selector", "sensitive",
                                          "duration_ms", "think", "page_before", "page_after", "decided_by",
-                                         "in_shadow", "memory_ms", "rep")),
+                                         "in_shadow", "memory_ms")),  # rep: the run's own (start_run)
     "record_lesson": (("text",), ("category", "failed_command", "error_pattern", "scope_domain", "step")),
     "observe_fact": (("kind", "key", "value"), ("step", "domain")),
     "selector_result": (("element", "selector", "ok"), ("step", "error", "url", "healed_from")),

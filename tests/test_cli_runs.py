@@ -64,7 +64,9 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     assert cli(by_cli, "append", "-", stdin=steps).code == 0
     recalled = cli(by_cli, "recall", "error", "--command", "click", "--error", INTERCEPT, "--domain", "shop.example",
                    "--run", run_id, "--step", "1", "--json")
-    assert recalled.code == 0 and json.loads(recalled.out) == []
+    # nothing learned yet: the seeds that answer a click an overlay intercepts (Enter, then Escape)
+    assert recalled.code == 0 and [(l["failed_command"], l["source"]) for l in json.loads(recalled.out)] == [
+        ("click", "seed"), (None, "seed")]
     done = cli(by_cli, "finish-run", run_id, "--success", "--outcome", "socks page open", "--json")
     assert done.code == 0, done.err
     assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
@@ -86,7 +88,10 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
 
     again = cli(by_cli, "recall", "error", "--command", "click", "--error", INTERCEPT, "--domain", "shop.example",
                 "--json")
-    assert [l["failed_command"] for l in json.loads(again.out)] == ["click"]  # what the first run learned
+    # what the first run learned about this failure was deduplicated onto the Enter seed (its key)
+    enter, escape = json.loads(again.out)
+    assert (enter["failed_command"], enter["source"], escape["failed_command"]) == ("click", "seed", None)
+    assert enter["use_count"] > escape["use_count"]
     site = json.loads(cli(by_cli, "recall", "domain", "--domain", "shop.example", "--json").out)
     assert len(site) == 1 and site[0]["scope_domain"] == "shop.example"
     traj = cli(by_cli, "recall", "trajectory", "--goal", 'open "wool socks"', "--url", SHOP + "x", "--json")

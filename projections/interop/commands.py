@@ -70,6 +70,7 @@ def import_cmd(path: Path, fmt: str) -> None:
 @click.command("export")
 @click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), required=True,
               help="agent-memory: bad's .agent-memory folder; memory-json: mycompagent's memory.json; "
+                   "memory-events: mycompagent's per-run memory_events.jsonl logs (a folder); "
                    "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.")
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Directory (agent-memory; new or empty) or file to write (missing parents are created); "

@@ -29,9 +29,11 @@ from pydantic import ValidationError
 from memledger.agent.memory import STALE_AFTER, Lesson, Memory as RunMemory, Run, TrajectoryRecall
 from memledger.analytics.audit import audit_run
 from memledger.analytics.experiment import run_experiment
+from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError as MemledgerError
 from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
 from memledger.ledger.jsonl import first_error
+from memledger.projections.materialize import ProjectionsHead
 from memledger.projections.policy import DEFAULT_POLICY, Policy as PolicyFields
 from memledger.projections.report import STATE_KINDS, open_state
 
@@ -67,6 +69,17 @@ class Policy(PolicyFields):
 class Memory(RunMemory):
     """A ledger opened by `memledger.open`: runs and recall (see `memledger.agent.memory.Memory`)
     plus the audit-side questions."""
+
+    #: where this memory remembers the head it saw (`memledger.ledger.anchor`); set by `open`
+    keepers: tuple[Keeper, ...] = ()
+
+    def close(self) -> None:
+        """Remember the head this memory saw, then close the ledger."""
+        try:
+            if self.keepers:
+                remember_head(self.store, self.keepers)
+        finally:
+            super().close()
 
     def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None) -> list[dict[str, Any]]:
         """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs)
@@ -109,12 +122,21 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
         raise MemledgerError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
     if policy is not None and not isinstance(policy, PolicyFields):
         raise MemledgerError(f"policy must be a memledger.Policy, got {type(policy).__name__}")
+    keepers: tuple[Keeper, ...] = ()
     if str(location).startswith(STORE_URL_PREFIXES):
         store = open_store(url=str(location))
         projections = None
     else:
         store = open_store(location)
         projections = memory_dir(location) / PROJECTIONS_FILE
+        keepers = (HeadFile(head_path(store, None)), ProjectionsHead(projections))
+        try:  # like every command: a ledger cut or rewritten behind this memory's back is refused
+            refuse_if_behind(store, keepers)
+        except BaseException:
+            store.close()
+            raise
     # held as the library's own Policy, so that it compares equal to the default where it is the default
     rules = PolicyFields.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
-    return Memory(store, projections, rules, stale_after=stale_after)
+    memory = Memory(store, projections, rules, stale_after=stale_after)
+    memory.keepers = keepers
+    return memory

@@ -144,7 +144,7 @@ def _event_count(memory: Path) -> int:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.dictionaries(st.sampled_from(["step", "action", "target", "url", "ok", "error", "x"]),
                             st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
-                                      st.text(max_size=30), st.floats(allow_nan=False))))
+                                      st.text(max_size=30), st.floats(allow_nan=False, allow_infinity=False))))
 def test_any_step_body_is_recorded_or_refused_cleanly(server: tuple[str, Path], body: dict[str, object]) -> None:
     base, memory = server
     run = httpx.post(f"{base}/runs", json={"goal": "Fuzzed steps", "start_url": SHOP}).json()["run_id"]

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import EnvState
+from memledger.ledger.redact import MARKER
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -49,6 +50,7 @@ _SUBSTANCE = ("intercepts pointer events", "is not an <input>", "not an <input>"
               "net::ERR", "Timeout", "Error:")
 MAX_ERROR = 600
 MAX_TEXT = 4000
+MAX_EXTRACT = 40_000  # an extraction keeps far more than an observation (the prompt budget cuts it)
 
 
 class BrowserError(LedgerError):
@@ -304,6 +306,47 @@ class Browser:
                            page_type=classify(url, title, elements, text), snapshot=snapshot,
                            dialogs=tuple(dialogs))
 
+    def form_state(self) -> dict[str, str]:
+        """Seed 003's snapshot form state: each field's value by name (id, label); password fields'
+        values are replaced by the redaction marker here, before anything can record them."""
+        try:
+            fields = self.page.evaluate(_FORM_STATE_JS)
+        except Exception:  # noqa: BLE001 - a navigating page has no form state to keep
+            return {}
+        return {str(k)[:100]: (MARKER if secret and v else str(v)[:200]) for k, v, secret in fields[:50]}
+
+    def scroll_position(self) -> tuple[int, int]:
+        try:
+            x, y = self.page.evaluate("() => [Math.round(window.scrollX), Math.round(window.scrollY)]")
+            return int(x), int(y)
+        except Exception:  # noqa: BLE001
+            return 0, 0
+
+    def scroll_to(self, x: int, y: int) -> None:
+        try:
+            self.page.evaluate("([x, y]) => window.scrollTo(x, y)", [x, y])
+        except Exception:  # noqa: BLE001 - restoring a scroll position is best effort
+            pass
+
+    def fill_form(self, form_state: dict[str, str]) -> None:
+        """Put a snapshot's non-secret field values back (backtracking restores the form)."""
+        for key, value in form_state.items():
+            if value == MARKER:
+                continue
+            try:
+                self.page.evaluate(_FORM_RESTORE_JS, [key, value])
+            except Exception:  # noqa: BLE001 - a field that is gone stays gone
+                pass
+
+    def page_extract(self) -> dict[str, Any]:
+        """The page's title, text, section count and links (URL, text and type: main_nav inside a
+        nav element, footer inside a footer, content otherwise), for extractions and the sitemap."""
+        data = self.page.evaluate(_EXTRACT_JS)
+        return {"title": str(data["title"])[:500], "text": str(data["text"])[:MAX_EXTRACT],
+                "section_count": int(data["sections"]),
+                "links": [{"url": str(u)[:2000], "text": " ".join(str(t).split())[:300], "link_type": str(k)}
+                          for u, t, k in data["links"][:500]]}
+
     def page_text(self) -> str:
         try:
             return str(self.page.locator("body").inner_text(timeout=self.action_timeout_ms))
@@ -434,6 +477,26 @@ class Browser:
         selector, in_shadow = self.element_info(result.target)
         result.extra["in_shadow"] = in_shadow
         return selector
+
+
+_FORM_STATE_JS = """() => Array.from(document.querySelectorAll('input, textarea, select'))
+  .filter(el => !['hidden', 'submit', 'button', 'reset', 'image', 'file'].includes(el.type))
+  .map(el => [el.name || el.id || el.getAttribute('aria-label') || el.type,
+              (el.type === 'checkbox' || el.type === 'radio') ? String(el.checked) : el.value,
+              el.type === 'password' || /password/.test(el.autocomplete || '')])"""
+_FORM_RESTORE_JS = """([key, value]) => {
+  const el = document.querySelector(`[name="${CSS.escape(key)}"]`) || document.getElementById(key);
+  if (!el || el.type === 'password') return;
+  if (el.type === 'checkbox' || el.type === 'radio') el.checked = value === 'true'; else el.value = value;
+}"""
+_EXTRACT_JS = """() => {
+  const kind = a => a.closest('nav') ? 'main_nav' : (a.closest('footer') ? 'footer' : 'content');
+  const links = Array.from(document.querySelectorAll('a[href]'))
+    .filter(a => /^https?:/.test(a.href))
+    .map(a => [a.href.split('#')[0], a.innerText || a.getAttribute('aria-label') || '', kind(a)]);
+  const sections = Math.max(document.querySelectorAll('section').length, document.querySelectorAll('h2').length);
+  return {title: document.title, text: document.body ? document.body.innerText : '', sections, links};
+}"""
 
 
 def role_selector(role: str, name: str) -> str:

@@ -2,14 +2,17 @@
 
 Every section of a per-step prompt is an item with a priority and a token
 estimate by content type (text 4, code 3.5, JSON 3, HTML 2.5 characters per
-token). Priorities are strict (seed 000: "higher priority items survive
+token), the type detected from the text with a confidence (seed 003's
+TokenEstimator) unless the item names it. Priorities are strict (seed 000: "higher priority items survive
 context budget trimming"): items are taken from the highest priority down
 (equal priorities in their given order) while they fit; the first one that
-does not fit is the boundary — it is truncated, its head and tail kept around
-a marker (seed 003), when at least MIN_TRUNCATED_TOKENS of it fit, else
-dropped — and every item after it is dropped. So an item is dropped only
-after every lower-priority item is. What was kept and what was trimmed are
-both returned, so the memory facade can record them in `context_built`.
+does not fit is the boundary — an item made of prioritized entries (the recent
+actions) sheds its lowest entries first (seed 003's MemoryPriority); any other
+is truncated, its head and tail kept around a marker (seed 003), when at least
+MIN_TRUNCATED_TOKENS of it fit, else dropped — and every item after it is
+dropped. So an item is dropped only after every lower-priority item is. What
+was kept and what was trimmed are both returned, so the memory facade can
+record them in `context_built`.
 
 Example:
     result = fit([BudgetItem("page_state", PRIORITIES["page_state"], text)], budget=2000)
@@ -17,7 +20,10 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 #: chars per token by content type (seed 003's TokenEstimator)
@@ -34,6 +40,10 @@ PRIORITIES: dict[str, int] = {
     "app_knowledge": 30,     # seed 000
     "known_selectors": 25,   # seed 000
     "step_memories": 20,     # REPEAT/AVOID (seed 002)
+    "context": 55,           # user context and what was inferred on this site (seed 003)
+    "learned_patterns": 45,  # long-term patterns that worked on this site (seed 003)
+    "working_memory": 33,    # navigation path, visited URLs, actions known to fail here (seed 003)
+    "extracted_data": 28,    # extraction results, budgeted and compressed (seed 003)
 }
 DEFAULT_BUDGET = 2500
 MIN_TRUNCATED_TOKENS = 40
@@ -46,18 +56,60 @@ def estimate_tokens(text: str, content_type: str = "text") -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN.get(content_type, 4.0))
 
 
+_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9-]*(?:[ \t][^<>\n]*)?/?>")
+_CODE = re.compile(r"(?m)^\s*(?:def |class |function |const |let |var |import |from \S+ import |return\b|if\s*\(|for\s*\()"
+                   r"|[;{}]\s*$|=>|\)\s*\{")
+
+
+def detect_content_type(text: str) -> tuple[str, float]:
+    """(content type, confidence) of `text`: JSON when it parses as an object or array, HTML when
+    markup tags cover much of it, CODE when many lines look like statements, else TEXT. Prose with
+    a stray tag or brace stays TEXT: a type is claimed only on clear evidence."""
+    body = text.strip()
+    if not body:
+        return "text", 1.0
+    if body[0] in "[{" and body[-1] in "]}":
+        try:
+            json.loads(body)
+            return "json", 0.95
+        except ValueError:
+            pass
+    tags = _TAG.findall(body)
+    tag_share = sum(len(t) for t in tags) / len(body)
+    if len(tags) >= 3 and tag_share >= 0.25:
+        return "html", min(0.95, 0.5 + tag_share)
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    code_lines = sum(1 for ln in lines if _CODE.search(ln))
+    if len(lines) >= 3 and code_lines / len(lines) >= 0.4:
+        return "code", min(0.9, 0.4 + code_lines / len(lines) / 2)
+    evidence = max(tag_share, code_lines / len(lines) if lines else 0.0)
+    return "text", round(max(0.5, 1.0 - evidence), 3)
+
+
 @dataclass(frozen=True)
 class BudgetItem:
     source: str
     priority: int
     text: str
-    content_type: str = "text"
+    #: None: detected from the text (with `confidence`); a named type is certain
+    content_type: str | None = None
     event_ids: tuple[str, ...] = ()
     truncated: bool = False
+    confidence: float = 1.0
+    #: entries with seed 003's priorities (3 critical, 2 high, 1 normal, 0 low) and how to render a
+    #: subset of them: when the whole item does not fit, its lowest entries go first, oldest first
+    parts: tuple[tuple[int, str], ...] = ()
+    render: Callable[[list[str]], str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.content_type is None:
+            kind, confidence = detect_content_type(self.text)
+            object.__setattr__(self, "content_type", kind)
+            object.__setattr__(self, "confidence", confidence)
 
     @property
     def tokens(self) -> int:
-        return estimate_tokens(self.text, self.content_type)
+        return estimate_tokens(self.text, self.content_type or "text")
 
 
 @dataclass
@@ -74,7 +126,7 @@ class BudgetResult:
 def truncate(item: BudgetItem, tokens: int) -> BudgetItem:
     """`item` cut to at most `tokens`: its head and its tail (where a fenced section closes),
     with a marker saying how much of the middle was left out."""
-    per = CHARS_PER_TOKEN.get(item.content_type, 4.0)
+    per = CHARS_PER_TOKEN.get(item.content_type or "text", 4.0)
     text = item.text
     keep = int(tokens * per) - 40  # room for the marker
     while keep > 0:
@@ -88,9 +140,27 @@ def truncate(item: BudgetItem, tokens: int) -> BudgetItem:
     return replace(item, text="", truncated=True)
 
 
+def shed(item: BudgetItem, left: int) -> BudgetItem | None:
+    """The item with its lowest-priority entries dropped (oldest first among equals) until it fits
+    in `left` tokens, or None when not even its most important entry fits."""
+    order = sorted(range(len(item.parts)), key=lambda k: (item.parts[k][0], k))
+    kept = set(range(len(item.parts)))
+    for k in order:
+        kept.discard(k)
+        if not kept:
+            return None
+        lines = [item.parts[j][1] for j in sorted(kept)]
+        cut = replace(item, text=item.render(lines), parts=tuple(item.parts[j] for j in sorted(kept)),  # type: ignore[misc]
+                      truncated=True)
+        if cut.tokens <= left:
+            return cut
+    return None
+
+
 def fit(items: list[BudgetItem], budget: int = DEFAULT_BUDGET) -> BudgetResult:
-    """Keep items from the highest priority down while they fit; truncate the boundary item
-    (head and tail) when a useful part of it fits; drop it and everything below it otherwise.
+    """Keep items from the highest priority down while they fit; shed the boundary item's lowest
+    entries, or truncate it (head and tail), when a useful part of it fits; drop it and everything
+    below it otherwise.
     Kept items come back in their given order."""
     order = sorted(range(len(items)), key=lambda i: (-items[i].priority, i))
     keep: dict[int, BudgetItem] = {}
@@ -103,10 +173,13 @@ def fit(items: list[BudgetItem], budget: int = DEFAULT_BUDGET) -> BudgetResult:
             keep[i] = item
             left -= item.tokens
             continue
-        if not boundary_passed and left >= MIN_TRUNCATED_TOKENS:
-            cut = truncate(item, left)
-            keep[i] = cut
-            left -= cut.tokens
+        if not boundary_passed:
+            cut = shed(item, left) if item.parts and item.render is not None else None
+            if cut is None and left >= MIN_TRUNCATED_TOKENS:
+                cut = truncate(item, left)
+            if cut is not None:
+                keep[i] = cut
+                left -= cut.tokens
         boundary_passed = True
         trimmed.append(item)
     return BudgetResult(kept=[keep[i] for i in sorted(keep)], trimmed=trimmed, budget=budget)

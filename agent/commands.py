@@ -40,20 +40,36 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
               help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
                    "(all: of every other run); rep 1 retrieves none.")
+@click.option("--context", "context", multiple=True, metavar="KEY=VALUE",
+              help="User context given to the run (repeatable), e.g. --context preferred_language=English.")
+@click.option("--explore", "explore", default=None, metavar="URL",
+              help="Explore the site from URL (sitemap: links, visited pages, summary) instead of a goal.")
+@click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
+@click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
         resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
-        context_budget: int, step_memory_scope: str) -> None:
+        context_budget: int, step_memory_scope: str, context: tuple[str, ...], explore: str | None, max_depth: int,
+        max_pages: int) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
     """
     from memledger.agent.runner import RunOptions, results_table, run_agent, wide_console
+    pairs = {}
+    for item in context:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item[:60]!r}: expected KEY=VALUE", param_hint="--context")
+        pairs[key.strip()] = value
+    if explore and (goal or cases_file or resume_run or fork_run):
+        raise click.UsageError("--explore URL runs alone: drop --goal, --cases, --resume-run and --fork-run")
     opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
                       trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
                       max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget,
-                      step_memory_scope=step_memory_scope)
+                      step_memory_scope=step_memory_scope, context=pairs, explore=explore, max_depth=max_depth,
+                      max_pages=max_pages)
     results = run_agent(_settings(memory_dir), opts)
     wide_console().print(results_table(results))
 

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 from typing import Any
 
 from memledger.ledger.ids import short_id
 from memledger.ledger.redact import MARKER
 from memledger.agent import prompt as P
 from memledger.agent.browser import Browser, Observation, domain_of, origin_of
+from memledger.agent import compress as C
 from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
 from memledger.agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
+from memledger.projections.short_term import ShortTerm, priority_of
 from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 
 Approval = Callable[[Decision, Observation], bool]
@@ -46,6 +49,9 @@ class RunConfig:
     rep: int | None = None
     #: "session": rep 2+ retrieves the session's previous reps' step memories; "all": every other run's
     step_memory_scope: str = "session"
+    #: when stuck (a loop warning or a repeated failure) and about to give up, go back to the last
+    #: good snapshot instead (seed 003's backtracking)
+    backtrack: bool = True
 
 
 @dataclass
@@ -114,6 +120,28 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
     return lines
 
 
+def infer_context(memory: AgentMemory, obs: Observation, step: int) -> None:
+    """Seed 003's inferred context: what a page shows about its site (a login form, pagination)."""
+    path = urlsplit(obs.url).path or "/"
+    if obs.page_type == "login":
+        memory.infer_context("login_required", "true", f"login form at {P.cap(path, 100)}", step, obs.domain)
+    if any(e.role in ("link", "button") and re.search(r"\b(next|previous) page\b", e.name, re.I) for e in obs.elements):
+        memory.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {P.cap(path, 100)}", step,
+                             obs.domain)
+
+
+def _dead_end_exit(current_url: str | None, memory: AgentMemory) -> tuple[Any, StepRecord | None] | None:
+    """The last good snapshot to go back to (the newest on another page that is not a dead end
+    already left) and the step that left it, or None."""
+    snaps = [s for s in memory.snapshots() if s.url != current_url and current_url not in s.dead_ends]
+    if not snaps:
+        return None
+    snap = snaps[-1]
+    exit_step = next((r for r in memory.steps() if r.step >= snap.associated_step and r.ok and r.url_before == snap.url
+                      and r.url_after != snap.url), None)
+    return snap, exit_step
+
+
 def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: list[str]) -> tuple[Decision | None, str | None, tuple[str, str] | None]:
     """Guard a recorded step on the current page: (decision, why it cannot replay, healed selector)."""
     if tstep.command == "finish":
@@ -141,11 +169,40 @@ def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: lis
     return Decision(tstep.command, args, el, think=f"replay: {P.describe_step(tstep)}"), None, healed
 
 
+def _failing_here(st: ShortTerm, url: str) -> list[str]:
+    """Actions of this run that failed on this page (seed 003's failure tracking), newest last."""
+    return list(dict.fromkeys(e["key"] for e in st.recent if not e["ok"] and e["url"] == url))[-3:]
+
+
+def extraction_items(memory: AgentMemory, domain: str, budget_left: int) -> list[BudgetItem]:
+    """This site's extractions, newest first: tier 1 from this run, 2 from this session, 3 older;
+    cut, compressed and fitted to the extraction allowance (agent/compress.py)."""
+    found = list(reversed(memory.extractions(domain)))
+    if not found:
+        return []
+    prepared = []
+    for e in found:
+        tier = 1 if e.run_id == memory.run_id else 2 if e.session_id and e.session_id == memory.session_id else 3
+        prepared.append((e, C.prepare(e.value, e.source, tier)))
+    kept = C.fit_extractions([x.text for _, x in prepared], budget_left)
+    items = []
+    for (e, x), (text, cut) in zip(prepared, kept):
+        note = ", ".join(n for n, on in (("cut head and tail", x.truncated or cut), ("compressed", x.compressed)) if on)
+        items.append(P.extracted_data(e.title, e.url, text, x.tier, note, e.event_ids[:1], truncated=x.truncated or cut))
+    return items
+
+
 def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[StepView], last_error: str | None,
                error_lessons: list[Any], domain_lessons: list[Any], sessions: list[Any], match: Any,
-               facts: list[Any], selectors: list[Any]) -> list[BudgetItem]:
+               facts: list[Any], selectors: list[Any], patterns: Sequence[Any] = (),
+               budget: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = ()) -> list[BudgetItem]:
     """The sections of one per-step prompt, each with the ids of the events it came from."""
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
+    context = memory.relevant_context(obs.domain or None)
+    if context:
+        items.append(P.context_section(context))
+    if patterns:
+        items.append(P.learned_patterns(patterns))
     if last_error:
         items.append(P.last_error(last_error, [l.text for l in error_lessons],
                                   [i for l in error_lessons for i in l.event_ids[-2:]]))
@@ -164,14 +221,20 @@ def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[S
     mems = memory.step_memories([e.identity for e in obs.elements], goal)
     if mems:
         items.append(P.step_memories(mems))
-    warnings = memory.loop_warnings()
+    st = memory.short_term()
+    if st.navigation_path:
+        items.append(P.working_memory(st.navigation_path, st.visited_urls, _failing_here(st, obs.url), avoid))
+    warnings = st.loop_warnings
     if history or warnings:
-        items.append(P.recent_actions(_recent_lines(history), warnings))
+        items.append(P.recent_actions(_recent_lines(history), warnings, priorities=_recent_priorities(history)))
+    used = sum(i.tokens for i in items)
+    items += extraction_items(memory, obs.domain, max(budget - used, 0))
     return items
 
 
 def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list[Any], domain_lessons: list[Any],
-                   match: Any, facts: list[Any]) -> dict[str, Any]:
+                   match: Any, facts: list[Any], patterns: Sequence[Any] = (),
+                   avoid: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """The memory a policy may read for one decision: only what the kept prompt items show
     (a trimmed section shows nothing; a truncated one, the entries still whole in it), so an
     audit of the step's `context_built` is exactly what the policy saw. Elements beyond the
@@ -189,20 +252,31 @@ def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list
         "error_tips": [P.cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
         "trajectory_steps": [s for _, s in numbered],
         "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, P.fact_line)],
+        "patterns": shown("learned_patterns", list(patterns), P.pattern_line),
+        "avoid": shown("working_memory", list(avoid), lambda a: P.dead_end_line(*a)),
     }
+
+
+def _recent_priorities(history: list[StepView], n: int = 5) -> list[str]:
+    """Seed 003's MemoryPriority of each recent action shown (the budget drops LOW lines first)."""
+    return [priority_of({"action": {"command": h.command, "args": h.args}, "ok": h.ok}, h.url_before, h.url_after)
+            for h in history[-n:]]
 
 
 def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
              run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
              mode: str = "new", isolation: str = "shared", case_id: str | None = None,
-             success_check: dict[str, Any] | None = None, config: RunConfig | None = None) -> RunResult:
-    """Run one task to the end and record everything; returns the run's numbers."""
+             success_check: dict[str, Any] | None = None, config: RunConfig | None = None,
+             context: dict[str, str] | None = None) -> RunResult:
+    """Run one task to the end and record everything; returns the run's numbers. `context` is user
+    context given to the run (seed 003's context store)."""
     cfg = config or RunConfig()
     run_id = run_id or short_id("run")
     t_run = time.perf_counter()
     memory.open_run(run_id, goal, start_url, session_id=session_id, parent_run_id=parent_run_id, mode=mode,
                     isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"),
                     rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
+    memory.give_context(context or {})
     tier1 = memory.tier1()
     system = P.system_instruction(goal, [l.text for l in tier1])
     sys_item = BudgetItem("system", 100, system, event_ids=tuple(i for l in tier1 for i in l.event_ids[-2:]))
@@ -230,6 +304,10 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
     match = None
     replay_queue: list[Any] = []
     final_decision: Decision | None = None
+    patterns: list[Any] = []
+    snapshot_url: str | None = None
+    stuck: str | None = None  # why the run is stuck (a loop warning or a repeated failure), if it is
+    avoid: list[tuple[str, str]] = []
     if not nav.ok:
         reason = "navigation_failed"
         handback = nav.error
@@ -257,6 +335,12 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                 sessions = memory.sessions(current_domain)
                 facts = memory.facts(current_domain)
                 selectors = memory.selectors(current_domain)
+                patterns = memory.patterns(current_domain)
+            if obs.url != snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
+                snapshot_url = obs.url
+                memory.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(),
+                                step_no)
+                infer_context(memory, obs, step_no)
             if first:
                 first = False
                 match, replay = memory.recall_trajectory(obs.url, step_no)
@@ -279,18 +363,57 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
                         memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
             if decision is None:
                 items = step_items(obs, memory, goal, history, last_error, error_lessons, domain_lessons,
-                                   sessions, match, facts, selectors)
+                                   sessions, match, facts, selectors, patterns, cfg.budget, avoid)
                 fitted = fit(items, cfg.budget)
                 step_text = P.render_step(fitted.kept)
                 memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
                 ctx = DecisionContext(
                     goal=goal, history=history, system_prompt=system, step_prompt=step_text,
                     tier1=[P.cap(l.text, 300) for l in tier1], last_error=last_error,
-                    **seen_by_policy(fitted.kept, obs, error_lessons, domain_lessons, match, facts))
+                    **seen_by_policy(fitted.kept, obs, error_lessons, domain_lessons, match, facts,
+                                     patterns, avoid))
                 decision = policy.decide(ctx)
                 decisions += 1
                 tokens_in += decision.tokens_in
                 tokens_out += decision.tokens_out
+                if decision.command != "finish":
+                    known = memory.known_failure(decision.command, decision.args, obs.url)
+                    if known is not None:  # seed 003's is_repeated_failure, before acting
+                        again = bool(history) and not history[-1].ok and history[-1].command == decision.command \
+                            and history[-1].args == decision.args and history[-1].url_before == obs.url
+                        memory.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
+                                                "chose_otherwise" if again else "warned", step_no)
+                        if again:
+                            ctx.step_prompt += ("\n\nWarning: that action already failed on this page "
+                                                "(same tool, arguments and URL). Choose a different action.")
+                            decision = policy.decide(ctx)
+                            decisions += 1
+                            tokens_in += decision.tokens_in
+                            tokens_out += decision.tokens_out
+                if decision.pattern_id:
+                    memory.pattern_used(decision.pattern_id)
+                target = _dead_end_exit(snapshot_url, memory) if decision.command == "finish" \
+                    and decision.success is False and stuck and cfg.backtrack else None
+                if target is not None:  # stuck and about to give up: go back to the last good snapshot
+                    snap, exit_step = target
+                    avoided = f"{exit_step.role}:{exit_step.name}" if exit_step and exit_step.role else ""
+                    if exit_step is not None and exit_step.role:
+                        avoid.append((exit_step.role, exit_step.name or ""))
+                    result = browser.execute("goto", {"url": snap.url})
+                    if result.ok:
+                        browser.scroll_to(snap.scroll_x, snap.scroll_y)
+                        browser.fill_form(snap.form_state)
+                    turns += 1
+                    memory.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
+                    rec = StepRecord(step_no, "goto", {"url": snap.url}, result.ok, result.error, result.url_before,
+                                     result.url_after, decided_by="backtrack", duration_ms=result.duration_ms)
+                    history.append(StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before,
+                                            rec.url_after, "backtrack"))
+                    memory.record_step(rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", take())
+                    policy.start(goal, system)
+                    stuck, last_error, error_lessons = None, None, []
+                    step_ms += (time.perf_counter() - t_step) * 1000
+                    continue
             turns += 1
 
             key = _action_key(decision, obs.url)
@@ -346,12 +469,17 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
             if result.ok:
                 last_error, error_lessons = None, []
             else:
+                if memory.known_failure(decision.command, decision.args, result.url_before) is not None:
+                    stuck = f"repeated failure: {decision.command} failed again on {P.cap(result.url_before, 200)}"
                 errors += 1
                 last_error = result.error
                 error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
             seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
             env_after = seen_after.env()
             memory.record_step(rec, env_before, env_after, decision.think, take())
+            warnings = memory.loop_warnings()
+            if warnings and stuck is None:
+                stuck = f"loop warning: {warnings[0]}"
             if turns % cfg.progress_every == 0:
                 memory.progress(turns, browser.page.url)
             step_ms += (time.perf_counter() - t_step) * 1000

@@ -42,10 +42,12 @@ from pydantic import ValidationError
 from memledger.ledger.clock import format_ts, parse_ts
 from memledger.ledger.errors import InvalidEvent, LedgerError, UnknownItem
 from memledger.ledger.events import (
-    Action, ContextBuilt, ContextItem, DomainRecall, ElementRef, EnvState, ErrorRecall, FactObserved,
-    LessonRecorded, NewEvent, Payload, RecordedEvent, RunCompleted, RunProgress, RunStarted, SelectorFailed,
-    SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled,
-    TrajectoryRecorded, TrajectoryStep,
+    Action, Backtracked, ContextBuilt, ContextGiven, ContextInferred, ContextItem, DomainRecall, ElementRef, EnvState,
+    ErrorRecall, ExplorationCompleted, ExplorationStarted, ExtractionRecorded, ExtractionServed, FactObserved,
+    LessonRecorded, NewEvent, PatternLearned, PatternUsed, Payload, RecordedEvent, RepeatedFailureDetected,
+    RunCompleted, RunProgress, RunStarted, SelectorFailed, SelectorSucceeded, SessionRecorded, SitemapLinksDiscovered,
+    SitemapPageVisited, SnapshotTaken, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled, TrajectoryRecorded,
+    TrajectoryStep,
 )
 from memledger.ledger.credentials import passwords
 from memledger.ledger.ids import short_id
@@ -53,12 +55,15 @@ from memledger.ledger.jsonl import first_error
 from memledger.ledger.redact import MARKER, masked_args
 from memledger.agent.browser import domain_of, origin_of
 from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
+from memledger.agent.patterns import learn_patterns
 from memledger.agent.prompt import quoted_name
 from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
 from memledger.projections.selectors import known_good
+from memledger.projections.short_term import ShortTerm
+from memledger.projections.steps import action_signature
 from memledger.projections.trajectories import Trajectory
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
@@ -73,7 +78,7 @@ SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "Page
 STALE_AFTER = timedelta(hours=1)
 #: `role "name"`, the way prompts and lessons name an element (quotes escaped as in `quoted_name`)
 ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)
-CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "truncated"})
+CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated"})
 
 
 #: errors that name no cause (the element or ref was simply not there): they teach nothing
@@ -195,6 +200,22 @@ class Learned:
     lessons: list[LessonRecorded] = field(default_factory=list)
     facts: list[FactObserved] = field(default_factory=list)
     trajectory: TrajectoryRecorded | None = None
+    patterns: list[PatternLearned] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """An extraction as the agent uses it: from the page now, or served from the cache."""
+
+    key: str
+    tool: str
+    url: str
+    title: str
+    text: str
+    links: tuple[dict[str, str], ...]
+    section_count: int
+    served_from_cache: bool
+    event_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +522,7 @@ class Run:
         self.finished = False
         self.ms_total = 0.0
         self._ms_step = 0.0
+        self.patterns_used: list[str] = []
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, goal={self.safe_goal!r}, url={self.url!r})"
@@ -652,6 +674,164 @@ class Run:
         with self.timed():
             return self.memory.current().short_term(self.run_id).loop_warnings
 
+    # ---- layered memory (seed 003): short-term, context, patterns, snapshots, extractions -------
+
+    def short_term(self) -> ShortTerm:
+        """This run's short-term and working memory (within the run, so read with memory off too)."""
+        with self.timed():
+            return self.memory.current().short_term(self.run_id)
+
+    def known_failure(self, command: str, args: Mapping[str, Any], url: str) -> str | None:
+        """Seed 003's is_repeated_failure: the action's signature when it already failed in this run."""
+        signature = action_signature({"command": command, "args": dict(args)}, url)
+        return signature if self.short_term().has_failed(signature) else None
+
+    def repeated_failure(self, signature: str, action: str, url: str, response: str, step: int) -> None:
+        """Log what the agent did about an action known to fail: chose otherwise, or went ahead warned."""
+        self._live()
+        ev = self._event(RepeatedFailureDetected, {"signature": signature, "action": action[:500],
+                                                   "url": url[:2000], "response": response},
+                         step=step, domain=domain_of(url) or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def give_context(self, context: Mapping[str, str]) -> None:
+        """User context given to this run (`memledger run --context key=value`)."""
+        self._live()
+        events = [self._event(ContextGiven, {"key": k, "value": v}, domain=domain_of(self.start_url) or None)
+                  for k, v in context.items()]
+        with self.timed():
+            self.memory.append(events)
+
+    def infer_context(self, key: str, value: str, source: str, step: int | None = None,
+                      domain: str | None = None) -> bool:
+        """Context learned during execution; recorded once per (domain, key, value)."""
+        self._live()
+        domain = domain if domain is not None else self.domain
+        if not self.enabled or not domain:
+            return False
+        with self.timed():
+            if any(e.kind == "inferred" and e.key == key and e.value == value and e.domain == domain
+                   for e in self.memory.current().context(None, domain)):
+                return False
+            self.memory.append([self._event(ContextInferred, {"key": key, "value": value, "source": source},
+                                            step=step, domain=domain)])
+            return True
+
+    def relevant_context(self, domain: str | None = None) -> list[Any]:
+        """This run's user context and the site's inferred context that share words with the goal."""
+        with self.timed():
+            found = self.memory.current().relevant_context(self.safe_goal, self.run_id,
+                                                           domain if domain is not None else self.domain)
+            return [e for e in found if self.enabled or e.kind == "user"]
+
+    def patterns(self, domain: str | None = None) -> list[Any]:
+        """Learned patterns for the site, best first."""
+        domain = domain if domain is not None else self.domain
+        if not self.enabled or not domain:
+            return []
+        with self.timed():
+            return self.memory.current().patterns(domain)
+
+    def pattern_used(self, pattern_id: str) -> None:
+        """The agent followed a learned pattern: its success or failure is counted when the run finishes."""
+        if pattern_id not in self.patterns_used:
+            self.patterns_used.append(pattern_id)
+
+    def extraction(self, key: str, tool: str, url: str, extract: Any, step: int | None = None) -> Extraction:
+        """An extraction through the cache: served from memory (and logged as such) when the same key
+        was extracted at most `extraction_ttl_seconds` ago, else `extract()` (a dict with title, text,
+        links, section_count) is called and recorded."""
+        self._live()
+        domain = domain_of(url) or None
+        with self.timed():
+            cached = self.memory.current().cached_extraction(key, self.memory.now()) if self.enabled else None
+            if cached is not None:
+                age = max((parse_ts(self.memory.now()) - parse_ts(cached.occurred_at)).total_seconds(), 0.0)
+                self.memory.append([self._event(ExtractionServed, {
+                    "key": key, "extraction_id": cached.event_ids[0], "age_seconds": round(age, 3),
+                    "ttl_seconds": self.memory.policy.extraction_ttl_seconds}, step=step, domain=domain)])
+                return Extraction(key, cached.source, cached.url, cached.title, cached.value, cached.links,
+                                  cached.section_count, True, cached.event_ids[0])
+        data = extract()
+        ev = self._event(ExtractionRecorded, {
+            "key": key, "tool": tool, "url": url, "text": str(data.get("text", ""))[:50_000],
+            "title": str(data.get("title", ""))[:500], "links": list(data.get("links") or [])[:500],
+            "section_count": int(data.get("section_count", 0))}, step=step, domain=domain)
+        with self.timed():
+            recorded = self.memory.append([ev])[0]
+            return Extraction(key, tool, url, recorded.data["title"], recorded.data["text"],
+                              tuple(recorded.data["links"]), recorded.data["section_count"], False, recorded.id)
+
+    def extractions(self, domain: str | None = None) -> list[Any]:
+        """The site's cached extractions, oldest first (the prompt budget and compression decide how
+        much of each is shown)."""
+        domain = domain if domain is not None else self.domain
+        if not self.enabled or not domain:
+            return []
+        with self.timed():
+            return [e for e in self.memory.current().context(None, domain) if e.kind == "extraction"]
+
+    def snapshot(self, url: str, title: str, summary: str, form_state: Mapping[str, str], scroll: tuple[int, int],
+                 step: int) -> str:
+        """Seed 003's StateSnapshot at a navigation (secret form values are already redacted)."""
+        self._live()
+        snapshot_id = f"snap_{self.run_id}_{step}"
+        ev = self._event(SnapshotTaken, {
+            "snapshot_id": snapshot_id, "url": url[:2000], "title": title[:500],
+            "visible_elements_summary": summary[:2000], "form_state": dict(form_state),
+            "scroll_x": max(0, scroll[0]), "scroll_y": max(0, scroll[1]), "associated_step": step},
+            step=step, domain=domain_of(url) or None)
+        with self.timed():
+            self.memory.append([ev])
+        return snapshot_id
+
+    def snapshots(self) -> list[Any]:
+        """This run's snapshots, in the order they were taken."""
+        with self.timed():
+            return self.memory.current().snapshots(self.run_id)
+
+    def backtracked(self, snapshot_id: str, from_url: str, to_url: str, reason: str, avoided: Sequence[str],
+                    step: int) -> None:
+        """Stuck: the agent went back to a snapshot, avoiding what led to the dead end."""
+        self._live()
+        ev = self._event(Backtracked, {"snapshot_id": snapshot_id, "from_url": from_url[:2000], "to_url": to_url[:2000],
+                                       "reason": reason[:500], "avoided": [a[:300] for a in avoided][:100]},
+                         step=step, domain=domain_of(to_url) or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
+
+    def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
+        self._explored(ExplorationStarted, {"homepage_url": homepage_url, "max_depth": max_depth,
+                                            "max_pages": max_pages}, homepage_url)
+
+    def sitemap_links(self, parent_url: str, depth: int, links: Sequence[Mapping[str, str]], step: int) -> None:
+        self._explored(SitemapLinksDiscovered, {"parent_url": parent_url, "depth": depth,
+                                                "links": [dict(l) for l in links][:1000]}, parent_url, step)
+
+    def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
+        self._explored(SitemapPageVisited, {"url": url, "title": title[:500], "summary": summary[:2000],
+                                            "section_count": section_count, "depth": depth}, url, step)
+
+    def exploration_completed(self, homepage_url: str, visited: int, discovered: int, complete: bool,
+                              summary: str) -> None:
+        self._explored(ExplorationCompleted, {"homepage_url": homepage_url, "pages_visited": visited,
+                                              "pages_discovered": discovered, "complete": complete,
+                                              "summary": summary[:20_000]}, homepage_url)
+
+    def _explored(self, cls: type[Payload], fields: dict[str, Any], url: str, step: int | None = None) -> None:
+        self._live()
+        ev = self._event(cls, fields, step=step, domain=domain_of(url) or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def sitemap(self, domain: str | None = None) -> Any:
+        """The site's graph (None before its first exploration)."""
+        with self.timed():
+            return self.memory.current().sitemap(domain if domain is not None else self.domain)
+
     # ---- what happened ------------------------------------------------------------------
 
     def record_step(self, step: int, action: str, target: str | None = None, url: str | None = None,
@@ -771,6 +951,7 @@ class Run:
             tokens = estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0
             return ContextItem(**self.scrub({
                 "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
+                "confidence": item.get("confidence", 1.0),
                 "text": text[:20000] if isinstance(text, str) else text,
                 "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
                 "truncated": item.get("truncated", False)}))
@@ -790,9 +971,10 @@ class Run:
     def finish(self, success: bool, outcome: str = "", *, reason: str | None = None, result: str | None = None,
                final_url: str | None = None, turns: int | None = None, tokens_in: int = 0, tokens_out: int = 0,
                duration_ms: float | None = None, policy_decisions: int | None = None,
-               replayed_steps: int | None = None) -> Learned:
-        """Post-run learning (lessons from failure→recovery, facts, selectors, the trajectory of a
-        success), the session entry, graded steps and run_completed, in one transaction."""
+               replayed_steps: int | None = None, learn: bool = True) -> Learned:
+        """Post-run learning (lessons from failure→recovery, facts, selectors, the trajectory and the
+        patterns of a success), the uses of learned patterns, the session entry, graded steps and
+        run_completed, in one transaction. `learn=False` (an exploration) learns nothing from the steps."""
         self._live()
         _check_flag(success, "success")
         _check_text(outcome, "outcome", empty=True)
@@ -816,6 +998,14 @@ class Run:
             events: list[NewEvent] = []
             run_domain = domain_of(self.start_url)
             if self.enabled:
+                events += [self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
+                           for pid in self.patterns_used]
+            if self.enabled and learn:
+                if run.success:
+                    for pattern in learn_patterns(steps, run_domain):
+                        if pattern.pattern_id not in self.patterns_used:
+                            learned.patterns.append(pattern)
+                            events.append(self._event(PatternLearned, pattern.model_dump(), domain=run_domain))
                 for domain, step, payload in extract_lessons(steps):
                     learned.lessons.append(payload)
                     events.append(self._event(LessonRecorded, payload.model_dump(), domain=domain, step=step))
@@ -828,6 +1018,7 @@ class Run:
                     if traj is not None:
                         learned.trajectory = traj
                         events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=run_domain))
+            if self.enabled:
                 events.append(self._event(SessionRecorded, {
                     "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
                     "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
@@ -966,7 +1157,7 @@ class AgentMemory:
                       step: int, domain: str | None) -> None:
         def item(i: BudgetItem) -> dict[str, Any]:
             return {"source": i.source, "priority": i.priority, "text": i.text, "content_type": i.content_type,
-                    "event_ids": i.event_ids, "truncated": i.truncated}
+                    "confidence": i.confidence, "event_ids": i.event_ids, "truncated": i.truncated}
         self._run().record_context([item(i) for i in kept], step, budget, trimmed=[item(i) for i in trimmed],
                                    prompt=prompt, domain=domain or "")
 
@@ -989,12 +1180,82 @@ class AgentMemory:
             self._run().selector_result(element_text(role, name) or name, selector, True, step, url=url,
                                         healed_from=healed_from)
 
-    def finish_run(self, outcome: RunOutcome) -> Learned:
+    # seed 003's layered memory, straight through to the run
+    def short_term(self) -> ShortTerm:
+        return self._run().short_term()
+
+    def known_failure(self, command: str, args: dict[str, Any], url: str) -> str | None:
+        return self._run().known_failure(command, args, url)
+
+    def repeated_failure(self, signature: str, action: str, url: str, response: str, step: int) -> None:
+        self._run().repeated_failure(signature, action, url, response, step)
+
+    def give_context(self, context: dict[str, str]) -> None:
+        self._run().give_context(context)
+
+    def infer_context(self, key: str, value: str, source: str, step: int, domain: str) -> bool:
+        return self._run().infer_context(key, value, source, step, domain)
+
+    def relevant_context(self, domain: str | None) -> list[Any]:
+        return self._run().relevant_context(domain or "")
+
+    def patterns(self, domain: str) -> list[Any]:
+        return self._run().patterns(domain)
+
+    def pattern_used(self, pattern_id: str) -> None:
+        self._run().pattern_used(pattern_id)
+
+    def extraction(self, key: str, tool: str, url: str, extract: Any, step: int | None = None) -> Extraction:
+        return self._run().extraction(key, tool, url, extract, step)
+
+    def extractions(self, domain: str) -> list[Any]:
+        return self._run().extractions(domain)
+
+    def snapshot(self, url: str, title: str, summary: str, form_state: dict[str, str], scroll: tuple[int, int],
+                 step: int) -> str:
+        return self._run().snapshot(url, title, summary, form_state, scroll, step)
+
+    def snapshots(self) -> list[Any]:
+        return self._run().snapshots()
+
+    def backtracked(self, snapshot_id: str, from_url: str, to_url: str, reason: str, avoided: list[str],
+                    step: int) -> None:
+        self._run().backtracked(snapshot_id, from_url, to_url, reason, avoided, step)
+
+    def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
+        self._run().exploration_started(homepage_url, max_depth, max_pages)
+
+    def sitemap_links(self, parent_url: str, depth: int, links: list[dict[str, str]], step: int) -> None:
+        self._run().sitemap_links(parent_url, depth, links, step)
+
+    def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
+        self._run().sitemap_visited(url, title, summary, section_count, depth, step)
+
+    def exploration_completed(self, homepage_url: str, visited: int, discovered: int, complete: bool,
+                              summary: str) -> None:
+        self._run().exploration_completed(homepage_url, visited, discovered, complete, summary)
+
+    def sitemap(self, domain: str) -> Any:
+        return self._run().sitemap(domain)
+
+    def steps(self) -> list[StepRecord]:
+        """The steps recorded so far in this run."""
+        return list(self._run().steps)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.run.run_id if self.run is not None else None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.run.session_id if self.run is not None else None
+
+    def finish_run(self, outcome: RunOutcome, learn: bool = True) -> Learned:
         learned = self._run().finish(
             outcome.success, outcome.summary, reason=outcome.reason, result=outcome.result,
             final_url=outcome.final_url, turns=outcome.turns, tokens_in=outcome.tokens_in,
             tokens_out=outcome.tokens_out, duration_ms=outcome.duration_ms,
-            policy_decisions=outcome.policy_decisions, replayed_steps=outcome.replayed_steps)
+            policy_decisions=outcome.policy_decisions, replayed_steps=outcome.replayed_steps, learn=learn)
         outcome.memory_ms = self.ms_total
         return learned
 

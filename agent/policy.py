@@ -35,6 +35,7 @@ import openai
 
 from memledger.agent.browser import Element, Observation
 from memledger.agent.budget import estimate_tokens
+from memledger.agent.patterns import fill_placeholders
 from memledger.ledger.credentials import QUOTED, clauses, login_in
 from memledger.ledger.errors import LedgerError
 
@@ -80,7 +81,10 @@ class DecisionContext:
     last_error: str | None = None
     trajectory_steps: list[Any] = field(default_factory=list)
     facts: list[tuple[str, str, str]] = field(default_factory=list)
+    #: elements (role, name) that led to a dead end the agent backtracked from
     avoid: list[tuple[str, str]] = field(default_factory=list)
+    #: seed 003's learned patterns for this site, best first
+    patterns: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +96,8 @@ class Decision:
     success: bool | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    #: the learned pattern this decision follows, if any
+    pattern_id: str | None = None
 
 
 class DecisionPolicy(Protocol):
@@ -317,7 +323,8 @@ class ScriptedPolicy:
             el = obs.find(sub.a, roles=CLICKABLE) or obs.find(sub.a)
             if el is not None:
                 return Decision("click", {"ref": el.ref}, el, think=f"click {sub.a!r} ({where})")
-            nxt = next((e for e in obs.elements if e.role in ("link", "button") and NEXT.search(e.name)), None)
+            nxt = next((e for e in obs.elements if e.role in ("link", "button") and NEXT.search(e.name)
+                        and (e.role, e.name) not in ctx.avoid), None)
             if sub.kind == "find" and nxt is not None:
                 return Decision("click", {"ref": nxt.ref}, nxt, think=f"{sub.a!r} not on this page: next page ({where})")
             return Decision("finish", {"result": f"no element named {sub.a[:60]!r} on the page"}, success=False,
@@ -337,6 +344,9 @@ class ScriptedPolicy:
                 return Decision("click", {"ref": btn.ref}, btn, think=f"submit the search ({where})")
             return Decision("press", {"ref": box.ref, "key": "Enter"}, box, think="no submit button: press Enter")
         if sub.kind == "login":
+            learned = self._login_pattern(ctx, sub, done)
+            if learned is not None:
+                return learned
             user = next((e for e in obs.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)), None)
             pw = next((e for e in obs.elements if e.role == "textbox" and re.search(r"pass", e.name, re.I)), None)
             if user is not None and not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
@@ -363,6 +373,22 @@ class ScriptedPolicy:
         if sub.kind == "wait":
             return Decision("wait", {"text": sub.a}, think=f"wait for {sub.a!r} ({where})")
         return Decision("goto", {"url": sub.a}, think=f"open {sub.a} ({where})")
+
+    def _login_pattern(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView]) -> Decision | None:
+        """Seed 003's long-term memory: follow this site's learned login flow (its placeholders
+        filled with the goal's user and password) when nothing of the login is done yet."""
+        pattern = next((p for p in ctx.patterns if p.pattern_type == "login_flow"), None)
+        if pattern is None or done:
+            return None
+        steps = fill_placeholders(pattern.steps, sub.a, sub.b)
+        self.queue = [Planned(s["command"], {} if s.get("value") is None else
+                              {"text" if s["command"] == "type" else "key" if s["command"] == "press" else "value": s["value"]},
+                              s.get("role"), s.get("name"), f"memory: learned pattern {pattern.pattern_id}")
+                      for s in steps]
+        d = self._next_queued(ctx.observation)
+        if d is not None:
+            d.pattern_id = pattern.pattern_id
+        return d
 
     def _options(self, ctx: DecisionContext, failed: Planned, error: str) -> list[Option]:
         """Fallbacks after a failure; memory's tips decide their order."""

@@ -189,10 +189,21 @@ def known_selectors(selectors: Sequence[Any], limit: int = 15) -> BudgetItem:
                       listing("KNOWN SELECTORS (element -> selector, successes/failures):", lines), event_ids=tuple(ids))
 
 
-def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_ids: Sequence[str] = ()) -> BudgetItem:
-    """Seed 003's "## Recent Actions" with loop warnings first."""
-    return BudgetItem("recent_actions", PRIORITIES["recent_actions"], listing("## Recent Actions", [*warnings, *entries]),
-                      event_ids=tuple(event_ids))
+PRIORITY_LEVELS = {"critical": 3, "high": 2, "normal": 1, "low": 0}
+
+
+def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_ids: Sequence[str] = (),
+                   priorities: Sequence[str] = ()) -> BudgetItem:
+    """Seed 003's "## Recent Actions" with loop warnings first. Warnings are critical; each entry has
+    its MemoryPriority, so a tight budget drops routine entries before errors."""
+    levels = [PRIORITY_LEVELS[p] for p in priorities] if len(priorities) == len(entries) else [1] * len(entries)
+    parts = tuple([(3, w) for w in warnings] + list(zip(levels, entries)))
+
+    def render(lines: list[str]) -> str:
+        return listing("## Recent Actions", lines)
+
+    return BudgetItem("recent_actions", PRIORITIES["recent_actions"], render([*warnings, *entries]),
+                      event_ids=tuple(event_ids), parts=parts, render=render)
 
 
 def step_memories(memories: Sequence[Any]) -> BudgetItem:
@@ -217,10 +228,70 @@ def step_memories(memories: Sequence[Any]) -> BudgetItem:
     return BudgetItem("step_memories", PRIORITIES["step_memories"], listing(head, lines), event_ids=tuple(ids))
 
 
+def learned_patterns(patterns: Sequence[Any], limit: int = 5) -> BudgetItem:
+    """Seed 003's long-term patterns for this site; {placeholders} stand for typed values."""
+    lines: list[str] = []
+    ids: list[str] = []
+    for p in list(patterns)[:limit]:
+        ids.extend(p.event_ids[-2:])
+        lines.append(pattern_line(p))
+        for i, step in enumerate(p.steps, 1):
+            target = f" {step.get('role')} {quoted_name(step.get('name') or '', 60)}" if step.get("role") else ""
+            value = f" {quoted_name(str(step['value']), 40)}" if step.get("value") else ""
+            lines.append(f"  {i}. {step.get('command', '')}{target}{value}")
+    return BudgetItem("learned_patterns", PRIORITIES["learned_patterns"],
+                      listing("LEARNED PATTERNS (steps that worked on this site before; {placeholders} stand for "
+                              "the values to type):", lines), event_ids=tuple(ids))
+
+
+def pattern_line(p: Any) -> str:
+    """A learned pattern's header line as LEARNED PATTERNS lists it."""
+    return (f"- {p.pattern_type}: {cap(p.description, 160)} (success rate {p.success_rate:.2f}, "
+            f"{p.success_count} ok / {p.failure_count} failed)")
+
+
+def dead_end_line(role: str, name: str) -> str:
+    """An element that led to a dead end the agent backtracked from, as WORKING MEMORY lists it."""
+    return f"Led to a dead end, do not take again: {role} {quoted_name(name, 80)}"
+
+
+def context_section(entries: Sequence[Any]) -> BudgetItem:
+    """Seed 003's context store: what the user gave this run and what was inferred on this site."""
+    lines: list[str] = []
+    ids: list[str] = []
+    for e in entries:
+        ids.extend(e.event_ids[:1])
+        origin = "given by the user" if e.kind == "user" else f"inferred from {cap(e.source, 80)}"
+        lines.append(f"- {cap(e.key, 80)}: {cap(e.value, 200)} ({origin})")
+    return BudgetItem("context", PRIORITIES["context"], listing("CONTEXT (relevant to the goal):", lines),
+                      event_ids=tuple(ids))
+
+
+def working_memory(path: Sequence[str], visited: Sequence[str], failing: Sequence[str],
+                   dead_ends: Sequence[tuple[str, str]] = (), limit: int = 8) -> BudgetItem:
+    """Seed 003's working memory: where the run has been, what already failed here, and what led to
+    a dead end the agent backtracked from."""
+    lines = ["Navigation path: " + " -> ".join(cap(u, 100) for u in list(path)[-limit:])]
+    more = f" (last {limit} of {len(visited)})" if len(visited) > limit else ""
+    lines.append(f"Visited URLs{more}: " + ", ".join(cap(u, 100) for u in list(visited)[-limit:]))
+    lines += [f"Already failed here, choose otherwise: {cap(f, 160)}" for f in failing]
+    lines += [dead_end_line(role, name) for role, name in dead_ends]
+    return BudgetItem("working_memory", PRIORITIES["working_memory"], listing("WORKING MEMORY:", lines))
+
+
+def extracted_data(title: str, url: str, text: str, tier: int, note: str, event_ids: Sequence[str] = (),
+                   truncated: bool = False) -> BudgetItem:
+    """One extraction result (already budgeted and compressed: see agent/compress.py)."""
+    header = f"EXTRACTED DATA from {cap(url, 200)} ({cap(title, 80)}; tier {tier}{'; ' + note if note else ''}):"
+    return BudgetItem("extracted_data", PRIORITIES["extracted_data"], f"{header}\n{quote_untrusted(text, 40_000)}",
+                      event_ids=tuple(event_ids), truncated=truncated)
+
+
 def render_step(items: Sequence[BudgetItem]) -> str:
     """The per-step message: kept items in a fixed reading order, then the footer."""
-    order = ["page_state", "domain_tips", "session_history", "reference_trajectory", "app_knowledge",
-             "known_selectors", "step_memories", "recent_actions", "last_error"]
+    order = ["page_state", "context", "domain_tips", "learned_patterns", "session_history", "reference_trajectory",
+             "app_knowledge", "known_selectors", "extracted_data", "step_memories", "working_memory",
+             "recent_actions", "last_error"]
     rank = {s: i for i, s in enumerate(order)}
     body = [i.text for i in sorted(items, key=lambda i: rank.get(i.source, len(order)))]
     return "\n\n".join([*body, STEP_FOOTER])

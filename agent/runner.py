@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.ids import short_id
 from memledger.agent.browser import Browser
 from memledger.agent.budget import DEFAULT_BUDGET
+from memledger.agent.explore import explore
 from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import PolicyError, make_policy
@@ -56,6 +58,12 @@ class RunOptions:
     case_ids: list[str] = field(default_factory=list)
     context_budget: int = DEFAULT_BUDGET
     step_memory_scope: str = "session"
+    #: user context given to every run (seed 003's context store)
+    context: dict[str, str] = field(default_factory=dict)
+    #: explore this site instead of running a goal (seed 003's sitemap)
+    explore: str | None = None
+    max_depth: int = 2
+    max_pages: int = 50
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -79,8 +87,13 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         cases = load_cases(opts.cases_file)
         if opts.case_ids:
             cases = [c for c in cases if c["id"] in opts.case_ids]
-        return [{"goal": c["goal"], "start_url": c["start_url"], "case_id": c["id"], "check": c.get("success"),
-                 "session_id": opts.session_id, "mode": "new", "parent_run_id": None} for c in cases]
+        return [{"goal": c.get("goal", ""), "start_url": c["start_url"], "case_id": c["id"], "check": c.get("success"),
+                 "session_id": opts.session_id, "mode": "new", "parent_run_id": None, "explore": c.get("explore")}
+                for c in cases]
+    if opts.explore:
+        return [{"goal": "", "start_url": opts.explore, "case_id": None, "check": None, "session_id": opts.session_id,
+                 "mode": "new", "parent_run_id": None,
+                 "explore": {"max_depth": opts.max_depth, "max_pages": opts.max_pages}}]
     if opts.resume_run or opts.fork_run:
         from memledger.projections.view import MemoryView
         prior = opts.resume_run or opts.fork_run
@@ -147,18 +160,36 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
                 run_id = short_id("run")
                 with ExitStack() as run_stack:
                     memory = _memory_for(settings, opts, policy, run_id, run_stack, isolation, fork)
+                    if t.get("explore"):
+                        results.append(_explored(browser, memory, t, run_id))
+                        bar.advance(job)
+                        continue
                     decision_policy = make_policy(opts.policy)
                     results.append(run_task(
                         browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
                         session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
                         isolation=isolation, case_id=t["case_id"], success_check=t["check"],
                         config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
-                                         step_memory_scope=opts.step_memory_scope)))
+                                         step_memory_scope=opts.step_memory_scope), context=opts.context))
                 bar.advance(job)
     broken = next((r for r in results if r.reason == "policy_error"), None)
     if broken is not None:
         raise PolicyError(f"{broken.error} (run {broken.run_id} recorded as failed)")
     return results
+
+
+def _explored(browser: Browser, memory: AgentMemory, task: dict[str, Any], run_id: str) -> RunResult:
+    """An exploration, reported in the runs table like any run."""
+    limits = task["explore"]
+    t0 = time.perf_counter()
+    done = explore(browser, memory, task["start_url"], max_depth=int(limits.get("max_depth", 2)),
+                   max_pages=int(limits.get("max_pages", 50)), run_id=run_id, session_id=task["session_id"])
+    ms = (time.perf_counter() - t0) * 1000
+    pages = len(done.visited) + len(done.served_from_cache)
+    return RunResult(run_id=run_id, goal=f"Explore {task['start_url']}", success=pages > 0,
+                     reason=None if done.complete else "limits_reached", turns=pages, policy_decisions=0,
+                     replayed_steps=0, tokens_in=0, tokens_out=0, duration_ms=ms, step_ms=ms, memory_ms=memory.ms_total,
+                     final_url=task["start_url"], errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
 
 
 def results_table(results: list[RunResult], title: str = "runs") -> Table:

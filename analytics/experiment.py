@@ -62,7 +62,7 @@ REMADE = frozenset({"error_recall", "domain_recall", "tier1_loaded", "trajectory
 LIMITS = ("Not simulated: the agent's later actions. Every step, error, lesson learned and run after a prompt "
           "that would have differed is replayed as it happened; an agent given the other prompt may have acted "
           "otherwise (another recovery, a replayed trajectory or none, more or fewer turns).")
-AREAS = ("tier1", "tier2", "facts", "trajectories")
+AREAS = ("tier1", "tier2", "facts", "trajectories", "patterns")
 #: the tables of `experiment_report`, the first being the main one
 EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes", "prompts", "limits")
 
@@ -154,6 +154,8 @@ class Side(PolicyMemory):
         for items in self.state.trajectories.by_domain.values():
             for t in items:
                 out[("trajectories", t)] = True
+        for pid in self.state.patterns.patterns:
+            out[("patterns", pid)] = True
         return out
 
 
@@ -269,6 +271,8 @@ def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], 
         base = [(t, lid) for lid in d.get("lesson_ids") or ()]
     elif t == "trajectories_expired":
         base = [(t, tid) for tid in d.get("trajectory_ids") or ()]
+    elif t == "patterns_pruned":
+        base = [(t, pid) for pid in d.get("pattern_ids") or ()]
     elif t == "facts_pruned":
         base = [(t, f.get("fact_id") or f"{f.get('domain')}|{f.get('fact_type')}|{f.get('key')}|{f.get('value')}")
                 for f in d.get("facts") or ()]
@@ -308,6 +312,8 @@ def _describe(ev: RecordedEvent | NewEvent) -> str:
         return f"prune {len(d['lesson_ids'])} lesson(s)"
     if t == "trajectories_expired":
         return f"expire {len(d['trajectory_ids'])} trajectory(ies)"
+    if t == "patterns_pruned":
+        return f"prune {len(d['pattern_ids'])} pattern(s) over {d['max_patterns']}"
     return f"{t} {d.get('lesson_id', '')}".strip()
 
 
@@ -351,6 +357,9 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
             for t in items.values():
                 labels.setdefault(("trajectories", t.trajectory_id),
                                   {"text": f"{t.domain}: {t.goal}", "domain": t.domain, "run_id": t.run_id})
+        for pat in side.state.patterns.patterns.values():
+            labels.setdefault(("patterns", pat.pattern_id),
+                              {"text": f"{pat.domain}: {pat.description}", "domain": pat.domain, "run_id": pat.first_run})
 
     def compare(at: int) -> None:
         if not state["dirty"]:
@@ -441,6 +450,8 @@ def _decision_item(key: tuple[Any, ...]) -> tuple[str, str]:
         return ("lesson", item)
     if t == "trajectories_expired":
         return ("trajectories", item)
+    if t == "patterns_pruned":
+        return ("patterns", item)
     return ("facts", item)
 
 

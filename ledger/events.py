@@ -189,8 +189,10 @@ class StepRecorded(Payload):
     error: str | None = None
     duration_ms: float = Field(default=0, ge=0)
     memory_ms: float = Field(default=0, ge=0)
-    decided_by: Literal["policy", "replay", "approval"] = "policy"
+    decided_by: Literal["policy", "replay", "approval", "backtrack"] = "policy"
     rep: int = Field(default=1, ge=1)
+    #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
+    priority: Literal["critical", "high", "normal", "low"] | None = None
 
 
 class StepGraded(Payload):
@@ -249,6 +251,8 @@ class ContextItem(BaseModel):
     priority: int
     tokens: int = Field(ge=0)
     content_type: Literal["text", "code", "json", "html"] = "text"
+    #: how sure the content-type detection was (seed 003's TokenEstimator confidence)
+    confidence: float = Field(default=1.0, ge=0, le=1)
     text: str = ""
     event_ids: list[str] = Field(default_factory=list)
     truncated: bool = False
@@ -411,6 +415,168 @@ class TrajectoriesExpired(Payload):
     as_of: str
 
 
+# ---- layered memory (seed 003) ------------------------------------------------
+
+PatternType = Literal["login_flow", "navigation", "form_fill"]
+MAX_ITEMS = 1000
+
+
+class PatternStep(BaseModel):
+    """One step of a learned pattern; typed values are placeholders such as `{password}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str = Field(min_length=1, max_length=40)
+    role: str | None = Field(default=None, max_length=40)
+    name: str | None = Field(default=None, max_length=300)
+    value: str | None = Field(default=None, max_length=300)
+    url: str = Field(default="", max_length=2000)
+
+
+class PatternLearned(Payload):
+    """A site-specific multi-step pattern learned from a successful run (its first success)."""
+
+    type: Literal["pattern_learned"] = "pattern_learned"
+    pattern_id: str = Field(min_length=1, max_length=200)
+    description: str = Field(min_length=1, max_length=500)
+    pattern_type: PatternType
+    steps: list[PatternStep] = Field(min_length=1, max_length=50)
+
+
+class PatternUsed(Payload):
+    """A learned pattern was reused: success or failure counts toward its success rate."""
+
+    type: Literal["pattern_used"] = "pattern_used"
+    pattern_id: str = Field(min_length=1, max_length=200)
+    success: bool
+
+
+class PatternsPruned(Payload):
+    """Decision: more than max_patterns; the bottom 20% by (success_rate, last_used) removed."""
+
+    type: Literal["patterns_pruned"] = "patterns_pruned"
+    pattern_ids: list[str] = Field(max_length=MAX_ITEMS)
+    max_patterns: int = Field(ge=1, le=1_000_000)
+    remaining_count: int = Field(ge=0, le=1_000_000)
+
+
+class ContextGiven(Payload):
+    """User context given to a run (`memledger run --context key=value`)."""
+
+    type: Literal["context_given"] = "context_given"
+    key: str = Field(min_length=1, max_length=200)
+    value: str = Field(max_length=2000)
+
+
+class ContextInferred(Payload):
+    """Context learned during execution, with what it was inferred from."""
+
+    type: Literal["context_inferred"] = "context_inferred"
+    key: str = Field(min_length=1, max_length=200)
+    value: str = Field(max_length=2000)
+    source: str = Field(min_length=1, max_length=300)
+
+
+class ExtractionRecorded(Payload):
+    """Data extracted from a page (the extraction cache keeps it for `ttl_seconds`)."""
+
+    type: Literal["extraction_recorded"] = "extraction_recorded"
+    key: str = Field(min_length=1, max_length=2000)
+    tool: str = Field(min_length=1, max_length=60)
+    url: str = Field(default="", max_length=2000)
+    text: str = ""
+    title: str = Field(default="", max_length=500)
+    links: list[dict[str, str]] = Field(default_factory=list, max_length=MAX_ITEMS)
+    section_count: int = Field(default=0, ge=0, le=1_000_000)
+
+
+class ExtractionServed(Payload):
+    """A repeated extraction within the cache TTL, served from memory instead of the page."""
+
+    type: Literal["extraction_served"] = "extraction_served"
+    key: str = Field(min_length=1, max_length=2000)
+    extraction_id: str = Field(min_length=1, max_length=200)
+    age_seconds: float = Field(ge=0, le=1e9)
+    ttl_seconds: float = Field(ge=0, le=1e9)
+
+
+class SnapshotTaken(Payload):
+    """Browser state at a navigation (seed 003's StateSnapshot), for backtracking."""
+
+    type: Literal["snapshot_taken"] = "snapshot_taken"
+    NEEDS_RUN: ClassVar[bool] = True
+    snapshot_id: str = Field(min_length=1, max_length=200)
+    url: str = Field(max_length=2000)
+    title: str = Field(default="", max_length=500)
+    visible_elements_summary: str = Field(default="", max_length=2000)
+    form_state: dict[str, str] = Field(default_factory=dict)
+    scroll_x: int = Field(default=0, ge=0, le=10_000_000)
+    scroll_y: int = Field(default=0, ge=0, le=10_000_000)
+    associated_step: int = Field(default=0, ge=0, le=1_000_000)
+
+
+class Backtracked(Payload):
+    """The agent was stuck and went back to the last good snapshot."""
+
+    type: Literal["backtracked"] = "backtracked"
+    NEEDS_RUN: ClassVar[bool] = True
+    snapshot_id: str = Field(min_length=1, max_length=200)
+    from_url: str = Field(max_length=2000)
+    to_url: str = Field(max_length=2000)
+    reason: str = Field(max_length=500)
+    avoided: list[str] = Field(default_factory=list, max_length=100)
+
+
+class RepeatedFailureDetected(Payload):
+    """Before acting: the chosen action's signature already failed in this run (seed 003's
+    is_repeated_failure); the agent chose otherwise or went ahead with a warning."""
+
+    type: Literal["repeated_failure_detected"] = "repeated_failure_detected"
+    NEEDS_RUN: ClassVar[bool] = True
+    signature: str = Field(min_length=1, max_length=64)
+    action: str = Field(max_length=500)
+    url: str = Field(max_length=2000)
+    response: Literal["chose_otherwise", "warned"]
+
+
+class SitemapLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(min_length=1, max_length=2000)
+    text: str = Field(default="", max_length=300)
+    link_type: Literal["main_nav", "content", "footer"] = "content"
+
+
+class ExplorationStarted(Payload):
+    type: Literal["exploration_started"] = "exploration_started"
+    homepage_url: str = Field(min_length=1, max_length=2000)
+    max_depth: int = Field(ge=0, le=100)
+    max_pages: int = Field(ge=1, le=100_000)
+
+
+class SitemapLinksDiscovered(Payload):
+    type: Literal["sitemap_links_discovered"] = "sitemap_links_discovered"
+    parent_url: str = Field(min_length=1, max_length=2000)
+    depth: int = Field(ge=0, le=100)
+    links: list[SitemapLink] = Field(max_length=MAX_ITEMS)
+
+
+class SitemapPageVisited(Payload):
+    type: Literal["sitemap_page_visited"] = "sitemap_page_visited"
+    url: str = Field(min_length=1, max_length=2000)
+    title: str = Field(default="", max_length=500)
+    summary: str = Field(default="", max_length=2000)
+    section_count: int = Field(default=0, ge=0, le=1_000_000)
+    depth: int = Field(default=0, ge=0, le=100)
+
+
+class ExplorationCompleted(Payload):
+    type: Literal["exploration_completed"] = "exploration_completed"
+    homepage_url: str = Field(min_length=1, max_length=2000)
+    pages_visited: int = Field(ge=0, le=100_000)
+    pages_discovered: int = Field(ge=0, le=1_000_000)
+    complete: bool
+    summary: str = Field(default="", max_length=20_000)
+
+
 # ---- interop and privacy ----------------------------------------------------
 
 class MemoryImported(Payload):
@@ -441,6 +607,9 @@ AnyPayload = Annotated[
         SelectorSucceeded, SelectorFailed,
         TrajectoryRecorded, TrajectoriesExpired,
         MemoryImported, SubjectForgotten,
+        PatternLearned, PatternUsed, PatternsPruned, ContextGiven, ContextInferred,
+        ExtractionRecorded, ExtractionServed, SnapshotTaken, Backtracked, RepeatedFailureDetected,
+        ExplorationStarted, SitemapLinksDiscovered, SitemapPageVisited, ExplorationCompleted,
     ],
     Field(discriminator="type"),
 ]

@@ -81,15 +81,19 @@ class Memory(RunMemory):
         finally:
             super().close()
 
-    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None) -> list[dict[str, Any]]:
-        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs)
-        now or as the ledger knew it at seq / ISO time `as_of`: the fields of `state KIND --json`."""
+    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
+              run: str | None = None) -> list[dict[str, Any]]:
+        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
+        short-term, patterns, context, snapshots, sitemap) now or as the ledger knew it at seq / ISO
+        time `as_of`, of one domain and one run when given: the fields of `state KIND --json`."""
         if kind not in STATE_KINDS:
             raise MemledgerError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
         if domain is not None and not isinstance(domain, str):
             raise MemledgerError(f"domain must be a string, got {type(domain).__name__}")
+        if run is not None and not isinstance(run, str):
+            raise MemledgerError(f"run must be a string, got {type(run).__name__}")
         _head, items = open_state(self.store, self.projections_path, kind, domain,
-                                  _seq_or_time(as_of, "as_of"), self.policy)
+                                  _seq_or_time(as_of, "as_of"), self.policy, run=run)
         return plain(items)  # type: ignore[no-any-return]
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:

@@ -65,18 +65,21 @@ def rebuild(projection: tuple[str, ...]) -> None:
 @click.command()
 @click.argument("kind", type=click.Choice(STATE_KINDS))
 @click.option("--domain", default=None, help="Only this domain (and its subdomains where it applies).")
+@click.option("--run", "run", default=None, metavar="RUN",
+              help="Only this run (runs, short-term, context, snapshots).")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|ISO-TIME",
               help="Memory as the ledger knew it at this seq or recorded time.")
 @listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")
 @allow_broken_option
-def state(kind: str, domain: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
+def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
     """Show one projection's current (or past) state.
 
     Example: memledger state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
     """
     s = _settings()
-    head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of))
-    emit(_report(f"{kind} at seq {head}" + (f" ({domain})" if domain else ""), COLUMNS[kind], items, fmt), fmt, out)
+    head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of), run=run)
+    where = ", ".join(x for x in (domain, run) if x)
+    emit(_report(f"{kind} at seq {head}" + (f" ({where})" if where else ""), COLUMNS[kind], items, fmt), fmt, out)
 
 
 @click.command()

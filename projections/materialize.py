@@ -55,6 +55,8 @@ TABLE_PKS: dict[str, tuple[str, ...]] = {
     "lessons": ("lesson_id",), "facts": ("row_id",), "sessions": ("domain", "position"),
     "selectors": ("domain", "role", "name", "selector"), "trajectories": ("domain", "trajectory_id"),
     "runs": ("run_id",), "step_memories": ("run_id", "step"), "short_term": ("run_id",),
+    "patterns": ("pattern_id",), "context": ("slot",), "snapshots": ("run_id", "snapshot_id"),
+    "sitemap": ("domain", "url"),
 }
 SOURCE = "projections.db"  # how anchors it remembers name it
 INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots")

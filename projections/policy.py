@@ -22,8 +22,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.events import (
-    FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload,
+    FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload, PatternsPruned,
 )
+from memledger.projections import patterns as patterns_mod
 
 if TYPE_CHECKING:
     from memledger.projections.lessons import Lesson
@@ -57,6 +58,8 @@ class Policy(BaseModel):
     step_memory_top: Annotated[int, Field(ge=0, description="graded steps offered per prompt")] = 10
     loop_threshold: Annotated[int, Field(ge=1, description="repeats of one action that raise a loop warning")] = 3
     loop_window: Annotated[int, Field(ge=1, description="recent steps searched for repeats")] = 10
+    max_patterns: Annotated[int, Field(ge=1, description="learned patterns kept before the bottom 20% are pruned")] = 100
+    extraction_ttl_seconds: Annotated[float, Field(ge=0, description="a repeated extraction this recent is served from memory")] = 300
 
     def fingerprint(self) -> str:
         """A stable digest of every field: projections.db rebuilds when it changes."""
@@ -69,7 +72,7 @@ DEFAULT_POLICY = Policy()
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset({
     "lesson_deduplicated", "lesson_promoted", "lessons_pruned", "fact_contradicted",
-    "facts_pruned", "trajectories_expired", "lesson_seeded",
+    "facts_pruned", "trajectories_expired", "lesson_seeded", "patterns_pruned",
 })
 
 
@@ -162,7 +165,18 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
                 out.append(_promotion(after, new))
     elif t == "fact_observed":
         out.extend(_fact_decisions(state, new, data, policy))
+    elif t == "pattern_learned":
+        out.extend(_pattern_decisions(state, new, data, policy))
     return out
+
+
+def _pattern_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+    """Over max_patterns once this pattern is in: prune the bottom 20% (seed 003's LongTermMemory)."""
+    if data["pattern_id"] in state.patterns.patterns or len(state.patterns.patterns) + 1 <= policy.max_patterns:
+        return []
+    gone = patterns_mod.to_prune(state.patterns, policy.max_patterns, adding=1)
+    return [NewEvent(PatternsPruned(pattern_ids=gone, max_patterns=policy.max_patterns,
+                                    remaining_count=len(state.patterns.patterns) + 1 - len(gone)), **_envelope(new))]
 
 
 def _fact_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:

@@ -15,7 +15,8 @@ from memledger.ledger.errors import LedgerError
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.view import MemoryView
 
-STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs")
+STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs",
+               "short-term", "patterns", "context", "snapshots", "sitemap")
 
 #: columns the rich tables show per kind (--json prints every field)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -26,11 +27,20 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
     "trajectories": ("domain", "trajectory_id", "goal", "steps", "occurred_at", "duration_ms", "run_id"),
     "runs": ("run_id", "status", "domain", "session_id", "parent_run_id", "goal", "turn_count", "started_at"),
+    "short-term": ("run_id", "domain", "cycle_count", "completed", "current_url", "navigation_path",
+                   "failed_signatures", "loop_warnings"),
+    "patterns": ("pattern_id", "domain", "pattern_type", "description", "steps", "success_count", "failure_count",
+                 "success_rate", "last_used"),
+    "context": ("kind", "key", "value", "source", "run_id", "domain", "occurred_at", "served_count"),
+    "snapshots": ("run_id", "snapshot_id", "associated_step", "url", "title", "visible_elements_summary",
+                  "scroll_y", "restored", "dead_ends"),
+    "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
 }
 
 
-def state_items(view: MemoryView, kind: str, domain: str | None = None) -> list[Any]:
-    """The records of one projection kind, optionally for one domain (subdomains included)."""
+def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> list[Any]:
+    """The records of one projection kind, optionally for one domain (subdomains included) and,
+    for the per-run kinds (short-term, context, snapshots, runs), one run."""
     if kind == "lessons":
         return view.lessons(domain)
     if kind == "tier1":
@@ -46,15 +56,26 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None) -> list[
     if kind == "trajectories":
         return view.trajectories(domain)
     if kind == "runs":
-        return view.runs(domain=domain)
+        return [r for r in view.runs(domain=domain) if run is None or r.run_id == run]
+    if kind == "short-term":
+        return view.short_terms(run, domain)
+    if kind == "patterns":
+        return view.patterns(domain)
+    if kind == "context":
+        return view.context(run, domain)
+    if kind == "snapshots":
+        return view.snapshots(run, domain)
+    if kind == "sitemap":
+        return view.sitemap_pages(domain)
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 
 def open_state(store: Any, projections_path: Path | None, kind: str, domain: str | None = None,
-               as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY) -> tuple[int, list[Any]]:
+               as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY,
+               run: str | None = None) -> tuple[int, list[Any]]:
     """(head, records) for `memledger state`: catch up, optionally go back in time, list."""
     view = MemoryView.open(store, projections_path, policy, as_of=as_of)
-    return view.head, state_items(view, kind, domain)
+    return view.head, state_items(view, kind, domain, run)
 
 
 @dataclass(frozen=True)

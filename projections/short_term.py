@@ -1,7 +1,16 @@
 """Short-term and working memory per run (seed 003): recent actions, failure
 signatures, action frequency, loop warnings (the same action ≥ 3 times in the
-last 10) and the navigation path. Cleared when the run completes (seed 003's
-`clear_task`); `as_of` still shows it at any point during the run."""
+last 10), the navigation path and the visited URLs. Kept after the run
+completes (marked `completed`), as every projection is, so `state short-term
+--run R` and audits show it.
+
+Each entry has seed 003's MemoryPriority: the step's own when it gives one,
+else by rule — CRITICAL for errors and key discoveries (an extraction, a
+successful finish), HIGH for successful actions that changed the page or the
+form, NORMAL for other successful actions, LOW for routine ones (wait, scroll,
+a key press without a target). When more than MAX_RECENT entries are kept,
+the oldest entry of the lowest priority goes first; CRITICAL entries are
+never pruned."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,6 +24,9 @@ from memledger.projections.text import add_event_id, build, domain_matches, evol
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
 MAX_RECENT = 50
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+ROUTINE = frozenset({"wait", "scroll"})
+DISCOVERIES = frozenset({"extract"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +43,8 @@ class ShortTerm:
     cycle_count: int
     event_ids: tuple[str, ...]
     session_id: str | None = None
+    visited_urls: tuple[str, ...] = ()
+    completed: bool = False
 
     def has_failed(self, signature: str) -> bool:
         return signature in self.failed_signatures
@@ -47,6 +61,34 @@ class ShortTermState:
 
 def empty() -> ShortTermState:
     return ShortTermState()
+
+
+def priority_of(d: dict[str, Any], before: str, after: str) -> str:
+    """Seed 003's MemoryPriority of a step as a short-term entry (see the module docstring)."""
+    given = d.get("priority")
+    if given:
+        return str(given)
+    command = d["action"].get("command", "")
+    if not d["ok"]:
+        return "critical"
+    if command in DISCOVERIES or command == "finish":
+        return "critical"
+    if command in ROUTINE or (command == "press" and not (d["action"].get("args") or {}).get("ref")):
+        return "low"
+    if after != before or command in ("fill", "type", "select", "goto", "back"):
+        return "high"
+    return "normal"
+
+
+def trim(recent: tuple[dict[str, Any], ...], limit: int = MAX_RECENT) -> tuple[dict[str, Any], ...]:
+    """At most `limit` entries: drop the oldest of the lowest priority first, never a critical one."""
+    out = list(recent)
+    while len(out) > limit:
+        victims = [(PRIORITY_RANK[e["priority"]], -i) for i, e in enumerate(out) if e["priority"] != "critical"]
+        if not victims:
+            break
+        del out[-max(victims)[1]]
+    return tuple(out)
 
 
 def action_key(action: dict[str, Any]) -> str:
@@ -78,22 +120,25 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
         key = action_key(action)
         sig = action_signature(action, before)
         entry = {"step": ev.step, "key": key, "url": before, "ok": bool(d["ok"]), "error": d.get("error"),
-                 "signature": sig}
-        recent = (*st.recent[-(MAX_RECENT - 1):], entry)
+                 "signature": sig, "priority": priority_of(d, before, after)}
+        recent = trim((*st.recent, entry))
         freq = dict(st.action_frequency)
         freq[key] = freq.get(key, 0) + 1
         failed = st.failed_signatures if d["ok"] or sig in st.failed_signatures else (*st.failed_signatures, sig)
-        path = st.navigation_path
+        path, visited = st.navigation_path, st.visited_urls
         for url in (before, after):
             if url and (not path or path[-1] != url):
                 path = (*path, url)
+            if url and url not in visited:
+                visited = (*visited, url)
         state.by_run[ev.run_id] = evolve(
             st, recent=recent, failed_signatures=failed, action_frequency=freq,
             loop_warnings=loop_warnings(recent, policy.loop_threshold, policy.loop_window),
-            navigation_path=path, current_url=after or st.current_url, cycle_count=st.cycle_count + 1,
+            navigation_path=path, visited_urls=visited, current_url=after or st.current_url,
+            cycle_count=st.cycle_count + 1,
             event_ids=add_event_id(st.event_ids, ev.id))
-    elif t == "run_completed" and ev.run_id:
-        state.by_run.pop(ev.run_id, None)
+    elif t == "run_completed" and ev.run_id and ev.run_id in state.by_run:
+        state.by_run[ev.run_id] = evolve(state.by_run[ev.run_id], completed=True)
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
         if kind == "run":
@@ -111,7 +156,7 @@ def decode(raw: dict[str, Any]) -> ShortTermState:
     return ShortTermState(by_run={rid: build(
         ShortTerm, r, recent=tuple(r["recent"]), failed_signatures=tuple(r["failed_signatures"]),
         loop_warnings=tuple(r["loop_warnings"]), navigation_path=tuple(r["navigation_path"]),
-        event_ids=tuple(r["event_ids"])) for rid, r in raw.get("by_run", {}).items()})
+        visited_urls=tuple(r.get("visited_urls") or ()), event_ids=tuple(r["event_ids"])) for rid, r in raw.get("by_run", {}).items()})
 
 
 def tables(state: ShortTermState) -> dict[str, list[dict[str, Any]]]:
@@ -120,5 +165,7 @@ def tables(state: ShortTermState) -> dict[str, list[dict[str, Any]]]:
              "action_frequency": orjson.dumps(st.action_frequency, option=orjson.OPT_SORT_KEYS).decode(),
              "loop_warnings": orjson.dumps(st.loop_warnings).decode(),
              "navigation_path": orjson.dumps(st.navigation_path).decode(),
+             "visited_urls": orjson.dumps(st.visited_urls).decode(), "completed": int(st.completed),
+             "recent": orjson.dumps(st.recent).decode(),
              "event_ids": orjson.dumps(st.event_ids).decode()} for st in state.by_run.values()]
     return {"short_term": rows}

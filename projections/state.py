@@ -32,6 +32,10 @@ PROJECTION_MODULES: dict[str, str] = {
     "runs": "memledger.projections.runs",
     "step_memories": "memledger.projections.steps",
     "short_term": "memledger.projections.short_term",
+    "patterns": "memledger.projections.patterns",
+    "context": "memledger.projections.context",
+    "snapshots": "memledger.projections.snapshots",
+    "sitemap": "memledger.projections.sitemap",
 }
 PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
 
@@ -52,6 +56,10 @@ class MemoryState:
     runs: Any = None
     step_memories: Any = None
     short_term: Any = None
+    patterns: Any = None
+    context: Any = None
+    snapshots: Any = None
+    sitemap: Any = None
     head: int = 0
     heads: dict[str, int] = field(default_factory=dict)
 

@@ -26,7 +26,13 @@ from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
 from memledger.projections.sessions import SessionEntry
 from memledger.projections.selectors import SelectorEntry
+from memledger.projections import context as context_mod, patterns as patterns_mod
+from memledger.projections import sitemap as sitemap_mod, snapshots as snapshots_mod
+from memledger.projections.context import ContextEntry
+from memledger.projections.patterns import Pattern
 from memledger.projections.short_term import ShortTerm, empty_run
+from memledger.projections.sitemap import SiteMap, SitePage
+from memledger.projections.snapshots import Snapshot
 from memledger.projections.state import MemoryState, digests, fold
 from memledger.projections.steps import StepMemory
 from memledger.projections.text import domain_matches, parent_domains, words
@@ -281,6 +287,37 @@ class MemoryView:
 
     def short_term(self, run_id: str) -> ShortTerm:
         return self.state.short_term.by_run.get(run_id) or empty_run(run_id)
+
+    def short_terms(self, run_id: str | None = None, domain: str | None = None) -> list[ShortTerm]:
+        """Short-term memory of one run, or of every run (on a domain), in run order."""
+        return [st for rid, st in self.state.short_term.by_run.items()
+                if (run_id is None or rid == run_id) and (domain is None or domain_matches(st.domain, domain))]
+
+    # ---- layered memory (seed 003) ------------------------------------------------
+
+    def patterns(self, domain: str | None = None) -> list[Pattern]:
+        """Learned patterns (of a domain and its subdomains), best first."""
+        return patterns_mod.for_domain(self.state.patterns, domain)
+
+    def context(self, run_id: str | None = None, domain: str | None = None) -> list[ContextEntry]:
+        return context_mod.entries(self.state.context, run_id, domain)
+
+    def relevant_context(self, goal: str, run_id: str | None, domain: str | None) -> list[ContextEntry]:
+        """The run's user context and the domain's inferred context sharing words with the goal."""
+        return context_mod.relevant(self.state.context, goal, run_id, domain)
+
+    def cached_extraction(self, key: str, now: str) -> ContextEntry | None:
+        """The extraction for `key` when it is at most `extraction_ttl_seconds` old at `now`."""
+        return context_mod.fresh_extraction(self.state.context, key, now, self.policy.extraction_ttl_seconds)
+
+    def snapshots(self, run_id: str | None = None, domain: str | None = None) -> list[Snapshot]:
+        return snapshots_mod.listed(self.state.snapshots, run_id, domain)
+
+    def sitemap(self, domain: str) -> SiteMap | None:
+        return self.state.sitemap.by_domain.get(domain)
+
+    def sitemap_pages(self, domain: str | None = None) -> list[SitePage]:
+        return sitemap_mod.pages(self.state.sitemap, domain)
 
     # ---- runs ----------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from memledger.projections.policy import DEFAULT_POLICY, Policy, decide, lesson_
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
-WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories")
+WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
 
 SEEDS = (
     ("If fill fails, click(ref) to focus the input, then type(text) to enter text.",

@@ -365,6 +365,12 @@ class FakeBrowser:
     def page_text(self) -> str:
         return ""
 
+    def form_state(self) -> dict[str, str]:
+        return {}
+
+    def scroll_position(self) -> tuple[int, int]:
+        return (0, 0)
+
 
 class Stubborn:
     name = "stubborn"
@@ -386,7 +392,12 @@ def test_repeated_action_aborts(tmp_path: Any) -> None:
     r = run_task(FakeBrowser(), mem, Stubborn(), goal='Click "Go"', start_url="http://fake.test/")
     assert (r.success, r.reason, r.turns) == (False, "repeated_action", 3)
     done = [e for e in store.read(types=["run_completed"])][-1]
-    assert done.data["reason"] == "repeated_action" and done.data["policy_decisions"] == 3
+    # turns 2 and 3 repeat the click that just failed there: seed 003's is_repeated_failure asks the
+    # policy once more each time (a stubborn one insists, and the third identical action aborts)
+    assert done.data["reason"] == "repeated_action" and done.data["policy_decisions"] == 5
+    detected = [e.data for e in store.read(types=["repeated_failure_detected"])]
+    assert [d["response"] for d in detected] == ["chose_otherwise", "chose_otherwise"]
+    assert detected[0]["url"] == "http://fake.test/" and detected[0]["action"].startswith("click(")
     recalls = list(store.read(types=["error_recall"]))
     assert len(recalls) == 2 and recalls[0].data["command"] == "click"
 

@@ -33,11 +33,16 @@ HOSTS: dict[str, str] = {
     "news.test": "news",
     "portal.test": "portal",
     "forum.test": "forum",
+    "club.test": "club",    # a login behind a link: learned once as a pattern, then reused
+    "help.test": "help",    # a dead end that needs backtracking
+    "docs.test": "docs",    # a small site to explore (sitemap)
 }
 #: paths whose response the server delays (seconds): the slow page quirk
 SLOW_PATHS: dict[str, float] = {"/article/election-results": 1.2}
 CASES_FILE = ROOT / "cases.json"
 HOSTILE_CASES_FILE = ROOT / "hostile_cases.json"
+#: cases for seed 003's layered memory that the demo's suite does not reach (run in this order)
+MEMORY_CASES_FILE = ROOT / "memory_cases.json"
 
 
 def _resolve(host: str, path: str) -> Path | None:

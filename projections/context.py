@@ -1,0 +1,138 @@
+"""The context store (seed 003's ContextStore): user context given to a run, context
+inferred during execution (with its source), and the extraction cache.
+
+User context belongs to the run it was given to; inferred context to the domain
+where it was inferred (a later run on the site sees it too). Relevance
+retrieval scores an entry by how many words of its key and value the goal
+shares. The extraction cache keeps the latest extraction per key; whether it
+is still fresh is a read-time rule on occurred time (`fresh_extraction`), so
+the fold stays pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from memledger.ledger.events import RecordedEvent
+from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
+
+TYPES = ("run_started", "context_given", "context_inferred", "extraction_recorded", "extraction_served",
+         "subject_forgotten")
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    kind: str  # user | inferred | extraction
+    key: str
+    value: str
+    source: str
+    run_id: str | None
+    domain: str
+    occurred_at: str
+    event_ids: tuple[str, ...]
+    session_id: str | None = None
+    #: extractions only: where it came from, what the page linked to, how often it was served from memory
+    url: str = ""
+    title: str = ""
+    links: tuple[dict[str, str], ...] = ()
+    section_count: int = 0
+    served_count: int = 0
+
+
+@dataclass
+class ContextState:
+    #: "kind\x1fscope\x1fkey" -> entry (scope: the run for user context, the domain otherwise)
+    entries: dict[str, ContextEntry] = field(default_factory=dict)
+    #: run_id -> session_id, so that forgetting a session forgets its runs' context
+    session_of: dict[str, str] = field(default_factory=dict)
+
+
+def empty() -> ContextState:
+    return ContextState()
+
+
+def _slot(kind: str, scope: str, key: str) -> str:
+    return f"{kind}\x1f{scope}\x1f{key}"
+
+
+def apply(state: ContextState, ev: RecordedEvent, policy: Any = None) -> ContextState:
+    """Fold one event (in place; returns the state)."""
+    d, t = ev.data, ev.type
+    domain = ev.domain or ""
+    if t == "run_started":
+        if ev.run_id and d.get("session_id"):
+            state.session_of[ev.run_id] = d["session_id"]
+    elif t in ("context_given", "context_inferred"):
+        kind = "user" if t == "context_given" else "inferred"
+        slot = _slot(kind, (ev.run_id or "") if kind == "user" else domain, d["key"])
+        state.entries[slot] = ContextEntry(
+            kind=kind, key=d["key"], value=d["value"], source=d.get("source") or "user", run_id=ev.run_id,
+            domain=domain, occurred_at=ev.occurred_at, event_ids=(ev.id,),
+            session_id=state.session_of.get(ev.run_id or ""))
+    elif t == "extraction_recorded":
+        state.entries[_slot("extraction", "", d["key"])] = ContextEntry(
+            kind="extraction", key=d["key"], value=d.get("text", ""), source=d["tool"], run_id=ev.run_id,
+            domain=domain, occurred_at=ev.occurred_at, event_ids=(ev.id,),
+            session_id=state.session_of.get(ev.run_id or ""), url=d.get("url", ""), title=d.get("title", ""),
+            links=tuple(d.get("links") or ()), section_count=int(d.get("section_count", 0)))
+    elif t == "extraction_served":
+        slot = _slot("extraction", "", d["key"])
+        old = state.entries.get(slot)
+        if old is not None:
+            state.entries[slot] = evolve(old, served_count=old.served_count + 1,
+                                         event_ids=add_event_id(old.event_ids, ev.id))
+    elif t == "subject_forgotten":
+        kind, subject = d["subject_kind"], d["subject"]
+        runs = forgotten_runs(d) if kind in ("run", "session") else set()
+        if kind == "session":
+            runs |= {r for r, s in state.session_of.items() if s == subject}
+        for slot in [k for k, e in state.entries.items()
+                     if (kind == "domain" and domain_matches(e.domain, subject)) or (e.run_id in runs)]:
+            del state.entries[slot]
+        for r in runs:
+            state.session_of.pop(r, None)
+    return state
+
+
+def entries(state: ContextState, run_id: str | None = None, domain: str | None = None) -> list[ContextEntry]:
+    """Every entry (user, inferred, extraction), in recording order, filtered by run and domain."""
+    return [e for e in state.entries.values()
+            if (run_id is None or e.run_id == run_id) and (domain is None or domain_matches(e.domain, domain))]
+
+
+def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | None) -> list[ContextEntry]:
+    """Seed 003's get_relevant_context: the run's user context and the domain's inferred context
+    whose key or value shares words with the goal, most shared words first (then recording order)."""
+    goal_words = words(goal)
+    scored = []
+    for i, e in enumerate(state.entries.values()):
+        if e.kind == "user" and e.run_id == run_id or e.kind == "inferred" and domain and domain_matches(e.domain, domain):
+            score = len(goal_words & words(f"{e.key} {e.value}"))
+            if score:
+                scored.append((-score, i, e))
+    return [e for _, _, e in sorted(scored, key=lambda x: (x[0], x[1]))]
+
+
+def fresh_extraction(state: ContextState, key: str, now: str, ttl_seconds: float) -> ContextEntry | None:
+    """The cached extraction for `key` when it is at most `ttl_seconds` old at `now` (occurred time)."""
+    e = state.entries.get(_slot("extraction", "", key))
+    if e is None or older_than(e.occurred_at, now, ttl_seconds / SECONDS_PER_DAY):
+        return None
+    return e
+
+
+def decode(raw: dict[str, Any]) -> ContextState:
+    return ContextState(entries={k: build(ContextEntry, r, event_ids=tuple(r["event_ids"]), links=tuple(r["links"]))
+                                 for k, r in raw.get("entries", {}).items()},
+                        session_of=dict(raw.get("session_of", {})))
+
+
+def tables(state: ContextState) -> dict[str, list[dict[str, Any]]]:
+    return {"context": [{
+        "slot": k.replace("\x1f", "|"), "kind": e.kind, "key": e.key, "value": e.value, "source": e.source,
+        "run_id": e.run_id, "domain": e.domain, "occurred_at": e.occurred_at, "url": e.url, "title": e.title,
+        "links": orjson.dumps(e.links).decode(), "section_count": e.section_count, "served_count": e.served_count,
+        "event_ids": orjson.dumps(e.event_ids).decode()} for k, e in state.entries.items()]}

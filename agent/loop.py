@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 from typing import Any
 
+from memledger.ledger.events import EnvState
 from memledger.ledger.ids import short_id
 from memledger.ledger.redact import MARKER
 from memledger.agent import prompt as P

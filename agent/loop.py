@@ -21,19 +21,19 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
+from memledger.agent import compress as C
+from memledger.agent import prompt as P
+from memledger.agent.browser import Browser, Observation, domain_of, origin_of
+from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memledger.agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
+from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memledger.ledger.events import EnvState
 from memledger.ledger.ids import short_id
 from memledger.ledger.redact import MARKER
-from memledger.agent import prompt as P
-from memledger.agent.browser import Browser, Observation, domain_of, origin_of
-from memledger.agent import compress as C
-from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memledger.agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
 from memledger.projections.short_term import ShortTerm, priority_of
-from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 
 Approval = Callable[[Decision, Observation], bool]
 

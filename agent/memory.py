@@ -39,24 +39,55 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from memledger.ledger.clock import format_ts, parse_ts
-from memledger.ledger.errors import InvalidEvent, LedgerError, UnknownItem
-from memledger.ledger.events import (
-    Action, Backtracked, ContextBuilt, ContextGiven, ContextInferred, ContextItem, DomainRecall, ElementRef, EnvState,
-    ErrorRecall, ExplorationCompleted, ExplorationStarted, ExtractionRecorded, ExtractionServed, FactObserved,
-    LessonRecorded, NewEvent, PatternLearned, PatternUsed, Payload, RecordedEvent, RepeatedFailureDetected,
-    RunCompleted, RunProgress, RunStarted, SelectorFailed, SelectorSucceeded, SessionRecorded, SitemapLinksDiscovered,
-    SitemapPageVisited, SnapshotTaken, StepGraded, StepRecorded, Tier1Loaded, TrajectoryRecalled, TrajectoryRecorded,
-    TrajectoryStep,
-)
-from memledger.ledger.credentials import passwords
-from memledger.ledger.ids import short_id
-from memledger.ledger.jsonl import first_error
-from memledger.ledger.redact import MARKER, masked_args
 from memledger.agent.browser import domain_of, origin_of
 from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
 from memledger.agent.patterns import learn_patterns
 from memledger.agent.prompt import quoted_name
+from memledger.ledger.clock import format_ts, parse_ts
+from memledger.ledger.credentials import passwords
+from memledger.ledger.errors import InvalidEvent, LedgerError, UnknownItem
+from memledger.ledger.events import (
+    Action,
+    Backtracked,
+    ContextBuilt,
+    ContextGiven,
+    ContextInferred,
+    ContextItem,
+    DomainRecall,
+    ElementRef,
+    EnvState,
+    ErrorRecall,
+    ExplorationCompleted,
+    ExplorationStarted,
+    ExtractionRecorded,
+    ExtractionServed,
+    FactObserved,
+    LessonRecorded,
+    NewEvent,
+    PatternLearned,
+    PatternUsed,
+    Payload,
+    RecordedEvent,
+    RepeatedFailureDetected,
+    RunCompleted,
+    RunProgress,
+    RunStarted,
+    SelectorFailed,
+    SelectorSucceeded,
+    SessionRecorded,
+    SitemapLinksDiscovered,
+    SitemapPageVisited,
+    SnapshotTaken,
+    StepGraded,
+    StepRecorded,
+    Tier1Loaded,
+    TrajectoryRecalled,
+    TrajectoryRecorded,
+    TrajectoryStep,
+)
+from memledger.ledger.ids import short_id
+from memledger.ledger.jsonl import first_error
+from memledger.ledger.redact import MARKER, masked_args
 from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.policy import DEFAULT_POLICY, Policy

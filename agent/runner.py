@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
 from rich.table import Table
+from rich.text import Text
 
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.ids import short_id
 from memledger.agent.browser import Browser
 from memledger.agent.budget import DEFAULT_BUDGET
 from memledger.agent.explore import explore
@@ -34,6 +32,8 @@ from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import PolicyError, make_policy
 from memledger.agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.ids import short_id
 from memledger.projections.policy import Policy
 from memledger.projections.text import clip
 

@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 
 from memledger.analytics.duck import connect
-from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.output import Report, Table
+from memledger.analytics.queries import ANALYSES, sections
 from memledger.ledger.errors import LedgerError
 
 _PARAM = re.compile(r"\$([a-z_]+)")

@@ -31,10 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from memledger.analytics.forget import Forgotten
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import RecordedEvent
-
-from memledger.analytics.forget import Forgotten
 
 FORGOTTEN_TEXT = "[forgotten]"
 STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",

@@ -11,13 +11,12 @@ from typing import Any, TypeVar
 
 import click
 
-from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.experiment import EXPERIMENT_SECTIONS, policy_parameters
+from memledger.analytics.queries import ANALYSES, sections
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS
 from memledger.ledger.commands import allow_broken_option
 from memledger.ledger.settings import Settings
 from memledger.output import FORMATS, console, emit, listing_options
-
 
 T = TypeVar("T")
 

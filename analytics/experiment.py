@@ -42,11 +42,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from memledger.analytics.forget import Forgotten
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
-
-from memledger.analytics.forget import Forgotten
 from memledger.projections.knowledge import current_facts
 from memledger.projections.replay import PolicyMemory, as_new, opens_run
 from memledger.projections.view import MemoryView
@@ -325,8 +324,8 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
                    real_policy: Any | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Replay observations 1..until under the changed policy; plain-data answer (see module doc)."""
-    from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
     from memledger.analytics.fork import resolve_seq
+    from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
 
     base = real_policy if real_policy is not None else DEFAULT_POLICY
     policy = make_policy(base, overrides)

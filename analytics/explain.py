@@ -18,10 +18,9 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.events import RecordedEvent
-
-from memledger.analytics.forget import Forgotten, lesson_id_of
 
 LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
                  "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")

@@ -20,6 +20,7 @@ import orjson
 
 from memledger.ledger.errors import LedgerError
 
+
 @dataclass
 class Table:
     """Rows of one answer, in column order; values are JSON-ready scalars or lists."""

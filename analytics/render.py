@@ -9,8 +9,8 @@ import html
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
 from rich.table import Table
+from rich.text import Text
 
 from memledger.projections.text import clip
 

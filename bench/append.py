@@ -33,8 +33,7 @@ if __package__ in (None, ""):
 import orjson
 
 from bench import Figure, table, timed
-from memledger.ledger.events import (Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent,
-                           StepRecorded)
+from memledger.ledger.events import Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent, StepRecorded
 from memledger.ledger.ids import uuid7
 from memledger.ledger.store import GENESIS_HASH, SqliteStore
 

@@ -46,10 +46,10 @@ if __package__ in (None, ""):
 
 import duckdb
 
-from memledger.analytics.answers import sections
-from memledger.analytics.duck import ATTACHERS, connect, sql_text
 from bench import Figure, show, timed
 from bench.projections import build_ledger
+from memledger.analytics.answers import sections
+from memledger.analytics.duck import ATTACHERS, connect, sql_text
 
 BENCH = "duck_queries"
 #: as analytics.duck: DuckDB never downloads an extension

@@ -33,8 +33,23 @@ if __package__ in (None, ""):
 from bench import Figure, show
 from memledger.ledger.clock import SteppingClock, format_ts, parse_ts
 from memledger.ledger.events import (
-    Action, ContextBuilt, EnvState, DomainRecall, ErrorRecall, FactContradicted, FactObserved, LessonDeduplicated, LessonPromoted,
-    LessonRecorded, NewEvent, RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded,
+    Action,
+    ContextBuilt,
+    DomainRecall,
+    EnvState,
+    ErrorRecall,
+    FactContradicted,
+    FactObserved,
+    LessonDeduplicated,
+    LessonPromoted,
+    LessonRecorded,
+    NewEvent,
+    RunCompleted,
+    RunStarted,
+    SelectorSucceeded,
+    SessionRecorded,
+    StepGraded,
+    StepRecorded,
     TrajectoryRecorded,
 )
 from memledger.ledger.events import TrajectoryStep as StepModel

@@ -286,7 +286,7 @@ def run(quick: bool = False, seconds: float | None = None, writers: int = 8, pg_
 def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None = None,
             durable_server: bool = True, batch: int = 1) -> list[LoadResult]:
     """Both stores at each durability level, on fresh ledgers (a throw-away server unless `pg_url`)."""
-    from tests.pg import TempPostgres
+    from devtools.pg import TempPostgres
     with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
         sqlite_urls = [f"sqlite:///{Path(tmp) / level / 'ledger.db'}" for level in levels]
         if pg_url:

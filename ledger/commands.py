@@ -10,14 +10,13 @@ import click
 import orjson
 
 from memledger.analytics.output import Report, Table, cell_text
-from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
-from memledger.projections.text import clip
-
 from memledger.ledger.anchor import Anchor, parse_anchor, verify_ledger
 from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
 from memledger.ledger.settings import Settings, raw_writer
+from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
+from memledger.projections.text import clip
 
 
 def _settings() -> Settings:

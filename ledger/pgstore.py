@@ -38,14 +38,26 @@ from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memledger.ledger.clock import Clock, normalize_ts, system_clock
-from memledger.ledger.errors import (AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked,
-                           LedgerReadOnly, NewerSchema, NoLedger, NotALedger)
+from memledger.ledger.errors import AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked, LedgerReadOnly, NewerSchema, NoLedger, NotALedger
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
-from memledger.ledger.store import (APPLICATION_ID, COLUMNS, GENESIS_HASH, STORE_SCHEMA_VERSION, Stats, Transaction,
-                          VerifyResult, _env_busy_timeout, chain_for, checked, read_filter, redacted_envelope,
-                          row_to_event, walk_chain)
+from memledger.ledger.store import (
+    APPLICATION_ID,
+    COLUMNS,
+    GENESIS_HASH,
+    STORE_SCHEMA_VERSION,
+    Stats,
+    Transaction,
+    VerifyResult,
+    _env_busy_timeout,
+    chain_for,
+    checked,
+    read_filter,
+    redacted_envelope,
+    row_to_event,
+    walk_chain,
+)
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"

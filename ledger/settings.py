@@ -1,8 +1,8 @@
 """What every command needs to find memory: the memory directory and the store URL."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

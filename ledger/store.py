@@ -29,8 +29,7 @@ import orjson
 import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from memledger.ledger.errors import (ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger,
-                                     NotALedger, translated)
+from memledger.ledger.errors import ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, translated
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor

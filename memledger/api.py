@@ -26,15 +26,17 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memledger.agent.memory import STALE_AFTER, Lesson, Memory as RunMemory, Run, TrajectoryRecall
+from memledger.agent.memory import STALE_AFTER, Lesson, Run, TrajectoryRecall
+from memledger.agent.memory import Memory as RunMemory
 from memledger.analytics.audit import audit_run
 from memledger.analytics.experiment import run_experiment
 from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError as MemledgerError
-from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
 from memledger.ledger.jsonl import first_error
+from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
 from memledger.projections.materialize import ProjectionsHead
-from memledger.projections.policy import DEFAULT_POLICY, Policy as PolicyFields
+from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.policy import Policy as PolicyFields
 from memledger.projections.report import STATE_KINDS, open_state
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemledgerError"]

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from memledger.api import Memory, MemledgerError, Run, plain
+from memledger.api import MemledgerError, Memory, Run, plain
 from memledger.ledger.errors import ConcurrencyConflict, LedgerLocked, UnknownItem
 from memledger.ledger.jsonl import parse_lines
 

@@ -38,7 +38,15 @@ from memledger.ledger.events import RecordedEvent
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
-    PROJECTIONS, LazyState, MemoryState, decode, dispatch, encode, fingerprint, fold, module,
+    PROJECTIONS,
+    LazyState,
+    MemoryState,
+    decode,
+    dispatch,
+    encode,
+    fingerprint,
+    fold,
+    module,
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"

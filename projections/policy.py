@@ -22,7 +22,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from memledger.ledger.events import (
-    FactContradicted, FactsPruned, LessonDeduplicated, LessonPromoted, NewEvent, Payload, PatternsPruned,
+    FactContradicted,
+    FactsPruned,
+    LessonDeduplicated,
+    LessonPromoted,
+    NewEvent,
+    PatternsPruned,
+    Payload,
 )
 from memledger.projections import patterns as patterns_mod
 

@@ -33,6 +33,7 @@ from memledger.ledger.store import redacted_envelope, serialize_payload
 from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, on_open
 from memledger.projections.state import MemoryState, dispatch
 from memledger.projections.writer import WRITER_PROJECTIONS
+
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
 OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired"})
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from functools import lru_cache
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any

@@ -18,18 +18,23 @@ from typing import Any
 
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.ids import short_id
-from memledger.projections import knowledge, runs as runs_mod, selectors as selectors_mod, steps as steps_mod
+from memledger.projections import context as context_mod
+from memledger.projections import knowledge
+from memledger.projections import patterns as patterns_mod
+from memledger.projections import runs as runs_mod
+from memledger.projections import selectors as selectors_mod
+from memledger.projections import sitemap as sitemap_mod
+from memledger.projections import snapshots as snapshots_mod
+from memledger.projections import steps as steps_mod
 from memledger.projections import trajectories as traj_mod
+from memledger.projections.context import ContextEntry
 from memledger.projections.knowledge import Fact
 from memledger.projections.lessons import Lesson, ranked, tier1
+from memledger.projections.patterns import Pattern
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
-from memledger.projections.sessions import SessionEntry
 from memledger.projections.selectors import SelectorEntry
-from memledger.projections import context as context_mod, patterns as patterns_mod
-from memledger.projections import sitemap as sitemap_mod, snapshots as snapshots_mod
-from memledger.projections.context import ContextEntry
-from memledger.projections.patterns import Pattern
+from memledger.projections.sessions import SessionEntry
 from memledger.projections.short_term import ShortTerm, empty_run
 from memledger.projections.sitemap import SiteMap, SitePage
 from memledger.projections.snapshots import Snapshot

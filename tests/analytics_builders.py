@@ -16,9 +16,25 @@ from datetime import timedelta
 from typing import Any
 
 from memledger.ledger.events import (
-    Action, ContextBuilt, ContextItem, DomainRecall, EnvState, ErrorRecall, FactObserved, LessonRecorded,
-    RunCompleted, RunStarted, SelectorSucceeded, SessionRecorded, StepRecorded, SubjectForgotten, Tier1Loaded,
-    TrajectoryRecorded, TrajectoryStep, TrajectoryRecalled, event,
+    Action,
+    ContextBuilt,
+    ContextItem,
+    DomainRecall,
+    EnvState,
+    ErrorRecall,
+    FactObserved,
+    LessonRecorded,
+    RunCompleted,
+    RunStarted,
+    SelectorSucceeded,
+    SessionRecorded,
+    StepRecorded,
+    SubjectForgotten,
+    Tier1Loaded,
+    TrajectoryRecalled,
+    TrajectoryRecorded,
+    TrajectoryStep,
+    event,
 )
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
@@ -142,7 +158,8 @@ def hand_ledger(store: Any) -> dict[int, str]:
               trajectory T1 offered (15), step-1 prompt with L1, T1 and the fact, selectors trimmed (16),
               click ok (17), fact load=3s confirmed (18), fill fails (19), error recall of seed1 (20), completed (21)
     """
-    from memledger.ledger.events import LessonSeeded, StepRecorded as SR
+    from memledger.ledger.events import LessonSeeded
+    from memledger.ledger.events import StepRecorded as SR
 
     ids = {i: f"ev{i:02d}" for i in range(1, 22)}
     x = "x.test"

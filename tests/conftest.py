@@ -11,7 +11,7 @@ from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
 
 if TYPE_CHECKING:
-    from tests.pg import TempPostgres
+    from devtools.pg import TempPostgres
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def fresh_ledger(ledger_path: Path, clock: SteppingClock) -> Iterator[SqliteStor
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator["TempPostgres"]:
     """A throw-away PostgreSQL on 127.0.0.1; fails (never skips) when the binaries are missing."""
-    from tests.pg import PostgresMissing, TempPostgres
+    from devtools.pg import PostgresMissing, TempPostgres
     try:
         server = TempPostgres().start()
     except PostgresMissing as exc:

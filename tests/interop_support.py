@@ -14,7 +14,12 @@ from memledger.ledger.store import SqliteStore
 from memledger.projections.interop.exporters import export_memory
 from memledger.projections.interop.importers import import_source
 from memledger.projections.interop.sources import (
-    Seed000Knowledge, Seed000RunManifest, Seed000Selectors, Seed000Trajectory, Seed001Memory, TraynEntry,
+    Seed000Knowledge,
+    Seed000RunManifest,
+    Seed000Selectors,
+    Seed000Trajectory,
+    Seed001Memory,
+    TraynEntry,
 )
 from memledger.projections.view import MemoryView
 

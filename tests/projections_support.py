@@ -6,8 +6,16 @@ from typing import Any
 
 from memledger.ledger.clock import format_ts, parse_ts
 from memledger.ledger.events import (
-    ErrorRecall, FactObserved, LessonRecorded, NewEvent, RunCompleted, RunStarted, SessionRecorded,
-    StepGraded, StepRecorded, TrajectoryRecorded,
+    ErrorRecall,
+    FactObserved,
+    LessonRecorded,
+    NewEvent,
+    RunCompleted,
+    RunStarted,
+    SessionRecorded,
+    StepGraded,
+    StepRecorded,
+    TrajectoryRecorded,
 )
 
 T0 = "2026-01-01T00:00:00.000000Z"

@@ -8,18 +8,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memledger.agent import prompt as P
 from memledger.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
 from memledger.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
 from memledger.agent.loop import RunConfig, check_success, run_task
 from memledger.agent.memory import (
-    AgentMemory, RunOutcome, StepRecord, effective_steps, error_pattern, extract_lessons, goal_secrets,
-    grade_steps, observe_facts,
+    AgentMemory,
+    RunOutcome,
+    StepRecord,
+    effective_steps,
+    error_pattern,
+    extract_lessons,
+    goal_secrets,
+    grade_steps,
+    observe_facts,
 )
 from memledger.agent.policy import (
-    Decision, DecisionContext, OpenAIPolicy, PolicyError, ScriptedPolicy, StepView, SubGoal, parse_goal,
+    Decision,
+    DecisionContext,
+    OpenAIPolicy,
+    PolicyError,
+    ScriptedPolicy,
+    StepView,
+    SubGoal,
+    parse_goal,
 )
 from memledger.agent.sites import load_cases
 from memledger.ledger.redact import MARKER

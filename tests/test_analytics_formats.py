@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from memledger.analytics.answers import ANALYSES, analyse, sections
-from memledger.output import emit
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
+from memledger.output import emit
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

@@ -7,13 +7,24 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memledger.analytics.answers import analyse_all
 from memledger.analytics.experiment import run_experiment
 from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import (ErrorRecall, FactObserved, LessonRecorded, RunCompleted, RunStarted, SelectorFailed,
-                           SelectorSucceeded, TrajectoryRecorded, TrajectoryStep, event)
+from memledger.ledger.events import (
+    ErrorRecall,
+    FactObserved,
+    LessonRecorded,
+    RunCompleted,
+    RunStarted,
+    SelectorFailed,
+    SelectorSucceeded,
+    TrajectoryRecorded,
+    TrajectoryStep,
+    event,
+)
 from memledger.ledger.store import SqliteStore
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter

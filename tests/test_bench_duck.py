@@ -11,7 +11,13 @@ from bench import markdown
 from bench.duck_queries import answers, measure, queries
 from bench.projections import build_ledger
 from memledger.ledger.events import (
-    DomainRecall, ErrorRecall, LessonDeduplicated, LessonPromoted, NewEvent, RunCompleted, RunStarted,
+    DomainRecall,
+    ErrorRecall,
+    LessonDeduplicated,
+    LessonPromoted,
+    NewEvent,
+    RunCompleted,
+    RunStarted,
     SubjectForgotten,
 )
 

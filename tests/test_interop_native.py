@@ -5,8 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from memledger.ledger.events import (
-    Action, ElementRef, EnvState, ErrorRecall, FactObserved, LessonRecorded, NewEvent, RunCompleted, RunProgress,
-    RunStarted, SelectorFailed, SelectorSucceeded, SessionRecorded, StepGraded, StepRecorded, TrajectoryRecorded,
+    Action,
+    ElementRef,
+    EnvState,
+    ErrorRecall,
+    FactObserved,
+    LessonRecorded,
+    NewEvent,
+    RunCompleted,
+    RunProgress,
+    RunStarted,
+    SelectorFailed,
+    SelectorSucceeded,
+    SessionRecorded,
+    StepGraded,
+    StepRecorded,
+    TrajectoryRecorded,
     TrajectoryStep,
 )
 from memledger.projections.interop.importers import import_source

@@ -16,7 +16,13 @@ from memledger.projections.interop.importers import detect_format, import_source
 from memledger.projections.view import MemoryView
 from tests.cli_runner import run_cli
 from tests.interop_support import (
-    DATA, export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn, roundtrip,
+    DATA,
+    export_of,
+    new_store,
+    norm_agent_memory,
+    norm_memory_json,
+    norm_trayn,
+    roundtrip,
 )
 
 MEMORY_JSON = DATA / "seed001" / "memory.json"

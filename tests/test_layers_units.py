@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memledger.agent import compress as C
 from memledger.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
@@ -17,8 +18,16 @@ from memledger.agent.patterns import fill_placeholders, learn_patterns
 from memledger.agent.prompt import recent_actions
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import (
-    ContextGiven, ContextInferred, ExplorationStarted, NewEvent, PatternLearned, PatternUsed, SitemapLinksDiscovered,
-    SitemapPageVisited, SnapshotTaken, SubjectForgotten,
+    ContextGiven,
+    ContextInferred,
+    ExplorationStarted,
+    NewEvent,
+    PatternLearned,
+    PatternUsed,
+    SitemapLinksDiscovered,
+    SitemapPageVisited,
+    SnapshotTaken,
+    SubjectForgotten,
 )
 from memledger.ledger.store import SqliteStore
 from memledger.projections.context import fresh_extraction

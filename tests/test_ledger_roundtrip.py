@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import NewEvent, PAYLOAD_ADAPTER, RunCompleted
+from memledger.ledger.events import PAYLOAD_ADAPTER, NewEvent, RunCompleted
 from memledger.ledger.redact import MARKER, default_redactor
 from memledger.ledger.store import SqliteStore, serialize_payload
 from tests.ledger_samples import new_events, sample_event

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from memledger.ledger.location import open_store
-from memledger.projections.materialize import rebuild
-from memledger.projections.materialize import load_state
+from memledger.projections.materialize import load_state, rebuild
 from memledger.projections.state import digests
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]

@@ -8,6 +8,7 @@ import duckdb
 import psycopg
 import pytest
 
+from devtools.pg import TempPostgres
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.copy import copy_ledger
 from memledger.ledger.errors import LedgerError, NewerSchema, NotALedger
@@ -15,7 +16,6 @@ from memledger.ledger.events import LessonSeeded, RunProgress, event
 from memledger.ledger.location import display_url, open_store
 from memledger.ledger.pgstore import PostgresStore
 from tests.cli_runner import run_cli
-from tests.pg import TempPostgres
 
 
 def some_events(n: int) -> list:  # type: ignore[type-arg]
@@ -141,7 +141,7 @@ def test_duckdb_reads_the_postgres_ledger_through_the_scanner(pg_server: TempPos
 
 
 def test_missing_postgresql_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tests.pg as pg
+    import devtools.pg as pg
     monkeypatch.setattr(pg.glob, "glob", lambda _pattern: [])
     monkeypatch.setattr(pg.shutil, "which", lambda _name: None)
     with pytest.raises(pg.PostgresMissing, match=r"apt-get install -y postgresql"):

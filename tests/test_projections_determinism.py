@@ -14,11 +14,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memledger.ledger.errors import LedgerTampered
+from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memledger.ledger.store import SqliteStore
 from memledger.projections import materialize
 from memledger.projections.lessons import lesson_id_for
@@ -28,7 +29,16 @@ from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.ledger_samples import new_events
 from tests.projections_support import (
-    at, fact, graded, lesson, recall, run_completed, run_started, session, step, trajectory,
+    at,
+    fact,
+    graded,
+    lesson,
+    recall,
+    run_completed,
+    run_started,
+    session,
+    step,
+    trajectory,
 )
 
 DOMAINS = ["a.com", "www.a.com", "b.org", "c.net"]

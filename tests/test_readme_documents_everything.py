@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memledger.ledger.events import EVENT_TYPES
 from memledger.cli import cli
+from memledger.ledger.events import EVENT_TYPES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

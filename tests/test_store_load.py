@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bench.stores import load
-from tests.pg import TempPostgres
+from devtools.pg import TempPostgres
 
 
 @pytest.mark.stress

@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from memledger.ledger.anchor import HeadFile, remember_head, verify_ledger
 from memledger.ledger.clock import SteppingClock

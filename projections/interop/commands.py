@@ -7,8 +7,8 @@ import click
 from rich.console import Console
 
 from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import LedgerError
 from memledger.ledger.commands import allow_broken_option
+from memledger.ledger.errors import LedgerError
 from memledger.ledger.settings import Settings
 from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memledger.projections.interop.importers import FORMATS, ImportResult, import_source

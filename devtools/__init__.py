@@ -1,0 +1,1 @@
+"""Development helpers shared by tests/ and bench/ (neither imports the other)."""

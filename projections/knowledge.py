@@ -117,6 +117,23 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"current": 2, "closed": 1}
+
+
+def touched(state: KnowledgeState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    d, domain = ev.data, ev.domain or ""
+    if ev.type == "fact_observed":
+        return [("current", domain, fact_id_for(domain, d["fact_type"], d["key"], d["value"]))]
+    if ev.type == "fact_contradicted":
+        return [("current", domain)]
+    if ev.type == "facts_pruned":
+        doms = {item.get("domain", domain) or "" for item in d.get("facts") or ()}
+        return [p for dom in sorted(doms) for p in (("current", dom), ("closed", dom))]
+    return None
+
+
 def current_facts(state: KnowledgeState, domain: str, min_confidence: float | None = None,
                   include_closed: bool = False) -> list[Fact]:
     """Current facts of one domain, most confident first (closed ones appended on request)."""

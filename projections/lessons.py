@@ -203,6 +203,34 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"lessons": 1, "by_key": 1, "seeded": 0}
+
+
+def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    t, d = ev.type, ev.data
+    if t == "lesson_recorded" or t == "lesson_seeded" or t == "lesson_deduplicated":
+        key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        lid = d.get("lesson_id") or lesson_id_for(
+            d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",)]
+    if t == "error_recall" or t == "domain_recall":
+        return [("lessons", lid) for lid in d.get("lesson_ids") or ()]
+    if t == "lesson_promoted":
+        return [("lessons", d["lesson_id"])]
+    if t == "lessons_pruned":
+        ids = d.get("lesson_ids") or ()
+        return [*(("lessons", lid) for lid in ids),
+                *(("by_key", key_of(state.lessons[lid])) for lid in ids if lid in state.lessons)]
+    return None
+
+
+def facet(field: str, item: Any) -> str | None:
+    """Tier 1 lessons are looked up on their own (audits show Tier 1 at every step)."""
+    return "tier1" if field == "lessons" and item.category in TIER1_CATEGORIES else None
+
+
 def forget(state: LessonsState, kind: str, subject: str) -> None:
     """Remove a subject: a lesson; a domain's scoped lessons (and the domain from every
     lesson's triggered_domains); a run's provenance."""

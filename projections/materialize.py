@@ -35,6 +35,8 @@ import sqlite_utils
 from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
+from memledger.projections import intervals
+from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
@@ -67,7 +69,7 @@ TABLE_PKS: dict[str, tuple[str, ...]] = {
     "sitemap": ("domain", "url"),
 }
 SOURCE = "projections.db"  # how anchors it remembers name it
-INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots")
+INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots", "_intervals")
 _lock = threading.Lock()
 
 
@@ -159,6 +161,7 @@ def _connect(path: Path) -> sqlite3.Connection:
                     "CREATE TABLE IF NOT EXISTS _snapshots (projection TEXT NOT NULL, seq INTEGER NOT NULL, "
                     "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, size INTEGER, "
                     "ledger_hash TEXT NOT NULL, mac TEXT NOT NULL, PRIMARY KEY (projection, seq))",
+                    *intervals.DDL,
                 ):
                     conn.execute(ddl)
                 for table in INTERNAL:
@@ -300,21 +303,33 @@ def forget_floor(store: Any, head: int) -> int:
 
 
 def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
-              snapshot: Any = None, progress: _Progress | None = None) -> MemoryState:
+              snapshot: Any = None, progress: _Progress | None = None, tracker: Tracker | None = None,
+              flush: Any = None) -> MemoryState:
     """Fold events into each projection after its own start seq; call `snapshot(seq, hash)` at
-    every multiple of SNAPSHOT_EVERY."""
+    every multiple of SNAPSHOT_EVERY; `tracker` records the validity intervals of the indexed
+    projections (`flush()` is called whenever it holds FLUSH_ROWS rows)."""
     names = list(starts)
     table = dispatch(names)
     get = table.get
     lo = min(starts.values()) if starts else 0
     uniform = all(s == lo for s in starts.values())
+    tracked = frozenset(tracker.names) if tracker is not None else frozenset()
     head = state.head
     pending = 0
     for ev in events:
         seq = ev.seq
         for name, fn in get(ev.type, ()):
             if uniform or seq > starts[name]:
-                setattr(state, name, fn(getattr(state, name), ev, policy))
+                if name in tracked:
+                    before = getattr(state, name)
+                    captured = tracker.before(name, before, ev)  # type: ignore[union-attr]
+                    after = fn(before, ev, policy)
+                    setattr(state, name, after)
+                    tracker.after(name, after, seq, captured)  # type: ignore[union-attr]
+                else:
+                    setattr(state, name, fn(getattr(state, name), ev, policy))
+        if tracker is not None and tracker.pending() >= intervals.FLUSH_ROWS:
+            flush()
         head = seq
         if snapshot is not None and seq % SNAPSHOT_EVERY == 0:
             state.head = seq
@@ -422,6 +437,7 @@ class Catchup:
         self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
         self.hashes: dict[int, str] = {}  # seq -> the ledger's hash there
+        self.tracker: Tracker | None = None
 
     def run(self) -> MemoryState:
         for attempt in (1, 2):
@@ -472,9 +488,15 @@ class Catchup:
             for name in PROJECTIONS:
                 if starts[name] > 0:
                     olds[name] = module(name).tables(getattr(state, name))
-        if rebuilt:  # snapshots of a projection being rebuilt are stale
+        floor = forget_floor(self.store, head)
+        self.tracker = tracker = Tracker(conn, PROJECTIONS, floor)
+        if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
             with writing(conn):
                 conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
+                conn.executemany("DELETE FROM _checkpoints WHERE projection = ?", [(n,) for n in rebuilt])
+                for name in rebuilt:
+                    if name in INDEXED:
+                        tracker.reset(name)
         for name in PROJECTIONS:
             row = conn.execute("SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? "
                                "ORDER BY seq DESC LIMIT 1", (name,)).fetchone()
@@ -483,14 +505,13 @@ class Catchup:
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
-        floor = forget_floor(self.store, head)
         seal = Seal.beside(self.path)
 
         def snapshot(seq: int, ledger_hash: str) -> None:
             if seq < floor:  # a snapshot before a forget would hold the forgotten subject
                 return
             for name in PROJECTIONS:
-                if seq <= starts[name]:
+                if seq <= starts[name] or name in INDEXED:  # the indexed ones answer as-of from intervals
                     continue
                 prev = self.last_snap.get(name)
                 if prev is not None and seq - prev[0] < max(SNAPSHOT_EVERY, prev[2] // SNAPSHOT_BYTES_PER_EVENT):
@@ -512,7 +533,8 @@ class Catchup:
             bar = _Progress(head - lo, self.progress if self.progress is not None else None,
                             "rebuilding projections" if lo == 0 else "catching up projections")
             try:
-                fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, bar)
+                fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, bar, tracker,
+                          lambda: self._flush_intervals(conn))
             finally:
                 bar.close()
         state.head = head
@@ -521,6 +543,11 @@ class Catchup:
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
             self._save(conn, state, olds, fp, head, rebuilt)
         return state
+
+    def _flush_intervals(self, conn: sqlite3.Connection) -> None:
+        if self.tracker is not None and self.tracker.pending():
+            with writing(conn):
+                self.tracker.flush()
 
     def _flush_snapshots(self, conn: sqlite3.Connection) -> None:
         if not self.snapshots:
@@ -537,6 +564,8 @@ class Catchup:
         seal = Seal.beside(self.path)
         db = sqlite_utils.Database(conn)
         with writing(conn):
+            if self.tracker is not None:
+                self.tracker.flush()
             current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
             existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for name in PROJECTIONS:
@@ -608,14 +637,26 @@ def current_projection(store: Any, path: Path, policy: Policy, name: str, head: 
     return projection_at(store, path, policy, name, head)
 
 
+def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy, name: str,
+               seq: int) -> bool:
+    """Whether projections.db's intervals answer projection `name` at `seq`: it is indexed, its
+    checkpoint is this code's and policy's and reaches `seq`, and no forget since `seq` dropped
+    the versions that held then."""
+    cp = cps.get(name)
+    return name in INDEXED and cp is not None and cp.seq >= seq and cp.fingerprint == fingerprint(name, policy) \
+        and forget_floor(store, cp.seq) <= seq
+
+
 def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -> Any:
-    """One projection at `seq`: its nearest snapshot at or before `seq`, then only its own
-    event types folded forward."""
+    """One projection at `seq`: read from its validity intervals when it is indexed, else its
+    nearest snapshot at or before `seq`, then only its own event types folded forward."""
     mod = module(name)
     state, start = mod.empty(), 0
     fp = fingerprint(name, policy)
     forged = None
-    with opened(path) as (conn, _):
+    with opened(path) as (conn, cps):
+        if indexed_at(conn, cps, store, policy, name, seq):
+            return intervals.state_from_rows(name, intervals.rows_at(conn, name, seq, cps[name].seq))
         row = conn.execute(
             "SELECT seq, state, same_as, digest, ledger_hash, mac FROM _snapshots WHERE projection = ? AND seq <= ? "
             "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()

@@ -101,6 +101,15 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"runs": 1}
+
+
+def touched(state: RunsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    return [("runs", ev.run_id or "")] if ev.type != "subject_forgotten" else None
+
+
 def listed(state: RunsState, session_id: str | None = None, domain: str | None = None, status: str | None = None,
            limit: int | None = None) -> list[RunManifest]:
     """Newest-updated first, as seed 000's registry lists them (completing a run moves it up):

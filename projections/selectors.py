@@ -37,13 +37,17 @@ def empty() -> SelectorsState:
     return SelectorsState()
 
 
+def entry_key(data: dict[str, Any]) -> str:
+    return f"{data['role']}\x1f{data['name']}\x1f{data['selector']}"
+
+
 def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> SelectorsState:
     """Fold one event (in place; returns the state)."""
     d = ev.data
     if ev.type in ("selector_succeeded", "selector_failed"):
         domain = ev.domain or ""
         entries = state.by_domain.setdefault(domain, {})
-        key = f"{d['role']}\x1f{d['name']}\x1f{d['selector']}"
+        key = entry_key(d)
         ok = ev.type == "selector_succeeded"
         old = entries.get(key)
         if old is None:
@@ -63,6 +67,18 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
             if not entries:
                 del state.by_domain[dom]
     return state
+
+
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"by_domain": 2}
+
+
+def touched(state: SelectorsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    if ev.type in ("selector_succeeded", "selector_failed"):
+        d = ev.data
+        return [("by_domain", ev.domain or "", entry_key(d))]
+    return None
 
 
 def ranked(state: SelectorsState, domain: str | None = None) -> list[SelectorEntry]:

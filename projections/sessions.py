@@ -65,6 +65,15 @@ def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"by_domain": 1}
+
+
+def touched(state: SessionsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    return [("by_domain", ev.domain or "")] if ev.type == "session_recorded" else None
+
+
 def decode(raw: dict[str, Any]) -> SessionsState:
     return SessionsState(by_domain={
         dom: [build(SessionEntry, r, event_ids=tuple(r["event_ids"])) for r in rows]

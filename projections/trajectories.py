@@ -121,6 +121,19 @@ def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> Tr
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"by_domain": 2, "session_of": 1}
+
+
+def touched(state: TrajectoriesState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    if ev.type == "run_started":
+        return [("session_of", ev.run_id)] if ev.run_id else []
+    if ev.type == "trajectory_recorded":
+        return [("by_domain", ev.domain or "", ev.data["trajectory_id"])]
+    return None
+
+
 def expired(state: TrajectoriesState, now: str, ttl_days: float) -> list[str]:
     """Ids of trajectories MORE than ttl_days old at `now` (sorted)."""
     return sorted(t.trajectory_id for items in state.by_domain.values() for t in items.values()

@@ -17,9 +17,12 @@ it (the first of its `event_ids`), and context items list the `origins` of
 all their event ids. Events before a run's first step (step None) count as
 step 0. Forgotten subjects never appear (see analytics/forget.py).
 
-The memory starts at projections.db's nearest snapshot before the first
-audited step and is folded progressively from there, which gives exactly
-`MemoryView.as_of(seq)` at each step without re-reading the log per step.
+The memory at each step is read by key from projections.db's validity
+intervals (Tier 1, the recalled lessons, the domain's facts and selectors, the
+offered trajectory as of that seq: `IndexedMemory`), so auditing a run late in
+a long log folds nothing. Where the intervals cannot answer (another policy,
+a step before the last forget) it is folded from the log, which gives exactly
+`MemoryView.as_of(seq)` at each step too (tests compare the two).
 
 Usage::
 
@@ -29,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import nullcontext
 from typing import Any
 
 from memledger.analytics.forget import Forgotten
@@ -166,16 +170,15 @@ def _action(ev: RecordedEvent | None) -> dict[str, Any] | None:
 AUDITED = ("lessons", "knowledge", "selectors", "trajectories")
 
 
-def memory_before(store: Any, seq: int, policy: Any, snapshots: bool = True) -> Any:
-    """The audited projections as of `seq`: from projections.db's nearest snapshots when the
-    ledger has one (so a run late in a long log does not refold it from seq 1), else folded
-    from the log."""
+def memory_before(store: Any, seq: int, policy: Any, from_projections: bool = True) -> Any:
+    """The audited projections as of `seq`: from projections.db when the ledger has one (so a
+    run late in a long log does not refold it from seq 1), else folded from the log."""
     from memledger.projections.materialize import caught_up, default_projections_path, projection_at
     from memledger.projections.policy import DEFAULT_POLICY
     from memledger.projections.state import MemoryState
     state = MemoryState.empty(AUDITED)
     # projections.db holds the default policy's memory: another policy is folded from the log
-    path = default_projections_path(store) if snapshots and policy == DEFAULT_POLICY else None
+    path = default_projections_path(store) if from_projections and policy == DEFAULT_POLICY else None
     if path is None or seq <= 0:
         return state
     caught_up(store, path, policy, progress=False)
@@ -185,15 +188,70 @@ def memory_before(store: Any, seq: int, policy: Any, snapshots: bool = True) -> 
     return state
 
 
+class _FoldedMemory:
+    """The audited projections folded forward step by step from `memory_before` the first one."""
+
+    def __init__(self, store: Any, first: int, policy: Any, from_projections: bool):
+        self.policy = policy
+        self.state = memory_before(store, first, policy, from_projections)
+        self.reader = iter(store.read(self.state.head + 1))
+        self.pending: RecordedEvent | None = None
+
+    def at(self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (),
+           trajectory_ids: Iterable[str] = ()) -> Any:
+        from memledger.projections.state import fold
+        batch = []
+        if self.pending is not None and self.pending.seq <= seq:
+            batch.append(self.pending)
+            self.pending = None
+        if self.pending is None:
+            for ev in self.reader:
+                if ev.seq > seq:
+                    self.pending = ev
+                    break
+                batch.append(ev)
+        return fold(self.state, batch, self.policy, names=AUDITED)
+
+
+def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | None, origins: Origins,
+           forgotten: Forgotten) -> dict[int, dict[str, Any]]:
+    """Each planned step (in seq order) with the memory `memory(seq, domain, lesson_ids,
+    trajectory_ids)` gives as of it."""
+    from memledger.projections.view import MemoryView
+    steps_out: dict[int, dict[str, Any]] = {}
+    for as_of, k, evs, action, prompts in plans:
+        domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
+            or (started.domain if started is not None else None)
+        recalls = [e for e in evs if e.type in ("error_recall", "domain_recall")]
+        trajs = [e for e in evs if e.type == "trajectory_recalled"]
+        grade = next((e for e in evs if e.type == "step_graded"), None)
+        view = MemoryView(memory(as_of, domain, [lid for e in recalls for lid in e.data.get("lesson_ids") or ()],
+                                 [e.data["trajectory_id"] for e in trajs if e.data.get("trajectory_id")]),
+                          policy)
+        steps_out[k] = {
+            "step": k, "as_of_seq": as_of, "domain": domain,
+            "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
+                        "total_tokens": e.data.get("total_tokens"),
+                        "items": [_item(i, origins) for i in e.data.get("items") or ()],
+                        "trimmed": [_item(i, origins) for i in e.data.get("trimmed") or ()]} for e in prompts],
+            "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
+                             if lid not in forgotten.lessons],
+            "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
+            "action": _action(action),
+            "grade": ({"outcome": grade.data.get("outcome"), "reason": grade.data.get("reason"),
+                       "correction": grade.data.get("correction")} if grade is not None else None),
+        }
+    return steps_out
+
+
 def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | None = None,
-              snapshots: bool = True) -> dict[str, Any]:
+              indexed: bool = True) -> dict[str, Any]:
     """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc.
 
-    `snapshots=False` folds memory from seq 1 instead of starting at projections.db's nearest
-    snapshot (the answer is the same; tests compare the two)."""
+    `indexed=False` folds memory from seq 1 instead of reading projections.db's intervals (the
+    answer is the same; tests compare the two)."""
+    from memledger.projections.materialize import default_projections_path, indexed_memory
     from memledger.projections.policy import DEFAULT_POLICY
-    from memledger.projections.state import fold
-    from memledger.projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
     forgotten = Forgotten.scan(store)
@@ -226,41 +284,13 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
             as_of = evs[-1].seq
         plans.append((as_of, k, evs, action, prompts))
     plans.sort(key=lambda p: (p[0], p[1]))
-    state = memory_before(store, plans[0][0], policy, snapshots)
-    reader = iter(store.read(state.head + 1, max(p[0] for p in plans)))
-    pending: RecordedEvent | None = None
-    steps_out: dict[int, dict[str, Any]] = {}
-    for as_of, k, evs, action, prompts in plans:
-        batch = []
-        if pending is not None and pending.seq <= as_of:
-            batch.append(pending)
-            pending = None
-        if pending is None:
-            for ev in reader:
-                if ev.seq > as_of:
-                    pending = ev
-                    break
-                batch.append(ev)
-        fold(state, batch, policy, names=AUDITED)
-        view = MemoryView(state, policy)
-        domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
-            or (started.domain if started is not None else None)
-        recalls = [e for e in evs if e.type in ("error_recall", "domain_recall")]
-        trajs = [e for e in evs if e.type == "trajectory_recalled"]
-        grade = next((e for e in evs if e.type == "step_graded"), None)
-        steps_out[k] = {
-            "step": k, "as_of_seq": as_of, "domain": domain,
-            "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
-                        "total_tokens": e.data.get("total_tokens"),
-                        "items": [_item(i, origins) for i in e.data.get("items") or ()],
-                        "trimmed": [_item(i, origins) for i in e.data.get("trimmed") or ()]} for e in prompts],
-            "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
-                             if lid not in forgotten.lessons],
-            "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
-            "action": _action(action),
-            "grade": ({"outcome": grade.data.get("outcome"), "reason": grade.data.get("reason"),
-                       "correction": grade.data.get("correction")} if grade is not None else None),
-        }
+    path = default_projections_path(store) if indexed and policy == DEFAULT_POLICY else None
+    with indexed_memory(store, path, policy) if path is not None else nullcontext() as index:
+        if index is not None and index.answers(plans[0][0], AUDITED) and index.answers(plans[-1][0], AUDITED):
+            memory = index.at
+        else:
+            memory = _FoldedMemory(store, plans[0][0], policy, path is not None).at
+        steps_out = _steps(plans, memory, policy, started, origins, forgotten)
     run = None
     if started is not None:
         d = started.data

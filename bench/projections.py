@@ -361,7 +361,7 @@ def audit_figure(store: SqliteStore) -> Figure:
     fast = audit_run(store, run_id)
     t_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
-    slow = audit_run(store, run_id, snapshots=False)
+    slow = audit_run(store, run_id, indexed=False)
     t_slow = time.perf_counter() - t0
     assert fast == slow
     return Figure(BENCH, f"audit of a run at the end of the log ({len(fast['steps'])} steps)", t_fast * 1e3, "ms",

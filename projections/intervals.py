@@ -203,7 +203,8 @@ def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str
         if k2 is not None:
             where += " AND k2 IN (?, ?)"
             params += [k2, NO_KEY]
-        return conn.execute(f"SELECT {_COLS} FROM _intervals WHERE {where} AND {alive}",
+        # by key (the primary key's prefix); `+` keeps the planner off the seq indexes
+        return conn.execute(f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
                             (*params, seq, seq)).fetchall()
     # scan from whichever end of the log is nearer `seq`
     index = "_intervals_from" if seq * 2 <= head else "_intervals_to"

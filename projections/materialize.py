@@ -747,3 +747,53 @@ class ProjectionsHead:
             with writing(conn):
                 conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('head', ?)",
                              (f"{anchor.seq}:{anchor.hash}:{mac}",))
+
+
+class IndexedMemory:
+    """Chosen items of the indexed projections at any seq, each read by key from projections.db's
+    intervals (what an audit shows at a step: Tier 1, the recalled lessons, one domain's facts
+    and selectors, the offered trajectories) — no fold, however long the log."""
+
+    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy):
+        self.conn = conn
+        self.cps = cps
+        self.store = store
+        self.policy = policy
+        self.head = min((cp.seq for cp in cps.values()), default=0)
+        self.floor = forget_floor(store, self.head)
+
+    def answers(self, seq: int, names: Iterable[str]) -> bool:
+        return seq >= self.floor and all(
+            n in INDEXED and n in self.cps and self.cps[n].seq >= seq
+            and self.cps[n].fingerprint == fingerprint(n, self.policy) for n in names)
+
+    def at(self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (),
+           trajectory_ids: Iterable[str] = ()) -> MemoryState:
+        """Lessons (Tier 1 and `lesson_ids`), knowledge and selectors (of `domain`) and
+        trajectories (`trajectory_ids`) as of `seq`; everything else is left out."""
+        rows_at, conn, head = intervals.rows_at, self.conn, self.head
+        lessons = rows_at(conn, "lessons", seq, head, facet="tier1")
+        for lid in dict.fromkeys(lesson_ids):
+            lessons += rows_at(conn, "lessons", seq, head, "lessons", lid)
+        trajectories = []
+        for tid in dict.fromkeys(trajectory_ids):
+            found = rows_at(conn, "trajectories", seq, head, "by_domain", domain or "", tid) if domain else []
+            if not any(r[2] == tid for r in found):  # filed under another host: look at them all
+                found = [r for r in rows_at(conn, "trajectories", seq, head, "by_domain") if r[2] == tid]
+            trajectories += found
+        rows = {"lessons": lessons, "trajectories": trajectories,
+                "knowledge": rows_at(conn, "knowledge", seq, head, "current", domain) if domain else [],
+                "selectors": rows_at(conn, "selectors", seq, head, "by_domain", domain) if domain else []}
+        state = MemoryState.empty(rows)
+        for name, found in rows.items():
+            setattr(state, name, intervals.state_from_rows(name, found))
+        state.head = seq
+        return state
+
+
+@contextmanager
+def indexed_memory(store: Any, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:
+    """projections.db caught up, and an `IndexedMemory` over it."""
+    caught_up(store, path, policy, progress=False)
+    with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads
+        yield IndexedMemory(conn, cps, store, policy)

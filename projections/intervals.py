@@ -17,6 +17,7 @@ the rows to the projection's own `decode`.
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,9 +26,9 @@ import orjson
 from memledger.ledger.events import RecordedEvent
 from memledger.projections.state import module
 
-#: the projections filed as intervals (step memories and short-term memory are per run: a run's
-#: events are indexed by run_id in the ledger, and their versions would outweigh the log)
-INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs")
+#: the projections filed as intervals (short-term memory lives only while its run does: it keeps
+#: periodic snapshots, small because finished runs leave it)
+INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories")
 OPEN = 1 << 62  # valid_to of a version still current
 NO_KEY = "\x00"  # k1 / k2 when a level has no key (events cannot hold NUL)
 PER_EVENT = 1 << 16  # positions: seq * PER_EVENT + the order of insertion within that event
@@ -51,7 +52,12 @@ Path_ = tuple[str, ...]
 
 
 def _encode(item: Any) -> bytes:
-    return orjson.dumps(item, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """An item version as stored: its canonical JSON, zlib'd (versions are many; JSON packs ~2x)."""
+    return zlib.compress(orjson.dumps(item, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS), 1)
+
+
+def _decode(blob: bytes) -> Any:
+    return orjson.loads(zlib.decompress(blob))
 
 
 def _capture(state: Any, layout: dict[str, int], path: Path_, leaves: dict[Path_, Any],
@@ -220,14 +226,14 @@ def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> di
     for field, k1, k2, _o1, _o2, value in ordered:
         depth = layout[field]
         if depth == 0:
-            raw[field] = orjson.loads(value)
+            raw[field] = _decode(value)
         elif depth == 1:
-            raw[field][k1] = orjson.loads(value)
+            raw[field][k1] = _decode(value)
         elif k2 == NO_KEY:
             raw[field][k1] = {}
     for field, k1, k2, _o1, _o2, value in sorted((r for r in rows if layout[r[0]] == 2 and r[2] != NO_KEY),
                                                  key=lambda r: r[4]):
-        raw[field].setdefault(k1, {})[k2] = orjson.loads(value)
+        raw[field].setdefault(k1, {})[k2] = _decode(value)
     return raw
 
 
@@ -240,4 +246,4 @@ def history(conn: sqlite3.Connection, name: str, field: str, k1: str, k2: str = 
     """Every version of one item, oldest first: (valid_from, valid_to or None while current, item JSON)."""
     rows = conn.execute("SELECT valid_from, valid_to, value FROM _intervals WHERE projection = ? AND field = ? "
                         "AND k1 = ? AND k2 = ? ORDER BY valid_from", (name, field, k1, k2)).fetchall()
-    return [(f, None if t == OPEN else t, orjson.loads(v)) for f, t, v in rows]
+    return [(f, None if t == OPEN else t, _decode(v)) for f, t, v in rows]

@@ -790,6 +790,10 @@ class IndexedMemory:
         state.head = seq
         return state
 
+    def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
+        """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
+        return intervals.state_from_rows(name, intervals.rows_at(self.conn, name, seq, self.head, field, key))
+
 
 @contextmanager
 def indexed_memory(store: Any, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:

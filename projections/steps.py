@@ -109,6 +109,21 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
     return state
 
 
+#: how projections/intervals.py files this state (field -> depth)
+LAYOUT = {"by_run": 2, "session_of": 1}
+
+
+def touched(state: StepsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    if ev.type == "run_started":
+        return [("session_of", ev.run_id)] if ev.run_id else []
+    if ev.type == "step_recorded" and ev.run_id:
+        return [("by_run", ev.run_id, str(ev.step if ev.step is not None else len(state.by_run.get(ev.run_id, ()))))]
+    if ev.type == "step_graded":
+        return [("by_run", ev.run_id, str(ev.step))] if ev.run_id else []
+    return None
+
+
 def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, exclude_run: str | None,
              policy: Any) -> list[StepMemory]:
     """Seed 002's retrieval over candidate memories (see the module docstring)."""

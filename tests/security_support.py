@@ -110,9 +110,9 @@ def _db_blobs(db: Path) -> Iterable[bytes]:
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             blobs = []
-            for table in ("_states", "_snapshots"):
+            for table, column in (("_states", "state"), ("_snapshots", "state"), ("_intervals", "value")):
                 if table in tables:
-                    blobs += [r[0] for r in conn.execute(f"SELECT state FROM {table} WHERE state IS NOT NULL")]
+                    blobs += [r[0] for r in conn.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
         finally:
             conn.close()
     for blob in blobs:

@@ -156,7 +156,7 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
             elif ev.type == "facts_pruned" and fid in before and f is None:
                 life.append(_entry(ev, "pruned", f"confidence below {d.get('threshold')}", forgotten,
                                    fact_id=fid, confidence=round(before[fid], 6)))
-    return {"life": life, "fact_ids": sorted(ids)}
+    return {"life": life, "fact_ids": sorted(ids), "domains": {g[0] for g in groups}}
 
 
 def _selector_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
@@ -203,19 +203,68 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
     """The life of a lesson, fact, selector or trajectory; plain data (see module doc). `domain`
     picks one site's facts when a fact key is used on several.
 
-    The item as it stands now comes from projections.db (caught up first) when
-    `projections_path` is given, else from a fold of the whole log.
+    The item as it stands now is read by key from projections.db's validity intervals (caught
+    up first) when `projections_path` is given, else taken from a fold of the whole log.
     """
+    from memledger.projections.materialize import indexed_memory
     from memledger.projections.policy import DEFAULT_POLICY
-    from memledger.projections.view import MemoryView
 
     policy = policy or DEFAULT_POLICY
+    if projections_path is None:
+        return _explain(store, item, policy, _Folded(store, policy))
+    with indexed_memory(store, Path(projections_path), policy) as memory:
+        if not memory.answers(memory.head, ("lessons", "knowledge", "selectors", "trajectories")):
+            return _explain(store, item, policy, _Folded(store, policy))
+        return _explain(store, item, policy, _Indexed(memory))
+
+
+class _Folded:
+    """The items as they stand now, from a fold of the whole log."""
+
+    def __init__(self, store: Any, policy: Any):
+        from memledger.projections.view import MemoryView
+        self.view = MemoryView.from_events(store.read(), policy)
+
+    def lesson(self, lesson_id: str) -> Any:
+        return self.view.lesson(lesson_id)
+
+    def facts(self, domains: set[str]) -> dict[str, Any]:
+        return {f.fact_id: f for facts in self.view.state.knowledge.current.values() for f in facts.values()}
+
+    def selectors(self) -> list[Any]:
+        return self.view.selectors()
+
+    def trajectories(self) -> list[Any]:
+        return self.view.trajectories()
+
+
+class _Indexed:
+    """The items as they stand now, each read by key from the validity intervals."""
+
+    def __init__(self, memory: Any):
+        self.memory = memory
+
+    def lesson(self, lesson_id: str) -> Any:
+        return self.memory.projection("lessons", self.memory.head, "lessons", lesson_id).lessons.get(lesson_id)
+
+    def facts(self, domains: set[str]) -> dict[str, Any]:
+        return {f.fact_id: f for dom in sorted(domains) for f in
+                self.memory.projection("knowledge", self.memory.head, "current", dom).current.get(dom, {}).values()}
+
+    def selectors(self) -> list[Any]:
+        from memledger.projections.selectors import ranked
+        return ranked(self.memory.projection("selectors", self.memory.head))
+
+    def trajectories(self) -> list[Any]:
+        state = self.memory.projection("trajectories", self.memory.head, "by_domain")
+        return [t for items in state.by_domain.values() for t in items.values()]
+
+
+def _explain(store: Any, item: str, policy: Any, now_of: _Folded | _Indexed) -> dict[str, Any]:
     forgotten = Forgotten.scan(store)
-    view = (MemoryView.open(store, projections_path, policy) if projections_path is not None
-            else MemoryView.from_events(store.read(), policy))
     found = _lesson_life(store, item, forgotten)
     if found is not None:
-        lesson = view.lesson(item)
+        lesson = now_of.lesson(item)
         now = _plain(lesson) if lesson is not None else None
         if now is not None:
             now["triggered_domains"] = forgotten.domains_shown(now["triggered_domains"])
@@ -227,7 +276,7 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
                 "recalled_in_runs": runs, "life": found["life"]}
     found = _fact_life(store, item, forgotten, policy, domain)
     if found is not None:
-        current = {f.fact_id: f for facts in view.state.knowledge.current.values() for f in facts.values()}
+        current = now_of.facts(found["domains"])
         now = [dict(_plain(current[fid]), event_ids=None) for fid in found["fact_ids"] if fid in current]
         for n in now:
             n.pop("event_ids", None)
@@ -235,14 +284,14 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
                 "fact_ids": found["fact_ids"], "life": found["life"]}
     found = _selector_life(store, item, forgotten)
     if found is not None:
-        now = [dict(_plain(s)) for s in view.selectors() if s.selector == item and not forgotten.domain(s.domain)]
+        now = [dict(_plain(s)) for s in now_of.selectors() if s.selector == item and not forgotten.domain(s.domain)]
         for n in now:
             n.pop("event_ids", None)
         return {"kind": "selector", "item": item, "now": now, "status": "current" if now else "gone",
                 "life": found["life"]}
     found = _trajectory_life(store, item, forgotten)
     if found is not None:
-        traj = next((t for t in view.trajectories() if t.trajectory_id == item), None)
+        traj = next((t for t in now_of.trajectories() if t.trajectory_id == item), None)
         now = None
         if traj is not None:
             now = {"trajectory_id": traj.trajectory_id, "domain": traj.domain, "goal": traj.goal,

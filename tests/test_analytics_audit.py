@@ -144,6 +144,21 @@ def test_explain_each_kind_of_item(hand: tuple[SqliteStore, dict[int, str]]) -> 
         explain_item(store, "no-such-thing")
 
 
+def test_explain_reads_now_from_the_intervals_with_the_folds_answer(hand: tuple[SqliteStore, dict[int, str]]) -> None:
+    """With projections.db, each item as it stands now is read by key from the intervals: the
+    same answer as folding the whole log."""
+    from memledger.projections import materialize
+    store, _ = hand
+    path = Path(store.path).with_name("projections.db")
+    reads: list[str] = []
+    projection = materialize.IndexedMemory.projection
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(materialize.IndexedMemory, "projection", lambda self, name, *a: reads.append(name) or projection(self, name, *a))
+        for item in ("L1", "seed1", "load", "#buy", "T1"):
+            assert explain_item(store, item, projections_path=path) == explain_item(store, item), item
+    assert {"lessons", "knowledge", "selectors", "trajectories"} <= set(reads)
+
+
 def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path) -> None:
     m = str(memory_path)
     res = run_cli("--memory-dir", m, "audit", "r2", "--json")

@@ -211,11 +211,11 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
 
     policy = policy or DEFAULT_POLICY
     if projections_path is None:
-        return _explain(store, item, policy, _Folded(store, policy))
+        return _explain(store, item, policy, domain, _Folded(store, policy))
     with indexed_memory(store, Path(projections_path), policy) as memory:
         if not memory.answers(memory.head, ("lessons", "knowledge", "selectors", "trajectories")):
-            return _explain(store, item, policy, _Folded(store, policy))
-        return _explain(store, item, policy, _Indexed(memory))
+            return _explain(store, item, policy, domain, _Folded(store, policy))
+        return _explain(store, item, policy, domain, _Indexed(memory))
 
 
 class _Folded:
@@ -260,7 +260,7 @@ class _Indexed:
         return [t for items in state.by_domain.values() for t in items.values()]
 
 
-def _explain(store: Any, item: str, policy: Any, now_of: _Folded | _Indexed) -> dict[str, Any]:
+def _explain(store: Any, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
     forgotten = Forgotten.scan(store)
     found = _lesson_life(store, item, forgotten)
     if found is not None:

@@ -126,7 +126,8 @@ class Tracker:
         counter = 0
         for c in old_containers - new_containers:
             self._close(name, c, seq)
-        for c in sorted(new_containers - old_containers, key=self._order_hint(state, mod.LAYOUT)):
+        created = new_containers - old_containers
+        for c in sorted(created, key=self._order_hint(state, mod.LAYOUT)) if len(created) > 1 else created:
             counter += 1
             self._open(name, c, seq, (seq * PER_EVENT + counter, 0), None, None)
         for p, v in old.items():

@@ -12,10 +12,12 @@ what changed. Items keep the position they had in their dict (`o1`, `o2`: the
 seq at which their key was inserted), so a state rebuilt from the rows iterates
 in the fold's order; a depth-2 field also records its inner dicts
 (`k2` = NO_KEY, no value), so empty ones come back too. `state_from_rows` hands
-the rows to the projection's own `decode`.
+the rows to the projection's own `decode`. Every row carries the memory directory's
+seal (`mac`, over all its columns) and is served only when it holds (`sealed`).
 """
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import zlib
 from collections.abc import Iterable
@@ -24,6 +26,7 @@ from typing import Any
 import orjson
 
 from memledger.ledger.events import RecordedEvent
+from memledger.projections.seal import Seal
 from memledger.projections.state import module
 
 #: the projections filed as intervals (short-term memory lives only while its run does: it keeps
@@ -37,16 +40,33 @@ FLUSH_ROWS = 20_000
 DDL = (
     "CREATE TABLE IF NOT EXISTS _intervals (projection TEXT NOT NULL, field TEXT NOT NULL, k1 TEXT NOT NULL, "
     "k2 TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER NOT NULL, o1 INTEGER NOT NULL, "
-    "o2 INTEGER NOT NULL, facet TEXT, value BLOB, PRIMARY KEY (projection, field, k1, k2, valid_from))",
+    "o2 INTEGER NOT NULL, facet TEXT, value BLOB, mac TEXT NOT NULL, PRIMARY KEY (projection, field, k1, k2, valid_from))",
     "CREATE INDEX IF NOT EXISTS _intervals_from ON _intervals (projection, valid_from)",
     "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
-_INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_CLOSE = ("UPDATE _intervals SET valid_to = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? "
-          f"AND valid_to = {OPEN}")
-_COLS = "field, k1, k2, o1, o2, value"
+_INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value, "
+           "mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value FROM _intervals "
+             f"WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}")
+_CLOSE = "UPDATE _intervals SET valid_to = ?, mac = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
+#: what a read returns: the six columns a state is built from, then the projection and the rest the seal covers
+_COLS = "field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac"
+
+
+def row_mac(seal: Seal, row: Any) -> str:
+    """The seal of one version: (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value)."""
+    *head, value = row
+    return seal.mac(*head, hashlib.sha256(value).hexdigest() if value is not None else None)
+
+
+def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
+    """Every row read (in `_COLS` order) carries its seal."""
+    for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac in rows:
+        if not seal.holds(mac, *(projection, field, k1, k2, valid_from, valid_to, o1, o2, facet),
+                          hashlib.sha256(value).hexdigest() if value is not None else None):
+            return False
+    return True
 
 Path_ = tuple[str, ...]
 
@@ -91,8 +111,9 @@ def _capture(state: Any, layout: dict[str, int], path: Path_, leaves: dict[Path_
 class Tracker:
     """Records the interval rows of the indexed projections while they are folded (see module doc)."""
 
-    def __init__(self, conn: sqlite3.Connection, names: Iterable[str], floor: int = 0):
+    def __init__(self, conn: sqlite3.Connection, names: Iterable[str], seal: Seal, floor: int = 0):
         self.conn = conn
+        self.seal = seal
         self.names = [n for n in names if n in INDEXED]
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
@@ -185,9 +206,14 @@ class Tracker:
     def flush(self) -> None:
         """Write what was recorded (call inside the module's write transaction). Rows are
         idempotent: folding the same events again writes the same rows."""
-        floor = self.floor
-        self.conn.executemany(_CLOSE, self.closes)  # first: they must not reach the versions opened since
-        self.conn.executemany(_INSERT, [r for r in self.rows if r[5] > floor])
+        floor, seal, closed = self.floor, self.seal, []
+        for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
+            row = self.conn.execute(_OPEN_ROW, key).fetchone()
+            if row is not None:
+                row = (*row[:5], seq, *row[6:])
+                closed.append((seq, row_mac(seal, row), *key, row[4]))
+        self.conn.executemany(_CLOSE, closed)
+        self.conn.executemany(_INSERT, [(*r, row_mac(seal, r)) for r in self.rows if r[5] > floor])
         if floor:
             self.conn.executemany("DELETE FROM _intervals WHERE projection = ? AND valid_to <= ?",
                                   [(n, floor) for n in self.names])
@@ -224,7 +250,7 @@ def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> di
     """The JSON shape of a state (as `encode` writes it) from interval rows, in the fold's order."""
     raw: dict[str, Any] = {f: {} for f, depth in layout.items() if depth > 0}
     ordered = sorted(rows, key=lambda r: (r[3], r[2] != NO_KEY, r[4]))
-    for field, k1, k2, _o1, _o2, value in ordered:
+    for field, k1, k2, _o1, _o2, value, *_sealed in ordered:
         depth = layout[field]
         if depth == 0:
             raw[field] = _decode(value)
@@ -232,7 +258,7 @@ def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> di
             raw[field][k1] = _decode(value)
         elif k2 == NO_KEY:
             raw[field][k1] = {}
-    for field, k1, k2, _o1, _o2, value in sorted((r for r in rows if layout[r[0]] == 2 and r[2] != NO_KEY),
+    for field, k1, k2, _o1, _o2, value, *_sealed in sorted((r for r in rows if layout[r[0]] == 2 and r[2] != NO_KEY),
                                                  key=lambda r: r[4]):
         raw[field].setdefault(k1, {})[k2] = _decode(value)
     return raw

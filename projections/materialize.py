@@ -489,7 +489,7 @@ class Catchup:
                 if starts[name] > 0:
                     olds[name] = module(name).tables(getattr(state, name))
         floor = forget_floor(self.store, head)
-        self.tracker = tracker = Tracker(conn, PROJECTIONS, floor)
+        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor)
         if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
             with writing(conn):
                 conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
@@ -656,7 +656,10 @@ def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -
     forged = None
     with opened(path) as (conn, cps):
         if indexed_at(conn, cps, store, policy, name, seq):
-            return intervals.state_from_rows(name, intervals.rows_at(conn, name, seq, cps[name].seq))
+            rows = intervals.rows_at(conn, name, seq, cps[name].seq)
+            if intervals.sealed(Seal.beside(path), rows):
+                return intervals.state_from_rows(name, rows)
+            forged = f"{path}: a version of {name!r} is not one this memory sealed"
         row = conn.execute(
             "SELECT seq, state, same_as, digest, ledger_hash, mac FROM _snapshots WHERE projection = ? AND seq <= ? "
             "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()
@@ -752,10 +755,15 @@ class ProjectionsHead:
 class IndexedMemory:
     """Chosen items of the indexed projections at any seq, each read by key from projections.db's
     intervals (what an audit shows at a step: Tier 1, the recalled lessons, one domain's facts
-    and selectors, the offered trajectories) — no fold, however long the log."""
+    and selectors, the offered trajectories) — no fold, however long the log. A version that
+    does not carry this memory's seal discards projections.db; the answer is then folded."""
 
-    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy):
+    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy,
+                 path: Path):
         self.conn = conn
+        self.path = path
+        self.seal = Seal.beside(path)
+        self.forged = False
         self.cps = cps
         self.store = store
         self.policy = policy
@@ -786,13 +794,21 @@ class IndexedMemory:
                 "selectors": rows_at(conn, "selectors", seq, head, "by_domain", domain) if domain else []}
         state = MemoryState.empty(rows)
         for name, found in rows.items():
-            setattr(state, name, intervals.state_from_rows(name, found))
+            setattr(state, name, self._state(name, seq, found))
         state.head = seq
         return state
 
+    def _state(self, name: str, seq: int, rows: list[tuple[Any, ...]]) -> Any:
+        if not self.forged and not intervals.sealed(self.seal, rows):
+            self.forged = True
+            discard(self.path, f"{self.path}: a version of {name!r} is not one this memory sealed")
+        if self.forged:
+            return projection_at(self.store, self.path, self.policy, name, seq)
+        return intervals.state_from_rows(name, rows)
+
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
         """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
-        return intervals.state_from_rows(name, intervals.rows_at(self.conn, name, seq, self.head, field, key))
+        return self._state(name, seq, intervals.rows_at(self.conn, name, seq, self.head, field, key))
 
 
 @contextmanager
@@ -800,4 +816,4 @@ def indexed_memory(store: Any, path: Path, policy: Policy = DEFAULT_POLICY) -> I
     """projections.db caught up, and an `IndexedMemory` over it."""
     caught_up(store, path, policy, progress=False)
     with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads
-        yield IndexedMemory(conn, cps, store, policy)
+        yield IndexedMemory(conn, cps, store, policy, Path(path))

@@ -96,25 +96,28 @@ def test_a_forged_state_drives_no_decision_into_the_log(memory_path: Path) -> No
     assert types[-2:] == ["lesson_recorded", "lesson_deduplicated"]
 
 
-def test_a_forged_snapshot_is_not_served_as_of(memory_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(materialize, "SNAPSHOT_EVERY", 2)
+def test_a_forged_version_is_not_served_as_of(memory_path: Path) -> None:
+    """Lessons answer as-of from their validity intervals: a version edited in place (its text
+    forged, its seal left as it was) is not served; projections.db is discarded and the answer folded."""
     mem = _memory(memory_path)
+    with SqliteStore.open(mem / "ledger.db") as store:
+        seq = store.head() - 1  # before the head: answered from the intervals, not the current state
     conn = sqlite3.connect(mem / "projections.db")
-    seq, blob = conn.execute("SELECT seq, state FROM _snapshots WHERE projection = 'lessons' AND state IS NOT NULL "
-                             "ORDER BY seq DESC LIMIT 1").fetchone()
-    state = json.loads(zlib.decompress(blob))
-    for l in state["lessons"].values():
-        l["lesson"] = FORGED
-    raw = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
+    k1, blob, since = conn.execute("SELECT k1, value, valid_from FROM _intervals WHERE projection = 'lessons' "
+                                   "AND field = 'lessons' AND valid_from <= ? AND valid_to > ? LIMIT 1",
+                                   (seq, seq)).fetchone()
+    item = json.loads(zlib.decompress(blob))
+    item["lesson"] = FORGED
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER [{name}]")
-    conn.execute("UPDATE _snapshots SET state = ?, digest = ? WHERE projection = 'lessons' AND seq = ?",
-                 (zlib.compress(raw, 1), hashlib.sha256(raw).hexdigest(), seq))
+    conn.execute("UPDATE _intervals SET value = ? WHERE projection = 'lessons' AND field = 'lessons' AND k1 = ? "
+                 "AND valid_from = ?", (zlib.compress(orjson.dumps(item, option=orjson.OPT_SORT_KEYS), 1), k1, since))
     conn.commit()
     conn.close()
     with SqliteStore.open(mem / "ledger.db") as store:
         view = MemoryView.open(store, mem / "projections.db", as_of=seq)
-        assert all(l.lesson != FORGED for l in view.state.lessons.lessons.values())
+        lessons = view.state.lessons.lessons
+        assert k1 in lessons and all(l.lesson != FORGED for l in lessons.values())
 
 
 def test_meta_is_guarded_and_the_key_is_private(memory_path: Path) -> None:

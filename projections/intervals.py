@@ -118,7 +118,7 @@ class Tracker:
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
         self.pos: dict[tuple[str, Path_], tuple[int, int]] = {}  # live item / inner dict -> (o1, o2)
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[list[Any]] = []
         self.open_rows: dict[tuple[str, Path_], int] = {}  # versions opened since the last flush -> index
         self.closes: list[tuple[Any, ...]] = []
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore

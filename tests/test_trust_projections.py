@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
-from memledger.projections import materialize
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

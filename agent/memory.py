@@ -109,7 +109,8 @@ SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "Page
 STALE_AFTER = timedelta(hours=1)
 #: `role "name"`, the way prompts and lessons name an element (quotes escaped as in `quoted_name`)
 ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)
-CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated"})
+CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated",
+                               "tokens"})
 
 
 #: errors that name no cause (the element or ref was simply not there): they teach nothing
@@ -979,7 +980,9 @@ class Run:
     def _context_item(self, item: Mapping[str, Any]) -> ContextItem:
         try:
             text, kind = item["text"], item.get("content_type", "text")
-            tokens = estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0
+            # the agent's own count (its tokenizer) when it gives one, else seed 003's estimate
+            tokens = item["tokens"] if "tokens" in item else (
+                estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
             return ContextItem(**self.scrub({
                 "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
                 "confidence": item.get("confidence", 1.0),

@@ -63,6 +63,7 @@ def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
     assert (sel.data["role"], sel.data["name"], sel.data["selector"], sel.step) == ("button", "Buy", "#buy", 3)
     ctx = next(e for e in mem.store.read(types=["context_built"]))
     assert ctx.data["items"][0]["source"] == "domain_tips" and ctx.data["budget"] == 2500
+    assert ctx.data["items"][0]["tokens"] == 1 == ctx.data["total_tokens"]  # "..." estimated: 3 chars, 4 a token
     fact = mem.state("facts", domain="shop.example")
     assert [(f["key"], f["value"]) for f in fact] == [("cookie banner", "blocks clicks until accepted")]
     assert mem.state("runs")[0]["status"] == "completed"
@@ -211,6 +212,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("record_context", {"items": [{"source": "x", "text": "t"}], "step": 1}),
     ("record_context", {"items": [{"source": "x", "text": "t", "priority": 1, "colour": "red"}], "step": 1}),
     ("record_context", {"items": "not a list", "step": 1}),
+    ("record_context", {"items": [{"source": "x", "text": "t", "priority": 1, "tokens": -1}], "step": 1}),
     ("record_context", {"items": [], "step": 1, "budget": -5}),
     ("recall_error", {"command": "", "error": "boom", "step": 1}),
     ("recall_error", {"command": "click", "error": None, "step": 1}),
@@ -396,3 +398,19 @@ def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shar
     except memledger.MemledgerError as exc:
         assert str(exc) and "\n" not in str(exc)
         assert shared_memory.store.head() == before
+
+
+def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trimmed(tmp_path: Path) -> None:
+    with memledger.open(tmp_path / "mem") as mem:
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+            run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 120},
+                                      {"source": "facts", "text": "x" * 40, "priority": 30, "content_type": "json"}],
+                               trimmed=[{"source": "step_memories", "text": "old", "priority": 20, "tokens": 900}],
+                               step=2, budget=200)
+            run.finish(success=True)
+        ctx = next(e for e in mem.store.read(types=["context_built"]))
+        assert [(i["source"], i["tokens"]) for i in ctx.data["items"]] == [("page_state", 120), ("facts", 14)]
+        assert ctx.data["total_tokens"] == 134 and ctx.data["trimmed"][0]["tokens"] == 900
+        assert (ctx.step, ctx.domain, ctx.data["prompt"]) == (2, "shop.example", "step")
+        prompt = mem.audit(run.run_id, step=2)["steps"][0]["prompt"][0]
+        assert [i["source"] for i in prompt["items"]] == ["page_state", "facts"]

@@ -202,8 +202,8 @@ class StepRecord:
         action, target = d["action"], d.get("target") or {}
         role = target.get("role") or None
         return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
-                   error=d.get("error"), url_before=d["env_before"].get("url", ""),
-                   url_after=d["env_after"].get("url", ""), role=role, name=target.get("name") if role else None,
+                   error=d.get("error"), url_before=(d.get("env_before") or {}).get("url", ""),
+                   url_after=(d.get("env_after") or {}).get("url", ""), role=role, name=target.get("name") if role else None,
                    selector=target.get("selector"), sensitive=bool(action.get("sensitive")),
                    duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
                    event_id=ev.id)
@@ -436,7 +436,8 @@ class Memory:
                        if r.run_id != run_id and r.started_at <= manifest.started_at]
             run.rep, run.step_memory_runs = len(earlier) + 1, earlier
         run.steps = [StepRecord.from_event(ev) for ev in self.store.read(run_id=run_id, types=["step_recorded"])]
-        run.url = run.steps[-1].url_after if run.steps else (manifest.current_url or run.start_url)
+        urls = [u for s in run.steps for u in (s.url_before, s.url_after) if u]
+        run.url = urls[-1] if urls else (manifest.current_url or run.start_url)
         return run
 
     def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> "Learned":

@@ -134,6 +134,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: tuple[st
     assert not (tmp_path / "ledger.db").exists() or logged(tmp_path) == []
 
 
+def test_a_reattached_run_is_where_its_last_step_left_it(tmp_path: Path) -> None:
+    run_id = cli(tmp_path, "start-run", "--goal", "x", "--url", SHOP).out.strip()
+    line = orjson.dumps({"type": "step_recorded", "run_id": run_id, "step": 1, "action": {"command": "click"},
+                         "ok": True, "env_before": {"url": SHOP + "p/1"}}) + b"\n"
+    assert cli(tmp_path, "append", "-", stdin=line).code == 0
+    with memledger.open(tmp_path) as mem:
+        run = mem.run(run_id)
+        assert run.url == SHOP + "p/1" and [s.command for s in run.steps] == ["click"]
+        run.finish(success=True)
+        assert mem.state("runs")[0]["final_url"] == SHOP + "p/1"
+
+
 def test_finish_run_refuses_a_finished_run(tmp_path: Path) -> None:
     run_id = cli(tmp_path, "start-run", "--goal", "x", "--url", SHOP).out.strip()
     assert cli(tmp_path, "finish-run", run_id, "--failure").out.startswith(f"{run_id} finished (failure)")

@@ -16,6 +16,7 @@ import click
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.settings import Settings
+from memledger.mcp_server import COMMANDS as MCP_COMMANDS
 from memledger.run_commands import COMMANDS as RUN_COMMANDS
 from memledger.serve_command import COMMANDS as SERVE_COMMANDS
 
@@ -78,7 +79,7 @@ for _layer in LAYERS:
     _module = _optional(_layer)
     for _command in getattr(_module, "COMMANDS", []):
         cli.add_command(_command)
-for _command in [*RUN_COMMANDS, *SERVE_COMMANDS]:
+for _command in [*RUN_COMMANDS, *SERVE_COMMANDS, *MCP_COMMANDS]:
     cli.add_command(_command)
 
 

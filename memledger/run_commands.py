@@ -15,7 +15,7 @@ from typing import Any
 import click
 import orjson
 
-from memledger.agent.memory import Lesson, Memory, TrajectoryRecall
+from memledger.agent.memory import Learned, Lesson, Memory, TrajectoryRecall
 from memledger.analytics.output import Report, Table
 from memledger.ledger.settings import Settings
 from memledger.output import emit, listing_options
@@ -62,14 +62,19 @@ def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -
     if success is None:
         raise click.UsageError("give --success or --failure")
     learned = _memory().finish_run(run_id, success=success, outcome=outcome)
-    summary = {"run_id": run_id, "success": success, "lessons": [l.lesson_id for l in learned.lessons],
-               "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
-               "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None}
+    summary = finished(run_id, success, learned)
     if as_json:
         _echo_json(summary)
         return
     click.echo(f"{run_id} finished ({'success' if success else 'failure'}): {len(learned.lessons)} lessons, "
                f"{len(learned.facts)} facts, " + ("a trajectory" if learned.trajectory else "no trajectory"))
+
+
+def finished(run_id: str, success: bool, learned: Learned) -> dict[str, Any]:
+    """What finishing a run produced, as `finish-run --json` prints it (and the MCP tool returns it)."""
+    return {"run_id": run_id, "success": success, "lessons": [l.lesson_id for l in learned.lessons],
+            "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
+            "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None}
 
 
 def _where(run_id: str | None, step: int | None) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""`memledger mcp`: the library's runs and recall as Model Context Protocol tools over stdio.
+
+An MCP client (Claude Desktop, an IDE, an agent framework) starts `memledger mcp` as a
+subprocess and calls tools whose arguments are the library's (`memledger.api`), plus the
+`run_id` that `start_run` returned wherever a `Run` method needs one. Each tool makes the
+same library call the Python API makes, so the ledger records exactly the same events.
+A bad argument is a tool error carrying the library's one-line message; nothing is written.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
+
+from memledger.api import Lesson, Memory, MemledgerError
+from memledger.ledger.jsonl import first_error
+from memledger.ledger.settings import Settings
+from memledger.run_commands import finished
+
+INSTRUCTIONS = (
+    "memledger is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
+    "the lessons to keep in mind, recall_domain on entering a site, recall_error after a failed action, "
+    "record_step after each action, record_lesson when you learn something, and finish_run at the end "
+    "(post-run learning turns failure->recovery into lessons). audit shows what a run knew and where it came from."
+)
+
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with every anticipated failure as one line for the model to read: a
+    MemledgerError (bad argument, unknown run) or arguments that fail the input schema. Anything
+    else stays a crash (the SDK hides its text from the client)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, MemledgerError):
+                text = str(cause).strip()
+                line = text.splitlines()[0] if text else type(cause).__name__
+            elif isinstance(cause, ValidationError):
+                line = first_error(cause)
+            else:
+                raise
+            raise ToolError(f"Error executing tool {name}: {line}") from cause
+
+
+def _lessons(lessons: list[Lesson]) -> dict[str, Any]:
+    """Recall's answer as one JSON object (`{"lessons": [...]}`): one text block for the model, even
+    when no lesson matched."""
+    return {"lessons": [asdict(lesson) for lesson in lessons]}
+
+
+def build_server(memory: Memory) -> MemoryServer:
+    """The MCP server over one opened memory. Tools are coroutines that call the library in the
+    event loop's thread: the store's connection is never shared across threads, and calls are
+    applied one at a time in the order they arrive."""
+    server = MemoryServer("memledger", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool()
+    async def start_run(goal: StrictStr, start_url: StrictStr, session_id: StrictStr | None = None) -> dict[str, Any]:
+        """Start a run (stale runs are abandoned first) and return its run_id and session_id."""
+        run = memory.start_run(goal=goal, start_url=start_url, session_id=session_id)
+        return {"run_id": run.run_id, "session_id": run.session_id}
+
+    @server.tool()
+    async def tier1(run_id: StrictStr) -> dict[str, Any]:
+        """The Tier 1 lessons for the system prompt of run `run_id` (logs tier1_loaded)."""
+        return _lessons(memory.run(run_id).tier1())
+
+    @server.tool()
+    async def recall_domain(run_id: StrictStr, step: StrictInt | None = None,
+                            domain: StrictStr | None = None) -> dict[str, Any]:
+        """Lessons for the site the run is on (or `domain`), on entering it (logs domain_recall)."""
+        return _lessons(memory.run(run_id).recall_domain(step=step, domain=domain))
+
+    @server.tool()
+    async def recall_error(run_id: StrictStr, command: StrictStr, error: StrictStr, step: StrictInt | None = None,
+                           domain: StrictStr | None = None) -> dict[str, Any]:
+        """Lessons for a failed command and its error message on the run's site (logs error_recall)."""
+        return _lessons(memory.run(run_id).recall_error(command=command, error=error, step=step, domain=domain))
+
+    @server.tool()
+    async def record_step(run_id: StrictStr, step: StrictInt, action: StrictStr, target: StrictStr | None = None,
+                          url: StrictStr | None = None, ok: StrictBool = True,
+                          error: StrictStr | None = None) -> dict[str, Any]:
+        """One action the agent took: `target` names the element as `role "name"`, `url` is the page
+        (default: where the last step ended). Returns the step_recorded event id."""
+        event_id = memory.run(run_id).record_step(step=step, action=action, target=target, url=url, ok=ok,
+                                                  error=error)
+        return {"event_id": event_id}
+
+    @server.tool()
+    async def record_lesson(run_id: StrictStr, text: StrictStr, category: StrictStr = "error_recovery",
+                            failed_command: StrictStr | None = None, error_pattern: StrictStr | None = None,
+                            scope_domain: StrictStr | None = None, step: StrictInt | None = None) -> dict[str, Any]:
+        """A lesson the agent learned (deduplicated and promoted like every lesson). With
+        failed_command and error_pattern, recall_error finds it after the same failure."""
+        lesson_id = memory.run(run_id).record_lesson(text, category=category, failed_command=failed_command,
+                                                     error_pattern=error_pattern, scope_domain=scope_domain,
+                                                     step=step)
+        return {"lesson_id": lesson_id}
+
+    @server.tool()
+    async def observe_fact(run_id: StrictStr, kind: StrictStr, key: StrictStr, value: StrictStr,
+                           step: StrictInt | None = None, domain: StrictStr | None = None) -> dict[str, Any]:
+        """App knowledge about the run's site (or `domain`): kind is timing, selector, pattern or quirk.
+        The same value confirms a fact, a different one contradicts it."""
+        run = memory.run(run_id)
+        run.observe_fact(kind=kind, key=key, value=value, step=step, domain=domain)
+        return {"domain": domain if domain is not None else run.domain, "kind": kind, "key": key}
+
+    @server.tool()
+    async def finish_run(run_id: StrictStr, success: StrictBool, outcome: StrictStr = "") -> dict[str, Any]:
+        """Finish the run: post-run learning from its recorded steps (lessons, facts, selectors, the
+        trajectory of a success). Returns what was learned."""
+        return finished(run_id, success, memory.finish_run(run_id, success=success, outcome=outcome))
+
+    @server.tool()
+    async def audit(run_id: StrictStr, step: StrictInt | None = None) -> dict[str, Any]:
+        """What run `run_id` knew at each step (or only `step`) and which events it came from:
+        the content of `memledger audit RUN --json`."""
+        return memory.audit(run_id, step)
+
+    return server
+
+
+@click.command("mcp")
+def mcp_command() -> None:
+    """Serve this memory to MCP clients over stdio (the Model Context Protocol).
+
+    The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools:
+    start_run, tier1, recall_domain, recall_error, record_step, record_lesson, observe_fact,
+    finish_run, audit (the library's arguments, plus the run_id start_run returned).
+
+    To connect Claude Desktop (claude_desktop_config.json) or any client that takes the same
+    config, give the memory directory as an absolute path:
+
+    \b
+      {"mcpServers": {"memledger": {
+          "command": "memledger",
+          "args": ["--memory-dir", "/home/me/.agent-memory", "mcp"]}}}
+
+    From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memledger",
+    args=["--memory-dir", DIR, "mcp"])).
+    """
+    settings = click.get_current_context().find_object(Settings)
+    memory = Memory(settings.store(), settings.projections_path)
+    build_server(memory).run("stdio")
+
+
+COMMANDS = [mcp_command]

@@ -1,0 +1,142 @@
+"""`memledger mcp`: the MCP server over stdio, driven by the official SDK's own client."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+from mcp.client import Client
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+import memledger
+from memledger.mcp_server import build_server
+
+from .cli_runner import run_cli
+
+TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "record_step", "record_lesson", "observe_fact",
+         "finish_run", "audit"}
+OVERLAY = "Element <div id=consent> intercepts pointer events"
+
+
+def _server(memory_dir: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "memledger", "--memory-dir", str(memory_dir), "mcp"])
+
+
+async def _call(session: ClientSession | Client, tool: str, **arguments: Any) -> Any:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text) if result.content else None  # type: ignore[union-attr]
+
+
+def _error(result: Any) -> str:
+    assert result.is_error
+    text = result.content[0].text
+    assert "\n" not in text
+    return str(text)
+
+
+async def _two_runs(memory_dir: Path) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with stdio_client(_server(memory_dir)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        seen["tools"] = {t.name: t for t in listed.tools}
+
+        first = await _call(session, "start_run", goal="Open Wool Socks", start_url="http://shop.test/")
+        seen["first"] = first["run_id"]
+        await _call(session, "tier1", run_id=first["run_id"])
+        await _call(session, "record_step", run_id=first["run_id"], step=1, action="click",
+                    target='link "Wool Socks"', ok=False, error=OVERLAY)
+        taught = await _call(session, "record_lesson", run_id=first["run_id"], step=1,
+                             text='Click button "Accept all cookies" before anything else on this shop.',
+                             category="site_specific", failed_command="click",
+                             error_pattern="intercepts pointer events")
+        seen["lesson_id"] = taught["lesson_id"]
+        await _call(session, "record_step", run_id=first["run_id"], step=2, action="click",
+                    target='button "Accept all cookies"', ok=True)
+        await _call(session, "observe_fact", run_id=first["run_id"], kind="quirk", key="cookie banner",
+                    value="blocks clicks until accepted", step=2)
+        seen["finished"] = await _call(session, "finish_run", run_id=first["run_id"], success=True,
+                                       outcome="on the socks page")
+
+        second = await _call(session, "start_run", goal="Open Rain Jacket", start_url="http://shop.test/")
+        seen["second"] = second["run_id"]
+        seen["domain"] = await _call(session, "recall_domain", run_id=second["run_id"], step=1)
+        seen["recalled"] = await _call(session, "recall_error", run_id=second["run_id"], command="click",
+                                       error=OVERLAY, step=1)
+        seen["bad_step"] = _error(await session.call_tool("record_step", {
+            "run_id": second["run_id"], "step": -1, "action": "click"}))
+        seen["no_run"] = _error(await session.call_tool("tier1", {"run_id": "run_nope"}))
+        seen["audit"] = await _call(session, "audit", run_id=second["run_id"], step=1)
+    return seen
+
+
+def test_mcp_server_over_stdio_teaches_the_next_run(tmp_path: Path) -> None:
+    memory_dir = tmp_path / "mem"
+    seen = asyncio.run(_two_runs(memory_dir))
+
+    assert set(seen["tools"]) == TOOLS
+    step_schema = seen["tools"]["record_step"].input_schema
+    assert {"run_id", "step", "action"} <= set(step_schema["required"])
+    assert seen["finished"]["run_id"] == seen["first"] and seen["finished"]["success"] is True
+
+    recalled = {l["lesson_id"]: l for l in seen["recalled"]["lessons"]}
+    assert seen["lesson_id"] in recalled
+    lesson = recalled[seen["lesson_id"]]
+    assert lesson["failed_command"] == "click" and "Accept all cookies" in lesson["text"]
+
+    # the library's one line, behind the SDK's "Error executing tool NAME: "
+    assert seen["bad_step"] == "Error executing tool record_step: step must be an integer from 0 to 2**63-1, got -1"
+    assert seen["no_run"] == "Error executing tool tier1: no run 'run_nope' in the ledger"
+
+    # the audit of run 2 names what it recalled, taught by run 1's events
+    with memledger.open(memory_dir) as mem:
+        taught = {e.id for e in mem.store.read(run_id=seen["first"], types=["lesson_recorded"])}
+        recalls = list(mem.store.read(run_id=seen["second"], types=["error_recall"]))
+        steps = list(mem.store.read(run_id=seen["second"], types=["step_recorded"]))
+    assert taught and len(recalls) == 1 and steps == []  # the bad record_step wrote nothing
+    assert seen["lesson_id"] in recalls[0].data["lesson_ids"]
+    audited = json.dumps(seen["audit"])
+    assert seen["lesson_id"] in audited and any(event_id in audited for event_id in taught)
+    assert seen["first"] in audited  # the provenance names the teaching run
+
+
+def test_mcp_help_says_how_to_connect() -> None:
+    result = run_cli("mcp", "--help")
+    out = result.out
+    assert result.code == 0
+    assert '"command": "memledger"' in out and '"mcp"' in out and "stdio" in out
+
+
+def _count(memory_dir: Path) -> int:
+    with memledger.open(memory_dir) as mem:
+        return sum(1 for _ in mem.store.read())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.one_of(st.integers(max_value=-1), st.integers(min_value=2**63), st.booleans(), st.text(max_size=5),
+                      st.floats(allow_nan=True)),
+       action=st.one_of(st.just(""), st.just("   "), st.integers(), st.none()))
+def test_bad_tool_arguments_are_one_line_errors_and_write_nothing(tmp_path_factory: Any, step: Any,
+                                                                  action: Any) -> None:
+    memory_dir = tmp_path_factory.mktemp("mem")
+    with memledger.open(memory_dir) as mem:
+        run_id = mem.start_run(goal="g", start_url="http://shop.test/").run_id
+    before = _count(memory_dir)
+
+    async def calls() -> list[str]:
+        with memledger.open(memory_dir) as mem:
+            async with Client(build_server(mem)) as client:
+                return [_error(await client.call_tool("record_step", {"run_id": run_id, "step": step,
+                                                                      "action": "click"})),
+                        _error(await client.call_tool("record_step", {"run_id": run_id, "step": 1,
+                                                                      "action": action}))]
+
+    errors = asyncio.run(calls())
+    assert all(e.strip() for e in errors)
+    assert _count(memory_dir) == before

@@ -91,10 +91,15 @@ def system_instruction(goal: str, tier1: Sequence[str] = ()) -> str:
     """Seed 001's system instruction: Tier 1 lessons under "## Lessons from experience"."""
     parts = [SYSTEM_HEAD]
     if tier1:
-        parts.append("## Lessons from experience\nThese are lessons learned from previous runs. Follow them.\n"
-                     + "\n".join(tip_line(t) for t in tier1))
+        parts.append(lessons_from_experience(tier1))
     parts.append(f"## Goal\n{cap(goal, 1000)}")
     return "\n\n".join(parts)
+
+
+def lessons_from_experience(tier1: Sequence[str]) -> str:
+    """The Tier 1 section of a system prompt (any agent's: the bundled one, browser-use's)."""
+    return ("## Lessons from experience\nThese are lessons learned from previous runs. Follow them.\n"
+            + "\n".join(tip_line(t) for t in tier1))
 
 
 def page_state(url: str, title: str, page_type: str, summary: str, elements: Iterable[Any], text: str = "") -> BudgetItem:

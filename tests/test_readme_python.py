@@ -11,13 +11,22 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+BLOCK = re.compile(r"((?:^<!--[^\n]*-->\n)*)^```python\n(.*?)^```$", re.S | re.M)
+SKIP = re.compile(r"<!-- docs-test: skip \((.+?)\) -->")
+TEST_FILE = re.compile(r"tests/test_\w+\.py")
 
 
 def python_blocks() -> list[tuple[int, str]]:
-    """(line number, source) of every python block."""
+    """(line number, source) of every python block that runs without a model API key."""
     text = README.read_text()
-    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in BLOCK.finditer(text)]
+    return [(text.count("\n", 0, m.start(2)) + 1, m.group(2)) for m in BLOCK.finditer(text)
+            if not SKIP.search(m.group(1))]
+
+
+def test_a_skipped_block_names_the_test_that_covers_it() -> None:
+    reasons = [SKIP.search(m.group(1)) for m in BLOCK.finditer(README.read_text())]
+    named = [TEST_FILE.search(r.group(1)) for r in reasons if r]
+    assert len(named) <= 1 and all(n and (README.parent / n.group(0)).exists() for n in named)
 
 
 def test_the_readme_shows_the_api_with_python() -> None:

@@ -150,7 +150,10 @@ def mcp_command() -> None:
     """
     settings = click.get_current_context().find_object(Settings)
     memory = Memory(settings.store(), settings.projections_path)
-    build_server(memory).run("stdio")
+    try:
+        build_server(memory).run("stdio")
+    finally:
+        memory.close()
 
 
 COMMANDS = [mcp_command]

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
 
-from memledger.api import Lesson, Memory, MemledgerError
+from memledger.api import Lesson, MemledgerError, Memory
 from memledger.ledger.jsonl import first_error
 from memledger.ledger.settings import Settings
 from memledger.run_commands import finished
@@ -130,7 +130,8 @@ def build_server(memory: Memory) -> MemoryServer:
 
 
 @click.command("mcp")
-def mcp_command() -> None:
+@click.pass_obj
+def mcp_command(settings: Settings) -> None:
     """Serve this memory to MCP clients over stdio (the Model Context Protocol).
 
     The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools:
@@ -148,7 +149,6 @@ def mcp_command() -> None:
     From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memledger",
     args=["--memory-dir", DIR, "mcp"])).
     """
-    settings = click.get_current_context().find_object(Settings)
     memory = Memory(settings.store(), settings.projections_path)
     try:
         build_server(memory).run("stdio")

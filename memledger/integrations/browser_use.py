@@ -33,7 +33,7 @@ from browser_use.llm.messages import SystemMessage
 from memledger.agent.budget import DEFAULT_BUDGET, PRIORITIES
 from memledger.agent.memory import Lesson, Run
 from memledger.agent.prompt import cap, domain_tips, last_error, lessons_from_experience, quoted_name, reference_trajectory
-from memledger.api import Memory, MemledgerError
+from memledger.api import MemledgerError, Memory
 
 #: the tag around what memledger adds to browser-use's messages (the model sees where memory starts and ends)
 TAG = "memledger_memory"

@@ -150,10 +150,7 @@ def mcp_command(settings: Settings) -> None:
     args=["--memory-dir", DIR, "mcp"])).
     """
     memory = Memory(settings.store(), settings.projections_path)
-    try:
-        build_server(memory).run("stdio")
-    finally:
-        memory.close()
+    build_server(memory).run("stdio")  # the store is closed with the command's settings
 
 
 COMMANDS = [mcp_command]

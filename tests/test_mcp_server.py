@@ -20,7 +20,7 @@ from .cli_runner import run_cli
 
 TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "record_step", "record_lesson", "observe_fact",
          "finish_run", "audit"}
-OVERLAY = "Element <div id=consent> intercepts pointer events"
+OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 
 def _server(memory_dir: Path) -> StdioServerParameters:
@@ -56,7 +56,7 @@ async def _two_runs(memory_dir: Path) -> dict[str, Any]:
         taught = await _call(session, "record_lesson", run_id=first["run_id"], step=1,
                              text='Click button "Accept all cookies" before anything else on this shop.',
                              category="site_specific", failed_command="click",
-                             error_pattern="intercepts pointer events")
+                             error_pattern="click not delivered")
         seen["lesson_id"] = taught["lesson_id"]
         await _call(session, "record_step", run_id=first["run_id"], step=2, action="click",
                     target='button "Accept all cookies"', ok=True)

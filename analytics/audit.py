@@ -285,12 +285,14 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
         plans.append((as_of, k, evs, action, prompts))
     plans.sort(key=lambda p: (p[0], p[1]))
     path = default_projections_path(store) if indexed and policy == DEFAULT_POLICY else None
-    with indexed_memory(store, path, policy) if path is not None else nullcontext() as index:
-        if index is not None and index.answers(plans[0][0], AUDITED) and index.answers(plans[-1][0], AUDITED):
-            memory = index.at
-        else:
-            memory = _FoldedMemory(store, plans[0][0], policy, path is not None).at
-        steps_out = _steps(plans, memory, policy, started, origins, forgotten)
+    steps_out: dict[int, dict[str, Any]] = {}
+    if plans:  # a run with no steps (started, then nothing) is audited with an empty step list
+        with indexed_memory(store, path, policy) if path is not None else nullcontext() as index:
+            if index is not None and index.answers(plans[0][0], AUDITED) and index.answers(plans[-1][0], AUDITED):
+                memory = index.at
+            else:
+                memory = _FoldedMemory(store, plans[0][0], policy, path is not None).at
+            steps_out = _steps(plans, memory, policy, started, origins, forgotten)
     run = None
     if started is not None:
         d = started.data

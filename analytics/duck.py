@@ -92,8 +92,23 @@ def connect(source: Any) -> duckdb.DuckDBPyConnection:
     try:
         table = ATTACHERS[kind](con, location)
         con.execute(f"CREATE VIEW ev_raw AS SELECT * FROM {table}")
-        con.execute(sql_text("views"))
     except duckdb.Error as exc:
         con.close()
         raise LedgerError(f"DuckDB cannot read {_where(kind, location)}: {str(exc).splitlines()[0]}") from exc
+    try:
+        con.execute(sql_text("views"))
+    except duckdb.Error as exc:
+        bad = _first_bad_payload(con)
+        con.close()
+        where = f"seq {bad}: the stored payload is not JSON (run `memledger verify`); " if bad else ""
+        raise LedgerError(f"DuckDB cannot read {_where(kind, location)}: {where}{str(exc).splitlines()[0]}") from exc
     return con
+
+
+def _first_bad_payload(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The first event whose payload DuckDB cannot parse (the views' usual failure on an edited ledger)."""
+    try:
+        row = con.execute("SELECT min(seq) FROM ev_raw WHERE NOT coalesce(json_valid(payload), false)").fetchone()
+    except duckdb.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None

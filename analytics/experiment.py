@@ -77,7 +77,8 @@ def policy_parameters() -> "Report":
         if kind == "bool":
             allowed = "true or false"
         elif "le" in bounds:
-            allowed = f"{bounds.get('ge', bounds.get('gt'))} to {bounds['le']}"
+            low = f"{bounds['ge']}" if "ge" in bounds else f"above {bounds['gt']}"
+            allowed = f"{low} to {bounds['le']}"
         else:
             allowed = f">= {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else "any"
         rows.append((name, kind, info.default, allowed, info.description))
@@ -118,7 +119,9 @@ def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
     try:
         return type(base).model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:
-        raise LedgerError(f"invalid policy: {exc.errors()[0].get('msg', 'invalid value')}") from exc
+        err = exc.errors()[0]
+        name = ".".join(str(p) for p in err.get("loc", ()))
+        raise LedgerError(f"--set {name}={err.get('input')!r:.40}: {err.get('msg', 'invalid value')}") from None
 
 
 def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> RecordedEvent:

@@ -19,7 +19,8 @@ def format_ts(value: datetime) -> str:
     """Render a datetime as `YYYY-MM-DDTHH:MM:SS.ffffffZ` in UTC."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    value = value.astimezone(UTC)
+    return f"{value.year:04d}-{value.strftime('%m-%dT%H:%M:%S.%fZ')}"  # strftime's %Y drops zeros before 1000
 
 
 def parse_ts(text: str | datetime) -> datetime:

@@ -18,6 +18,10 @@ class InvalidEvent(LedgerError):
     """An event (or a line of input) failed validation; nothing was written."""
 
 
+class UnreadableEvent(LedgerError):
+    """A stored event this code cannot read (edited payload, unknown version); the message names its seq."""
+
+
 class ConcurrencyConflict(LedgerError):
     """A stream's version was not the one the writer expected."""
 

@@ -15,53 +15,149 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from annotated_types import Ge, Le
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 from memledger.ledger.redact import masked_args
 from memledger.ledger.suffixes import is_public_suffix
 
-DOMAIN_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?)*(?::[0-9]{1,5})?$")
-IDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
+#: Patterns are written so that Python's `re.search` and an ECMA-262 validator agree (`$(?!\n)`:
+#: Python's `$` also matches before a final newline); the JSON Schema carries the same strings.
+PORT_PATTERN = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+DOMAIN_PATTERN = (r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?"
+                  r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)*"
+                  rf"(?::{PORT_PATTERN})?$(?!\n)")
+IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$(?!\n)"
+#: a stream may be longer than an id by the store's "run-" prefix (the stream of a run's events)
+STREAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,203}$(?!\n)"
+#: an ISO time from 1970 to 8999 (the seed formats' shapes); the calendar check is `datetime`'s
+TIME_PATTERN = (r"^(?:19[7-9][0-9]|[2-8][0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+                r"(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+                r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?$(?!\n)")
+#: every string: no NUL, no lone surrogate (neither can be stored as UTF-8 text)
+TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"
+DOMAIN_RE = re.compile(DOMAIN_PATTERN)
+IDENT_RE = re.compile(IDENT_PATTERN)
+STREAM_RE = re.compile(STREAM_PATTERN)
+TIME_RE = re.compile(TIME_PATTERN)
+TEXT_RE = re.compile(TEXT_PATTERN)
 MAX_TEXT = 100_000
+#: every number the ledger stores lies in signed 64-bit range, so that SQLite, DuckDB and Parquet hold it
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def check_domain(value: str | None) -> str | None:
-    """A host name (optionally with port), lower-cased; refuses paths, NULs, spaces."""
+def integral(value: Any) -> Any:
+    """JSON has one number type: 3.0 is the integer 3 (as JSON Schema's "integer" says); "3" and true are not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Int64 = Annotated[int, Ge(INT64_MIN), Le(INT64_MAX), BeforeValidator(integral)]
+Count = Annotated[int, Ge(0), Le(INT64_MAX), BeforeValidator(integral)]
+Positive = Annotated[int, Ge(1), Le(INT64_MAX), BeforeValidator(integral)]
+#: a float field's bound is a float itself (2**63 - 1 is none), so a stored value validates again on read
+REAL_MAX = 9e18
+
+
+def _within(low: float, high: float) -> Callable[[Any], Any]:
+    """The bound checked on the number as given: pydantic compares an int's float rounding instead."""
+    def check(value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
+            raise ValueError(f"must be from {low:g} to {high:g}")
+        return value
+    return check
+
+
+Real = Annotated[float, Ge(-REAL_MAX), Le(REAL_MAX), BeforeValidator(_within(-REAL_MAX, REAL_MAX))]
+Duration = Annotated[float, Ge(0), Le(REAL_MAX), BeforeValidator(_within(0, REAL_MAX))]
+
+
+def _timestamp(value: str) -> str:
+    check_time(value, "time")
+    return value
+
+
+#: a time inside a payload (a lesson's last use, a pruning's as-of): folds do date arithmetic on it
+Timestamp = Annotated[str, AfterValidator(_timestamp), WithJsonSchema({"type": "string", "pattern": TIME_PATTERN})]
+
+
+def check_domain(value: str | None, exact: bool = False) -> str | None:
+    """A host name (optionally with a port 1-65535), lower-cased; refuses paths, NULs, spaces.
+    `exact` (a JSON line): no surrounding space stripped, as the schema's pattern says."""
     if value is None:
         return None
-    value = value.strip().lower()
-    if not DOMAIN_RE.match(value):
-        raise ValueError(f"invalid domain {value[:60]!r}: expected a host name like example.com")
-    return value
+    if not exact:
+        value = value.strip().lower()
+    if not DOMAIN_RE.search(value):
+        raise ValueError(f"invalid domain {value[:60]!r}: expected a host name like example.com (port 1-65535)")
+    return value.lower()  # ASCII only: the pattern admits nothing else
 
 
 def check_ident(value: str | None, what: str = "id") -> str | None:
     if value is None:
         return None
-    if not IDENT_RE.match(value):
-        raise ValueError(f"invalid {what} {value[:60]!r}: letters, digits and _.:@- only, at most 200")
+    longest, pattern = (204, STREAM_RE) if what == "stream" else (200, IDENT_RE)
+    if not pattern.search(value):
+        raise ValueError(f"invalid {what} {value[:60]!r}: letters, digits and _.:@- only, at most {longest}")
     return value
 
 
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("text contains a NUL character")
-        if len(value) > MAX_TEXT:
-            raise ValueError(f"text longer than {MAX_TEXT} characters")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite (JSON has no NaN or Infinity)")
+def check_time(value: str, what: str = "occurred_at") -> str:
+    """An ISO time the ledger can store and do date arithmetic on (1970-8999, a real calendar day)."""
+    if not TIME_RE.search(value):
+        raise ValueError(f"{what}: expected an ISO time from 1970 to 8999 like 2026-01-31T12:00:00Z, not {value[:40]!r}")
+    try:
+        datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+    except ValueError as exc:
+        raise ValueError(f"{what}: not a calendar time ({str(exc)[:60]})") from None
     return value
+
+
+def check_occurred(value: datetime | str) -> None:
+    """A time given from Python: any form `datetime` parses, within the door's years in UTC (a line's
+    1970-01-01T00:00+05:30 is 1969-12-31 in UTC), so date arithmetic on it never overflows."""
+    try:
+        when = value if isinstance(value, datetime) else datetime.fromisoformat(
+            value.strip()[:-1] + "+00:00" if value.strip().endswith("Z") else value.strip())
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"occurred_at: not an ISO time ({str(exc)[:60]})") from None
+    if not 1969 <= when.year <= 9000:
+        raise ValueError("occurred_at: expected a time from 1970 to 8999")
+
+
+def check_value(value: Any) -> None:
+    """Every string (dict keys included) and number, however deeply nested: storable text, finite
+    numbers in signed 64-bit range. The error names the path (`action.args.n: ...`)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        where = f"{path}: " if path else ""
+        if isinstance(item, str):
+            if not TEXT_RE.search(item):
+                raise ValueError(f"{where}text contains a NUL character or a lone surrogate")
+            if len(item) > MAX_TEXT:
+                raise ValueError(f"{where}text longer than {MAX_TEXT} characters")
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                stack.append((path, key) if isinstance(key, str) else (path, None))
+                stack.append((f"{path}.{key}" if path else str(key), sub))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}.{i}", sub) for i, sub in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{where}numbers must be finite (JSON has no NaN or Infinity)")
+        elif isinstance(item, int | float) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX:
+            raise ValueError(f"{where}number {item!r:.30} outside the signed 64-bit range")
 
 
 class Payload(BaseModel):
     """Base of every event payload."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False)
-    schema_version: int = 1
+    schema_version: Int64 = 1
     #: payload schema version this code writes; older stored versions are upcast on read
     CURRENT_VERSION: ClassVar[int] = 1
     #: events of this type must carry a run_id in their envelope
@@ -69,18 +165,22 @@ class Payload(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _reject_nul(cls, data: Any) -> Any:
+    def _storable(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            stack = list(data.values())
-            while stack:
-                item = stack.pop()
-                if isinstance(item, dict):
-                    stack.extend(item.values())
-                elif isinstance(item, list):
-                    stack.extend(item)
-                else:
-                    _no_nul(item)
+            check_value(data)
         return data
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, version: int) -> int:
+        """A newer version cannot be read by this code; an older one only if it can be upcast."""
+        if version > cls.CURRENT_VERSION:
+            raise ValueError(f"schema_version {version} was written by a newer memledger "
+                             f"(this one knows up to {cls.CURRENT_VERSION}); upgrade memledger")
+        if version < min_version(cls):
+            raise ValueError(f"schema_version {version} is not a version of this event "
+                             f"(known: {min_version(cls)}..{cls.CURRENT_VERSION})")
+        return version
 
 
 Category = Literal["tool_fallback", "best_practice", "error_recovery", "site_specific"]
@@ -106,7 +206,7 @@ class RunStarted(Payload):
 class RunProgress(Payload):
     type: Literal["run_progress"] = "run_progress"
     NEEDS_RUN: ClassVar[bool] = True
-    turn: int = Field(ge=0)
+    turn: Count
     current_url: str
 
 
@@ -118,14 +218,14 @@ class RunCompleted(Payload):
     result: str | None = None
     reason: str | None = None
     final_url: str | None = None
-    turns: int = Field(default=0, ge=0)
-    tokens_in: int = Field(default=0, ge=0)
-    tokens_out: int = Field(default=0, ge=0)
-    duration_ms: float = Field(default=0, ge=0)
+    turns: Count = 0
+    tokens_in: Count = 0
+    tokens_out: Count = 0
+    duration_ms: Duration = 0
     artifact_paths: list[str] = Field(default_factory=list)
-    policy_decisions: int = Field(default=0, ge=0)
-    replayed_steps: int = Field(default=0, ge=0)
-    memory_ms: float = Field(default=0, ge=0)
+    policy_decisions: Count = 0
+    replayed_steps: Count = 0
+    memory_ms: Duration = 0
 
 
 class SessionRecorded(Payload):
@@ -137,9 +237,9 @@ class SessionRecorded(Payload):
     outcome: str = ""
     success: bool
     final_url: str = ""
-    timestamp: str
-    turns_used: int = Field(default=0, ge=0)
-    duration_ms: float = Field(default=0, ge=0)
+    timestamp: Timestamp
+    turns_used: Count = 0
+    duration_ms: Duration = 0
 
 
 # ---- steps ----------------------------------------------------------------
@@ -187,10 +287,10 @@ class StepRecorded(Payload):
     target_text: str | None = None
     ok: bool
     error: str | None = None
-    duration_ms: float = Field(default=0, ge=0)
-    memory_ms: float = Field(default=0, ge=0)
+    duration_ms: Duration = 0
+    memory_ms: Duration = 0
     decided_by: Literal["policy", "replay", "approval", "backtrack"] = "policy"
-    rep: int = Field(default=1, ge=1)
+    rep: Positive = 1
     #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
     priority: Literal["critical", "high", "normal", "low"] | None = None
 
@@ -211,7 +311,7 @@ class StepGraded(Payload):
 
 class Tier1Loaded(Payload):
     type: Literal["tier1_loaded"] = "tier1_loaded"
-    count: int = Field(ge=0)
+    count: Count
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
 
@@ -220,7 +320,7 @@ class ErrorRecall(Payload):
     type: Literal["error_recall"] = "error_recall"
     command: str
     error_snippet: str
-    matched: int = Field(ge=0)
+    matched: Count
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
 
@@ -229,7 +329,7 @@ class DomainRecall(Payload):
     """Trigger B: the queried domain is the envelope's `domain`."""
 
     type: Literal["domain_recall"] = "domain_recall"
-    matched: int = Field(ge=0)
+    matched: Count
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
 
@@ -240,16 +340,16 @@ class TrajectoryRecalled(Payload):
     trajectory_id: str | None = None
     matched_goal: str | None = None
     similarity: float = Field(default=0.0, ge=0, le=1)
-    score: float | None = None
-    steps: int = Field(default=0, ge=0)
+    score: Real | None = None
+    steps: Count = 0
     replay: bool = False
 
 
 class ContextItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: str
-    priority: int
-    tokens: int = Field(ge=0)
+    priority: Int64
+    tokens: Count
     content_type: Literal["text", "code", "json", "html"] = "text"
     #: how sure the content-type detection was (seed 003's TokenEstimator confidence)
     confidence: float = Field(default=1.0, ge=0, le=1)
@@ -264,8 +364,8 @@ class ContextBuilt(Payload):
     type: Literal["context_built"] = "context_built"
     NEEDS_RUN: ClassVar[bool] = True
     prompt: Literal["system", "step"] = "step"
-    budget: int = Field(ge=0)
-    total_tokens: int = Field(ge=0)
+    budget: Count
+    total_tokens: Count
     items: list[ContextItem] = Field(default_factory=list)
     trimmed: list[ContextItem] = Field(default_factory=list)
 
@@ -284,8 +384,8 @@ class _LessonFields(Payload):
 
     @field_validator("scope_domain")
     @classmethod
-    def _scope(cls, v: str | None) -> str | None:
-        v = check_domain(v)
+    def _scope(cls, v: str | None, info: ValidationInfo) -> str | None:
+        v = check_domain(v, exact=bool(info.context and info.context.get("exact")))
         if v is not None and is_public_suffix(v):
             raise ValueError(f"scope {v!r} is a public suffix (every site under it would share the lesson): "
                              "scope a lesson to one site, e.g. example.com")
@@ -301,18 +401,18 @@ class LessonRecorded(_LessonFields):
 
     type: Literal["lesson_recorded"] = "lesson_recorded"
     CURRENT_VERSION: ClassVar[int] = 2
-    schema_version: int = 2
+    schema_version: Int64 = 2
     source: Literal["learned", "seed", "import"] = "learned"
     learned_from: list[str] = Field(default_factory=list)
-    use_count: int = Field(default=1, ge=0)
+    use_count: Count = 1
     triggered_domains: list[str] = Field(default_factory=list)
-    created_at: str | None = None
-    last_used: str | None = None
+    created_at: Timestamp | None = None
+    last_used: Timestamp | None = None
 
 
 class LessonDeduplicated(_LessonFields):
     type: Literal["lesson_deduplicated"] = "lesson_deduplicated"
-    new_use_count: int = Field(ge=1)
+    new_use_count: Positive
     learned_from: list[str] = Field(default_factory=list)
 
 
@@ -320,7 +420,7 @@ class LessonPromoted(Payload):
     type: Literal["lesson_promoted"] = "lesson_promoted"
     lesson_id: str
     lesson: str
-    use_count: int
+    use_count: Int64
     triggered_domains: list[str]
     from_category: Category = "error_recovery"
     to_category: Category = "best_practice"
@@ -329,11 +429,11 @@ class LessonPromoted(Payload):
 class LessonsPruned(Payload):
     type: Literal["lessons_pruned"] = "lessons_pruned"
     lesson_ids: list[str]
-    pruned_count: int = Field(ge=0)
-    remaining_count: int = Field(ge=0)
-    as_of: str
-    max_age_days: int = 90
-    min_uses: int = 5
+    pruned_count: Count
+    remaining_count: Count
+    as_of: Timestamp
+    max_age_days: Int64 = 90
+    min_uses: Int64 = 5
 
 
 # ---- memory writes: facts, selectors, trajectories -------------------------
@@ -346,7 +446,7 @@ class FactObserved(Payload):
     key: str = Field(min_length=1)
     value: str = Field(min_length=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
-    sources: int | None = Field(default=None, ge=1)
+    sources: Positive | None = None
 
 
 class FactContradicted(Payload):
@@ -363,7 +463,7 @@ class FactContradicted(Payload):
 class FactsPruned(Payload):
     type: Literal["facts_pruned"] = "facts_pruned"
     facts: list[dict[str, Any]]
-    threshold: float
+    threshold: Real
 
 
 class _SelectorOutcome(Payload):
@@ -394,7 +494,7 @@ class TrajectoryStep(BaseModel):
     url: str = ""
     verified: bool = False
     effect: str | None = None
-    duration_ms: float = 0
+    duration_ms: Real = 0
 
 
 class TrajectoryRecorded(Payload):
@@ -404,15 +504,15 @@ class TrajectoryRecorded(Payload):
     origin: str = ""
     steps: list[TrajectoryStep]
     success: bool = True
-    duration_ms: float = Field(default=0, ge=0)
-    turns: int = Field(default=0, ge=0)
+    duration_ms: Duration = 0
+    turns: Count = 0
 
 
 class TrajectoriesExpired(Payload):
     type: Literal["trajectories_expired"] = "trajectories_expired"
     trajectory_ids: list[str]
-    ttl_days: float
-    as_of: str
+    ttl_days: Real
+    as_of: Timestamp
 
 
 # ---- layered memory (seed 003) ------------------------------------------------
@@ -584,7 +684,7 @@ class MemoryImported(Payload):
     source_format: str
     source_path: str
     source_digest: str
-    counts: dict[str, int] = Field(default_factory=dict)
+    counts: dict[str, Int64] = Field(default_factory=dict)
 
 
 class SubjectForgotten(Payload):
@@ -643,6 +743,15 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
 }
 
 
+def min_version(cls: type[Payload]) -> int:
+    """The oldest stored version of an event type this code can read (upcasters reach it up)."""
+    type_ = cls.model_fields["type"].default
+    version = cls.CURRENT_VERSION
+    while (type_, version - 1) in UPCASTERS:
+        version -= 1
+    return version
+
+
 def upcast(type_: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
     """Bring a stored payload up to the current version of its type."""
     cls = EVENT_TYPES.get(type_)
@@ -678,8 +787,11 @@ class NewEvent:
         check_ident(self.run_id, "run_id")
         check_ident(self.stream, "stream")
         check_ident(self.id, "event id")
-        if self.step is not None and self.step < 0:
-            raise ValueError("step must be >= 0")
+        if self.step is not None and (isinstance(self.step, bool) or not isinstance(self.step, int)
+                                      or not 0 <= self.step <= INT64_MAX):
+            raise ValueError(f"step must be an integer from 0 to {INT64_MAX}")
+        if self.occurred_at is not None:
+            check_occurred(self.occurred_at)
         if self.payload.NEEDS_RUN and not self.run_id:
             raise ValueError(f"{self.type} needs a run_id")
 
@@ -764,11 +876,106 @@ def recorded_event(*values: Any) -> RecordedEvent:
     return ev  # type: ignore[return-value]
 
 
+#: what JSON Schema cannot say about a line, and `append` still checks
+CROSS_FIELD_RULES = (
+    "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
+    "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
+)
+_TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}
+_JSON_VALUE = {"anyOf": [
+    _TEXT,
+    {"type": "number", "minimum": INT64_MIN, "maximum": INT64_MAX},
+    {"type": "boolean"}, {"type": "null"},
+    {"type": "array", "items": {"$ref": "#/$defs/JsonValue"}},
+    {"type": "object", "propertyNames": _TEXT, "additionalProperties": {"$ref": "#/$defs/JsonValue"}},
+]}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _envelope_schema(needs_run: bool) -> dict[str, Any]:
+    ident = {"type": "string", "pattern": IDENT_PATTERN}
+    time = {"type": "string", "pattern": TIME_PATTERN}
+    return {
+        "id": _nullable(ident) | {"description": "event id (a UUIDv7 when absent); unique in the ledger"},
+        "run_id": (ident if needs_run else _nullable(ident)) | {"description": "the run this event belongs to"},
+        "step": _nullable({"type": "integer", "minimum": 0, "maximum": INT64_MAX}) | {"description": "step of the run"},
+        "domain": _nullable({"type": "string", "pattern": DOMAIN_PATTERN}) | {
+            "description": "host where it happened (stored lower-cased)"},
+        "stream": _nullable({"type": "string", "pattern": STREAM_PATTERN}) | {
+            "description": "stream for optimistic concurrency (default run-<run_id> or memory)"},
+        "occurred_at": _nullable(time) | {"description": "when it happened (UTC when no offset); default: recorded time"},
+        "recorded_at": _nullable(time) | {"description": "read as occurred_at (the store sets recorded time)"},
+    }
+
+
+def _constrain(node: Any) -> None:
+    """What `check_value` enforces, written into pydantic's schema: storable text everywhere, and
+    free-form values (`dict[str, Any]`) as bounded JSON."""
+    if isinstance(node, list):
+        for item in node:
+            _constrain(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and "const" not in node and "enum" not in node:
+        node.setdefault("pattern", TEXT_PATTERN)
+        node["maxLength"] = min(node.get("maxLength", MAX_TEXT), MAX_TEXT)
+    if node.get("type") == "object" and "properties" not in node:  # a dict: keys are text too
+        node["propertyNames"] = dict(_TEXT)
+        if node.get("additionalProperties", True) in (True, {}):
+            node["additionalProperties"] = {"$ref": "#/$defs/JsonValue"}
+    for key, value in node.items():
+        if key not in ("propertyNames", "const", "enum", "default"):
+            _constrain(value)
+
+
+def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One event type's line as `append` takes it (payload fields and envelope at the top level),
+    and the definitions it refers to."""
+    cls = EVENT_TYPES[type_]
+    payload = cls.model_json_schema(ref_template="#/$defs/{model}")
+    defs = payload.pop("$defs", {})
+    props = payload["properties"]
+    props["type"] = {"const": type_}
+    props["schema_version"] = {"type": "integer", "minimum": min_version(cls), "maximum": cls.CURRENT_VERSION,
+                               "description": "payload version; a newer one is refused (written by a newer memledger)"}
+    for name, info in cls.model_fields.items():
+        if name == "scope_domain":
+            props[name]["pattern"] = DOMAIN_PATTERN
+        if info.description is None and name in props:
+            props[name].pop("title", None)
+    overlap = set(props) & set(_envelope_schema(False))
+    assert not overlap, overlap  # a payload field may not shadow the envelope
+    props.update(_envelope_schema(cls.NEEDS_RUN))
+    required = ["type", *payload.get("required", []), *(["run_id"] if cls.NEEDS_RUN else [])]
+    doc = (cls.__doc__ or f"A {type_} event").strip().splitlines()[0].rstrip(".") + "."
+    line = {"title": type_, "description": doc + (" Needs a run_id." if cls.NEEDS_RUN else ""), "type": "object",
+            "properties": props, "required": required, "additionalProperties": False}
+    _constrain(line)
+    _constrain(defs)
+    return line, defs
+
+
 def json_schema(type_: str | None = None) -> dict[str, Any]:
-    """The JSON Schema of one event type's payload, or of the whole union."""
-    if type_ is None:
-        return PAYLOAD_ADAPTER.json_schema()
-    cls = EVENT_TYPES.get(type_)
-    if cls is None:
+    """The JSON Schema (2020-12) of a whole JSON Lines event as `memledger append` takes it: one
+    type's, or every type's (`oneOf`, told apart by `type`). A line is accepted exactly when it is
+    valid, except for `CROSS_FIELD_RULES`, which the description lists."""
+    if type_ is not None and type_ not in EVENT_TYPES:
         raise KeyError(type_)
-    return cls.model_json_schema()
+    defs: dict[str, Any] = {"JsonValue": _JSON_VALUE}
+    lines: dict[str, Any] = {}
+    for name in ([type_] if type_ else sorted(EVENT_TYPES)):
+        lines[name], nested = line_schema(name)
+        defs.update(nested)
+    rules = " Also checked: " + " ".join(CROSS_FIELD_RULES)
+    if type_ is not None:
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema", **lines[type_],
+                "description": lines[type_]["description"] + rules, "$defs": defs}
+    defs.update({f"line_{name}": schema for name, schema in lines.items()})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "memledger event line",
+            "description": "One line of `memledger append` input: `type`, the payload fields and the envelope "
+                           "fields at the top level." + rules,
+            "oneOf": [{"$ref": f"#/$defs/line_{name}"} for name in lines], "$defs": defs}

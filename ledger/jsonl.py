@@ -5,13 +5,15 @@ reported as one line naming its number and the problem.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, NewEvent
+from memledger.ledger.clock import normalize_ts
+from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, integral, check_domain, check_time
 
 
 def first_error(exc: ValidationError) -> str:
@@ -33,28 +35,39 @@ def parse_event(obj: Any) -> NewEvent:
         raise ValueError(f"unknown event type {type_[:60]!r}")
     env = {k: obj[k] for k in ENVELOPE_KEYS if k in obj and k != "type"}
     payload = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
-    if "recorded_at" in env:  # the store sets recorded time; a supplied one is when it occurred
-        env.setdefault("occurred_at", env.pop("recorded_at"))
-        env.pop("recorded_at", None)
-    for key in ("run_id", "domain", "stream", "id", "occurred_at"):
+    for key in ("run_id", "domain", "stream", "id", "occurred_at", "recorded_at"):
         if key in env and env[key] is not None and not isinstance(env[key], str):
             raise ValueError(f"{key}: expected a string")
-    if "step" in env and env["step"] is not None and (not isinstance(env["step"], int) or isinstance(env["step"], bool)):
-        raise ValueError("step: expected an integer")
+    if env.get("domain") is not None:
+        check_domain(env["domain"], exact=True)
+    if env.get("step") is not None:
+        env["step"] = integral(env["step"])
+        if not isinstance(env["step"], int) or isinstance(env["step"], bool) or not 0 <= env["step"] <= INT64_MAX:
+            raise ValueError(f"step: expected an integer from 0 to {INT64_MAX}")
+    recorded = env.pop("recorded_at", None)
+    if recorded is not None:  # the store sets recorded time; a supplied one is when it occurred
+        check_time(recorded, "recorded_at")
+        if env.get("occurred_at") is None:
+            env["occurred_at"] = recorded
     if env.get("occurred_at") is not None:
-        from memledger.ledger.clock import normalize_ts
-        try:
-            env["occurred_at"] = normalize_ts(env["occurred_at"])
-        except (ValueError, OverflowError) as exc:
-            raise ValueError(f"occurred_at: not an ISO time ({str(exc)[:60]})") from exc
+        env["occurred_at"] = normalize_ts(check_time(env["occurred_at"]))
     try:
-        model = cls.model_validate(payload)
+        model = cls.model_validate(payload, strict=True, context={"exact": True})
     except ValidationError as exc:
         raise ValueError(f"{type_}.{first_error(exc)}") from exc
     try:
         return NewEvent(payload=model, **env)
     except (TypeError, ValueError) as exc:
         raise ValueError(str(exc).splitlines()[0]) from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {duplicate[:60]!r}")
+    return obj
 
 
 def parse_lines(data: bytes) -> list[NewEvent]:
@@ -72,6 +85,7 @@ def parse_lines(data: bytes) -> list[NewEvent]:
         except orjson.JSONDecodeError as exc:
             raise InvalidEvent(f"line {number}: malformed JSON ({str(exc).splitlines()[0][:80]}); nothing was written") from None
         try:
+            obj = json.loads(raw, object_pairs_hook=_unique_keys)  # exact integers; duplicate keys refused
             events.append(parse_event(obj))
         except ValueError as exc:
             reason = str(exc).splitlines()[0][:200].encode("unicode_escape").decode("ascii")

@@ -29,7 +29,10 @@ import orjson
 import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from memledger.ledger.errors import ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, translated
+from memledger.ledger.errors import (
+    ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, UnreadableEvent,
+    translated,
+)
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor
@@ -55,10 +58,23 @@ _CURRENT_VERSION = {name: cls.CURRENT_VERSION for name, cls in EVENT_TYPES.items
 
 
 def row_to_event(row: Sequence[Any]) -> RecordedEvent:
+    """A stored row as an event; a row this code cannot read is named by its seq (never a traceback)."""
     seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, payload, prev, h = row
-    data = orjson.loads(payload)
-    if schema_v < _CURRENT_VERSION.get(type_, 0):
-        data = upcast(type_, schema_v, data)
+    try:
+        data = orjson.loads(payload)
+    except (orjson.JSONDecodeError, TypeError):
+        raise UnreadableEvent(f"seq {seq}: the stored payload is not JSON (the ledger was edited; run `memledger verify`)") from None
+    if not isinstance(data, dict):
+        raise UnreadableEvent(f"seq {seq}: the stored payload is not a JSON object (run `memledger verify`)")
+    current = _CURRENT_VERSION.get(type_, 0)
+    if schema_v != current:
+        if isinstance(schema_v, int) and schema_v > current:
+            raise UnreadableEvent(f"seq {seq}: {type_} v{schema_v} was written by a newer memledger "
+                                  f"(this one knows up to v{current}); upgrade memledger")
+        try:
+            data = upcast(type_, schema_v, data)
+        except (ValueError, TypeError) as exc:
+            raise UnreadableEvent(f"seq {seq}: {type_} v{schema_v} cannot be read ({exc})") from None
     return recorded_event(seq, id_, stream, sv, type_, schema_v, rec, occ, run_id, step, domain, data, payload, prev, h)
 
 
@@ -386,6 +402,8 @@ class SqliteStore:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
             raise NotALedger(f"{path}: not a memledger ledger (a SQLite database of another application)")
+        if app_id == APPLICATION_ID and "events" not in tables:
+            raise NotALedger(f"{path}: not a memledger ledger (memledger's mark but no events table); left untouched")
         if user_version > STORE_SCHEMA_VERSION:
             raise NewerSchema(
                 f"{path}: written by a newer memledger (ledger schema {user_version}, this one knows {STORE_SCHEMA_VERSION}); upgrade memledger")

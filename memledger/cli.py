@@ -114,12 +114,14 @@ def main(argv: list[str] | None = None) -> None:
         _quiet_broken_pipe()
     except ValueError as exc:
         if "null byte" not in str(exc):  # a path with a NUL (only reachable in-process); anything else is a bug
-            raise
+            _internal_error(exc)
         click.echo("error: a path or argument contains a NUL character", err=True)
         sys.exit(1)
     except OSError as exc:
         click.echo(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), err=True)
         sys.exit(1)
+    except Exception as exc:
+        _internal_error(exc)
 
 
 def _quiet_broken_pipe() -> None:
@@ -133,3 +135,13 @@ def _quiet_broken_pipe() -> None:
     finally:
         os.close(devnull)
     sys.exit(0)
+
+
+def _internal_error(exc: Exception) -> None:
+    """A bug is still one line (the seq, when a fold names one); MEMLEDGER_DEBUG=1 shows the traceback."""
+    if os.environ.get("MEMLEDGER_DEBUG"):
+        raise exc
+    reason = " ".join(str(exc).split())[:200]
+    click.echo(f"error: internal error ({type(exc).__name__}{': ' + reason if reason else ''}); "
+               "set MEMLEDGER_DEBUG=1 to see the traceback", err=True)
+    sys.exit(1)

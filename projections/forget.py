@@ -30,6 +30,7 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, module
+from memledger.projections.text import domain_matches
 
 KINDS = ("domain", "run", "session", "lesson")
 
@@ -86,7 +87,9 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
     before = _row_counts(state)
-    runs = sorted(r.run_id for r in state.runs.runs.values() if r.session_id == subject) if kind == "session" else []
+    runs = sorted(r.run_id for r in state.runs.runs.values()
+                  if (kind == "session" and r.session_id == subject)
+                  or (kind == "domain" and domain_matches(r.domain, subject)))
     recorded = MemoryWriter(store, policy).append([NewEvent(SubjectForgotten(
         subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))])  # type: ignore[arg-type]
     seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")

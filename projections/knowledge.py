@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
+from memledger.ledger.events import INT64_MAX, RecordedEvent
 from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
@@ -69,7 +69,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
         old = facts.get(fid)
         if old is not None:
             c = old.confidence + policy.fact_confirm_rate * (1.0 - old.confidence)
-            facts[fid] = evolve(old, confidence=c, sources=old.sources + 1, last_seen=ev.occurred_at,
+            facts[fid] = evolve(old, confidence=c, sources=min(old.sources + 1, INT64_MAX), last_seen=ev.occurred_at,
                                  event_ids=add_event_id(old.event_ids, ev.id))
         else:
             conf = d.get("confidence")

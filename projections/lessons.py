@@ -3,7 +3,7 @@
 `apply` is the pure fold. It never applies a policy by itself: dedup and
 promotion arrive as their own decision events (`lesson_deduplicated`,
 `lesson_promoted`). Recall events count as a use of each lesson they list
-(use_count + 1, last_used, the event's domain added to triggered_domains).
+(use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains).
 
 Two domains, never confused: `scope_domain` is the site a lesson applies to
 (None = universal); an event's `domain` is where it happened, and feeds
@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, normalize_text
+from memledger.ledger.events import INT64_MAX, RecordedEvent
+from memledger.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 TIER2_CATEGORIES = ("error_recovery", "site_specific")
@@ -136,7 +136,7 @@ def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson
     tds = lesson.triggered_domains
     if domain and domain not in tds:
         tds = (*tds, domain)
-    return evolve(lesson, use_count=lesson.use_count + 1, last_used=when or lesson.last_used,
+    return evolve(lesson, use_count=min(lesson.use_count + 1, INT64_MAX), last_used=when or lesson.last_used,
                    triggered_domains=tds,
                    event_ids=add_event_id(lesson.event_ids, event_id) if event_id else lesson.event_ids)
 
@@ -199,7 +199,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         for lid in d.get("lesson_ids") or ():
             _remove(state, lid)
     elif t == "subject_forgotten":
-        forget(state, d["subject_kind"], d["subject"])
+        forget(state, d["subject_kind"], d["subject"], covered_runs(d))
     return state
 
 
@@ -231,9 +231,12 @@ def facet(field: str, item: Any) -> str | None:
     return "tier1" if field == "lessons" and item.category in TIER1_CATEGORIES else None
 
 
-def forget(state: LessonsState, kind: str, subject: str) -> None:
+def forget(state: LessonsState, kind: str, subject: str, runs: set[str] | frozenset[str] = frozenset()) -> None:
     """Remove a subject: a lesson; a domain's scoped lessons (and the domain from every
-    lesson's triggered_domains); a run's provenance."""
+    lesson's triggered_domains); the provenance of every run the subject covers (`runs`)."""
+    for lid, lesson in list(state.lessons.items()):
+        if lesson.taught_by_run is not None and lesson.taught_by_run in runs:
+            state.lessons[lid] = evolve(lesson, taught_by_run=None, taught_at_step=None)
     if kind == "lesson":
         _remove(state, subject)
     elif kind == "domain":
@@ -243,10 +246,6 @@ def forget(state: LessonsState, kind: str, subject: str) -> None:
             elif any(domain_matches(td, subject) for td in lesson.triggered_domains):
                 state.lessons[lid] = evolve(lesson, triggered_domains=tuple(
                     td for td in lesson.triggered_domains if not domain_matches(td, subject)))
-    elif kind == "run":
-        for lid, lesson in list(state.lessons.items()):
-            if lesson.taught_by_run == subject:
-                state.lessons[lid] = evolve(lesson, taught_by_run=None, taught_at_step=None)
 
 
 def decode(raw: dict[str, Any]) -> LessonsState:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.ledger.errors import LedgerError
+from memledger.projections.materialize import resolve_seq
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.view import MemoryView
 
@@ -127,7 +128,7 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
                 out.append(Change("gained", proj, k, getattr(item, "goal", "")))
             elif proj == "runs" and ia[k].status != item.status:
                 out.append(Change("changed", proj, k, f"{ia[k].status} -> {item.status}"))
-        out.extend(Change("lost", proj, k, getattr(item, "goal", "")) for k in ia if k not in ib)
+        out.extend(Change("lost", proj, k, getattr(gone, "goal", "")) for k, gone in ia.items() if k not in ib)
     sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
     for e in after.selectors():
         key = (e.domain, e.role, e.name, e.selector)
@@ -144,7 +145,12 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
 
 def diff_between(store: Any, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
                  policy: Policy = DEFAULT_POLICY) -> list[Change]:
-    """`memledger diff`: memory at `from_seq` against memory at `to_seq`."""
+    """`memledger diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
+    start, end = resolve_seq(store, from_seq, "--from"), resolve_seq(store, to_seq, "--to")
+    if start > end:
+        raise LedgerError(f"--from {from_seq} (seq {start}) is after --to {to_seq} (seq {end}): "
+                          "a diff runs forward; swap them")
+    from_seq, to_seq = start, end
     view = MemoryView.open(store, projections_path, policy)
     return memory_diff(view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
                        view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq))

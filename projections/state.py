@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from memledger.ledger.errors import UnreadableEvent
 from memledger.ledger.events import RecordedEvent
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 
@@ -106,6 +107,16 @@ def dispatch(names: Iterable[str] = PROJECTIONS) -> dict[str, list[tuple[str, Ap
 _DISPATCH: dict[tuple[str, ...], dict[str, list[tuple[str, Apply]]]] = {}
 
 
+#: what a fold raises on a payload the door would have refused (only an edited ledger holds one)
+FOLD_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
+
+
+def unfoldable(ev: RecordedEvent, projection: str, exc: Exception) -> UnreadableEvent:
+    """The one-line error naming the event a projection could not fold."""
+    return UnreadableEvent(f"seq {ev.seq}: {ev.type} cannot be folded into {projection} "
+                           f"({type(exc).__name__}: {str(exc)[:80]}); run `memledger verify`")
+
+
 def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = DEFAULT_POLICY,
          names: Iterable[str] | None = None) -> MemoryState:
     """Fold events (in seq order, after state.head) into every (or the named) projection."""
@@ -116,8 +127,11 @@ def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = D
     get = table.get
     head = state.head
     for ev in events:
-        for name, fn in get(ev.type, ()):
-            setattr(state, name, fn(getattr(state, name), ev, policy))
+        try:
+            for name, fn in get(ev.type, ()):
+                setattr(state, name, fn(getattr(state, name), ev, policy))
+        except FOLD_ERRORS as exc:
+            raise unfoldable(ev, name, exc) from exc
         head = ev.seq
     state.head = head
     for name in active:

@@ -159,10 +159,16 @@ def add_event_id(ids: tuple[str, ...], new: str) -> tuple[str, ...]:
     return (ids[0], *ids[2:], new)
 
 
-def forgotten_runs(data: dict[str, Any]) -> set[str]:
-    """The runs a `subject_forgotten` of a run or a session covers: its own `run_ids` (resolved when
-    it was forgotten) and, for a run, the run itself."""
+def covered_runs(data: dict[str, Any]) -> set[str]:
+    """Every run a `subject_forgotten` covers: its own `run_ids` (resolved when it was forgotten: a
+    session's runs, the runs started on a domain) and, for a run, the run itself."""
     runs = set(data.get("run_ids") or ())
     if data.get("subject_kind") == "run":
         runs.add(data["subject"])
     return runs
+
+
+def forgotten_runs(data: dict[str, Any]) -> set[str]:
+    """The runs whose introductions (facts, selectors) a forgotten run or session takes along;
+    a forgotten domain takes its own facts and selectors by domain instead."""
+    return covered_runs(data) if data.get("subject_kind") in ("run", "session") else set()

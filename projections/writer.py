@@ -16,7 +16,7 @@ from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import LessonSeeded, NewEvent, RecordedEvent
 from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import DEFAULT_POLICY, Policy, decide, lesson_id_taken, on_open
+from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, lesson_id_taken, on_open
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
@@ -127,6 +127,11 @@ class MemoryWriter:
 
 
 def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    """`memledger append`'s writer: the events plus the decisions of the default policy."""
+    """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
+    themselves are refused: the log would hold one no policy made, and experiments would diverge."""
     from memledger.projections.materialize import default_projections_path
+    for i, ev in enumerate(events):
+        if isinstance(ev, NewEvent) and ev.type in DECISION_TYPES:
+            raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "
+                               "itself; append observations (or `append --raw` to record it as given)")
     return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)

@@ -181,9 +181,11 @@ def test_list_params_names_defaults_and_ranges() -> None:
     assert r.code == 0
     rows = {p["name"]: p for p in orjson.loads(r.out)}
     assert list(rows) == list(Policy.model_fields)
-    assert rows["promotion_min_uses"] == {"name": "promotion_min_uses", "type": "int", "default": 5, "range": ">= 1",
+    assert rows["promotion_min_uses"] == {"name": "promotion_min_uses", "type": "int", "default": 5,
+                                          "range": "1 to 1000000000",
                                           "meaning": Policy.model_fields["promotion_min_uses"].description}
-    assert rows["fact_decay"]["range"] == "0 to 1" and rows["trace_scoring"]["range"] == "true or false"
+    assert rows["fact_decay"]["range"] == "above 0 to 1" and rows["trace_scoring"]["range"] == "true or false"
+    assert rows["fact_confirm_rate"]["range"] == "0 to 1"
     assert all(p["meaning"] for p in rows.values())
     table = run_cli("experiment", "--list-params").out
     assert "promotion_min_uses" in table and "0 to 1" in table

@@ -134,7 +134,7 @@ def test_forget_library_counts_and_refusals(tmp_path: Path) -> None:
         assert r.removed.get("facts", 0) >= 1 and r.projections_scrubbed
         ev = store.get(next(e.id for e in store.read(types=["subject_forgotten"])))
         assert ev is not None and ev.data == {"subject_kind": "domain", "subject": "zebrafjord.test", "reason": None,
-                                              "run_ids": []}
+                                              "run_ids": ["run_zebra"]}  # the runs started there
         again = forget(store, "domain", "zebrafjord.test", projections_path=mem_dir / "projections.db")
         assert again.total_removed == 0  # idempotent: nothing left to remove
     for args in ((), ("--domain", "a.test", "--run", "r1"), ("--domain", " "), ("--domain", "../../etc"),

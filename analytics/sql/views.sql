@@ -78,24 +78,24 @@ CREATE VIEW run_completed AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'summary') AS summary,
        j(payload, 'result') AS result, j(payload, 'reason') AS reason, j(payload, 'final_url') AS final_url,
-       CAST(j(payload, 'turns') AS INTEGER) AS turns,
-       CAST(j(payload, 'tokens_in') AS BIGINT) AS tokens_in, CAST(j(payload, 'tokens_out') AS BIGINT) AS tokens_out,
+       TRY_CAST(j(payload, 'turns') AS BIGINT) AS turns,
+       TRY_CAST(j(payload, 'tokens_in') AS BIGINT) AS tokens_in, TRY_CAST(j(payload, 'tokens_out') AS BIGINT) AS tokens_out,
        CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
-       CAST(j(payload, 'policy_decisions') AS INTEGER) AS policy_decisions,
-       CAST(j(payload, 'replayed_steps') AS INTEGER) AS replayed_steps,
+       TRY_CAST(j(payload, 'policy_decisions') AS BIGINT) AS policy_decisions,
+       TRY_CAST(j(payload, 'replayed_steps') AS BIGINT) AS replayed_steps,
        CAST(j(payload, 'memory_ms') AS DOUBLE) AS memory_ms
 FROM ev WHERE type = 'run_completed';
 
 CREATE VIEW run_progress AS
 SELECT seq, id, run_id, step, domain, recorded_at, recorded_ts,
-       CAST(j(payload, 'turn') AS INTEGER) AS turn, j(payload, 'current_url') AS current_url
+       TRY_CAST(j(payload, 'turn') AS BIGINT) AS turn, j(payload, 'current_url') AS current_url
 FROM ev WHERE type = 'run_progress';
 
 CREATE VIEW session_recorded AS
 SELECT seq, id, run_id, domain, recorded_at, occurred_at,
        j(payload, 'session_id') AS session_id, j(payload, 'goal') AS goal, j(payload, 'outcome') AS outcome,
        CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'final_url') AS final_url,
-       j(payload, 'timestamp') AS timestamp, CAST(j(payload, 'turns_used') AS INTEGER) AS turns_used,
+       j(payload, 'timestamp') AS timestamp, TRY_CAST(j(payload, 'turns_used') AS BIGINT) AS turns_used,
        CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms
 FROM ev WHERE type = 'session_recorded';
 
@@ -107,7 +107,7 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        j(payload, 'env_before.url') AS url_before, j(payload, 'env_after.url') AS url_after,
        CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
        CAST(j(payload, 'memory_ms') AS DOUBLE) AS memory_ms,
-       j(payload, 'decided_by') AS decided_by, CAST(j(payload, 'rep') AS INTEGER) AS rep
+       j(payload, 'decided_by') AS decided_by, TRY_CAST(j(payload, 'rep') AS BIGINT) AS rep
 FROM ev WHERE type = 'step_recorded';
 
 CREATE VIEW step_graded AS
@@ -118,18 +118,18 @@ FROM ev WHERE type = 'step_graded';
 
 CREATE VIEW tier1_loaded AS
 SELECT seq, id, run_id, step, domain, recorded_at,
-       CAST(j(payload, 'count') AS INTEGER) AS count, jlist(payload, 'lesson_ids') AS lesson_ids
+       TRY_CAST(j(payload, 'count') AS BIGINT) AS count, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'tier1_loaded';
 
 CREATE VIEW error_recall AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
        j(payload, 'command') AS command, j(payload, 'error_snippet') AS error_snippet,
-       CAST(j(payload, 'matched') AS INTEGER) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
+       TRY_CAST(j(payload, 'matched') AS BIGINT) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'error_recall';
 
 CREATE VIEW domain_recall AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
-       CAST(j(payload, 'matched') AS INTEGER) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
+       TRY_CAST(j(payload, 'matched') AS BIGINT) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'domain_recall';
 
 -- one row per (recall event, lesson it returned), forgotten lessons left out
@@ -155,14 +155,14 @@ CREATE VIEW trajectory_recalled AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        j(payload, 'goal') AS goal, j(payload, 'trajectory_id') AS trajectory_id,
        j(payload, 'matched_goal') AS matched_goal, CAST(j(payload, 'similarity') AS DOUBLE) AS similarity,
-       CAST(j(payload, 'score') AS DOUBLE) AS score, CAST(j(payload, 'steps') AS INTEGER) AS steps,
+       CAST(j(payload, 'score') AS DOUBLE) AS score, TRY_CAST(j(payload, 'steps') AS BIGINT) AS steps,
        CAST(j(payload, 'replay') AS BOOLEAN) AS replay
 FROM ev WHERE type = 'trajectory_recalled';
 
 CREATE VIEW context_built AS
 SELECT seq, id, run_id, step, domain, recorded_at,
-       j(payload, 'prompt') AS prompt, CAST(j(payload, 'budget') AS INTEGER) AS budget,
-       CAST(j(payload, 'total_tokens') AS INTEGER) AS total_tokens,
+       j(payload, 'prompt') AS prompt, TRY_CAST(j(payload, 'budget') AS BIGINT) AS budget,
+       TRY_CAST(j(payload, 'total_tokens') AS BIGINT) AS total_tokens,
        CAST(json_array_length(payload, '$.items') AS INTEGER) AS n_items,
        CAST(json_array_length(payload, '$.trimmed') AS INTEGER) AS n_trimmed
 FROM ev WHERE type = 'context_built';
@@ -180,7 +180,7 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
        CASE WHEN schema_version = 1 THEN j(payload, 'domain') ELSE j(payload, 'scope_domain') END AS scope_domain,
        coalesce(j(payload, 'source'), 'learned') AS source,
-       coalesce(CAST(j(payload, 'use_count') AS INTEGER), 1) AS use_count,
+       coalesce(TRY_CAST(j(payload, 'use_count') AS BIGINT), 1) AS use_count,
        coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
                  WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains
 FROM ev WHERE type = 'lesson_recorded';
@@ -188,13 +188,13 @@ FROM ev WHERE type = 'lesson_recorded';
 CREATE VIEW lesson_deduplicated AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
-       j(payload, 'scope_domain') AS scope_domain, CAST(j(payload, 'new_use_count') AS INTEGER) AS new_use_count
+       j(payload, 'scope_domain') AS scope_domain, TRY_CAST(j(payload, 'new_use_count') AS BIGINT) AS new_use_count
 FROM ev WHERE type = 'lesson_deduplicated';
 
 CREATE VIEW lesson_promoted AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson,
-       CAST(j(payload, 'use_count') AS INTEGER) AS use_count,
+       TRY_CAST(j(payload, 'use_count') AS BIGINT) AS use_count,
        coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
                  WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains,
        j(payload, 'from_category') AS from_category, j(payload, 'to_category') AS to_category
@@ -202,15 +202,15 @@ FROM ev WHERE type = 'lesson_promoted';
 
 CREATE VIEW lessons_pruned AS
 SELECT seq, id, run_id, recorded_at, occurred_at, u.lesson_id,
-       CAST(j(payload, 'pruned_count') AS INTEGER) AS pruned_count,
-       CAST(j(payload, 'remaining_count') AS INTEGER) AS remaining_count, j(payload, 'as_of') AS as_of
+       TRY_CAST(j(payload, 'pruned_count') AS BIGINT) AS pruned_count,
+       TRY_CAST(j(payload, 'remaining_count') AS BIGINT) AS remaining_count, j(payload, 'as_of') AS as_of
 FROM ev, unnest(jlist(payload, 'lesson_ids')) AS u(lesson_id)
 WHERE type = 'lessons_pruned' AND u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
 
 CREATE VIEW fact_observed AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'fact_type') AS fact_type, j(payload, 'key') AS key, j(payload, 'value') AS value,
-       CAST(j(payload, 'confidence') AS DOUBLE) AS confidence, CAST(j(payload, 'sources') AS INTEGER) AS sources
+       CAST(j(payload, 'confidence') AS DOUBLE) AS confidence, TRY_CAST(j(payload, 'sources') AS BIGINT) AS sources
 FROM ev WHERE type = 'fact_observed';
 
 CREATE VIEW fact_contradicted AS
@@ -241,7 +241,7 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        j(payload, 'trajectory_id') AS trajectory_id, j(payload, 'goal') AS goal, j(payload, 'origin') AS origin,
        CAST(json_array_length(payload, '$.steps') AS INTEGER) AS n_steps,
        CAST(j(payload, 'success') AS BOOLEAN) AS success, CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms,
-       CAST(j(payload, 'turns') AS INTEGER) AS turns
+       TRY_CAST(j(payload, 'turns') AS BIGINT) AS turns
 FROM ev WHERE type = 'trajectory_recorded';
 
 CREATE VIEW trajectories_expired AS
@@ -292,7 +292,7 @@ WITH done AS (
     SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
 ), r AS (
     SELECT s.run_id, coalesce(s.case_id, s.goal) AS goal_key, s.memory_enabled, s.seq,
-           d.success, d.turns, d.tokens_in + d.tokens_out AS tokens, d.duration_ms
+           d.success, d.turns, CAST(d.tokens_in AS HUGEINT) + d.tokens_out AS tokens, d.duration_ms
     FROM run_started s JOIN done d USING (run_id)
 )
 SELECT *, CASE WHEN NOT memory_enabled THEN 'off'

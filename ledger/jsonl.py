@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.clock import normalize_ts
-from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, integral, check_domain, check_time
+from memledger.ledger.errors import InvalidEvent
+from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, check_domain, check_time, integral
 
 
 def first_error(exc: ValidationError) -> str:
@@ -52,13 +52,22 @@ def parse_event(obj: Any) -> NewEvent:
     if env.get("occurred_at") is not None:
         env["occurred_at"] = normalize_ts(check_time(env["occurred_at"]))
     try:
-        model = cls.model_validate(payload, strict=True, context={"exact": True})
+        model = cls.model_validate(_integers(payload), strict=True, context={"exact": True})
     except ValidationError as exc:
         raise ValueError(f"{type_}.{first_error(exc)}") from exc
     try:
         return NewEvent(payload=model, **env)
     except (TypeError, ValueError) as exc:
         raise ValueError(str(exc).splitlines()[0]) from exc
+
+
+def _integers(value: Any) -> Any:
+    """JSON has one number type: 3.0 is the integer 3 (as JSON Schema's "integer" says), wherever it is."""
+    if isinstance(value, dict):
+        return {k: _integers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integers(v) for v in value]
+    return integral(value)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

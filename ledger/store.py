@@ -30,7 +30,14 @@ import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
 from memledger.ledger.errors import (
-    ChainBroken, ConcurrencyConflict, InvalidEvent, LedgerError, NewerSchema, NoLedger, NotALedger, UnreadableEvent,
+    ChainBroken,
+    ConcurrencyConflict,
+    InvalidEvent,
+    LedgerError,
+    NewerSchema,
+    NoLedger,
+    NotALedger,
+    UnreadableEvent,
     translated,
 )
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast

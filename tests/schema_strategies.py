@@ -10,7 +10,13 @@ from typing import Any
 from hypothesis import strategies as st
 
 from memledger.ledger.events import (
-    DOMAIN_PATTERN, IDENT_PATTERN, INT64_MAX, INT64_MIN, STREAM_PATTERN, TIME_PATTERN, json_schema,
+    DOMAIN_PATTERN,
+    IDENT_PATTERN,
+    INT64_MAX,
+    INT64_MIN,
+    STREAM_PATTERN,
+    TIME_PATTERN,
+    json_schema,
 )
 from memledger.ledger.suffixes import is_public_suffix
 

@@ -93,8 +93,8 @@ def test_the_extremes_the_door_admits_can_be_read_by_everything(memory: Path, tm
              f'"use_count":{big},"failed_command":"click","error_pattern":"blocked","domain":"a.com:65535"}}',
              '{"type":"lesson_recorded","lesson_id":"L2","lesson":"x","category":"error_recovery",'
              '"failed_command":"click","error_pattern":"blocked","occurred_at":"1970-01-01"}',
-             f'{{"type":"error_recall","command":"click","error_snippet":"blocked","matched":1,"lesson_ids":["L1"],'
-             f'"run_id":"r1","step":3.0,"domain":"A.COM"}}',
+             '{"type":"error_recall","command":"click","error_snippet":"blocked","matched":1,"lesson_ids":["L1"],'
+             '"run_id":"r1","step":3.0,"domain":"A.COM"}',
              f'{{"type":"fact_observed","fact_type":"quirk","key":"k","value":"v","sources":{big},"domain":"a.com"}}',
              '{"type":"fact_observed","fact_type":"quirk","key":"k","value":"w","domain":"a.com",'
              '"occurred_at":"8999-12-31T23:59:59.999999+00:00"}',

@@ -40,6 +40,7 @@ from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
+    FOLD_ERRORS,
     PROJECTIONS,
     LazyState,
     MemoryState,
@@ -49,6 +50,7 @@ from memledger.projections.state import (
     fingerprint,
     fold,
     module,
+    unfoldable,
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
@@ -318,16 +320,19 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
     pending = 0
     for ev in events:
         seq = ev.seq
-        for name, fn in get(ev.type, ()):
-            if uniform or seq > starts[name]:
-                if name in tracked:
-                    before = getattr(state, name)
-                    captured = tracker.before(name, before, ev)  # type: ignore[union-attr]
-                    after = fn(before, ev, policy)
-                    setattr(state, name, after)
-                    tracker.after(name, after, seq, captured)  # type: ignore[union-attr]
-                else:
-                    setattr(state, name, fn(getattr(state, name), ev, policy))
+        try:
+            for name, fn in get(ev.type, ()):
+                if uniform or seq > starts[name]:
+                    if name in tracked:
+                        before = getattr(state, name)
+                        captured = tracker.before(name, before, ev)  # type: ignore[union-attr]
+                        after = fn(before, ev, policy)
+                        setattr(state, name, after)
+                        tracker.after(name, after, seq, captured)  # type: ignore[union-attr]
+                    else:
+                        setattr(state, name, fn(getattr(state, name), ev, policy))
+        except FOLD_ERRORS as exc:
+            raise unfoldable(ev, name, exc) from exc
         if tracker is not None and tracker.pending() >= intervals.FLUSH_ROWS:
             flush()
         head = seq

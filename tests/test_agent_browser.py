@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from memledger.agent import prompt as P
 from memledger.agent.browser import Browser
-from memledger.agent.loop import RunResult, run_task
+from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memledger.agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
@@ -374,9 +374,9 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
     assert taught_by == {a.run_id}  # the session's previous rep only, never session T's run
     after = events(store, a.run_id, "step_recorded")[0].data["env_after"]
     assert after["page_type"] and after["elements"] and after["url"].startswith("http://shop.test/")
-    from memledger.agent.loop import RunConfig
-    wide = run(chromium, ledger, 'Open "Trail Running Shoes" please', session_id="S",
+    # session T's run is the closest match to this goal: only the widened scope may retrieve it
+    wide = run(chromium, ledger, 'Open "Rain Jacket" please', session_id="S",
                config=RunConfig(step_memory_scope="all"))
     assert reps(wide) == {3}
     widened = {store.get(i).run_id for item in memory_items(wide) for i in item["event_ids"]}
-    assert widened - {a.run_id, c.run_id}, "the widened scope retrieves from other sessions too"
+    assert b.run_id in widened, "the widened scope retrieves from other sessions too"

@@ -178,7 +178,7 @@ def _value(s: StepView) -> str:
     return str(s.args.get("value", s.args.get("text", "")))
 
 
-def progress(plan: list[SubGoal], history: list[StepView], secret: str | None = None) -> tuple[int, int]:
+def progress(plan: list[SubGoal], history: list[StepView]) -> tuple[int, int]:
     """(index of the first unfinished sub-goal, history index where it started)."""
     i, start = 0, 0
     for k, h in enumerate(history):

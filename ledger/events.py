@@ -229,7 +229,7 @@ class RunCompleted(Payload):
 
 
 class SessionRecorded(Payload):
-    """Seed 000's Session record, kept per domain (last 5 shown)."""
+    """Seed 000's Session record, kept per domain (the policy's `session_history` newest)."""
 
     type: Literal["session_recorded"] = "session_recorded"
     session_id: str

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memledger.ledger.events import NewEvent, RecordedEvent
-
-
-class WriteTransaction(Protocol):
-    def head(self) -> int: ...
-    def read(self, from_seq: int = 1) -> Iterator[RecordedEvent]: ...
-    def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]: ...
 
 
 @runtime_checkable

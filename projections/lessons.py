@@ -1,6 +1,6 @@
 """Lessons (seed 001): Tier 1 / Tier 2 lessons, their use counts and provenance.
 
-`apply` is the pure fold. It never applies a policy by itself: dedup and
+`apply` is the fold; it updates the state in place and returns it. It never applies a policy by itself: dedup and
 promotion arrive as their own decision events (`lesson_deduplicated`,
 `lesson_promoted`). Recall events count as a use of each lesson they list
 (use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains).
@@ -22,7 +22,6 @@ from memledger.ledger.events import INT64_MAX, RecordedEvent
 from memledger.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
-TIER2_CATEGORIES = ("error_recovery", "site_specific")
 TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
          "error_recall", "domain_recall", "subject_forgotten")
 

@@ -535,7 +535,7 @@ class Catchup:
                 self._flush_snapshots(conn)
 
         if head > lo:
-            bar = _Progress(head - lo, self.progress if self.progress is not None else None,
+            bar = _Progress(head - lo, self.progress,
                             "rebuilding projections" if lo == 0 else "catching up projections")
             try:
                 fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, bar, tracker,
@@ -690,17 +690,6 @@ def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -
         apply = mod.apply
         for ev in store.read(start + 1, seq, types=mod.TYPES):
             state = apply(state, ev, policy)
-    return state
-
-
-def state_at(store: Any, path: Path, policy: Policy, seq: int) -> MemoryState:
-    """Every projection at `seq` (loaded now)."""
-    caught_up(store, path, policy)
-    state = MemoryState.empty()
-    for name in PROJECTIONS:
-        setattr(state, name, projection_at(store, path, policy, name, seq))
-    state.head = seq
-    state.heads = {n: seq for n in PROJECTIONS}
     return state
 
 

@@ -28,7 +28,6 @@ from memledger.ledger.events import (
     LessonPromoted,
     NewEvent,
     PatternsPruned,
-    Payload,
 )
 from memledger.projections import patterns as patterns_mod
 
@@ -211,14 +210,11 @@ def _fact_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], p
     return out
 
 
-def is_decision(payload: Payload) -> bool:
-    return payload.type in DECISION_TYPES  # type: ignore[attr-defined]
-
-
 def on_open(state: "MemoryState", run_id: str, started_at: str, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
-    the seed lessons on first use; learned lessons unused for MORE than 90 days with
-    use_count < 5 pruned (seeds never); facts below 0.1 pruned; expired trajectories."""
+    the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
+    with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`
+    pruned; trajectories older than `trace_ttl_days` expired (all from `policy`)."""
     from memledger.ledger.events import LessonsPruned, TrajectoriesExpired
     from memledger.projections.text import older_than
     from memledger.projections.trajectories import expired

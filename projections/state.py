@@ -1,15 +1,19 @@
 """MemoryState: every projection's state, and the fold that drives them all.
 
 Each projection module exposes `TYPES` (the event types it folds), `empty()`,
-`apply(state, event, policy) -> state` (pure: no clock, no randomness, only
-insertion-ordered dicts and sorted iteration), `decode(raw)` and `tables(state)`.
+`apply(state, event, policy) -> state`, `decode(raw)` and `tables(state)`. `apply`
+updates the state in place and returns it; it is deterministic (no clock, no
+randomness, only insertion-ordered dicts and sorted iteration), so a rebuild and
+a catch-up agree.
 A state serializes with orjson (dataclasses natively) to canonical JSON, which is
 what snapshots store and what digests hash.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -165,12 +169,62 @@ def digests(state: MemoryState, names: Iterable[str] = PROJECTIONS) -> dict[str,
 
 @lru_cache(maxsize=None)
 def code_version(name: str) -> str:
-    """Digest of the projection's own source (and the shared helpers) as loaded in this process:
-    a code change means a rebuild."""
+    """Digest of every first-party module the projection's fold can execute, as loaded in this process:
+    its own module, this driver and their import closure (helpers such as steps.py, the event
+    upcasters, clock parsing). A change to any of them means a rebuild."""
     h = hashlib.sha256()
-    for path in (module(name).__file__, Path(__file__).with_name("text.py")):
-        h.update(Path(str(path)).read_bytes())
+    for path in _fold_sources(PROJECTION_MODULES[name]):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def _fold_sources(module_name: str) -> tuple[Path, ...]:
+    """Source files of the first-party import closure of `module_name` and of this module,
+    found statically (function-level imports included), in a stable order."""
+    seen: dict[str, Path] = {}
+    pending = [module_name, __name__]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        path = _source(current)
+        if path is None:
+            continue
+        seen[current] = path
+        pending.extend(_first_party_imports(current, path))
+    return tuple(seen[m] for m in sorted(seen))
+
+
+def _source(module_name: str) -> Path | None:
+    spec = importlib.util.find_spec(module_name)
+    return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _first_party_imports(module_name: str, path: Path) -> list[str]:
+    package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module or ""
+            found.append(base)
+            # `from package import submodule` names a module too
+            found.extend(f"{base}.{alias.name}" for alias in node.names if _is_module(f"{base}.{alias.name}"))
+    return [name for name in found if name == _FIRST_PARTY or name.startswith(_FIRST_PARTY + ".")]
+
+
+def _is_module(name: str) -> bool:
+    if not name.startswith(_FIRST_PARTY + "."):
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+_FIRST_PARTY = __name__.partition(".")[0]
 
 
 def fingerprint(name: str, policy: Policy) -> str:

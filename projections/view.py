@@ -172,7 +172,7 @@ class MemoryView:
 
     def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
         """Trigger A: +2 same failed_command, +3 error_pattern found in the error (both
-        case-insensitive); lessons scoped to a site only on that site; top 3."""
+        case-insensitive); lessons scoped to a site only on that site; the policy's `recall_top_k`."""
         idx = self._error_index()
         k = self.policy.recall_top_k
         cmd = (command or "").strip().lower()
@@ -194,7 +194,7 @@ class MemoryView:
         return found
 
     def recall_on_domain(self, domain: str) -> list[Lesson]:
-        """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; top 3."""
+        """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; the policy's `recall_top_k`."""
         if not domain:
             return []
         by_scope = self._cached("scopes", lambda: scope_index(self.state.lessons.lessons.values()))
@@ -218,7 +218,7 @@ class MemoryView:
         return knowledge.current_facts(self.state.knowledge, domain, min_confidence, include_closed)
 
     def sessions(self, domain: str) -> list[SessionEntry]:
-        """The last 5 completed runs on `domain`, oldest..newest."""
+        """The last `session_history` completed runs kept for `domain` (the policy's), oldest..newest."""
         return list(self.state.sessions.by_domain.get(domain, ()))
 
     def selectors(self, domain: str | None = None) -> list[SelectorEntry]:
@@ -286,9 +286,6 @@ class MemoryView:
                     for element in set(m.env_before.get("elements") or ()):
                         index[element].append(m)
         return index
-
-    def run_steps(self, run_id: str) -> list[StepMemory]:
-        return list(self.state.step_memories.by_run.get(run_id, {}).values())
 
     def short_term(self, run_id: str) -> ShortTerm:
         return self.state.short_term.by_run.get(run_id) or empty_run(run_id)

@@ -1,4 +1,4 @@
-"""Projections are pure folds: rebuild == incremental catch-up over any chunking,
+"""Projections are deterministic folds: rebuild == incremental catch-up over any chunking,
 as_of(n) == a rebuild of the first n events, digests independent of PYTHONHASHSEED,
 and projections.db is disposable (tampering, garbage, a new policy or ledger rebuild it)."""
 from __future__ import annotations

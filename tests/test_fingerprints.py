@@ -1,0 +1,71 @@
+"""A projection's fingerprint covers everything its fold executes (issue 16 item 3): editing a helper the
+fold calls, an upcaster or clock parsing changes the fingerprint, and a catch-up then rebuilds it."""
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memledger.ledger.store import SqliteStore
+from memledger.projections import state
+from memledger.projections.materialize import Catchup, opened
+from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.writer import MemoryWriter, seed_lessons
+
+
+def _source_file(module_name: str) -> Path:
+    spec = importlib.util.find_spec(module_name)
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin)
+
+
+def _forget_cached_versions() -> None:
+    state._fold_sources.cache_clear()
+    state.code_version.cache_clear()
+
+
+@pytest.fixture
+def edited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[str], None]]:
+    """`edited(module)` makes the fingerprints read an edited copy of that module's source."""
+    real = state._source
+
+    def edit(module_name: str) -> None:
+        copy = tmp_path / _source_file(module_name).name
+        copy.write_bytes(_source_file(module_name).read_bytes() + b"\n# an edit\n")
+        monkeypatch.setattr(state, "_source", lambda name: copy if name == module_name else real(name))
+        _forget_cached_versions()
+
+    yield edit
+    monkeypatch.undo()
+    _forget_cached_versions()
+
+
+@pytest.mark.parametrize("helper", ["memledger.projections.steps", "memledger.ledger.events", "memledger.ledger.clock",
+                                    "memledger.projections.text", "memledger.projections.state"])
+def test_editing_what_the_short_term_fold_runs_changes_its_fingerprint(helper: str, edited) -> None:
+    before = state.code_version("short_term")
+    edited(helper)
+    assert state.code_version("short_term") != before
+
+
+def test_a_module_outside_the_closure_leaves_the_fingerprint(edited) -> None:
+    before = state.code_version("short_term")
+    edited("memledger.agent.policy")
+    assert state.code_version("short_term") == before
+
+
+def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
+    store = SqliteStore.open(tmp_path / "ledger.db")
+    MemoryWriter(store).append(seed_lessons())
+    proj = tmp_path / "projections.db"
+    Catchup(store, proj, DEFAULT_POLICY, progress=False).run()
+    with opened(proj) as (_, cps):
+        before = cps["short_term"].fingerprint
+    edited("memledger.projections.steps")
+    Catchup(store, proj, DEFAULT_POLICY, progress=False).run()
+    with opened(proj) as (_, cps):
+        assert cps["short_term"].fingerprint != before
+        assert cps["short_term"].fingerprint == state.fingerprint("short_term", DEFAULT_POLICY)
+    store.close()

@@ -54,7 +54,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -71,7 +71,7 @@ TABLE_PKS: dict[str, tuple[str, ...]] = {
     "sitemap": ("domain", "url"),
 }
 SOURCE = "projections.db"  # how anchors it remembers name it
-INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots", "_intervals")
+INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots", *intervals.TABLES)
 _lock = threading.Lock()
 
 

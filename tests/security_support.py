@@ -110,7 +110,7 @@ def _db_blobs(db: Path) -> Iterable[bytes]:
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             blobs = []
-            for table, column in (("_states", "state"), ("_snapshots", "state"), ("_intervals", "value")):
+            for table, column in (("_states", "state"), ("_snapshots", "state"), ("_blocks", "data")):
                 if table in tables:
                     blobs += [r[0] for r in conn.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
         finally:

@@ -101,15 +101,16 @@ def test_a_forged_version_is_not_served_as_of(memory_path: Path) -> None:
     with SqliteStore.open(mem / "ledger.db") as store:
         seq = store.head() - 1  # before the head: answered from the intervals, not the current state
     conn = sqlite3.connect(mem / "projections.db")
-    k1, blob, since = conn.execute("SELECT k1, value, valid_from FROM _intervals WHERE projection = 'lessons' "
+    k1, block, slot = conn.execute("SELECT k1, block, slot FROM _intervals WHERE projection = 'lessons' "
                                    "AND field = 'lessons' AND valid_from <= ? AND valid_to > ? LIMIT 1",
                                    (seq, seq)).fetchone()
-    item = json.loads(zlib.decompress(blob))
+    values = zlib.decompress(conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchone()[0]).split(b"\n")
+    item = json.loads(values[slot])
     item["lesson"] = FORGED
+    values[slot] = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER [{name}]")
-    conn.execute("UPDATE _intervals SET value = ? WHERE projection = 'lessons' AND field = 'lessons' AND k1 = ? "
-                 "AND valid_from = ?", (zlib.compress(orjson.dumps(item, option=orjson.OPT_SORT_KEYS), 1), k1, since))
+    conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (zlib.compress(b"\n".join(values)), block))
     conn.commit()
     conn.close()
     with SqliteStore.open(mem / "ledger.db") as store:

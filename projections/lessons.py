@@ -203,7 +203,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
 
 
 #: how projections/intervals.py files this state (field -> depth)
-LAYOUT = {"lessons": 1, "by_key": 1, "seeded": 0}
+LAYOUT = {"lessons": 1, "by_key": 1, "seeded": 0, "recorded": 0}
 
 
 def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
@@ -213,7 +213,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
         lid = d.get("lesson_id") or lesson_id_for(
             d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
-        return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",)]
+        return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":
         return [("lessons", lid) for lid in d.get("lesson_ids") or ()]
     if t == "lesson_promoted":

@@ -1,17 +1,26 @@
 """Shared fixtures: small, named, and usable by every test module."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
 
 if TYPE_CHECKING:
     from devtools.pg import TempPostgres
+
+# CI runs the suite once, so by default every property test draws the same examples on every run
+# (seeded from the test's own source): a failure is reproducible, never luck. HYPOTHESIS_PROFILE=explore
+# draws fresh random examples on every run to hunt for new failures; pin any it finds with @example.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
 from memledger.ledger.store import SqliteStore
 from memledger.projections import intervals, materialize
 from memledger.projections.policy import DEFAULT_POLICY, Policy
@@ -27,7 +28,19 @@ def _same(name: str, got: Any, want: Any) -> None:
     assert module(name).tables(got) == module(name).tables(want), name  # same rows, same order
 
 
+def _learned(error: str, scope: str | None) -> NewEvent:
+    return NewEvent(payload=LessonRecorded(lesson_id="", lesson="press escape", category="error_recovery",
+                                           failed_command="click", error_pattern=error, scope_domain=scope),
+                    domain="a.com")
+
+
+# a forgotten lesson still counted in `recorded` (the next lesson's recorded_order): found by hypothesis
+FORGOTTEN_STILL_COUNTED = [_learned("timeout", None), _learned("timeout", None), _learned("too many arguments", "a.com"),
+                           NewEvent(payload=SubjectForgotten(subject_kind="domain", subject="a.com"))]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@example(items=FORGOTTEN_STILL_COUNTED, cuts=[], points=[7], flush_rows=1)
 @given(items=st.lists(memory_events(), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 12), max_size=4),
        points=st.lists(st.integers(0, 80), min_size=1, max_size=6), flush_rows=st.sampled_from([1, 3, 20_000]))
 def test_indexed_as_of_equals_the_fold_for_every_projection(items: list[Any], cuts: list[int], points: list[int],

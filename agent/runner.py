@@ -7,8 +7,8 @@ starts one Chromium for all runs, opens memory per the isolation mode
 `<memory-dir>/runs/<run_id>/` for each run) and runs each task.
 
 `run_demo` is the README's main job: the bundled suite with memory off, then
-twice with memory on, and a table of passes, turns, policy decisions, tokens
-and memory's share of step time; then a short audit of one run.
+twice with memory on (the command line prints the comparison and an audit of
+`audited_run`).
 
 Example:
     results = run_agent(settings, RunOptions(goal='Open "Wool Socks"', start_url="http://shop.test/"))
@@ -16,14 +16,11 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from memledger.agent.browser import Browser
 from memledger.agent.budget import DEFAULT_BUDGET
@@ -31,14 +28,18 @@ from memledger.agent.explore import explore
 from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import PolicyError, make_policy
-from memledger.agent.sites import CASES_FILE, SitesServer, is_bundled, load_cases
+from memledger.agent.sites import SitesServer, is_bundled, load_cases
+from memledger.ledger.copy import copy_events
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.ids import short_id
+from memledger.ledger.location import memory_dir, read_fork_info
+from memledger.ledger.store import SqliteStore
 from memledger.projections.policy import Policy
 from memledger.projections.text import clip
+from memledger.projections.view import MemoryView
 
-TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
-               "would have read), plus its tool call; replayed steps build no prompt")
+#: told (what is running, tasks done, tasks in all) before each task and once all are done
+TaskProgress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -66,12 +67,6 @@ class RunOptions:
     max_pages: int = 50
 
 
-def wide_console(stderr: bool = False) -> Console:
-    """A terminal-width console on a terminal; 120 columns when output is piped or captured (logs, CI)."""
-    console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=120)
-
-
 def memory_policy(opts: RunOptions) -> Policy:
     fields: dict[str, Any] = {"trace_scoring": opts.trace_scoring}
     if opts.trace_ttl_days is not None:
@@ -82,7 +77,7 @@ def memory_policy(opts: RunOptions) -> Policy:
 def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, Any]]:
     """The tasks to run: a cases file, a resume/fork of a recorded run, or one goal and URL."""
     if opts.resume_run and opts.fork_run:
-        raise LedgerError("choose one of --resume-run and --fork-run")
+        raise LedgerError("a run either resumes or forks an earlier run, not both")
     if opts.cases_file:
         cases = load_cases(opts.cases_file)
         if opts.case_ids:
@@ -95,7 +90,6 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
                  "mode": "new", "parent_run_id": None,
                  "explore": {"max_depth": opts.max_depth, "max_pages": opts.max_pages}}]
     if opts.resume_run or opts.fork_run:
-        from memledger.projections.view import MemoryView
         prior = opts.resume_run or opts.fork_run
         view = MemoryView.open(settings.store(), settings.projections_path, policy)
         manifest = view.run(prior)
@@ -105,19 +99,18 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         scen = view.resume_scenario(prior, goal) if opts.resume_run else view.fork_scenario(prior, goal)
         start = opts.start_url or scen["startUrl"]
         if not start:
-            raise LedgerError(f"run {prior!r} has no URL to continue from; give --url")
+            raise LedgerError(f"run {prior!r} has no URL to continue from; give a start URL")
         return [{"goal": goal, "start_url": start, "case_id": manifest.case_id if hasattr(manifest, "case_id") else None,
                  "check": None, "session_id": scen["sessionId"] if opts.fork_run else (opts.session_id or scen["sessionId"]),
                  "mode": "resume" if opts.resume_run else "fork", "parent_run_id": scen["parentRunId"]}]
     if not opts.goal or not opts.start_url:
-        raise LedgerError("give --goal and --url, or --cases FILE, or --resume-run/--fork-run RUN")
+        raise LedgerError("give a goal and a start URL, a cases file, or a run to resume or fork")
     return [{"goal": opts.goal, "start_url": opts.start_url, "case_id": None, "check": None,
              "session_id": opts.session_id, "mode": "new", "parent_run_id": None}]
 
 
 def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] | None]:
-    """The isolation runs use (the flag, else the fork's record, else shared) and the fork record."""
-    from memledger.ledger.location import read_fork_info
+    """The isolation runs use (the option, else the fork's record, else shared) and the fork record."""
     fork = read_fork_info(settings.dir)
     return opts.isolation or (fork["memory_isolation"] if fork else "shared"), fork
 
@@ -128,9 +121,6 @@ def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, st
     holding the forked events when the directory is a fork (so every run starts from the same
     memory), else empty."""
     if isolation == "per-run":
-        from memledger.ledger.copy import copy_events
-        from memledger.ledger.location import memory_dir
-        from memledger.ledger.store import SqliteStore
         d = memory_dir(settings.dir / "runs" / run_id)
         store = SqliteStore.open(d / "ledger.db")
         stack.callback(store.close)
@@ -140,9 +130,8 @@ def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, st
     return AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=opts.memory)
 
 
-def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -> list[RunResult]:
+def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = None) -> list[RunResult]:
     """Run every task of `opts` in one browser; returns each run's numbers."""
-    console = console or wide_console(stderr=True)
     policy = memory_policy(opts)
     isolation, fork = isolation_for(settings, opts)
     tasks = _tasks(settings, opts, policy)
@@ -152,26 +141,24 @@ def run_agent(settings: Any, opts: RunOptions, console: Console | None = None) -
         if any(is_bundled(t["start_url"]) for t in tasks):
             proxy = stack.enter_context(SitesServer()).proxy
         browser = stack.enter_context(Browser(proxy=proxy))
-        from rich.progress import Progress
-        with Progress(console=console, transient=True) as bar:
-            job = bar.add_task("running", total=len(tasks))
-            for t in tasks:
-                bar.update(job, description=f"{t['case_id'] or 'run'}: {clip(t['goal'], 50)}")
-                run_id = short_id("run")
-                with ExitStack() as run_stack:
-                    memory = _memory_for(settings, opts, policy, run_id, run_stack, isolation, fork)
-                    if t.get("explore"):
-                        results.append(_explored(browser, memory, t, run_id))
-                        bar.advance(job)
-                        continue
-                    decision_policy = make_policy(opts.policy)
-                    results.append(run_task(
-                        browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
-                        session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
-                        isolation=isolation, case_id=t["case_id"], success_check=t["check"],
-                        config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
-                                         step_memory_scope=opts.step_memory_scope), context=opts.context))
-                bar.advance(job)
+        for done, t in enumerate(tasks):
+            if progress is not None:
+                progress(f"{t['case_id'] or 'run'}: {clip(t['goal'], 50)}", done, len(tasks))
+            run_id = short_id("run")
+            with ExitStack() as run_stack:
+                memory = _memory_for(settings, opts, policy, run_id, run_stack, isolation, fork)
+                if t.get("explore"):
+                    results.append(_explored(browser, memory, t, run_id))
+                    continue
+                decision_policy = make_policy(opts.policy)
+                results.append(run_task(
+                    browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
+                    session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
+                    isolation=isolation, case_id=t["case_id"], success_check=t["check"],
+                    config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
+                                     step_memory_scope=opts.step_memory_scope), context=opts.context))
+        if progress is not None:
+            progress("done", len(tasks), len(tasks))
     broken = next((r for r in results if r.reason == "policy_error"), None)
     if broken is not None:
         raise PolicyError(f"{broken.error} (run {broken.run_id} recorded as failed)")
@@ -192,18 +179,6 @@ def _explored(browser: Browser, memory: AgentMemory, task: dict[str, Any], run_i
                      final_url=task["start_url"], errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
 
 
-def results_table(results: list[RunResult], title: str = "runs") -> Table:
-    t = Table(title=title, caption=TOKENS_NOTE, title_justify="left")
-    for col in ("task", "run", "memory", "pass", "turns", "decisions", "replayed", "tokens", "memory share", "stop"):
-        t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
-                     no_wrap=col == "run")
-    for r in results:
-        t.add_row(Text(r.case_id or "-"), r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
-                  str(r.turns), str(r.policy_decisions), str(r.replayed_steps), str(r.tokens),
-                  f"{100 * r.memory_share:.1f}%", r.reason or "finished")
-    return t
-
-
 # ---- the demo --------------------------------------------------------------------------
 
 PASSES = (("memory off", False), ("memory on #1", True), ("memory on #2", True))
@@ -212,40 +187,6 @@ PASSES = (("memory off", False), ("memory on #1", True), ("memory on #2", True))
 @dataclass
 class DemoReport:
     passes: dict[str, list[RunResult]]
-    audited_run: str | None = None
-
-
-def _totals(rs: list[RunResult]) -> dict[str, float]:
-    step = sum(r.step_ms for r in rs)
-    return {"passes": sum(r.success for r in rs), "tasks": len(rs), "turns": sum(r.turns for r in rs),
-            "decisions": sum(r.policy_decisions for r in rs), "replayed": sum(r.replayed_steps for r in rs),
-            "tokens": sum(r.tokens for r in rs), "errors": sum(r.errors for r in rs),
-            "share": (sum(r.step_memory_ms for r in rs) / step) if step else 0.0,
-            "seconds": sum(r.duration_ms for r in rs) / 1000}
-
-
-def demo_tables(report: DemoReport) -> tuple[Table, Table]:
-    per = Table(title="Per task: pass turns / policy decisions / tokens / memory share of step time", caption=TOKENS_NOTE, title_justify="left")
-    per.add_column("task")
-    for label, _ in PASSES:
-        per.add_column(label, justify="right")
-    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0][0]]]
-    for i, name in enumerate(names):
-        cells = []
-        for label, _ in PASSES:
-            r = report.passes[label][i]
-            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5} / "
-                         f"{100 * r.memory_share:4.1f}%" + (f" ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
-        per.add_row(Text(name), *cells)
-    tot = Table(title="Totals", title_justify="left")
-    for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",
-                "memory share of step time", "wall time"):
-        tot.add_column(col, justify="right" if col != "pass" else "left")
-    for label, _ in PASSES:
-        s = _totals(report.passes[label])
-        tot.add_row(label, f"{s['passes']}/{s['tasks']}", str(s["turns"]), str(s["decisions"]), str(s["replayed"]),
-                    str(s["tokens"]), str(s["errors"]), f"{100 * s['share']:.1f}%", f"{s['seconds']:.1f}s")
-    return per, tot
 
 
 def cold_memory(settings: Any) -> tuple[Any, Path | None]:
@@ -257,7 +198,7 @@ def cold_memory(settings: Any) -> tuple[Any, Path | None]:
         return settings, None
     if settings.store_url:
         raise LedgerError(f"the demo starts from empty memory, but {settings.where()} holds {events} events: "
-                          "point --store at an empty ledger")
+                          "give it an empty ledger")
     n = 2
     while (settings.dir / f"demo-{n}").exists():
         n += 1
@@ -265,74 +206,37 @@ def cold_memory(settings: Any) -> tuple[Any, Path | None]:
     return replace(settings, memory=str(fresh), store_url=None, _store=None), fresh
 
 
-def run_demo(settings: Any, console: Console | None = None, cases_file: str | None = None,
-             audit: bool = True) -> DemoReport:
-    """Serve the bundled sites; run the suite with memory off, then twice with memory on; print
-    the comparison and a short audit of one run (the first memory-on run that got site tips).
-    Memory that is not empty is left alone: the demo runs in a fresh `demo-N/` beside it."""
-    console = console or wide_console()
-    cases = load_cases(cases_file or CASES_FILE)
-    memory, fresh = cold_memory(settings)
-    if fresh is None:
-        return _demo(memory, console, cases, audit)
-    console.print(Text(f"{settings.dir} already holds memory ({settings.store().head()} events); the demo starts "
-                       f"cold in {fresh}"))
-    try:
-        return _demo(memory, console, cases, audit)
-    finally:
-        memory.close()
-
-
-def _demo(settings: Any, console: Console, cases: list[dict[str, Any]], audit: bool) -> DemoReport:
+def run_demo(settings: Any, cases: list[dict[str, Any]], progress: TaskProgress | None = None) -> DemoReport:
+    """Serve the bundled sites; run `cases` with memory off, then twice with memory on (one session
+    per case: its reps), each pass on the memory of `settings`."""
     policy = Policy()
     passes: dict[str, list[RunResult]] = {}
+    total, done = len(cases) * len(PASSES), 0
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        from rich.progress import Progress
-        with Progress(console=console, transient=True) as bar:
-            job = bar.add_task("demo", total=len(cases) * len(PASSES))
-            for label, enabled in PASSES:
-                memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
-                rs = []
-                for c in cases:
-                    bar.update(job, description=f"{label}: {c['id']}")
-                    rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
-                                       start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
-                                       session_id=f"demo_{c['id']}"))  # one session per task: its reps
-                    bar.advance(job)
-                passes[label] = rs
-    report = DemoReport(passes=passes)
-    per, tot = demo_tables(report)
-    console.print(per)
-    console.print(tot)
-    if audit:
-        report.audited_run = _print_audit(settings, report, console)
-    return report
+        for label, enabled in PASSES:
+            memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
+            rs = []
+            for c in cases:
+                if progress is not None:
+                    progress(f"{label}: {c['id']}", done, total)
+                rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
+                                   start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
+                                   session_id=f"demo_{c['id']}"))
+                done += 1
+            passes[label] = rs
+    if progress is not None:
+        progress("done", total, total)
+    return DemoReport(passes=passes)
 
 
-def _print_audit(settings: Any, report: DemoReport, console: Console) -> str | None:
-    """A short audit of one run: which memory items its first prompt held, and who taught them."""
+def audited_run(settings: Any, report: DemoReport) -> tuple[RunResult, int]:
+    """The run the demo audits: the first of memory on #1 that got site tips (else its first run),
+    and the step of its first step prompt (else 1)."""
     store = settings.store()
     candidates = report.passes[PASSES[1][0]]
-    chosen = None
-    for r in candidates:
-        if any(ev.data.get("matched") for ev in store.read(run_id=r.run_id, types=["domain_recall"])):
-            chosen = r
-            break
-    chosen = chosen or candidates[0]
-    console.rule(f"audit of {chosen.run_id} ({chosen.case_id}, memory on #1)")
-    try:
-        from memledger.analytics.audit import audit_run
-        from memledger.analytics.render import audit_text
-    except ImportError:
-        audit_run = None
+    chosen = next((r for r in candidates
+                   if any(ev.data.get("matched") for ev in store.read(run_id=r.run_id, types=["domain_recall"]))),
+                  candidates[0])
     first_step = next((ev.step for ev in store.read(run_id=chosen.run_id, types=["context_built"])
                        if ev.data.get("prompt") == "step"), 1)
-    if audit_run is not None:
-        audit_text(audit_run(store, chosen.run_id, first_step), console)
-    else:
-        for ev in store.read(run_id=chosen.run_id):
-            if ev.type in ("tier1_loaded", "domain_recall", "error_recall", "trajectory_recalled", "lesson_recorded"):
-                what = ev.data.get('lessons') or ev.data.get('lesson') or ev.data.get('matched_goal')
-                console.print(Text(f"{ev.seq:>6} step {ev.step} {ev.type}: {what}"))
-    console.print(f"full audit: memledger --memory-dir {settings.dir} audit {chosen.run_id}")
-    return chosen.run_id
+    return chosen, first_step

@@ -181,7 +181,7 @@ def memory_before(store: Any, seq: int, policy: Any, from_projections: bool = Tr
     path = default_projections_path(store) if from_projections and policy == DEFAULT_POLICY else None
     if path is None or seq <= 0:
         return state
-    caught_up(store, path, policy, progress=False)
+    caught_up(store, path, policy)
     for name in AUDITED:
         setattr(state, name, projection_at(store, path, policy, name, seq))
     state.head = seq

@@ -100,7 +100,7 @@ def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = 
         result.runs = len(done)
         incremental = MemoryView.open(store, memory_dir / "projections.db").digests()
         with tempfile.TemporaryDirectory() as tmp:
-            full = MemoryView(rebuild(store, Path(tmp) / "projections.db", progress=False)).digests()
+            full = MemoryView(rebuild(store, Path(tmp) / "projections.db")).digests()
         result.digests_equal = incremental == full
     return result
 

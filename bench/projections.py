@@ -329,7 +329,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         assert scanned == head
         path = tmp / "projections.db"
         t0 = time.perf_counter()
-        state = rebuild(store, path, progress=sys.stderr.isatty())
+        state = rebuild(store, path)
         t_rebuild = time.perf_counter() - t0
         for db in (path, store.path):  # sizes with their WAL folded in
             with sqlite3.connect(db) as conn:

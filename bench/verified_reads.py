@@ -40,7 +40,7 @@ def _rebuild_s(ledger: Path, out: Path, verify: bool) -> tuple[float, float, dic
             p.unlink()
         gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
-        state = rebuild(store, out, progress=False)
+        state = rebuild(store, out)
         return time.process_time() - c0, time.perf_counter() - t0, digests(state)
 
 

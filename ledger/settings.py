@@ -2,26 +2,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError, NoLedger
-from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, display_url, memory_dir, open_store
 
-#: appends observations (and, above `ledger`, the policy decisions they cause)
-Writer = Callable[[Any, Sequence[NewEvent]], list[RecordedEvent]]
 #: another place that remembers the head, given the settings (above `ledger`: projections.db)
 KeeperFactory = Callable[["Settings"], Keeper]
-#: re-derives every decision event of a store under the policy in force (above `ledger`: the replay)
-DecisionCheck = Callable[[Any], Any]
-
-
-def raw_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    return store.append(events)
 
 
 class NoMemory(LedgerError):
@@ -35,13 +26,11 @@ class Settings:
 
     memory: str | None = None
     store_url: str | None = None
-    writer: Writer = raw_writer
     reads_only: bool = False
     #: forensics (`--allow-broken`): reads are not checked against the chain or the remembered
     #: head, projections.db is neither read nor written, and no head is remembered
     allow_broken: bool = False
     keeper_factories: list[KeeperFactory] = field(default_factory=list)
-    decision_check: DecisionCheck | None = None
     _store: Any = field(default=None, repr=False)
 
     @property

@@ -1,9 +1,8 @@
-"""The `memledger` command: global options, and each layer's commands.
+"""The `memledger` command: global options, and the commands of `memledger.commands`.
 
-Each layer owns its commands (`ledger.commands`, `projections.commands`,
-`agent.commands`, `analytics.commands`); this module only assembles them, so
-that `ledger` never imports the layers above it. Every error the project
-knows becomes one line on stderr and exit 1.
+A command's module is imported only when that command runs (or `--help` lists it), so
+`memledger events` never loads the HTTP server (FastAPI) or the MCP SDK. Every error the
+project knows becomes one line on stderr and exit 1.
 """
 from __future__ import annotations
 
@@ -15,13 +14,23 @@ import sys
 import click
 
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.location import PROJECTIONS_FILE
 from memledger.ledger.settings import Settings
-from memledger.mcp_server import COMMANDS as MCP_COMMANDS
-from memledger.run_commands import COMMANDS as RUN_COMMANDS
-from memledger.serve_command import COMMANDS as SERVE_COMMANDS
+from memledger.progress import fold_progress_bar
+from memledger.projections.materialize import ProjectionsHead, fold_progress
 
-LAYERS = ("memledger.ledger.commands", "memledger.projections.commands", "memledger.agent.commands", "memledger.analytics.commands",
-          "memledger.projections.interop.commands", "memledger.projections.forget_command")
+#: command -> its module in memledger.commands
+COMMAND_MODULES = {
+    **dict.fromkeys(("append", "events", "verify", "stats", "schema", "copy"), "ledger"),
+    **dict.fromkeys(("rebuild", "state", "runs", "diff"), "projections"),
+    "forget": "forget",
+    **dict.fromkeys(("import", "export"), "interop"),
+    **dict.fromkeys(("run", "demo"), "agent"),
+    **dict.fromkeys(("analytics", "experiment", "fork", "audit", "explain", "report", "watch"), "analytics"),
+    **dict.fromkeys(("start-run", "finish-run", "recall"), "runs"),
+    "serve": "serve",
+    "mcp": "mcp",
+}
 
 
 #: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
@@ -34,8 +43,18 @@ class ReaderGone(Exception):
 
 
 class FaceGroup(click.Group):
-    """The top-level group; a closed stdout leaves the command as `ReaderGone`, before click's own
-    handler turns it into exit status 1."""
+    """The top-level group: loads a command's module when the command is asked for; a closed
+    stdout leaves the command as `ReaderGone`, before click's own handler turns it into exit status 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        name = COMMAND_MODULES.get(cmd_name)
+        if name is None:
+            return None
+        module = importlib.import_module(f"memledger.commands.{name}")
+        return next(c for c in module.COMMANDS if c.name == cmd_name)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -54,33 +73,17 @@ class FaceGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
     """memledger: an event-sourced memory ledger for LLM browser agents."""
-    settings = Settings(memory=memory_dir, store_url=store_url, reads_only=ctx.invoked_subcommand in READS_ONLY)
-    hook = getattr(_optional("memledger.projections.writer"), "policy_writer", None)
-    if hook is not None:
-        settings.writer = hook
-    keeper = getattr(_optional("memledger.projections.materialize"), "ProjectionsHead", None)
-    if keeper is not None:
-        settings.keeper_factories.append(lambda s: keeper(s.projections_path))
-    settings.decision_check = getattr(_optional("memledger.projections.replay"), "verify_decisions", None)
+    settings = Settings(memory=memory_dir, store_url=store_url, reads_only=ctx.invoked_subcommand in READS_ONLY,
+                        keeper_factories=[_projections_head])
     ctx.obj = settings
     ctx.call_on_close(settings.close)
+    progress = fold_progress.set(ctx.with_resource(fold_progress_bar()))
+    ctx.call_on_close(lambda: fold_progress.reset(progress))
 
 
-def _optional(name: str):  # type: ignore[no-untyped-def]
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and name.startswith(exc.name):
-            return None
-        raise
-
-
-for _layer in LAYERS:
-    _module = _optional(_layer)
-    for _command in getattr(_module, "COMMANDS", []):
-        cli.add_command(_command)
-for _command in [*RUN_COMMANDS, *SERVE_COMMANDS, *MCP_COMMANDS]:
-    cli.add_command(_command)
+def _projections_head(settings: Settings) -> ProjectionsHead:
+    """projections.db remembers the head it saw too (see ledger.anchor)."""
+    return ProjectionsHead(settings.dir / PROJECTIONS_FILE)
 
 
 class _Warnings(logging.Handler):

@@ -11,15 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-import click
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
 
 from memledger.api import Lesson, MemledgerError, Memory
+from memledger.commands.runs import finished
 from memledger.ledger.jsonl import first_error
-from memledger.ledger.settings import Settings
-from memledger.run_commands import finished
 
 INSTRUCTIONS = (
     "memledger is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
@@ -127,30 +125,3 @@ def build_server(memory: Memory) -> MemoryServer:
         return memory.audit(run_id, step)
 
     return server
-
-
-@click.command("mcp")
-@click.pass_obj
-def mcp_command(settings: Settings) -> None:
-    """Serve this memory to MCP clients over stdio (the Model Context Protocol).
-
-    The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools:
-    start_run, tier1, recall_domain, recall_error, record_step, record_lesson, observe_fact,
-    finish_run, audit (the library's arguments, plus the run_id start_run returned).
-
-    To connect Claude Desktop (claude_desktop_config.json) or any client that takes the same
-    config, give the memory directory as an absolute path:
-
-    \b
-      {"mcpServers": {"memledger": {
-          "command": "memledger",
-          "args": ["--memory-dir", "/home/me/.agent-memory", "mcp"]}}}
-
-    From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memledger",
-    args=["--memory-dir", DIR, "mcp"])).
-    """
-    memory = Memory(settings.store(), settings.projections_path)
-    build_server(memory).run("stdio")  # the store is closed with the command's settings
-
-
-COMMANDS = [mcp_command]

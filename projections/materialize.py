@@ -24,8 +24,9 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,12 @@ SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
 SNAPSHOT_BYTES_PER_EVENT = 500
-PROGRESS_MIN = 20_000  # catch-ups shorter than this don't draw a progress bar
 FLUSH_SNAPSHOTS = 20  # write buffered snapshots in batches (bounded memory on a long rebuild)
+
+#: told (what, events folded, events to fold) as a catch-up or rebuild advances, e.g. to draw a bar
+FoldProgress = Callable[[str, int, int], None]
+#: who is told when a caller passes no `progress` (the command line sets it for each command)
+fold_progress: ContextVar[FoldProgress | None] = ContextVar("fold_progress", default=None)
 
 #: materialized table -> primary key
 TABLE_PKS: dict[str, tuple[str, ...]] = {
@@ -272,28 +277,15 @@ def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoin
 
 # ---- folding ----------------------------------------------------------------------
 
-class _Progress:
-    """A rich progress bar on stderr for long folds (silent for short ones)."""
+class _Counter:
+    """Counts the events of one fold for a `FoldProgress`."""
 
-    def __init__(self, total: int, show: bool | None, label: str):
-        self.bar = None
-        if show is None:
-            show = total >= PROGRESS_MIN
-        if show and total > 0:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-            self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
-                                TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-            self.task = self.bar.add_task(label, total=total)
-            self.bar.start()
+    def __init__(self, report: FoldProgress, what: str, total: int):
+        self.report, self.what, self.total, self.done = report, what, total, 0
 
     def advance(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        self.done += n
+        self.report(self.what, self.done, self.total)
 
 
 def forget_floor(store: Any, head: int) -> int:
@@ -305,7 +297,7 @@ def forget_floor(store: Any, head: int) -> int:
 
 
 def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
-              snapshot: Any = None, progress: _Progress | None = None, tracker: Tracker | None = None,
+              snapshot: Any = None, progress: _Counter | None = None, tracker: Tracker | None = None,
               flush: Any = None) -> MemoryState:
     """Fold events into each projection after its own start seq; call `snapshot(seq, hash)` at
     every multiple of SNAPSHOT_EVERY; `tracker` records the validity intervals of the indexed
@@ -431,13 +423,13 @@ class Catchup:
     """One catch-up of projections.db to the ledger's head (see `load_state`)."""
 
     def __init__(self, store: Any, path: Path, policy: Policy, only: Iterable[str] | None = None,
-                 rebuild: bool = False, progress: bool | None = None):
+                 rebuild: bool = False, progress: FoldProgress | None = None):
         self.store = store
         self.path = path
         self.policy = policy
         self.only = tuple(only) if only else PROJECTIONS
         self.rebuild = rebuild
-        self.progress = progress
+        self.progress = progress or fold_progress.get()
         self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int, str, str]] = []
         self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
@@ -535,13 +527,10 @@ class Catchup:
                 self._flush_snapshots(conn)
 
         if head > lo:
-            bar = _Progress(head - lo, self.progress,
-                            "rebuilding projections" if lo == 0 else "catching up projections")
-            try:
-                fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, bar, tracker,
-                          lambda: self._flush_intervals(conn))
-            finally:
-                bar.close()
+            what = "rebuilding projections" if lo == 0 else "catching up projections"
+            counter = _Counter(self.progress, what, head - lo) if self.progress is not None else None
+            fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker,
+                      lambda: self._flush_intervals(conn))
         state.head = head
         for name in PROJECTIONS:
             state.heads[name] = head
@@ -588,7 +577,7 @@ class Catchup:
 
 
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
-               as_of: int | str | None = None, progress: bool | None = None) -> MemoryState:
+               as_of: int | str | None = None, progress: FoldProgress | None = None) -> MemoryState:
     """Every projection at the ledger's head (catching projections.db up first), or at `as_of`.
 
     When projections.db is already current (and for `as_of`), each projection is loaded
@@ -614,7 +603,7 @@ def _current(store: Any, path: Path, policy: Policy, head: int) -> bool:
         return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
 
 
-def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: bool | None = None) -> None:
+def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: FoldProgress | None = None) -> None:
     """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
     if not _current(store, path, policy, int(store.head())):
         Catchup(store, path, policy, progress=progress).run()
@@ -694,8 +683,8 @@ def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -
 
 
 def rebuild(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, projections: Iterable[str] | None = None,
-            progress: bool | None = True) -> MemoryState:
-    """Rebuild the named projections (all by default) from the log, with a progress bar."""
+            progress: FoldProgress | None = None) -> MemoryState:
+    """Rebuild the named projections (all by default) from the log, telling `progress` as it goes."""
     names = tuple(projections) if projections else PROJECTIONS
     unknown = [n for n in names if n not in PROJECTIONS]
     if unknown:
@@ -808,6 +797,6 @@ class IndexedMemory:
 @contextmanager
 def indexed_memory(store: Any, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:
     """projections.db caught up, and an `IndexedMemory` over it."""
-    caught_up(store, path, policy, progress=False)
+    caught_up(store, path, policy)
     with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads
         yield IndexedMemory(conn, cps, store, policy, Path(path))

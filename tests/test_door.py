@@ -157,7 +157,7 @@ def test_audit_of_a_run_with_no_steps(memory: Path) -> None:
 
 
 def test_an_unexpected_exception_is_one_line(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memledger.ledger import commands
+    from memledger.commands import ledger as commands
 
     def boom(*_: object) -> None:
         raise IndexError("list index out of range")

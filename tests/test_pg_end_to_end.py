@@ -43,7 +43,7 @@ def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_pa
         assert len(list(store.read(types=["trajectory_recorded"]))) == 2
         # the agent caught projections.db up incrementally; it equals a rebuild from the server's log
         incremental = json.loads(memledger(memory, pg_url, "state", "runs", "--json").stdout)
-        fresh = rebuild(store, tmp_path / "rebuilt.db", progress=False)
+        fresh = rebuild(store, tmp_path / "rebuilt.db")
     assert {r["run_id"] for r in incremental} == {e.run_id for e in runs}
     assert head == fresh.head
 
@@ -81,6 +81,6 @@ def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_pa
     assert "banner" in out and "#accept" in out
     with open_store(url=pg_url, create=False) as store:
         followed = load_state(store, watched / "projections.db")
-        rebuilt = rebuild(store, tmp_path / "rebuilt-after.db", progress=False)
+        rebuilt = rebuild(store, tmp_path / "rebuilt-after.db")
         assert followed.head == rebuilt.head == store.head()
         assert digests(followed) == digests(rebuilt)

@@ -35,7 +35,7 @@ from memledger.projections.materialize import Catchup
 from memledger.projections.policy import DEFAULT_POLICY
 store = SqliteStore.open(sys.argv[1])
 print("go", flush=True)
-Catchup(store, Path(sys.argv[2]), DEFAULT_POLICY, rebuild=sys.argv[3] == "rebuild", progress=False).run()
+Catchup(store, Path(sys.argv[2]), DEFAULT_POLICY, rebuild=sys.argv[3] == "rebuild").run()
 print("done", flush=True)
 """
 
@@ -73,7 +73,7 @@ def test_killed_rebuild_and_catchup_resume_to_the_same_digests(tmp_path: Path) -
     _rewind(store, proj, half)  # projections.db at the half: the next catch-up folds the rest
 
     t0 = time.perf_counter()
-    clean = rebuild(store, tmp_path / "clean.db", progress=False)
+    clean = rebuild(store, tmp_path / "clean.db")
     fold_seconds = time.perf_counter() - t0
     want = MemoryView(clean).digests()
 
@@ -117,7 +117,7 @@ def _rewind(store: SqliteStore, proj: Path, seq: int) -> None:
     short.conn.execute("BEGIN IMMEDIATE")
     short.conn.executemany(f"INSERT INTO events VALUES ({', '.join('?' * cols)})", rows)
     short.conn.execute("COMMIT")
-    Catchup(short, proj, DEFAULT_POLICY, progress=False).run()
+    Catchup(short, proj, DEFAULT_POLICY).run()
     short.close()
 
 

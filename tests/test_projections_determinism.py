@@ -137,7 +137,7 @@ def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any],
         assert incremental.head == full.head == store.head()
         assert incremental.digests() == digests(full)
         fresh = Path(tmp) / "rebuilt.db"
-        rebuilt = materialize.rebuild(store, fresh, progress=False)
+        rebuilt = materialize.rebuild(store, fresh)
         assert digests(rebuilt) == digests(full)
         for table in materialize.TABLE_PKS:
             assert _table(path, table) == _table(fresh, table), table

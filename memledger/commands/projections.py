@@ -11,15 +11,14 @@ from typing import Any
 import click
 
 from memledger.analytics.output import Report, Table
-from memledger.ledger.commands import allow_broken_option
-from memledger.ledger.settings import Settings
+from memledger.commands import allow_broken_option, current_settings
+from memledger.ledger.location import PROJECTIONS_FILE
 from memledger.output import emit, listing_options
+from memledger.progress import fold_progress_bar
+from memledger.projections.materialize import rebuild as rebuild_projections
 from memledger.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
-from memledger.projections.state import PROJECTIONS
-
-
-def _settings() -> Settings:
-    return click.get_current_context().find_object(Settings)
+from memledger.projections.state import PROJECTIONS, digests
+from memledger.projections.view import MemoryView
 
 
 def _as_of(value: str | None) -> int | str | None:
@@ -40,7 +39,7 @@ def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) ->
     if fmt == "table":
         rows = [tuple(_display(getattr(item, c, None)) for c in columns) for item in items]
         return Report(title, {"items": Table(list(columns), rows)})
-    records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) else i for i in items]
+    records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) and not isinstance(i, type) else i for i in items]
     columns = tuple(records[0]) if records else columns
     return Report(title, {"items": Table.from_records(records, columns)})
 
@@ -53,10 +52,9 @@ def rebuild(projection: tuple[str, ...]) -> None:
 
     Example: memledger rebuild --projection lessons
     """
-    from memledger.projections.materialize import rebuild as rebuild_projections
-    from memledger.projections.state import digests
-    s = _settings()
-    state = rebuild_projections(s.store(), s.projections_path, projections=projection or None)
+    s = current_settings()
+    with fold_progress_bar(always=True) as progress:
+        state = rebuild_projections(s.store(), s.dir / PROJECTIONS_FILE, projections=projection or None, progress=progress)
     rows = list(digests(state, projection or PROJECTIONS).items())
     emit(Report(f"projections rebuilt at seq {state.head}", {"digests": Table(["projection", "digest (sha256)"], rows)}),
          "table")
@@ -76,7 +74,7 @@ def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt
 
     Example: memledger state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
     """
-    s = _settings()
+    s = current_settings()
     head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of), run=run)
     where = ", ".join(x for x in (domain, run) if x)
     emit(_report(f"{kind} at seq {head}" + (f" ({where})" if where else ""), COLUMNS[kind], items, fmt), fmt, out)
@@ -95,8 +93,7 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
 
     Example: memledger runs --session-id proj_123 --json
     """
-    from memledger.projections.view import MemoryView
-    s = _settings()
+    s = current_settings()
     items = MemoryView.open(s.store(), s.projections_path).runs(session_id, domain, status, limit)
     emit(_report("runs", COLUMNS["runs"] + ("success", "final_url"), items, fmt), fmt, out)
 
@@ -111,7 +108,7 @@ def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
 
     Example: memledger diff --from 100 --to 250
     """
-    s = _settings()
+    s = current_settings()
     changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)
     emit(_report(f"memory changes from {from_seq} to {to_seq}", tuple(f.name for f in dataclasses.fields(Change)),
                  changes, fmt), fmt, out)

@@ -4,23 +4,23 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 import click
 import orjson
+from rich.progress import Progress
 
 from memledger.analytics.output import Report, Table, cell_text
+from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.anchor import Anchor, parse_anchor, verify_ledger
+from memledger.ledger.copy import copy_ledger
 from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
-from memledger.ledger.settings import Settings, raw_writer
+from memledger.ledger.location import display_url
 from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
+from memledger.projections.replay import verify_decisions
 from memledger.projections.text import clip
-
-
-def _settings() -> Settings:
-    return click.get_current_context().find_object(Settings)
+from memledger.projections.writer import policy_writer
 
 
 def _domain_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -35,18 +35,6 @@ def _ident_option(_ctx: click.Context, param: click.Parameter, value: str | None
         return check_ident(value, param.name or "id")
     except ValueError as exc:
         raise click.BadParameter(str(exc).encode("unicode_escape").decode("ascii")) from None
-
-
-def _allow_broken(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.find_object(Settings).allow_broken = True
-
-
-def allow_broken_option(command: Any) -> Any:
-    """`--allow-broken` on a read command: forensics on an edited ledger (see Settings.allow_broken)."""
-    return click.option("--allow-broken", is_flag=True, expose_value=False, is_eager=True, callback=_allow_broken,
-                        help="Forensics: read even a ledger whose chain or remembered head is broken "
-                             "(nothing is checked; projections.db is neither read nor written).")(command)
 
 
 def summarize(ev: RecordedEvent) -> str:
@@ -91,9 +79,8 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
     Example: memledger append events.jsonl   (or `-` for stdin)
     """
     events = parse_lines(source.read())
-    s = _settings()
-    writer = raw_writer if raw else s.writer
-    recorded = writer(s.store(), events)
+    store = current_settings().store()
+    recorded = store.append(events) if raw else policy_writer(store, events)
     click.echo(f"appended {len(recorded)} events (seq {recorded[0].seq}..{recorded[-1].seq})" if recorded else "appended 0 events")
 
 
@@ -113,7 +100,7 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
 
     Example: memledger events --type lesson_promoted --json
     """
-    store = _settings().store()
+    store = current_settings().store()
     types_set = set(types)
     if follow and (fmt in ("csv", "parquet") or out is not None):
         raise click.UsageError("--follow prints to stdout as a table or --format json")
@@ -168,16 +155,14 @@ def verify(heads: list[Anchor], decisions: bool) -> None:
 
     Example: memledger verify --decisions --head 1200:5f3a...
     """
-    s = _settings()
+    s = current_settings()
     store = s.store(create=False, check_head=False)
     result = verify_ledger(store, s.keepers(store), heads)
     if not result.ok:
         raise ChainBroken(result.first_bad_seq or 0, result.reason or "")
     rederived = ""
     if decisions:
-        if s.decision_check is None:
-            raise LedgerError("verify --decisions needs memledger's projections layer")
-        check = s.decision_check(store)
+        check = verify_decisions(store)
         if not check.ok:
             raise LedgerError(f"decision differs at seq {check.first_bad_seq}: {check.reason}")
         rederived = f", {check.decisions} decisions re-derived"
@@ -197,7 +182,7 @@ def stats(fmt: str, out: str | None, section: str | None) -> None:
 
     Example: memledger stats --json
     """
-    st = _settings().store(create=False).stats()
+    st = current_settings().store(create=False).stats()
     if fmt == "json" and section is None:
         text = orjson.dumps(st.__dict__).decode() + "\n"
         if out is not None:
@@ -231,10 +216,6 @@ def copy_command(from_url: str, to_url: str) -> None:
 
     Example: memledger copy --from sqlite:///.agent-memory/ledger.db --to postgresql://localhost/memory
     """
-    from rich.progress import Progress
-
-    from memledger.ledger.copy import copy_ledger
-    from memledger.ledger.location import display_url
     with Progress(transient=True) as bar:
         task = bar.add_task("copying", total=None)
         result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))

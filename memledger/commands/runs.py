@@ -17,12 +17,12 @@ import orjson
 
 from memledger.agent.memory import Learned, Lesson, Memory, TrajectoryRecall
 from memledger.analytics.output import Report, Table
-from memledger.ledger.settings import Settings
+from memledger.commands import current_settings
 from memledger.output import emit, listing_options
 
 
 def _memory() -> Memory:
-    settings = click.get_current_context().find_object(Settings)
+    settings = current_settings()
     return Memory(settings.store(), settings.projections_path)
 
 

@@ -6,16 +6,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.clock import normalize_ts
-from memledger.ledger.commands import allow_broken_option
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.settings import Settings
 from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memledger.projections.interop.importers import FORMATS, ImportResult, import_source
-
-
-def _settings() -> Settings:
-    return click.get_current_context().find_object(Settings)
+from memledger.projections.view import MemoryView
 
 
 def run_import(settings: Settings, path: Path, fmt: str) -> ImportResult:
@@ -37,7 +34,6 @@ def parse_as_of(raw: str | None) -> int | str | None:
 
 def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None) -> ExportResult:
     """Export the memory of `settings` (as of a seq, or now) in one of the seed formats."""
-    from memledger.projections.view import MemoryView
     store = settings.store()
     view = MemoryView.open(store, settings.projections_path, as_of=as_of)
     return export_memory(view.state, store, fmt, out)
@@ -57,7 +53,7 @@ def import_cmd(path: Path, fmt: str) -> None:
     Example: memledger import ~/.browser_agent/memory.json
     """
     with Console(stderr=True).status(f"importing {path} ..."):
-        r = run_import(_settings(), path, fmt)
+        r = run_import(current_settings(), path, fmt)
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items() if v)
     if r.already_imported_seq is not None:
         click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, sha256 {r.digest}): "
@@ -84,7 +80,7 @@ def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
     Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
     """
     with Console(stderr=True).status(f"exporting {fmt} to {out} ..."):
-        r = run_export(_settings(), fmt, out, parse_as_of(as_of))
+        r = run_export(current_settings(), fmt, out, parse_as_of(as_of))
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
     click.echo(f"exported {fmt} to {r.out}: {len(r.files)} file(s) ({counts})")
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import click
 
+from memledger.commands import current_settings
 from memledger.ledger.errors import LedgerError
-from memledger.ledger.settings import Settings
+from memledger.projections.forget import forget
 
 
 @click.command("forget")
@@ -22,14 +23,12 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
 
     Example: memledger forget --domain shop.test --reason "user asked"
     """
-    from memledger.projections.forget import forget
-
     chosen = [(k, v) for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
               if v is not None]
     if len(chosen) != 1:
         raise LedgerError("give exactly one of --domain, --run, --session, --lesson")
     (kind, subject), = chosen
-    settings = click.get_current_context().find_object(Settings)
+    settings = current_settings()
     r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path)
     removed = ", ".join(f"{n} {t}" for t, n in sorted(r.removed.items())) or "nothing was in memory"
     scrubbed = f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from memledger.api import Memory
-from memledger.ledger.settings import Settings
+from memledger.commands import current_settings
 from memledger.server import serve as serve_memory
 
 
@@ -25,7 +25,7 @@ def serve(host: str, port: int, token: str | None) -> None:
 
     Example: memledger --memory-dir .agent-memory serve --port 8765 --token s3cret
     """
-    settings = click.get_current_context().find_object(Settings)
+    settings = current_settings()
     memory = Memory(settings.store(), settings.projections_path)
     click.echo(f"memledger: serving {settings.where()} on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
     try:

@@ -6,23 +6,39 @@ Each command parses its arguments and calls one public function; errors are
 from __future__ import annotations
 
 import inspect
+import sys
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import orjson
+from rich.progress import Progress
 
-from memledger.analytics.experiment import EXPERIMENT_SECTIONS, policy_parameters
+from memledger.analytics.answers import analyse
+from memledger.analytics.audit import audit_run
+from memledger.analytics.experiment import (
+    EXPERIMENT_SECTIONS,
+    experiment_report,
+    make_policy,
+    parse_settings,
+    policy_parameters,
+    run_experiment,
+)
+from memledger.analytics.explain import explain_item
+from memledger.analytics.fork import fork_ledger
 from memledger.analytics.queries import ANALYSES, sections
-from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS
-from memledger.ledger.commands import allow_broken_option
-from memledger.ledger.settings import Settings
+from memledger.analytics.report import build_report
+from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
+from memledger.analytics.watch import follow_projections
+from memledger.commands import allow_broken_option, current_settings
+from memledger.ledger.location import PROJECTIONS_FILE
 from memledger.output import FORMATS, console, emit, listing_options
+from memledger.projections.policy import Policy
+from memledger.render import audit_html, audit_text, explain_html, explain_text
 
 T = TypeVar("T")
-
-
-def _settings() -> Settings:
-    return click.get_current_context().find_object(Settings)
 
 
 @click.group()
@@ -36,8 +52,7 @@ def analytics() -> None:
 def _analysis_command(name: str, doc: str) -> click.Command:
     @listing_options(list(sections(ANALYSES[name][0])))
     def command(fmt: str, out: str | None, section: str | None) -> None:
-        from memledger.analytics.answers import analyse
-        emit(analyse(name, _settings().store()), fmt, out, section)
+        emit(analyse(name, current_settings().store()), fmt, out, section)
 
     command.__doc__ = doc
     return click.command(name=name)(command)
@@ -83,16 +98,12 @@ def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, 
 
     Example: memledger experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
     """
-    import orjson
-
-    from memledger.analytics.experiment import experiment_report, make_policy, parse_settings, run_experiment
-    from memledger.projections.policy import Policy
     if list_params:
         emit(policy_parameters(), "json" if as_json else fmt, out, section)
         return
     overrides = parse_settings(settings)
     make_policy(Policy(), overrides)  # a value out of range is refused before memory is opened
-    result = _with_progress("replaying", lambda progress: run_experiment(_settings().store(), overrides, until,
+    result = _with_progress("replaying", lambda progress: run_experiment(current_settings().store(), overrides, until,
                                                                           progress=progress))
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
@@ -102,11 +113,8 @@ def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, 
 
 def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None], T]) -> T:
     """Run `work(progress)` with a rich progress bar on a terminal (silent otherwise)."""
-    import sys
-
     if not sys.stderr.isatty():
         return work(None)
-    from rich.progress import Progress
     with Progress(transient=True) as bar:
         task = bar.add_task(label, total=None)
         return work(lambda done, total: bar.update(task, completed=done, total=total))
@@ -125,8 +133,7 @@ def fork(until: str, out_dir: str, isolation: str) -> None:
     Example: memledger fork --until 120 --out ab/memory-b --memory-isolation per-run && \
     memledger --memory-dir ab/memory-b run --cases agent/sites/cases.json
     """
-    from memledger.analytics.fork import fork_ledger
-    result = fork_ledger(_settings().store(), until, out_dir, isolation)
+    result = fork_ledger(current_settings().store(), until, out_dir, isolation)
     click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "
                f"memory isolation {result.isolation}")
 
@@ -138,7 +145,6 @@ def _write_or_echo(text: str, out: str | None) -> None:
     if out is None:
         click.echo(text, nl=False)
     else:
-        from pathlib import Path
         Path(out).write_text(text)
         click.echo(f"wrote {out}")
 
@@ -175,13 +181,8 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 
     Example: memledger audit run_20260301_ab12 --step 3 --json
     """
-    import orjson
-
-    from memledger.analytics.audit import audit_run
-    from memledger.analytics.render import audit_html, audit_text
-    from memledger.analytics.tables import audit_report
     _one_output(as_json, as_html, fmt)
-    data = audit_run(_settings().store(), run_id, step)
+    data = audit_run(current_settings().store(), run_id, step)
     if fmt is not None:
         emit(audit_report(data), fmt, out, section)
     elif as_json:
@@ -210,15 +211,10 @@ def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: st
 
     Example: memledger explain lsn_f6e59d160e5396b1
     """
-    import orjson
-
-    from memledger.analytics.explain import explain_item
-    from memledger.analytics.render import explain_html, explain_text
-    from memledger.analytics.tables import explain_report
     _one_output(as_json, as_html, fmt)
     if out is not None and fmt is None:
         raise click.UsageError("--out needs --format")
-    s = _settings()
+    s = current_settings()
     data = explain_item(s.store(), item, projections_path=s.projections_path, domain=domain)
     if fmt is not None:
         emit(explain_report(data), fmt, out, section)
@@ -242,8 +238,7 @@ def report(out_dir: str) -> None:
 
     Example: memledger report --out report && chromium report/report.html
     """
-    from memledger.analytics.report import build_report
-    path = build_report(_settings().store(), out_dir)
+    path = build_report(current_settings().store(), out_dir)
     click.echo(f"wrote {path}")
 
 
@@ -259,18 +254,17 @@ def watch(max_events: int | None, timeout: float | None) -> None:
 
     Example: memledger watch            (Ctrl-C to stop; agents append elsewhere)
     """
-    import threading
-
-    from memledger.analytics.watch import follow_projections
-    s = _settings()
+    s = current_settings()
+    store = s.store()
+    projections = s.dir / PROJECTIONS_FILE
     stop = threading.Event()
     timer = threading.Timer(timeout, stop.set) if timeout is not None else None
     if timer is not None:
         timer.daemon = True
         timer.start()
-    click.echo(f"watching {getattr(s.store(), 'path', 'the ledger')} (projections: {s.projections_path})")
+    click.echo(f"watching {getattr(store, 'path', 'the ledger')} (projections: {projections})")
     try:
-        follow_projections(s.store(), s.projections_path, on_change=lambda c: click.echo(c.line()), stop=stop,
+        follow_projections(store, projections, on_change=lambda c: click.echo(c.line()), stop=stop,
                            max_events=max_events)
     except KeyboardInterrupt:
         stop.set()

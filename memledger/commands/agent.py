@@ -1,0 +1,208 @@
+"""`memledger run` and `memledger demo`: thin commands over agent.runner, and their tables.
+
+The demo's audit is composed here: the agent layer runs the passes and names the run to
+audit; analytics audits it.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from rich.text import Text
+
+from memledger.agent.loop import RunResult
+from memledger.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
+from memledger.agent.sites import CASES_FILE, load_cases
+from memledger.analytics.audit import audit_run
+from memledger.ledger.settings import Settings
+from memledger.projections.text import clip
+from memledger.render import audit_text
+
+TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
+               "would have read), plus its tool call; replayed steps build no prompt")
+
+
+def _settings(memory_dir: str | None = None) -> Settings:
+    settings = click.get_current_context().find_object(Settings)
+    if settings is None:
+        settings = Settings()
+    if memory_dir is not None:
+        settings.close()
+        settings.memory = memory_dir
+    return settings
+
+
+@click.command("run")
+@click.option("--goal", "--task", "goal", default=None, help="What the agent should do (quote element names).")
+@click.option("--url", "--start-url", "start_url", default=None, help="Where to start.")
+@click.option("--cases", "cases_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A JSON cases file: [{id, goal, site, start_url, success}]. Bundled: agent/sites/cases.json.")
+@click.option("--case", "case_ids", multiple=True, help="Only these case ids from --cases.")
+@click.option("--no-memory", is_flag=True, help="Clean baseline: read and learn nothing (the run is still logged).")
+@click.option("--memory-dir", default=None, metavar="DIR", help="Memory directory (same as the global option).")
+@click.option("--trace-scoring", is_flag=True, help="Rank trajectories by 60% similarity, 20% recency, 10% speed, 10% verification.")
+@click.option("--trace-ttl-days", type=click.FloatRange(min=0), default=None, metavar="N", help="Trajectory expiry (default 30).")
+@click.option("--session-id", default=None, help="Tag related runs with one session id.")
+@click.option("--resume-run", default=None, metavar="RUN", help="Continue from RUN's final URL, same session.")
+@click.option("--fork-run", default=None, metavar="RUN", help="Branch off RUN with a new session id.")
+@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default=None,
+              help="per-run: each run gets a ledger of its own under <memory-dir>/runs/<run_id>/, starting "
+                   "from the directory's forked memory (empty unless made by `memledger fork`). "
+                   "Default: the fork's setting, else shared.")
+@click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
+              help="scripted (no model) or openai (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL, MEMLEDGER_LLM_API_KEY).")
+@click.option("--max-turns", type=click.IntRange(min=1), default=25)
+@click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
+              help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
+@click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
+              help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
+                   "(all: of every other run); rep 1 retrieves none.")
+@click.option("--context", "context", multiple=True, metavar="KEY=VALUE",
+              help="User context given to the run (repeatable), e.g. --context preferred_language=English.")
+@click.option("--explore", "explore", default=None, metavar="URL",
+              help="Explore the site from URL (sitemap: links, visited pages, summary) instead of a goal.")
+@click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
+@click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
+def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
+        memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
+        resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
+        context_budget: int, step_memory_scope: str, context: tuple[str, ...], explore: str | None, max_depth: int,
+        max_pages: int) -> None:
+    """Run the browser agent on a goal or a cases file, with memory.
+
+    Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
+    """
+    pairs = {}
+    for item in context:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item[:60]!r}: expected KEY=VALUE", param_hint="--context")
+        pairs[key.strip()] = value
+    if explore and (goal or cases_file or resume_run or fork_run):
+        raise click.UsageError("--explore URL runs alone: drop --goal, --cases, --resume-run and --fork-run")
+    opts = RunOptions(goal=goal, start_url=start_url, cases_file=cases_file, memory=not no_memory,
+                      trace_scoring=trace_scoring, trace_ttl_days=trace_ttl_days, session_id=session_id,
+                      resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
+                      max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget,
+                      step_memory_scope=step_memory_scope, context=pairs, explore=explore, max_depth=max_depth,
+                      max_pages=max_pages)
+    with task_bar(wide_console(stderr=True), "running") as progress:
+        results = run_agent(_settings(memory_dir), opts, progress)
+    wide_console().print(results_table(results))
+
+
+@click.command("demo")
+@click.option("--cases", "cases_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Cases to run (default: the bundled suite).")
+@click.option("--no-audit", is_flag=True, help="Skip the audit of one run at the end.")
+def demo(cases_file: str | None, no_audit: bool) -> None:
+    """Serve the bundled sites and run the suite with memory off, then twice with memory on;
+    print passes, turns, policy decisions, tokens and memory's share of step time.
+
+    Example: memledger --memory-dir .agent-memory demo
+    """
+    settings = _settings()
+    console = wide_console()
+    cases = load_cases(cases_file or CASES_FILE)
+    memory, fresh = cold_memory(settings)
+    if fresh is not None:
+        console.print(Text(f"{settings.dir} already holds memory ({settings.store().head()} events); the demo starts "
+                           f"cold in {fresh}"))
+    try:
+        with task_bar(console, "demo") as progress:
+            report = run_demo(memory, cases, progress)
+        per, tot = demo_tables(report)
+        console.print(per)
+        console.print(tot)
+        if not no_audit:
+            print_audit(memory, report, console)
+    finally:
+        if fresh is not None:
+            memory.close()
+
+
+def wide_console(stderr: bool = False) -> Console:
+    """A terminal-width console on a terminal; 120 columns when output is piped or captured (logs, CI)."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=120)
+
+
+@contextmanager
+def task_bar(console: Console, label: str) -> Iterator[TaskProgress]:
+    """A transient bar over the runs of `run_agent` or `run_demo`, drawn from the first run on (a
+    refusal before any run prints nothing else)."""
+    bar = Progress(console=console, transient=True)
+    job = bar.add_task(label, total=None)
+    started: list[bool] = []
+
+    def report(what: str, done: int, total: int) -> None:
+        if not started:
+            bar.start()
+            started.append(True)
+        bar.update(job, description=what, completed=done, total=total)
+
+    try:
+        yield report
+    finally:
+        if started:
+            bar.stop()
+
+
+def results_table(results: list[RunResult], title: str = "runs") -> Table:
+    t = Table(title=title, caption=TOKENS_NOTE, title_justify="left")
+    for col in ("task", "run", "memory", "pass", "turns", "decisions", "replayed", "tokens", "memory share", "stop"):
+        t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
+                     no_wrap=col == "run")
+    for r in results:
+        t.add_row(Text(r.case_id or "-"), r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
+                  str(r.turns), str(r.policy_decisions), str(r.replayed_steps), str(r.tokens),
+                  f"{100 * r.memory_share:.1f}%", r.reason or "finished")
+    return t
+
+
+def _totals(rs: list[RunResult]) -> dict[str, float]:
+    step = sum(r.step_ms for r in rs)
+    return {"passes": sum(r.success for r in rs), "tasks": len(rs), "turns": sum(r.turns for r in rs),
+            "decisions": sum(r.policy_decisions for r in rs), "replayed": sum(r.replayed_steps for r in rs),
+            "tokens": sum(r.tokens for r in rs), "errors": sum(r.errors for r in rs),
+            "share": (sum(r.step_memory_ms for r in rs) / step) if step else 0.0,
+            "seconds": sum(r.duration_ms for r in rs) / 1000}
+
+
+def demo_tables(report: DemoReport) -> tuple[Table, Table]:
+    per = Table(title="Per task: pass turns / policy decisions / tokens / memory share of step time", caption=TOKENS_NOTE, title_justify="left")
+    per.add_column("task")
+    for label, _ in PASSES:
+        per.add_column(label, justify="right")
+    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0][0]]]
+    for i, name in enumerate(names):
+        cells = []
+        for label, _ in PASSES:
+            r = report.passes[label][i]
+            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5} / "
+                         f"{100 * r.memory_share:4.1f}%" + (f" ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
+        per.add_row(Text(name), *cells)
+    tot = Table(title="Totals", title_justify="left")
+    for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",
+                "memory share of step time", "wall time"):
+        tot.add_column(col, justify="right" if col != "pass" else "left")
+    for label, _ in PASSES:
+        s = _totals(report.passes[label])
+        tot.add_row(label, f"{s['passes']}/{s['tasks']}", str(s["turns"]), str(s["decisions"]), str(s["replayed"]),
+                    str(s["tokens"]), str(s["errors"]), f"{100 * s['share']:.1f}%", f"{s['seconds']:.1f}s")
+    return per, tot
+
+
+def print_audit(settings: Settings, report: DemoReport, console: Console) -> None:
+    """A short audit of one run: which memory items its first prompt held, and who taught them."""
+    chosen, first_step = audited_run(settings, report)
+    console.rule(f"audit of {chosen.run_id} ({chosen.case_id}, memory on #1)")
+    audit_text(audit_run(settings.store(), chosen.run_id, first_step), console)
+    console.print(f"full audit: memledger --memory-dir {settings.dir} audit {chosen.run_id}")
+
+
+COMMANDS = [run, demo]

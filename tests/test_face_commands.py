@@ -1,0 +1,54 @@
+"""The command line lives in the face (memledger/commands/) and loads a command's module only
+when that command runs: `memledger stats` never imports the HTTP server or the MCP SDK."""
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memledger.cli import COMMAND_MODULES, cli
+
+HEAVY = ("fastapi", "uvicorn", "mcp", "duckdb", "playwright", "matplotlib")
+
+
+def test_each_command_is_where_the_group_looks_for_it() -> None:
+    modules = set(COMMAND_MODULES.values())
+    for name in modules:
+        defined = {c.name for c in importlib.import_module(f"memledger.commands.{name}").COMMANDS}
+        assert defined == {c for c, m in COMMAND_MODULES.items() if m == name}, name
+
+
+def test_help_lists_every_command() -> None:
+    with cli.make_context("memledger", ["--help"], resilient_parsing=True) as ctx:
+        assert cli.list_commands(ctx) == sorted(COMMAND_MODULES)
+        assert all(cli.get_command(ctx, name) is not None for name in COMMAND_MODULES)
+        assert cli.get_command(ctx, "no-such-command") is None
+
+
+def _loaded_after(memory: Path, *args: str) -> set[str]:
+    """The heavy top-level packages imported by `memledger ARGS` run in a fresh interpreter."""
+    script = ("import json, sys\nfrom memledger.cli import main\n"
+              f"try:\n    main({['--memory-dir', str(memory), *args]!r})\nexcept SystemExit:\n    pass\n"
+              f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("args", [["schema", "run_started"], ["stats"], ["events"], ["state", "lessons"]])
+def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: list[str]) -> None:
+    memory = tmp_path / "memory"
+    line = b'{"type":"run_started","run_id":"r1","goal":"buy socks","domain":"a.com"}\n'
+    appended = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "append", "--raw", "-"],
+                              input=line, capture_output=True, timeout=120)
+    assert appended.returncode == 0, appended.stderr
+    assert _loaded_after(memory, *args) == set()
+
+
+def test_serving_loads_the_server(tmp_path: Path) -> None:
+    """The other side of the test above: the module of `serve` does load FastAPI."""
+    assert {"fastapi", "uvicorn"} <= _loaded_after(tmp_path, "serve", "--help")

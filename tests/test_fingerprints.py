@@ -60,11 +60,11 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
     store = SqliteStore.open(tmp_path / "ledger.db")
     MemoryWriter(store).append(seed_lessons())
     proj = tmp_path / "projections.db"
-    Catchup(store, proj, DEFAULT_POLICY, progress=False).run()
+    Catchup(store, proj, DEFAULT_POLICY).run()
     with opened(proj) as (_, cps):
         before = cps["short_term"].fingerprint
     edited("memledger.projections.steps")
-    Catchup(store, proj, DEFAULT_POLICY, progress=False).run()
+    Catchup(store, proj, DEFAULT_POLICY).run()
     with opened(proj) as (_, cps):
         assert cps["short_term"].fingerprint != before
         assert cps["short_term"].fingerprint == state.fingerprint("short_term", DEFAULT_POLICY)

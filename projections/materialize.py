@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -362,11 +363,16 @@ def _create_table(db: sqlite_utils.Database, conn: sqlite3.Connection, table: st
     the values seen; a column holding only NULLs so far is declared BLOB (no affinity), so
     that a table written incrementally stores exactly what a rebuilt one stores."""
     types: dict[str, type] = {}
+    untyped: set[str] = set()
     for row in rows:
+        if not untyped and len(row) == len(types) and row.keys() == types.keys():
+            continue  # every column already typed by an earlier row
         for col, value in row.items():
             if types.get(col) in (None, bytes) and value is not None:
                 types[col] = int if isinstance(value, bool) else type(value)
-            types.setdefault(col, bytes)
+                untyped.discard(col)
+            elif types.setdefault(col, bytes) is bytes:
+                untyped.add(col)
     pk = TABLE_PKS[table]
     db[table].create(types, pk=pk if len(pk) > 1 else pk[0])
     _guard(conn, table)
@@ -380,7 +386,8 @@ def _upsert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) ->
         if col not in known:
             conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{col}]")
     sql = f"INSERT OR REPLACE INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
-    conn.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+    values = itemgetter(*cols)
+    conn.executemany(sql, map(values, rows) if len(cols) > 1 else ((values(r),) for r in rows))
 
 
 def _write_tables(db: sqlite_utils.Database, conn: sqlite3.Connection, name: str,

@@ -14,7 +14,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -201,10 +201,13 @@ def _source(module_name: str) -> Path | None:
     return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
 
 
-def _first_party_imports(module_name: str, path: Path) -> list[str]:
+@lru_cache(maxsize=None)
+def _first_party_imports(module_name: str, path: Path) -> tuple[str, ...]:
+    """The first-party modules one source file imports (parsed once per process: the closures of
+    the twelve projections share most of their files)."""
     package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_bytes())):
+    for node in _statements(ast.parse(path.read_bytes()).body):
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -212,7 +215,17 @@ def _first_party_imports(module_name: str, path: Path) -> list[str]:
             found.append(base)
             # `from package import submodule` names a module too
             found.extend(f"{base}.{alias.name}" for alias in node.names if _is_module(f"{base}.{alias.name}"))
-    return [name for name in found if name == _FIRST_PARTY or name.startswith(_FIRST_PARTY + ".")]
+    return tuple(name for name in found if name == _FIRST_PARTY or name.startswith(_FIRST_PARTY + "."))
+
+
+def _statements(body: list[Any]) -> Iterator[Any]:
+    """Every statement, nested ones included (imports are statements: expressions are not walked)."""
+    for node in body:
+        yield node
+        for attr in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, attr, None)
+            if inner:
+                yield from _statements(inner)
 
 
 def _is_module(name: str) -> bool:

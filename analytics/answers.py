@@ -16,23 +16,19 @@ from typing import Any
 
 import duckdb
 
-from memledger.analytics.duck import connect
+from memledger.analytics.mirror import connect
 from memledger.analytics.output import Report, Table
 from memledger.analytics.queries import ANALYSES, sections
 from memledger.ledger.errors import LedgerError
+from memledger.projections.policy import DEFAULT_POLICY, Policy
 
 _PARAM = re.compile(r"\$([a-z_]+)")
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
 
 
-def policy_params(policy: Any | None = None) -> dict[str, Any]:
-    if policy is None:
-        try:
-            from memledger.projections.policy import Policy
-            policy = Policy()
-        except ImportError:
-            return {"initial": 0.6, "rate": 0.2}
+def policy_params(policy: Policy | None = None) -> dict[str, Any]:
+    policy = policy or DEFAULT_POLICY
     return {"initial": float(policy.fact_initial_confidence), "rate": float(policy.fact_confirm_rate)}
 
 
@@ -51,9 +47,10 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] |
         raise LedgerError(f"analytics query failed: {str(exc).splitlines()[0]}") from exc
 
 
-def analyse(name: str, source: Any, policy: Any | None = None,
+def analyse(name: str, source: Any, policy: Policy | None = None,
             con: duckdb.DuckDBPyConnection | None = None) -> Report:
-    """Answer one analysis (`promotions`, `decay`, `recall`, `memory-effect`, `runs`) over a ledger."""
+    """Answer one analysis (`promotions`, `decay`, `recall`, `memory-effect`, `runs`) over a ledger,
+    from its analytics mirror (caught up first)."""
     if name not in ANALYSES:
         raise LedgerError(f"unknown analysis {name!r}; choose one of: {', '.join(ANALYSES)}")
     file, title = ANALYSES[name]
@@ -68,7 +65,7 @@ def analyse(name: str, source: Any, policy: Any | None = None,
             con.close()
 
 
-def analyse_all(source: Any, policy: Any | None = None) -> dict[str, Report]:
+def analyse_all(source: Any, policy: Policy | None = None) -> dict[str, Report]:
     """Every analysis over one DuckDB connection (the report uses this)."""
     con = connect(source)
     try:

@@ -31,28 +31,33 @@ kinds that follow no observation of their own) and, when the log uses opens at
 all (it holds seed lessons), at every `run_started` with memory enabled that
 had no real open.
 
+The replay is an `Experiment` (the two sides, the decisions each made, the
+differences seen so far); its answer is an `ExperimentResult` (`as_json()` is
+what `memledger experiment --json` prints).
+
 Usage::
 
     result = run_experiment(store, {"promotion_min_uses": 3}, until=None)
-    result["differences"], result["decisions"], result["timeline"]
+    result.differences, result.decisions, result.timeline
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from memledger.analytics.forget import Forgotten
+from memledger.analytics.fork import resolve_seq
+from memledger.analytics.output import Report, Table
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.projections.knowledge import current_facts
+from memledger.projections.lessons import TIER1_CATEGORIES
+from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, on_open
 from memledger.projections.replay import PolicyMemory, as_new, opens_run
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import WRITER_PROJECTIONS
-
-if TYPE_CHECKING:
-    from memledger.analytics.output import Report
 
 #: the policy step's projections, and sessions (what a site's prompts held)
 EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions")
@@ -66,10 +71,8 @@ AREAS = ("tier1", "tier2", "facts", "trajectories", "patterns")
 EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes", "prompts", "limits")
 
 
-def policy_parameters() -> "Report":
+def policy_parameters() -> Report:
     """Every parameter `--set` accepts: name, type, default, allowed range and what it does."""
-    from memledger.analytics.output import Report, Table
-    from memledger.projections.policy import Policy
     rows = []
     for name, info in Policy.model_fields.items():
         bounds = {k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
@@ -88,7 +91,6 @@ def policy_parameters() -> "Report":
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
     """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
-    from memledger.projections.policy import Policy
     fields = Policy.model_fields
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -139,15 +141,15 @@ class Side(PolicyMemory):
     def __init__(self, policy: Any):
         super().__init__(policy, EXPERIMENT_PROJECTIONS)
         self.opened: set[str] = set()
+        #: what the agent asks of this memory (Tier 1 in the view's own order)
+        self.view = MemoryView(self.state, policy)
 
     def summary(self) -> dict[tuple[str, str], Any]:
         """What the comparison looks at: (area, item) -> value."""
-        from memledger.projections.lessons import TIER1_CATEGORIES, tier1
         out: dict[tuple[str, str], Any] = {}
-        lessons = list(self.state.lessons.lessons.values())
-        for l in tier1(lessons, self.policy.tier1_cap):
+        for l in self.view.tier1():
             out[("tier1", l.lesson_id)] = True
-        for l in lessons:
+        for l in self.state.lessons.lessons.values():
             if l.category not in TIER1_CATEGORIES:
                 out[("tier2", l.lesson_id)] = True
         for facts in self.state.knowledge.current.values():
@@ -163,6 +165,8 @@ class Side(PolicyMemory):
 
 #: (source, item id) -> label, one run's prompt items
 Items = dict[tuple[str, str], str]
+#: (area or "lesson", item id) -> what the answer says of it (text, scope, domain, run)
+Labels = dict[tuple[str, str], dict[str, Any]]
 
 
 class Prompts:
@@ -170,7 +174,7 @@ class Prompts:
 
     def __init__(self, real: Side, exp: Side):
         self.real_side, self.exp_side = real, exp
-        self.real_view, self.exp_view = MemoryView(real.state, real.policy), MemoryView(exp.state, exp.policy)
+        self.real_view, self.exp_view = real.view, exp.view
         self.real: dict[str, Items] = {}
         self.exp: dict[str, Items] = {}
         self.remade = 0
@@ -237,7 +241,7 @@ class Prompts:
         m = self.exp_view.match_trajectory(d["goal"], ev.domain or "", ev.occurred_at)
         self._add(run_id, real, {("reference_trajectory", m.trajectory.trajectory_id): m.trajectory.goal} if m else {})
 
-    def changes(self, forgotten: Forgotten, labels: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    def changes(self, forgotten: Forgotten, labels: Labels) -> list[PromptChange]:
         """Per run, the prompt items only one side had (forgotten subjects left out)."""
         rows = []
         for run_id in self.real:
@@ -248,11 +252,11 @@ class Prompts:
                 for (source, item), label in mine.items():
                     if (source, item) in other or _prompt_item_hidden(source, item, labels, forgotten):
                         continue
-                    rows.append({"run_id": run_id, "change": change, "source": source, "item": item, "label": label})
+                    rows.append(PromptChange(run_id, change, source, item, label))
         return rows
 
 
-def _prompt_item_hidden(source: str, item: str, labels: dict[tuple[str, str], dict[str, Any]],
+def _prompt_item_hidden(source: str, item: str, labels: Labels,
                         forgotten: Forgotten) -> bool:
     if source in ("error_tips", "domain_tips", "tier1"):
         return _hidden(("tier1", item), labels, forgotten)
@@ -323,32 +327,158 @@ def _opens_used(store: Any, until: int) -> bool:
     return any(True for _ in store.read(to_seq=until, types=["lesson_seeded"], batch=1))
 
 
-def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | None = None,
-                   real_policy: Any | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Replay observations 1..until under the changed policy; plain-data answer (see module doc)."""
-    from memledger.analytics.fork import resolve_seq
-    from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, decide, on_open
+@dataclass(frozen=True)
+class DecisionChange:
+    """A decision made at another point (or only on one side); seqs are the observations that caused it."""
 
-    base = real_policy if real_policy is not None else DEFAULT_POLICY
-    policy = make_policy(base, overrides)
-    head = resolve_seq(store, until)
-    opens = _opens_used(store, head)
-    forgotten = Forgotten.scan(store, head)
-    real, exp = Side(base), Side(policy)
-    real_dec, exp_dec = _Decisions(), _Decisions()
-    timeline: list[dict[str, Any]] = []
-    current: dict[tuple[str, str], tuple[Any, Any]] = {}
-    labels: dict[tuple[str, str], dict[str, Any]] = {}
-    run_started: dict[str, RecordedEvent] = {}
-    pending: list[str] = []
-    open_at: dict[str, int] = {}
-    touches = set(real.table)
-    prompts = Prompts(real, exp)
-    state = {"dirty": False, "last_obs": 0}
-    prev: RecordedEvent | None = None
+    decision: str
+    item: Any
+    occurrence: int
+    reality_seq: int | None
+    reality_event_seq: int | None
+    experiment_seq: int | None
+    what: str
+    label: str | None
 
-    def label(side: Side) -> None:
+
+@dataclass(frozen=True)
+class TimelineChange:
+    """At `seq`, an item's value on each side changed from what it was (`differs`: they now differ)."""
+
+    seq: int
+    area: str
+    item: str
+    reality: Any
+    experiment: Any
+    differs: bool
+    label: str | None
+
+
+@dataclass(frozen=True)
+class PromptChange:
+    """A prompt item one run's prompts held on one side only."""
+
+    run_id: str
+    change: str
+    source: str
+    item: str
+    label: str
+
+
+@dataclass(frozen=True)
+class ChangedItem:
+    item: str
+    reality: Any
+    experiment: Any
+
+
+@dataclass
+class AreaDifference:
+    """How one area (tier1, tier2, facts, trajectories, patterns) differs at the end."""
+
+    only_reality: list[str] = field(default_factory=list)
+    only_experiment: list[str] = field(default_factory=list)
+    changed: list[ChangedItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """The answer of an experiment; `as_json()` is what `memledger experiment --json` prints."""
+
+    policy: dict[str, Any]
+    policy_fingerprint: str
+    until: int
+    differences: int
+    first_divergence_seq: int | None
+    decisions: list[DecisionChange]
+    timeline: list[TimelineChange]
+    final: dict[str, AreaDifference]
+    #: "reality" / "experiment" -> area -> items
+    sizes: dict[str, dict[str, int]]
+    prompts: list[PromptChange]
+    prompt_runs: int
+    recalls_remade: int
+    recalls_kept_as_recorded: int
+    limits: str
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Experiment:
+    """One replay of the log up to a seq under a changed policy, beside reality (see module doc)."""
+
+    def __init__(self, store: Any, overrides: dict[str, Any], until: int | str | None = None,
+                 real_policy: Policy | None = None):
+        self.store = store
+        self.overrides = overrides
+        self.base = real_policy if real_policy is not None else DEFAULT_POLICY
+        self.policy = make_policy(self.base, overrides)
+        self.head = resolve_seq(store, until)
+        self.opens = _opens_used(store, self.head)
+        self.forgotten = Forgotten.scan(store, self.head)
+        self.real, self.exp = Side(self.base), Side(self.policy)
+        self.real_dec, self.exp_dec = _Decisions(), _Decisions()
+        self.prompts = Prompts(self.real, self.exp)
+        self.timeline: list[dict[str, Any]] = []
+        #: (area, item) -> (reality, experiment) where they differ now
+        self.current: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.labels: Labels = {}
+        self.run_started: dict[str, RecordedEvent] = {}
+        self.pending: list[str] = []  # runs started with memory on whose opening is still to come
+        self.open_at: dict[str, int] = {}
+        #: a fold since the last comparison changed what the comparison looks at
+        self.dirty = False
+        self.last_obs = 0
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> ExperimentResult:
+        touches = set(self.real.table)
+        prev: RecordedEvent | None = None
+        for ev in self.store.read(to_seq=self.head):
+            if progress is not None and ev.seq % 500 == 0:
+                progress(ev.seq, self.head)
+            if ev.type in DECISION_TYPES:
+                self._reality_decided(ev, prev)
+            else:
+                self._flush_pending()
+                self._compare(prev.seq if prev is not None else 0)
+                self._observed(ev, touches)
+            prev = ev
+        self._flush_pending()
+        self.dirty = True
+        self._compare(self.head)
+        return self._answer()
+
+    def _reality_decided(self, ev: RecordedEvent, prev: RecordedEvent | None) -> None:
+        if opens_run(ev, prev) and ev.run_id:
+            rs = self.run_started.get(ev.run_id)
+            trigger = rs.seq if rs is not None else self.open_at.setdefault(ev.run_id, ev.seq)
+            self._open_exp(ev.run_id, ev.occurred_at, trigger, ev)
+            self.real.opened.add(ev.run_id)
+            self.real_dec.add(ev, trigger, ev.seq)
+        else:
+            self.real_dec.add(ev, self.last_obs, ev.seq)
+        self.real.fold(ev)
+        self.dirty = True
+
+    def _observed(self, ev: RecordedEvent, touches: set[str]) -> None:
+        self.last_obs = ev.seq
+        seen = self.prompts.remake(ev) if ev.type in REMADE and ev.run_id in self.run_started else ev
+        decisions = decide(self.exp.state, as_new(seen), self.policy)
+        self.real.fold(ev)
+        self.exp.fold(seen)
+        for i, new in enumerate(decisions):
+            self.exp_dec.add(new, ev.seq, None)
+            self.exp.fold(_as_recorded(new, ev.seq, i, ev))
+        if decisions or ev.type in touches:
+            self.dirty = True
+        if ev.type == "run_started" and ev.run_id:
+            self.run_started[ev.run_id] = ev
+            if self.opens and ev.data.get("memory_enabled", True) and ev.run_id not in self.real.opened:
+                self.pending.append(ev.run_id)
+
+    def _label(self, side: Side) -> None:
+        labels = self.labels
         for l in side.state.lessons.lessons.values():
             labels.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
         for facts in side.state.knowledge.current.values():
@@ -363,80 +493,97 @@ def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | Non
             labels.setdefault(("patterns", pat.pattern_id),
                               {"text": f"{pat.domain}: {pat.description}", "domain": pat.domain, "run_id": pat.first_run})
 
-    def compare(at: int) -> None:
-        if not state["dirty"]:
+    def _compare(self, at: int) -> None:
+        if not self.dirty:
             return
-        state["dirty"] = False
-        a, b = real.summary(), exp.summary()
+        self.dirty = False
+        a, b = self.real.summary(), self.exp.summary()
         now = {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
-        if now or current:
-            label(real)
-            label(exp)
-        for key in sorted(current.keys() | now.keys()):
-            if current.get(key) != now.get(key):
+        if now or self.current:
+            self._label(self.real)
+            self._label(self.exp)
+        for key in sorted(self.current.keys() | now.keys()):
+            if self.current.get(key) != now.get(key):
                 va, vb = now.get(key, (a.get(key), b.get(key)))
-                timeline.append({"seq": at, "area": key[0], "item": key[1], "reality": va, "experiment": vb,
-                                 "differs": key in now})
-        current.clear()
-        current.update(now)
+                self.timeline.append({"seq": at, "area": key[0], "item": key[1], "reality": va, "experiment": vb,
+                                      "differs": key in now})
+        self.current = now
 
-    def open_exp(run_id: str, started_at: str, trigger: int, at: RecordedEvent) -> None:
-        if run_id in exp.opened:
+    def _open_exp(self, run_id: str, started_at: str, trigger: int, at: RecordedEvent) -> None:
+        if run_id in self.exp.opened:
             return
-        exp.opened.add(run_id)
-        for i, new in enumerate(on_open(exp.state, run_id, started_at, policy)):
-            exp_dec.add(new, trigger, None)
-            exp.fold(_as_recorded(new, at.seq, 1000 + i, at))
-            state["dirty"] = True
+        self.exp.opened.add(run_id)
+        for i, new in enumerate(on_open(self.exp.state, run_id, started_at, self.policy)):
+            self.exp_dec.add(new, trigger, None)
+            self.exp.fold(_as_recorded(new, at.seq, 1000 + i, at))
+            self.dirty = True
 
-    def flush_pending() -> None:
-        for rid in pending:
-            if rid not in real.opened:
-                rs = run_started[rid]
-                open_exp(rid, rs.occurred_at, rs.seq, rs)
-        pending.clear()
+    def _flush_pending(self) -> None:
+        for rid in self.pending:
+            if rid not in self.real.opened:
+                rs = self.run_started[rid]
+                self._open_exp(rid, rs.occurred_at, rs.seq, rs)
+        self.pending.clear()
 
-    for ev in store.read(to_seq=head):
-        if progress is not None and ev.seq % 500 == 0:
-            progress(ev.seq, head)
-        if ev.type in DECISION_TYPES:
-            if opens_run(ev, prev) and ev.run_id:
-                rs = run_started.get(ev.run_id)
-                trigger = rs.seq if rs is not None else open_at.setdefault(ev.run_id, ev.seq)
-                open_exp(ev.run_id, ev.occurred_at, trigger, ev)
-                real.opened.add(ev.run_id)
-                real_dec.add(ev, trigger, ev.seq)
+    def _answer(self) -> ExperimentResult:
+        labels, forgotten = self.labels, self.forgotten
+        for side in (self.real, self.exp):
+            for l in side.state.lessons.lessons.values():
+                labels.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
+        prompt_rows = self.prompts.changes(forgotten, labels)
+        decisions = []
+        for key in sorted(self.real_dec.found.keys() | self.exp_dec.found.keys(), key=lambda k: tuple(map(str, k))):
+            r, e = self.real_dec.found.get(key), self.exp_dec.found.get(key)
+            if r is not None and e is not None and r[0] == e[0]:
+                continue
+            if key[0] == "fact_contradicted":
+                item = ("facts", "")
+                hidden = forgotten.domain(str(key[1]).split("|")[0])
             else:
-                real_dec.add(ev, state["last_obs"], ev.seq)
-            real.fold(ev)
-            state["dirty"] = True
-            prev = ev
-            continue
-        flush_pending()
-        compare(prev.seq if prev is not None else 0)
-        state["last_obs"] = ev.seq
-        seen = prompts.remake(ev) if ev.type in REMADE and ev.run_id in run_started else ev
-        decisions = decide(exp.state, as_new(seen), policy)
-        real.fold(ev)
-        exp.fold(seen)
-        for i, new in enumerate(decisions):
-            exp_dec.add(new, ev.seq, None)
-            exp.fold(_as_recorded(new, ev.seq, i, ev))
-        if decisions or ev.type in touches:
-            state["dirty"] = True
-        if ev.type == "run_started" and ev.run_id:
-            run_started[ev.run_id] = ev
-            if opens and ev.data.get("memory_enabled", True) and ev.run_id not in real.opened:
-                pending.append(ev.run_id)
-        prev = ev
-    flush_pending()
-    state["dirty"] = True
-    compare(head)
-    return _answer(overrides, policy, head, real, exp, real_dec, exp_dec, timeline, current, labels, forgotten,
-                   prompts)
+                item = _decision_item(key)
+                hidden = _hidden(item, labels, forgotten)
+            if hidden:
+                continue
+            decisions.append(DecisionChange(
+                key[0], key[1], key[2], r[0] if r else None, r[1] if r else None, e[0] if e else None,
+                (e or r)[2], labels.get(item, {}).get("text")))  # type: ignore[index]
+        rows = [TimelineChange(**row, label=labels.get(("lesson", row["item"]) if row["area"] in ("tier1", "tier2")
+                                                       else (row["area"], row["item"]), {}).get("text"))
+                for row in self.timeline if not _hidden((row["area"], row["item"]), labels, forgotten)]
+        final = {a: AreaDifference() for a in AREAS}
+        for (area, item), (va, vb) in sorted(self.current.items()):
+            if _hidden((area, item), labels, forgotten):
+                continue
+            if vb is None:
+                final[area].only_reality.append(item)
+            elif va is None:
+                final[area].only_experiment.append(item)
+            else:
+                final[area].changed.append(ChangedItem(item, va, vb))
+        sizes = {}
+        for name, side in (("reality", self.real), ("experiment", self.exp)):
+            summ = side.summary()
+            sizes[name] = {a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
+                           for a in AREAS}
+        first = min([r.seq for r in rows if r.differs]
+                    + [d.experiment_seq or d.reality_seq for d in decisions  # type: ignore[misc]
+                       if (d.experiment_seq or d.reality_seq) is not None], default=None)
+        return ExperimentResult(
+            policy=self.overrides, policy_fingerprint=self.policy.fingerprint(), until=self.head,
+            differences=len(decisions) + len(rows) + len(prompt_rows), first_divergence_seq=first,
+            decisions=decisions, timeline=rows, final=final, sizes=sizes, prompts=prompt_rows,
+            prompt_runs=len({r.run_id for r in prompt_rows}), recalls_remade=self.prompts.remade,
+            recalls_kept_as_recorded=self.prompts.kept_as_recorded, limits=LIMITS)
 
 
-def _hidden(key: tuple[str, str], labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten) -> bool:
+def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | None = None,
+                   real_policy: Policy | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> ExperimentResult:
+    """Replay observations 1..until under the changed policy (see module doc)."""
+    return Experiment(store, overrides, until, real_policy).run(progress)
+
+
+def _hidden(key: tuple[str, str], labels: Labels, forgotten: Forgotten) -> bool:
     """Items of forgotten subjects never appear in the answer."""
     area, item = key
     if area in ("tier1", "tier2", "lesson"):
@@ -457,92 +604,31 @@ def _decision_item(key: tuple[Any, ...]) -> tuple[str, str]:
     return ("facts", item)
 
 
-def _answer(overrides: dict[str, Any], policy: Any, head: int, real: Side, exp: Side, real_dec: _Decisions,
-            exp_dec: _Decisions, timeline: list[dict[str, Any]], current: dict[tuple[str, str], tuple[Any, Any]],
-            labels: dict[tuple[str, str], dict[str, Any]], forgotten: Forgotten, prompts: Prompts) -> dict[str, Any]:
-    label_all = labels
-    for side in (real, exp):
-        for l in side.state.lessons.lessons.values():
-            label_all.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
-    prompt_rows = prompts.changes(forgotten, label_all)
-    decisions = []
-    for key in sorted(real_dec.found.keys() | exp_dec.found.keys(), key=lambda k: tuple(map(str, k))):
-        r, e = real_dec.found.get(key), exp_dec.found.get(key)
-        if r is not None and e is not None and r[0] == e[0]:
-            continue
-        if key[0] == "fact_contradicted":
-            item = ("facts", "")
-            hidden = forgotten.domain(str(key[1]).split("|")[0])
-        else:
-            item = _decision_item(key)
-            hidden = _hidden(item, labels, forgotten)
-        if hidden:
-            continue
-        decisions.append({
-            "decision": key[0], "item": key[1], "occurrence": key[2],
-            "reality_seq": r[0] if r else None, "reality_event_seq": r[1] if r else None,
-            "experiment_seq": e[0] if e else None,
-            "what": (e or r)[2],  # type: ignore[index]
-            "label": labels.get(item, {}).get("text"),
-        })
-    rows = [dict(row, label=labels.get(("lesson", row["item"]) if row["area"] in ("tier1", "tier2")
-                                       else (row["area"], row["item"]), {}).get("text"))
-            for row in timeline if not _hidden((row["area"], row["item"]), labels, forgotten)]
-    final: dict[str, dict[str, list[Any]]] = {a: {"only_reality": [], "only_experiment": [], "changed": []}
-                                              for a in AREAS}
-    for (area, item), (va, vb) in sorted(current.items()):
-        if _hidden((area, item), labels, forgotten):
-            continue
-        if vb is None:
-            final[area]["only_reality"].append(item)
-        elif va is None:
-            final[area]["only_experiment"].append(item)
-        else:
-            final[area]["changed"].append({"item": item, "reality": va, "experiment": vb})
-    sizes = {}
-    for name, side in (("reality", real), ("experiment", exp)):
-        summ = side.summary()
-        sizes[name] = {a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
-                       for a in AREAS}
-    first = min([r["seq"] for r in rows if r["differs"]]
-                + [d["experiment_seq"] or d["reality_seq"] for d in decisions
-                   if (d["experiment_seq"] or d["reality_seq"]) is not None], default=None)
-    return {
-        "policy": overrides, "policy_fingerprint": policy.fingerprint(), "until": head,
-        "differences": len(decisions) + len(rows) + len(prompt_rows),
-        "first_divergence_seq": first,
-        "decisions": decisions, "timeline": rows, "final": final, "sizes": sizes,
-        "prompts": prompt_rows, "prompt_runs": len({r["run_id"] for r in prompt_rows}),
-        "recalls_remade": prompts.remade, "recalls_kept_as_recorded": prompts.kept_as_recorded,
-        "limits": LIMITS,
-    }
-
-
-def experiment_report(result: dict[str, Any]) -> "Report":
+def experiment_report(result: ExperimentResult) -> Report:
     """The experiment answer as tables (for --format and the HTML report)."""
-    from memledger.analytics.output import Report, Table
-    decisions = Table.from_records(result["decisions"], ["decision", "item", "occurrence", "reality_seq",
-                                                         "reality_event_seq", "experiment_seq", "what", "label"])
-    timeline = Table.from_records(result["timeline"], ["seq", "area", "item", "reality", "experiment", "differs",
-                                                       "label"])
+    decisions = Table.from_records([asdict(d) for d in result.decisions],
+                                   ["decision", "item", "occurrence", "reality_seq", "reality_event_seq",
+                                    "experiment_seq", "what", "label"])
+    timeline = Table.from_records([asdict(r) for r in result.timeline],
+                                  ["seq", "area", "item", "reality", "experiment", "differs", "label"])
     final_rows = []
-    for area, parts in result["final"].items():
-        for item in parts["only_reality"]:
+    for area, parts in result.final.items():
+        for item in parts.only_reality:
             final_rows.append({"area": area, "item": item, "difference": "only in reality"})
-        for item in parts["only_experiment"]:
+        for item in parts.only_experiment:
             final_rows.append({"area": area, "item": item, "difference": "only in the experiment"})
-        for ch in parts["changed"]:
-            final_rows.append({"area": area, "item": ch["item"],
-                               "difference": f"{ch['reality']} in reality, {ch['experiment']} in the experiment"})
-    sizes = Table.from_records([{"area": a, "reality": result["sizes"]["reality"][a],
-                                 "experiment": result["sizes"]["experiment"][a]} for a in AREAS])
-    prompts = Table.from_records(result["prompts"], ["run_id", "change", "source", "item", "label"])
+        for ch in parts.changed:
+            final_rows.append({"area": area, "item": ch.item,
+                               "difference": f"{ch.reality} in reality, {ch.experiment} in the experiment"})
+    sizes = Table.from_records([{"area": a, "reality": result.sizes["reality"][a],
+                                 "experiment": result.sizes["experiment"][a]} for a in AREAS])
+    prompts = Table.from_records([asdict(p) for p in result.prompts], ["run_id", "change", "source", "item", "label"])
     limits = Table.from_records([{
-        "recalls re-made": result["recalls_remade"], "kept as recorded": result["recalls_kept_as_recorded"],
-        "not simulated": result["limits"]}])
-    changed = ", ".join(f"{k}={v}" for k, v in result["policy"].items()) or "the default policy"
-    title = (f"Experiment with {changed} up to seq {result['until']}: {result['differences']} difference(s)"
-             + (f", first at seq {result['first_divergence_seq']}" if result["first_divergence_seq"] else ""))
+        "recalls re-made": result.recalls_remade, "kept as recorded": result.recalls_kept_as_recorded,
+        "not simulated": result.limits}])
+    changed = ", ".join(f"{k}={v}" for k, v in result.policy.items()) or "the default policy"
+    title = (f"Experiment with {changed} up to seq {result.until}: {result.differences} difference(s)"
+             + (f", first at seq {result.first_divergence_seq}" if result.first_divergence_seq else ""))
     tables = (decisions, timeline, Table.from_records(final_rows, ["area", "item", "difference"]), sizes, prompts,
               limits)
     return Report(title, dict(zip(EXPERIMENT_SECTIONS, tables)))

@@ -1,15 +1,18 @@
-"""Which events and names an analytics answer must leave out after `subject_forgotten`.
+"""Which events, and which parts of them, an analytics answer must leave out after `subject_forgotten`.
 
-The same rule as `ev` in sql/views.sql (keep them in step): events about a
-forgotten run, session, domain (with its subdomains) or lesson are hidden,
+The analytics mirror (mirror.py) stores events only as `Forgotten.shown` gives
+them, so this is the one place analytics decides what forget hides (no SQL
+repeats it): events about a forgotten run, session, domain (with its
+subdomains, as `projections.text.domain_matches` says) or lesson are hidden,
 except lesson events, which — as in the lessons projection, where a universal
 lesson survives the forgetting of a place it was used — stay with their run,
-step and domain masked.
+step and domain masked and the forgotten subjects taken out of their payload.
 
 Usage::
 
     forgotten = Forgotten.scan(store)
     if forgotten.hides(ev): ...
+    shown = forgotten.shown(ev)     # None, or (run_id, step, domain, payload) as answers may show them
 """
 from __future__ import annotations
 
@@ -18,27 +21,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memledger.ledger.events import RecordedEvent
+from memledger.projections.lessons import lesson_id_for
+from memledger.projections.text import domain_matches
 
 #: lesson events that survive the forgetting of the run or domain where they happened (masked)
 LESSON_TYPES = frozenset({"lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted",
                           "lessons_pruned", "error_recall", "domain_recall", "tier1_loaded"})
+#: where a recall keeps how many lessons it returned, beside `lesson_ids`
+_COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded": "count"}
 
 
 def lesson_id_of(ev: RecordedEvent) -> str | None:
-    """The lesson an event is about; an empty id means the one its dedup key gives (as in the projection)."""
+    """The lesson an event is about; an empty id means the one its dedup key gives (as in the projection).
+    Payloads are read upcast, so a v1 `lesson_recorded`'s scope is `scope_domain` too."""
     d = ev.data
     lid = d.get("lesson_id")
     if lid or ev.type not in ("lesson_recorded", "lesson_seeded", "lesson_deduplicated"):
         return lid or None
-    from memledger.projections.lessons import lesson_id_for
     return lesson_id_for(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))
-
-
-def _matches(host: str | None, scope: str) -> bool:
-    if not host:
-        return False
-    host = host.lower()
-    return host == scope or host.endswith("." + scope)
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Forgotten:
 
     def domain(self, host: str | None) -> bool:
         """Is this host forgotten (itself or as a subdomain of a forgotten domain)?"""
-        return any(_matches(host, d) for d in self.domains)
+        return any(domain_matches(host, d) for d in self.domains)
 
     def run(self, run_id: str | None) -> bool:
         return bool(run_id) and run_id in self.runs
@@ -93,7 +93,7 @@ class Forgotten:
         if ev.type == "subject_forgotten":
             return True
         d = ev.data
-        scope = d.get("scope_domain") if ev.type != "lesson_recorded" or ev.schema_version > 1 else d.get("domain")
+        scope = d.get("scope_domain")
         if isinstance(scope, str) and self.domain(scope):
             return True
         if self.lessons and lesson_id_of(ev) in self.lessons:
@@ -110,3 +110,31 @@ class Forgotten:
 
     def domains_shown(self, domains: Iterable[str]) -> list[str]:
         return [d for d in domains if not self.domain(d)]
+
+    def shown(self, ev: RecordedEvent) -> tuple[str | None, int | None, str | None, dict[str, Any]] | None:
+        """The event as an answer may show it — None when hidden, else its run, step, domain (masked
+        when they are forgotten) and its payload without forgotten subjects: forgotten lessons out of
+        `lesson_ids` (with their texts, the count following), forgotten domains out of
+        `triggered_domains`, and the error text of a recall made in a forgotten run or domain."""
+        if self.hides(ev):
+            return None
+        data = ev.data
+        if not self:
+            return ev.run_id, ev.step, ev.domain, data
+        data = dict(data)
+        ids = data.get("lesson_ids")
+        if isinstance(ids, list) and any(lid in self.lessons for lid in ids):
+            texts = data.get("lessons")
+            keep = [i for i, lid in enumerate(ids) if lid not in self.lessons]
+            data["lesson_ids"] = [ids[i] for i in keep]
+            if isinstance(texts, list) and len(texts) == len(ids):
+                data["lessons"] = [texts[i] for i in keep]
+            if ev.type in _COUNTS:
+                data[_COUNTS[ev.type]] = len(keep)
+        if isinstance(data.get("triggered_domains"), list):
+            data["triggered_domains"] = self.domains_shown(data["triggered_domains"])
+        masked = self.masks(ev)
+        if masked and "error_snippet" in data:
+            data["error_snippet"] = ""
+        run_id, step, domain = (None, None, None) if masked else (ev.run_id, ev.step, ev.domain)
+        return run_id, step, domain, data

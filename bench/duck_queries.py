@@ -1,37 +1,40 @@
-"""DuckDB audit queries over a synthetic agent ledger vs the same queries answered by SQLite itself.
+"""DuckDB audit queries over a synthetic agent ledger: the analytics mirror vs SQLite itself.
 
-`memledger analytics` answers audit questions with DuckDB over the SQLite ledger; this bench
-says whether that pays, against the obvious alternative of asking SQLite directly
-(`json_extract` on the payload column). How DuckDB reads the ledger matters, so both ways
-are measured:
+`memledger analytics` answers audit questions with DuckDB over the analytics mirror
+(`analytics.duckdb` beside projections.db: the events as analytics may show them and the
+validity intervals, in DuckDB's own storage, caught up incrementally); this bench says
+whether that pays, against the obvious alternative of asking SQLite directly
+(`json_extract` on the payload column), and against reading ledger.db through DuckDB's
+offline sqlite_scanner on every query (`analytics.duck.attach`, the raw log).
 
-- native: `analytics.duck.connect` ATTACHes ledger.db read-only through the offline
-  sqlite_scanner and copies the events (forgotten subjects masked) into a native DuckDB
-  table `ev` once per connection; every typed view and answer then reads that table. The
-  copy is timed as its own figure, and a cold session (copy + the four queries, what one
-  `memledger analytics` call pays) beside SQLite's four queries;
-- scanner: the same views with `ev` a view over the attached file, so every query reads
-  ledger.db through the scanner again.
+Figures: each query on the mirror and through the scanner beside SQLite; building the
+mirror from nothing (projections.db already current) and catching it up after 1% more
+events; and a cold `memledger analytics promotions` — a new process, the mirror current —
+beside the old way, which copied the ledger into DuckDB through the scanner in every
+process (and beside `memledger --version`, what starting the command line alone costs).
 
 Queries: the promotions funnel (`analytics/sql/promotions.sql`), the recall hit rate
 (`recall.sql`), run outcomes by domain (`runs.sql`), and an event count by type and day.
 Each DuckDB answer is checked equal to SQLite's before any time is reported. The SQLite
 side masks no forgotten subjects (the bench refuses a ledger that has any) and reads the
-`lesson_id` in the payload (SQLite has no sha256 for the views' fallback; every
-synthetic lesson event carries its id). SQLite gets its best plan: the ledger's indexes
-((type, seq), (run_id, seq)) where they help, a straight table scan where they do not.
+`lesson_id` in the payload (every synthetic lesson event carries its id). SQLite gets its
+best plan: the ledger's indexes ((type, seq), (run_id, seq)) where they help, a straight
+table scan where they do not.
 
 Usage::
 
-    python bench/duck_queries.py           # 1,000,000 events
-    python bench/duck_queries.py --quick   # 50,000 events
+    python bench/duck_queries.py                   # 1,000,000 events
+    python bench/duck_queries.py --events 300000
+    python bench/duck_queries.py --quick           # 50,000 events
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,13 +50,24 @@ if __package__ in (None, ""):
 import duckdb
 
 from bench import Figure, show, timed
-from bench.projections import build_ledger
+from bench.projections import build_ledger, synthetic_events
 from memledger.analytics.answers import sections
-from memledger.analytics.duck import ATTACHERS, connect, sql_text
+from memledger.analytics.duck import attach
+from memledger.analytics.mirror import DDL, MIRROR_FILE, connect
+from memledger.analytics.queries import sql_text
+from memledger.ledger.store import SqliteStore
+from memledger.projections.materialize import caught_up
 
 BENCH = "duck_queries"
-#: as analytics.duck: DuckDB never downloads an extension
-DUCK_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+INTERVALS_DDL = next(ddl for ddl in DDL if ddl.startswith("CREATE TABLE intervals"))
+#: the raw ledger through the scanner, shaped as the mirror's `events` (no forgotten subject is masked)
+SCANNED_EVENTS = """
+CREATE VIEW events AS
+SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at,
+       CAST(recorded_at AS TIMESTAMP) AS recorded_ts, CAST(occurred_at AS TIMESTAMP) AS occurred_ts,
+       run_id, step, domain, json_extract_string(payload, '$.lesson_id') AS lesson_id, payload
+FROM {table}
+"""
 
 SQLITE_FUNNEL = """
 WITH born AS (
@@ -140,15 +154,23 @@ def queries() -> tuple[Query, ...]:
 
 # ---- the three ways of asking --------------------------------------------------------
 
-def duck_scanner(path: Path) -> duckdb.DuckDBPyConnection:
-    """The project's views with `ev` a view, not a table: every query reads ledger.db through the scanner."""
-    views = sql_text("views")
-    if views.count("CREATE TABLE ev AS") != 1:
-        raise RuntimeError("analytics/sql/views.sql no longer defines `ev` as one table; update this bench")
-    con = duckdb.connect(config=DUCK_CONFIG)
-    events = ATTACHERS["sqlite"](con, str(path))
-    con.execute(f"CREATE VIEW ev_raw AS SELECT * FROM {events}")
-    con.execute(views.replace("CREATE TABLE ev AS", "CREATE VIEW ev AS"))
+def duck_mirror(path: Path) -> duckdb.DuckDBPyConnection:
+    """The analytics mirror beside `path` (built or caught up first), as `memledger analytics` reads it."""
+    store = SqliteStore.open(path)
+    try:
+        return connect(store)
+    finally:
+        store.close()
+
+
+def duck_scanner(path: Path, table: bool = False) -> duckdb.DuckDBPyConnection:
+    """The project's views over ledger.db attached through the scanner: read again by every query, or
+    (`table`) copied into DuckDB once, as every analytics process did before the mirror."""
+    con, events = attach(path)
+    ddl = SCANNED_EVENTS.format(table=events)
+    con.execute(ddl.replace("CREATE VIEW", "CREATE TABLE") if table else ddl)
+    con.execute(INTERVALS_DDL)  # empty: the raw ledger has no validity intervals
+    con.execute(sql_text("views"))
     return con
 
 
@@ -175,11 +197,15 @@ def rows(cur: Any) -> list[tuple[Any, ...]]:
 
 def answers(path: Path) -> dict[str, dict[str, list[tuple[Any, ...]]]]:
     """Every query's rows from DuckDB native, DuckDB through the scanner and SQLite; raises unless all equal."""
-    native, scanner, lite = connect(path), duck_scanner(path), sqlite_ro(path)
+    lite = sqlite_ro(path)
     try:
         forgotten = lite.execute("SELECT count(*) FROM events WHERE type = 'subject_forgotten'").fetchone()[0]
         if forgotten:
             raise RuntimeError(f"{path}: {forgotten} forget events; the SQLite queries do not mask forgotten subjects")
+    finally:
+        lite.close()
+    native, scanner, lite = duck_mirror(path), duck_scanner(path), sqlite_ro(path)
+    try:
         out: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
         for q in queries():
             got = {"duckdb": rows(native.execute(q.duck)), "scanner": rows(scanner.execute(q.duck)),
@@ -201,41 +227,86 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(timed(fn) for _ in range(repeat)) * 1e3
 
 
+def cold_ms(argv: list[str], repeat: int) -> float:
+    """Median wall time of `argv` run as a new process, in milliseconds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+
+    def once() -> None:
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+    return median_ms(once, repeat)
+
+
+#: one analysis in a new process, the old way: the ledger copied into DuckDB through the scanner
+OLD_COLD = """
+import sys
+from bench.duck_queries import duck_scanner
+from memledger.analytics.answers import analyse
+con = duck_scanner(sys.argv[1], table=True)
+analyse("promotions", None, con=con)
+"""
+#: the same through the library, the mirror current
+NEW_COLD = """
+import sys
+from memledger.analytics.answers import analyse
+from memledger.ledger.store import SqliteStore
+with SqliteStore.open(sys.argv[1]) as store:
+    analyse("promotions", store)
+"""
+
+
 def measure(path: Path, repeat: int) -> list[Figure]:
-    got = answers(path)  # checked equal first; also warms the OS page cache for every side
+    got = answers(path)  # checked equal first (building the mirror); also warms the OS page cache for every side
     head = sum(r[2] for r in got["events by type and day"]["sqlite"])
-    native, scanner, lite = connect(path), duck_scanner(path), sqlite_ro(path)
+    native, scanner, lite = duck_mirror(path), duck_scanner(path), sqlite_ro(path)
     figs: list[Figure] = []
-    sqlite_total = 0.0
     try:
         for q in queries():
             t_lite = median_ms(lambda: lite.execute(q.sqlite).fetchall(), repeat)
             t_native = median_ms(lambda: native.execute(q.duck).fetchall(), repeat)
             t_scan = median_ms(lambda: scanner.execute(q.duck).fetchall(), repeat)
-            sqlite_total += t_lite
             rows_note = f"{len(got[q.name]['sqlite']):,} rows, equal in all three"
-            figs.append(Figure(BENCH, f"{q.name}: DuckDB native", t_native, "ms", "SQLite", t_lite,
-                               higher_is_better=False, note=f"{head:,} events; {rows_note}; load excluded"))
+            figs.append(Figure(BENCH, f"{q.name}: DuckDB mirror", t_native, "ms", "SQLite", t_lite,
+                               higher_is_better=False, note=f"{head:,} events; {rows_note}"))
             figs.append(Figure(BENCH, f"{q.name}: DuckDB scanner", t_scan, "ms", "SQLite",
                                t_lite, higher_is_better=False,
-                               note=f"{head:,} events; {rows_note}; ledger.db re-read (and re-masked) per query"))
+                               note=f"{head:,} events; {rows_note}; ledger.db re-read per query"))
     finally:
         native.close()
         scanner.close()
         lite.close()
-    t_load = median_ms(lambda: connect(path).close(), repeat)
-    figs.append(Figure(BENCH, "load events into DuckDB (connect)", t_load, "ms",
-                       note=f"{head:,} events through sqlite_scanner, once per connection"))
+    root = str(Path(__file__).resolve().parent.parent)
+    python = [sys.executable, "-c"]
+    t_new = cold_ms([*python, f"import sys; sys.path.insert(0, {root!r})\n" + NEW_COLD, str(path)], repeat)
+    t_old = cold_ms([*python, f"import sys; sys.path.insert(0, {root!r})\n" + OLD_COLD, str(path)], repeat)
+    figs.append(Figure(BENCH, "cold analysis (promotions) in a new process, mirror current", t_new, "ms",
+                       "the same, the ledger copied into DuckDB by the process", t_old, higher_is_better=False,
+                       note=f"{head:,} events; library call, interpreter start and imports included"))
+    command = str(Path(sys.executable).with_name("memledger"))
+    t_cli = cold_ms([command, "--memory-dir", str(path.parent), "analytics", "promotions", "--format", "json"], repeat)
+    figs.append(Figure(BENCH, "cold `memledger analytics promotions`, mirror current", t_cli, "ms",
+                       "`memledger --version` (starting the command line)", cold_ms([command, "--version"], repeat),
+                       higher_is_better=False, note=f"{head:,} events"))
+    mirror = path.with_name(MIRROR_FILE)
 
-    def cold() -> None:
-        con = connect(path)
-        for q in queries():
-            con.execute(q.duck).fetchall()
-        con.close()
-
-    figs.append(Figure(BENCH, "cold: connect + 4 queries", median_ms(cold, repeat), "ms",
-                       "SQLite, 4 queries", sqlite_total, higher_is_better=False,
-                       note="what one `memledger analytics` process pays; baseline = sum of the SQLite medians"))
+    def rebuild() -> None:
+        mirror.unlink()
+        duck_mirror(path).close()
+    t_build = median_ms(rebuild, max(1, repeat // 2))
+    t_copy = median_ms(lambda: duck_scanner(path, table=True).close(), max(1, repeat // 2))
+    figs.append(Figure(BENCH, "build the mirror from nothing (projections.db current)", t_build, "ms",
+                       "copy ledger.db into DuckDB through the scanner (every process did, before)", t_copy,
+                       higher_is_better=False, note=f"{head:,} events, checked reads, forget applied in Python"))
+    store = SqliteStore.open(path)
+    try:
+        store.append(synthetic_events(max(100, head // 100)))
+        more = store.head() - head
+        t_catch = timed(lambda: caught_up(store, path.with_name("projections.db"), progress=False))
+    finally:
+        store.close()
+    t_mirror = timed(lambda: duck_mirror(path).close())
+    figs.append(Figure(BENCH, f"catch the mirror up after {more:,} more events", t_mirror * 1e3, "ms",
+                       "build the mirror from nothing", t_build, higher_is_better=False,
+                       note=f"projections.db caught up first, apart ({t_catch:.1f} s)"))
     return figs
 
 

@@ -3,7 +3,8 @@ produce every output memledger writes (exports, report, audits), and scan bytes.
 
 Scanning is byte-level: every file under a directory, plus the decompressed
 state blobs of any projections.db found (snapshots and states are zlib'd, so a
-raw scan alone could miss a compressed secret).
+raw scan alone could miss a compressed secret) and every value of the analytics
+mirror (analytics.duckdb: DuckDB compresses its columns).
 """
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 
 from memledger.agent.budget import BudgetItem
 from memledger.agent.memory import AgentMemory, RunOutcome, StepRecord
+from memledger.analytics.mirror import MIRROR_FILE
 from memledger.ledger.events import EnvState
 from tests.cli_runner import run_cli
 
@@ -119,9 +122,25 @@ def _db_blobs(db: Path) -> Iterable[bytes]:
         yield zlib.decompress(blob)
 
 
+def _mirror_values(db: Path) -> Iterable[bytes]:
+    """Every value of every table of an analytics mirror, as text (read from a copy)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / db.name
+        shutil.copyfile(db, copy)
+        con = duckdb.connect(str(copy), read_only=True)
+        try:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+            for table in tables:
+                for row in con.execute(f'SELECT * FROM "{table}"').fetchall():
+                    yield "\x1f".join("" if v is None else str(v) for v in row).encode()
+        finally:
+            con.close()
+
+
 def scan(root: Path, needles: Iterable[str], skip: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(file, needle) for every needle found (case-insensitive) in the bytes of any file under
-    `root` (or `root` itself), and in the decompressed states of projections databases."""
+    `root` (or `root` itself), in the decompressed states of projections databases and in the
+    values of analytics mirrors."""
     wanted = [n.lower().encode() for n in needles]
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     hits: list[tuple[str, str]] = []
@@ -132,6 +151,8 @@ def scan(root: Path, needles: Iterable[str], skip: Iterable[str] = ()) -> list[t
         chunks = [f.read_bytes()]
         if f.name == "projections.db":
             chunks += list(_db_blobs(f))
+        if f.name == MIRROR_FILE:
+            chunks += list(_mirror_values(f))
         for data in chunks:
             low = data.lower()
             for n in wanted:

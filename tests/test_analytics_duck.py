@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from memledger.analytics.answers import analyse, analyse_all
-from memledger.analytics.duck import connect
+from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
 from memledger.ledger.store import SqliteStore

@@ -54,55 +54,55 @@ def aged(tmp_path_factory: pytest.TempPathFactory) -> tuple[SqliteStore, Built]:
 def test_default_policy_reproduces_reality(learned: tuple[SqliteStore, Built], aged: tuple[SqliteStore, Built]) -> None:
     for store, _ in (learned, aged):
         result = run_experiment(store, {})
-        assert result["differences"] == 0 and result["decisions"] == [] and result["timeline"] == []
-        assert result["first_divergence_seq"] is None
-        assert result["sizes"]["reality"] == result["sizes"]["experiment"]
+        assert result.differences == 0 and result.decisions == [] and result.timeline == []
+        assert result.first_divergence_seq is None
+        assert result.sizes["reality"] == result.sizes["experiment"]
 
 
 def test_lower_promotion_threshold_promotes_at_the_recall(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     result = run_experiment(store, {"promotion_min_uses": 3})
-    (d,) = result["decisions"]
-    assert (d["decision"], d["item"]) == ("lesson_promoted", built.lesson_id)
+    (d,) = result.decisions
+    assert (d.decision, d.item) == ("lesson_promoted", built.lesson_id)
     # use_count 4 on 3 domains at run 2's error recall (seq known), instead of the dedup after it
-    assert d["experiment_seq"] == built.recall_seq["run2"]
-    assert d["reality_seq"] == built.record_seq["run2"] and d["reality_event_seq"] == built.promoted_seq
-    assert result["first_divergence_seq"] == built.recall_seq["run2"]
-    first = [r for r in result["timeline"] if r["differs"]]
-    assert {(r["area"], r["reality"], r["experiment"]) for r in first} == {("tier1", None, True), ("tier2", True, None)}
+    assert d.experiment_seq == built.recall_seq["run2"]
+    assert d.reality_seq == built.record_seq["run2"] and d.reality_event_seq == built.promoted_seq
+    assert result.first_divergence_seq == built.recall_seq["run2"]
+    first = [r for r in result.timeline if r.differs]
+    assert {(r.area, r.reality, r.experiment) for r in first} == {("tier1", None, True), ("tier2", True, None)}
     # the difference closes when reality promotes too
-    assert all(not r["differs"] for r in result["timeline"] if r["seq"] >= built.promoted_seq)
+    assert all(not r.differs for r in result.timeline if r.seq >= built.promoted_seq)
 
 
 def test_higher_threshold_never_promotes(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     result = run_experiment(store, {"promotion_min_domains": 9})
-    (d,) = result["decisions"]
-    assert d["experiment_seq"] is None and d["reality_event_seq"] == built.promoted_seq
-    assert result["final"]["tier1"]["only_reality"] == [built.lesson_id]
-    assert result["final"]["tier2"]["only_experiment"] == [built.lesson_id]
+    (d,) = result.decisions
+    assert d.experiment_seq is None and d.reality_event_seq == built.promoted_seq
+    assert result.final["tier1"].only_reality == [built.lesson_id]
+    assert result.final["tier2"].only_experiment == [built.lesson_id]
 
 
 def test_until_stops_the_replay(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     result = run_experiment(store, {"promotion_min_uses": 3}, until=built.recall_seq["run2"])
-    assert result["until"] == built.recall_seq["run2"]
-    assert result["final"]["tier1"]["only_experiment"] == [built.lesson_id]
-    assert run_experiment(store, {}, until=built.recall_seq["run2"])["differences"] == 0
+    assert result.until == built.recall_seq["run2"]
+    assert result.final["tier1"].only_experiment == [built.lesson_id]
+    assert run_experiment(store, {}, until=built.recall_seq["run2"]).differences == 0
 
 
 def test_pruning_expiry_and_decay_parameters(aged: tuple[SqliteStore, Built]) -> None:
     store, built = aged
     longer = run_experiment(store, {"prune_max_age_days": 365})
-    pruned = [d for d in longer["decisions"] if d["decision"] == "lessons_pruned"]
-    assert [(d["item"], d["experiment_seq"]) for d in pruned] == [(built.lesson_id, None)]
-    assert built.lesson_id in longer["final"]["tier2"]["only_experiment"]
+    pruned = [d for d in longer.decisions if d.decision == "lessons_pruned"]
+    assert [(d.item, d.experiment_seq) for d in pruned] == [(built.lesson_id, None)]
+    assert built.lesson_id in longer.final["tier2"].only_experiment
     ttl = run_experiment(store, {"trace_ttl_days": 365})
-    assert sorted(ttl["final"]["trajectories"]["only_experiment"]) == ["traj_run0", "traj_run1"]
+    assert sorted(ttl.final["trajectories"].only_experiment) == ["traj_run0", "traj_run1"]
     decay = run_experiment(store, {"fact_decay": 0.9})
-    assert decay["differences"] > 0
-    assert decay["final"]["facts"]["changed"] or decay["final"]["facts"]["only_experiment"]
-    assert all(d["decision"] in ("fact_contradicted", "facts_pruned") for d in decay["decisions"])
+    assert decay.differences > 0
+    assert decay.final["facts"].changed or decay.final["facts"].only_experiment
+    assert all(d.decision in ("fact_contradicted", "facts_pruned") for d in decay.decisions)
 
 
 def test_settings_are_typed_and_checked() -> None:
@@ -146,32 +146,32 @@ def test_fork_copies_verbatim_and_keeps_the_chain(learned: tuple[SqliteStore, Bu
 def test_recall_top_k_remakes_recalls_and_their_prompt_items(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     result = run_experiment(store, {"recall_top_k": 1})
-    assert result["differences"] > 0 and result["recalls_kept_as_recorded"] == 0
-    removed = [r for r in result["prompts"] if r["change"] == "removed"]
-    assert removed and {r["source"] for r in removed} == {"error_tips"}
-    assert not [r for r in result["prompts"] if r["change"] == "added"]
-    per_run = {r["run_id"] for r in removed}
-    assert per_run <= set(built.runs[1:]) and result["prompt_runs"] == len(per_run)
-    assert all(r["item"] != built.lesson_id for r in removed)  # the best match (+5) stays: only the rest go
-    assert "agent's later actions" in result["limits"]
+    assert result.differences > 0 and result.recalls_kept_as_recorded == 0
+    removed = [r for r in result.prompts if r.change == "removed"]
+    assert removed and {r.source for r in removed} == {"error_tips"}
+    assert not [r for r in result.prompts if r.change == "added"]
+    per_run = {r.run_id for r in removed}
+    assert per_run <= set(built.runs[1:]) and result.prompt_runs == len(per_run)
+    assert all(r.item != built.lesson_id for r in removed)  # the best match (+5) stays: only the rest go
+    assert "agent's later actions" in result.limits
 
 
 def test_fewer_recalls_mean_fewer_uses_so_promotion_comes_later(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     base = run_experiment(store, {"recall_top_k": 0})
-    promoted = [d for d in base["decisions"] if d["decision"] == "lesson_promoted"]
+    promoted = [d for d in base.decisions if d.decision == "lesson_promoted"]
     # no recall counts as a use any more: the lesson reaches 5 uses later than in reality (or never)
-    assert promoted and all(d["experiment_seq"] is None or d["experiment_seq"] > d["reality_seq"] for d in promoted)
+    assert promoted and all(d.experiment_seq is None or d.experiment_seq > d.reality_seq for d in promoted)
 
 
 def test_prompt_parameters_change_prompt_items(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
     traj = run_experiment(store, {"trace_ttl_days": 0.01})  # the runs are an hour apart: nothing matches
-    assert {r["source"] for r in traj["prompts"]} == {"reference_trajectory"}
-    assert all(r["change"] == "removed" for r in traj["prompts"])
+    assert {r.source for r in traj.prompts} == {"reference_trajectory"}
+    assert all(r.change == "removed" for r in traj.prompts)
     facts = run_experiment(store, {"fact_prompt_min": 0.9})
-    assert {(r["source"], r["change"]) for r in facts["prompts"]} == {("app_knowledge", "removed")}
-    assert facts["decisions"] == []  # the memory's own decisions do not change, only what prompts held
+    assert {(r.source, r.change) for r in facts.prompts} == {("app_knowledge", "removed")}
+    assert facts.decisions == []  # the memory's own decisions do not change, only what prompts held
 
 
 def test_session_history_length_changes_the_sessions_prompts_held(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def test_session_history_length_changes_the_sessions_prompts_held(tmp_path: Path
     store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
     built = learning_ledger(store, clock, runs=11)  # runs 5 and 10 come back to a.test
     result = run_experiment(store, {"session_history": 1})
-    changed = {(r["run_id"], r["source"], r["change"], r["item"]) for r in result["prompts"]}
+    changed = {(r.run_id, r.source, r.change, r.item) for r in result.prompts}
     assert changed == {(built.runs[10], "session_history", "removed", built.runs[0])}
     store.close()
 
@@ -194,7 +194,7 @@ def test_a_recall_the_real_policy_does_not_reproduce_is_kept_as_recorded(tmp_pat
                                      lessons=["made up"], lesson_ids=["lsn_elsewhere"]), run_id="r1", step=1,
                          domain="a.test")])
     result = run_experiment(store, {"recall_top_k": 1})
-    assert result["recalls_kept_as_recorded"] == 1 and result["prompts"] == [] and result["differences"] == 0
+    assert result.recalls_kept_as_recorded == 1 and result.prompts == [] and result.differences == 0
     store.close()
 
 

@@ -80,7 +80,7 @@ def test_default_replay_and_duckdb_agree_with_projections(ops: list[tuple]) -> N
         try:
             build(store, clock, ops)
             result = run_experiment(store, {})
-            assert result["differences"] == 0, result
+            assert result.differences == 0, result
             view = MemoryView.from_events(store.read())
             answers = analyse_all(store)
             facts = {(r["domain"], r["key"], r["value"]): r for r in answers["decay"].sections["facts"].records()}

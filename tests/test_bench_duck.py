@@ -59,7 +59,7 @@ def test_duckdb_and_sqlite_answer_alike(small_ledger: Path) -> None:
 
 def test_figures_are_measured_and_positive(small_ledger: Path) -> None:
     figures = measure(small_ledger, repeat=1)
-    assert len(figures) == 2 * len(queries()) + 2
+    assert len(figures) == 2 * len(queries()) + 4
     for f in figures:
         assert f.value > 0, f
         if f.baseline:

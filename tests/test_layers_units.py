@@ -383,9 +383,9 @@ def test_an_experiment_replays_the_pattern_pruning_under_another_cap(fresh_ledge
     MemoryWriter(fresh_ledger).append([pattern(f"p{i}", when=at(i)) for i in range(6)])
     assert not list(fresh_ledger.read(types=["patterns_pruned"]))  # 6 <= 100
     result = run_experiment(fresh_ledger, {"max_patterns": 5})
-    assert [d["item"] for d in result["decisions"] if d["decision"] == "patterns_pruned"] == ["p0", "p1"]
-    assert result["sizes"]["reality"]["patterns"] == 6 and result["sizes"]["experiment"]["patterns"] == 4
-    assert run_experiment(fresh_ledger, {})["differences"] == 0
+    assert [d.item for d in result.decisions if d.decision == "patterns_pruned"] == ["p0", "p1"]
+    assert result.sizes["reality"]["patterns"] == 6 and result.sizes["experiment"]["patterns"] == 4
+    assert run_experiment(fresh_ledger, {}).differences == 0
 
 
 def test_verify_decisions_rederives_the_pattern_pruning(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`memledger forget`: after it, nothing of the subject is in projections.db (tables, states,
-snapshots, free pages, WAL), any export format, the report or any audit answer — scanned
+snapshots, free pages, WAL), the analytics mirror (analytics.duckdb), any export format, the report or any audit answer — scanned
 as bytes — while the ledger keeps its events and the chain verifies."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from memledger.agent.memory import AgentMemory
+from memledger.analytics.mirror import MIRROR_FILE
 from memledger.ledger.events import LessonRecorded, event
 from memledger.ledger.store import SqliteStore
 from memledger.projections import materialize
@@ -68,6 +69,9 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
     # the test can fail: every subject really is in projections.db (snapshots too) and in the outputs
     before = {n for _, n in scan(mem_dir / "projections.db", ALL)}
     assert before == set(ALL)
+    # the analytics mirror (written by the report) holds them too, and a raw byte scan cannot tell:
+    # DuckDB compresses its columns, so its values are scanned as well
+    assert {n for _, n in scan(mem_dir / MIRROR_FILE, ALL)} == set(ALL)
     assert {n for _, n in scan(tmp_path / "before" / "exports", ALL)} == set(ALL)
     assert {n for _, n in scan(tmp_path / "before" / "audit", ALL)} >= set(DOMAIN_NEEDLES + RUN_NEEDLES)
     snaps_before = _snapshot_count(mem_dir)
@@ -83,6 +87,7 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
     runs = produce_outputs(mem_dir, tmp_path / "after")
     assert set(runs) == {"run_keep_0", "run_keep_1", "run_scroll"}
     assert scan(mem_dir, ALL, skip=["ledger.db", "ledger.db-wal"]) == []
+    assert (mem_dir / MIRROR_FILE).exists()  # rebuilt by the report after the forgets, without them
     assert scan(tmp_path / "after", ALL) == []
     # what stays: kept subjects are all there, the chain verifies, the events are still in the log
     assert {n for _, n in scan(tmp_path / "after" / "exports", ["rye bread"])} == {"rye bread"}

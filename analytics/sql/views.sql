@@ -1,72 +1,32 @@
--- Typed views over the attached ledger (`ev_raw` = the events table, read-only).
--- `ev` hides every event about a forgotten subject (subject_forgotten: domain, run,
--- session, lesson) and the forget events themselves; every other view reads `ev`.
--- `ev` and the forgotten sets are tables: the ledger is scanned once per connection,
--- so every answer of one connection sees the same snapshot.
+-- Typed views over the analytics mirror (analytics/mirror.py): `events` holds every event as
+-- analytics may show it (forgotten subjects already left out or masked, payloads upcast,
+-- `lesson_id` filled as the lessons projection fills it) and `intervals` the validity intervals
+-- of the indexed projections. Nothing here re-derives a rule of memory: the rules are Python's.
 -- Times: *_at columns are the ledger's text (text order = time order); *_ts are TIMESTAMP (UTC).
+-- Run on every connection (CREATE OR REPLACE), so the file always holds this version's views.
 
-CREATE MACRO j(p, k) AS json_extract_string(p, '$.' || k);
-CREATE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k || '[*]'), []::VARCHAR[]);
-CREATE MACRO ts(t) AS CAST(t AS TIMESTAMP);
+CREATE OR REPLACE MACRO j(p, k) AS json_extract_string(p, '$.' || k);
+CREATE OR REPLACE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k || '[*]'), []::VARCHAR[]);
 
--- a lesson's id when its event leaves it empty: as projections.lessons.lesson_id_for, the
--- sha256 of its dedup key ((failed_command, error_pattern), else (scope domain, normalized text))
-CREATE MACRO lesson_key(fc, ep, scope, txt) AS
-    CASE WHEN trim(coalesce(fc, '')) <> '' OR trim(coalesce(ep, '')) <> ''
-         THEN '["cmd",' || to_json(lower(trim(coalesce(fc, '')))) || ',' || to_json(lower(trim(coalesce(ep, '')))) || ']'
-         ELSE '["text",' || to_json(lower(coalesce(scope, ''))) || ','
-              || to_json(array_to_string(regexp_extract_all(lower(coalesce(txt, '')), '[a-z0-9]+'), ' ')) || ']' END;
-CREATE MACRO lesson_id_in(p, type_, version) AS
-    coalesce(nullif(j(p, 'lesson_id'), ''),
-             CASE WHEN type_ IN ('lesson_recorded', 'lesson_seeded', 'lesson_deduplicated') THEN
-                 'lsn_' || left(sha256(lesson_key(j(p, 'failed_command'), j(p, 'error_pattern'),
-                     CASE WHEN type_ = 'lesson_recorded' AND version = 1 THEN j(p, 'domain') ELSE j(p, 'scope_domain') END,
-                     j(p, 'lesson'))), 16) END);
+CREATE OR REPLACE VIEW ev AS SELECT * FROM events;
 
-CREATE TABLE forgotten AS
-SELECT seq, j(payload, 'subject_kind') AS kind, j(payload, 'subject') AS subject
-FROM ev_raw WHERE type = 'subject_forgotten';
-
-CREATE TABLE forgotten_domains AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'domain';
-CREATE TABLE forgotten_lessons AS SELECT DISTINCT subject FROM forgotten WHERE kind = 'lesson';
-
--- a domain is forgotten with its subdomains (www.shop.test goes with shop.test)
-CREATE MACRO domain_forgotten(d) AS
-    d IS NOT NULL AND EXISTS (SELECT 1 FROM forgotten_domains f WHERE d = f.subject OR d LIKE '%.' || f.subject);
-
-CREATE TABLE forgotten_runs AS
-SELECT subject AS run_id FROM forgotten WHERE kind = 'run'
-UNION
-SELECT run_id FROM ev_raw
-WHERE type = 'run_started' AND (
-    j(payload, 'session_id') IN (SELECT subject FROM forgotten WHERE kind = 'session')
-    OR domain_forgotten(domain));
-
--- Events about a forgotten run or domain are dropped, except lesson events: as in the
--- lessons projection, a universal lesson survives the forgetting of a domain or run where
--- it was used, so those events stay with their run, step and domain masked (NULL).
-CREATE TABLE ev AS
-WITH marked AS (
-    SELECT *, (run_id IS NOT NULL AND run_id IN (SELECT run_id FROM forgotten_runs)) OR domain_forgotten(domain) AS masked
-    FROM ev_raw
-    WHERE type <> 'subject_forgotten'
-      AND NOT domain_forgotten(coalesce(j(payload, 'scope_domain'),
-                                        CASE WHEN type = 'lesson_recorded' AND schema_version = 1 THEN j(payload, 'domain') END))
-      AND (lesson_id_in(payload, type, schema_version) IS NULL
-           OR lesson_id_in(payload, type, schema_version) NOT IN (SELECT subject FROM forgotten_lessons))
-      AND (type <> 'session_recorded' OR j(payload, 'session_id') NOT IN (SELECT subject FROM forgotten WHERE kind = 'session'))
+-- What the agent knew at step k of run r: every version of every indexed projection's items
+-- (lessons, knowledge, sessions, selectors, trajectories, runs, step_memories) valid at the seq
+-- just before the step's first step_recorded, as `memledger audit` takes it. `item` is the key
+-- of the item in its projection's field (a lesson id, a domain...), `part` the inner key of a
+-- two-level field (a fact key, a trajectory id), `value` the item as JSON. Versions closed
+-- before the latest forget are not kept (they may hold the subject): for a step before it,
+-- only the versions that outlived the forget are here (`memledger audit` folds the log).
+CREATE OR REPLACE VIEW memory_at_step AS
+WITH steps AS (
+    SELECT run_id, step, min(seq) - 1 AS as_of_seq FROM events
+    WHERE type = 'step_recorded' AND run_id IS NOT NULL GROUP BY run_id, step
 )
-SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at,
-       ts(recorded_at) AS recorded_ts, ts(occurred_at) AS occurred_ts,
-       CASE WHEN masked THEN NULL ELSE run_id END AS run_id,
-       CASE WHEN masked THEN NULL ELSE step END AS step,
-       CASE WHEN masked THEN NULL ELSE domain END AS domain,
-       payload
-FROM marked
-WHERE NOT masked OR type IN ('lesson_seeded', 'lesson_recorded', 'lesson_deduplicated', 'lesson_promoted',
-                             'lessons_pruned', 'error_recall', 'domain_recall', 'tier1_loaded');
+SELECT s.run_id, s.step, s.as_of_seq, i.projection, i.field, i.item, i.part, i.valid_from, i.valid_to, i.value
+FROM steps s JOIN intervals i
+  ON i.valid_from <= s.as_of_seq AND s.as_of_seq < coalesce(i.valid_to, 9223372036854775807);
 
-CREATE VIEW run_started AS
+CREATE OR REPLACE VIEW run_started AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'session_id') AS session_id, j(payload, 'parent_run_id') AS parent_run_id,
        j(payload, 'mode') AS mode, j(payload, 'goal') AS goal, j(payload, 'start_url') AS start_url,
@@ -74,7 +34,7 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        j(payload, 'isolation') AS isolation, j(payload, 'case_id') AS case_id
 FROM ev WHERE type = 'run_started';
 
-CREATE VIEW run_completed AS
+CREATE OR REPLACE VIEW run_completed AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'summary') AS summary,
        j(payload, 'result') AS result, j(payload, 'reason') AS reason, j(payload, 'final_url') AS final_url,
@@ -86,12 +46,12 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        CAST(j(payload, 'memory_ms') AS DOUBLE) AS memory_ms
 FROM ev WHERE type = 'run_completed';
 
-CREATE VIEW run_progress AS
+CREATE OR REPLACE VIEW run_progress AS
 SELECT seq, id, run_id, step, domain, recorded_at, recorded_ts,
        TRY_CAST(j(payload, 'turn') AS BIGINT) AS turn, j(payload, 'current_url') AS current_url
 FROM ev WHERE type = 'run_progress';
 
-CREATE VIEW session_recorded AS
+CREATE OR REPLACE VIEW session_recorded AS
 SELECT seq, id, run_id, domain, recorded_at, occurred_at,
        j(payload, 'session_id') AS session_id, j(payload, 'goal') AS goal, j(payload, 'outcome') AS outcome,
        CAST(j(payload, 'success') AS BOOLEAN) AS success, j(payload, 'final_url') AS final_url,
@@ -99,7 +59,7 @@ SELECT seq, id, run_id, domain, recorded_at, occurred_at,
        CAST(j(payload, 'duration_ms') AS DOUBLE) AS duration_ms
 FROM ev WHERE type = 'session_recorded';
 
-CREATE VIEW step_recorded AS
+CREATE OR REPLACE VIEW step_recorded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'action.command') AS command, json_extract(payload, '$.action.args') AS args,
        CAST(j(payload, 'ok') AS BOOLEAN) AS ok, j(payload, 'error') AS error,
@@ -110,48 +70,45 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        j(payload, 'decided_by') AS decided_by, TRY_CAST(j(payload, 'rep') AS BIGINT) AS rep
 FROM ev WHERE type = 'step_recorded';
 
-CREATE VIEW step_graded AS
+CREATE OR REPLACE VIEW step_graded AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        j(payload, 'outcome') AS outcome, j(payload, 'reason') AS reason,
        j(payload, 'correction') AS correction, j(payload, 'grader') AS grader
 FROM ev WHERE type = 'step_graded';
 
-CREATE VIEW tier1_loaded AS
+CREATE OR REPLACE VIEW tier1_loaded AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        TRY_CAST(j(payload, 'count') AS BIGINT) AS count, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'tier1_loaded';
 
-CREATE VIEW error_recall AS
+CREATE OR REPLACE VIEW error_recall AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
        j(payload, 'command') AS command, j(payload, 'error_snippet') AS error_snippet,
        TRY_CAST(j(payload, 'matched') AS BIGINT) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'error_recall';
 
-CREATE VIEW domain_recall AS
+CREATE OR REPLACE VIEW domain_recall AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
        TRY_CAST(j(payload, 'matched') AS BIGINT) AS matched, jlist(payload, 'lesson_ids') AS lesson_ids
 FROM ev WHERE type = 'domain_recall';
 
--- one row per (recall event, lesson it returned), forgotten lessons left out
-CREATE VIEW recall_hits AS
+-- one row per (recall event, lesson it returned)
+CREATE OR REPLACE VIEW recall_hits AS
 SELECT r.seq, r.run_id, r.step, r.domain, r.recorded_at, r.kind, u.lesson_id
 FROM (SELECT seq, run_id, step, domain, recorded_at, 'error' AS kind, lesson_ids FROM error_recall
       UNION ALL
       SELECT seq, run_id, step, domain, recorded_at, 'domain' AS kind, lesson_ids FROM domain_recall) r,
-     unnest(r.lesson_ids) AS u(lesson_id)
-WHERE u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
+     unnest(r.lesson_ids) AS u(lesson_id);
 
--- one row per recall event; n = lessons it returned (not counting forgotten ones;
--- `matched` when the event names no lesson ids)
-CREATE VIEW recall_events AS
+-- one row per recall event; n = lessons it returned (`matched` when the event names no lesson ids)
+CREATE OR REPLACE VIEW recall_events AS
 SELECT r.seq, r.run_id, r.step, r.domain, r.recorded_at, r.kind,
-       CASE WHEN len(r.lesson_ids) = 0 THEN r.matched
-            ELSE (SELECT count(*) FROM recall_hits h WHERE h.seq = r.seq) END AS n
+       CASE WHEN len(r.lesson_ids) = 0 THEN r.matched ELSE len(r.lesson_ids) END AS n
 FROM (SELECT seq, run_id, step, domain, recorded_at, 'error' AS kind, matched, lesson_ids FROM error_recall
       UNION ALL
       SELECT seq, run_id, step, domain, recorded_at, 'domain' AS kind, matched, lesson_ids FROM domain_recall) r;
 
-CREATE VIEW trajectory_recalled AS
+CREATE OR REPLACE VIEW trajectory_recalled AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        j(payload, 'goal') AS goal, j(payload, 'trajectory_id') AS trajectory_id,
        j(payload, 'matched_goal') AS matched_goal, CAST(j(payload, 'similarity') AS DOUBLE) AS similarity,
@@ -159,7 +116,7 @@ SELECT seq, id, run_id, step, domain, recorded_at,
        CAST(j(payload, 'replay') AS BOOLEAN) AS replay
 FROM ev WHERE type = 'trajectory_recalled';
 
-CREATE VIEW context_built AS
+CREATE OR REPLACE VIEW context_built AS
 SELECT seq, id, run_id, step, domain, recorded_at,
        j(payload, 'prompt') AS prompt, TRY_CAST(j(payload, 'budget') AS BIGINT) AS budget,
        TRY_CAST(j(payload, 'total_tokens') AS BIGINT) AS total_tokens,
@@ -167,60 +124,58 @@ SELECT seq, id, run_id, step, domain, recorded_at,
        CAST(json_array_length(payload, '$.trimmed') AS INTEGER) AS n_trimmed
 FROM ev WHERE type = 'context_built';
 
-CREATE VIEW lesson_seeded AS
+CREATE OR REPLACE VIEW lesson_seeded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
        j(payload, 'scope_domain') AS scope_domain
 FROM ev WHERE type = 'lesson_seeded';
 
-CREATE VIEW lesson_recorded AS
+CREATE OR REPLACE VIEW lesson_recorded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'failed_command') AS failed_command, j(payload, 'error_pattern') AS error_pattern,
-       CASE WHEN schema_version = 1 THEN j(payload, 'domain') ELSE j(payload, 'scope_domain') END AS scope_domain,
+       j(payload, 'scope_domain') AS scope_domain,
        coalesce(j(payload, 'source'), 'learned') AS source,
        coalesce(TRY_CAST(j(payload, 'use_count') AS BIGINT), 1) AS use_count,
-       coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
-                 WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains
+       jlist(payload, 'triggered_domains') AS triggered_domains
 FROM ev WHERE type = 'lesson_recorded';
 
-CREATE VIEW lesson_deduplicated AS
+CREATE OR REPLACE VIEW lesson_deduplicated AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
+       lesson_id, j(payload, 'lesson') AS lesson, j(payload, 'category') AS category,
        j(payload, 'scope_domain') AS scope_domain, TRY_CAST(j(payload, 'new_use_count') AS BIGINT) AS new_use_count
 FROM ev WHERE type = 'lesson_deduplicated';
 
-CREATE VIEW lesson_promoted AS
+CREATE OR REPLACE VIEW lesson_promoted AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
-       lesson_id_in(payload, type, schema_version) AS lesson_id, j(payload, 'lesson') AS lesson,
+       lesson_id, j(payload, 'lesson') AS lesson,
        TRY_CAST(j(payload, 'use_count') AS BIGINT) AS use_count,
-       coalesce((SELECT list(t.d ORDER BY t.i) FROM (SELECT unnest(jlist(payload, 'triggered_domains')) AS d, generate_subscripts(jlist(payload, 'triggered_domains'), 1) AS i) t
-                 WHERE NOT domain_forgotten(t.d)), []::VARCHAR[]) AS triggered_domains,
+       jlist(payload, 'triggered_domains') AS triggered_domains,
        j(payload, 'from_category') AS from_category, j(payload, 'to_category') AS to_category
 FROM ev WHERE type = 'lesson_promoted';
 
-CREATE VIEW lessons_pruned AS
+CREATE OR REPLACE VIEW lessons_pruned AS
 SELECT seq, id, run_id, recorded_at, occurred_at, u.lesson_id,
        TRY_CAST(j(payload, 'pruned_count') AS BIGINT) AS pruned_count,
        TRY_CAST(j(payload, 'remaining_count') AS BIGINT) AS remaining_count, j(payload, 'as_of') AS as_of
 FROM ev, unnest(jlist(payload, 'lesson_ids')) AS u(lesson_id)
-WHERE type = 'lessons_pruned' AND u.lesson_id NOT IN (SELECT subject FROM forgotten_lessons);
+WHERE type = 'lessons_pruned';
 
-CREATE VIEW fact_observed AS
+CREATE OR REPLACE VIEW fact_observed AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'fact_type') AS fact_type, j(payload, 'key') AS key, j(payload, 'value') AS value,
        CAST(j(payload, 'confidence') AS DOUBLE) AS confidence, TRY_CAST(j(payload, 'sources') AS BIGINT) AS sources
 FROM ev WHERE type = 'fact_observed';
 
-CREATE VIEW fact_contradicted AS
+CREATE OR REPLACE VIEW fact_contradicted AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'fact_type') AS fact_type, j(payload, 'key') AS key,
        jlist(payload, 'old_values') AS old_values, j(payload, 'new_value') AS new_value,
        CAST(j(payload, 'factor') AS DOUBLE) AS factor
 FROM ev WHERE type = 'fact_contradicted';
 
-CREATE VIEW facts_pruned AS
+CREATE OR REPLACE VIEW facts_pruned AS
 SELECT e.seq, e.id, e.run_id, e.domain, e.recorded_at, e.occurred_at, e.recorded_ts,
        j(f.value, 'fact_type') AS fact_type, j(f.value, 'key') AS key, j(f.value, 'value') AS value,
        CAST(j(f.value, 'confidence') AS DOUBLE) AS confidence,
@@ -229,14 +184,14 @@ SELECT e.seq, e.id, e.run_id, e.domain, e.recorded_at, e.occurred_at, e.recorded
 FROM ev AS e, json_each(e.payload, '$.facts') AS f
 WHERE e.type = 'facts_pruned';
 
-CREATE VIEW selector_outcome AS
+CREATE OR REPLACE VIEW selector_outcome AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at,
        type = 'selector_succeeded' AS succeeded,
        j(payload, 'role') AS role, j(payload, 'name') AS name, j(payload, 'selector') AS selector,
        j(payload, 'url') AS url, j(payload, 'healed_from') AS healed_from, j(payload, 'error') AS error
 FROM ev WHERE type IN ('selector_succeeded', 'selector_failed');
 
-CREATE VIEW trajectory_recorded AS
+CREATE OR REPLACE VIEW trajectory_recorded AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,
        j(payload, 'trajectory_id') AS trajectory_id, j(payload, 'goal') AS goal, j(payload, 'origin') AS origin,
        CAST(json_array_length(payload, '$.steps') AS INTEGER) AS n_steps,
@@ -244,20 +199,20 @@ SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occ
        TRY_CAST(j(payload, 'turns') AS BIGINT) AS turns
 FROM ev WHERE type = 'trajectory_recorded';
 
-CREATE VIEW trajectories_expired AS
+CREATE OR REPLACE VIEW trajectories_expired AS
 SELECT seq, id, recorded_at, occurred_at, u.trajectory_id,
        CAST(j(payload, 'ttl_days') AS DOUBLE) AS ttl_days, j(payload, 'as_of') AS as_of
 FROM ev, unnest(jlist(payload, 'trajectory_ids')) AS u(trajectory_id)
 WHERE type = 'trajectories_expired';
 
-CREATE VIEW memory_imported AS
+CREATE OR REPLACE VIEW memory_imported AS
 SELECT seq, id, recorded_at, j(payload, 'source_format') AS source_format,
        j(payload, 'source_path') AS source_path, j(payload, 'source_digest') AS source_digest
 FROM ev WHERE type = 'memory_imported';
 
 -- The confidence walk of every fact (the knowledge fold of projections/knowledge.py in SQL): one
 -- row per observation, confirmation, contradiction or prune, with the confidence after it.
-CREATE MACRO fact_walk(initial, rate) AS TABLE
+CREATE OR REPLACE MACRO fact_walk(initial, rate) AS TABLE
 WITH RECURSIVE fe AS (
     SELECT seq, occurred_at, coalesce(domain, '') AS domain, fact_type, key, value, 'observed' AS kind, confidence AS x
     FROM fact_observed
@@ -287,7 +242,7 @@ SELECT * FROM walk;
 
 -- Completed runs by goal (run_started.case_id when set, else the goal text) and condition:
 -- off (memory disabled), cold (the first memory-on run of the goal), warm (later ones).
-CREATE VIEW goal_runs AS
+CREATE OR REPLACE VIEW goal_runs AS
 WITH done AS (
     SELECT * FROM run_completed QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
 ), r AS (

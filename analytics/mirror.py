@@ -1,0 +1,314 @@
+"""The analytics mirror: a disposable DuckDB database (`analytics.duckdb`) beside projections.db.
+
+It holds what every `memledger analytics ...` answer reads, in DuckDB's own
+columnar storage, so a question at a million events is not a fresh copy of the
+ledger through the sqlite scanner:
+
+- `events`: every event as analytics may show it — read through the ledger's
+  checked reads (upcast), with `lesson_id` filled as the lessons projection
+  fills it, and forgotten subjects left out or masked by `Forgotten.shown` (so
+  forgotten content is not in the file at all);
+- `intervals`: the validity intervals of the indexed projections, copied from
+  projections.db (each version's seal checked): `projection`, `field`, `item`,
+  `part` (the inner key of a two-level field), `valid_from`, `valid_to` (NULL
+  while current) and the item as JSON (`value`).
+
+It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
+holds, the ledger's hash there, the code and projections it was built with, a
+digest of its rows), like projections.db. The mirror is never evidence: it is
+rebuilt from the ledger — into a new file, so nothing of the old one survives —
+when its checkpoint is not sealed by this memory's key, the ledger no longer
+holds the hash it saw, its rows do not match its digest, its code or the
+projections' fingerprints changed, or a forget was recorded since.
+
+Usage::
+
+    con = connect(store)                  # caught up; the typed views of sql/views.sql defined
+    con.sql("SELECT * FROM memory_at_step WHERE run_id = 'r1' AND step = 2").fetchall()
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from memledger.analytics import forget as forget_module
+from memledger.analytics.forget import Forgotten, lesson_id_of
+from memledger.analytics.queries import sql_text
+from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import RecordedEvent
+from memledger.projections import intervals, lessons
+from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
+from memledger.projections.materialize import caught_up, default_projections_path, discard, opened
+from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.seal import Seal, warn
+from memledger.projections.state import fingerprint
+
+MIRROR_FILE = "analytics.duckdb"
+FORMAT = 1  # the layout of the tables below; a change rebuilds every mirror
+#: DuckDB never downloads anything
+CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+BATCH = 20_000
+
+DDL = (
+    "CREATE TABLE events (seq BIGINT NOT NULL, id VARCHAR, stream VARCHAR, stream_version BIGINT, type VARCHAR, "
+    "schema_version INTEGER, recorded_at VARCHAR, occurred_at VARCHAR, recorded_ts TIMESTAMP, "
+    "occurred_ts TIMESTAMP, run_id VARCHAR, step BIGINT, domain VARCHAR, lesson_id VARCHAR, payload JSON)",
+    "CREATE TABLE intervals (projection VARCHAR NOT NULL, field VARCHAR NOT NULL, item VARCHAR, part VARCHAR, "
+    "valid_from BIGINT NOT NULL, valid_to BIGINT, value JSON)",
+    "CREATE TABLE _mirror (seq BIGINT, ledger_hash VARCHAR, version VARCHAR, digest VARCHAR, mac VARCHAR)",
+)
+_EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
+               "run_id", "step", "domain", "lesson_id", "payload")
+_EVENT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.int64(), pa.string(), pa.int32(), pa.string(), pa.string(),
+                pa.string(), pa.int64(), pa.string(), pa.string(), pa.string())
+_INSERT_EVENTS = ("INSERT INTO events SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, "
+                  "occurred_at, CAST(recorded_at AS TIMESTAMP), CAST(occurred_at AS TIMESTAMP), run_id, step, domain, "
+                  "lesson_id, CAST(payload AS JSON) FROM batch")
+_INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to", "value")
+_INTERVAL_TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.string())
+#: projections.db's interval columns in the order `intervals.sealed` checks them
+_SEALED_COLS = "field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac"
+#: a digest of every row: any edit of the tables (or of the file) shows
+_DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM events e) || '/' || "
+           "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i)")
+
+
+class MirrorStale(Exception):
+    """The mirror cannot be caught up from where it is (it is rebuilt)."""
+
+
+def mirror_path(projections_path: Path) -> Path:
+    """analytics.duckdb beside projections.db."""
+    return Path(projections_path).with_name(MIRROR_FILE)
+
+
+def _code_version(policy: Policy) -> str:
+    """What the mirror's rows depend on: its layout, DuckDB's version (row hashes), the code that
+    decides what events show (forget, lesson ids, upcasters through the ledger's reads) and the
+    fingerprints of the projections whose intervals it copies."""
+    h = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
+    for module in (forget_module, lessons):
+        h.update(Path(str(module.__file__)).read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update("|".join(fingerprint(name, policy) for name in INDEXED).encode())
+    return h.hexdigest()[:32]
+
+
+def _meta_parts(seq: int, ledger_hash: str, version: str, digest: str) -> tuple[Any, ...]:
+    return ("analytics mirror", seq, ledger_hash, version, digest)
+
+
+# ---- filling ------------------------------------------------------------------------------
+
+def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterator[pa.Table]:
+    """Batches of `events` rows, as `Forgotten.shown` lets analytics see them."""
+    cols: list[list[Any]] = [[] for _ in _EVENT_COLS]
+    for ev in events:
+        shown = forgotten.shown(ev)
+        if shown is None:
+            continue
+        run_id, step, domain, data = shown
+        row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
+               ev.occurred_at, run_id, step, domain, lesson_id_of(ev), orjson.dumps(data).decode())
+        for col, value in zip(cols, row):
+            col.append(value)
+        if len(cols[0]) >= BATCH:
+            yield _table(_EVENT_COLS, _EVENT_TYPES, cols)
+            cols = [[] for _ in _EVENT_COLS]
+    if cols[0]:
+        yield _table(_EVENT_COLS, _EVENT_TYPES, cols)
+
+
+def _table(names: tuple[str, ...], types: tuple[pa.DataType, ...], cols: list[list[Any]]) -> pa.Table:
+    return pa.table({name: pa.array(col, type=t) for name, t, col in zip(names, types, cols)})
+
+
+def _append_events(con: duckdb.DuckDBPyConnection, store: Any, after: int, head: int, forgotten: Forgotten) -> None:
+    for batch in _event_rows(store.read(after + 1, head, batch=5000), forgotten):
+        con.register("batch", batch)
+        con.execute(_INSERT_EVENTS)
+        con.unregister("batch")
+
+
+def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
+    """The interval versions projections.db holds that began after `after`, or ended after it
+    (closed since), as of `head`: a version still current at `head` has no `valid_to`. Every
+    version's seal is checked; a forged one discards projections.db (the caller folds again)."""
+    seal = Seal.beside(projections)
+    where = "value IS NOT NULL AND valid_from <= ? AND (valid_from > ? OR (valid_to > ? AND valid_to <> ?))"
+    out: list[pa.Table] = []
+    with opened(projections) as (conn, _):
+        for name in INDEXED:
+            cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals WHERE projection = ? AND {where}",
+                                  (name, head, after, after, OPEN))
+            while rows := cursor.fetchmany(BATCH):
+                if not intervals.sealed(seal, rows):
+                    raise _Forged(f"{projections}: a version of {name!r} is not one this memory sealed")
+                cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
+                for field, k1, k2, _o1, _o2, value, projection, valid_from, valid_to, _facet, _mac in rows:
+                    row = (projection, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from,
+                           None if valid_to > head else valid_to, zlib.decompress(value).decode())
+                    for col, v in zip(cols, row):
+                        col.append(v)
+                out.append(_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols))
+    return out
+
+
+class _Forged(LedgerError):
+    """An interval version in projections.db that this memory did not seal."""
+
+
+def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy, after: int,
+                    head: int) -> None:
+    """Bring `intervals` from `after` to `head` (versions closed since replace their open rows)."""
+    try:
+        batches = _interval_rows(projections, after, head)
+    except _Forged as exc:
+        discard(projections, str(exc))
+        caught_up(store, projections, policy, progress=False)
+        batches = _interval_rows(projections, after, head)
+    for batch in batches:
+        con.register("batch", batch)
+        con.execute("DELETE FROM intervals USING batch b WHERE intervals.projection = b.projection "
+                    "AND intervals.field = b.field AND intervals.item IS NOT DISTINCT FROM b.item "
+                    "AND intervals.part IS NOT DISTINCT FROM b.part AND intervals.valid_from = b.valid_from")
+        con.execute("INSERT INTO intervals SELECT projection, field, item, part, valid_from, valid_to, "
+                    "CAST(value AS JSON) FROM batch")
+        con.unregister("batch")
+
+
+def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, policy: Policy, after: int,
+          head: int) -> None:
+    """Events and intervals from `after` to `head`, then the checkpoint, in one transaction."""
+    con.execute("BEGIN")
+    try:
+        _append_events(con, store, after, head, Forgotten.scan(store, head))
+        if projections is not None:
+            _copy_intervals(con, store, projections, policy, after, head)
+        con.execute("DELETE FROM _mirror")
+        if projections is not None:
+            version, ledger_hash = _code_version(policy), store.hash_at(head) or ""
+            digest = str(con.execute(_DIGEST).fetchone()[0])  # type: ignore[index]
+            mac = Seal.beside(projections).mac(*_meta_parts(head, ledger_hash, version, digest))
+            con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)", (head, ledger_hash, version, digest, mac))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+# ---- opening --------------------------------------------------------------------------
+
+def _start(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy) -> int:
+    """The seq the mirror holds, once its checkpoint, its rows and the ledger agree; MirrorStale
+    (why, for a warning; '' when only rebuilt) otherwise."""
+    try:
+        row = con.execute("SELECT seq, ledger_hash, version, digest, mac FROM _mirror").fetchone()
+    except duckdb.Error as exc:
+        raise MirrorStale(f"unreadable ({str(exc).splitlines()[0]})") from exc
+    if row is None:
+        raise MirrorStale("no checkpoint")
+    seq, ledger_hash, version, digest, mac = row
+    if not Seal.beside(projections).holds(mac, *_meta_parts(seq, ledger_hash, version, digest)):
+        raise MirrorStale("its checkpoint is not sealed by this memory's key")
+    if version != _code_version(policy):
+        raise MirrorStale("")
+    if seq > 0 and store.hash_at(seq) != ledger_hash:
+        raise MirrorStale(f"the ledger no longer holds the hash it saw at seq {seq}")
+    if str(con.execute(_DIGEST).fetchone()[0]) != digest:  # type: ignore[index]
+        raise MirrorStale("its rows were edited")
+    if any(True for _ in store.read(seq + 1, types=["subject_forgotten"], batch=1)):
+        raise MirrorStale("")  # a forget since: rebuilt into a new file, so no byte of the subject survives
+    return int(seq)
+
+
+def _remove(path: Path) -> None:
+    for p in (path, Path(f"{path}.wal")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _rebuild(store: Any, projections: Path, policy: Policy, head: int) -> None:
+    """A new mirror up to `head`, written beside the old one and moved over it."""
+    target = mirror_path(projections)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    _remove(tmp)
+    con = duckdb.connect(str(tmp), config=CONFIG)
+    try:
+        for ddl in DDL:
+            con.execute(ddl)
+        _fill(con, store, projections, policy, 0, head)
+    except BaseException:
+        con.close()
+        _remove(tmp)
+        raise
+    con.close()
+    os.chmod(tmp, 0o600)
+    _remove(Path(f"{target}.wal"))  # an old log must not be replayed onto the new file
+    os.replace(tmp, target)
+
+
+def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
+    """The mirror file, opened and at the ledger's head."""
+    target = mirror_path(projections)
+    head = int(store.head())
+    caught_up(store, projections, policy, progress=False)
+    for attempt in (1, 2):
+        con = None
+        if target.exists():
+            try:
+                con = duckdb.connect(str(target), config=CONFIG)
+                start = _start(con, store, projections, policy)
+                if start < head:
+                    _fill(con, store, projections, policy, start, head)
+                return con
+            except (MirrorStale, duckdb.Error) as exc:
+                if con is not None:
+                    con.close()
+                if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
+                    raise  # another process has it: the caller reads a private copy
+                reason = str(exc).splitlines()[0] if str(exc) else ""
+                if reason and attempt == 1:
+                    warn(f"{target}: {reason}; discarded, rebuilding from the ledger")
+        if attempt == 2:
+            break
+        _rebuild(store, projections, policy, head)
+    raise LedgerError(f"{target}: cannot build the analytics mirror")
+
+
+def connect(source: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
+            ) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to the mirror of `source` (a store), caught up to the ledger's head,
+    with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found
+    beside the ledger unless given; a store without one (PostgreSQL without a memory directory, a
+    forensic read) gets a private mirror in memory, holding the events only."""
+    path = Path(projections_path) if projections_path is not None else default_projections_path(source)
+    con = None
+    if path is not None:
+        try:
+            con = _caught_up(source, path, policy)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise LedgerError(f"{mirror_path(path)}: {str(exc).splitlines()[0]}") from exc
+    if con is None:
+        con = duckdb.connect(config=CONFIG)
+        for ddl in DDL:
+            con.execute(ddl)
+        _fill(con, source, None, policy, 0, int(source.head()))
+    try:
+        con.execute(sql_text("views"))
+    except duckdb.Error as exc:
+        con.close()
+        raise LedgerError(f"analytics views: {str(exc).splitlines()[0]}") from exc
+    return con

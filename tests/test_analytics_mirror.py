@@ -1,0 +1,193 @@
+"""The analytics mirror (analytics.duckdb): caught up incrementally, equal to a rebuild, rebuilt when
+tampered with or stale, and its `memory_at_step` view equal to the projections folded in Python."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pytest
+
+from memledger.analytics.answers import analyse_all
+from memledger.analytics.mirror import MIRROR_FILE, connect
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
+from memledger.ledger.store import SqliteStore
+from memledger.projections.intervals import INDEXED
+from memledger.projections.state import MemoryState, encode, fold, module
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
+from tests.analytics_builders import Built, learning_ledger
+
+
+@pytest.fixture
+def learned(tmp_path: Path) -> tuple[SqliteStore, Built, SteppingClock]:
+    clock = SteppingClock()
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
+    built = learning_ledger(store, clock, runs=6)
+    yield store, built, clock
+    store.close()
+
+
+def _answers(store: SqliteStore) -> str:
+    return orjson.dumps({name: report.as_json() for name, report in analyse_all(store).items()}).decode()
+
+
+def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any]]:
+    con = connect(store)
+    try:
+        return (con.execute("SELECT * FROM events ORDER BY seq").fetchall(),
+                con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall())
+    finally:
+        con.close()
+
+
+def _rebuilt(store: SqliteStore) -> tuple[list[Any], list[Any]]:
+    (Path(store.path).parent / MIRROR_FILE).unlink()
+    return _mirror_rows(store)
+
+
+def test_caught_up_incrementally_equals_a_rebuild(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    store, _, clock = learned
+    first = _mirror_rows(store)
+    mirror = Path(store.path).parent / MIRROR_FILE
+    inode = mirror.stat().st_ino
+    assert first[0] and first[1]  # events and intervals both copied
+    more = learning_ledger(store, clock, runs=3, memory_off_first=False)  # versions close, new ones open
+    incremental = _mirror_rows(store)
+    assert mirror.stat().st_ino == inode  # caught up in place, not rebuilt
+    assert len(incremental[0]) == store.head() and more.runs
+    assert incremental[1] != first[1]
+    assert incremental == _rebuilt(store)
+
+
+def test_a_forget_rebuilds_the_mirror_without_the_subject(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    store, _, _ = learned
+    connect(store).close()
+    mirror = Path(store.path).parent / MIRROR_FILE
+    inode = mirror.stat().st_ino
+    MemoryWriter(store).append([event(SubjectForgotten(subject_kind="domain", subject="b.test"))])
+    rows = _mirror_rows(store)
+    assert mirror.stat().st_ino != inode  # a new file: nothing of the old one's pages survives
+    assert "b.test" not in orjson.dumps([list(map(str, r)) for r in rows[0] + rows[1]]).decode()
+    assert rows == _rebuilt(store)
+
+
+@pytest.mark.parametrize("edit", [
+    "UPDATE events SET payload = '{\"lesson\": \"forged\"}' WHERE type = 'lesson_recorded'",
+    "DELETE FROM intervals WHERE projection = 'lessons'",
+    "UPDATE _mirror SET seq = seq - 3",
+    "INSERT INTO events SELECT * FROM events LIMIT 1",
+])
+def test_a_tampered_mirror_is_rebuilt_with_a_warning(learned: tuple[SqliteStore, Built, SteppingClock], edit: str,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    store, _, _ = learned
+    honest = _answers(store)
+    rows = _mirror_rows(store)
+    mirror = Path(store.path).parent / MIRROR_FILE
+    con = duckdb.connect(str(mirror))
+    con.execute(edit)
+    con.close()
+    with caplog.at_level(logging.WARNING, logger="memledger"):
+        assert _answers(store) == honest
+    assert any(f"{mirror}:" in r.getMessage() and "rebuilding from the ledger" in r.getMessage()
+               for r in caplog.records)
+    assert _mirror_rows(store) == rows
+
+
+def test_a_mirror_that_is_not_a_database_is_rebuilt(learned: tuple[SqliteStore, Built, SteppingClock],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    store, _, _ = learned
+    honest = _answers(store)
+    mirror = Path(store.path).parent / MIRROR_FILE
+    mirror.write_bytes(b"not a duckdb file" * 100)
+    with caplog.at_level(logging.WARNING, logger="memledger"):
+        assert _answers(store) == honest
+    assert any("rebuilding from the ledger" in r.getMessage() for r in caplog.records)
+
+
+def test_another_memorys_mirror_is_not_trusted(tmp_path: Path) -> None:
+    """A mirror copied in from another memory directory carries another key's seal: rebuilt."""
+    stores = []
+    for name, runs in (("a", 2), ("b", 4)):
+        (tmp_path / name).mkdir()
+        clock = SteppingClock()
+        store = SqliteStore.open(tmp_path / name / "ledger.db", clock=clock)
+        learning_ledger(store, clock, runs=runs)
+        stores.append(store)
+    honest = _answers(stores[0])
+    _answers(stores[1])
+    (tmp_path / "a" / MIRROR_FILE).write_bytes((tmp_path / "b" / MIRROR_FILE).read_bytes())
+    assert _answers(stores[0]) == honest
+    for store in stores:
+        store.close()
+
+
+def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], Any]:
+    """A projection's items as (field, item, part) -> JSON, from its canonical encoding."""
+    raw = orjson.loads(encode(state))
+    out: dict[tuple[str, str | None, str | None], Any] = {}
+    for field, depth in module(name).LAYOUT.items():
+        if depth == 0:
+            out[(field, None, None)] = raw[field]
+        elif depth == 1:
+            out.update({(field, k, None): v for k, v in raw[field].items()})
+        else:
+            out.update({(field, k1, k2): v for k1, inner in raw[field].items() for k2, v in inner.items()})
+    return out
+
+
+def memory_at_step_equals_the_fold(store: SqliteStore, step_seqs: dict[str, dict[int, int]]) -> int:
+    """For every step: memory_at_step holds exactly the items of every indexed projection folded up to
+    the seq before the step; returns how many steps were compared."""
+    con = connect(store)
+    events = list(store.read())
+    compared = 0
+    try:
+        for run_id, steps in step_seqs.items():
+            for step, seq in steps.items():
+                rows = con.execute("SELECT as_of_seq, projection, field, item, part, value FROM memory_at_step "
+                                   "WHERE run_id = ? AND step = ?", (run_id, step)).fetchall()
+                state = fold(MemoryState.empty(), [e for e in events if e.seq < seq])
+                for name in INDEXED:
+                    # a one-value field still at its empty state's value has no version yet
+                    got = {k: v for k, v in _leaves(name, module(name).empty()).items() if k[1] is None}
+                    got.update({(f, i, p): orjson.loads(v) for _, proj, f, i, p, v in rows if proj == name})
+                    assert got == _leaves(name, getattr(state, name)), (run_id, step, name)
+                assert {r[0] for r in rows} <= {seq - 1}
+                compared += 1
+    finally:
+        con.close()
+    return compared
+
+
+def test_memory_at_step_is_what_the_projections_held(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    store, built, clock = learned
+    MemoryWriter(store).append([event(FactObserved(fact_type="timing", key="load", value="2s"), domain="a.test")])
+    assert memory_at_step_equals_the_fold(store, built.step_seq) == sum(len(s) for s in built.step_seq.values())
+    con = connect(store)
+    run, step = built.runs[-1], max(built.step_seq[built.runs[-1]])
+    lessons = con.execute("SELECT item, value ->> 'use_count' FROM memory_at_step WHERE run_id = ? AND step = ? "
+                          "AND projection = 'lessons' AND field = 'lessons'", (run, step)).fetchall()
+    con.close()
+    seq = built.step_seq[run][step]
+    used = MemoryView.from_events(store.read(to_seq=seq - 1)).lesson(built.lesson_id)
+    assert used is not None and used.use_count > 1  # the learned lesson, used by earlier runs
+    assert (built.lesson_id, str(used.use_count)) in lessons
+
+
+def test_a_lesson_without_an_id_gets_the_projections_id(tmp_path: Path) -> None:
+    """The mirror fills an empty lesson id in Python, as the lessons projection does (no SQL copy of the hash)."""
+    clock = SteppingClock()
+    with SqliteStore.open(tmp_path / "ledger.db", clock=clock) as store:
+        MemoryWriter(store).append([event(LessonRecorded(lesson_id="", lesson="Wait for the list", category="error_recovery",
+                                                         failed_command="click", error_pattern="detached"),
+                                          domain="a.test")])
+        clock.advance(timedelta(hours=1))
+        con = connect(store)
+        got = con.execute("SELECT lesson_id FROM lesson_recorded").fetchall()
+        con.close()
+        assert got == [(MemoryView.from_events(store.read()).lessons()[0].lesson_id,)]

@@ -537,16 +537,17 @@ class Experiment:
             if r is not None and e is not None and r[0] == e[0]:
                 continue
             if key[0] == "fact_contradicted":
-                item = ("facts", "")
+                about = ("facts", "")
                 hidden = forgotten.domain(str(key[1]).split("|")[0])
             else:
-                item = _decision_item(key)
-                hidden = _hidden(item, labels, forgotten)
-            if hidden:
+                about = _decision_item(key)
+                hidden = _hidden(about, labels, forgotten)
+            made = e or r
+            if hidden or made is None:
                 continue
             decisions.append(DecisionChange(
                 key[0], key[1], key[2], r[0] if r else None, r[1] if r else None, e[0] if e else None,
-                (e or r)[2], labels.get(item, {}).get("text")))  # type: ignore[index]
+                made[2], labels.get(about, {}).get("text")))
         rows = [TimelineChange(**row, label=labels.get(("lesson", row["item"]) if row["area"] in ("tier1", "tier2")
                                                        else (row["area"], row["item"]), {}).get("text"))
                 for row in self.timeline if not _hidden((row["area"], row["item"]), labels, forgotten)]
@@ -565,9 +566,12 @@ class Experiment:
             summ = side.summary()
             sizes[name] = {a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
                            for a in AREAS}
-        first = min([r.seq for r in rows if r.differs]
-                    + [d.experiment_seq or d.reality_seq for d in decisions  # type: ignore[misc]
-                       if (d.experiment_seq or d.reality_seq) is not None], default=None)
+        seqs = [r.seq for r in rows if r.differs]
+        for d in decisions:
+            at = d.experiment_seq or d.reality_seq
+            if at is not None:
+                seqs.append(at)
+        first = min(seqs, default=None)
         return ExperimentResult(
             policy=self.overrides, policy_fingerprint=self.policy.fingerprint(), until=self.head,
             differences=len(decisions) + len(rows) + len(prompt_rows), first_divergence_seq=first,

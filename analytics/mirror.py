@@ -43,7 +43,7 @@ from memledger.analytics import forget as forget_module
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.analytics.queries import sql_text
 from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import RecordedEvent
+from memledger.ledger.events import EVENT_TYPES, RecordedEvent
 from memledger.projections import intervals, lessons
 from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
 from memledger.projections.materialize import caught_up, default_projections_path, discard, opened
@@ -82,6 +82,10 @@ _DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM eve
            "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i)")
 
 
+#: event type -> the payload version this code writes (a stored payload of that version is kept as stored)
+_CURRENT = {name: cls.CURRENT_VERSION for name, cls in EVENT_TYPES.items()}
+
+
 class MirrorStale(Exception):
     """The mirror cannot be caught up from where it is (it is rebuilt)."""
 
@@ -117,8 +121,10 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
         if shown is None:
             continue
         run_id, step, domain, data = shown
+        as_stored = data is ev.data and _CURRENT.get(ev.type) == ev.schema_version  # neither scrubbed nor upcast
         row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
-               ev.occurred_at, run_id, step, domain, lesson_id_of(ev), orjson.dumps(data).decode())
+               ev.occurred_at, run_id, step, domain, lesson_id_of(ev),
+               ev.payload_json if as_stored else orjson.dumps(data).decode())
         for col, value in zip(cols, row):
             col.append(value)
         if len(cols[0]) >= BATCH:

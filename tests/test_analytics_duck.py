@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from memledger.analytics.answers import analyse, analyse_all
+from memledger.analytics.duck import attach
 from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
@@ -42,12 +43,18 @@ def test_views_count_every_event_type(learned: tuple[SqliteStore, Built]) -> Non
 
 
 def test_attach_is_read_only(learned: tuple[SqliteStore, Built]) -> None:
+    """The offline recipe (analytics.duck) attaches the ledger itself read-only, scanner loaded from its
+    package; the mirror is a file of its own, so analytics never writes the ledger."""
     import duckdb
     store, _ = learned
-    con = connect(store)
+    con, events = attach(store.path)
+    assert con.execute(f"SELECT count(*) FROM {events}").fetchone()[0] == store.head()
     with pytest.raises(duckdb.Error):
-        con.execute("INSERT INTO ledger.events (seq) VALUES (999999)")
+        con.execute(f"INSERT INTO {events} (seq) VALUES (999999)")
     con.close()
+    before = Path(store.path).read_bytes()
+    connect(store).close()
+    assert Path(store.path).read_bytes() == before and store.verify().ok
 
 
 def test_runs_equal_the_runs_projection(learned: tuple[SqliteStore, Built]) -> None:

@@ -180,7 +180,7 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Any, projections: Pat
         batches = _interval_rows(projections, after, head)
     except _Forged as exc:
         discard(projections, str(exc))
-        caught_up(store, projections, policy, progress=False)
+        caught_up(store, projections, policy)
         batches = _interval_rows(projections, after, head)
     for batch in batches:
         con.register("batch", batch)
@@ -269,7 +269,7 @@ def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPy
     """The mirror file, opened and at the ledger's head."""
     target = mirror_path(projections)
     head = int(store.head())
-    caught_up(store, projections, policy, progress=False)
+    caught_up(store, projections, policy)
     for attempt in (1, 2):
         con = None
         if target.exists():

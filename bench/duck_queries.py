@@ -300,7 +300,7 @@ def measure(path: Path, repeat: int) -> list[Figure]:
     try:
         store.append(synthetic_events(max(100, head // 100)))
         more = store.head() - head
-        t_catch = timed(lambda: caught_up(store, path.with_name("projections.db"), progress=False))
+        t_catch = timed(lambda: caught_up(store, path.with_name("projections.db")))
     finally:
         store.close()
     t_mirror = timed(lambda: duck_mirror(path).close())

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,8 +74,8 @@ _INSERT_EVENTS = ("INSERT INTO events SELECT seq, id, stream, stream_version, ty
                   "lesson_id, CAST(payload AS JSON) FROM batch")
 _INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to", "value")
 _INTERVAL_TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.string())
-#: projections.db's interval columns in the order `intervals.sealed` checks them
-_SEALED_COLS = "field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac"
+#: projections.db's interval columns as `intervals.resolved` takes them (then `intervals.sealed` checks them)
+_SEALED_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
 #: a digest of every row: any edit of the tables (or of the file) shows
 _DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM events e) || '/' || "
            "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i)")
@@ -150,19 +149,20 @@ def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
     (closed since), as of `head`: a version still current at `head` has no `valid_to`. Every
     version's seal is checked; a forged one discards projections.db (the caller folds again)."""
     seal = Seal.beside(projections)
-    where = "value IS NOT NULL AND valid_from <= ? AND (valid_from > ? OR (valid_to > ? AND valid_to <> ?))"
+    where = "block IS NOT NULL AND valid_from <= ? AND (valid_from > ? OR (valid_to > ? AND valid_to <> ?))"
     out: list[pa.Table] = []
     with opened(projections) as (conn, _):
         for name in INDEXED:
             cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals WHERE projection = ? AND {where}",
                                   (name, head, after, after, OPEN))
-            while rows := cursor.fetchmany(BATCH):
+            while stored := cursor.fetchmany(BATCH):
+                rows = intervals.resolved(conn, stored)
                 if not intervals.sealed(seal, rows):
                     raise _Forged(f"{projections}: a version of {name!r} is not one this memory sealed")
                 cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
                 for field, k1, k2, _o1, _o2, value, projection, valid_from, valid_to, _facet, _mac in rows:
                     row = (projection, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from,
-                           None if valid_to > head else valid_to, zlib.decompress(value).decode())
+                           None if valid_to > head else valid_to, value.decode())
                     for col, v in zip(cols, row):
                         col.append(v)
                 out.append(_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols))

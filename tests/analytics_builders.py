@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import orjson
+
+from memledger.analytics.mirror import connect
 from memledger.ledger.events import (
     Action,
     ContextBuilt,
@@ -36,6 +39,8 @@ from memledger.ledger.events import (
     TrajectoryStep,
     event,
 )
+from memledger.projections.intervals import INDEXED
+from memledger.projections.state import MemoryState, encode, fold, module
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
 LESSON = "When fill fails with 'intercepts pointer events', press Escape first."
@@ -211,3 +216,43 @@ def hand_ledger(store: Any) -> dict[int, str]:
     recorded = store.append(events)
     assert [r.seq for r in recorded] == list(range(1, 22))
     return ids
+
+
+# ---- memory at each step, two ways ------------------------------------------------------
+
+def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], Any]:
+    """A projection's items as (field, item, part) -> JSON, from its canonical encoding."""
+    raw = orjson.loads(encode(state))
+    out: dict[tuple[str, str | None, str | None], Any] = {}
+    for attr, depth in module(name).LAYOUT.items():
+        if depth == 0:
+            out[(attr, None, None)] = raw[attr]
+        elif depth == 1:
+            out.update({(attr, k, None): v for k, v in raw[attr].items()})
+        else:
+            out.update({(attr, k1, k2): v for k1, inner in raw[attr].items() for k2, v in inner.items()})
+    return out
+
+
+def memory_at_step_equals_the_fold(store: Any, step_seqs: dict[str, dict[int, int]]) -> int:
+    """For every step: memory_at_step holds exactly the items of every indexed projection folded up to
+    the seq before the step; returns how many steps were compared."""
+    con = connect(store)
+    events = list(store.read())
+    compared = 0
+    try:
+        for run_id, steps in step_seqs.items():
+            for step, seq in steps.items():
+                rows = con.execute("SELECT as_of_seq, projection, field, item, part, value FROM memory_at_step "
+                                   "WHERE run_id = ? AND step = ?", (run_id, step)).fetchall()
+                state = fold(MemoryState.empty(), [e for e in events if e.seq < seq])
+                for name in INDEXED:
+                    # a one-value field still at its empty state's value has no version yet
+                    got = {k: v for k, v in _leaves(name, module(name).empty()).items() if k[1] is None}
+                    got.update({(f, i, p): orjson.loads(v) for _, proj, f, i, p, v in rows if proj == name})
+                    assert got == _leaves(name, getattr(state, name)), (run_id, step, name)
+                assert {r[0] for r in rows} <= {seq - 1}
+                compared += 1
+    finally:
+        con.close()
+    return compared

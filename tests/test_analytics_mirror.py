@@ -16,11 +16,9 @@ from memledger.analytics.mirror import MIRROR_FILE, connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
 from memledger.ledger.store import SqliteStore
-from memledger.projections.intervals import INDEXED
-from memledger.projections.state import MemoryState, encode, fold, module
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
-from tests.analytics_builders import Built, learning_ledger
+from tests.analytics_builders import Built, learning_ledger, memory_at_step_equals_the_fold
 
 
 @pytest.fixture
@@ -124,44 +122,6 @@ def test_another_memorys_mirror_is_not_trusted(tmp_path: Path) -> None:
     assert _answers(stores[0]) == honest
     for store in stores:
         store.close()
-
-
-def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], Any]:
-    """A projection's items as (field, item, part) -> JSON, from its canonical encoding."""
-    raw = orjson.loads(encode(state))
-    out: dict[tuple[str, str | None, str | None], Any] = {}
-    for field, depth in module(name).LAYOUT.items():
-        if depth == 0:
-            out[(field, None, None)] = raw[field]
-        elif depth == 1:
-            out.update({(field, k, None): v for k, v in raw[field].items()})
-        else:
-            out.update({(field, k1, k2): v for k1, inner in raw[field].items() for k2, v in inner.items()})
-    return out
-
-
-def memory_at_step_equals_the_fold(store: SqliteStore, step_seqs: dict[str, dict[int, int]]) -> int:
-    """For every step: memory_at_step holds exactly the items of every indexed projection folded up to
-    the seq before the step; returns how many steps were compared."""
-    con = connect(store)
-    events = list(store.read())
-    compared = 0
-    try:
-        for run_id, steps in step_seqs.items():
-            for step, seq in steps.items():
-                rows = con.execute("SELECT as_of_seq, projection, field, item, part, value FROM memory_at_step "
-                                   "WHERE run_id = ? AND step = ?", (run_id, step)).fetchall()
-                state = fold(MemoryState.empty(), [e for e in events if e.seq < seq])
-                for name in INDEXED:
-                    # a one-value field still at its empty state's value has no version yet
-                    got = {k: v for k, v in _leaves(name, module(name).empty()).items() if k[1] is None}
-                    got.update({(f, i, p): orjson.loads(v) for _, proj, f, i, p, v in rows if proj == name})
-                    assert got == _leaves(name, getattr(state, name)), (run_id, step, name)
-                assert {r[0] for r in rows} <= {seq - 1}
-                compared += 1
-    finally:
-        con.close()
-    return compared
 
 
 def test_memory_at_step_is_what_the_projections_held(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:

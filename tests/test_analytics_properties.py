@@ -1,6 +1,6 @@
 """Properties over random memory histories (written through the real policy step):
-replaying with the default policy reproduces the log exactly, and the DuckDB answers equal
-the projections folded in Python."""
+replaying with the default policy reproduces the log exactly, and the DuckDB answers (and the
+mirror's `memory_at_step`) equal the projections folded in Python."""
 from __future__ import annotations
 
 import tempfile
@@ -14,6 +14,8 @@ from memledger.analytics.answers import analyse_all
 from memledger.analytics.experiment import run_experiment
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import (
+    Action,
+    EnvState,
     ErrorRecall,
     FactObserved,
     LessonRecorded,
@@ -21,6 +23,7 @@ from memledger.ledger.events import (
     RunStarted,
     SelectorFailed,
     SelectorSucceeded,
+    StepRecorded,
     TrajectoryRecorded,
     TrajectoryStep,
     event,
@@ -28,6 +31,7 @@ from memledger.ledger.events import (
 from memledger.ledger.store import SqliteStore
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
+from tests.analytics_builders import memory_at_step_equals_the_fold
 
 DOMS = ("a.test", "b.test", "c.test", "d.test")
 op = st.one_of(
@@ -37,12 +41,15 @@ op = st.one_of(
     st.tuples(st.just("recall"), st.sampled_from(("click", "fill")), st.sampled_from(DOMS)),
     st.tuples(st.just("selector"), st.sampled_from(DOMS[:2]), st.booleans()),
     st.tuples(st.just("run"), st.sampled_from(DOMS), st.integers(min_value=0, max_value=50)),
+    st.tuples(st.just("step"), st.sampled_from(DOMS), st.booleans()),
 )
 
 
-def build(store: SqliteStore, clock: SteppingClock, ops: list[tuple]) -> None:
+def build(store: SqliteStore, clock: SteppingClock, ops: list[tuple]) -> dict[str, dict[int, int]]:
+    """Write the ops; returns the seq of each step recorded (run -> step -> seq)."""
     writer = MemoryWriter(store)
     n = 0
+    steps: dict[str, dict[int, int]] = {}
     for o in ops:
         kind = o[0]
         if kind == "fact":
@@ -56,6 +63,13 @@ def build(store: SqliteStore, clock: SteppingClock, ops: list[tuple]) -> None:
             hits = MemoryView.from_events(store.read()).recall_on_error(o[1], "timeout exceeded", o[2])
             writer.append([event(ErrorRecall(command=o[1], error_snippet="timeout exceeded", matched=len(hits),
                                              lesson_ids=[l.lesson_id for l in hits]), domain=o[2])])
+        elif kind == "step":  # a step of the latest run (or of a run whose start is not in the log)
+            rid = f"r{n}"
+            k = len(steps.get(rid, {})) + 1
+            (rec,) = writer.append([event(StepRecorded(
+                action=Action(command="click"), ok=o[2], error=None if o[2] else "timeout exceeded",
+                env_before=EnvState(url=f"http://{o[1]}/")), run_id=rid, step=k, domain=o[1])])
+            steps.setdefault(rid, {})[k] = rec.seq
         elif kind == "selector":
             cls = SelectorSucceeded if o[2] else SelectorFailed
             writer.append([event(cls(role="button", name="Go", selector="#go"), domain=o[1])])
@@ -69,6 +83,7 @@ def build(store: SqliteStore, clock: SteppingClock, ops: list[tuple]) -> None:
                 event(TrajectoryRecorded(trajectory_id=f"t{n}", goal="find the thing",
                                          steps=[TrajectoryStep(command="click")]), run_id=rid, domain=o[1]),
                 event(RunCompleted(success=o[2] % 2 == 0, turns=o[2] % 7), run_id=rid, domain=o[1])])
+    return steps
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -78,7 +93,7 @@ def test_default_replay_and_duckdb_agree_with_projections(ops: list[tuple]) -> N
         clock = SteppingClock()
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=clock)
         try:
-            build(store, clock, ops)
+            steps = build(store, clock, ops)
             result = run_experiment(store, {})
             assert result.differences == 0, result
             view = MemoryView.from_events(store.read())
@@ -94,5 +109,7 @@ def test_default_replay_and_duckdb_agree_with_projections(ops: list[tuple]) -> N
             runs = {r["run_id"]: r for r in answers["runs"].sections["runs"].records()}
             assert {rid: (r["status"], r["turns"]) for rid, r in runs.items()} == {
                 m.run_id: (m.status, m.turn_count) for m in view.runs()}
+            # what the agent knew at each step: the mirror's view equals the projections folded there
+            assert memory_at_step_equals_the_fold(store, steps) == sum(len(s) for s in steps.values())
         finally:
             store.close()

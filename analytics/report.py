@@ -207,8 +207,8 @@ def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> 
     reports = analyse_all(store, policy)
     titles = _titles(reports)
     head = int(store.head())
-    parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the ledger "
-             "(read-only); forgotten subjects are left out.</p>",
+    parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the analytics "
+             "mirror of the ledger (analytics.duckdb, caught up to that seq); forgotten subjects are left out.</p>",
              "<nav>" + " · ".join(f"<a href='#{n}'>{_e(n)}</a>" for n in reports) + "</nav>"]
     for name, rep in reports.items():
         png = PLOTS[name](rep)

@@ -1,4 +1,4 @@
-"""DuckDB over the ledger: offline attach, typed views, and answers equal to the same computation
+"""DuckDB over the analytics mirror (and the offline attach of the ledger itself): typed views, and answers equal to the same computation
 over `projections` in Python (on hand-built ledgers)."""
 from __future__ import annotations
 

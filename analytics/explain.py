@@ -7,6 +7,10 @@ into Tier 1, promoted, confirmed or decayed (facts, with the confidence after
 each event), pruned or expired, and when part of it was forgotten — plus the
 item as it stands now. Forgotten subjects are unknown here.
 
+With projections.db, the events of the life are found by its index of mentions
+(`projections.mentions`: which events name which item) and read by seq through
+the store's verified read; without it, every event of the item's types is read.
+
 Usage::
 
     life = explain_item(store, "lsn_f6e59d160e5396b1")
@@ -14,6 +18,7 @@ Usage::
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,10 @@ from typing import Any
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.events import RecordedEvent
+from memledger.projections import mentions
+
+#: the events of some types that name some items (`projections.mentions` keys), in log order
+Read = Callable[[list[str] | tuple[str, ...], list[str]], Iterable[RecordedEvent]]
 
 LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
                  "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")
@@ -40,11 +49,11 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _lesson_life(store: Any, lesson_id: str, forgotten: Forgotten) -> dict[str, Any] | None:
+def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, Any] | None:
     life: list[dict[str, Any]] = []
     born = False
     info: dict[str, Any] = {}
-    for ev in store.read(types=LESSON_EVENTS):
+    for ev in read(LESSON_EVENTS, [mentions.lesson(lesson_id)]):
         d = ev.data
         t = ev.type
         if t == "subject_forgotten":
@@ -101,7 +110,7 @@ def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
     return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
 
 
-def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
+def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
                domain: str | None = None) -> dict[str, Any] | None:
     """The life of a fact id, or of the facts under a key on one domain: a key that names facts on
     several domains (`blocking overlay` on shop.test and news.test) is refused without `domain`, so
@@ -111,7 +120,7 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
 
     groups: set[tuple[str, str, str]] = set()
     ids: set[str] = set()
-    for ev in store.read(types=["fact_observed"]):
+    for ev in read(["fact_observed"], [mentions.fact(item)]):
         dom = ev.domain or ""
         if domain is not None and dom != domain:
             continue
@@ -129,7 +138,9 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
                           "give --domain D or a fact id")
     state = knowledge.empty()
     life: list[dict[str, Any]] = []
-    for ev in store.read(types=["fact_observed", "fact_contradicted", "facts_pruned"]):
+    keys = [*(mentions.fact_group(g[0], str(g[1]), str(g[2])) for g in sorted(groups)),
+            *(mentions.fact(fid) for fid in sorted(ids))]
+    for ev in read(["fact_observed", "fact_contradicted", "facts_pruned"], keys):
         d = ev.data
         dom = ev.domain or ""
         if ev.type == "facts_pruned":
@@ -159,9 +170,9 @@ def _fact_life(store: Any, item: str, forgotten: Forgotten, policy: Any,
     return {"life": life, "fact_ids": sorted(ids), "domains": {g[0] for g in groups}}
 
 
-def _selector_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
+def _selector_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
     life = []
-    for ev in store.read(types=["selector_succeeded", "selector_failed"]):
+    for ev in read(["selector_succeeded", "selector_failed"], [mentions.selector(item)]):
         if ev.data.get("selector") != item or forgotten.hides(ev):
             continue
         d = ev.data
@@ -173,9 +184,9 @@ def _selector_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any
     return {"life": life} if life else None
 
 
-def _trajectory_life(store: Any, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
+def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
     life = []
-    for ev in store.read(types=["trajectory_recorded", "trajectory_recalled", "trajectories_expired"]):
+    for ev in read(["trajectory_recorded", "trajectory_recalled", "trajectories_expired"], [mentions.trajectory(item)]):
         d = ev.data
         if ev.type == "trajectories_expired":
             if item not in (d.get("trajectory_ids") or ()):
@@ -223,7 +234,12 @@ class _Folded:
 
     def __init__(self, store: Any, policy: Any):
         from memledger.projections.view import MemoryView
+        self.store = store
         self.view = MemoryView.from_events(store.read(), policy)
+
+    def read(self, types: list[str] | tuple[str, ...], items: list[str]) -> Iterable[RecordedEvent]:
+        """Every event of `types` (the life functions pick the item's)."""
+        return self.store.read(types=types)
 
     def lesson(self, lesson_id: str) -> Any:
         return self.view.lesson(lesson_id)
@@ -244,6 +260,10 @@ class _Indexed:
     def __init__(self, memory: Any):
         self.memory = memory
 
+    def read(self, types: list[str] | tuple[str, ...], items: list[str]) -> Iterable[RecordedEvent]:
+        """The events of `types` that name `items`, by projections.db's index of mentions."""
+        return self.memory.events(types, items)  # type: ignore[no-any-return]
+
     def lesson(self, lesson_id: str) -> Any:
         return self.memory.projection("lessons", self.memory.head, "lessons", lesson_id).lessons.get(lesson_id)
 
@@ -262,7 +282,8 @@ class _Indexed:
 
 def _explain(store: Any, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
     forgotten = Forgotten.scan(store)
-    found = _lesson_life(store, item, forgotten)
+    read = now_of.read
+    found = _lesson_life(read, item, forgotten)
     if found is not None:
         lesson = now_of.lesson(item)
         now = _plain(lesson) if lesson is not None else None
@@ -274,7 +295,7 @@ def _explain(store: Any, item: str, policy: Any, domain: str | None, now_of: _Fo
         runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
         return {"kind": "lesson", "item": item, "now": now, "status": _status(found["life"], now),
                 "recalled_in_runs": runs, "life": found["life"]}
-    found = _fact_life(store, item, forgotten, policy, domain)
+    found = _fact_life(read, item, forgotten, policy, domain)
     if found is not None:
         current = now_of.facts(found["domains"])
         now = [dict(_plain(current[fid]), event_ids=None) for fid in found["fact_ids"] if fid in current]
@@ -282,14 +303,14 @@ def _explain(store: Any, item: str, policy: Any, domain: str | None, now_of: _Fo
             n.pop("event_ids", None)
         return {"kind": "fact", "item": item, "now": now, "status": "current" if now else "gone",
                 "fact_ids": found["fact_ids"], "life": found["life"]}
-    found = _selector_life(store, item, forgotten)
+    found = _selector_life(read, item, forgotten)
     if found is not None:
         now = [dict(_plain(s)) for s in now_of.selectors() if s.selector == item and not forgotten.domain(s.domain)]
         for n in now:
             n.pop("event_ids", None)
         return {"kind": "selector", "item": item, "now": now, "status": "current" if now else "gone",
                 "life": found["life"]}
-    found = _trajectory_life(store, item, forgotten)
+    found = _trajectory_life(read, item, forgotten)
     if found is not None:
         traj = next((t for t in now_of.trajectories() if t.trajectory_id == item), None)
         now = None

@@ -28,6 +28,8 @@ from typing import Any
 import orjson
 
 from memledger.ledger.events import RecordedEvent
+from memledger.projections import mentions
+from memledger.projections.mentions import Mentions
 from memledger.projections.seal import Seal
 from memledger.projections.state import module
 
@@ -44,6 +46,7 @@ BLOCK_VALUES = 64
 _SEP = b"\n"  # between the values of a block (orjson never writes a raw newline)
 
 DDL = (
+    *mentions.DDL,
     "CREATE TABLE IF NOT EXISTS _intervals (projection TEXT NOT NULL, field TEXT NOT NULL, k1 TEXT NOT NULL, "
     "k2 TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER NOT NULL, o1 INTEGER NOT NULL, "
     "o2 INTEGER NOT NULL, facet TEXT, block INTEGER, slot INTEGER, mac BLOB NOT NULL, "
@@ -53,7 +56,7 @@ DDL = (
     "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
-TABLES = ("_intervals", "_blocks")
+TABLES = ("_intervals", "_blocks", *mentions.TABLES)
 _INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, "
            "slot, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot FROM _intervals "
@@ -173,6 +176,7 @@ class Tracker:
         self.rows: list[list[Any]] = []
         self.open_rows: dict[tuple[str, Path_], int] = {}  # versions opened since the last flush -> index
         self.closes: list[tuple[Any, ...]] = []
+        self.mentions = Mentions(conn, seal)  # filed with the versions, in the same transactions
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
@@ -254,7 +258,7 @@ class Tracker:
             self.closes.append((seq, name, p[0], p[1] if len(p) > 1 else NO_KEY, p[2] if len(p) > 2 else NO_KEY))
 
     def pending(self) -> int:
-        return len(self.rows) + len(self.closes)
+        return len(self.rows) + len(self.closes) + self.mentions.pending()
 
     def flush(self) -> None:
         """Write what was recorded (call inside the module's write transaction): the values in
@@ -298,6 +302,7 @@ class Tracker:
         if floor:
             for name in self.names:
                 self._drop_before(name, floor)
+        self.mentions.flush()
         self.rows, self.open_rows, self.closes = [], {}, []
 
     def _drop_before(self, name: str, floor: int) -> None:

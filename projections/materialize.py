@@ -20,6 +20,7 @@ the ledger was cut or rewritten, and reading stops with one line naming the seq.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import sqlite3
 import threading
@@ -37,8 +38,9 @@ import sqlite_utils
 from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
-from memledger.projections import intervals
+from memledger.projections import intervals, mentions
 from memledger.projections.intervals import INDEXED, Tracker
+from memledger.projections.mentions import TYPES as MENTIONED
 from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
@@ -56,7 +58,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -309,10 +311,13 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
     lo = min(starts.values()) if starts else 0
     uniform = all(s == lo for s in starts.values())
     tracked = frozenset(tracker.names) if tracker is not None else frozenset()
+    mention = tracker.mentions.record if tracker is not None else None
     head = state.head
     pending = 0
     for ev in events:
         seq = ev.seq
+        if mention is not None and ev.type in MENTIONED:
+            mention(ev)
         try:
             for name, fn in get(ev.type, ()):
                 if uniform or seq > starts[name]:
@@ -795,6 +800,17 @@ class IndexedMemory:
         if self.forged:
             return projection_at(self.store, self.path, self.policy, name, seq)
         return intervals.state_from_rows(name, rows)
+
+    def events(self, types: Iterable[str], items: Iterable[str]) -> Iterator[RecordedEvent]:
+        """The events of `types` that name any of `items` (`mentions` keys), in log order: those up
+        to the head projections.db reached by its index, each through the store's verified read;
+        `subject_forgotten` (few) and anything appended since, by type."""
+        wanted = frozenset(types)
+        found = (ev for ev in mentions.events_at(self.store, mentions.seqs(self.conn, self.seal, items, self.head))
+                 if ev.type in wanted)
+        forgets = self.store.read(1, self.head, types=["subject_forgotten"]) if "subject_forgotten" in wanted else ()
+        yield from heapq.merge(found, forgets, key=lambda ev: ev.seq)
+        yield from self.store.read(self.head + 1, types=sorted(wanted))
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
         """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""

@@ -90,7 +90,7 @@ from memledger.ledger.jsonl import first_error
 from memledger.ledger.redact import MARKER, masked_args
 from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
 from memledger.projections.selectors import known_good
 from memledger.projections.short_term import ShortTerm

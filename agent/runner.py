@@ -34,7 +34,7 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.ids import short_id
 from memledger.ledger.location import memory_dir, read_fork_info
 from memledger.ledger.store import SqliteStore
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.text import clip
 from memledger.projections.view import MemoryView
 

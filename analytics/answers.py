@@ -20,7 +20,7 @@ from memledger.analytics.mirror import connect
 from memledger.analytics.output import Report, Table
 from memledger.analytics.queries import ANALYSES, sections
 from memledger.ledger.errors import LedgerError
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 
 _PARAM = re.compile(r"\$([a-z_]+)")
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)

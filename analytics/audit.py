@@ -38,6 +38,10 @@ from typing import Any
 from memledger.analytics.forget import Forgotten
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import RecordedEvent
+from memledger.projections.materialize import caught_up, default_projections_path, indexed_memory, projection_at
+from memledger.projections.parameters import DEFAULT_POLICY
+from memledger.projections.state import MemoryState, fold
+from memledger.projections.view import MemoryView
 
 FORGOTTEN_TEXT = "[forgotten]"
 STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",
@@ -173,9 +177,6 @@ AUDITED = ("lessons", "knowledge", "selectors", "trajectories")
 def memory_before(store: Any, seq: int, policy: Any, from_projections: bool = True) -> Any:
     """The audited projections as of `seq`: from projections.db when the ledger has one (so a
     run late in a long log does not refold it from seq 1), else folded from the log."""
-    from memledger.projections.materialize import caught_up, default_projections_path, projection_at
-    from memledger.projections.policy import DEFAULT_POLICY
-    from memledger.projections.state import MemoryState
     state = MemoryState.empty(AUDITED)
     # projections.db holds the default policy's memory: another policy is folded from the log
     path = default_projections_path(store) if from_projections and policy == DEFAULT_POLICY else None
@@ -199,7 +200,6 @@ class _FoldedMemory:
 
     def at(self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (),
            trajectory_ids: Iterable[str] = ()) -> Any:
-        from memledger.projections.state import fold
         batch = []
         if self.pending is not None and self.pending.seq <= seq:
             batch.append(self.pending)
@@ -217,7 +217,6 @@ def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | 
            forgotten: Forgotten) -> dict[int, dict[str, Any]]:
     """Each planned step (in seq order) with the memory `memory(seq, domain, lesson_ids,
     trajectory_ids)` gives as of it."""
-    from memledger.projections.view import MemoryView
     steps_out: dict[int, dict[str, Any]] = {}
     for as_of, k, evs, action, prompts in plans:
         domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
@@ -250,9 +249,6 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
 
     `indexed=False` folds memory from seq 1 instead of reading projections.db's intervals (the
     answer is the same; tests compare the two)."""
-    from memledger.projections.materialize import default_projections_path, indexed_memory
-    from memledger.projections.policy import DEFAULT_POLICY
-
     policy = policy or DEFAULT_POLICY
     forgotten = Forgotten.scan(store)
     if forgotten.run(run_id):

@@ -2,7 +2,7 @@
 
 Reality is the log as recorded (observations and the decisions the policy in
 force made), folded with the real policy. The experiment drops every decision
-event (`projections.policy.DECISION_TYPES`) and asks `decide` again, with the
+event (`projections.decisions.DECISION_TYPES`) and asks `decide` again, with the
 changed policy, what each observation causes; the memory opened for each run
 (`on_open`: seeds, pruning, fact pruning, trajectory expiry) is replayed at
 the same points. Both sides are compared before each observation — where
@@ -46,15 +46,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from memledger.analytics.forget import Forgotten
 from memledger.analytics.fork import resolve_seq
 from memledger.analytics.output import Report, Table
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.projections.decisions import DECISION_TYPES, decide, on_open
 from memledger.projections.knowledge import current_facts
 from memledger.projections.lessons import TIER1_CATEGORIES
-from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, on_open
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.replay import PolicyMemory, as_new, opens_run
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import WRITER_PROJECTIONS
@@ -117,7 +120,6 @@ def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
 
 
 def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
-    from pydantic import ValidationError
     try:
         return type(base).model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:

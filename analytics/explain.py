@@ -26,7 +26,12 @@ from typing import Any
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.events import RecordedEvent
-from memledger.projections import mentions
+from memledger.projections import knowledge, mentions
+from memledger.projections.knowledge import fact_id_for
+from memledger.projections.materialize import indexed_memory
+from memledger.projections.parameters import DEFAULT_POLICY
+from memledger.projections.selectors import ranked
+from memledger.projections.view import MemoryView
 
 #: the events of some types that name some items (`projections.mentions` keys), in log order
 Read = Callable[[list[str] | tuple[str, ...], list[str]], Iterable[RecordedEvent]]
@@ -106,7 +111,6 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
 
 
 def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
-    from memledger.projections.knowledge import fact_id_for
     return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
 
 
@@ -115,9 +119,6 @@ def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
     """The life of a fact id, or of the facts under a key on one domain: a key that names facts on
     several domains (`blocking overlay` on shop.test and news.test) is refused without `domain`, so
     that two sites' facts are never told as one life."""
-    from memledger.projections import knowledge
-    from memledger.projections.knowledge import fact_id_for
-
     groups: set[tuple[str, str, str]] = set()
     ids: set[str] = set()
     for ev in read(["fact_observed"], [mentions.fact(item)]):
@@ -217,9 +218,6 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
     The item as it stands now is read by key from projections.db's validity intervals (caught
     up first) when `projections_path` is given, else taken from a fold of the whole log.
     """
-    from memledger.projections.materialize import indexed_memory
-    from memledger.projections.policy import DEFAULT_POLICY
-
     policy = policy or DEFAULT_POLICY
     if projections_path is None:
         return _explain(store, item, policy, domain, _Folded(store, policy))
@@ -233,7 +231,6 @@ class _Folded:
     """The items as they stand now, from a fold of the whole log."""
 
     def __init__(self, store: Any, policy: Any):
-        from memledger.projections.view import MemoryView
         self.store = store
         self.view = MemoryView.from_events(store.read(), policy)
 
@@ -272,7 +269,6 @@ class _Indexed:
                 self.memory.projection("knowledge", self.memory.head, "current", dom).current.get(dom, {}).values()}
 
     def selectors(self) -> list[Any]:
-        from memledger.projections.selectors import ranked
         return ranked(self.memory.projection("selectors", self.memory.head))
 
     def trajectories(self) -> list[Any]:

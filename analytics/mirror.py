@@ -46,7 +46,7 @@ from memledger.ledger.events import EVENT_TYPES, RecordedEvent
 from memledger.projections import intervals, lessons
 from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
 from memledger.projections.materialize import caught_up, default_projections_path, discard, opened
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint
 

@@ -24,6 +24,10 @@ from typing import Any
 
 from memledger.analytics.forget import lesson_id_of
 from memledger.ledger.events import RecordedEvent
+from memledger.projections.lessons import dedup_key
+from memledger.projections.materialize import Catchup
+from memledger.projections.parameters import DEFAULT_POLICY
+from memledger.projections.state import fold
 
 
 @dataclass
@@ -51,7 +55,6 @@ def _snap(state: Any, ev: RecordedEvent) -> dict[tuple[str, str], str]:
     lessons = state.lessons.lessons
     ids = [x for x in [lesson_id_of(ev), *(d.get("lesson_ids") or ())] if x]
     if t == "lesson_recorded":
-        from memledger.projections.lessons import dedup_key
         key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))
         if key in state.lessons.by_key:
             ids.append(state.lessons.by_key[key])
@@ -113,10 +116,6 @@ def follow_projections(store: Any, projections_path: Path, policy: Any | None = 
                        on_change: Callable[[Change], None] | None = None, stop: threading.Event | None = None,
                        max_events: int | None = None) -> int:
     """Keep projections.db current until `stop` is set (or `max_events` were seen); returns the last seq."""
-    from memledger.projections.materialize import Catchup
-    from memledger.projections.policy import DEFAULT_POLICY
-    from memledger.projections.state import fold
-
     policy = policy or DEFAULT_POLICY
     path = Path(projections_path)
     live = Catchup(store, path, policy).run()

@@ -66,7 +66,7 @@ from memledger.ledger.store import SqliteStore
 from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import Lesson, LessonsState, lesson_id_for
 from memledger.projections.materialize import indexed_memory, projection_at, rebuild
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 from memledger.projections.text import domain_matches
 from memledger.projections.trajectories import Trajectory, TrajectoryStep, rank

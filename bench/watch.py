@@ -50,7 +50,7 @@ def _measure(directory: Path, n: int, follower: str, seed: int, catch_up: bool =
     or (catch_up=False) only noticed by the follower."""
     from memledger.analytics.watch import follow_projections
     from memledger.projections.materialize import Catchup
-    from memledger.projections.policy import DEFAULT_POLICY
+    from memledger.projections.parameters import DEFAULT_POLICY
 
     ledger = directory / "ledger.db"
     proj = directory / "projections.db"

@@ -2,16 +2,24 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from watchfiles import watch
 
 from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import SqliteStore
 
 
-def follow(store: SqliteStore, from_seq: int = 1, stop: threading.Event | None = None,
+class LedgerFile(Protocol):
+    """A ledger in one file that other processes append to (the SQLite store)."""
+
+    path: Path
+
+    def read(self, from_seq: int | None = None) -> Iterable[RecordedEvent]: ...
+
+
+def follow(store: LedgerFile, from_seq: int = 1, stop: threading.Event | None = None,
            poll_ms: int = 1000) -> Iterator[RecordedEvent]:
     """Yield every event from `from_seq` on, then each new one as it is committed, until `stop` is set."""
     next_seq = from_seq

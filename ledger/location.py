@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from memledger.ledger.errors import LedgerError, LedgerReadOnly
+from memledger.ledger.store import SqliteStore
 
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
@@ -43,11 +43,6 @@ def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
     return p
 
 
-def display_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
-
-
 def sqlite_path(url: str) -> Path | None:
     """The ledger file a SQLite store URL names, or None for a PostgreSQL URL.
 
@@ -70,11 +65,10 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
     """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, a SQLite file when it
     is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir."""
     url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
-    from memledger.ledger.store import SqliteStore
     if url:
         path = sqlite_path(url)
         if path is None:
-            from memledger.ledger.pgstore import PostgresStore
+            from memledger.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
             return PostgresStore.open(url, create=create, **kwargs)
         if create:
             memory_dir(path.parent)

@@ -40,7 +40,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from memledger.ledger.clock import Clock, normalize_ts, system_clock
 from memledger.ledger.errors import AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked, LedgerReadOnly, NewerSchema, NoLedger, NotALedger
 from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.location import display_url
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (
     APPLICATION_ID,
@@ -58,6 +57,7 @@ from memledger.ledger.store import (
     row_to_event,
     walk_chain,
 )
+from memledger.ledger.urls import display_url
 
 T = TypeVar("T")
 CHANNEL = "memledger_events"

@@ -9,7 +9,8 @@ from typing import Any
 
 from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError, NoLedger
-from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, display_url, memory_dir, open_store
+from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, memory_dir, open_store
+from memledger.ledger.urls import display_url
 
 #: another place that remembers the head, given the settings (above `ledger`: projections.db)
 KeeperFactory = Callable[["Settings"], Keeper]

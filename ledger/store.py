@@ -41,6 +41,7 @@ from memledger.ledger.errors import (
     translated,
 )
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
+from memledger.ledger.follow import follow
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor
 
@@ -546,7 +547,6 @@ class SqliteStore:
 
     def subscribe(self, from_seq: int = 1, stop: Any = None) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as other processes commit them (watchfiles)."""
-        from memledger.ledger.follow import follow
         return follow(self, from_seq, stop)
 
     def stats(self) -> Stats:

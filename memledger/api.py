@@ -35,8 +35,8 @@ from memledger.ledger.errors import LedgerError as MemledgerError
 from memledger.ledger.jsonl import first_error
 from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
 from memledger.projections.materialize import ProjectionsHead
-from memledger.projections.policy import DEFAULT_POLICY
-from memledger.projections.policy import Policy as PolicyFields
+from memledger.projections.parameters import DEFAULT_POLICY
+from memledger.projections.parameters import Policy as PolicyFields
 from memledger.projections.report import STATE_KINDS, open_state
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemledgerError"]

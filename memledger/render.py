@@ -6,6 +6,7 @@ dicts); nothing here reads the ledger.
 from __future__ import annotations
 
 import html
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -30,7 +31,6 @@ def _x(value: Any, style: str = "") -> Text:
 
 
 def _console() -> Console:
-    import sys
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 

@@ -28,9 +28,11 @@ from typing import Any
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.materialize import _lock, load_state, opened, writing
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, module
 from memledger.projections.text import domain_matches
+from memledger.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
 
@@ -81,9 +83,6 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
 
     Appends through the policy writer, so any decision the forget causes lands
     in the same transaction."""
-    from memledger.projections.materialize import load_state
-    from memledger.projections.writer import MemoryWriter
-
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
     before = _row_counts(state)
@@ -105,7 +104,6 @@ def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
 def scrub_projections(path: Path, forget_seq: int) -> int:
     """Drop the snapshots taken before `forget_seq` (and those pointing at them), then vacuum
     projections.db and truncate its WAL; returns how many snapshots were dropped."""
-    from memledger.projections.materialize import _lock, opened, writing
     with _lock, opened(path) as (conn, _):
         with writing(conn):
             dropped = conn.execute("DELETE FROM _snapshots WHERE seq < ? OR same_as < ?",

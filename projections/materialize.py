@@ -41,7 +41,7 @@ from memledger.ledger.events import RecordedEvent
 from memledger.projections import intervals, mentions
 from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.mentions import TYPES as MENTIONED
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import (
     FOLD_ERRORS,

@@ -30,7 +30,8 @@ from memledger.ledger.clock import normalize_ts
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.redact import default_redactor
 from memledger.ledger.store import redacted_envelope, serialize_payload
-from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, on_open
+from memledger.projections.decisions import DECISION_TYPES, decide, on_open
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import MemoryState, dispatch
 from memledger.projections.writer import WRITER_PROJECTIONS
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from memledger.ledger.errors import LedgerError
 from memledger.projections.materialize import resolve_seq
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.view import MemoryView
 
 STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs",

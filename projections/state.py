@@ -25,7 +25,7 @@ import orjson
 
 from memledger.ledger.errors import UnreadableEvent
 from memledger.ledger.events import RecordedEvent
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 
 #: projection name -> module (one module each); the order is the fold order
 PROJECTION_MODULES: dict[str, str] = {

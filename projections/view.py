@@ -30,8 +30,9 @@ from memledger.projections import trajectories as traj_mod
 from memledger.projections.context import ContextEntry
 from memledger.projections.knowledge import Fact
 from memledger.projections.lessons import Lesson, ranked, tier1
+from memledger.projections.materialize import load_state
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.patterns import Pattern
-from memledger.projections.policy import DEFAULT_POLICY, Policy
 from memledger.projections.runs import RunManifest
 from memledger.projections.selectors import SelectorEntry
 from memledger.projections.sessions import SessionEntry
@@ -119,7 +120,6 @@ class MemoryView:
              as_of: int | str | None = None) -> "MemoryView":
         """Catch projections.db up with the ledger (when given) and return a view at its head,
         or at `as_of` (a seq, or an ISO time meaning recorded time)."""
-        from memledger.projections.materialize import load_state
         state = load_state(store, projections_path, policy, as_of=as_of)
         return cls(state, policy, store, projections_path, pinned=as_of is not None)
 
@@ -133,7 +133,6 @@ class MemoryView:
         if self.pinned or self.store is None:
             return self
         if self.projections_path is not None:
-            from memledger.projections.materialize import load_state
             self.state = load_state(self.store, self.projections_path, self.policy)
         else:
             fold(self.state, self.store.read(self.state.head + 1), self.policy)

@@ -14,36 +14,14 @@ from typing import Any
 
 from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import LessonSeeded, NewEvent, RecordedEvent
-from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import DECISION_TYPES, DEFAULT_POLICY, Policy, decide, lesson_id_taken, on_open
+from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.projections.decisions import DECISION_TYPES, decide, lesson_id_taken, on_open
+from memledger.projections.materialize import default_projections_path, load_state
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
-
-SEEDS = (
-    ("If fill fails, click(ref) to focus the input, then type(text) to enter text.",
-     "tool_fallback", "fill", "too many arguments"),
-    ("After entering text in a search box, press Enter to submit. Avoid clicking submit buttons: "
-     "autocomplete dropdowns often block them.", "best_practice", "click", "intercepts pointer events"),
-    ("If an overlay or popup is blocking an element, press Escape to dismiss it before interacting "
-     "with the elements behind it.", "best_practice", None, "intercepts pointer events"),
-)
-"""Seed 001's three lessons with the failures they answer (text, category, failed_command,
-error_pattern), so recall on error finds them as seed 001's walkthrough shows: the fill
-fallback for `fill` / "too many arguments"; Enter to submit for a `click` that an
-autocomplete list intercepts; Escape for any command an overlay intercepts."""
-
-
-def seed_lessons() -> list[NewEvent]:
-    """Seed 001's three hardcoded lessons, as `lesson_seeded` events (ids from their dedup keys)."""
-    return [NewEvent(LessonSeeded(lesson_id=lesson_id_for(fc, ep, None, text), lesson=text, category=cat,
-                                  failed_command=fc, error_pattern=ep)) for text, cat, fc, ep in SEEDS]
-
-
-__all__ = ["MemoryWriter", "policy_writer", "seed_lessons", "lesson_id_for"]
-
 
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
@@ -57,7 +35,6 @@ class MemoryWriter:
     def _warm(self) -> None:
         """Start from projections.db (outside the write lock) instead of folding the whole log."""
         if self.state is None and self.projections_path is not None:
-            from memledger.projections.materialize import load_state
             state = load_state(self.store, self.projections_path, self.policy)
             for name in PROJECTIONS:
                 if name not in WRITER_PROJECTIONS:
@@ -129,7 +106,6 @@ class MemoryWriter:
 def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
     themselves are refused: the log would hold one no policy made, and experiments would diverge."""
-    from memledger.projections.materialize import default_projections_path
     for i, ev in enumerate(events):
         if isinstance(ev, NewEvent) and ev.type in DECISION_TYPES:
             raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memledger.projections.writer import SEEDS
+from memledger.projections.seeds import SEEDS
 from tests.test_readme_python import python_blocks
 
 AGENT = r'''

@@ -28,7 +28,7 @@ from memledger.ledger.events import LessonRecorded, event
 from memledger.ledger.store import SqliteStore
 from memledger.output import layout
 from memledger.projections.materialize import rebuild
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.state import PROJECTIONS, digests
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli

@@ -11,7 +11,7 @@ import pytest
 from memledger.ledger.store import SqliteStore
 from memledger.projections import state
 from memledger.projections.materialize import Catchup, opened
-from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.writer import MemoryWriter, seed_lessons
 
 

@@ -31,8 +31,8 @@ from memledger.ledger.events import (
 )
 from memledger.ledger.store import SqliteStore
 from memledger.projections.context import fresh_extraction
+from memledger.projections.parameters import Policy
 from memledger.projections.patterns import to_prune
-from memledger.projections.policy import Policy
 from memledger.projections.short_term import priority_of, trim
 from memledger.projections.sitemap import next_page
 from memledger.projections.view import MemoryView

@@ -13,8 +13,9 @@ from memledger.ledger.clock import SteppingClock
 from memledger.ledger.copy import copy_ledger
 from memledger.ledger.errors import LedgerError, NewerSchema, NotALedger
 from memledger.ledger.events import LessonSeeded, RunProgress, event
-from memledger.ledger.location import display_url, open_store
+from memledger.ledger.location import open_store
 from memledger.ledger.pgstore import PostgresStore
+from memledger.ledger.urls import display_url
 from tests.cli_runner import run_cli
 
 

@@ -21,7 +21,7 @@ import pytest
 from bench.projections import build_ledger
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import Catchup, opened, rebuild
-from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.view import MemoryView
 
 pytestmark = pytest.mark.stress
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import Catchup
-from memledger.projections.policy import DEFAULT_POLICY
+from memledger.projections.parameters import DEFAULT_POLICY
 store = SqliteStore.open(sys.argv[1])
 print("go", flush=True)
 Catchup(store, Path(sys.argv[2]), DEFAULT_POLICY, rebuild=sys.argv[3] == "rebuild").run()

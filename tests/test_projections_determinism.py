@@ -23,7 +23,7 @@ from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded,
 from memledger.ledger.store import SqliteStore
 from memledger.projections import materialize
 from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.state import MemoryState, digests, fold
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter

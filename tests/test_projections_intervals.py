@@ -15,7 +15,7 @@ from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
 from memledger.ledger.store import SqliteStore
 from memledger.projections import intervals, materialize
-from memledger.projections.policy import DEFAULT_POLICY, Policy
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, digest_of, fold, module
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from memledger.ledger.events import DomainRecall, LessonRecorded, NewEvent
 from memledger.projections.lessons import lesson_id_for
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
+from memledger.projections.seeds import seed_lessons
 from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter, seed_lessons
+from memledger.projections.writer import MemoryWriter
 from tests.projections_support import CLICK_TEXT, T0, at, lesson, recall
 
 CLICK_ID = lesson_id_for("click", "intercepts pointer events", None, CLICK_TEXT)
@@ -384,7 +385,7 @@ def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fres
 
 
 def test_decide_on_a_stored_hijack_attempt_promotes_nobody(fresh_ledger):
-    from memledger.projections.policy import decide
+    from memledger.projections.decisions import decide
     from memledger.projections.state import MemoryState, fold
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])

@@ -16,7 +16,7 @@ import pytest
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted, event
 from memledger.ledger.store import SqliteStore
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.projections.replay import verify_decisions
 from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import learning_ledger

@@ -35,7 +35,7 @@ from memledger.analytics.watch import follow_projections
 from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.location import PROJECTIONS_FILE
 from memledger.output import FORMATS, console, emit, listing_options
-from memledger.projections.policy import Policy
+from memledger.projections.parameters import Policy
 from memledger.render import audit_html, audit_text, explain_html, explain_text
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from memledger.ledger.copy import copy_ledger
 from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
-from memledger.ledger.location import display_url
+from memledger.ledger.urls import display_url
 from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
 from memledger.projections.replay import verify_decisions
 from memledger.projections.text import clip

@@ -336,7 +336,6 @@ def entries_csv(entries: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
     writer.writeheader()
-    import orjson
     for e in entries:
         row = {k: e.get(k) for k in CSV_COLUMNS}
         row["envPre"] = orjson.dumps(e["envPre"]).decode()

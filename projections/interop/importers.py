@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 
@@ -58,6 +59,7 @@ from memledger.ledger.events import (
     TrajectoryStep,
     check_domain,
 )
+from memledger.projections import lessons as lessons_projection
 from memledger.projections.interop.files import digest_of
 from memledger.projections.interop.sources import (
     SEED001_LINE,
@@ -83,6 +85,9 @@ from memledger.projections.interop.sources import (
     split_element,
 )
 from memledger.projections.lessons import dedup_key, lesson_id_for
+from memledger.projections.seeds import seed_lessons
+from memledger.projections.state import MemoryState, fold
+from memledger.projections.view import MemoryView
 
 SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
                   "lesson_promoted", "lessons_pruned")
@@ -535,7 +540,6 @@ def _env(env: Any) -> EnvState:
 
 
 def _host(url: str) -> str | None:
-    from urllib.parse import urlsplit
     try:
         host = urlsplit(url).netloc.rsplit("@", 1)[-1]
         return check_domain(host) if host else None
@@ -560,11 +564,8 @@ def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: P
     from the lesson events alone.
     """
     if projections_path is not None:
-        from memledger.projections.view import MemoryView
         lessons_state = MemoryView.open(store, projections_path).state.lessons
     else:
-        from memledger.projections import lessons as lessons_projection
-        from memledger.projections.state import MemoryState, fold
         lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
                              names=["lessons"]).lessons
     index = LessonIndex()
@@ -579,14 +580,6 @@ def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: P
     return index
 
 
-def _seed_lessons() -> list[NewEvent]:
-    try:
-        from memledger.projections.writer import seed_lessons
-    except ImportError:
-        return []
-    return list(seed_lessons())
-
-
 def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportPlan:
     """Validate a source and build its events; writes nothing to the ledger."""
     path = Path(path)
@@ -596,7 +589,7 @@ def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Pat
         fmt = detect_format(path)
     if fmt not in PLANNERS:
         raise LedgerError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    return PLANNERS[fmt](path, lambda: lesson_index(store, _seed_lessons(), projections_path))
+    return PLANNERS[fmt](path, lambda: lesson_index(store, seed_lessons(), projections_path))
 
 
 def stored_digest(store: Any, digest: str) -> str:

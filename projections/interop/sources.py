@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from memledger.ledger.clock import normalize_ts
+from memledger.ledger.clock import normalize_ts, parse_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import MAX_TEXT, check_domain, check_ident
 
@@ -369,13 +369,11 @@ def ms_to_ts(ms: int) -> str:
 
 
 def ts_to_ms(ts: str) -> int:
-    from memledger.ledger.clock import parse_ts
     return (parse_ts(ts) - EPOCH) // timedelta(milliseconds=1)
 
 
 def js_time(ts: str) -> str:
     """Our stored time in the TypeScript seeds' `toISOString()` shape (milliseconds) when exact."""
-    from memledger.ledger.clock import parse_ts
     dt = parse_ts(ts)
     if dt.microsecond % 1000 == 0:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -1,5 +1,6 @@
-"""The policy step: thresholds as a `Policy`, and `decide`, the pure function from
-(state, new observation) to the decision events it causes.
+"""The policy step: `decide`, the pure function from (state, new observation) to the decision
+events it causes under the memory's parameters (`parameters.Policy`), and `on_open`, the
+decisions when memory is opened for a run.
 
 Observations (what the agent saw or did) are always appended as given; the
 decisions follow them in the same transaction (see writer.py). The folds in
@@ -15,71 +16,25 @@ to triggered_domains, so `decide` evaluates promotion on recall events too.
 """
 from __future__ import annotations
 
-import hashlib
-from typing import TYPE_CHECKING, Annotated, Any
-
-import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from memledger.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
     LessonPromoted,
+    LessonsPruned,
     NewEvent,
     PatternsPruned,
+    TrajectoriesExpired,
 )
 from memledger.projections import patterns as patterns_mod
-
-if TYPE_CHECKING:
-    from memledger.projections.lessons import Lesson
-    from memledger.projections.state import MemoryState
-
-
-#: bounds of the policy's counts and day spans (a century of days keeps every date in range)
-MAX_COUNT = 1_000_000_000
-MAX_DAYS = 36_500
-
-
-class Policy(BaseModel):
-    """Every threshold the memory applies; the defaults are the seed documents' values."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    #: each threshold in the range where its rule means something (and its arithmetic cannot
-    #: overflow a date or a 64-bit count): `experiment --set` and the library refuse the rest
-    promotion_min_uses: Annotated[int, Field(ge=1, le=MAX_COUNT, description="uses before a lesson can be promoted to Tier 1")] = 5
-    promotion_min_domains: Annotated[int, Field(ge=0, le=MAX_COUNT, description="distinct domains a lesson must have helped on")] = 3
-    tier1_cap: Annotated[int, Field(ge=0, le=MAX_COUNT, description="most Tier 1 lessons loaded into the system prompt")] = 10
-    recall_top_k: Annotated[int, Field(ge=0, le=MAX_COUNT, description="lessons returned by a recall")] = 3
-    prune_max_age_days: Annotated[float, Field(ge=0, le=MAX_DAYS, description="a learned lesson unused this long may be pruned")] = 90
-    prune_min_uses: Annotated[int, Field(ge=0, le=MAX_COUNT, description="lessons used this often are never pruned")] = 5
-    fact_initial_confidence: Annotated[float, Field(gt=0, le=1, description="confidence of a newly observed fact")] = 0.6
-    fact_confirm_rate: Annotated[float, Field(ge=0, le=1, description="share of the gap to 1 a confirmation adds")] = 0.2
-    fact_decay: Annotated[float, Field(gt=0, le=1, description="factor applied to facts a new value contradicts")] = 0.5
-    fact_prune_below: Annotated[float, Field(ge=0, le=1, description="facts below this confidence are pruned")] = 0.1
-    fact_prompt_min: Annotated[float, Field(ge=0, le=1, description="facts at or above this confidence reach prompts")] = 0.5
-    trajectory_min_similarity: Annotated[float, Field(ge=0, le=1, description="goal similarity for a reference trajectory")] = 0.5
-    trace_ttl_days: Annotated[float, Field(ge=0, le=MAX_DAYS, description="trajectories older than this expire")] = 30
-    trace_scoring: Annotated[bool, Field(description="rank trajectories by similarity, recency, speed, verification")] = False
-    trace_recency_days: Annotated[float, Field(gt=0, le=MAX_DAYS, description="time scale of the recency score")] = 14
-    replay_min_similarity: Annotated[float, Field(ge=0, le=1, description="goal similarity to replay without the model")] = 0.85
-    session_history: Annotated[int, Field(ge=0, le=MAX_COUNT, description="completed runs kept per domain")] = 5
-    session_full_detail: Annotated[int, Field(ge=0, le=MAX_COUNT, description="newest sessions shown in full in prompts")] = 2
-    step_memory_min_iou: Annotated[float, Field(ge=0, le=1, description="element overlap for a graded step to match")] = 0.7
-    step_memory_top: Annotated[int, Field(ge=0, le=MAX_COUNT, description="graded steps offered per prompt")] = 10
-    loop_threshold: Annotated[int, Field(ge=1, le=MAX_COUNT, description="repeats of one action that raise a loop warning")] = 3
-    loop_window: Annotated[int, Field(ge=1, le=MAX_COUNT, description="recent steps searched for repeats")] = 10
-    max_patterns: Annotated[int, Field(ge=1, le=MAX_COUNT, description="learned patterns kept before the bottom 20% are pruned")] = 100
-    extraction_ttl_seconds: Annotated[float, Field(ge=0, le=MAX_DAYS * 86_400, description="a repeated extraction this recent is served from memory")] = 300
-
-    def fingerprint(self) -> str:
-        """A stable digest of every field: projections.db rebuilds when it changes."""
-        body = orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(body).hexdigest()[:16]
-
-
-DEFAULT_POLICY = Policy()
+from memledger.projections.lessons import Lesson, dedup_key, key_of, new_lesson, used
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memledger.projections.seeds import seed_lessons
+from memledger.projections.state import MemoryState
+from memledger.projections.text import older_than
+from memledger.projections.trajectories import expired
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset({
@@ -88,7 +43,7 @@ DECISION_TYPES = frozenset({
 })
 
 
-def promotable(lesson: "Lesson", policy: Policy) -> bool:
+def promotable(lesson: Lesson, policy: Policy) -> bool:
     """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
     return (lesson.category == "error_recovery"
             and lesson.scope_domain is None
@@ -100,41 +55,38 @@ def _envelope(new: NewEvent) -> dict[str, Any]:
     return {"run_id": new.run_id, "step": new.step, "domain": new.domain, "occurred_at": new.occurred_at}
 
 
-def _after_use(lesson: "Lesson", domain: str | None) -> "Lesson":
-    from memledger.projections.lessons import used
+def _after_use(lesson: Lesson, domain: str | None) -> Lesson:
     return used(lesson, domain, lesson.last_used, "")
 
 
-def _promotion(lesson: "Lesson", new: NewEvent) -> NewEvent:
+def _promotion(lesson: Lesson, new: NewEvent) -> NewEvent:
     return NewEvent(LessonPromoted(
         lesson_id=lesson.lesson_id, lesson=lesson.lesson, use_count=lesson.use_count,
         triggered_domains=list(lesson.triggered_domains), from_category="error_recovery",
         to_category="best_practice"), **_envelope(new))
 
 
-def lesson_id_taken(state: "MemoryState", new: NewEvent) -> str | None:
+def lesson_id_taken(state: MemoryState, new: NewEvent) -> str | None:
     """Why a `lesson_recorded`/`lesson_seeded` cannot be stored (one line), or None: its
     caller-chosen lesson_id already names a lesson with another dedup key. Stored, it would
     be dropped by the fold, and its decisions (a promotion) would act on that other lesson."""
     if new.type not in ("lesson_recorded", "lesson_seeded"):
         return None
-    from memledger.projections import lessons as L
     data = new.payload.model_dump(mode="json")
     other = state.lessons.lessons.get(data.get("lesson_id") or "")
-    if other is None or L.key_of(other) == L.dedup_key(data.get("failed_command"), data.get("error_pattern"),
+    if other is None or key_of(other) == dedup_key(data.get("failed_command"), data.get("error_pattern"),
                                                        data.get("scope_domain"), data["lesson"]):
         return None
     return (f"{new.type}: lesson_id {other.lesson_id!r} already names another lesson "
             f"({other.lesson[:60]!r}); choose a new id or leave it empty")
 
 
-def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
     """The decision events that observation `new` causes, given memory `state` before it.
 
     Pure: depends only on its arguments. Decisions passed in as `new` (an
     import of a whole log, say) cause no further decisions except promotion.
     """
-    from memledger.projections import lessons as L
     data: dict[str, Any] = new.payload.model_dump(mode="json")
     t = new.type
     ls = state.lessons
@@ -142,7 +94,7 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
     if lesson_id_taken(state, new) is not None:
         return out  # a stored hijack attempt (raw append, old log) decides nothing for the other lesson
     if t == "lesson_recorded":
-        key = L.dedup_key(data.get("failed_command"), data.get("error_pattern"),
+        key = dedup_key(data.get("failed_command"), data.get("error_pattern"),
                           data.get("scope_domain"), data["lesson"])
         existing_id = ls.by_key.get(key)
         if existing_id is not None:
@@ -156,7 +108,7 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
             if promotable(after, policy):
                 out.append(_promotion(after, new))
         else:
-            fresh = L.new_lesson(data, new.domain, "", "", "", None, None)
+            fresh = new_lesson(data, new.domain, "", "", "", None, None)
             if promotable(fresh, policy):
                 out.append(_promotion(fresh, new))
     elif t == "lesson_deduplicated":
@@ -182,7 +134,7 @@ def decide(state: "MemoryState", new: NewEvent, policy: Policy = DEFAULT_POLICY)
     return out
 
 
-def _pattern_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+def _pattern_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
     """Over max_patterns once this pattern is in: prune the bottom 20% (seed 003's LongTermMemory)."""
     if data["pattern_id"] in state.patterns.patterns or len(state.patterns.patterns) + 1 <= policy.max_patterns:
         return []
@@ -191,7 +143,7 @@ def _pattern_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any]
                                     remaining_count=len(state.patterns.patterns) + 1 - len(gone)), **_envelope(new))]
 
 
-def _fact_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
     """A different value for a current (type, key) halves the old facts; those then under the floor are pruned."""
     current = state.knowledge.current.get(new.domain or "", {})
     same = [f for f in current.values() if f.fact_type == data["fact_type"] and f.key == data["key"]]
@@ -210,15 +162,11 @@ def _fact_decisions(state: "MemoryState", new: NewEvent, data: dict[str, Any], p
     return out
 
 
-def on_open(state: "MemoryState", run_id: str, started_at: str, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+def on_open(state: MemoryState, run_id: str, started_at: str, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
     the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
     with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`
     pruned; trajectories older than `trace_ttl_days` expired (all from `policy`)."""
-    from memledger.ledger.events import LessonsPruned, TrajectoriesExpired
-    from memledger.projections.text import older_than
-    from memledger.projections.trajectories import expired
-    from memledger.projections.writer import seed_lessons
     env = {"run_id": run_id, "occurred_at": started_at}
     out: list[NewEvent] = []
     if not state.lessons.seeded:

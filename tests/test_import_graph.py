@@ -1,0 +1,99 @@
+"""Imports point one way and form no circle: every first-party import of the library and the face
+sits at the top of its module (none hidden in a function to dodge a circle), and the graph of
+those imports has no cycle."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"ledger": "memledger.ledger", "projections": "memledger.projections", "agent": "memledger.agent",
+           "analytics": "memledger.analytics", "memledger": "memledger"}
+#: first-party imports deliberately made when first needed, and why
+LAZY = {("memledger.ledger.location", "memledger.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if folder == "memledger" and parts[0] in ("ledger", "projections", "agent", "analytics"):
+                continue  # the links to the layers, read through their own folders
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, path: Path) -> list[str]:
+    """The first-party modules one import statement loads."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+            for _ in range(node.level - 1):
+                package = package.rsplit(".", 1)[0]
+            base = f"{package}.{base}" if base else package
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+    return [n for n in names if n in MODULES]
+
+
+def _graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    """Module-level edges, and every first-party import made inside a function or class."""
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    hidden = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        top = set(map(id, tree.body))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            targets = _imported(node, module, path)
+            if id(node) in top:
+                edges[module].update(t for t in targets if t != module)
+            else:
+                hidden.extend((module, t, node.lineno) for t in targets if (module, t) not in LAZY)
+    return edges, hidden
+
+
+def test_no_first_party_import_is_hidden_in_a_function() -> None:
+    _, hidden = _graph()
+    assert hidden == [], "\n".join(f"{MODULES[m].relative_to(ROOT)}:{line} imports {t}" for m, t, line in hidden)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    edges, _ = _graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(edges[module]):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(edges):
+        if module not in state:
+            cycle = visit(module)
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_graph_sees_the_imports() -> None:
+    """The checks above read real edges: the writer imports the decisions, the face the layers."""
+    edges, _ = _graph()
+    assert "memledger.projections.decisions" in edges["memledger.projections.writer"]
+    assert "memledger.ledger.settings" in edges["memledger.cli"]
+    assert len(MODULES) > 80

@@ -12,7 +12,8 @@ from memledger.ledger.store import SqliteStore
 from memledger.projections import state
 from memledger.projections.materialize import Catchup, opened
 from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.writer import MemoryWriter, seed_lessons
+from memledger.projections.seeds import seed_lessons
+from memledger.projections.writer import MemoryWriter
 
 
 def _source_file(module_name: str) -> Path:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings
 
+from memledger.agent.browser import Browser
+from memledger.agent.sites import SitesServer
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
 
@@ -46,6 +48,30 @@ def clock() -> SteppingClock:
 def fresh_ledger(ledger_path: Path, clock: SteppingClock) -> Iterator[SqliteStore]:
     store = SqliteStore.open(ledger_path, clock=clock)
     yield store
+    store.close()
+
+
+# ---- the bundled sites and one Chromium per test module (the browser tests) ----
+
+@pytest.fixture(scope="module")
+def sites() -> Iterator[SitesServer]:
+    """The bundled sites (shop.test, ...) on 127.0.0.1, behind their proxy."""
+    with SitesServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def chromium(sites: SitesServer) -> Iterator[Browser]:
+    """Debian's Chromium, headless, routed to the bundled sites."""
+    with Browser(proxy=sites.proxy) as b:
+        yield b
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
+    """An empty ledger and where its projections.db goes."""
+    store = SqliteStore.open(tmp_path / "ledger.db")
+    yield store, tmp_path / "projections.db"
     store.close()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from memledger.agent.browser import Browser
 from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import OpenAIPolicy, ScriptedPolicy
-from memledger.agent.sites import HOSTILE_CASES_FILE, SitesServer, load_cases
+from memledger.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memledger.ledger.events import NewEvent, TrajectoryRecorded
 from memledger.ledger.store import SqliteStore
 from memledger.projections.replay import verify_decisions
@@ -26,25 +25,6 @@ from memledger.projections.view import MemoryView
 pytestmark = pytest.mark.browser
 CASES = {c["id"]: c for c in load_cases()}
 PASSWORD = b"correct-horse-battery"
-
-
-@pytest.fixture(scope="module")
-def sites() -> Iterator[SitesServer]:
-    with SitesServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def chromium(sites: SitesServer) -> Iterator[Browser]:
-    with Browser(proxy=sites.proxy) as b:
-        yield b
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
-    store = SqliteStore.open(tmp_path / "ledger.db")
-    yield store, tmp_path / "projections.db"
-    store.close()
 
 
 def run(browser: Browser, ledger: tuple[SqliteStore, Path], goal: str, url: str = "http://shop.test/",

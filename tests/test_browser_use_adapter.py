@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +52,6 @@ class ScriptedModel:
         data = {"evaluation_previous_goal": "", "memory": "", "next_goal": f"turn {len(self.sent)}", "action": actions}
         return ChatInvokeCompletion(completion=output_format.model_validate(data) if output_format else json.dumps(data),
                                     usage=None)
-
-
-@pytest.fixture(scope="module")
-def sites() -> Iterator[SitesServer]:
-    with SitesServer() as s:
-        yield s
 
 
 def _turns(product: str) -> list[list[dict[str, Any]]]:

@@ -4,7 +4,6 @@ backtracking to the last good snapshot, a small site explored (sitemap, extracti
 extraction budget and compression)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,32 +16,13 @@ from memledger.agent.explore import explore
 from memledger.agent.loop import RunConfig, RunResult, run_task
 from memledger.agent.memory import AgentMemory
 from memledger.agent.policy import ScriptedPolicy
-from memledger.agent.sites import MEMORY_CASES_FILE, SitesServer, load_cases
+from memledger.agent.sites import MEMORY_CASES_FILE, load_cases
 from memledger.ledger.store import SqliteStore
 from memledger.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
 CASES = {c["id"]: c for c in load_cases(MEMORY_CASES_FILE)}
 CLUB_PASSWORD = b"oar-and-river-9"
-
-
-@pytest.fixture(scope="module")
-def sites() -> Iterator[SitesServer]:
-    with SitesServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def chromium(sites: SitesServer) -> Iterator[Browser]:
-    with Browser(proxy=sites.proxy) as b:
-        yield b
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
-    store = SqliteStore.open(tmp_path / "ledger.db")
-    yield store, tmp_path / "projections.db"
-    store.close()
 
 
 def case(browser: Browser, ledger: tuple[SqliteStore, Path], case_id: str, enabled: bool = True,

@@ -136,7 +136,7 @@ def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
     domains = sorted({g[0] for g in groups})
     if len(domains) > 1:
         raise LedgerError(f"fact key {item[:80]!r} is on {len(domains)} domains ({', '.join(domains)}): "
-                          "give --domain D or a fact id")
+                          "name the domain or give a fact id")
     state = knowledge.empty()
     life: list[dict[str, Any]] = []
     keys = [*(mentions.fact_group(g[0], str(g[1]), str(g[2])) for g in sorted(groups)),

@@ -46,15 +46,15 @@ def resolve_seq(store: Any, until: int | str | None) -> int:
     if until is None:
         return head
     if isinstance(until, int) and until < 0:
-        raise LedgerError("--until must be >= 0")
-    return min(seq_of(store, until, "--until"), head)
+        raise LedgerError(f"the fork point must be a seq >= 0, got {until}")
+    return min(seq_of(store, until, "fork point"), head)
 
 
 def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, isolation: str = "shared",
                 batch: int = 5000) -> ForkResult:
     """Copy events 1..until of `store` into a new SQLite ledger at `out_dir/ledger.db`."""
     if isolation not in ISOLATIONS:
-        raise LedgerError(f"--memory-isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+        raise LedgerError(f"memory isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     seq = resolve_seq(store, until)
     out = memory_dir(out_dir)
     target = out / LEDGER_FILE

@@ -42,13 +42,13 @@ class Anchor:
 
     seq: int
     hash: str
-    source: str = "--head"
+    source: str = "a given head"
 
     def text(self) -> str:
         return f"{self.seq}:{self.hash}"
 
 
-def parse_anchor(text: str, source: str = "--head") -> Anchor:
+def parse_anchor(text: str, source: str = "a given head") -> Anchor:
     """`SEQ:HASH` (what `verify` prints) -> Anchor; one-line error otherwise."""
     match = _ANCHOR_RE.match(text or "")
     if not match or not 0 < int(match.group(1)) < 2**63:

@@ -64,6 +64,7 @@ SNAPSHOT_EVERY = 10_000
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
 SNAPSHOT_BYTES_PER_EVENT = 500
 FLUSH_SNAPSHOTS = 20  # write buffered snapshots in batches (bounded memory on a long rebuild)
+MAX_SEQ = 2**63 - 1  # seqs are 64-bit integers in every store
 
 #: told (what, events folded, events to fold) as a catch-up or rebuild advances, e.g. to draw a bar
 FoldProgress = Callable[[str, int, int], None]
@@ -87,18 +88,21 @@ class ProjectionsCorrupt(LedgerError):
     """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
-def resolve_seq(store: Any, at: int | str, option: str = "as-of") -> int:
-    """A seq, or an ISO time meaning recorded time (what the ledger knew then); `option` names
-    the flag in the error."""
+def resolve_seq(store: Any, at: int | str, what: str = "as of") -> int:
+    """A seq, or an ISO time meaning recorded time (what the ledger knew then); a seq after the
+    ledger's head is the head (the ledger knows nothing later). `what` names the point in errors."""
     if isinstance(at, int):
-        return max(0, at)
-    text = str(at).strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(store.seq_at_time(text))
-    except ValueError as exc:
-        raise LedgerError(f"{option} {text[:40]!r}: expected a seq or an ISO time") from exc
+        seq = max(0, at)
+    elif str(at).strip().isdigit():
+        seq = int(str(at).strip())
+    else:
+        try:
+            return int(store.seq_at_time(str(at).strip()))
+        except ValueError as exc:
+            raise LedgerError(f"{what} {str(at).strip()[:40]!r}: expected a seq or an ISO time") from exc
+    if seq > MAX_SEQ:
+        raise LedgerError(f"{what} seq {str(seq)[:40]}: beyond the largest seq a ledger holds (2**63-1)")
+    return min(seq, int(store.head()))
 
 
 def _pack(raw: bytes) -> bytes:

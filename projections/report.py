@@ -146,9 +146,9 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
 def diff_between(store: Any, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
                  policy: Policy = DEFAULT_POLICY) -> list[Change]:
     """`memledger diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
-    start, end = resolve_seq(store, from_seq, "--from"), resolve_seq(store, to_seq, "--to")
+    start, end = resolve_seq(store, from_seq, "diff start"), resolve_seq(store, to_seq, "diff end")
     if start > end:
-        raise LedgerError(f"--from {from_seq} (seq {start}) is after --to {to_seq} (seq {end}): "
+        raise LedgerError(f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
                           "a diff runs forward; swap them")
     from_seq, to_seq = start, end
     view = MemoryView.open(store, projections_path, policy)

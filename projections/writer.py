@@ -3,8 +3,6 @@
     writer = MemoryWriter(store)
     writer.open_for_run("run_1", "2026-03-01T10:00:00Z")    # seeds, pruning, expiry
     writer.append([event(LessonRecorded(...), run_id="run_1", domain="bing.com")])
-
-`memledger append` (without --raw) goes through `policy_writer`.
 """
 from __future__ import annotations
 
@@ -15,13 +13,14 @@ from typing import Any
 from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.projections.decisions import DECISION_TYPES, decide, lesson_id_taken, on_open
-from memledger.projections.materialize import default_projections_path, load_state
+from memledger.projections.decisions import decide, lesson_id_taken, on_open
+from memledger.projections.materialize import load_state
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
+
 
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
@@ -101,13 +100,3 @@ class MemoryWriter:
         except BaseException:
             self.state = None
             raise
-
-
-def policy_writer(store: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
-    themselves are refused: the log would hold one no policy made, and experiments would diverge."""
-    for i, ev in enumerate(events):
-        if isinstance(ev, NewEvent) and ev.type in DECISION_TYPES:
-            raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "
-                               "itself; append observations (or `append --raw` to record it as given)")
-    return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)

@@ -179,7 +179,26 @@ def two_runs_then_forget(memory: Path, *subjects: str) -> None:
 def test_diff_backwards_is_refused(memory: Path) -> None:
     two_runs_then_forget(memory)
     err = one_line(cli(memory, "diff", "--from", "2", "--to", "1"))
-    assert "--from 2" in err and "--to 1" in err
+    assert "seq 2" in err and "seq 1" in err and "swap" in err
+
+
+@pytest.mark.parametrize("args", [["--from", "99999999999999999999", "--to", "1"],
+                                  ["--from", "1", "--to", "99999999999999999999"],
+                                  ["--from", "9223372036854775808", "--to", "9223372036854775808"]])
+def test_diff_at_a_seq_no_ledger_holds_is_one_line(memory: Path, args: list[str]) -> None:
+    two_runs_then_forget(memory)
+    err = one_line(cli(memory, "diff", *args))
+    seq = args[1] if int(args[1]) > 2**63 - 1 else args[3]
+    assert f"seq {seq}" in err and "2**63-1" in err
+
+
+def test_diff_past_the_head_is_memory_now(memory: Path) -> None:
+    """A seq after the ledger's head is the head: memory now (what `state --as-of` answers too)."""
+    two_runs_then_forget(memory)
+    with SqliteStore.open(memory / "ledger.db") as store:
+        head = store.head()
+    past = orjson.loads(cli(memory, "diff", "--from", "1", "--to", str(head + 1000), "--json").out)
+    assert past == orjson.loads(cli(memory, "diff", "--from", "1", "--to", str(head), "--json").out)
 
 
 @pytest.mark.parametrize("forgotten", [("r1",), ("r1", "r2")])

@@ -234,7 +234,7 @@ def test_explain_never_merges_two_domains_facts_into_one_life(tmp_path: Path) ->
                                             ("news.test", 'click "Close" first'))])
     r = run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay")
     assert (r.code, r.err) == (1, "error: fact key 'blocking overlay' is on 2 domains (news.test, shop.test): "
-                                  "give --domain D or a fact id\n")
+                                  "name the domain or give a fact id\n")
     life = orjson.loads(run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay", "--domain",
                                 "news.test", "--json").out)["life"]
     assert [e["domain"] for e in life] == ["news.test"] and "Close" in life[0]["detail"]

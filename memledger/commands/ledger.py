@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import click
 import orjson
@@ -13,14 +13,17 @@ from memledger.analytics.output import Report, Table, cell_text
 from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.anchor import Anchor, parse_anchor, verify_ledger
 from memledger.ledger.copy import copy_ledger
-from memledger.ledger.errors import ChainBroken, LedgerError
-from memledger.ledger.events import EVENT_TYPES, RecordedEvent, check_domain, check_ident, json_schema
+from memledger.ledger.errors import ChainBroken, InvalidEvent, LedgerError
+from memledger.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
+from memledger.ledger.protocol import EventStore
 from memledger.ledger.urls import display_url
 from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
+from memledger.projections.decisions import DECISION_TYPES
+from memledger.projections.materialize import default_projections_path
 from memledger.projections.replay import verify_decisions
 from memledger.projections.text import clip
-from memledger.projections.writer import policy_writer
+from memledger.projections.writer import MemoryWriter
 
 
 def _domain_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -70,6 +73,16 @@ def events_report(events: Iterable[RecordedEvent]) -> Report:
     return Report("events", {"events": Table(list(ENVELOPE_COLUMNS), rows)})
 
 
+def append_observations(store: EventStore, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+    """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
+    themselves are refused: the log would hold one no policy made, and experiments would diverge."""
+    for i, ev in enumerate(events):
+        if ev.type in DECISION_TYPES:
+            raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "
+                               "itself; append observations (or `append --raw` to record it as given)")
+    return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)
+
+
 @click.command()
 @click.argument("source", type=click.File("rb"))
 @click.option("--raw", is_flag=True, help="Append exactly these events, without the policy step's decisions.")
@@ -80,7 +93,7 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
     """
     events = parse_lines(source.read())
     store = current_settings().store()
-    recorded = store.append(events) if raw else policy_writer(store, events)
+    recorded = store.append(events) if raw else append_observations(store, events)
     click.echo(f"appended {len(recorded)} events (seq {recorded[0].seq}..{recorded[-1].seq})" if recorded else "appended 0 events")
 
 
@@ -140,7 +153,7 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
 
 def _anchor_option(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[Anchor]:
     try:
-        return [parse_anchor(v) for v in values]
+        return [parse_anchor(v, "--head") for v in values]
     except LedgerError as exc:
         raise click.BadParameter(str(exc)) from None
 

@@ -173,7 +173,7 @@ def detect_format(path: Path) -> str:
             return "memory-events"
         if (path / "memory.json").is_file():
             return "memory-json"
-        raise LedgerError(f"{path}: no seed memory found (domains/, agent-runs/, memory_events.jsonl or memory.json); use --format")
+        raise LedgerError(f"{path}: no seed memory found (domains/, agent-runs/, memory_events.jsonl or memory.json); name its format")
     if not path.exists():
         raise LedgerError(f"{path}: no such file or directory")
     if path.name.endswith(".jsonl"):
@@ -183,7 +183,7 @@ def detect_format(path: Path) -> str:
         return "memory-json"
     if isinstance(obj, list) or (isinstance(obj, dict) and "memories" in obj):
         return "trayn-json"
-    raise LedgerError(f"{path.name}: cannot tell its format; use --format")
+    raise LedgerError(f"{path.name}: cannot tell its format; name the format")
 
 
 def _time_of(ts: str) -> str:

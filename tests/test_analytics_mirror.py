@@ -151,3 +151,22 @@ def test_a_lesson_without_an_id_gets_the_projections_id(tmp_path: Path) -> None:
         got = con.execute("SELECT lesson_id FROM lesson_recorded").fetchall()
         con.close()
         assert got == [(MemoryView.from_events(store.read()).lessons()[0].lesson_id,)]
+
+
+def test_a_mirror_another_process_holds_is_not_waited_for(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    """DuckDB locks its file to one writing process: the answer then comes from a private mirror in memory."""
+    import subprocess
+    import sys
+    store, _, _ = learned
+    honest = _answers(store)
+    mirror = Path(store.path).parent / MIRROR_FILE
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; con = duckdb.connect(sys.argv[1]); "
+                               "print('holding', flush=True); sys.stdin.read()", str(mirror)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(duckdb.IOException, match="lock"):
+            duckdb.connect(str(mirror)).close()
+        assert _answers(store) == honest
+    finally:
+        holder.communicate("")

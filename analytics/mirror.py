@@ -245,6 +245,21 @@ def _remove(path: Path) -> None:
             pass
 
 
+def drop_mirror(projections: Path) -> bool:
+    """Delete the mirror beside `projections` (its WAL and any half-built copy too): what `forget`
+    does, so no byte of a forgotten subject waits for the next analytics command. True when
+    there was one."""
+    target = mirror_path(projections)
+    found = False
+    for path in (target, Path(f"{target}.wal"), *target.parent.glob(f".{target.name}.*")):
+        try:
+            path.unlink()
+            found = True
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def _rebuild(store: Any, projections: Path, policy: Policy, head: int) -> None:
     """A new mirror up to `head`, written beside the old one and moved over it."""
     target = mirror_path(projections)

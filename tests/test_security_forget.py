@@ -83,6 +83,8 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
         assert r.code == 0, r.err
         assert r.out.startswith(f"forgot {flag[2:]} ") and "removed" in r.out and "scrubbed" in r.out
     assert _snapshot_count(mem_dir) < snaps_before
+    # the analytics mirror held the subjects: forget drops it at once (not at the next analytics command)
+    assert not [p.name for p in mem_dir.iterdir() if MIRROR_FILE in p.name]
 
     runs = produce_outputs(mem_dir, tmp_path / "after")
     assert set(runs) == {"run_keep_0", "run_keep_1", "run_scroll"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from memledger.analytics.mirror import drop_mirror
 from memledger.commands import current_settings
 from memledger.ledger.errors import LedgerError
 from memledger.projections.forget import forget
@@ -18,7 +19,8 @@ from memledger.projections.forget import forget
 def forget_cmd(domain: str | None, run_id: str | None, session: str | None, lesson: str | None,
                reason: str | None) -> None:
     """Forget one subject: append `subject_forgotten`, so no projection, export, report or audit
-    answer holds it any more, and scrub projections.db (old snapshots, free pages, WAL).
+    answer holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the
+    analytics mirror (rebuilt without the subject by the next analytics command).
     The ledger keeps its events (append-only; the chain still verifies).
 
     Example: memledger forget --domain shop.test --reason "user asked"
@@ -32,6 +34,8 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
     r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path)
     removed = ", ".join(f"{n} {t}" for t, n in sorted(r.removed.items())) or "nothing was in memory"
     scrubbed = f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""
+    if settings.projections_path is not None and drop_mirror(settings.projections_path):
+        scrubbed += "; analytics mirror dropped"
     click.echo(f"forgot {kind} {r.subject} (subject_forgotten at seq {r.seq}): removed {removed}{scrubbed}")
 
 

@@ -2,10 +2,12 @@
 
 Per projection it keeps a checkpoint (last seq folded, the fingerprint of the
 projection's code and the policy, the digest of its state, the ledger's hash
-at that seq), the latest state (compressed canonical JSON), readable tables
-(one set per projection, for DuckDB and humans) and periodic snapshots every
-`SNAPSHOT_EVERY` events (less often for a large state), from which `as_of`
-folds forward only the events of the projections a query touches.
+at that seq), the latest state (compressed canonical JSON), the validity
+intervals of the indexed projections (intervals.py: as-of by index) and, for the
+others, periodic snapshots every `SNAPSHOT_EVERY` events (less often for a large
+state), from which `as_of` folds forward only the events of the projections a
+query touches. Readable tables for DuckDB are the analytics mirror's
+(analytics/mirror.py), not this file's: it holds only what memory is served from.
 
 Reading memory first catches up incrementally. A projection is rebuilt from
 the log by itself when its fingerprint changes. Every checkpoint and snapshot
@@ -29,11 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
-
-import sqlite_utils
 
 from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
@@ -58,7 +57,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -71,14 +70,6 @@ FoldProgress = Callable[[str, int, int], None]
 #: who is told when a caller passes no `progress` (the command line sets it for each command)
 fold_progress: ContextVar[FoldProgress | None] = ContextVar("fold_progress", default=None)
 
-#: materialized table -> primary key
-TABLE_PKS: dict[str, tuple[str, ...]] = {
-    "lessons": ("lesson_id",), "facts": ("row_id",), "sessions": ("domain", "position"),
-    "selectors": ("domain", "role", "name", "selector"), "trajectories": ("domain", "trajectory_id"),
-    "runs": ("run_id",), "step_memories": ("run_id", "step"), "short_term": ("run_id",),
-    "patterns": ("pattern_id",), "context": ("slot",), "snapshots": ("run_id", "snapshot_id"),
-    "sitemap": ("domain", "url"),
-}
 SOURCE = "projections.db"  # how anchors it remembers name it
 INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots", *intervals.TABLES)
 _lock = threading.Lock()
@@ -356,85 +347,6 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
 
 # ---- catching up -------------------------------------------------------------------
 
-def _rows_by_pk(rows: list[dict[str, Any]], pk: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
-    return {tuple(r[k] for k in pk): r for r in rows}
-
-
-def _facts_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for r in rows:
-        r["row_id"] = r["fact_id"] if not r["closed"] else f"{r['fact_id']}@{r['valid_to']}"
-    return rows
-
-
-def _create_table(db: sqlite_utils.Database, conn: sqlite3.Connection, table: str,
-                  rows: list[dict[str, Any]]) -> None:
-    """Create a readable table (sqlite-utils) with its guard triggers. Columns are typed from
-    the values seen; a column holding only NULLs so far is declared BLOB (no affinity), so
-    that a table written incrementally stores exactly what a rebuilt one stores."""
-    types: dict[str, type] = {}
-    untyped: set[str] = set()
-    for row in rows:
-        if not untyped and len(row) == len(types) and row.keys() == types.keys():
-            continue  # every column already typed by an earlier row
-        for col, value in row.items():
-            if types.get(col) in (None, bytes) and value is not None:
-                types[col] = int if isinstance(value, bool) else type(value)
-                untyped.discard(col)
-            elif types.setdefault(col, bytes) is bytes:
-                untyped.add(col)
-    pk = TABLE_PKS[table]
-    db[table].create(types, pk=pk if len(pk) > 1 else pk[0])
-    _guard(conn, table)
-
-
-def _upsert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
-    """INSERT OR REPLACE many rows (sqlite-utils' insert_all is several times slower here)."""
-    cols = list(rows[0])
-    known = {r[1] for r in conn.execute(f"PRAGMA table_info([{table}])")}
-    for col in cols:
-        if col not in known:
-            conn.execute(f"ALTER TABLE [{table}] ADD COLUMN [{col}]")
-    sql = f"INSERT OR REPLACE INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
-    values = itemgetter(*cols)
-    conn.executemany(sql, map(values, rows) if len(cols) > 1 else ((values(r),) for r in rows))
-
-
-def _write_tables(db: sqlite_utils.Database, conn: sqlite3.Connection, name: str,
-                  old_tables: dict[str, Any] | None, new: Any, existing: set[str]) -> None:
-    """Bring the readable tables of one projection from the rows `old_tables` (taken before
-    the fold: folds update states in place) to `new` (changed rows only)."""
-    new_tables = module(name).tables(new)
-    if old_tables is None:
-        old_tables = {t: None for t in new_tables}
-    for table, rows in new_tables.items():
-        pk = TABLE_PKS[table]
-        if table == "facts":
-            rows = _facts_rows(rows)
-        new_rows = _rows_by_pk(rows, pk)
-        if table not in existing:
-            if not rows:
-                continue
-            _create_table(db, conn, table, rows)
-            existing.add(table)
-            _upsert(conn, table, list(new_rows.values()))
-            continue
-        old_rows_list = old_tables.get(table)
-        if old_rows_list is None:
-            conn.execute(f"DELETE FROM [{table}]")
-            changed = list(new_rows.values())
-        else:
-            if table == "facts":
-                old_rows_list = _facts_rows(old_rows_list)
-            old_rows = _rows_by_pk(old_rows_list, pk)
-            gone = [k for k in old_rows if k not in new_rows]
-            if gone:
-                where = " AND ".join(f"[{c}] IS ?" for c in pk)
-                conn.executemany(f"DELETE FROM [{table}] WHERE {where}", gone)
-            changed = [r for k, r in new_rows.items() if old_rows.get(k) != r]
-        if changed:
-            _upsert(conn, table, changed)
-
-
 class Catchup:
     """One catch-up of projections.db to the ledger's head (see `load_state`)."""
 
@@ -489,18 +401,12 @@ class Catchup:
         head = int(self.store.head())
         state = MemoryState.empty()
         starts: dict[str, int] = {}
-        olds: dict[str, Any] = {}
         for name in PROJECTIONS:
             seq, st = self._valid_start(conn, checkpoints.get(name), name, head)
             starts[name] = seq
             setattr(state, name, st)
-            olds[name] = None
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
-        if head > lo:  # rows before the fold (folds update states in place), to write only what changed
-            for name in PROJECTIONS:
-                if starts[name] > 0:
-                    olds[name] = module(name).tables(getattr(state, name))
         floor = forget_floor(self.store, head)
         self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor)
         if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
@@ -551,7 +457,7 @@ class Catchup:
         for name in PROJECTIONS:
             state.heads[name] = head
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
-            self._save(conn, state, olds, fp, head, rebuilt)
+            self._save(conn, state, fp, head, rebuilt)
         return state
 
     def _flush_intervals(self, conn: sqlite3.Connection) -> None:
@@ -567,17 +473,15 @@ class Catchup:
                              "size, ledger_hash, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.snapshots)
         self.snapshots = []
 
-    def _save(self, conn: sqlite3.Connection, state: MemoryState, olds: dict[str, Any], fp: dict[str, str],
-              head: int, rebuilt_now: list[str]) -> None:
+    def _save(self, conn: sqlite3.Connection, state: MemoryState, fp: dict[str, str], head: int,
+              rebuilt_now: list[str]) -> None:
         self._flush_snapshots(conn)
         ledger_hash = _hash_at(self.store, head)
         seal = Seal.beside(self.path)
-        db = sqlite_utils.Database(conn)
         with writing(conn):
             if self.tracker is not None:
                 self.tracker.flush()
             current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
-            existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for name in PROJECTIONS:
                 if current.get(name, -1) >= head and name not in rebuilt_now:
                     continue  # another process got here first
@@ -589,7 +493,6 @@ class Catchup:
                 cp = Checkpoint(name, head, fp[name], dig, ledger_hash)
                 conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash, "
                              "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
-                _write_tables(db, conn, name, olds[name], new, existing)
 
 
 def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,

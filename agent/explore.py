@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memledger.agent.browser import Browser, domain_of
-from memledger.agent.memory import AgentMemory, RunOutcome, StepRecord
-from memledger.ledger.events import EnvState
+from memledger.agent.memory import AgentMemory, StepRecord
+from memledger.ledger.events import EnvState, RunCompleted
 from memledger.ledger.ids import short_id
 from memledger.projections.sitemap import next_page, summary_text
 
@@ -90,9 +90,9 @@ def explore(browser: Browser, memory: AgentMemory, homepage_url: str, *, max_dep
     result.summary = summary_text(site) if site is not None else ""
     memory.exploration_completed(homepage_url, len(seen), result.discovered, result.complete, result.summary)
     duration = (time.perf_counter() - t0) * 1000
-    outcome = RunOutcome(success=bool(seen), summary=f"Explored {len(seen)} pages of {domain}", reason=None,
-                         final_url=browser.page.url if browser.page is not None else homepage_url, turns=step,
-                         tokens_in=0, tokens_out=0, duration_ms=duration, policy_decisions=0, replayed_steps=0,
-                         result=result.summary[:500])
+    outcome = RunCompleted(success=bool(seen), summary=f"Explored {len(seen)} pages of {domain}", reason=None,
+                           final_url=browser.page.url if browser.page is not None else homepage_url, turns=step,
+                           tokens_in=0, tokens_out=0, duration_ms=duration, policy_decisions=0, replayed_steps=0,
+                           result=result.summary[:500])
     memory.finish_run(outcome, learn=False)
     return result

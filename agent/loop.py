@@ -13,7 +13,7 @@ Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
         memory = AgentMemory.open(store, projections_path)
         result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
-                          start_url="http://shop.test/")
+                          start_url="http://shop.test/")   # or TaskRun(...).run()
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from memledger.agent import compress as C
 from memledger.agent import prompt as P
 from memledger.agent.browser import Browser, Observation, domain_of, origin_of
 from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memledger.agent.memory import AgentMemory, Learned, RunOutcome, StepRecord, goal_secrets
+from memledger.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
 from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
-from memledger.ledger.events import EnvState
+from memledger.ledger.events import EnvState, RunCompleted
 from memledger.ledger.ids import short_id
 from memledger.ledger.redact import MARKER
 from memledger.projections.short_term import ShortTerm, priority_of
@@ -57,19 +57,16 @@ class RunConfig:
 
 @dataclass
 class RunResult:
+    """One run of the bundled agent: its outcome as `run_completed` records it, and what only the
+    agent measures (wall time including post-run learning, step time and memory's part of it,
+    failed actions, why a replay handed back to the policy, a crash)."""
+
     run_id: str
     goal: str
-    success: bool
-    reason: str | None
-    turns: int
-    policy_decisions: int
-    replayed_steps: int
-    tokens_in: int
-    tokens_out: int
-    duration_ms: float
+    outcome: RunCompleted
+    wall_ms: float
     step_ms: float
     memory_ms: float
-    final_url: str
     errors: int
     step_memory_ms: float = 0.0
     case_id: str | None = None
@@ -80,7 +77,7 @@ class RunResult:
 
     @property
     def tokens(self) -> int:
-        return self.tokens_in + self.tokens_out
+        return self.outcome.tokens_in + self.outcome.tokens_out
 
     @property
     def memory_share(self) -> float:
@@ -264,6 +261,311 @@ def _recent_priorities(history: list[StepView], n: int = 5) -> list[str]:
             for h in history[-n:]]
 
 
+class TaskRun:
+    """One task, run to its end and recorded: observe → decide → act → verify, step by step.
+
+    What the loop keeps between steps (counters, what the current site offered, the replay
+    queue, why the run is stuck) lives on this object; `run()` returns the run's `RunResult`."""
+
+    def __init__(self, browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
+                 run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
+                 mode: str = "new", isolation: str = "shared", case_id: str | None = None,
+                 success_check: dict[str, Any] | None = None, config: RunConfig | None = None,
+                 context: dict[str, str] | None = None):
+        self.browser, self.memory, self.policy = browser, memory, policy
+        self.goal, self.start_url, self.case_id, self.success_check = goal, start_url, case_id, success_check
+        self.cfg = config or RunConfig()
+        self.run_id = run_id or short_id("run")
+        self.opening = {"session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "isolation": isolation}
+        self.context = context or {}
+        self.secrets = goal_secrets(goal)
+        self.system = ""
+        self.tier1: list[Any] = []
+        # the run's numbers
+        self.turns = self.decisions = self.replayed = self.errors = 0
+        self.tokens_in = self.tokens_out = 0
+        self.step_ms = self.step_memory_ms = 0.0
+        self.reason: str | None = None
+        self.success = False
+        self.handback: str | None = None
+        self.crash: str | None = None
+        self.final_decision: Decision | None = None
+        # what the loop carries from one step to the next
+        self.history: list[StepView] = []
+        self.current_domain: str | None = None
+        self.domain_lessons: list[Any] = []
+        self.sessions: list[Any] = []
+        self.facts: list[Any] = []
+        self.selectors: list[Any] = []
+        self.patterns: list[Any] = []
+        self.error_lessons: list[Any] = []
+        self.last_error: str | None = None
+        self.recent_keys: list[str] = []
+        self.match: Any = None
+        self.replay_queue: list[Any] = []
+        self.snapshot_url: str | None = None
+        self.stuck: str | None = None  # why the run is stuck (a loop warning or a repeated failure), if it is
+        self.avoid: list[tuple[str, str]] = []
+        self.first = True
+        self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
+
+    def run(self) -> RunResult:
+        t_run = time.perf_counter()
+        self._open()
+        try:
+            while self.reason is None and self.turns < self.cfg.max_turns:
+                t_step = time.perf_counter()
+                go_on = self._step(self.turns + 1)
+                self.step_ms += (time.perf_counter() - t_step) * 1000
+                if not go_on:
+                    break
+                if self.errors >= self.cfg.max_errors:
+                    self.reason = "max_errors"
+        except PolicyError as exc:  # the model endpoint failed: the run is still recorded, then reported
+            self.reason, self.crash = "policy_error", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a crashed page or browser ends the run, recorded
+            self.reason, self.crash = "agent_error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if self.reason is None and self.final_decision is None:
+            self.reason = "max_turns"
+        return self._finish(t_run)
+
+    # ---- opening and finishing ----------------------------------------------------------
+
+    def _open(self) -> None:
+        memory, cfg = self.memory, self.cfg
+        memory.open_run(self.run_id, self.goal, self.start_url, **self.opening, case_id=self.case_id,
+                        decision_policy=getattr(self.policy, "name", "custom"), rep=cfg.rep,
+                        step_memory_scope=cfg.step_memory_scope)
+        memory.give_context(self.context)
+        self.tier1 = memory.tier1()
+        self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
+        sys_item = BudgetItem("system", 100, self.system, event_ids=tuple(i for l in self.tier1 for i in l.event_ids[-2:]))
+        memory.context_built("system", cfg.budget, [sys_item], [], step=0, domain=domain_of(self.start_url) or None)
+        self.policy.start(self.goal, self.system)
+        self.browser.new_page()
+        nav = self.browser.execute("goto", {"url": self.start_url})
+        if not nav.ok:
+            self.reason = "navigation_failed"
+            self.handback = nav.error
+        memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
+
+    def _finish(self, t_run: float) -> RunResult:
+        browser, final = self.browser, self.final_decision
+        final_url = browser.page.url if browser.page is not None else ""
+        duration = (time.perf_counter() - t_run) * 1000
+        if self.success:
+            summary = f"Done in {self.turns} turns: {P.cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
+        else:
+            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {P.cap(str(final.args.get('result', '')), 200)}" if final else "")
+            if self.crash:
+                summary += f": {P.cap(self.crash, 300)}"
+        outcome = RunCompleted(success=self.success, summary=summary, reason=self.reason, final_url=final_url,
+                               turns=self.turns, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
+                               duration_ms=duration, policy_decisions=self.decisions, replayed_steps=self.replayed,
+                               result=str(final.args.get("result", ""))[:500] if final else None)
+        self.memory.take_step_ms()
+        learned = self.memory.finish_run(outcome)
+        wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
+        return RunResult(run_id=self.run_id, goal=self.goal, outcome=outcome, wall_ms=wall, step_ms=self.step_ms,
+                         memory_ms=self.memory.ms_total, step_memory_ms=self.step_memory_ms, errors=self.errors,
+                         case_id=self.case_id, memory_enabled=self.memory.enabled, learned=learned,
+                         handback=self.handback, error=self.crash)
+
+    def _take(self) -> float:
+        """Memory's time since the last take: spent inside this step."""
+        ms = self.memory.take_step_ms()
+        self.step_memory_ms += ms
+        return ms
+
+    # ---- one step ------------------------------------------------------------------------
+
+    def _step(self, step_no: int) -> bool:
+        """Observe, decide, act and verify once; False when the run ends here."""
+        obs = self.seen_after if self.seen_after is not None else self.browser.observe()
+        self.seen_after = None
+        self._look(obs, step_no)
+        decision, decided_by, tstep = self._replayed(obs, step_no)
+        if decision is None:
+            decision = self._decided(obs, step_no)
+            if decision is None:  # went back to the last good snapshot instead
+                return True
+        self.turns += 1
+
+        key = _action_key(decision, obs.url)
+        self.recent_keys.append(key)
+        limit = self.cfg.repeat_limit
+        if decision.command != "finish" and len(self.recent_keys) >= limit and len(set(self.recent_keys[-limit:])) == 1:
+            self.reason = "repeated_action"
+            return False
+
+        env_before = obs.env()
+        if self.cfg.approve is not None and decided_by != "replay" and not self.cfg.approve(decision, obs):
+            rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
+                             obs.url, obs.url, decision.target.role if decision.target else None,
+                             decision.target.name if decision.target else None, decided_by="approval")
+            self.history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
+            self.memory.record_step(rec, env_before, env_before, decision.think, self._take())
+            return True
+
+        if decision.command == "finish":
+            self._finished(decision, decided_by, obs, env_before, step_no)
+            return False
+        self._act(decision, decided_by, tstep, env_before, step_no)
+        return True
+
+    def _look(self, obs: Observation, step_no: int) -> None:
+        """What the page brings: a new site's memory, a snapshot and inferred context on a
+        navigation, the reference trajectory on the first step."""
+        memory = self.memory
+        if obs.domain != self.current_domain:
+            self.current_domain = obs.domain
+            self.domain_lessons = memory.domain_recall(self.current_domain, step_no)
+            self.sessions = memory.sessions(self.current_domain)
+            self.facts = memory.facts(self.current_domain)
+            self.selectors = memory.selectors(self.current_domain)
+            self.patterns = memory.patterns(self.current_domain)
+        if obs.url != self.snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
+            self.snapshot_url = obs.url
+            memory.snapshot(obs.url, obs.title, obs.summary, self.browser.form_state(), self.browser.scroll_position(),
+                            step_no)
+            infer_context(memory, obs, step_no)
+        if self.first:
+            self.first = False
+            self.match, replay = memory.recall_trajectory(obs.url, step_no)
+            if replay and self.match is not None:
+                self.replay_queue = list(self.match.trajectory.steps)
+
+    def _replayed(self, obs: Observation, step_no: int) -> tuple[Decision | None, str, Any]:
+        """The next recorded step when it still applies here: (decision, who decided, the recorded step)."""
+        if not self.replay_queue:
+            return None, "policy", None
+        tstep = self.replay_queue[0]
+        decision, why, healed = replay_decision(self.browser, obs, tstep, self.secrets)
+        if decision is None:
+            match = self.match
+            self.handback = f"step {len(match.trajectory.steps) - len(self.replay_queue) + 1}: {why}" if match else why
+            self.replay_queue = []
+            return None, "policy", tstep
+        self.replay_queue.pop(0)
+        if healed is not None and decision.target is not None:
+            self.memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
+        return decision, "replay", tstep
+
+    def _ask(self, ctx: DecisionContext) -> Decision:
+        decision = self.policy.decide(ctx)
+        self.decisions += 1
+        self.tokens_in += decision.tokens_in
+        self.tokens_out += decision.tokens_out
+        return decision
+
+    def _decided(self, obs: Observation, step_no: int) -> Decision | None:
+        """The policy's decision on the budgeted step prompt, or None when the run, stuck and
+        about to give up, went back to its last good snapshot instead."""
+        memory, cfg, history = self.memory, self.cfg, self.history
+        items = step_items(obs, memory, self.goal, history, self.last_error, self.error_lessons, self.domain_lessons,
+                           self.sessions, self.match, self.facts, self.selectors, self.patterns, cfg.budget, self.avoid)
+        fitted = fit(items, cfg.budget)
+        step_text = P.render_step(fitted.kept)
+        memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
+        ctx = DecisionContext(
+            goal=self.goal, history=history, system_prompt=self.system, step_prompt=step_text,
+            tier1=[P.cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
+            **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.match, self.facts,
+                             self.patterns, self.avoid))
+        decision = self._ask(ctx)
+        if decision.command != "finish":
+            known = memory.known_failure(decision.command, decision.args, obs.url)
+            if known is not None:  # seed 003's is_repeated_failure, before acting
+                again = bool(history) and not history[-1].ok and history[-1].command == decision.command \
+                    and history[-1].args == decision.args and history[-1].url_before == obs.url
+                memory.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
+                                        "chose_otherwise" if again else "warned", step_no)
+                if again:
+                    ctx.step_prompt += ("\n\nWarning: that action already failed on this page "
+                                        "(same tool, arguments and URL). Choose a different action.")
+                    decision = self._ask(ctx)
+        if decision.pattern_id:
+            memory.pattern_used(decision.pattern_id)
+        target = _dead_end_exit(self.snapshot_url, memory) if decision.command == "finish" \
+            and decision.success is False and self.stuck and cfg.backtrack else None
+        if target is None:
+            return decision
+        self._backtrack(obs, *target, step_no)
+        return None
+
+    def _backtrack(self, obs: Observation, snap: Any, exit_step: StepRecord | None, step_no: int) -> None:
+        """Stuck and about to give up: go back to the last good snapshot, avoiding the step that left it."""
+        stuck = self.stuck or ""
+        avoided = f"{exit_step.role}:{exit_step.name}" if exit_step and exit_step.role else ""
+        if exit_step is not None and exit_step.role:
+            self.avoid.append((exit_step.role, exit_step.name or ""))
+        result = self.browser.execute("goto", {"url": snap.url})
+        if result.ok:
+            self.browser.scroll_to(snap.scroll_x, snap.scroll_y)
+            self.browser.fill_form(snap.form_state)
+        self.turns += 1
+        self.memory.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
+        rec = StepRecord(step_no, "goto", {"url": snap.url}, result.ok, result.error, result.url_before,
+                         result.url_after, decided_by="backtrack", duration_ms=result.duration_ms)
+        self.history.append(StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before,
+                                     rec.url_after, "backtrack"))
+        self.memory.record_step(rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take())
+        self.policy.start(self.goal, self.system)
+        self.stuck, self.last_error, self.error_lessons = None, None, []
+
+    def _finished(self, decision: Decision, decided_by: str, obs: Observation, env_before: EnvState, step_no: int) -> None:
+        """The decision to stop: success by the case's check (when it has one) or the decision's word."""
+        self.final_decision = decision
+        text = self.browser.page_text()
+        check = self.success_check
+        self.success = check_success(check, self.browser.page.url, text) if check else bool(decision.success)
+        if check and decision.success is False:
+            self.success = False
+        rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
+        self.history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
+        self.memory.record_step(rec, env_before, env_before, decision.think, self._take())
+        if decided_by == "replay":
+            self.replayed += 1
+        self.reason = None if self.success else ("check_failed" if decision.success else "gave_up")
+
+    def _act(self, decision: Decision, decided_by: str, tstep: Any, env_before: EnvState, step_no: int) -> None:
+        """Execute the decision, verify a replayed step's recorded effect, and record the step."""
+        browser, memory = self.browser, self.memory
+        result = browser.execute(decision.command, decision.args, decision.target)
+        if decided_by == "replay":
+            self.replayed += 1
+            if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
+                    and result.url_after != tstep.effect[4:]:
+                self.handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
+                self.replay_queue = []
+            if not result.ok:
+                self.handback = f"replayed {decision.command} failed: {result.error}"
+                self.replay_queue = []
+        rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
+                         error=result.error, url_before=result.url_before, url_after=result.url_after,
+                         role=decision.target.role if decision.target else None,
+                         name=decision.target.name if decision.target else None, selector=result.selector,
+                         sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
+                         in_shadow=bool(result.extra.get("in_shadow")))
+        self.history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
+                                     rec.url_before, rec.url_after, decided_by))
+        if result.ok:
+            self.last_error, self.error_lessons = None, []
+        else:
+            if memory.known_failure(decision.command, decision.args, result.url_before) is not None:
+                self.stuck = f"repeated failure: {decision.command} failed again on {P.cap(result.url_before, 200)}"
+            self.errors += 1
+            self.last_error = result.error
+            self.error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
+        self.seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
+        memory.record_step(rec, env_before, self.seen_after.env(), decision.think, self._take())
+        warnings = memory.loop_warnings()
+        if warnings and self.stuck is None:
+            self.stuck = f"loop warning: {warnings[0]}"
+        if self.turns % self.cfg.progress_every == 0:
+            memory.progress(self.turns, browser.page.url)
+
+
 def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
              run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
              mode: str = "new", isolation: str = "shared", case_id: str | None = None,
@@ -271,244 +573,6 @@ def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, g
              context: dict[str, str] | None = None) -> RunResult:
     """Run one task to the end and record everything; returns the run's numbers. `context` is user
     context given to the run (seed 003's context store)."""
-    cfg = config or RunConfig()
-    run_id = run_id or short_id("run")
-    t_run = time.perf_counter()
-    memory.open_run(run_id, goal, start_url, session_id=session_id, parent_run_id=parent_run_id, mode=mode,
-                    isolation=isolation, case_id=case_id, decision_policy=getattr(policy, "name", "custom"),
-                    rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
-    memory.give_context(context or {})
-    tier1 = memory.tier1()
-    system = P.system_instruction(goal, [l.text for l in tier1])
-    sys_item = BudgetItem("system", 100, system, event_ids=tuple(i for l in tier1 for i in l.event_ids[-2:]))
-    memory.context_built("system", cfg.budget, [sys_item], [], step=0, domain=domain_of(start_url) or None)
-    policy.start(goal, system)
-    secrets = goal_secrets(goal)
-
-    browser.new_page()
-    nav = browser.execute("goto", {"url": start_url})
-    history: list[StepView] = []
-    turns = decisions = replayed = errors = 0
-    tokens_in = tokens_out = 0
-    step_ms = 0.0
-    reason: str | None = None
-    success = False
-    handback: str | None = None
-    current_domain: str | None = None
-    domain_lessons: list[Any] = []
-    sessions: list[Any] = []
-    facts: list[Any] = []
-    selectors: list[Any] = []
-    error_lessons: list[Any] = []
-    last_error: str | None = None
-    recent_keys: list[str] = []
-    match = None
-    replay_queue: list[Any] = []
-    final_decision: Decision | None = None
-    patterns: list[Any] = []
-    snapshot_url: str | None = None
-    stuck: str | None = None  # why the run is stuck (a loop warning or a repeated failure), if it is
-    avoid: list[tuple[str, str]] = []
-    if not nav.ok:
-        reason = "navigation_failed"
-        handback = nav.error
-
-    step_mem = [0.0]
-
-    def take() -> float:
-        ms = memory.take_step_ms()
-        step_mem[0] += ms
-        return ms
-
-    memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
-    first = True
-    crash: str | None = None
-    seen_after: Observation | None = None  # the page after the last action: the next step's observation
-    try:
-        while reason is None and turns < cfg.max_turns:
-            t_step = time.perf_counter()
-            step_no = turns + 1
-            obs = seen_after if seen_after is not None else browser.observe()
-            seen_after = None
-            if obs.domain != current_domain:
-                current_domain = obs.domain
-                domain_lessons = memory.domain_recall(current_domain, step_no)
-                sessions = memory.sessions(current_domain)
-                facts = memory.facts(current_domain)
-                selectors = memory.selectors(current_domain)
-                patterns = memory.patterns(current_domain)
-            if obs.url != snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
-                snapshot_url = obs.url
-                memory.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(),
-                                step_no)
-                infer_context(memory, obs, step_no)
-            if first:
-                first = False
-                match, replay = memory.recall_trajectory(obs.url, step_no)
-                if replay and match is not None:
-                    replay_queue = list(match.trajectory.steps)
-
-            decision: Decision | None = None
-            decided_by = "policy"
-            tstep = None
-            if replay_queue:
-                tstep = replay_queue[0]
-                decision, why, healed = replay_decision(browser, obs, tstep, secrets)
-                if decision is None:
-                    handback = f"step {len(match.trajectory.steps) - len(replay_queue) + 1}: {why}" if match else why
-                    replay_queue = []
-                else:
-                    replay_queue.pop(0)
-                    decided_by = "replay"
-                    if healed is not None and decision.target is not None:
-                        memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
-            if decision is None:
-                items = step_items(obs, memory, goal, history, last_error, error_lessons, domain_lessons,
-                                   sessions, match, facts, selectors, patterns, cfg.budget, avoid)
-                fitted = fit(items, cfg.budget)
-                step_text = P.render_step(fitted.kept)
-                memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
-                ctx = DecisionContext(
-                    goal=goal, history=history, system_prompt=system, step_prompt=step_text,
-                    tier1=[P.cap(l.text, 300) for l in tier1], last_error=last_error,
-                    **seen_by_policy(fitted.kept, obs, error_lessons, domain_lessons, match, facts,
-                                     patterns, avoid))
-                decision = policy.decide(ctx)
-                decisions += 1
-                tokens_in += decision.tokens_in
-                tokens_out += decision.tokens_out
-                if decision.command != "finish":
-                    known = memory.known_failure(decision.command, decision.args, obs.url)
-                    if known is not None:  # seed 003's is_repeated_failure, before acting
-                        again = bool(history) and not history[-1].ok and history[-1].command == decision.command \
-                            and history[-1].args == decision.args and history[-1].url_before == obs.url
-                        memory.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
-                                                "chose_otherwise" if again else "warned", step_no)
-                        if again:
-                            ctx.step_prompt += ("\n\nWarning: that action already failed on this page "
-                                                "(same tool, arguments and URL). Choose a different action.")
-                            decision = policy.decide(ctx)
-                            decisions += 1
-                            tokens_in += decision.tokens_in
-                            tokens_out += decision.tokens_out
-                if decision.pattern_id:
-                    memory.pattern_used(decision.pattern_id)
-                target = _dead_end_exit(snapshot_url, memory) if decision.command == "finish" \
-                    and decision.success is False and stuck and cfg.backtrack else None
-                if target is not None:  # stuck and about to give up: go back to the last good snapshot
-                    snap, exit_step = target
-                    avoided = f"{exit_step.role}:{exit_step.name}" if exit_step and exit_step.role else ""
-                    if exit_step is not None and exit_step.role:
-                        avoid.append((exit_step.role, exit_step.name or ""))
-                    result = browser.execute("goto", {"url": snap.url})
-                    if result.ok:
-                        browser.scroll_to(snap.scroll_x, snap.scroll_y)
-                        browser.fill_form(snap.form_state)
-                    turns += 1
-                    memory.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
-                    rec = StepRecord(step_no, "goto", {"url": snap.url}, result.ok, result.error, result.url_before,
-                                     result.url_after, decided_by="backtrack", duration_ms=result.duration_ms)
-                    history.append(StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before,
-                                            rec.url_after, "backtrack"))
-                    memory.record_step(rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", take())
-                    policy.start(goal, system)
-                    stuck, last_error, error_lessons = None, None, []
-                    step_ms += (time.perf_counter() - t_step) * 1000
-                    continue
-            turns += 1
-
-            key = _action_key(decision, obs.url)
-            recent_keys.append(key)
-            if decision.command != "finish" and len(recent_keys) >= cfg.repeat_limit and len(set(recent_keys[-cfg.repeat_limit:])) == 1:
-                reason = "repeated_action"
-                step_ms += (time.perf_counter() - t_step) * 1000
-                break
-
-            env_before = obs.env()
-            if cfg.approve is not None and decided_by != "replay" and not cfg.approve(decision, obs):
-                rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
-                                 obs.url, obs.url, decision.target.role if decision.target else None,
-                                 decision.target.name if decision.target else None, decided_by="approval")
-                history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
-                memory.record_step(rec, env_before, env_before, decision.think, take())
-                step_ms += (time.perf_counter() - t_step) * 1000
-                continue
-
-            if decision.command == "finish":
-                final_decision = decision
-                text = browser.page_text()
-                success = check_success(success_check, browser.page.url, text) if success_check else bool(decision.success)
-                if success_check and decision.success is False:
-                    success = False
-                rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
-                history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-                memory.record_step(rec, env_before, env_before, decision.think, take())
-                if decided_by == "replay":
-                    replayed += 1
-                reason = None if success else ("check_failed" if decision.success else "gave_up")
-                step_ms += (time.perf_counter() - t_step) * 1000
-                break
-
-            result = browser.execute(decision.command, decision.args, decision.target)
-            if decided_by == "replay":
-                replayed += 1
-                if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
-                        and result.url_after != tstep.effect[4:]:
-                    handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
-                    replay_queue = []
-                if not result.ok:
-                    handback = f"replayed {decision.command} failed: {result.error}"
-                    replay_queue = []
-            rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
-                             error=result.error, url_before=result.url_before, url_after=result.url_after,
-                             role=decision.target.role if decision.target else None,
-                             name=decision.target.name if decision.target else None, selector=result.selector,
-                             sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
-                             in_shadow=bool(result.extra.get("in_shadow")))
-            history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
-                                    rec.url_before, rec.url_after, decided_by))
-            if result.ok:
-                last_error, error_lessons = None, []
-            else:
-                if memory.known_failure(decision.command, decision.args, result.url_before) is not None:
-                    stuck = f"repeated failure: {decision.command} failed again on {P.cap(result.url_before, 200)}"
-                errors += 1
-                last_error = result.error
-                error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
-            seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
-            env_after = seen_after.env()
-            memory.record_step(rec, env_before, env_after, decision.think, take())
-            warnings = memory.loop_warnings()
-            if warnings and stuck is None:
-                stuck = f"loop warning: {warnings[0]}"
-            if turns % cfg.progress_every == 0:
-                memory.progress(turns, browser.page.url)
-            step_ms += (time.perf_counter() - t_step) * 1000
-            if errors >= cfg.max_errors:
-                reason = "max_errors"
-    except PolicyError as exc:  # the model endpoint failed: the run is still recorded, then reported
-        reason, crash = "policy_error", str(exc)
-    except Exception as exc:  # noqa: BLE001 - a crashed page or browser ends the run, recorded
-        reason, crash = "agent_error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    if reason is None and final_decision is None:
-        reason = "max_turns"
-
-    final_url = browser.page.url if browser.page is not None else ""
-    duration = (time.perf_counter() - t_run) * 1000
-    if success:
-        summary = f"Done in {turns} turns: {P.cap(str((final_decision.args if final_decision else {}).get('result', 'goal reached')), 200)}"
-    else:
-        summary = f"Stopped ({reason}) after {turns} turns" + (f": {P.cap(str(final_decision.args.get('result', '')), 200)}" if final_decision else "")
-        if crash:
-            summary += f": {P.cap(crash, 300)}"
-    outcome = RunOutcome(success=success, summary=summary, reason=reason, final_url=final_url, turns=turns,
-                         tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration, policy_decisions=decisions,
-                         replayed_steps=replayed,
-                         result=str(final_decision.args.get("result", ""))[:500] if final_decision else None)
-    memory.take_step_ms()
-    learned = memory.finish_run(outcome)
-    wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
-    return RunResult(run_id=run_id, goal=goal, success=success, reason=reason, turns=turns, policy_decisions=decisions,
-                     replayed_steps=replayed, tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=wall,
-                     step_ms=step_ms, memory_ms=memory.ms_total, step_memory_ms=step_mem[0], final_url=final_url, errors=errors, case_id=case_id,
-                     memory_enabled=memory.enabled, learned=learned, handback=handback, error=crash)
+    return TaskRun(browser, memory, policy, goal=goal, start_url=start_url, run_id=run_id, session_id=session_id,
+                   parent_run_id=parent_run_id, mode=mode, isolation=isolation, case_id=case_id,
+                   success_check=success_check, config=config, context=context).run()

@@ -210,22 +210,6 @@ class StepRecord:
 
 
 @dataclass
-class RunOutcome:
-    success: bool
-    summary: str
-    reason: str | None
-    final_url: str
-    turns: int
-    tokens_in: int
-    tokens_out: int
-    duration_ms: float
-    policy_decisions: int
-    replayed_steps: int
-    memory_ms: float = 0.0
-    result: str | None = None
-
-
-@dataclass
 class Learned:
     """What post-run learning produced (also returned to the caller for reports and tests)."""
 
@@ -1020,14 +1004,15 @@ class Run:
             _check_amount(count, what, whole=True)
         _check_amount(duration_ms, "duration_ms")
         steps = self.steps
-        run = RunOutcome(
-            success=success, summary=outcome, reason=reason, final_url=final_url if final_url is not None else self.url,
-            turns=turns if turns is not None else len(steps), tokens_in=tokens_in, tokens_out=tokens_out,
-            duration_ms=duration_ms if duration_ms is not None else self._elapsed_ms(),
-            policy_decisions=policy_decisions if policy_decisions is not None
+        run = self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
+            "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
+            "final_url": final_url if final_url is not None else self.url,
+            "turns": turns if turns is not None else len(steps), "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "duration_ms": round(duration_ms if duration_ms is not None else self._elapsed_ms(), 3),
+            "policy_decisions": policy_decisions if policy_decisions is not None
             else sum(1 for s in steps if s.decided_by == "policy"),
-            replayed_steps=replayed_steps if replayed_steps is not None
-            else sum(1 for s in steps if s.decided_by == "replay"), result=result)
+            "replayed_steps": replayed_steps if replayed_steps is not None
+            else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload
         with self.timed():
             learned = Learned()
             events: list[NewEvent] = []
@@ -1090,7 +1075,7 @@ class Run:
                                        step=s.step, domain=s.domain))
         return out
 
-    def _trajectory(self, steps: Sequence[StepRecord], outcome: RunOutcome) -> TrajectoryRecorded | None:
+    def _trajectory(self, steps: Sequence[StepRecord], outcome: RunCompleted) -> TrajectoryRecorded | None:
         kept = effective_steps(steps)
         if not kept:
             return None
@@ -1124,7 +1109,7 @@ def _items(items: Any, what: str) -> list[Mapping[str, Any]]:
 
 class AgentMemory:
     """The bundled browser agent's adapter: its loop's records (StepRecord, BudgetItem,
-    RunOutcome) turned into `Run` calls — the same path as any external agent."""
+    RunCompleted) turned into `Run` calls — the same path as any external agent."""
 
     def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
                  *, enabled: bool = True):
@@ -1285,14 +1270,12 @@ class AgentMemory:
     def session_id(self) -> str | None:
         return self.run.session_id if self.run is not None else None
 
-    def finish_run(self, outcome: RunOutcome, learn: bool = True) -> Learned:
-        learned = self._run().finish(
+    def finish_run(self, outcome: RunCompleted, learn: bool = True) -> Learned:
+        return self._run().finish(
             outcome.success, outcome.summary, reason=outcome.reason, result=outcome.result,
             final_url=outcome.final_url, turns=outcome.turns, tokens_in=outcome.tokens_in,
             tokens_out=outcome.tokens_out, duration_ms=outcome.duration_ms,
             policy_decisions=outcome.policy_decisions, replayed_steps=outcome.replayed_steps, learn=learn)
-        outcome.memory_ms = self.ms_total
-        return learned
 
 
 # ---- post-run learning (pure functions over the steps) -----------------------------------------
@@ -1404,7 +1387,7 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
     return [(k[0], v) for k, v in out.items()]
 
 
-def grade_steps(steps: Sequence[StepRecord], outcome: RunOutcome) -> list[tuple[int, dict[str, Any]]]:
+def grade_steps(steps: Sequence[StepRecord], outcome: RunCompleted) -> list[tuple[int, dict[str, Any]]]:
     """Seed 002's grading by rules: failures carry their correction (what worked instead);
     a recovery that did not help is a failure too; the last step notes an incomplete task."""
     useful = {id(s) for s in effective_steps(steps)}

@@ -31,6 +31,7 @@ from memledger.agent.policy import PolicyError, make_policy
 from memledger.agent.sites import SitesServer, is_bundled, load_cases
 from memledger.ledger.copy import copy_events
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.events import RunCompleted
 from memledger.ledger.ids import short_id
 from memledger.ledger.location import memory_dir, read_fork_info
 from memledger.ledger.store import SqliteStore
@@ -159,7 +160,7 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
                                      step_memory_scope=opts.step_memory_scope), context=opts.context))
         if progress is not None:
             progress("done", len(tasks), len(tasks))
-    broken = next((r for r in results if r.reason == "policy_error"), None)
+    broken = next((r for r in results if r.outcome.reason == "policy_error"), None)
     if broken is not None:
         raise PolicyError(f"{broken.error} (run {broken.run_id} recorded as failed)")
     return results
@@ -173,10 +174,10 @@ def _explored(browser: Browser, memory: AgentMemory, task: dict[str, Any], run_i
                    max_pages=int(limits.get("max_pages", 50)), run_id=run_id, session_id=task["session_id"])
     ms = (time.perf_counter() - t0) * 1000
     pages = len(done.visited) + len(done.served_from_cache)
-    return RunResult(run_id=run_id, goal=f"Explore {task['start_url']}", success=pages > 0,
-                     reason=None if done.complete else "limits_reached", turns=pages, policy_decisions=0,
-                     replayed_steps=0, tokens_in=0, tokens_out=0, duration_ms=ms, step_ms=ms, memory_ms=memory.ms_total,
-                     final_url=task["start_url"], errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
+    outcome = RunCompleted(success=pages > 0, reason=None if done.complete else "limits_reached", turns=pages,
+                           duration_ms=ms, final_url=task["start_url"])
+    return RunResult(run_id=run_id, goal=f"Explore {task['start_url']}", outcome=outcome, wall_ms=ms, step_ms=ms,
+                     memory_ms=memory.ms_total, errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
 
 
 # ---- the demo --------------------------------------------------------------------------

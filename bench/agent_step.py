@@ -115,7 +115,7 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     for label, rs in passes.items():
         step_ms = sum(r.step_ms for r in rs)
         mem_ms = sum(r.step_memory_ms for r in rs)
-        steps = sum(r.turns for r in rs)
+        steps = sum(r.outcome.turns for r in rs)
         figs.append(Figure(BENCH, f"memory inside agent steps, {label} ({len(rs)} runs, {steps} steps)", mem_ms,
                            "ms", "whole step time (observe, decide, act, verify)", step_ms, aim=50.0,
                            higher_is_better=False,

@@ -20,9 +20,9 @@ import duckdb
 import orjson
 
 from memledger.agent.budget import BudgetItem
-from memledger.agent.memory import AgentMemory, RunOutcome, StepRecord
+from memledger.agent.memory import AgentMemory, StepRecord
 from memledger.analytics.mirror import MIRROR_FILE
-from memledger.ledger.events import EnvState
+from memledger.ledger.events import EnvState, RunCompleted
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
@@ -58,7 +58,7 @@ def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[Ste
             mem.error_recall(s.command, s.error or "", domain, s.step)
         mem.record_step(s, env, env, think=f"step {s.step} of {goal}", memory_ms=0.1)
     final = steps[-1].url_after if steps else url
-    mem.finish_run(RunOutcome(success=success, summary=f"done: {goal}", reason=None if success else "failed",
+    mem.finish_run(RunCompleted(success=success, summary=f"done: {goal}", reason=None if success else "failed",
                               final_url=final, turns=len(steps), tokens_in=100, tokens_out=10, duration_ms=500.0,
                               policy_decisions=len(steps), replayed_steps=0))
 

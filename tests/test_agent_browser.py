@@ -41,7 +41,7 @@ def events(store: SqliteStore, run_id: str, *types: str) -> list[Any]:
 def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, _ = ledger
     first = run(chromium, ledger, 'Open "Wool Socks"', check={"url_pattern": "/product/socks$"})
-    assert first.success and first.errors >= 1
+    assert first.outcome.success and first.errors >= 1
     recall = events(store, first.run_id, "error_recall")[0].data
     assert recall["command"] == "click" and "intercepts pointer events" in recall["error_snippet"]
     tier1 = events(store, first.run_id, "tier1_loaded")[0].data
@@ -51,7 +51,7 @@ def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledge
     assert site and site[0].data["scope_domain"] == "shop.test" and '"Accept all cookies"' in site[0].data["lesson"]
 
     second = run(chromium, ledger, 'Open "Rain Jacket"', check={"url_pattern": "/product/jacket$"})
-    assert second.success and second.errors == 0 and second.turns < first.turns
+    assert second.outcome.success and second.errors == 0 and second.outcome.turns < first.outcome.turns
     tip = events(store, second.run_id, "domain_recall")[0]
     assert tip.data["matched"] >= 1 and site[0].data["lesson_id"] in tip.data["lesson_ids"]
     first_step = min(e.seq for e in events(store, second.run_id, "step_recorded"))
@@ -70,7 +70,7 @@ def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[
     goal = 'Open "Wool Socks"'
     run(chromium, ledger, goal)
     again = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
-    assert again.success and again.policy_decisions == 0 and again.replayed_steps == again.turns
+    assert again.outcome.success and again.outcome.policy_decisions == 0 and again.outcome.replayed_steps == again.outcome.turns
     recalled = events(store, again.run_id, "trajectory_recalled")[0].data
     assert recalled["replay"] and recalled["similarity"] == 1.0
 
@@ -82,7 +82,7 @@ def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[
     store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_stale", goal=goal, origin="http://shop.test",
                                               steps=stale), domain="shop.test")])
     healed = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
-    assert healed.success and healed.policy_decisions == 0
+    assert healed.outcome.success and healed.outcome.policy_decisions == 0
     fix = [e.data for e in events(store, healed.run_id, "selector_succeeded") if e.data.get("healed_from")]
     assert fix == [{**fix[0], "healed_from": "#stale-id", "selector": "#p-socks", "role": "link", "name": "Wool Socks"}]
 
@@ -90,7 +90,7 @@ def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[
     store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_gone", goal=goal, origin="http://shop.test",
                                               steps=gone), domain="shop.test")])
     back = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
-    assert back.success and back.replayed_steps >= 1 and back.policy_decisions >= 1
+    assert back.outcome.success and back.outcome.replayed_steps >= 1 and back.outcome.policy_decisions >= 1
     assert back.handback and "no longer on the page" in back.handback
 
 
@@ -99,8 +99,8 @@ def test_password_never_reaches_the_ledger(chromium: Browser, tmp_path: Path) ->
     store = SqliteStore.open(tmp_path / "ledger.db")
     for _ in range(2):  # the second run replays the login, typing the secret from the goal
         r = run(chromium, (store, tmp_path / "projections.db"), case["goal"], case["start_url"], check=case["success"])
-        assert r.success
-    assert r.replayed_steps > 0
+        assert r.outcome.success
+    assert r.outcome.replayed_steps > 0
     fills = [e.data["action"] for e in store.read(types=["step_recorded"]) if e.data["action"]["command"] == "fill"]
     assert any(a["sensitive"] and a["args"]["value"] == "[REDACTED]" for a in fills)
     MemoryView.open(store, tmp_path / "projections.db")
@@ -118,7 +118,7 @@ def test_hostile_page_text_stays_quoted_data(chromium: Browser, ledger: tuple[Sq
     rules, button = load_cases(HOSTILE_CASES_FILE)[:2]
     r = run(chromium, ledger, rules["goal"], rules["start_url"], check=rules["success"])
     r2 = run(chromium, ledger, button["goal"], button["start_url"], check=button["success"])
-    assert r.success and r2.success and r2.errors == 0  # the second run dismissed the notice first
+    assert r.outcome.success and r2.outcome.success and r2.errors == 0  # the second run dismissed the notice first
     seen_hostile = False
     for ev in [*events(store, r.run_id, "context_built"), *events(store, r2.run_id, "context_built")]:
         for item in ev.data["items"]:
@@ -179,8 +179,8 @@ def test_openai_policy_drives_the_browser_via_a_stub_model(chromium: Browser, le
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert r.success and r.errors == 1 and r.policy_decisions == r.turns == 4
-    assert r.tokens_out == 9 * 4 and r.tokens_in > 0
+    assert r.outcome.success and r.errors == 1 and r.outcome.policy_decisions == r.outcome.turns == 4
+    assert r.outcome.tokens_out == 9 * 4 and r.outcome.tokens_in > 0
 
 
 def _cli(tmp: Path, *args: str) -> Any:
@@ -288,7 +288,7 @@ def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browse
     for budget, goal in ((2500, 'Open "Wool Socks" now'), (330, 'Open "Wool Socks" please')):
         spy = SpyPolicy()  # a goal close to the recorded one (trajectory offered, not replayed)
         result = run(chromium, ledger, goal, policy=spy, config=RunConfig(budget=budget))
-        assert result.policy_decisions == len(spy.seen) >= 1
+        assert result.outcome.policy_decisions == len(spy.seen) >= 1
         prompts = {e.step: e.data for e in events(store, result.run_id, "context_built") if e.data["prompt"] == "step"}
         for step, ctx in spy.seen:
             built = prompts[step]

@@ -17,7 +17,6 @@ from memledger.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
 from memledger.agent.loop import RunConfig, check_success, run_task
 from memledger.agent.memory import (
     AgentMemory,
-    RunOutcome,
     StepRecord,
     effective_steps,
     error_pattern,
@@ -37,6 +36,7 @@ from memledger.agent.policy import (
     parse_goal,
 )
 from memledger.agent.sites import load_cases
+from memledger.ledger.events import RunCompleted
 from memledger.ledger.redact import MARKER
 from memledger.ledger.store import SqliteStore
 
@@ -279,11 +279,11 @@ def test_the_same_recovery_twice_in_a_run_is_one_lesson_used_twice(fresh_ledger:
 def test_grading_and_effective_steps() -> None:
     kept = effective_steps(COOKIE_RUN)
     assert [s.step for s in kept] == [4, 5]  # the Escape that did not help is not replayed
-    grades = dict(grade_steps(COOKIE_RUN, RunOutcome(True, "", None, "", 5, 0, 0, 0, 5, 0)))
+    grades = dict(grade_steps(COOKIE_RUN, RunCompleted(success=True, summary="", turns=5, policy_decisions=5)))
     assert grades[1]["outcome"] == "failure" and grades[1]["correction"] == 'click button "Accept all cookies"'
     assert grades[2]["outcome"] == "failure" and "did not clear" in grades[2]["reason"]
     assert grades[5] == {"outcome": "success", "reason": "worked: navigated to /product/shoes", "correction": None}
-    failed = dict(grade_steps(COOKIE_RUN[:1], RunOutcome(False, "stuck", "max_errors", "", 1, 0, 0, 0, 1, 0)))
+    failed = dict(grade_steps(COOKIE_RUN[:1], RunCompleted(success=False, summary="stuck", reason="max_errors", final_url="", turns=1, policy_decisions=1)))
     assert failed[1]["task_incomplete"] == "max_errors"
 
 
@@ -405,7 +405,7 @@ def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, AgentMemo
 def test_repeated_action_aborts(tmp_path: Any) -> None:
     store, mem = _memory(tmp_path)
     r = run_task(FakeBrowser(), mem, Stubborn(), goal='Click "Go"', start_url="http://fake.test/")
-    assert (r.success, r.reason, r.turns) == (False, "repeated_action", 3)
+    assert (r.outcome.success, r.outcome.reason, r.outcome.turns) == (False, "repeated_action", 3)
     done = [e for e in store.read(types=["run_completed"])][-1]
     # turns 2 and 3 repeat the click that just failed there: seed 003's is_repeated_failure asks the
     # policy once more each time (a stubborn one insists, and the third identical action aborts)
@@ -422,8 +422,8 @@ def test_max_errors_progress_and_approval_hook(tmp_path: Any) -> None:
     browser = FakeBrowser()
     r = run_task(browser, mem, ScriptedPolicy(), goal='Open "Go"', start_url="http://fake.test/",
                  config=RunConfig(max_errors=2, repeat_limit=99))
-    assert r.reason == "max_errors" and r.errors == 2 and not r.success
-    assert any(e.data["turn"] == 3 for e in store.read(types=["run_progress"])) or r.turns < 3
+    assert r.outcome.reason == "max_errors" and r.errors == 2 and not r.outcome.success
+    assert any(e.data["turn"] == 3 for e in store.read(types=["run_progress"])) or r.outcome.turns < 3
     (tmp_path / "b").mkdir()
     store2, mem2 = _memory(tmp_path / "b")
     vetoed: list[str] = []
@@ -434,7 +434,7 @@ def test_max_errors_progress_and_approval_hook(tmp_path: Any) -> None:
 
     r2 = run_task(FakeBrowser(), mem2, Stubborn(), goal='Open "Go"', start_url="http://fake.test/",
                   config=RunConfig(approve=approve, repeat_limit=99, max_turns=4))
-    assert r2.reason == "max_turns" and set(vetoed) == {"click"}
+    assert r2.outcome.reason == "max_turns" and set(vetoed) == {"click"}
     steps = list(store2.read(types=["step_recorded"]))
     assert steps and all(s.data["decided_by"] == "approval" and not s.data["ok"] for s in steps)
 
@@ -532,7 +532,7 @@ def test_memory_time_is_counted_per_run(tmp_path: Any) -> None:
                         config=RunConfig(max_errors=2)) for _ in range(3)]
     done = [e.data for e in store.read(types=["run_completed"])]
     for r, d in zip(results, done):
-        assert 0 < d["memory_ms"] <= r.memory_ms <= r.duration_ms
+        assert 0 < d["memory_ms"] <= r.memory_ms <= r.wall_ms
         assert 0 <= r.step_memory_ms <= r.step_ms
     steps = [e.data["memory_ms"] for e in store.read(types=["step_recorded"])]
     assert steps and all(ms >= 0 for ms in steps) and any(ms > 0 for ms in steps)
@@ -542,7 +542,7 @@ def test_a_dead_model_endpoint_still_records_the_run(tmp_path: Any) -> None:
     store, mem = _memory(tmp_path)
     dead = OpenAIPolicy(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=2, max_retries=0)
     r = run_task(FakeBrowser(), mem, dead, goal='Open "Go"', start_url="http://fake.test/")
-    assert (r.success, r.reason) == (False, "policy_error") and "unreachable" in (r.error or "")
+    assert (r.outcome.success, r.outcome.reason) == (False, "policy_error") and "unreachable" in (r.error or "")
     done = list(store.read(types=["run_completed"]))[-1].data
     assert done["reason"] == "policy_error" and "unreachable" in done["summary"]
 

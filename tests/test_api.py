@@ -299,7 +299,7 @@ def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
 
 def test_the_api_names_no_bundled_agent_types() -> None:
     import inspect
-    forbidden = ("StepRecord", "EnvState", "BudgetItem", "RunOutcome")
+    forbidden = ("StepRecord", "EnvState", "BudgetItem", "RunResult")
     for cls in (memledger.Memory, memledger.Run):
         for name, fn in inspect.getmembers(cls, inspect.isfunction):
             if not name.startswith("_"):

@@ -44,7 +44,7 @@ def view(ledger: tuple[SqliteStore, Path]) -> MemoryView:
 def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteStore, Path], tmp_path: Path) -> None:
     store, _ = ledger
     first = case(chromium, ledger, "club-learn-login")
-    assert first.success
+    assert first.outcome.success
     learned = events(store, first.run_id, "pattern_learned")
     login = [e for e in learned if e.data["pattern_type"] == "login_flow"]
     assert len(login) == 1 and login[0].domain == "club.test"
@@ -58,7 +58,7 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
 
     # the second task says only "log in": without the pattern the scripted policy finds no sign-in form
     second = case(chromium, ledger, "club-reuse-login")
-    assert second.success and second.errors == 0
+    assert second.outcome.success and second.errors == 0
     steps_run = [e.data for e in events(store, second.run_id, "step_recorded")]
     assert steps_run[0]["think"].startswith("memory: learned pattern " + login[0].data["pattern_id"])
     used = events(store, second.run_id, "pattern_used")
@@ -80,7 +80,7 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
     control = SqliteStore.open(tmp_path / "control.db")  # the same task with no memory cannot log in
     try:
         alone = case(chromium, (control, tmp_path / "control-projections.db"), "club-reuse-login", enabled=False)
-        assert not alone.success and alone.reason == "gave_up"
+        assert not alone.outcome.success and alone.outcome.reason == "gave_up"
     finally:
         control.close()
 
@@ -88,10 +88,10 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
 def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, proj = ledger
     stuck = case(chromium, ledger, "help-backtrack", config=RunConfig(backtrack=False))
-    assert not stuck.success and stuck.reason == "gave_up"
+    assert not stuck.outcome.success and stuck.outcome.reason == "gave_up"
 
     r = case(chromium, ledger, "help-backtrack")
-    assert r.success
+    assert r.outcome.success
     back = events(store, r.run_id, "backtracked")
     assert len(back) == 1
     b = back[0].data
@@ -161,7 +161,7 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
 
     r = run_task(chromium, AgentMemory.open(store, proj), ScriptedPolicy(), goal='Open "Guides"',
                  start_url="http://docs.test/", session_id="docs_1", config=RunConfig(budget=20_000))
-    assert r.success
+    assert r.outcome.success
     prompt = next(e.data for e in events(store, r.run_id, "context_built") if e.data["prompt"] == "step")
     extracted = [i for i in prompt["items"] if i["source"] == "extracted_data"]
     others = sum(i["tokens"] for i in prompt["items"] if i["source"] != "extracted_data")

@@ -70,8 +70,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def test_the_runs_really_met_the_secrets(world: World) -> None:
-    assert [r.success for r in world.login] == [True, True]
-    assert world.hostile.success
+    assert [r.outcome.success for r in world.login] == [True, True]
+    assert world.hostile.outcome.success
     fills = [e.data["action"] for e in world.store.read(types=["step_recorded"])
              if e.data["action"]["command"] == "fill" and e.data["action"]["sensitive"]]
     assert fills and all(a["args"]["value"] == MARKER for a in fills)

@@ -32,7 +32,7 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
         for c in cases:
             r = run_task(browser, AgentMemory.open(store, proj), ScriptedPolicy(), goal=c["goal"],
                          start_url=c["start_url"], success_check=c.get("success"), case_id=c["id"])
-            assert r.success, (c["id"], r.reason)
+            assert r.outcome.success, (c["id"], r.outcome.reason)
             runs.append((c["id"], r.run_id))
 
     view = MemoryView.open(store, proj)

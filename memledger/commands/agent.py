@@ -158,19 +158,20 @@ def results_table(results: list[RunResult], title: str = "runs") -> Table:
         t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
                      no_wrap=col == "run")
     for r in results:
-        t.add_row(Text(r.case_id or "-"), r.run_id, "on" if r.memory_enabled else "off", "✓" if r.success else "✗",
-                  str(r.turns), str(r.policy_decisions), str(r.replayed_steps), str(r.tokens),
-                  f"{100 * r.memory_share:.1f}%", r.reason or "finished")
+        o = r.outcome
+        t.add_row(Text(r.case_id or "-"), r.run_id, "on" if r.memory_enabled else "off", "✓" if o.success else "✗",
+                  str(o.turns), str(o.policy_decisions), str(o.replayed_steps), str(r.tokens),
+                  f"{100 * r.memory_share:.1f}%", o.reason or "finished")
     return t
 
 
 def _totals(rs: list[RunResult]) -> dict[str, float]:
     step = sum(r.step_ms for r in rs)
-    return {"passes": sum(r.success for r in rs), "tasks": len(rs), "turns": sum(r.turns for r in rs),
-            "decisions": sum(r.policy_decisions for r in rs), "replayed": sum(r.replayed_steps for r in rs),
+    return {"passes": sum(r.outcome.success for r in rs), "tasks": len(rs), "turns": sum(r.outcome.turns for r in rs),
+            "decisions": sum(r.outcome.policy_decisions for r in rs), "replayed": sum(r.outcome.replayed_steps for r in rs),
             "tokens": sum(r.tokens for r in rs), "errors": sum(r.errors for r in rs),
             "share": (sum(r.step_memory_ms for r in rs) / step) if step else 0.0,
-            "seconds": sum(r.duration_ms for r in rs) / 1000}
+            "seconds": sum(r.wall_ms for r in rs) / 1000}
 
 
 def demo_tables(report: DemoReport) -> tuple[Table, Table]:
@@ -183,8 +184,9 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         cells = []
         for label, _ in PASSES:
             r = report.passes[label][i]
-            cells.append(f"{'✓' if r.success else '✗'} {r.turns:>2} / {r.policy_decisions:>2} / {r.tokens:>5} / "
-                         f"{100 * r.memory_share:4.1f}%" + (f" ({r.replayed_steps} replayed)" if r.replayed_steps else ""))
+            o = r.outcome
+            cells.append(f"{'✓' if o.success else '✗'} {o.turns:>2} / {o.policy_decisions:>2} / {r.tokens:>5} / "
+                         f"{100 * r.memory_share:4.1f}%" + (f" ({o.replayed_steps} replayed)" if o.replayed_steps else ""))
         per.add_row(Text(name), *cells)
     tot = Table(title="Totals", title_justify="left")
     for col in ("pass", "passes", "turns", "policy decisions", "replayed steps", "tokens", "errors",

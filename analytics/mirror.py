@@ -51,6 +51,7 @@ from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint
 
 MIRROR_FILE = "analytics.duckdb"
+STAMP_SUFFIX = ".seal"  # beside it: the sealed stamp of the file as this memory last wrote it
 FORMAT = 1  # the layout of the tables below; a change rebuilds every mirror
 #: DuckDB never downloads anything
 CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -96,12 +97,13 @@ def mirror_path(projections_path: Path) -> Path:
 
 def _code_version(policy: Policy) -> str:
     """What the mirror's rows depend on: its layout, DuckDB's version (row hashes), the code that
-    decides what events show (forget, lesson ids, upcasters through the ledger's reads) and the
-    fingerprints of the projections whose intervals it copies."""
+    decides what events show (forget, lesson ids, upcasters through the ledger's reads), the
+    views it holds and the fingerprints of the projections whose intervals it copies."""
     h = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
     for module in (forget_module, lessons):
         h.update(Path(str(module.__file__)).read_bytes())
     h.update(Path(__file__).read_bytes())
+    h.update(sql_text("views").encode())
     h.update("|".join(fingerprint(name, policy) for name in INDEXED).encode())
     return h.hexdigest()[:32]
 
@@ -194,7 +196,7 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Any, projections: Pat
 
 def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, policy: Policy, after: int,
           head: int) -> None:
-    """Events and intervals from `after` to `head`, then the checkpoint, in one transaction."""
+    """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
     try:
         _append_events(con, store, after, head, Forgotten.scan(store, head))
@@ -206,6 +208,7 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, 
             digest = str(con.execute(_DIGEST).fetchone()[0])  # type: ignore[index]
             mac = Seal.beside(projections).mac(*_meta_parts(head, ledger_hash, version, digest))
             con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)", (head, ledger_hash, version, digest, mac))
+        con.execute(sql_text("views"))
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -214,9 +217,10 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, 
 
 # ---- opening --------------------------------------------------------------------------
 
-def _start(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy) -> int:
-    """The seq the mirror holds, once its checkpoint, its rows and the ledger agree; MirrorStale
-    (why, for a warning; '' when only rebuilt) otherwise."""
+def _start(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy, check_rows: bool) -> int:
+    """The seq the mirror holds, once its checkpoint, its rows (`check_rows`: their digest; else the
+    file is known untouched) and the ledger agree; MirrorStale (why, for a warning; '' when only
+    rebuilt) otherwise."""
     try:
         row = con.execute("SELECT seq, ledger_hash, version, digest, mac FROM _mirror").fetchone()
     except duckdb.Error as exc:
@@ -230,11 +234,45 @@ def _start(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy
         raise MirrorStale("")
     if seq > 0 and store.hash_at(seq) != ledger_hash:
         raise MirrorStale(f"the ledger no longer holds the hash it saw at seq {seq}")
-    if str(con.execute(_DIGEST).fetchone()[0]) != digest:  # type: ignore[index]
+    if check_rows and str(con.execute(_DIGEST).fetchone()[0]) != digest:  # type: ignore[index]
         raise MirrorStale("its rows were edited")
     if any(True for _ in store.read(seq + 1, types=["subject_forgotten"], batch=1)):
         raise MirrorStale("")  # a forget since: rebuilt into a new file, so no byte of the subject survives
     return int(seq)
+
+
+def _stamp_path(target: Path) -> Path:
+    return target.with_name(target.name + STAMP_SUFFIX)
+
+
+def _file_stamp(target: Path) -> str:
+    """The file's inode, size and times: any write to it (or `touch`, or a copy over it) changes its
+    ctime, which no user-space call sets back."""
+    st = os.stat(target)
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _seal_file(target: Path, projections: Path) -> None:
+    """Remember, sealed, the file as this process left it (beside it, 0600)."""
+    stamp = _file_stamp(target)
+    mac = Seal.beside(projections).mac("analytics mirror file", stamp)
+    tmp = target.with_name(f".{target.name}{STAMP_SUFFIX}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{stamp}\n{mac}")
+    os.replace(tmp, _stamp_path(target))
+
+
+def _untouched(target: Path, projections: Path) -> bool:
+    """The file is as this memory last left it: no WAL, and its sealed stamp holds (then its rows
+    need no digest: the cold path reads only what a query needs)."""
+    if Path(f"{target}.wal").exists():
+        return False
+    try:
+        stamp, mac = _stamp_path(target).read_text().split("\n")
+    except (OSError, ValueError):
+        return False
+    return stamp == _file_stamp(target) and Seal.beside(projections).holds(mac, "analytics mirror file", stamp)
 
 
 def _remove(path: Path) -> None:
@@ -251,7 +289,7 @@ def drop_mirror(projections: Path) -> bool:
     there was one."""
     target = mirror_path(projections)
     found = False
-    for path in (target, Path(f"{target}.wal"), *target.parent.glob(f".{target.name}.*")):
+    for path in (target, Path(f"{target}.wal"), _stamp_path(target), *target.parent.glob(f".{target.name}.*")):
         try:
             path.unlink()
             found = True
@@ -278,10 +316,13 @@ def _rebuild(store: Any, projections: Path, policy: Policy, head: int) -> None:
     os.chmod(tmp, 0o600)
     _remove(Path(f"{target}.wal"))  # an old log must not be replayed onto the new file
     os.replace(tmp, target)
+    _seal_file(target, projections)
 
 
 def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
-    """The mirror file, opened and at the ledger's head."""
+    """The mirror file at the ledger's head, opened read-only. A file left untouched since this
+    memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
+    is opened to write, checked whole, caught up, sealed again and reopened read-only."""
     target = mirror_path(projections)
     head = int(store.head())
     caught_up(store, projections, policy)
@@ -289,11 +330,21 @@ def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPy
         con = None
         if target.exists():
             try:
-                con = duckdb.connect(str(target), config=CONFIG)
-                start = _start(con, store, projections, policy)
+                untouched = _untouched(target, projections)
+                con = duckdb.connect(str(target), read_only=untouched, config=CONFIG)
+                start = _start(con, store, projections, policy, check_rows=not untouched)
+                if untouched and start == head:
+                    return con
+                if untouched:  # behind: reopened to write, and read again under the write lock
+                    con.close()
+                    con = duckdb.connect(str(target), config=CONFIG)
+                    start = _start(con, store, projections, policy, check_rows=False)
                 if start < head:
                     _fill(con, store, projections, policy, start, head)
-                return con
+                con.close()
+                con = None
+                _seal_file(target, projections)
+                return duckdb.connect(str(target), read_only=True, config=CONFIG)
             except (MirrorStale, duckdb.Error) as exc:
                 if con is not None:
                     con.close()
@@ -310,8 +361,8 @@ def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPy
 
 def connect(source: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
             ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to the mirror of `source` (a store), caught up to the ledger's head,
-    with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found
+    """A read-only DuckDB connection to the mirror of `source` (a store), caught up to the ledger's
+    head, with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found
     beside the ledger unless given; a store without one (PostgreSQL without a memory directory, a
     forensic read) gets a private mirror in memory, holding the events only."""
     path = Path(projections_path) if projections_path is not None else default_projections_path(source)
@@ -327,9 +378,4 @@ def connect(source: Any, projections_path: Path | None = None, policy: Policy = 
         for ddl in DDL:
             con.execute(ddl)
         _fill(con, source, None, policy, 0, int(source.head()))
-    try:
-        con.execute(sql_text("views"))
-    except duckdb.Error as exc:
-        con.close()
-        raise LedgerError(f"analytics views: {str(exc).splitlines()[0]}") from exc
     return con

@@ -170,3 +170,28 @@ def test_a_mirror_another_process_holds_is_not_waited_for(learned: tuple[SqliteS
         assert _answers(store) == honest
     finally:
         holder.communicate("")
+
+
+def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
+        learned: tuple[SqliteStore, Built, SteppingClock], caplog: pytest.LogCaptureFixture) -> None:
+    """Untouched since this memory wrote it (its sealed stamp holds): opened read-only, the file left as it
+    was. Touched (its ctime moved, rows intact): its rows' digest is checked, it is kept and sealed again."""
+    import os
+    store, _, _ = learned
+    honest = _answers(store)
+    mirror = Path(store.path).parent / MIRROR_FILE
+    seal = mirror.with_name(MIRROR_FILE + ".seal")
+    before, stamp = os.stat(mirror), seal.read_text()
+    con = connect(store)
+    with pytest.raises(duckdb.Error):  # read-only
+        con.execute("DELETE FROM events")
+    con.close()
+    after = os.stat(mirror)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (
+        before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    assert seal.read_text() == stamp
+    os.utime(mirror)  # rows unchanged, the file's times not
+    with caplog.at_level(logging.WARNING, logger="memledger"):
+        assert _answers(store) == honest
+    assert not caplog.records and os.stat(mirror).st_ino == before.st_ino  # kept, not rebuilt
+    assert seal.read_text() != stamp

@@ -8,6 +8,8 @@ measured in the same run.
 - as-of latency at random seqs through the validity intervals (one projection's items by key, as
   an agent or audit asks; and whole projections) vs folding the first n events from scratch;
 - `audit` of the last run through the library, vs folding its memory from seq 1;
+- `explain` of a lesson through the library (its life by the index of mentions), vs reading every
+  lesson event;
 - recall with 100,000 lessons and 10,000 trajectories — tier 2 on error, on domain, trajectory
   match — p50/p99 vs a linear scan of the same lessons / trajectories (results checked equal).
 
@@ -17,7 +19,8 @@ Usage::
     python bench/projections.py --events 100000  # a quicker run
     python bench/projections.py --json           # one JSON object: events, rebuild_events_per_s,
                                                  # raw_scan_events_per_s, asof_p99_ms, audit_ms,
-                                                 # projections_db_bytes, ledger_bytes, figures
+                                                 # explain_ms, projections_db_bytes, ledger_bytes,
+                                                 # figures
 """
 from __future__ import annotations
 
@@ -383,11 +386,14 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
                            note="p99 by projection: " + ", ".join(f"{k} {p99(v):.0f}" for k, v in whole.items())))
         audit, t_audit = audit_figure(store)
         figs.append(audit)
+        explain, t_explain = explain_figure(store)
+        figs.append(explain)
         store.close()
     metrics = {"events": head, "rebuild_events_per_s": round(head / t_rebuild), "raw_scan_events_per_s": round(head / t_scan),
                "asof_p99_ms": round(p99(keyed), 2), "asof_p50_ms": round(statistics.median(keyed), 2),
                "asof_whole_projection_p99_ms": {k: round(p99(v), 1) for k, v in whole.items()},
-               "audit_ms": round(t_audit * 1e3, 1), "projections_db_bytes": db_bytes, "ledger_bytes": ledger_bytes}
+               "audit_ms": round(t_audit * 1e3, 1), "explain_ms": round(t_explain * 1e3, 1),
+               "projections_db_bytes": db_bytes, "ledger_bytes": ledger_bytes}
     return figs, metrics
 
 
@@ -410,6 +416,32 @@ def audit_figure(store: SqliteStore) -> tuple[Figure, float]:
     return Figure(BENCH, f"audit of a run at the end of the log ({len(fast['steps'])} steps)", t_fast * 1e3, "ms",
                   "audit folding memory from seq 1", t_slow * 1e3, higher_is_better=False,
                   note="aim < 100 ms"), t_fast
+
+
+def explain_figure(store: SqliteStore) -> tuple[Figure, float]:
+    """`memledger explain` of the most deduplicated lesson through the library: its life found by
+    projections.db's index of mentions vs by reading every lesson event (answers checked equal);
+    the median of 3."""
+    from memledger.analytics.explain import explain_item
+    uses: dict[str, int] = {}
+    for ev in store.read(types=["lesson_deduplicated"]):
+        uses[ev.data["lesson_id"]] = uses.get(ev.data["lesson_id"], 0) + 1
+    lesson_id = max(sorted(uses), key=lambda lid: uses[lid]) if uses else next(
+        ev.data["lesson_id"] for ev in store.read(types=["lesson_recorded"]))
+    path = store.path.with_name("projections.db")
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fast = explain_item(store, lesson_id, projections_path=path)
+        times.append(time.perf_counter() - t0)
+    t_fast = statistics.median(times)
+    t0 = time.perf_counter()
+    slow = explain_item(store, lesson_id)
+    t_slow = time.perf_counter() - t0
+    assert fast == slow
+    return Figure(BENCH, f"explain of a lesson ({len(fast['life'])} events in its life)", t_fast * 1e3, "ms",
+                  "explain folding the log and reading every lesson event", t_slow * 1e3, higher_is_better=False,
+                  note="its life by the index of mentions"), t_fast
 
 
 def measure(quick: bool = False, events: int | None = None, lessons: int | None = None,

@@ -116,10 +116,11 @@ class Blocks:
         return values[slot] if slot is not None and 0 <= slot < len(values) else b""
 
 
-def resolved(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows as selected (`_COLS`) with each value read from its block: (field, k1, k2, o1, o2,
-    value, projection, valid_from, valid_to, facet, mac)."""
-    blocks = Blocks(conn)
+def resolved(conn: sqlite3.Connection, rows: list[tuple[Any, ...]], blocks: Blocks | None = None) -> list[tuple[Any, ...]]:
+    """Rows as selected (`_COLS`) with each value read from its block (`blocks`: the blocks read
+    so far, kept by a reader that asks many questions): (field, k1, k2, o1, o2, value, projection,
+    valid_from, valid_to, facet, mac)."""
+    blocks = blocks or Blocks(conn)
     blocks.load(r[5] for r in rows)
     value = blocks.value
     return [(f, k1, k2, o1, o2, value(b, s), *rest) for f, k1, k2, o1, o2, b, s, *rest in rows]
@@ -335,14 +336,15 @@ class Tracker:
 # ---- reading ---------------------------------------------------------------------------
 
 def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str | None = None,
-            k1: str | None = None, k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
+            k1: str | None = None, k2: str | None = None, facet: str | None = None,
+            blocks: Blocks | None = None) -> list[tuple[Any, ...]]:
     """The versions of projection `name` valid at `seq`: all of them, or one field's, one key's
     (and its inner dict's), or those of one facet."""
     alive = "valid_from <= ? AND valid_to > ?"
     if facet is not None:
         return resolved(conn, conn.execute(
             f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_facet WHERE projection = ? "
-            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, seq, seq)).fetchall())
+            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, seq, seq)).fetchall(), blocks)
     if field is not None and k1 is not None:
         where = "projection = ? AND field = ? AND k1 = ?"
         params: list[Any] = [name, field, k1]
@@ -352,12 +354,12 @@ def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str
         # by key (the primary key's prefix); `+` keeps the planner off the seq indexes
         return resolved(conn, conn.execute(
             f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
-            (*params, seq, seq)).fetchall())
+            (*params, seq, seq)).fetchall(), blocks)
     # scan from whichever end of the log is nearer `seq`
     index = "_intervals_from" if seq * 2 <= head else "_intervals_to"
     rows = conn.execute(f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? AND {alive}",
                         (name, seq, seq)).fetchall()
-    return resolved(conn, [r for r in rows if r[0] == field] if field is not None else rows)
+    return resolved(conn, [r for r in rows if r[0] == field] if field is not None else rows, blocks)
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:

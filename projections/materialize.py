@@ -57,7 +57,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -671,6 +671,7 @@ class IndexedMemory:
         self.policy = policy
         self.head = min((cp.seq for cp in cps.values()), default=0)
         self.floor = forget_floor(store, self.head)
+        self.blocks = intervals.Blocks(conn)  # the steps of an audit read mostly the same blocks
 
     def answers(self, seq: int, names: Iterable[str]) -> bool:
         return seq >= self.floor and all(
@@ -681,19 +682,24 @@ class IndexedMemory:
            trajectory_ids: Iterable[str] = ()) -> MemoryState:
         """Lessons (Tier 1 and `lesson_ids`), knowledge and selectors (of `domain`) and
         trajectories (`trajectory_ids`) as of `seq`; everything else is left out."""
-        rows_at, conn, head = intervals.rows_at, self.conn, self.head
-        lessons = rows_at(conn, "lessons", seq, head, facet="tier1")
+        conn, head, blocks = self.conn, self.head, self.blocks
+
+        def rows_at(name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
+                    facet: str | None = None) -> list[tuple[Any, ...]]:
+            return intervals.rows_at(conn, name, seq, head, field, k1, k2, facet, blocks)
+
+        lessons = rows_at("lessons", facet="tier1")
         for lid in dict.fromkeys(lesson_ids):
-            lessons += rows_at(conn, "lessons", seq, head, "lessons", lid)
+            lessons += rows_at("lessons", "lessons", lid)
         trajectories = []
         for tid in dict.fromkeys(trajectory_ids):
-            found = rows_at(conn, "trajectories", seq, head, "by_domain", domain or "", tid) if domain else []
+            found = rows_at("trajectories", "by_domain", domain or "", tid) if domain else []
             if not any(r[2] == tid for r in found):  # filed under another host: look at them all
-                found = [r for r in rows_at(conn, "trajectories", seq, head, "by_domain") if r[2] == tid]
+                found = [r for r in rows_at("trajectories", "by_domain") if r[2] == tid]
             trajectories += found
         rows = {"lessons": lessons, "trajectories": trajectories,
-                "knowledge": rows_at(conn, "knowledge", seq, head, "current", domain) if domain else [],
-                "selectors": rows_at(conn, "selectors", seq, head, "by_domain", domain) if domain else []}
+                "knowledge": rows_at("knowledge", "current", domain) if domain else [],
+                "selectors": rows_at("selectors", "by_domain", domain) if domain else []}
         state = MemoryState.empty(rows)
         for name, found in rows.items():
             setattr(state, name, self._state(name, seq, found))
@@ -721,7 +727,7 @@ class IndexedMemory:
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
         """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
-        return self._state(name, seq, intervals.rows_at(self.conn, name, seq, self.head, field, key))
+        return self._state(name, seq, intervals.rows_at(self.conn, name, seq, self.head, field, key, blocks=self.blocks))
 
 
 @contextmanager

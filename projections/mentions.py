@@ -86,6 +86,16 @@ def keys(ev: RecordedEvent) -> list[str]:
     return []
 
 
+#: bytes of an item's keyed hash: a collision only makes explain read an event more (it is then
+#: filtered by its content), so 64 bits are plenty
+KEY_BYTES = 8
+
+
+def hashed(seal: Seal, item: str) -> bytes:
+    """An item as the index files it: the memory's keyed hash, cut to KEY_BYTES."""
+    return seal.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"))[:KEY_BYTES]
+
+
 TYPES = frozenset((*LESSON_TYPES, *RECALL_TYPES, *FACT_TYPES, *SELECTOR_TYPES, *TRAJECTORY_TYPES))
 
 
@@ -107,7 +117,7 @@ class Mentions:
     def hashed(self, key: str) -> bytes:
         h = self._hashed.get(key)
         if h is None:
-            h = self._hashed[key] = self.seal.tag(b"mention\x1f" + key.encode("utf-8", "surrogatepass"))
+            h = self._hashed[key] = hashed(self.seal, key)
         return h
 
     def pending(self) -> int:
@@ -123,7 +133,7 @@ def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int)
     """The seqs (ascending, at most `up_to`) of the events that name any of `items`."""
     found: set[int] = set()
     for item in dict.fromkeys(items):
-        h = seal.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"))
+        h = hashed(seal, item)
         found.update(s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?", (h, up_to)))
     return sorted(found)
 

@@ -88,6 +88,7 @@ from memledger.ledger.events import (
 from memledger.ledger.ids import short_id
 from memledger.ledger.jsonl import first_error
 from memledger.ledger.redact import MARKER, masked_args
+from memledger.ledger.store import Store
 from memledger.projections import lessons as lessons_mod
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
@@ -308,7 +309,7 @@ def _check_flag(value: Any, what: str) -> bool:
 class Memory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 
-    def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
+    def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
                  enabled: bool = True, stale_after: timedelta = STALE_AFTER):
         if not isinstance(policy, Policy):
             raise InvalidEvent(f"policy must be a memledger Policy, got {type(policy).__name__}")
@@ -1111,7 +1112,7 @@ class AgentMemory:
     """The bundled browser agent's adapter: its loop's records (StepRecord, BudgetItem,
     RunCompleted) turned into `Run` calls — the same path as any external agent."""
 
-    def __init__(self, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
+    def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
                  *, enabled: bool = True):
         self.memory = Memory(store, projections_path, policy, enabled=enabled)
         self.policy = policy
@@ -1119,7 +1120,7 @@ class AgentMemory:
         self.run: Run | None = None
 
     @classmethod
-    def open(cls, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
+    def open(cls, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
              enabled: bool = True) -> "AgentMemory":
         return cls(store, projections_path, policy, enabled=enabled)
 

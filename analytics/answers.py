@@ -20,6 +20,7 @@ from memledger.analytics.mirror import connect
 from memledger.analytics.output import Report, Table
 from memledger.analytics.queries import ANALYSES, sections
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.store import Store
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 
 _PARAM = re.compile(r"\$([a-z_]+)")
@@ -47,7 +48,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] |
         raise LedgerError(f"analytics query failed: {str(exc).splitlines()[0]}") from exc
 
 
-def analyse(name: str, source: Any, policy: Policy | None = None,
+def analyse(name: str, source: Store, policy: Policy | None = None,
             con: duckdb.DuckDBPyConnection | None = None) -> Report:
     """Answer one analysis (`promotions`, `decay`, `recall`, `memory-effect`, `runs`) over a ledger,
     from its analytics mirror (caught up first)."""
@@ -65,7 +66,7 @@ def analyse(name: str, source: Any, policy: Policy | None = None,
             con.close()
 
 
-def analyse_all(source: Any, policy: Policy | None = None) -> dict[str, Report]:
+def analyse_all(source: Store, policy: Policy | None = None) -> dict[str, Report]:
     """Every analysis over one DuckDB connection (the report uses this)."""
     con = connect(source)
     try:

@@ -38,7 +38,9 @@ from typing import Any
 from memledger.analytics.forget import Forgotten
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import RecordedEvent
-from memledger.projections.materialize import caught_up, default_projections_path, indexed_memory, projection_at
+from memledger.ledger.location import projections_path
+from memledger.ledger.store import Store
+from memledger.projections.materialize import caught_up, indexed_memory, projection_at
 from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.state import MemoryState, fold
 from memledger.projections.view import MemoryView
@@ -51,7 +53,7 @@ STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "
 class Origins:
     """Event id -> where it happened (run, step, seq, type), looked up once each."""
 
-    def __init__(self, store: Any, forgotten: Forgotten):
+    def __init__(self, store: Store, forgotten: Forgotten):
         self.store = store
         self.forgotten = forgotten
         self.cache: dict[str, dict[str, Any] | None] = {}
@@ -174,12 +176,12 @@ def _action(ev: RecordedEvent | None) -> dict[str, Any] | None:
 AUDITED = ("lessons", "knowledge", "selectors", "trajectories")
 
 
-def memory_before(store: Any, seq: int, policy: Any, from_projections: bool = True) -> Any:
+def memory_before(store: Store, seq: int, policy: Any, from_projections: bool = True) -> Any:
     """The audited projections as of `seq`: from projections.db when the ledger has one (so a
     run late in a long log does not refold it from seq 1), else folded from the log."""
     state = MemoryState.empty(AUDITED)
     # projections.db holds the default policy's memory: another policy is folded from the log
-    path = default_projections_path(store) if from_projections and policy == DEFAULT_POLICY else None
+    path = projections_path(store) if from_projections and policy == DEFAULT_POLICY else None
     if path is None or seq <= 0:
         return state
     caught_up(store, path, policy)
@@ -192,7 +194,7 @@ def memory_before(store: Any, seq: int, policy: Any, from_projections: bool = Tr
 class _FoldedMemory:
     """The audited projections folded forward step by step from `memory_before` the first one."""
 
-    def __init__(self, store: Any, first: int, policy: Any, from_projections: bool):
+    def __init__(self, store: Store, first: int, policy: Any, from_projections: bool):
         self.policy = policy
         self.state = memory_before(store, first, policy, from_projections)
         self.reader = iter(store.read(self.state.head + 1))
@@ -243,7 +245,7 @@ def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | 
     return steps_out
 
 
-def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | None = None,
+def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | None = None,
               indexed: bool = True) -> dict[str, Any]:
     """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc.
 
@@ -280,7 +282,7 @@ def audit_run(store: Any, run_id: str, step: int | None = None, policy: Any | No
             as_of = evs[-1].seq
         plans.append((as_of, k, evs, action, prompts))
     plans.sort(key=lambda p: (p[0], p[1]))
-    path = default_projections_path(store) if indexed and policy == DEFAULT_POLICY else None
+    path = projections_path(store) if indexed and policy == DEFAULT_POLICY else None
     steps_out: dict[int, dict[str, Any]] = {}
     if plans:  # a run with no steps (started, then nothing) is audited with an empty step list
         with indexed_memory(store, path, policy) if path is not None else nullcontext() as index:

@@ -54,6 +54,7 @@ from memledger.analytics.output import Report, Table
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections.decisions import DECISION_TYPES, decide, on_open
 from memledger.projections.knowledge import current_facts
 from memledger.projections.lessons import TIER1_CATEGORIES
@@ -325,7 +326,7 @@ def _describe(ev: RecordedEvent | NewEvent) -> str:
     return f"{t} {d.get('lesson_id', '')}".strip()
 
 
-def _opens_used(store: Any, until: int) -> bool:
+def _opens_used(store: Store, until: int) -> bool:
     return any(True for _ in store.read(to_seq=until, types=["lesson_seeded"], batch=1))
 
 
@@ -410,7 +411,7 @@ class ExperimentResult:
 class Experiment:
     """One replay of the log up to a seq under a changed policy, beside reality (see module doc)."""
 
-    def __init__(self, store: Any, overrides: dict[str, Any], until: int | str | None = None,
+    def __init__(self, store: Store, overrides: dict[str, Any], until: int | str | None = None,
                  real_policy: Policy | None = None):
         self.store = store
         self.overrides = overrides
@@ -582,7 +583,7 @@ class Experiment:
             recalls_kept_as_recorded=self.prompts.kept_as_recorded, limits=LIMITS)
 
 
-def run_experiment(store: Any, overrides: dict[str, Any], until: int | str | None = None,
+def run_experiment(store: Store, overrides: dict[str, Any], until: int | str | None = None,
                    real_policy: Policy | None = None,
                    progress: Callable[[int, int], None] | None = None) -> ExperimentResult:
     """Replay observations 1..until under the changed policy (see module doc)."""

@@ -26,6 +26,7 @@ from typing import Any
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections import knowledge, mentions
 from memledger.projections.knowledge import fact_id_for
 from memledger.projections.materialize import indexed_memory
@@ -210,7 +211,7 @@ def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, A
     return {"life": life} if life else None
 
 
-def explain_item(store: Any, item: str, policy: Any | None = None,
+def explain_item(store: Store, item: str, policy: Any | None = None,
                  projections_path: Path | None = None, domain: str | None = None) -> dict[str, Any]:
     """The life of a lesson, fact, selector or trajectory; plain data (see module doc). `domain`
     picks one site's facts when a fact key is used on several.
@@ -230,7 +231,7 @@ def explain_item(store: Any, item: str, policy: Any | None = None,
 class _Folded:
     """The items as they stand now, from a fold of the whole log."""
 
-    def __init__(self, store: Any, policy: Any):
+    def __init__(self, store: Store, policy: Any):
         self.store = store
         self.view = MemoryView.from_events(store.read(), policy)
 
@@ -276,7 +277,7 @@ class _Indexed:
         return [t for items in state.by_domain.values() for t in items.values()]
 
 
-def _explain(store: Any, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
+def _explain(store: Store, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
     forgotten = Forgotten.scan(store)
     read = now_of.read
     found = _lesson_life(read, item, forgotten)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.text import domain_matches
 
@@ -49,7 +50,7 @@ class Forgotten:
     lessons: set[str] = field(default_factory=set)
 
     @classmethod
-    def scan(cls, store: Any, to_seq: int | None = None) -> "Forgotten":
+    def scan(cls, store: Store, to_seq: int | None = None) -> "Forgotten":
         """Read the forget events (and the runs they take with them) from a store."""
         f = cls.from_events(store.read(to_seq=to_seq, types=["subject_forgotten"]))
         if f.domains or f.sessions:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from memledger.ledger.clock import system_clock
 from memledger.ledger.copy import copy_events
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
-from memledger.ledger.store import SqliteStore
+from memledger.ledger.store import SqliteStore, Store
+from memledger.ledger.urls import display_url
 from memledger.projections.materialize import resolve_seq as seq_of
 
 
@@ -39,7 +38,7 @@ class ForkResult:
     isolation: str = "shared"
 
 
-def resolve_seq(store: Any, until: int | str | None) -> int:
+def resolve_seq(store: Store, until: int | str | None) -> int:
     """A seq from an int, a digit string or an ISO time (the last seq recorded by then), at most
     the head; None is the head."""
     head = int(store.head())
@@ -50,7 +49,7 @@ def resolve_seq(store: Any, until: int | str | None) -> int:
     return min(seq_of(store, until, "fork point"), head)
 
 
-def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, isolation: str = "shared",
+def fork_ledger(store: Store, until: int | str | None, out_dir: str | Path, isolation: str = "shared",
                 batch: int = 5000) -> ForkResult:
     """Copy events 1..until of `store` into a new SQLite ledger at `out_dir/ledger.db`."""
     if isolation not in ISOLATIONS:
@@ -60,12 +59,12 @@ def fork_ledger(store: Any, until: int | str | None, out_dir: str | Path, isolat
     target = out / LEDGER_FILE
     if target.exists() and target.stat().st_size > 0:
         raise LedgerError(f"{target}: a ledger already exists there; fork into an empty directory")
-    dest = SqliteStore.open(target, clock=getattr(store, "clock", None) or system_clock)
+    dest = SqliteStore.open(target, clock=store.clock)
     try:
         copied = copy_events(store, dest, seq, chunk=batch)
     finally:
         dest.close()
-    source = str(getattr(store, "where", None) or getattr(store, "url", ""))
+    source = display_url(store.url)
     write_fork_info(out, {"source": source, "until": copied.count, "head_hash": copied.head_hash,
                           "memory_isolation": isolation})
     return ForkResult(target, copied.count, copied.count, copied.head_hash if copied.count else "", True, isolation)

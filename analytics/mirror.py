@@ -41,11 +41,13 @@ import pyarrow as pa
 from memledger.analytics import forget as forget_module
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.analytics.queries import sql_text
+from memledger.ledger import location
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections import intervals, lessons
 from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
-from memledger.projections.materialize import caught_up, default_projections_path, discard, opened
+from memledger.projections.materialize import caught_up, discard, opened
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint
@@ -139,7 +141,7 @@ def _table(names: tuple[str, ...], types: tuple[pa.DataType, ...], cols: list[li
     return pa.table({name: pa.array(col, type=t) for name, t, col in zip(names, types, cols)})
 
 
-def _append_events(con: duckdb.DuckDBPyConnection, store: Any, after: int, head: int, forgotten: Forgotten) -> None:
+def _append_events(con: duckdb.DuckDBPyConnection, store: Store, after: int, head: int, forgotten: Forgotten) -> None:
     for batch in _event_rows(store.read(after + 1, head, batch=5000), forgotten):
         con.register("batch", batch)
         con.execute(_INSERT_EVENTS)
@@ -175,7 +177,7 @@ class _Forged(LedgerError):
     """An interval version in projections.db that this memory did not seal."""
 
 
-def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy, after: int,
+def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, after: int,
                     head: int) -> None:
     """Bring `intervals` from `after` to `head` (versions closed since replace their open rows)."""
     try:
@@ -194,7 +196,7 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Any, projections: Pat
         con.unregister("batch")
 
 
-def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, policy: Policy, after: int,
+def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Policy, after: int,
           head: int) -> None:
     """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
@@ -217,7 +219,7 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Any, projections: Path | None, 
 
 # ---- opening --------------------------------------------------------------------------
 
-def _start(con: duckdb.DuckDBPyConnection, store: Any, projections: Path, policy: Policy, check_rows: bool) -> int:
+def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, check_rows: bool) -> int:
     """The seq the mirror holds, once its checkpoint, its rows (`check_rows`: their digest; else the
     file is known untouched) and the ledger agree; MirrorStale (why, for a warning; '' when only
     rebuilt) otherwise."""
@@ -298,7 +300,7 @@ def drop_mirror(projections: Path) -> bool:
     return found
 
 
-def _rebuild(store: Any, projections: Path, policy: Policy, head: int) -> None:
+def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None:
     """A new mirror up to `head`, written beside the old one and moved over it."""
     target = mirror_path(projections)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
@@ -319,7 +321,7 @@ def _rebuild(store: Any, projections: Path, policy: Policy, head: int) -> None:
     _seal_file(target, projections)
 
 
-def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
+def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
     """The mirror file at the ledger's head, opened read-only. A file left untouched since this
     memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
     is opened to write, checked whole, caught up, sealed again and reopened read-only."""
@@ -359,13 +361,13 @@ def _caught_up(store: Any, projections: Path, policy: Policy) -> duckdb.DuckDBPy
     raise LedgerError(f"{target}: cannot build the analytics mirror")
 
 
-def connect(source: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
+def connect(source: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
             ) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection to the mirror of `source` (a store), caught up to the ledger's
     head, with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found
     beside the ledger unless given; a store without one (PostgreSQL without a memory directory, a
     forensic read) gets a private mirror in memory, holding the events only."""
-    path = Path(projections_path) if projections_path is not None else default_projections_path(source)
+    path = Path(projections_path) if projections_path is not None else location.projections_path(source)
     con = None
     if path is not None:
         try:

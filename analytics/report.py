@@ -22,6 +22,7 @@ from typing import Any
 
 from memledger.analytics.answers import analyse_all
 from memledger.analytics.output import Report, Table, cell_text, header, plain, shown
+from memledger.ledger.store import Store
 from memledger.projections.text import clip
 
 MAX_ROWS = 60
@@ -200,7 +201,7 @@ def _write_private(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def build_report(store: Any, out_dir: str | Path, policy: Any | None = None) -> Path:
+def build_report(store: Store, out_dir: str | Path, policy: Any | None = None) -> Path:
     """Write `out_dir/report.html` and its PNG plots; returns the page's path."""
     out = Path(out_dir)
     out.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from memledger.analytics.forget import lesson_id_of
 from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections.lessons import dedup_key
 from memledger.projections.materialize import Catchup
 from memledger.projections.parameters import DEFAULT_POLICY
@@ -112,7 +113,7 @@ def describe(before: dict[tuple[str, str], str], after: dict[tuple[str, str], st
     return out
 
 
-def follow_projections(store: Any, projections_path: Path, policy: Any | None = None,
+def follow_projections(store: Store, projections_path: Path, policy: Any | None = None,
                        on_change: Callable[[Change], None] | None = None, stop: threading.Event | None = None,
                        max_events: int | None = None) -> int:
     """Keep projections.db current until `stop` is set (or `max_events` were seen); returns the last seq."""

@@ -1,8 +1,10 @@
 """Fleet load: 8 writer processes append to one ledger for N seconds while a follower catches up.
 
 Run against a real PostgreSQL (a durable throw-away server from Debian's
-binaries, or `--pg-url`) and, in the same run, against the SQLite store as
-the baseline. Each writer is its own process with its own connection and
+binaries, or `--pg-url`) and, in the same run, against two baselines: the same
+load through eventsourcing's PostgreSQL recorder (`PostgresApplicationRecorder`,
+on the same server, one stored event per `insert_events`, one aggregate per
+writer) and the SQLite store. Each writer is its own process with its own connection and
 appends one event per transaction (its own stream, steps 0, 1, 2, ...).
 Meanwhile a follower thread `subscribe`s (LISTEN/NOTIFY on PostgreSQL,
 file watching on SQLite) and folds every event into the projections.
@@ -15,7 +17,7 @@ exits 1.
 
 Usage::
 
-    python bench/stores.py                 # 30 s per store and durability level, 8 writers
+    python bench/stores.py                 # 30 s per store, recorder and durability level, 8 writers
     python bench/stores.py --batch 10      # 10 events per transaction (the lock is taken once per append)
     python bench/stores.py --seconds 3 --writers 4 --pg-url postgresql://postgres@127.0.0.1:5432/bench
 """
@@ -23,14 +25,19 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import queue
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
+from psycopg.conninfo import conninfo_to_dict
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -102,6 +109,111 @@ def _writer(url: str, options: dict[str, Any], writer: int, batch: int, ready: A
     results.put((writer, count, sorted(latencies), error))
 
 
+def _eventsourcing_writer(url: str, synchronous_commit: str, writer: int, batch: int, ready: Any, start: Any,
+                          stop: Any, results: Any) -> None:
+    """One writer process through eventsourcing's PostgreSQL recorder: the same events, serialized
+    as its stored events (the payload's JSON as state), `batch` per `insert_events`."""
+    from eventsourcing.persistence import StoredEvent
+    from eventsourcing.postgres import PostgresApplicationRecorder
+    os.environ["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
+    latencies: list[float] = []
+    count, error = 0, ""
+    try:
+        recorder = PostgresApplicationRecorder(eventsourcing_datastore(url))
+        aggregate = uuid.uuid4()
+        ready.put(writer)
+        start.wait()
+        while not stop.is_set():
+            events = [bench_event(writer, count + k) for k in range(batch)]
+            stored = [StoredEvent(originator_id=aggregate, originator_version=count + k + 1, topic=ev.type,
+                                  state=orjson.dumps(ev.payload.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS))
+                      for k, ev in enumerate(events)]
+            t0 = time.perf_counter()
+            recorder.insert_events(stored)
+            latencies.append(time.perf_counter() - t0)
+            count += batch
+        recorder.datastore.close()
+    except Exception as exc:  # reported to the parent as a failed check
+        error = f"{type(exc).__name__}: {exc}"
+        ready.put(writer)
+    results.put((writer, count, sorted(latencies), error))
+
+
+def eventsourcing_datastore(url: str) -> Any:
+    """eventsourcing's PostgreSQL datastore for the database at `url`."""
+    from eventsourcing.postgres import PostgresDatastore
+    info = conninfo_to_dict(url)
+    return PostgresDatastore(str(info.get("dbname", "postgres")), str(info.get("host", "127.0.0.1")),
+                             str(info.get("port", "5432")), str(info.get("user", "postgres")), str(info.get("password", "")))
+
+
+def _drive(ctx: Any, target: Any, args: tuple[Any, ...], writers: int, batch: int, seconds: float,
+           during: Any = None) -> tuple[float, dict[int, int], list[float], list[str]]:
+    """Start the writer processes, let them append for `seconds`, collect what each did."""
+    ready, results = ctx.Queue(), ctx.Queue()
+    start, stop = ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args, n, batch, ready, start, stop, results)) for n in range(writers)]
+    for p in procs:
+        p.start()
+    waiting, deadline = len(procs), time.monotonic() + 120
+    while waiting:
+        try:
+            ready.get(timeout=1)
+            waiting -= 1
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"writer processes failed to start (exit codes {dead})")
+    if during is not None:
+        during()
+    t0 = time.perf_counter()
+    start.set()
+    time.sleep(seconds)
+    stop.set()
+    writing_s = time.perf_counter() - t0
+    counts: dict[int, int] = {}
+    latencies: list[float] = []
+    problems: list[str] = []
+    for _ in procs:
+        try:
+            n, count, lat, error = results.get(timeout=120)
+        except queue.Empty:
+            problems.append("a writer never reported")
+            break
+        counts[n] = count
+        latencies.extend(lat)
+        if error:
+            problems.append(f"writer {n}: {error}")
+    for p in procs:
+        p.join(timeout=30)
+    latencies.sort()
+    return writing_s, counts, latencies, problems
+
+
+def load_eventsourcing(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full",
+                       batch: int = 1) -> LoadResult:
+    """The same load through eventsourcing's PostgreSQL recorder (the baseline), on the (empty)
+    database at `url`; afterwards: every event is there, notification ids in order, each writer's
+    versions 1..n."""
+    from eventsourcing.postgres import PostgresApplicationRecorder
+    synchronous_commit = DURABILITY[durability][0]["synchronous_commit"]
+    datastore = eventsourcing_datastore(url)
+    recorder = PostgresApplicationRecorder(datastore)
+    recorder.create_table()
+    ctx = multiprocessing.get_context("fork")
+    writing_s, counts, latencies, problems = _drive(ctx, _eventsourcing_writer, (url, synchronous_commit), writers, batch, seconds)
+    appended = sum(counts.values())
+    notifications = recorder.select_notifications(start=None, limit=appended + 1)
+    ids = [n.id for n in notifications]
+    if len(ids) != appended or ids != sorted(set(ids)):
+        problems.append(f"appended {appended} events, the recorder lists {len(ids)} notifications")
+    datastore.close()
+    return LoadResult("eventsourcing", durability, writers, batch, writing_s, appended, len(ids),
+                      _percentile(latencies, 0.5), _percentile(latencies, 0.99), 0, 0.0, None, problems)
+
+
 class Follower(threading.Thread):
     """Subscribes from seq 1 and folds each event into the projections (when the package exists)."""
 
@@ -157,44 +269,8 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
         if store.head():
             raise SystemExit(f"{url}: the load needs an empty ledger")
     ctx = multiprocessing.get_context("fork")  # before the follower thread starts: no threads to inherit
-    ready, results = ctx.Queue(), ctx.Queue()
-    start, stop = ctx.Event(), ctx.Event()
-    procs = [ctx.Process(target=_writer, args=(url, options, n, batch, ready, start, stop, results)) for n in range(writers)]
-    for p in procs:
-        p.start()
-    waiting, deadline = len(procs), time.monotonic() + 120
-    while waiting:
-        try:
-            ready.get(timeout=1)
-            waiting -= 1
-        except queue.Empty:
-            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            if dead or time.monotonic() > deadline:
-                for p in procs:
-                    p.kill()
-                raise SystemExit(f"writer processes failed to start (exit codes {dead})")
     follower = Follower(url)
-    follower.start()
-    t0 = time.perf_counter()
-    start.set()
-    time.sleep(seconds)
-    stop.set()
-    writing_s = time.perf_counter() - t0
-    counts: dict[int, int] = {}
-    latencies: list[float] = []
-    problems: list[str] = []
-    for _ in procs:
-        try:
-            n, count, lat, error = results.get(timeout=120)
-        except queue.Empty:
-            problems.append("a writer never reported")
-            break
-        counts[n] = count
-        latencies.extend(lat)
-        if error:
-            problems.append(f"writer {n}: {error}")
-    for p in procs:
-        p.join(timeout=30)
+    writing_s, counts, latencies, problems = _drive(ctx, _writer, (url, options), writers, batch, seconds, follower.start)
     with open_store(url=url) as store:
         head = store.head()
         t_catch = time.perf_counter()
@@ -231,7 +307,6 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
             equal = MemoryView(follower.state).digests() == MemoryView.from_events(events).digests()
             if not equal:
                 problems.append("follower's projections differ from a rebuild")
-    latencies.sort()
     return LoadResult(kind, durability, writers, batch, writing_s, appended, head, _percentile(latencies, 0.5),
                       _percentile(latencies, 0.99), follower.seen, catch_up, equal, problems)
 
@@ -247,33 +322,43 @@ def checks_table(results: list[LoadResult]) -> Any:
     for r in results:
         ok = "yes" if not r.problems else "NO: " + "; ".join(r.problems)
         proj = "-" if r.projections_equal is None else ("yes" if r.projections_equal else "NO")
+        follower = "-" if r.kind == "eventsourcing" else f"{r.follower_seen:,}/{r.head:,}"
+        catch_up = "-" if r.kind == "eventsourcing" else f"{r.follower_catch_up_s:.2f}"
         t.add_row(r.kind, DURABILITY_NOTE[r.kind][r.durability], f"{r.appended:,}", f"{r.rate:,.0f}", f"{r.events_rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", ok,
-                  f"{r.follower_seen:,}/{r.head:,}", f"{r.follower_catch_up_s:.2f}", proj)
+                  follower, catch_up, proj)
     return t
 
 
 DURABILITY_NOTE = {
     "postgresql": {"full": "synchronous_commit on", "normal": "synchronous_commit off"},
+    "eventsourcing": {"full": "synchronous_commit on", "normal": "synchronous_commit off"},
     "sqlite": {"full": "WAL, synchronous FULL", "normal": "WAL, synchronous NORMAL"},
 }
+#: the issue's aim for a fleet on PostgreSQL (8 writers), beside the ratio to eventsourcing's recorder
+AIM_APPENDS_PER_S = 2000
 
 
-def compare(pg_urls: list[str], sqlite_urls: list[str], seconds: float, writers: int,
+def compare(pg_urls: list[str], es_urls: list[str], sqlite_urls: list[str], seconds: float, writers: int,
             levels: list[str], batch: int = 1) -> list[LoadResult]:
-    """For each durability level: PostgreSQL, then the SQLite store as its baseline, in the same run."""
+    """For each durability level: PostgreSQL, then eventsourcing's PostgreSQL recorder and the SQLite
+    store as its baselines, in the same run."""
     out = []
-    for level, pg_url, sqlite_url in zip(levels, pg_urls, sqlite_urls):
-        out += [load(pg_url, seconds, writers, level, batch), load(sqlite_url, seconds, writers, level, batch)]
+    for level, pg_url, es_url, sqlite_url in zip(levels, pg_urls, es_urls, sqlite_urls):
+        out += [load(pg_url, seconds, writers, level, batch), load_eventsourcing(es_url, seconds, writers, level, batch),
+                load(sqlite_url, seconds, writers, level, batch)]
     return out
 
 
 def figures(results: list[LoadResult]) -> list[Figure]:
     figs = []
-    for pg, lite in zip(results[::2], results[1::2]):
-        problems = pg.problems + lite.problems
+    for pg, es, lite in zip(results[::3], results[1::3], results[2::3]):
+        problems = pg.problems + es.problems + lite.problems
         per = "" if pg.batch == 1 else f", {pg.batch} events each"
-        figs.append(Figure(BENCH, f"{pg.writers} writers on PostgreSQL ({DURABILITY_NOTE['postgresql'][pg.durability]}{per})",
-                           pg.rate, "appends/s", f"SQLite store ({DURABILITY_NOTE['sqlite'][lite.durability]})",
+        name = f"{pg.writers} writers on PostgreSQL ({DURABILITY_NOTE['postgresql'][pg.durability]}{per})"
+        aim_note = f"aim {AIM_APPENDS_PER_S:,} appends/s: {'met' if pg.rate >= AIM_APPENDS_PER_S else 'not met'}"
+        figs.append(Figure(BENCH, name, pg.rate, "appends/s", "eventsourcing's PostgreSQL recorder, same server",
+                           es.rate, aim=1.0, note="; ".join([aim_note, *problems])))
+        figs.append(Figure(BENCH, name, pg.rate, "appends/s", f"SQLite store ({DURABILITY_NOTE['sqlite'][lite.durability]})",
                            lite.rate, note="problems: " + "; ".join(problems) if problems else ""))
     return figs
 
@@ -285,17 +370,19 @@ def run(quick: bool = False, seconds: float | None = None, writers: int = 8, pg_
 
 def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None = None,
             durable_server: bool = True, batch: int = 1) -> list[LoadResult]:
-    """Both stores at each durability level, on fresh ledgers (a throw-away server unless `pg_url`)."""
+    """Each store and the recorder at each durability level, on fresh ledgers (a throw-away server
+    unless `pg_url`, where eventsourcing's table sits beside the ledger's)."""
     from devtools.pg import TempPostgres
     with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
         sqlite_urls = [f"sqlite:///{Path(tmp) / level / 'ledger.db'}" for level in levels]
         if pg_url:
             if len(levels) > 1:
                 raise SystemExit("--pg-url needs one --durability level (each level needs an empty ledger)")
-            return compare([pg_url], sqlite_urls, seconds, writers, levels, batch)
+            return compare([pg_url], [pg_url], sqlite_urls, seconds, writers, levels, batch)
         with TempPostgres(durable=durable_server) as server:
             pg_urls = [server.create_database(f"bench_{level}") for level in levels]
-            return compare(pg_urls, sqlite_urls, seconds, writers, levels, batch)
+            es_urls = [server.create_database(f"eventsourcing_{level}") for level in levels]
+            return compare(pg_urls, es_urls, sqlite_urls, seconds, writers, levels, batch)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -315,7 +402,8 @@ def main(argv: list[str] | None = None) -> None:
     results = measure(seconds, args.writers, levels, args.pg_url, batch=max(1, args.batch))
     console = Console(width=max(190, Console().width))
     console.print(checks_table(results))
-    console.print(table("PostgreSQL store beside the SQLite store, same load, same run", figures(results)))
+    console.print(table("PostgreSQL store beside eventsourcing's PostgreSQL recorder and the SQLite store, same load, same run",
+                        figures(results)))
     if any(r.problems for r in results):
         sys.exit(1)
 

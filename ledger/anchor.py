@@ -12,7 +12,7 @@ the same way.
 
 Usage::
 
-    keeper = HeadFile(head_path(store, memory_dir))
+    keeper = HeadFile(head_path(store))
     refuse_if_behind(store, [keeper])      # LedgerTampered naming the missing seq
     ...
     remember_head(store, [keeper])
@@ -27,10 +27,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from memledger.ledger.errors import LedgerError, LedgerTampered
-from memledger.ledger.store import REWRITTEN, VerifyResult
+from memledger.ledger.store import REWRITTEN, Store, VerifyResult
 
 HEAD_SUFFIX = ".head"
 _ANCHOR_RE = re.compile(r"^\s*(\d{1,19}):([0-9a-f]{64})\s*$")
@@ -63,16 +63,14 @@ class Keeper(Protocol):
     def save(self, anchor: Anchor) -> None: ...
 
 
-def head_path(store: Any, memory_dir: Path | None) -> Path:
+def head_path(store: Store) -> Path:
     """The head file: beside a SQLite ledger (`ledger.db` -> `ledger.head`); for a server store,
-    in the memory directory, named after the store's URL (its password left out)."""
-    path = getattr(store, "path", None)
-    if path is not None:
-        return Path(path).with_suffix(HEAD_SUFFIX)
-    if memory_dir is None:
-        raise LedgerError("a server store's head file needs the memory directory")
-    where = str(getattr(store, "where", None) or store.url)
-    return Path(memory_dir) / f"{store.kind}-{hashlib.sha256(where.encode()).hexdigest()[:16]}{HEAD_SUFFIX}"
+    in its home (the memory directory), named after the store's URL (its password left out)."""
+    if store.path is not None:
+        return store.path.with_suffix(HEAD_SUFFIX)
+    if store.home is None:
+        raise LedgerError(f"{store.where}: a server store's head file needs the memory directory")
+    return store.home / f"{store.kind}-{hashlib.sha256(store.where.encode()).hexdigest()[:16]}{HEAD_SUFFIX}"
 
 
 class HeadFile:
@@ -116,7 +114,7 @@ class HeadFile:
             f.write(json.dumps({"seq": anchor.seq, "hash": anchor.hash}) + "\n")
 
 
-def anchor_fault(store: Any, anchor: Anchor) -> tuple[int, str] | None:
+def anchor_fault(store: Store, anchor: Anchor) -> tuple[int, str] | None:
     """(seq, reason) when the ledger does not hold `anchor`: shorter (the first missing seq is
     named) or another hash at its seq; None when it does."""
     if anchor.seq <= 0:
@@ -136,7 +134,7 @@ def loaded(keepers: Iterable[Keeper]) -> list[Anchor]:
     return [a for a in (k.load() for k in keepers) if a is not None]
 
 
-def require_anchor(store: Any, anchor: Anchor) -> None:
+def require_anchor(store: Store, anchor: Anchor) -> None:
     """Raise LedgerTampered (one line naming the seq) when the ledger does not hold `anchor`."""
     fault = anchor_fault(store, anchor)
     if fault is not None:
@@ -144,13 +142,13 @@ def require_anchor(store: Any, anchor: Anchor) -> None:
                              f"(`memledger verify` names what changed)")
 
 
-def refuse_if_behind(store: Any, keepers: Sequence[Keeper]) -> None:
+def refuse_if_behind(store: Store, keepers: Sequence[Keeper]) -> None:
     """Raise LedgerTampered when the ledger does not hold a head a keeper remembers."""
     for anchor in loaded(keepers):
         require_anchor(store, anchor)
 
 
-def remember_head(store: Any, keepers: Sequence[Keeper]) -> Anchor | None:
+def remember_head(store: Store, keepers: Sequence[Keeper]) -> Anchor | None:
     """Remember the ledger's current head in every keeper (never lowering one). Nothing is
     remembered while the ledger no longer holds a head already remembered: that is reported by
     the next opening, never laundered into a new head."""
@@ -168,7 +166,7 @@ def remember_head(store: Any, keepers: Sequence[Keeper]) -> Anchor | None:
     return anchor
 
 
-def verify_ledger(store: Any, keepers: Sequence[Keeper], anchors: Sequence[Anchor] = ()) -> VerifyResult:
+def verify_ledger(store: Store, keepers: Sequence[Keeper], anchors: Sequence[Anchor] = ()) -> VerifyResult:
     """`memledger verify`: the chain walk, then every remembered head and every given anchor; the
     first fault names its seq (the chain's own faults first: they are the more precise)."""
     result = store.verify()

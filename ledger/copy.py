@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memledger.ledger.errors import ChainBroken, LedgerError
 from memledger.ledger.location import open_store
-from memledger.ledger.store import COLUMNS, GENESIS_HASH, ChainCheck
-
-_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+from memledger.ledger.store import GENESIS_HASH, ChainCheck, Row, Store
+from memledger.ledger.urls import display_url
 
 #: called with (copied so far, total to copy)
 Progress = Callable[[int, int], None]
@@ -34,10 +32,6 @@ class CopyResult:
     head_hash: str
     source: str
     target: str
-
-
-def _where(store: Any) -> str:
-    return str(getattr(store, "where", None) or store.url)
 
 
 def copy_ledger(from_url: str, to_url: str, *, chunk: int = 2000, on_progress: Progress | None = None) -> CopyResult:
@@ -53,7 +47,7 @@ def copy_ledger(from_url: str, to_url: str, *, chunk: int = 2000, on_progress: P
         source.close()
 
 
-def copy_events(source: Any, target: Any, until: int | None = None, *, chunk: int = 2000,
+def copy_events(source: Store, target: Store, until: int | None = None, *, chunk: int = 2000,
                 on_progress: Progress | None = None) -> CopyResult:
     """Copy events 1..`until` (all by default) of an open store into an open, empty one, checking
     every link on the way, in one transaction on the target; then verify the target.
@@ -66,8 +60,8 @@ def copy_events(source: Any, target: Any, until: int | None = None, *, chunk: in
     with target.atomic() as tx:
         existing = tx.head()
         if existing:
-            raise LedgerError(f"{_where(target)}: target already holds {existing} events; copy needs an empty ledger")
-        rows: list[tuple[Any, ...]] = []
+            raise LedgerError(f"{display_url(target.url)}: target already holds {existing} events; copy needs an empty ledger")
+        rows: list[Row] = []
         try:
             for ev in source.read(1, total, batch=chunk) if total else ():
                 row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
@@ -75,22 +69,22 @@ def copy_events(source: Any, target: Any, until: int | None = None, *, chunk: in
                 chain.check(row)
                 rows.append(row)
                 if len(rows) >= chunk:
-                    tx.conn.executemany(_INSERT, rows)
+                    tx.copy_rows(rows)
                     rows.clear()
                     if on_progress:
                         on_progress(chain.seq, total)
             chain.finish()
         except ChainBroken as exc:
-            raise LedgerError(f"{_where(source)}: source chain broken at seq {exc.seq} ({exc.reason}); "
+            raise LedgerError(f"{display_url(source.url)}: source chain broken at seq {exc.seq} ({exc.reason}); "
                               "nothing copied") from None
         if rows:
-            tx.conn.executemany(_INSERT, rows)
+            tx.copy_rows(rows)
         seq, prev = chain.seq, chain.hash or GENESIS_HASH
         if seq != total:
-            raise LedgerError(f"{_where(source)}: expected {total} events, read {seq}; nothing copied")
+            raise LedgerError(f"{display_url(source.url)}: expected {total} events, read {seq}; nothing copied")
     if on_progress:
         on_progress(seq, total)
     result = target.verify()
     if not result.ok or result.count != total:
-        raise LedgerError(f"{_where(target)}: copy does not verify (seq {result.first_bad_seq}: {result.reason})")
+        raise LedgerError(f"{display_url(target.url)}: copy does not verify (seq {result.first_bad_seq}: {result.reason})")
     return CopyResult(total, prev, source.url, target.url)

@@ -1,4 +1,4 @@
-"""The ledger's own exceptions, and the one place sqlite3 errors are translated.
+"""The ledger's own exceptions, and where sqlite3 errors are translated (psycopg's: `ledger.pgstore`).
 
 Everything above `ledger` catches `LedgerError` and prints its message as one
 line; nobody else needs to know what sqlite3 (or psycopg) raises.
@@ -75,26 +75,39 @@ class UnknownItem(LedgerError):
     """A run, lesson, fact or other item named by the user does not exist."""
 
 
+class DuplicateEvent(LedgerError):
+    """An event with this id is already in the ledger; nothing of the batch was written."""
+
+
+#: SQLite's primary result codes (`sqlite3.Error.sqlite_errorcode & 0xFF`) and the error each is
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CORRUPT = 5, 6, 8, 10, 11
+SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_CONSTRAINT, SQLITE_NOTADB = 13, 14, 19, 26
+#: extended codes of SQLITE_CONSTRAINT: a trigger's RAISE (only the append-only triggers raise), UNIQUE, PRIMARY KEY
+SQLITE_CONSTRAINT_TRIGGER, SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY = 1811, 2067, 1555
+
+
 def describe_sqlite_error(exc: sqlite3.Error, path: str) -> LedgerError:
-    """Map a sqlite3 error to the project's exception with a one-line message."""
+    """Map a sqlite3 error to the project's exception by its result code, with a one-line message."""
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    low = msg.lower()
-    if "append-only" in low:
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # absent on errors the module raises itself
+    primary = code & 0xFF if code is not None else None
+    if code == SQLITE_CONSTRAINT_TRIGGER:
         return AppendOnlyViolation("ledger is append-only")
-    if "locked" in low or "busy" in low:
+    if code in (SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY):
+        # the stream version is assigned under the write lock, so only a caller's id can repeat
+        return DuplicateEvent(f"{path}: an event with this id is already in the ledger ({msg})")
+    if primary in (SQLITE_BUSY, SQLITE_LOCKED):
         return LedgerLocked(f"{path}: database is locked by another process (busy timeout exceeded)")
-    if "readonly" in low or "read-only" in low:
+    if primary == SQLITE_READONLY:
         return LedgerReadOnly(f"{path}: cannot write (read-only file or directory)")
-    if "disk is full" in low or "disk full" in low or "database or disk is full" in low:
+    if primary == SQLITE_FULL:
         return DiskFull(f"{path}: disk is full; the write was rolled back")
-    if "unable to open" in low:
-        return LedgerReadOnly(f"{path}: cannot open the database file (missing or unwritable directory)")
-    if "not a database" in low or "malformed" in low or "file is encrypted" in low:
-        return NotALedger(f"{path}: not a memledger ledger or damaged ({msg})")
-    if "unique constraint failed: events.stream" in low:
-        return ConcurrencyConflict(f"{path}: stream version conflict ({msg})")
-    if "disk i/o error" in low:
+    if primary == SQLITE_IOERR:
         return DiskFull(f"{path}: disk I/O error ({msg}); the write was rolled back")
+    if primary == SQLITE_CANTOPEN:
+        return LedgerReadOnly(f"{path}: cannot open the database file (missing or unwritable directory)")
+    if primary in (SQLITE_NOTADB, SQLITE_CORRUPT):
+        return NotALedger(f"{path}: not a memledger ledger or damaged ({msg})")
     return LedgerError(f"{path}: {msg}")
 
 

@@ -1,4 +1,4 @@
-"""Where memory lives: the memory directory (0700) and choosing a store from a URL.
+"""Where memory lives: the memory directory (0700), choosing a store from a URL, and where projections.db is.
 
 `--memory-dir` (env MEMLEDGER_DIR, default `.agent-memory`) holds `ledger.db`
 and `projections.db`; `--store` (env MEMLEDGER_STORE) may point the ledger at
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.ledger.errors import LedgerError, LedgerReadOnly
-from memledger.ledger.store import SqliteStore
+from memledger.ledger.store import SqliteStore, Store
 
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
@@ -61,20 +61,39 @@ def sqlite_path(url: str) -> Path | None:
     return path / LEDGER_FILE if path.is_dir() else path
 
 
-def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Any:
+def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Store:
     """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, a SQLite file when it
-    is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir."""
+    is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir. A PostgreSQL ledger
+    keeps its projections.db and head file in `memory` (none when it is not given)."""
     url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
     if url:
         path = sqlite_path(url)
         if path is None:
             from memledger.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
-            return PostgresStore.open(url, create=create, **kwargs)
+            home = memory_dir(memory) if memory is not None else None  # projections.db is written even by reads
+            return PostgresStore.open(url, create=create, home=home, **kwargs)
         if create:
             memory_dir(path.parent)
         return SqliteStore.open(path, create=create, **kwargs)
     d = memory_dir(memory, create=create)
     return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)
+
+
+def projections_file(store: Store) -> Path:
+    """Where projections.db lives, for every store and every caller: in the store's home (beside a
+    SQLite ledger; the memory directory a PostgreSQL ledger was opened with)."""
+    if store.home is None:
+        raise LedgerError(f"{store.where}: opened without a memory directory, so it has no projections.db")
+    return store.home / PROJECTIONS_FILE
+
+
+def projections_path(store: Store) -> Path | None:
+    """projections.db for reading memory through it: None when the store has no home, or was opened
+    for forensics (its reads are not verified: nothing it reads may be materialized); memory is then
+    folded from the log."""
+    if store.home is None or not store.verify_reads:
+        return None
+    return projections_file(store)
 
 
 def write_fork_info(directory: Path, info: dict[str, Any]) -> Path:
@@ -92,7 +111,7 @@ def read_fork_info(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        info = json.loads(path.read_text())
+        info: dict[str, Any] = json.loads(path.read_text())
         until, isolation = int(info["until"]), info["memory_isolation"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LedgerError(f"{path}: not a fork record ({exc.__class__.__name__}); delete it or fork again") from None

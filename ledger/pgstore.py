@@ -1,8 +1,9 @@
 """The append-only PostgreSQL event store: the SQLite store's contract for fleets of agents.
 
 Same table shape, same canonical rows and the same hash chain as
-`ledger.store.SqliteStore` (the transaction logic is literally shared), so a
-ledger copied between the two verifies identically. What PostgreSQL changes:
+`ledger.store.SqliteStore` (reads, statistics and the chain walk are the
+shared `ledger.store.Store`), so a ledger copied between the two verifies
+identically. What PostgreSQL changes:
 
 - `seq` is assigned under a transaction-scoped advisory lock keyed on the
   events table (the way mature PostgreSQL event stores serialise their global
@@ -10,9 +11,26 @@ ledger copied between the two verifies identically. What PostgreSQL changes:
   The lock is released only after the commit is visible, so a reader never
   sees seq N+1 before N has committed, and seq stays gapless with any number
   of writers on separate connections.
+- An append is one statement: a session function (`pg_temp.memledger_append`,
+  created on each connection, nothing added to the ledger's schema) takes the
+  lock, reads the head, assigns seq and stream versions, hashes each row by
+  the rule of `ledger.store.chain_hash` and inserts the batch. The client has
+  already validated, redacted and serialized every event, and sends the parts
+  of each row's canonical JSON that only it knows, so the lock is held for no
+  round trip to the client: the server hands it from writer to writer.
+- A write commits under the lock without waiting for its WAL flush, and the
+  writer waits for the flush after the lock has changed hands (a small
+  transaction that writes WAL and commits at the session's
+  synchronous_commit): the flushes of concurrent writers are shared by the
+  server (group commit), so one fsync no longer serialises the fleet. An
+  append returns only once it is durable; another reader may see it a flush
+  earlier, as with any asynchronous commit.
+- Threads of one process appending at once are committed together: while one
+  append is in flight the others queue, and the next one to take the
+  connection writes every queued batch in one statement (group commit).
 - Triggers refuse UPDATE, DELETE and TRUNCATE with 'ledger is append-only'.
-- Each committing append sends `NOTIFY memledger_events, '<head seq>'`;
-  `subscribe` LISTENs instead of watching files.
+- Each committing append sends `NOTIFY memledger_events`; `subscribe`
+  LISTENs instead of watching files.
 - `memledger_meta` names the application and the store schema version; a
   ledger written by a newer schema is refused with a one-line error.
 
@@ -29,33 +47,42 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from memledger.ledger.clock import Clock, normalize_ts, system_clock
-from memledger.ledger.errors import AppendOnlyViolation, ConcurrencyConflict, DiskFull, LedgerError, LedgerLocked, LedgerReadOnly, NewerSchema, NoLedger, NotALedger
+from memledger.ledger.clock import Clock, format_ts, system_clock
+from memledger.ledger.errors import (
+    AppendOnlyViolation,
+    ConcurrencyConflict,
+    DiskFull,
+    DuplicateEvent,
+    LedgerError,
+    LedgerLocked,
+    LedgerReadOnly,
+    NewerSchema,
+    NoLedger,
+    NotALedger,
+)
 from memledger.ledger.events import NewEvent, RecordedEvent
 from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (
     APPLICATION_ID,
     COLUMNS,
-    GENESIS_HASH,
     STORE_SCHEMA_VERSION,
-    Stats,
+    Prepared,
+    Row,
+    Store,
     Transaction,
-    VerifyResult,
     _env_busy_timeout,
-    chain_for,
-    checked,
-    read_filter,
-    redacted_envelope,
+    prepare,
     row_to_event,
-    walk_chain,
 )
 from memledger.ledger.urls import display_url
 
@@ -102,17 +129,75 @@ _SCHEMA = [
 ]
 
 
+#: The append, in the server. Each row's hash is `chain_hash(prev, row)`: sha256 over the previous
+#: hash and the row's canonical JSON (orjson: no spaces). The client sends the JSON of the parts it
+#: knows; the server writes only integers, the recorded time and hashes (ASCII, nothing to escape).
+#: `expected[i]`, set on the first row of a batch that names one, is the version its stream must be
+#: at (else serialization_failure, which `describe_pg_error` reports as ConcurrencyConflict).
+APPEND_FUNCTION = """
+CREATE OR REPLACE FUNCTION pg_temp.memledger_append(
+    lock_key bigint, now_ts text, ids text[], streams text[], types text[], schema_versions integer[],
+    occurred text[], run_ids text[], steps bigint[], domains text[], payloads text[], expected bigint[],
+    id_stream_json text[], type_json text[], occurred_json text[], tail_json text[])
+RETURNS TABLE (r_seq bigint, r_stream_version bigint, r_recorded_at text, r_prev_hash text, r_hash text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    head_seq bigint; head_hash text; last_rec text; rec text; v bigint; h text;
+    versions jsonb := '{}';
+    seqs bigint[] := '{}'; svs bigint[] := '{}'; prevs text[] := '{}'; hashes text[] := '{}';
+BEGIN
+    -- commit without waiting for the flush, so the lock changes hands at once; the writer then
+    -- waits for durability outside the lock (see `PostgresStore._wait_durable`)
+    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM pg_advisory_xact_lock(lock_key);
+    SELECT e.seq, e.hash, e.recorded_at INTO head_seq, head_hash, last_rec FROM events e ORDER BY e.seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        head_seq := 0; head_hash := repeat('0', 64); last_rec := '';
+    END IF;
+    rec := CASE WHEN now_ts COLLATE "C" > last_rec COLLATE "C" THEN now_ts ELSE last_rec END;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        v := (versions ->> streams[i])::bigint;
+        IF v IS NULL THEN
+            SELECT coalesce(max(e.stream_version), 0) INTO v FROM events e WHERE e.stream = streams[i];
+        END IF;
+        IF expected[i] IS NOT NULL AND v <> expected[i] THEN
+            RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
+                MESSAGE = format('stream %L is at version %s, expected %s', streams[i], v, expected[i]);
+        END IF;
+        v := v + 1;
+        versions := versions || jsonb_build_object(streams[i], v);
+        head_seq := head_seq + 1;
+        h := encode(sha256(convert_to(head_hash || '[' || head_seq || ',' || id_stream_json[i] || ',' || v || ','
+                 || type_json[i] || ',"' || rec || '",' || coalesce(occurred_json[i], '"' || rec || '"') || ','
+                 || tail_json[i] || ',"' || head_hash || '"]', 'UTF8')), 'hex');
+        seqs := seqs || head_seq; svs := svs || v; prevs := prevs || head_hash; hashes := hashes || h;
+        head_hash := h;
+    END LOOP;
+    INSERT INTO events (seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id,
+                        step, domain, payload, prev_hash, hash)
+    SELECT u.seq, u.id, u.stream, u.sv, u.type, u.schema_version, rec, coalesce(u.occurred, rec), u.run_id,
+           u.step, u.domain, u.payload, u.prev, u.hash
+    FROM unnest(seqs, ids, streams, svs, types, schema_versions, occurred, run_ids, steps, domains, payloads, prevs,
+                hashes) AS u(seq, id, stream, sv, type, schema_version, occurred, run_id, step, domain, payload, prev, hash);
+    RETURN QUERY SELECT u.seq, u.sv, rec, u.prev, u.hash FROM unnest(seqs, svs, prevs, hashes) AS u(seq, sv, prev, hash);
+END $fn$"""
+_CALL_APPEND = f"SELECT * FROM pg_temp.memledger_append({', '.join(['%s'] * 16)})"
+#: A transaction that writes WAL and commits at the session's synchronous_commit: its flush covers
+#: every commit before it, so the writers' flushes, no longer under the lock, are shared (group commit).
+_DURABLE = "SELECT pg_logical_emit_message(true, 'memledger', 'durable')"
+
+
 def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
-    """Map a psycopg error to the project's exception with a one-line message."""
+    """Map a psycopg error to the project's exception by its type (its SQLSTATE), with a one-line message."""
     msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    low = msg.lower()
-    if "append-only" in low:
+    if isinstance(exc, pg_errors.RaiseException):  # only the append-only triggers raise a plain exception
         return AppendOnlyViolation("ledger is append-only")
+    if isinstance(exc, pg_errors.SerializationFailure):  # the append function: a stale expected version
+        return ConcurrencyConflict(msg)
     if isinstance(exc, pg_errors.UniqueViolation):
-        constraint = getattr(exc.diag, "constraint_name", None) or ""
-        if "stream" in constraint:
+        if "stream" in (exc.diag.constraint_name or ""):
             return ConcurrencyConflict(f"{where}: stream version conflict ({msg})")
-        return LedgerError(f"{where}: {msg}")
+        return DuplicateEvent(f"{where}: an event with this id is already in the ledger ({msg})")
     if isinstance(exc, pg_errors.LockNotAvailable):
         return LedgerLocked(f"{where}: the ledger's write lock is held by another writer (lock timeout exceeded)")
     if isinstance(exc, pg_errors.QueryCanceled):
@@ -121,9 +206,7 @@ def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
         return DiskFull(f"{where}: server out of space ({msg}); the write was rolled back")
     if isinstance(exc, (pg_errors.InsufficientPrivilege, pg_errors.ReadOnlySqlTransaction)):
         return LedgerReadOnly(f"{where}: cannot write ({msg})")
-    if isinstance(exc, pg_errors.InvalidCatalogName):
-        return LedgerError(f"{where}: {msg}")
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.InvalidCatalogName):
         full = " ".join(str(exc).split())
         reason = full.rsplit("FATAL:", 1)[1].strip() if "FATAL:" in full else msg
         return LedgerError(f"{where}: cannot use the PostgreSQL server: {reason}")
@@ -139,90 +222,90 @@ def pg_translated(where: str) -> Iterator[None]:
         raise describe_pg_error(exc, where) from exc
 
 
-class _QmarkConnection:
-    """A psycopg connection speaking the `?` placeholders of the shared Transaction's SQL.
+def _fragments(p: Prepared) -> tuple[str, str, str | None, str]:
+    """The JSON of a row's parts the client knows, as the append function splices them."""
+    dumps = orjson.dumps
+    return (dumps([p.id, p.stream])[1:-1].decode(), dumps([p.type, p.schema_version])[1:-1].decode(),
+            dumps(p.occurred_at).decode() if p.occurred_at is not None else None,
+            dumps([p.run_id, p.step, p.domain, p.payload])[1:-1].decode())
 
-    Inserts are held back until the next statement or the commit, so that
-    a plain append sends its INSERT and its COMMIT in one pipeline (one round
-    trip while the ledger's lock is held); any other statement flushes them
-    first, so reads inside the transaction see its own rows.
-    """
 
-    def __init__(self, conn: psycopg.Connection[Any]):
-        self.raw = conn
-        self.pending: list[tuple[str, list[Any]]] = []
+def append_rows(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str,
+                batches: Sequence[tuple[Sequence[Prepared], int | None]]) -> list[list[Row]]:
+    """Sequence, hash and insert several batches in one statement (see APPEND_FUNCTION); the rows
+    of each batch, in order."""
+    flat = [(p, expected if i == 0 else None) for batch, expected in batches for i, p in enumerate(batch)]
+    frags = [_fragments(p) for p, _ in flat]
+    params = (lock_key, recorded_at, [p.id for p, _ in flat], [p.stream for p, _ in flat], [p.type for p, _ in flat],
+              [p.schema_version for p, _ in flat], [p.occurred_at for p, _ in flat], [p.run_id for p, _ in flat],
+              [p.step for p, _ in flat], [p.domain for p, _ in flat], [p.payload for p, _ in flat],
+              [e for _, e in flat], [f[0] for f in frags], [f[1] for f in frags], [f[2] for f in frags],
+              [f[3] for f in frags])
+    assigned = conn.execute(_CALL_APPEND, params, prepare=True).fetchall()
+    rows = [(seq, p.id, p.stream, sv, p.type, p.schema_version, rec, p.occurred_at or rec, p.run_id, p.step, p.domain,
+             p.payload, prev, h) for (p, _), (seq, sv, rec, prev, h) in zip(flat, assigned)]
+    return split_batches(rows, batches)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        self.flush()
-        return self.raw.execute(sql.replace("?", "%s"), params, prepare=True)
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], copy_from: int = 50) -> None:
-        """Small batches: one multi-row INSERT, held back for the commit's pipeline; large ones: COPY."""
-        self.flush()  # hold back at most one small batch: a long copy must not pile up in memory
-        head, _, values = sql.partition(" VALUES ")
-        if len(rows) < copy_from:
-            self.pending.append((f"{head} VALUES {', '.join([values] * len(rows)).replace('?', '%s')}",
-                                 [value for row in rows for value in row]))
-            return
-        with self.raw.cursor() as cur, cur.copy(f"COPY {head.removeprefix('INSERT INTO ')} FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-
-    def flush(self) -> None:
-        while self.pending:
-            self.raw.execute(*self.pending.pop(0))
-
-    def commit(self) -> None:
-        """The held-back inserts and COMMIT in one pipeline: one round trip."""
-        if not self.pending:
-            self.raw.execute("COMMIT")
-            return
-        with self.raw.pipeline():
-            for query, params in self.pending:
-                self.raw.execute(query, params)
-            self.pending.clear()
-            self.raw.execute("COMMIT")
+def split_batches(rows: Sequence[Row], batches: Sequence[tuple[Sequence[Prepared], int | None]]) -> list[list[Row]]:
+    """Rows in seq order, cut into the batches they were appended in."""
+    out, start = [], 0
+    for batch, _ in batches:
+        out.append(list(rows[start:start + len(batch)]))
+        start += len(batch)
+    return out
 
 
 class PgTransaction(Transaction):
-    """A write transaction holding the ledger's advisory lock (see `PostgresStore.atomic`).
+    """A write transaction holding the ledger's advisory lock (see `PostgresStore.atomic`)."""
 
-    The append logic is SqliteStore's; what differs is how the head and the
-    stream versions arrive: in the same message as BEGIN and the lock (see
-    `PostgresStore._begin`), so the lock is held for as few round trips as
-    possible.
-    """
-
-    def __init__(self, store: "PostgresStore", conn: _QmarkConnection, head: Sequence[Any] | None,
-                 versions: dict[str, int]):
-        self.store = store  # type: ignore[assignment]
-        self.conn = conn  # type: ignore[assignment]
-        self._seq, self._hash, self._last_rec = (tuple(head) if head else (0, GENESIS_HASH, ""))
-        self.appended = []
-        self._versions = versions
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any], head: Sequence[Any] | None):
+        super().__init__(store, head)
+        self.pg_store = store
+        self.conn = conn
 
     def stream_version(self, stream: str) -> int:
-        if stream not in self._versions:
-            self._versions[stream] = super().stream_version(stream)
-        return self._versions[stream]
+        row = self.conn.execute("SELECT MAX(stream_version) FROM events WHERE stream = %s", (stream,), prepare=True).fetchone()
+        return int(row[0] or 0) if row else 0
 
-    def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
-        try:
-            return super().append(events, expected_version)
-        finally:
-            self._versions.clear()  # the batch moved these streams on
+    def copy_rows(self, rows: Sequence[Row]) -> None:
+        with self.conn.cursor() as cur, cur.copy(f"COPY events ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _record(self, batch: Sequence[Prepared], recorded_at: str, expected_version: int | None) -> list[Row]:
+        return append_rows(self.conn, self.pg_store.lock_key, recorded_at, [(batch, expected_version)])[0]
+
+    def _rows_from(self, from_seq: int) -> Sequence[Sequence[Any]]:
+        return self.conn.execute(f"{_SELECT} WHERE seq >= %s ORDER BY seq", (from_seq,), prepare=True).fetchall()
 
 
-class PostgresStore:
+@dataclass
+class _Queued:
+    """One caller's batch waiting for the group commit."""
+
+    batch: list[Prepared]
+    expected_version: int | None
+    rows: list[Row] | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
+class PostgresStore(Store):
     """The server ledger: many agents on many machines appending to one memory."""
 
     kind = "postgresql"
+    PARAM = "%s"
+    ARRAY_PARAMS = True
 
     def __init__(self, url: str, *, clock: Clock = system_clock, redactor: Redactor | None = None,
                  busy_timeout: float | None = None, connect_timeout: float = 10.0, create: bool = True,
-                 synchronous_commit: str | None = None, verify_reads: bool = True):
+                 synchronous_commit: str | None = None, verify_reads: bool = True, home: Path | None = None):
+        """`home`: the memory directory that holds this ledger's projections.db and head file."""
         self._url = url
         self.where = display_url(url)
+        self.path = None
+        self.home = home
         self.clock = clock
         self.redactor = redactor or default_redactor()
         self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
@@ -230,6 +313,8 @@ class PostgresStore:
         self.synchronous_commit = synchronous_commit
         self.verify_reads = verify_reads
         self._lock = threading.RLock()
+        self._queue: list[_Queued] = []
+        self._queue_lock = threading.Lock()
         self._in_tx = False
         self.conn = self._connect()
         try:
@@ -239,7 +324,7 @@ class PostgresStore:
             raise
 
     @classmethod
-    def open(cls, url: str, **kwargs: Any) -> "PostgresStore":
+    def open(cls, url: str, **kwargs: Any) -> PostgresStore:
         return cls(url, **kwargs)
 
     @property
@@ -248,7 +333,7 @@ class PostgresStore:
 
     def conninfo(self) -> str:
         """The libpq key=value form of the URL (what DuckDB's postgres scanner ATTACHes)."""
-        return make_conninfo(**{k: v for k, v in conninfo_to_dict(self._url).items() if v is not None})
+        return make_conninfo("", **{k: v for k, v in conninfo_to_dict(self._url).items() if v is not None})
 
     def _connect(self) -> psycopg.Connection[Any]:
         options = f"-c lock_timeout={int(self.busy_timeout * 1000)}"
@@ -257,7 +342,9 @@ class PostgresStore:
         with pg_translated(self.where):
             conn = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
                                    options=options, application_name="memledger")
-        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+            conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+            level = conn.execute("SHOW synchronous_commit").fetchone()
+        self._durable = level is not None and level[0] != "off"
         return conn
 
     def _prepare(self, create: bool) -> int:
@@ -273,6 +360,7 @@ class PostgresStore:
                             self.conn.execute(statement)
                         self.conn.execute(f"INSERT INTO {META_TABLE} (key, value) VALUES (%s, %s), (%s, %s)",
                                           ("application", "memledger", "schema_version", str(STORE_SCHEMA_VERSION)))
+            self.conn.execute(APPEND_FUNCTION)
             row = self.conn.execute("SELECT 'events'::regclass::oid::bigint").fetchone()
         assert row is not None
         return (APPLICATION_ID << 32) | int(row[0])
@@ -300,27 +388,22 @@ class PostgresStore:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "PostgresStore":
+    def __enter__(self) -> PostgresStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- writing -------------------------------------------------------------
 
-    def atomic(self) -> AbstractContextManager[PgTransaction]:
-        """The one way to write: BEGIN and the advisory lock, then commit, or roll back on any error."""
-        return self._atomic(())
-
     @contextmanager
-    def _atomic(self, streams: Iterable[str]) -> Iterator[PgTransaction]:
-        wanted = sorted(set(streams))
+    def atomic(self) -> Iterator[PgTransaction]:
+        """The one way to write: BEGIN and the advisory lock, then commit, or roll back on any error."""
         with self._lock, pg_translated(self.where):
             try:
-                tx = self._reconnecting(lambda: self._begin(wanted))
+                tx = self._reconnecting(self._begin)
                 self._in_tx = True
                 yield tx
-                tx.conn.commit()  # type: ignore[attr-defined]
+                self.conn.execute("COMMIT")
+                self._in_tx = False
+                self._wait_durable()
             except BaseException:
                 self._rollback()
                 raise
@@ -337,31 +420,36 @@ class PostgresStore:
         except psycopg.OperationalError:
             if self._in_tx or not (self.conn.closed or self.conn.broken):
                 raise
-        self.conn.close()
-        self.conn = self._connect()
+        self._reconnect()
         return step()
 
-    def _begin(self, streams: list[str]) -> PgTransaction:
-        """BEGIN, the lock, the head and the streams' versions in one simple-protocol message.
+    def _reconnect(self) -> None:
+        self.conn.close()
+        self.conn = self._connect()
+        with pg_translated(self.where):
+            self.conn.execute(APPEND_FUNCTION)
+
+    def _begin(self) -> PgTransaction:
+        """BEGIN, the lock and the head in one simple-protocol message.
 
         Each statement of the message takes its own snapshot (READ COMMITTED),
         so the head is read after the lock is granted: seq N+1 is never
         assigned before N has committed.
         """
-        parts = ["BEGIN ISOLATION LEVEL READ COMMITTED", f"SELECT pg_advisory_xact_lock({int(self.lock_key)})",
-                 "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1"]
-        if streams:
-            parts.append(pg_sql.SQL("SELECT stream, MAX(stream_version) FROM events WHERE stream = ANY({}) "
-                                    "GROUP BY stream").format(pg_sql.Literal(streams)).as_string(self.conn))
-        cur = self.conn.execute("; ".join(parts), prepare=False)
-        cur.nextset()
-        cur.nextset()
-        head = cur.fetchone()
-        versions = dict.fromkeys(streams, 0)
-        if streams:
+        cur = self.conn.execute(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off; "
+            f"SELECT pg_advisory_xact_lock({int(self.lock_key)}); "
+            "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1", prepare=False)
+        for _ in range(3):
             cur.nextset()
-            versions.update({stream: int(v) for stream, v in cur.fetchall()})
-        return PgTransaction(self, _QmarkConnection(self.conn), head, versions)
+        return PgTransaction(self, self.conn, cur.fetchone())
+
+    def _wait_durable(self) -> None:
+        """Return once the last commit is as durable as the session's synchronous_commit asks.
+        Writes commit under the lock without waiting for their WAL flush (the lock changes hands
+        at once); this flush, outside the lock, is shared by every writer flushing meanwhile."""
+        if self._durable:
+            self.conn.execute(_DURABLE, prepare=True)
 
     def _rollback(self) -> None:
         if self.conn.closed or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
@@ -372,78 +460,74 @@ class PostgresStore:
             pass
 
     def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
-        """Validate and append a batch atomically; returns the recorded events."""
-        batch = [redacted_envelope(ev, self.redactor) if isinstance(ev, NewEvent) else ev for ev in events]
+        """Validate and append a batch atomically (committed with the batches other threads append
+        meanwhile); returns the recorded events."""
+        batch = prepare(list(events), self.redactor, expected_version)
         if not batch:
             return []
-        streams = [ev.resolved_stream for ev in batch if isinstance(ev, NewEvent)]
-        with self._atomic(streams) as tx:
-            return tx.append(batch, expected_version)
+        mine = _Queued(batch, expected_version)
+        with self._queue_lock:
+            self._queue.append(mine)
+        while not mine.done:
+            with self._lock:  # the leader takes every batch queued so far
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                if group:
+                    self._commit_group(group)
+        if mine.error is not None:
+            raise mine.error
+        assert mine.rows is not None
+        return [row_to_event(row) for row in mine.rows]
+
+    def _commit_group(self, group: list[_Queued]) -> None:
+        """Write the queued batches in one statement; when that fails, each on its own (so one
+        batch's conflict is its caller's alone)."""
+        try:
+            if len(group) > 1:
+                try:
+                    for item, rows in zip(group, self._append_once([(q.batch, q.expected_version) for q in group])):
+                        item.rows = rows
+                    return
+                except (ConcurrencyConflict, DuplicateEvent):  # one batch's fault: each on its own
+                    pass
+                except BaseException as exc:
+                    for item in group:
+                        item.error = exc
+                    return
+            for item in group:
+                try:
+                    item.rows = self._append_once([(item.batch, item.expected_version)])[0]
+                except BaseException as exc:
+                    item.error = exc
+        finally:
+            for item in group:
+                item.done = True
+
+    def _append_once(self, batches: list[tuple[list[Prepared], int | None]]) -> list[list[Row]]:
+        """One append statement (its own transaction), then its flush; on a connection that turns
+        out dead, the batches' ids tell whether it committed before reconnecting and trying again."""
+        now = format_ts(self.clock())
+        with pg_translated(self.where):
+            try:
+                appended = append_rows(self.conn, self.lock_key, now, batches)
+            except psycopg.OperationalError:
+                if not (self.conn.closed or self.conn.broken):
+                    raise
+                self._reconnect()
+                ids = [p.id for batch, _ in batches for p in batch]
+                found = [tuple(row) for row in self.conn.execute(f"{_SELECT} WHERE id = ANY(%s) ORDER BY seq", (ids,)).fetchall()]
+                appended = split_batches(found, batches) if found else append_rows(self.conn, self.lock_key, now, batches)
+            self._wait_durable()
+        return appended
 
     # ---- reading -------------------------------------------------------------
 
-    def _fetch(self, sql: str, params: Sequence[Any] = (), conn: psycopg.Connection[Any] | None = None) -> list[Any]:
-        if conn is not None:  # a follower's own connection: no need to wait for this store's writers
-            with pg_translated(self.where):
-                return conn.execute(sql, params, prepare=True).fetchall()
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock, pg_translated(self.where):
             return self._reconnecting(lambda: self.conn.execute(sql, params, prepare=True).fetchall())
 
-    def head(self) -> int:
-        return int(self._fetch("SELECT MAX(seq) FROM events")[0][0] or 0)
-
-    def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
-             stream: str | None = None, run_id: str | None = None, domain: str | None = None,
-             since: str | None = None, until: str | None = None, batch: int = 2000,
-             conn: psycopg.Connection[Any] | None = None) -> Iterator[RecordedEvent]:
-        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive)."""
-        extra, params = read_filter("%s", to_seq, types, stream, run_id, domain, since, until, array_types=True)
-        cursor_seq = (from_seq or 1) - 1
-        chain = chain_for(self, cursor_seq, bool(types) or any(
-            v is not None for v in (stream, run_id, domain, since, until)))
-        sql = f"{_SELECT} WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
-        while True:
-            rows = self._fetch(sql, (cursor_seq, *params, batch), conn)
-            for row in checked(rows, chain):
-                yield row_to_event(row)
-            if len(rows) < batch:
-                if chain is not None:
-                    chain.finish()
-                return
-            cursor_seq = rows[-1][0]
-
-    def tip(self) -> tuple[int, str | None]:
-        """The last event's seq and hash ((0, None) for an empty ledger)."""
-        rows = self._fetch("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
-        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
-
-    def hash_at(self, seq: int) -> str | None:
-        """The stored hash of event `seq` (None when there is none)."""
-        rows = self._fetch("SELECT hash FROM events WHERE seq = %s", (seq,))
-        return str(rows[0][0]) if rows else None
-
-    def get(self, event_id: str) -> RecordedEvent | None:
-        rows = self._fetch(f"{_SELECT} WHERE id = %s", (event_id,))
-        return row_to_event(rows[0]) if rows else None
-
-    def seq_at_time(self, at: str) -> int:
-        """The last seq recorded at or before `at` (what the ledger knew then)."""
-        return int(self._fetch("SELECT MAX(seq) FROM events WHERE recorded_at <= %s", (normalize_ts(at),))[0][0] or 0)
-
-    # ---- checking --------------------------------------------------------------
-
-    def verify(self, batch: int = 5000) -> VerifyResult:
-        """Walk the chain (a page of `batch` rows at a time); name the first seq whose position, link
-        or hash is wrong."""
-        def pages() -> Iterator[Sequence[Any]]:
-            after = 0
-            while True:
-                rows = self._fetch(f"{_SELECT} WHERE seq > %s ORDER BY seq LIMIT %s", (after, batch))
-                yield from rows
-                if len(rows) < batch:
-                    return
-                after = rows[-1][0]
-        return walk_chain(pages())
+    def _size_bytes(self) -> int:
+        return int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
 
     def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
                   poll_s: float = 0.5) -> Iterator[RecordedEvent]:
@@ -457,12 +541,16 @@ class PostgresStore:
         with pg_translated(self.where):
             listener = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
                                        application_name="memledger-follow")
+
+        def fetch(sql: str, params: Sequence[Any]) -> list[Any]:  # no need to wait for this store's writers
+            with pg_translated(self.where):
+                return listener.execute(sql, params, prepare=True).fetchall()
         try:
             with pg_translated(self.where):
                 listener.execute(f"LISTEN {CHANNEL}")
             next_seq = from_seq
             while True:
-                for ev in self.read(from_seq=next_seq, conn=listener):
+                for ev in self._read(fetch, from_seq=next_seq):
                     yield ev
                     next_seq = ev.seq + 1
                 if stop is not None and stop.is_set():
@@ -472,14 +560,3 @@ class PostgresStore:
                         pass
         finally:
             listener.close()
-
-    def stats(self) -> Stats:
-        by_type = dict(self._fetch("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type"))
-        by_domain = dict(self._fetch(
-            "SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain"))
-        by_run = dict(self._fetch(
-            "SELECT run_id, COUNT(*) FROM events WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY run_id"))
-        first, last = self._fetch("SELECT MIN(recorded_at), MAX(recorded_at) FROM events")[0]
-        size = int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
-        return Stats(sum(by_type.values()), by_type, by_domain, by_run, first, last, size)
-

@@ -5,11 +5,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError, NoLedger
-from memledger.ledger.location import LEDGER_FILE, PROJECTIONS_FILE, memory_dir, open_store
+from memledger.ledger.location import LEDGER_FILE, memory_dir, open_store, projections_path
+from memledger.ledger.store import Store
 from memledger.ledger.urls import display_url
 
 #: another place that remembers the head, given the settings (above `ledger`: projections.db)
@@ -32,7 +32,7 @@ class Settings:
     #: head, projections.db is neither read nor written, and no head is remembered
     allow_broken: bool = False
     keeper_factories: list[KeeperFactory] = field(default_factory=list)
-    _store: Any = field(default=None, repr=False)
+    _store: Store | None = field(default=None, repr=False)
 
     @property
     def dir(self) -> Path:
@@ -46,22 +46,23 @@ class Settings:
 
     @property
     def projections_path(self) -> Path | None:
-        """projections.db (None under --allow-broken: memory is folded from the log instead)."""
-        return None if self.allow_broken else self.dir / PROJECTIONS_FILE
+        """projections.db, where `ledger.location.projections_path` puts it for this store (None
+        under --allow-broken: memory is folded from the log instead)."""
+        return projections_path(self.store())
 
-    def keepers(self, store: Any) -> list[Keeper]:
+    def keepers(self, store: Store) -> list[Keeper]:
         """Every place this memory remembers the head it saw."""
-        beside = None if getattr(store, "path", None) is not None else self.dir  # a server store's head file
-        return [HeadFile(head_path(store, beside)),
+        return [HeadFile(head_path(store)),
                 *(factory(self) for factory in self.keeper_factories if self.projections_path is not None)]
 
-    def store(self, create: bool = True, check_head: bool = True) -> Any:
+    def store(self, create: bool = True, check_head: bool = True) -> Store:
         """The ledger, opened once; refused in one line when it no longer holds a head this memory
         saw (`check_head=False` for `verify`, which reports it instead)."""
         if self._store is None:
             create = create and not self.reads_only
             try:
-                store = open_store(self.memory, self.store_url, create=create, verify_reads=not self.allow_broken)
+                store = open_store(memory_dir(self.memory, create=False), self.store_url, create=create,
+                                   verify_reads=not self.allow_broken)
             except NoLedger:
                 raise NoMemory(f"no memory at {self.where()}") from None
             self._store = store  # before the check: the keepers find the memory directory through it

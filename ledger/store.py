@@ -1,11 +1,21 @@
-"""The append-only SQLite event store.
+"""The append-only event stores: the shared half every store runs, and the SQLite store.
 
-One `events` table, WAL mode, triggers that refuse UPDATE and DELETE, a hash
-chain, a global gapless `seq` assigned inside one `BEGIN IMMEDIATE`
-transaction and a per-stream version under a UNIQUE constraint.
+`Store` holds what does not depend on the database: reading (each page checked
+against the hash chain), the head, statistics, the chain walk of `verify`, and
+preparing a batch for the ledger (validation, redaction, canonical JSON).
+A backend supplies a small interface: `_fetch` (run one read query),
+`atomic` (a write transaction holding the ledger's write lock), `_size_bytes`,
+`subscribe`, `close` and its placeholder. `Transaction` holds the write side
+every backend shares; a backend's transaction supplies `_record` (sequence,
+hash and insert a prepared batch), `_rows_from`, `stream_version` and
+`copy_rows`.
 
-sqlite-utils creates the schema; the hot append path uses the connection's
-`executemany` directly (sqlite-utils' `insert_all` is ~5x slower here).
+The SQLite store: one `events` table, WAL mode, triggers that refuse UPDATE
+and DELETE, a hash chain, a global gapless `seq` assigned inside one
+`BEGIN IMMEDIATE` transaction and a per-stream version under a UNIQUE
+constraint. sqlite-utils creates the schema; the hot append path uses the
+connection's `executemany` directly (sqlite-utils' `insert_all` is ~5x slower
+here).
 
 Usage::
 
@@ -19,11 +29,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import sqlite_utils
@@ -34,6 +46,7 @@ from memledger.ledger.errors import (
     ConcurrencyConflict,
     InvalidEvent,
     LedgerError,
+    LedgerReadOnly,
     NewerSchema,
     NoLedger,
     NotALedger,
@@ -41,7 +54,7 @@ from memledger.ledger.errors import (
     translated,
 )
 from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
-from memledger.ledger.follow import follow
+from memledger.ledger.follow import follow_file
 from memledger.ledger.ids import uuid7
 from memledger.ledger.redact import Redactor, default_redactor
 
@@ -52,7 +65,10 @@ COLUMNS = (
     "seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at",
     "occurred_at", "run_id", "step", "domain", "payload", "prev_hash", "hash",
 )
-_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+#: a stored row, its columns as in COLUMNS
+Row = tuple[Any, ...]
+#: runs one read query and returns its rows (a backend's `_fetch`, or a follower's own connection)
+Fetch = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
 
 
@@ -101,17 +117,88 @@ def _redacted(data: dict[str, Any], text: str, redactor: Redactor) -> str:
 def redacted_envelope(ev: NewEvent, redactor: Redactor) -> NewEvent:
     """The event with the envelope fields a caller chooses (run id, stream, id, domain) redacted
     (`Redactor.ident`); the same object when none holds a secret."""
-    fields = {"run_id": redactor.ident(ev.run_id), "stream": redactor.ident(ev.stream), "id": redactor.ident(ev.id),
-              "domain": redactor.ident(ev.domain, case_insensitive=True)}
-    if all(value == getattr(ev, name) for name, value in fields.items()):
+    run_id, stream, id_ = redactor.ident(ev.run_id), redactor.ident(ev.stream), redactor.ident(ev.id)
+    domain = redactor.ident(ev.domain, case_insensitive=True)
+    if (run_id, stream, id_, domain) == (ev.run_id, ev.stream, ev.id, ev.domain):
         return ev
-    return replace(ev, **fields)
+    return replace(ev, run_id=run_id, stream=stream, id=id_, domain=domain)
 
 
 def serialize_payload(payload: Payload, redactor: Redactor) -> str:
     """Canonical payload JSON with secrets redacted (type and version live in their own columns)."""
     data, text = _canonical(payload)
     return _redacted(data, text, redactor) if redactor.may_contain_secrets(text) else text
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An event validated, redacted and serialized, waiting for its seq, stream version, recorded
+    time and hash (which only the holder of the ledger's write lock may assign)."""
+
+    id: str
+    stream: str
+    type: str
+    schema_version: int
+    occurred_at: str | None  # None: the recorded time
+    run_id: str | None
+    step: int | None
+    domain: str | None
+    payload: str
+
+
+def prepare(events: Sequence[NewEvent], redactor: Redactor, expected_version: int | None = None) -> list[Prepared]:
+    """Validate a batch and make it ready for the ledger, before any lock is taken: nothing of a
+    batch with a bad event is written."""
+    for i, ev in enumerate(events):
+        if not isinstance(ev, NewEvent):
+            raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
+    events = [redacted_envelope(ev, redactor) for ev in events]
+    if expected_version is not None and len({ev.resolved_stream for ev in events}) > 1:
+        raise InvalidEvent("expected_version needs every event of the batch in one stream")
+    canonical: list[tuple[dict[str, Any], str]] = []
+    for i, ev in enumerate(events):
+        try:
+            canonical.append(_canonical(ev.payload))
+        except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
+            reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
+    # one screen over the whole batch (newline-joined: no secret pattern spans a newline of the JSON),
+    # then per event only when the batch may hold a secret
+    screen_each = redactor.may_contain_secrets("\n".join(text for _, text in canonical))
+    out = []
+    for ev, (data, payload_json) in zip(events, canonical):
+        if screen_each and redactor.may_contain_secrets(payload_json):
+            payload_json = _redacted(data, payload_json, redactor)
+        payload = ev.payload
+        out.append(Prepared(ev.id or uuid7(), ev.resolved_stream, payload.type, payload.schema_version,  # type: ignore[attr-defined]
+                            normalize_ts(ev.occurred_at) if ev.occurred_at is not None else None,
+                            ev.run_id, ev.step, ev.domain, payload_json))
+    return out
+
+
+def chain_rows(batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str,
+               stream_version: Callable[[str], int]) -> list[Row]:
+    """The rows of a prepared batch after event `seq` (hash `prev`), each linked to its predecessor
+    (the chain rule of `chain_hash`; PostgreSQL's append function is its twin in SQL)."""
+    versions: dict[str, int] = {}
+    rows: list[Row] = []
+    sha256, dumps, append_row = hashlib.sha256, orjson.dumps, rows.append
+    for p in batch:
+        version = versions.get(p.stream)
+        if version is None:
+            version = stream_version(p.stream)
+        versions[p.stream] = version = version + 1
+        seq += 1
+        body = (seq, p.id, p.stream, version, p.type, p.schema_version, recorded_at,
+                p.occurred_at or recorded_at, p.run_id, p.step, p.domain, p.payload, prev)
+        h = sha256(prev.encode() + dumps(body)).hexdigest()  # = chain_hash(prev, body), inlined on the hot path
+        append_row((*body, h))
+        prev = h
+    return rows
+
+
+def stale_version(stream: str, actual: int, expected: int) -> ConcurrencyConflict:
+    return ConcurrencyConflict(f"stream {stream!r} is at version {actual}, expected {expected}")
 
 
 def _env_busy_timeout() -> float:
@@ -234,17 +321,6 @@ def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
     return VerifyResult(True, chain.count, head_seq=chain.seq, head_hash=chain.hash if chain.seq else None)
 
 
-def chain_for(store: Any, after: int, filtered: bool = False) -> ChainCheck | None:
-    """The check a store's read starting after seq `after` runs (None when the store does not verify
-    reads): a whole range links to the hash stored at `after`; a filtered read checks each row's
-    content and the links between consecutive seqs."""
-    if not store.verify_reads:
-        return None
-    if filtered:
-        return ChainCheck(after, None, contiguous=False)
-    return ChainCheck(after, store.hash_at(after) if after > 0 else GENESIS_HASH)
-
-
 def checked(rows: Sequence[Sequence[Any]], chain: ChainCheck | None) -> Sequence[Sequence[Any]]:
     """A page of rows after the chain check (all of it before any row is served)."""
     if chain is not None:
@@ -264,14 +340,14 @@ class Stats:
     file_bytes: int
 
 
-class Transaction:
-    """A write transaction holding the ledger's write lock (see `SqliteStore.atomic`)."""
+class Transaction(ABC):
+    """A write transaction holding the ledger's write lock (see `Store.atomic`): reads see its own
+    appends, and everything it appended commits or rolls back together."""
 
-    def __init__(self, store: "SqliteStore", conn: sqlite3.Connection):
+    def __init__(self, store: Store, head: Sequence[Any] | None):
+        """`head`: the last event's (seq, hash, recorded_at), read after the lock was granted."""
         self.store = store
-        self.conn = conn
-        row = conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        self._seq, self._hash, self._last_rec = (row if row else (0, GENESIS_HASH, ""))
+        self._seq, self._hash, self._last_rec = (int(head[0]), str(head[1]), str(head[2])) if head else (0, GENESIS_HASH, "")
         self.appended: list[RecordedEvent] = []
 
     def head(self) -> int:
@@ -280,84 +356,233 @@ class Transaction:
     def read(self, from_seq: int = 1) -> Iterator[RecordedEvent]:
         """Events from `from_seq` to the head, checked against the chain (decisions are never made
         from an edited ledger)."""
-        chain = chain_for(self.store, from_seq - 1)
-        rows = self.conn.execute(f"{_SELECT} WHERE seq >= ? ORDER BY seq", (from_seq,)).fetchall()
-        for row in checked(rows, chain):
+        chain = self.store.chain_for(from_seq - 1)
+        for row in checked(self._rows_from(from_seq), chain):
             yield row_to_event(row)
         if chain is not None:
             chain.finish()
+
+    def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
+        """Append a batch inside this transaction; validation happens before any row is written."""
+        batch = prepare(events, self.store.redactor, expected_version)
+        if not batch:
+            return []
+        now = format_ts(self.store.clock())
+        rows = self._record(batch, max(now, self._last_rec), expected_version)
+        recorded = [row_to_event(row) for row in rows]
+        last = rows[-1]
+        self._seq, self._hash, self._last_rec = int(last[0]), str(last[13]), str(last[6])
+        self.appended.extend(recorded)
+        return recorded
+
+    @abstractmethod
+    def stream_version(self, stream: str) -> int:
+        """The stream's last version (0: none yet), this transaction's appends included."""
+
+    @abstractmethod
+    def copy_rows(self, rows: Sequence[Row]) -> None:
+        """Insert rows verbatim (seq, ids, clocks and hashes as they are): a ledger copied from
+        another store, whose chain the caller has checked."""
+
+    @abstractmethod
+    def _record(self, batch: Sequence[Prepared], recorded_at: str, expected_version: int | None) -> list[Row]:
+        """Assign seq, stream versions and hashes after this transaction's head, insert, return the rows."""
+
+    @abstractmethod
+    def _rows_from(self, from_seq: int) -> Sequence[Sequence[Any]]:
+        """The rows from `from_seq` to the head, in seq order."""
+
+
+class Store(ABC):
+    """The shared half of every event store: reads, the head, statistics and the chain walk.
+
+    A backend sets `kind`, `where`, `path` (the ledger file; None for a server), `home` (the
+    directory beside the ledger holding projections.db and the head file; None when there is
+    none), `clock`, `redactor` and `verify_reads`, and implements the abstract methods.
+    """
+
+    kind: ClassVar[str]
+    #: the driver's placeholder, and whether it binds a list as one array (`= ANY(...)`)
+    PARAM: ClassVar[str]
+    ARRAY_PARAMS: ClassVar[bool] = False
+    where: str
+    path: Path | None
+    home: Path | None
+    clock: Clock
+    redactor: Redactor
+    verify_reads: bool
+
+    # ---- the backend interface ------------------------------------------------
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """The store URL (`sqlite:///...`, `postgresql://...`)."""
+
+    @abstractmethod
+    def atomic(self) -> AbstractContextManager[Transaction]:
+        """The one way to write: take the write lock, commit on success, roll back on any error."""
+
+    @abstractmethod
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Sequence[Any]]:
+        """Run one read query (driver errors translated) and return its rows."""
+
+    @abstractmethod
+    def _size_bytes(self) -> int:
+        """The ledger's size on disk."""
+
+    @abstractmethod
+    def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None) -> Iterator[RecordedEvent]:
+        """Every event from `from_seq`, then new ones as other writers commit them, until `stop` is set."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing ---------------------------------------------------------------
+
+    def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
+        """Validate and append a batch atomically; returns the recorded events."""
+        batch = list(events)
+        if not batch:
+            return []
+        with self.atomic() as tx:
+            return tx.append(batch, expected_version)
+
+    # ---- reading ---------------------------------------------------------------
+
+    def head(self) -> int:
+        return int(self._fetch("SELECT MAX(seq) FROM events")[0][0] or 0)
+
+    def tip(self) -> tuple[int, str | None]:
+        """The last event's seq and hash ((0, None) for an empty ledger)."""
+        rows = self._fetch("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
+
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of event `seq` (None when there is none)."""
+        rows = self._fetch(f"SELECT hash FROM events WHERE seq = {self.PARAM}", (seq,))
+        return str(rows[0][0]) if rows else None
+
+    def get(self, event_id: str) -> RecordedEvent | None:
+        rows = self._fetch(f"{_SELECT} WHERE id = {self.PARAM}", (event_id,))
+        return row_to_event(rows[0]) if rows else None
+
+    def seq_at_time(self, at: str) -> int:
+        """The last seq recorded at or before `at` (what the ledger knew then)."""
+        rows = self._fetch(f"SELECT MAX(seq) FROM events WHERE recorded_at <= {self.PARAM}", (normalize_ts(at),))
+        return int(rows[0][0] or 0)
+
+    def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
+             stream: str | None = None, run_id: str | None = None, domain: str | None = None,
+             since: str | None = None, until: str | None = None, batch: int = 2000) -> Iterator[RecordedEvent]:
+        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive).
+        Each page is checked against the hash chain before it is served (see `chain_for`)."""
+        return self._read(self._fetch, from_seq, to_seq, types=types, stream=stream, run_id=run_id, domain=domain,
+                          since=since, until=until, batch=batch)
+
+    def _read(self, fetch: Fetch, from_seq: int | None = None, to_seq: int | None = None, *,
+              types: Iterable[str] | None = None, stream: str | None = None, run_id: str | None = None,
+              domain: str | None = None, since: str | None = None, until: str | None = None,
+              batch: int = 2000) -> Iterator[RecordedEvent]:
+        extra, params = read_filter(self.PARAM, to_seq, types, stream, run_id, domain, since, until, self.ARRAY_PARAMS)
+        cursor_seq = (from_seq or 1) - 1
+        chain = self.chain_for(cursor_seq, bool(types) or any(
+            v is not None for v in (stream, run_id, domain, since, until)))
+        sql = f"{_SELECT} WHERE seq > {self.PARAM}{extra} ORDER BY seq LIMIT {self.PARAM}"
+        while True:
+            rows = fetch(sql, (cursor_seq, *params, batch))
+            for row in checked(rows, chain):
+                yield row_to_event(row)
+            if len(rows) < batch:
+                if chain is not None:
+                    chain.finish()
+                return
+            cursor_seq = rows[-1][0]
+
+    def chain_for(self, after: int, filtered: bool = False) -> ChainCheck | None:
+        """The check a read starting after seq `after` runs (None when this store does not verify
+        reads): a whole range links to the hash stored at `after`; a filtered read checks each row's
+        content and the links between consecutive seqs."""
+        if not self.verify_reads:
+            return None
+        if filtered:
+            return ChainCheck(after, None, contiguous=False)
+        return ChainCheck(after, self.hash_at(after) if after > 0 else GENESIS_HASH)
+
+    # ---- checking --------------------------------------------------------------
+
+    def verify(self, batch: int = 5000) -> VerifyResult:
+        """Walk the chain (a page of `batch` rows at a time); name the first seq whose position, link
+        or hash is wrong."""
+        def pages() -> Iterator[Sequence[Any]]:
+            after = 0
+            while True:
+                rows = self._fetch(f"{_SELECT} WHERE seq > {self.PARAM} ORDER BY seq LIMIT {self.PARAM}", (after, batch))
+                yield from rows
+                if len(rows) < batch:
+                    return
+                after = rows[-1][0]
+        return walk_chain(pages())
+
+    def stats(self) -> Stats:
+        def counts(sql: str) -> dict[str, int]:
+            return {str(key): int(n) for key, n in self._fetch(sql)}
+        by_type = counts("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type")
+        by_domain = counts("SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain")
+        by_run = counts("SELECT run_id, COUNT(*) FROM events WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY run_id")
+        first, last = self._fetch("SELECT MIN(recorded_at), MAX(recorded_at) FROM events")[0]
+        return Stats(sum(by_type.values()), by_type, by_domain, by_run, first, last, self._size_bytes())
+
+
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+
+
+class SqliteTransaction(Transaction):
+    """A SQLite write transaction: `BEGIN IMMEDIATE` holds the ledger's write lock."""
+
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection):
+        super().__init__(store, conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone())
+        self.conn = conn
 
     def stream_version(self, stream: str) -> int:
         row = self.conn.execute("SELECT MAX(stream_version) FROM events WHERE stream = ?", (stream,)).fetchone()
         return int(row[0] or 0)
 
-    def append(self, events: Sequence[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
-        """Append a batch inside this transaction; validation happens before any row is written."""
-        for i, ev in enumerate(events):
-            if not isinstance(ev, NewEvent):
-                raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
-        redactor = self.store.redactor
-        events = [redacted_envelope(ev, redactor) for ev in events]
-        if expected_version is not None:
-            streams = {ev.resolved_stream for ev in events}
-            if len(streams) > 1:
-                raise InvalidEvent("expected_version needs every event of the batch in one stream")
-            if streams:
-                (stream,) = streams
-                actual = self.stream_version(stream)
-                if actual != expected_version:
-                    raise ConcurrencyConflict(
-                        f"stream {stream!r} is at version {actual}, expected {expected_version}")
-        versions: dict[str, int] = {}
-        rows: list[tuple[Any, ...]] = []
-        recorded: list[RecordedEvent] = []
-        now = format_ts(self.store.clock())
-        rec_at = max(now, self._last_rec) if self._last_rec else now
-        canonical: list[tuple[dict[str, Any], str]] = []
-        for i, ev in enumerate(events):
-            try:
-                canonical.append(_canonical(ev.payload))
-            except (TypeError, ValueError) as exc:  # e.g. an integer beyond 64 bits, a lone surrogate
-                reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-                raise InvalidEvent(f"event {i + 1} ({ev.type}): cannot be stored as JSON: {reason}") from None
-        # one screen over the whole batch (newline-joined: no secret pattern spans a newline of the JSON),
-        # then per event only when the batch may hold a secret
-        screen_each = redactor.may_contain_secrets("\n".join(text for _, text in canonical))
-        seq, prev = self._seq, self._hash
-        sha256, dumps, append_row = hashlib.sha256, orjson.dumps, rows.append
-        for ev, (data, payload_json) in zip(events, canonical):
-            payload = ev.payload
-            stream = ev.resolved_stream
-            version = versions.get(stream)
-            if version is None:
-                version = self.stream_version(stream)
-            versions[stream] = version = version + 1
-            seq += 1
-            if screen_each and redactor.may_contain_secrets(payload_json):
-                payload_json = _redacted(data, payload_json, redactor)
-            occurred = normalize_ts(ev.occurred_at) if ev.occurred_at is not None else rec_at
-            body = (seq, ev.id or uuid7(), stream, version, payload.type, payload.schema_version,  # type: ignore[attr-defined]
-                    rec_at, occurred, ev.run_id, ev.step, ev.domain, payload_json, prev)
-            h = sha256(prev.encode() + dumps(body)).hexdigest()  # = chain_hash(prev, body), inlined on the hot path
-            append_row((*body, h))
-            prev = h
+    def copy_rows(self, rows: Sequence[Row]) -> None:
         self.conn.executemany(_INSERT, rows)
-        for row in rows:
-            recorded.append(row_to_event(row))
-        self._seq, self._hash, self._last_rec = seq, prev, rec_at
-        self.appended.extend(recorded)
-        return recorded
+
+    def _record(self, batch: Sequence[Prepared], recorded_at: str, expected_version: int | None) -> list[Row]:
+        if expected_version is not None:
+            actual = self.stream_version(batch[0].stream)
+            if actual != expected_version:
+                raise stale_version(batch[0].stream, actual, expected_version)
+        rows = chain_rows(batch, self._seq, self._hash, recorded_at, self.stream_version)
+        self.conn.executemany(_INSERT, rows)
+        return rows
+
+    def _rows_from(self, from_seq: int) -> Sequence[Sequence[Any]]:
+        return self.conn.execute(f"{_SELECT} WHERE seq >= ? ORDER BY seq", (from_seq,)).fetchall()
 
 
-class SqliteStore:
+class SqliteStore(Store):
     """The embedded ledger. Safe for several processes appending at once."""
 
     kind = "sqlite"
+    PARAM = "?"
 
     def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout: float | None = None,
                  synchronous: str | None = None, redactor: Redactor | None = None, create: bool = True,
                  verify_reads: bool = True):
-        self.path = Path(path)
+        self.file = Path(path)
+        self.path = self.file
+        self.home = self.file.parent
+        self.where = str(self.file)
         self.clock = clock
         self.redactor = redactor or default_redactor()
         self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
@@ -368,7 +593,7 @@ class SqliteStore:
         self.conn = self._connect(create)
 
     @classmethod
-    def open(cls, path: str | Path, **kwargs: Any) -> "SqliteStore":
+    def open(cls, path: str | Path, **kwargs: Any) -> SqliteStore:
         return cls(path, **kwargs)
 
     @property
@@ -376,18 +601,18 @@ class SqliteStore:
         return f"sqlite:///{self.path}"
 
     def _connect(self, create: bool) -> sqlite3.Connection:
-        path = str(self.path)
-        exists = self.path.exists() and self.path.stat().st_size > 0
+        path = str(self.file)
+        exists = self.file.exists() and self.file.stat().st_size > 0
         if not exists and not create:
             raise NoLedger(f"{path}: no ledger here")
         if not exists:
-            if not self.path.parent.exists():
-                raise LedgerError(f"{path}: directory {self.path.parent} does not exist")
+            if not self.file.parent.exists():
+                raise LedgerError(f"{path}: directory {self.file.parent} does not exist")
             with translated(path):
                 try:
                     fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
                 except PermissionError as exc:
-                    raise sqlite3.OperationalError("attempt to write a readonly database") from exc
+                    raise LedgerReadOnly(f"{path}: cannot write (read-only file or directory)") from exc
                 except OSError as exc:
                     raise LedgerError(f"{path}: cannot create ({exc.strerror})") from exc
                 os.close(fd)
@@ -428,19 +653,19 @@ class SqliteStore:
             if conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
                 conn.execute("ROLLBACK")
                 return
-            db = sqlite_utils.Database(conn)
-            db["events"].create({
+            events = sqlite_utils.Database(conn).table("events")
+            events.create({
                 "seq": int, "id": str, "stream": str, "stream_version": int, "type": str,
                 "schema_version": int, "recorded_at": str, "occurred_at": str, "run_id": str,
                 "step": int, "domain": str, "payload": str, "prev_hash": str, "hash": str,
             }, pk="seq", not_null={"id", "stream", "stream_version", "type", "schema_version",
                                    "recorded_at", "occurred_at", "payload", "prev_hash", "hash"})
-            db["events"].create_index(["id"], unique=True)
-            db["events"].create_index(["stream", "stream_version"], unique=True)
-            db["events"].create_index(["type", "seq"])
-            db["events"].create_index(["run_id", "seq"])
-            db["events"].create_index(["domain", "seq"])
-            db["events"].create_index(["recorded_at"])
+            events.create_index(["id"], unique=True)
+            events.create_index(["stream", "stream_version"], unique=True)
+            events.create_index(["type", "seq"])
+            events.create_index(["run_id", "seq"])
+            events.create_index(["domain", "seq"])
+            events.create_index(["recorded_at"])
             for op in ("UPDATE", "DELETE"):
                 conn.execute(
                     f"CREATE TRIGGER events_no_{op.lower()} BEFORE {op} ON events "
@@ -455,22 +680,16 @@ class SqliteStore:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "SqliteStore":
+    def __enter__(self) -> SqliteStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # ---- writing -------------------------------------------------------------
-
     @contextmanager
-    def atomic(self) -> Iterator[Transaction]:
+    def atomic(self) -> Iterator[SqliteTransaction]:
         """The one way to write: `BEGIN IMMEDIATE`, commit on success, roll back on any error."""
-        path = str(self.path)
-        with translated(path):
+        with translated(self.where):
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                tx = Transaction(self, self.conn)
+                tx = SqliteTransaction(self, self.conn)
                 yield tx
                 self.conn.execute("COMMIT")
             except BaseException:
@@ -478,85 +697,13 @@ class SqliteStore:
                     self.conn.execute("ROLLBACK")
                 raise
 
-    def append(self, events: Iterable[NewEvent], expected_version: int | None = None) -> list[RecordedEvent]:
-        """Validate and append a batch atomically; returns the recorded events."""
-        batch = list(events)
-        if not batch:
-            return []
-        with self.atomic() as tx:
-            return tx.append(batch, expected_version)
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with translated(self.where):
+            return self.conn.execute(sql, params).fetchall()
 
-    # ---- reading -------------------------------------------------------------
+    def _size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in (self.file, Path(f"{self.file}-wal")) if p.exists())
 
-    def head(self) -> int:
-        with translated(str(self.path)):
-            row = self.conn.execute("SELECT MAX(seq) FROM events").fetchone()
-        return int(row[0] or 0)
-
-    def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
-             stream: str | None = None, run_id: str | None = None, domain: str | None = None,
-             since: str | None = None, until: str | None = None, batch: int = 2000) -> Iterator[RecordedEvent]:
-        """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive).
-        Each page is checked against the hash chain before it is served (see `chain_for`)."""
-        extra, params = read_filter("?", to_seq, types, stream, run_id, domain, since, until)
-        cursor_seq = (from_seq or 1) - 1
-        chain = chain_for(self, cursor_seq, bool(types) or any(
-            v is not None for v in (stream, run_id, domain, since, until)))
-        path = str(self.path)
-        sql = f"{_SELECT} WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
-        while True:
-            with translated(path):
-                rows = self.conn.execute(sql, (cursor_seq, *params, batch)).fetchall()
-            for row in checked(rows, chain):
-                yield row_to_event(row)
-            if len(rows) < batch:
-                if chain is not None:
-                    chain.finish()
-                return
-            cursor_seq = rows[-1][0]
-
-    def tip(self) -> tuple[int, str | None]:
-        """The last event's seq and hash ((0, None) for an empty ledger)."""
-        with translated(str(self.path)):
-            row = self.conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return (int(row[0]), str(row[1])) if row else (0, None)
-
-    def hash_at(self, seq: int) -> str | None:
-        """The stored hash of event `seq` (None when there is none)."""
-        with translated(str(self.path)):
-            row = self.conn.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
-        return str(row[0]) if row else None
-
-    def get(self, event_id: str) -> RecordedEvent | None:
-        with translated(str(self.path)):
-            row = self.conn.execute(f"{_SELECT} WHERE id = ?", (event_id,)).fetchone()
-        return row_to_event(row) if row else None
-
-    def seq_at_time(self, at: str) -> int:
-        """The last seq recorded at or before `at` (what the ledger knew then)."""
-        with translated(str(self.path)):
-            row = self.conn.execute("SELECT MAX(seq) FROM events WHERE recorded_at <= ?", (normalize_ts(at),)).fetchone()
-        return int(row[0] or 0)
-
-    # ---- checking --------------------------------------------------------------
-
-    def verify(self) -> VerifyResult:
-        """Walk the chain; name the first seq whose position, link or hash is wrong."""
-        with translated(str(self.path)):
-            return walk_chain(self.conn.execute(f"{_SELECT} ORDER BY seq"))
-
-    def subscribe(self, from_seq: int = 1, stop: Any = None) -> Iterator[RecordedEvent]:
+    def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as other processes commit them (watchfiles)."""
-        return follow(self, from_seq, stop)
-
-    def stats(self) -> Stats:
-        with translated(str(self.path)):
-            c = self.conn
-            by_type = dict(c.execute("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type").fetchall())
-            by_domain = dict(c.execute(
-                "SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain").fetchall())
-            by_run = dict(c.execute(
-                "SELECT run_id, COUNT(*) FROM events WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY run_id").fetchall())
-            first, last = c.execute("SELECT MIN(recorded_at), MAX(recorded_at) FROM events").fetchone()
-        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
-        return Stats(sum(by_type.values()), by_type, by_domain, by_run, first, last, size)
+        return follow_file(self.file, lambda start: self.read(from_seq=start), from_seq, stop)

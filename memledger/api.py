@@ -33,7 +33,7 @@ from memledger.analytics.experiment import run_experiment
 from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
 from memledger.ledger.errors import LedgerError as MemledgerError
 from memledger.ledger.jsonl import first_error
-from memledger.ledger.location import PROJECTIONS_FILE, memory_dir, open_store
+from memledger.ledger.location import open_store, projections_path
 from memledger.projections.materialize import ProjectionsHead
 from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.parameters import Policy as PolicyFields
@@ -134,8 +134,9 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
         projections = None
     else:
         store = open_store(location)
-        projections = memory_dir(location) / PROJECTIONS_FILE
-        keepers = (HeadFile(head_path(store, None)), ProjectionsHead(projections))
+        projections = projections_path(store)
+        assert projections is not None  # a memory directory's own ledger, its reads verified
+        keepers = (HeadFile(head_path(store)), ProjectionsHead(projections))
         try:  # like every command: a ledger cut or rewritten behind this memory's back is refused
             refuse_if_behind(store, keepers)
         except BaseException:

@@ -14,7 +14,7 @@ import sys
 import click
 
 from memledger.ledger.errors import LedgerError
-from memledger.ledger.location import PROJECTIONS_FILE
+from memledger.ledger.location import projections_file
 from memledger.ledger.settings import Settings
 from memledger.progress import fold_progress_bar
 from memledger.projections.materialize import ProjectionsHead, fold_progress
@@ -83,7 +83,7 @@ def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> No
 
 def _projections_head(settings: Settings) -> ProjectionsHead:
     """projections.db remembers the head it saw too (see ledger.anchor)."""
-    return ProjectionsHead(settings.dir / PROJECTIONS_FILE)
+    return ProjectionsHead(projections_file(settings.store()))
 
 
 class _Warnings(logging.Handler):

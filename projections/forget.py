@@ -24,10 +24,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
+from memledger.ledger.store import Store
 from memledger.projections.materialize import _lock, load_state, opened, writing
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import PROJECTIONS, MemoryState, module
@@ -77,7 +77,7 @@ def _row_counts(state: MemoryState) -> dict[str, int]:
     return counts
 
 
-def forget(store: Any, kind: str, subject: str, reason: str | None = None, *,
+def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
            projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY) -> ForgetResult:
     """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
 

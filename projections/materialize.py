@@ -37,6 +37,7 @@ from typing import Any
 from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections import intervals, mentions
 from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.mentions import TYPES as MENTIONED
@@ -79,7 +80,7 @@ class ProjectionsCorrupt(LedgerError):
     """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
-def resolve_seq(store: Any, at: int | str, what: str = "as of") -> int:
+def resolve_seq(store: Store, at: int | str, what: str = "as of") -> int:
     """A seq, or an ISO time meaning recorded time (what the ledger knew then); a seq after the
     ledger's head is the head (the ledger knows nothing later). `what` names the point in errors."""
     if isinstance(at, int):
@@ -104,7 +105,7 @@ def _unpack(blob: bytes) -> bytes:
     return zlib.decompress(blob)
 
 
-def _hash_at(store: Any, seq: int) -> str:
+def _hash_at(store: Store, seq: int) -> str:
     if seq <= 0:
         return ""
     for ev in store.read(seq, seq):
@@ -286,7 +287,7 @@ class _Counter:
         self.report(self.what, self.done, self.total)
 
 
-def forget_floor(store: Any, head: int) -> int:
+def forget_floor(store: Store, head: int) -> int:
     """The seq of the latest `subject_forgotten` up to `head` (0 if none): no snapshot is taken below it."""
     floor = 0
     for ev in store.read(1, head, types=["subject_forgotten"]):
@@ -350,7 +351,7 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
 class Catchup:
     """One catch-up of projections.db to the ledger's head (see `load_state`)."""
 
-    def __init__(self, store: Any, path: Path, policy: Policy, only: Iterable[str] | None = None,
+    def __init__(self, store: Store, path: Path, policy: Policy, only: Iterable[str] | None = None,
                  rebuild: bool = False, progress: FoldProgress | None = None):
         self.store = store
         self.path = path
@@ -495,7 +496,7 @@ class Catchup:
                              "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
 
 
-def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
+def load_state(store: Store, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
                as_of: int | str | None = None, progress: FoldProgress | None = None) -> MemoryState:
     """Every projection at the ledger's head (catching projections.db up first), or at `as_of`.
 
@@ -514,7 +515,7 @@ def load_state(store: Any, projections_path: Path | None, policy: Policy = DEFAU
     return LazyState(lambda name: projection_at(store, path, policy, name, to_seq), to_seq)
 
 
-def _current(store: Any, path: Path, policy: Policy, head: int) -> bool:
+def _current(store: Store, path: Path, policy: Policy, head: int) -> bool:
     """projections.db holds every projection at `head`, for this policy, code and ledger."""
     with _lock, opened(path) as (_, cps):
         current = all(n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy)
@@ -522,13 +523,13 @@ def _current(store: Any, path: Path, policy: Policy, head: int) -> bool:
         return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
 
 
-def caught_up(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, progress: FoldProgress | None = None) -> None:
+def caught_up(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, progress: FoldProgress | None = None) -> None:
     """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
     if not _current(store, path, policy, int(store.head())):
         Catchup(store, path, policy, progress=progress).run()
 
 
-def current_projection(store: Any, path: Path, policy: Policy, name: str, head: int) -> Any:
+def current_projection(store: Store, path: Path, policy: Policy, name: str, head: int) -> Any:
     """One projection's stored state at `head` (checked against its digest), else rebuilt
     from its nearest snapshot."""
     with _lock, opened(path) as (conn, cps):
@@ -550,7 +551,7 @@ def current_projection(store: Any, path: Path, policy: Policy, name: str, head: 
     return projection_at(store, path, policy, name, head)
 
 
-def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy, name: str,
+def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Store, policy: Policy, name: str,
                seq: int) -> bool:
     """Whether projections.db's intervals answer projection `name` at `seq`: it is indexed, its
     checkpoint is this code's and policy's and reaches `seq`, and no forget since `seq` dropped
@@ -560,7 +561,7 @@ def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any,
         and forget_floor(store, cp.seq) <= seq
 
 
-def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -> Any:
+def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
     """One projection at `seq`: read from its validity intervals when it is indexed, else its
     nearest snapshot at or before `seq`, then only its own event types folded forward."""
     mod = module(name)
@@ -601,7 +602,7 @@ def projection_at(store: Any, path: Path, policy: Policy, name: str, seq: int) -
     return state
 
 
-def rebuild(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, projections: Iterable[str] | None = None,
+def rebuild(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, projections: Iterable[str] | None = None,
             progress: FoldProgress | None = None) -> MemoryState:
     """Rebuild the named projections (all by default) from the log, telling `progress` as it goes."""
     names = tuple(projections) if projections else PROJECTIONS
@@ -609,15 +610,6 @@ def rebuild(store: Any, path: Path, policy: Policy = DEFAULT_POLICY, projections
     if unknown:
         raise LedgerError(f"unknown projection {unknown[0]!r}: choose from {', '.join(PROJECTIONS)}")
     return Catchup(store, Path(path), policy, only=names, rebuild=True, progress=progress).run()
-
-
-def default_projections_path(store: Any) -> Path | None:
-    """projections.db beside a SQLite ledger (None for other stores, and for a store opened for
-    forensics, whose reads are not verified: nothing it reads may be materialized)."""
-    path = getattr(store, "path", None)
-    if path is None or not getattr(store, "verify_reads", True):
-        return None
-    return Path(path).with_name("projections.db")
 
 
 
@@ -660,7 +652,7 @@ class IndexedMemory:
     and selectors, the offered trajectories) — no fold, however long the log. A version that
     does not carry this memory's seal discards projections.db; the answer is then folded."""
 
-    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Any, policy: Policy,
+    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Store, policy: Policy,
                  path: Path):
         self.conn = conn
         self.path = path
@@ -731,7 +723,7 @@ class IndexedMemory:
 
 
 @contextmanager
-def indexed_memory(store: Any, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:
+def indexed_memory(store: Store, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:
     """projections.db caught up, and an `IndexedMemory` over it."""
     caught_up(store, path, policy)
     with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from memledger.ledger.events import RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections.knowledge import fact_id_for
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.seal import Seal
@@ -138,7 +138,7 @@ def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int)
     return sorted(found)
 
 
-def events_at(store: Any, seqs_: Iterable[int]) -> Iterator[RecordedEvent]:
+def events_at(store: Store, seqs_: Iterable[int]) -> Iterator[RecordedEvent]:
     """The events at these seqs, in order, each through the store's verified read (runs of
     consecutive seqs in one read)."""
     ordered = sorted(set(seqs_))

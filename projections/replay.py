@@ -28,8 +28,7 @@ from typing import Any
 
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.redact import default_redactor
-from memledger.ledger.store import redacted_envelope, serialize_payload
+from memledger.ledger.store import Store, redacted_envelope, serialize_payload
 from memledger.projections.decisions import DECISION_TYPES, decide, on_open
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.state import MemoryState, dispatch
@@ -72,7 +71,7 @@ def recorded_policy(run_started: RecordedEvent) -> Policy:
     return Policy.model_validate({k: v for k, v in recorded.items() if k in Policy.model_fields})
 
 
-def run_policies(store: Any, until: int | None = None) -> dict[str, Policy]:
+def run_policies(store: Store, until: int | None = None) -> dict[str, Policy]:
     """run id -> the policy it recorded (memory is opened before `run_started` is appended, so
     this is read ahead of the replay)."""
     return {ev.run_id: recorded_policy(ev) for ev in store.read(to_seq=until, types=["run_started"]) if ev.run_id}
@@ -101,10 +100,10 @@ def _describe(new: NewEvent) -> str:
     return f"{new.type} {item}".strip()
 
 
-def verify_decisions(store: Any) -> DecisionCheck:
+def verify_decisions(store: Store) -> DecisionCheck:
     """Replay the log under each run's recorded policy; the first decision event that is not exactly
     what the policy yields there (or the first place a decision it yields is missing) is named."""
-    redactor = getattr(store, "redactor", None) or default_redactor()
+    redactor = store.redactor
     policies = run_policies(store)
     memories: dict[str, PolicyMemory] = {}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.store import Store
 from memledger.projections.materialize import resolve_seq
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.view import MemoryView
@@ -71,7 +72,7 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 
-def open_state(store: Any, projections_path: Path | None, kind: str, domain: str | None = None,
+def open_state(store: Store, projections_path: Path | None, kind: str, domain: str | None = None,
                as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY,
                run: str | None = None) -> tuple[int, list[Any]]:
     """(head, records) for `memledger state`: catch up, optionally go back in time, list."""
@@ -143,7 +144,7 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
     return out
 
 
-def diff_between(store: Any, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
+def diff_between(store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
                  policy: Policy = DEFAULT_POLICY) -> list[Change]:
     """`memledger diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
     start, end = resolve_seq(store, from_seq, "diff start"), resolve_seq(store, to_seq, "diff end")

@@ -18,6 +18,7 @@ from typing import Any
 
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.ids import short_id
+from memledger.ledger.store import Store
 from memledger.projections import context as context_mod
 from memledger.projections import knowledge
 from memledger.projections import patterns as patterns_mod
@@ -103,7 +104,7 @@ class ErrorIndex:
 class MemoryView:
     """Every projection at one point of the log, and the queries over them."""
 
-    def __init__(self, state: MemoryState, policy: Policy = DEFAULT_POLICY, store: Any = None,
+    def __init__(self, state: MemoryState, policy: Policy = DEFAULT_POLICY, store: Store | None = None,
                  projections_path: Path | None = None, pinned: bool = False):
         self.state = state
         self.policy = policy
@@ -116,7 +117,7 @@ class MemoryView:
     # ---- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, store: Any, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
+    def open(cls, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
              as_of: int | str | None = None) -> "MemoryView":
         """Catch projections.db up with the ledger (when given) and return a view at its head,
         or at `as_of` (a seq, or an ISO time meaning recorded time)."""

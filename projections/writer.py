@@ -13,6 +13,7 @@ from typing import Any
 from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import NewEvent, RecordedEvent
+from memledger.ledger.store import Store
 from memledger.projections.decisions import decide, lesson_id_taken, on_open
 from memledger.projections.materialize import load_state
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
@@ -25,7 +26,7 @@ WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
 
-    def __init__(self, store: Any, policy: Policy = DEFAULT_POLICY, projections_path: Path | None = None):
+    def __init__(self, store: Store, policy: Policy = DEFAULT_POLICY, projections_path: Path | None = None):
         self.store = store
         self.policy = policy
         self.projections_path = projections_path

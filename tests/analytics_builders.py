@@ -39,6 +39,7 @@ from memledger.ledger.events import (
     TrajectoryStep,
     event,
 )
+from memledger.ledger.store import Store
 from memledger.projections.intervals import INDEXED
 from memledger.projections.state import MemoryState, encode, fold, module
 
@@ -61,7 +62,7 @@ class Built:
     first_record_run: str = ""
 
 
-def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | None = None,
+def learning_ledger(store: Store, clock: Any, runs: int = 5, forget_domain: str | None = None,
                     memory_off_first: bool = True) -> Built:
     from memledger.projections.lessons import lesson_id_for
     from memledger.projections.view import MemoryView
@@ -153,7 +154,7 @@ def learning_ledger(store: Any, clock: Any, runs: int = 5, forget_domain: str | 
     return built
 
 
-def hand_ledger(store: Any) -> dict[int, str]:
+def hand_ledger(store: Store) -> dict[int, str]:
     """A fixed sequence of 21 raw events (no policy step); returns seq -> event id.
 
     seq  1 lesson_seeded seed1 (fill / too many arguments)
@@ -234,7 +235,7 @@ def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], A
     return out
 
 
-def memory_at_step_equals_the_fold(store: Any, step_seqs: dict[str, dict[int, int]]) -> int:
+def memory_at_step_equals_the_fold(store: Store, step_seqs: dict[str, dict[int, int]]) -> int:
     """For every step: memory_at_step holds exactly the items of every indexed projection folded up to
     the seq before the step; returns how many steps were compared."""
     con = connect(store)

@@ -33,7 +33,7 @@ from memledger.analytics.report import build_report
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
 from memledger.analytics.watch import follow_projections
 from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.location import PROJECTIONS_FILE
+from memledger.ledger.location import projections_file
 from memledger.output import FORMATS, console, emit, listing_options
 from memledger.projections.parameters import Policy
 from memledger.render import audit_html, audit_text, explain_html, explain_text
@@ -256,13 +256,13 @@ def watch(max_events: int | None, timeout: float | None) -> None:
     """
     s = current_settings()
     store = s.store()
-    projections = s.dir / PROJECTIONS_FILE
+    projections = projections_file(store)
     stop = threading.Event()
     timer = threading.Timer(timeout, stop.set) if timeout is not None else None
     if timer is not None:
         timer.daemon = True
         timer.start()
-    click.echo(f"watching {getattr(store, 'path', 'the ledger')} (projections: {projections})")
+    click.echo(f"watching {store.where} (projections: {projections})")
     try:
         follow_projections(store, projections, on_change=lambda c: click.echo(c.line()), stop=stop,
                            max_events=max_events)

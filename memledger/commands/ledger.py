@@ -16,11 +16,11 @@ from memledger.ledger.copy import copy_ledger
 from memledger.ledger.errors import ChainBroken, InvalidEvent, LedgerError
 from memledger.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
 from memledger.ledger.jsonl import parse_lines
-from memledger.ledger.protocol import EventStore
+from memledger.ledger.location import projections_path
+from memledger.ledger.store import Store
 from memledger.ledger.urls import display_url
 from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
 from memledger.projections.decisions import DECISION_TYPES
-from memledger.projections.materialize import default_projections_path
 from memledger.projections.replay import verify_decisions
 from memledger.projections.text import clip
 from memledger.projections.writer import MemoryWriter
@@ -73,14 +73,14 @@ def events_report(events: Iterable[RecordedEvent]) -> Report:
     return Report("events", {"events": Table(list(ENVELOPE_COLUMNS), rows)})
 
 
-def append_observations(store: EventStore, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+def append_observations(store: Store, events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
     themselves are refused: the log would hold one no policy made, and experiments would diverge."""
     for i, ev in enumerate(events):
         if ev.type in DECISION_TYPES:
             raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "
                                "itself; append observations (or `append --raw` to record it as given)")
-    return MemoryWriter(store, projections_path=default_projections_path(store)).append(events)
+    return MemoryWriter(store, projections_path=projections_path(store)).append(events)
 
 
 @click.command()
@@ -141,7 +141,7 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
         return
     stop = threading.Event()
     try:
-        for ev in store.subscribe(from_seq or 1, stop) if hasattr(store, "subscribe") else []:
+        for ev in store.subscribe(from_seq or 1, stop):
             if to_seq is not None and ev.seq > to_seq:
                 break
             if (types_set and ev.type not in types_set) or (run_id and ev.run_id != run_id) or (domain and ev.domain != domain):

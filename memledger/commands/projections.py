@@ -12,7 +12,7 @@ import click
 
 from memledger.analytics.output import Report, Table
 from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.location import PROJECTIONS_FILE
+from memledger.ledger.location import projections_file
 from memledger.output import emit, listing_options
 from memledger.progress import fold_progress_bar
 from memledger.projections.materialize import rebuild as rebuild_projections
@@ -54,7 +54,7 @@ def rebuild(projection: tuple[str, ...]) -> None:
     """
     s = current_settings()
     with fold_progress_bar(always=True) as progress:
-        state = rebuild_projections(s.store(), s.dir / PROJECTIONS_FILE, projections=projection or None, progress=progress)
+        state = rebuild_projections(s.store(), projections_file(s.store()), projections=projection or None, progress=progress)
     rows = list(digests(state, projection or PROJECTIONS).items())
     emit(Report(f"projections rebuilt at seq {state.head}", {"digests": Table(["projection", "digest (sha256)"], rows)}),
          "table")

@@ -38,6 +38,7 @@ import orjson
 
 from memledger.ledger.clock import parse_ts
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.store import Store
 from memledger.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memledger.projections.interop.sources import join_element, js_time, ts_to_ms
 from memledger.projections.knowledge import current_facts
@@ -132,7 +133,7 @@ def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
     return line
 
 
-def memory_events_files(state: Any, store: Any) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
+def memory_events_files(state: Any, store: Store) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
     """Seed 001's per-run logs: `run_<id>/memory_events.jsonl` for every run memory still holds,
     up to the state's head (forgotten runs, and lines about forgotten lessons, are left out)."""
     alive = set(state.lessons.lessons)
@@ -211,7 +212,7 @@ def trajectory_json(t: Any) -> dict[str, Any]:
                        "success": True, "durationMs": _num(t.duration_ms), "timestamp": js_time(t.occurred_at)})
 
 
-def _last_progress_url(store: Any, run_id: str, head: int) -> str | None:
+def _last_progress_url(store: Store, run_id: str, head: int) -> str | None:
     url = None
     for ev in store.read(to_seq=head, types=["run_progress"], run_id=run_id):
         url = ev.data.get("current_url")
@@ -228,7 +229,7 @@ def run_manifest_json(run: Any, current_url: str | None) -> dict[str, Any]:
         "turnCount": run.turn_count, "result": run.result, "reason": run.reason})
 
 
-def agent_memory_files(state: Any, store: Any) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
+def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
     """(path parts under the root, JSON object) for seed 000's folder, and what went in."""
     files: list[tuple[list[str], Any]] = []
     counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0}
@@ -281,7 +282,7 @@ def _action_text(action: dict[str, Any]) -> str:
     return f"{action.get('command', '')}({', '.join(parts)})"
 
 
-def _events(store: Any, ids: Iterable[str]) -> list[Any]:
+def _events(store: Store, ids: Iterable[str]) -> list[Any]:
     out = []
     for eid in ids:
         ev = store.get(eid)
@@ -290,7 +291,7 @@ def _events(store: Any, ids: Iterable[str]) -> list[Any]:
     return out
 
 
-def step_entries(state: Any, store: Any) -> list[dict[str, Any]]:
+def step_entries(state: Any, store: Store) -> list[dict[str, Any]]:
     """Every step memory as a Trayn MemoryEntry (pending ones too), by record id.
 
     An imported record keeps its id; other steps are numbered after the largest one, run by
@@ -407,7 +408,7 @@ def render_prompt(items: Iterable[PromptItem]) -> str:
 
 # ---- the export --------------------------------------------------------------------------
 
-def export_memory(state: Any, store: Any, fmt: str, out: Path) -> ExportResult:
+def export_memory(state: Any, store: Store, fmt: str, out: Path) -> ExportResult:
     """Write `state` in format `fmt` at `out` (a directory for agent-memory, else one file)."""
     out = Path(out)
     result = ExportResult(fmt, out)

@@ -59,6 +59,7 @@ from memledger.ledger.events import (
     TrajectoryStep,
     check_domain,
 )
+from memledger.ledger.store import Store
 from memledger.projections import lessons as lessons_projection
 from memledger.projections.interop.files import digest_of
 from memledger.projections.interop.sources import (
@@ -557,7 +558,7 @@ PLANNERS: dict[str, Callable[[Path, IndexSource], ImportPlan]] = {
 }
 
 
-def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: Path | None = None) -> LessonIndex:
+def lesson_index(store: Store, seeds: Iterable[NewEvent] = (), projections_path: Path | None = None) -> LessonIndex:
     """Lessons the ledger holds now (by text and dedup key), then the seed lessons (by text only).
 
     With projections.db, its caught-up state; without, only the lessons projection is folded,
@@ -580,7 +581,7 @@ def lesson_index(store: Any, seeds: Iterable[NewEvent] = (), projections_path: P
     return index
 
 
-def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportPlan:
+def plan_import(store: Store, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportPlan:
     """Validate a source and build its events; writes nothing to the ledger."""
     path = Path(path)
     if not path.exists():
@@ -592,14 +593,13 @@ def plan_import(store: Any, path: Path, fmt: str = "auto", projections_path: Pat
     return PLANNERS[fmt](path, lambda: lesson_index(store, seed_lessons(), projections_path))
 
 
-def stored_digest(store: Any, digest: str) -> str:
+def stored_digest(store: Store, digest: str) -> str:
     """The digest as the ledger stores it: the store's secret redaction also sees payload strings,
     and a hex digest may hold a run of digits that looks like a card number to it."""
-    redactor = getattr(store, "redactor", None)
-    return redactor.text(digest) if redactor is not None else digest
+    return store.redactor.text(digest)
 
 
-def previous_import(store: Any, digest: str) -> int | None:
+def previous_import(store: Store, digest: str) -> int | None:
     """The seq of an earlier `memory_imported` of the same content, if any."""
     wanted = {digest, stored_digest(store, digest)}
     for ev in store.read(types=["memory_imported"]):
@@ -608,7 +608,7 @@ def previous_import(store: Any, digest: str) -> int | None:
     return None
 
 
-def import_source(store: Any, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportResult:
+def import_source(store: Store, path: Path, fmt: str = "auto", projections_path: Path | None = None) -> ImportResult:
     """Import one source (see the module docstring); returns what was appended."""
     plan = plan_import(store, path, fmt, projections_path)
     head = store.head()

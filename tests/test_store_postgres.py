@@ -1,0 +1,59 @@
+"""The store contract (tests/store_contract.py) on the PostgreSQL store (a real, throw-away
+server: devtools/pg.py), and what only PostgreSQL does: the group commit of threads appending at once."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memledger.ledger.errors import ConcurrencyConflict
+from memledger.ledger.location import open_store, projections_path
+from memledger.ledger.store import Store
+from tests.store_contract import StoreContract, lesson, progress
+
+
+class TestPostgresStore(StoreContract):
+    kind = "postgresql"
+
+    @pytest.fixture
+    def store_url(self, pg_url: str) -> str:
+        return pg_url
+
+    def test_threads_appending_at_once_are_committed_together_and_lose_nothing(self, store: Store) -> None:
+        """While one append is in flight the others queue; the next writes them all in one statement.
+        A batch with a stale expected version fails alone: the rest of its group is written."""
+        results: dict[int, list[int]] = {}
+        conflicts: list[int] = []
+        start = threading.Barrier(8)
+
+        def writer(n: int) -> None:
+            start.wait()
+            mine = []
+            for i in range(20):
+                if i == 10 and n % 2:
+                    try:
+                        store.append([progress(99, run=f"t{n}")], expected_version=0)  # stale: refused
+                    except ConcurrencyConflict:
+                        conflicts.append(n)
+                mine += [e.seq for e in store.append([progress(i, run=f"t{n}"), lesson(n * 100 + i)])]
+            results[n] = mine
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert sorted(conflicts) == [1, 3, 5, 7]
+        events = list(store.read())
+        assert [e.seq for e in events] == list(range(1, 8 * 40 + 1))
+        for n in range(8):
+            mine = [e for e in events if e.run_id == f"t{n}"]
+            assert [e.data["turn"] for e in mine] == list(range(20))
+            assert [e.stream_version for e in mine] == list(range(1, 21))
+            assert len(results[n]) == 40 and {e.seq for e in mine} <= set(results[n])
+        assert [e.stream_version for e in events if e.stream == "memory"] == list(range(1, 8 * 20 + 1))
+        assert store.verify().ok and store.verify().count == 8 * 40
+
+    def test_a_ledger_opened_without_a_memory_directory_has_no_projections_db(self, store_url: str) -> None:
+        with open_store(url=store_url) as bare:
+            assert bare.home is None and projections_path(bare) is None

@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memledger.commands.ledger import append_observations
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
 from memledger.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
 from memledger.ledger.location import PROJECTIONS_FILE, open_store, projections_path
 from memledger.ledger.store import Store, chain_hash
 from memledger.projections.materialize import ProjectionsHead
-from memledger.projections.writer import policy_writer
 
 
 class Raw:
@@ -337,10 +337,10 @@ class StoreContract:
         with open_store(home, store_url, verify_reads=False) as forensic:
             assert projections_path(forensic) is None  # nothing an unverified read returns is materialized
 
-    def test_the_policy_writer_catches_projections_db_up(self, store: Store, home: Path) -> None:
+    def test_append_observations_catches_projections_db_up(self, store: Store, home: Path) -> None:
         """`memledger append` folds into projections.db (on PostgreSQL too: no refold of the whole log each time)."""
-        policy_writer(store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")])
+        append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")])
         first = store.head()
-        policy_writer(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])
+        append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])
         remembered = ProjectionsHead(home / PROJECTIONS_FILE).load()  # the second call caught it up to the first's head
         assert remembered is not None and remembered.seq >= first > 0 and remembered.hash == store.hash_at(remembered.seq)

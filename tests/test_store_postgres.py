@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from memledger.ledger.errors import ConcurrencyConflict
@@ -57,3 +58,17 @@ class TestPostgresStore(StoreContract):
     def test_a_ledger_opened_without_a_memory_directory_has_no_projections_db(self, store_url: str) -> None:
         with open_store(url=store_url) as bare:
             assert bare.home is None and projections_path(bare) is None
+
+    def test_an_ordinary_role_appends_and_verifies(self, store: Store, store_url: str) -> None:
+        """No superuser needed: the session's sequencing function lives in pg_temp, and the flush
+        after the lock is an ordinary transaction."""
+        role = f"writer_{store_url.rsplit('/', 1)[1]}"
+        with psycopg.connect(store_url, autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN")
+            admin.execute(f"GRANT SELECT, INSERT ON events TO {role}")
+            admin.execute(f"GRANT SELECT ON memledger_meta TO {role}")
+        with open_store(url=store_url.replace("postgres@", f"{role}@", 1)) as writer:
+            assert [e.seq for e in writer.append([lesson(1), progress(1)])] == [1, 2]
+            with writer.atomic() as tx:
+                tx.append([lesson(2)])
+            assert writer.verify().ok and writer.head() == 3

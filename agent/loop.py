@@ -276,7 +276,7 @@ class TaskRun:
         self.goal, self.start_url, self.case_id, self.success_check = goal, start_url, case_id, success_check
         self.cfg = config or RunConfig()
         self.run_id = run_id or short_id("run")
-        self.opening = {"session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "isolation": isolation}
+        self.session_id, self.parent_run_id, self.mode, self.isolation = session_id, parent_run_id, mode, isolation
         self.context = context or {}
         self.secrets = goal_secrets(goal)
         self.system = ""
@@ -333,7 +333,8 @@ class TaskRun:
 
     def _open(self) -> None:
         memory, cfg = self.memory, self.cfg
-        memory.open_run(self.run_id, self.goal, self.start_url, **self.opening, case_id=self.case_id,
+        memory.open_run(self.run_id, self.goal, self.start_url, session_id=self.session_id,
+                        parent_run_id=self.parent_run_id, mode=self.mode, isolation=self.isolation, case_id=self.case_id,
                         decision_policy=getattr(self.policy, "name", "custom"), rep=cfg.rep,
                         step_memory_scope=cfg.step_memory_scope)
         memory.give_context(self.context)

@@ -90,8 +90,8 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         return [{"goal": "", "start_url": opts.explore, "case_id": None, "check": None, "session_id": opts.session_id,
                  "mode": "new", "parent_run_id": None,
                  "explore": {"max_depth": opts.max_depth, "max_pages": opts.max_pages}}]
-    if opts.resume_run or opts.fork_run:
-        prior = opts.resume_run or opts.fork_run
+    prior = opts.resume_run or opts.fork_run
+    if prior:
         view = MemoryView.open(settings.store(), settings.projections_path, policy)
         manifest = view.run(prior)
         if manifest is None:

@@ -42,7 +42,7 @@ Usage::
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -93,40 +93,13 @@ def policy_parameters() -> Report:
                   {"parameters": Table(["name", "type", "default", "range", "meaning"], rows, "parameters")})
 
 
-def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
-    """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
-    fields = Policy.model_fields
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, raw = pair.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep:
-            raise LedgerError(f"--set {pair!r}: expected NAME=VALUE")
-        if name not in fields:
-            raise LedgerError(f"--set {name}: no such policy parameter; known: {', '.join(fields)}")
-        kind = fields[name].annotation
-        raw = raw.strip()
-        try:
-            if kind is bool:
-                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(raw)
-                out[name] = raw.lower() in ("true", "1", "yes")
-            elif kind is int:
-                out[name] = int(raw)
-            else:
-                out[name] = float(raw)
-        except ValueError as exc:
-            raise LedgerError(f"--set {name}={raw}: expected a {getattr(kind, '__name__', kind)}") from exc
-    return out
-
-
 def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
     try:
         return type(base).model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ".".join(str(p) for p in err.get("loc", ()))
-        raise LedgerError(f"--set {name}={err.get('input')!r:.40}: {err.get('msg', 'invalid value')}") from None
+        raise LedgerError(f"policy parameter {name}={err.get('input')!r:.40}: {err.get('msg', 'invalid value')}") from None
 
 
 def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> RecordedEvent:

@@ -63,9 +63,9 @@ def normalize_subject(kind: str, subject: str) -> str:
         except ValueError as exc:
             raise LedgerError(str(exc).encode("unicode_escape").decode("ascii")) from None
     if not text:
-        raise LedgerError(f"--{kind} needs a non-empty value")
+        raise LedgerError(f"the {kind} to forget must not be empty")
     if any(ord(c) < 32 for c in text):
-        raise LedgerError(f"--{kind} must not contain control characters")
+        raise LedgerError(f"the {kind} to forget must not contain control characters")
     return text
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +22,6 @@ from memledger.analytics.experiment import (
     EXPERIMENT_SECTIONS,
     experiment_report,
     make_policy,
-    parse_settings,
     policy_parameters,
     run_experiment,
 )
@@ -33,6 +32,7 @@ from memledger.analytics.report import build_report
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
 from memledger.analytics.watch import follow_projections
 from memledger.commands import allow_broken_option, current_settings
+from memledger.ledger.errors import LedgerError
 from memledger.ledger.location import projections_file
 from memledger.output import FORMATS, console, emit, listing_options
 from memledger.projections.parameters import Policy
@@ -109,6 +109,33 @@ def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, 
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
         return
     emit(experiment_report(result), fmt, out, section)
+
+
+def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
+    """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
+    fields = Policy.model_fields
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise LedgerError(f"--set {pair!r}: expected NAME=VALUE")
+        if name not in fields:
+            raise LedgerError(f"--set {name}: no such policy parameter; known: {', '.join(fields)}")
+        kind = fields[name].annotation
+        raw = raw.strip()
+        try:
+            if kind is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                out[name] = raw.lower() in ("true", "1", "yes")
+            elif kind is int:
+                out[name] = int(raw)
+            else:
+                out[name] = float(raw)
+        except ValueError as exc:
+            raise LedgerError(f"--set {name}={raw}: expected a {getattr(kind, '__name__', kind)}") from exc
+    return out
 
 
 def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None], T]) -> T:

@@ -52,8 +52,8 @@ from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint
 
-MIRROR_FILE = "analytics.duckdb"
-STAMP_SUFFIX = ".seal"  # beside it: the sealed stamp of the file as this memory last wrote it
+MIRROR_FILE = location.MIRROR_FILE
+STAMP_SUFFIX = location.MIRROR_STAMP_SUFFIX  # beside it: the sealed stamp of the file as this memory last wrote it
 FORMAT = 1  # the layout of the tables below; a change rebuilds every mirror
 #: DuckDB never downloads anything
 CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -90,11 +90,6 @@ _CURRENT = {name: cls.CURRENT_VERSION for name, cls in EVENT_TYPES.items()}
 
 class MirrorStale(Exception):
     """The mirror cannot be caught up from where it is (it is rebuilt)."""
-
-
-def mirror_path(projections_path: Path) -> Path:
-    """analytics.duckdb beside projections.db."""
-    return Path(projections_path).with_name(MIRROR_FILE)
 
 
 def _code_version(policy: Policy) -> str:
@@ -285,24 +280,9 @@ def _remove(path: Path) -> None:
             pass
 
 
-def drop_mirror(projections: Path) -> bool:
-    """Delete the mirror beside `projections` (its WAL and any half-built copy too): what `forget`
-    does, so no byte of a forgotten subject waits for the next analytics command. True when
-    there was one."""
-    target = mirror_path(projections)
-    found = False
-    for path in (target, Path(f"{target}.wal"), _stamp_path(target), *target.parent.glob(f".{target.name}.*")):
-        try:
-            path.unlink()
-            found = True
-        except FileNotFoundError:
-            pass
-    return found
-
-
 def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None:
     """A new mirror up to `head`, written beside the old one and moved over it."""
-    target = mirror_path(projections)
+    target = location.mirror_path(projections)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
     _remove(tmp)
     con = duckdb.connect(str(tmp), config=CONFIG)
@@ -325,7 +305,7 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
     """The mirror file at the ledger's head, opened read-only. A file left untouched since this
     memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
     is opened to write, checked whole, caught up, sealed again and reopened read-only."""
-    target = mirror_path(projections)
+    target = location.mirror_path(projections)
     head = int(store.head())
     caught_up(store, projections, policy)
     for attempt in (1, 2):
@@ -374,7 +354,7 @@ def connect(source: Store, projections_path: Path | None = None, policy: Policy 
             con = _caught_up(source, path, policy)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
-                raise LedgerError(f"{mirror_path(path)}: {str(exc).splitlines()[0]}") from exc
+                raise LedgerError(f"{location.mirror_path(path)}: {str(exc).splitlines()[0]}") from exc
     if con is None:
         con = duckdb.connect(config=CONFIG)
         for ddl in DDL:

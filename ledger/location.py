@@ -17,9 +17,25 @@ from memledger.ledger.store import SqliteStore, Store
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
 PROJECTIONS_FILE = "projections.db"
+#: the analytics mirror (DuckDB) beside projections.db, and the suffix of its sealed stamp
+MIRROR_FILE = "analytics.duckdb"
+MIRROR_STAMP_SUFFIX = ".seal"
 #: written by `memledger fork`: where the fork came from, its seq, and the isolation its runs use
 FORK_FILE = "fork.json"
 ISOLATIONS = ("shared", "per-run")
+
+
+def mirror_path(projections_path: Path) -> Path:
+    """analytics.duckdb beside projections.db."""
+    return Path(projections_path).with_name(MIRROR_FILE)
+
+
+def mirror_files(projections_path: Path) -> list[Path]:
+    """Every file of the mirror beside `projections_path`: the database, its WAL, its stamp, and
+    copies half-built by a process that died (`.analytics.duckdb.*`)."""
+    target = mirror_path(projections_path)
+    return [target, Path(f"{target}.wal"), target.with_name(target.name + MIRROR_STAMP_SUFFIX),
+            *target.parent.glob(f".{target.name}.*")]
 
 
 def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:

@@ -11,7 +11,9 @@ projections.db is disposable but physical, so `forget` also scrubs it: the
 periodic snapshots taken before the forget (which still hold the subject) are
 dropped — and `projections.materialize` never takes a snapshot before the
 latest forget again — and the file is vacuumed and its WAL truncated, so the
-deleted rows leave no bytes behind in free pages or old WAL frames.
+deleted rows leave no bytes behind in free pages or old WAL frames. The
+analytics mirror beside it (analytics.duckdb) is deleted outright: the next
+analytics answer rebuilds it without the subject.
 
 Usage::
 
@@ -25,6 +27,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memledger.ledger import location
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memledger.ledger.store import Store
@@ -46,6 +49,8 @@ class ForgetResult:
     removed: dict[str, int] = field(default_factory=dict)
     snapshots_dropped: int = 0
     projections_scrubbed: bool = False
+    #: the analytics mirror beside projections.db was there and is gone
+    mirror_dropped: bool = False
 
     @property
     def total_removed(self) -> int:
@@ -98,7 +103,22 @@ def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
     if projections_path is not None:
         result.snapshots_dropped = scrub_projections(Path(projections_path), seq)
         result.projections_scrubbed = True
+        result.mirror_dropped = drop_mirror(Path(projections_path))
     return result
+
+
+def drop_mirror(projections: Path) -> bool:
+    """Delete the analytics mirror beside `projections` (its WAL, stamp and half-built copies too),
+    so no byte of a forgotten subject waits for the next analytics answer to rebuild it. True when
+    there was one."""
+    found = False
+    for path in location.mirror_files(projections):
+        try:
+            path.unlink()
+            found = True
+        except FileNotFoundError:
+            pass
+    return found
 
 
 def scrub_projections(path: Path, forget_seq: int) -> int:

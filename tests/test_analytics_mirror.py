@@ -16,6 +16,7 @@ from memledger.analytics.mirror import MIRROR_FILE, connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
 from memledger.ledger.store import SqliteStore
+from memledger.projections.forget import forget
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger, memory_at_step_equals_the_fold
@@ -195,3 +196,18 @@ def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
         assert _answers(store) == honest
     assert not caplog.records and os.stat(mirror).st_ino == before.st_ino  # kept, not rebuilt
     assert seal.read_text() != stamp
+
+
+def test_a_library_forget_drops_the_mirror_at_once(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    """Not only the command: `projections.forget.forget` itself deletes every file of the mirror
+    (a half-built copy of a process that died too), so no forgotten byte waits for the next answer."""
+    store, _, _ = learned
+    _mirror_rows(store)
+    mem = Path(store.path).parent
+    (mem / f".{MIRROR_FILE}.4242").write_bytes(b"half-built by a process that died")
+    assert {p.name for p in mem.iterdir() if MIRROR_FILE in p.name} >= {MIRROR_FILE, f"{MIRROR_FILE}.seal"}
+    result = forget(store, "domain", "a.test", projections_path=mem / "projections.db")
+    assert result.mirror_dropped
+    assert not [p.name for p in mem.iterdir() if MIRROR_FILE in p.name]
+    again = forget(store, "domain", "b.test", projections_path=mem / "projections.db")
+    assert not again.mirror_dropped  # nothing was there to drop

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import click
 
-from memledger.analytics.mirror import drop_mirror
 from memledger.commands import current_settings
 from memledger.ledger.errors import LedgerError
 from memledger.projections.forget import forget
@@ -34,7 +33,7 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
     r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path)
     removed = ", ".join(f"{n} {t}" for t, n in sorted(r.removed.items())) or "nothing was in memory"
     scrubbed = f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""
-    if settings.projections_path is not None and drop_mirror(settings.projections_path):
+    if r.mirror_dropped:
         scrubbed += "; analytics mirror dropped"
     click.echo(f"forgot {kind} {r.subject} (subject_forgotten at seq {r.seq}): removed {removed}{scrubbed}")
 

@@ -135,17 +135,25 @@ _SCHEMA = [
 #: `expected[i]`, set on the first row of a batch that names one, is the version its stream must be
 #: at (else serialization_failure, which `describe_pg_error` reports as ConcurrencyConflict).
 APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION pg_temp.memledger_append(
-    lock_key bigint, now_ts text, ids text[], streams text[], types text[], schema_versions integer[],
-    occurred text[], run_ids text[], steps bigint[], domains text[], payloads text[], expected bigint[],
-    id_stream_json text[], type_json text[], occurred_json text[], tail_json text[])
+CREATE OR REPLACE FUNCTION pg_temp.memledger_append(lock_key bigint, now_ts text, batch json)
 RETURNS TABLE (r_seq bigint, r_stream_version bigint, r_recorded_at text, r_prev_hash text, r_hash text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     head_seq bigint; head_hash text; last_rec text; rec text; v bigint; h text;
     versions jsonb := '{}';
     seqs bigint[] := '{}'; svs bigint[] := '{}'; prevs text[] := '{}'; hashes text[] := '{}';
+    ids text[]; streams text[]; types text[]; schema_versions integer[]; occurred text[]; run_ids text[];
+    steps bigint[]; domains text[]; payloads text[]; expected bigint[];
+    id_stream_json text[]; type_json text[]; occurred_json text[]; tail_json text[];
 BEGIN
+    SELECT array_agg(x ->> 0 ORDER BY n), array_agg(x ->> 1 ORDER BY n), array_agg(x ->> 2 ORDER BY n),
+           array_agg((x ->> 3)::integer ORDER BY n), array_agg(x ->> 4 ORDER BY n), array_agg(x ->> 5 ORDER BY n),
+           array_agg((x ->> 6)::bigint ORDER BY n), array_agg(x ->> 7 ORDER BY n), array_agg(x ->> 8 ORDER BY n),
+           array_agg((x ->> 9)::bigint ORDER BY n), array_agg(x ->> 10 ORDER BY n), array_agg(x ->> 11 ORDER BY n),
+           array_agg(x ->> 12 ORDER BY n), array_agg(x ->> 13 ORDER BY n)
+    INTO ids, streams, types, schema_versions, occurred, run_ids, steps, domains, payloads, expected,
+         id_stream_json, type_json, occurred_json, tail_json
+    FROM json_array_elements(batch) WITH ORDINALITY AS t(x, n);
     -- commit without waiting for the flush, so the lock changes hands at once; the writer then
     -- waits for durability outside the lock (see `PostgresStore._wait_durable`)
     PERFORM set_config('synchronous_commit', 'off', true);
@@ -181,7 +189,7 @@ BEGIN
                 hashes) AS u(seq, id, stream, sv, type, schema_version, occurred, run_id, step, domain, payload, prev, hash);
     RETURN QUERY SELECT u.seq, u.sv, rec, u.prev, u.hash FROM unnest(seqs, svs, prevs, hashes) AS u(seq, sv, prev, hash);
 END $fn$"""
-_CALL_APPEND = f"SELECT * FROM pg_temp.memledger_append({', '.join(['%s'] * 16)})"
+_CALL_APPEND = "SELECT * FROM pg_temp.memledger_append(%s, %s, %s::json)"
 #: A transaction that writes WAL and commits at the session's synchronous_commit: its flush covers
 #: every commit before it, so the writers' flushes, no longer under the lock, are shared (group commit).
 _DURABLE = "SELECT pg_logical_emit_message(true, 'memledger', 'durable')"
@@ -235,13 +243,9 @@ def append_rows(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str,
     """Sequence, hash and insert several batches in one statement (see APPEND_FUNCTION); the rows
     of each batch, in order."""
     flat = [(p, expected if i == 0 else None) for batch, expected in batches for i, p in enumerate(batch)]
-    frags = [_fragments(p) for p, _ in flat]
-    params = (lock_key, recorded_at, [p.id for p, _ in flat], [p.stream for p, _ in flat], [p.type for p, _ in flat],
-              [p.schema_version for p, _ in flat], [p.occurred_at for p, _ in flat], [p.run_id for p, _ in flat],
-              [p.step for p, _ in flat], [p.domain for p, _ in flat], [p.payload for p, _ in flat],
-              [e for _, e in flat], [f[0] for f in frags], [f[1] for f in frags], [f[2] for f in frags],
-              [f[3] for f in frags])
-    assigned = conn.execute(_CALL_APPEND, params, prepare=True).fetchall()
+    batch = orjson.dumps([[p.id, p.stream, p.type, p.schema_version, p.occurred_at, p.run_id, p.step, p.domain, p.payload,
+                           expected, *_fragments(p)] for p, expected in flat]).decode()  # one parameter: cheap to send
+    assigned = conn.execute(_CALL_APPEND, (lock_key, recorded_at, batch), prepare=True).fetchall()
     rows = [(seq, p.id, p.stream, sv, p.type, p.schema_version, rec, p.occurred_at or rec, p.run_id, p.step, p.domain,
              p.payload, prev, h) for (p, _), (seq, sv, rec, prev, h) in zip(flat, assigned)]
     return split_batches(rows, batches)

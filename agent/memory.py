@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -62,6 +62,7 @@ from memledger.ledger.events import (
     ExtractionRecorded,
     ExtractionServed,
     FactObserved,
+    FactType,
     LessonRecorded,
     NewEvent,
     PatternLearned,
@@ -1005,7 +1006,7 @@ class Run:
             _check_amount(count, what, whole=True)
         _check_amount(duration_ms, "duration_ms")
         steps = self.steps
-        run = self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
+        run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
             "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
             "final_url": final_url if final_url is not None else self.url,
             "turns": turns if turns is not None else len(steps), "tokens_in": tokens_in, "tokens_out": tokens_out,
@@ -1013,7 +1014,7 @@ class Run:
             "policy_decisions": policy_decisions if policy_decisions is not None
             else sum(1 for s in steps if s.decided_by == "policy"),
             "replayed_steps": replayed_steps if replayed_steps is not None
-            else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload
+            else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload)
         with self.timed():
             learned = Learned()
             events: list[NewEvent] = []
@@ -1052,7 +1053,7 @@ class Run:
                 "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
                 "duration_ms": round(run.duration_ms, 3), "policy_decisions": run.policy_decisions,
                 "replayed_steps": run.replayed_steps, "memory_ms": round(self.ms_total, 3)},
-                domain=domain_of(run.final_url) or run_domain))
+                domain=domain_of(run.final_url or "") or run_domain))
             self.memory.append(events)
         self.finished = True
         return learned
@@ -1089,7 +1090,7 @@ class Run:
             tsteps.append(TrajectoryStep(command=s.command, args=args, role=s.role, name=s.name, selector=s.selector,
                                          url=s.url_before, verified=s.ok, effect=effect,
                                          duration_ms=round(s.duration_ms, 3)))
-        tsteps.append(TrajectoryStep(command="finish", args={"result": "done"}, url=outcome.final_url, verified=True))
+        tsteps.append(TrajectoryStep(command="finish", args={"result": "done"}, url=outcome.final_url or "", verified=True))
         return TrajectoryRecorded(trajectory_id=f"traj_{self.run_id}", goal=self.safe_goal,
                                   origin=origin_of(self.start_url), steps=tsteps, success=True,
                                   duration_ms=round(outcome.duration_ms, 3), turns=outcome.turns)
@@ -1362,7 +1363,7 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
 
     def add(domain: str, kind: str, key: str, value: str) -> None:
         if domain:
-            out.setdefault((domain, kind, key), FactObserved(fact_type=kind, key=key[:200], value=value[:300]))
+            out.setdefault((domain, kind, key), FactObserved(fact_type=cast(FactType, kind), key=key[:200], value=value[:300]))
 
     for i, s in enumerate(steps):
         if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name:

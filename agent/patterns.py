@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from memledger.ledger.events import PatternLearned, PatternStep
+from memledger.ledger.events import PatternLearned, PatternStep, PatternType
 from memledger.projections.patterns import pattern_id_for
 
 FIELD_COMMANDS = ("fill", "type", "select")
@@ -82,7 +82,7 @@ def _pattern(kind: str, flow: Sequence[Any], domain: str) -> PatternLearned:
     steps = [_step(s) for s in flow]
     dumped = [s.model_dump(mode="json") for s in steps]
     return PatternLearned(pattern_id=pattern_id_for(domain, kind, dumped), description=_describe(kind, flow, domain),
-                          pattern_type=kind, steps=steps)
+                          pattern_type=cast(PatternType, kind), steps=steps)
 
 
 def fill_placeholders(pattern_steps: Sequence[dict[str, Any]], user: str, password: str) -> list[dict[str, Any]]:

@@ -132,7 +132,7 @@ def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], traject
                 continue
             lessons.append(_lesson(lesson, origins, forgotten) if lesson is not None
                            else {"lesson_id": lid, "lesson": None, "taught_by": None})
-        entry = {"kind": "error" if ev.type == "error_recall" else "domain", "seq": ev.seq,
+        entry: dict[str, Any] = {"kind": "error" if ev.type == "error_recall" else "domain", "seq": ev.seq,
                  "matched": len(lessons), "lessons": lessons}
         if ev.type == "error_recall":
             entry.update(command=ev.data.get("command"), error_snippet=ev.data.get("error_snippet"))

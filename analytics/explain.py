@@ -48,7 +48,7 @@ def _entry(ev: RecordedEvent, stage: str, detail: str, forgotten: Forgotten, **e
 
 
 def _plain(obj: Any) -> Any:
-    if is_dataclass(obj):
+    if is_dataclass(obj) and not isinstance(obj, type):
         return {k: _plain(v) for k, v in asdict(obj).items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
@@ -187,7 +187,7 @@ def _selector_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, Any
 
 
 def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
-    life = []
+    life: list[dict[str, Any]] = []
     for ev in read(["trajectory_recorded", "trajectory_recalled", "trajectories_expired"], [mentions.trajectory(item)]):
         d = ev.data
         if ev.type == "trajectories_expired":

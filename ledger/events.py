@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, cast
 
 from annotated_types import Ge, Le
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
@@ -871,9 +871,9 @@ assert _RecordedTwin.__slots__ == RecordedEvent.__slots__  # type: ignore[attr-d
 
 def recorded_event(*values: Any) -> RecordedEvent:
     """`RecordedEvent(*values)`, fast (see `_RecordedTwin`)."""
-    ev = _RecordedTwin(*values)
-    ev.__class__ = RecordedEvent  # type: ignore[assignment]
-    return ev  # type: ignore[return-value]
+    ev: Any = _RecordedTwin(*values)
+    ev.__class__ = RecordedEvent
+    return cast(RecordedEvent, ev)
 
 
 #: what JSON Schema cannot say about a line, and `append` still checks

@@ -46,7 +46,7 @@ STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 
 def plain(value: Any) -> Any:
     """The value exactly as the command line's `--json` prints it."""
-    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) else str(v)))
+    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v)))
 
 
 def _seq_or_time(value: int | str | None, what: str) -> int | str | None:

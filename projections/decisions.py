@@ -167,7 +167,7 @@ def on_open(state: MemoryState, run_id: str, started_at: str, policy: Policy = D
     the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
     with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`
     pruned; trajectories older than `trace_ttl_days` expired (all from `policy`)."""
-    env = {"run_id": run_id, "occurred_at": started_at}
+    env: dict[str, Any] = {"run_id": run_id, "occurred_at": started_at}
     out: list[NewEvent] = []
     if not state.lessons.seeded:
         out.extend(NewEvent(e.payload, **env) for e in seed_lessons())

@@ -92,10 +92,11 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
             fdomain = item.get("domain", domain) or ""
             fid = item.get("fact_id") or fact_id_for(fdomain, item.get("fact_type", ""), item.get("key", ""),
                                                      item.get("value", ""))
-            f = state.current.get(fdomain, {}).pop(fid, None)
-            if f is not None:
+            held = state.current.get(fdomain)
+            pruned = held.pop(fid, None) if held is not None else None
+            if pruned is not None:
                 state.closed.setdefault(fdomain, []).append(evolve(
-                    f, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(f.event_ids, ev.id)))
+                    pruned, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(pruned.event_ids, ev.id)))
     elif t == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.current if domain_matches(k, d["subject"])]:
             del state.current[dom]

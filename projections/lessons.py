@@ -174,26 +174,26 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         if lid not in state.lessons:
             lid = state.by_key.get(dedup_key(d.get("failed_command"), d.get("error_pattern"),
                                              d.get("scope_domain"), d["lesson"]), "")
-        lesson = state.lessons.get(lid)
-        if lesson is None:  # deduplicated onto a lesson forgotten meanwhile: it comes back
+        onto = state.lessons.get(lid)
+        if onto is None:  # deduplicated onto a lesson forgotten meanwhile: it comes back
             _add(state, new_lesson({**d, "use_count": d.get("new_use_count", 1)}, ev.domain, ev.occurred_at,
                                    ev.id, "learned", ev.run_id, ev.step))
         else:
-            state.lessons[lid] = used(lesson, ev.domain, ev.occurred_at, ev.id)
+            state.lessons[lid] = used(onto, ev.domain, ev.occurred_at, ev.id)
     elif t == "error_recall" or t == "domain_recall":
         seen: set[str] = set()
         for lid in d.get("lesson_ids") or ():
-            lesson = state.lessons.get(lid)
-            if lesson is None or lid in seen:
+            recalled = state.lessons.get(lid)
+            if recalled is None or lid in seen:
                 continue
             seen.add(lid)
-            state.lessons[lid] = used(lesson, ev.domain, ev.occurred_at, ev.id)
+            state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
     elif t == "lesson_promoted":
-        lesson = state.lessons.get(d["lesson_id"])
-        if lesson is not None:
-            state.lessons[lesson.lesson_id] = evolve(
-                lesson, category=d.get("to_category", "best_practice"),
-                event_ids=add_event_id(lesson.event_ids, ev.id))
+        promoted = state.lessons.get(d["lesson_id"])
+        if promoted is not None:
+            state.lessons[promoted.lesson_id] = evolve(
+                promoted, category=d.get("to_category", "best_practice"),
+                event_ids=add_event_id(promoted.event_ids, ev.id))
     elif t == "lessons_pruned":
         for lid in d.get("lesson_ids") or ():
             _remove(state, lid)

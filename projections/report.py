@@ -94,6 +94,10 @@ def _fact_label(f: Any) -> str:
     return f"{f.domain} {f.fact_type}:{f.key}={f.value}"
 
 
+def _trajectories(view: MemoryView) -> dict[str, Any]:
+    return {t.trajectory_id: t for t in view.trajectories()}
+
+
 def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
     """What memory gained, lost, promoted and decayed from `before` to `after`."""
     out: list[Change] = []
@@ -121,15 +125,15 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
         elif f.confidence < old.confidence:
             out.append(Change("decayed", "facts", _fact_label(f), f"confidence {old.confidence:.3f} -> {f.confidence:.3f}"))
     out.extend(Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb)
-    for proj, get in (("trajectories", lambda v: {t.trajectory_id: t for t in v.trajectories()}),
-                      ("runs", lambda v: dict(v.state.runs.runs))):
-        ia, ib = get(before), get(after)
-        for k, item in ib.items():
-            if k not in ia:
-                out.append(Change("gained", proj, k, getattr(item, "goal", "")))
-            elif proj == "runs" and ia[k].status != item.status:
-                out.append(Change("changed", proj, k, f"{ia[k].status} -> {item.status}"))
-        out.extend(Change("lost", proj, k, getattr(gone, "goal", "")) for k, gone in ia.items() if k not in ib)
+    for proj, ia, ib in (("trajectories", _trajectories(before), _trajectories(after)),
+                         ("runs", dict(before.state.runs.runs), dict(after.state.runs.runs))):
+        for item_id, item in ib.items():
+            if item_id not in ia:
+                out.append(Change("gained", proj, item_id, getattr(item, "goal", "")))
+            elif proj == "runs" and ia[item_id].status != item.status:
+                out.append(Change("changed", proj, item_id, f"{ia[item_id].status} -> {item.status}"))
+        out.extend(Change("lost", proj, gone_id, getattr(gone, "goal", "")) for gone_id, gone in ia.items()
+                   if gone_id not in ib)
     sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
     for e in after.selectors():
         key = (e.domain, e.role, e.name, e.selector)

@@ -12,9 +12,9 @@ stays well under a millisecond with 100,000 lessons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from memledger.ledger.errors import LedgerError, UnknownItem
 from memledger.ledger.ids import short_id
@@ -46,6 +46,8 @@ from memledger.projections.text import domain_matches, parent_domains, words
 from memledger.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
+#: what `MemoryView._cached` keeps per head (an index, a ranking)
+Cached = TypeVar("Cached")
 
 
 def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
@@ -152,13 +154,13 @@ class MemoryView:
     def digests(self) -> dict[str, str]:
         return digests(self.state)
 
-    def _cached(self, name: str, build: Any) -> Any:
+    def _cached(self, name: str, build: Callable[[], Cached]) -> Cached:
         if self._cache_head != self.state.head:
             self._cache.clear()
             self._cache_head = self.state.head
         if name not in self._cache:
             self._cache[name] = build()
-        return self._cache[name]
+        return cast(Cached, self._cache[name])
 
     def _error_index(self) -> ErrorIndex:
         return self._cached("errors", lambda: ErrorIndex(self.state.lessons.lessons.values()))
@@ -209,7 +211,7 @@ class MemoryView:
         return lessons
 
     def lesson(self, lesson_id: str) -> Lesson | None:
-        return self.state.lessons.lessons.get(lesson_id)
+        return cast(Lesson | None, self.state.lessons.lessons.get(lesson_id))
 
     # ---- knowledge, sessions, selectors (seed 000) ------------------------------
 
@@ -316,7 +318,7 @@ class MemoryView:
         return snapshots_mod.listed(self.state.snapshots, run_id, domain)
 
     def sitemap(self, domain: str) -> SiteMap | None:
-        return self.state.sitemap.by_domain.get(domain)
+        return cast(SiteMap | None, self.state.sitemap.by_domain.get(domain))
 
     def sitemap_pages(self, domain: str | None = None) -> list[SitePage]:
         return sitemap_mod.pages(self.state.sitemap, domain)
@@ -328,7 +330,7 @@ class MemoryView:
         return runs_mod.listed(self.state.runs, session_id, domain, status, limit)
 
     def run(self, run_id: str) -> RunManifest | None:
-        return self.state.runs.runs.get(run_id)
+        return cast(RunManifest | None, self.state.runs.runs.get(run_id))
 
     def _require(self, run_id: str) -> RunManifest:
         run = self.run(run_id)

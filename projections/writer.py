@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from memledger.ledger.clock import format_ts, normalize_ts
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.store import Store
+from memledger.ledger.store import Store, Transaction
 from memledger.projections.decisions import decide, lesson_id_taken, on_open
 from memledger.projections.materialize import load_state
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
@@ -42,15 +41,15 @@ class MemoryWriter:
                     state.heads.pop(name, None)
             self.state = state
 
-    def _catch_up(self, tx: Any) -> MemoryState:
+    def _catch_up(self, tx: Transaction) -> MemoryState:
         if self.state is None:
             self.state = MemoryState.empty(WRITER_PROJECTIONS)
         fold(self.state, tx.read(self.state.head + 1), self.policy, WRITER_PROJECTIONS)
         return self.state
 
-    def _write(self, tx: Any, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+    def _write(self, tx: Transaction, state: MemoryState, events: Sequence[NewEvent]) -> list[RecordedEvent]:
         recorded = tx.append(events)
-        fold(self.state, recorded, self.policy, WRITER_PROJECTIONS)  # type: ignore[arg-type]
+        fold(state, recorded, self.policy, WRITER_PROJECTIONS)
         return recorded
 
     def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
@@ -73,7 +72,7 @@ class MemoryWriter:
                     taken = lesson_id_taken(state, obs)
                     if taken is not None:
                         raise InvalidEvent(taken)
-                    out.extend(self._write(tx, [*self.opening(state, obs), obs, *decide(state, obs, self.policy)]))
+                    out.extend(self._write(tx, state, [*self.opening(state, obs), obs, *decide(state, obs, self.policy)]))
         except BaseException:
             self.state = None  # folded events that were rolled back: start over next time
             raise
@@ -97,7 +96,7 @@ class MemoryWriter:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
                 decisions = on_open(state, run_id, started, self.policy)
-                return self._write(tx, decisions) if decisions else []
+                return self._write(tx, state, decisions) if decisions else []
         except BaseException:
             self.state = None
             raise

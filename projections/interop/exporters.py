@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import orjson
@@ -142,7 +142,7 @@ def memory_events_files(state: Any, store: Store) -> tuple[list[tuple[list[str],
             if ev.data["subject_kind"] == "domain"]
     by_run: dict[str, list[bytes]] = {}
     for ev in store.read(to_seq=state.head, types=list(MEMORY_EVENT_TYPES)):
-        if ev.run_id not in runs or (ev.type == "domain_recall" and not ev.domain):
+        if ev.run_id is None or ev.run_id not in runs or (ev.type == "domain_recall" and not ev.domain):
             continue
         if ev.domain and any(domain_matches(ev.domain, d) for d in gone):
             continue
@@ -173,7 +173,7 @@ def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
                  "finalUrl": s.final_url, "timestamp": s.timestamp, "turnsUsed": s.turns_used,
                  "durationMs": _num(s.duration_ms)}
                 for s in state.sessions.by_domain.get(domain, [])]
-    times = [f["lastSeen"] for f in facts] + [s["timestamp"] for s in sessions]
+    times = cast(list[str], [f["lastSeen"] for f in facts] + [s["timestamp"] for s in sessions])
     updated = max(times, key=lambda t: parse_ts(t)) if times else None
     return _drop_none({"domain": domain, "facts": facts, "sessions": sessions, "updatedAt": updated})
 
@@ -276,8 +276,9 @@ def _env_json(env: dict[str, Any]) -> dict[str, Any]:
 def _action_text(action: dict[str, Any]) -> str:
     """Trayn writes actions as calls (`click('42')`); an import kept the original in args.call."""
     args = action.get("args") or {}
-    if isinstance(args.get("call"), str):
-        return args["call"]
+    call = args.get("call")
+    if isinstance(call, str):
+        return call
     parts = [repr(v) if isinstance(v, str) else str(v) for k, v in args.items() if k not in ("record_id", "step_id")]
     return f"{action.get('command', '')}({', '.join(parts)})"
 

@@ -52,8 +52,6 @@ from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint
 
-MIRROR_FILE = location.MIRROR_FILE
-STAMP_SUFFIX = location.MIRROR_STAMP_SUFFIX  # beside it: the sealed stamp of the file as this memory last wrote it
 FORMAT = 1  # the layout of the tables below; a change rebuilds every mirror
 #: DuckDB never downloads anything
 CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -238,10 +236,6 @@ def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, poli
     return int(seq)
 
 
-def _stamp_path(target: Path) -> Path:
-    return target.with_name(target.name + STAMP_SUFFIX)
-
-
 def _file_stamp(target: Path) -> str:
     """The file's inode, size and times: any write to it (or `touch`, or a copy over it) changes its
     ctime, which no user-space call sets back."""
@@ -253,11 +247,12 @@ def _seal_file(target: Path, projections: Path) -> None:
     """Remember, sealed, the file as this process left it (beside it, 0600)."""
     stamp = _file_stamp(target)
     mac = Seal.beside(projections).mac("analytics mirror file", stamp)
-    tmp = target.with_name(f".{target.name}{STAMP_SUFFIX}.{os.getpid()}")
+    stamp_path = location.mirror_stamp_path(target)
+    tmp = target.with_name(f".{stamp_path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(f"{stamp}\n{mac}")
-    os.replace(tmp, _stamp_path(target))
+    os.replace(tmp, stamp_path)
 
 
 def _untouched(target: Path, projections: Path) -> bool:
@@ -266,7 +261,7 @@ def _untouched(target: Path, projections: Path) -> bool:
     if Path(f"{target}.wal").exists():
         return False
     try:
-        stamp, mac = _stamp_path(target).read_text().split("\n")
+        stamp, mac = location.mirror_stamp_path(target).read_text().split("\n")
     except (OSError, ValueError):
         return False
     return stamp == _file_stamp(target) and Seal.beside(projections).holds(mac, "analytics mirror file", stamp)

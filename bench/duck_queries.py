@@ -53,8 +53,9 @@ from bench import Figure, show, timed
 from bench.projections import build_ledger, synthetic_events
 from memledger.analytics.answers import sections
 from memledger.analytics.duck import attach
-from memledger.analytics.mirror import DDL, MIRROR_FILE, connect
+from memledger.analytics.mirror import DDL, connect
 from memledger.analytics.queries import sql_text
+from memledger.ledger.location import MIRROR_FILE
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import caught_up
 

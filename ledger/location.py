@@ -30,12 +30,16 @@ def mirror_path(projections_path: Path) -> Path:
     return Path(projections_path).with_name(MIRROR_FILE)
 
 
+def mirror_stamp_path(mirror: Path) -> Path:
+    """The sealed stamp beside the mirror file: the file as this memory last wrote it."""
+    return mirror.with_name(mirror.name + MIRROR_STAMP_SUFFIX)
+
+
 def mirror_files(projections_path: Path) -> list[Path]:
     """Every file of the mirror beside `projections_path`: the database, its WAL, its stamp, and
     copies half-built by a process that died (`.analytics.duckdb.*`)."""
     target = mirror_path(projections_path)
-    return [target, Path(f"{target}.wal"), target.with_name(target.name + MIRROR_STAMP_SUFFIX),
-            *target.parent.glob(f".{target.name}.*")]
+    return [target, Path(f"{target}.wal"), mirror_stamp_path(target), *target.parent.glob(f".{target.name}.*")]
 
 
 def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:

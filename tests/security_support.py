@@ -21,8 +21,8 @@ import orjson
 
 from memledger.agent.budget import BudgetItem
 from memledger.agent.memory import AgentMemory, StepRecord
-from memledger.analytics.mirror import MIRROR_FILE
 from memledger.ledger.events import EnvState, RunCompleted
+from memledger.ledger.location import MIRROR_FILE
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",

@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from memledger.analytics.answers import analyse_all
-from memledger.analytics.mirror import MIRROR_FILE, connect
+from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
+from memledger.ledger.location import MIRROR_FILE
 from memledger.ledger.store import SqliteStore
 from memledger.projections.forget import forget
 from memledger.projections.view import MemoryView

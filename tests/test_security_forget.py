@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from memledger.agent.memory import AgentMemory
-from memledger.analytics.mirror import MIRROR_FILE
 from memledger.ledger.events import LessonRecorded, event
+from memledger.ledger.location import MIRROR_FILE
 from memledger.ledger.store import SqliteStore
 from memledger.projections import materialize
 from memledger.projections.forget import forget

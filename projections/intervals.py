@@ -136,32 +136,48 @@ def _encode(item: Any) -> bytes:
 _decode = orjson.loads
 
 
-def _capture(state: Any, layout: dict[str, int], path: Path_, leaves: dict[Path_, Any],
-             containers: set[Path_]) -> None:
-    """The leaves (lists copied: some folds edit them in place) and inner dicts under `path`."""
-    field = path[0]
-    depth = layout[field]
-    value = getattr(state, field)
-    if depth == 0:
-        leaves[(field,)] = value
-        return
-    if depth == 1:
-        if len(path) == 1:
-            for k, v in value.items():
-                leaves[(field, k)] = list(v) if isinstance(v, list) else v
-        elif path[1] in value:
-            v = value[path[1]]
-            leaves[(field, path[1])] = list(v) if isinstance(v, list) else v
-        return
-    outer = value.items() if len(path) == 1 else ((path[1], value[path[1]]),) if path[1] in value else ()
-    for k1, inner in outer:
-        containers.add((field, k1))
-        if len(path) == 3:
-            if path[2] in inner:
-                leaves[(field, k1, path[2])] = inner[path[2]]
+_MISSING = object()
+Captured = tuple[dict[Path_, Any], set[Path_]]
+
+
+def _capture(state: Any, layout: dict[str, int], paths: Iterable[Path_], copy: bool) -> Captured:
+    """The leaves and inner dicts under `paths` (lists copied when `copy`: some folds edit them in
+    place, so what held before an event is kept apart from what holds after it)."""
+    leaves: dict[Path_, Any] = {}
+    containers: set[Path_] = set()
+    for path in paths:
+        field = path[0]
+        depth = layout[field]
+        value = getattr(state, field)
+        if depth == 0:
+            leaves[(field,)] = value
+        elif depth == 1:
+            if len(path) == 1:
+                for k, v in value.items():
+                    leaves[(field, k)] = list(v) if copy and isinstance(v, list) else v
+            else:
+                v = value.get(path[1], _MISSING)
+                if v is not _MISSING:
+                    leaves[(field, path[1])] = list(v) if copy and isinstance(v, list) else v
+        elif len(path) == 1:
+            for k1, inner in value.items():
+                containers.add((field, k1))
+                for k2, v in inner.items():
+                    leaves[(field, k1, k2)] = v
         else:
-            for k2, v in inner.items():
-                leaves[(field, k1, k2)] = v
+            k1 = path[1]
+            inner = value.get(k1, _MISSING)
+            if inner is _MISSING:
+                continue
+            containers.add((field, k1))
+            if len(path) == 3:
+                v = inner.get(path[2], _MISSING)
+                if v is not _MISSING:
+                    leaves[(field, k1, path[2])] = v
+            else:
+                for k2, v in inner.items():
+                    leaves[(field, k1, k2)] = v
+    return leaves, containers
 
 
 class Tracker:
@@ -173,9 +189,14 @@ class Tracker:
         self.names = [n for n in names if n in INDEXED]
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
-        self.pos: dict[tuple[str, Path_], tuple[int, int]] = {}  # live item / inner dict -> (o1, o2)
+        #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
+        self.specs = {n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], getattr(m, "facet", None))
+                      for n, m in self.mods.items()}
+        #: per projection, live item / inner dict -> (o1, o2)
+        self.pos: dict[str, dict[Path_, tuple[int, int]]] = {n: {} for n in self.names}
         self.rows: list[list[Any]] = []
-        self.open_rows: dict[tuple[str, Path_], int] = {}  # versions opened since the last flush -> index
+        #: per projection, versions opened since the last flush -> their index in `rows`
+        self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
         self.mentions = Mentions(conn, seal)  # filed with the versions, in the same transactions
 
@@ -184,57 +205,55 @@ class Tracker:
         self.conn.execute("DELETE FROM _intervals WHERE projection = ?", (name,))
         self.conn.execute("DELETE FROM _blocks WHERE projection = ?", (name,))
 
-    def before(self, name: str, state: Any, ev: RecordedEvent) -> tuple[list[Path_], dict[Path_, Any], set[Path_]]:
-        mod = self.mods[name]
-        paths = mod.touched(state, ev)
+    def fold(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any) -> Any:
+        """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
+        `touched` names are captured before and after, and only what changed is filed."""
+        touched, layout, every, facet = self.specs[name]
+        paths = touched(state, ev)
         if paths is None:
-            paths = [(f,) for f in mod.LAYOUT]
-        leaves: dict[Path_, Any] = {}
-        containers: set[Path_] = set()
-        for p in paths:
-            _capture(state, mod.LAYOUT, p, leaves, containers)
-        return paths, leaves, containers
-
-    def after(self, name: str, state: Any, seq: int, captured: tuple[list[Path_], dict[Path_, Any], set[Path_]]) -> None:
-        paths, old, old_containers = captured
-        mod = self.mods[name]
-        new: dict[Path_, Any] = {}
-        new_containers: set[Path_] = set()
-        for p in paths:
-            _capture(state, mod.LAYOUT, p, new, new_containers)
+            paths = every
+        elif not paths:
+            return apply(state, ev, policy)
+        old, old_containers = _capture(state, layout, paths, True)
+        state = apply(state, ev, policy)
+        new, new_containers = _capture(state, layout, paths, False)
+        seq = ev.seq
         counter = 0
-        for c in old_containers - new_containers:
-            self._close(name, c, seq)
-        created = new_containers - old_containers
-        for c in sorted(created, key=self._order_hint(state, mod.LAYOUT)) if len(created) > 1 else created:
-            counter += 1
-            self._open(name, c, seq, (seq * PER_EVENT + counter, 0), None, None)
-        for p, v in old.items():
+        if old_containers != new_containers:
+            for c in old_containers - new_containers:
+                self._close(name, c, seq)
+            created = new_containers - old_containers
+            for c in sorted(created, key=self._order_hint(state)) if len(created) > 1 else created:
+                counter += 1
+                self._open(name, c, seq, (seq * PER_EVENT + counter, 0), None, None)
+        for p in old:
             if p not in new:
                 self._close(name, p, seq)
-        facet = getattr(mod, "facet", None)
         for p, v in new.items():
-            was = old.get(p, old)
-            if was is v or (was is not old and was == v):
+            was = old.get(p, _MISSING)
+            if was is v:
                 continue
-            if was is old:  # a new key: it goes to the end of its dict
+            if was is _MISSING:  # a new key: it goes to the end of its dict
                 counter += 1
                 at = seq * PER_EVENT + counter
                 pos = (at, 0) if len(p) < 3 else (self._position(name, p[:2])[0], at)
+            elif was == v:
+                continue
             else:
                 pos = self._position(name, p)
                 self._close(name, p, seq)
             self._open(name, p, seq, pos, _encode(v), facet(p[0], v) if facet is not None else None)
+        return state
 
     @staticmethod
-    def _order_hint(state: Any, layout: dict[str, int]) -> Any:
+    def _order_hint(state: Any) -> Any:
         """Inner dicts created by one event, in their dict's order."""
         def key(c: Path_) -> tuple[str, int]:
             return c[0], list(getattr(state, c[0])).index(c[1])
         return key
 
     def _position(self, name: str, p: Path_) -> tuple[int, int]:
-        pos = self.pos.get((name, p))
+        pos = self.pos[name].get(p)
         if pos is None:  # opened by an earlier catch-up
             k1, k2 = (p[1] if len(p) > 1 else NO_KEY), (p[2] if len(p) > 2 else NO_KEY)
             row = self.conn.execute(
@@ -245,14 +264,14 @@ class Tracker:
 
     def _open(self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None,
               facet: str | None) -> None:
-        self.pos[(name, p)] = pos
-        self.open_rows[(name, p)] = len(self.rows)
+        self.pos[name][p] = pos
+        self.open_rows[name][p] = len(self.rows)
         self.rows.append([name, p[0], p[1] if len(p) > 1 else NO_KEY, p[2] if len(p) > 2 else NO_KEY,
                           seq, OPEN, pos[0], pos[1], facet, value])
 
     def _close(self, name: str, p: Path_, seq: int) -> None:
-        self.pos.pop((name, p), None)
-        i = self.open_rows.pop((name, p), None)
+        self.pos[name].pop(p, None)
+        i = self.open_rows[name].pop(p, None)
         if i is not None:
             self.rows[i][5] = seq
         else:
@@ -304,7 +323,9 @@ class Tracker:
             for name in self.names:
                 self._drop_before(name, floor)
         self.mentions.flush()
-        self.rows, self.open_rows, self.closes = [], {}, []
+        self.rows, self.closes = [], []
+        for opened in self.open_rows.values():
+            opened.clear()
 
     def _drop_before(self, name: str, floor: int) -> None:
         """Drop the versions of `name` that ended at or before the last forget (they may hold the

@@ -1,8 +1,9 @@
 """The analytics answers: each one runs the named sections of one `sql/<name>.sql` file.
 
 A `.sql` file holds several queries, each introduced by `-- name: SECTION`;
-the first is the answer's main table. Queries may use `$initial` and `$rate`
-(the policy's fact confidence parameters), bound from a `Policy`.
+the first is the answer's main table. A relation that needs a rule of memory
+is computed in Python and registered on the connection first (`COMPUTED`:
+decay's `fact_walk` is the knowledge fold, under the answer's `Policy`).
 
 Usage::
 
@@ -12,10 +13,11 @@ Usage::
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
 
 import duckdb
 
+from memledger.analytics import decay
 from memledger.analytics.mirror import connect
 from memledger.analytics.output import Report, Table
 from memledger.analytics.queries import ANALYSES, sections
@@ -23,22 +25,16 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.store import Store
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 
-_PARAM = re.compile(r"\$([a-z_]+)")
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
+#: analysis -> registers the relations its SQL reads that Python computes
+COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Policy], None]] = {"decay": decay.register}
 
 
-def policy_params(policy: Policy | None = None) -> dict[str, Any]:
-    policy = policy or DEFAULT_POLICY
-    return {"initial": float(policy.fact_initial_confidence), "rate": float(policy.fact_confirm_rate)}
-
-
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None,
-              title: str = "") -> Table:
-    """Run one query; bind only the parameters it names."""
-    used = {k: v for k, v in (params or {}).items() if k in set(_PARAM.findall(sql))}
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, title: str = "") -> Table:
+    """Run one query."""
     try:
-        cur = con.execute(sql, used) if used else con.execute(sql)
+        cur = con.execute(sql)
         cols = [d[0] for d in cur.description]
         show, empty = _SHOW.search(sql), _EMPTY.search(sql)
         return Table(cols, [tuple(r) for r in cur.fetchall()], title,
@@ -58,9 +54,9 @@ def analyse(name: str, source: Store, policy: Policy | None = None,
     own = con is None
     con = con or connect(source)
     try:
-        params = policy_params(policy)
-        return Report(title, {sec: run_query(con, sql, params, sec.replace("_", " "))
-                              for sec, sql in sections(file).items()})
+        if name in COMPUTED:
+            COMPUTED[name](con, policy or DEFAULT_POLICY)
+        return Report(title, {sec: run_query(con, sql, sec.replace("_", " ")) for sec, sql in sections(file).items()})
     finally:
         if own:
             con.close()

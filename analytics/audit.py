@@ -50,6 +50,19 @@ STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "
               "trajectory_recalled", "tier1_loaded")
 
 
+def as_of_seq(step_events: Iterable[tuple[int, str]]) -> int:
+    """The seq a step's memory is read at: just before its first `step_recorded`; for a step without
+    an action, its last prompt (`context_built`); else its last event. `step_events`: the (seq, type)
+    of the step's events of STEP_TYPES in log order. The one rule: audits and the analytics mirror's
+    `memory_at_step` both ask it."""
+    events = list(step_events)
+    action = next((seq for seq, t in events if t == "step_recorded"), None)
+    if action is not None:
+        return action - 1
+    prompts = [seq for seq, t in events if t == "context_built"]
+    return prompts[-1] if prompts else events[-1][0]
+
+
 class Origins:
     """Event id -> where it happened (run, step, seq, type), looked up once each."""
 
@@ -274,13 +287,7 @@ def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | 
         evs = by_step[k]
         action = next((e for e in evs if e.type == "step_recorded"), None)
         prompts = [e for e in evs if e.type == "context_built"]
-        if action is not None:
-            as_of = action.seq - 1
-        elif prompts:
-            as_of = prompts[-1].seq
-        else:
-            as_of = evs[-1].seq
-        plans.append((as_of, k, evs, action, prompts))
+        plans.append((as_of_seq((e.seq, e.type) for e in evs), k, evs, action, prompts))
     plans.sort(key=lambda p: (p[0], p[1]))
     path = projections_path(store) if indexed and policy == DEFAULT_POLICY else None
     steps_out: dict[int, dict[str, Any]] = {}

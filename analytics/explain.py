@@ -37,8 +37,7 @@ from memledger.projections.view import MemoryView
 #: the events of some types that name some items (`projections.mentions` keys), in log order
 Read = Callable[[list[str] | tuple[str, ...], list[str]], Iterable[RecordedEvent]]
 
-LESSON_EVENTS = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
-                 "error_recall", "domain_recall", "tier1_loaded", "subject_forgotten")
+LESSON_EVENTS = (*mentions.LESSON_TYPES, *mentions.RECALL_TYPES, "subject_forgotten")
 
 
 def _entry(ev: RecordedEvent, stage: str, detail: str, forgotten: Forgotten, **extra: Any) -> dict[str, Any]:

@@ -4,9 +4,12 @@ The analytics mirror (mirror.py) stores events only as `Forgotten.shown` gives
 them, so this is the one place analytics decides what forget hides (no SQL
 repeats it): events about a forgotten run, session, domain (with its
 subdomains, as `projections.text.domain_matches` says) or lesson are hidden,
-except lesson events, which — as in the lessons projection, where a universal
-lesson survives the forgetting of a place it was used — stay with their run,
-step and domain masked and the forgotten subjects taken out of their payload.
+except the events that name lessons (`projections.mentions`), which — as in the
+lessons projection, where a universal lesson survives the forgetting of a place
+it was used — stay with their run, step and domain masked and the forgotten
+subjects taken out of their payload. The runs a forget takes along are the ones
+the runs projection drops (`projections.runs.covered`), and a lesson event's id
+is the one the lessons projection gives it (`projections.lessons.lesson_id_in`).
 
 Usage::
 
@@ -22,12 +25,13 @@ from typing import Any
 
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
-from memledger.projections.lessons import lesson_id_for
+from memledger.projections import mentions
+from memledger.projections.lessons import lesson_id_in
+from memledger.projections.runs import covered
 from memledger.projections.text import domain_matches
 
-#: lesson events that survive the forgetting of the run or domain where they happened (masked)
-LESSON_TYPES = frozenset({"lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted",
-                          "lessons_pruned", "error_recall", "domain_recall", "tier1_loaded"})
+#: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)
+LESSON_TYPES = frozenset((*mentions.LESSON_TYPES, *mentions.RECALL_TYPES))
 #: where a recall keeps how many lessons it returned, beside `lesson_ids`
 _COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded": "count"}
 
@@ -35,11 +39,9 @@ _COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded"
 def lesson_id_of(ev: RecordedEvent) -> str | None:
     """The lesson an event is about; an empty id means the one its dedup key gives (as in the projection).
     Payloads are read upcast, so a v1 `lesson_recorded`'s scope is `scope_domain` too."""
-    d = ev.data
-    lid = d.get("lesson_id")
-    if lid or ev.type not in ("lesson_recorded", "lesson_seeded", "lesson_deduplicated"):
-        return lid or None
-    return lesson_id_for(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d.get("lesson", ""))
+    if ev.type in ("lesson_recorded", "lesson_seeded", "lesson_deduplicated"):
+        return lesson_id_in(ev.data)
+    return ev.data.get("lesson_id") or None
 
 
 @dataclass
@@ -69,10 +71,11 @@ class Forgotten:
         return f
 
     def add_runs(self, run_started: Iterable[RecordedEvent]) -> None:
-        """Runs of a forgotten session or on a forgotten domain are forgotten too."""
+        """The runs a forgotten session or domain takes along, as the runs projection drops them."""
+        subjects = [*(("session", s) for s in self.sessions), *(("domain", d) for d in self.domains)]
         for ev in run_started:
-            if ev.type == "run_started" and ev.run_id and (
-                    ev.data.get("session_id") in self.sessions or self.domain(ev.domain)):
+            if ev.type == "run_started" and ev.run_id and any(
+                    covered(kind, subject, ev.run_id, ev.data.get("session_id"), ev.domain) for kind, subject in subjects):
                 self.runs.add(ev.run_id)
 
     def __bool__(self) -> bool:

@@ -11,7 +11,9 @@ ledger through the sqlite scanner:
 - `intervals`: the validity intervals of the indexed projections, copied from
   projections.db (each version's seal checked): `projection`, `field`, `item`,
   `part` (the inner key of a two-level field), `valid_from`, `valid_to` (NULL
-  while current) and the item as JSON (`value`).
+  while current) and the item as JSON (`value`);
+- `step_as_of`: the seq each step of each run reads its memory at, as
+  `audit.as_of_seq` decides it (the view `memory_at_step` joins it to `intervals`).
 
 It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
 holds, the ledger's hash there, the code and projections it was built with, a
@@ -38,21 +40,21 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from memledger.analytics import forget as forget_module
+from memledger.analytics.audit import STEP_TYPES, as_of_seq
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.analytics.queries import sql_text
 from memledger.ledger import location
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import EVENT_TYPES, RecordedEvent
 from memledger.ledger.store import Store
-from memledger.projections import intervals, lessons
+from memledger.projections import intervals
 from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
 from memledger.projections.materialize import caught_up, discard, opened
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
-from memledger.projections.state import fingerprint
+from memledger.projections.state import fingerprint, sources_digest
 
-FORMAT = 1  # the layout of the tables below; a change rebuilds every mirror
+FORMAT = 2  # the layout of the tables below; a change rebuilds every mirror
 #: DuckDB never downloads anything
 CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -64,6 +66,7 @@ DDL = (
     "occurred_ts TIMESTAMP, run_id VARCHAR, step BIGINT, domain VARCHAR, lesson_id VARCHAR, payload JSON)",
     "CREATE TABLE intervals (projection VARCHAR NOT NULL, field VARCHAR NOT NULL, item VARCHAR, part VARCHAR, "
     "valid_from BIGINT NOT NULL, valid_to BIGINT, value JSON)",
+    "CREATE TABLE step_as_of (run_id VARCHAR NOT NULL, step BIGINT NOT NULL, as_of_seq BIGINT NOT NULL)",
     "CREATE TABLE _mirror (seq BIGINT, ledger_hash VARCHAR, version VARCHAR, digest VARCHAR, mac VARCHAR)",
 )
 _EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
@@ -79,7 +82,13 @@ _INTERVAL_TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(
 _SEALED_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
 #: a digest of every row: any edit of the tables (or of the file) shows
 _DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM events e) || '/' || "
-           "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i)")
+           "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i) || '/' || "
+           "(SELECT count(*) || ':' || coalesce(sum(hash(s)), 0) FROM step_as_of s)")
+_STEP_TYPES = ", ".join(f"'{t}'" for t in STEP_TYPES)
+#: the step events of every run that has one after a seq, in log order (events before a run's first step are step 0)
+_STEP_EVENTS = (f"SELECT run_id, coalesce(step, 0), seq, type FROM events WHERE type IN ({_STEP_TYPES}) AND run_id IN "
+                f"(SELECT DISTINCT run_id FROM events WHERE seq > ? AND type IN ({_STEP_TYPES}) AND run_id IS NOT NULL) "
+                "ORDER BY seq")
 
 
 #: event type -> the payload version this code writes (a stored payload of that version is kept as stored)
@@ -92,12 +101,11 @@ class MirrorStale(Exception):
 
 def _code_version(policy: Policy) -> str:
     """What the mirror's rows depend on: its layout, DuckDB's version (row hashes), the code that
-    decides what events show (forget, lesson ids, upcasters through the ledger's reads), the
-    views it holds and the fingerprints of the projections whose intervals it copies."""
+    decides what events show (this module's import closure: forget, lesson ids, upcasters through
+    the ledger's reads), the views it holds and the fingerprints of the projections whose
+    intervals it copies."""
     h = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
-    for module in (forget_module, lessons):
-        h.update(Path(str(module.__file__)).read_bytes())
-    h.update(Path(__file__).read_bytes())
+    h.update(sources_digest(__name__).encode())
     h.update(sql_text("views").encode())
     h.update("|".join(fingerprint(name, policy) for name in INDEXED).encode())
     return h.hexdigest()[:32]
@@ -139,6 +147,23 @@ def _append_events(con: duckdb.DuckDBPyConnection, store: Store, after: int, hea
         con.register("batch", batch)
         con.execute(_INSERT_EVENTS)
         con.unregister("batch")
+
+
+def _update_steps(con: duckdb.DuckDBPyConnection, after: int) -> None:
+    """`step_as_of` again for every run with a step event after `after` (a later event of a step,
+    its action after its prompt, can move the seq it is read at)."""
+    steps: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for run_id, step, seq, type_ in con.execute(_STEP_EVENTS, (after,)).fetchall():
+        steps.setdefault((run_id, step), []).append((seq, type_))
+    if not steps:
+        return
+    runs = sorted({run_id for run_id, _ in steps})
+    con.execute("DELETE FROM step_as_of WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", (runs,))
+    rows = [(run_id, step, as_of_seq(evs)) for (run_id, step), evs in steps.items()]
+    con.register("batch", _table(("run_id", "step", "as_of_seq"), (pa.string(), pa.int64(), pa.int64()),
+                                 [list(col) for col in zip(*rows)]))
+    con.execute("INSERT INTO step_as_of SELECT run_id, step, as_of_seq FROM batch")
+    con.unregister("batch")
 
 
 def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
@@ -195,6 +220,7 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
     con.execute("BEGIN")
     try:
         _append_events(con, store, after, head, Forgotten.scan(store, head))
+        _update_steps(con, after)
         if projections is not None:
             _copy_intervals(con, store, projections, policy, after, head)
         con.execute("DELETE FROM _mirror")

@@ -33,8 +33,8 @@ from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memledger.ledger.store import Store
 from memledger.projections.materialize import _lock, load_state, opened, writing
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memledger.projections.runs import covered
 from memledger.projections.state import PROJECTIONS, MemoryState, module
-from memledger.projections.text import domain_matches
 from memledger.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
@@ -92,8 +92,7 @@ def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
     state = load_state(store, projections_path, policy)
     before = _row_counts(state)
     runs = sorted(r.run_id for r in state.runs.runs.values()
-                  if (kind == "session" and r.session_id == subject)
-                  or (kind == "domain" and domain_matches(r.domain, subject)))
+                  if kind != "run" and covered(kind, subject, r.run_id, r.session_id, r.domain))
     recorded = MemoryWriter(store, policy).append([NewEvent(SubjectForgotten(
         subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))])  # type: ignore[arg-type]
     seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")

@@ -102,6 +102,12 @@ def lesson_id_for(failed_command: str | None, error_pattern: str | None, scope_d
     return "lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def lesson_id_in(data: dict[str, Any]) -> str:
+    """The lesson a lesson payload names: its `lesson_id`, or when empty the one its dedup key gives."""
+    return str(data.get("lesson_id") or lesson_id_for(
+        data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), str(data.get("lesson", ""))))
+
+
 def key_of(lesson: Lesson) -> str:
     return dedup_key(lesson.failed_command, lesson.error_pattern, lesson.scope_domain, lesson.lesson)
 
@@ -117,8 +123,7 @@ def _domains(initial: list[str] | tuple[str, ...], extra: str | None) -> tuple[s
 def new_lesson(data: dict[str, Any], domain: str | None, occurred: str, event_id: str, source: str,
                run_id: str | None, step: int | None) -> Lesson:
     """The lesson a `lesson_recorded`/`lesson_seeded` payload creates."""
-    lid = data.get("lesson_id") or lesson_id_for(
-        data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), data["lesson"])
+    lid = lesson_id_in(data)
     src = data.get("source") or source or "learned"
     use_count = int(data["use_count"]) if data.get("use_count") is not None else (0 if src == "seed" else 1)
     return Lesson(
@@ -211,8 +216,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
     t, d = ev.type, ev.data
     if t == "lesson_recorded" or t == "lesson_seeded" or t == "lesson_deduplicated":
         key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
-        lid = d.get("lesson_id") or lesson_id_for(
-            d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        lid = lesson_id_in(d)
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":
         return [("lessons", lid) for lid in d.get("lesson_ids") or ()]

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
 from memledger.projections.knowledge import fact_id_for
-from memledger.projections.lessons import lesson_id_for
+from memledger.projections.lessons import lesson_id_in
 from memledger.projections.seal import Seal
 
 DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) "
@@ -55,10 +55,7 @@ def keys(ev: RecordedEvent) -> list[str]:
     """The items an event names (in the terms `explain` looks them up by)."""
     t, d = ev.type, ev.data
     if t in LESSON_TYPES:
-        lid = d.get("lesson_id")
-        if not lid and t != "lesson_promoted":
-            lid = lesson_id_for(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"),
-                                str(d.get("lesson", "")))
+        lid = d.get("lesson_id") if t == "lesson_promoted" else lesson_id_in(d)
         return [lesson(str(lid))] if lid else []
     if t in RECALL_TYPES:
         return [lesson(str(lid)) for lid in d.get("lesson_ids") or ()]

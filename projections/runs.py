@@ -90,15 +90,20 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
                 updated_at=ev.occurred_at, updated_seq=ev.seq, event_ids=add_event_id(run.event_ids, ev.id))
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
-        if kind == "run":
-            state.runs.pop(subject, None)
-        elif kind == "session":
-            for rid in [r for r, m in state.runs.items() if m.session_id == subject]:
-                del state.runs[rid]
-        elif kind == "domain":
-            for rid in [r for r, m in state.runs.items() if domain_matches(m.domain, subject)]:
-                del state.runs[rid]
+        for rid in [r for r, m in state.runs.items() if covered(kind, subject, r, m.session_id, m.domain)]:
+            del state.runs[rid]
     return state
+
+
+def covered(kind: str, subject: str, run_id: str | None, session_id: str | None, domain: str | None) -> bool:
+    """Does forgetting `subject` (of `kind`) take this run along? The run itself, a run of the
+    session, a run started on the domain or one of its subdomains. The one rule: this fold, the
+    `run_ids` a forget records and analytics' hiding all ask it."""
+    if kind == "run":
+        return run_id == subject
+    if kind == "session":
+        return session_id is not None and session_id == subject
+    return kind == "domain" and domain_matches(domain, subject)
 
 
 #: how projections/intervals.py files this state (field -> depth)

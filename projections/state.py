@@ -167,13 +167,19 @@ def digests(state: MemoryState, names: Iterable[str] = PROJECTIONS) -> dict[str,
     return {name: digest_of(getattr(state, name)) for name in names if getattr(state, name) is not None}
 
 
-@lru_cache(maxsize=None)
 def code_version(name: str) -> str:
     """Digest of every first-party module the projection's fold can execute, as loaded in this process:
     its own module, this driver and their import closure (helpers such as steps.py, the event
     upcasters, clock parsing). A change to any of them means a rebuild."""
+    return sources_digest(PROJECTION_MODULES[name])
+
+
+@lru_cache(maxsize=None)
+def sources_digest(module_name: str) -> str:
+    """Digest of the sources of `module_name`'s first-party import closure (and of this module):
+    what a cache built by that module's code depends on."""
     h = hashlib.sha256()
-    for path in _fold_sources(PROJECTION_MODULES[name]):
+    for path in _fold_sources(module_name):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

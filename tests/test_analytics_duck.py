@@ -15,6 +15,7 @@ from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
 from memledger.ledger.store import SqliteStore
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
@@ -146,13 +147,15 @@ def _contradicting_ledger(path: Path) -> SqliteStore:
     return store
 
 
-def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, Policy(fact_initial_confidence=0.3, fact_confirm_rate=0.5)])
+def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path, policy: Policy) -> None:
+    """The walk is the knowledge fold under the answer's policy (its confidence parameters included)."""
     store = _contradicting_ledger(tmp_path / "ledger.db")
-    rep = analyse("decay", store)
+    rep = analyse("decay", store, policy)
     assert rep.sections["contradictions"].rows, "the ledger must hold contradictions"
     assert rep.sections["pruned"].rows, "the ledger must hold pruned facts"
     facts = {(r["domain"], r["fact_type"], r["key"], r["value"]): r for r in rep.sections["facts"].records()}
-    view = MemoryView.from_events(store.read())
+    view = MemoryView.from_events(store.read(), policy)
     current = {(f.domain, f.fact_type, f.key, f.value): f for dom in ("shop.test", "news.test")
                for f in view.facts(dom)}
     for key, f in current.items():
@@ -164,7 +167,7 @@ def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path) -> None
     for r in rep.sections["timeline"].records():
         by_seq.setdefault(r["seq"], {})[(r["domain"], r["fact_type"], r["key"], r["value"])] = r
     for seq, rows in by_seq.items():
-        at = MemoryView.from_events(store.read(to_seq=seq))
+        at = MemoryView.from_events(store.read(to_seq=seq), policy)
         now = {(f.domain, f.fact_type, f.key, f.value): f.confidence for dom in ("shop.test", "news.test")
                for f in at.facts(dom)}
         for key, r in rows.items():

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from memledger.analytics.answers import analyse_all
+from memledger.analytics.audit import audit_run
 from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
@@ -36,16 +37,17 @@ def _answers(store: SqliteStore) -> str:
     return orjson.dumps({name: report.as_json() for name, report in analyse_all(store).items()}).decode()
 
 
-def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any]]:
+def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any]]:
     con = connect(store)
     try:
         return (con.execute("SELECT * FROM events ORDER BY seq").fetchall(),
-                con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall())
+                con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall(),
+                con.execute("SELECT * FROM step_as_of ORDER BY ALL").fetchall())
     finally:
         con.close()
 
 
-def _rebuilt(store: SqliteStore) -> tuple[list[Any], list[Any]]:
+def _rebuilt(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any]]:
     (Path(store.path).parent / MIRROR_FILE).unlink()
     return _mirror_rows(store)
 
@@ -55,7 +57,7 @@ def test_caught_up_incrementally_equals_a_rebuild(learned: tuple[SqliteStore, Bu
     first = _mirror_rows(store)
     mirror = Path(store.path).parent / MIRROR_FILE
     inode = mirror.stat().st_ino
-    assert first[0] and first[1]  # events and intervals both copied
+    assert first[0] and first[1] and first[2]  # events and intervals copied, steps placed
     more = learning_ledger(store, clock, runs=3, memory_off_first=False)  # versions close, new ones open
     incremental = _mirror_rows(store)
     assert mirror.stat().st_ino == inode  # caught up in place, not rebuilt
@@ -139,6 +141,19 @@ def test_memory_at_step_is_what_the_projections_held(learned: tuple[SqliteStore,
     used = MemoryView.from_events(store.read(to_seq=seq - 1)).lesson(built.lesson_id)
     assert used is not None and used.use_count > 1  # the learned lesson, used by earlier runs
     assert (built.lesson_id, str(used.use_count)) in lessons
+
+
+def test_each_step_is_read_at_the_seq_the_audit_reads_it(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    """`step_as_of` (what `memory_at_step` joins) holds the audit's seq for every step of every run,
+    steps without an action (the prompt before step 1 is step 0) included, also after a catch-up."""
+    store, _, clock = learned
+    before = _mirror_rows(store)[2]
+    learning_ledger(store, clock, runs=2, memory_off_first=False)  # caught up, not rebuilt
+    rows = _mirror_rows(store)[2]
+    runs = sorted({ev.run_id for ev in store.read(types=["run_started"]) if ev.run_id})
+    audited = sorted((rid, s["step"], s["as_of_seq"]) for rid in runs for s in audit_run(store, rid)["steps"])
+    assert rows == audited and rows != before
+    assert any(step == 0 for _, step, _ in rows)
 
 
 def test_a_lesson_without_an_id_gets_the_projections_id(tmp_path: Path) -> None:

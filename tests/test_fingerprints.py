@@ -24,7 +24,7 @@ def _source_file(module_name: str) -> Path:
 
 def _forget_cached_versions() -> None:
     state._fold_sources.cache_clear()
-    state.code_version.cache_clear()
+    state.sources_digest.cache_clear()
 
 
 @pytest.fixture

@@ -12,18 +12,15 @@ CREATE OR REPLACE VIEW ev AS SELECT * FROM events;
 
 -- What the agent knew at step k of run r: every version of every indexed projection's items
 -- (lessons, knowledge, sessions, selectors, trajectories, runs, step_memories) valid at the seq
--- just before the step's first step_recorded, as `memledger audit` takes it. `item` is the key
--- of the item in its projection's field (a lesson id, a domain...), `part` the inner key of a
+-- `memledger audit` reads the step's memory at (the table step_as_of, filled by its Python rule:
+-- just before the step's first step_recorded, else its last prompt). `item` is the key of the
+-- item in its projection's field (a lesson id, a domain...), `part` the inner key of a
 -- two-level field (a fact key, a trajectory id), `value` the item as JSON. Versions closed
 -- before the latest forget are not kept (they may hold the subject): for a step before it,
 -- only the versions that outlived the forget are here (`memledger audit` folds the log).
 CREATE OR REPLACE VIEW memory_at_step AS
-WITH steps AS (
-    SELECT run_id, step, min(seq) - 1 AS as_of_seq FROM events
-    WHERE type = 'step_recorded' AND run_id IS NOT NULL GROUP BY run_id, step
-)
 SELECT s.run_id, s.step, s.as_of_seq, i.projection, i.field, i.item, i.part, i.valid_from, i.valid_to, i.value
-FROM steps s JOIN intervals i
+FROM step_as_of s JOIN intervals i
   ON i.valid_from <= s.as_of_seq AND s.as_of_seq < coalesce(i.valid_to, 9223372036854775807);
 
 CREATE OR REPLACE VIEW run_started AS
@@ -209,36 +206,6 @@ CREATE OR REPLACE VIEW memory_imported AS
 SELECT seq, id, recorded_at, j(payload, 'source_format') AS source_format,
        j(payload, 'source_path') AS source_path, j(payload, 'source_digest') AS source_digest
 FROM ev WHERE type = 'memory_imported';
-
--- The confidence walk of every fact (the knowledge fold of projections/knowledge.py in SQL): one
--- row per observation, confirmation, contradiction or prune, with the confidence after it.
-CREATE OR REPLACE MACRO fact_walk(initial, rate) AS TABLE
-WITH RECURSIVE fe AS (
-    SELECT seq, occurred_at, coalesce(domain, '') AS domain, fact_type, key, value, 'observed' AS kind, confidence AS x
-    FROM fact_observed
-    UNION ALL
-    SELECT c.seq, c.occurred_at, coalesce(c.domain, ''), c.fact_type, c.key, v.value, 'contradicted', c.factor
-    FROM fact_contradicted c, unnest(c.old_values) AS v(value) WHERE v.value <> c.new_value
-    UNION ALL
-    SELECT seq, occurred_at, coalesce(fact_domain, ''), fact_type, key, value, 'pruned', NULL FROM facts_pruned
-), n AS (
-    SELECT *, row_number() OVER (PARTITION BY domain, fact_type, key, value ORDER BY seq) AS i FROM fe
-), walk(domain, fact_type, key, value, i, seq, occurred_at, kind, confidence, alive) AS (
-    SELECT domain, fact_type, key, value, i, seq, occurred_at, kind,
-           CASE WHEN kind = 'observed' THEN coalesce(x, initial) END, kind = 'observed'
-    FROM n WHERE i = 1
-    UNION ALL
-    SELECT n.domain, n.fact_type, n.key, n.value, n.i, n.seq, n.occurred_at,
-           CASE WHEN n.kind = 'observed' AND w.alive THEN 'confirmed' ELSE n.kind END,
-           CASE WHEN n.kind = 'observed' THEN
-                    CASE WHEN w.alive THEN w.confidence + rate * (1 - w.confidence) ELSE coalesce(n.x, initial) END
-                WHEN n.kind = 'contradicted' AND w.alive THEN w.confidence * n.x
-                ELSE w.confidence END,
-           CASE WHEN n.kind = 'observed' THEN true WHEN n.kind = 'pruned' THEN false ELSE w.alive END
-    FROM walk w JOIN n ON n.domain = w.domain AND n.fact_type = w.fact_type AND n.key = w.key
-                       AND n.value = w.value AND n.i = w.i + 1
-)
-SELECT * FROM walk;
 
 -- Completed runs by goal (run_started.case_id when set, else the goal text) and condition:
 -- off (memory disabled), cold (the first memory-on run of the goal), warm (later ones).

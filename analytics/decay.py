@@ -1,0 +1,85 @@
+"""The confidence walk of every fact, for `memledger analytics decay`: the knowledge fold itself.
+
+The walk is not re-derived in SQL: the mirror's fact events (as analytics may show
+them) are folded by `projections.knowledge.apply` under the answer's policy, and each
+event that changed a fact gives one row with the fact as the fold left it. What a row
+says is read off the fold: a fact that was not current and now is was `observed`; one
+that changed under another observation was `confirmed`, under a contradiction
+`contradicted`; one that stopped being current was `pruned` (its confidence the last
+it had). The SQL of sql/decay.sql then only counts and orders these rows, registered
+on the connection as the relation `fact_walk`.
+
+Usage::
+
+    register(con, policy)     # then: SELECT * FROM fact_walk ORDER BY seq
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from memledger.ledger.events import RecordedEvent
+from memledger.projections import knowledge
+from memledger.projections.knowledge import Fact, KnowledgeState
+from memledger.projections.parameters import Policy
+
+RELATION = "fact_walk"
+_COLUMNS = {"seq": pa.int64(), "occurred_at": pa.string(), "domain": pa.string(), "fact_type": pa.string(),
+            "key": pa.string(), "value": pa.string(), "kind": pa.string(), "confidence": pa.float64(),
+            "alive": pa.bool_()}
+#: a current fact changed by an event of this type was ...
+_CHANGED = {"fact_observed": "confirmed", "fact_contradicted": "contradicted"}
+_TYPES = ", ".join(f"'{t}'" for t in knowledge.TYPES)
+_EVENTS = ("SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id, step, "
+           f"domain, CAST(payload AS VARCHAR) FROM events WHERE type IN ({_TYPES}) ORDER BY seq")
+
+
+def _events(con: duckdb.DuckDBPyConnection) -> Iterator[RecordedEvent]:
+    cursor = con.execute(_EVENTS)
+    while rows := cursor.fetchmany(10_000):
+        for seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain, payload in rows:
+            yield RecordedEvent(seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain,
+                                orjson.loads(payload), payload, "", "")
+
+
+def _current(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -> dict[tuple[str, str], Fact]:
+    """The current facts an event may change (`knowledge.touched`'s paths; None: all of them)."""
+    out: dict[tuple[str, str], Fact] = {}
+    for path in paths if paths is not None else [("current", dom) for dom in state.current]:
+        if path[0] != "current":
+            continue
+        facts = state.current.get(path[1], {})
+        if len(path) == 3:
+            if path[2] in facts:
+                out[(path[1], path[2])] = facts[path[2]]
+        else:
+            out.update(((path[1], fid), f) for fid, f in facts.items())
+    return out
+
+
+def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any, ...]]:
+    """One row per (event, fact it changed), in `_COLUMNS` order, as the knowledge fold changes them."""
+    state = knowledge.empty()
+    for ev in events:
+        paths = knowledge.touched(state, ev)
+        before = _current(state, paths)
+        knowledge.apply(state, ev, policy)
+        after = _current(state, paths)
+        changed = [(f, "observed" if key not in before else _CHANGED.get(ev.type, ev.type), True)
+                   for key, f in after.items() if before.get(key) is not f]
+        changed += [(f, "pruned", False) for key, f in before.items() if key not in after]
+        for f, kind, alive in sorted(changed, key=lambda c: (c[0].domain, c[0].fact_type, c[0].key, c[0].value)):
+            yield ev.seq, ev.occurred_at, f.domain, f.fact_type, f.key, f.value, kind, f.confidence, alive
+
+
+def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+    """The relation `fact_walk` on `con` (a mirror connection), for the policy's fold."""
+    cols: list[list[Any]] = [[] for _ in _COLUMNS]
+    for row in walk(_events(con), policy):
+        for col, value in zip(cols, row):
+            col.append(value)
+    con.register(RELATION, pa.table({name: pa.array(col, type=t) for (name, t), col in zip(_COLUMNS.items(), cols)}))

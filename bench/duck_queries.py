@@ -60,7 +60,8 @@ from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import caught_up
 
 BENCH = "duck_queries"
-INTERVALS_DDL = next(ddl for ddl in DDL if ddl.startswith("CREATE TABLE intervals"))
+#: the mirror's tables the views read beside `events`, left empty: the raw ledger has no validity intervals
+EMPTY_DDL = [ddl for ddl in DDL if ddl.startswith(("CREATE TABLE intervals", "CREATE TABLE step_as_of"))]
 #: the raw ledger through the scanner, shaped as the mirror's `events` (no forgotten subject is masked)
 SCANNED_EVENTS = """
 CREATE VIEW events AS
@@ -170,7 +171,8 @@ def duck_scanner(path: Path, table: bool = False) -> duckdb.DuckDBPyConnection:
     con, events = attach(path)
     ddl = SCANNED_EVENTS.format(table=events)
     con.execute(ddl.replace("CREATE VIEW", "CREATE TABLE") if table else ddl)
-    con.execute(INTERVALS_DDL)  # empty: the raw ledger has no validity intervals
+    for ddl in EMPTY_DDL:
+        con.execute(ddl)
     con.execute(sql_text("views"))
     return con
 

@@ -23,6 +23,7 @@ import hmac
 import sqlite3
 import zlib
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -384,21 +385,29 @@ def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
-    """The JSON shape of a state (as `encode` writes it) from interval rows, in the fold's order."""
+    """The JSON shape of a state (as `encode` writes it) from interval rows, in the fold's order:
+    by position (o1, o2), which puts an inner dict (o2 = 0) before its items (o2 = the seq-based
+    position of their insertion), and each dict's keys in their insertion order."""
     raw: dict[str, Any] = {f: {} for f, depth in layout.items() if depth > 0}
-    ordered = sorted(rows, key=lambda r: (r[3], r[2] != NO_KEY, r[4]))
-    for field, k1, k2, _o1, _o2, value, *_sealed in ordered:
+    loads = orjson.loads
+    for field, k1, k2, _o1, _o2, value, *_sealed in sorted(rows, key=_POSITION):
         depth = layout[field]
-        if depth == 0:
-            raw[field] = _decode(value)
-        elif depth == 1:
-            raw[field][k1] = _decode(value)
+        if depth == 1:
+            raw[field][k1] = loads(value)
+        elif depth == 0:
+            raw[field] = loads(value)
         elif k2 == NO_KEY:
-            raw[field][k1] = {}
-    for field, k1, k2, _o1, _o2, value, *_sealed in sorted((r for r in rows if layout[r[0]] == 2 and r[2] != NO_KEY),
-                                                 key=lambda r: r[4]):
-        raw[field].setdefault(k1, {})[k2] = _decode(value)
+            if k1 not in raw[field]:
+                raw[field][k1] = {}
+        else:
+            inner = raw[field].get(k1)
+            if inner is None:
+                inner = raw[field][k1] = {}
+            inner[k2] = loads(value)
     return raw
+
+
+_POSITION = itemgetter(3, 4)
 
 
 def state_from_rows(name: str, rows: Iterable[tuple[Any, ...]]) -> Any:

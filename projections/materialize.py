@@ -591,9 +591,29 @@ def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Stor
         and forget_floor(store, cp.seq) <= seq
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic collector held off while a whole state is built: its items are acyclic records
+    (nothing for it to free), and a state of 100,000 items otherwise sets off dozens of passes,
+    each walking every object alive (half the time of an as-of). Left off if the caller had it off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
     """One projection at `seq`: read from its validity intervals when it is indexed, else its
     nearest snapshot at or before `seq`, then only its own event types folded forward."""
+    with gc_paused():
+        return _projection_at(store, path, policy, name, seq)
+
+
+def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
     mod = module(name)
     state, start = mod.empty(), 0
     fp = fingerprint(name, policy)

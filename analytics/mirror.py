@@ -178,11 +178,11 @@ def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
             cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals WHERE projection = ? AND {where}",
                                   (name, head, after, after, OPEN))
             while stored := cursor.fetchmany(BATCH):
-                rows = intervals.resolved(conn, stored)
+                rows = intervals.resolved(intervals.Blocks(conn, seal), stored)
                 if not intervals.sealed(seal, rows):
                     raise _Forged(f"{projections}: a version of {name!r} is not one this memory sealed")
                 cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
-                for field, k1, k2, _o1, _o2, value, projection, valid_from, valid_to, _facet, _mac in rows:
+                for field, k1, k2, _o1, _o2, value, projection, valid_from, valid_to, *_sealed in rows:
                     row = (projection, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from,
                            None if valid_to > head else valid_to, value.decode())
                     for col, v in zip(cols, row):

@@ -14,8 +14,10 @@ in the fold's order; a depth-2 field also records its inner dicts
 (`k2` = NO_KEY, no value), so empty ones come back too. `state_from_rows` hands
 the rows to the projection's own `decode`. The values (canonical JSON) are kept in
 `_blocks`, compressed BLOCK_VALUES at a time; a row names its block and slot. Every
-row carries the memory directory's seal (`mac`, over all its columns and its value's
-bytes) and is served only when it holds (`sealed`).
+block carries the memory directory's seal (`mac`, over its id, projection and bytes),
+checked when it is read, and so does every row (over all its columns, its block and slot
+among them: closing a version re-seals its row without reading its value); a row is served
+only when both hold (`sealed`).
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ DDL = (
     "k2 TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER NOT NULL, o1 INTEGER NOT NULL, "
     "o2 INTEGER NOT NULL, facet TEXT, block INTEGER, slot INTEGER, mac BLOB NOT NULL, "
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
-    "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL, "
+    "mac BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS _intervals_from ON _intervals (projection, valid_from)",
     "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
@@ -60,7 +63,7 @@ DDL = (
 TABLES = ("_intervals", "_blocks", *mentions.TABLES)
 _INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, "
            "slot, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot FROM _intervals "
+_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, o1, o2, facet, block, slot FROM _intervals "
              f"WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}")
 _CLOSE = "UPDATE _intervals SET valid_to = ?, mac = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
 #: what a read selects: the six columns a state is built from (the value as block and slot), then
@@ -69,40 +72,51 @@ _COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, f
 
 
 def row_tag(seal: Seal, projection: str, field: str, k1: str, k2: str, valid_from: int, valid_to: int, o1: int,
-            o2: int, facet: str | None, value: bytes | None) -> bytes:
-    """The seal of one version: every column, and its value's bytes (so a block edited, swapped
-    or lost fails the versions it held)."""
-    head = f"{projection}\x1f{field}\x1f{k1}\x1f{k2}\x1f{valid_from}\x1f{valid_to}\x1f{o1}\x1f{o2}\x1f" \
-           f"{'' if facet is None else facet}\x1f{'-' if facet is None else '+'}\x1e"
-    return seal.tag(head.encode() + (b"\x1d" if value is None else b"\x1c" + value))
+            o2: int, facet: str | None, block: int | None, slot: int | None) -> bytes:
+    """The seal of one version: every column (its value is its block's and slot's: the block's
+    own seal covers the bytes)."""
+    return seal.tag(f"{projection}\x1f{field}\x1f{k1}\x1f{k2}\x1f{valid_from}\x1f{valid_to}\x1f{o1}\x1f{o2}\x1f"
+                    f"{'' if facet is None else facet}\x1f{'-' if facet is None else '+'}\x1f{block}\x1f{slot}".encode())
+
+
+def block_tag(seal: Seal, block: int, projection: str, data: bytes) -> bytes:
+    """The seal of one block of values: its id, its projection and its bytes as stored."""
+    return seal.tag(f"block\x1f{block}\x1f{projection}\x1e".encode() + data)
 
 
 def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
-    """Every row read (as `rows_at` returns them) carries its seal."""
-    for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac in rows:
-        if mac is None or not hmac.compare_digest(
-                bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value)):
+    """Every row read (as `rows_at` returns them) carries its seal, and every value it names came
+    from a block that carries its own (`Blocks` serves an empty value for any other)."""
+    same = hmac.compare_digest
+    for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows:
+        if mac is None or (block is not None and not value) or not same(
+                bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot)):
             return False
     return True
 
 
 class Blocks:
-    """The values of stored blocks, each decompressed once (a missing or unreadable block holds
-    nothing: the versions that pointed into it then fail their seal)."""
+    """The values of stored blocks, each checked against its seal and decompressed once (a
+    missing, unreadable or unsealed block holds nothing: the versions that point into it then
+    fail `sealed`). A reader that asks many questions keeps one."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, seal: Seal):
         self.conn = conn
+        self.seal = seal
         self.values: dict[int, list[bytes]] = {}
 
     def load(self, ids: Iterable[int]) -> None:
         wanted = sorted({i for i in ids if i is not None and i not in self.values})
+        same, seal = hmac.compare_digest, self.seal
         for at in range(0, len(wanted), 500):
             chunk = wanted[at:at + 500]
-            for bid, data in self.conn.execute(
-                    f"SELECT id, data FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+            for bid, projection, data, mac in self.conn.execute(
+                    f"SELECT id, projection, data, mac FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
                 try:
+                    if not same(bytes(mac), block_tag(seal, bid, projection, data)):
+                        raise ValueError(bid)
                     self.values[bid] = zlib.decompress(data).split(_SEP)
-                except (zlib.error, TypeError):
+                except (zlib.error, TypeError, ValueError):
                     self.values[bid] = []
             for bid in chunk:
                 self.values.setdefault(bid, [])
@@ -117,14 +131,12 @@ class Blocks:
         return values[slot] if slot is not None and 0 <= slot < len(values) else b""
 
 
-def resolved(conn: sqlite3.Connection, rows: list[tuple[Any, ...]], blocks: Blocks | None = None) -> list[tuple[Any, ...]]:
-    """Rows as selected (`_COLS`) with each value read from its block (`blocks`: the blocks read
-    so far, kept by a reader that asks many questions): (field, k1, k2, o1, o2, value, projection,
-    valid_from, valid_to, facet, mac)."""
-    blocks = blocks or Blocks(conn)
+def resolved(blocks: Blocks, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows as selected (`_COLS`) with each value read from its block: (field, k1, k2, o1, o2,
+    value, projection, valid_from, valid_to, facet, mac, block, slot)."""
     blocks.load(r[5] for r in rows)
     value = blocks.value
-    return [(f, k1, k2, o1, o2, value(b, s), *rest) for f, k1, k2, o1, o2, b, s, *rest in rows]
+    return [(f, k1, k2, o1, o2, value(b, s), *rest, b, s) for f, k1, k2, o1, o2, b, s, *rest in rows]
 
 Path_ = tuple[str, ...]
 
@@ -286,19 +298,17 @@ class Tracker:
         blocks of BLOCK_VALUES per projection, each version with its seal. Rows are idempotent:
         folding the same events again writes the same rows."""
         conn, floor, seal = self.conn, self.floor, self.seal
-        blocks = Blocks(conn)
         closed = []
         for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
             row = conn.execute(_OPEN_ROW, key).fetchone()
             if row is not None:
-                projection, field, k1, k2, valid_from, _to, o1, o2, facet, block, slot = row
-                value = blocks.value(block, slot)
-                closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, value),
-                               *key, valid_from))
+                projection, field, k1, k2, valid_from, o1, o2, facet, block, slot = row
+                closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, block,
+                                            slot), *key, valid_from))
         conn.executemany(_CLOSE, closed)
         kept = [r for r in self.rows if r[5] > floor]
         next_id = (conn.execute("SELECT MAX(id) FROM _blocks").fetchone()[0] or 0) + 1
-        packed: list[tuple[int, str, bytes]] = []
+        packed: list[tuple[int, str, bytes, bytes]] = []
         out = []
         by_projection: dict[str, list[list[Any]]] = {}
         for r in kept:
@@ -310,15 +320,15 @@ class Tracker:
                 block = slot = None
                 if value is not None:
                     if len(values) == BLOCK_VALUES:
-                        packed.append((next_id, name, zlib.compress(_SEP.join(values), 6)))
+                        packed.append(self._block(next_id, name, values))
                         next_id, values = next_id + 1, []
                     block, slot = next_id, len(values)
                     values.append(value)
-                out.append((*r[:9], block, slot, row_tag(seal, *r)))
+                out.append((*r[:9], block, slot, row_tag(seal, *r[:9], block, slot)))
             if values:
-                packed.append((next_id, name, zlib.compress(_SEP.join(values), 6)))
+                packed.append(self._block(next_id, name, values))
                 next_id += 1
-        conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data) VALUES (?, ?, ?)", packed)
+        conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data, mac) VALUES (?, ?, ?, ?)", packed)
         conn.executemany(_INSERT, out)
         if floor:
             for name in self.names:
@@ -327,6 +337,11 @@ class Tracker:
         self.rows, self.closes = [], []
         for opened in self.open_rows.values():
             opened.clear()
+
+    def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
+        """A block row as stored: its values compressed, and its seal."""
+        data = zlib.compress(_SEP.join(values), 6)
+        return block, name, data, block_tag(self.seal, block, name, data)
 
     def _drop_before(self, name: str, floor: int) -> None:
         """Drop the versions of `name` that ended at or before the last forget (they may hold the
@@ -345,28 +360,28 @@ class Tracker:
         for block, slot in rows:
             if block in live:
                 live[block].add(slot)
-        blocks = Blocks(conn)
+        blocks = Blocks(conn, self.seal)  # an unsealed block is re-sealed empty: its versions still fail
         blocks.load(hit)
         for block, slots in live.items():
             if not slots:
                 conn.execute("DELETE FROM _blocks WHERE id = ?", (block,))
                 continue
             values = [v if i in slots else b"" for i, v in enumerate(blocks.values[block])]
-            conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (zlib.compress(_SEP.join(values), 6), block))
+            _, _, data, mac = self._block(block, name, values)
+            conn.execute("UPDATE _blocks SET data = ?, mac = ? WHERE id = ?", (data, mac, block))
 
 
 # ---- reading ---------------------------------------------------------------------------
 
-def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str | None = None,
-            k1: str | None = None, k2: str | None = None, facet: str | None = None,
-            blocks: Blocks | None = None) -> list[tuple[Any, ...]]:
+def rows_at(blocks: Blocks, name: str, seq: int, head: int, field: str | None = None, k1: str | None = None,
+            k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
     """The versions of projection `name` valid at `seq`: all of them, or one field's, one key's
-    (and its inner dict's), or those of one facet."""
-    alive = "valid_from <= ? AND valid_to > ?"
+    (and its inner dict's), or those of one facet (values read through `blocks`)."""
+    conn = blocks.conn
     if facet is not None:
-        return resolved(conn, conn.execute(
+        return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_facet WHERE projection = ? "
-            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, seq, seq)).fetchall(), blocks)
+            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, seq, seq)).fetchall())
     if field is not None and k1 is not None:
         where = "projection = ? AND field = ? AND k1 = ?"
         params: list[Any] = [name, field, k1]
@@ -374,14 +389,21 @@ def rows_at(conn: sqlite3.Connection, name: str, seq: int, head: int, field: str
             where += " AND k2 IN (?, ?)"
             params += [k2, NO_KEY]
         # by key (the primary key's prefix); `+` keeps the planner off the seq indexes
-        return resolved(conn, conn.execute(
+        return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
-            (*params, seq, seq)).fetchall(), blocks)
+            (*params, seq, seq)).fetchall())
     # scan from whichever end of the log is nearer `seq`
     index = "_intervals_from" if seq * 2 <= head else "_intervals_to"
-    rows = conn.execute(f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? AND {alive}",
-                        (name, seq, seq)).fetchall()
-    return resolved(conn, [r for r in rows if r[0] == field] if field is not None else rows, blocks)
+    rows = conn.execute(f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? "
+                        "AND valid_from <= ? AND valid_to > ?", (name, seq, seq)).fetchall()
+    return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
+
+
+def state_at(blocks: Blocks, name: str, seq: int, head: int) -> Any | None:
+    """Projection `name` as of `seq`, built from the versions valid then; None when one of them
+    is not sealed (it is then not served)."""
+    rows = rows_at(blocks, name, seq, head)
+    return state_from_rows(name, rows) if sealed(blocks.seal, rows) else None
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
@@ -415,10 +437,9 @@ def state_from_rows(name: str, rows: Iterable[tuple[Any, ...]]) -> Any:
     return mod.decode(raw_from_rows(mod.LAYOUT, rows))
 
 
-def history(conn: sqlite3.Connection, name: str, field: str, k1: str, k2: str = NO_KEY) -> list[tuple[int, int | None, Any]]:
+def history(blocks: Blocks, name: str, field: str, k1: str, k2: str = NO_KEY) -> list[tuple[int, int | None, Any]]:
     """Every version of one item, oldest first: (valid_from, valid_to or None while current, item JSON)."""
-    rows = conn.execute("SELECT valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? AND field = ? "
+    rows = blocks.conn.execute("SELECT valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? AND field = ? "
                         "AND k1 = ? AND k2 = ? ORDER BY valid_from", (name, field, k1, k2)).fetchall()
-    blocks = Blocks(conn)
     blocks.load(r[2] for r in rows)
     return [(f, None if t == OPEN else t, _decode(blocks.value(b, s) or b"null")) for f, t, b, s in rows]

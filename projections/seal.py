@@ -80,9 +80,10 @@ class Seal:
         return mac is not None and hmac.compare_digest(str(mac), self.mac(*parts))
 
     def tag(self, body: bytes) -> bytes:
-        """A short MAC (HMAC-SHA256 cut to 128 bits) of bytes: what each of the many interval
-        versions carries (one C call, a quarter of the hex `mac`'s room)."""
-        return hmac.digest(self._key, body, "sha256")[:TAG_BYTES]
+        """A short MAC of bytes: keyed BLAKE2b of 128 bits, what each of the many interval
+        versions and blocks carries (one C call, a third of HMAC-SHA256's time on a row's few
+        bytes: a whole projection checks tens of thousands; a quarter of the hex `mac`'s room)."""
+        return hashlib.blake2b(body, key=self._key, digest_size=TAG_BYTES).digest()
 
 
 def warn(message: str) -> None:

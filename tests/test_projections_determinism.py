@@ -24,6 +24,7 @@ from memledger.ledger.store import SqliteStore
 from memledger.projections import intervals, materialize
 from memledger.projections.lessons import lesson_id_for
 from memledger.projections.parameters import Policy
+from memledger.projections.seal import Seal
 from memledger.projections.state import MemoryState, digests, fold
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
@@ -114,9 +115,10 @@ def _versions(path: Path) -> list[tuple[Any, ...]]:
     """Every interval version projections.db holds, its value read from its block (block ids and
     seals left out: they depend on how the writes were batched)."""
     with materialize.opened(path) as (conn, _):
-        rows = intervals.resolved(conn, conn.execute(f"SELECT {intervals._COLS} FROM _intervals").fetchall())
+        rows = intervals.resolved(intervals.Blocks(conn, Seal.beside(path)),
+                                  conn.execute(f"SELECT {intervals._COLS} FROM _intervals").fetchall())
     return sorted(((projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value)
-                   for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, _mac in rows), key=repr)
+                   for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, *_sealed in rows), key=repr)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -253,7 +255,7 @@ def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
     assert len(MemoryView.open(fresh_ledger, path, Policy(session_history=2)).sessions("example.com")) == 2
     head = fresh_ledger.head()
     with materialize.opened(path) as (conn, _):  # what projections.db now holds: the new policy's memory
-        stored = intervals.state_from_rows("sessions", intervals.rows_at(conn, "sessions", head, head))
+        stored = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "sessions", head, head)
     assert len(stored.by_domain["example.com"]) == 2
     assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
 

@@ -16,6 +16,7 @@ from memledger.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
 from memledger.ledger.store import SqliteStore
 from memledger.projections import intervals, materialize
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memledger.projections.seal import Seal
 from memledger.projections.state import PROJECTIONS, MemoryState, digest_of, fold, module
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
@@ -66,8 +67,8 @@ def test_indexed_as_of_equals_the_fold_for_every_projection(items: list[Any], cu
                     # below the last forget the versions that held the subject are gone: folded instead
                     assert materialize.indexed_at(conn, cps, store, DEFAULT_POLICY, name, n) == (n >= floor)
                     if n >= floor:
-                        rows = intervals.rows_at(conn, name, n, head)
-                        _same(name, intervals.state_from_rows(name, rows), getattr(want, name))
+                        _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n, head),
+                              getattr(want, name))
             for name in PROJECTIONS:
                 _same(name, materialize.projection_at(store, path, DEFAULT_POLICY, name, n), getattr(want, name))
         store.close()
@@ -84,15 +85,16 @@ def test_keyed_lookups_and_history_read_one_item(tmp_path: Path) -> None:
     materialize.caught_up(store, path)
     head = store.head()
     with materialize.opened(path) as (conn, _):
-        facts_a = intervals.state_from_rows("knowledge", intervals.rows_at(conn, "knowledge", head, head, "current", "a.com"))
+        blocks = intervals.Blocks(conn, Seal.beside(path))
+        facts_a = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", head, head, "current", "a.com"))
         assert list(facts_a.current) == ["a.com"]
         assert [f.sources for f in facts_a.current["a.com"].values()] == [2]
-        before = intervals.state_from_rows("knowledge", intervals.rows_at(conn, "knowledge", 1, head, "current", "a.com"))
+        before = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", 1, head, "current", "a.com"))
         assert [f.sources for f in before.current["a.com"].values()] == [1]
-        life = intervals.history(conn, "lessons", "lessons", lid)
+        life = intervals.history(blocks, "lessons", "lessons", lid)
         assert [row["use_count"] for _, _, row in life] == [1, 2]
         assert life[0][1] == life[1][0] and life[1][1] is None  # closed by the recall that opened the next
-        assert intervals.rows_at(conn, "lessons", head, head, facet="tier1") == []
+        assert intervals.rows_at(blocks, "lessons", head, head, facet="tier1") == []
     store.close()
 
 
@@ -105,8 +107,9 @@ def test_items_come_back_in_the_order_the_fold_inserted_them(tmp_path: Path) -> 
     materialize.caught_up(store, path)
     head = store.head()
     with materialize.opened(path) as (conn, _):
-        runs = intervals.state_from_rows("runs", intervals.rows_at(conn, "runs", head, head))
-        knowledge = intervals.state_from_rows("knowledge", intervals.rows_at(conn, "knowledge", head, head))
+        blocks = intervals.Blocks(conn, Seal.beside(path))
+        runs = intervals.state_at(blocks, "runs", head, head)
+        knowledge = intervals.state_at(blocks, "knowledge", head, head)
     assert list(runs.runs) == ["r2", "r1"]
     assert list(knowledge.current) == ["b.com", "a.com"]
     assert [f.value for f in knowledge.current["b.com"].values()] == ["z", "a"]

@@ -324,7 +324,9 @@ class Tracker:
                         next_id, values = next_id + 1, []
                     block, slot = next_id, len(values)
                     values.append(value)
-                out.append((*r[:9], block, slot, row_tag(seal, *r[:9], block, slot)))
+                _, field, k1, k2, valid_from, valid_to, o1, o2, facet = r[:9]
+                out.append((name, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot,
+                            row_tag(seal, name, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot)))
             if values:
                 packed.append(self._block(next_id, name, values))
                 next_id += 1

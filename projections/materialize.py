@@ -360,8 +360,9 @@ def _plan(names: Iterable[str], tracker: Tracker | None) -> dict[str, tuple[tupl
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a long fold runs: the fold allocates
-    millions of small objects, most of which the growing state keeps, and every automatic
+    """Python's cyclic garbage collector paused while a long fold runs, or a whole state is built
+    from its versions (as of a seq): either allocates millions of small objects, most of which
+    the growing state keeps, and every automatic
     collection would walk that whole state again (a tenth of a rebuild's time). The folds make
     no reference cycles, so reference counting frees what dies; the collector is switched back
     on however the fold ends."""
@@ -591,25 +592,10 @@ def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Stor
         and forget_floor(store, cp.seq) <= seq
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic collector held off while a whole state is built: its items are acyclic records
-    (nothing for it to free), and a state of 100,000 items otherwise sets off dozens of passes,
-    each walking every object alive (half the time of an as-of). Left off if the caller had it off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
     """One projection at `seq`: read from its validity intervals when it is indexed, else its
     nearest snapshot at or before `seq`, then only its own event types folded forward."""
-    with gc_paused():
+    with collector_paused():  # the state built is acyclic too
         return _projection_at(store, path, policy, name, seq)
 
 

@@ -2,12 +2,15 @@
 
 Contract for a bench module `bench/NAME.py` (so `python -m bench` can collect it):
 define `run(quick: bool = False) -> list[Figure]` (quick = small sizes for the
-suite) and a `main()` for `python bench/NAME.py`, which prints `table(...)`.
+suite) and a `main()` for `python bench/NAME.py`, which prints `table(...)`, or
+with `--json` one JSON object (`print_json`): the tests run the scripts and read
+it, because tests and bench never import each other.
 A module without `run` is still executed by `bench/run_all.py` as a script
 (with `--quick`) and its output is kept verbatim.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -79,6 +82,12 @@ def show(title: str, figures: list[Figure], width: int | None = None) -> Any:
         if f.note:
             console.print(f"  {f.name}: {f.note}")
     return console
+
+
+def print_json(figures: list[Figure], **extra: Any) -> None:
+    """`--json`: one JSON object on stdout, `{"figures": [...], **extra}` (what else the bench
+    measured or checked)."""
+    print(json.dumps({"figures": [f.as_dict() for f in figures], **extra}, default=str))
 
 
 def markdown(figures: list[Figure]) -> str:

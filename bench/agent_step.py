@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, show
+from bench import Figure, print_json, show
 
 BENCH = "agent_step"
 QUICK_CASES = ("shop-view-socks", "search-padel", "news-bakery")
@@ -134,8 +134,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_CASES)}")
     ap.add_argument("--case", action="append", default=None, help="only these case ids (repeatable)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
     args = ap.parse_args(argv)
     figs = run(quick=args.quick, case_ids=tuple(args.case) if args.case else None)
+    if args.json:
+        print_json(figs)
+        return
     show("memory inside a real agent step (Chromium, bundled sites)", figs)
 
 

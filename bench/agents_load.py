@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, show
+from bench import Figure, print_json, show
 from memledger.agent.sites import CASES_FILE, load_cases
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import rebuild
@@ -52,6 +53,9 @@ class LoadResult:
     @property
     def lost(self) -> bool:
         return any(s != self.cases or c != self.cases or rc != 0 for s, c, rc in self.per_process.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "lost": self.lost}
 
     @property
     def runs_per_s(self) -> float:
@@ -119,12 +123,18 @@ def figures(load: LoadResult, single: LoadResult | None) -> list[Figure]:
 
 
 def run(quick: bool = False, processes: int | None = None, case_ids: list[str] | None = None) -> list[Figure]:
+    return figures(*loads(quick, processes, case_ids))
+
+
+def loads(quick: bool = False, processes: int | None = None, case_ids: list[str] | None = None
+          ) -> tuple[LoadResult, LoadResult]:
+    """The shared load and its baseline, the same cases in one process."""
     n = processes or (2 if quick else 3)
     ids = case_ids or (QUICK_CASES if quick else None)
     with tempfile.TemporaryDirectory() as tmp:
         single = run_load(Path(tmp) / "single" / ".agent-memory", 1, ids)
         load = run_load(Path(tmp) / "shared" / ".agent-memory", n, ids)
-    return figures(load, single)
+    return load, single
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,9 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--processes", type=int, default=3, help="agent processes sharing one memory directory")
     ap.add_argument("--case", action="append", default=[], help="only these case ids (default: the whole suite)")
     ap.add_argument("--quick", action="store_true", help="2 processes, 3 cases")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (the figures and both loads' checks)")
     args = ap.parse_args(argv)
-    figs = run(quick=args.quick, processes=None if args.quick else args.processes, case_ids=args.case or None)
-    show("agents sharing one memory directory", figs, width=160)
+    load, single = loads(quick=args.quick, processes=None if args.quick else args.processes, case_ids=args.case or None)
+    if args.json:
+        print_json(figures(load, single), shared=load.as_dict(), single=single.as_dict())
+        return
+    show("agents sharing one memory directory", figures(load, single), width=160)
 
 
 if __name__ == "__main__":

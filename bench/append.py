@@ -32,7 +32,7 @@ if __package__ in (None, ""):
 
 import orjson
 
-from bench import Figure, table, timed
+from bench import Figure, print_json, table, timed
 from memledger.ledger.events import Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent, StepRecorded
 from memledger.ledger.ids import uuid7
 from memledger.ledger.store import GENESIS_HASH, SqliteStore
@@ -356,10 +356,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=None, help="events to append (default 50,000; 5,000 with --quick)")
     ap.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL", "EXTRA"],
                     help="SQLite synchronous setting for the ledger and every baseline")
+    ap.add_argument("--lesson-sizes", type=int, nargs="+", default=None,
+                    help="memory sizes for the one-update figure (default 100 1000 10000)")
     ap.add_argument("--quick", action="store_true", help="small sizes")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
     args = ap.parse_args(argv)
     from rich.console import Console
-    figs = run(quick=args.quick, events=args.events, synchronous=args.synchronous)
+    figs = run(quick=args.quick, events=args.events, synchronous=args.synchronous,
+               **({"lesson_sizes": tuple(args.lesson_sizes)} if args.lesson_sizes else {}))
+    if args.json:
+        print_json(figs)
+        return
     Console().print(table(f"ledger append/read/verify (synchronous={args.synchronous}, WAL)", figs))
 
 

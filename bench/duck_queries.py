@@ -49,8 +49,8 @@ if __package__ in (None, ""):
 
 import duckdb
 
-from bench import Figure, show, timed
-from bench.projections import build_ledger, synthetic_events
+from bench import Figure, print_json, show, timed
+from devtools.synthetic import build_ledger, synthetic_events
 from memledger.analytics.answers import sections
 from memledger.analytics.duck import attach
 from memledger.analytics.mirror import DDL, connect
@@ -331,9 +331,20 @@ def main(argv: list[str] | None = None) -> None:
                     help="events in the ledger (default 1,000,000; 50,000 with --quick)")
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per figure, the median reported (default 5)")
     ap.add_argument("--quick", action="store_true", help="50,000 events")
+    ap.add_argument("--ledger", type=Path, default=None,
+                    help="measure this ledger.db instead of a synthetic one (more events are appended to it)")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object: the figures and every query's answers from each engine")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    figs = run(quick=args.quick, events=args.events, repeat=args.repeat)
+    if args.ledger is not None:
+        got = answers(args.ledger)  # before the catch-up figure appends to the ledger
+        figs = measure(args.ledger, args.repeat or 5)
+    else:
+        got, figs = {}, run(quick=args.quick, events=args.events, repeat=args.repeat)
+    if args.json:
+        print_json(figs, answers=got)
+        return
     console = show(f"DuckDB vs SQLite audit queries (median of {args.repeat or 5})", figs)
     console.print(f"total {time.perf_counter() - t0:.1f} s")
 

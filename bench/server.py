@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 import httpx
 
 import memledger
-from bench import Figure, table
+from bench import Figure, print_json, table
 
 BENCH = "server"
 SHOP = "https://shop.example/"
@@ -109,9 +109,14 @@ def run(quick: bool = False) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
     args = parser.parse_args()
+    figs = run(quick=args.quick)
+    if args.json:
+        print_json(figs)
+        return
     from rich.console import Console
-    Console().print(table("memledger serve vs the library", run(quick=args.quick)))
+    Console().print(table("memledger serve vs the library", figs))
 
 
 if __name__ == "__main__":

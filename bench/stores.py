@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from psycopg.conninfo import conninfo_to_dict
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, table
+from bench import Figure, print_json, table
 from memledger.ledger.events import FactObserved, NewEvent, RunProgress
 from memledger.ledger.location import open_store
 
@@ -395,11 +395,15 @@ def main(argv: list[str] | None = None) -> None:
                          "normal: a process crash (synchronous_commit off, SQLite NORMAL); default both")
     ap.add_argument("--batch", type=int, default=1, help="events per transaction (default 1, the worst case)")
     ap.add_argument("--quick", action="store_true", help="3 seconds")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (the figures and every load's checks)")
     args = ap.parse_args(argv)
     from rich.console import Console
     seconds = 3.0 if args.quick else args.seconds
     levels = ["full", "normal"] if args.durability == "both" else [args.durability]
     results = measure(seconds, args.writers, levels, args.pg_url, batch=max(1, args.batch))
+    if args.json:
+        print_json(figures(results), loads=[{**asdict(r), "rate": r.rate} for r in results])
+        sys.exit(1 if any(r.problems for r in results) else 0)
     console = Console(width=max(190, Console().width))
     console.print(checks_table(results))
     console.print(table("PostgreSQL store beside eventsourcing's PostgreSQL recorder and the SQLite store, same load, same run",

@@ -1,6 +1,6 @@
 """Verified reads (issue 19): what checking every event's link and content hash costs a rebuild.
 
-The same synthetic ledger (bench/projections.py's generator) is rebuilt into projections.db twice
+The same synthetic ledger (devtools/synthetic.py's generator) is rebuilt into projections.db twice
 in one run, alternating, best of `repeat`: once by a store that checks each event against the hash
 chain as it folds (the default) and once by a store that does not. The figure is rebuild
 throughput with verification, beside throughput without; the aim is a cost of at most 10% of
@@ -24,8 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, show
-from bench.projections import build_ledger
+from bench import Figure, print_json, show
+from devtools.synthetic import build_ledger
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import rebuild
 from memledger.projections.state import digests
@@ -67,9 +67,15 @@ def run(quick: bool = False, events: int | None = None, repeat: int = 3) -> list
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="rebuilds of each kind, the best kept (default 3)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
     args = parser.parse_args(argv)
-    show("verified reads: the cost of checking the chain while rebuilding", run(args.quick, args.events))
+    figs = run(args.quick, args.events, args.repeat)
+    if args.json:
+        print_json(figs)
+    else:
+        show("verified reads: the cost of checking the chain while rebuilding", figs)
 
 
 if __name__ == "__main__":

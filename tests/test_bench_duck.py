@@ -4,12 +4,11 @@ measured and positive."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench import markdown
-from bench.duck_queries import answers, measure, queries
-from bench.projections import build_ledger
+from devtools.synthetic import build_ledger
 from memledger.ledger.events import (
     DomainRecall,
     ErrorRecall,
@@ -20,12 +19,15 @@ from memledger.ledger.events import (
     RunStarted,
     SubjectForgotten,
 )
+from tests.bench_cli import assert_honest, bench_json, run_bench
+
+QUERIES = {"promotions funnel", "recall hit rate", "run outcomes by domain", "events by type and day"}
 
 
 @pytest.fixture(scope="module")
-def small_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """3,000 synthetic events, plus a promotion, recalls that returned lessons, a run still running
-    and a run completed twice (the synthetic log has none of these)."""
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The bench on 3,000 synthetic events, plus a promotion, recalls that returned lessons, a run still
+    running and a run completed twice (the synthetic log has none of these)."""
     path = tmp_path_factory.mktemp("duck") / "ledger.db"
     store = build_ledger(path, 3_000)
     lid = next(store.read(types=["lesson_recorded"])).data["lesson_id"]
@@ -41,35 +43,31 @@ def small_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
         NewEvent(RunStarted(goal="still going"), run_id="extra2", domain="www.extra.test"),
     ])
     store.close()
-    return path
+    return bench_json("duck_queries", "--ledger", str(path), "--repeat", "1")
 
 
-def test_duckdb_and_sqlite_answer_alike(small_ledger: Path) -> None:
-    got = answers(small_ledger)
-    assert set(got) == {q.name for q in queries()}
+def test_duckdb_and_sqlite_answer_alike(measured: dict[str, Any]) -> None:
+    got = measured["answers"]
+    assert set(got) == QUERIES
     for name, by_engine in got.items():
         assert by_engine["duckdb"], name
         assert by_engine["duckdb"] == by_engine["scanner"] == by_engine["sqlite"], name
-    funnel = dict((stage, n) for stage, n, _ in got["promotions funnel"]["sqlite"])
+    funnel = {stage: n for stage, n, _ in got["promotions funnel"]["sqlite"]}
     assert funnel["promoted"] == 1 and funnel["deduplicated"] >= 1
     assert all(row[2] > 0 for row in got["recall hit rate"]["sqlite"])  # hits on both kinds
     extra = next(r for r in got["run outcomes by domain"]["sqlite"] if r[0] == "www.extra.test")
-    assert extra[1:5] == (2, 1, 0, 1)  # two runs: one passed on its last completion, one running
+    assert extra[1:5] == [2, 1, 0, 1]  # two runs: one passed on its last completion, one running
 
 
-def test_figures_are_measured_and_positive(small_ledger: Path) -> None:
-    figures = measure(small_ledger, repeat=1)
-    assert len(figures) == 2 * len(queries()) + 4
-    for f in figures:
-        assert f.value > 0, f
-        if f.baseline:
-            assert f.baseline_value and f.baseline_value > 0 and f.ratio and f.ratio > 0, f
-    assert markdown(figures).count("\n") == len(figures) + 2
+def test_figures_are_measured_and_positive(measured: dict[str, Any]) -> None:
+    figures = measured["figures"]
+    assert len(figures) == 2 * len(QUERIES) + 4
+    assert_honest(figures)
 
 
 def test_a_ledger_with_forgetting_is_refused(tmp_path: Path) -> None:
     store = build_ledger(tmp_path / "ledger.db", 200)
     store.append([NewEvent(SubjectForgotten(subject_kind="domain", subject="site1.com", reason="test"))])
     store.close()
-    with pytest.raises(RuntimeError, match="forget"):
-        answers(tmp_path / "ledger.db")
+    done = run_bench("duck_queries", "--ledger", str(tmp_path / "ledger.db"), "--repeat", "1", "--json")
+    assert done.returncode != 0 and "forget" in done.stderr and not done.stdout

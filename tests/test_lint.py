@@ -4,8 +4,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,3 +28,31 @@ def test_mypy_checks_every_module_of_the_library() -> None:
     done = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=280)
     checked = re.search(r"in (\d+) source files", done.stdout)
     assert checked and int(checked.group(1)) >= modules, done.stdout[-2000:]
+
+
+def _contract(kind: str) -> dict[str, Any]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return next(c for c in config["contracts"] if c["type"] == kind)
+
+
+def test_the_layers_contract_names_the_whole_face() -> None:
+    """The top layer lists every module of memledger/ itself (the links to the library folders aside),
+    so a new face module cannot slip under the layers; below it agent | analytics, projections, ledger."""
+    layers = _contract("layers")["layers"]
+    face = {m.strip() for m in layers[0].split(":")}
+    found = {f"memledger.{p.stem}" for p in (ROOT / "memledger").glob("*.py") if p.stem != "__init__"}
+    found |= {f"memledger.{p.name}" for p in (ROOT / "memledger").iterdir()
+              if p.is_dir() and not p.is_symlink() and (p / "__init__.py").exists()}
+    assert face == found
+    assert layers[1:] == ["memledger.agent | memledger.analytics", "memledger.projections", "memledger.ledger"]
+
+
+def test_lint_imports_sees_the_library_under_its_installed_name() -> None:
+    """Every module of ledger/, projections/, agent/ and analytics/ is in the graph lint-imports builds
+    from the repository root, as memledger.<folder>.<module> (the name setuptools' package-dir installs),
+    so the contracts cover all of them."""
+    graph = grimp.build_graph("memledger", cache_dir=None)
+    for folder in ("ledger", "projections", "agent", "analytics"):
+        for path in (ROOT / folder).rglob("*.py"):
+            name = ".".join(("memledger", folder, *path.relative_to(ROOT / folder).with_suffix("").parts))
+            assert name.removesuffix(".__init__") in graph.modules, name

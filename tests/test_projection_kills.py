@@ -1,7 +1,7 @@
 """A projection process SIGKILLed mid-rebuild or mid-catch-up: the next catch-up gives the
 same digests as a clean rebuild (projections.db is disposable and self-checking).
 
-The ledger is bench/projections.py's synthetic agent log (MEMLEDGER_KILL_EVENTS events,
+The ledger is devtools/synthetic.py's synthetic agent log (MEMLEDGER_KILL_EVENTS events,
 default 40,000; the issue's 200,000 works too, slower). Each kill lands at a random moment
 of the fold or of the snapshot/table writes, and the test checks the process really was
 cut short (the checkpoints never reached the head)."""
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.projections import build_ledger
+from devtools.synthetic import build_ledger
 from memledger.ledger.store import SqliteStore
 from memledger.projections.materialize import Catchup, opened, rebuild
 from memledger.projections.parameters import DEFAULT_POLICY

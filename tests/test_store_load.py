@@ -1,19 +1,22 @@
-"""A short version of bench/stores.py: 8 writer processes and a follower on each store, then every check."""
+"""A short run of bench/stores.py: 8 writer processes and a follower on PostgreSQL, on eventsourcing's
+recorder and on SQLite, then every check (the bench exits non-zero when one fails)."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
-from bench.stores import load
 from devtools.pg import TempPostgres
+from tests.bench_cli import bench_json
 
 
 @pytest.mark.stress
-@pytest.mark.parametrize("kind", ["postgresql", "sqlite"])
-def test_eight_writers_and_a_follower_lose_nothing(kind: str, pg_server: TempPostgres, tmp_path: Path) -> None:
-    url = pg_server.create_database() if kind == "postgresql" else f"sqlite:///{tmp_path / 'm' / 'ledger.db'}"
-    result = load(url, seconds=3, writers=8, durability="normal")
-    assert result.problems == []
-    assert result.appended > 8 and result.head == result.appended == result.follower_seen
-    assert result.projections_equal in (True, None)
+def test_eight_writers_and_a_follower_lose_nothing(pg_server: TempPostgres) -> None:
+    out = bench_json("stores", "--seconds", "3", "--writers", "8", "--durability", "normal",
+                     "--pg-url", pg_server.create_database(), timeout=900)
+    loads = {r["kind"]: r for r in out["loads"]}
+    assert {"postgresql", "sqlite"} <= set(loads)
+    for r in out["loads"]:
+        assert r["problems"] == [], r
+    for kind in ("postgresql", "sqlite"):
+        r = loads[kind]
+        assert r["appended"] > 8 and r["head"] == r["appended"] == r["follower_seen"], r
+        assert r["projections_equal"] in (True, None), r

@@ -227,6 +227,8 @@ class Tracker:
             paths = every
         elif not paths:
             return apply(state, ev, policy)
+        elif len(paths) == 1 and len(paths[0]) == layout[paths[0][0]] + 1 > 1:
+            return self._fold_item(name, apply, state, ev, policy, paths[0], facet)
         old, old_containers = _capture(state, layout, paths, True)
         state = apply(state, ev, policy)
         new, new_containers = _capture(state, layout, paths, False)
@@ -256,6 +258,50 @@ class Tracker:
                 pos = self._position(name, p)
                 self._close(name, p, seq)
             self._open(name, p, seq, pos, _encode(v), facet(p[0], v) if facet is not None else None)
+        return state
+
+    def _fold_item(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any, p: Path_,
+                   facet: Any) -> Any:
+        """`fold` when the event touches one item (most do: a step, a selector, a fact, a run):
+        what `fold` records, without capturing into dicts and sets."""
+        field, k1 = p[0], p[1]
+        inner = len(p) == 3
+        held = getattr(state, field).get(k1, _MISSING)
+        if inner:
+            had = held is not _MISSING
+            was = held.get(p[2], _MISSING) if had else _MISSING
+        else:
+            was = list(held) if isinstance(held, list) else held
+        state = apply(state, ev, policy)
+        holds = getattr(state, field).get(k1, _MISSING)
+        if inner:
+            has = holds is not _MISSING
+            now = holds.get(p[2], _MISSING) if has else _MISSING
+        else:
+            now = holds
+        seq = ev.seq
+        counter = 0
+        if inner and had != has:
+            if had:
+                self._close(name, (field, k1), seq)
+            else:
+                counter += 1
+                self._open(name, (field, k1), seq, (seq * PER_EVENT + counter, 0), None, None)
+        if now is was:
+            return state
+        if now is _MISSING:
+            self._close(name, p, seq)
+            return state
+        if was is _MISSING:  # a new key: it goes to the end of its dict
+            counter += 1
+            at = seq * PER_EVENT + counter
+            pos = (self._position(name, (field, k1))[0], at) if inner else (at, 0)
+        elif was == now:
+            return state
+        else:
+            pos = self._position(name, p)
+            self._close(name, p, seq)
+        self._open(name, p, seq, pos, _encode(now), facet(field, now) if facet is not None else None)
         return state
 
     @staticmethod

@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 
 from memledger.ledger.anchor import HeadFile, remember_head, verify_ledger
 from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import COLUMNS, SqliteStore, chain_hash
+from memledger.ledger.errors import ChainBroken
+from memledger.ledger.store import COLUMNS, ChainCheck, SqliteStore, chain_hash
 from tests.ledger_samples import sample_event
 
 N = 9
@@ -63,3 +65,51 @@ def test_any_single_edit_is_named_exactly(template: Path, tmp_path: Path, seq: i
     with SqliteStore.open(d / "ledger.db") as store:
         result = verify_ledger(store, [HeadFile(d / "ledger.head")])
     assert (result.ok, result.first_bad_seq) == (False, seq), (column, rehashed, result)
+
+
+def _outcome(check: Any, rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """What a chain check says about rows fed in pages: the first break (seq, reason), or where it
+    stands (last seq, its hash, rows counted)."""
+    chain = ChainCheck()
+    try:
+        for page in (rows[:4], rows[4:]):
+            check(chain, page)
+        chain.finish(last=True)
+    except ChainBroken as exc:
+        return ("broken", exc.seq, exc.reason, exc.rewritten_tail)
+    return ("ok", chain.seq, chain.hash, chain.count)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seq=st.integers(1, N), column=st.sampled_from((*EDITABLE, "seq", "hash")), rehashed=st.booleans(),
+       dropped=st.booleans())
+def test_a_page_is_checked_exactly_as_row_by_row(template: Path, seq: int, column: str, rehashed: bool,
+                                                  dropped: bool) -> None:
+    """`check_page`, the hot path of every verified read, names the same break (or none) as `check`
+    row by row, whatever single row is edited, re-hashed or dropped, on either side of a page."""
+    conn = sqlite3.connect(template / "ledger.db")
+    try:
+        rows = [list(r) for r in conn.execute(f"SELECT {', '.join(COLUMNS)} FROM events ORDER BY seq")]
+    finally:
+        conn.close()
+    if dropped:
+        del rows[seq - 1]
+    else:
+        i = COLUMNS.index(column)
+        rows[seq - 1][i] = _changed(rows[seq - 1][i], column) if column not in ("seq", "hash") else (
+            rows[seq - 1][i] + 100 if column == "seq" else "f" * 64)
+        if rehashed and column != "hash":
+            rows[seq - 1][13] = chain_hash(rows[seq - 1][12], rows[seq - 1][:13])
+    pages = [tuple(r) for r in rows]
+    row_by_row = _outcome(lambda chain, page: [chain.check(row) for row in page], pages)
+    assert _outcome(lambda chain, page: chain.check_page(page), pages) == row_by_row
+    assert row_by_row[0] == "broken" or seq == N  # a re-hashed or dropped tail: only a remembered head tells
+
+
+def test_an_intact_ledger_checks_whole_in_pages(template: Path) -> None:
+    conn = sqlite3.connect(template / "ledger.db")
+    try:
+        rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM events ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+    assert _outcome(lambda chain, page: chain.check_page(page), rows) == ("ok", N, rows[-1][13], N)

@@ -34,11 +34,10 @@ import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from memledger.analytics.audit import STEP_TYPES, as_of_seq
 from memledger.analytics.forget import Forgotten, lesson_id_of
@@ -53,6 +52,9 @@ from memledger.projections.materialize import caught_up, discard, opened
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal, warn
 from memledger.projections.state import fingerprint, sources_digest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMAT = 2  # the layout of the tables below; a change rebuilds every mirror
 #: DuckDB never downloads anything
@@ -71,13 +73,14 @@ DDL = (
 )
 _EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
                "run_id", "step", "domain", "lesson_id", "payload")
-_EVENT_TYPES = (pa.int64(), pa.string(), pa.string(), pa.int64(), pa.string(), pa.int32(), pa.string(), pa.string(),
-                pa.string(), pa.int64(), pa.string(), pa.string(), pa.string())
+#: Arrow type names of the batches (pyarrow loads only to fill the mirror: a current one is read without it)
+_EVENT_TYPES = ("int64", "string", "string", "int64", "string", "int32", "string", "string", "string", "int64", "string",
+                "string", "string")
 _INSERT_EVENTS = ("INSERT INTO events SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, "
                   "occurred_at, CAST(recorded_at AS TIMESTAMP), CAST(occurred_at AS TIMESTAMP), run_id, step, domain, "
                   "lesson_id, CAST(payload AS JSON) FROM batch")
 _INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to", "value")
-_INTERVAL_TYPES = (pa.string(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.string())
+_INTERVAL_TYPES = ("string", "string", "string", "string", "int64", "int64", "string")
 #: projections.db's interval columns as `intervals.resolved` takes them (then `intervals.sealed` checks them)
 _SEALED_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
 #: a digest of every row: any edit of the tables (or of the file) shows
@@ -138,8 +141,10 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
         yield _table(_EVENT_COLS, _EVENT_TYPES, cols)
 
 
-def _table(names: tuple[str, ...], types: tuple[pa.DataType, ...], cols: list[list[Any]]) -> pa.Table:
-    return pa.table({name: pa.array(col, type=t) for name, t, col in zip(names, types, cols)})
+def _table(names: tuple[str, ...], types: tuple[str, ...], cols: list[list[Any]]) -> pa.Table:
+    import pyarrow as pa  # it brings numpy (~0.1 s): only filling the mirror needs it
+
+    return pa.table({name: pa.array(col, type=pa.type_for_alias(t)) for name, t, col in zip(names, types, cols)})
 
 
 def _append_events(con: duckdb.DuckDBPyConnection, store: Store, after: int, head: int, forgotten: Forgotten) -> None:
@@ -160,7 +165,7 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int) -> None:
     runs = sorted({run_id for run_id, _ in steps})
     con.execute("DELETE FROM step_as_of WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", (runs,))
     rows = [(run_id, step, as_of_seq(evs)) for (run_id, step), evs in steps.items()]
-    con.register("batch", _table(("run_id", "step", "as_of_seq"), (pa.string(), pa.int64(), pa.int64()),
+    con.register("batch", _table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"),
                                  [list(col) for col in zip(*rows)]))
     con.execute("INSERT INTO step_as_of SELECT run_id, step, as_of_seq FROM batch")
     con.unregister("batch")

@@ -156,7 +156,7 @@ def check_value(value: Any) -> None:
 class Payload(BaseModel):
     """Base of every event payload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False, defer_build=True)
     schema_version: Int64 = 1
     #: payload schema version this code writes; older stored versions are upcast on read
     CURRENT_VERSION: ClassVar[int] = 1
@@ -245,7 +245,7 @@ class SessionRecorded(Payload):
 # ---- steps ----------------------------------------------------------------
 
 class EnvState(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     url: str = ""
     title: str = ""
     page_type: str = ""
@@ -256,7 +256,7 @@ class EnvState(BaseModel):
 class Action(BaseModel):
     """A browser command. `sensitive` marks a value typed into a password field: every argument is masked."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     command: str
     args: dict[str, Any] = Field(default_factory=dict)
     sensitive: bool = False
@@ -269,7 +269,7 @@ class Action(BaseModel):
 
 
 class ElementRef(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     role: str = ""
     name: str = ""
     selector: str | None = None
@@ -346,7 +346,7 @@ class TrajectoryRecalled(Payload):
 
 
 class ContextItem(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     source: str
     priority: Int64
     tokens: Count
@@ -485,7 +485,7 @@ class SelectorFailed(_SelectorOutcome):
 
 
 class TrajectoryStep(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     command: str
     args: dict[str, Any] = Field(default_factory=dict)
     role: str | None = None
@@ -524,7 +524,7 @@ MAX_ITEMS = 1000
 class PatternStep(BaseModel):
     """One step of a learned pattern; typed values are placeholders such as `{password}`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     command: str = Field(min_length=1, max_length=40)
     role: str | None = Field(default=None, max_length=40)
     name: str | None = Field(default=None, max_length=300)
@@ -639,7 +639,7 @@ class RepeatedFailureDetected(Payload):
 
 
 class SitemapLink(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     url: str = Field(min_length=1, max_length=2000)
     text: str = Field(default="", max_length=300)
     link_type: Literal["main_nav", "content", "footer"] = "content"
@@ -713,7 +713,7 @@ AnyPayload = Annotated[
     ],
     Field(discriminator="type"),
 ]
-PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload)
+PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload, config=ConfigDict(defer_build=True))
 EVENT_TYPES: dict[str, type[Payload]] = {
     cls.model_fields["type"].default: cls
     for cls in AnyPayload.__origin__.__args__  # type: ignore[attr-defined]

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
-import sqlite_utils
 
 from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
 from memledger.ledger.errors import (
@@ -672,6 +671,8 @@ class SqliteStore(Store):
             if conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
                 conn.execute("ROLLBACK")
                 return
+            import sqlite_utils  # only a new ledger needs it: it brings numpy, ~0.1 s on every start
+
             events = sqlite_utils.Database(conn).table("events")
             events.create({
                 "seq": int, "id": str, "stream": str, "stream_version": int, "type": str,

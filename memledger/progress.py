@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING
 
 from memledger.projections.materialize import FoldProgress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 #: catch-ups shorter than this draw no bar (reading memory usually folds a few new events)
 FOLD_BAR_MIN = 20_000
@@ -34,6 +35,10 @@ def fold_progress_bar(always: bool = False) -> Iterator[FoldProgress]:
             stop()
             shown["fold"] = (what, total)
             if total > 0 and (always or total >= FOLD_BAR_MIN):
+                # loaded with the first bar: every command sets this up, few draw one
+                from rich.console import Console
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
                 bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
                                TimeRemainingColumn(), console=Console(stderr=True), transient=False)
                 task = bar.add_task(what, total=total)

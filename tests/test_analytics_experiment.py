@@ -10,7 +10,7 @@ import pytest
 
 from memledger.analytics.experiment import run_experiment
 from memledger.analytics.fork import fork_ledger
-from memledger.commands.analytics import parse_settings
+from memledger.commands.experiment import parse_settings
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, event

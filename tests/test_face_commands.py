@@ -29,14 +29,19 @@ def test_help_lists_every_command() -> None:
         assert cli.get_command(ctx, "no-such-command") is None
 
 
-def _loaded_after(memory: Path, *args: str) -> set[str]:
-    """The heavy top-level packages imported by `memledger ARGS` run in a fresh interpreter."""
+def _modules_after(memory: Path, *args: str) -> set[str]:
+    """Every module imported by `memledger ARGS` run in a fresh interpreter."""
     script = ("import json, sys\nfrom memledger.cli import main\n"
               f"try:\n    main({['--memory-dir', str(memory), *args]!r})\nexcept SystemExit:\n    pass\n"
-              f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+              "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _loaded_after(memory: Path, *args: str) -> set[str]:
+    """The heavy top-level packages imported by `memledger ARGS` run in a fresh interpreter."""
+    return {m.split(".")[0] for m in _modules_after(memory, *args)} & set(HEAVY)
 
 
 @pytest.mark.parametrize("args", [["schema", "run_started"], ["stats"], ["events"], ["state", "lessons"]])
@@ -52,3 +57,26 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: list[str]) -> N
 def test_serving_loads_the_server(tmp_path: Path) -> None:
     """The other side of the test above: the module of `serve` does load FastAPI."""
     assert {"fastapi", "uvicorn"} <= _loaded_after(tmp_path, "serve", "--help")
+
+
+#: what a cold `memledger analytics ...` over a current mirror has no use for: the agent, the API,
+#: experiments, the audit and explain commands, filling the mirror (Arrow, numpy), creating a ledger
+#: (sqlite-utils), following one (watchfiles) and progress bars
+NOT_FOR_A_COLD_ANALYSIS = ("memledger.api", "memledger.agent", "memledger.analytics.experiment",
+                           "memledger.analytics.explain", "memledger.commands.audit",
+                           "memledger.commands.experiment", "pyarrow", "numpy", "sqlite_utils", "watchfiles",
+                           "rich.progress", "matplotlib", "playwright", "fastapi", "mcp")
+
+
+def test_a_cold_analysis_loads_duckdb_and_little_else(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    lines = b"".join(b'{"type":"run_started","run_id":"r%d","goal":"buy socks","domain":"a.com"}\n' % i
+                     for i in range(3))
+    appended = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "append", "--raw", "-"],
+                              input=lines, capture_output=True, timeout=120)
+    assert appended.returncode == 0, appended.stderr
+    first = _modules_after(memory, "analytics", "runs")  # builds the mirror: Arrow carries the rows in
+    assert "pyarrow" in first
+    again = _modules_after(memory, "analytics", "runs")
+    assert "duckdb" in again and "memledger.analytics.mirror" in again
+    assert {m for m in again if any(m == n or m.startswith(f"{n}.") for n in NOT_FOR_A_COLD_ANALYSIS)} == set()

@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"ledger": "memledger.ledger", "projections": "memledger.projections", "agent": "memledger.agent",
            "analytics": "memledger.analytics", "memledger": "memledger"}
 #: first-party imports deliberately made when first needed, and why
-LAZY = {("memledger.ledger.location", "memledger.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL"}
+LAZY = {("memledger.ledger.location", "memledger.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
+        ("memledger", "memledger.api"): "the API loads on first use: `memledger.cli`, a module of the package, "
+                                        "starts without the agent, the audit and the experiment"}
 
 
 def _modules() -> dict[str, Path]:

@@ -36,9 +36,9 @@ from memledger.projections.mentions import Mentions
 from memledger.projections.seal import Seal
 from memledger.projections.state import module
 
-#: the projections filed as intervals (short-term memory lives only while its run does: it keeps
-#: periodic snapshots, small because finished runs leave it)
-INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories")
+#: the projections filed as intervals (the others are small: periodic snapshots and a short fold)
+INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories",
+                            "short_term")
 OPEN = 1 << 62  # valid_to of a version still current
 NO_KEY = "\x00"  # k1 / k2 when a level has no key (events cannot hold NUL)
 PER_EVENT = 1 << 16  # positions: seq * PER_EVENT + the order of insertion within that event
@@ -56,8 +56,7 @@ DDL = (
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
     "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL, "
     "mac BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS _intervals_from ON _intervals (projection, valid_from)",
-    "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to)",
+    "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to, valid_from)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
 TABLES = ("_intervals", "_blocks", *mentions.TABLES)
@@ -69,6 +68,10 @@ _CLOSE = "UPDATE _intervals SET valid_to = ?, mac = ? WHERE projection = ? AND f
 #: what a read selects: the six columns a state is built from (the value as block and slot), then
 #: the projection and the rest the seal covers
 _COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
+#: every version of a projection valid at a seq: the index walked from `valid_to > seq` to the end,
+#: `valid_from` checked in the index itself, and only those versions read from the table
+_ALIVE = (f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
+          "AND valid_from <= ?")
 
 
 def row_tag(seal: Seal, projection: str, field: str, k1: str, k2: str, valid_from: int, valid_to: int, o1: int,
@@ -84,15 +87,19 @@ def block_tag(seal: Seal, block: int, projection: str, data: bytes) -> bytes:
     return seal.tag(f"block\x1f{block}\x1f{projection}\x1e".encode() + data)
 
 
+def holds(seal: Seal, mac: bytes | None, projection: str, field: str, k1: str, k2: str, valid_from: int,
+          valid_to: int, o1: int, o2: int, facet: str | None, block: int | None, slot: int | None,
+          value: bytes | None) -> bool:
+    """One version may be served: its seal holds, and the value it names came from a block that
+    carries its own (`Blocks` serves an empty value for any other)."""
+    return mac is not None and (block is None or bool(value)) and hmac.compare_digest(
+        bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot))
+
+
 def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
-    """Every row read (as `rows_at` returns them) carries its seal, and every value it names came
-    from a block that carries its own (`Blocks` serves an empty value for any other)."""
-    same = hmac.compare_digest
-    for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows:
-        if mac is None or (block is not None and not value) or not same(
-                bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot)):
-            return False
-    return True
+    """Every row read (as `rows_at` returns them) `holds`."""
+    return all(holds(seal, mac, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot, value)
+               for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows)
 
 
 class Blocks:
@@ -356,10 +363,13 @@ class Tracker:
         next_id = (conn.execute("SELECT MAX(id) FROM _blocks").fetchone()[0] or 0) + 1
         packed: list[tuple[int, str, bytes, bytes]] = []
         out = []
-        by_projection: dict[str, list[list[Any]]] = {}
-        for r in kept:
-            by_projection.setdefault(r[0], []).append(r)
-        for name, rows in by_projection.items():
+        by_projection: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
+        for r in kept:  # the versions closed since they opened apart from those still current, which
+            # fill blocks of their own: memory as of a seq then reads few blocks (those of the
+            # current versions, the most of what held at any seq, and only one flush's others)
+            by_projection.setdefault(r[0], ([], []))[r[5] == OPEN].append(r)
+        for name, (done, current) in by_projection.items():
+            rows = done + current
             values: list[bytes] = []
             for r in rows:
                 value = r[9]
@@ -421,7 +431,7 @@ class Tracker:
 
 # ---- reading ---------------------------------------------------------------------------
 
-def rows_at(blocks: Blocks, name: str, seq: int, head: int, field: str | None = None, k1: str | None = None,
+def rows_at(blocks: Blocks, name: str, seq: int, field: str | None = None, k1: str | None = None,
             k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
     """The versions of projection `name` valid at `seq`: all of them, or one field's, one key's
     (and its inner dict's), or those of one facet (values read through `blocks`)."""
@@ -440,18 +450,24 @@ def rows_at(blocks: Blocks, name: str, seq: int, head: int, field: str | None = 
         return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
             (*params, seq, seq)).fetchall())
-    # scan from whichever end of the log is nearer `seq`
-    index = "_intervals_from" if seq * 2 <= head else "_intervals_to"
-    rows = conn.execute(f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? "
-                        "AND valid_from <= ? AND valid_to > ?", (name, seq, seq)).fetchall()
+    rows = conn.execute(_ALIVE, (name, seq, seq)).fetchall()
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
 
 
-def state_at(blocks: Blocks, name: str, seq: int, head: int) -> Any | None:
+def state_at(blocks: Blocks, name: str, seq: int) -> Any | None:
     """Projection `name` as of `seq`, built from the versions valid then; None when one of them
-    is not sealed (it is then not served)."""
-    rows = rows_at(blocks, name, seq, head)
-    return state_from_rows(name, rows) if sealed(blocks.seal, rows) else None
+    does not hold its seal (it is then not served). What `rows_at` and `sealed` do, in one pass
+    over the rows as selected (a whole projection is up to hundreds of thousands of them)."""
+    rows = blocks.conn.execute(_ALIVE, (name, seq, seq)).fetchall()
+    blocks.load({r[5] for r in rows})
+    value_of, seal = blocks.value, blocks.seal
+    found = []
+    for field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac in rows:
+        value = value_of(block, slot)
+        if not holds(seal, mac, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot, value):
+            return None
+        found.append((field, k1, k2, o1, o2, value))
+    return state_from_rows(name, found)
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -610,7 +610,7 @@ def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int
     forged = None
     with opened(path) as (conn, cps):
         if indexed_at(conn, cps, store, policy, name, seq):
-            found = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, seq, cps[name].seq)
+            found = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, seq)
             if found is not None:
                 return found
             forged = f"{path}: a version of {name!r} is not one this memory sealed"
@@ -714,11 +714,11 @@ class IndexedMemory:
            trajectory_ids: Iterable[str] = ()) -> MemoryState:
         """Lessons (Tier 1 and `lesson_ids`), knowledge and selectors (of `domain`) and
         trajectories (`trajectory_ids`) as of `seq`; everything else is left out."""
-        head, blocks = self.head, self.blocks
+        blocks = self.blocks
 
         def rows_at(name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
                     facet: str | None = None) -> list[tuple[Any, ...]]:
-            return intervals.rows_at(blocks, name, seq, head, field, k1, k2, facet)
+            return intervals.rows_at(blocks, name, seq, field, k1, k2, facet)
 
         lessons = rows_at("lessons", facet="tier1")
         for lid in dict.fromkeys(lesson_ids):
@@ -759,7 +759,7 @@ class IndexedMemory:
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
         """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
-        return self._state(name, seq, intervals.rows_at(self.blocks, name, seq, self.head, field, key))
+        return self._state(name, seq, intervals.rows_at(self.blocks, name, seq, field, key))
 
 
 @contextmanager

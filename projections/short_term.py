@@ -119,8 +119,9 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
         after = (d.get("env_after") or {}).get("url", "") or before
         key = action_key(action)
         sig = action_signature(action, before)
-        entry = {"step": ev.step, "key": key, "url": before, "ok": bool(d["ok"]), "error": d.get("error"),
-                 "signature": sig, "priority": priority_of(d, before, after)}
+        # keys in sorted order, as the canonical JSON of a stored version gives them back
+        entry = {"error": d.get("error"), "key": key, "ok": bool(d["ok"]), "priority": priority_of(d, before, after),
+                 "signature": sig, "step": ev.step, "url": before}
         recent = trim((*st.recent, entry))
         freq = dict(st.action_frequency)
         freq[key] = freq.get(key, 0) + 1
@@ -150,6 +151,18 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
             for rid in [r for r, st in state.by_run.items() if domain_matches(st.domain, subject)]:
                 del state.by_run[rid]
     return state
+
+
+#: how projections/intervals.py files this state (field -> depth): one version per run each time
+#: a step, its start or its end changes it, so its short-term memory as of any seq is a lookup
+LAYOUT = {"by_run": 1}
+
+
+def touched(state: ShortTermState, ev: RecordedEvent) -> list[tuple[str, ...]] | None:
+    """The paths `apply` may change for this event (None: any)."""
+    if ev.type == "subject_forgotten":
+        return None
+    return [("by_run", ev.run_id)] if ev.run_id else []
 
 
 def decode(raw: dict[str, Any]) -> ShortTermState:

@@ -255,7 +255,7 @@ def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
     assert len(MemoryView.open(fresh_ledger, path, Policy(session_history=2)).sessions("example.com")) == 2
     head = fresh_ledger.head()
     with materialize.opened(path) as (conn, _):  # what projections.db now holds: the new policy's memory
-        stored = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "sessions", head, head)
+        stored = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "sessions", head)
     assert len(stored.by_domain["example.com"]) == 2
     assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
 

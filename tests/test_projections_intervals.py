@@ -67,7 +67,7 @@ def test_indexed_as_of_equals_the_fold_for_every_projection(items: list[Any], cu
                     # below the last forget the versions that held the subject are gone: folded instead
                     assert materialize.indexed_at(conn, cps, store, DEFAULT_POLICY, name, n) == (n >= floor)
                     if n >= floor:
-                        _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n, head),
+                        _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n),
                               getattr(want, name))
             for name in PROJECTIONS:
                 _same(name, materialize.projection_at(store, path, DEFAULT_POLICY, name, n), getattr(want, name))
@@ -86,15 +86,15 @@ def test_keyed_lookups_and_history_read_one_item(tmp_path: Path) -> None:
     head = store.head()
     with materialize.opened(path) as (conn, _):
         blocks = intervals.Blocks(conn, Seal.beside(path))
-        facts_a = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", head, head, "current", "a.com"))
+        facts_a = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", head, "current", "a.com"))
         assert list(facts_a.current) == ["a.com"]
         assert [f.sources for f in facts_a.current["a.com"].values()] == [2]
-        before = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", 1, head, "current", "a.com"))
+        before = intervals.state_from_rows("knowledge", intervals.rows_at(blocks, "knowledge", 1, "current", "a.com"))
         assert [f.sources for f in before.current["a.com"].values()] == [1]
         life = intervals.history(blocks, "lessons", "lessons", lid)
         assert [row["use_count"] for _, _, row in life] == [1, 2]
         assert life[0][1] == life[1][0] and life[1][1] is None  # closed by the recall that opened the next
-        assert intervals.rows_at(blocks, "lessons", head, head, facet="tier1") == []
+        assert intervals.rows_at(blocks, "lessons", head, facet="tier1") == []
     store.close()
 
 
@@ -108,8 +108,8 @@ def test_items_come_back_in_the_order_the_fold_inserted_them(tmp_path: Path) -> 
     head = store.head()
     with materialize.opened(path) as (conn, _):
         blocks = intervals.Blocks(conn, Seal.beside(path))
-        runs = intervals.state_at(blocks, "runs", head, head)
-        knowledge = intervals.state_at(blocks, "knowledge", head, head)
+        runs = intervals.state_at(blocks, "runs", head)
+        knowledge = intervals.state_at(blocks, "knowledge", head)
     assert list(runs.runs) == ["r2", "r1"]
     assert list(knowledge.current) == ["b.com", "a.com"]
     assert [f.value for f in knowledge.current["b.com"].values()] == ["z", "a"]

@@ -182,7 +182,7 @@ def test_versions_and_blocks_moved_under_their_own_seals_are_not_served(memory_p
         want = fold(MemoryState.empty(), store.read(), Policy()).lessons
         lid = next(l.lesson_id for l in want.lessons.values() if l.source != "seed")
         with materialize.opened(path) as (conn, _):
-            assert intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "lessons", head, head) is not None
+            assert intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "lessons", head) is not None
         conn = sqlite3.connect(path)
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
             conn.execute(f"DROP TRIGGER [{name}]")
@@ -190,6 +190,6 @@ def test_versions_and_blocks_moved_under_their_own_seals_are_not_served(memory_p
         conn.commit()
         conn.close()
         with materialize.opened(path) as (conn, _):
-            assert intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "lessons", head, head) is None
+            assert intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "lessons", head) is None
         got = materialize.projection_at(store, path, Policy(), "lessons", head)
         assert digest_of(got) == digest_of(want)

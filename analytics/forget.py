@@ -26,7 +26,7 @@ from typing import Any
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
 from memledger.projections import mentions
-from memledger.projections.lessons import lesson_id_in
+from memledger.projections.lessons import lesson_id_in, removed_by
 from memledger.projections.runs import covered
 from memledger.projections.text import domain_matches
 
@@ -88,6 +88,11 @@ class Forgotten:
     def run(self, run_id: str | None) -> bool:
         return bool(run_id) and run_id in self.runs
 
+    def lesson_removed(self, lesson_id: str | None, scope_domain: str | None) -> bool:
+        """A forget removed this lesson from the lessons projection (`lessons.removed_by`)."""
+        return any(removed_by(kind, subject, lesson_id, scope_domain) for kind, subjects in
+                   (("lesson", self.lessons), ("domain", self.domains)) for subject in subjects)
+
     def masks(self, ev: RecordedEvent) -> bool:
         """The event's run, step and domain must not be shown."""
         return self.run(ev.run_id) or self.domain(ev.domain)
@@ -98,9 +103,8 @@ class Forgotten:
             return True
         d = ev.data
         scope = d.get("scope_domain")
-        if isinstance(scope, str) and self.domain(scope):
-            return True
-        if self.lessons and lesson_id_of(ev) in self.lessons:
+        if (self.lessons or self.domains) and self.lesson_removed(lesson_id_of(ev) if self.lessons else None,
+                                                                  scope if isinstance(scope, str) else None):
             return True
         if ev.type == "session_recorded" and d.get("session_id") in self.sessions:
             return True

@@ -240,15 +240,21 @@ def forget(state: LessonsState, kind: str, subject: str, runs: set[str] | frozen
     for lid, lesson in list(state.lessons.items()):
         if lesson.taught_by_run is not None and lesson.taught_by_run in runs:
             state.lessons[lid] = evolve(lesson, taught_by_run=None, taught_at_step=None)
+    for lid, lesson in list(state.lessons.items()):
+        if removed_by(kind, subject, lid, lesson.scope_domain):
+            _remove(state, lid)
+        elif kind == "domain" and any(domain_matches(td, subject) for td in lesson.triggered_domains):
+            state.lessons[lid] = evolve(lesson, triggered_domains=tuple(
+                td for td in lesson.triggered_domains if not domain_matches(td, subject)))
+
+
+def removed_by(kind: str, subject: str, lesson_id: str | None, scope_domain: str | None) -> bool:
+    """Does forgetting `subject` (of `kind`) remove this lesson? The lesson itself, or a lesson scoped
+    to the forgotten domain or one of its subdomains; a universal lesson survives the forgetting of
+    a place it was used. The one rule: this fold and analytics' hiding both ask it."""
     if kind == "lesson":
-        _remove(state, subject)
-    elif kind == "domain":
-        for lid, lesson in list(state.lessons.items()):
-            if domain_matches(lesson.scope_domain, subject):
-                _remove(state, lid)
-            elif any(domain_matches(td, subject) for td in lesson.triggered_domains):
-                state.lessons[lid] = evolve(lesson, triggered_domains=tuple(
-                    td for td in lesson.triggered_domains if not domain_matches(td, subject)))
+        return lesson_id is not None and lesson_id == subject
+    return kind == "domain" and domain_matches(scope_domain, subject)
 
 
 def decode(raw: dict[str, Any]) -> LessonsState:

@@ -11,7 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memledger.analytics.answers import analyse_all
+from memledger.analytics.audit import audit_run
 from memledger.analytics.experiment import run_experiment
+from memledger.analytics.forget import lesson_id_of
+from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import (
     Action,
@@ -29,6 +32,7 @@ from memledger.ledger.events import (
     event,
 )
 from memledger.ledger.store import SqliteStore
+from memledger.projections.forget import forget
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.analytics_builders import memory_at_step_equals_the_fold
@@ -109,7 +113,53 @@ def test_default_replay_and_duckdb_agree_with_projections(ops: list[tuple]) -> N
             runs = {r["run_id"]: r for r in answers["runs"].sections["runs"].records()}
             assert {rid: (r["status"], r["turns"]) for rid, r in runs.items()} == {
                 m.run_id: (m.status, m.turn_count) for m in view.runs()}
-            # what the agent knew at each step: the mirror's view equals the projections folded there
+            # what the agent knew at each step: the mirror's view equals the projections folded there,
+            # each step read at the seq the audit reads it at
             assert memory_at_step_equals_the_fold(store, steps) == sum(len(s) for s in steps.values())
+            con = connect(store)
+            placed = con.execute("SELECT run_id, step, as_of_seq FROM step_as_of ORDER BY ALL").fetchall()
+            con.close()
+            assert placed == sorted((rid, s["step"], s["as_of_seq"]) for rid in steps for s in audit_run(store, rid)["steps"])
+        finally:
+            store.close()
+
+
+DOMAINS = ("a.test", "www.a.test", "b.test")
+lesson_op = st.tuples(st.sampled_from(("click", "fill", "")), st.sampled_from(DOMAINS), st.sampled_from((None, *DOMAINS)),
+                      st.sampled_from(("r1", "r2", "r3")))
+forget_op = st.one_of(st.tuples(st.just("domain"), st.sampled_from(("a.test", "b.test"))),
+                      st.tuples(st.just("run"), st.sampled_from(("r1", "r2"))),
+                      st.tuples(st.just("lesson"), st.integers(min_value=0, max_value=7)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(lesson_op, min_size=1, max_size=8), st.lists(forget_op, max_size=3))
+def test_after_forgets_analytics_shows_the_lessons_the_projection_holds(lessons: list[tuple], forgets: list[tuple]) -> None:
+    """What forget removes is one rule (`lessons.removed_by`, `runs.covered`): after any forgets, the
+    lessons the mirror's events still show are exactly the ones the lessons projection holds, and no
+    forgotten domain is left in a shown `triggered_domains`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
+        try:
+            writer = MemoryWriter(store)
+            recorded = []
+            for cmd, dom, scope, rid in lessons:
+                (ev, *_) = writer.append([event(LessonRecorded(
+                    lesson_id="", lesson=f"when {cmd or 'it'} fails on {scope or 'any site'}, wait",
+                    category="site_specific" if scope else "error_recovery", failed_command=cmd or None,
+                    error_pattern="timeout" if cmd else None, scope_domain=scope), run_id=rid, domain=dom)])
+                recorded.append(ev)
+            for kind, subject in forgets:
+                if kind == "lesson":
+                    subject = lesson_id_of(recorded[subject % len(recorded)])
+                forget(store, kind, subject)
+            con = connect(store)
+            shown = con.execute("SELECT DISTINCT lesson_id FROM events WHERE type IN ('lesson_recorded', "
+                                "'lesson_seeded') AND lesson_id NOT IN (SELECT lesson_id FROM lessons_pruned)").fetchall()
+            domains = con.execute("SELECT DISTINCT unnest(triggered_domains) FROM lesson_recorded").fetchall()
+            con.close()
+            assert {lid for (lid,) in shown} == {l.lesson_id for l in MemoryView.open(store).lessons()}
+            gone = {s for k, s in forgets if k == "domain"}
+            assert not any(d == g or d.endswith("." + g) for (d,) in domains for g in gone)
         finally:
             store.close()

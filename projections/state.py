@@ -235,10 +235,15 @@ def _statements(body: list[Any]) -> Iterator[Any]:
 
 
 def _is_module(name: str) -> bool:
+    """Whether `name` (`package.attribute` of a `from package import attribute`) is a module. Only
+    a package has submodules: a module's name is never imported to find out (finding
+    `memledger.ledger.pgstore.PostgresStore` would run pgstore, and psycopg with it)."""
     if not name.startswith(_FIRST_PARTY + "."):
         return False
     try:
-        return importlib.util.find_spec(name) is not None
+        parent = importlib.util.find_spec(name.rpartition(".")[0])
+        return parent is not None and parent.submodule_search_locations is not None \
+            and importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
         return False
 

@@ -66,6 +66,24 @@ def test_caught_up_incrementally_equals_a_rebuild(learned: tuple[SqliteStore, Bu
     assert incremental == _rebuilt(store)
 
 
+def test_events_are_stored_clustered_by_type(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
+    """Each fill appends its events ordered by type, then seq (a question about a few types then
+    reads only their row groups); the log's order is `ORDER BY seq`."""
+    store, _, clock = learned
+    connect(store).close()
+    head = store.head()
+    learning_ledger(store, clock, runs=2, memory_off_first=False)
+    con = connect(store)
+    try:
+        stored = con.execute("SELECT type, seq FROM events ORDER BY rowid").fetchall()
+    finally:
+        con.close()
+    built, caught_up = [r for r in stored if r[1] <= head], [r for r in stored if r[1] > head]
+    assert stored == built + caught_up and len(stored) == store.head()
+    assert built == sorted(built) and caught_up == sorted(caught_up)
+    assert built != sorted(built, key=lambda r: r[1])  # several types: not the log's order
+
+
 def test_a_forget_rebuilds_the_mirror_without_the_subject(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
     store, _, _ = learned
     connect(store).close()

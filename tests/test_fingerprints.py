@@ -3,6 +3,9 @@ fold calls, an upcaster or clock parsing changes the fingerprint, and a catch-up
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -70,3 +73,17 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
         assert cps["short_term"].fingerprint != before
         assert cps["short_term"].fingerprint == state.fingerprint("short_term", DEFAULT_POLICY)
     store.close()
+
+
+def test_finding_a_closure_runs_none_of_it() -> None:
+    """The mirror's closure holds ledger.location, which imports pgstore when a PostgreSQL URL is
+    opened: its digest covers pgstore.py without running it (nor psycopg), as a name such as
+    `memledger.ledger.pgstore.PostgresStore` is looked for only inside packages."""
+    script = ("import json, sys\nfrom memledger.projections import state\n"
+              "files = [p.name for p in state._fold_sources('memledger.analytics.mirror')]\n"
+              "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memledger.ledger.pgstore')))]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    files, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "pgstore.py" in files and "location.py" in files
+    assert loaded == []

@@ -3,6 +3,7 @@
 -- `lesson_id` filled as the lessons projection fills it) and `intervals` the validity intervals
 -- of the indexed projections. Nothing here re-derives a rule of memory: the rules are Python's.
 -- Times: *_at columns are the ledger's text (text order = time order); *_ts are TIMESTAMP (UTC).
+-- `events` is stored clustered by type, then seq: ORDER BY seq where the log's order matters.
 -- Run on every connection (CREATE OR REPLACE), so the file always holds this version's views.
 
 CREATE OR REPLACE MACRO j(p, k) AS json_extract_string(p, '$.' || k);

@@ -10,15 +10,16 @@ what snapshots store and what digests hash.
 """
 from __future__ import annotations
 
-import ast
+import dis
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 import orjson
@@ -209,31 +210,42 @@ def _source(module_name: str) -> Path | None:
 
 @lru_cache(maxsize=None)
 def _first_party_imports(module_name: str, path: Path) -> tuple[str, ...]:
-    """The first-party modules one source file imports (parsed once per process: the closures of
-    the twelve projections share most of their files)."""
+    """The first-party modules one source file imports, read off its compiled code — Python's
+    bytecode cache when it is current, so a cold process parses no source to fingerprint its
+    folds (read once per process: the closures of the twelve projections share most files)."""
     package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
+    code = importlib.machinery.SourceFileLoader(module_name, str(path)).get_code(module_name)
+    if code is None:  # typed as optional for loaders without source; a source file always compiles to code
+        return ()
     found: list[str] = []
-    for node in _statements(ast.parse(path.read_bytes()).body):
-        if isinstance(node, ast.Import):
-            found.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module or ""
-            found.append(base)
-            # `from package import submodule` names a module too
-            found.extend(f"{base}.{alias.name}" for alias in node.names if _is_module(f"{base}.{alias.name}"))
+    for level, module_part, names in _imports(code):
+        base = importlib.util.resolve_name("." * level + module_part, package) if level else module_part
+        found.append(base)
+        # `from package import submodule` names a module too
+        found.extend(f"{base}.{name}" for name in names if _is_module(f"{base}.{name}"))
     return tuple(name for name in found if name == _FIRST_PARTY or name.startswith(_FIRST_PARTY + "."))
 
 
-def _statements(body: list[Any]) -> Iterator[Any]:
-    """Every statement, nested ones included (imports are statements: expressions are not walked)."""
-    for node in body:
-        yield node
-        for attr in ("body", "orelse", "finalbody", "handlers", "cases"):
-            inner = getattr(node, attr, None)
-            if inner:
-                yield from _statements(inner)
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
+def _imports(code: CodeType) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """(level, module, names) of every import statement compiled into `code` and into the functions
+    and classes it defines (an import inside a function counts too). An import is compiled as
+    two loads, its level and its names, then IMPORT_NAME."""
+    if _IMPORT_NAME in code.co_code:  # a byte that may be the opcode: only then is the code read
+        loaded: list[Any] = []
+        for ins in dis.get_instructions(code):
+            if ins.opcode == _IMPORT_NAME:
+                level, names = loaded[-2:]
+                yield level, ins.argval, tuple(names or ())
+            loaded = [*loaded[-1:], ins.argval] if ins.opname.startswith("LOAD_") else []
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _imports(const)
+
+
+@lru_cache(maxsize=None)
 def _is_module(name: str) -> bool:
     """Whether `name` (`package.attribute` of a `from package import attribute`) is a module. Only
     a package has submodules: a module's name is never imported to find out (finding

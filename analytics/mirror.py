@@ -72,6 +72,10 @@ DDL = (
     "CREATE TABLE step_as_of (run_id VARCHAR NOT NULL, step BIGINT NOT NULL, as_of_seq BIGINT NOT NULL)",
     "CREATE TABLE _mirror (seq BIGINT, ledger_hash VARCHAR, version VARCHAR, digest VARCHAR, mac VARCHAR)",
 )
+#: the projections whose versions the mirror holds: every indexed one but short-term memory (each
+#: step of a run re-files the run's whole recent history: 60 MB more of versions at 300,000 events,
+#: for what the events themselves tell analytics)
+MIRRORED = tuple(name for name in INDEXED if name != "short_term")
 _EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
                "run_id", "step", "domain", "lesson_id", "payload")
 #: Arrow type names of the batches (pyarrow loads only to fill the mirror: a current one is read without it)
@@ -118,7 +122,7 @@ def _code_version(policy: Policy) -> str:
     h = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
     h.update(sources_digest(__name__).encode())
     h.update(sql_text("views").encode())
-    h.update("|".join(fingerprint(name, policy) for name in INDEXED).encode())
+    h.update("|".join(fingerprint(name, policy) for name in MIRRORED).encode())
     return h.hexdigest()[:32]
 
 
@@ -191,7 +195,7 @@ def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
     where = "block IS NOT NULL AND valid_from <= ? AND (valid_from > ? OR (valid_to > ? AND valid_to <> ?))"
     out: list[pa.Table] = []
     with opened(projections) as (conn, _):
-        for name in INDEXED:
+        for name in MIRRORED:
             cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals WHERE projection = ? AND {where}",
                                   (name, head, after, after, OPEN))
             while stored := cursor.fetchmany(BATCH):

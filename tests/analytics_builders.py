@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from memledger.analytics.mirror import connect
+from memledger.analytics.mirror import MIRRORED, connect
 from memledger.ledger.events import (
     Action,
     ContextBuilt,
@@ -40,7 +40,6 @@ from memledger.ledger.events import (
     event,
 )
 from memledger.ledger.store import Store
-from memledger.projections.intervals import INDEXED
 from memledger.projections.state import MemoryState, encode, fold, module
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
@@ -236,7 +235,7 @@ def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], A
 
 
 def memory_at_step_equals_the_fold(store: Store, step_seqs: dict[str, dict[int, int]]) -> int:
-    """For every step: memory_at_step holds exactly the items of every indexed projection folded up to
+    """For every step: memory_at_step holds exactly the items of every mirrored projection folded up to
     the seq before the step; returns how many steps were compared."""
     con = connect(store)
     events = list(store.read())
@@ -247,7 +246,7 @@ def memory_at_step_equals_the_fold(store: Store, step_seqs: dict[str, dict[int, 
                 rows = con.execute("SELECT as_of_seq, projection, field, item, part, value FROM memory_at_step "
                                    "WHERE run_id = ? AND step = ?", (run_id, step)).fetchall()
                 state = fold(MemoryState.empty(), [e for e in events if e.seq < seq])
-                for name in INDEXED:
+                for name in MIRRORED:
                     # a one-value field still at its empty state's value has no version yet
                     got = {k: v for k, v in _leaves(name, module(name).empty()).items() if k[1] is None}
                     got.update({(f, i, p): orjson.loads(v) for _, proj, f, i, p, v in rows if proj == name})

@@ -368,7 +368,11 @@ def collector_paused() -> Iterator[None]:
     the growing state keeps, and every automatic
     collection would walk that whole state again (a tenth of a rebuild's time). The folds make
     no reference cycles, so reference counting frees what dies; the collector is switched back
-    on however the fold ends."""
+    on however the fold ends. What the pause created then goes straight to the oldest
+    generation (frozen and thawed at once: two list moves), as long-lived objects do after their
+    first collections, instead of being walked by the first young collection after the pause
+    (another ~6% of a rebuild at 300,000 events); skipped when something else keeps objects
+    frozen (thawing would hand them back)."""
     if not gc.isenabled():
         yield
         return
@@ -376,6 +380,9 @@ def collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()
 
 

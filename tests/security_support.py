@@ -2,7 +2,7 @@
 produce every output memledger writes (exports, report, audits), and scan bytes.
 
 Scanning is byte-level: every file under a directory, plus the decompressed
-state blobs of any projections.db found (snapshots and states are zlib'd, so a
+state blobs of any projections.db found (states and snapshots are zlib'd, version blocks zstd'd, so a
 raw scan alone could miss a compressed secret) and every value of the analytics
 mirror (analytics.duckdb: DuckDB compresses its columns).
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 import orjson
+import zstandard
 
 from memledger.agent.budget import BudgetItem
 from memledger.agent.memory import AgentMemory, StepRecord
@@ -113,13 +114,16 @@ def _db_blobs(db: Path) -> Iterable[bytes]:
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             blobs = []
-            for table, column in (("_states", "state"), ("_snapshots", "state"), ("_blocks", "data")):
+            for table, column, unpack in (("_states", "state", zlib.decompress),
+                                          ("_snapshots", "state", zlib.decompress),
+                                          ("_blocks", "data", zstandard.decompress)):
                 if table in tables:
-                    blobs += [r[0] for r in conn.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+                    blobs += [(unpack, r[0]) for r in conn.execute(
+                        f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
         finally:
             conn.close()
-    for blob in blobs:
-        yield zlib.decompress(blob)
+    for unpack, blob in blobs:
+        yield unpack(blob)
 
 
 def _mirror_values(db: Path) -> Iterable[bytes]:

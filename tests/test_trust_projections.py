@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
@@ -109,13 +110,13 @@ def test_a_forged_version_is_not_served_as_of(memory_path: Path) -> None:
     k1, block, slot = conn.execute("SELECT k1, block, slot FROM _intervals WHERE projection = 'lessons' "
                                    "AND field = 'lessons' AND valid_from <= ? AND valid_to > ? LIMIT 1",
                                    (seq, seq)).fetchone()
-    values = zlib.decompress(conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchone()[0]).split(b"\n")
+    values = zstandard.decompress(conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchone()[0]).split(b"\n")
     item = json.loads(values[slot])
     item["lesson"] = FORGED
     values[slot] = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER [{name}]")
-    conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (zlib.compress(b"\n".join(values)), block))
+    conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (zstandard.compress(b"\n".join(values)), block))
     conn.commit()
     conn.close()
     with SqliteStore.open(mem / "ledger.db") as store:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import random
 import sqlite3
 import statistics
@@ -44,7 +43,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, show
+from bench import Figure, print_json, show
 from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
 from memledger.ledger.clock import format_ts, parse_ts
 from memledger.ledger.store import SqliteStore
@@ -369,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     figs, metrics = measure(quick=args.quick, events=args.events, lessons=args.lessons, trajectories=args.trajectories)
     if args.json:
-        print(json.dumps({**metrics, "figures": [f.as_dict() for f in figs]}))
+        print_json(figs, **metrics)
     else:
         show("projections: rebuild, as-of, recall", figs)
 

@@ -181,7 +181,7 @@ def chain_rows(batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str,
     (the chain rule of `chain_hash`; PostgreSQL's append function is its twin in SQL)."""
     versions: dict[str, int] = {}
     rows: list[Row] = []
-    sha256, dumps, append_row = hashlib.sha256, orjson.dumps, rows.append
+    append_row = rows.append
     for p in batch:
         version = versions.get(p.stream)
         if version is None:
@@ -190,7 +190,7 @@ def chain_rows(batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str,
         seq += 1
         body = (seq, p.id, p.stream, version, p.type, p.schema_version, recorded_at,
                 p.occurred_at or recorded_at, p.run_id, p.step, p.domain, p.payload, prev)
-        h = sha256(prev.encode() + dumps(body)).hexdigest()  # = chain_hash(prev, body), inlined on the hot path
+        h = chain_hash(prev, body)
         append_row((*body, h))
         prev = h
     return rows
@@ -299,10 +299,8 @@ class ChainCheck:
         done = 0
         if self.contiguous and self.hash is not None and self._suspect is None:
             seq, last = self.seq, self.hash
-            sha256, dumps = hashlib.sha256, orjson.dumps
             for row in rows:
-                # = chain_hash(last, row[:13]) with row[12] == last, inlined
-                if row[0] != seq + 1 or row[12] != last or sha256(last.encode() + dumps(row[:13])).hexdigest() != row[13]:
+                if row[0] != seq + 1 or row[12] != last or chain_hash(last, row[:13]) != row[13]:
                     break
                 seq, last = row[0], row[13]
                 done += 1

@@ -255,19 +255,7 @@ class Tracker:
             if p not in new:
                 self._close(name, p, seq)
         for p, v in new.items():
-            was = old.get(p, _MISSING)
-            if was is v:
-                continue
-            if was is _MISSING:  # a new key: it goes to the end of its dict
-                counter += 1
-                at = seq * PER_EVENT + counter
-                pos = (at, 0) if len(p) < 3 else (self._position(name, p[:2])[0], at)
-            elif was == v:
-                continue
-            else:
-                pos = self._position(name, p)
-                self._close(name, p, seq)
-            self._open(name, p, seq, pos, _encode(v), facet(p[0], v) if facet is not None else None)
+            counter = self._file(name, p, seq, old.get(p, _MISSING), v, counter, facet)
         return state
 
     def _fold_item(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any, p: Path_,
@@ -297,22 +285,30 @@ class Tracker:
             else:
                 counter += 1
                 self._open(name, (field, k1), seq, (seq * PER_EVENT + counter, 0), None, None)
-        if now is was:
-            return state
         if now is _MISSING:
-            self._close(name, p, seq)
+            if was is not _MISSING:
+                self._close(name, p, seq)
             return state
-        if was is _MISSING:  # a new key: it goes to the end of its dict
+        self._file(name, p, seq, was, now, counter, facet)
+        return state
+
+    def _file(self, name: str, p: Path_, seq: int, was: Any, now: Any, counter: int, facet: Any) -> int:
+        """File item `p` as `now` after event `seq` when it differs from what it `was` (_MISSING: a
+        new key, which goes to the end of its dict, numbered after the `counter` positions this
+        event gave before it); the counter as this leaves it."""
+        if was is now:
+            return counter
+        if was is _MISSING:
             counter += 1
             at = seq * PER_EVENT + counter
-            pos = (self._position(name, (field, k1))[0], at) if inner else (at, 0)
+            pos = (at, 0) if len(p) < 3 else (self._position(name, p[:2])[0], at)
         elif was == now:
-            return state
+            return counter
         else:
             pos = self._position(name, p)
             self._close(name, p, seq)
-        self._open(name, p, seq, pos, _encode(now), facet(field, now) if facet is not None else None)
-        return state
+        self._open(name, p, seq, pos, _encode(now), facet(p[0], now) if facet is not None else None)
+        return counter
 
     @staticmethod
     def _order_hint(state: Any) -> Any:

@@ -21,13 +21,14 @@ from typing import Any
 import duckdb
 import orjson
 
+from memledger.analytics.mirror import arrow_table
 from memledger.ledger.events import RecordedEvent
 from memledger.projections import knowledge
 from memledger.projections.knowledge import Fact, KnowledgeState
 from memledger.projections.parameters import Policy
 
 RELATION = "fact_walk"
-#: the relation's columns and their Arrow types (pyarrow loads only for this answer: it brings numpy, ~0.1 s)
+#: the relation's columns and their Arrow types
 _COLUMNS = {"seq": "int64", "occurred_at": "string", "domain": "string", "fact_type": "string", "key": "string",
             "value": "string", "kind": "string", "confidence": "double", "alive": "bool"}
 #: a current fact changed by an event of this type was ...
@@ -77,11 +78,8 @@ def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any,
 
 def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
     """The relation `fact_walk` on `con` (a mirror connection), for the policy's fold."""
-    import pyarrow as pa
-
     cols: list[list[Any]] = [[] for _ in _COLUMNS]
     for row in walk(_events(con), policy):
         for col, value in zip(cols, row):
             col.append(value)
-    con.register(RELATION, pa.table({name: pa.array(col, type=pa.type_for_alias(t))
-                                     for (name, t), col in zip(_COLUMNS.items(), cols)}))
+    con.register(RELATION, arrow_table(_COLUMNS, _COLUMNS.values(), cols))

@@ -147,14 +147,15 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
         for col, value in zip(cols, row):
             col.append(value)
         if len(cols[0]) >= BATCH:
-            yield _table(_EVENT_COLS, _EVENT_TYPES, cols)
+            yield arrow_table(_EVENT_COLS, _EVENT_TYPES, cols)
             cols = [[] for _ in _EVENT_COLS]
     if cols[0]:
-        yield _table(_EVENT_COLS, _EVENT_TYPES, cols)
+        yield arrow_table(_EVENT_COLS, _EVENT_TYPES, cols)
 
 
-def _table(names: tuple[str, ...], types: tuple[str, ...], cols: list[list[Any]]) -> pa.Table:
-    import pyarrow as pa  # it brings numpy (~0.1 s): only filling the mirror needs it
+def arrow_table(names: Iterable[str], types: Iterable[str], cols: list[list[Any]]) -> pa.Table:
+    """Columns as one Arrow table to register on a DuckDB connection (`types`: Arrow type aliases)."""
+    import pyarrow as pa  # it brings numpy (~0.1 s): only filling the mirror and decay's walk need it
 
     return pa.table({name: pa.array(col, type=pa.type_for_alias(t)) for name, t, col in zip(names, types, cols)})
 
@@ -181,7 +182,7 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int) -> None:
     runs = sorted({run_id for run_id, _ in steps})
     con.execute("DELETE FROM step_as_of WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", (runs,))
     rows = [(run_id, step, as_of_seq(evs)) for (run_id, step), evs in steps.items()]
-    con.register("batch", _table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"),
+    con.register("batch", arrow_table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"),
                                  [list(col) for col in zip(*rows)]))
     con.execute("INSERT INTO step_as_of SELECT run_id, step, as_of_seq FROM batch")
     con.unregister("batch")
@@ -208,7 +209,7 @@ def _interval_rows(projections: Path, after: int, head: int) -> list[pa.Table]:
                            None if valid_to > head else valid_to, value.decode())
                     for col, v in zip(cols, row):
                         col.append(v)
-                out.append(_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols))
+                out.append(arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols))
     return out
 
 

@@ -74,23 +74,24 @@ def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = 
     ledger = memory_dir / "ledger.db"
     with SqliteStore.open(ledger) as store:
         head_before = store.head()
-    logs = Path(tempfile.mkdtemp(prefix="agents-load-"))
-    t0 = time.perf_counter()
-    children = []
-    for i in range(processes):
-        cmd = [sys.executable, "-m", "memledger", "--memory-dir", str(memory_dir), "run", "--cases", str(cases_file),
-               "--session-id", f"load-p{i}", *[a for cid in ids for a in ("--case", cid)]]
-        out = open(logs / f"p{i}.log", "wb")  # noqa: SIM115 - closed after the wait
-        children.append((subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))
-    codes = []
-    for child, out in children:
-        codes.append(child.wait())
-        out.close()
-    seconds = time.perf_counter() - t0
-    result = LoadResult(processes, len(ids), seconds, 0, 0, False, False, False)
-    for i, rc in enumerate(codes):
-        if rc != 0:
-            result.errors.append(f"process {i} exited {rc}: {(logs / f'p{i}.log').read_text()[-300:]}")
+    with tempfile.TemporaryDirectory(prefix="agents-load-") as d:
+        logs = Path(d)
+        t0 = time.perf_counter()
+        children = []
+        for i in range(processes):
+            cmd = [sys.executable, "-m", "memledger", "--memory-dir", str(memory_dir), "run", "--cases",
+                   str(cases_file), "--session-id", f"load-p{i}", *[a for cid in ids for a in ("--case", cid)]]
+            out = open(logs / f"p{i}.log", "wb")  # noqa: SIM115 - closed after the wait
+            children.append((subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))
+        codes = []
+        for child, out in children:
+            codes.append(child.wait())
+            out.close()
+        seconds = time.perf_counter() - t0
+        result = LoadResult(processes, len(ids), seconds, 0, 0, False, False, False)
+        for i, rc in enumerate(codes):
+            if rc != 0:
+                result.errors.append(f"process {i} exited {rc}: {(logs / f'p{i}.log').read_text()[-300:]}")
     with SqliteStore.open(ledger) as store:
         count, lo, hi = store.conn.execute("SELECT COUNT(*), MIN(seq), MAX(seq) FROM events").fetchone()
         result.gapless = count == hi and lo == 1

@@ -63,8 +63,10 @@ def _turns(product: str) -> list[list[dict[str, Any]]]:
 
 
 async def _run(memory_dir: Path, proxy: str, goal: str, product: str) -> tuple[ScriptedModel, BrowserUseMemory, Any]:
+    scratch = memory_dir.parent  # the profile and downloads stay in the test's directory, not in /tmp
     profile = BrowserProfile(executable_path="/usr/bin/chromium", headless=True, chromium_sandbox=False,
-                             user_data_dir=None, enable_default_extensions=False, proxy=ProxySettings(server=proxy),
+                             user_data_dir=scratch / f"profile-{product}", downloads_path=scratch / f"downloads-{product}",
+                             enable_default_extensions=False, proxy=ProxySettings(server=proxy),
                              args=["--disable-gpu", "--no-first-run", "--disable-background-networking",
                                    "--disable-component-update", "--disable-sync"])
     session = BrowserSession(browser_profile=profile)

@@ -66,7 +66,7 @@ import memledger.commands.analytics
 from memledger.analytics.answers import analyse
 from memledger.analytics.mirror import connect
 from memledger.ledger.settings import Settings
-from memledger.output import console, print_report
+from memledger.output import PIPED_WIDTH, report_text
 t1 = time.perf_counter()
 settings = Settings(memory=sys.argv[1], reads_only=True)
 store = settings.store()
@@ -74,7 +74,7 @@ con = connect(store)
 t2 = time.perf_counter()
 report = analyse(sys.argv[2], store, con=con)
 t3 = time.perf_counter()
-print_report(report, None, console(io.StringIO()))
+io.StringIO().write(report_text(report, None, PIPED_WIDTH))
 t4 = time.perf_counter()
 con.close()
 settings.close()

@@ -61,11 +61,13 @@ def test_serving_loads_the_server(tmp_path: Path) -> None:
 
 #: what a cold `memledger analytics ...` over a current mirror has no use for: the agent, the API,
 #: experiments, the audit and explain commands, filling the mirror (Arrow, numpy), creating a ledger
-#: (sqlite-utils), following one (watchfiles) and progress bars
+#: (sqlite-utils), following one (watchfiles), progress bars, and rich's console and tables (a piped
+#: table is drawn by memledger.output itself)
 NOT_FOR_A_COLD_ANALYSIS = ("memledger.api", "memledger.agent", "memledger.analytics.experiment",
                            "memledger.analytics.explain", "memledger.commands.audit",
                            "memledger.commands.experiment", "pyarrow", "numpy", "sqlite_utils", "watchfiles",
-                           "rich.progress", "matplotlib", "playwright", "fastapi", "mcp")
+                           "rich.progress", "rich.console", "rich.table", "matplotlib", "playwright", "fastapi",
+                           "mcp")
 
 
 def test_a_cold_analysis_loads_duckdb_and_little_else(tmp_path: Path) -> None:

@@ -9,8 +9,11 @@ state), from which `as_of` folds forward only the events of the projections a
 query touches. Readable tables for DuckDB are the analytics mirror's
 (analytics/mirror.py), not this file's: it holds only what memory is served from.
 
-Reading memory first catches up incrementally. A projection is rebuilt from
-the log by itself when its fingerprint changes. Every checkpoint and snapshot
+Reading memory first catches up incrementally, at the cost of what the new
+events touch: a projection none of them is dispatched to is neither decoded nor
+written again — its checkpoint moves on with the same digest and its stored state
+stays as it was (its row keeps the seq it was written at), read when first used.
+A projection is rebuilt from the log by itself when its fingerprint changes. Every checkpoint and snapshot
 is sealed (seal.py: a keyed MAC over the projection, seq, fingerprint, state
 digest and the ledger's hash there): the file is discarded and rebuilt from
 scratch, with a one-line warning, when it is not a readable database, when a
@@ -416,37 +419,56 @@ class Catchup:
                 discard(self.path, str(exc))
         raise AssertionError("unreachable")
 
-    def _valid_start(self, conn: sqlite3.Connection, cp: Checkpoint | None, name: str, head: int) -> tuple[int, Any]:
-        """(seq, state) this projection can continue from, or (0, empty) when it must be rebuilt.
-        The checkpoint is sealed (see `_check`): a ledger that no longer holds the hash it saw was
-        cut or rewritten (LedgerTampered), and a state that does not match its sealed digest was
-        edited (Tampered)."""
-        mod = module(name)
+    def _start(self, cp: Checkpoint | None, name: str) -> int:
+        """The seq this projection can continue from, or 0 when it must be rebuilt. The checkpoint
+        is sealed (see `_check`): a ledger that no longer holds the hash it saw was cut or
+        rewritten (LedgerTampered)."""
         if cp is None:
-            return 0, mod.empty()
+            return 0
         if cp.seq not in self.hashes:
             require_anchor(self.store, Anchor(cp.seq, cp.ledger_hash, SOURCE))
             self.hashes[cp.seq] = cp.ledger_hash
         if self.rebuild and name in self.only or cp.fingerprint != fingerprint(name, self.policy):
-            return 0, mod.empty()
+            return 0
+        return cp.seq
+
+    def _stored(self, conn: sqlite3.Connection, cp: Checkpoint, name: str) -> Any:
+        """The projection's stored state at its checkpoint; one that does not match its sealed
+        digest was edited (Tampered). The row may have been written at an earlier seq: a
+        catch-up that folds none of a projection's events moves its checkpoint on, not its state."""
         row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
         try:
-            raw = _unpack(row[1]) if row is not None and row[0] == cp.seq else b""
+            raw = _unpack(row[1]) if row is not None and row[0] <= cp.seq else b""
         except zlib.error:
             raw = b""
         if hashlib.sha256(raw).hexdigest() != cp.digest:  # the stored bytes are the canonical JSON
             raise Tampered(f"{self.path}: the stored state of {name!r} does not match its sealed digest")
-        return cp.seq, decode(name, raw)
+        return decode(name, raw)
+
+    def _folds_any(self, name: str, start: int, head: int) -> bool:
+        """Whether an event after `start` up to `head` is one projection `name` folds."""
+        return next(iter(self.store.read(start + 1, head, types=module(name).TYPES, batch=1)), None) is not None
+
+    def _needed(self, name: str, start: int, head: int) -> bool:
+        """Whether this catch-up must load projection `name`'s state: it is rebuilt, an event to
+        fold names it, or (not indexed) a snapshot falls due in the range. Otherwise its state at
+        `head` is the stored one: it is neither decoded nor written again."""
+        if start == 0 or start >= head:
+            return start == 0
+        if name not in INDEXED and head // SNAPSHOT_EVERY > start // SNAPSHOT_EVERY:
+            return True
+        return self._folds_any(name, start, head)
 
     def _run(self, conn: sqlite3.Connection, checkpoints: dict[str, Checkpoint]) -> MemoryState:
         head = int(self.store.head())
         conn.execute(f"PRAGMA cache_size = -{CATCHUP_CACHE_KIB}")  # this connection only; closed after the run
-        state = MemoryState.empty()
+        state = MemoryState()
         starts: dict[str, int] = {}
         for name in PROJECTIONS:
-            seq, st = self._valid_start(conn, checkpoints.get(name), name, head)
-            starts[name] = seq
-            setattr(state, name, st)
+            starts[name] = self._start(checkpoints.get(name), name)
+        loaded = [n for n in PROJECTIONS if self._needed(n, starts[n], head)]
+        for name in loaded:  # the others stay None: nothing in the range reaches them
+            setattr(state, name, self._stored(conn, checkpoints[name], name) if starts[name] else module(name).empty())
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
@@ -496,12 +518,12 @@ class Catchup:
             with collector_paused():
                 fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker,
                           lambda: self._flush_intervals(conn))
-        state.head = head
-        for name in PROJECTIONS:
-            state.heads[name] = head
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
-            self._save(conn, state, fp, head, rebuilt)
-        return state
+            self._save(conn, state, fp, head, rebuilt, checkpoints)
+        out = LazyState(lambda name: current_projection(self.store, self.path, self.policy, name, head), head)
+        for name in loaded:
+            setattr(out, name, getattr(state, name))
+        return out
 
     def _flush_intervals(self, conn: sqlite3.Connection) -> None:
         if self.tracker is not None and self.tracker.pending():
@@ -517,22 +539,32 @@ class Catchup:
         self.snapshots = []
 
     def _save(self, conn: sqlite3.Connection, state: MemoryState, fp: dict[str, str], head: int,
-              rebuilt_now: list[str]) -> None:
+              rebuilt_now: list[str], checkpoints: dict[str, Checkpoint]) -> None:
+        """Seal every projection at `head`: the folded ones with their state encoded again, the
+        others (not loaded: unchanged since their checkpoint) with the digest they had, their
+        stored state left as it is — when their checkpoint is still the one this catch-up read."""
         self._flush_snapshots(conn)
         ledger_hash = _hash_at(self.store, head)
         seal = Seal.beside(self.path)
         with writing(conn):
             if self.tracker is not None:
                 self.tracker.flush()
-            current = {r[0]: r[1] for r in conn.execute("SELECT projection, seq FROM _checkpoints")}
+            current = {r[0]: Checkpoint(*r) for r in conn.execute(
+                "SELECT projection, seq, fingerprint, digest, ledger_hash, mac FROM _checkpoints")}
             for name in PROJECTIONS:
-                if current.get(name, -1) >= head and name not in rebuilt_now:
+                now = current.get(name)
+                if now is not None and now.seq >= head and name not in rebuilt_now:
                     continue  # another process got here first
                 new = getattr(state, name)
-                raw = encode(new)
-                dig = hashlib.sha256(raw).hexdigest()
-                conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
-                             (name, head, _pack(raw)))
+                if new is None:
+                    if now != checkpoints[name]:
+                        continue  # moved by another process meanwhile: the next catch-up sees to it
+                    dig = now.digest
+                else:
+                    raw = encode(new)
+                    dig = hashlib.sha256(raw).hexdigest()
+                    conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
+                                 (name, head, _pack(raw)))
                 cp = Checkpoint(name, head, fp[name], dig, ledger_hash)
                 conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash, "
                              "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
@@ -577,7 +609,7 @@ def current_projection(store: Store, path: Path, policy: Policy, name: str, head
     with _lock, opened(path) as (conn, cps):
         cp = cps.get(name)
         row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-    if cp is not None and row is not None and cp.seq == row[0] == head \
+    if cp is not None and row is not None and row[0] <= cp.seq == head \
             and cp.fingerprint == fingerprint(name, policy):
         try:
             raw = _unpack(row[1])

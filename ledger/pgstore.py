@@ -132,28 +132,18 @@ _SCHEMA = [
 #: The append, in the server. Each row's hash is `chain_hash(prev, row)`: sha256 over the previous
 #: hash and the row's canonical JSON (orjson: no spaces). The client sends the JSON of the parts it
 #: knows; the server writes only integers, the recorded time and hashes (ASCII, nothing to escape).
-#: `expected[i]`, set on the first row of a batch that names one, is the version its stream must be
-#: at (else serialization_failure, which `describe_pg_error` reports as ConcurrencyConflict).
+#: Element 9 of a row, set on the first row of a batch that names one, is the version its stream
+#: must be at (else serialization_failure, which `describe_pg_error` reports as ConcurrencyConflict).
+#: The batch is parsed once, as jsonb, when the parameter is bound (before the lock is taken); each
+#: row is then read by position and inserted on its own (one cached plan, no arrays to assemble).
 APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION pg_temp.memledger_append(lock_key bigint, now_ts text, batch json)
+CREATE OR REPLACE FUNCTION pg_temp.memledger_append(lock_key bigint, now_ts text, batch jsonb)
 RETURNS TABLE (r_seq bigint, r_stream_version bigint, r_recorded_at text, r_prev_hash text, r_hash text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-    head_seq bigint; head_hash text; last_rec text; rec text; v bigint; h text;
+    head_seq bigint; head_hash text; last_rec text; rec text; v bigint; h text; x jsonb; s_name text;
     versions jsonb := '{}';
-    seqs bigint[] := '{}'; svs bigint[] := '{}'; prevs text[] := '{}'; hashes text[] := '{}';
-    ids text[]; streams text[]; types text[]; schema_versions integer[]; occurred text[]; run_ids text[];
-    steps bigint[]; domains text[]; payloads text[]; expected bigint[];
-    id_stream_json text[]; type_json text[]; occurred_json text[]; tail_json text[];
 BEGIN
-    SELECT array_agg(x ->> 0 ORDER BY n), array_agg(x ->> 1 ORDER BY n), array_agg(x ->> 2 ORDER BY n),
-           array_agg((x ->> 3)::integer ORDER BY n), array_agg(x ->> 4 ORDER BY n), array_agg(x ->> 5 ORDER BY n),
-           array_agg((x ->> 6)::bigint ORDER BY n), array_agg(x ->> 7 ORDER BY n), array_agg(x ->> 8 ORDER BY n),
-           array_agg((x ->> 9)::bigint ORDER BY n), array_agg(x ->> 10 ORDER BY n), array_agg(x ->> 11 ORDER BY n),
-           array_agg(x ->> 12 ORDER BY n), array_agg(x ->> 13 ORDER BY n)
-    INTO ids, streams, types, schema_versions, occurred, run_ids, steps, domains, payloads, expected,
-         id_stream_json, type_json, occurred_json, tail_json
-    FROM json_array_elements(batch) WITH ORDINALITY AS t(x, n);
     -- commit without waiting for the flush, so the lock changes hands at once; the writer then
     -- waits for durability outside the lock (see `PostgresStore._wait_durable`)
     PERFORM set_config('synchronous_commit', 'off', true);
@@ -163,33 +153,34 @@ BEGIN
         head_seq := 0; head_hash := repeat('0', 64); last_rec := '';
     END IF;
     rec := CASE WHEN now_ts COLLATE "C" > last_rec COLLATE "C" THEN now_ts ELSE last_rec END;
-    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
-        v := (versions ->> streams[i])::bigint;
+    FOR x IN SELECT jsonb_array_elements(batch) LOOP
+        s_name := x ->> 1;
+        v := (versions ->> s_name)::bigint;
         IF v IS NULL THEN
-            SELECT coalesce(max(e.stream_version), 0) INTO v FROM events e WHERE e.stream = streams[i];
+            -- ORDER BY ... LIMIT 1, not max(): a generic plan may walk the whole stream for max()
+            SELECT e.stream_version INTO v FROM events e WHERE e.stream = s_name ORDER BY e.stream_version DESC LIMIT 1;
+            v := coalesce(v, 0);
         END IF;
-        IF expected[i] IS NOT NULL AND v <> expected[i] THEN
+        IF (x ->> 9) IS NOT NULL AND v <> (x ->> 9)::bigint THEN
             RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
-                MESSAGE = format('stream %L is at version %s, expected %s', streams[i], v, expected[i]);
+                MESSAGE = format('stream %L is at version %s, expected %s', s_name, v, x ->> 9);
         END IF;
         v := v + 1;
-        versions := versions || jsonb_build_object(streams[i], v);
+        versions := versions || jsonb_build_object(s_name, v);
         head_seq := head_seq + 1;
-        h := encode(sha256(convert_to(head_hash || '[' || head_seq || ',' || id_stream_json[i] || ',' || v || ','
-                 || type_json[i] || ',"' || rec || '",' || coalesce(occurred_json[i], '"' || rec || '"') || ','
-                 || tail_json[i] || ',"' || head_hash || '"]', 'UTF8')), 'hex');
-        seqs := seqs || head_seq; svs := svs || v; prevs := prevs || head_hash; hashes := hashes || h;
+        h := encode(sha256(convert_to(head_hash || '[' || head_seq || ',' || (x ->> 10) || ',' || v || ','
+                 || (x ->> 11) || ',"' || rec || '",' || coalesce(x ->> 12, '"' || rec || '"') || ','
+                 || (x ->> 13) || ',"' || head_hash || '"]', 'UTF8')), 'hex');
+        INSERT INTO events (seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id,
+                            step, domain, payload, prev_hash, hash)
+        VALUES (head_seq, x ->> 0, s_name, v, x ->> 2, (x ->> 3)::integer, rec, coalesce(x ->> 4, rec), x ->> 5,
+                (x ->> 6)::bigint, x ->> 7, x ->> 8, head_hash, h);
+        r_seq := head_seq; r_stream_version := v; r_recorded_at := rec; r_prev_hash := head_hash; r_hash := h;
+        RETURN NEXT;
         head_hash := h;
     END LOOP;
-    INSERT INTO events (seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id,
-                        step, domain, payload, prev_hash, hash)
-    SELECT u.seq, u.id, u.stream, u.sv, u.type, u.schema_version, rec, coalesce(u.occurred, rec), u.run_id,
-           u.step, u.domain, u.payload, u.prev, u.hash
-    FROM unnest(seqs, ids, streams, svs, types, schema_versions, occurred, run_ids, steps, domains, payloads, prevs,
-                hashes) AS u(seq, id, stream, sv, type, schema_version, occurred, run_id, step, domain, payload, prev, hash);
-    RETURN QUERY SELECT u.seq, u.sv, rec, u.prev, u.hash FROM unnest(seqs, svs, prevs, hashes) AS u(seq, sv, prev, hash);
 END $fn$"""
-_CALL_APPEND = "SELECT * FROM pg_temp.memledger_append(%s, %s, %s::json)"
+_CALL_APPEND = "SELECT * FROM pg_temp.memledger_append(%s, %s, %s::jsonb)"
 #: A transaction that writes WAL and commits at the session's synchronous_commit: its flush covers
 #: every commit before it, so the writers' flushes, no longer under the lock, are shared (group commit).
 _DURABLE = "SELECT pg_logical_emit_message(true, 'memledger', 'durable')"
@@ -269,8 +260,9 @@ class PgTransaction(Transaction):
         self.conn = conn
 
     def stream_version(self, stream: str) -> int:
-        row = self.conn.execute("SELECT MAX(stream_version) FROM events WHERE stream = %s", (stream,), prepare=True).fetchone()
-        return int(row[0] or 0) if row else 0
+        row = self.conn.execute("SELECT stream_version FROM events WHERE stream = %s ORDER BY stream_version DESC LIMIT 1",
+                                (stream,), prepare=True).fetchone()
+        return int(row[0]) if row else 0
 
     def copy_rows(self, rows: Sequence[Row]) -> None:
         with self.conn.cursor() as cur, cur.copy(f"COPY events ({', '.join(COLUMNS)}) FROM STDIN") as copy:

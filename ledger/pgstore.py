@@ -56,6 +56,7 @@ import orjson
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import Escaping
 
 from memledger.ledger.clock import Clock, format_ts, system_clock
 from memledger.ledger.errors import (
@@ -230,16 +231,35 @@ def _fragments(p: Prepared) -> tuple[str, str, str | None, str]:
 
 
 def append_rows(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str,
-                batches: Sequence[tuple[Sequence[Prepared], int | None]]) -> list[list[Row]]:
+                batches: Sequence[tuple[Sequence[Prepared], int | None]], durable: bool = False) -> list[list[Row]]:
     """Sequence, hash and insert several batches in one statement (see APPEND_FUNCTION); the rows
-    of each batch, in order."""
+    of each batch, in order. `durable`: the statement commits on its own and the flush is waited
+    for in the same message to the server (see `_durable_append`)."""
     flat = [(p, expected if i == 0 else None) for batch, expected in batches for i, p in enumerate(batch)]
     batch = orjson.dumps([[p.id, p.stream, p.type, p.schema_version, p.occurred_at, p.run_id, p.step, p.domain, p.payload,
                            expected, *_fragments(p)] for p, expected in flat]).decode()  # one parameter: cheap to send
-    assigned = conn.execute(_CALL_APPEND, (lock_key, recorded_at, batch), prepare=True).fetchall()
+    if durable:
+        assigned = _durable_append(conn, lock_key, recorded_at, batch)
+    else:
+        assigned = conn.execute(_CALL_APPEND, (lock_key, recorded_at, batch), prepare=True).fetchall()
     rows = [(seq, p.id, p.stream, sv, p.type, p.schema_version, rec, p.occurred_at or rec, p.run_id, p.step, p.domain,
              p.payload, prev, h) for (p, _), (seq, sv, rec, prev, h) in zip(flat, assigned)]
     return split_batches(rows, batches)
+
+
+def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batch: str) -> list[Any]:
+    """The append and the wait for its flush in one simple-query message: its own transaction (BEGIN
+    ... COMMIT, the lock released at that COMMIT without waiting for the flush), then `_DURABLE` in
+    the next. One round trip instead of two; the server runs the statements in order and answers once
+    the flush is done. A failing append skips the rest and leaves the transaction aborted: the caller
+    rolls it back. The simple protocol takes no parameters: the values are quoted by libpq."""
+    quote = Escaping(conn.pgconn).escape_literal
+    encoding = conn.info.encoding
+    message = (b"BEGIN; SELECT * FROM pg_temp.memledger_append(%d, %s, %s::jsonb); COMMIT; %s"
+               % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)), _DURABLE.encode()))
+    cur = conn.execute(message, prepare=False)
+    cur.nextset()  # past BEGIN, to the append's rows
+    return cur.fetchall()
 
 
 def split_batches(rows: Sequence[Row], batches: Sequence[tuple[Sequence[Prepared], int | None]]) -> list[list[Row]]:
@@ -500,19 +520,24 @@ class PostgresStore(Store):
                 item.done = True
 
     def _append_once(self, batches: list[tuple[list[Prepared], int | None]]) -> list[list[Row]]:
-        """One append statement (its own transaction), then its flush; on a connection that turns
-        out dead, the batches' ids tell whether it committed before reconnecting and trying again."""
+        """One append statement (its own transaction) and its flush, in one round trip; on a
+        connection that turns out dead, the batches' ids tell whether it committed before
+        reconnecting and trying again."""
         now = format_ts(self.clock())
         with pg_translated(self.where):
             try:
-                appended = append_rows(self.conn, self.lock_key, now, batches)
+                return append_rows(self.conn, self.lock_key, now, batches, durable=self._durable)
             except psycopg.OperationalError:
                 if not (self.conn.closed or self.conn.broken):
+                    self._rollback()
                     raise
-                self._reconnect()
-                ids = [p.id for batch, _ in batches for p in batch]
-                found = [tuple(row) for row in self.conn.execute(f"{_SELECT} WHERE id = ANY(%s) ORDER BY seq", (ids,)).fetchall()]
-                appended = split_batches(found, batches) if found else append_rows(self.conn, self.lock_key, now, batches)
+            except BaseException:
+                self._rollback()  # a durable append that failed left its transaction aborted
+                raise
+            self._reconnect()
+            ids = [p.id for batch, _ in batches for p in batch]
+            found = [tuple(row) for row in self.conn.execute(f"{_SELECT} WHERE id = ANY(%s) ORDER BY seq", (ids,)).fetchall()]
+            appended = split_batches(found, batches) if found else append_rows(self.conn, self.lock_key, now, batches)
             self._wait_durable()
         return appended
 

@@ -3,12 +3,16 @@ server: devtools/pg.py), and what only PostgreSQL does: the group commit of thre
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import ConcurrencyConflict
 from memledger.ledger.location import open_store, projections_path
+from memledger.ledger.pgstore import PostgresStore
 from memledger.ledger.store import Store
 from tests.store_contract import StoreContract, lesson, progress
 
@@ -72,3 +76,26 @@ class TestPostgresStore(StoreContract):
             with writer.atomic() as tx:
                 tx.append([lesson(2)])
             assert writer.verify().ok and writer.head() == 3
+
+
+class TestPostgresStoreDurable(TestPostgresStore):
+    """The whole contract again with synchronous_commit on: each append then commits and waits for
+    its flush in one message to the server (BEGIN, the append, COMMIT, the flush), values quoted
+    by libpq (the hash-chain property test sends it any text)."""
+
+    @pytest.fixture
+    def store(self, store_url: str, home: Path, clock: SteppingClock) -> Iterator[Store]:
+        s = open_store(home, store_url, clock=clock, synchronous_commit="on")
+        yield s
+        s.close()
+
+    def test_a_refused_append_leaves_the_connection_usable(self, store: Store) -> None:
+        """A conflict aborts the transaction the message began; the store rolls it back, so the
+        next append commits (and the refused one wrote nothing)."""
+        assert isinstance(store, PostgresStore) and store._durable
+        store.append([progress(0, run="d")])
+        with pytest.raises(ConcurrencyConflict):
+            store.append([progress(1, run="d")], expected_version=0)
+        assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert [e.seq for e in store.append([progress(1, run="d")], expected_version=1)] == [2]
+        assert [e.data["turn"] for e in store.read()] == [0, 1] and store.verify().ok

@@ -76,6 +76,7 @@ from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (
     APPLICATION_ID,
     COLUMNS,
+    ChainCheck,
     STORE_SCHEMA_VERSION,
     Prepared,
     Row,
@@ -570,8 +571,11 @@ class PostgresStore(Store):
             with pg_translated(self.where):
                 listener.execute(f"LISTEN {CHANNEL}")
             next_seq = from_seq
+            chain: ChainCheck | None = None
             while True:
-                for ev in self._read(fetch, from_seq=next_seq):
+                if chain is None or chain.hash is None:  # once: the check goes on from the last event read
+                    chain = self.chain_for(next_seq - 1)
+                for ev in self._read(fetch, from_seq=next_seq, chain=chain):
                     yield ev
                     next_seq = ev.seq + 1
                 if stop is not None and stop.is_set():

@@ -505,11 +505,15 @@ class Store(ABC):
     def _read(self, fetch: Fetch, from_seq: int | None = None, to_seq: int | None = None, *,
               types: Iterable[str] | None = None, stream: str | None = None, run_id: str | None = None,
               domain: str | None = None, since: str | None = None, until: str | None = None,
-              batch: int = 2000) -> Iterator[RecordedEvent]:
+              batch: int = 2000, chain: ChainCheck | None = None) -> Iterator[RecordedEvent]:
+        """`chain`: the check of a whole-range read that goes on from where the previous one ended
+        (a follower's, whose last event it has checked), instead of one starting at the hash stored
+        at `from_seq - 1` (a query each time the follower wakes)."""
         extra, params = read_filter(self.PARAM, to_seq, types, stream, run_id, domain, since, until, self.ARRAY_PARAMS)
         cursor_seq = (from_seq or 1) - 1
-        chain = self.chain_for(cursor_seq, bool(types) or any(
-            v is not None for v in (stream, run_id, domain, since, until)))
+        if chain is None:
+            chain = self.chain_for(cursor_seq, bool(types) or any(
+                v is not None for v in (stream, run_id, domain, since, until)))
         sql = f"{_SELECT} WHERE seq > {self.PARAM}{extra} ORDER BY seq LIMIT {self.PARAM}"
         while True:
             rows = fetch(sql, (cursor_seq, *params, batch))

@@ -3,6 +3,7 @@ server: devtools/pg.py), and what only PostgreSQL does: the group commit of thre
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,10 +11,10 @@ import psycopg
 import pytest
 
 from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import ConcurrencyConflict
+from memledger.ledger.errors import ChainBroken, ConcurrencyConflict
 from memledger.ledger.location import open_store, projections_path
 from memledger.ledger.pgstore import PostgresStore
-from memledger.ledger.store import Store
+from memledger.ledger.store import Store, chain_hash
 from tests.store_contract import StoreContract, lesson, progress
 
 
@@ -58,6 +59,44 @@ class TestPostgresStore(StoreContract):
             assert len(results[n]) == 40 and {e.seq for e in mine} <= set(results[n])
         assert [e.stream_version for e in events if e.stream == "memory"] == list(range(1, 8 * 20 + 1))
         assert store.verify().ok and store.verify().count == 8 * 40
+
+    def test_a_follower_checks_each_new_event_against_the_last_it_served(self, store: Store, store_url: str) -> None:
+        """The follower's chain check goes on across wakes: a row slipped in behind the store's back,
+        whose own hash holds but whose link to the last event served does not, stops it."""
+        store.append([lesson(1), lesson(2)])
+        seen: list[int] = []
+        errors: list[Exception] = []
+        stop = threading.Event()
+        follower = open_store(url=store_url)
+
+        def follow() -> None:
+            try:
+                for ev in follower.subscribe(1, stop):
+                    seen.append(ev.seq)
+            except ChainBroken as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while len(seen) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert seen == [1, 2]
+            with psycopg.connect(store_url, autocommit=True) as raw:
+                last = raw.execute("SELECT * FROM events WHERE seq = 2").fetchone()
+                assert last is not None
+                body = (3, "forged", "forged", 1, last[4], last[5], last[6], last[7], None, None, None, last[11], "0" * 64)
+                raw.execute("INSERT INTO events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            (*body, chain_hash("0" * 64, body)))
+            deadline = time.monotonic() + 10
+            while not errors and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+            follower.close()
+        assert seen[:2] == [1, 2] and len(errors) == 1 and not thread.is_alive()
 
     def test_a_ledger_opened_without_a_memory_directory_has_no_projections_db(self, store_url: str) -> None:
         with open_store(url=store_url) as bare:

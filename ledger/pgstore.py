@@ -76,8 +76,8 @@ from memledger.ledger.redact import Redactor, default_redactor
 from memledger.ledger.store import (
     APPLICATION_ID,
     COLUMNS,
-    ChainCheck,
     STORE_SCHEMA_VERSION,
+    ChainCheck,
     Prepared,
     Row,
     Store,

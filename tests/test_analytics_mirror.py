@@ -3,6 +3,10 @@ tampered with or stale, and its `memory_at_step` view equal to the projections f
 from __future__ import annotations
 
 import logging
+import os
+import re
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,17 +41,19 @@ def _answers(store: SqliteStore) -> str:
     return orjson.dumps({name: report.as_json() for name, report in analyse_all(store).items()}).decode()
 
 
-def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any]]:
+def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     con = connect(store)
     try:
         return (con.execute("SELECT * FROM events ORDER BY seq").fetchall(),
                 con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall(),
-                con.execute("SELECT * FROM step_as_of ORDER BY ALL").fetchall())
+                con.execute("SELECT * FROM step_as_of ORDER BY ALL").fetchall(),
+                con.execute("SELECT run_id, valid_from, valid_to, to_json(value) FROM short_term_intervals "
+                            "ORDER BY ALL").fetchall())
     finally:
         con.close()
 
 
-def _rebuilt(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any]]:
+def _rebuilt(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     (Path(store.path).parent / MIRROR_FILE).unlink()
     return _mirror_rows(store)
 
@@ -57,12 +63,12 @@ def test_caught_up_incrementally_equals_a_rebuild(learned: tuple[SqliteStore, Bu
     first = _mirror_rows(store)
     mirror = Path(store.path).parent / MIRROR_FILE
     inode = mirror.stat().st_ino
-    assert first[0] and first[1] and first[2]  # events and intervals copied, steps placed
+    assert first[0] and first[1] and first[2] and first[3]  # events and intervals copied, steps placed
     more = learning_ledger(store, clock, runs=3, memory_off_first=False)  # versions close, new ones open
     incremental = _mirror_rows(store)
     assert mirror.stat().st_ino == inode  # caught up in place, not rebuilt
     assert len(incremental[0]) == store.head() and more.runs
-    assert incremental[1] != first[1]
+    assert incremental[1] != first[1] and incremental[3] != first[3]
     assert incremental == _rebuilt(store)
 
 
@@ -92,13 +98,18 @@ def test_a_forget_rebuilds_the_mirror_without_the_subject(learned: tuple[SqliteS
     MemoryWriter(store).append([event(SubjectForgotten(subject_kind="domain", subject="b.test"))])
     rows = _mirror_rows(store)
     assert mirror.stat().st_ino != inode  # a new file: nothing of the old one's pages survives
-    assert "b.test" not in orjson.dumps([list(map(str, r)) for r in rows[0] + rows[1]]).decode()
+    assert "b.test" not in orjson.dumps([list(map(str, r)) for r in rows[0] + rows[1] + rows[3]]).decode()
     assert rows == _rebuilt(store)
 
 
 @pytest.mark.parametrize("edit", [
     "UPDATE events SET payload = '{\"lesson\": \"forged\"}' WHERE type = 'lesson_recorded'",
     "DELETE FROM intervals WHERE projection = 'lessons'",
+    "UPDATE short_term_intervals SET value = {'run_id': 'forged', 'goal': value.goal, 'domain': value.domain, "
+    "'recent': value.recent, 'failed_signatures': [], 'action_frequency': value.action_frequency, "
+    "'loop_warnings': value.loop_warnings, 'navigation_path': value.navigation_path, 'current_url': value.current_url, "
+    "'cycle_count': value.cycle_count, 'event_ids': value.event_ids, 'session_id': value.session_id, "
+    "'visited_urls': value.visited_urls, 'completed': value.completed} WHERE valid_to IS NULL",
     "UPDATE _mirror SET seq = seq - 3",
     "INSERT INTO events SELECT * FROM events LIMIT 1",
 ])
@@ -190,8 +201,6 @@ def test_a_lesson_without_an_id_gets_the_projections_id(tmp_path: Path) -> None:
 
 def test_a_mirror_another_process_holds_is_not_waited_for(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
     """DuckDB locks its file to one writing process: the answer then comes from a private mirror in memory."""
-    import subprocess
-    import sys
     store, _, _ = learned
     honest = _answers(store)
     mirror = Path(store.path).parent / MIRROR_FILE
@@ -211,7 +220,6 @@ def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
         learned: tuple[SqliteStore, Built, SteppingClock], caplog: pytest.LogCaptureFixture) -> None:
     """Untouched since this memory wrote it (its sealed stamp holds): opened read-only, the file left as it
     was. Touched (its ctime moved, rows intact): its rows' digest is checked, it is kept and sealed again."""
-    import os
     store, _, _ = learned
     honest = _answers(store)
     mirror = Path(store.path).parent / MIRROR_FILE
@@ -245,3 +253,18 @@ def test_a_library_forget_drops_the_mirror_at_once(learned: tuple[SqliteStore, B
     assert not [p.name for p in mem.iterdir() if MIRROR_FILE in p.name]
     again = forget(store, "domain", "b.test", projections_path=mem / "projections.db")
     assert not again.mirror_dropped  # nothing was there to drop
+
+
+def test_the_readme_memory_at_step_example_prints_what_the_readme_says(tmp_path: Path) -> None:
+    """The README's `memory_at_step` example (lessons, then the run's short-term memory) prints,
+    line by line, the `code` spans of the paragraph that follows it."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    found = re.search(r"^```python\n((?:(?!^```).)*?memory_at_step.*?)^```\n\nIt prints (.*?)\n\n", readme, re.S | re.M)
+    assert found is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    done = subprocess.run([sys.executable, "-"], input=found.group(1), cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    promised = re.findall(r"`([^`]+)`", found.group(2))
+    assert len(promised) == 3 and "short_term" in found.group(1)
+    assert done.stdout.splitlines() == promised

@@ -1,7 +1,8 @@
 -- Typed views over the analytics mirror (analytics/mirror.py): `events` holds every event as
 -- analytics may show it (forgotten subjects already left out or masked, payloads upcast,
--- `lesson_id` filled as the lessons projection fills it) and `intervals` the validity intervals
--- of the indexed projections. Nothing here re-derives a rule of memory: the rules are Python's.
+-- `lesson_id` filled as the lessons projection fills it), `intervals` the validity intervals of
+-- the indexed projections and `short_term_intervals` those of short-term memory (typed). Nothing
+-- here re-derives a rule of memory: the rules are Python's.
 -- Times: *_at columns are the ledger's text (text order = time order); *_ts are TIMESTAMP (UTC).
 -- `events` is stored clustered by type, then seq: ORDER BY seq where the log's order matters.
 -- Run on every connection (CREATE OR REPLACE), so the file always holds this version's views.
@@ -12,17 +13,25 @@ CREATE OR REPLACE MACRO jlist(p, k) AS coalesce(json_extract_string(p, '$.' || k
 CREATE OR REPLACE VIEW ev AS SELECT * FROM events;
 
 -- What the agent knew at step k of run r: every version of every indexed projection's items
--- (lessons, knowledge, sessions, selectors, trajectories, runs, step_memories) valid at the seq
--- `memledger audit` reads the step's memory at (the table step_as_of, filled by its Python rule:
--- just before the step's first step_recorded, else its last prompt). `item` is the key of the
--- item in its projection's field (a lesson id, a domain...), `part` the inner key of a
--- two-level field (a fact key, a trajectory id), `value` the item as JSON. Versions closed
--- before the latest forget are not kept (they may hold the subject): for a step before it,
--- only the versions that outlived the forget are here (`memledger audit` folds the log).
+-- (lessons, knowledge, sessions, selectors, trajectories, runs, step_memories, short_term) valid at
+-- the seq `memledger audit` reads the step's memory at (the table step_as_of, filled by its Python
+-- rule: just before the step's first step_recorded, else its last prompt). `item` is the key of the
+-- item in its projection's field (a lesson id, a domain, a run id...), `part` the inner key of a
+-- two-level field (a fact key, a trajectory id), `value` the item as JSON. Short-term (working)
+-- memory is stored typed in short_term_intervals and turned back into the same JSON here (field
+-- `by_run`, one item per run: `item = run_id` is the step's own run, its recent actions, failure
+-- signatures, loop warnings and navigation path as they stood before the step). Versions closed
+-- before the latest forget are not kept (they may hold the subject): for a step before it, only
+-- the versions that outlived the forget are here (`memledger audit` folds the log).
 CREATE OR REPLACE VIEW memory_at_step AS
 SELECT s.run_id, s.step, s.as_of_seq, i.projection, i.field, i.item, i.part, i.valid_from, i.valid_to, i.value
 FROM step_as_of s JOIN intervals i
-  ON i.valid_from <= s.as_of_seq AND s.as_of_seq < coalesce(i.valid_to, 9223372036854775807);
+  ON i.valid_from <= s.as_of_seq AND s.as_of_seq < coalesce(i.valid_to, 9223372036854775807)
+UNION ALL
+SELECT s.run_id, s.step, s.as_of_seq, 'short_term', 'by_run', t.run_id, NULL, t.valid_from, t.valid_to,
+       CAST(to_json(t.value) AS JSON)
+FROM step_as_of s JOIN short_term_intervals t
+  ON t.valid_from <= s.as_of_seq AND s.as_of_seq < coalesce(t.valid_to, 9223372036854775807);
 
 CREATE OR REPLACE VIEW run_started AS
 SELECT seq, id, run_id, step, domain, recorded_at, occurred_at, recorded_ts, occurred_ts,

@@ -61,7 +61,7 @@ from memledger.projections.materialize import caught_up
 
 BENCH = "duck_queries"
 #: the mirror's tables the views read beside `events`, left empty: the raw ledger has no validity intervals
-EMPTY_DDL = [ddl for ddl in DDL if ddl.startswith(("CREATE TABLE intervals", "CREATE TABLE step_as_of"))]
+EMPTY_DDL = [ddl for ddl in DDL if ddl.startswith(("CREATE TABLE intervals", "CREATE TABLE short_term_intervals", "CREATE TABLE step_as_of"))]
 #: the raw ledger through the scanner, shaped as the mirror's `events` (no forgotten subject is masked)
 SCANNED_EVENTS = """
 CREATE VIEW events AS

@@ -292,7 +292,8 @@ def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | 
     path = projections_path(store) if indexed and policy == DEFAULT_POLICY else None
     steps_out: dict[int, dict[str, Any]] = {}
     if plans:  # a run with no steps (started, then nothing) is audited with an empty step list
-        with indexed_memory(store, path, policy) if path is not None else nullcontext() as index:
+        window = (plans[0][0], plans[-1][0])
+        with indexed_memory(store, path, policy, window) if path is not None else nullcontext() as index:
             if index is not None and index.answers(plans[0][0], AUDITED) and index.answers(plans[-1][0], AUDITED):
                 memory = index.at
             else:

@@ -114,6 +114,7 @@ class Blocks:
         self.conn = conn
         self.seal = seal
         self.values: dict[int, list[bytes]] = {}
+        self.unpack = zstandard.ZstdDecompressor().decompress  # one context for every block (not per call)
 
     def load(self, ids: Iterable[int]) -> None:
         wanted = sorted({i for i in ids if i is not None and i not in self.values})
@@ -125,7 +126,7 @@ class Blocks:
                 try:
                     if not same(bytes(mac), block_tag(seal, bid, projection, data)):
                         raise ValueError(bid)
-                    self.values[bid] = zstandard.decompress(data).split(_SEP)
+                    self.values[bid] = self.unpack(data).split(_SEP)
                 except (zstandard.ZstdError, TypeError, ValueError):
                     self.values[bid] = []
             for bid in chunk:
@@ -222,6 +223,7 @@ class Tracker:
         self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
         self.mentions = Mentions(conn, seal)  # filed with the versions, in the same transactions
+        self.packer = zstandard.ZstdCompressor(level=ZSTD_LEVEL)  # one context for every block (not per call)
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
@@ -397,7 +399,7 @@ class Tracker:
 
     def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
         """A block row as stored: its values compressed, and its seal."""
-        data = zstandard.compress(_SEP.join(values), ZSTD_LEVEL)
+        data = self.packer.compress(_SEP.join(values))
         return block, name, data, block_tag(self.seal, block, name, data)
 
     def _drop_before(self, name: str, floor: int) -> None:
@@ -434,11 +436,18 @@ def rows_at(blocks: Blocks, name: str, seq: int, field: str | None = None, k1: s
             k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
     """The versions of projection `name` valid at `seq`: all of them, or one field's, one key's
     (and its inner dict's), or those of one facet (values read through `blocks`)."""
+    return rows_during(blocks, name, seq, seq, field, k1, k2, facet)
+
+
+def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None = None, k1: str | None = None,
+                k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
+    """`rows_at` for every seq from `lo` to `hi` at once: the versions valid at any of them (a
+    reader asking about several close seqs selects once, then keeps those `valid(row, seq)`)."""
     conn = blocks.conn
     if facet is not None:
         return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_facet WHERE projection = ? "
-            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, seq, seq)).fetchall())
+            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, lo, hi)).fetchall())
     if field is not None and k1 is not None:
         where = "projection = ? AND field = ? AND k1 = ?"
         params: list[Any] = [name, field, k1]
@@ -448,9 +457,14 @@ def rows_at(blocks: Blocks, name: str, seq: int, field: str | None = None, k1: s
         # by key (the primary key's prefix); `+` keeps the planner off the seq indexes
         return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
-            (*params, seq, seq)).fetchall())
-    rows = conn.execute(_ALIVE, (name, seq, seq)).fetchall()
+            (*params, hi, lo)).fetchall())
+    rows = conn.execute(_ALIVE, (name, lo, hi)).fetchall()
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
+
+
+def valid(row: tuple[Any, ...], seq: int) -> bool:
+    """A row as `rows_during` returns it holds at `seq`."""
+    return bool(row[7] <= seq < row[8])
 
 
 def state_at(blocks: Blocks, name: str, seq: int) -> Any | None:

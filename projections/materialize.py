@@ -24,6 +24,7 @@ the ledger was cut or rewritten, and reading stops with one line naming the seq.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import heapq
@@ -732,7 +733,7 @@ class IndexedMemory:
     does not carry this memory's seal discards projections.db; the answer is then folded."""
 
     def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Store, policy: Policy,
-                 path: Path):
+                 path: Path, window: tuple[int, int] | None = None):
         self.conn = conn
         self.path = path
         self.seal = Seal.beside(path)
@@ -743,6 +744,12 @@ class IndexedMemory:
         self.head = min((cp.seq for cp in cps.values()), default=0)
         self.floor = forget_floor(store, self.head)
         self.blocks = intervals.Blocks(conn, self.seal)  # the steps of an audit read mostly the same blocks
+        #: the seqs the questions will fall in (an audit's steps): each question's versions are then
+        #: selected and their seals checked once for all of them, and a state built from the same
+        #: versions as the last one of its projection is that one again
+        self.window = window
+        self.selected: dict[tuple[str | None, ...], list[tuple[Any, ...]]] = {}
+        self.built: dict[str, tuple[tuple[Any, ...], Any]] = {}
 
     def answers(self, seq: int, names: Iterable[str]) -> bool:
         return seq >= self.floor and all(
@@ -753,12 +760,7 @@ class IndexedMemory:
            trajectory_ids: Iterable[str] = ()) -> MemoryState:
         """Lessons (Tier 1 and `lesson_ids`), knowledge and selectors (of `domain`) and
         trajectories (`trajectory_ids`) as of `seq`; everything else is left out."""
-        blocks = self.blocks
-
-        def rows_at(name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
-                    facet: str | None = None) -> list[tuple[Any, ...]]:
-            return intervals.rows_at(blocks, name, seq, field, k1, k2, facet)
-
+        rows_at = functools.partial(self._rows, seq)
         lessons = rows_at("lessons", facet="tier1")
         for lid in dict.fromkeys(lesson_ids):
             lessons += rows_at("lessons", "lessons", lid)
@@ -777,13 +779,32 @@ class IndexedMemory:
         state.head = seq
         return state
 
+    def _rows(self, seq: int, name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
+              facet: str | None = None) -> list[tuple[Any, ...]]:
+        """`intervals.rows_at`, selected once for the whole window when `seq` is in it."""
+        if self.window is None or not self.window[0] <= seq <= self.window[1]:
+            return intervals.rows_at(self.blocks, name, seq, field, k1, k2, facet)
+        question = (name, field, k1, k2, facet)
+        rows = self.selected.get(question)
+        if rows is None:
+            rows = self.selected[question] = intervals.rows_during(self.blocks, name, *self.window, field, k1, k2,
+                                                                   facet)
+        return [r for r in rows if intervals.valid(r, seq)]
+
     def _state(self, name: str, seq: int, rows: list[tuple[Any, ...]]) -> Any:
+        versions = tuple((r[0], r[1], r[2], r[7]) for r in rows)  # (field, k1, k2, valid_from): the primary key
+        last = self.built.get(name)
+        if last is not None and last[0] == versions and not self.forged:
+            return last[1]
         if not self.forged and not intervals.sealed(self.seal, rows):
             self.forged = True
             discard(self.path, f"{self.path}: a version of {name!r} is not one this memory sealed")
         if self.forged:
             return projection_at(self.store, self.path, self.policy, name, seq)
-        return intervals.state_from_rows(name, rows)
+        state = intervals.state_from_rows(name, rows)
+        if self.window is not None:
+            self.built[name] = (versions, state)
+        return state
 
     def events(self, types: Iterable[str], items: Iterable[str]) -> Iterator[RecordedEvent]:
         """The events of `types` that name any of `items` (`mentions` keys), in log order: those up
@@ -802,8 +823,9 @@ class IndexedMemory:
 
 
 @contextmanager
-def indexed_memory(store: Store, path: Path, policy: Policy = DEFAULT_POLICY) -> Iterator[IndexedMemory]:
-    """projections.db caught up, and an `IndexedMemory` over it."""
+def indexed_memory(store: Store, path: Path, policy: Policy = DEFAULT_POLICY,
+                   window: tuple[int, int] | None = None) -> Iterator[IndexedMemory]:
+    """projections.db caught up, and an `IndexedMemory` over it (asked mostly within `window`)."""
     caught_up(store, path, policy)
     with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads
-        yield IndexedMemory(conn, cps, store, policy, Path(path))
+        yield IndexedMemory(conn, cps, store, policy, Path(path), window)

@@ -114,3 +114,33 @@ def test_items_come_back_in_the_order_the_fold_inserted_them(tmp_path: Path) -> 
     assert list(knowledge.current) == ["b.com", "a.com"]
     assert [f.value for f in knowledge.current["b.com"].values()] == ["z", "a"]
     store.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(items=st.lists(memory_events(), min_size=1, max_size=40), start=st.floats(0, 1), width=st.integers(0, 30))
+def test_a_window_answers_every_seq_in_it_as_one_question_a_seq_does(items: list[Any], start: float, width: int) -> None:
+    """An audit asks about its steps' seqs through one window: each question's versions selected
+    once for the window, a state built from the same versions as the last one reused. At every
+    seq of the window, and for every domain, that is what a question at that seq alone gives."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
+        _write(store, MemoryWriter(store), items)
+        path = Path(tmp) / "projections.db"
+        materialize.caught_up(store, path)
+        head = store.head()
+        lo = int(start * head)
+        hi = min(lo + width, head)
+        events = list(store.read())
+        domains = sorted({e.domain for e in events if e.domain}) + [None]
+        lessons = sorted({lid for e in events for lid in e.data.get("lesson_ids") or ()})
+        trajectories = sorted({e.data["trajectory_id"] for e in events if e.data.get("trajectory_id")})
+        with materialize.indexed_memory(store, path, window=(lo, hi)) as windowed, \
+                materialize.indexed_memory(store, path) as single:
+            for domain in domains:
+                for seq in range(lo, hi + 1):
+                    got = windowed.at(seq, domain, lessons, trajectories)
+                    want = single.at(seq, domain, lessons, trajectories)
+                    for name in ("lessons", "knowledge", "selectors", "trajectories"):
+                        _same(name, getattr(got, name), getattr(want, name))
+            assert windowed.selected  # the window's questions were selected once each
+        store.close()

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 from typing import Any
 
+from memledger.analytics.asof import STEP_TYPES, as_of_seq
 from memledger.analytics.forget import Forgotten
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import RecordedEvent
@@ -46,21 +47,6 @@ from memledger.projections.state import MemoryState, fold
 from memledger.projections.view import MemoryView
 
 FORGOTTEN_TEXT = "[forgotten]"
-STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",
-              "trajectory_recalled", "tier1_loaded")
-
-
-def as_of_seq(step_events: Iterable[tuple[int, str]]) -> int:
-    """The seq a step's memory is read at: just before its first `step_recorded`; for a step without
-    an action, its last prompt (`context_built`); else its last event. `step_events`: the (seq, type)
-    of the step's events of STEP_TYPES in log order. The one rule: audits and the analytics mirror's
-    `memory_at_step` both ask it."""
-    events = list(step_events)
-    action = next((seq for seq, t in events if t == "step_recorded"), None)
-    if action is not None:
-        return action - 1
-    prompts = [seq for seq, t in events if t == "context_built"]
-    return prompts[-1] if prompts else events[-1][0]
 
 
 class Origins:

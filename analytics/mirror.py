@@ -18,7 +18,7 @@ ledger through the sqlite scanner:
   text: a version re-files the run's whole recent history, and DuckDB's columns (urls, keys and
   event ids dictionary-encoded) hold them in a quarter of the space the JSON takes;
 - `step_as_of`: the seq each step of each run reads its memory at, as
-  `audit.as_of_seq` decides it (the view `memory_at_step` joins it to both interval tables).
+  `asof.as_of_seq` decides it (the view `memory_at_step` joins it to both interval tables).
 
 It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
 holds, the ledger's hash there, the code and projections it was built with, a
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from memledger.analytics.audit import STEP_TYPES, as_of_seq
+from memledger.analytics.asof import STEP_TYPES, as_of_seq
 from memledger.analytics.forget import Forgotten, lesson_id_of
 from memledger.analytics.queries import sql_text
 from memledger.ledger import location

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -95,7 +96,7 @@ def test_emit_draws_piped_tables_without_rich(tmp_path: Path) -> None:
     assert run.stdout == want == out.read_text()
 
 
-def test_emit_to_a_stream_rich_cannot_draw_boxes_on_falls_back_to_rich(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_emit_to_a_stream_rich_cannot_draw_boxes_on_falls_back_to_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream that is not UTF-8 gets rich's ASCII box, as before."""
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="ascii", errors="replace")

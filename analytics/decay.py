@@ -21,10 +21,10 @@ from typing import Any
 import duckdb
 import orjson
 
+from memledger.analytics.forget import current_facts
 from memledger.analytics.mirror import arrow_table
 from memledger.ledger.events import RecordedEvent
 from memledger.projections import knowledge
-from memledger.projections.knowledge import Fact, KnowledgeState
 from memledger.projections.parameters import Policy
 
 RELATION = "fact_walk"
@@ -46,29 +46,14 @@ def _events(con: duckdb.DuckDBPyConnection) -> Iterator[RecordedEvent]:
                                 orjson.loads(payload), payload, "", "")
 
 
-def _current(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -> dict[tuple[str, str], Fact]:
-    """The current facts an event may change (`knowledge.touched`'s paths; None: all of them)."""
-    out: dict[tuple[str, str], Fact] = {}
-    for path in paths if paths is not None else [("current", dom) for dom in state.current]:
-        if path[0] != "current":
-            continue
-        facts = state.current.get(path[1], {})
-        if len(path) == 3:
-            if path[2] in facts:
-                out[(path[1], path[2])] = facts[path[2]]
-        else:
-            out.update(((path[1], fid), f) for fid, f in facts.items())
-    return out
-
-
 def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any, ...]]:
     """One row per (event, fact it changed), in `_COLUMNS` order, as the knowledge fold changes them."""
     state = knowledge.empty()
     for ev in events:
         paths = knowledge.touched(state, ev)
-        before = _current(state, paths)
+        before = current_facts(state, paths)
         knowledge.apply(state, ev, policy)
-        after = _current(state, paths)
+        after = current_facts(state, paths)
         changed = [(f, "observed" if key not in before else _CHANGED.get(ev.type, ev.type), True)
                    for key, f in after.items() if before.get(key) is not f]
         changed += [(f, "pruned", False) for key, f in before.items() if key not in after]

@@ -2,14 +2,29 @@
 
 The analytics mirror (mirror.py) stores events only as `Forgotten.shown` gives
 them, so this is the one place analytics decides what forget hides (no SQL
-repeats it): events about a forgotten run, session, domain (with its
-subdomains, as `projections.text.domain_matches` says) or lesson are hidden,
-except the events that name lessons (`projections.mentions`), which — as in the
-lessons projection, where a universal lesson survives the forgetting of a place
-it was used — stay with their run, step and domain masked and the forgotten
-subjects taken out of their payload. The runs a forget takes along are the ones
-the runs projection drops (`projections.runs.covered`), and a lesson event's id
-is the one the lessons projection gives it (`projections.lessons.lesson_id_in`).
+repeats it). A forget acts where it stands in the log, as every projection
+folds it: it removes what memory held before it, and what is learned after it
+is new. So an event is hidden when a later forget covers it: events about a
+forgotten run, session, domain (with its subdomains, as
+`projections.text.domain_matches` says) or lesson — except the events that
+name lessons (`projections.mentions`), which, as in the lessons projection
+where a universal lesson survives the forgetting of a place it was used, stay
+with their run, step and domain masked and the forgotten subjects taken out of
+their payload. The runs a forget takes along are the ones the runs projection
+drops (`projections.runs.covered`, for the runs started before it), a lesson
+event's id is the one the lessons projection gives it
+(`projections.lessons.lesson_id_in`), and the lessons a forget removes are the
+ones the lessons fold removes (`lessons.apply`, asked by `removed_lessons`): a
+lesson recorded without a scope but merged into one scoped to the forgotten
+domain goes with it.
+
+Knowledge is not decided by subject at all: the knowledge fold keeps a fact
+another run first saw when a forgotten run confirmed it, and drops a fact a
+forgotten run first saw along with every later confirmation of it. Which facts
+a forget removes is asked of the fold itself (`projections.knowledge.apply`
+over the log's fact events, `FactsForgotten`): a fact event is hidden when every
+fact it changed was later removed by a forget, and a `facts_pruned` that stays
+loses the removed facts from its payload.
 
 Usage::
 
@@ -19,21 +34,27 @@ Usage::
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
-from memledger.projections import mentions
-from memledger.projections.lessons import lesson_id_in, removed_by
+from memledger.projections import knowledge, lessons, mentions
+from memledger.projections.knowledge import Fact, KnowledgeState
+from memledger.projections.lessons import lesson_id_in
+from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.runs import covered
 from memledger.projections.text import domain_matches
 
 #: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)
 LESSON_TYPES = frozenset((*mentions.LESSON_TYPES, *mentions.RECALL_TYPES))
+#: the events the knowledge fold reads, but the forget itself
+FACT_TYPES = frozenset(t for t in knowledge.TYPES if t != "subject_forgotten")
 #: where a recall keeps how many lessons it returned, beside `lesson_ids`
 _COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded": "count"}
+
+FactKey = tuple[str, str]  # (domain, fact_id)
 
 
 def lesson_id_of(ev: RecordedEvent) -> str | None:
@@ -44,12 +65,115 @@ def lesson_id_of(ev: RecordedEvent) -> str | None:
     return ev.data.get("lesson_id") or None
 
 
+def current_facts(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -> dict[FactKey, Fact]:
+    """The current facts an event may change (`knowledge.touched`'s paths; None: all of them)."""
+    out: dict[FactKey, Fact] = {}
+    for path in paths if paths is not None else [("current", dom) for dom in state.current]:
+        if path[0] != "current":
+            continue
+        facts = state.current.get(path[1], {})
+        if len(path) == 3:
+            if path[2] in facts:
+                out[(path[1], path[2])] = facts[path[2]]
+        else:
+            out.update(((path[1], fid), f) for fid, f in facts.items())
+    return out
+
+
+def fact_of(item: dict[str, Any], domain: str | None) -> FactKey:
+    """The fact a `facts_pruned` item names, as the knowledge fold finds it."""
+    dom = item.get("domain", domain) or ""
+    return dom, item.get("fact_id") or knowledge.fact_id_for(dom, item.get("fact_type", ""), item.get("key", ""),
+                                                             item.get("value", ""))
+
+
+def removed_lessons(events: Iterable[RecordedEvent]) -> dict[str, int]:
+    """Lesson id -> the seq of the last forget that removed it, by folding the lessons projection."""
+    state = lessons.empty()
+    out: dict[str, int] = {}
+    for ev in events:
+        held = set(state.lessons) if ev.type == "subject_forgotten" else None
+        lessons.apply(state, ev, DEFAULT_POLICY)
+        if held is not None:
+            out.update((lid, ev.seq) for lid in held - state.lessons.keys())
+    return out
+
+
+@dataclass
+class FactsForgotten:
+    """What the forgets took from knowledge, by folding the log's fact events and forgets: each fact,
+    from the event that made it until it is gone, is one life; a forget that removes it (whether
+    current or closed) forgets that life, and with it every event that changed it."""
+
+    #: seq -> the lives of facts the event changed
+    changed: dict[int, list[tuple[int, FactKey]]] = field(default_factory=dict)
+    #: the lives a forget ended
+    forgotten: set[int] = field(default_factory=set)
+
+    @classmethod
+    def fold(cls, events: Iterable[RecordedEvent]) -> "FactsForgotten":
+        out = cls()
+        state = knowledge.empty()
+        live: dict[FactKey, int] = {}  # current fact -> its life
+        closed: dict[int, tuple[Fact, int]] = {}  # id of a closed fact -> (it, its life)
+        lives = 0
+        for ev in events:
+            if ev.type == "subject_forgotten":
+                knowledge.apply(state, ev, DEFAULT_POLICY)
+                for key, life in list(live.items()):
+                    if key[1] not in state.current.get(key[0], {}):
+                        out.forgotten.add(live.pop(key))
+                kept = {id(f) for facts in state.closed.values() for f in facts}
+                for ref in [ref for ref in closed if ref not in kept]:
+                    out.forgotten.add(closed.pop(ref)[1])
+                continue
+            paths = knowledge.touched(state, ev)
+            before = current_facts(state, paths)
+            knowledge.apply(state, ev, DEFAULT_POLICY)
+            after = current_facts(state, paths)
+            changed = out.changed.setdefault(ev.seq, [])
+            for key, f in after.items():
+                if before.get(key) is not f:
+                    if key not in before:
+                        lives += 1
+                        live[key] = lives
+                    life = live[key]
+                    changed.append((life, key))
+            for key in before.keys() - after.keys():
+                life = live.pop(key)
+                changed.append((life, key))
+                gone = next((f for f in reversed(state.closed.get(key[0], [])) if f.fact_id == key[1]), None)
+                if gone is not None:
+                    closed[id(gone)] = (gone, life)
+        return out
+
+    def hides(self, seq: int) -> bool:
+        """Every fact this event changed was later forgotten (an event that changed none is not decided here)."""
+        lives = self.changed.get(seq, [])
+        return bool(lives) and all(life in self.forgotten for life, _ in lives)
+
+    def lost(self, seq: int) -> set[FactKey]:
+        """The facts this event changed that a later forget removed."""
+        return {key for life, key in self.changed.get(seq, ()) if life in self.forgotten}
+
+
 @dataclass
 class Forgotten:
-    domains: set[str] = field(default_factory=set)
-    runs: set[str] = field(default_factory=set)
-    sessions: set[str] = field(default_factory=set)
-    lessons: set[str] = field(default_factory=set)
+    """The subjects forgotten, each with the seq of its latest forget: an event before it is covered."""
+
+    domains: dict[str, int] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+    sessions: dict[str, int] = field(default_factory=dict)
+    lessons: dict[str, int] = field(default_factory=dict)
+    #: the fact events and forgets up to the last forget that can take facts, read when first needed
+    #: (None: no fact can have been forgotten); an event after that forget is not asked about
+    fact_events: Callable[[], Iterable[RecordedEvent]] | None = None
+    facts_until: int = 0
+    #: the same for lessons (forgets of a lesson or a domain)
+    lesson_events: Callable[[], Iterable[RecordedEvent]] | None = None
+    lessons_until: int = 0
+    _facts: FactsForgotten | None = None
+    _lessons: dict[str, int] | None = None
 
     @classmethod
     def scan(cls, store: Store, to_seq: int | None = None) -> "Forgotten":
@@ -57,6 +181,12 @@ class Forgotten:
         f = cls.from_events(store.read(to_seq=to_seq, types=["subject_forgotten"]))
         if f.domains or f.sessions:
             f.add_runs(store.read(to_seq=to_seq, types=["run_started"]))
+        if f.domains or f.runs or f.sessions:
+            f.facts_until = max((*f.domains.values(), *f.runs.values(), *f.sessions.values()))
+            f.fact_events = lambda: store.read(to_seq=f.facts_until, types=list(knowledge.TYPES))
+        if f.domains or f.lessons:
+            f.lessons_until = max((*f.domains.values(), *f.lessons.values()))
+            f.lesson_events = lambda: store.read(to_seq=f.lessons_until, types=list(lessons.TYPES))
         return f
 
     @classmethod
@@ -66,64 +196,84 @@ class Forgotten:
             if ev.type != "subject_forgotten":
                 continue
             kind, subject = ev.data["subject_kind"], ev.data["subject"]
-            {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons}[kind].add(
-                subject.lower() if kind == "domain" else subject)
+            {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons}[kind][
+                subject.lower() if kind == "domain" else subject] = ev.seq
         return f
 
     def add_runs(self, run_started: Iterable[RecordedEvent]) -> None:
-        """The runs a forgotten session or domain takes along, as the runs projection drops them."""
-        subjects = [*(("session", s) for s in self.sessions), *(("domain", d) for d in self.domains)]
+        """The runs a forgotten session or domain takes along, as the runs projection drops them:
+        the ones started before the forget."""
+        subjects = [*(("session", s, at) for s, at in self.sessions.items()),
+                    *(("domain", d, at) for d, at in self.domains.items())]
         for ev in run_started:
-            if ev.type == "run_started" and ev.run_id and any(
-                    covered(kind, subject, ev.run_id, ev.data.get("session_id"), ev.domain) for kind, subject in subjects):
-                self.runs.add(ev.run_id)
+            if ev.type != "run_started" or not ev.run_id:
+                continue
+            at = max((at for kind, subject, at in subjects if ev.seq < at and covered(
+                kind, subject, ev.run_id, ev.data.get("session_id"), ev.domain)), default=None)
+            if at is not None and at > self.runs.get(ev.run_id, 0):
+                self.runs[ev.run_id] = at
 
     def __bool__(self) -> bool:
         return bool(self.domains or self.runs or self.sessions or self.lessons)
 
-    def domain(self, host: str | None) -> bool:
-        """Is this host forgotten (itself or as a subdomain of a forgotten domain)?"""
-        return any(domain_matches(host, d) for d in self.domains)
+    def domain(self, host: str | None, seq: int = 0) -> bool:
+        """Is this host forgotten (itself or as a subdomain of a forgotten domain) by a forget after `seq`?"""
+        return any(seq < at and domain_matches(host, d) for d, at in self.domains.items())
 
-    def run(self, run_id: str | None) -> bool:
-        return bool(run_id) and run_id in self.runs
+    def run(self, run_id: str | None, seq: int = 0) -> bool:
+        """Is this run forgotten by a forget after `seq`?"""
+        return bool(run_id) and seq < self.runs.get(run_id or "", 0)
 
-    def lesson_removed(self, lesson_id: str | None, scope_domain: str | None) -> bool:
-        """A forget removed this lesson from the lessons projection (`lessons.removed_by`)."""
-        return any(removed_by(kind, subject, lesson_id, scope_domain) for kind, subjects in
-                   (("lesson", self.lessons), ("domain", self.domains)) for subject in subjects)
+    def lesson(self, lesson_id: str | None, seq: int = 0) -> bool:
+        """Did a forget after `seq` remove this lesson from the lessons projection (itself, or its
+        scope's domain)?"""
+        if lesson_id is None or self.lesson_events is None or seq >= self.lessons_until:
+            return False
+        if self._lessons is None:
+            self._lessons = removed_lessons(self.lesson_events())
+        return seq < self._lessons.get(lesson_id, 0)
+
+    def facts(self) -> FactsForgotten:
+        """What the forgets took from knowledge (folded once, when first asked)."""
+        if self._facts is None:
+            self._facts = FactsForgotten.fold(self.fact_events() if self.fact_events is not None else ())
+        return self._facts
 
     def masks(self, ev: RecordedEvent) -> bool:
         """The event's run, step and domain must not be shown."""
-        return self.run(ev.run_id) or self.domain(ev.domain)
+        return self.run(ev.run_id, ev.seq) or self.domain(ev.domain, ev.seq)
 
     def hides(self, ev: RecordedEvent) -> bool:
         """The event must not appear at all."""
         if ev.type == "subject_forgotten":
             return True
+        if ev.type in FACT_TYPES and ev.seq < self.facts_until and self.facts().changed.get(ev.seq):
+            return self.facts().hides(ev.seq)
         d = ev.data
-        scope = d.get("scope_domain")
-        if (self.lessons or self.domains) and self.lesson_removed(lesson_id_of(ev) if self.lessons else None,
-                                                                  scope if isinstance(scope, str) else None):
+        if self.lesson_events is not None and self.lesson(lesson_id_of(ev), ev.seq):
             return True
-        if ev.type == "session_recorded" and d.get("session_id") in self.sessions:
+        if ev.type == "session_recorded" and ev.seq < self.sessions.get(d.get("session_id") or "", 0):
             return True
         return self.masks(ev) and ev.type not in LESSON_TYPES
 
     def where(self, ev: RecordedEvent) -> tuple[str | None, int | None, str | None]:
-        """(run_id, step, domain) of an event as an answer may show them."""
+        """(run_id, step, domain) of an event as an answer may show them. A fact event that stays
+        keeps its domain unless the domain is forgotten: the facts it changed are shown with it."""
+        if ev.type in FACT_TYPES and not self.domain(ev.domain, ev.seq):
+            return (None, None, ev.domain) if self.run(ev.run_id, ev.seq) else (ev.run_id, ev.step, ev.domain)
         if self.masks(ev):
             return None, None, None
         return ev.run_id, ev.step, ev.domain
 
-    def domains_shown(self, domains: Iterable[str]) -> list[str]:
-        return [d for d in domains if not self.domain(d)]
+    def domains_shown(self, domains: Iterable[str], seq: int = 0) -> list[str]:
+        return [d for d in domains if not self.domain(d, seq)]
 
     def shown(self, ev: RecordedEvent) -> tuple[str | None, int | None, str | None, dict[str, Any]] | None:
         """The event as an answer may show it — None when hidden, else its run, step, domain (masked
         when they are forgotten) and its payload without forgotten subjects: forgotten lessons out of
         `lesson_ids` (with their texts, the count following), forgotten domains out of
-        `triggered_domains`, and the error text of a recall made in a forgotten run or domain."""
+        `triggered_domains`, forgotten facts out of `facts_pruned`, and the error text of a recall
+        made in a forgotten run or domain."""
         if self.hides(ev):
             return None
         data = ev.data
@@ -131,18 +281,18 @@ class Forgotten:
             return ev.run_id, ev.step, ev.domain, data
         data = dict(data)
         ids = data.get("lesson_ids")
-        if isinstance(ids, list) and any(lid in self.lessons for lid in ids):
+        if isinstance(ids, list) and any(self.lesson(lid, ev.seq) for lid in ids):
             texts = data.get("lessons")
-            keep = [i for i, lid in enumerate(ids) if lid not in self.lessons]
+            keep = [i for i, lid in enumerate(ids) if not self.lesson(lid, ev.seq)]
             data["lesson_ids"] = [ids[i] for i in keep]
             if isinstance(texts, list) and len(texts) == len(ids):
                 data["lessons"] = [texts[i] for i in keep]
             if ev.type in _COUNTS:
                 data[_COUNTS[ev.type]] = len(keep)
         if isinstance(data.get("triggered_domains"), list):
-            data["triggered_domains"] = self.domains_shown(data["triggered_domains"])
-        masked = self.masks(ev)
-        if masked and "error_snippet" in data:
+            data["triggered_domains"] = self.domains_shown(data["triggered_domains"], ev.seq)
+        if ev.type == "facts_pruned" and ev.seq < self.facts_until and (lost := self.facts().lost(ev.seq)):
+            data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
+        if "error_snippet" in data and self.masks(ev):
             data["error_snippet"] = ""
-        run_id, step, domain = (None, None, None) if masked else (ev.run_id, ev.step, ev.domain)
-        return run_id, step, domain, data
+        return (*self.where(ev), data)

@@ -13,6 +13,7 @@ from memledger.analytics.explain import explain_item
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.store import SqliteStore
+from memledger.projections import knowledge, lessons
 from memledger.projections.writer import MemoryWriter
 from tests.test_projections_determinism import _lesson_ids, _write, memory_events
 
@@ -46,7 +47,11 @@ def test_explain_by_index_equals_explain_by_scan(items: list[Any]) -> None:
         for item in ITEMS:
             assert _answer(store, item, path) == scanned[item], item
         store.read = read  # type: ignore[method-assign]
-        # by type, only the forgets (and the runs they take), and nothing past the index's head
+        # by type, only the forgets (and the runs they take), and nothing past the index's head; what
+        # the forgets took from knowledge and lessons is asked of their folds, which read no further
+        # than the last forget
+        forgets = {ev.seq for ev in store.read(types=["subject_forgotten"])}
         typed = {types for from_seq, _, types in calls if types and (from_seq or 1) <= head}
-        assert typed <= {("subject_forgotten",), ("run_started",)}, typed
+        assert typed <= {("subject_forgotten",), ("run_started",), knowledge.TYPES, lessons.TYPES}, typed
+        assert all(to_seq in forgets for _, to_seq, types in calls if types in (knowledge.TYPES, lessons.TYPES))
         store.close()

@@ -8,10 +8,11 @@ whether that pays, against the obvious alternative of asking SQLite directly
 offline sqlite_scanner on every query (`analytics.duck.attach`, the raw log).
 
 Figures: each query on the mirror and through the scanner beside SQLite; building the
-mirror from nothing (projections.db already current) and catching it up after 1% more
-events; and a cold `memledger analytics promotions` — a new process, the mirror current —
-beside the old way, which copied the ledger into DuckDB through the scanner in every
-process (and beside `memledger --version`, what starting the command line alone costs).
+mirror from nothing (projections.db already current), its file's size beside the ledger's,
+and catching it up after 1% more events; and a cold `memledger analytics promotions` — a
+new process, the mirror current — beside the old way, which copied the ledger into DuckDB
+through the scanner in every process (and beside `memledger --version`, what starting the
+command line alone costs).
 
 Queries: the promotions funnel (`analytics/sql/promotions.sql`), the recall hit rate
 (`recall.sql`), run outcomes by domain (`runs.sql`), and an event count by type and day.
@@ -299,6 +300,12 @@ def measure(path: Path, repeat: int) -> list[Figure]:
     figs.append(Figure(BENCH, "build the mirror from nothing (projections.db current)", t_build, "ms",
                        "copy ledger.db into DuckDB through the scanner (every process did, before)", t_copy,
                        higher_is_better=False, note=f"{head:,} events, checked reads, forget applied in Python"))
+    con = duckdb.connect(str(mirror), read_only=True)
+    short_term = con.execute("SELECT count(*) FROM short_term_intervals").fetchone()[0]  # type: ignore[index]
+    con.close()
+    figs.append(Figure(BENCH, "the mirror's file (analytics.duckdb)", mirror.stat().st_size / 1e6, "MB", "ledger.db",
+                       path.stat().st_size / 1e6, higher_is_better=False,
+                       note=f"{head:,} events; {short_term:,} versions of short-term memory among its intervals"))
     store = SqliteStore.open(path)
     try:
         store.append(synthetic_events(max(100, head // 100)))

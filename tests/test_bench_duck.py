@@ -61,8 +61,10 @@ def test_duckdb_and_sqlite_answer_alike(measured: dict[str, Any]) -> None:
 
 def test_figures_are_measured_and_positive(measured: dict[str, Any]) -> None:
     figures = measured["figures"]
-    assert len(figures) == 2 * len(QUERIES) + 4
+    assert len(figures) == 2 * len(QUERIES) + 5
     assert_honest(figures)
+    (size,) = [f for f in figures if f["name"] == "the mirror's file (analytics.duckdb)"]
+    assert size["unit"] == "MB" and size["value"] > 0 and " 0 versions" not in size["note"]
 
 
 def test_a_ledger_with_forgetting_is_refused(tmp_path: Path) -> None:

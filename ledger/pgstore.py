@@ -30,7 +30,8 @@ identically. What PostgreSQL changes:
   connection writes every queued batch in one statement (group commit).
 - Triggers refuse UPDATE, DELETE and TRUNCATE with 'ledger is append-only'.
 - Each committing append sends `NOTIFY memledger_events`; `subscribe`
-  LISTENs instead of watching files.
+  LISTENs instead of watching files, and while commits keep coming it
+  UNLISTENs and reads every few milliseconds (no server wake-up per commit).
 - `memledger_meta` names the application and the store schema version; a
   ledger written by a newer schema is refused with a one-line error.
 
@@ -46,6 +47,7 @@ Usage::
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -552,13 +554,18 @@ class PostgresStore(Store):
         return int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
 
     def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
-                  poll_s: float = 0.5) -> Iterator[RecordedEvent]:
+                  poll_s: float = 0.5, busy_poll_s: float = 0.005) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as writers commit them (LISTEN/NOTIFY).
 
         Runs on its own connection (LISTEN first, then catch up, so nothing
         committed in between is missed); a notification only says "look", the
         events themselves are read by seq, so a lost or merged NOTIFY costs
-        at most `poll_s` of latency.
+        at most `poll_s` of latency. While the ledger is busy (commits arrived
+        while the last events were read and handed over) it UNLISTENs and reads
+        every `busy_poll_s` instead: a listening server process wakes and sends
+        for every commit, which under a fleet of writers costs the server as
+        much as a writer's own statement. Once a read finds nothing new it
+        LISTENs again and reads once more before it waits.
         """
         with pg_translated(self.where):
             listener = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
@@ -570,18 +577,33 @@ class PostgresStore(Store):
         try:
             with pg_translated(self.where):
                 listener.execute(f"LISTEN {CHANNEL}")
+            listening = True
             next_seq = from_seq
             chain: ChainCheck | None = None
             while True:
                 if chain is None or chain.hash is None:  # once: the check goes on from the last event read
                     chain = self.chain_for(next_seq - 1)
+                got = 0
                 for ev in self._read(fetch, from_seq=next_seq, chain=chain):
                     yield ev
                     next_seq = ev.seq + 1
+                    got += 1
                 if stop is not None and stop.is_set():
                     return
                 with pg_translated(self.where):
-                    for _note in listener.notifies(timeout=poll_s, stop_after=1):
-                        pass
+                    if listening and got and any(True for _ in listener.notifies(timeout=0)):
+                        listener.execute(f"UNLISTEN {CHANNEL}")  # busy: read on a timer, not per commit
+                        listening = False
+                    if listening:
+                        for _note in listener.notifies(timeout=poll_s, stop_after=1):
+                            pass
+                    elif got:
+                        if stop is not None:
+                            stop.wait(busy_poll_s)
+                        else:
+                            time.sleep(busy_poll_s)
+                    else:  # caught up: listen again, then read once more before waiting
+                        listener.execute(f"LISTEN {CHANNEL}")
+                        listening = True
         finally:
             listener.close()

@@ -98,6 +98,42 @@ class TestPostgresStore(StoreContract):
             follower.close()
         assert seen[:2] == [1, 2] and len(errors) == 1 and not thread.is_alive()
 
+    def test_a_busy_follower_reads_on_a_timer_then_listens_again(self, store: Store, store_url: str) -> None:
+        """A follower slower than the writers stops listening (commits piled up while it handled
+        the first events), reads every event in order on its timer, and once caught up is woken
+        by a notification again: an event appended after it went idle arrives too."""
+        seen: list[int] = []
+        stop = threading.Event()
+        follower = open_store(url=store_url)
+
+        def follow() -> None:
+            for ev in follower.subscribe(1, stop, poll_s=30):  # a missed wake-up would stall the test
+                seen.append(ev.seq)
+                if ev.seq <= 3:
+                    time.sleep(0.1)  # slow at first: the writer's commits pile up meanwhile
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        try:
+            store.append([lesson(0)])
+            for i in range(1, 60):
+                store.append([progress(i, run="busy")])
+            deadline = time.monotonic() + 20
+            while len(seen) < 60 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert seen == list(range(1, 61))
+            time.sleep(0.2)  # idle: it listens again
+            store.append([progress(60, run="busy")])
+            deadline = time.monotonic() + 10
+            while len(seen) < 61 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert seen == list(range(1, 62))
+        finally:
+            stop.set()
+            store.append([progress(61, run="busy")])  # wakes it to see `stop`
+            thread.join(timeout=35)
+            follower.close()
+
     def test_a_ledger_opened_without_a_memory_directory_has_no_projections_db(self, store_url: str) -> None:
         with open_store(url=store_url) as bare:
             assert bare.home is None and projections_path(bare) is None

@@ -41,6 +41,8 @@ from memledger.ledger.credentials import passwords
 from memledger.ledger.errors import LedgerError
 
 MARKER = "[REDACTED]"
+#: the longest string whose clean verdict a `Redactor` remembers
+CLEAN_CACHE_TEXT = 64
 #: invisible format characters a secret can be split with (zero-width space, joiners, soft hyphen,
 #: word joiner, bidi controls, byte order mark)
 INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -243,6 +245,9 @@ class Redactor:
         self.extra = (_compile_extra(list(extra_patterns), "extra secret pattern")
                       + _compile_extra([p for p in env.splitlines() if p.strip()], "MEMLEDGER_SECRET_PATTERNS"))
         self._idents: dict[tuple[str, bool], str] = {}  # envelope ids repeat (a run's events share one)
+        #: short strings the screen could not clear but the full scan found free of secrets: payload
+        #: keys and labels repeat (a fact's "key" field, say), the scan is ~20 µs; no secret is kept
+        self._clean: set[str] = set()
 
     def may_contain_secrets(self, json_text: str) -> bool:
         """False only when `value()` would change nothing in the payload encoded as `json_text` (fast path)."""
@@ -251,6 +256,8 @@ class Redactor:
     def text(self, value: str) -> str:
         """`value` with every secret replaced by the marker (unchanged, byte for byte, when it holds none)."""
         if not self.extra and not may_hold_secret(value):
+            return value
+        if value in self._clean:
             return value
         visible = INVISIBLE.sub("", value)
         out = visible
@@ -263,7 +270,13 @@ class Redactor:
             out = _apply(d, out)
         for p in self.extra:
             out = p.sub(MARKER, out)
-        return value if out == visible else out
+        if out != visible:
+            return out
+        if len(value) <= CLEAN_CACHE_TEXT:
+            if len(self._clean) > 4096:
+                self._clean.clear()
+            self._clean.add(value)
+        return value
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):

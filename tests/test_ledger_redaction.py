@@ -109,3 +109,18 @@ def test_hex_digests_and_ids_are_not_card_numbers() -> None:
     assert [d for d in digests if r.text(d) != d] == []
     assert r.text("lsn_4111111111111111") == "lsn_4111111111111111"
     assert r.text(f"card:{CARD_DIGITS}.") == f"card:{MARKER}."
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["key", "pass", "\u200b", " "])),
+                max_size=4).map("".join))
+def test_a_remembered_clean_verdict_changes_no_answer(text: str) -> None:
+    """A redactor remembers the short strings it found clean (a fact's "key" field passes the screen
+    but holds nothing): asked again it answers as a fresh redactor does, and keeps no secret."""
+    from memledger.ledger.redact import CLEAN_CACHE_TEXT, Redactor
+    r = Redactor()
+    first = r.text(text)
+    assert r.text(text) == first == Redactor().text(text)
+    assert (text in r._clean) == (first == text and len(text) <= CLEAN_CACHE_TEXT and r.may_contain_secrets(text))
+    assert r.text("key") == "key" and "key" in r._clean
+    assert r.text(API_KEY) == MARKER and API_KEY not in r._clean

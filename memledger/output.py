@@ -335,32 +335,90 @@ def _rule(widths: Sequence[int], left: str, fill: str, divider: str, right: str)
 
 
 def _table_lines(d: TableDrawing, width: int) -> Iterator[str]:
-    """The lines rich draws for `rich_table` on a console `width` columns wide: the title wrapped to
-    the table's width, the box, the header's cells aligned to the bottom, the body's to the top."""
+    """The lines rich draws for `rich_table` on a console `width` columns wide (widened to the table,
+    as `print_report` does): the title wrapped to the table's width, the box, the header's cells
+    aligned to the bottom, the body's to the top."""
     if not d.widths:
         yield ""
         return
     table_width = _table_width(d.widths)
+    width = max(width, table_width)
     title = _printable(d.title)
     if title:
-        yield from (_cropped(line, max(width, table_width)) for line in _wrapped(title, table_width, justify="left"))
+        yield from (_cropped(line, width) for line in _wrapped(title, table_width, justify="left"))
     yield _rule(d.widths, *_TOP)
-    yield from _row_lines(d, d.headers, _HEAD, header=True)
+    yield from _row_lines(d, d.headers, _HEAD, width, header=True)
     yield _rule(d.widths, *_RULE)
     for row in d.cells:
-        yield from _row_lines(d, row, _BODY)
+        yield from _row_lines(d, row, _BODY, width)
     yield _rule(d.widths, *_BOTTOM)
 
 
-def _row_lines(d: TableDrawing, row: Sequence[str], box: tuple[str, str, str, str], header: bool = False) -> list[str]:
-    """One row of cells, each line of each cell padded to its column's width."""
+def _adjusted(segments: list[str], length: int, pad: bool = True) -> list[str]:
+    """rich's `Segment.adjust_line_length`: a line of segments padded (with a segment of spaces) or
+    cropped to `length` cells, each segment measured apart. rich adjusts a cell's lines three times
+    (its text to the column, then with its padding, then to the row's shape) and the whole row once
+    more; measured apart, text that joins across the seams (a zero-width joiner before a space) can
+    come out a cell longer or shorter, so each adjustment is done the same way here."""
+    total = _cells(segments)
+    if total < length:
+        return [*segments, " " * (length - total)] if pad else segments
+    if total == length:
+        return segments
+    kept: list[str] = []
+    used = 0
+    for segment in segments:
+        size = cell_len(segment)
+        if used + size >= length:
+            kept.append(set_cell_size(segment, length - used))
+            break
+        kept.append(segment)
+        used += size
+    return kept
+
+
+def _cells(segments: Sequence[str]) -> int:
+    """The cells a line of segments takes, each measured apart (plain ASCII: one a character)."""
+    joined = "".join(segments)
+    return len(joined) if joined.isascii() and joined.isprintable() else sum(map(cell_len, segments))
+
+
+def _cell_lines(text: str, width: int, wraps: bool, right: bool) -> tuple[list[list[str]], bool]:
+    """One cell's lines as rich's table renders them — its text laid out in `width` cells, then
+    padded with a space either side — and whether they are plain ASCII, each exactly `width` + 2
+    characters (most cells), so that no adjustment can change them."""
+    if len(text) <= width and text.isascii() and text.isprintable():
+        return [[f" {text.rstrip().rjust(width) if right else text.ljust(width)} "]], True
+    laid = _wrapped(_printable(text), width, wraps, "right" if right else "left")
+    if all(line.isascii() and line.isprintable() for line in laid):
+        return [[f" {line} "] for line in laid], True
+    return [_adjusted([" ", *_adjusted([line] if line else [], width), " "], width + 2) for line in laid], False
+
+
+def _row_lines(d: TableDrawing, row: Sequence[str], box: tuple[str, str, str, str], width: int,
+               header: bool = False) -> list[str]:
+    """One row of cells on a console `width` columns wide: every cell as tall as the tallest."""
     left, _, divider, right = box
-    cells = [[set_cell_size(line, w) for line in _wrapped(_printable(text), w, wraps, "right" if r else "left")]
-             for text, w, wraps, r in zip(row, d.widths, d.wraps, d.right)]
-    height = max(len(c) for c in cells)
-    cells = [([" " * w] * (height - len(c)) + c) if header else (c + [" " * w] * (height - len(c)))
-             for c, w in zip(cells, d.widths)]
-    return [left + divider.join(f" {c[i]} " for c in cells) + right for i in range(height)]
+    laid = [_cell_lines(text, w, wraps, r) for text, w, wraps, r in zip(row, d.widths, d.wraps, d.right)]
+    height = max(len(lines) for lines, _ in laid)
+    cells = []
+    for (lines, exact), w in zip(laid, d.widths):
+        blank = [[" " * (w + 2)]] * (height - len(lines))
+        lines = blank + lines if header else lines + blank
+        cells.append(lines if exact else [_adjusted(line, w + 2) for line in lines])
+    exact = all(e for _, e in laid)
+    out = []
+    for i in range(height):
+        segments = [left]
+        for j, lines in enumerate(cells):
+            if j:
+                segments.append(divider)
+            segments.extend(lines[i])
+        segments.append(right)
+        if not exact and len(cells) + 1 + sum(_cells(lines[i]) for lines in cells) > width:
+            segments = _adjusted(segments, width, pad=False)  # a cell came out wider than its column
+        out.append("".join(segments))
+    return out
 
 
 def _for_rich(stream: TextIO) -> bool:

@@ -66,6 +66,7 @@ def drawn_by_rich(report: Report, section: str | None, width: int) -> str:
 @example((Report("a report", {"t": Table(["a", "b"], [(None, ""), ("", None)])}), None), 40)
 @example((Report("", {"t": Table(["note"], [("[bold]not markup[/] \t tab\r\n\n e\u0301 中文 ❤\ufe0f",)])}), "t"), 20)
 @example((Report("中中中中中中 x", {"a": Table(["中中中中中中中中 中"], [("x",)]), "b": Table(["n"], [])}), None), 12)
+@example((Report("", {"t": Table(["lesson"], [(None,), (["\u200d\u200daaaa[bold]:smile:"],)])}), None), 12)  # joins at seams
 def test_the_renderer_prints_what_rich_prints(drawn: tuple[Report, str | None], width: int) -> None:
     report, section = drawn
     assert report_text(report, section, width) == drawn_by_rich(report, section, width)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +112,31 @@ _DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM eve
            "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i) || '/' || "
            "(SELECT count(*) || ':' || coalesce(sum(hash(t)), 0) FROM short_term_intervals t) || '/' || "
            "(SELECT count(*) || ':' || coalesce(sum(hash(s)), 0) FROM step_as_of s)")
+#: the tables `_DIGEST` covers, in its order
+_DIGESTED = ("events", "intervals", "short_term_intervals", "step_as_of")
+
+
+class _Tally:
+    """`_DIGEST` kept up to date while a catch-up deletes and inserts rows: per table, the row count
+    and the sum of the rows' hashes, from which a row's hash goes out as it came in — so a catch-up
+    hashes the rows it touches, not the whole mirror again. `str()` is what `_DIGEST` gives."""
+
+    def __init__(self, digest: str | None = None):
+        parts = [p.split(":") for p in digest.split("/")] if digest else [["0", "0"]] * len(_DIGESTED)
+        self.parts = {t: [int(n), int(total)] for t, (n, total) in zip(_DIGESTED, parts, strict=True)}
+
+    def count(self, con: duckdb.DuckDBPyConnection, table: str, rows: str, params: Sequence[Any] = (),
+              sign: int = 1) -> None:
+        """Add (`sign` 1) or take out (-1) the rows of `table` (as `t`) that `rows` selects."""
+        n, total = con.execute(f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {table} t {rows}",
+                               params).fetchone()  # type: ignore[misc]
+        self.parts[table][0] += sign * int(n)
+        self.parts[table][1] += sign * int(total)
+
+    def __str__(self) -> str:
+        return "/".join(f"{n}:{total}" for n, total in self.parts.values())
+
+
 _STEP_TYPES = ", ".join(f"'{t}'" for t in STEP_TYPES)
 #: the step events of every run that has one after a seq, in log order (events before a run's first step are step 0)
 _STEP_EVENTS = (f"SELECT run_id, coalesce(step, 0), seq, type FROM events WHERE type IN ({_STEP_TYPES}) AND run_id IN "
@@ -184,7 +209,7 @@ def _append_events(con: duckdb.DuckDBPyConnection, store: Store, after: int, hea
     con.execute("DROP TABLE staged_events")
 
 
-def _update_steps(con: duckdb.DuckDBPyConnection, after: int) -> None:
+def _update_steps(con: duckdb.DuckDBPyConnection, after: int, tally: _Tally) -> None:
     """`step_as_of` again for every run with a step event after `after` (a later event of a step,
     its action after its prompt, can move the seq it is read at)."""
     steps: dict[tuple[str, int], list[tuple[int, str]]] = {}
@@ -193,12 +218,15 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int) -> None:
     if not steps:
         return
     runs = sorted({run_id for run_id, _ in steps})
-    con.execute("DELETE FROM step_as_of WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", (runs,))
+    theirs = "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
+    tally.count(con, "step_as_of", theirs, (runs,), -1)
+    con.execute(f"DELETE FROM step_as_of {theirs}", (runs,))
     rows = [(run_id, step, as_of_seq(evs)) for (run_id, step), evs in steps.items()]
     con.register("batch", arrow_table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"),
                                  [list(col) for col in zip(*rows)]))
     con.execute("INSERT INTO step_as_of SELECT run_id, step, as_of_seq FROM batch")
     con.unregister("batch")
+    tally.count(con, "step_as_of", theirs, (runs,))
 
 
 def _interval_rows(projections: Path, after: int, head: int) -> list[tuple[str, pa.Table]]:
@@ -206,12 +234,14 @@ def _interval_rows(projections: Path, after: int, head: int) -> list[tuple[str, 
     (closed since), as of `head`: a version still current at `head` has no `valid_to`. Every
     version's seal is checked; a forged one discards projections.db (the caller folds again)."""
     seal = Seal.beside(projections)
-    where = "block IS NOT NULL AND valid_from <= ? AND (valid_from > ? OR (valid_to > ? AND valid_to <> ?))"
+    # a version that began after `after` ends after it too: one walk of the (projection, valid_to,
+    # valid_from) index from `after`, not a scan of every version of the projection
+    where = "valid_to > ? AND valid_from <= ? AND block IS NOT NULL AND (valid_from > ? OR valid_to <> ?)"
     out: list[tuple[str, pa.Table]] = []
     with opened(projections) as (conn, _):
         for name in MIRRORED:
-            cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals WHERE projection = ? AND {where}",
-                                  (name, head, after, after, OPEN))
+            cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals INDEXED BY _intervals_to "
+                                  f"WHERE projection = ? AND {where}", (name, after, head, after, OPEN))
             while stored := cursor.fetchmany(BATCH):
                 rows = intervals.resolved(intervals.Blocks(conn, seal), stored)
                 if not intervals.sealed(seal, rows):
@@ -231,7 +261,7 @@ class _Forged(LedgerError):
 
 
 def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, after: int,
-                    head: int) -> None:
+                    head: int, tally: _Tally) -> None:
     """Bring `intervals` and `short_term_intervals` from `after` to `head` (versions closed since
     replace their open rows). Short-term versions are gathered first and go in ordered by run, then
     seq: a run's versions side by side share their urls, keys and event ids within a column segment
@@ -244,21 +274,28 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: P
         batches = _interval_rows(projections, after, head)
     con.execute("CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
                 "value VARCHAR)")
+    short_term = "SEMI JOIN {} b ON t.run_id = b.{} AND t.valid_from = b.valid_from"
+    versions = ("SEMI JOIN batch b ON t.projection = b.projection AND t.field = b.field AND t.item IS NOT DISTINCT "
+                "FROM b.item AND t.part IS NOT DISTINCT FROM b.part AND t.valid_from = b.valid_from")
     for projection, batch in batches:
         con.register("batch", batch)
         if projection == "short_term":
+            tally.count(con, "short_term_intervals", short_term.format("batch", "item"), sign=-1)
             con.execute("DELETE FROM short_term_intervals USING batch b WHERE short_term_intervals.run_id = b.item "
                         "AND short_term_intervals.valid_from = b.valid_from")
             con.execute("INSERT INTO staged_short_term SELECT item, valid_from, valid_to, value FROM batch")
         else:
+            tally.count(con, "intervals", versions, sign=-1)
             con.execute("DELETE FROM intervals USING batch b WHERE intervals.projection = b.projection "
                         "AND intervals.field = b.field AND intervals.item IS NOT DISTINCT FROM b.item "
                         "AND intervals.part IS NOT DISTINCT FROM b.part AND intervals.valid_from = b.valid_from")
             con.execute("INSERT INTO intervals SELECT projection, field, item, part, valid_from, valid_to, "
                         "CAST(value AS JSON) FROM batch")
+            tally.count(con, "intervals", versions)
         con.unregister("batch")
     con.execute(f"INSERT INTO short_term_intervals SELECT run_id, valid_from, valid_to, "
                 f"CAST(CAST(value AS JSON) AS {SHORT_TERM_ITEM}) FROM staged_short_term ORDER BY run_id, valid_from")
+    tally.count(con, "short_term_intervals", short_term.format("staged_short_term", "run_id"))
     con.execute("DROP TABLE staged_short_term")
 
 
@@ -267,14 +304,17 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
     """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
     try:
+        held = con.execute("SELECT digest FROM _mirror").fetchone() if after > 0 else None
+        tally = _Tally(held[0] if held is not None else None)
         _append_events(con, store, after, head, Forgotten.scan(store, head))
-        _update_steps(con, after)
+        tally.count(con, "events", "WHERE seq > ?", (after,))
+        _update_steps(con, after, tally)
         if projections is not None:
-            _copy_intervals(con, store, projections, policy, after, head)
+            _copy_intervals(con, store, projections, policy, after, head, tally)
         con.execute("DELETE FROM _mirror")
         if projections is not None:
             version, ledger_hash = _code_version(policy), store.hash_at(head) or ""
-            digest = str(con.execute(_DIGEST).fetchone()[0])  # type: ignore[index]
+            digest = str(tally)
             mac = Seal.beside(projections).mac(*_meta_parts(head, ledger_hash, version, digest))
             con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)", (head, ledger_hash, version, digest, mac))
         con.execute(sql_text("views"))

@@ -17,7 +17,7 @@ import pytest
 
 from memledger.analytics.answers import analyse_all
 from memledger.analytics.audit import audit_run
-from memledger.analytics.mirror import connect
+from memledger.analytics.mirror import _DIGEST, connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
 from memledger.ledger.location import MIRROR_FILE
@@ -69,7 +69,20 @@ def test_caught_up_incrementally_equals_a_rebuild(learned: tuple[SqliteStore, Bu
     assert mirror.stat().st_ino == inode  # caught up in place, not rebuilt
     assert len(incremental[0]) == store.head() and more.runs
     assert incremental[1] != first[1] and incremental[3] != first[3]
+    held, rows = _digests(mirror)
+    assert held == rows  # the digest the catch-up kept up to date is the one every row gives
     assert incremental == _rebuilt(store)
+    held, rows = _digests(mirror)
+    assert held == rows
+
+
+def _digests(mirror: Path) -> tuple[str, str]:
+    """The digest the mirror's checkpoint holds, and the one its rows give now."""
+    con = duckdb.connect(str(mirror), read_only=True)
+    try:
+        return str(con.execute("SELECT digest FROM _mirror").fetchone()[0]), str(con.execute(_DIGEST).fetchone()[0])
+    finally:
+        con.close()
 
 
 def test_events_are_stored_clustered_by_type(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:

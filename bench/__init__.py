@@ -11,9 +11,11 @@ A module without `run` is still executed by `bench/run_all.py` as a script
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -111,3 +113,15 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def over_memory(memory: Path | None, prefix: str, prepare: Callable[[Path], int],
+                measure: Callable[[Path], tuple[list[Figure], dict[str, Any]]]) -> tuple[list[Figure], dict[str, Any]]:
+    """`measure` over the memory directory `memory` once `prepare` has readied it (and given its
+    head: the metrics' `events`), else over a new temporary one, removed after."""
+    if memory is None:
+        with tempfile.TemporaryDirectory(prefix=prefix) as d:
+            return over_memory(Path(d), prefix, prepare, measure)
+    head = prepare(memory)
+    figs, metrics = measure(memory)
+    return figs, {"events": head, **metrics}

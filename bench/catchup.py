@@ -36,8 +36,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, print_json, show
-from devtools.synthetic import build_ledger
+from bench import Figure, over_memory, print_json, show
+from devtools.synthetic import ensure_ledger
 from memledger.ledger.jsonl import parse_event
 from memledger.ledger.location import LEDGER_FILE
 from memledger.ledger.store import SqliteStore
@@ -79,15 +79,12 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 def ensure_memory(memory: Path, n: int) -> int:
     """The ledger in `memory` (built with `n` synthetic events when it has none) and projections.db
     current; its head."""
-    path = memory / LEDGER_FILE
-    if not path.exists():
-        memory.mkdir(parents=True, exist_ok=True)
-        build_ledger(path, n).close()
-    with SqliteStore.open(path, create=False) as store:
+    head = ensure_ledger(memory, n)
+    with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
         t0 = time.perf_counter()
         caught_up(store, memory / PROJECTIONS_FILE)
         print(f"projections.db current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        return int(store.head())
+    return head
 
 
 def one_fact() -> list[dict[str, Any]]:
@@ -162,14 +159,7 @@ def measured(quick: bool = False, events: int | None = None, repeat: int | None 
     when it holds no ledger), else over a new temporary one (100,000 events; 5,000 when quick)."""
     n = events or (5_000 if quick else 100_000)
     reps = repeat or (1 if quick else 3)
-    if memory is not None:
-        head = ensure_memory(memory, n)
-        figs, metrics = measure(memory, reps)
-        return figs, {"events": head, **metrics}
-    with tempfile.TemporaryDirectory(prefix="memledger-catchup-src-") as d:
-        head = ensure_memory(Path(d), n)
-        figs, metrics = measure(Path(d), reps)
-        return figs, {"events": head, **metrics}
+    return over_memory(memory, "memledger-catchup-src-", lambda m: ensure_memory(m, n), lambda m: measure(m, reps))
 
 
 def run(quick: bool = False) -> list[Figure]:

@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, print_json, show
-from devtools.synthetic import build_ledger
+from bench import Figure, over_memory, print_json, show
+from devtools.synthetic import ensure_ledger
 from memledger.analytics.queries import ANALYSES, sections
-from memledger.ledger.location import LEDGER_FILE, MIRROR_FILE
-from memledger.ledger.store import SqliteStore
+from memledger.ledger.location import MIRROR_FILE
 
 BENCH = "cold_analytics"
 ANALYSIS = "promotions"
@@ -99,19 +97,6 @@ def command_argv(memory: Path) -> list[str]:
     return [str(Path(sys.executable).with_name("memledger")), "--memory-dir", str(memory), "analytics", ANALYSIS]
 
 
-def ensure_ledger(memory: Path, n: int) -> int:
-    """The ledger in `memory`, built with `n` synthetic events when it has none; its head."""
-    path = memory / LEDGER_FILE
-    if not path.exists():
-        memory.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        store = build_ledger(path, n)
-        print(f"ledger of {store.head():,} events built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        store.close()
-    with SqliteStore.open(path, create=False) as store:
-        return int(store.head())
-
-
 def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
     """The command, the direct SQL and the bare interpreter, interleaved `repeat` times; then the phases."""
     t0 = time.perf_counter()
@@ -157,14 +142,7 @@ def measured(quick: bool = False, events: int | None = None, repeat: int | None 
     when it holds no ledger), else over a new temporary one (1,000,000 events; 20,000 when quick)."""
     n = events or (20_000 if quick else 1_000_000)
     reps = repeat or (3 if quick else 7)
-    if memory is not None:
-        head = ensure_ledger(memory, n)
-        figs, metrics = measure(memory, reps)
-        return figs, {"events": head, **metrics}
-    with tempfile.TemporaryDirectory(prefix="memledger-cold-") as d:
-        head = ensure_ledger(Path(d), n)
-        figs, metrics = measure(Path(d), reps)
-        return figs, {"events": head, **metrics}
+    return over_memory(memory, "memledger-cold-", lambda m: ensure_ledger(m, n), lambda m: measure(m, reps))
 
 
 def run(quick: bool = False) -> list[Figure]:

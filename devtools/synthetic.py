@@ -11,6 +11,8 @@ Usage::
 from __future__ import annotations
 
 import random
+import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from memledger.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
+from memledger.ledger.location import LEDGER_FILE
 from memledger.ledger.store import SqliteStore
 from memledger.projections.lessons import lesson_id_for
 
@@ -137,3 +140,16 @@ def build_ledger(path: Path, n: int) -> SqliteStore:
     for i in range(0, len(events), 5000):
         store.append(events[i:i + 5000])
     return store
+
+
+def ensure_ledger(memory: Path, n: int) -> int:
+    """The ledger in the memory directory `memory`, built with `n` synthetic events when it has none; its head."""
+    path = memory / LEDGER_FILE
+    if not path.exists():
+        memory.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        store = build_ledger(path, n)
+        print(f"ledger of {store.head():,} events built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        store.close()
+    with SqliteStore.open(path, create=False) as store:
+        return int(store.head())

@@ -46,6 +46,7 @@ Usage::
 """
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -59,6 +60,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import ConnStatus, Escaping, ExecStatus
+from psycopg.pq.abc import PGresult
 
 from memledger.ledger.clock import Clock, format_ts, system_clock
 from memledger.ledger.errors import (
@@ -264,9 +266,14 @@ def _append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batc
         if pgconn.status == ConnStatus.BAD:
             raise psycopg.OperationalError(result.get_error_message(encoding) or "the connection broke")
         raise pg_errors.error_from_result(result, encoding=encoding)
+    return _assigned(result, encoding)
+
+
+def _assigned(result: PGresult, encoding: str) -> list[tuple[int, int, str, str, str]]:
+    """The append function's rows (seq, stream version, recorded time, previous hash, hash)."""
     value = result.get_value
-    return [(int(value(r, 0)), int(value(r, 1)), value(r, 2).decode(), value(r, 3).decode(),  # type: ignore[union-attr,arg-type]
-             value(r, 4).decode()) for r in range(result.ntuples)]  # type: ignore[union-attr]
+    return [(int(value(r, 0)), int(value(r, 1)), value(r, 2).decode(encoding), value(r, 3).decode(encoding),  # type: ignore[union-attr,arg-type]
+             value(r, 4).decode(encoding)) for r in range(result.ntuples)]  # type: ignore[union-attr]
 
 
 def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batch: str) -> list[Any]:
@@ -274,14 +281,45 @@ def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: s
     ... COMMIT, the lock released at that COMMIT without waiting for the flush), then `_DURABLE` in
     the next. One round trip instead of two; the server runs the statements in order and answers once
     the flush is done. A failing append skips the rest and leaves the transaction aborted: the caller
-    rolls it back. The simple protocol takes no parameters: the values are quoted by libpq."""
-    quote = Escaping(conn.pgconn).escape_literal
+    rolls it back. The simple protocol takes no parameters: the values are quoted by libpq. Sent and
+    read through libpq itself, like `_append`."""
+    pgconn = conn.pgconn
     encoding = conn.info.encoding
-    message = (b"BEGIN; SELECT * FROM pg_temp.memledger_append(%d, %s, %s::jsonb); COMMIT; %s"
-               % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)), _DURABLE.encode()))
-    cur = conn.execute(message, prepare=False)
-    cur.nextset()  # past BEGIN, to the append's rows
-    return cur.fetchall()
+    quote = Escaping(pgconn).escape_literal
+    pgconn.send_query(b"BEGIN; SELECT * FROM pg_temp.memledger_append(%d, %s, %s::jsonb); COMMIT; %s"
+                      % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)),
+                         _DURABLE.encode()))
+    results = _results(conn)
+    for result in results:
+        if result.status == ExecStatus.FATAL_ERROR:
+            if pgconn.status == ConnStatus.BAD:
+                raise psycopg.OperationalError(result.get_error_message(encoding) or "the connection broke")
+            raise pg_errors.error_from_result(result, encoding=encoding)
+    if [r.status for r in results] != [ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK,
+                                       ExecStatus.TUPLES_OK]:
+        raise psycopg.OperationalError(f"unexpected answer to the append: {[r.status for r in results]}")
+    return _assigned(results[1], encoding)
+
+
+def _results(conn: psycopg.Connection[Any]) -> list[PGresult]:
+    """Every result of the query in flight. The wait for the socket is a `select`, which releases the
+    GIL (libpq's own wait for a result would hold it: the process's other threads would stall); if
+    the wait is interrupted or the connection fails, the connection is closed, never left half read
+    (the next call reconnects)."""
+    pgconn = conn.pgconn
+    out: list[PGresult] = []
+    try:
+        while True:
+            while pgconn.is_busy():
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return out
+            out.append(result)
+    except BaseException:
+        conn.close()
+        raise
 
 
 def split_batches(rows: Sequence[Row], batches: Sequence[tuple[Sequence[Prepared], int | None]]) -> list[list[Row]]:

@@ -2,6 +2,7 @@
 server: devtools/pg.py), and what only PostgreSQL does: the group commit of threads appending at once."""
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -105,6 +106,7 @@ class TestPostgresStore(StoreContract):
         seen: list[int] = []
         stop = threading.Event()
         follower = open_store(url=store_url)
+        assert isinstance(follower, PostgresStore)
 
         def follow() -> None:
             for ev in follower.subscribe(1, stop, poll_s=30):  # a missed wake-up would stall the test
@@ -174,3 +176,27 @@ class TestPostgresStoreDurable(TestPostgresStore):
         assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert [e.seq for e in store.append([progress(1, run="d")], expected_version=1)] == [2]
         assert [e.data["turn"] for e in store.read()] == [0, 1] and store.verify().ok
+
+    def test_an_append_interrupted_while_it_waits_closes_its_connection(self, store: Store,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+        """A Ctrl-C while the message's answer is awaited closes the connection rather than leave it
+        half read; the next append reconnects. (The interrupted append was sent: it may commit.)"""
+        assert isinstance(store, PostgresStore)
+        store.append([progress(0, run="i")])
+        real = select.select
+        interrupted: list[bool] = []
+
+        def select_once_interrupted(*args: object) -> object:
+            if not interrupted:
+                interrupted.append(True)
+                raise KeyboardInterrupt
+            return real(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(select, "select", select_once_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            store.append([progress(1, run="i")])
+        assert store.conn.closed
+        monkeypatch.undo()
+        store.append([progress(2, run="i")])
+        turns = {e.data["turn"] for e in store.read()}
+        assert {0, 2} <= turns <= {0, 1, 2} and store.verify().ok

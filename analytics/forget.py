@@ -51,6 +51,8 @@ from memledger.projections.text import domain_matches
 LESSON_TYPES = frozenset((*mentions.LESSON_TYPES, *mentions.RECALL_TYPES))
 #: the events the knowledge fold reads, but the forget itself
 FACT_TYPES = frozenset(t for t in knowledge.TYPES if t != "subject_forgotten")
+#: the fact events that name other facts in their payload: a shown one loses those a forget removed
+_NAMES_FACTS = ("facts_pruned", "fact_contradicted")
 #: where a recall keeps how many lessons it returned, beside `lesson_ids`
 _COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded": "count"}
 
@@ -272,7 +274,8 @@ class Forgotten:
         """The event as an answer may show it — None when hidden, else its run, step, domain (masked
         when they are forgotten) and its payload without forgotten subjects: forgotten lessons out of
         `lesson_ids` (with their texts, the count following), forgotten domains out of
-        `triggered_domains`, forgotten facts out of `facts_pruned`, and the error text of a recall
+        `triggered_domains`, forgotten facts out of `facts_pruned` (and their values out of a
+        contradiction's `old_values`), and the error text of a recall
         made in a forgotten run or domain."""
         if self.hides(ev):
             return None
@@ -291,8 +294,13 @@ class Forgotten:
                 data[_COUNTS[ev.type]] = len(keep)
         if isinstance(data.get("triggered_domains"), list):
             data["triggered_domains"] = self.domains_shown(data["triggered_domains"], ev.seq)
-        if ev.type == "facts_pruned" and ev.seq < self.facts_until and (lost := self.facts().lost(ev.seq)):
-            data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
+        if ev.type in _NAMES_FACTS and ev.seq < self.facts_until and (lost := self.facts().lost(ev.seq)):
+            if ev.type == "facts_pruned":
+                data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
+            else:  # a contradiction names the values it contradicted
+                data["old_values"] = [value for value in data.get("old_values") or () if fact_of(
+                    {"fact_type": data.get("fact_type", ""), "key": data.get("key", ""), "value": value},
+                    ev.domain) not in lost]
         if "error_snippet" in data and self.masks(ev):
             data["error_snippet"] = ""
         return (*self.where(ev), data)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -112,3 +113,23 @@ def test_after_any_forgets_analytics_answers_equal_the_projections(ops: list[tup
             assert runs == {rid: m.status for rid, m in state.runs.runs.items()}
         finally:
             store.close()
+
+
+def test_a_contradiction_that_stays_shows_no_value_a_forget_removed(tmp_path: Path) -> None:
+    """A contradiction of two values, one first seen by a run later forgotten: it still changed
+    the other fact, so it stays — without the forgotten fact's value in its `old_values`."""
+    with SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock()) as store:
+        _write(store, [("run", "a.test", None), ("fact", "a.test", "load", "1s", True), ("end", True),
+                       ("fact", "a.test", "load", "2s", False),
+                       ("run", "a.test", None), ("fact", "a.test", "load", "3s", True), ("end", True)])
+        contradictions = [e.data for e in store.read(types=["fact_contradicted"])]
+        assert ["1s", "2s"] in [sorted(d["old_values"]) for d in contradictions]  # what the ledger keeps
+        forget(store, "run", "r1")
+        con = connect(store)
+        try:
+            shown = [orjson.loads(p) for (p,) in con.execute(
+                "SELECT payload FROM events WHERE type = 'fact_contradicted' ORDER BY seq").fetchall()]
+        finally:
+            con.close()
+    assert shown and all("1s" not in d["old_values"] for d in shown)
+    assert ["2s"] in [d["old_values"] for d in shown]

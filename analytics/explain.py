@@ -163,7 +163,9 @@ def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
                 life.append(_entry(ev, stage, f"{d['fact_type']}:{d['key']} = {d['value']!r}", forgotten,
                                    fact_id=fid, confidence=round(f.confidence, 6) if f else None))
             elif ev.type == "fact_contradicted" and fid in before and f is not None and f.confidence != before[fid]:
-                life.append(_entry(ev, "decayed", f"contradicted by {d['new_value']!r}: x{d['factor']}", forgotten,
+                shown = forgotten.shown(ev)  # the value may be a forgotten run's
+                value = shown[3].get("new_value", "") if shown is not None else ""
+                life.append(_entry(ev, "decayed", f"contradicted by {value!r}: x{d['factor']}", forgotten,
                                    fact_id=fid, confidence=round(f.confidence, 6)))
             elif ev.type == "facts_pruned" and fid in before and f is None:
                 life.append(_entry(ev, "pruned", f"confidence below {d.get('threshold')}", forgotten,

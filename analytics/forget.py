@@ -111,6 +111,8 @@ class FactsForgotten:
     changed: dict[int, list[tuple[int, FactKey]]] = field(default_factory=dict)
     #: the lives a forget ended
     forgotten: set[int] = field(default_factory=set)
+    #: seq of a contradiction -> the life of the fact holding its new value then
+    named: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def fold(cls, events: Iterable[RecordedEvent]) -> "FactsForgotten":
@@ -129,6 +131,12 @@ class FactsForgotten:
                 for ref in [ref for ref in closed if ref not in kept]:
                     out.forgotten.add(closed.pop(ref)[1])
                 continue
+            if ev.type == "fact_contradicted":
+                dom, d = ev.domain or "", ev.data
+                named = live.get((dom, knowledge.fact_id_for(dom, d.get("fact_type", ""), d.get("key", ""),
+                                                             d.get("new_value", ""))))
+                if named is not None:
+                    out.named[ev.seq] = named
             paths = knowledge.touched(state, ev)
             before = current_facts(state, paths)
             knowledge.apply(state, ev, DEFAULT_POLICY)
@@ -157,6 +165,10 @@ class FactsForgotten:
     def lost(self, seq: int) -> set[FactKey]:
         """The facts this event changed that a later forget removed."""
         return {key for life, key in self.changed.get(seq, ()) if life in self.forgotten}
+
+    def names_lost(self, seq: int) -> bool:
+        """This contradiction's new value is a fact a later forget removed."""
+        return self.named.get(seq) in self.forgotten
 
 
 @dataclass
@@ -275,7 +287,7 @@ class Forgotten:
         when they are forgotten) and its payload without forgotten subjects: forgotten lessons out of
         `lesson_ids` (with their texts, the count following), forgotten domains out of
         `triggered_domains`, forgotten facts out of `facts_pruned` (and their values out of a
-        contradiction's `old_values`), and the error text of a recall
+        contradiction's `old_values` and `new_value`), and the error text of a recall
         made in a forgotten run or domain."""
         if self.hides(ev):
             return None
@@ -294,13 +306,16 @@ class Forgotten:
                 data[_COUNTS[ev.type]] = len(keep)
         if isinstance(data.get("triggered_domains"), list):
             data["triggered_domains"] = self.domains_shown(data["triggered_domains"], ev.seq)
-        if ev.type in _NAMES_FACTS and ev.seq < self.facts_until and (lost := self.facts().lost(ev.seq)):
+        if ev.type in _NAMES_FACTS and ev.seq < self.facts_until:
+            lost = self.facts().lost(ev.seq)
             if ev.type == "facts_pruned":
                 data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
-            else:  # a contradiction names the values it contradicted
+            else:  # a contradiction names the values it contradicted, and the one that contradicted them
                 data["old_values"] = [value for value in data.get("old_values") or () if fact_of(
                     {"fact_type": data.get("fact_type", ""), "key": data.get("key", ""), "value": value},
                     ev.domain) not in lost]
+                if self.facts().names_lost(ev.seq):
+                    data["new_value"] = ""
         if "error_snippet" in data and self.masks(ev):
             data["error_snippet"] = ""
         return (*self.where(ev), data)

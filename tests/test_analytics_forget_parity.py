@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memledger.analytics.answers import analyse_all
+from memledger.analytics.explain import explain_item
 from memledger.analytics.forget import lesson_id_of
 from memledger.analytics.mirror import connect
 from memledger.ledger.clock import SteppingClock
@@ -133,3 +134,23 @@ def test_a_contradiction_that_stays_shows_no_value_a_forget_removed(tmp_path: Pa
             con.close()
     assert shown and all("1s" not in d["old_values"] for d in shown)
     assert ["2s"] in [d["old_values"] for d in shown]
+
+
+def test_a_contradiction_by_a_forgotten_runs_value_does_not_show_that_value(tmp_path: Path) -> None:
+    """A forgotten run's value contradicted a fact that survives it: the contradiction stays (the
+    fact's confidence fell), but neither analytics nor `explain` names the forgotten value."""
+    with SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock()) as store:
+        _write(store, [("fact", "a.test", "load", "1s", False),
+                       ("run", "a.test", None), ("fact", "a.test", "load", "2s", True), ("end", True)])
+        assert [e.data["new_value"] for e in store.read(types=["fact_contradicted"])] == ["2s"]
+        forget(store, "run", "r1")
+        con = connect(store)
+        try:
+            shown = [orjson.loads(p) for (p,) in con.execute(
+                "SELECT payload FROM events WHERE type = 'fact_contradicted'").fetchall()]
+        finally:
+            con.close()
+        life = explain_item(store, "load", domain="a.test")
+    assert [(d["old_values"], d["new_value"]) for d in shown] == [(["1s"], "")]
+    assert "2s" not in orjson.dumps(life).decode()
+    assert any(entry["stage"] == "decayed" for entry in life["life"])

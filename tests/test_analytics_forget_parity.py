@@ -116,6 +116,16 @@ def test_after_any_forgets_analytics_answers_equal_the_projections(ops: list[tup
             store.close()
 
 
+def _contradictions_shown(store: SqliteStore) -> list[dict[str, Any]]:
+    """The payloads of the `fact_contradicted` events analytics shows, in log order."""
+    con = connect(store)
+    try:
+        return [orjson.loads(p) for (p,) in con.execute(
+            "SELECT payload FROM events WHERE type = 'fact_contradicted' ORDER BY seq").fetchall()]
+    finally:
+        con.close()
+
+
 def test_a_contradiction_that_stays_shows_no_value_a_forget_removed(tmp_path: Path) -> None:
     """A contradiction of two values, one first seen by a run later forgotten: it still changed
     the other fact, so it stays — without the forgotten fact's value in its `old_values`."""
@@ -126,12 +136,7 @@ def test_a_contradiction_that_stays_shows_no_value_a_forget_removed(tmp_path: Pa
         contradictions = [e.data for e in store.read(types=["fact_contradicted"])]
         assert ["1s", "2s"] in [sorted(d["old_values"]) for d in contradictions]  # what the ledger keeps
         forget(store, "run", "r1")
-        con = connect(store)
-        try:
-            shown = [orjson.loads(p) for (p,) in con.execute(
-                "SELECT payload FROM events WHERE type = 'fact_contradicted' ORDER BY seq").fetchall()]
-        finally:
-            con.close()
+        shown = _contradictions_shown(store)
     assert shown and all("1s" not in d["old_values"] for d in shown)
     assert ["2s"] in [d["old_values"] for d in shown]
 
@@ -144,12 +149,7 @@ def test_a_contradiction_by_a_forgotten_runs_value_does_not_show_that_value(tmp_
                        ("run", "a.test", None), ("fact", "a.test", "load", "2s", True), ("end", True)])
         assert [e.data["new_value"] for e in store.read(types=["fact_contradicted"])] == ["2s"]
         forget(store, "run", "r1")
-        con = connect(store)
-        try:
-            shown = [orjson.loads(p) for (p,) in con.execute(
-                "SELECT payload FROM events WHERE type = 'fact_contradicted'").fetchall()]
-        finally:
-            con.close()
+        shown = _contradictions_shown(store)
         life = explain_item(store, "load", domain="a.test")
     assert [(d["old_values"], d["new_value"]) for d in shown] == [(["1s"], "")]
     assert "2s" not in orjson.dumps(life).decode()

@@ -89,6 +89,12 @@ def fact_of(item: dict[str, Any], domain: str | None) -> FactKey:
                                                              item.get("value", ""))
 
 
+def value_fact(domain: str | None, data: dict[str, Any], value: str) -> FactKey:
+    """The fact a contradiction's value (one of `old_values`, or `new_value`) is, as the knowledge fold keys it."""
+    dom = domain or ""
+    return dom, knowledge.fact_id_for(dom, data.get("fact_type", ""), data.get("key", ""), value)
+
+
 def removed_lessons(events: Iterable[RecordedEvent]) -> dict[str, int]:
     """Lesson id -> the seq of the last forget that removed it, by folding the lessons projection."""
     state = lessons.empty()
@@ -132,9 +138,7 @@ class FactsForgotten:
                     out.forgotten.add(closed.pop(ref)[1])
                 continue
             if ev.type == "fact_contradicted":
-                dom, d = ev.domain or "", ev.data
-                named = live.get((dom, knowledge.fact_id_for(dom, d.get("fact_type", ""), d.get("key", ""),
-                                                             d.get("new_value", ""))))
+                named = live.get(value_fact(ev.domain, ev.data, ev.data.get("new_value", "")))
                 if named is not None:
                     out.named[ev.seq] = named
             paths = knowledge.touched(state, ev)
@@ -311,9 +315,8 @@ class Forgotten:
             if ev.type == "facts_pruned":
                 data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
             else:  # a contradiction names the values it contradicted, and the one that contradicted them
-                data["old_values"] = [value for value in data.get("old_values") or () if fact_of(
-                    {"fact_type": data.get("fact_type", ""), "key": data.get("key", ""), "value": value},
-                    ev.domain) not in lost]
+                data["old_values"] = [value for value in data.get("old_values") or ()
+                                      if value_fact(ev.domain, data, value) not in lost]
                 if self.facts().names_lost(ev.seq):
                     data["new_value"] = ""
         if "error_snippet" in data and self.masks(ev):

@@ -16,11 +16,15 @@ the rows to the projection's own `decode`. The values (canonical JSON) are kept 
 `_blocks`, compressed BLOCK_VALUES at a time; a row names its block and slot. Every
 block carries the memory directory's seal (`mac`, over its id, projection and bytes),
 checked when it is read, and so does every row (over all its columns, its block and slot
-among them: closing a version re-seals its row without reading its value); a row is served
-only when both hold (`sealed`).
+among them: closing a version re-seals its row without reading its value, once the seal it had
+holds); a row is served only when both hold (`sealed`). Seals prove each row, not that none was
+deleted: so each projection also keeps, in `_alive`, how many of its versions are valid at every
+seq (a chain of sealed segments, each naming where the next begins), and a whole projection is
+served as of a seq only when the versions read there are that many (`alive_count`).
 """
 from __future__ import annotations
 
+import bisect
 import hmac
 import sqlite3
 from collections.abc import Iterable
@@ -30,6 +34,7 @@ from typing import Any
 import orjson
 import zstandard
 
+from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
 from memledger.projections import mentions
 from memledger.projections.mentions import Mentions
@@ -59,13 +64,18 @@ DDL = (
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
     "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL, "
     "mac BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _alive (projection TEXT NOT NULL, first INTEGER NOT NULL, next INTEGER NOT NULL, "
+    "upto INTEGER NOT NULL, data BLOB NOT NULL, mac BLOB NOT NULL, PRIMARY KEY (projection, first)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to, valid_from)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
-TABLES = ("_intervals", "_blocks", *mentions.TABLES)
+TABLES = ("_intervals", "_blocks", "_alive", *mentions.TABLES)
+#: (seq, versions valid from it) pairs per `_alive` segment before a new segment is begun (a flush
+#: rewrites only the last one)
+SEGMENT_PAIRS = 4096
 _INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, "
            "slot, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, o1, o2, facet, block, slot FROM _intervals "
+_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac FROM _intervals "
              f"WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}")
 _CLOSE = "UPDATE _intervals SET valid_to = ?, mac = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
 #: what a read selects: the six columns a state is built from (the value as block and slot), then
@@ -103,6 +113,48 @@ def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
     """Every row read (as `rows_at` returns them) `holds`."""
     return all(holds(seal, mac, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot, value)
                for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows)
+
+
+class Forged(LedgerError):
+    """A stored version or count a catch-up builds on does not carry this memory's seal (it would
+    be sealed again as if this memory had written it): projections.db is discarded and rebuilt."""
+
+
+def open_row_holds(seal: Seal, row: tuple[Any, ...]) -> bool:
+    """A current version as `_OPEN_ROW` selects it carries its seal (checked before it is closed and
+    sealed again, or its position given to the version that replaces it)."""
+    projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac = row
+    return mac is not None and hmac.compare_digest(
+        bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, OPEN, o1, o2, facet, block, slot))
+
+
+def alive_tag(seal: Seal, projection: str, first: int, next_: int, upto: int, data: bytes) -> bytes:
+    """The seal of one `_alive` segment: its projection, the seqs it covers, and its bytes."""
+    return seal.tag(f"alive\x1f{projection}\x1f{first}\x1f{next_}\x1f{upto}\x1e".encode() + data)
+
+
+def _pairs(data: bytes) -> list[int]:
+    """A segment's (seq, count) pairs, flattened, as stored (compressed JSON)."""
+    return list(orjson.loads(zstandard.ZstdDecompressor().decompress(data)))
+
+
+def alive_count(conn: sqlite3.Connection, seal: Seal, name: str, seq: int) -> int | None:
+    """How many versions of projection `name` are valid at `seq`, from its sealed `_alive` chain;
+    None when the segment that covers `seq` is missing or not sealed (the chain starts at seq 0, and
+    every segment but the last names the first seq of the next: none can be dropped unseen)."""
+    row = conn.execute("SELECT first, next, upto, data, mac FROM _alive WHERE projection = ? AND first <= ? "
+                       "ORDER BY first DESC LIMIT 1", (name, seq)).fetchone()
+    if row is None:
+        return None
+    first, next_, upto, data, mac = row
+    if not hmac.compare_digest(bytes(mac), alive_tag(seal, name, first, next_, upto, bytes(data))) or seq >= next_:
+        return None
+    try:
+        pairs = _pairs(data)
+    except (zstandard.ZstdError, orjson.JSONDecodeError):
+        return None
+    at = bisect.bisect_right(pairs[0::2], seq) - 1
+    return pairs[2 * at + 1] if at >= 0 and 2 * at + 1 < len(pairs) else None
 
 
 class Blocks:
@@ -207,12 +259,16 @@ def _capture(state: Any, layout: dict[str, int], paths: Iterable[Path_], copy: b
 class Tracker:
     """Records the interval rows of the indexed projections while they are folded (see module doc)."""
 
-    def __init__(self, conn: sqlite3.Connection, names: Iterable[str], seal: Seal, floor: int = 0):
+    def __init__(self, conn: sqlite3.Connection, names: Iterable[str], seal: Seal, floor: int = 0,
+                 fresh: Iterable[str] = ()):
         self.conn = conn
         self.seal = seal
         self.names = [n for n in names if n in INDEXED]
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
+        #: the projections folded from seq 1 (only theirs may have no `_alive` chain yet)
+        self.fresh = set(fresh)
+        self.upto = 0  # the last seq folded: the counts of a flush reach it
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
         self.specs = {n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], getattr(m, "facet", None))
                       for n, m in self.mods.items()}
@@ -229,11 +285,14 @@ class Tracker:
         """Forget every stored version of a projection (it is being rebuilt)."""
         self.conn.execute("DELETE FROM _intervals WHERE projection = ?", (name,))
         self.conn.execute("DELETE FROM _blocks WHERE projection = ?", (name,))
+        self.conn.execute("DELETE FROM _alive WHERE projection = ?", (name,))
+        self.fresh.add(name)
 
     def fold(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any) -> Any:
         """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
         `touched` names are captured before and after, and only what changed is filed."""
         touched, layout, every, facet = self.specs[name]
+        self.upto = ev.seq
         paths = touched(state, ev)
         if paths is None:
             paths = every
@@ -323,10 +382,10 @@ class Tracker:
         pos = self.pos[name].get(p)
         if pos is None:  # opened by an earlier catch-up
             k1, k2 = (p[1] if len(p) > 1 else NO_KEY), (p[2] if len(p) > 2 else NO_KEY)
-            row = self.conn.execute(
-                f"SELECT o1, o2 FROM _intervals WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? "
-                f"AND valid_to = {OPEN}", (name, p[0], k1, k2)).fetchone()
-            pos = (row[0], row[1]) if row is not None else (0, 0)
+            row = self.conn.execute(_OPEN_ROW, (name, p[0], k1, k2)).fetchone()
+            if row is not None and not open_row_holds(self.seal, row):
+                raise Forged(f"a current version of {name!r} is not one this memory sealed")
+            pos = (row[5], row[6]) if row is not None else (0, 0)
         return pos
 
     def _open(self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None,
@@ -353,14 +412,24 @@ class Tracker:
         folding the same events again writes the same rows."""
         conn, floor, seal = self.conn, self.floor, self.seal
         closed = []
+        deltas: dict[str, dict[int, int]] = {n: {} for n in self.names}
         for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
             row = conn.execute(_OPEN_ROW, key).fetchone()
             if row is not None:
-                projection, field, k1, k2, valid_from, o1, o2, facet, block, slot = row
+                if not open_row_holds(seal, row):
+                    raise Forged(f"a current version of {row[0]!r} is not one this memory sealed")
+                projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, _ = row
                 closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, block,
                                             slot), *key, valid_from))
+                counts = deltas[projection]
+                counts[seq] = counts.get(seq, 0) - 1
         conn.executemany(_CLOSE, closed)
         kept = [r for r in self.rows if r[5] > floor]
+        for r in kept:
+            counts = deltas[r[0]]
+            counts[r[4]] = counts.get(r[4], 0) + 1
+            if r[5] != OPEN:
+                counts[r[5]] = counts.get(r[5], 0) - 1
         next_id = (conn.execute("SELECT MAX(id) FROM _blocks").fetchone()[0] or 0) + 1
         packed: list[tuple[int, str, bytes, bytes]] = []
         out = []
@@ -389,6 +458,8 @@ class Tracker:
                 next_id += 1
         conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data, mac) VALUES (?, ?, ?, ?)", packed)
         conn.executemany(_INSERT, out)
+        for name in self.names:
+            self._count(name, deltas[name])
         if floor:
             for name in self.names:
                 self._drop_before(name, floor)
@@ -396,6 +467,41 @@ class Tracker:
         self.rows, self.closes = [], []
         for opened in self.open_rows.values():
             opened.clear()
+
+    def _count(self, name: str, deltas: dict[int, int]) -> None:
+        """Add this flush's changes in the number of valid versions to `name`'s `_alive` chain: to its
+        last segment, or to a new one linked from it. Changes at seqs the chain already reaches were
+        filed by another catch-up of the same events (rows are idempotent; counts must be too)."""
+        conn, seal = self.conn, self.seal
+        tail = conn.execute(f"SELECT first, upto, data, mac FROM _alive WHERE projection = ? AND next = {OPEN}",
+                            (name,)).fetchone()
+        if tail is None:
+            if name not in self.fresh:
+                raise Forged(f"the count of {name!r}'s versions is gone")
+            first, upto, pairs = 0, 0, [0, 0]
+        else:
+            first, upto, data, mac = tail
+            if not hmac.compare_digest(bytes(mac), alive_tag(seal, name, first, OPEN, upto, bytes(data))):
+                raise Forged(f"the count of {name!r}'s versions is not one this memory sealed")
+            pairs = _pairs(data)
+            if self.upto <= upto:
+                return
+        count = pairs[-1]
+        added: list[int] = []
+        for seq in sorted(s for s, d in deltas.items() if d and s > upto):
+            count += deltas[seq]
+            added += [seq, count]
+        if tail is not None and not added:
+            return
+        if tail is not None and len(pairs) >= 2 * SEGMENT_PAIRS:  # the last segment is full: begin the next
+            conn.execute("UPDATE _alive SET next = ?, mac = ? WHERE projection = ? AND first = ?",
+                         (added[0], alive_tag(seal, name, first, added[0], upto, data), name, first))
+            first, pairs = added[0], []
+        pairs += added
+        upto = max(upto, self.upto)
+        data = self.packer.compress(orjson.dumps(pairs))
+        conn.execute("INSERT OR REPLACE INTO _alive (projection, first, next, upto, data, mac) VALUES (?, ?, ?, ?, ?, ?)",
+                     (name, first, OPEN, upto, data, alive_tag(seal, name, first, OPEN, upto, data)))
 
     def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
         """A block row as stored: its values compressed, and its seal."""
@@ -469,9 +575,12 @@ def valid(row: tuple[Any, ...], seq: int) -> bool:
 
 def state_at(blocks: Blocks, name: str, seq: int) -> Any | None:
     """Projection `name` as of `seq`, built from the versions valid then; None when one of them
-    does not hold its seal (it is then not served). What `rows_at` and `sealed` do, in one pass
-    over the rows as selected (a whole projection is up to hundreds of thousands of them)."""
+    does not hold its seal, or when they are fewer or more than its `_alive` chain counts (it is
+    then not served). What `rows_at` and `sealed` do, in one pass over the rows as selected (a
+    whole projection is up to hundreds of thousands of them)."""
     rows = blocks.conn.execute(_ALIVE, (name, seq, seq)).fetchall()
+    if alive_count(blocks.conn, blocks.seal, name, seq) != len(rows):
+        return None
     blocks.load({r[5] for r in rows})
     value_of, seal = blocks.value, blocks.seal
     found = []

@@ -63,7 +63,7 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -414,10 +414,10 @@ class Catchup:
             try:
                 with _lock, opened(self.path) as (conn, checkpoints):
                     return self._run(conn, checkpoints)
-            except Tampered as exc:
+            except (Tampered, intervals.Forged) as exc:
                 if attempt == 2:
                     raise
-                discard(self.path, str(exc))
+                discard(self.path, str(exc) if isinstance(exc, Tampered) else f"{self.path}: {exc}")
         raise AssertionError("unreachable")
 
     def _start(self, cp: Checkpoint | None, name: str) -> int:
@@ -475,7 +475,8 @@ class Catchup:
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
-        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor)
+        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor,
+                                         [n for n in PROJECTIONS if starts[n] == 0])
         if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
             with writing(conn):
                 conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
@@ -794,14 +795,19 @@ class IndexedMemory:
                                                                    facet)
         return [r for r in rows if intervals.valid(r, seq)]
 
+    def _distrust(self, name: str) -> None:
+        """projections.db failed authentication: discarded; every later answer is folded."""
+        if not self.forged:
+            self.forged = True
+            discard(self.path, f"{self.path}: a version of {name!r} is not one this memory sealed")
+
     def _state(self, name: str, seq: int, rows: list[tuple[Any, ...]]) -> Any:
         versions = tuple((r[0], r[1], r[2], r[7]) for r in rows)  # (field, k1, k2, valid_from): the primary key
         last = self.built.get(name)
         if last is not None and last[0] == versions and not self.forged:
             return last[1]
         if not self.forged and not intervals.sealed(self.seal, rows):
-            self.forged = True
-            discard(self.path, f"{self.path}: a version of {name!r} is not one this memory sealed")
+            self._distrust(name)
         if self.forged:
             return projection_at(self.store, self.path, self.policy, name, seq)
         state = intervals.state_from_rows(name, rows)
@@ -821,8 +827,12 @@ class IndexedMemory:
         yield from self.store.read(self.head + 1, types=sorted(wanted))
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
-        """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
-        return self._state(name, seq, intervals.rows_at(self.blocks, name, seq, field, key))
+        """Projection `name` as of `seq`: whole (then only with as many versions as it had then), or
+        only one field's item (or inner dict) `key`."""
+        rows = intervals.rows_at(self.blocks, name, seq, field, key)
+        if field is None and not self.forged and intervals.alive_count(self.conn, self.seal, name, seq) != len(rows):
+            self._distrust(name)
+        return self._state(name, seq, rows)
 
 
 @contextmanager

@@ -1,0 +1,238 @@
+"""projections.db edited by hand, row by row, against every reader of the as-of index.
+
+Each edit is what someone with write access to the file (and no key) can do with sqlite3, triggers
+dropped so that no alarm is left: delete, duplicate or move a version, edit its value, its seal or
+its key, swap blocks, drop or edit the counts of valid versions. Whatever the edit, memory as of a
+seq (MemoryView.as_of, `IndexedMemory`, the catch-up after new events) is the fold of the ledger:
+the edit is caught and the file rebuilt, never served, never sealed again as this memory's own.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memledger.ledger.clock import SteppingClock
+from memledger.ledger.store import SqliteStore
+from memledger.projections import intervals, materialize
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memledger.projections.seal import Seal
+from memledger.projections.state import MemoryState, digest_of, fold
+from memledger.projections.view import MemoryView
+from memledger.projections.writer import MemoryWriter
+from tests.cli_runner import run_cli
+from tests.projections_support import T0, fact, lesson, recall, run_started, step
+
+Edit = Callable[[sqlite3.Connection, int], Any]
+OPEN = intervals.OPEN
+
+
+def _memory(mem: Path) -> tuple[SqliteStore, Path, int]:
+    """A memory caught up twice (so some versions were closed by the second catch-up), and a seq
+    before its head at which closed and current versions of knowledge and lessons are valid."""
+    store = SqliteStore.open(mem / "ledger.db", clock=SteppingClock())
+    writer = MemoryWriter(store)
+    writer.open_for_run("r1", T0)
+    writer.append([run_started("r1", domain="a.com"), lesson(domain="a.com", fc="type"), fact("x", "a.com"),
+                   fact("y", "a.com", key="k2"), fact("z", "b.com"), step("r1", 1, domain="a.com")])
+    path = mem / "projections.db"
+    materialize.caught_up(store, path)
+    lid = next(l for l, v in MemoryView.open(store).state.lessons.lessons.items() if v.source != "seed")
+    writer.append([recall([lid], "a.com"), fact("w", "a.com"), step("r1", 2, domain="a.com")])
+    seq = store.head()
+    writer.append([fact("v", "a.com", key="k2"), fact("u", "c.com"), step("r1", 3, domain="a.com")])
+    materialize.caught_up(store, path)
+    return store, path, seq
+
+
+def _unguarded(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER [{name}]")
+    return conn
+
+
+def _alive_version(conn: sqlite3.Connection, seq: int, projection: str = "knowledge") -> tuple[Any, ...]:
+    return conn.execute("SELECT rowid, k1, k2, valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? "
+                        "AND block IS NOT NULL AND valid_from <= ? AND valid_to > ? ORDER BY valid_from, k2 LIMIT 1",
+                        (projection, seq, seq)).fetchone()
+
+
+def delete_a_valid_version(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _intervals WHERE rowid = ?", (_alive_version(conn, seq)[0],))
+
+
+def delete_every_version_of_a_projection(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _intervals WHERE projection = 'knowledge'")
+
+
+def delete_every_version_and_its_counts(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _intervals WHERE projection = 'knowledge'")
+    conn.execute("DELETE FROM _alive WHERE projection = 'knowledge'")
+
+
+def delete_the_closed_versions(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute(f"DELETE FROM _intervals WHERE valid_to <> {OPEN}")
+
+
+def duplicate_a_version_under_another_seq(conn: sqlite3.Connection, seq: int) -> None:
+    rowid = _alive_version(conn, seq)[0]
+    conn.execute("INSERT INTO _intervals SELECT projection, field, k1, k2, valid_from - 1, valid_to, o1, o2, facet, "
+                 "block, slot, mac FROM _intervals WHERE rowid = ?", (rowid,))
+
+
+def duplicate_a_version_under_another_key(conn: sqlite3.Connection, seq: int) -> None:
+    rowid = _alive_version(conn, seq)[0]
+    conn.execute("INSERT INTO _intervals SELECT projection, field, 'evil.com', k2, valid_from, valid_to, o1, o2, facet, "
+                 "block, slot, mac FROM _intervals WHERE rowid = ?", (rowid,))
+
+
+def move_a_version_to_another_key(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("UPDATE _intervals SET k1 = 'evil.com' WHERE rowid = ?", (_alive_version(conn, seq)[0],))
+
+
+def widen_a_closed_version(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute(f"UPDATE _intervals SET valid_to = {OPEN} WHERE valid_to <> {OPEN} AND valid_to > ?", (seq,))
+
+
+def start_a_version_later(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("UPDATE _intervals SET valid_from = ? WHERE rowid = ?", (seq + 1, _alive_version(conn, seq)[0]))
+
+
+def flip_a_seal_bit(conn: sqlite3.Connection, seq: int) -> None:
+    rowid = _alive_version(conn, seq)[0]
+    (mac,), = conn.execute("SELECT mac FROM _intervals WHERE rowid = ?", (rowid,)).fetchall()
+    conn.execute("UPDATE _intervals SET mac = ? WHERE rowid = ?", (bytes([mac[0] ^ 1]) + bytes(mac[1:]), rowid))
+
+
+def edit_a_value_in_its_block(conn: sqlite3.Connection, seq: int) -> None:
+    _, _, _, _, _, block, _ = _alive_version(conn, seq)
+    (data,), = conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchall()
+    conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (bytes(data[:-1]) + bytes([data[-1] ^ 1]), block))
+
+
+def swap_two_blocks(conn: sqlite3.Connection, seq: int) -> None:
+    (a, da, ma), (b, db, mb) = conn.execute("SELECT id, data, mac FROM _blocks ORDER BY id LIMIT 2").fetchall()
+    conn.execute("UPDATE _blocks SET data = ?, mac = ? WHERE id = ?", (db, mb, a))
+    conn.execute("UPDATE _blocks SET data = ?, mac = ? WHERE id = ?", (da, ma, b))
+
+
+def renumber_two_blocks(conn: sqlite3.Connection, seq: int) -> None:
+    (a,), (b,) = conn.execute("SELECT id FROM _blocks ORDER BY id LIMIT 2").fetchall()
+    conn.execute("UPDATE _blocks SET id = -1 WHERE id = ?", (a,))
+    conn.execute("UPDATE _blocks SET id = ? WHERE id = ?", (a, b))
+    conn.execute("UPDATE _blocks SET id = ? WHERE id = -1", (b,))
+
+
+def delete_every_block(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _blocks")
+
+
+def drop_the_counts(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _alive")
+
+
+def edit_a_count(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("UPDATE _alive SET upto = upto + 1 WHERE projection = 'knowledge'")
+
+
+EDITS = [delete_a_valid_version, delete_every_version_of_a_projection, delete_every_version_and_its_counts,
+         delete_the_closed_versions, duplicate_a_version_under_another_seq, duplicate_a_version_under_another_key,
+         move_a_version_to_another_key, widen_a_closed_version, start_a_version_later, flip_a_seal_bit,
+         edit_a_value_in_its_block, swap_two_blocks, renumber_two_blocks, delete_every_block, drop_the_counts,
+         edit_a_count]
+
+
+def _edited(mem: Path, edit: Edit) -> tuple[SqliteStore, Path, int]:
+    store, path, seq = _memory(mem)
+    conn = _unguarded(path)
+    edit(conn, seq)
+    conn.commit()
+    conn.close()
+    return store, path, seq
+
+
+def _folded(store: SqliteStore, seq: int) -> MemoryState:
+    return fold(MemoryState.empty(), store.read(1, seq), Policy())
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edit_is_never_served_as_of(memory_path: Path, edit: Edit) -> None:
+    store, path, seq = _edited(memory_path, edit)
+    want = _folded(store, seq)
+    view = MemoryView.open(store, path, as_of=seq)
+    for name in intervals.INDEXED:
+        assert digest_of(getattr(view.state, name)) == digest_of(getattr(want, name)), name
+    store.close()
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edit_is_never_served_by_the_index_an_audit_reads(memory_path: Path, edit: Edit) -> None:
+    store, path, seq = _edited(memory_path, edit)
+    want = _folded(store, seq)
+    with materialize.indexed_memory(store, path, DEFAULT_POLICY, (seq, seq)) as memory:
+        for name in ("lessons", "knowledge", "selectors", "trajectories", "runs", "step_memories"):
+            assert digest_of(memory.projection(name, seq)) == digest_of(getattr(want, name)), name
+    store.close()
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edit_is_not_sealed_again_by_the_next_catch_up(memory_path: Path, edit: Edit) -> None:
+    """New events touch the edited items: the catch-up closes their current versions and files
+    new ones. It must not seal what it found (the edit would then pass as this memory's own)."""
+    store, path, seq = _edited(memory_path, edit)
+    MemoryWriter(store).append([fact("x", "a.com"), fact("y", "a.com", key="k2"), fact("z", "b.com"),
+                                fact("t", "evil.com")])
+    materialize.caught_up(store, path)
+    head = store.head()
+    for at in (seq, head - 1, head):
+        want = _folded(store, at)
+        view = MemoryView.open(store, path, as_of=at)
+        for name in intervals.INDEXED:
+            assert digest_of(getattr(view.state, name)) == digest_of(getattr(want, name)), (name, at)
+        materialize.caught_up(store, path)  # rebuilt if an edit was caught: the index serves again
+        with materialize.opened(path) as (conn, _):
+            got = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), "knowledge", at)
+        assert got is not None and digest_of(got) == digest_of(want.knowledge), at
+    store.close()
+
+
+def test_a_version_pointed_at_another_items_value_is_not_laundered_by_its_close(memory_path: Path) -> None:
+    """The attack the re-seal allowed: the current version of a.com's fact pointed at b.com's value
+    (its seal left stale), then a.com's fact confirmed — closing that version sealed it anew."""
+    store, path, seq = _memory(memory_path)
+    conn = _unguarded(path)
+    (ka, kb), = conn.execute(f"SELECT a.rowid, b.slot FROM _intervals a JOIN _intervals b ON a.block = b.block "
+                             f"WHERE a.projection = 'knowledge' AND a.k1 = 'a.com' AND b.k1 <> 'a.com' "
+                             f"AND a.valid_to = {OPEN} AND b.valid_to = {OPEN} LIMIT 1").fetchall()
+    conn.execute("UPDATE _intervals SET slot = ? WHERE rowid = ?", (kb, ka))
+    conn.commit()
+    conn.close()
+    before = store.head()
+    MemoryWriter(store).append([fact("x", "a.com"), fact("y", "a.com", key="k2"), fact("w", "a.com")])
+    MemoryView.open(store, path)
+    got = MemoryView.open(store, path, as_of=before).state.knowledge
+    assert digest_of(got) == digest_of(_folded(store, before).knowledge)
+    store.close()
+
+
+@pytest.mark.parametrize("edit", [swap_two_blocks, widen_a_closed_version, flip_a_seal_bit, edit_a_value_in_its_block])
+def test_audit_and_explain_on_the_command_line_answer_as_before(memory_path: Path, edit: Edit) -> None:
+    store, path, seq = _memory(memory_path)
+    lid = next(l for l, v in MemoryView.open(store, path).state.lessons.lessons.items() if v.source != "seed")
+    store.close()
+    commands = [("audit", "r1", "--json"), ("audit", "r1", "--step", "2", "--json"), ("explain", lid, "--json"),
+                ("explain", "k2", "--domain", "a.com", "--json"), ("state", "facts", "--as-of", str(seq), "--json")]
+    before = {c: run_cli("--memory-dir", str(memory_path), *c) for c in commands}
+    assert all(r.code == 0 for r in before.values()), {c: r.err for c, r in before.items()}
+    conn = _unguarded(path)
+    edit(conn, seq)
+    conn.commit()
+    conn.close()
+    for c in commands:
+        r = run_cli("--memory-dir", str(memory_path), *c)
+        assert r.code == 0 and r.out == before[c].out, (c, r.err)
+        assert "Traceback" not in r.err and all(line.startswith("warning: ") for line in r.err.splitlines()), r.err

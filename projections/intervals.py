@@ -32,11 +32,10 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-import zstandard
 
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
-from memledger.projections import mentions
+from memledger.projections import compression, mentions
 from memledger.projections.mentions import Mentions
 from memledger.projections.seal import Seal
 from memledger.projections.state import module
@@ -51,9 +50,6 @@ FLUSH_ROWS = 20_000
 #: values per block: versions of one projection written together are compressed together (small
 #: JSON items share their keys and most of their text: ~10x, against ~2x one by one)
 BLOCK_VALUES = 64
-#: Zstandard's fastest level: as small as zlib's level 6 on these blocks, seven times faster to
-#: write (a rebuild compresses every version) and twice as fast to read (every as-of)
-ZSTD_LEVEL = 1
 _SEP = b"\n"  # between the values of a block (orjson never writes a raw newline)
 
 DDL = (
@@ -135,7 +131,7 @@ def alive_tag(seal: Seal, projection: str, first: int, next_: int, upto: int, da
 
 def _pairs(data: bytes) -> list[int]:
     """A segment's (seq, count) pairs, flattened, as stored (compressed JSON)."""
-    return list(orjson.loads(zstandard.ZstdDecompressor().decompress(data)))
+    return list(orjson.loads(compression.unpacker()(data)))
 
 
 def alive_count(conn: sqlite3.Connection, seal: Seal, name: str, seq: int) -> int | None:
@@ -151,7 +147,7 @@ def alive_count(conn: sqlite3.Connection, seal: Seal, name: str, seq: int) -> in
         return None
     try:
         pairs = _pairs(data)
-    except (zstandard.ZstdError, orjson.JSONDecodeError):
+    except compression.ERRORS:  # orjson's JSONDecodeError among them (a ValueError)
         return None
     at = bisect.bisect_right(pairs[0::2], seq) - 1
     return pairs[2 * at + 1] if at >= 0 and 2 * at + 1 < len(pairs) else None
@@ -166,7 +162,7 @@ class Blocks:
         self.conn = conn
         self.seal = seal
         self.values: dict[int, list[bytes]] = {}
-        self.unpack = zstandard.ZstdDecompressor().decompress  # one context for every block (not per call)
+        self.unpack = compression.unpacker()  # one context for every block (not per call)
 
     def load(self, ids: Iterable[int]) -> None:
         wanted = sorted({i for i in ids if i is not None and i not in self.values})
@@ -179,7 +175,7 @@ class Blocks:
                     if not same(bytes(mac), block_tag(seal, bid, projection, data)):
                         raise ValueError(bid)
                     self.values[bid] = self.unpack(data).split(_SEP)
-                except (zstandard.ZstdError, TypeError, ValueError):
+                except compression.ERRORS:  # ValueError among them: an unsealed block
                     self.values[bid] = []
             for bid in chunk:
                 self.values.setdefault(bid, [])
@@ -279,7 +275,7 @@ class Tracker:
         self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
         self.mentions = Mentions(conn, seal)  # filed with the versions, in the same transactions
-        self.packer = zstandard.ZstdCompressor(level=ZSTD_LEVEL)  # one context for every block (not per call)
+        self.pack = compression.packer()  # one context for every block and count (not per call)
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
@@ -499,13 +495,13 @@ class Tracker:
             first, pairs = added[0], []
         pairs += added
         upto = max(upto, self.upto)
-        data = self.packer.compress(orjson.dumps(pairs))
+        data = self.pack(orjson.dumps(pairs))
         conn.execute("INSERT OR REPLACE INTO _alive (projection, first, next, upto, data, mac) VALUES (?, ?, ?, ?, ?, ?)",
                      (name, first, OPEN, upto, data, alive_tag(seal, name, first, OPEN, upto, data)))
 
     def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
         """A block row as stored: its values compressed, and its seal."""
-        data = self.packer.compress(_SEP.join(values))
+        data = self.pack(_SEP.join(values))
         return block, name, data, block_tag(self.seal, block, name, data)
 
     def _drop_before(self, name: str, floor: int) -> None:

@@ -31,7 +31,6 @@ import heapq
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,7 +42,7 @@ from memledger.ledger.anchor import Anchor, require_anchor
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
-from memledger.projections import intervals, mentions
+from memledger.projections import compression, intervals, mentions
 from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.mentions import TYPES as MENTIONED
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
@@ -63,7 +62,9 @@ from memledger.projections.state import (
 )
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
-SCHEMA_VERSION = 11
+#: the layout of this file; an older one is removed and rebuilt without a word (12: states and
+#: snapshots are Zstandard frames, were zlib streams)
+SCHEMA_VERSION = 12
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -103,14 +104,6 @@ def resolve_seq(store: Store, at: int | str, what: str = "as of") -> int:
     if seq > MAX_SEQ:
         raise LedgerError(f"{what} seq {str(seq)[:40]}: beyond the largest seq a ledger holds (2**63-1)")
     return min(seq, int(store.head()))
-
-
-def _pack(raw: bytes) -> bytes:
-    return zlib.compress(raw, 1)
-
-
-def _unpack(blob: bytes) -> bytes:
-    return zlib.decompress(blob)
 
 
 def _hash_at(store: Store, seq: int) -> str:
@@ -408,6 +401,8 @@ class Catchup:
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
         self.hashes: dict[int, str] = {}  # seq -> the ledger's hash there
         self.tracker: Tracker | None = None
+        #: one context each for every state and snapshot this catch-up reads or writes
+        self.pack, self.unpack = compression.packer(), compression.unpacker()
 
     def run(self) -> MemoryState:
         for attempt in (1, 2):
@@ -439,8 +434,8 @@ class Catchup:
         catch-up that folds none of a projection's events moves its checkpoint on, not its state."""
         row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
         try:
-            raw = _unpack(row[1]) if row is not None and row[0] <= cp.seq else b""
-        except zlib.error:
+            raw = self.unpack(row[1]) if row is not None and row[0] <= cp.seq else b""
+        except compression.ERRORS:
             raw = b""
         if hashlib.sha256(raw).hexdigest() != cp.digest:  # the stored bytes are the canonical JSON
             raise Tampered(f"{self.path}: the stored state of {name!r} does not match its sealed digest")
@@ -510,7 +505,7 @@ class Catchup:
                     self.snapshots.append((name, seq, fp[name], dig, None, self.blob_seq[name], len(raw),
                                            ledger_hash, mac))
                 else:
-                    self.snapshots.append((name, seq, fp[name], dig, _pack(raw), None, len(raw), ledger_hash, mac))
+                    self.snapshots.append((name, seq, fp[name], dig, self.pack(raw), None, len(raw), ledger_hash, mac))
                     self.blob_seq[name] = seq
                 self.last_snap[name] = (seq, dig, len(raw))
             if len(self.snapshots) >= FLUSH_SNAPSHOTS * len(PROJECTIONS):
@@ -568,7 +563,7 @@ class Catchup:
                     raw = encode(new)
                     dig = hashlib.sha256(raw).hexdigest()
                     conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
-                                 (name, head, _pack(raw)))
+                                 (name, head, self.pack(raw)))
                 cp = Checkpoint(name, head, fp[name], dig, ledger_hash)
                 conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash, "
                              "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
@@ -616,11 +611,11 @@ def current_projection(store: Store, path: Path, policy: Policy, name: str, head
     if cp is not None and row is not None and row[0] <= cp.seq == head \
             and cp.fingerprint == fingerprint(name, policy):
         try:
-            raw = _unpack(row[1])
+            raw = compression.unpacker()(row[1])
             if hashlib.sha256(raw).hexdigest() == cp.digest:
                 with collector_paused():  # the state built is acyclic (see `projection_at`)
                     return decode(name, raw)
-        except (zlib.error, ValueError):
+        except compression.ERRORS:
             pass
         # edited in place: not served; the whole file is rebuilt (and right for the next reader)
         discard(path, f"{path}: the stored state of {name!r} does not match its sealed digest")
@@ -668,8 +663,8 @@ def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int
                                    (name, same_as)).fetchone()
                 blob = ref[0] if ref is not None else None
             try:
-                raw = _unpack(blob) if blob is not None else b""
-            except zlib.error:
+                raw = compression.unpacker()(blob) if blob is not None else b""
+            except compression.ERRORS:
                 raw = b""
             if not Seal.beside(path).holds(mac, *snapshot_parts(name, snap_seq, fp, dig, ledger_hash)) \
                     or hashlib.sha256(raw).hexdigest() != dig:

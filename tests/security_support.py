@@ -2,7 +2,7 @@
 produce every output memledger writes (exports, report, audits), and scan bytes.
 
 Scanning is byte-level: every file under a directory, plus the decompressed
-state blobs of any projections.db found (states and snapshots are zlib'd, version blocks zstd'd, so a
+state blobs of any projections.db found (states, snapshots and version blocks are zstd'd, so a
 raw scan alone could miss a compressed secret) and every value of the analytics
 mirror (analytics.duckdb: DuckDB compresses its columns).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
-import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,16 +113,13 @@ def _db_blobs(db: Path) -> Iterable[bytes]:
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             blobs = []
-            for table, column, unpack in (("_states", "state", zlib.decompress),
-                                          ("_snapshots", "state", zlib.decompress),
-                                          ("_blocks", "data", zstandard.decompress)):
+            for table, column in (("_states", "state"), ("_snapshots", "state"), ("_blocks", "data")):
                 if table in tables:
-                    blobs += [(unpack, r[0]) for r in conn.execute(
-                        f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+                    blobs += [r[0] for r in conn.execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
         finally:
             conn.close()
-    for unpack, blob in blobs:
-        yield unpack(blob)
+    for blob in blobs:
+        yield zstandard.decompress(blob)
 
 
 def _mirror_values(db: Path) -> Iterable[bytes]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-import zlib
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import orjson
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,20 +89,20 @@ def test_an_edited_state_left_in_place_is_caught_when_next_read(fresh_ledger, me
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
     materialize.caught_up(fresh_ledger, path)  # runs: not loaded, its checkpoint moved on
     conn = sqlite3.connect(path)
-    raw = orjson.loads(zlib.decompress(conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0]))
+    raw = orjson.loads(zstandard.decompress(conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0]))
     for run in raw["runs"].values():
         run["summary"] = "FORGED"
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER [{name}]")  # no alarm left: only the sealed digest can tell
     conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'",
-                 (zlib.compress(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS), 1),))
+                 (zstandard.compress(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)),))
     conn.commit()
     conn.close()
     view = MemoryView.open(fresh_ledger, path)  # current: nothing to catch up, runs read when used
     assert all(r.summary != "FORGED" for r in view.state.runs.runs.values())
     assert digests(view.state, ["runs"])["runs"] == good_runs
     assert any("does not match its sealed digest" in r.getMessage() for r in caplog.records)
-    assert "FORGED".encode() not in zlib.decompress(sqlite3.connect(path).execute(
+    assert "FORGED".encode() not in zstandard.decompress(sqlite3.connect(path).execute(
         "SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0])
 
 

@@ -9,11 +9,13 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -245,6 +247,45 @@ def test_a_garbage_file_is_replaced(fresh_ledger, memory_path):
         if p.exists():
             p.unlink()
     assert MemoryView.open(fresh_ledger, path).digests() == good
+
+
+ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # how every Zstandard frame begins
+
+
+def _stored_blobs(path: Path) -> list[bytes]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute("SELECT state FROM _states UNION ALL "
+                                           "SELECT state FROM _snapshots WHERE state IS NOT NULL")]
+    finally:
+        conn.close()
+
+
+def test_a_projections_db_of_the_zlib_format_is_rebuilt_without_a_word(fresh_ledger, memory_path, caplog):
+    """Schema 11 stored each state and snapshot as a zlib stream. Such a file, written here as that
+    code wrote it (through the module's own writes: no hand-edit mark), is an older format: removed
+    and rebuilt silently, never read as forged, and what it then serves equals the fold."""
+    path = memory_path / "projections.db"
+    with mock.patch.object(materialize, "SNAPSHOT_EVERY", 10):  # snapshots too, not only states
+        _populated(fresh_ledger)
+        good = MemoryView.open(fresh_ledger, path).digests()
+    conn = sqlite3.connect(path, isolation_level=None)
+    with materialize.writing(conn):
+        for table, key in (("_states", "projection"), ("_snapshots", "projection, seq")):
+            rows = conn.execute(f"SELECT {key}, state FROM {table} WHERE state IS NOT NULL").fetchall()
+            assert rows
+            for *where, blob in rows:
+                conn.execute(f"UPDATE {table} SET state = ? WHERE ({key}) = ({', '.join('?' * len(where))})",
+                             (zlib.compress(zstandard.decompress(blob), 1), *where))
+    conn.execute("PRAGMA user_version = 11")
+    conn.close()
+    assert not any(blob.startswith(ZSTD_FRAME) for blob in _stored_blobs(path))
+    fresh_ledger.append([fact("v9", "google.com", key="k_new")])
+    assert MemoryView.open(fresh_ledger, path).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(),
+                                                                         Policy())) != good
+    assert not caplog.records
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == materialize.SCHEMA_VERSION
+    assert all(blob.startswith(ZSTD_FRAME) for blob in _stored_blobs(path))
 
 
 def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):

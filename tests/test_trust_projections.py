@@ -10,7 +10,6 @@ import hashlib
 import json
 import sqlite3
 import stat
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,10 @@ def _forge(db: Path, edit: Any, *, table: str = "_states") -> None:
     """The issue's attack: edit the stored lessons state, recompute the unkeyed digest, clear the mark."""
     conn = sqlite3.connect(db)
     blob = conn.execute("SELECT state FROM _states WHERE projection = 'lessons'").fetchone()[0]
-    state = json.loads(zlib.decompress(blob))
+    state = json.loads(zstandard.decompress(blob))
     edit(state)
     raw = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
-    conn.execute("UPDATE _states SET state = ? WHERE projection = 'lessons'", (zlib.compress(raw, 1),))
+    conn.execute("UPDATE _states SET state = ? WHERE projection = 'lessons'", (zstandard.compress(raw),))
     conn.execute("UPDATE _checkpoints SET digest = ? WHERE projection = 'lessons'", (hashlib.sha256(raw).hexdigest(),))
     conn.execute("DELETE FROM _meta WHERE key = 'tampered'")
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():

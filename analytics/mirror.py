@@ -25,8 +25,10 @@ holds, the ledger's hash there, the code and projections it was built with, a
 digest of its rows), like projections.db. The mirror is never evidence: it is
 rebuilt from the ledger — into a new file, so nothing of the old one survives —
 when its checkpoint is not sealed by this memory's key, the ledger no longer
-holds the hash it saw, its rows do not match its digest, its code or the
-projections' fingerprints changed, or a forget was recorded since.
+holds the hash it saw, its rows do not match their digest (keyed by this memory)
+or its tables, views and macros are not this code's, its code or the projections'
+fingerprints changed, or a forget was recorded since. Whatever is in the mirror's
+place that is not a regular file (a link, a FIFO) is replaced, never opened.
 
 Usage::
 
@@ -35,8 +37,10 @@ Usage::
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,29 +111,60 @@ _INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to
 _INTERVAL_TYPES = ("string", "string", "string", "string", "int64", "int64", "string")
 #: projections.db's interval columns as `intervals.resolved` takes them (then `intervals.sealed` checks them)
 _SEALED_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
-#: a digest of every row: any edit of the tables (or of the file) shows
-_DIGEST = ("SELECT (SELECT count(*) || ':' || coalesce(sum(hash(e)), 0) FROM events e) || '/' || "
-           "(SELECT count(*) || ':' || coalesce(sum(hash(i)), 0) FROM intervals i) || '/' || "
-           "(SELECT count(*) || ':' || coalesce(sum(hash(t)), 0) FROM short_term_intervals t) || '/' || "
-           "(SELECT count(*) || ':' || coalesce(sum(hash(s)), 0) FROM step_as_of s)")
-#: the tables `_DIGEST` covers, in its order
+#: the tables the rows' digest covers, in its order
 _DIGESTED = ("events", "intervals", "short_term_intervals", "step_as_of")
+#: a row `t`'s share of the digest: a keyed MD5 of its JSON (the `?` is `_row_key`). DuckDB's own
+#: `hash()` is keyless and invertible: an editor can rewrite a row and set one integer column so
+#: that the row hashes as before, and the digest would hold
+_ROW_HASH = "md5_number_lower(? || to_json(t))"
+#: a digest of every row (one `_row_key` parameter per table): any edit of the tables shows
+_DIGEST = "SELECT " + " || '/' || ".join(
+    f"(SELECT count(*) || ':' || coalesce(sum({_ROW_HASH}), 0) FROM {table} t)" for table in _DIGESTED)
+#: every object of the mirror's own database, and every column of its tables and views: a touched
+#: file must hold exactly what this code creates (its views and macros are then created again, so
+#: a view or macro rewritten in the file cannot change an answer)
+_CATALOG = " UNION ALL ".join(
+    f"SELECT '{kind}', schema_name, {name}, {detail} FROM {function}() WHERE database_name = current_database(){more}"
+    for kind, function, name, detail, more in (
+        ("column", "duckdb_columns", "table_name", "column_name || ' ' || data_type || CASE WHEN is_nullable "
+                                                   "THEN '' ELSE ' NOT NULL' END || coalesce(' DEFAULT ' || column_default, '')", ""),
+        ("constraint", "duckdb_constraints", "table_name", "constraint_text", ""),
+        ("table", "duckdb_tables", "table_name", "''", ""),
+        ("view", "duckdb_views", "view_name", "''", " AND NOT internal"),
+        ("function", "duckdb_functions", "function_name", "function_type", " AND NOT internal"),
+        ("index", "duckdb_indexes", "index_name", "''", ""),
+        ("sequence", "duckdb_sequences", "sequence_name", "''", ""),
+        ("type", "duckdb_types", "type_name", "''", " AND NOT internal"))) + " ORDER BY ALL"
+
+
+def _row_key(projections: Path) -> str:
+    """The key of the rows' digest: this memory's own (an editor without it cannot recompute a row's share)."""
+    return Seal.beside(projections).mac("analytics mirror rows")
+
+
+def _rows_digest(con: duckdb.DuckDBPyConnection, key: str) -> str:
+    """`_DIGEST` of the mirror on `con`, under `key`."""
+    return str(con.execute(_DIGEST, [key] * len(_DIGESTED)).fetchone()[0])  # type: ignore[index]
 
 
 class _Tally:
     """`_DIGEST` kept up to date while a catch-up deletes and inserts rows: per table, the row count
-    and the sum of the rows' hashes, from which a row's hash goes out as it came in — so a catch-up
-    hashes the rows it touches, not the whole mirror again. `str()` is what `_DIGEST` gives."""
+    and the sum of the rows' keyed hashes, from which a row's hash goes out as it came in — so a
+    catch-up hashes the rows it touches, not the whole mirror again. `str()` is what `_DIGEST` gives.
+    Without a key (a private mirror in memory, never checked) nothing is hashed."""
 
-    def __init__(self, digest: str | None = None):
+    def __init__(self, key: str | None, digest: str | None = None):
+        self.key = key
         parts = [p.split(":") for p in digest.split("/")] if digest else [["0", "0"]] * len(_DIGESTED)
         self.parts = {t: [int(n), int(total)] for t, (n, total) in zip(_DIGESTED, parts, strict=True)}
 
     def count(self, con: duckdb.DuckDBPyConnection, table: str, rows: str, params: Sequence[Any] = (),
               sign: int = 1) -> None:
         """Add (`sign` 1) or take out (-1) the rows of `table` (as `t`) that `rows` selects."""
-        n, total = con.execute(f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {table} t {rows}",
-                               params).fetchone()  # type: ignore[misc]
+        if self.key is None:
+            return
+        n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t {rows}",
+                               (self.key, *params)).fetchone()  # type: ignore[misc]
         self.parts[table][0] += sign * int(n)
         self.parts[table][1] += sign * int(total)
 
@@ -305,7 +340,7 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
     con.execute("BEGIN")
     try:
         held = con.execute("SELECT digest FROM _mirror").fetchone() if after > 0 else None
-        tally = _Tally(held[0] if held is not None else None)
+        tally = _Tally(_row_key(projections) if projections is not None else None, held[0] if held is not None else None)
         _append_events(con, store, after, head, Forgotten.scan(store, head))
         tally.count(con, "events", "WHERE seq > ?", (after,))
         _update_steps(con, after, tally)
@@ -331,23 +366,38 @@ def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, poli
     file is known untouched) and the ledger agree; MirrorStale (why, for a warning; '' when only
     rebuilt) otherwise."""
     try:
-        row = con.execute("SELECT seq, ledger_hash, version, digest, mac FROM _mirror").fetchone()
+        rows = con.execute("SELECT seq, ledger_hash, version, digest, mac FROM _mirror").fetchall()
     except duckdb.Error as exc:
         raise MirrorStale(f"unreadable ({str(exc).splitlines()[0]})") from exc
-    if row is None:
+    if len(rows) != 1:
         raise MirrorStale("no checkpoint")
-    seq, ledger_hash, version, digest, mac = row
+    seq, ledger_hash, version, digest, mac = rows[0]
     if not Seal.beside(projections).holds(mac, *_meta_parts(seq, ledger_hash, version, digest)):
         raise MirrorStale("its checkpoint is not sealed by this memory's key")
     if version != _code_version(policy):
         raise MirrorStale("")
     if seq > 0 and store.hash_at(seq) != ledger_hash:
         raise MirrorStale(f"the ledger no longer holds the hash it saw at seq {seq}")
-    if check_rows and str(con.execute(_DIGEST).fetchone()[0]) != digest:  # type: ignore[index]
+    if check_rows and _rows_digest(con, _row_key(projections)) != digest:
         raise MirrorStale("its rows were edited")
+    if check_rows and con.execute(_CATALOG).fetchall() != _catalog():
+        raise MirrorStale("its tables, views or macros were changed")
     if any(True for _ in store.read(seq + 1, types=["subject_forgotten"], batch=1)):
         raise MirrorStale("")  # a forget since: rebuilt into a new file, so no byte of the subject survives
     return int(seq)
+
+
+@functools.cache
+def _catalog() -> list[tuple[Any, ...]]:
+    """`_CATALOG` of a mirror as this code creates it (built once, in memory)."""
+    con = duckdb.connect(config=CONFIG)
+    try:
+        for ddl in DDL:
+            con.execute(ddl)
+        con.execute(sql_text("views"))
+        return con.execute(_CATALOG).fetchall()
+    finally:
+        con.close()
 
 
 def _file_stamp(target: Path) -> str:
@@ -366,27 +416,49 @@ def _seal_file(target: Path, projections: Path) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(f"{stamp}\n{mac}")
-    os.replace(tmp, stamp_path)
+    _move(tmp, stamp_path, "cannot write the analytics mirror's seal there")
+
+
+def _regular(path: Path) -> bool:
+    """A regular file, not a symlink: what the mirror opens, reads or lets DuckDB open (a FIFO in its
+    place would block the read forever; a link could point DuckDB at another file, the ledger's too)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _untouched(target: Path, projections: Path) -> bool:
     """The file is as this memory last left it: no WAL, and its sealed stamp holds (then its rows
     need no digest: the cold path reads only what a query needs)."""
-    if Path(f"{target}.wal").exists():
+    stamp_path = location.mirror_stamp_path(target)
+    if os.path.lexists(f"{target}.wal") or not _regular(stamp_path):
         return False
     try:
-        stamp, mac = location.mirror_stamp_path(target).read_text().split("\n")
+        stamp, mac = stamp_path.read_text().split("\n")
     except (OSError, ValueError):
         return False
     return stamp == _file_stamp(target) and Seal.beside(projections).holds(mac, "analytics mirror file", stamp)
 
 
 def _remove(path: Path) -> None:
+    """Delete a mirror file and its WAL (whatever they are, bar a directory: a clear error)."""
     for p in (path, Path(f"{path}.wal")):
         try:
             p.unlink()
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise LedgerError(f"{p}: cannot remove it ({exc.strerror}); move it out of the memory directory") from None
+
+
+def _move(tmp: Path, path: Path, why: str) -> None:
+    """`tmp` moved over `path`; if it cannot be (a directory in the way), `tmp` goes and the error names `path`."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise LedgerError(f"{path}: {why} ({exc.strerror}); move it out of the memory directory") from None
 
 
 def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None:
@@ -405,8 +477,12 @@ def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None
         raise
     con.close()
     os.chmod(tmp, 0o600)
-    _remove(Path(f"{target}.wal"))  # an old log must not be replayed onto the new file
-    os.replace(tmp, target)
+    try:
+        _remove(Path(f"{target}.wal"))  # an old log must not be replayed onto the new file
+    except LedgerError:
+        _remove(tmp)
+        raise
+    _move(tmp, target, "cannot put the rebuilt analytics mirror there")
     _seal_file(target, projections)
 
 
@@ -419,8 +495,13 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
     caught_up(store, projections, policy)
     for attempt in (1, 2):
         con = None
-        if target.exists():
+        if os.path.lexists(target):
             try:
+                if not _regular(target):
+                    raise MirrorStale("not a regular file")
+                wal = Path(f"{target}.wal")
+                if os.path.lexists(wal) and not _regular(wal):
+                    _remove(wal)  # DuckDB would replay it: block on a FIFO, or read through a link
                 untouched = _untouched(target, projections)
                 con = duckdb.connect(str(target), read_only=untouched, config=CONFIG)
                 start = _start(con, store, projections, policy, check_rows=not untouched)
@@ -432,6 +513,8 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
                     start = _start(con, store, projections, policy, check_rows=False)
                 if start < head:
                     _fill(con, store, projections, policy, start, head)
+                else:  # touched, current: its views and macros made again, as a fill makes them
+                    con.execute(sql_text("views"))
                 con.close()
                 con = None
                 _seal_file(target, projections)

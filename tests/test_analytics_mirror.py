@@ -17,7 +17,7 @@ import pytest
 
 from memledger.analytics.answers import analyse_all
 from memledger.analytics.audit import audit_run
-from memledger.analytics.mirror import _DIGEST, connect
+from memledger.analytics.mirror import _row_key, _rows_digest, connect
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
 from memledger.ledger.location import MIRROR_FILE
@@ -80,7 +80,8 @@ def _digests(mirror: Path) -> tuple[str, str]:
     """The digest the mirror's checkpoint holds, and the one its rows give now."""
     con = duckdb.connect(str(mirror), read_only=True)
     try:
-        return str(con.execute("SELECT digest FROM _mirror").fetchone()[0]), str(con.execute(_DIGEST).fetchone()[0])
+        return (str(con.execute("SELECT digest FROM _mirror").fetchone()[0]),
+                _rows_digest(con, _row_key(mirror.with_name("projections.db"))))
     finally:
         con.close()
 

@@ -36,7 +36,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from memledger.analytics.asof import STEP_TYPES, as_of_seq
-from memledger.analytics.forget import Forgotten
+from memledger.analytics.forget import FORGOTTEN_TEXT, Forgotten
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.location import projections_path
@@ -45,8 +45,6 @@ from memledger.projections.materialize import caught_up, indexed_memory, project
 from memledger.projections.parameters import DEFAULT_POLICY
 from memledger.projections.state import MemoryState, fold
 from memledger.projections.view import MemoryView
-
-FORGOTTEN_TEXT = "[forgotten]"
 
 
 class Origins:
@@ -94,9 +92,6 @@ class Origins:
                 out.append({k: v for k, v in o.items() if k != "hidden"})
         return out
 
-    def any_hidden(self, event_ids: Iterable[str]) -> bool:
-        return any((o := self.of(eid)) is not None and o["hidden"] for eid in event_ids)
-
 
 def _lesson(lesson: Any, origins: Origins, forgotten: Forgotten) -> dict[str, Any]:
     return {"lesson_id": lesson.lesson_id, "lesson": lesson.lesson, "category": lesson.category,
@@ -110,9 +105,9 @@ def _lesson_hidden(lesson: Any, forgotten: Forgotten) -> bool:
     return lesson.lesson_id in forgotten.lessons or forgotten.domain(lesson.scope_domain)
 
 
-def _item(item: dict[str, Any], origins: Origins) -> dict[str, Any]:
+def _item(item: dict[str, Any], origins: Origins, seq: int) -> dict[str, Any]:
     ids = list(item.get("event_ids") or ())
-    hidden = origins.any_hidden(ids)
+    hidden = origins.forgotten.item_forgotten(ids, seq)
     return {"source": item.get("source"), "priority": item.get("priority"), "tokens": item.get("tokens"),
             "content_type": item.get("content_type", "text"), "truncated": bool(item.get("truncated")),
             "text": FORGOTTEN_TEXT if hidden else item.get("text", ""),
@@ -232,8 +227,9 @@ def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | 
             "step": k, "as_of_seq": as_of, "domain": domain,
             "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
                         "total_tokens": e.data.get("total_tokens"),
-                        "items": [_item(i, origins) for i in e.data.get("items") or ()],
-                        "trimmed": [_item(i, origins) for i in e.data.get("trimmed") or ()]} for e in prompts],
+                        "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
+                        "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()]}
+                       for e in prompts],
             "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
                              if lid not in forgotten.lessons],
             "memory": _memory(view, domain, recalls, trajs, origins, forgotten),

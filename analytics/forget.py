@@ -55,6 +55,10 @@ FACT_TYPES = frozenset(t for t in knowledge.TYPES if t != "subject_forgotten")
 _NAMES_FACTS = ("facts_pruned", "fact_contradicted")
 #: where a recall keeps how many lessons it returned, beside `lesson_ids`
 _COUNTS = {"error_recall": "matched", "domain_recall": "matched", "tier1_loaded": "count"}
+#: the text a prompt item is shown with when part of it came from a hidden event
+FORGOTTEN_TEXT = "[forgotten]"
+#: the lists of prompt items a `context_built` keeps (each item names the events it came from)
+_PROMPT_ITEMS = ("items", "trimmed")
 
 FactKey = tuple[str, str]  # (domain, fact_id)
 
@@ -190,13 +194,22 @@ class Forgotten:
     #: the same for lessons (forgets of a lesson or a domain)
     lesson_events: Callable[[], Iterable[RecordedEvent]] | None = None
     lessons_until: int = 0
+    #: an event by id, to ask whether a prompt item's origin is hidden (None: ids are unknown here)
+    lookup: Callable[[str], RecordedEvent | None] | None = None
     _facts: FactsForgotten | None = None
     _lessons: dict[str, int] | None = None
+    #: ids of the hidden events `shown` met, and the seq up to which it met every event (in log
+    #: order from seq 1, as a rebuild of the mirror reads them): an origin there needs no lookup
+    _hidden_ids: set[str] = field(default_factory=set)
+    _met_to: int = 0
+    #: origins looked up: event id -> hidden
+    _origins: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def scan(cls, store: Store, to_seq: int | None = None) -> "Forgotten":
         """Read the forget events (and the runs they take with them) from a store."""
         f = cls.from_events(store.read(to_seq=to_seq, types=["subject_forgotten"]))
+        f.lookup = store.get
         if f.domains or f.sessions:
             f.add_runs(store.read(to_seq=to_seq, types=["run_started"]))
         if f.domains or f.runs or f.sessions:
@@ -283,6 +296,25 @@ class Forgotten:
             return None, None, None
         return ev.run_id, ev.step, ev.domain
 
+    def origin_hidden(self, event_id: str, seq: int) -> bool:
+        """Is the event `event_id` (before `seq`) hidden?"""
+        if self._met_to >= seq - 1:
+            return event_id in self._hidden_ids
+        if event_id not in self._origins:
+            ev = self.lookup(event_id) if self.lookup is not None else None
+            self._origins[event_id] = ev is not None and self.hides(ev)
+        return self._origins[event_id]
+
+    def item_forgotten(self, event_ids: Iterable[str], seq: int) -> bool:
+        """A prompt item (of the `context_built` at `seq`) came, at least in part, from a hidden event:
+        its text and origins are not shown (a forgotten run's goal in a later run's session history)."""
+        return bool(self) and any(self.origin_hidden(eid, seq) for eid in event_ids)
+
+    def stream(self, ev: RecordedEvent) -> str | None:
+        """The event's stream as an answer may show it: none when its run or domain is masked (a
+        run's stream is named after it, `run-<run_id>`)."""
+        return None if self and self.masks(ev) else ev.stream
+
     def domains_shown(self, domains: Iterable[str], seq: int = 0) -> list[str]:
         return [d for d in domains if not self.domain(d, seq)]
 
@@ -291,14 +323,27 @@ class Forgotten:
         when they are forgotten) and its payload without forgotten subjects: forgotten lessons out of
         `lesson_ids` (with their texts, the count following), forgotten domains out of
         `triggered_domains`, forgotten facts out of `facts_pruned` (and their values out of a
-        contradiction's `old_values` and `new_value`), and the error text of a recall
-        made in a forgotten run or domain."""
-        if self.hides(ev):
+        contradiction's `old_values` and `new_value`), the error text of a recall
+        made in a forgotten run or domain, and the text of a prompt item that came from a hidden
+        event. Called in log order from seq 1, it remembers the hidden events it met (a prompt
+        item's origins are then not looked up)."""
+        hidden = self.hides(ev)
+        if hidden and self:
+            self._hidden_ids.add(ev.id)
+        if ev.seq == self._met_to + 1:
+            self._met_to = ev.seq
+        if hidden:
             return None
         data = ev.data
         if not self:
             return ev.run_id, ev.step, ev.domain, data
         data = dict(data)
+        if ev.type == "context_built":
+            for part in _PROMPT_ITEMS:
+                if isinstance(data.get(part), list):
+                    data[part] = [{**item, "text": FORGOTTEN_TEXT, "event_ids": []}
+                                  if isinstance(item, dict) and self.item_forgotten(item.get("event_ids") or (), ev.seq)
+                                  else item for item in data[part]]
         ids = data.get("lesson_ids")
         if isinstance(ids, list) and any(self.lesson(lid, ev.seq) for lid in ids):
             texts = data.get("lessons")

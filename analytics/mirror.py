@@ -214,7 +214,7 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
             continue
         run_id, step, domain, data = shown
         as_stored = data is ev.data and _CURRENT.get(ev.type) == ev.schema_version  # neither scrubbed nor upcast
-        row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
+        row = (ev.seq, ev.id, forgotten.stream(ev), ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
                ev.occurred_at, run_id, step, domain, lesson_id_of(ev),
                ev.payload_json if as_stored else orjson.dumps(data).decode())
         for col, value in zip(cols, row):

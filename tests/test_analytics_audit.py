@@ -6,8 +6,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.analytics.audit import FORGOTTEN_TEXT, audit_run
+from memledger.analytics.audit import audit_run
 from memledger.analytics.explain import explain_item
+from memledger.analytics.forget import FORGOTTEN_TEXT
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import UnknownItem
 from memledger.ledger.events import SubjectForgotten, event

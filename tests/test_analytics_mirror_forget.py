@@ -1,0 +1,154 @@
+"""Forget and the analytics mirror: after a run, a session, a domain and a lesson are forgotten, none
+of their strings (the goals and selectors only they had, their ids) is in analytics.duckdb — its bytes,
+its WAL, its values — nor in any `memledger analytics ...` answer in any format, whether the mirror was
+dropped by `memledger forget` and rebuilt, caught up after later runs, or met a forget recorded by
+another writer. A later run's prompt that quoted a forgotten subject (its session history) is shown
+with that item's text forgotten, as `memledger audit` shows it."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from memledger.agent import prompt as P
+from memledger.agent.memory import AgentMemory
+from memledger.analytics.forget import FORGOTTEN_TEXT
+from memledger.analytics.mirror import connect
+from memledger.analytics.queries import ANALYSES
+from memledger.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
+from memledger.ledger.location import MIRROR_FILE
+from memledger.ledger.store import SqliteStore
+from memledger.projections.forget import forget
+from memledger.projections.writer import MemoryWriter
+from tests.cli_runner import run_cli
+from tests.security_support import scan
+from tests.test_security_forget import ALL, LESSON_ID, build_memory
+
+#: the subjects' ids, beside the strings only they had
+IDS = ["run_quokka", "run_zebra", "run_narwhal_0", "run_narwhal_1", "sess_narwhal", LESSON_ID]
+NEEDLES = ALL + IDS
+FORGETS = (("--domain", "zebrafjord.test"), ("--run", "run_quokka"), ("--session", "sess_narwhal"),
+           ("--lesson", LESSON_ID))
+
+
+def later_run(memory: Path, run_id: str, url: str, domain: str) -> None:
+    """A run whose prompt quotes what memory holds for its site: session history, facts, selectors."""
+    with SqliteStore.open(memory / "ledger.db") as store:
+        mem = AgentMemory.open(store, memory / "projections.db")
+        mem.open_run(run_id, "Open the page again", url)
+        items = [P.session_history(s) for s in [mem.sessions(domain)] if s]
+        items += [P.app_knowledge(f) for f in [mem.facts(domain)] if f]
+        items += [P.known_selectors(s) for s in [mem.selectors(domain)] if s]
+        mem.context_built("step", 4000, items, [], step=1, domain=domain)
+        mem.finish_run(RunCompleted(success=True, summary="done", final_url=url, turns=1, tokens_in=10,
+                                    tokens_out=1, duration_ms=5.0, policy_decisions=0, replayed_steps=0))
+
+
+def _analytics_outputs(memory: Path, out: Path) -> None:
+    """Every analysis in every format, as files under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ANALYSES:
+        for fmt in ("json", "csv", "parquet", "table"):
+            r = run_cli("--memory-dir", str(memory), "analytics", name, "--format", fmt, "--out",
+                        str(out / f"{name}.{fmt}"))
+            assert r.code == 0, (name, fmt, r.err)
+
+
+def _left(memory: Path, out: Path) -> list[tuple[str, str]]:
+    """Needles in the mirror (bytes, WAL, every value) and in the analytics outputs."""
+    files = [p for p in memory.iterdir() if p.name.startswith(MIRROR_FILE) and p.is_file()]
+    return [hit for f in files for hit in scan(f, NEEDLES)] + scan(out, NEEDLES)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    mem = tmp_path / "memory"
+    mem.mkdir(mode=0o700)
+    build_memory(mem)
+    later_run(mem, "run_bread_again", "http://bakery.test/", "bakery.test")
+    later_run(mem, "run_news_again", "http://news.test/", "news.test")
+    later_run(mem, "run_lantern_again", "http://zebrafjord.test/", "zebrafjord.test")
+    return mem
+
+
+def test_forgotten_subjects_leave_the_mirror_and_every_answer(memory: Path, tmp_path: Path) -> None:
+    _analytics_outputs(memory, tmp_path / "before")
+    # the test can fail: every needle is in the mirror and in the answers before the forgets
+    assert {n for _, n in _left(memory, tmp_path / "before")} == set(NEEDLES)
+
+    for flag, subject in FORGETS:
+        r = run_cli("--memory-dir", str(memory), "forget", flag, subject)
+        assert r.code == 0, r.err
+    _analytics_outputs(memory, tmp_path / "rebuilt")
+    assert _left(memory, tmp_path / "rebuilt") == []
+
+    # a later run's session history quoted the forgotten run and session: shown forgotten, as the audit shows it
+    con = duckdb.connect(str(memory / MIRROR_FILE), read_only=True)
+    items = [item for (payload,) in con.execute("SELECT payload FROM events WHERE type = 'context_built' "
+                                                "AND run_id = 'run_bread_again'").fetchall()
+             for item in orjson.loads(payload)["items"]]
+    con.close()
+    history = [item for item in items if item["source"] == "session_history"]
+    assert history and all(item["text"] == FORGOTTEN_TEXT and item["event_ids"] == [] for item in history)
+    audit = orjson.loads(run_cli("--memory-dir", str(memory), "audit", "run_bread_again", "--json").out)
+    audited = [i for s in audit["steps"] for p in s["prompt"] for i in p["items"] if i["source"] == "session_history"]
+    assert [i["text"] for i in audited] == [i["text"] for i in history]
+
+    # caught up in place after more runs (their prompts may quote what memory still holds)
+    inode = (memory / MIRROR_FILE).stat().st_ino
+    later_run(memory, "run_bread_third", "http://bakery.test/", "bakery.test")
+    later_run(memory, "run_news_third", "http://news.test/", "news.test")
+    _analytics_outputs(memory, tmp_path / "caught_up")
+    assert (memory / MIRROR_FILE).stat().st_ino == inode
+    assert _left(memory, tmp_path / "caught_up") == []
+
+
+def test_a_forget_another_writer_recorded_is_honoured(memory: Path, tmp_path: Path) -> None:
+    """A forget recorded through the library by a writer that does not scrub the memory directory
+    (`forget` without `projections_path`) leaves the mirror where it is: the next answer finds the
+    forget since its checkpoint and rebuilds it, and catches up the runs after it."""
+    _analytics_outputs(memory, tmp_path / "before")
+    with SqliteStore.open(memory / "ledger.db") as store:
+        for flag, subject in FORGETS:
+            forget(store, flag[2:], subject)
+    assert (memory / MIRROR_FILE).exists()  # nobody dropped it
+    later_run(memory, "run_bread_third", "http://bakery.test/", "bakery.test")
+    inode = (memory / MIRROR_FILE).stat().st_ino
+    _analytics_outputs(memory, tmp_path / "after")
+    assert (memory / MIRROR_FILE).stat().st_ino != inode  # a new file: no page of the old one survives
+    assert not os.path.exists(f"{memory / MIRROR_FILE}.wal")
+    assert _left(memory, tmp_path / "after") == []
+
+
+def test_a_prompt_after_the_forget_is_masked_alike_caught_up_or_rebuilt(memory: Path) -> None:
+    """A prompt recorded after the mirror last caught up, quoting an event a forget before it hides:
+    caught up (the origin looked up) the mirror shows it as a rebuild (the origin met in order) does."""
+    r = run_cli("--memory-dir", str(memory), "forget", "--run", "run_quokka")
+    assert r.code == 0, r.err
+    with SqliteStore.open(memory / "ledger.db") as store:
+        connect(store).close()
+        inode = (memory / MIRROR_FILE).stat().st_ino
+        quoted = next(ev for ev in store.read(types=["step_recorded"]) if ev.run_id == "run_quokka")
+        kept = next(ev for ev in store.read(types=["step_recorded"]) if ev.run_id == "run_keep_0")
+        MemoryWriter(store).append([event(ContextBuilt(budget=100, total_tokens=20, items=[
+            ContextItem(source="app_knowledge", priority=30, tokens=10, text="quokkaberry muffins sell out",
+                        event_ids=[kept.id, quoted.id]),
+            ContextItem(source="known_selectors", priority=25, tokens=10, text="Rye Bread link",
+                        event_ids=[kept.id])]), run_id="run_late", domain="bakery.test")])
+        caught_up = _context_items(store)
+        assert (memory / MIRROR_FILE).stat().st_ino == inode
+        (memory / MIRROR_FILE).unlink()
+        assert _context_items(store) == caught_up
+    assert caught_up[-1] == [(FORGOTTEN_TEXT, []), ("Rye Bread link", [kept.id])]
+
+
+def _context_items(store: SqliteStore) -> list[list[tuple[str, list[str]]]]:
+    con = connect(store)
+    try:
+        return [[(i["text"], i["event_ids"]) for i in orjson.loads(p)["items"]]
+                for (p,) in con.execute("SELECT payload FROM events WHERE type = 'context_built' ORDER BY seq").fetchall()]
+    finally:
+        con.close()

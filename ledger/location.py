@@ -81,6 +81,16 @@ def sqlite_path(url: str) -> Path | None:
     return path / LEDGER_FILE if path.is_dir() else path
 
 
+def holds_memory_files(path: Path, memory: str | Path | None = None, url: str | None = None) -> bool:
+    """Is `path` at the top of a directory whose files are memory's — the memory directory, or the
+    one a SQLite store URL puts the ledger in (ledger.db, its WAL, the head, projections.db, its key,
+    the analytics mirror all live there)? Nothing is created to answer."""
+    url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
+    ledger = sqlite_path(url) if url else None
+    homes = {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}
+    return Path(path).resolve().parent in {home.resolve() for home in homes}
+
+
 def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Store:
     """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, a SQLite file when it
     is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir. A PostgreSQL ledger

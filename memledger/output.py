@@ -46,6 +46,8 @@ from rich.cells import cell_len, chop_cells, set_cell_size
 
 from memledger.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
 from memledger.ledger.errors import LedgerError
+from memledger.ledger.location import holds_memory_files
+from memledger.ledger.settings import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -467,6 +469,20 @@ def emit(report: Report, fmt: str, out: str | Path | None = None, section: str |
         sys.stdout.flush()
 
 
+class AnswerPath(click.Path):
+    """`--out FILE`: never a file at the top of the memory directory (or beside a SQLite ledger named
+    by --store), where ledger.db, its WAL, projections.db, its key and the analytics mirror live — a
+    slip of `--out` must not overwrite the only source of truth. Refused before anything runs."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        settings = ctx.find_object(Settings) if ctx is not None else None
+        if settings is not None and holds_memory_files(Path(os.fsdecode(path)), settings.memory, settings.store_url):
+            self.fail(f"{os.fsdecode(path)} is in the memory's own directory (ledger.db, projections.db and the "
+                      "analytics mirror live there); write the answer elsewhere", param, ctx)
+        return path
+
+
 def listing_options(sections: Sequence[str] = (), *, json_help: str = "Same as --format json.",
                     out_help: str = "Write to FILE instead of stdout (parquet: needed when stdout is a terminal).",
                     default: str | None = "table") -> Callable[[Any], Any]:
@@ -484,7 +500,7 @@ def listing_options(sections: Sequence[str] = (), *, json_help: str = "Same as -
             command = click.option("--section", default=None, metavar="NAME",
                                    help=f"One table of the answer: {', '.join(sections)} "
                                         "(csv and parquet write the first by default).")(command)
-        command = click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+        command = click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
                                help=out_help)(command)
         command = click.option("--json", "as_json", is_flag=True, help=json_help)(command)
         return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,

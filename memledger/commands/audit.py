@@ -16,7 +16,7 @@ from memledger.analytics.audit import audit_run
 from memledger.analytics.explain import explain_item
 from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
 from memledger.commands import allow_broken_option, current_settings
-from memledger.output import FORMATS, console, emit
+from memledger.output import FORMATS, AnswerPath, console, emit
 from memledger.render import audit_html, audit_text, explain_html, explain_text
 
 COMMANDS: list[click.Command] = []
@@ -50,7 +50,7 @@ def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
 @click.option("--step", type=click.IntRange(min=0), default=None, help="Only this step.")
 @click.option("--json", "as_json", is_flag=True, help="The audit as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
               help="Write the JSON, HTML or --format output to FILE instead of stdout.")
 @table_formats(AUDIT_SECTIONS)
 @allow_broken_option
@@ -80,7 +80,7 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
               help="For a fact key used on several domains: the domain whose fact to explain.")
 @click.option("--json", "as_json", is_flag=True, help="The life as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
               help="With --format: write to FILE instead of stdout.")
 @table_formats(EXPLAIN_SECTIONS)
 @allow_broken_option

@@ -23,7 +23,7 @@ from memledger.analytics.experiment import (
 from memledger.analytics.fork import fork_ledger
 from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.errors import LedgerError
-from memledger.output import FORMATS, emit
+from memledger.output import FORMATS, AnswerPath, emit
 from memledger.projections.parameters import Policy
 
 T = TypeVar("T")
@@ -40,7 +40,7 @@ COMMANDS: list[click.Command] = []
 @click.option("--json", "as_json", is_flag=True, help="The whole answer as one JSON object.")
 @click.option("--section", default=None, metavar="NAME",
               help=f"One table of the answer: {', '.join(EXPERIMENT_SECTIONS)} (csv and parquet write the first by default).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
               help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
 @allow_broken_option

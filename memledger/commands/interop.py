@@ -10,6 +10,7 @@ from memledger.commands import allow_broken_option, current_settings
 from memledger.ledger.clock import normalize_ts
 from memledger.ledger.errors import LedgerError
 from memledger.ledger.settings import Settings
+from memledger.output import AnswerPath
 from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memledger.projections.interop.importers import FORMATS, ImportResult, import_source
 from memledger.projections.view import MemoryView
@@ -68,7 +69,7 @@ def import_cmd(path: Path, fmt: str) -> None:
               help="agent-memory: bad's .agent-memory folder; memory-json: mycompagent's memory.json; "
                    "memory-events: mycompagent's per-run memory_events.jsonl logs (a folder); "
                    "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.")
-@click.option("--out", type=click.Path(path_type=Path), required=True,
+@click.option("--out", type=AnswerPath(path_type=Path), required=True,
               help="Directory (agent-memory; new or empty) or file to write (missing parents are created); "
                    "nothing outside it is written.")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",

@@ -18,9 +18,9 @@ block carries the memory directory's seal (`mac`, over its id, projection and by
 checked when it is read, and so does every row (over all its columns, its block and slot
 among them: closing a version re-seals its row without reading its value, once the seal it had
 holds); a row is served only when both hold (`sealed`). Seals prove each row, not that none was
-deleted: so each projection also keeps, in `_alive`, how many of its versions are valid at every
-seq (a chain of sealed segments, each naming where the next begins), and a whole projection is
-served as of a seq only when the versions read there are that many (`alive_count`).
+deleted: so the versions valid at every seq are counted (counts.py) for the whole projection, for
+each item or inner dict (field and k1) and for each facet, and what a question selects is served
+only when it is as many versions as its group counts there (`Selection`, `state_at`).
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
-from memledger.projections import compression, mentions
+from memledger.projections import compression, counts, mentions
+from memledger.projections.counts import WHOLE, Counter, Counts, Forged, count_at
 from memledger.projections.mentions import Mentions
 from memledger.projections.seal import Seal
 from memledger.projections.state import module
@@ -43,7 +43,11 @@ from memledger.projections.state import module
 #: the projections filed as intervals (the others are small: periodic snapshots and a short fold)
 INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories",
                             "short_term")
-OPEN = 1 << 62  # valid_to of a version still current
+#: the fields whose items (or inner dicts) are read by key (`IndexedMemory`): their versions are
+#: counted per key too (the others only in their projection's whole count and their facet's)
+KEYED: dict[str, frozenset[str]] = {"lessons": frozenset({"lessons"}), "knowledge": frozenset({"current"}),
+                                    "selectors": frozenset({"by_domain"}), "trajectories": frozenset({"by_domain"})}
+OPEN = counts.OPEN  # valid_to of a version still current
 NO_KEY = "\x00"  # k1 / k2 when a level has no key (events cannot hold NUL)
 PER_EVENT = 1 << 16  # positions: seq * PER_EVENT + the order of insertion within that event
 FLUSH_ROWS = 20_000
@@ -54,21 +58,17 @@ _SEP = b"\n"  # between the values of a block (orjson never writes a raw newline
 
 DDL = (
     *mentions.DDL,
+    *counts.DDL,
     "CREATE TABLE IF NOT EXISTS _intervals (projection TEXT NOT NULL, field TEXT NOT NULL, k1 TEXT NOT NULL, "
     "k2 TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER NOT NULL, o1 INTEGER NOT NULL, "
     "o2 INTEGER NOT NULL, facet TEXT, block INTEGER, slot INTEGER, mac BLOB NOT NULL, "
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
     "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL, "
     "mac BLOB NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS _alive (projection TEXT NOT NULL, first INTEGER NOT NULL, next INTEGER NOT NULL, "
-    "upto INTEGER NOT NULL, data BLOB NOT NULL, mac BLOB NOT NULL, PRIMARY KEY (projection, first)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to, valid_from)",
     "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
-TABLES = ("_intervals", "_blocks", "_alive", *mentions.TABLES)
-#: (seq, versions valid from it) pairs per `_alive` segment before a new segment is begun (a flush
-#: rewrites only the last one)
-SEGMENT_PAIRS = 4096
+TABLES = ("_intervals", "_blocks", *counts.TABLES, *mentions.TABLES)
 _INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, "
            "slot, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac FROM _intervals "
@@ -111,46 +111,12 @@ def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
                for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows)
 
 
-class Forged(LedgerError):
-    """A stored version or count a catch-up builds on does not carry this memory's seal (it would
-    be sealed again as if this memory had written it): projections.db is discarded and rebuilt."""
-
-
 def open_row_holds(seal: Seal, row: tuple[Any, ...]) -> bool:
     """A current version as `_OPEN_ROW` selects it carries its seal (checked before it is closed and
     sealed again, or its position given to the version that replaces it)."""
     projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac = row
     return mac is not None and hmac.compare_digest(
         bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, OPEN, o1, o2, facet, block, slot))
-
-
-def alive_tag(seal: Seal, projection: str, first: int, next_: int, upto: int, data: bytes) -> bytes:
-    """The seal of one `_alive` segment: its projection, the seqs it covers, and its bytes."""
-    return seal.tag(f"alive\x1f{projection}\x1f{first}\x1f{next_}\x1f{upto}\x1e".encode() + data)
-
-
-def _pairs(data: bytes) -> list[int]:
-    """A segment's (seq, count) pairs, flattened, as stored (compressed JSON)."""
-    return list(orjson.loads(compression.unpacker()(data)))
-
-
-def alive_count(conn: sqlite3.Connection, seal: Seal, name: str, seq: int) -> int | None:
-    """How many versions of projection `name` are valid at `seq`, from its sealed `_alive` chain;
-    None when the segment that covers `seq` is missing or not sealed (the chain starts at seq 0, and
-    every segment but the last names the first seq of the next: none can be dropped unseen)."""
-    row = conn.execute("SELECT first, next, upto, data, mac FROM _alive WHERE projection = ? AND first <= ? "
-                       "ORDER BY first DESC LIMIT 1", (name, seq)).fetchone()
-    if row is None:
-        return None
-    first, next_, upto, data, mac = row
-    if not hmac.compare_digest(bytes(mac), alive_tag(seal, name, first, next_, upto, bytes(data))) or seq >= next_:
-        return None
-    try:
-        pairs = _pairs(data)
-    except compression.ERRORS:  # orjson's JSONDecodeError among them (a ValueError)
-        return None
-    at = bisect.bisect_right(pairs[0::2], seq) - 1
-    return pairs[2 * at + 1] if at >= 0 and 2 * at + 1 < len(pairs) else None
 
 
 class Blocks:
@@ -262,8 +228,8 @@ class Tracker:
         self.names = [n for n in names if n in INDEXED]
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
-        #: the projections folded from seq 1 (only theirs may have no `_alive` chain yet)
-        self.fresh = set(fresh)
+        self.counter = Counter(conn, seal, fresh)  # the projections in `fresh` are folded from seq 1
+        self.groups: dict[tuple[str, str], bytes] = {}  # (field, k1) or ("", facet) -> its group
         self.upto = 0  # the last seq folded: the counts of a flush reach it
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
         self.specs = {n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], getattr(m, "facet", None))
@@ -281,8 +247,7 @@ class Tracker:
         """Forget every stored version of a projection (it is being rebuilt)."""
         self.conn.execute("DELETE FROM _intervals WHERE projection = ?", (name,))
         self.conn.execute("DELETE FROM _blocks WHERE projection = ?", (name,))
-        self.conn.execute("DELETE FROM _alive WHERE projection = ?", (name,))
-        self.fresh.add(name)
+        self.counter.reset(name)
 
     def fold(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any) -> Any:
         """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
@@ -408,7 +373,7 @@ class Tracker:
         folding the same events again writes the same rows."""
         conn, floor, seal = self.conn, self.floor, self.seal
         closed = []
-        deltas: dict[str, dict[int, int]] = {n: {} for n in self.names}
+        count = self._count
         for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
             row = conn.execute(_OPEN_ROW, key).fetchone()
             if row is not None:
@@ -417,15 +382,13 @@ class Tracker:
                 projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, _ = row
                 closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, block,
                                             slot), *key, valid_from))
-                counts = deltas[projection]
-                counts[seq] = counts.get(seq, 0) - 1
+                count(projection, field, k1, facet, seq, -1)
         conn.executemany(_CLOSE, closed)
         kept = [r for r in self.rows if r[5] > floor]
-        for r in kept:
-            counts = deltas[r[0]]
-            counts[r[4]] = counts.get(r[4], 0) + 1
-            if r[5] != OPEN:
-                counts[r[5]] = counts.get(r[5], 0) - 1
+        for name, field, k1, _, valid_from, valid_to, _, _, facet, _ in kept:
+            count(name, field, k1, facet, valid_from, 1)
+            if valid_to != OPEN:
+                count(name, field, k1, facet, valid_to, -1)
         next_id = (conn.execute("SELECT MAX(id) FROM _blocks").fetchone()[0] or 0) + 1
         packed: list[tuple[int, str, bytes, bytes]] = []
         out = []
@@ -454,8 +417,7 @@ class Tracker:
                 next_id += 1
         conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data, mac) VALUES (?, ?, ?, ?)", packed)
         conn.executemany(_INSERT, out)
-        for name in self.names:
-            self._count(name, deltas[name])
+        self.counter.flush(self.upto, self.names)
         if floor:
             for name in self.names:
                 self._drop_before(name, floor)
@@ -464,40 +426,20 @@ class Tracker:
         for opened in self.open_rows.values():
             opened.clear()
 
-    def _count(self, name: str, deltas: dict[int, int]) -> None:
-        """Add this flush's changes in the number of valid versions to `name`'s `_alive` chain: to its
-        last segment, or to a new one linked from it. Changes at seqs the chain already reaches were
-        filed by another catch-up of the same events (rows are idempotent; counts must be too)."""
-        conn, seal = self.conn, self.seal
-        tail = conn.execute(f"SELECT first, upto, data, mac FROM _alive WHERE projection = ? AND next = {OPEN}",
-                            (name,)).fetchone()
-        if tail is None:
-            if name not in self.fresh:
-                raise Forged(f"the count of {name!r}'s versions is gone")
-            first, upto, pairs = 0, 0, [0, 0]
-        else:
-            first, upto, data, mac = tail
-            if not hmac.compare_digest(bytes(mac), alive_tag(seal, name, first, OPEN, upto, bytes(data))):
-                raise Forged(f"the count of {name!r}'s versions is not one this memory sealed")
-            pairs = _pairs(data)
-            if self.upto <= upto:
-                return
-        count = pairs[-1]
-        added: list[int] = []
-        for seq in sorted(s for s, d in deltas.items() if d and s > upto):
-            count += deltas[seq]
-            added += [seq, count]
-        if tail is not None and not added:
-            return
-        if tail is not None and len(pairs) >= 2 * SEGMENT_PAIRS:  # the last segment is full: begin the next
-            conn.execute("UPDATE _alive SET next = ?, mac = ? WHERE projection = ? AND first = ?",
-                         (added[0], alive_tag(seal, name, first, added[0], upto, data), name, first))
-            first, pairs = added[0], []
-        pairs += added
-        upto = max(upto, self.upto)
-        data = self.pack(orjson.dumps(pairs))
-        conn.execute("INSERT OR REPLACE INTO _alive (projection, first, next, upto, data, mac) VALUES (?, ?, ?, ?, ?, ?)",
-                     (name, first, OPEN, upto, data, alive_tag(seal, name, first, OPEN, upto, data)))
+    def _count(self, name: str, field: str, k1: str, facet: str | None, seq: int, delta: int) -> None:
+        """A version of `name` begins (1) or ends (-1) at `seq`: counted in each group it is read by."""
+        add = self.counter.add
+        add(name, WHOLE, seq, delta)
+        if field in KEYED.get(name, ()):
+            add(name, self._group(field, k1), seq, delta)
+        if facet is not None:
+            add(name, self._group("", facet), seq, delta)
+
+    def _group(self, field: str, key: str) -> bytes:
+        grp = self.groups.get((field, key))
+        if grp is None:
+            grp = self.groups[(field, key)] = counts.group(self.seal, field, key)
+        return grp
 
     def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
         """A block row as stored: its values compressed, and its seal."""
@@ -564,6 +506,41 @@ def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None =
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
 
 
+def group_of(seal: Seal, name: str, field: str | None, k1: str | None, facet: str | None) -> bytes:
+    """The counted group a question reads: one facet's versions, one item's or inner dict's (of a
+    KEYED field), else the whole projection (the rest is read with it and kept apart)."""
+    if facet is not None:
+        return counts.group(seal, "", facet)
+    if field in KEYED.get(name, ()) and k1 is not None:
+        return counts.group(seal, field, k1)
+    return WHOLE
+
+
+class Selection:
+    """The versions one question (a whole projection, a field, an item or inner dict by key, a
+    facet) selects for every seq from `lo` to `hi`, served at a seq only when they are as many as
+    their group counts there — a version deleted from the file is not taken for one never made."""
+
+    def __init__(self, blocks: Blocks, name: str, lo: int, hi: int, field: str | None = None,
+                 k1: str | None = None, facet: str | None = None):
+        grp = group_of(blocks.seal, name, field, k1, facet)
+        #: what is kept of the rows of the group read (those of one field, or of one key of it)
+        self.kept = (field, k1) if grp == WHOLE and field is not None else None
+        self.rows = rows_during(blocks, name, lo, hi, None if self.kept else field, None if self.kept else k1, None,
+                                facet)
+        self.pairs = Counts(blocks.conn, blocks.seal).span(name, grp, lo, hi)
+
+    def at(self, seq: int) -> list[tuple[Any, ...]] | None:
+        """The versions valid at `seq`; None when they are not as many as counted."""
+        found = [r for r in self.rows if valid(r, seq)]
+        if self.pairs is None or count_at(self.pairs, seq) != len(found):
+            return None
+        if self.kept is None:
+            return found
+        field, k1 = self.kept
+        return [r for r in found if r[0] == field and (k1 is None or r[1] == k1)]
+
+
 def valid(row: tuple[Any, ...], seq: int) -> bool:
     """A row as `rows_during` returns it holds at `seq`."""
     return bool(row[7] <= seq < row[8])
@@ -571,11 +548,11 @@ def valid(row: tuple[Any, ...], seq: int) -> bool:
 
 def state_at(blocks: Blocks, name: str, seq: int) -> Any | None:
     """Projection `name` as of `seq`, built from the versions valid then; None when one of them
-    does not hold its seal, or when they are fewer or more than its `_alive` chain counts (it is
+    does not hold its seal, or when they are fewer or more than its versions counted then (it is
     then not served). What `rows_at` and `sealed` do, in one pass over the rows as selected (a
     whole projection is up to hundreds of thousands of them)."""
     rows = blocks.conn.execute(_ALIVE, (name, seq, seq)).fetchall()
-    if alive_count(blocks.conn, blocks.seal, name, seq) != len(rows):
+    if Counts(blocks.conn, blocks.seal).at(name, WHOLE, seq) != len(rows):
         return None
     blocks.load({r[5] for r in rows})
     value_of, seal = blocks.value, blocks.seal

@@ -43,6 +43,7 @@ from memledger.ledger.errors import LedgerError
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
 from memledger.projections import compression, intervals, mentions
+from memledger.projections.counts import Forged
 from memledger.projections.intervals import INDEXED, Tracker
 from memledger.projections.mentions import TYPES as MENTIONED
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
@@ -409,7 +410,7 @@ class Catchup:
             try:
                 with _lock, opened(self.path) as (conn, checkpoints):
                     return self._run(conn, checkpoints)
-            except (Tampered, intervals.Forged) as exc:
+            except (Tampered, Forged) as exc:
                 if attempt == 2:
                     raise
                 discard(self.path, str(exc) if isinstance(exc, Tampered) else f"{self.path}: {exc}")
@@ -747,7 +748,7 @@ class IndexedMemory:
         #: selected and their seals checked once for all of them, and a state built from the same
         #: versions as the last one of its projection is that one again
         self.window = window
-        self.selected: dict[tuple[str | None, ...], list[tuple[Any, ...]]] = {}
+        self.selected: dict[tuple[str | None, ...], intervals.Selection] = {}
         self.built: dict[str, tuple[tuple[Any, ...], Any]] = {}
 
     def answers(self, seq: int, names: Iterable[str]) -> bool:
@@ -780,15 +781,22 @@ class IndexedMemory:
 
     def _rows(self, seq: int, name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
               facet: str | None = None) -> list[tuple[Any, ...]]:
-        """`intervals.rows_at`, selected once for the whole window when `seq` is in it."""
+        """The versions a question selects at `seq` (`intervals.Selection`: selected once for the
+        whole window when `seq` is in it); none, and projections.db distrusted, when they are not
+        as many as counted (one was deleted)."""
         if self.window is None or not self.window[0] <= seq <= self.window[1]:
-            return intervals.rows_at(self.blocks, name, seq, field, k1, k2, facet)
-        question = (name, field, k1, k2, facet)
-        rows = self.selected.get(question)
-        if rows is None:
-            rows = self.selected[question] = intervals.rows_during(self.blocks, name, *self.window, field, k1, k2,
-                                                                   facet)
-        return [r for r in rows if intervals.valid(r, seq)]
+            selection = intervals.Selection(self.blocks, name, seq, seq, field, k1, facet)
+        else:
+            question = (name, field, k1, facet)
+            selection = self.selected.get(question)  # type: ignore[assignment]
+            if selection is None:
+                selection = self.selected[question] = intervals.Selection(self.blocks, name, *self.window, field, k1,
+                                                                          facet)
+        found = selection.at(seq)
+        if found is None:
+            self._distrust(name)
+            return []
+        return [r for r in found if r[2] in (k2, intervals.NO_KEY)] if k2 is not None else found
 
     def _distrust(self, name: str) -> None:
         """projections.db failed authentication: discarded; every later answer is folded."""
@@ -822,12 +830,8 @@ class IndexedMemory:
         yield from self.store.read(self.head + 1, types=sorted(wanted))
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
-        """Projection `name` as of `seq`: whole (then only with as many versions as it had then), or
-        only one field's item (or inner dict) `key`."""
-        rows = intervals.rows_at(self.blocks, name, seq, field, key)
-        if field is None and not self.forged and intervals.alive_count(self.conn, self.seal, name, seq) != len(rows):
-            self._distrust(name)
-        return self._state(name, seq, rows)
+        """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
+        return self._state(name, seq, self._rows(seq, name, field, key))
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import pytest
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
-from memledger.projections import intervals, materialize
+from memledger.projections import counts, intervals, materialize
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal
 from memledger.projections.state import MemoryState, digest_of, fold
@@ -131,6 +131,27 @@ def delete_every_block(conn: sqlite3.Connection, seq: int) -> None:
     conn.execute("DELETE FROM _blocks")
 
 
+def _knowledge_of_a_com(conn: sqlite3.Connection) -> bytes:
+    """The group key of a.com's facts (the attacker has no key: this is the strongest attacker, who
+    found the group by trying every _alive row)."""
+    (path,), = conn.execute("PRAGMA database_list").fetchall()[0][2:3],
+    return counts.group(Seal.beside(Path(path)), "current", "a.com")
+
+
+def delete_an_item_with_its_counts(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _intervals WHERE projection = 'knowledge' AND k1 = 'a.com'")
+    conn.execute("DELETE FROM _alive WHERE projection = 'knowledge' AND grp = ?", (_knowledge_of_a_com(conn),))
+
+
+def delete_an_item_with_its_counts_and_listing(conn: sqlite3.Connection, seq: int) -> None:
+    delete_an_item_with_its_counts(conn, seq)
+    conn.execute("DELETE FROM _groups WHERE projection = 'knowledge' AND grp = ?", (_knowledge_of_a_com(conn),))
+
+
+def drop_the_group_listing(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _groups")
+
+
 def drop_the_counts(conn: sqlite3.Connection, seq: int) -> None:
     conn.execute("DELETE FROM _alive")
 
@@ -142,8 +163,9 @@ def edit_a_count(conn: sqlite3.Connection, seq: int) -> None:
 EDITS = [delete_a_valid_version, delete_every_version_of_a_projection, delete_every_version_and_its_counts,
          delete_the_closed_versions, duplicate_a_version_under_another_seq, duplicate_a_version_under_another_key,
          move_a_version_to_another_key, widen_a_closed_version, start_a_version_later, flip_a_seal_bit,
-         edit_a_value_in_its_block, swap_two_blocks, renumber_two_blocks, delete_every_block, drop_the_counts,
-         edit_a_count]
+         edit_a_value_in_its_block, swap_two_blocks, renumber_two_blocks, delete_every_block,
+         delete_an_item_with_its_counts, delete_an_item_with_its_counts_and_listing, drop_the_group_listing,
+         drop_the_counts, edit_a_count]
 
 
 def _edited(mem: Path, edit: Edit) -> tuple[SqliteStore, Path, int]:
@@ -219,7 +241,7 @@ def test_a_version_pointed_at_another_items_value_is_not_laundered_by_its_close(
     store.close()
 
 
-@pytest.mark.parametrize("edit", [swap_two_blocks, widen_a_closed_version, flip_a_seal_bit, edit_a_value_in_its_block])
+@pytest.mark.parametrize("edit", EDITS)
 def test_audit_and_explain_on_the_command_line_answer_as_before(memory_path: Path, edit: Edit) -> None:
     store, path, seq = _memory(memory_path)
     lid = next(l for l, v in MemoryView.open(store, path).state.lessons.lessons.items() if v.source != "seed")

@@ -45,6 +45,10 @@ STREAM_RE = re.compile(STREAM_PATTERN)
 TIME_RE = re.compile(TIME_PATTERN)
 TEXT_RE = re.compile(TEXT_PATTERN)
 MAX_TEXT = 100_000
+#: how deeply a payload may nest (a step's args, a page's state): every reader nests it further
+#: (projection states, audits, exports) and JSON encoders stop at 255 levels, so a stored event
+#: nested near that limit would break every read after it
+MAX_DEPTH = 64
 #: every number the ledger stores lies in signed 64-bit range, so that SQLite, DuckDB and Parquet hold it
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -130,12 +134,14 @@ def check_occurred(value: datetime | str) -> None:
 
 
 def check_value(value: Any) -> None:
-    """Every string (dict keys included) and number, however deeply nested: storable text, finite
-    numbers in signed 64-bit range. The error names the path (`action.args.n: ...`)."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    """Every string (dict keys included) and number, nested at most MAX_DEPTH levels: storable text,
+    finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`)."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
-        path, item = stack.pop()
+        path, item, depth = stack.pop()
         where = f"{path}: " if path else ""
+        if depth > MAX_DEPTH and isinstance(item, dict | list | tuple):
+            raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(item, str):
             if not TEXT_RE.search(item):
                 raise ValueError(f"{where}text contains a NUL character or a lone surrogate")
@@ -143,10 +149,10 @@ def check_value(value: Any) -> None:
                 raise ValueError(f"{where}text longer than {MAX_TEXT} characters")
         elif isinstance(item, dict):
             for key, sub in item.items():
-                stack.append((path, key) if isinstance(key, str) else (path, None))
-                stack.append((f"{path}.{key}" if path else str(key), sub))
+                stack.append((path, key, depth) if isinstance(key, str) else (path, None, depth))
+                stack.append((f"{path}.{key}" if path else str(key), sub, depth + 1))
         elif isinstance(item, list | tuple):
-            stack.extend((f"{path}.{i}", sub) for i, sub in enumerate(item))
+            stack.extend((f"{path}.{i}", sub, depth + 1) for i, sub in enumerate(item))
         elif isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"{where}numbers must be finite (JSON has no NaN or Infinity)")
         elif isinstance(item, int | float) and not isinstance(item, bool) and not INT64_MIN <= item <= INT64_MAX:
@@ -880,6 +886,7 @@ def recorded_event(*values: Any) -> RecordedEvent:
 CROSS_FIELD_RULES = (
     "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
     "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
+    f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}
 _JSON_VALUE = {"anyOf": [

@@ -24,7 +24,6 @@ only when it is as many versions as its group counts there (`Selection`, `state_
 """
 from __future__ import annotations
 
-import bisect
 import hmac
 import sqlite3
 from collections.abc import Iterable
@@ -240,7 +239,7 @@ class Tracker:
         #: per projection, versions opened since the last flush -> their index in `rows`
         self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
-        self.mentions = Mentions(conn, seal)  # filed with the versions, in the same transactions
+        self.mentions = Mentions(conn, seal, self.counter)  # filed with the versions, in the same transactions
         self.pack = compression.packer()  # one context for every block and count (not per call)
 
     def reset(self, name: str) -> None:
@@ -417,11 +416,11 @@ class Tracker:
                 next_id += 1
         conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data, mac) VALUES (?, ?, ?, ?)", packed)
         conn.executemany(_INSERT, out)
-        self.counter.flush(self.upto, self.names)
+        self.mentions.flush()
+        self.counter.flush(max(self.upto, self.mentions.upto), [*self.names, mentions.COUNTED])
         if floor:
             for name in self.names:
                 self._drop_before(name, floor)
-        self.mentions.flush()
         self.rows, self.closes = [], []
         for opened in self.open_rows.values():
             opened.clear()
@@ -511,7 +510,7 @@ def group_of(seal: Seal, name: str, field: str | None, k1: str | None, facet: st
     KEYED field), else the whole projection (the rest is read with it and kept apart)."""
     if facet is not None:
         return counts.group(seal, "", facet)
-    if field in KEYED.get(name, ()) and k1 is not None:
+    if field is not None and k1 is not None and field in KEYED.get(name, ()):
         return counts.group(seal, field, k1)
     return WHOLE
 

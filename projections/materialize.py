@@ -471,8 +471,8 @@ class Catchup:
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
-        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor,
-                                         [n for n in PROJECTIONS if starts[n] == 0])
+        fresh = [n for n in PROJECTIONS if starts[n] == 0] + ([] if checkpoints else [mentions.COUNTED])
+        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor, fresh)
         if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
             with writing(conn):
                 conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
@@ -794,15 +794,15 @@ class IndexedMemory:
                                                                           facet)
         found = selection.at(seq)
         if found is None:
-            self._distrust(name)
+            self._distrust(f"a version of {name!r}")
             return []
         return [r for r in found if r[2] in (k2, intervals.NO_KEY)] if k2 is not None else found
 
-    def _distrust(self, name: str) -> None:
+    def _distrust(self, what: str) -> None:
         """projections.db failed authentication: discarded; every later answer is folded."""
         if not self.forged:
             self.forged = True
-            discard(self.path, f"{self.path}: a version of {name!r} is not one this memory sealed")
+            discard(self.path, f"{self.path}: {what} is not one this memory sealed")
 
     def _state(self, name: str, seq: int, rows: list[tuple[Any, ...]]) -> Any:
         versions = tuple((r[0], r[1], r[2], r[7]) for r in rows)  # (field, k1, k2, valid_from): the primary key
@@ -810,7 +810,7 @@ class IndexedMemory:
         if last is not None and last[0] == versions and not self.forged:
             return last[1]
         if not self.forged and not intervals.sealed(self.seal, rows):
-            self._distrust(name)
+            self._distrust(f"a version of {name!r}")
         if self.forged:
             return projection_at(self.store, self.path, self.policy, name, seq)
         state = intervals.state_from_rows(name, rows)
@@ -821,10 +821,16 @@ class IndexedMemory:
     def events(self, types: Iterable[str], items: Iterable[str]) -> Iterator[RecordedEvent]:
         """The events of `types` that name any of `items` (`mentions` keys), in log order: those up
         to the head projections.db reached by its index, each through the store's verified read;
-        `subject_forgotten` (few) and anything appended since, by type."""
+        `subject_forgotten` (few) and anything appended since, by type. When the index does not
+        hold as many as it counted, projections.db is discarded and every event of `types` read."""
         wanted = frozenset(types)
-        found = (ev for ev in mentions.events_at(self.store, mentions.seqs(self.conn, self.seal, items, self.head))
-                 if ev.type in wanted)
+        seqs = mentions.seqs(self.conn, self.seal, items, self.head) if not self.forged else None
+        if seqs is None:  # the index cannot answer: every event of those types
+            if not self.forged:
+                self._distrust("the index of mentions")
+            yield from self.store.read(types=sorted(wanted))
+            return
+        found = (ev for ev in mentions.events_at(self.store, seqs) if ev.type in wanted)
         forgets = self.store.read(1, self.head, types=["subject_forgotten"]) if "subject_forgotten" in wanted else ()
         yield from heapq.merge(found, forgets, key=lambda ev: ev.seq)
         yield from self.store.read(self.head + 1, types=sorted(wanted))

@@ -5,9 +5,12 @@ confirmed, decayed, pruned or expired one lesson, fact, selector or trajectory.
 Scanning every event of those types grows with the log; instead each catch-up
 files, per event of those types, the items it names (`keys`), and the life is
 read from the events at those seqs — each still read through the store's verified
-read and filtered by its content, so the index can only narrow what is read.
-Keys are stored as the memory's keyed hash of the item (a fact key or a selector
-of a forgotten domain is never kept in clear beside the ledger).
+read and filtered by its content, so the index can only narrow what is read —
+and each item's mentions are counted (counts.py), so one deleted from the file is
+not taken for an event that never named it: `seqs` answers only when they are
+as many as counted. Keys are stored as the memory's keyed hash of the item (a
+fact key or a selector of a forgotten domain is never kept in clear beside the
+ledger).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from collections.abc import Iterable, Iterator
 
 from memledger.ledger.events import RecordedEvent
 from memledger.ledger.store import Store
+from memledger.projections.counts import Counter, Counts
 from memledger.projections.knowledge import fact_id_for
 from memledger.projections.lessons import lesson_id_in
 from memledger.projections.seal import Seal
@@ -23,6 +27,7 @@ from memledger.projections.seal import Seal
 DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) "
        "WITHOUT ROWID",)
 TABLES = ("_mentions",)
+COUNTED = "_mentions"  # the name its counts are filed under (beside the projections')
 LESSON_TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted")
 RECALL_TYPES = ("error_recall", "domain_recall", "tier1_loaded", "lessons_pruned")
 FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
@@ -99,15 +104,17 @@ TYPES = frozenset((*LESSON_TYPES, *RECALL_TYPES, *FACT_TYPES, *SELECTOR_TYPES, *
 class Mentions:
     """Collects the mentions of the events folded by a catch-up; `flush` writes them."""
 
-    def __init__(self, conn: sqlite3.Connection, seal: Seal):
+    def __init__(self, conn: sqlite3.Connection, seal: Seal, counter: Counter):
         self.conn = conn
         self.seal = seal
+        self.counter = counter
+        self.upto = 0  # the last seq recorded
         self.rows: list[tuple[bytes, int]] = []
         self._hashed: dict[str, bytes] = {}
 
     def record(self, ev: RecordedEvent) -> None:
         if ev.type in TYPES:
-            seq = ev.seq
+            seq = self.upto = ev.seq
             for k in keys(ev):
                 self.rows.append((self.hashed(k), seq))
 
@@ -121,17 +128,26 @@ class Mentions:
         return len(self.rows)
 
     def flush(self) -> None:
-        """Write what was recorded (inside the module's write transaction); idempotent."""
-        self.conn.executemany("INSERT OR IGNORE INTO _mentions (item, seq) VALUES (?, ?)", self.rows)
+        """Write what was recorded (inside the module's write transaction), and count it (once per
+        item and event: an event may name an item twice); idempotent."""
+        rows = list(dict.fromkeys(self.rows))
+        self.conn.executemany("INSERT OR IGNORE INTO _mentions (item, seq) VALUES (?, ?)", rows)
+        for item, seq in rows:
+            self.counter.add(COUNTED, item, seq, 1)
         self.rows = []
 
 
-def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int) -> list[int]:
-    """The seqs (ascending, at most `up_to`) of the events that name any of `items`."""
+def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int) -> list[int] | None:
+    """The seqs (ascending, at most `up_to`) of the events that name any of `items`; None when an
+    item's are not as many as counted (the index was edited: read the events by type instead)."""
     found: set[int] = set()
+    counts = Counts(conn, seal)
     for item in dict.fromkeys(items):
         h = hashed(seal, item)
-        found.update(s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?", (h, up_to)))
+        mine = [s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?", (h, up_to))]
+        if counts.at(COUNTED, h, up_to) != len(mine):
+            return None
+        found.update(mine)
     return sorted(found)
 
 

@@ -148,6 +148,16 @@ def delete_an_item_with_its_counts_and_listing(conn: sqlite3.Connection, seq: in
     conn.execute("DELETE FROM _groups WHERE projection = 'knowledge' AND grp = ?", (_knowledge_of_a_com(conn),))
 
 
+def delete_a_mention(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _mentions WHERE seq = (SELECT MAX(seq) FROM _mentions)")
+
+
+def delete_every_mention_with_its_counts(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM _mentions")
+    conn.execute("DELETE FROM _alive WHERE projection = '_mentions' AND grp <> x''")
+    conn.execute("DELETE FROM _groups WHERE projection = '_mentions' AND grp <> x''")
+
+
 def drop_the_group_listing(conn: sqlite3.Connection, seq: int) -> None:
     conn.execute("DELETE FROM _groups")
 
@@ -164,7 +174,8 @@ EDITS = [delete_a_valid_version, delete_every_version_of_a_projection, delete_ev
          delete_the_closed_versions, duplicate_a_version_under_another_seq, duplicate_a_version_under_another_key,
          move_a_version_to_another_key, widen_a_closed_version, start_a_version_later, flip_a_seal_bit,
          edit_a_value_in_its_block, swap_two_blocks, renumber_two_blocks, delete_every_block,
-         delete_an_item_with_its_counts, delete_an_item_with_its_counts_and_listing, drop_the_group_listing,
+         delete_an_item_with_its_counts, delete_an_item_with_its_counts_and_listing, delete_a_mention,
+         delete_every_mention_with_its_counts, drop_the_group_listing,
          drop_the_counts, edit_a_count]
 
 

@@ -263,7 +263,8 @@ def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoin
             if conn is not None:
                 conn.close()
             if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memledger" in str(exc)):
-                raise ProjectionsCorrupt(f"{path}: {str(exc).splitlines()[0]}") from exc
+                first = str(exc).splitlines()[0]  # a ProjectionsCorrupt names the file already
+                raise ProjectionsCorrupt(first if isinstance(exc, ProjectionsCorrupt) else f"{path}: {first}") from exc
             if isinstance(exc, ProjectionsCorrupt) and not isinstance(exc, Tampered):
                 _remove(path)  # an older schema: rebuilt without a word
             else:

@@ -127,8 +127,17 @@ def test_readers_answer_the_longest_texts_and_the_largest_numbers(memory_path: P
                         domain="x" * 63 + ".com")])
     store.append([NewEvent(payload=PAYLOAD_ADAPTER.validate_python(
         {"type": "lesson_recorded", **fill(SAMPLES["lesson_recorded"], long_text)}), domain="a.b:65535")])
-    head = store.head()
     store.close()
+    raw = [{"type": "lesson_promoted", "lesson_id": "l2", "lesson": "\u202eevil\u202c", "use_count": INT64_MAX,
+            "triggered_domains": DOMAINS},
+           {"type": "facts_pruned", "facts": [{"key": "\x1f", "confidence": 5e-324}], "threshold": 1.0},
+           {"type": "lessons_pruned", "lesson_ids": ["l2"], "pruned_count": INT64_MAX, "remaining_count": 0,
+            "as_of": "8999-12-31T23:59:59.999999Z"}]
+    r = run_cli("--memory-dir", str(memory_path), "append", "--raw", "-",
+                stdin="".join(json.dumps(line) + "\n" for line in raw).encode())
+    assert r.code == 0, r.err
+    with SqliteStore.open(memory_path / "ledger.db") as store:
+        head = store.head()
     for command in (("state", "short-term", "--json"), ("state", "lessons", "--as-of", str(head - 1), "--json"),
                     ("audit", "r" * 200, "--json"), ("audit", "r" * 200, "--step", str(INT64_MAX), "--json"),
                     ("explain", "l2", "--json"), ("rebuild",), ("state", "lessons", "--json")):
@@ -177,3 +186,20 @@ def test_the_deepest_payload_the_door_accepts_breaks_no_reader(memory_path: Path
     with pytest.raises((InvalidEvent, pydantic.ValidationError)) as refused:
         step("r2", 1, args=_nested(depth + 1))
     assert "nested more than" in str(refused.value)
+
+
+def test_points_and_names_at_the_limits_get_an_answer_or_one_line(memory_path: Path) -> None:
+    store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
+    MemoryWriter(store).append([step("r1", 1), step("r1", 2)])
+    store.close()
+    latest = run_cli("--memory-dir", str(memory_path), "state", "short-term", "--json")
+    r = run_cli("--memory-dir", str(memory_path), "state", "short-term", "--as-of", str(INT64_MAX), "--json")
+    assert r.code == 0 and r.out == latest.out  # a seq beyond the head is the head
+    refused = [("state", "short-term", "--as-of", str(INT64_MAX + 1)), ("state", "short-term", "--as-of", "10" * 30),
+               ("state", "short-term", "--as-of", "-1"), ("audit", "r1", "--step", str(INT64_MAX + 1)),
+               ("audit", "'; DROP TABLE _intervals; --"), ("audit", "x" * 5000),
+               ("explain", "'; DROP TABLE _intervals; --"), ("explain", "../../etc/passwd"), ("explain", "")]
+    for command in refused:
+        r = run_cli("--memory-dir", str(memory_path), *command)
+        assert r.code in (1, 2) and r.err.count("\n") == 1 and r.err.startswith("error: "), (command[:2], r.err)
+    assert run_cli("--memory-dir", str(memory_path), "state", "short-term", "--json").out == latest.out

@@ -19,9 +19,9 @@ import sqlite3
 from collections.abc import Iterable
 
 import orjson
-import zstandard
 
 from memledger.ledger.errors import LedgerError
+from memledger.projections import compression
 from memledger.projections.seal import Seal
 
 OPEN = 1 << 62  # `next` of the last segment of a chain (as intervals' valid_to of a current version)
@@ -64,16 +64,16 @@ def _listing_tag(seal: Seal, projection: str, grp: bytes, next_: bytes | None) -
 PACK_FROM = 64
 
 
-def _pack(pairs: list[int], packer: zstandard.ZstdCompressor) -> bytes:
+def _pack(pairs: list[int], pack: compression.Transform) -> bytes:
     """Flattened (seq, count) pairs as stored: each number as its difference from the one two
     places before (small numbers, a third of the bytes)."""
     raw = orjson.dumps([v - pairs[i - 2] if i >= 2 else v for i, v in enumerate(pairs)])
-    return packer.compress(raw) if len(raw) >= PACK_FROM else raw
+    return pack(raw) if len(raw) >= PACK_FROM else raw
 
 
-def _unpack(data: bytes) -> list[int]:
+def _unpack(data: bytes, unpack: compression.Transform) -> list[int]:
     """The flattened pairs of a segment (JSON starts with '['; anything else is a compressed frame)."""
-    pairs = list(orjson.loads(data if data[:1] == b"[" else zstandard.ZstdDecompressor().decompress(data)))
+    pairs = list(orjson.loads(data if data[:1] == b"[" else unpack(data)))
     for i in range(2, len(pairs)):
         pairs[i] += pairs[i - 2]
     return pairs
@@ -91,6 +91,7 @@ class Counts:
     def __init__(self, conn: sqlite3.Connection, seal: Seal):
         self.conn = conn
         self.seal = seal
+        self.unpack = compression.unpacker()
 
     def span(self, projection: str, grp: bytes, lo: int, hi: int) -> list[int] | None:
         """The (seq, count) pairs, flattened, that give the group's count at every seq from `lo` to
@@ -109,8 +110,8 @@ class Counts:
                                                                 bytes(data))):
                 return None
             try:
-                pairs += _unpack(data)
-            except (zstandard.ZstdError, orjson.JSONDecodeError):
+                pairs += _unpack(data, self.unpack)
+            except compression.ERRORS:  # orjson's JSONDecodeError among them (a ValueError)
                 return None
         return pairs
 
@@ -137,7 +138,8 @@ class Counter:
         self.seal = seal
         self.fresh = set(fresh)  # projections counted from seq 1 (only theirs may have no chain yet)
         self.deltas: dict[tuple[str, bytes], dict[int, int]] = {}
-        self.packer = zstandard.ZstdCompressor(level=1)
+        self.pack = compression.packer()  # one context for every segment written (not per call)
+        self.unpack = compression.unpacker()
 
     def add(self, projection: str, grp: bytes, seq: int, delta: int) -> None:
         counts = self.deltas.setdefault((projection, grp), {})
@@ -179,7 +181,7 @@ class Counter:
                 raise Forged(f"a count of {projection!r}'s rows is not one this memory sealed")
             if upto <= reached:
                 return
-            pairs = _unpack(data)
+            pairs = _unpack(data, self.unpack)
         count = pairs[-1] if pairs else 0
         added: list[int] = []
         for seq in sorted(s for s, d in deltas.items() if d and s > reached):
@@ -194,7 +196,7 @@ class Counter:
             first, pairs = added[0], []
         pairs += added
         reached = max(reached, upto)
-        data = _pack(pairs, self.packer)
+        data = _pack(pairs, self.pack)
         conn.execute("INSERT OR REPLACE INTO _alive (projection, grp, first, next, upto, data, mac) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
                      (projection, grp, first, OPEN, reached, data,

@@ -5,12 +5,11 @@ nor comes back with the catch-ups, as-of reads, audits and explanations that fol
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from pathlib import Path
 
 from memledger.agent.memory import AgentMemory
 from memledger.ledger.store import SqliteStore
-from memledger.projections import materialize
+from memledger.projections import compression, materialize
 from memledger.projections.view import MemoryView
 from memledger.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -28,7 +27,7 @@ def _lazy_states_holding(proj: Path, needle: str) -> list[str]:
                             "ON c.projection = s.projection WHERE s.seq < c.seq").fetchall()
     finally:
         conn.close()
-    return [name for name, blob in rows if needle.encode() in zlib.decompress(blob).lower()]
+    return [name for name, blob in rows if needle.encode() in compression.unpacker()(blob).lower()]
 
 
 def test_forget_leaves_no_bytes_after_incremental_catch_ups_and_lazy_projections(memory_path: Path) -> None:

@@ -9,7 +9,6 @@ the edit is caught and the file rebuilt, never served, never sealed again as thi
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
-from memledger.projections import counts, intervals, materialize
+from memledger.projections import compression, counts, intervals, materialize
 from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.seal import Seal
 from memledger.projections.state import MemoryState, digest_of, fold
@@ -297,8 +296,8 @@ def _lazy_memory(mem: Path) -> tuple[str, int]:
 def _garble_a_lazy_state(path: Path) -> None:
     conn = _unguarded(path)
     (blob,), = conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchall()
-    state = zlib.decompress(blob).replace(b'"a.com"', b'"evil.com"')
-    conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'", (zlib.compress(state),))
+    state = compression.unpacker()(blob).replace(b'"a.com"', b'"evil.com"')
+    conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'", (compression.packer()(state),))
     conn.commit()
     conn.close()
 

@@ -194,10 +194,13 @@ class Forgotten:
     #: the same for lessons (forgets of a lesson or a domain)
     lesson_events: Callable[[], Iterable[RecordedEvent]] | None = None
     lessons_until: int = 0
+    #: the trajectories recorded up to the last forget of a run, session or domain (read when first needed)
+    trajectory_events: Callable[[], Iterable[RecordedEvent]] | None = None
     #: an event by id, to ask whether a prompt item's origin is hidden (None: ids are unknown here)
     lookup: Callable[[str], RecordedEvent | None] | None = None
     _facts: FactsForgotten | None = None
     _lessons: dict[str, int] | None = None
+    _trajectories: set[str] | None = None
     #: ids of the hidden events `shown` met, and the seq up to which it met every event (in log
     #: order from seq 1, as a rebuild of the mirror reads them): an origin there needs no lookup
     _hidden_ids: set[str] = field(default_factory=set)
@@ -215,6 +218,7 @@ class Forgotten:
         if f.domains or f.runs or f.sessions:
             f.facts_until = max((*f.domains.values(), *f.runs.values(), *f.sessions.values()))
             f.fact_events = lambda: store.read(to_seq=f.facts_until, types=list(knowledge.TYPES))
+            f.trajectory_events = lambda: store.read(to_seq=f.facts_until, types=["trajectory_recorded"])
         if f.domains or f.lessons:
             f.lessons_until = max((*f.domains.values(), *f.lessons.values()))
             f.lesson_events = lambda: store.read(to_seq=f.lessons_until, types=list(lessons.TYPES))
@@ -305,6 +309,14 @@ class Forgotten:
             self._origins[event_id] = ev is not None and self.hides(ev)
         return self._origins[event_id]
 
+    def trajectory(self, trajectory_id: str | None) -> bool:
+        """Was this trajectory recorded by a run, or on a domain, a later forget covers?"""
+        if not trajectory_id or self.trajectory_events is None:
+            return False
+        if self._trajectories is None:
+            self._trajectories = {str(ev.data.get("trajectory_id")) for ev in self.trajectory_events() if self.hides(ev)}
+        return trajectory_id in self._trajectories
+
     def item_forgotten(self, event_ids: Iterable[str], seq: int) -> bool:
         """A prompt item (of the `context_built` at `seq`) came, at least in part, from a hidden event:
         its text and origins are not shown (a forgotten run's goal in a later run's session history)."""
@@ -324,8 +336,9 @@ class Forgotten:
         `lesson_ids` (with their texts, the count following), forgotten domains out of
         `triggered_domains`, forgotten facts out of `facts_pruned` (and their values out of a
         contradiction's `old_values` and `new_value`), the error text of a recall
-        made in a forgotten run or domain, and the text of a prompt item that came from a hidden
-        event. Called in log order from seq 1, it remembers the hidden events it met (a prompt
+        made in a forgotten run or domain, the text of a prompt item that came from a hidden
+        event, the forgotten trajectory a recall matched and a forgotten run a run resumed or
+        forked. Called in log order from seq 1, it remembers the hidden events it met (a prompt
         item's origins are then not looked up)."""
         hidden = self.hides(ev)
         if hidden and self:
@@ -338,6 +351,10 @@ class Forgotten:
         if not self:
             return ev.run_id, ev.step, ev.domain, data
         data = dict(data)
+        if ev.type == "trajectory_recalled" and self.trajectory(data.get("trajectory_id")):
+            data["trajectory_id"], data["matched_goal"] = None, FORGOTTEN_TEXT
+        if ev.type == "run_started" and self.run(data.get("parent_run_id")):
+            data["parent_run_id"] = None
         if ev.type == "context_built":
             for part in _PROMPT_ITEMS:
                 if isinstance(data.get(part), list):

@@ -90,8 +90,13 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
                 updated_at=ev.occurred_at, updated_seq=ev.seq, event_ids=add_event_id(run.event_ids, ev.id))
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
-        for rid in [r for r, m in state.runs.items() if covered(kind, subject, r, m.session_id, m.domain)]:
+        gone = {r for r, m in state.runs.items() if covered(kind, subject, r, m.session_id, m.domain)}
+        for rid in gone:
             del state.runs[rid]
+        for rid, run in list(state.runs.items()):  # a run resumed or forked from a forgotten one no longer names it
+            if run.parent_run_id is not None and (run.parent_run_id in gone or covered(kind, subject, run.parent_run_id,
+                                                                                        None, None)):
+                state.runs[rid] = evolve(run, parent_run_id=None)
     return state
 
 

@@ -34,11 +34,14 @@ FORGETS = (("--domain", "zebrafjord.test"), ("--run", "run_quokka"), ("--session
            ("--lesson", LESSON_ID))
 
 
-def later_run(memory: Path, run_id: str, url: str, domain: str) -> None:
-    """A run whose prompt quotes what memory holds for its site: session history, facts, selectors."""
+def later_run(memory: Path, run_id: str, url: str, domain: str, goal: str = "Open the page again",
+              parent_run_id: str | None = None) -> None:
+    """A run whose prompt quotes what memory holds for its site: session history, facts, selectors;
+    it recalls a reference trajectory for its goal, and may resume another run."""
     with SqliteStore.open(memory / "ledger.db") as store:
         mem = AgentMemory.open(store, memory / "projections.db")
-        mem.open_run(run_id, "Open the page again", url)
+        mem.open_run(run_id, goal, url, parent_run_id=parent_run_id, mode="resume" if parent_run_id else "new")
+        mem.recall_trajectory(url, 1)
         items = [P.session_history(s) for s in [mem.sessions(domain)] if s]
         items += [P.app_knowledge(f) for f in [mem.facts(domain)] if f]
         items += [P.known_selectors(s) for s in [mem.selectors(domain)] if s]
@@ -69,6 +72,9 @@ def memory(tmp_path: Path) -> Path:
     mem.mkdir(mode=0o700)
     build_memory(mem)
     later_run(mem, "run_bread_again", "http://bakery.test/", "bakery.test")
+    # recalls run_quokka's trajectory (a goal of the same words but its secret one), and resumes it
+    later_run(mem, "run_muffin_again", "http://bakery.test/", "bakery.test", "Note the day of muffin and open",
+              parent_run_id="run_quokka")
     later_run(mem, "run_news_again", "http://news.test/", "news.test")
     later_run(mem, "run_lantern_again", "http://zebrafjord.test/", "zebrafjord.test")
     return mem
@@ -96,6 +102,15 @@ def test_forgotten_subjects_leave_the_mirror_and_every_answer(memory: Path, tmp_
     audit = orjson.loads(run_cli("--memory-dir", str(memory), "audit", "run_bread_again", "--json").out)
     audited = [i for s in audit["steps"] for p in s["prompt"] for i in p["items"] if i["source"] == "session_history"]
     assert [i["text"] for i in audited] == [i["text"] for i in history]
+    # the run that recalled the forgotten run's trajectory and resumed it: the recall stays, the trajectory
+    # and the run it resumed are not named (as the audit names neither)
+    con = duckdb.connect(str(memory / MIRROR_FILE), read_only=True)
+    recalled = con.execute("SELECT trajectory_id, matched_goal, similarity FROM trajectory_recalled "
+                           "WHERE run_id = 'run_muffin_again'").fetchall()
+    resumed = con.execute("SELECT mode, parent_run_id FROM run_started WHERE run_id = 'run_muffin_again'").fetchall()
+    con.close()
+    assert [(t, g) for t, g, _ in recalled] == [(None, FORGOTTEN_TEXT)] and recalled[0][2] >= 0.5
+    assert resumed == [("resume", None)]
 
     # caught up in place after more runs (their prompts may quote what memory still holds)
     inode = (memory / MIRROR_FILE).stat().st_ino

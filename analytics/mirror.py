@@ -486,6 +486,12 @@ def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None
     _seal_file(target, projections)
 
 
+def _held_elsewhere(exc: BaseException) -> bool:
+    """DuckDB refused the file because another process holds its write lock (its own message, not
+    any error that happens to say "lock": the path may, as in /home/sherlock/)."""
+    return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
+
+
 def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
     """The mirror file at the ledger's head, opened read-only. A file left untouched since this
     memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
@@ -522,7 +528,7 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
             except (MirrorStale, duckdb.Error) as exc:
                 if con is not None:
                     con.close()
-                if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
+                if _held_elsewhere(exc):
                     raise  # another process has it: the caller reads a private copy
                 reason = str(exc).splitlines()[0] if str(exc) else ""
                 if reason and attempt == 1:
@@ -545,7 +551,7 @@ def connect(source: Store, projections_path: Path | None = None, policy: Policy 
         try:
             con = _caught_up(source, path, policy)
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            if not _held_elsewhere(exc):
                 raise LedgerError(f"{location.mirror_path(path)}: {str(exc).splitlines()[0]}") from exc
     if con is None:
         con = duckdb.connect(config=CONFIG)

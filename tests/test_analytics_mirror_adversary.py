@@ -190,6 +190,16 @@ def test_a_tampered_mirror_never_serves_its_numbers(honest: Honest, tmp_path: Pa
     assert (memory / MIRROR_FILE).is_file() and not (memory / MIRROR_FILE).is_symlink()
 
 
+def test_a_memory_under_a_path_that_says_lock_rebuilds_its_mirror(honest: Honest, tmp_path: Path) -> None:
+    """Only DuckDB's own lock refusal sends an answer to a private copy: a damaged mirror under
+    /home/sherlock/ is rebuilt in place like any other, not worked around on every command."""
+    memory = _copy(honest, tmp_path / "sherlock")
+    (memory / MIRROR_FILE).write_bytes(b"damaged" * 500)
+    assert _all_answers(memory) == honest.library
+    with duckdb.connect(str(memory / MIRROR_FILE), read_only=True) as con:  # a real mirror again
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+
+
 @pytest.mark.parametrize("blocked", [MIRROR_FILE, f"{MIRROR_FILE}.seal", f"{MIRROR_FILE}.wal"])
 def test_a_directory_in_the_mirrors_place_is_one_clear_error(honest: Honest, tmp_path: Path,
                                                             blocked: str) -> None:

@@ -109,14 +109,21 @@ def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
 def drop_mirror(projections: Path) -> bool:
     """Delete the analytics mirror beside `projections` (its WAL, stamp and half-built copies too),
     so no byte of a forgotten subject waits for the next analytics answer to rebuild it. True when
-    there was one."""
+    there was one. Every file is tried: one that cannot go (a directory in its place) is named
+    after the others went, in one error."""
     found = False
+    stuck = []
     for path in location.mirror_files(projections):
         try:
             path.unlink()
             found = True
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            stuck.append(f"{path} ({exc.strerror})")
+    if stuck:
+        raise LedgerError(f"forgotten, but the analytics mirror could not be deleted: {', '.join(stuck)}; "
+                          "move it out of the memory directory")
     return found
 
 

@@ -159,6 +159,8 @@ TAMPERS = {
     "a FIFO as its WAL": lambda m: os.mkfifo(m / f"{MIRROR_FILE}.wal"),
     "a link to ledger.db as its WAL": lambda m: (m / f"{MIRROR_FILE}.wal").symlink_to(m / "ledger.db"),
     "a garbage WAL": lambda m: (m / f"{MIRROR_FILE}.wal").write_bytes(b"\x01" * 5000),
+    "an edit left in its WAL": lambda m: _edit(m, "PRAGMA disable_checkpoint_on_shutdown",
+                                               "UPDATE events SET run_id = 'forged' WHERE type = 'run_started'"),
     "a FIFO as its seal": lambda m: _replace(m / f"{MIRROR_FILE}.seal", os.mkfifo),
     "a binary seal": lambda m: (m / f"{MIRROR_FILE}.seal").write_bytes(b"\xff\xfe\x00" * 40),
     "no seal": lambda m: (m / f"{MIRROR_FILE}.seal").unlink(),

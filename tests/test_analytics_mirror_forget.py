@@ -167,3 +167,19 @@ def _context_items(store: SqliteStore) -> list[list[tuple[str, list[str]]]]:
                 for (p,) in con.execute("SELECT payload FROM events WHERE type = 'context_built' ORDER BY seq").fetchall()]
     finally:
         con.close()
+
+
+def test_a_forget_deletes_every_mirror_file_it_can_and_names_the_one_it_cannot(memory: Path, tmp_path: Path) -> None:
+    """A directory in the mirror's place cannot be deleted: the forget is recorded, every other file of
+    the mirror (its seal, a half-built copy holding the subject) is gone, and one error line says so."""
+    _analytics_outputs(memory, tmp_path / "before")
+    (memory / MIRROR_FILE).unlink()
+    (memory / MIRROR_FILE).mkdir()
+    half_built = memory / f".{MIRROR_FILE}.4242"
+    half_built.write_text("quokkaberry, half built")
+    r = run_cli("--memory-dir", str(memory), "forget", "--run", "run_quokka")
+    assert r.code == 1 and not r.out and r.err.count("\n") == 1, r.err
+    assert r.err.startswith("error: forgotten, but the analytics mirror could not be deleted: ") and MIRROR_FILE in r.err
+    assert not half_built.exists() and not (memory / f"{MIRROR_FILE}.seal").exists()
+    with SqliteStore.open(memory / "ledger.db") as store:
+        assert [ev.data["subject"] for ev in store.read(types=["subject_forgotten"])] == ["run_quokka"]

@@ -2,7 +2,7 @@
 
 Each row projections.db serves carries its own seal, which proves the row but not that no row was
 deleted beside it. So the rows are counted per group (a whole projection, one item's or inner
-dict's versions, a facet's), and a reader compares the rows it selected with the count at the seq
+dict's versions, a facet's, the events that mention one item), and a reader compares the rows it selected with the count at the seq
 it asks about. Per group the counts are a chain of sealed segments in `_alive`, each a list of
 (seq, count from that seq on) pairs; the first starts at seq 0, and every one but the last names
 the first seq of the next, so no segment can be dropped unseen. The groups themselves are listed
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import hmac
+import itertools
 import sqlite3
 from collections.abc import Iterable
 
@@ -27,7 +28,7 @@ from memledger.projections.seal import Seal
 OPEN = 1 << 62  # `next` of the last segment of a chain (as intervals' valid_to of a current version)
 WHOLE = b""  # the group of every row of a projection: first in key order, so it can never be denied
 #: pairs per segment before a new one is begun (a flush rewrites only a chain's last segment)
-SEGMENT_PAIRS = 4096
+SEGMENT_PAIRS = 1024
 GROUP_BYTES = 16
 
 DDL = (
@@ -73,9 +74,9 @@ def _pack(pairs: list[int], pack: compression.Transform) -> bytes:
 
 def _unpack(data: bytes, unpack: compression.Transform) -> list[int]:
     """The flattened pairs of a segment (JSON starts with '['; anything else is a compressed frame)."""
-    pairs = list(orjson.loads(data if data[:1] == b"[" else unpack(data)))
-    for i in range(2, len(pairs)):
-        pairs[i] += pairs[i - 2]
+    steps = orjson.loads(data if data[:1] == b"[" else unpack(data))
+    pairs = [0] * len(steps)
+    pairs[0::2], pairs[1::2] = itertools.accumulate(steps[0::2]), itertools.accumulate(steps[1::2])
     return pairs
 
 

@@ -228,7 +228,7 @@ class Tracker:
         self.mods = {n: module(n) for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
         self.counter = Counter(conn, seal, fresh)  # the projections in `fresh` are folded from seq 1
-        self.groups: dict[tuple[str, str], bytes] = {}  # (field, k1) or ("", facet) -> its group
+        self.groups: dict[tuple[str | None, ...], bytes] = {}  # a question (see `group_of`) -> its group
         self.upto = 0  # the last seq folded: the counts of a flush reach it
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
         self.specs = {n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], getattr(m, "facet", None))
@@ -240,7 +240,7 @@ class Tracker:
         self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
         self.mentions = Mentions(conn, seal, self.counter)  # filed with the versions, in the same transactions
-        self.pack = compression.packer()  # one context for every block and count (not per call)
+        self.pack = compression.packer()  # one context for every block (not per call)
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
@@ -426,18 +426,17 @@ class Tracker:
             opened.clear()
 
     def _count(self, name: str, field: str, k1: str, facet: str | None, seq: int, delta: int) -> None:
-        """A version of `name` begins (1) or ends (-1) at `seq`: counted in each group it is read by."""
+        """A version of `name` begins (1) or ends (-1) at `seq`: counted in each group it is read by
+        (its projection's, its key's, its facet's: `group_of`)."""
         add = self.counter.add
-        add(name, WHOLE, seq, delta)
-        if field in KEYED.get(name, ()):
-            add(name, self._group(field, k1), seq, delta)
-        if facet is not None:
-            add(name, self._group("", facet), seq, delta)
+        for grp in {WHOLE, self._group(name, field, k1, None), self._group(name, None, None, facet)}:
+            add(name, grp, seq, delta)
 
-    def _group(self, field: str, key: str) -> bytes:
-        grp = self.groups.get((field, key))
+    def _group(self, name: str, field: str | None, k1: str | None, facet: str | None) -> bytes:
+        question = (name, field, k1, facet)
+        grp = self.groups.get(question)
         if grp is None:
-            grp = self.groups[(field, key)] = counts.group(self.seal, field, key)
+            grp = self.groups[question] = group_of(self.seal, name, field, k1, facet)
         return grp
 
     def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:

@@ -6,9 +6,9 @@ Scanning every event of those types grows with the log; instead each catch-up
 files, per event of those types, the items it names (`keys`), and the life is
 read from the events at those seqs — each still read through the store's verified
 read and filtered by its content, so the index can only narrow what is read —
-and each item's mentions are counted (counts.py), so one deleted from the file is
-not taken for an event that never named it: `seqs` answers only when they are
-as many as counted. Keys are stored as the memory's keyed hash of the item (a
+and the mentions are counted (counts.py, by bucket of item hashes), so one deleted
+from the file is not taken for an event that never named it: `seqs` answers only
+when an item's bucket holds as many as counted. Keys are stored as the memory's keyed hash of the item (a
 fact key or a selector of a forgotten domain is never kept in clear beside the
 ledger).
 """
@@ -98,6 +98,21 @@ def hashed(seal: Seal, item: str) -> bytes:
     return seal.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"))[:KEY_BYTES]
 
 
+#: the mentions are counted by bucket: the items whose hashes share their first BUCKET_BITS bits (a
+#: count per item would be a row per item; a bucket is read whole, a few hundred mentions at most
+#: in a log of millions of events)
+BUCKET_BITS = 10
+
+
+def bucket(key: bytes) -> tuple[bytes, bytes | None]:
+    """The counted group of a hashed item (the first key of its bucket: no key sorts before it), and
+    the first key of the next bucket (None after the last)."""
+    shift = 16 - BUCKET_BITS
+    prefix = int.from_bytes(key[:2], "big") >> shift
+    nxt = prefix + 1
+    return (prefix << shift).to_bytes(2, "big"), None if nxt >> BUCKET_BITS else (nxt << shift).to_bytes(2, "big")
+
+
 TYPES = frozenset((*LESSON_TYPES, *RECALL_TYPES, *FACT_TYPES, *SELECTOR_TYPES, *TRAJECTORY_TYPES))
 
 
@@ -133,21 +148,28 @@ class Mentions:
         rows = list(dict.fromkeys(self.rows))
         self.conn.executemany("INSERT OR IGNORE INTO _mentions (item, seq) VALUES (?, ?)", rows)
         for item, seq in rows:
-            self.counter.add(COUNTED, item, seq, 1)
+            self.counter.add(COUNTED, bucket(item)[0], seq, 1)
         self.rows = []
 
 
 def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int) -> list[int] | None:
-    """The seqs (ascending, at most `up_to`) of the events that name any of `items`; None when an
-    item's are not as many as counted (the index was edited: read the events by type instead)."""
+    """The seqs (ascending, at most `up_to`) of the events that name any of `items`; None when the
+    mentions of an item's bucket are not as many as counted (the index was edited: read the events
+    by type instead)."""
     found: set[int] = set()
     counts = Counts(conn, seal)
+    buckets: dict[bytes, list[tuple[bytes, int]]] = {}
     for item in dict.fromkeys(items):
         h = hashed(seal, item)
-        mine = [s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?", (h, up_to))]
-        if counts.at(COUNTED, h, up_to) != len(mine):
-            return None
-        found.update(mine)
+        grp, after = bucket(h)
+        rows = buckets.get(grp)
+        if rows is None:
+            rows = buckets[grp] = conn.execute(
+                "SELECT item, seq FROM _mentions WHERE item >= ? AND seq <= ?" + (" AND item < ?" if after else ""),
+                (grp, up_to, *((after,) if after else ()))).fetchall()
+            if counts.at(COUNTED, grp, up_to) != len(rows):
+                return None
+        found.update(s for i, s in rows if i == h)
     return sorted(found)
 
 

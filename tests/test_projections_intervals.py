@@ -3,7 +3,9 @@ and random seqs, exactly the fold of the first seq events — for every projecti
 order — whatever the chunking of the catch-ups and the size of the write batches."""
 from __future__ import annotations
 
+import sqlite3
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -144,3 +146,73 @@ def test_a_window_answers_every_seq_in_it_as_one_question_a_seq_does(items: list
                         _same(name, getattr(got, name), getattr(want, name))
             assert windowed.selected  # the window's questions were selected once each
         store.close()
+
+
+def _facts_one_a_step(store: SqliteStore, n: int) -> None:
+    """A run on a.com whose every step sees one more fact (and keeps the ones before)."""
+    MemoryWriter(store).append([run_started("r1", domain="a.com"),
+                                *(fact(f"v{i}", "a.com", key=f"k{i}") for i in range(n))])
+
+
+def test_each_row_of_a_window_has_its_seal_checked_once(tmp_path: Path) -> None:
+    """The states an audit builds at its steps share most of their versions: each version's seal is
+    checked once for the whole window, not again for every state built from it — and every state
+    is still the one asked at its seq alone."""
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
+    _facts_one_a_step(store, 12)
+    path = tmp_path / "projections.db"
+    materialize.caught_up(store, path)
+    head = store.head()
+    checked: Counter[tuple[Any, ...]] = Counter()
+    holds = intervals.holds
+
+    def counting(seal: Seal, mac: bytes, *row: Any) -> bool:
+        checked[(mac, *row)] += 1
+        return holds(seal, mac, *row)
+
+    with materialize.indexed_memory(store, path, window=(1, head)) as windowed, \
+            materialize.indexed_memory(store, path) as single:
+        for seq in range(1, head + 1):
+            with mock.patch.object(intervals, "holds", counting):
+                got = windowed.at(seq, "a.com")
+            _same("knowledge", got.knowledge, single.at(seq, "a.com").knowledge)
+    assert len(checked) >= 12 and set(checked.values()) == {1}
+    store.close()
+
+
+def test_a_version_edited_after_its_window_was_checked_is_not_served(tmp_path: Path, caplog: Any) -> None:
+    """A window's versions are read once and each checked once, then kept: a later edit of
+    projections.db (here a fact's version pointed at another fact's value, its seal left as it
+    was) is not seen by the steps in the window, which are served what was checked, without
+    checking it again. A seq outside the window reads its versions again: the edited one, the
+    same version by its key but not in its columns, is checked again (not taken for the one
+    checked before), is not served, and the answer is folded."""
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
+    _facts_one_a_step(store, 6)
+    path = tmp_path / "projections.db"
+    materialize.caught_up(store, path)
+    head = store.head()
+
+    def folded(seq: int) -> Any:
+        return fold(MemoryState.empty(), store.read(1, seq), Policy()).knowledge
+
+    with materialize.indexed_memory(store, path, window=(head - 3, head - 1)) as memory:
+        for seq in (head - 3, head - 1):
+            _same("knowledge", memory.at(seq, "a.com").knowledge, folded(seq))
+        conn = sqlite3.connect(path)
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            conn.execute(f"DROP TRIGGER [{name}]")
+        facts = conn.execute(f"SELECT k2, block, slot FROM _intervals WHERE projection = 'knowledge' AND k2 <> ? "
+                             f"AND valid_to = {intervals.OPEN} ORDER BY o2", (intervals.NO_KEY,)).fetchall()
+        conn.execute("UPDATE _intervals SET block = ?, slot = ? WHERE projection = 'knowledge' AND k2 = ?",
+                     (facts[-1][1], facts[-1][2], facts[0][0]))  # the first fact shows the last one's value
+        conn.commit()
+        conn.close()
+        with mock.patch.object(intervals, "holds", side_effect=AssertionError("checked again")):
+            _same("knowledge", memory.at(head - 2, "a.com").knowledge, folded(head - 2))
+        assert not memory.forged and not caplog.records
+        got = memory.at(head, "a.com").knowledge
+        assert memory.forged
+    _same("knowledge", got, folded(head))
+    assert any("not one this memory sealed" in r.getMessage() for r in caplog.records)
+    store.close()

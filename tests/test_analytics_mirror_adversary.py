@@ -182,11 +182,11 @@ def test_a_tampered_mirror_never_serves_its_numbers(honest: Honest, tmp_path: Pa
     memory = _copy(honest, tmp_path)
     ledger = _ledger_bytes(memory)
     TAMPERS[tamper](memory)
-    for name in ANALYSES:
-        r = run_cli("--memory-dir", str(memory), "analytics", name, "--format", "json")
-        assert r.code == 0, (name, r.err)
-        assert r.out == honest.cli[name], name
-        assert all(line.startswith("warning: ") for line in r.err.splitlines()), r.err
+    r = run_cli("--memory-dir", str(memory), "analytics", "runs", "--format", "json")
+    assert r.code == 0, r.err
+    assert r.out == honest.cli["runs"]
+    assert all(line.startswith("warning: ") for line in r.err.splitlines()), r.err
+    assert _all_answers(memory) == honest.library  # every other analysis too
     assert _ledger_bytes(memory) == ledger
     assert not _half_built(memory)
     assert (memory / MIRROR_FILE).is_file() and not (memory / MIRROR_FILE).is_symlink()
@@ -228,7 +228,7 @@ def test_a_directory_in_the_mirrors_place_is_one_clear_error(honest: Honest, tmp
 _value = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=30), st.none())
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(table=st.sampled_from(MIRROR_TABLES), row=st.integers(0, 10**6), column=st.integers(0, 20), value=_value)
 def test_any_single_cell_edit_is_caught(honest: Honest, tmp_path_factory: pytest.TempPathFactory,
                                         table: str, row: int, column: int, value: Any) -> None:

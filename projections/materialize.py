@@ -142,6 +142,8 @@ class Tampered(ProjectionsCorrupt):
 # ---- the database ----------------------------------------------------------------
 
 def _connect(path: Path) -> sqlite3.Connection:
+    if path.is_dir():  # neither opened nor deleted: named, in one line
+        raise ProjectionsCorrupt(f"{path}: a directory, not a memledger projections database")
     if not path.exists():  # private like the ledger (SQLite gives -wal and -shm the file's mode)
         try:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))

@@ -358,20 +358,34 @@ def test_a_lazily_kept_state_edited_in_place_is_caught_by_the_catch_up_that_load
         assert "evil.com" not in str(state.runs.runs)
 
 
-def test_another_sqlite_database_in_its_place_is_refused_in_one_line_and_kept(memory_path: Path) -> None:
-    """Not ours (another application's database): neither read nor deleted."""
-    _memory(memory_path)[0].close()
-    path = memory_path / "projections.db"
-    for sidecar in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        sidecar.unlink(missing_ok=True)
+def _another_applications_database(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE notes (body TEXT)")
     conn.commit()
     conn.close()
+
+
+def _a_directory(path: Path) -> None:
+    path.mkdir()
+    (path / "keep.txt").write_text("mine")
+
+
+@pytest.mark.parametrize("put", [_another_applications_database, _a_directory])
+def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(memory_path: Path,
+                                                                            put: Callable[[Path], Any]) -> None:
+    """Not ours (another application's database, a directory): neither read nor deleted."""
+    _memory(memory_path)[0].close()
+    path = memory_path / "projections.db"
+    for sidecar in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        sidecar.unlink(missing_ok=True)
+    put(path)
     for c in (("state", "lessons"), ("audit", "r1"), ("rebuild",)):
         r = run_cli("--memory-dir", str(memory_path), *c)
         assert r.code == 1 and r.err.count("\n") == 1 and r.err.startswith("error: "), r.err
         assert r.err.count(str(path)) == 1 and "not a memledger projections database" in r.err
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
-    conn.close()
+    if path.is_dir():
+        assert (path / "keep.txt").read_text() == "mine"
+    else:
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+        conn.close()

@@ -65,8 +65,8 @@ from memledger.projections.state import (
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
 #: the layout of this file; an older one is removed and rebuilt without a word (12: states and
 #: snapshots are Zstandard frames, were zlib streams; 13: the versions and mentions are counted;
-#: 14: the mentions by bucket)
-SCHEMA_VERSION = 14
+#: 14: the mentions by bucket; 15: runs and sessions counted per key)
+SCHEMA_VERSION = 15
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from devtools.synthetic import build_ledger
 from memledger.ledger.clock import SteppingClock
 from memledger.ledger.store import SqliteStore
 from memledger.projections import compression, counts, intervals, materialize
@@ -389,3 +390,40 @@ def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(memo
         conn = sqlite3.connect(path)
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
         conn.close()
+
+
+#: what audits, explain and bench/projections.py ask by key
+KEYED_FIELDS = [("lessons", "lessons"), ("knowledge", "current"), ("selectors", "by_domain"),
+                ("trajectories", "by_domain"), ("runs", "runs"), ("sessions", "by_domain")]
+
+
+@pytest.mark.parametrize(("name", "field"), KEYED_FIELDS)
+def test_an_item_read_by_key_is_selected_and_counted_alone(memory_path: Path, name: str, field: str) -> None:
+    """A keyed question reads that item's versions only (not its projection whole, which at a
+    million events is tens of thousands of rows), and they are as many as its own count."""
+    store = build_ledger(memory_path / "ledger.db", 3000)  # every projection has items
+    path, seq = memory_path / "projections.db", store.head() // 2
+    materialize.caught_up(store, path)
+    with materialize.opened(path) as (conn, _):
+        blocks = intervals.Blocks(conn, Seal.beside(path))
+        keys = {k1 for (k1,) in conn.execute("SELECT k1 FROM _intervals WHERE projection = ? AND field = ? "
+                                             "AND valid_from <= ? AND valid_to > ?", (name, field, seq, seq))}
+        assert keys  # the memory holds items of this field: the test can fail
+        for k1 in keys:
+            selection = intervals.Selection(blocks, name, seq, seq, field, k1)
+            assert {(r[0], r[1]) for r in selection.rows} == {(field, k1)}
+            assert selection.at(seq)
+    store.close()
+
+
+def test_a_run_read_by_key_is_not_served_when_its_version_was_deleted(memory_path: Path) -> None:
+    store, path, seq = _memory(memory_path)
+    conn = _unguarded(path)
+    conn.execute("DELETE FROM _intervals WHERE projection = 'runs' AND field = 'runs' AND k1 = 'r1'")
+    conn.commit()
+    conn.close()
+    want = _folded(store, seq).runs.runs["r1"]
+    with materialize.indexed_memory(store, path, DEFAULT_POLICY, (seq, seq)) as memory:
+        assert memory.projection("runs", seq, "runs", "r1").runs["r1"] == want
+        assert memory.forged  # the file is distrusted, the answer folded from the ledger
+    store.close()

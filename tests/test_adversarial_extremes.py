@@ -23,15 +23,13 @@ from memledger.ledger.clock import SteppingClock
 from memledger.ledger.errors import InvalidEvent
 from memledger.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, PAYLOAD_ADAPTER, REAL_MAX, NewEvent
 from memledger.ledger.store import SqliteStore
-from memledger.projections import intervals, materialize
-from memledger.projections.parameters import Policy
-from memledger.projections.seal import Seal
-from memledger.projections.state import MemoryState, digest_of, fold
+from memledger.projections import materialize
 from memledger.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, T, fill
 from tests.projections_support import step
 from tests.test_projections_determinism import _write, memory_events
+from tests.test_projections_intervals import checked_by_index
 
 INTS = [INT64_MAX, INT64_MIN, 0, -1, 1, 2**53 + 1, 1_000_000, 1_000_001]
 FLOATS = [REAL_MAX, -REAL_MAX, 5e-324, -5e-324, 1e-300, 0.0, -0.0, 0.1, 1.0, 2.0**53]
@@ -105,17 +103,7 @@ def test_extreme_events_as_of_by_index_equal_the_fold(items: list[Any], cut: int
         materialize.caught_up(store, path)  # a catch-up in the middle: the next one closes its versions
         _write(store, writer, items[cut:])
         materialize.caught_up(store, path)
-        events = list(store.read())
-        head = store.head()
-        floor = materialize.forget_floor(store, head)
-        for n in sorted({min(p, head) for p in points}):
-            want = fold(MemoryState.empty(), events[:n], Policy())
-            with materialize.opened(path) as (conn, _):
-                blocks = intervals.Blocks(conn, Seal.beside(path))
-                for name in intervals.INDEXED:
-                    if n >= floor:
-                        got = intervals.state_at(blocks, name, n)
-                        assert got is not None and digest_of(got) == digest_of(getattr(want, name)), (name, n)
+        assert checked_by_index(store, path, points)
         store.close()
 
 

@@ -31,6 +31,27 @@ def _same(name: str, got: Any, want: Any) -> None:
     assert module(name).tables(got) == module(name).tables(want), name  # same rows, same order
 
 
+def checked_by_index(store: SqliteStore, path: Path, points: list[int]) -> list[tuple[int, MemoryState]]:
+    """At each of `points` (capped at the head): every indexed projection as its versions give it
+    equals the fold of the log up to there; then (that point, that fold) for the caller's own checks.
+    Below the last forget the versions that held the subject are gone: there `indexed_at` must say
+    the projection is folded instead."""
+    events = list(store.read())
+    head = store.head()
+    floor = materialize.forget_floor(store, head)
+    folds = []
+    for n in sorted({min(p, head) for p in points}):
+        want = fold(MemoryState.empty(), events[:n], Policy())
+        with materialize.opened(path) as (conn, cps):
+            for name in intervals.INDEXED:
+                assert materialize.indexed_at(conn, cps, store, DEFAULT_POLICY, name, n) == (n >= floor)
+                if n >= floor:
+                    _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n),
+                          getattr(want, name))
+        folds.append((n, want))
+    return folds
+
+
 def _learned(error: str, scope: str | None) -> NewEvent:
     return NewEvent(payload=LessonRecorded(lesson_id="", lesson="press escape", category="error_recovery",
                                            failed_command="click", error_pattern=error, scope_domain=scope),
@@ -59,18 +80,7 @@ def test_indexed_as_of_equals_the_fold_for_every_projection(items: list[Any], cu
             MemoryView.open(store, path)
         _write(store, writer, items[i:])
         materialize.caught_up(store, path)
-        events = list(store.read())
-        head = store.head()
-        floor = materialize.forget_floor(store, head)
-        for n in sorted({min(p, head) for p in points}):
-            want = fold(MemoryState.empty(), events[:n], Policy())
-            with materialize.opened(path) as (conn, cps):
-                for name in intervals.INDEXED:
-                    # below the last forget the versions that held the subject are gone: folded instead
-                    assert materialize.indexed_at(conn, cps, store, DEFAULT_POLICY, name, n) == (n >= floor)
-                    if n >= floor:
-                        _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n),
-                              getattr(want, name))
+        for n, want in checked_by_index(store, path, points):
             for name in PROJECTIONS:
                 _same(name, materialize.projection_at(store, path, DEFAULT_POLICY, name, n), getattr(want, name))
         store.close()

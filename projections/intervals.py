@@ -114,14 +114,6 @@ def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
                for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows)
 
 
-def open_row_holds(seal: Seal, row: tuple[Any, ...]) -> bool:
-    """A current version as `_OPEN_ROW` selects it carries its seal (checked before it is closed and
-    sealed again, or its position given to the version that replaces it)."""
-    projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac = row
-    return mac is not None and hmac.compare_digest(
-        bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, OPEN, o1, o2, facet, block, slot))
-
-
 class Blocks:
     """The values of stored blocks, each checked against its seal and decompressed once (a
     missing, unreadable or unsealed block holds nothing: the versions that point into it then
@@ -346,11 +338,22 @@ class Tracker:
         pos = self.pos[name].get(p)
         if pos is None:  # opened by an earlier catch-up
             k1, k2 = (p[1] if len(p) > 1 else NO_KEY), (p[2] if len(p) > 2 else NO_KEY)
-            row = self.conn.execute(_OPEN_ROW, (name, p[0], k1, k2)).fetchone()
-            if row is not None and not open_row_holds(self.seal, row):
-                raise Forged(f"a current version of {name!r} is not one this memory sealed")
+            row = self._current((name, p[0], k1, k2))
             pos = (row[5], row[6]) if row is not None else (0, 0)
         return pos
+
+    def _current(self, key: tuple[str, str, str, str]) -> tuple[Any, ...] | None:
+        """The current version of an item (projection, field, k1, k2) as `_OPEN_ROW` selects it, once
+        it holds its seal: a catch-up builds on it (seals it again as closed, or gives its position
+        to the version that replaces it), so a hand edit must not pass as this memory's own."""
+        row = self.conn.execute(_OPEN_ROW, key).fetchone()
+        if row is None:
+            return None
+        projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac = row
+        if mac is None or not hmac.compare_digest(
+                bytes(mac), row_tag(self.seal, projection, field, k1, k2, valid_from, OPEN, o1, o2, facet, block, slot)):
+            raise Forged(f"a current version of {projection!r} is not one this memory sealed")
+        return row  # type: ignore[no-any-return]
 
     def _open(self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None,
               facet: str | None) -> None:
@@ -378,10 +381,8 @@ class Tracker:
         closed = []
         count = self._count
         for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
-            row = conn.execute(_OPEN_ROW, key).fetchone()
+            row = self._current(tuple(key))
             if row is not None:
-                if not open_row_holds(seal, row):
-                    raise Forged(f"a current version of {row[0]!r} is not one this memory sealed")
                 projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, _ = row
                 closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, block,
                                             slot), *key, valid_from))

@@ -60,6 +60,21 @@ def _listing_tag(seal: Seal, projection: str, grp: bytes, next_: bytes | None) -
                     f"{'-' if next_ is None else '+'}".encode())
 
 
+def _listed_before(conn: sqlite3.Connection, seal: Seal, projection: str,
+                   grp: bytes) -> tuple[bytes, bytes | None, bool] | None:
+    """The group listed just before `grp` in key order, the one it names next, and whether it proves
+    `grp` unlisted (its listing holds its seal and names a next after `grp`, or none); None when no
+    group is listed before `grp`."""
+    row = conn.execute("SELECT grp, next, mac FROM _groups WHERE projection = ? AND grp < ? "
+                       "ORDER BY grp DESC LIMIT 1", (projection, grp)).fetchone()
+    if row is None:
+        return None
+    prev, next_ = bytes(row[0]), None if row[1] is None else bytes(row[1])
+    denies = hmac.compare_digest(bytes(row[2]), _listing_tag(seal, projection, prev, next_)) \
+        and (next_ is None or next_ > grp)
+    return prev, next_, denies
+
+
 #: a segment's pairs are stored as JSON, compressed from this many bytes on (most groups change
 #: count a few times: a compressed frame would be larger than their few numbers)
 PACK_FROM = 64
@@ -122,13 +137,8 @@ class Counts:
 
     def denied(self, projection: str, grp: bytes) -> bool:
         """The group is proven absent: the group before it in key order is sealed naming a later next."""
-        row = self.conn.execute("SELECT grp, next, mac FROM _groups WHERE projection = ? AND grp < ? "
-                                "ORDER BY grp DESC LIMIT 1", (projection, grp)).fetchone()
-        if row is None:
-            return False
-        prev, next_, mac = bytes(row[0]), None if row[1] is None else bytes(row[1]), bytes(row[2])
-        return hmac.compare_digest(mac, _listing_tag(self.seal, projection, prev, next_)) \
-            and (next_ is None or next_ > grp)
+        before = _listed_before(self.conn, self.seal, projection, grp)
+        return before is not None and before[2]
 
 
 class Counter:
@@ -208,13 +218,11 @@ class Counter:
         conn, seal = self.conn, self.seal
         if conn.execute("SELECT 1 FROM _groups WHERE projection = ? AND grp = ?", (projection, grp)).fetchone():
             raise Forged(f"the count of a group of {projection!r}'s rows is gone")
-        prev = conn.execute("SELECT grp, next, mac FROM _groups WHERE projection = ? AND grp < ? "
-                            "ORDER BY grp DESC LIMIT 1", (projection, grp)).fetchone()
+        listed = _listed_before(conn, seal, projection, grp)
         next_ = None
-        if prev is not None:
-            before, next_ = bytes(prev[0]), None if prev[1] is None else bytes(prev[1])
-            if not hmac.compare_digest(bytes(prev[2]), _listing_tag(seal, projection, before, next_)) \
-                    or (next_ is not None and next_ <= grp):
+        if listed is not None:
+            before, next_, denies = listed
+            if not denies:
                 raise Forged(f"the list of {projection!r}'s counted groups is not one this memory sealed")
             conn.execute("UPDATE _groups SET next = ?, mac = ? WHERE projection = ? AND grp = ?",
                          (grp, _listing_tag(seal, projection, before, grp), projection, before))

@@ -60,7 +60,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import ConnStatus, Escaping, ExecStatus
-from psycopg.pq.abc import PGresult
+from psycopg.pq.abc import PGconn, PGresult
 
 from memledger.ledger.clock import Clock, format_ts, system_clock
 from memledger.ledger.errors import (
@@ -263,10 +263,16 @@ def _append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batc
     result = pgconn.exec_prepared(APPEND_STATEMENT.encode(), [b"%d" % lock_key, recorded_at.encode(encoding),
                                                               batch.encode(encoding)])
     if result.status != ExecStatus.TUPLES_OK:
-        if pgconn.status == ConnStatus.BAD:
-            raise psycopg.OperationalError(result.get_error_message(encoding) or "the connection broke")
-        raise pg_errors.error_from_result(result, encoding=encoding)
+        raise _failure(pgconn, result, encoding)
     return _assigned(result, encoding)
+
+
+def _failure(pgconn: PGconn, result: PGresult, encoding: str) -> psycopg.Error:
+    """psycopg's exception for a failed result read through libpq: the one for its SQLSTATE, or
+    OperationalError when the connection broke (as psycopg's own execute raises them)."""
+    if pgconn.status == ConnStatus.BAD:
+        return psycopg.OperationalError(result.get_error_message(encoding) or "the connection broke")
+    return pg_errors.error_from_result(result, encoding=encoding)
 
 
 def _assigned(result: PGresult, encoding: str) -> list[tuple[int, int, str, str, str]]:
@@ -292,9 +298,7 @@ def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: s
     results = _results(conn)
     for result in results:
         if result.status == ExecStatus.FATAL_ERROR:
-            if pgconn.status == ConnStatus.BAD:
-                raise psycopg.OperationalError(result.get_error_message(encoding) or "the connection broke")
-            raise pg_errors.error_from_result(result, encoding=encoding)
+            raise _failure(pgconn, result, encoding)
     if [r.status for r in results] != [ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK,
                                        ExecStatus.TUPLES_OK]:
         raise psycopg.OperationalError(f"unexpected answer to the append: {[r.status for r in results]}")

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from memledger.analytics.forget import current_facts
+from memledger.analytics.forget import fact_changes
 from memledger.analytics.mirror import arrow_table
 from memledger.ledger.events import RecordedEvent
 from memledger.projections import knowledge
@@ -50,13 +50,9 @@ def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any,
     """One row per (event, fact it changed), in `_COLUMNS` order, as the knowledge fold changes them."""
     state = knowledge.empty()
     for ev in events:
-        paths = knowledge.touched(state, ev)
-        before = current_facts(state, paths)
-        knowledge.apply(state, ev, policy)
-        after = current_facts(state, paths)
-        changed = [(f, "observed" if key not in before else _CHANGED.get(ev.type, ev.type), True)
-                   for key, f in after.items() if before.get(key) is not f]
-        changed += [(f, "pruned", False) for key, f in before.items() if key not in after]
+        made, removed = fact_changes(state, ev, policy)
+        changed = [(f, "observed" if new else _CHANGED.get(ev.type, ev.type), True) for _, f, new in made]
+        changed += [(f, "pruned", False) for f in removed.values()]
         for f, kind, alive in sorted(changed, key=lambda c: (c[0].domain, c[0].fact_type, c[0].key, c[0].value)):
             yield ev.seq, ev.occurred_at, f.domain, f.fact_type, f.key, f.value, kind, f.confidence, alive
 

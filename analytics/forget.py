@@ -43,7 +43,7 @@ from memledger.ledger.store import Store
 from memledger.projections import knowledge, lessons, mentions
 from memledger.projections.knowledge import Fact, KnowledgeState
 from memledger.projections.lessons import lesson_id_in
-from memledger.projections.parameters import DEFAULT_POLICY
+from memledger.projections.parameters import DEFAULT_POLICY, Policy
 from memledger.projections.runs import covered
 from memledger.projections.text import domain_matches
 
@@ -71,7 +71,19 @@ def lesson_id_of(ev: RecordedEvent) -> str | None:
     return ev.data.get("lesson_id") or None
 
 
-def current_facts(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -> dict[FactKey, Fact]:
+def fact_changes(state: KnowledgeState, ev: RecordedEvent,
+                 policy: Policy) -> tuple[list[tuple[FactKey, Fact, bool]], dict[FactKey, Fact]]:
+    """Fold `ev` into `state` (knowledge) and say what it did to the current facts: those it made
+    or changed (key, the fact now, whether it is new) and those it removed (as they were)."""
+    paths = knowledge.touched(state, ev)
+    before = _current_facts(state, paths)
+    knowledge.apply(state, ev, policy)
+    after = _current_facts(state, paths)
+    changed = [(key, f, key not in before) for key, f in after.items() if before.get(key) is not f]
+    return changed, {key: f for key, f in before.items() if key not in after}
+
+
+def _current_facts(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -> dict[FactKey, Fact]:
     """The current facts an event may change (`knowledge.touched`'s paths; None: all of them)."""
     out: dict[FactKey, Fact] = {}
     for path in paths if paths is not None else [("current", dom) for dom in state.current]:
@@ -145,19 +157,14 @@ class FactsForgotten:
                 named = live.get(value_fact(ev.domain, ev.data, ev.data.get("new_value", "")))
                 if named is not None:
                     out.named[ev.seq] = named
-            paths = knowledge.touched(state, ev)
-            before = current_facts(state, paths)
-            knowledge.apply(state, ev, DEFAULT_POLICY)
-            after = current_facts(state, paths)
+            made, removed = fact_changes(state, ev, DEFAULT_POLICY)
             changed = out.changed.setdefault(ev.seq, [])
-            for key, f in after.items():
-                if before.get(key) is not f:
-                    if key not in before:
-                        lives += 1
-                        live[key] = lives
-                    life = live[key]
-                    changed.append((life, key))
-            for key in before.keys() - after.keys():
+            for key, _, new in made:
+                if new:
+                    lives += 1
+                    live[key] = lives
+                changed.append((live[key], key))
+            for key in removed:
                 life = live.pop(key)
                 changed.append((life, key))
                 gone = next((f for f in reversed(state.closed.get(key[0], [])) if f.fact_id == key[1]), None)

@@ -295,6 +295,13 @@ class _Forged(LedgerError):
     """An interval version in projections.db that this memory did not seal."""
 
 
+def _delete_versions(con: duckdb.DuckDBPyConnection, tally: _Tally, table: str, same: str) -> None:
+    """Delete the rows of `table` that the registered `batch` holds again (`same`: the condition on a
+    stored row `t` and a batch row `b`), taken out of the digest's tally first."""
+    tally.count(con, table, f"SEMI JOIN batch b ON {same}", sign=-1)
+    con.execute(f"DELETE FROM {table} AS t USING batch b WHERE {same}")
+
+
 def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, after: int,
                     head: int, tally: _Tally) -> None:
     """Bring `intervals` and `short_term_intervals` from `after` to `head` (versions closed since
@@ -309,28 +316,25 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: P
         batches = _interval_rows(projections, after, head)
     con.execute("CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
                 "value VARCHAR)")
-    short_term = "SEMI JOIN {} b ON t.run_id = b.{} AND t.valid_from = b.valid_from"
-    versions = ("SEMI JOIN batch b ON t.projection = b.projection AND t.field = b.field AND t.item IS NOT DISTINCT "
-                "FROM b.item AND t.part IS NOT DISTINCT FROM b.part AND t.valid_from = b.valid_from")
+    # the same version (`t` a stored row, `b` a new one): short-term memory's by run (the batch's
+    # `item`, the staged rows' `run_id`) and seq, the others' by their whole key
+    short_term = "t.run_id = b.{} AND t.valid_from = b.valid_from"
+    versions = ("t.projection = b.projection AND t.field = b.field AND t.item IS NOT DISTINCT FROM b.item "
+                "AND t.part IS NOT DISTINCT FROM b.part AND t.valid_from = b.valid_from")
     for projection, batch in batches:
         con.register("batch", batch)
         if projection == "short_term":
-            tally.count(con, "short_term_intervals", short_term.format("batch", "item"), sign=-1)
-            con.execute("DELETE FROM short_term_intervals USING batch b WHERE short_term_intervals.run_id = b.item "
-                        "AND short_term_intervals.valid_from = b.valid_from")
+            _delete_versions(con, tally, "short_term_intervals", short_term.format("item"))
             con.execute("INSERT INTO staged_short_term SELECT item, valid_from, valid_to, value FROM batch")
         else:
-            tally.count(con, "intervals", versions, sign=-1)
-            con.execute("DELETE FROM intervals USING batch b WHERE intervals.projection = b.projection "
-                        "AND intervals.field = b.field AND intervals.item IS NOT DISTINCT FROM b.item "
-                        "AND intervals.part IS NOT DISTINCT FROM b.part AND intervals.valid_from = b.valid_from")
+            _delete_versions(con, tally, "intervals", versions)
             con.execute("INSERT INTO intervals SELECT projection, field, item, part, valid_from, valid_to, "
                         "CAST(value AS JSON) FROM batch")
-            tally.count(con, "intervals", versions)
+            tally.count(con, "intervals", f"SEMI JOIN batch b ON {versions}")
         con.unregister("batch")
     con.execute(f"INSERT INTO short_term_intervals SELECT run_id, valid_from, valid_to, "
                 f"CAST(CAST(value AS JSON) AS {SHORT_TERM_ITEM}) FROM staged_short_term ORDER BY run_id, valid_from")
-    tally.count(con, "short_term_intervals", short_term.format("staged_short_term", "run_id"))
+    tally.count(con, "short_term_intervals", f"SEMI JOIN staged_short_term b ON {short_term.format('run_id')}")
     con.execute("DROP TABLE staged_short_term")
 
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import EnvState
-from memledger.ledger.redact import MARKER
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import EnvState
+from memtape.ledger.redact import MARKER
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -1,4 +1,4 @@
-"""Sitemap exploration (seed 003's SitemapGraph): `memledger run --explore URL`.
+"""Sitemap exploration (seed 003's SitemapGraph): `memtape run --explore URL`.
 
 The memory picks the next page (unvisited in this exploration, within the depth
 limit, shallowest first) until `max_pages` are visited or none is left. Each
@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from memledger.agent.browser import Browser, domain_of
-from memledger.agent.memory import AgentMemory, StepRecord
-from memledger.ledger.events import EnvState, RunCompleted
-from memledger.ledger.ids import short_id
-from memledger.projections.sitemap import next_page, summary_text
+from memtape.agent.browser import Browser, domain_of
+from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.ledger.events import EnvState, RunCompleted
+from memtape.ledger.ids import short_id
+from memtape.projections.sitemap import next_page, summary_text
 
 
 @dataclass

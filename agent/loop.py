@@ -24,16 +24,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from memledger.agent import compress as C
-from memledger.agent import prompt as P
-from memledger.agent.browser import Browser, Observation, domain_of, origin_of
-from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memledger.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
-from memledger.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
-from memledger.ledger.events import EnvState, RunCompleted
-from memledger.ledger.ids import short_id
-from memledger.ledger.redact import MARKER
-from memledger.projections.short_term import ShortTerm, priority_of
+from memtape.agent import compress as C
+from memtape.agent import prompt as P
+from memtape.agent.browser import Browser, Observation, domain_of, origin_of
+from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
+from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
+from memtape.ledger.events import EnvState, RunCompleted
+from memtape.ledger.ids import short_id
+from memtape.ledger.redact import MARKER
+from memtape.projections.short_term import ShortTerm, priority_of
 
 Approval = Callable[[Decision, Observation], bool]
 

@@ -1,4 +1,4 @@
-"""Memory for any agent: runs, recall and post-run learning — the code behind `memledger.open`.
+"""Memory for any agent: runs, recall and post-run learning — the code behind `memtape.open`.
 
 `Memory` opens runs on a store under one `Policy`; a `Run` records what the
 agent did and recalls what memory holds. Every call appends its events
@@ -39,14 +39,14 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from memledger.agent.browser import domain_of, origin_of
-from memledger.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
-from memledger.agent.patterns import learn_patterns
-from memledger.agent.prompt import quoted_name
-from memledger.ledger.clock import format_ts, parse_ts
-from memledger.ledger.credentials import passwords
-from memledger.ledger.errors import InvalidEvent, LedgerError, UnknownItem
-from memledger.ledger.events import (
+from memtape.agent.browser import domain_of, origin_of
+from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
+from memtape.agent.patterns import learn_patterns
+from memtape.agent.prompt import quoted_name
+from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.credentials import passwords
+from memtape.ledger.errors import InvalidEvent, LedgerError, UnknownItem
+from memtape.ledger.events import (
     Action,
     Backtracked,
     ContextBuilt,
@@ -86,20 +86,20 @@ from memledger.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
-from memledger.ledger.ids import short_id
-from memledger.ledger.jsonl import first_error
-from memledger.ledger.redact import MARKER, masked_args
-from memledger.ledger.store import Store
-from memledger.projections import lessons as lessons_mod
-from memledger.projections.lessons import lesson_id_for
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.runs import RunManifest
-from memledger.projections.selectors import known_good
-from memledger.projections.short_term import ShortTerm
-from memledger.projections.steps import action_signature
-from memledger.projections.trajectories import Trajectory
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.ids import short_id
+from memtape.ledger.jsonl import first_error
+from memtape.ledger.redact import MARKER, masked_args
+from memtape.ledger.store import Store
+from memtape.projections import lessons as lessons_mod
+from memtape.projections.lessons import lesson_id_for
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.runs import RunManifest
+from memtape.projections.selectors import known_good
+from memtape.projections.short_term import ShortTerm
+from memtape.projections.steps import action_signature
+from memtape.projections.trajectories import Trajectory
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 
 #: error phrases that name a failure's cause; the first found is a lesson's error_pattern
 KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode violation",
@@ -313,7 +313,7 @@ class Memory:
     def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
                  enabled: bool = True, stale_after: timedelta = STALE_AFTER):
         if not isinstance(policy, Policy):
-            raise InvalidEvent(f"policy must be a memledger Policy, got {type(policy).__name__}")
+            raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
         self.store = store
         self.policy = policy
         self.enabled = enabled
@@ -427,7 +427,7 @@ class Memory:
         return run
 
     def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> "Learned":
-        """Finish a running run started elsewhere (`memledger finish-run`): `Run.finish` on its
+        """Finish a running run started elsewhere (`memtape finish-run`): `Run.finish` on its
         steps as the ledger holds them."""
         return self.run(run_id).finish(success=success, outcome=outcome, reason=reason)
 
@@ -715,7 +715,7 @@ class Run:
             self.memory.append([ev])
 
     def give_context(self, context: Mapping[str, str]) -> None:
-        """User context given to this run (`memledger run --context key=value`)."""
+        """User context given to this run (`memtape run --context key=value`)."""
         self._live()
         events = [self._event(ContextGiven, {"key": k, "value": v}, domain=domain_of(self.start_url) or None)
                   for k, v in context.items()]

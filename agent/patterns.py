@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, cast
 
-from memledger.ledger.events import PatternLearned, PatternStep, PatternType
-from memledger.projections.patterns import pattern_id_for
+from memtape.ledger.events import PatternLearned, PatternStep, PatternType
+from memtape.projections.patterns import pattern_id_for
 
 FIELD_COMMANDS = ("fill", "type", "select")
 PASSWORD_PLACEHOLDER = "{password}"

@@ -15,8 +15,8 @@ implementations:
   with memory it acts right the first time. That difference is what the demo
   measures.
 - `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool
-  calls over HTTP (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL,
-  MEMLEDGER_LLM_API_KEY).
+  calls over HTTP (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL,
+  MEMTAPE_LLM_API_KEY).
 
 Example:
     policy = ScriptedPolicy()
@@ -33,11 +33,11 @@ from typing import Any, Protocol
 
 import openai
 
-from memledger.agent.browser import Element, Observation
-from memledger.agent.budget import estimate_tokens
-from memledger.agent.patterns import fill_placeholders
-from memledger.ledger.credentials import QUOTED, clauses, login_in
-from memledger.ledger.errors import LedgerError
+from memtape.agent.browser import Element, Observation
+from memtape.agent.budget import estimate_tokens
+from memtape.agent.patterns import fill_placeholders
+from memtape.ledger.credentials import QUOTED, clauses, login_in
+from memtape.ledger.errors import LedgerError
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
 FIELDS = ("textbox", "searchbox", "combobox", "spinbutton")
@@ -483,9 +483,9 @@ class OpenAIPolicy:
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, max_retries: int = 4):
-        self.base_url = (base_url or os.environ.get("MEMLEDGER_LLM_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        self.model = model or os.environ.get("MEMLEDGER_LLM_MODEL") or "gpt-4o-mini"
-        self.api_key = api_key if api_key is not None else os.environ.get("MEMLEDGER_LLM_API_KEY", "")
+        self.base_url = (base_url or os.environ.get("MEMTAPE_LLM_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.model = model or os.environ.get("MEMTAPE_LLM_MODEL") or "gpt-4o-mini"
+        self.api_key = api_key if api_key is not None else os.environ.get("MEMTAPE_LLM_API_KEY", "")
         self.timeout = timeout
         self.system_prompt = ""
         # the client insists on a key; a local endpoint that needs none gets a placeholder bearer token

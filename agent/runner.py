@@ -1,4 +1,4 @@
-"""Running the agent for people: `memledger run` and `memledger demo` in library form.
+"""Running the agent for people: `memtape run` and `memtape demo` in library form.
 
 `run_agent` resolves what to run (one goal, a cases file, a resume or a fork
 of an earlier run), serves the bundled sites when a URL points at them,
@@ -22,22 +22,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memledger.agent.browser import Browser
-from memledger.agent.budget import DEFAULT_BUDGET
-from memledger.agent.explore import explore
-from memledger.agent.loop import RunConfig, RunResult, run_task
-from memledger.agent.memory import AgentMemory
-from memledger.agent.policy import PolicyError, make_policy
-from memledger.agent.sites import SitesServer, is_bundled, load_cases
-from memledger.ledger.copy import copy_events
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import RunCompleted
-from memledger.ledger.ids import short_id
-from memledger.ledger.location import memory_dir, read_fork_info
-from memledger.ledger.store import SqliteStore
-from memledger.projections.parameters import Policy
-from memledger.projections.text import clip
-from memledger.projections.view import MemoryView
+from memtape.agent.browser import Browser
+from memtape.agent.budget import DEFAULT_BUDGET
+from memtape.agent.explore import explore
+from memtape.agent.loop import RunConfig, RunResult, run_task
+from memtape.agent.memory import AgentMemory
+from memtape.agent.policy import PolicyError, make_policy
+from memtape.agent.sites import SitesServer, is_bundled, load_cases
+from memtape.ledger.copy import copy_events
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import RunCompleted
+from memtape.ledger.ids import short_id
+from memtape.ledger.location import memory_dir, read_fork_info
+from memtape.ledger.store import SqliteStore
+from memtape.projections.parameters import Policy
+from memtape.projections.text import clip
+from memtape.projections.view import MemoryView
 
 #: told (what is running, tasks done, tasks in all) before each task and once all are done
 TaskProgress = Callable[[str, int, int], None]

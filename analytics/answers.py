@@ -17,13 +17,13 @@ from collections.abc import Callable
 
 import duckdb
 
-from memledger.analytics import decay
-from memledger.analytics.mirror import connect
-from memledger.analytics.output import Report, Table
-from memledger.analytics.queries import ANALYSES, sections
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.store import Store
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.analytics import decay
+from memtape.analytics.mirror import connect
+from memtape.analytics.output import Report, Table
+from memtape.analytics.queries import ANALYSES, sections
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.store import Store
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
 
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)

@@ -1,6 +1,6 @@
 """The seq a step's memory is read at: one rule that audits (`audit.audit_run`) and the analytics
 mirror's `memory_at_step` view both ask. Its own module so that the mirror, which every
-`memledger analytics ...` opens, does not load the audit and with it the whole `MemoryView`."""
+`memtape analytics ...` opens, does not load the audit and with it the whole `MemoryView`."""
 from __future__ import annotations
 
 from collections.abc import Iterable

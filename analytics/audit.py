@@ -35,16 +35,16 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 from typing import Any
 
-from memledger.analytics.asof import STEP_TYPES, as_of_seq
-from memledger.analytics.forget import FORGOTTEN_TEXT, Forgotten
-from memledger.ledger.errors import UnknownItem
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.location import projections_path
-from memledger.ledger.store import Store
-from memledger.projections.materialize import caught_up, indexed_memory, projection_at
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.state import MemoryState, fold
-from memledger.projections.view import MemoryView
+from memtape.analytics.asof import STEP_TYPES, as_of_seq
+from memtape.analytics.forget import FORGOTTEN_TEXT, Forgotten
+from memtape.ledger.errors import UnknownItem
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.location import projections_path
+from memtape.ledger.store import Store
+from memtape.projections.materialize import caught_up, indexed_memory, projection_at
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.state import MemoryState, fold
+from memtape.projections.view import MemoryView
 
 
 class Origins:

@@ -1,4 +1,4 @@
-"""The confidence walk of every fact, for `memledger analytics decay`: the knowledge fold itself.
+"""The confidence walk of every fact, for `memtape analytics decay`: the knowledge fold itself.
 
 The walk is not re-derived in SQL: the mirror's fact events (as analytics may show
 them) are folded by `projections.knowledge.apply` under the answer's policy, and each
@@ -21,11 +21,11 @@ from typing import Any
 import duckdb
 import orjson
 
-from memledger.analytics.forget import fact_changes
-from memledger.analytics.mirror import arrow_table
-from memledger.ledger.events import RecordedEvent
-from memledger.projections import knowledge
-from memledger.projections.parameters import Policy
+from memtape.analytics.forget import fact_changes
+from memtape.analytics.mirror import arrow_table
+from memtape.ledger.events import RecordedEvent
+from memtape.projections import knowledge
+from memtape.projections.parameters import Policy
 
 RELATION = "fact_walk"
 #: the relation's columns and their Arrow types

@@ -1,7 +1,7 @@
 """DuckDB attached to the ledger itself, read-only, offline — the recipe for reading ledger.db (or a
 PostgreSQL ledger) from DuckDB directly, without the analytics mirror.
 
-`memledger analytics` reads the mirror (mirror.py), not this: an attach re-reads
+`memtape analytics` reads the mirror (mirror.py), not this: an attach re-reads
 the ledger through a scanner on every query and sees every event, forgotten
 subjects included. It stays for the record (bench/duck_queries.py measures the
 mirror against it) and for anyone who wants the raw log in DuckDB.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import duckdb
 
-from memledger.analytics.mirror import CONFIG
-from memledger.ledger.errors import LedgerError
+from memtape.analytics.mirror import CONFIG
+from memtape.ledger.errors import LedgerError
 
 
 def extension_path(package: str, name: str) -> Path:

@@ -33,7 +33,7 @@ had no real open.
 
 The replay is an `Experiment` (the two sides, the decisions each made, the
 differences seen so far); its answer is an `ExperimentResult` (`as_json()` is
-what `memledger experiment --json` prints).
+what `memtape experiment --json` prints).
 
 Usage::
 
@@ -48,20 +48,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memledger.analytics.forget import Forgotten
-from memledger.analytics.fork import resolve_seq
-from memledger.analytics.output import Report, Table
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections.decisions import DECISION_TYPES, decide, on_open
-from memledger.projections.knowledge import current_facts
-from memledger.projections.lessons import TIER1_CATEGORIES
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.replay import PolicyMemory, as_new, opens_run
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import WRITER_PROJECTIONS
+from memtape.analytics.forget import Forgotten
+from memtape.analytics.fork import resolve_seq
+from memtape.analytics.output import Report, Table
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections.decisions import DECISION_TYPES, decide, on_open
+from memtape.projections.knowledge import current_facts
+from memtape.projections.lessons import TIER1_CATEGORIES
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.replay import PolicyMemory, as_new, opens_run
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: the policy step's projections, and sessions (what a site's prompts held)
 EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions")
@@ -89,7 +89,7 @@ def policy_parameters() -> Report:
         else:
             allowed = f">= {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else "any"
         rows.append((name, kind, info.default, allowed, info.description))
-    return Report("Policy parameters (memledger experiment --set NAME=VALUE)",
+    return Report("Policy parameters (memtape experiment --set NAME=VALUE)",
                   {"parameters": Table(["name", "type", "default", "range", "meaning"], rows, "parameters")})
 
 
@@ -359,7 +359,7 @@ class AreaDifference:
 
 @dataclass(frozen=True)
 class ExperimentResult:
-    """The answer of an experiment; `as_json()` is what `memledger experiment --json` prints."""
+    """The answer of an experiment; `as_json()` is what `memtape experiment --json` prints."""
 
     policy: dict[str, Any]
     policy_fingerprint: str

@@ -23,16 +23,16 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from memledger.analytics.forget import Forgotten, lesson_id_of
-from memledger.ledger.errors import LedgerError, UnknownItem
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections import knowledge, mentions
-from memledger.projections.knowledge import fact_id_for
-from memledger.projections.materialize import indexed_memory
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.selectors import ranked
-from memledger.projections.view import MemoryView
+from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.ledger.errors import LedgerError, UnknownItem
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections import knowledge, mentions
+from memtape.projections.knowledge import fact_id_for
+from memtape.projections.materialize import indexed_memory
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.selectors import ranked
+from memtape.projections.view import MemoryView
 
 #: the events of some types that name some items (`projections.mentions` keys), in log order
 Read = Callable[[list[str] | tuple[str, ...], list[str]], Iterable[RecordedEvent]]

@@ -38,14 +38,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections import knowledge, lessons, mentions
-from memledger.projections.knowledge import Fact, KnowledgeState
-from memledger.projections.lessons import lesson_id_in
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.runs import covered
-from memledger.projections.text import domain_matches
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections import knowledge, lessons, mentions
+from memtape.projections.knowledge import Fact, KnowledgeState
+from memtape.projections.lessons import lesson_id_in
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.runs import covered
+from memtape.projections.text import domain_matches
 
 #: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)
 LESSON_TYPES = frozenset((*mentions.LESSON_TYPES, *mentions.RECALL_TYPES))

@@ -1,11 +1,11 @@
 """`fork`: a new ledger holding the events up to a seq, chain intact, for A/B runs.
 
 Rows are copied verbatim (same seq, ids, times, payload text, hashes), so the
-fork verifies with `memledger verify` and its first SEQ events are the
+fork verifies with `memtape verify` and its first SEQ events are the
 source's, byte for byte. Agents then append to the fork independently.
 
 The fork also records its memory isolation (seed 000) in `fork.json`, which
-`memledger run` in that directory follows unless told otherwise: `shared`
+`memtape run` in that directory follows unless told otherwise: `shared`
 runs append to the fork, so later runs see what earlier ones learned;
 `per-run` runs each start from the forked memory in a scope of their own
 (`runs/<run_id>/`), so every arm of an experiment sees the same memory and
@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from memledger.ledger.copy import copy_events
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
-from memledger.ledger.store import SqliteStore, Store
-from memledger.ledger.urls import display_url
-from memledger.projections.materialize import resolve_seq as seq_of
+from memtape.ledger.copy import copy_events
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
+from memtape.ledger.store import SqliteStore, Store
+from memtape.ledger.urls import display_url
+from memtape.projections.materialize import resolve_seq as seq_of
 
 
 @dataclass(frozen=True)

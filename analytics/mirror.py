@@ -1,6 +1,6 @@
 """The analytics mirror: a disposable DuckDB database (`analytics.duckdb`) beside projections.db.
 
-It holds what every `memledger analytics ...` answer reads, in DuckDB's own
+It holds what every `memtape analytics ...` answer reads, in DuckDB's own
 columnar storage, so a question at a million events is not a fresh copy of the
 ledger through the sqlite scanner:
 
@@ -48,19 +48,19 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from memledger.analytics.asof import STEP_TYPES, as_of_seq
-from memledger.analytics.forget import Forgotten, lesson_id_of
-from memledger.analytics.queries import sql_text
-from memledger.ledger import location
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import EVENT_TYPES, RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections import intervals
-from memledger.projections.intervals import INDEXED, NO_KEY, OPEN
-from memledger.projections.materialize import caught_up, discard, opened
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.seal import Seal, warn
-from memledger.projections.state import fingerprint, sources_digest
+from memtape.analytics.asof import STEP_TYPES, as_of_seq
+from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.queries import sql_text
+from memtape.ledger import location
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import EVENT_TYPES, RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections import intervals
+from memtape.projections.intervals import INDEXED, NO_KEY, OPEN
+from memtape.projections.materialize import caught_up, discard, opened
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seal import Seal, warn
+from memtape.projections.state import fingerprint, sources_digest
 
 if TYPE_CHECKING:
     import pyarrow as pa

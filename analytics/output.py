@@ -2,7 +2,7 @@
 their plain serializations (CSV text, a parquet file).
 
 Every command that lists things builds a `Report`; the command line
-(`memledger.output`) prints it as a table, JSON, CSV or parquet.
+(`memtape.output`) prints it as a table, JSON, CSV or parquet.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from memledger.ledger.errors import LedgerError
+from memtape.ledger.errors import LedgerError
 
 
 @dataclass

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memledger.analytics.answers import analyse_all
-from memledger.analytics.output import Report, Table, cell_text, header, plain, shown
-from memledger.ledger.store import Store
-from memledger.projections.text import clip
+from memtape.analytics.answers import analyse_all
+from memtape.analytics.output import Report, Table, cell_text, header, plain, shown
+from memtape.ledger.store import Store
+from memtape.projections.text import clip
 
 MAX_ROWS = 60
 #: cells no longer than this never wrap in the report's tables
@@ -219,8 +219,8 @@ def build_report(store: Store, out_dir: str | Path, policy: Any | None = None) -
         parts.append(f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
                      f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>")
         parts.extend(_table(titles[(name, sec)], t) for sec, t in rep.sections.items())
-    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memledger report</title>"
-            f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memledger report</h1>"
+    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memtape report</title>"
+            f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memtape report</h1>"
             + "".join(parts) + "</body></html>\n")
     path = out / "report.html"
     _write_private(path, page.encode())

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memledger.analytics.forget import lesson_id_of
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections.lessons import dedup_key
-from memledger.projections.materialize import Catchup
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.state import fold
+from memtape.analytics.forget import lesson_id_of
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections.lessons import dedup_key
+from memtape.projections.materialize import Catchup
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.state import fold
 
 
 @dataclass

@@ -60,9 +60,9 @@ class Timings:
 def instrumented(timings: Timings) -> Iterator[None]:
     """Time the context build (items + fit + render + `context_built`) and page observation of
     every policy step, by wrapping the functions the loop calls (restored afterwards)."""
-    from memledger.agent import loop
-    from memledger.agent.browser import Browser
-    from memledger.agent.memory import AgentMemory
+    from memtape.agent import loop
+    from memtape.agent.browser import Browser
+    from memtape.agent.memory import AgentMemory
 
     saved = (loop.step_items, loop.fit, loop.P.render_step, AgentMemory.context_built, Browser.observe)
     parts = ("items", "fit", "render", "record")
@@ -92,18 +92,18 @@ def pct(values: list[float], q: float) -> float:
 
 def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Figure]:
     """Run the suite cold then warm in real Chromium and return the figures."""
-    from memledger.agent.browser import Browser
-    from memledger.agent.loop import RunConfig, RunResult, run_task
-    from memledger.agent.memory import AgentMemory
-    from memledger.agent.policy import make_policy
-    from memledger.agent.sites import SitesServer, load_cases
-    from memledger.ledger.store import SqliteStore
+    from memtape.agent.browser import Browser
+    from memtape.agent.loop import RunConfig, RunResult, run_task
+    from memtape.agent.memory import AgentMemory
+    from memtape.agent.policy import make_policy
+    from memtape.agent.sites import SitesServer, load_cases
+    from memtape.ledger.store import SqliteStore
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]
     passes: dict[str, list[RunResult]] = {}
     timings = Timings()
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d, SitesServer() as sites, \
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d, SitesServer() as sites, \
             Browser(proxy=sites.proxy) as browser, SqliteStore.open(Path(d) / "ledger.db") as store:
         for rep, label in enumerate(("cold", "warm"), 1):
             memory = AgentMemory.open(store, Path(d) / "projections.db")

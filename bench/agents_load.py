@@ -1,6 +1,6 @@
 """Load: N agent processes share one memory directory and run the bundled suite at once.
 
-Each process is a real `memledger run --cases agent/sites/cases.json` (its own
+Each process is a real `memtape run --cases agent/sites/cases.json` (its own
 sites server and Chromium) tagged with its own session id. Afterwards the
 ledger is checked: every process's runs are present with run_started and
 run_completed, `seq` is gapless, the hash chain verifies, and the projections
@@ -27,10 +27,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, print_json, show
-from memledger.agent.sites import CASES_FILE, load_cases
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import rebuild
-from memledger.projections.view import MemoryView
+from memtape.agent.sites import CASES_FILE, load_cases
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import rebuild
+from memtape.projections.view import MemoryView
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_CASES = ["shop-view-socks", "search-padel", "portal-login"]
@@ -79,7 +79,7 @@ def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = 
         t0 = time.perf_counter()
         children = []
         for i in range(processes):
-            cmd = [sys.executable, "-m", "memledger", "--memory-dir", str(memory_dir), "run", "--cases",
+            cmd = [sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "run", "--cases",
                    str(cases_file), "--session-id", f"load-p{i}", *[a for cid in ids for a in ("--case", cid)]]
             out = open(logs / f"p{i}.log", "wb")  # noqa: SIM115 - closed after the wait
             children.append((subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))

@@ -33,9 +33,9 @@ if __package__ in (None, ""):
 import orjson
 
 from bench import Figure, print_json, table, timed
-from memledger.ledger.events import Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent, StepRecorded
-from memledger.ledger.ids import uuid7
-from memledger.ledger.store import GENESIS_HASH, SqliteStore
+from memtape.ledger.events import Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, NewEvent, StepRecorded
+from memtape.ledger.ids import uuid7
+from memtape.ledger.store import GENESIS_HASH, SqliteStore
 
 BENCH = "append"
 
@@ -292,7 +292,7 @@ def run(quick: bool = False, events: int | None = None, synchronous: str = "NORM
 def _measure(evs: list[NewEvent], inputs: list[tuple[Any, ...]], n: int, n_single: int, sync: str, quick: bool,
              lesson_sizes: tuple[int, ...]) -> list[Figure]:
     figs: list[Figure] = []
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d:
         tmp = Path(d)
         ddl = ledger_ddl(tmp, sync)
 

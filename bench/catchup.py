@@ -38,10 +38,10 @@ if __package__ in (None, ""):
 
 from bench import Figure, over_memory, print_json, show
 from devtools.synthetic import ensure_ledger
-from memledger.ledger.jsonl import parse_event
-from memledger.ledger.location import LEDGER_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import caught_up
+from memtape.ledger.jsonl import parse_event
+from memtape.ledger.location import LEDGER_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import caught_up
 
 BENCH = "catchup"
 PROJECTIONS_FILE = "projections.db"
@@ -52,8 +52,8 @@ COPIED = (LEDGER_FILE, "ledger.head", PROJECTIONS_FILE, "projections.key")
 CATCH_UP = """
 import json, sys, time
 from pathlib import Path
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import caught_up
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import caught_up
 store = SqliteStore.open(Path(sys.argv[1]) / "ledger.db", create=False)
 t0, c0 = time.perf_counter(), time.process_time()
 caught_up(store, Path(sys.argv[1]) / "projections.db")
@@ -64,9 +64,9 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 READ_ALL = """
 import json, sys, time
 from pathlib import Path
-from memledger.ledger.store import SqliteStore
-from memledger.projections.state import PROJECTIONS
-from memledger.projections.view import MemoryView
+from memtape.ledger.store import SqliteStore
+from memtape.projections.state import PROJECTIONS
+from memtape.projections.view import MemoryView
 store = SqliteStore.open(Path(sys.argv[1]) / "ledger.db", create=False)
 t0, c0 = time.perf_counter(), time.process_time()
 view = MemoryView.open(store, Path(sys.argv[1]) / "projections.db")
@@ -129,7 +129,7 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
     with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
         workloads = {"fact": one_fact(), "run": last_run(store)}
     samples: dict[str, list[dict[str, float]]] = {"baseline": [], "fact": [], "run": []}
-    with tempfile.TemporaryDirectory(prefix="memledger-catchup-") as d:
+    with tempfile.TemporaryDirectory(prefix="memtape-catchup-") as d:
         for _ in range(repeat):
             for name, lines in workloads.items():
                 baseline, took = trial(memory, Path(d) / "memory", lines)
@@ -159,7 +159,7 @@ def measured(quick: bool = False, events: int | None = None, repeat: int | None 
     when it holds no ledger), else over a new temporary one (100,000 events; 5,000 when quick)."""
     n = events or (5_000 if quick else 100_000)
     reps = repeat or (1 if quick else 3)
-    return over_memory(memory, "memledger-catchup-src-", lambda m: ensure_memory(m, n), lambda m: measure(m, reps))
+    return over_memory(memory, "memtape-catchup-src-", lambda m: ensure_memory(m, n), lambda m: measure(m, reps))
 
 
 def run(quick: bool = False) -> list[Figure]:

@@ -1,8 +1,8 @@
-"""A cold `memledger analytics promotions`, the analytics mirror current: a new process, as a user
+"""A cold `memtape analytics promotions`, the analytics mirror current: a new process, as a user
 runs it, beside two baselines measured in the same run.
 
 Issue 15's aim: under 1 s at 1,000,000 events. The command is run exactly as a user would
-(`memledger --memory-dir DIR analytics promotions`, the default table output, stdout a pipe),
+(`memtape --memory-dir DIR analytics promotions`, the default table output, stdout a pipe),
 each time in a new process, after one untimed run has made projections.db and the mirror
 current (and Python's bytecode caches written, as an ordinary install has them). The baselines, interleaved with it run by run (the box is shared, so each repetition
 times all three back to back):
@@ -39,8 +39,8 @@ if __package__ in (None, ""):
 
 from bench import Figure, over_memory, print_json, show
 from devtools.synthetic import ensure_ledger
-from memledger.analytics.queries import ANALYSES, sections
-from memledger.ledger.location import MIRROR_FILE
+from memtape.analytics.queries import ANALYSES, sections
+from memtape.ledger.location import MIRROR_FILE
 
 BENCH = "cold_analytics"
 ANALYSIS = "promotions"
@@ -59,12 +59,12 @@ for sql in json.loads(sys.argv[2]):
 PHASES = """
 import io, json, sys, time
 t0 = time.perf_counter()
-import memledger.cli
-import memledger.commands.analytics
-from memledger.analytics.answers import analyse
-from memledger.analytics.mirror import connect
-from memledger.ledger.settings import Settings
-from memledger.output import PIPED_WIDTH, report_text
+import memtape.cli
+import memtape.commands.analytics
+from memtape.analytics.answers import analyse
+from memtape.analytics.mirror import connect
+from memtape.ledger.settings import Settings
+from memtape.output import PIPED_WIDTH, report_text
 t1 = time.perf_counter()
 settings = Settings(memory=sys.argv[1], reads_only=True)
 store = settings.store()
@@ -81,9 +81,9 @@ print(json.dumps({"imports": t1 - t0, "open and check current": t2 - t1, "querie
 
 
 def _env() -> dict[str, str]:
-    """This environment without MEMLEDGER_* settings, and with Python's bytecode caches written and
+    """This environment without MEMTAPE_* settings, and with Python's bytecode caches written and
     used as on an ordinary install (PYTHONDONTWRITEBYTECODE would compile every module at every start)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_") and k != "PYTHONDONTWRITEBYTECODE"}
+    return {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_") and k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _wall_ms(argv: list[str]) -> float:
@@ -93,8 +93,8 @@ def _wall_ms(argv: list[str]) -> float:
 
 
 def command_argv(memory: Path) -> list[str]:
-    """`memledger --memory-dir DIR analytics promotions`, through this interpreter's script."""
-    return [str(Path(sys.executable).with_name("memledger")), "--memory-dir", str(memory), "analytics", ANALYSIS]
+    """`memtape --memory-dir DIR analytics promotions`, through this interpreter's script."""
+    return [str(Path(sys.executable).with_name("memtape")), "--memory-dir", str(memory), "analytics", ANALYSIS]
 
 
 def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
@@ -122,11 +122,11 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
     cold, direct, bare = (statistics.median(runs[k]) for k in ("command", "direct", "bare"))
     met = cold < AIM_MS
     figs = [
-        Figure(BENCH, f"cold `memledger analytics {ANALYSIS}`, mirror current", cold, "ms",
+        Figure(BENCH, f"cold `memtape analytics {ANALYSIS}`, mirror current", cold, "ms",
                "new python: import duckdb + the same SQL on the mirror", direct, higher_is_better=False,
                note=f"aim < {AIM_MS:,.0f} ms: {'met' if met else 'NOT met'} (best {min(runs['command']):,.0f} ms, "
                     f"worst {max(runs['command']):,.0f} ms of {repeat})"),
-        Figure(BENCH, f"cold `memledger analytics {ANALYSIS}`, beside the bare interpreter", cold, "ms",
+        Figure(BENCH, f"cold `memtape analytics {ANALYSIS}`, beside the bare interpreter", cold, "ms",
                "`python -c pass`", bare, higher_is_better=False),
     ]
     metrics = {"cold_ms": cold, "cold_best_ms": min(runs["command"]), "direct_sql_ms": direct, "bare_python_ms": bare,
@@ -142,7 +142,7 @@ def measured(quick: bool = False, events: int | None = None, repeat: int | None 
     when it holds no ledger), else over a new temporary one (1,000,000 events; 20,000 when quick)."""
     n = events or (20_000 if quick else 1_000_000)
     reps = repeat or (3 if quick else 7)
-    return over_memory(memory, "memledger-cold-", lambda m: ensure_ledger(m, n), lambda m: measure(m, reps))
+    return over_memory(memory, "memtape-cold-", lambda m: ensure_ledger(m, n), lambda m: measure(m, reps))
 
 
 def run(quick: bool = False) -> list[Figure]:
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print_json(figs, **metrics)
         return
-    console = show(f"cold `memledger analytics {ANALYSIS}` at {metrics['events']:,} events "
+    console = show(f"cold `memtape analytics {ANALYSIS}` at {metrics['events']:,} events "
                    f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})", figs)
     console.print("  phases of the command's work (medians, ms): " +
                   ", ".join(f"{phase} {ms:,.0f}" for phase, ms in metrics["phases_ms"].items()))

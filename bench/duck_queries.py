@@ -1,6 +1,6 @@
 """DuckDB audit queries over a synthetic agent ledger: the analytics mirror vs SQLite itself.
 
-`memledger analytics` answers audit questions with DuckDB over the analytics mirror
+`memtape analytics` answers audit questions with DuckDB over the analytics mirror
 (`analytics.duckdb` beside projections.db: the events as analytics may show them and the
 validity intervals, in DuckDB's own storage, caught up incrementally); this bench says
 whether that pays, against the obvious alternative of asking SQLite directly
@@ -9,9 +9,9 @@ offline sqlite_scanner on every query (`analytics.duck.attach`, the raw log).
 
 Figures: each query on the mirror and through the scanner beside SQLite; building the
 mirror from nothing (projections.db already current), its file's size beside the ledger's,
-and catching it up after 1% more events; and a cold `memledger analytics promotions` — a
+and catching it up after 1% more events; and a cold `memtape analytics promotions` — a
 new process, the mirror current — beside the old way, which copied the ledger into DuckDB
-through the scanner in every process (and beside `memledger --version`, what starting the
+through the scanner in every process (and beside `memtape --version`, what starting the
 command line alone costs).
 
 Queries: the promotions funnel (`analytics/sql/promotions.sql`), the recall hit rate
@@ -52,13 +52,13 @@ import duckdb
 
 from bench import Figure, print_json, show, timed
 from devtools.synthetic import build_ledger, synthetic_events
-from memledger.analytics.answers import sections
-from memledger.analytics.duck import attach
-from memledger.analytics.mirror import DDL, connect
-from memledger.analytics.queries import sql_text
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import caught_up
+from memtape.analytics.answers import sections
+from memtape.analytics.duck import attach
+from memtape.analytics.mirror import DDL, connect
+from memtape.analytics.queries import sql_text
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import caught_up
 
 BENCH = "duck_queries"
 #: the mirror's tables the views read beside `events`, left empty: the raw ledger has no validity intervals
@@ -158,7 +158,7 @@ def queries() -> tuple[Query, ...]:
 # ---- the three ways of asking --------------------------------------------------------
 
 def duck_mirror(path: Path) -> duckdb.DuckDBPyConnection:
-    """The analytics mirror beside `path` (built or caught up first), as `memledger analytics` reads it."""
+    """The analytics mirror beside `path` (built or caught up first), as `memtape analytics` reads it."""
     store = SqliteStore.open(path)
     try:
         return connect(store)
@@ -233,7 +233,7 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
 
 def cold_ms(argv: list[str], repeat: int) -> float:
     """Median wall time of `argv` run as a new process, in milliseconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
 
     def once() -> None:
         subprocess.run(argv, check=True, capture_output=True, env=env)
@@ -244,15 +244,15 @@ def cold_ms(argv: list[str], repeat: int) -> float:
 OLD_COLD = """
 import sys
 from bench.duck_queries import duck_scanner
-from memledger.analytics.answers import analyse
+from memtape.analytics.answers import analyse
 con = duck_scanner(sys.argv[1], table=True)
 analyse("promotions", None, con=con)
 """
 #: the same through the library, the mirror current
 NEW_COLD = """
 import sys
-from memledger.analytics.answers import analyse
-from memledger.ledger.store import SqliteStore
+from memtape.analytics.answers import analyse
+from memtape.ledger.store import SqliteStore
 with SqliteStore.open(sys.argv[1]) as store:
     analyse("promotions", store)
 """
@@ -285,10 +285,10 @@ def measure(path: Path, repeat: int) -> list[Figure]:
     figs.append(Figure(BENCH, "cold analysis (promotions) in a new process, mirror current", t_new, "ms",
                        "the same, the ledger copied into DuckDB by the process", t_old, higher_is_better=False,
                        note=f"{head:,} events; library call, interpreter start and imports included"))
-    command = str(Path(sys.executable).with_name("memledger"))
+    command = str(Path(sys.executable).with_name("memtape"))
     t_cli = cold_ms([command, "--memory-dir", str(path.parent), "analytics", "promotions", "--format", "json"], repeat)
-    figs.append(Figure(BENCH, "cold `memledger analytics promotions`, mirror current", t_cli, "ms",
-                       "`memledger --version` (starting the command line)", cold_ms([command, "--version"], repeat),
+    figs.append(Figure(BENCH, "cold `memtape analytics promotions`, mirror current", t_cli, "ms",
+                       "`memtape --version` (starting the command line)", cold_ms([command, "--version"], repeat),
                        higher_is_better=False, note=f"{head:,} events"))
     mirror = path.with_name(MIRROR_FILE)
 
@@ -323,7 +323,7 @@ def measure(path: Path, repeat: int) -> list[Figure]:
 def run(quick: bool = False, events: int | None = None, repeat: int | None = None) -> list[Figure]:
     """Build a synthetic ledger (1,000,000 events; 50,000 when quick) and measure every query."""
     n = events or (50_000 if quick else 1_000_000)
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d:
         path = Path(d) / "ledger.db"
         t0 = time.perf_counter()
         build_ledger(path, n).close()

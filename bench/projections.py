@@ -47,16 +47,16 @@ if __package__ in (None, ""):
 
 from bench import Figure, print_json, show
 from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
-from memledger.ledger.clock import format_ts, parse_ts
-from memledger.ledger.store import SqliteStore
-from memledger.projections import lessons as lessons_mod
-from memledger.projections.lessons import Lesson, LessonsState
-from memledger.projections.materialize import collector_paused, indexed_memory, projection_at, rebuild
-from memledger.projections.parameters import Policy
-from memledger.projections.state import PROJECTIONS, MemoryState, decode, encode, fold, module
-from memledger.projections.text import domain_matches
-from memledger.projections.trajectories import Trajectory, TrajectoryStep, rank
-from memledger.projections.view import MemoryView
+from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.store import SqliteStore
+from memtape.projections import lessons as lessons_mod
+from memtape.projections.lessons import Lesson, LessonsState
+from memtape.projections.materialize import collector_paused, indexed_memory, projection_at, rebuild
+from memtape.projections.parameters import Policy
+from memtape.projections.state import PROJECTIONS, MemoryState, decode, encode, fold, module
+from memtape.projections.text import domain_matches
+from memtape.projections.trajectories import Trajectory, TrajectoryStep, rank
+from memtape.projections.view import MemoryView
 
 BENCH = "projections"
 
@@ -215,7 +215,7 @@ def p99(values: list[float]) -> float:
 
 def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
     figs = []
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d:
         tmp = Path(d)
         t0 = time.perf_counter()
         store = build_ledger(tmp / "ledger.db", n)
@@ -316,9 +316,9 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
 
 
 def audit_figure(store: SqliteStore) -> tuple[Figure, float]:
-    """`memledger audit` of the last run in the log through the library: memory read from the
+    """`memtape audit` of the last run in the log through the library: memory read from the
     validity intervals vs folded from seq 1 (the answers checked equal); the median of 3."""
-    from memledger.analytics.audit import audit_run
+    from memtape.analytics.audit import audit_run
     last = store.head()
     run_id = next(ev.run_id for ev in store.read(max(1, last - 200), last) if ev.run_id)
     times = []
@@ -337,10 +337,10 @@ def audit_figure(store: SqliteStore) -> tuple[Figure, float]:
 
 
 def explain_figure(store: SqliteStore) -> tuple[Figure, float]:
-    """`memledger explain` of the most deduplicated lesson through the library: its life found by
+    """`memtape explain` of the most deduplicated lesson through the library: its life found by
     projections.db's index of mentions vs by reading every lesson event (answers checked equal);
     the median of 3."""
-    from memledger.analytics.explain import explain_item
+    from memtape.analytics.explain import explain_item
     uses: dict[str, int] = {}
     for ev in store.read(types=["lesson_deduplicated"]):
         uses[ev.data["lesson_id"]] = uses.get(ev.data["lesson_id"], 0) + 1

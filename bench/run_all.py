@@ -95,10 +95,10 @@ def main(argv: list[str] | None = None) -> Path:
                 texts[name] = text
             progress.advance(task)
             progress.refresh()
-    console.print(table("memledger benchmarks" + ("" if args.full else " (quick sizes)"), figures))
+    console.print(table("memtape benchmarks" + ("" if args.full else " (quick sizes)"), figures))
     for name, text in texts.items():
         console.print(f"[bold]bench/{name}.py[/bold]\n{text}")
-    head = (f"# memledger benchmarks\n\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+    head = (f"# memtape benchmarks\n\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
             f"{'full' if args.full else 'quick'} sizes; Python {platform.python_version()}, "
             f"SQLite {sqlite3.sqlite_version}, {platform.machine()}. Each figure's baseline was measured in "
             f"the same run; the ratio reads 'times better than the baseline' (≥ 1 is faster).\n\n")

@@ -1,4 +1,4 @@
-"""The HTTP API's cost: record + recall requests per second and p99 through `memledger serve`
+"""The HTTP API's cost: record + recall requests per second and p99 through `memtape serve`
 (a real server process, one keep-alive client) beside the same calls made through the library
 in the same run, on fresh memories of the same size.
 
@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 
 import httpx
 
-import memledger
+import memtape
 from bench import Figure, print_json, table
 
 BENCH = "server"
@@ -39,8 +39,8 @@ def _served(memory: Path) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
-    proc = subprocess.Popen([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "serve",
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve",
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -70,7 +70,7 @@ def _timed(pairs: int, record: Callable[[int], None], recall: Callable[[int], No
 
 
 def _through_library(memory: Path, pairs: int) -> tuple[float, float]:
-    with memledger.open(memory) as mem:
+    with memtape.open(memory) as mem:
         run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
         result = _timed(pairs,
                         lambda i: run.record_step(step=i, action="click", target=f'button "B{i % 7}"', ok=False,
@@ -116,7 +116,7 @@ def main() -> None:
         print_json(figs)
         return
     from rich.console import Console
-    Console().print(table("memledger serve vs the library", figs))
+    Console().print(table("memtape serve vs the library", figs))
 
 
 if __name__ == "__main__":

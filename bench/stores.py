@@ -43,8 +43,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, print_json, table
-from memledger.ledger.events import FactObserved, NewEvent, RunProgress
-from memledger.ledger.location import open_store
+from memtape.ledger.events import FactObserved, NewEvent, RunProgress
+from memtape.ledger.location import open_store
 
 BENCH = "stores"
 
@@ -228,7 +228,7 @@ class Follower(threading.Thread):
         self.state: Any = None
         self.fold: Any = None
         try:
-            from memledger.projections.state import MemoryState, fold
+            from memtape.projections.state import MemoryState, fold
             self.state, self.fold = MemoryState.empty(), fold
         except ImportError:
             pass
@@ -303,7 +303,7 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
             problems.append(f"follower saw {follower.seen} of {head} events ({follower.disorder} out of order)")
         equal: bool | None = None
         if follower.fold is not None:
-            from memledger.projections.view import MemoryView
+            from memtape.projections.view import MemoryView
             equal = MemoryView(follower.state).digests() == MemoryView.from_events(events).digests()
             if not equal:
                 problems.append("follower's projections differ from a rebuild")
@@ -373,7 +373,7 @@ def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None 
     """Each store and the recorder at each durability level, on fresh ledgers (a throw-away server
     unless `pg_url`, where eventsourcing's table sits beside the ledger's)."""
     from devtools.pg import TempPostgres
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as tmp:
         sqlite_urls = [f"sqlite:///{Path(tmp) / level / 'ledger.db'}" for level in levels]
         if pg_url:
             if len(levels) > 1:

@@ -26,9 +26,9 @@ if __package__ in (None, ""):
 
 from bench import Figure, print_json, show
 from devtools.synthetic import build_ledger
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import rebuild
-from memledger.projections.state import digests
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import rebuild
+from memtape.projections.state import digests
 
 BENCH = "verified_reads"
 
@@ -46,7 +46,7 @@ def _rebuild_s(ledger: Path, out: Path, verify: bool) -> tuple[float, float, dic
 
 def run(quick: bool = False, events: int | None = None, repeat: int = 3) -> list[Figure]:
     n = events or (20_000 if quick else 200_000)
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d:
         tmp = Path(d)
         build_ledger(tmp / "ledger.db", n).close()
         best = {True: float("inf"), False: float("inf")}

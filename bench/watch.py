@@ -1,4 +1,4 @@
-"""Delay from append to projection: `memledger watch` (store.subscribe + materializer catch-up)
+"""Delay from append to projection: `memtape watch` (store.subscribe + materializer catch-up)
 beside a plain poll loop (check the head every 100 ms, then catch up), measured in the same run.
 
 A writer appends one event at a time at irregular intervals; a follower thread
@@ -25,8 +25,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, table
-from memledger.ledger.events import FactObserved, LessonRecorded, event
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.events import FactObserved, LessonRecorded, event
+from memtape.ledger.store import SqliteStore
 
 BENCH = "watch"
 POLL_MS = 100
@@ -48,9 +48,9 @@ def _prefill(path: Path, n: int) -> None:
 def _measure(directory: Path, n: int, follower: str, seed: int, catch_up: bool = True) -> list[float]:
     """Delays (ms) of n appends seen by the given follower ('watch' or 'poll'): in projections.db,
     or (catch_up=False) only noticed by the follower."""
-    from memledger.analytics.watch import follow_projections
-    from memledger.projections.materialize import Catchup
-    from memledger.projections.parameters import DEFAULT_POLICY
+    from memtape.analytics.watch import follow_projections
+    from memtape.projections.materialize import Catchup
+    from memtape.projections.parameters import DEFAULT_POLICY
 
     ledger = directory / "ledger.db"
     proj = directory / "projections.db"

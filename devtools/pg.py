@@ -4,7 +4,7 @@
 on 127.0.0.1 on a free port (no Unix socket outside its data directory, trust
 auth for the local superuser `postgres`). PostgreSQL refuses to run as root,
 so when we are root the server runs as the `postgres` system user that
-Debian's package creates (or a `memledger-pg` user we create).
+Debian's package creates (or a `memtape-pg` user we create).
 
 Usage::
 
@@ -48,15 +48,15 @@ def _server_user() -> str | None:
     """None when we are not root; else a system user PostgreSQL agrees to run as."""
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", "memledger-pg"):
+    for name in ("postgres", "memtape-pg"):
         try:
             pwd.getpwnam(name)
             return name
         except KeyError:
             continue
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "memledger-pg"],
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "memtape-pg"],
                    check=True, capture_output=True)
-    return "memledger-pg"
+    return "memtape-pg"
 
 
 def free_port() -> int:
@@ -76,7 +76,7 @@ class TempPostgres:
         self.port = free_port()
         # under /tmp when we hand it to another user: $TMPDIR may be a directory only root can enter
         base = "/tmp" if self.user and Path("/tmp").is_dir() else None
-        self.root = Path(tempfile.mkdtemp(prefix="memledger-pg-", dir=base))
+        self.root = Path(tempfile.mkdtemp(prefix="memtape-pg-", dir=base))
         self.data = self.root / "data"
         self.proc: subprocess.Popen[bytes] | None = None
         self._counter = 0

@@ -17,8 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.clock import SteppingClock, format_ts, parse_ts
-from memledger.ledger.events import (
+from memtape.ledger.clock import SteppingClock, format_ts, parse_ts
+from memtape.ledger.events import (
     Action,
     ContextBuilt,
     DomainRecall,
@@ -39,9 +39,9 @@ from memledger.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
-from memledger.ledger.location import LEDGER_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections.lessons import lesson_id_for
+from memtape.ledger.location import LEDGER_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections.lessons import lesson_id_for
 
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
 ERRORS = ["timeout exceeded", "intercepts pointer events", "too many arguments", "element not visible",

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from memledger.ledger.errors import LedgerError, LedgerTampered
-from memledger.ledger.store import REWRITTEN, Store, VerifyResult
+from memtape.ledger.errors import LedgerError, LedgerTampered
+from memtape.ledger.store import REWRITTEN, Store, VerifyResult
 
 HEAD_SUFFIX = ".head"
 _ANCHOR_RE = re.compile(r"^\s*(\d{1,19}):([0-9a-f]{64})\s*$")
@@ -94,7 +94,7 @@ class HeadFile:
             return parse_anchor(f"{int(data['seq'])}:{data['hash']}", self.path.name)
         except (ValueError, KeyError, TypeError, LedgerError):
             raise LedgerTampered(f"{self.path}: not a head record; the remembered head was damaged "
-                                 f"(check the ledger with `memledger verify`, then delete it)") from None
+                                 f"(check the ledger with `memtape verify`, then delete it)") from None
 
     def save(self, anchor: Anchor) -> None:
         try:
@@ -139,7 +139,7 @@ def require_anchor(store: Store, anchor: Anchor) -> None:
     fault = anchor_fault(store, anchor)
     if fault is not None:
         raise LedgerTampered(f"ledger cut or rewritten: {fault[1]}; nothing was read "
-                             f"(`memledger verify` names what changed)")
+                             f"(`memtape verify` names what changed)")
 
 
 def refuse_if_behind(store: Store, keepers: Sequence[Keeper]) -> None:
@@ -167,7 +167,7 @@ def remember_head(store: Store, keepers: Sequence[Keeper]) -> Anchor | None:
 
 
 def verify_ledger(store: Store, keepers: Sequence[Keeper], anchors: Sequence[Anchor] = ()) -> VerifyResult:
-    """`memledger verify`: the chain walk, then every remembered head and every given anchor; the
+    """`memtape verify`: the chain walk, then every remembered head and every given anchor; the
     first fault names its seq (the chain's own faults first: they are the more precise)."""
     result = store.verify()
     remembered = [*loaded(keepers), *anchors]

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memledger.ledger.errors import ChainBroken, LedgerError
-from memledger.ledger.location import open_store
-from memledger.ledger.store import GENESIS_HASH, ChainCheck, Row, Store
-from memledger.ledger.urls import display_url
+from memtape.ledger.errors import ChainBroken, LedgerError
+from memtape.ledger.location import open_store
+from memtape.ledger.store import GENESIS_HASH, ChainCheck, Row, Store
+from memtape.ledger.urls import display_url
 
 #: called with (copied so far, total to copy)
 Progress = Callable[[int, int], None]
@@ -52,7 +52,7 @@ def copy_events(source: Store, target: Store, until: int | None = None, *, chunk
     """Copy events 1..`until` (all by default) of an open store into an open, empty one, checking
     every link on the way, in one transaction on the target; then verify the target.
 
-    `memledger copy` moves whole ledgers with it; `memledger fork` and per-run memory scopes in a
+    `memtape copy` moves whole ledgers with it; `memtape fork` and per-run memory scopes in a
     forked directory copy a prefix."""
     head = source.head()  # a snapshot: events appended to the source meanwhile are not copied
     total = head if until is None else max(0, min(until, head))

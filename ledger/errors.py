@@ -27,7 +27,7 @@ class ConcurrencyConflict(LedgerError):
 
 
 class NotALedger(LedgerError):
-    """The file exists but is not a memledger ledger (or is damaged)."""
+    """The file exists but is not a memtape ledger (or is damaged)."""
 
 
 class NoLedger(NotALedger):
@@ -35,7 +35,7 @@ class NoLedger(NotALedger):
 
 
 class NewerSchema(LedgerError):
-    """The ledger was written by a newer memledger than this one."""
+    """The ledger was written by a newer memtape than this one."""
 
 
 class AppendOnlyViolation(LedgerError):
@@ -107,7 +107,7 @@ def describe_sqlite_error(exc: sqlite3.Error, path: str) -> LedgerError:
     if primary == SQLITE_CANTOPEN:
         return LedgerReadOnly(f"{path}: cannot open the database file (missing or unwritable directory)")
     if primary in (SQLITE_NOTADB, SQLITE_CORRUPT):
-        return NotALedger(f"{path}: not a memledger ledger or damaged ({msg})")
+        return NotALedger(f"{path}: not a memtape ledger or damaged ({msg})")
     return LedgerError(f"{path}: {msg}")
 
 

@@ -21,8 +21,8 @@ from typing import Annotated, Any, ClassVar, Literal, Union, cast
 from annotated_types import Ge, Le
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
-from memledger.ledger.redact import masked_args
-from memledger.ledger.suffixes import is_public_suffix
+from memtape.ledger.redact import masked_args
+from memtape.ledger.suffixes import is_public_suffix
 
 #: Patterns are written so that Python's `re.search` and an ECMA-262 validator agree (`$(?!\n)`:
 #: Python's `$` also matches before a final newline); the JSON Schema carries the same strings.
@@ -181,8 +181,8 @@ class Payload(BaseModel):
     def _known_version(cls, version: int) -> int:
         """A newer version cannot be read by this code; an older one only if it can be upcast."""
         if version > cls.CURRENT_VERSION:
-            raise ValueError(f"schema_version {version} was written by a newer memledger "
-                             f"(this one knows up to {cls.CURRENT_VERSION}); upgrade memledger")
+            raise ValueError(f"schema_version {version} was written by a newer memtape "
+                             f"(this one knows up to {cls.CURRENT_VERSION}); upgrade memtape")
         if version < min_version(cls):
             raise ValueError(f"schema_version {version} is not a version of this event "
                              f"(known: {min_version(cls)}..{cls.CURRENT_VERSION})")
@@ -566,7 +566,7 @@ class PatternsPruned(Payload):
 
 
 class ContextGiven(Payload):
-    """User context given to a run (`memledger run --context key=value`)."""
+    """User context given to a run (`memtape run --context key=value`)."""
 
     type: Literal["context_given"] = "context_given"
     key: str = Field(min_length=1, max_length=200)
@@ -948,7 +948,7 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     props = payload["properties"]
     props["type"] = {"const": type_}
     props["schema_version"] = {"type": "integer", "minimum": min_version(cls), "maximum": cls.CURRENT_VERSION,
-                               "description": "payload version; a newer one is refused (written by a newer memledger)"}
+                               "description": "payload version; a newer one is refused (written by a newer memtape)"}
     for name, info in cls.model_fields.items():
         if name == "scope_domain":
             props[name]["pattern"] = DOMAIN_PATTERN
@@ -967,7 +967,7 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def json_schema(type_: str | None = None) -> dict[str, Any]:
-    """The JSON Schema (2020-12) of a whole JSON Lines event as `memledger append` takes it: one
+    """The JSON Schema (2020-12) of a whole JSON Lines event as `memtape append` takes it: one
     type's, or every type's (`oneOf`, told apart by `type`). A line is accepted exactly when it is
     valid, except for `CROSS_FIELD_RULES`, which the description lists."""
     if type_ is not None and type_ not in EVENT_TYPES:
@@ -982,7 +982,7 @@ def json_schema(type_: str | None = None) -> dict[str, Any]:
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", **lines[type_],
                 "description": lines[type_]["description"] + rules, "$defs": defs}
     defs.update({f"line_{name}": schema for name, schema in lines.items()})
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "memledger event line",
-            "description": "One line of `memledger append` input: `type`, the payload fields and the envelope "
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "memtape event line",
+            "description": "One line of `memtape append` input: `type`, the payload fields and the envelope "
                            "fields at the top level." + rules,
             "oneOf": [{"$ref": f"#/$defs/line_{name}"} for name in lines], "$defs": defs}

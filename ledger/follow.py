@@ -5,7 +5,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memledger.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent
 
 
 def follow_file(path: Path, read_from: Callable[[int], Iterator[RecordedEvent]], from_seq: int = 1,

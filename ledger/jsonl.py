@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, check_domain, check_time, integral
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.errors import InvalidEvent
+from memtape.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, check_domain, check_time, integral
 
 
 def first_error(exc: ValidationError) -> str:

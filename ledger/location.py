@@ -1,7 +1,7 @@
 """Where memory lives: the memory directory (0700), choosing a store from a URL, and where projections.db is.
 
-`--memory-dir` (env MEMLEDGER_DIR, default `.agent-memory`) holds `ledger.db`
-and `projections.db`; `--store` (env MEMLEDGER_STORE) may point the ledger at
+`--memory-dir` (env MEMTAPE_DIR, default `.agent-memory`) holds `ledger.db`
+and `projections.db`; `--store` (env MEMTAPE_STORE) may point the ledger at
 PostgreSQL instead (`postgresql://...`).
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.errors import LedgerError, LedgerReadOnly
-from memledger.ledger.store import SqliteStore, Store
+from memtape.ledger.errors import LedgerError, LedgerReadOnly
+from memtape.ledger.store import SqliteStore, Store
 
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
@@ -20,7 +20,7 @@ PROJECTIONS_FILE = "projections.db"
 #: the analytics mirror (DuckDB) beside projections.db, and the suffix of its sealed stamp
 MIRROR_FILE = "analytics.duckdb"
 MIRROR_STAMP_SUFFIX = ".seal"
-#: written by `memledger fork`: where the fork came from, its seq, and the isolation its runs use
+#: written by `memtape fork`: where the fork came from, its seq, and the isolation its runs use
 FORK_FILE = "fork.json"
 ISOLATIONS = ("shared", "per-run")
 
@@ -44,7 +44,7 @@ def mirror_files(projections_path: Path) -> list[Path]:
 
 def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:
     """Resolve (and create with mode 0700) the memory directory."""
-    raw = str(path) if path is not None else os.environ.get("MEMLEDGER_DIR", DEFAULT_DIR)
+    raw = str(path) if path is not None else os.environ.get("MEMTAPE_DIR", DEFAULT_DIR)
     if "\x00" in raw or not raw.strip():
         raise LedgerError("invalid memory directory name")
     p = Path(raw)
@@ -85,21 +85,21 @@ def holds_memory_files(path: Path, memory: str | Path | None = None, url: str | 
     """Is `path` at the top of a directory whose files are memory's — the memory directory, or the
     one a SQLite store URL puts the ledger in (ledger.db, its WAL, the head, projections.db, its key,
     the analytics mirror all live there)? Nothing is created to answer."""
-    url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
+    url = url if url is not None else os.environ.get("MEMTAPE_STORE") or None
     ledger = sqlite_path(url) if url else None
     homes = {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}
     return Path(path).resolve().parent in {home.resolve() for home in homes}
 
 
 def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Store:
-    """Open the ledger: PostgreSQL when `url` (or MEMLEDGER_STORE) says so, a SQLite file when it
+    """Open the ledger: PostgreSQL when `url` (or MEMTAPE_STORE) says so, a SQLite file when it
     is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir. A PostgreSQL ledger
     keeps its projections.db and head file in `memory` (none when it is not given)."""
-    url = url if url is not None else os.environ.get("MEMLEDGER_STORE") or None
+    url = url if url is not None else os.environ.get("MEMTAPE_STORE") or None
     if url:
         path = sqlite_path(url)
         if path is None:
-            from memledger.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
+            from memtape.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
             home = memory_dir(memory) if memory is not None else None  # projections.db is written even by reads
             return PostgresStore.open(url, create=create, home=home, **kwargs)
         if create:
@@ -136,7 +136,7 @@ def write_fork_info(directory: Path, info: dict[str, Any]) -> Path:
 
 
 def read_fork_info(directory: Path) -> dict[str, Any] | None:
-    """The fork record of a memory directory, or None when it was not made by `memledger fork`."""
+    """The fork record of a memory directory, or None when it was not made by `memtape fork`."""
     path = Path(directory) / FORK_FILE
     if not path.exists():
         return None

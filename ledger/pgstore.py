@@ -11,7 +11,7 @@ identically. What PostgreSQL changes:
   The lock is released only after the commit is visible, so a reader never
   sees seq N+1 before N has committed, and seq stays gapless with any number
   of writers on separate connections.
-- An append is one statement: a session function (`pg_temp.memledger_append`,
+- An append is one statement: a session function (`pg_temp.memtape_append`,
   created on each connection, nothing added to the ledger's schema) takes the
   lock, reads the head, assigns seq and stream versions, hashes each row by
   the rule of `ledger.store.chain_hash` and inserts the batch. The client has
@@ -39,7 +39,7 @@ Every psycopg error becomes a `LedgerError` in `pg_translated`, the one boundary
 
 Usage::
 
-    store = PostgresStore.open("postgresql://memledger@db.internal/memory")
+    store = PostgresStore.open("postgresql://memtape@db.internal/memory")
     store.append([event(LessonSeeded(...))])
     for e in store.subscribe(from_seq=1, stop=stop_event):
         print(e.seq, e.type)
@@ -62,8 +62,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import ConnStatus, Escaping, ExecStatus
 from psycopg.pq.abc import PGconn, PGresult
 
-from memledger.ledger.clock import Clock, format_ts, system_clock
-from memledger.ledger.errors import (
+from memtape.ledger.clock import Clock, format_ts, system_clock
+from memtape.ledger.errors import (
     AppendOnlyViolation,
     ConcurrencyConflict,
     DiskFull,
@@ -75,9 +75,9 @@ from memledger.ledger.errors import (
     NoLedger,
     NotALedger,
 )
-from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.redact import Redactor, default_redactor
-from memledger.ledger.store import (
+from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.redact import Redactor, default_redactor
+from memtape.ledger.store import (
     APPLICATION_ID,
     COLUMNS,
     STORE_SCHEMA_VERSION,
@@ -90,11 +90,14 @@ from memledger.ledger.store import (
     prepare,
     row_to_event,
 )
-from memledger.ledger.urls import display_url
+from memtape.ledger.urls import display_url
 
 T = TypeVar("T")
+# The database objects keep the names they had before the rename to memtape: they are the
+# on-disk format, and an existing PostgreSQL ledger keeps working.
 CHANNEL = "memledger_events"
 META_TABLE = "memledger_meta"
+FORMAT_MARK = "memledger"  # the `application` row of META_TABLE
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM events"
 _TEXT = 'text COLLATE "C"'  # byte order, like SQLite: ISO timestamps compare as text
 _SCHEMA = [
@@ -131,7 +134,7 @@ _SCHEMA = [
         BEGIN PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$""",
     """CREATE TRIGGER events_notify AFTER INSERT ON events
         FOR EACH STATEMENT EXECUTE FUNCTION memledger_notify()""",
-    f"COMMENT ON TABLE events IS 'memledger ledger (store schema {STORE_SCHEMA_VERSION}); append-only'",
+    f"COMMENT ON TABLE events IS 'memtape ledger (store schema {STORE_SCHEMA_VERSION}); append-only'",
 ]
 
 
@@ -143,7 +146,7 @@ _SCHEMA = [
 #: The batch is parsed once, as jsonb, when the parameter is bound (before the lock is taken); each
 #: row is then read by position and inserted on its own (one cached plan, no arrays to assemble).
 APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION pg_temp.memledger_append(lock_key bigint, now_ts text, batch jsonb)
+CREATE OR REPLACE FUNCTION pg_temp.memtape_append(lock_key bigint, now_ts text, batch jsonb)
 RETURNS TABLE (r_seq bigint, r_stream_version bigint, r_recorded_at text, r_prev_hash text, r_hash text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -189,12 +192,12 @@ END $fn$"""
 #: The append as a named prepared statement of the session (created with the function): a writer
 #: runs it through libpq itself, skipping psycopg's per-statement machinery (cursor, adapters,
 #: prepared-statement cache: ~40 of a writer's ~70 µs a statement)
-APPEND_STATEMENT = "memledger_append"
+APPEND_STATEMENT = "memtape_append"
 _PREPARE_APPEND = (f"PREPARE {APPEND_STATEMENT} (bigint, text, jsonb) AS "
-                   "SELECT * FROM pg_temp.memledger_append($1, $2, $3)")
+                   "SELECT * FROM pg_temp.memtape_append($1, $2, $3)")
 #: A transaction that writes WAL and commits at the session's synchronous_commit: its flush covers
 #: every commit before it, so the writers' flushes, no longer under the lock, are shared (group commit).
-_DURABLE = "SELECT pg_logical_emit_message(true, 'memledger', 'durable')"
+_DURABLE = "SELECT pg_logical_emit_message(true, 'memtape', 'durable')"
 
 
 def describe_pg_error(exc: psycopg.Error, where: str) -> LedgerError:
@@ -292,7 +295,7 @@ def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: s
     pgconn = conn.pgconn
     encoding = conn.info.encoding
     quote = Escaping(pgconn).escape_literal
-    pgconn.send_query(b"BEGIN; SELECT * FROM pg_temp.memledger_append(%d, %s, %s::jsonb); COMMIT; %s"
+    pgconn.send_query(b"BEGIN; SELECT * FROM pg_temp.memtape_append(%d, %s, %s::jsonb); COMMIT; %s"
                       % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)),
                          _DURABLE.encode()))
     results = _results(conn)
@@ -421,7 +424,7 @@ class PostgresStore(Store):
             options += f" -c synchronous_commit={self.synchronous_commit}"
         with pg_translated(self.where):
             conn = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
-                                   options=options, application_name="memledger")
+                                   options=options, application_name="memtape")
             conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
             level = conn.execute("SHOW synchronous_commit").fetchone()
         self._durable = level is not None and level[0] != "off"
@@ -439,7 +442,7 @@ class PostgresStore(Store):
                         for statement in _SCHEMA:
                             self.conn.execute(statement)
                         self.conn.execute(f"INSERT INTO {META_TABLE} (key, value) VALUES (%s, %s), (%s, %s)",
-                                          ("application", "memledger", "schema_version", str(STORE_SCHEMA_VERSION)))
+                                          ("application", FORMAT_MARK, "schema_version", str(STORE_SCHEMA_VERSION)))
             self.conn.execute(APPEND_FUNCTION)
             self.conn.execute(_PREPARE_APPEND)
             row = self.conn.execute("SELECT 'events'::regclass::oid::bigint").fetchone()
@@ -455,15 +458,15 @@ class PostgresStore(Store):
         if not has_events and not has_meta:
             return None
         if not has_meta:
-            raise NotALedger(f"{self.where}: has an events table that is not a memledger ledger")
+            raise NotALedger(f"{self.where}: has an events table that is not a memtape ledger")
         meta = dict(self.conn.execute(f"SELECT key, value FROM {META_TABLE}").fetchall())
-        if meta.get("application") != "memledger" or not has_events:
-            raise NotALedger(f"{self.where}: not a memledger ledger (table {META_TABLE} of another application)")
+        if meta.get("application") != FORMAT_MARK or not has_events:
+            raise NotALedger(f"{self.where}: not a memtape ledger (table {META_TABLE} of another application)")
         version = int(meta.get("schema_version", "0"))
         if version > STORE_SCHEMA_VERSION:
             raise NewerSchema(
-                f"{self.where}: written by a newer memledger (ledger schema {version}, this one knows "
-                f"{STORE_SCHEMA_VERSION}); upgrade memledger")
+                f"{self.where}: written by a newer memtape (ledger schema {version}, this one knows "
+                f"{STORE_SCHEMA_VERSION}); upgrade memtape")
         return meta
 
     def close(self) -> None:
@@ -632,7 +635,7 @@ class PostgresStore(Store):
         """
         with pg_translated(self.where):
             listener = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
-                                       application_name="memledger-follow")
+                                       application_name="memtape-follow")
 
         def fetch(sql: str, params: Sequence[Any]) -> list[Any]:  # no need to wait for this store's writers
             with pg_translated(self.where):

@@ -18,7 +18,7 @@ What is replaced:
   check (Luhn for card numbers, a `user:password` inside Basic auth, the look of
   a random 40-character AWS secret) replaces only what passes it, so that ids,
   UUIDs and sha256 digests (the hash chain) are kept;
-- whatever the extra patterns from `MEMLEDGER_SECRET_PATTERNS` (one regex per
+- whatever the extra patterns from `MEMTAPE_SECRET_PATTERNS` (one regex per
   line) match.
 
 Zero-width and other invisible format characters are removed before matching
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from memledger.ledger.credentials import passwords
-from memledger.ledger.errors import LedgerError
+from memtape.ledger.credentials import passwords
+from memtape.ledger.errors import LedgerError
 
 MARKER = "[REDACTED]"
 #: the longest string whose clean verdict a `Redactor` remembers
@@ -49,7 +49,7 @@ INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u20
 
 
 class SecretPatternError(LedgerError):
-    """A `MEMLEDGER_SECRET_PATTERNS` line is not a usable regular expression."""
+    """A `MEMTAPE_SECRET_PATTERNS` line is not a usable regular expression."""
 
 
 # ---- secret-named keys ---------------------------------------------------------------------
@@ -62,7 +62,7 @@ SECRET_NAMES: tuple[str, ...] = (
     r"(?:api|private|access|signing|encryption|master|account|session|license|client)_?key",
     r"(?:^|_)(?:pass|pw|auth)(?:_|$)|cvv|cvc",
     r"card_?number|(?:^|_)cc_?num",
-    r"^session$|sessid|sessionid",  # a session cookie; not session_id, memledger's own session tag
+    r"^session$|sessid|sessionid",  # a session cookie; not session_id, memtape's own session tag
 )
 SECRET_NAME = re.compile("|".join(f"(?:{p})" for p in SECRET_NAMES))
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -129,7 +129,7 @@ def _credential_value(m: re.Match[str]) -> bool:
     """`name: value` in prose names a secret when the name does and the value is not a plain short
     word (`Password: hunter2` is; `Cookies: Accept` is not); a bare "session" label is not a cookie."""
     value, name = m.group("secret"), m.group("name")
-    if key_words(name) == "session":  # "session: <id>" in prose names a session (memledger's prompts say so)
+    if key_words(name) == "session":  # "session: <id>" in prose names a session (memtape's prompts say so)
         return False
     return secret_named(name) and (len(value) >= 8 or not value.isalpha())
 
@@ -241,9 +241,9 @@ class Redactor:
     """Replaces secrets in strings, nested payloads and envelope identifiers."""
 
     def __init__(self, extra_patterns: tuple[str, ...] | list[str] = ()):
-        env = os.environ.get("MEMLEDGER_SECRET_PATTERNS", "")
+        env = os.environ.get("MEMTAPE_SECRET_PATTERNS", "")
         self.extra = (_compile_extra(list(extra_patterns), "extra secret pattern")
-                      + _compile_extra([p for p in env.splitlines() if p.strip()], "MEMLEDGER_SECRET_PATTERNS"))
+                      + _compile_extra([p for p in env.splitlines() if p.strip()], "MEMTAPE_SECRET_PATTERNS"))
         self._idents: dict[tuple[str, bool], str] = {}  # envelope ids repeat (a run's events share one)
         #: short strings the screen could not clear but the full scan found free of secrets: payload
         #: keys and labels repeat (a fact's "key" field, say), the scan is ~20 µs; no secret is kept
@@ -311,6 +311,7 @@ class Redactor:
         variants = (value, value.upper()) if case_insensitive else (value,)
         if all(self.text(v) == v for v in variants):
             return value
+        # the salt predates the rename to memtape; it stays, so a value redacts to the same id as before
         return "redacted-" + hashlib.sha256(b"memledger-redacted-ident\x00" + value.encode()).hexdigest()[:16]
 
 

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
-from memledger.ledger.errors import LedgerError, NoLedger
-from memledger.ledger.location import LEDGER_FILE, memory_dir, open_store, projections_path
-from memledger.ledger.store import Store
-from memledger.ledger.urls import display_url
+from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
+from memtape.ledger.errors import LedgerError, NoLedger
+from memtape.ledger.location import LEDGER_FILE, memory_dir, open_store, projections_path
+from memtape.ledger.store import Store
+from memtape.ledger.urls import display_url
 
 #: another place that remembers the head, given the settings (above `ledger`: projections.db)
 KeeperFactory = Callable[["Settings"], Keeper]
@@ -77,7 +77,7 @@ class Settings:
 
     def where(self) -> str:
         """The memory a user named: the store URL (password hidden) or the memory directory."""
-        url = self.store_url or os.environ.get("MEMLEDGER_STORE")
+        url = self.store_url or os.environ.get("MEMTAPE_STORE")
         if url:
             return display_url(url)
         return str(memory_dir(self.memory, create=False))

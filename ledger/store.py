@@ -39,8 +39,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from memledger.ledger.clock import Clock, format_ts, normalize_ts, system_clock
-from memledger.ledger.errors import (
+from memtape.ledger.clock import Clock, format_ts, normalize_ts, system_clock
+from memtape.ledger.errors import (
     ChainBroken,
     ConcurrencyConflict,
     InvalidEvent,
@@ -52,10 +52,10 @@ from memledger.ledger.errors import (
     UnreadableEvent,
     translated,
 )
-from memledger.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
-from memledger.ledger.follow import follow_file
-from memledger.ledger.ids import uuid7
-from memledger.ledger.redact import Redactor, default_redactor
+from memtape.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
+from memtape.ledger.follow import follow_file
+from memtape.ledger.ids import uuid7
+from memtape.ledger.redact import Redactor, default_redactor
 
 APPLICATION_ID = 0x4D4C4447  # "MLDG"
 STORE_SCHEMA_VERSION = 1
@@ -86,14 +86,14 @@ def row_to_event(row: Sequence[Any]) -> RecordedEvent:
     try:
         data = orjson.loads(payload)
     except (orjson.JSONDecodeError, TypeError):
-        raise UnreadableEvent(f"seq {seq}: the stored payload is not JSON (the ledger was edited; run `memledger verify`)") from None
+        raise UnreadableEvent(f"seq {seq}: the stored payload is not JSON (the ledger was edited; run `memtape verify`)") from None
     if not isinstance(data, dict):
-        raise UnreadableEvent(f"seq {seq}: the stored payload is not a JSON object (run `memledger verify`)")
+        raise UnreadableEvent(f"seq {seq}: the stored payload is not a JSON object (run `memtape verify`)")
     current = _CURRENT_VERSION.get(type_, 0)
     if schema_v != current:
         if isinstance(schema_v, int) and schema_v > current:
-            raise UnreadableEvent(f"seq {seq}: {type_} v{schema_v} was written by a newer memledger "
-                                  f"(this one knows up to v{current}); upgrade memledger")
+            raise UnreadableEvent(f"seq {seq}: {type_} v{schema_v} was written by a newer memtape "
+                                  f"(this one knows up to v{current}); upgrade memtape")
         try:
             data = upcast(type_, schema_v, data)
         except (ValueError, TypeError) as exc:
@@ -201,14 +201,14 @@ def stale_version(stream: str, actual: int, expected: int) -> ConcurrencyConflic
 
 
 def _env_busy_timeout() -> float:
-    """Seconds to wait for another process's write lock (env MEMLEDGER_BUSY_TIMEOUT, default 30)."""
-    raw = os.environ.get("MEMLEDGER_BUSY_TIMEOUT", "30")
+    """Seconds to wait for another process's write lock (env MEMTAPE_BUSY_TIMEOUT, default 30)."""
+    raw = os.environ.get("MEMTAPE_BUSY_TIMEOUT", "30")
     try:
         value = float(raw)
     except ValueError:
-        raise LedgerError(f"MEMLEDGER_BUSY_TIMEOUT must be a number of seconds, not {raw[:30]!r}") from None
+        raise LedgerError(f"MEMTAPE_BUSY_TIMEOUT must be a number of seconds, not {raw[:30]!r}") from None
     if not 0 <= value <= 86_400:
-        raise LedgerError(f"MEMLEDGER_BUSY_TIMEOUT must be between 0 and 86400 seconds, not {raw[:30]!r}")
+        raise LedgerError(f"MEMTAPE_BUSY_TIMEOUT must be between 0 and 86400 seconds, not {raw[:30]!r}")
     return value
 
 
@@ -607,7 +607,7 @@ class SqliteStore(Store):
         self.redactor = redactor or default_redactor()
         self.busy_timeout = busy_timeout if busy_timeout is not None else _env_busy_timeout()
         self.verify_reads = verify_reads
-        self.synchronous = (synchronous or os.environ.get("MEMLEDGER_SYNCHRONOUS", "NORMAL")).upper()
+        self.synchronous = (synchronous or os.environ.get("MEMTAPE_SYNCHRONOUS", "NORMAL")).upper()
         if self.synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise LedgerError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {self.synchronous!r}")
         self.conn = self._connect(create)
@@ -654,12 +654,12 @@ class SqliteStore(Store):
         user_version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
-            raise NotALedger(f"{path}: not a memledger ledger (a SQLite database of another application)")
+            raise NotALedger(f"{path}: not a memtape ledger (a SQLite database of another application)")
         if app_id == APPLICATION_ID and "events" not in tables:
-            raise NotALedger(f"{path}: not a memledger ledger (memledger's mark but no events table); left untouched")
+            raise NotALedger(f"{path}: not a memtape ledger (memtape's mark but no events table); left untouched")
         if user_version > STORE_SCHEMA_VERSION:
             raise NewerSchema(
-                f"{path}: written by a newer memledger (ledger schema {user_version}, this one knows {STORE_SCHEMA_VERSION}); upgrade memledger")
+                f"{path}: written by a newer memtape (ledger schema {user_version}, this one knows {STORE_SCHEMA_VERSION}); upgrade memtape")
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
 
 TYPES = ("run_started", "context_given", "context_inferred", "extraction_recorded", "extraction_served",
          "subject_forgotten")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memledger.ledger.events import (
+from memtape.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
@@ -28,13 +28,13 @@ from memledger.ledger.events import (
     PatternsPruned,
     TrajectoriesExpired,
 )
-from memledger.projections import patterns as patterns_mod
-from memledger.projections.lessons import Lesson, dedup_key, key_of, new_lesson, used
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.seeds import seed_lessons
-from memledger.projections.state import MemoryState
-from memledger.projections.text import older_than
-from memledger.projections.trajectories import expired
+from memtape.projections import patterns as patterns_mod
+from memtape.projections.lessons import Lesson, dedup_key, key_of, new_lesson, used
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seeds import seed_lessons
+from memtape.projections.state import MemoryState
+from memtape.projections.text import older_than
+from memtape.projections.trajectories import expired
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset({

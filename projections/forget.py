@@ -4,7 +4,7 @@ The ledger is append-only, so forgetting is itself an event
 (`subject_forgotten`): every projection folds it by dropping the subject, so
 memory, exports, reports and audit answers built after it no longer hold it.
 What the log itself keeps is on purpose: the earlier events stay (the chain
-still verifies, `memledger events` still prints them), and an as-of view at a
+still verifies, `memtape events` still prints them), and an as-of view at a
 seq before the forget, folded from the log, still shows the subject.
 
 projections.db is disposable but physical, so `forget` also scrubs it: the
@@ -27,15 +27,15 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memledger.ledger import location
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import NewEvent, SubjectForgotten, check_domain
-from memledger.ledger.store import Store
-from memledger.projections.materialize import _lock, load_state, opened, writing
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.runs import covered
-from memledger.projections.state import PROJECTIONS, MemoryState, module
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger import location
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
+from memtape.ledger.store import Store
+from memtape.projections.materialize import _lock, load_state, opened, writing
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.runs import covered
+from memtape.projections.state import PROJECTIONS, MemoryState, module
+from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
 
@@ -139,8 +139,8 @@ def scrub_projections(path: Path, forget_seq: int) -> int:
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         except sqlite3.OperationalError as exc:
             raise LedgerError(f"{path}: forgotten, but cannot compact projections.db now ({exc}); "
-                              "run `memledger rebuild` when no other process uses it") from exc
+                              "run `memtape rebuild` when no other process uses it") from exc
         if busy:
             raise LedgerError(f"{path}: forgotten, but another process holds projections.db open; "
-                              "old pages may remain until `memledger rebuild`")
+                              "old pages may remain until `memtape rebuild`")
     return int(dropped)

@@ -32,12 +32,12 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections import compression, counts, mentions
-from memledger.projections.counts import WHOLE, Counter, Counts, Forged, count_at
-from memledger.projections.mentions import Mentions
-from memledger.projections.seal import Seal
-from memledger.projections.state import module
+from memtape.ledger.events import RecordedEvent
+from memtape.projections import compression, counts, mentions
+from memtape.projections.counts import WHOLE, Counter, Counts, Forged, count_at
+from memtape.projections.mentions import Mentions
+from memtape.projections.seal import Seal
+from memtape.projections.state import module
 
 #: the projections filed as intervals (the others are small: periodic snapshots and a short fold)
 INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories",

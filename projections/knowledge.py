@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import INT64_MAX, RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.ledger.events import INT64_MAX, RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 

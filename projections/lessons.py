@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import INT64_MAX, RecordedEvent
-from memledger.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
+from memtape.ledger.events import INT64_MAX, RecordedEvent
+from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",

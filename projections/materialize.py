@@ -38,17 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.anchor import Anchor, require_anchor
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections import compression, intervals, mentions
-from memledger.projections.counts import Forged
-from memledger.projections.intervals import INDEXED, Tracker
-from memledger.projections.mentions import TYPES as MENTIONED
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.seal import Seal, warn
-from memledger.projections.state import (
+from memtape.ledger.anchor import Anchor, require_anchor
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections import compression, intervals, mentions
+from memtape.projections.counts import Forged
+from memtape.projections.intervals import INDEXED, Tracker
+from memtape.projections.mentions import TYPES as MENTIONED
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seal import Seal, warn
+from memtape.projections.state import (
     FOLD_ERRORS,
     PROJECTIONS,
     LazyState,
@@ -143,7 +143,7 @@ class Tampered(ProjectionsCorrupt):
 
 def _connect(path: Path) -> sqlite3.Connection:
     if path.is_dir():  # neither opened nor deleted: named, in one line
-        raise ProjectionsCorrupt(f"{path}: a directory, not a memledger projections database")
+        raise ProjectionsCorrupt(f"{path}: a directory, not a memtape projections database")
     if not path.exists():  # private like the ledger (SQLite gives -wal and -shm the file's mode)
         try:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -155,7 +155,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if app_id not in (0, APPLICATION_ID) or (app_id == 0 and names):
         conn.close()
-        raise ProjectionsCorrupt(f"{path}: not a memledger projections database")
+        raise ProjectionsCorrupt(f"{path}: not a memtape projections database")
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -228,7 +228,7 @@ def _check(conn: sqlite3.Connection, path: Path) -> dict[str, Checkpoint]:
     if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         raise ProjectionsCorrupt(f"{path}: projections schema changed")
     if conn.execute("SELECT 1 FROM _meta WHERE key = 'tampered'").fetchone():
-        raise Tampered(f"{path}: edited outside memledger")
+        raise Tampered(f"{path}: edited outside memtape")
     checkpoints = {r[0]: Checkpoint(*r) for r in conn.execute(
         "SELECT projection, seq, fingerprint, digest, ledger_hash, mac FROM _checkpoints")}
     seal = Seal.beside(path)
@@ -265,7 +265,7 @@ def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoin
         except (sqlite3.DatabaseError, ProjectionsCorrupt) as exc:
             if conn is not None:
                 conn.close()
-            if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memledger" in str(exc)):
+            if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memtape" in str(exc)):
                 first = str(exc).splitlines()[0]  # a ProjectionsCorrupt names the file already
                 raise ProjectionsCorrupt(first if isinstance(exc, ProjectionsCorrupt) else f"{path}: {first}") from exc
             if isinstance(exc, ProjectionsCorrupt) and not isinstance(exc, Tampered):

@@ -17,12 +17,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator
 
-from memledger.ledger.events import RecordedEvent
-from memledger.ledger.store import Store
-from memledger.projections.counts import Counter, Counts
-from memledger.projections.knowledge import fact_id_for
-from memledger.projections.lessons import lesson_id_in
-from memledger.projections.seal import Seal
+from memtape.ledger.events import RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections.counts import Counter, Counts
+from memtape.projections.knowledge import fact_id_for
+from memtape.projections.lessons import lesson_id_in
+from memtape.projections.seal import Seal
 
 DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) "
        "WITHOUT ROWID",)

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("pattern_learned", "pattern_used", "patterns_pruned", "subject_forgotten")
 

@@ -26,13 +26,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.store import Store, redacted_envelope, serialize_payload
-from memledger.projections.decisions import DECISION_TYPES, decide, on_open
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.state import MemoryState, dispatch
-from memledger.projections.writer import WRITER_PROJECTIONS
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.store import Store, redacted_envelope, serialize_payload
+from memtape.projections.decisions import DECISION_TYPES, decide, on_open
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.state import MemoryState, dispatch
+from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
 OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired"})

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.store import Store
-from memledger.projections.materialize import resolve_seq
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.view import MemoryView
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.store import Store
+from memtape.projections.materialize import resolve_seq
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.view import MemoryView
 
 STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs",
                "short-term", "patterns", "context", "snapshots", "sitemap")
@@ -75,7 +75,7 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
 def open_state(store: Store, projections_path: Path | None, kind: str, domain: str | None = None,
                as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY,
                run: str | None = None) -> tuple[int, list[Any]]:
-    """(head, records) for `memledger state`: catch up, optionally go back in time, list."""
+    """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
     view = MemoryView.open(store, projections_path, policy, as_of=as_of)
     return view.head, state_items(view, kind, domain, run)
 
@@ -150,7 +150,7 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
 
 def diff_between(store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
                  policy: Policy = DEFAULT_POLICY) -> list[Change]:
-    """`memledger diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
+    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
     start, end = resolve_seq(store, from_seq, "diff start"), resolve_seq(store, to_seq, "diff end")
     if start > end:
         raise LedgerError(f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "

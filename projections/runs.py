@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
 

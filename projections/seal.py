@@ -7,7 +7,7 @@ kept in a 0600 file beside it (`projections.key`), over its projection, seq,
 fingerprint, state digest and the ledger's hash at that seq: a state is served
 only if it is the one this memory computed, for this policy and code, from this
 very ledger. A row that fails is never served; the file is discarded and
-rebuilt from the ledger with a one-line warning (logger `memledger`).
+rebuilt from the ledger with a one-line warning (logger `memtape`).
 
 The head projections.db remembers (see `ledger.anchor`) is sealed the same way,
 so a forged file can neither serve memory nor claim a head the ledger never had.
@@ -22,12 +22,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from memledger.ledger.errors import LedgerError
+from memtape.ledger.errors import LedgerError
 
 KEY_FILE = "projections.key"
 KEY_BYTES = 32
 TAG_BYTES = 16
-log = logging.getLogger("memledger")
+log = logging.getLogger("memtape")
 _keys: dict[str, bytes] = {}
 
 
@@ -87,5 +87,5 @@ class Seal:
 
 
 def warn(message: str) -> None:
-    """One line for whoever runs memledger (the command line prints it as `warning: ...`)."""
+    """One line for whoever runs memtape (the command line prints it as `warning: ...`)."""
     log.warning(" ".join(message.split()))

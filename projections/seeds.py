@@ -1,8 +1,8 @@
 """Seed 001's three lessons, written into memory on its first use (see decisions.on_open)."""
 from __future__ import annotations
 
-from memledger.ledger.events import Category, LessonSeeded, NewEvent
-from memledger.projections.lessons import lesson_id_for
+from memtape.ledger.events import Category, LessonSeeded, NewEvent
+from memtape.projections.lessons import lesson_id_for
 
 SEEDS: tuple[tuple[str, Category, str | None, str], ...] = (
     ("If fill fails, click(ref) to focus the input, then type(text) to enter text.",

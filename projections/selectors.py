@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")
 

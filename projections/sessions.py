@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import build, domain_matches
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import build, domain_matches
 
 TYPES = ("session_recorded", "subject_forgotten")
 

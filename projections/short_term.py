@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.steps import action_signature
-from memledger.projections.text import add_event_id, build, domain_matches, evolve
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.steps import action_signature
+from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
 MAX_RECENT = 50

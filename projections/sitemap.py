@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("exploration_started", "sitemap_links_discovered", "sitemap_page_visited", "exploration_completed",
          "subject_forgotten")

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("run_started", "snapshot_taken", "backtracked", "subject_forgotten")
 

@@ -24,24 +24,24 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.errors import UnreadableEvent
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.ledger.errors import UnreadableEvent
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
 
 #: projection name -> module (one module each); the order is the fold order
 PROJECTION_MODULES: dict[str, str] = {
-    "lessons": "memledger.projections.lessons",
-    "knowledge": "memledger.projections.knowledge",
-    "sessions": "memledger.projections.sessions",
-    "selectors": "memledger.projections.selectors",
-    "trajectories": "memledger.projections.trajectories",
-    "runs": "memledger.projections.runs",
-    "step_memories": "memledger.projections.steps",
-    "short_term": "memledger.projections.short_term",
-    "patterns": "memledger.projections.patterns",
-    "context": "memledger.projections.context",
-    "snapshots": "memledger.projections.snapshots",
-    "sitemap": "memledger.projections.sitemap",
+    "lessons": "memtape.projections.lessons",
+    "knowledge": "memtape.projections.knowledge",
+    "sessions": "memtape.projections.sessions",
+    "selectors": "memtape.projections.selectors",
+    "trajectories": "memtape.projections.trajectories",
+    "runs": "memtape.projections.runs",
+    "step_memories": "memtape.projections.steps",
+    "short_term": "memtape.projections.short_term",
+    "patterns": "memtape.projections.patterns",
+    "context": "memtape.projections.context",
+    "snapshots": "memtape.projections.snapshots",
+    "sitemap": "memtape.projections.sitemap",
 }
 PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
 
@@ -119,7 +119,7 @@ FOLD_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, Over
 def unfoldable(ev: RecordedEvent, projection: str, exc: Exception) -> UnreadableEvent:
     """The one-line error naming the event a projection could not fold."""
     return UnreadableEvent(f"seq {ev.seq}: {ev.type} cannot be folded into {projection} "
-                           f"({type(exc).__name__}: {str(exc)[:80]}); run `memledger verify`")
+                           f"({type(exc).__name__}: {str(exc)[:80]}); run `memtape verify`")
 
 
 def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = DEFAULT_POLICY,
@@ -249,7 +249,7 @@ def _imports(code: CodeType) -> Iterator[tuple[int, str, tuple[str, ...]]]:
 def _is_module(name: str) -> bool:
     """Whether `name` (`package.attribute` of a `from package import attribute`) is a module. Only
     a package has submodules: a module's name is never imported to find out (finding
-    `memledger.ledger.pgstore.PostgresStore` would run pgstore, and psycopg with it)."""
+    `memtape.ledger.pgstore.PostgresStore` would run pgstore, and psycopg with it)."""
     if not name.startswith(_FIRST_PARTY + "."):
         return False
     try:

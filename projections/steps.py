@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import add_event_id, build, domain_matches, evolve, jaccard, words
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, jaccard, words
 
 TYPES = ("run_started", "step_recorded", "step_graded", "subject_forgotten")
 

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
-from memledger.ledger.clock import parse_ts
-from memledger.ledger.suffixes import host_name, site_of
+from memtape.ledger.clock import parse_ts
+from memtape.ledger.suffixes import host_name, site_of
 
 WORD_RE = re.compile(r"[a-z0-9]+")
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.events import RecordedEvent
-from memledger.projections.text import age_days, build, domain_matches, jaccard, older_than, words
+from memtape.ledger.events import RecordedEvent
+from memtape.projections.text import age_days, build, domain_matches, jaccard, older_than, words
 
 TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")
 

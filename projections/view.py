@@ -16,34 +16,34 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from memledger.ledger.errors import LedgerError, UnknownItem
-from memledger.ledger.ids import short_id
-from memledger.ledger.store import Store
-from memledger.projections import context as context_mod
-from memledger.projections import knowledge
-from memledger.projections import patterns as patterns_mod
-from memledger.projections import runs as runs_mod
-from memledger.projections import selectors as selectors_mod
-from memledger.projections import sitemap as sitemap_mod
-from memledger.projections import snapshots as snapshots_mod
-from memledger.projections import steps as steps_mod
-from memledger.projections import trajectories as traj_mod
-from memledger.projections.context import ContextEntry
-from memledger.projections.knowledge import Fact
-from memledger.projections.lessons import Lesson, ranked, tier1
-from memledger.projections.materialize import load_state
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.patterns import Pattern
-from memledger.projections.runs import RunManifest
-from memledger.projections.selectors import SelectorEntry
-from memledger.projections.sessions import SessionEntry
-from memledger.projections.short_term import ShortTerm, empty_run
-from memledger.projections.sitemap import SiteMap, SitePage
-from memledger.projections.snapshots import Snapshot
-from memledger.projections.state import MemoryState, digests, fold
-from memledger.projections.steps import StepMemory
-from memledger.projections.text import domain_matches, parent_domains, words
-from memledger.projections.trajectories import Trajectory, TrajectoryMatch
+from memtape.ledger.errors import LedgerError, UnknownItem
+from memtape.ledger.ids import short_id
+from memtape.ledger.store import Store
+from memtape.projections import context as context_mod
+from memtape.projections import knowledge
+from memtape.projections import patterns as patterns_mod
+from memtape.projections import runs as runs_mod
+from memtape.projections import selectors as selectors_mod
+from memtape.projections import sitemap as sitemap_mod
+from memtape.projections import snapshots as snapshots_mod
+from memtape.projections import steps as steps_mod
+from memtape.projections import trajectories as traj_mod
+from memtape.projections.context import ContextEntry
+from memtape.projections.knowledge import Fact
+from memtape.projections.lessons import Lesson, ranked, tier1
+from memtape.projections.materialize import load_state
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.patterns import Pattern
+from memtape.projections.runs import RunManifest
+from memtape.projections.selectors import SelectorEntry
+from memtape.projections.sessions import SessionEntry
+from memtape.projections.short_term import ShortTerm, empty_run
+from memtape.projections.sitemap import SiteMap, SitePage
+from memtape.projections.snapshots import Snapshot
+from memtape.projections.state import MemoryState, digests, fold
+from memtape.projections.steps import StepMemory
+from memtape.projections.text import domain_matches, parent_domains, words
+from memtape.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
 #: what `MemoryView._cached` keeps per head (an index, a ranking)

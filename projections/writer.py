@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from memledger.ledger.clock import format_ts, normalize_ts
-from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import NewEvent, RecordedEvent
-from memledger.ledger.store import Store, Transaction
-from memledger.projections.decisions import decide, lesson_id_taken, on_open
-from memledger.projections.materialize import load_state
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.state import PROJECTIONS, MemoryState, fold
+from memtape.ledger.clock import format_ts, normalize_ts
+from memtape.ledger.errors import InvalidEvent
+from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.store import Store, Transaction
+from memtape.projections.decisions import decide, lesson_id_taken, on_open
+from memtape.projections.materialize import load_state
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.state import PROJECTIONS, MemoryState, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
@@ -81,7 +81,7 @@ class MemoryWriter:
     def opening(self, state: MemoryState, obs: NewEvent) -> list[NewEvent]:
         """The start-of-run policy for a `run_started` with memory on (seeds on first use,
         pruning, trajectory expiry) at the time the run started: the library's `start_run` and
-        `memledger append` both come through here."""
+        `memtape append` both come through here."""
         if obs.type != "run_started" or not obs.run_id or not obs.payload.memory_enabled:  # type: ignore[attr-defined]
             return []
         started = normalize_ts(obs.occurred_at) if obs.occurred_at is not None else format_ts(self.store.clock())

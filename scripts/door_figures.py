@@ -1,7 +1,7 @@
 """The door's figures for the README's "Trust" section: every event type's sample line with each field
 removed, and with each of the adversary's values (tests/schema_strategies.py HOSTILE) put in each field
 an adversary would try; how many `append --raw` refuses (one line, nothing written), and whether
-`memledger schema` agrees on every one.
+`memtape schema` agrees on every one.
 
     .venv/bin/python scripts/door_figures.py
 """

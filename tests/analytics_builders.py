@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from memledger.analytics.mirror import MIRRORED, connect
-from memledger.ledger.events import (
+from memtape.analytics.mirror import MIRRORED, connect
+from memtape.ledger.events import (
     Action,
     ContextBuilt,
     ContextItem,
@@ -39,8 +39,8 @@ from memledger.ledger.events import (
     TrajectoryStep,
     event,
 )
-from memledger.ledger.store import Store
-from memledger.projections.state import MemoryState, encode, fold, module
+from memtape.ledger.store import Store
+from memtape.projections.state import MemoryState, encode, fold, module
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
 LESSON = "When fill fails with 'intercepts pointer events', press Escape first."
@@ -63,9 +63,9 @@ class Built:
 
 def learning_ledger(store: Store, clock: Any, runs: int = 5, forget_domain: str | None = None,
                     memory_off_first: bool = True) -> Built:
-    from memledger.projections.lessons import lesson_id_for
-    from memledger.projections.view import MemoryView
-    from memledger.projections.writer import MemoryWriter
+    from memtape.projections.lessons import lesson_id_for
+    from memtape.projections.view import MemoryView
+    from memtape.projections.writer import MemoryWriter
 
     writer = MemoryWriter(store)
     built = Built(lesson_id=lesson_id_for("fill", "intercepts pointer events", None, LESSON))
@@ -163,8 +163,8 @@ def hand_ledger(store: Store) -> dict[int, str]:
               trajectory T1 offered (15), step-1 prompt with L1, T1 and the fact, selectors trimmed (16),
               click ok (17), fact load=3s confirmed (18), fill fails (19), error recall of seed1 (20), completed (21)
     """
-    from memledger.ledger.events import LessonSeeded
-    from memledger.ledger.events import StepRecorded as SR
+    from memtape.ledger.events import LessonSeeded
+    from memtape.ledger.events import StepRecorded as SR
 
     ids = {i: f"ev{i:02d}" for i in range(1, 22)}
     x = "x.test"

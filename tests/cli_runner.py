@@ -1,4 +1,4 @@
-"""Run `memledger` in-process (fast) and capture exit code, stdout and stderr."""
+"""Run `memtape` in-process (fast) and capture exit code, stdout and stderr."""
 from __future__ import annotations
 
 import io
@@ -6,7 +6,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
-from memledger.cli import main
+from memtape.cli import main
 
 
 @dataclass
@@ -17,7 +17,7 @@ class CliResult:
 
 
 def run_cli(*args: str, stdin: bytes | None = None) -> CliResult:
-    """`memledger ARGS...` in this process; SystemExit becomes the exit code (0 when main returns)."""
+    """`memtape ARGS...` in this process; SystemExit becomes the exit code (0 when main returns)."""
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
     if stdin is not None:

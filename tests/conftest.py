@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings
 
-from memledger.agent.browser import Browser
-from memledger.agent.sites import SitesServer
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
+from memtape.agent.browser import Browser
+from memtape.agent.sites import SitesServer
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
 
 if TYPE_CHECKING:
     from devtools.pg import TempPostgres

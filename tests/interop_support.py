@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.clock import SteppingClock, normalize_ts
-from memledger.ledger.store import SqliteStore
-from memledger.projections.interop.exporters import export_memory
-from memledger.projections.interop.importers import import_source
-from memledger.projections.interop.sources import (
+from memtape.ledger.clock import SteppingClock, normalize_ts
+from memtape.ledger.store import SqliteStore
+from memtape.projections.interop.exporters import export_memory
+from memtape.projections.interop.importers import import_source
+from memtape.projections.interop.sources import (
     Seed000Knowledge,
     Seed000RunManifest,
     Seed000Selectors,
@@ -21,7 +21,7 @@ from memledger.projections.interop.sources import (
     Seed001Memory,
     TraynEntry,
 )
-from memledger.projections.view import MemoryView
+from memtape.projections.view import MemoryView
 
 DATA = Path(__file__).parent / "data" / "interop"
 
@@ -84,7 +84,7 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
                 d["steps"] = [{**st, "snapshotHash": None} for st in d["steps"]]
                 entry["trajectories"][t.id] = d
         if domain is None:
-            from memledger.projections.interop.importers import _dir_domain
+            from memtape.projections.interop.importers import _dir_domain
             domain = _dir_domain(ddir.name)
         if any(entry.values()):
             out["domains"][domain] = entry

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from memledger.ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER, NewEvent
+from memtape.ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER, NewEvent
 
 T = object()  # marks free text a strategy may replace
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from memledger.ledger.clock import format_ts, parse_ts
-from memledger.ledger.events import (
+from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.events import (
     ErrorRecall,
     FactObserved,
     LessonRecorded,

@@ -1,4 +1,4 @@
-"""Hypothesis strategies built from `memledger schema` itself: lines the schema calls valid (extremes
+"""Hypothesis strategies built from `memtape schema` itself: lines the schema calls valid (extremes
 included), and hostile mutations of them. Used by the schema round-trip and the read-path tests."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from memledger.ledger.events import (
+from memtape.ledger.events import (
     DOMAIN_PATTERN,
     IDENT_PATTERN,
     INT64_MAX,
@@ -18,7 +18,7 @@ from memledger.ledger.events import (
     TIME_PATTERN,
     json_schema,
 )
-from memledger.ledger.suffixes import is_public_suffix
+from memtape.ledger.suffixes import is_public_suffix
 
 SCHEMA = json_schema()
 DEFS: dict[str, Any] = SCHEMA["$defs"]
@@ -76,7 +76,7 @@ def _number(node: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def from_schema(node: Any, depth: int = 0) -> st.SearchStrategy[Any]:
-    """Values the (subset of JSON Schema that memledger's schema uses) calls valid."""
+    """Values the (subset of JSON Schema that memtape's schema uses) calls valid."""
     if "$ref" in node:
         name = node["$ref"].removeprefix("#/$defs/")
         return JSON_VALUE if name == "JsonValue" else from_schema(DEFS[name], depth)

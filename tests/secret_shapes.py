@@ -1,5 +1,5 @@
 """Secret shapes for the at-rest tests: each a text as it would appear, and the needles (the secret
-parts) that must never be found in any byte memledger writes.
+parts) that must never be found in any byte memtape writes.
 
 Every value is made up here (none is a live credential); each is distinct, so a hit names its shape.
 """

@@ -1,5 +1,5 @@
 """Helpers for the security tests: play runs through the real memory facade (no browser),
-produce every output memledger writes (exports, report, audits), and scan bytes.
+produce every output memtape writes (exports, report, audits), and scan bytes.
 
 Scanning is byte-level: every file under a directory, plus the decompressed
 state blobs of any projections.db found (states, snapshots and version blocks are zstd'd, so a
@@ -19,10 +19,10 @@ import duckdb
 import orjson
 import zstandard
 
-from memledger.agent.budget import BudgetItem
-from memledger.agent.memory import AgentMemory, StepRecord
-from memledger.ledger.events import EnvState, RunCompleted
-from memledger.ledger.location import MIRROR_FILE
+from memtape.agent.budget import BudgetItem
+from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.ledger.events import EnvState, RunCompleted
+from memtape.ledger.location import MIRROR_FILE
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
@@ -42,7 +42,7 @@ def step(n: int, command: str, url: str, name: str | None = None, role: str | No
 def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
          session_id: str | None = None, page_text: str = "", success: bool = True) -> None:
     """One run as the agent loop would log it: recalls, a prompt, the steps, post-run learning."""
-    from memledger.agent.browser import domain_of
+    from memtape.agent.browser import domain_of
     domain = domain_of(url)
     mem.open_run(run_id, goal, url, session_id=session_id)
     mem.tier1()

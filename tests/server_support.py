@@ -1,4 +1,4 @@
-"""`memledger serve` as a real process on a free loopback port, for tests and benchmarks."""
+"""`memtape serve` as a real process on a free loopback port, for tests and benchmarks."""
 from __future__ import annotations
 
 import os
@@ -21,10 +21,10 @@ def free_port() -> int:
 
 @contextmanager
 def live_server(memory_dir: Path, token: str | None = None) -> Iterator[str]:
-    """Start `memledger --memory-dir DIR serve` and yield its base URL once it answers."""
+    """Start `memtape --memory-dir DIR serve` and yield its base URL once it answers."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
-    cmd = [sys.executable, "-m", "memledger", "--memory-dir", str(memory_dir), "serve", "--port", str(port)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
+    cmd = [sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "serve", "--port", str(port)]
     if token is not None:
         cmd += ["--token", token]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -33,7 +33,7 @@ def live_server(memory_dir: Path, token: str | None = None) -> Iterator[str]:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"memledger serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+                raise RuntimeError(f"memtape serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
             try:
                 httpx.get(f"{base}/openapi.json", timeout=2)
                 break

@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.commands.ledger import append_observations
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
-from memledger.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
-from memledger.ledger.location import PROJECTIONS_FILE, open_store, projections_path
-from memledger.ledger.store import Store, chain_hash
-from memledger.projections.materialize import ProjectionsHead
+from memtape.commands.ledger import append_observations
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
+from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
+from memtape.ledger.location import PROJECTIONS_FILE, open_store, projections_path
+from memtape.ledger.store import Store, chain_hash
+from memtape.projections.materialize import ProjectionsHead
 
 
 class Raw:
@@ -338,7 +338,7 @@ class StoreContract:
             assert projections_path(forensic) is None  # nothing an unverified read returns is materialized
 
     def test_append_observations_catches_projections_db_up(self, store: Store, home: Path) -> None:
-        """`memledger append` folds into projections.db (on PostgreSQL too: no refold of the whole log each time)."""
+        """`memtape append` folds into projections.db (on PostgreSQL too: no refold of the whole log each time)."""
         append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")])
         first = store.head()
         append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])

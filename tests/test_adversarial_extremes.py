@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, PAYLOAD_ADAPTER, REAL_MAX, NewEvent
-from memledger.ledger.store import SqliteStore
-from memledger.projections import materialize
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import InvalidEvent
+from memtape.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, PAYLOAD_ADAPTER, REAL_MAX, NewEvent
+from memtape.ledger.store import SqliteStore
+from memtape.projections import materialize
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, T, fill
 from tests.projections_support import step

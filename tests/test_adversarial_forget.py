@@ -1,4 +1,4 @@
-"""`memledger forget` on a projections.db built by incremental catch-ups, some of whose projections
+"""`memtape forget` on a projections.db built by incremental catch-ups, some of whose projections
 were left as they were by the last one (stored at an older seq, read when first used): no byte of
 the subject stays in the file, its WAL, its interval versions, its counts or its stored states —
 nor comes back with the catch-ups, as-of reads, audits and explanations that follow."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memledger.agent.memory import AgentMemory
-from memledger.ledger.store import SqliteStore
-from memledger.projections import compression, materialize
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.agent.memory import AgentMemory
+from memtape.ledger.store import SqliteStore
+from memtape.projections import compression, materialize
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import fact
 from tests.security_support import overlay_run, scan

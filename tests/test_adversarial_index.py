@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from devtools.synthetic import build_ledger
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
-from memledger.projections import compression, counts, intervals, materialize
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.seal import Seal
-from memledger.projections.state import MemoryState, digest_of, fold
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.projections import compression, counts, intervals, materialize
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seal import Seal
+from memtape.projections.state import MemoryState, digest_of, fold
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import T0, fact, lesson, recall, run_started, step
 
@@ -383,7 +383,7 @@ def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(memo
     for c in (("state", "lessons"), ("audit", "r1"), ("rebuild",)):
         r = run_cli("--memory-dir", str(memory_path), *c)
         assert r.code == 1 and r.err.count("\n") == 1 and r.err.startswith("error: "), r.err
-        assert r.err.count(str(path)) == 1 and "not a memledger projections database" in r.err
+        assert r.err.count(str(path)) == 1 and "not a memtape projections database" in r.err
     if path.is_dir():
         assert (path / "keep.txt").read_text() == "mine"
     else:

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memledger.agent import prompt as P
-from memledger.agent.browser import Browser
-from memledger.agent.loop import RunConfig, RunResult, run_task
-from memledger.agent.memory import AgentMemory
-from memledger.agent.policy import OpenAIPolicy, ScriptedPolicy
-from memledger.agent.sites import HOSTILE_CASES_FILE, load_cases
-from memledger.ledger.events import NewEvent, TrajectoryRecorded
-from memledger.ledger.store import SqliteStore
-from memledger.projections.replay import verify_decisions
-from memledger.projections.view import MemoryView
+from memtape.agent import prompt as P
+from memtape.agent.browser import Browser
+from memtape.agent.loop import RunConfig, RunResult, run_task
+from memtape.agent.memory import AgentMemory
+from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
+from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
+from memtape.ledger.events import NewEvent, TrajectoryRecorded
+from memtape.ledger.store import SqliteStore
+from memtape.projections.replay import verify_decisions
+from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
 CASES = {c["id"]: c for c in load_cases()}
@@ -186,7 +186,7 @@ def test_openai_policy_drives_the_browser_via_a_stub_model(chromium: Browser, le
 def _cli(tmp: Path, *args: str) -> Any:
     """Invoke the CLI in-process, on its own thread: the module's browser owns this thread's
     Playwright loop, and the command starts a browser of its own."""
-    from memledger.cli import cli
+    from memtape.cli import cli
     box: list[Any] = []
     t = threading.Thread(target=lambda: box.append(CliRunner().invoke(cli, ["--memory-dir", str(tmp), *args])))
     t.start()
@@ -281,7 +281,7 @@ class SpyPolicy(ScriptedPolicy):
 
 def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browser,
                                                                 ledger: tuple[SqliteStore, Path]) -> None:
-    from memledger.agent.loop import RunConfig
+    from memtape.agent.loop import RunConfig
     store, _ = ledger
     run(chromium, ledger, 'Open "Wool Socks"')  # teaches the cookie tip, a trajectory, facts, selectors
     trimmed_memory = 0
@@ -327,7 +327,7 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
     default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
     assert all(s["budget"] == 2500 for s in default)
     store.close()
-    from memledger.cli import cli
+    from memtape.cli import cli
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
                                    "--context-budget", "0"])
     assert bad.exit_code == 2 and "--context-budget" in bad.output

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.agent import prompt as P
-from memledger.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
-from memledger.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
-from memledger.agent.loop import RunConfig, check_success, run_task
-from memledger.agent.memory import (
+from memtape.agent import prompt as P
+from memtape.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
+from memtape.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
+from memtape.agent.loop import RunConfig, check_success, run_task
+from memtape.agent.memory import (
     AgentMemory,
     StepRecord,
     effective_steps,
@@ -25,7 +25,7 @@ from memledger.agent.memory import (
     grade_steps,
     observe_facts,
 )
-from memledger.agent.policy import (
+from memtape.agent.policy import (
     Decision,
     DecisionContext,
     OpenAIPolicy,
@@ -35,10 +35,10 @@ from memledger.agent.policy import (
     SubGoal,
     parse_goal,
 )
-from memledger.agent.sites import load_cases
-from memledger.ledger.events import RunCompleted
-from memledger.ledger.redact import MARKER
-from memledger.ledger.store import SqliteStore
+from memtape.agent.sites import load_cases
+from memtape.ledger.events import RunCompleted
+from memtape.ledger.redact import MARKER
+from memtape.ledger.store import SqliteStore
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
              'intercepts pointer events')
@@ -267,9 +267,9 @@ def test_the_same_recovery_twice_in_a_run_is_one_lesson_used_twice(fresh_ledger:
              _rec(4, "click", False, "Pay", error=INTERCEPT), _rec(5, "press", True, args={"key": "Escape"})]
     lessons = [p for _, _, p in extract_lessons(twice) if p.category == "error_recovery"]
     assert len(lessons) == 2 and lessons[0].lesson == lessons[1].lesson
-    from memledger.ledger.events import NewEvent
-    from memledger.projections.view import MemoryView
-    from memledger.projections.writer import MemoryWriter
+    from memtape.ledger.events import NewEvent
+    from memtape.projections.view import MemoryView
+    from memtape.projections.writer import MemoryWriter
     types = [e.type for e in MemoryWriter(fresh_ledger).append([NewEvent(p, domain="shop.test") for p in lessons])]
     assert types == ["lesson_recorded", "lesson_recorded", "lesson_deduplicated"]
     (only,) = MemoryView.open(fresh_ledger).lessons()
@@ -501,9 +501,9 @@ def stub_server() -> Any:
 
 
 def test_openai_policy_speaks_chat_completions_with_tools(stub_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMLEDGER_LLM_BASE_URL", stub_server)
-    monkeypatch.setenv("MEMLEDGER_LLM_MODEL", "stub-model")
-    monkeypatch.setenv("MEMLEDGER_LLM_API_KEY", "test-key-123")
+    monkeypatch.setenv("MEMTAPE_LLM_BASE_URL", stub_server)
+    monkeypatch.setenv("MEMTAPE_LLM_MODEL", "stub-model")
+    monkeypatch.setenv("MEMTAPE_LLM_API_KEY", "test-key-123")
     p = OpenAIPolicy()
     p.start('Open "Wool Socks"', "SYSTEM")
     d = p.decide(ctx(SHOP, 'Open "Wool Socks"', system_prompt="SYSTEM", step_prompt="STEP"))
@@ -552,7 +552,7 @@ def test_a_dead_model_endpoint_still_records_the_run(tmp_path: Any) -> None:
 def test_the_policy_reads_only_what_the_kept_items_show() -> None:
     from types import SimpleNamespace
 
-    from memledger.agent.loop import seen_by_policy
+    from memtape.agent.loop import seen_by_policy
     obs = Observation(url="http://shop.test/", title="Shop", elements=tuple(
         Element(f"e{i}", "link", f"Item {i}") for i in range(80)), text="", summary="", page_type="listing")
     tip = SimpleNamespace(text='Click "Accept all cookies" first.', event_ids=("ev1",))

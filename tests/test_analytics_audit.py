@@ -6,14 +6,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.analytics.audit import audit_run
-from memledger.analytics.explain import explain_item
-from memledger.analytics.forget import FORGOTTEN_TEXT
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import UnknownItem
-from memledger.ledger.events import SubjectForgotten, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.view import MemoryView
+from memtape.analytics.audit import audit_run
+from memtape.analytics.explain import explain_item
+from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import UnknownItem
+from memtape.ledger.events import SubjectForgotten, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.view import MemoryView
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 
@@ -148,7 +148,7 @@ def test_explain_each_kind_of_item(hand: tuple[SqliteStore, dict[int, str]]) -> 
 def test_explain_reads_now_from_the_intervals_with_the_folds_answer(hand: tuple[SqliteStore, dict[int, str]]) -> None:
     """With projections.db, each item as it stands now is read by key from the intervals: the
     same answer as folding the whole log."""
-    from memledger.projections import materialize
+    from memtape.projections import materialize
     store, _ = hand
     path = Path(store.path).with_name("projections.db")
     reads: list[str] = []
@@ -179,7 +179,7 @@ def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], me
 
 
 def test_runs_lineage_from_the_hand_ledger(hand: tuple[SqliteStore, dict[int, str]]) -> None:
-    from memledger.analytics.answers import analyse
+    from memtape.analytics.answers import analyse
     store, _ = hand
     rep = analyse("runs", store)
     assert rep.sections["lineage"].records() == [{
@@ -193,7 +193,7 @@ def test_audit_from_intervals_equals_audit_from_seq_1(hand: tuple[SqliteStore, d
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading each step's memory by key from projections.db's intervals gives the same answer
     as folding from seq 1 (and the intervals really answered)."""
-    from memledger.projections import materialize
+    from memtape.projections import materialize
     reads: list[int] = []
     indexed_at = materialize.IndexedMemory.at
     monkeypatch.setattr(materialize.IndexedMemory, "at", lambda self, seq, *a: reads.append(seq) or indexed_at(self, seq, *a))

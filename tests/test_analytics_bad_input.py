@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.queries import ANALYSES
+from memtape.analytics.queries import ANALYSES
 from tests.cli_runner import run_cli
 from tests.test_security_forget import build_memory
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.analytics.answers import analyse, analyse_all
-from memledger.analytics.duck import attach
-from memledger.analytics.mirror import connect
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.answers import analyse, analyse_all
+from memtape.analytics.duck import attach
+from memtape.analytics.mirror import connect
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 
 
@@ -197,8 +197,8 @@ def test_forgotten_subjects_appear_in_no_answer(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_the_same_answers_over_a_postgresql_ledger(learned: tuple[SqliteStore, Built], pg_url: str) -> None:
-    from memledger.ledger.copy import copy_ledger
-    from memledger.ledger.pgstore import PostgresStore
+    from memtape.ledger.copy import copy_ledger
+    from memtape.ledger.pgstore import PostgresStore
     store, _ = learned
     copy_ledger(store.url, pg_url)
     with PostgresStore.open(pg_url) as pg:

@@ -8,14 +8,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.analytics.experiment import run_experiment
-from memledger.analytics.fork import fork_ledger
-from memledger.commands.experiment import parse_settings
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import FactObserved, RunCompleted, RunStarted, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.experiment import run_experiment
+from memtape.analytics.fork import fork_ledger
+from memtape.commands.experiment import parse_settings
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 from tests.cli_runner import run_cli
 
@@ -186,7 +186,7 @@ def test_session_history_length_changes_the_sessions_prompts_held(tmp_path: Path
 
 
 def test_a_recall_the_real_policy_does_not_reproduce_is_kept_as_recorded(tmp_path: Path) -> None:
-    from memledger.ledger.events import ErrorRecall
+    from memtape.ledger.events import ErrorRecall
     store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
     writer = MemoryWriter(store)
     writer.open_for_run("r1", "2026-01-01T00:00:00Z")

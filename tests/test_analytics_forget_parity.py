@@ -13,16 +13,16 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.answers import analyse_all
-from memledger.analytics.explain import explain_item
-from memledger.analytics.forget import lesson_id_of
-from memledger.analytics.mirror import connect
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import FactObserved, LessonRecorded, RecordedEvent, RunCompleted, RunStarted, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.forget import forget
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.answers import analyse_all
+from memtape.analytics.explain import explain_item
+from memtape.analytics.forget import lesson_id_of
+from memtape.analytics.mirror import connect
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import FactObserved, LessonRecorded, RecordedEvent, RunCompleted, RunStarted, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.forget import forget
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 
 DOMAINS = ("a.test", "www.a.test", "b.test")
 SESSIONS = ("s1", "s2")

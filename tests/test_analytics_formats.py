@@ -9,10 +9,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from memledger.analytics.answers import ANALYSES, analyse, sections
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
-from memledger.output import emit
+from memtape.analytics.answers import ANALYSES, analyse, sections
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.output import emit
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

@@ -15,16 +15,16 @@ import duckdb
 import orjson
 import pytest
 
-from memledger.analytics.answers import analyse_all
-from memledger.analytics.audit import audit_run
-from memledger.analytics.mirror import _row_key, _rows_digest, connect
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections.forget import forget
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.answers import analyse_all
+from memtape.analytics.audit import audit_run
+from memtape.analytics.mirror import _row_key, _rows_digest, connect
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections.forget import forget
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger, memory_at_step_equals_the_fold
 
 
@@ -136,7 +136,7 @@ def test_a_tampered_mirror_is_rebuilt_with_a_warning(learned: tuple[SqliteStore,
     con = duckdb.connect(str(mirror))
     con.execute(edit)
     con.close()
-    with caplog.at_level(logging.WARNING, logger="memledger"):
+    with caplog.at_level(logging.WARNING, logger="memtape"):
         assert _answers(store) == honest
     assert any(f"{mirror}:" in r.getMessage() and "rebuilding from the ledger" in r.getMessage()
                for r in caplog.records)
@@ -149,7 +149,7 @@ def test_a_mirror_that_is_not_a_database_is_rebuilt(learned: tuple[SqliteStore, 
     honest = _answers(store)
     mirror = Path(store.path).parent / MIRROR_FILE
     mirror.write_bytes(b"not a duckdb file" * 100)
-    with caplog.at_level(logging.WARNING, logger="memledger"):
+    with caplog.at_level(logging.WARNING, logger="memtape"):
         assert _answers(store) == honest
     assert any("rebuilding from the ledger" in r.getMessage() for r in caplog.records)
 
@@ -248,7 +248,7 @@ def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
         before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
     assert seal.read_text() == stamp
     os.utime(mirror)  # rows unchanged, the file's times not
-    with caplog.at_level(logging.WARNING, logger="memledger"):
+    with caplog.at_level(logging.WARNING, logger="memtape"):
         assert _answers(store) == honest
     assert not caplog.records and os.stat(mirror).st_ino == before.st_ino  # kept, not rebuilt
     assert seal.read_text() != stamp
@@ -275,7 +275,7 @@ def test_the_readme_memory_at_step_example_prints_what_the_readme_says(tmp_path:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     found = re.search(r"^```python\n((?:(?!^```).)*?memory_at_step.*?)^```\n\nIt prints (.*?)\n\n", readme, re.S | re.M)
     assert found is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
     done = subprocess.run([sys.executable, "-"], input=found.group(1), cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

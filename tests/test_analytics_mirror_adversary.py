@@ -1,5 +1,5 @@
 """The analytics mirror against an adversary or a careless user: whatever is done to analytics.duckdb,
-its WAL or its seal, every `memledger analytics ...` command either answers exactly what an honest
+its WAL or its seal, every `memtape analytics ...` command either answers exactly what an honest
 mirror answers (after rebuilding it, with a warning) or fails with one `error:` line and exit 1 —
 never a tampered number, never a traceback, never a hang, never a byte of ledger.db changed, never a
 half-built copy left behind."""
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.answers import analyse_all
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
+from memtape.analytics.answers import analyse_all
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.test_security_forget import build_memory
 
@@ -33,7 +33,7 @@ class Honest:
     """A memory with a current mirror, and what it answers."""
 
     memory: Path
-    #: analysis -> `memledger analytics NAME --format json`
+    #: analysis -> `memtape analytics NAME --format json`
     cli: dict[str, str]
     #: every analysis through the library (`_all_answers`)
     library: str

@@ -1,9 +1,9 @@
 """Forget and the analytics mirror: after a run, a session, a domain and a lesson are forgotten, none
 of their strings (the goals and selectors only they had, their ids) is in analytics.duckdb — its bytes,
-its WAL, its values — nor in any `memledger analytics ...` answer (JSON and tables), whether the mirror was
-dropped by `memledger forget` and rebuilt, caught up after later runs, or met a forget recorded by
+its WAL, its values — nor in any `memtape analytics ...` answer (JSON and tables), whether the mirror was
+dropped by `memtape forget` and rebuilt, caught up after later runs, or met a forget recorded by
 another writer. A later run's prompt that quoted a forgotten subject (its session history) is shown
-with that item's text forgotten, as `memledger audit` shows it."""
+with that item's text forgotten, as `memtape audit` shows it."""
 from __future__ import annotations
 
 import os
@@ -14,16 +14,16 @@ import duckdb
 import orjson
 import pytest
 
-from memledger.agent import prompt as P
-from memledger.agent.memory import AgentMemory
-from memledger.analytics.forget import FORGOTTEN_TEXT
-from memledger.analytics.mirror import connect
-from memledger.analytics.queries import ANALYSES
-from memledger.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections.forget import forget
-from memledger.projections.writer import MemoryWriter
+from memtape.agent import prompt as P
+from memtape.agent.memory import AgentMemory
+from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.analytics.mirror import connect
+from memtape.analytics.queries import ANALYSES
+from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections.forget import forget
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan
 from tests.test_security_forget import ALL, LESSON_ID, build_memory

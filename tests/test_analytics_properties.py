@@ -10,13 +10,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.answers import analyse_all
-from memledger.analytics.audit import audit_run
-from memledger.analytics.experiment import run_experiment
-from memledger.analytics.forget import lesson_id_of
-from memledger.analytics.mirror import connect
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import (
+from memtape.analytics.answers import analyse_all
+from memtape.analytics.audit import audit_run
+from memtape.analytics.experiment import run_experiment
+from memtape.analytics.forget import lesson_id_of
+from memtape.analytics.mirror import connect
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import (
     Action,
     EnvState,
     ErrorRecall,
@@ -31,10 +31,10 @@ from memledger.ledger.events import (
     TrajectoryStep,
     event,
 )
-from memledger.ledger.store import SqliteStore
-from memledger.projections.forget import forget
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.store import SqliteStore
+from memtape.projections.forget import forget
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import memory_at_step_equals_the_fold
 
 DOMS = ("a.test", "b.test", "c.test", "d.test")

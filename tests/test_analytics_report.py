@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from memledger.analytics.report import build_report
-from memledger.analytics.watch import Change, follow_projections
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import LessonRecorded, RunStarted, SubjectForgotten, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.view import MemoryView
+from memtape.analytics.report import build_report
+from memtape.analytics.watch import Change, follow_projections
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import LessonRecorded, RunStarted, SubjectForgotten, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

@@ -1,5 +1,5 @@
 """Secrets in odd places never reach the analytics mirror nor an analytics answer: planted through
-`memledger append` (as any caller writes) in dict keys, nested lists, URL query strings and
+`memtape append` (as any caller writes) in dict keys, nested lists, URL query strings and
 fragments, long texts, envelope fields and the fields analytics shows (goals, final URLs, lesson
 texts, recall snippets), no secret part is found in analytics.duckdb (bytes and values) nor in any
 analysis in any format."""
@@ -13,10 +13,10 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.answers import analyse_all
-from memledger.analytics.queries import ANALYSES
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
+from memtape.analytics.answers import analyse_all
+from memtape.analytics.queries import ANALYSES
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
 from tests.security_support import scan

@@ -1,4 +1,4 @@
-"""The public API (`memledger.open`): the contract calls as the issue spells them, what each one
+"""The public API (`memtape.open`): the contract calls as the issue spells them, what each one
 logs, two runs where the second recalls what the first learned, stale runs, bad arguments."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memledger
-from memledger.api import Memory
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
+import memtape
+from memtape.api import Memory
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"
@@ -30,13 +30,13 @@ def the_contract(mem: Any) -> str:
     with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/", session_id=None) as run:
         assert run.run_id.startswith("run_")
         tier1 = run.tier1()
-        assert tier1 and all(isinstance(l, memledger.Lesson) for l in tier1)
+        assert tier1 and all(isinstance(l, memtape.Lesson) for l in tier1)
         assert run.recall_domain(step=1) == []
         run.record_step(step=1, action="click", target='button "Buy"', url="https://shop.example/p/1",
                         ok=False, error="element intercepts pointer events")
         assert run.url == "https://shop.example/p/1"
         hits = run.recall_error(command="click", error="element intercepts pointer events", step=1)
-        assert all(isinstance(l, memledger.Lesson) for l in hits)
+        assert all(isinstance(l, memtape.Lesson) for l in hits)
         run.record_lesson("Accept the cookie banner before clicking Buy", category="error_recovery",
                           failed_command="click", error_pattern="intercepts pointer events", step=2)
         run.observe_fact(kind="quirk", key="cookie banner", value="blocks clicks until accepted", step=2)
@@ -48,7 +48,7 @@ def the_contract(mem: Any) -> str:
 
 
 def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
-    mem = memledger.open(str(tmp_path / "mem"))
+    mem = memtape.open(str(tmp_path / "mem"))
     run_id = the_contract(mem)
     logged = types(mem)
     assert logged[:4] == ["lesson_seeded"] * 3 + ["run_started"]  # the start-of-run policy, then the run
@@ -72,7 +72,7 @@ def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
 
 def test_state_audit_experiment_equal_their_json_commands(tmp_path: Path) -> None:
     d = str(tmp_path / "mem")
-    with memledger.open(d) as mem:
+    with memtape.open(d) as mem:
         run_id = the_contract(mem)
         lessons, early = mem.state("lessons", as_of=None, domain=None), mem.state("lessons", as_of=3)
         audit = mem.audit(run_id, step=None)
@@ -104,7 +104,7 @@ def overlay_run(mem: Any, goal: str) -> Any:
 
 
 def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
-    mem = memledger.open(tmp_path / "mem")
+    mem = memtape.open(tmp_path / "mem")
     first, learned = overlay_run(mem, 'Open "Wool Socks"')
     assert first.url == SHOP + "socks" and {l.category for l in learned.lessons} == {"error_recovery", "site_specific"}
     with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as second:
@@ -130,7 +130,7 @@ def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
 
 
 def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: Path) -> None:
-    mem = memledger.open(tmp_path / "mem")
+    mem = memtape.open(tmp_path / "mem")
     with pytest.raises(KeyError, match="cart"):
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
             run.record_step(step=1, action="click", target='button "Buy"')
@@ -141,13 +141,13 @@ def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: 
     with mem.start_run(goal="Buy wool socks", start_url=SHOP) as quiet:
         pass
     assert mem.state("runs")[0]["run_id"] == quiet.run_id and mem.state("runs")[0]["reason"] == "unfinished"
-    with pytest.raises(memledger.MemledgerError, match="is finished"):
+    with pytest.raises(memtape.MemtapeError, match="is finished"):
         quiet.record_step(step=1, action="click")
     mem.close()
 
 
 def test_a_run_finished_in_another_process_learns_what_it_would_have_learned_in_this_one(tmp_path: Path) -> None:
-    here, there = memledger.open(tmp_path / "a"), memledger.open(tmp_path / "b")
+    here, there = memtape.open(tmp_path / "a"), memtape.open(tmp_path / "b")
     _run, learned_here = overlay_run(here, 'Open "Wool Socks"')
     with there.start_run(goal='Open "Wool Socks"', start_url=SHOP) as run:
         overlay_steps(run)
@@ -160,7 +160,7 @@ def test_a_run_finished_in_another_process_learns_what_it_would_have_learned_in_
     assert learned(learned_there) == learned(learned_here)
     step_ids = [e.id for e in there.store.read(run_id=run.run_id, types=["step_recorded"])]
     assert learned_there.lessons[0].learned_from == step_ids[:2]  # the failure and its recovery
-    with pytest.raises(memledger.MemledgerError, match="already completed"):
+    with pytest.raises(memtape.MemtapeError, match="already completed"):
         there.run(run.run_id)
     here.close(), there.close()
 
@@ -224,10 +224,10 @@ BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("method", "kwargs"), BAD_CALLS, ids=[f"{m}-{i}" for i, (m, _) in enumerate(BAD_CALLS)])
 def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: str, kwargs: dict[str, Any]) -> None:
-    mem = memledger.open(tmp_path / "mem")
+    mem = memtape.open(tmp_path / "mem")
     run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
     before = sum(1 for _ in mem.store.read())
-    with pytest.raises(memledger.MemledgerError) as err:
+    with pytest.raises(memtape.MemtapeError) as err:
         getattr(run, method)(**kwargs)
     assert "\n" not in str(err.value) and str(err.value)
     assert sum(1 for _ in mem.store.read()) == before
@@ -239,8 +239,8 @@ def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: 
        url=st.one_of(st.just(SHOP), st.none(), st.integers()))
 def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: Any) -> None:
     d = tmp_path / "mem"
-    with memledger.open(d) as mem:
-        with pytest.raises(memledger.MemledgerError) as err:
+    with memtape.open(d) as mem:
+        with pytest.raises(memtape.MemtapeError) as err:
             mem.start_run(goal=goal, start_url=url)
     assert "\n" not in str(err.value)
     assert events_in(d) == 0
@@ -251,13 +251,13 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: 
        target=st.one_of(st.none(), st.text(max_size=30)),
        error=st.one_of(st.none(), st.text(max_size=30)))
 def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, target: Any, error: Any) -> None:
-    """Any step/target/error either records exactly one event or raises MemledgerError having written none."""
-    with memledger.open(tmp_path / f"mem{abs(hash((repr(step), target, error)))}") as mem:
+    """Any step/target/error either records exactly one event or raises MemtapeError having written none."""
+    with memtape.open(tmp_path / f"mem{abs(hash((repr(step), target, error)))}") as mem:
         run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
         before = sum(1 for _ in mem.store.read())
         try:
             run.record_step(step=step, action="click", target=target, ok=error is None, error=error)
-        except memledger.MemledgerError as exc:
+        except memtape.MemtapeError as exc:
             assert "\n" not in str(exc)
             assert sum(1 for _ in mem.store.read()) == before
         else:
@@ -267,28 +267,28 @@ def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, targe
 
 
 def test_bad_questions_to_memory_raise_one_line(tmp_path: Path) -> None:
-    with memledger.open(tmp_path / "mem") as mem:
+    with memtape.open(tmp_path / "mem") as mem:
         for call in (lambda: mem.state("moods"), lambda: mem.state("lessons", as_of=-1),
                      lambda: mem.state("lessons", as_of=True), lambda: mem.audit("run_nope"),
                      lambda: mem.audit("", step=1), lambda: mem.experiment({"promotion_min_uses": "many"}),
                      lambda: mem.experiment({"no_such_knob": 1}), lambda: mem.run("run_nope"),
                      lambda: mem.recall_error("click", "x", run_id="run_nope")):
-            with pytest.raises(memledger.MemledgerError) as err:
+            with pytest.raises(memtape.MemtapeError) as err:
                 call()
             assert "\n" not in str(err.value)
         assert sum(1 for _ in mem.store.read()) == 0
-    with pytest.raises(memledger.MemledgerError):
-        memledger.open("")
-    with pytest.raises(memledger.MemledgerError):
-        memledger.open(tmp_path / "x", policy={"promotion_min_uses": 3})  # type: ignore[arg-type]
+    with pytest.raises(memtape.MemtapeError):
+        memtape.open("")
+    with pytest.raises(memtape.MemtapeError):
+        memtape.open(tmp_path / "x", policy={"promotion_min_uses": 3})  # type: ignore[arg-type]
     for bad in ({"tier1_cap": "many"}, {"no_such_knob": 1}, {"trace_scoring": [1]}):
-        with pytest.raises(memledger.MemledgerError, match="^policy\\.") as err:
-            memledger.Policy(**bad)
+        with pytest.raises(memtape.MemtapeError, match="^policy\\.") as err:
+            memtape.Policy(**bad)
         assert "\n" not in str(err.value)
 
 
 def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
-    with memledger.open(tmp_path / "mem", policy=memledger.Policy(tier1_cap=2, recall_top_k=1)) as mem:
+    with memtape.open(tmp_path / "mem", policy=memtape.Policy(tier1_cap=2, recall_top_k=1)) as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
             assert len(run.tier1()) == 2
             assert len(run.recall_error(command="fill", error="too many arguments", step=1)) == 1
@@ -300,7 +300,7 @@ def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
 def test_the_api_names_no_bundled_agent_types() -> None:
     import inspect
     forbidden = ("StepRecord", "EnvState", "BudgetItem", "RunResult")
-    for cls in (memledger.Memory, memledger.Run):
+    for cls in (memtape.Memory, memtape.Run):
         for name, fn in inspect.getmembers(cls, inspect.isfunction):
             if not name.startswith("_"):
                 sig = str(inspect.signature(fn))
@@ -328,7 +328,7 @@ RUN_METHODS = {
 
 @pytest.fixture(scope="module")
 def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    mem = memledger.open(tmp_path_factory.mktemp("hostile") / "mem")
+    mem = memtape.open(tmp_path_factory.mktemp("hostile") / "mem")
     yield mem
     mem.close()
 
@@ -336,7 +336,7 @@ def shared_memory(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), method=st.sampled_from(sorted(RUN_METHODS)))
 def test_any_argument_is_recorded_or_refused_with_nothing_written(shared_memory: Any, data: Any, method: str) -> None:
-    """Whatever an agent passes, a Run method either works or raises MemledgerError (one line) having
+    """Whatever an agent passes, a Run method either works or raises MemtapeError (one line) having
     written nothing — never another exception."""
     required, optional = RUN_METHODS[method]
     kwargs = {name: data.draw(HOSTILE, label=name) for name in required}
@@ -346,7 +346,7 @@ def test_any_argument_is_recorded_or_refused_with_nothing_written(shared_memory:
     before = shared_memory.store.head()
     try:
         getattr(run, method)(**kwargs)
-    except memledger.MemledgerError as exc:
+    except memtape.MemtapeError as exc:
         assert str(exc) and "\n" not in str(exc)
         assert shared_memory.store.head() == before
     if not run.finished:
@@ -355,7 +355,7 @@ def test_any_argument_is_recorded_or_refused_with_nothing_written(shared_memory:
 
 @pytest.mark.postgres
 def test_memory_on_a_postgresql_ledger(pg_url: str) -> None:
-    with memledger.open(pg_url) as mem:
+    with memtape.open(pg_url) as mem:
         first, learned = overlay_run(mem, 'Open "Wool Socks"')
         with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as second:
             site = second.recall_domain(step=1)
@@ -386,7 +386,7 @@ MEMORY_METHODS = {
 @given(data=st.data(), method=st.sampled_from(sorted(MEMORY_METHODS)))
 def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shared_memory: Any, data: Any,
                                                                            method: str) -> None:
-    """The calls behind `memledger start-run|finish-run|recall`, with whatever an agent passes."""
+    """The calls behind `memtape start-run|finish-run|recall`, with whatever an agent passes."""
     required, optional = MEMORY_METHODS[method]
     kwargs = {name: data.draw(HOSTILE, label=name) for name in required}
     chosen = st.lists(st.sampled_from(optional), unique=True, max_size=4) if optional else st.just([])
@@ -395,13 +395,13 @@ def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shar
     before = shared_memory.store.head()
     try:
         getattr(shared_memory, method)(**kwargs)
-    except memledger.MemledgerError as exc:
+    except memtape.MemtapeError as exc:
         assert str(exc) and "\n" not in str(exc)
         assert shared_memory.store.head() == before
 
 
 def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trimmed(tmp_path: Path) -> None:
-    with memledger.open(tmp_path / "mem") as mem:
+    with memtape.open(tmp_path / "mem") as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
             run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 120},
                                       {"source": "facts", "text": "x" * 40, "priority": 30, "content_type": "json"}],

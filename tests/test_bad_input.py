@@ -12,8 +12,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.events import EVENT_TYPES, IDENT_RE, MAX_TEXT
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.events import EVENT_TYPES, IDENT_RE, MAX_TEXT
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, sample_event, sample_line
 
@@ -218,7 +218,7 @@ def test_hostile_memory_dir(value: str) -> None:
     b"{}", b'{"until": -1, "memory_isolation": "per-run"}', b'{"until": "x", "memory_isolation": "shared"}',
     b'{"until": 3, "memory_isolation": "everyone"}', b"[1, 2]", b"null"])))
 def test_damaged_fork_record_is_one_line(raw: bytes) -> None:
-    """A hand-edited fork.json: `memledger run` refuses in one line before it starts anything."""
+    """A hand-edited fork.json: `memtape run` refuses in one line before it starts anything."""
     with ledger_with_two_events() as (root, memory):
         (memory / "fork.json").write_bytes(raw)
         assert_refused(root, memory, ["run", "--goal", "g", "--url", "http://shop.test/"])

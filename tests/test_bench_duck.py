@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from devtools.synthetic import build_ledger
-from memledger.ledger.events import (
+from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
     LessonDeduplicated,

@@ -19,9 +19,9 @@ from browser_use import Agent, BrowserProfile, BrowserSession  # noqa: E402
 from browser_use.browser.profile import ProxySettings  # noqa: E402
 from browser_use.llm.views import ChatInvokeCompletion  # noqa: E402
 
-import memledger  # noqa: E402
-from memledger.agent.sites import SitesServer  # noqa: E402
-from memledger.integrations.browser_use import TAG, BrowserUseMemory  # noqa: E402
+import memtape  # noqa: E402
+from memtape.agent.sites import SitesServer  # noqa: E402
+from memtape.integrations.browser_use import TAG, BrowserUseMemory  # noqa: E402
 
 from .cli_runner import run_cli  # noqa: E402
 
@@ -73,7 +73,7 @@ async def _run(memory_dir: Path, proxy: str, goal: str, product: str) -> tuple[S
     model = ScriptedModel(_turns(product))
     agent = Agent(task=goal, llm=model, browser_session=session, use_vision=False, use_judge=False)
     try:
-        with memledger.open(memory_dir) as mem:
+        with memtape.open(memory_dir) as mem:
             adapter = BrowserUseMemory(mem, agent, start_url=SHOP)
             history = await adapter.run(max_steps=6)
     finally:
@@ -87,7 +87,7 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
     assert history1.is_successful() and history1.final_result() == "on the socks page"
     run1 = first.memory_run.run_id
 
-    with memledger.open(memory_dir) as mem:
+    with memtape.open(memory_dir) as mem:
         steps = list(mem.store.read(run_id=run1, types=["step_recorded"]))
         learned = list(mem.store.read(run_id=run1, types=["lesson_recorded"]))
         done = list(mem.store.read(run_id=run1, types=["run_completed"]))
@@ -113,7 +113,7 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
     # and in the system message from the first call: Tier 1 (the seed lessons), the shop's tips
     assert f"<{TAG}>" in model2.sent[0][0] and "Lessons from experience" in model2.sent[0][0]
 
-    with memledger.open(memory_dir) as mem:
+    with memtape.open(memory_dir) as mem:
         contexts = list(mem.store.read(run_id=run2, types=["context_built"]))
         recalls = list(mem.store.read(run_id=run2, types=["error_recall"]))
     assert recalls and lesson.data["lesson_id"] in recalls[0].data["lesson_ids"]
@@ -135,8 +135,8 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
 def test_bad_adapter_arguments_are_one_line_errors_and_write_nothing(tmp_path_factory: Any, agent: Any,
                                                                      start_url: Any) -> None:
     memory_dir = tmp_path_factory.mktemp("mem")
-    with memledger.open(memory_dir) as mem:
-        with pytest.raises(memledger.MemledgerError) as caught:
+    with memtape.open(memory_dir) as mem:
+        with pytest.raises(memtape.MemtapeError) as caught:
             BrowserUseMemory(mem, agent, start_url=start_url)
         assert "\n" not in str(caught.value) and str(caught.value).startswith(("agent must", "start_url must"))
         assert list(mem.store.read()) == []

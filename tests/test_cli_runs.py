@@ -1,4 +1,4 @@
-"""`memledger start-run|finish-run|recall` and `append` of a run_started: agents in other languages
+"""`memtape start-run|finish-run|recall` and `append` of a run_started: agents in other languages
 get what the library gives, logged exactly like the library call."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-import memledger
-from memledger.ledger.store import SqliteStore
+import memtape
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"
@@ -71,7 +71,7 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     assert done.code == 0, done.err
     assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
 
-    with memledger.open(by_lib) as mem:
+    with memtape.open(by_lib) as mem:
         with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as run:
             run.tier1()
             run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
@@ -139,7 +139,7 @@ def test_a_reattached_run_is_where_its_last_step_left_it(tmp_path: Path) -> None
     line = orjson.dumps({"type": "step_recorded", "run_id": run_id, "step": 1, "action": {"command": "click"},
                          "ok": True, "env_before": {"url": SHOP + "p/1"}}) + b"\n"
     assert cli(tmp_path, "append", "-", stdin=line).code == 0
-    with memledger.open(tmp_path) as mem:
+    with memtape.open(tmp_path) as mem:
         run = mem.run(run_id)
         assert run.url == SHOP + "p/1" and [s.command for s in run.steps] == ["click"]
         run.finish(success=True)

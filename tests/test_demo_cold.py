@@ -1,4 +1,4 @@
-"""`memledger demo` always measures a cold start: run twice on one directory, it says the memory is
+"""`memtape demo` always measures a cold start: run twice on one directory, it says the memory is
 there, runs in a fresh `demo-N/` beside it and prints the same table (the README's main command)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.agent.sites import CASES_FILE
-from memledger.ledger.store import SqliteStore
+from memtape.agent.sites import CASES_FILE
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 
 pytestmark = pytest.mark.browser

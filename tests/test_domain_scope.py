@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memledger.ledger import suffixes
-from memledger.ledger.events import LessonRecorded, event
-from memledger.ledger.store import SqliteStore
-from memledger.ledger.suffixes import is_public_suffix, site_of
-from memledger.projections.text import domain_matches, parent_domains
-from memledger.projections.view import MemoryView
+from memtape.ledger import suffixes
+from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.store import SqliteStore
+from memtape.ledger.suffixes import is_public_suffix, site_of
+from memtape.projections.text import domain_matches, parent_domains
+from memtape.projections.view import MemoryView
 from tests.cli_runner import run_cli
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.ledger.store import APPLICATION_ID, SqliteStore, chain_hash
+from memtape.ledger.store import APPLICATION_ID, SqliteStore, chain_hash
 from tests.cli_runner import CliResult, run_cli
 
 TURN_U64 = '{"type":"run_progress","run_id":"r1","turn":18446744073709551615,"current_url":"u"}'
@@ -53,7 +53,7 @@ def memory(tmp_path: Path) -> Iterator[Path]:
     (SEED + ',"step":9223372036854775808}', "step"),
     (SEED + ',"schema_version":-1}', "schema_version -1"),
     (SEED + ',"schema_version":0}', "schema_version 0"),
-    (SEED + ',"schema_version":99}', "written by a newer memledger"),
+    (SEED + ',"schema_version":99}', "written by a newer memtape"),
     (SEED + ',"occurred_at":"0001-01-01"}', "occurred_at"),
     (SEED + ',"occurred_at":"9999-12-31T23:59:59-05:00"}', "occurred_at"),
     ('{"type":"run_progress","run_id":"r1","turn":true,"current_url":"u"}', "turn"),
@@ -157,14 +157,14 @@ def test_audit_of_a_run_with_no_steps(memory: Path) -> None:
 
 
 def test_an_unexpected_exception_is_one_line(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memledger.commands import ledger as commands
+    from memtape.commands import ledger as commands
 
     def boom(*_: object) -> None:
         raise IndexError("list index out of range")
     monkeypatch.setattr(commands, "format_line", boom)
     assert cli(memory, "append", "--raw", "-", stdin=START + "\n").code == 0
     err = one_line(cli(memory, "events"))
-    assert "IndexError" in err and "MEMLEDGER_DEBUG" in err
+    assert "IndexError" in err and "MEMTAPE_DEBUG" in err
 
 
 # ---- item 8: the smaller ones -----------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_a_file_with_the_mark_but_no_events_table_is_refused_and_untouched(tmp_p
     before = (memory / "ledger.db").read_bytes()
     for args in (["stats"], ["events"], ["verify"], ["append", "--raw", "-"], ["state", "lessons"]):
         err = one_line(cli(memory, *args, stdin=SEED + "}\n"))
-        assert "not a memledger ledger" in err, err
+        assert "not a memtape ledger" in err, err
         assert (memory / "ledger.db").read_bytes() == before
         assert sorted(p.name for p in memory.iterdir()) == ["ledger.db"]
 
@@ -266,10 +266,10 @@ def test_decisions_are_refused_by_append_without_raw(memory: Path, decision: str
 
 def test_the_readme_append_example_keeps_the_experiment_reproducing_the_log(memory: Path) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### `memledger append FILE|-`", 1)[1].split("###", 1)[0]
+    section = readme.split("### `memtape append FILE|-`", 1)[1].split("###", 1)[0]
     example = section.split("```bash\n", 1)[1].split("```", 1)[0]
     line = example.split("echo '", 1)[1].split("'", 1)[0]
-    assert "| memledger append -" in example and "--raw" not in example
+    assert "| memtape append -" in example and "--raw" not in example
     for _ in range(3):
         assert cli(memory, "append", "-", stdin=line + "\n").code == 0
     r = cli(memory, "experiment", "--json")

@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.explain import explain_item
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.store import SqliteStore
-from memledger.projections import knowledge, lessons
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.explain import explain_item
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.store import SqliteStore
+from memtape.projections import knowledge, lessons
+from memtape.projections.writer import MemoryWriter
 from tests.test_projections_determinism import _lesson_ids, _write, memory_events
 
 ITEMS = [*_lesson_ids(), "k1", "k2", "#a", "#b", *(f"t{i}" for i in range(6))]

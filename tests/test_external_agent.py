@@ -1,4 +1,4 @@
-"""An external agent: a separate interpreter that imports only `memledger`, two runs where the
+"""An external agent: a separate interpreter that imports only `memtape`, two runs where the
 second recalls what the first learned, then an audit — and the README's example says the same."""
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memledger.projections.seeds import SEEDS
+from memtape.projections.seeds import SEEDS
 from tests.test_readme_python import python_blocks
 
 AGENT = r'''
 import json, sys
-import memledger
+import memtape
 
 SHOP = "https://shop.example/"
 BLOCKED = "<div id=consent> intercepts pointer events"
-mem = memledger.open(".agent-memory")
+mem = memtape.open(".agent-memory")
 with mem.start_run(goal="Buy wool socks", start_url=SHOP) as first:
     first.tier1()
     first.recall_domain(step=1)
@@ -54,7 +54,7 @@ mem.close()
 
 
 def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
     return subprocess.run([sys.executable, "-"], input=code, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=240)
 
@@ -71,7 +71,7 @@ def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: P
     assert ["consent dialog", "blocks the Buy button"] in out["facts"]
     assert out["prompt_from"] == [out["first"]]  # the audit names the run that taught the tip
     assert out["runs"] == [[out["second"], "completed"], [out["first"], "completed"]]
-    assert out["layers"] == []  # nothing but memledger.* was imported
+    assert out["layers"] == []  # nothing but memtape.* was imported
     assert (tmp_path / ".agent-memory" / "ledger.db").is_file()
 
 

@@ -1,5 +1,5 @@
-"""The command line lives in the face (memledger/commands/) and loads a command's module only
-when that command runs: `memledger stats` never imports the HTTP server or the MCP SDK."""
+"""The command line lives in the face (memtape/commands/) and loads a command's module only
+when that command runs: `memtape stats` never imports the HTTP server or the MCP SDK."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.cli import COMMAND_MODULES, cli
+from memtape.cli import COMMAND_MODULES, cli
 
 HEAVY = ("fastapi", "uvicorn", "mcp", "duckdb", "playwright", "matplotlib")
 
@@ -18,20 +18,20 @@ HEAVY = ("fastapi", "uvicorn", "mcp", "duckdb", "playwright", "matplotlib")
 def test_each_command_is_where_the_group_looks_for_it() -> None:
     modules = set(COMMAND_MODULES.values())
     for name in modules:
-        defined = {c.name for c in importlib.import_module(f"memledger.commands.{name}").COMMANDS}
+        defined = {c.name for c in importlib.import_module(f"memtape.commands.{name}").COMMANDS}
         assert defined == {c for c, m in COMMAND_MODULES.items() if m == name}, name
 
 
 def test_help_lists_every_command() -> None:
-    with cli.make_context("memledger", ["--help"], resilient_parsing=True) as ctx:
+    with cli.make_context("memtape", ["--help"], resilient_parsing=True) as ctx:
         assert cli.list_commands(ctx) == sorted(COMMAND_MODULES)
         assert all(cli.get_command(ctx, name) is not None for name in COMMAND_MODULES)
         assert cli.get_command(ctx, "no-such-command") is None
 
 
 def _modules_after(memory: Path, *args: str) -> set[str]:
-    """Every module imported by `memledger ARGS` run in a fresh interpreter."""
-    script = ("import json, sys\nfrom memledger.cli import main\n"
+    """Every module imported by `memtape ARGS` run in a fresh interpreter."""
+    script = ("import json, sys\nfrom memtape.cli import main\n"
               f"try:\n    main({['--memory-dir', str(memory), *args]!r})\nexcept SystemExit:\n    pass\n"
               "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -40,7 +40,7 @@ def _modules_after(memory: Path, *args: str) -> set[str]:
 
 
 def _loaded_after(memory: Path, *args: str) -> set[str]:
-    """The heavy top-level packages imported by `memledger ARGS` run in a fresh interpreter."""
+    """The heavy top-level packages imported by `memtape ARGS` run in a fresh interpreter."""
     return {m.split(".")[0] for m in _modules_after(memory, *args)} & set(HEAVY)
 
 
@@ -48,7 +48,7 @@ def _loaded_after(memory: Path, *args: str) -> set[str]:
 def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: list[str]) -> None:
     memory = tmp_path / "memory"
     line = b'{"type":"run_started","run_id":"r1","goal":"buy socks","domain":"a.com"}\n'
-    appended = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "append", "--raw", "-"],
+    appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
                               input=line, capture_output=True, timeout=120)
     assert appended.returncode == 0, appended.stderr
     assert _loaded_after(memory, *args) == set()
@@ -59,13 +59,13 @@ def test_serving_loads_the_server(tmp_path: Path) -> None:
     assert {"fastapi", "uvicorn"} <= _loaded_after(tmp_path, "serve", "--help")
 
 
-#: what a cold `memledger analytics ...` over a current mirror has no use for: the agent, the API,
+#: what a cold `memtape analytics ...` over a current mirror has no use for: the agent, the API,
 #: experiments, the audit and explain commands, filling the mirror (Arrow, numpy), creating a ledger
 #: (sqlite-utils), following one (watchfiles), progress bars, and rich's console and tables (a piped
-#: table is drawn by memledger.output itself)
-NOT_FOR_A_COLD_ANALYSIS = ("memledger.api", "memledger.agent", "memledger.analytics.experiment",
-                           "memledger.analytics.explain", "memledger.commands.audit",
-                           "memledger.commands.experiment", "pyarrow", "numpy", "sqlite_utils", "watchfiles",
+#: table is drawn by memtape.output itself)
+NOT_FOR_A_COLD_ANALYSIS = ("memtape.api", "memtape.agent", "memtape.analytics.experiment",
+                           "memtape.analytics.explain", "memtape.commands.audit",
+                           "memtape.commands.experiment", "pyarrow", "numpy", "sqlite_utils", "watchfiles",
                            "rich.progress", "rich.console", "rich.table", "matplotlib", "playwright", "fastapi",
                            "mcp")
 
@@ -74,11 +74,11 @@ def test_a_cold_analysis_loads_duckdb_and_little_else(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     lines = b"".join(b'{"type":"run_started","run_id":"r%d","goal":"buy socks","domain":"a.com"}\n' % i
                      for i in range(3))
-    appended = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "append", "--raw", "-"],
+    appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
                               input=lines, capture_output=True, timeout=120)
     assert appended.returncode == 0, appended.stderr
     first = _modules_after(memory, "analytics", "runs")  # builds the mirror: Arrow carries the rows in
     assert "pyarrow" in first
     again = _modules_after(memory, "analytics", "runs")
-    assert "duckdb" in again and "memledger.analytics.mirror" in again
+    assert "duckdb" in again and "memtape.analytics.mirror" in again
     assert {m for m in again if any(m == n or m.startswith(f"{n}.") for n in NOT_FOR_A_COLD_ANALYSIS)} == set()

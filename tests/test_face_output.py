@@ -20,16 +20,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.output import Table
-from memledger.analytics.queries import ANALYSES, sections
-from memledger.cli import READS_ONLY
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import LessonRecorded, event
-from memledger.ledger.store import SqliteStore
-from memledger.output import layout
-from memledger.projections.materialize import rebuild
-from memledger.projections.parameters import Policy
-from memledger.projections.state import PROJECTIONS, digests
+from memtape.analytics.output import Table
+from memtape.analytics.queries import ANALYSES, sections
+from memtape.cli import READS_ONLY
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.store import SqliteStore
+from memtape.output import layout
+from memtape.projections.materialize import rebuild
+from memtape.projections.parameters import Policy
+from memtape.projections.state import PROJECTIONS, digests
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 
@@ -172,8 +172,8 @@ def test_writes_create_memory(tmp_path: Path) -> None:
 def test_version() -> None:
     from importlib.metadata import version
     r = run_cli("--version")
-    assert r.code == 0 and r.out == f"memledger {version('memledger')}\n"
-    assert re.fullmatch(r"memledger \d+\.\d+\.\d+\n", r.out)
+    assert r.code == 0 and r.out == f"memtape {version('memtape')}\n"
+    assert re.fullmatch(r"memtape \d+\.\d+\.\d+\n", r.out)
 
 
 def test_list_params_names_defaults_and_ranges() -> None:
@@ -207,7 +207,7 @@ def test_help_lists_the_section_names() -> None:
 
 def test_a_closed_pipe_exits_quietly(memory: Path) -> None:
     for args in (["events"], ["state", "lessons"], ["events", "--json"]):
-        cmd = f"{sys.executable} -m memledger --memory-dir {memory} {' '.join(args)} | head -c 10 >/dev/null; " \
+        cmd = f"{sys.executable} -m memtape --memory-dir {memory} {' '.join(args)} | head -c 10 >/dev/null; " \
               "echo ${PIPESTATUS[0]}"
         done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60,
                               env={**os.environ, "COLUMNS": "40"})
@@ -227,7 +227,7 @@ def test_sqlite_urls_absolute_relative_and_bare(memory: Path, monkeypatch: pytes
 
 
 def test_explain_never_merges_two_domains_facts_into_one_life(tmp_path: Path) -> None:
-    from memledger.ledger.events import FactObserved
+    from memtape.ledger.events import FactObserved
     with SqliteStore.open(tmp_path / "ledger.db") as store:
         store.append([event(FactObserved(fact_type="quirk", key="blocking overlay", value=value), domain=domain)
                       for domain, value in (("shop.test", 'click "Accept all cookies" first'),

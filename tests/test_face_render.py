@@ -1,4 +1,4 @@
-"""The uncoloured tables (piped, `--out FILE`) come from memledger.output's own renderer, not from
+"""The uncoloured tables (piped, `--out FILE`) come from memtape.output's own renderer, not from
 rich: it must print exactly what rich prints for the same `rich_table`, for any table — wide and
 zero-width characters, grapheme clusters, empty cells, words longer than any line, tabs, newlines,
 control codes and text rich would read as markup included."""
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memledger.analytics.output import Report, Table
-from memledger.output import console, emit, print_report, report_text
+from memtape.analytics.output import Report, Table
+from memtape.output import console, emit, print_report, report_text
 
 #: characters that stress the layout: wide (CJK, emoji), zero-width (combining, ZWJ, VS16), spaces
 #: that are not " " (tab, no-break, ideographic), the control codes rich strips or keeps, markup
@@ -84,8 +84,8 @@ def test_the_renderer_draws_rich_box_and_wraps_the_widest_text() -> None:
 def test_emit_draws_piped_tables_without_rich(tmp_path: Path) -> None:
     """Piped output and --out go through the renderer: a table printed that way loads no rich.console."""
     script = ("import sys\n"
-              "from memledger.analytics.output import Report, Table\n"
-              "from memledger.output import emit\n"
+              "from memtape.analytics.output import Report, Table\n"
+              "from memtape.output import emit\n"
               "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table')\n"
               "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table', sys.argv[1])\n"
               "assert 'rich.console' not in sys.modules, 'rich.console loaded'\n")

@@ -18,14 +18,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.ledger.errors import DiskFull, LedgerError
-from memledger.ledger.events import LessonRecorded, NewEvent, RunProgress
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.errors import DiskFull, LedgerError
+from memtape.ledger.events import LessonRecorded, NewEvent, RunProgress
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event, sample_line
 from tests.test_ledger_store import _damaged
 
-MEMLEDGER = [sys.executable, "-m", "memledger"]
+MEMTAPE = [sys.executable, "-m", "memtape"]
 
 
 def snapshot(path: Path) -> list[tuple[object, ...]]:
@@ -62,7 +62,7 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     logs: dict[str, Path] = {}
     rng = random.Random(7)
-    from memledger.projections.view import MemoryView
+    from memtape.projections.view import MemoryView
     projections = tmp_path / "projections.db"
     for rnd in range(6):
         procs = {}
@@ -193,7 +193,7 @@ def test_full_disk_from_the_cli(memory_path: Path, tmp_path: Path) -> None:
     big = tmp_path / "big.jsonl"
     big.write_bytes(b"".join(orjson.dumps(sample_line("step_recorded", text=f"{i} " + "y" * 5000)) + b"\n"
                              for i in range(200)))
-    done = subprocess.run([*MEMLEDGER, "--memory-dir", str(memory_path), "append", "--raw", str(big)],
+    done = subprocess.run([*MEMTAPE, "--memory-dir", str(memory_path), "append", "--raw", str(big)],
                           capture_output=True, text=True, timeout=120, preexec_fn=_limited(256 * 1024))
     assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
     assert "disk" in done.stderr
@@ -214,7 +214,7 @@ def test_lock_held_beyond_the_busy_timeout(memory_path: Path, tmp_path: Path, mo
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        monkeypatch.setenv("MEMLEDGER_BUSY_TIMEOUT", "0.3")
+        monkeypatch.setenv("MEMTAPE_BUSY_TIMEOUT", "0.3")
         t0 = time.monotonic()
         r = run_cli("--memory-dir", str(memory_path), "append", "--raw", "-",
                     stdin=orjson.dumps(sample_line("lesson_seeded")))
@@ -226,10 +226,10 @@ def test_lock_held_beyond_the_busy_timeout(memory_path: Path, tmp_path: Path, mo
         holder.kill()
         holder.wait()
     assert snapshot(db) == before
-    monkeypatch.setenv("MEMLEDGER_BUSY_TIMEOUT", "soon")
+    monkeypatch.setenv("MEMTAPE_BUSY_TIMEOUT", "soon")
     r = run_cli("--memory-dir", str(memory_path), "verify")
-    assert r.code == 1 and one_line_error(r.err) and "MEMLEDGER_BUSY_TIMEOUT" in r.err
-    monkeypatch.delenv("MEMLEDGER_BUSY_TIMEOUT")
+    assert r.code == 1 and one_line_error(r.err) and "MEMTAPE_BUSY_TIMEOUT" in r.err
+    monkeypatch.delenv("MEMTAPE_BUSY_TIMEOUT")
     assert run_cli("--memory-dir", str(memory_path), "verify").code == 0
 
 
@@ -251,7 +251,7 @@ def test_damaged_ledgers_from_the_cli(tmp_path: Path) -> None:
             r = run_cli("--memory-dir", str(d), *args)
             assert r.code == 1 and one_line_error(r.err), (kind, args, r.err)
         assert (d / "ledger.db").read_bytes() == data
-    done = subprocess.run([*MEMLEDGER, "--memory-dir", str(tmp_path / "random"), "verify"], capture_output=True,
+    done = subprocess.run([*MEMTAPE, "--memory-dir", str(tmp_path / "random"), "verify"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
 
@@ -299,7 +299,7 @@ def test_full_tmpfs_from_the_cli(tmp_path: Path) -> None:
         big.write_bytes(b"".join(orjson.dumps(sample_line("fact_observed", text=f"{i} " + "v" * 8000)) + b"\n"
                                  for i in range(100)))
         limit = None if mounted else _limited(320 * 1024)
-        done = subprocess.run([*MEMLEDGER, "--memory-dir", str(memory), "append", "--raw", str(big)],
+        done = subprocess.run([*MEMTAPE, "--memory-dir", str(memory), "append", "--raw", str(big)],
                               capture_output=True, text=True, timeout=120, preexec_fn=limit)
         assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
         assert "disk" in done.stderr

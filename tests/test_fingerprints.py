@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memledger.ledger.store import SqliteStore
-from memledger.projections import state
-from memledger.projections.materialize import Catchup, opened
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.seeds import seed_lessons
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.store import SqliteStore
+from memtape.projections import state
+from memtape.projections.materialize import Catchup, opened
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.seeds import seed_lessons
+from memtape.projections.writer import MemoryWriter
 
 
 def _source_file(module_name: str) -> Path:
@@ -46,8 +46,8 @@ def edited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable
     _forget_cached_versions()
 
 
-@pytest.mark.parametrize("helper", ["memledger.projections.steps", "memledger.ledger.events", "memledger.ledger.clock",
-                                    "memledger.projections.text", "memledger.projections.state"])
+@pytest.mark.parametrize("helper", ["memtape.projections.steps", "memtape.ledger.events", "memtape.ledger.clock",
+                                    "memtape.projections.text", "memtape.projections.state"])
 def test_editing_what_the_short_term_fold_runs_changes_its_fingerprint(helper: str, edited) -> None:
     before = state.code_version("short_term")
     edited(helper)
@@ -56,7 +56,7 @@ def test_editing_what_the_short_term_fold_runs_changes_its_fingerprint(helper: s
 
 def test_a_module_outside_the_closure_leaves_the_fingerprint(edited) -> None:
     before = state.code_version("short_term")
-    edited("memledger.agent.policy")
+    edited("memtape.agent.policy")
     assert state.code_version("short_term") == before
 
 
@@ -67,7 +67,7 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
     Catchup(store, proj, DEFAULT_POLICY).run()
     with opened(proj) as (_, cps):
         before = cps["short_term"].fingerprint
-    edited("memledger.projections.steps")
+    edited("memtape.projections.steps")
     Catchup(store, proj, DEFAULT_POLICY).run()
     with opened(proj) as (_, cps):
         assert cps["short_term"].fingerprint != before
@@ -78,10 +78,10 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
 def test_finding_a_closure_runs_none_of_it() -> None:
     """The mirror's closure holds ledger.location, which imports pgstore when a PostgreSQL URL is
     opened: its digest covers pgstore.py without running it (nor psycopg), as a name such as
-    `memledger.ledger.pgstore.PostgresStore` is looked for only inside packages."""
-    script = ("import json, sys\nfrom memledger.projections import state\n"
-              "files = [p.name for p in state._fold_sources('memledger.analytics.mirror')]\n"
-              "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memledger.ledger.pgstore')))]))")
+    `memtape.ledger.pgstore.PostgresStore` is looked for only inside packages."""
+    script = ("import json, sys\nfrom memtape.projections import state\n"
+              "files = [p.name for p in state._fold_sources('memtape.analytics.mirror')]\n"
+              "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memtape.ledger.pgstore')))]))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     files, loaded = json.loads(done.stdout.strip().splitlines()[-1])

@@ -7,11 +7,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"ledger": "memledger.ledger", "projections": "memledger.projections", "agent": "memledger.agent",
-           "analytics": "memledger.analytics", "memledger": "memledger"}
+FOLDERS = {"ledger": "memtape.ledger", "projections": "memtape.projections", "agent": "memtape.agent",
+           "analytics": "memtape.analytics", "memtape": "memtape"}
 #: first-party imports deliberately made when first needed, and why
-LAZY = {("memledger.ledger.location", "memledger.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
-        ("memledger", "memledger.api"): "the API loads on first use: `memledger.cli`, a module of the package, "
+LAZY = {("memtape.ledger.location", "memtape.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
+        ("memtape", "memtape.api"): "the API loads on first use: `memtape.cli`, a module of the package, "
                                         "starts without the agent, the audit and the experiment"}
 
 
@@ -20,7 +20,7 @@ def _modules() -> dict[str, Path]:
     for folder, package in FOLDERS.items():
         for path in (ROOT / folder).rglob("*.py"):
             parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            if folder == "memledger" and parts[0] in ("ledger", "projections", "agent", "analytics"):
+            if folder == "memtape" and parts[0] in ("ledger", "projections", "agent", "analytics"):
                 continue  # the links to the layers, read through their own folders
             name = ".".join((package, *parts)).removesuffix(".__init__")
             found[name] = path
@@ -96,6 +96,6 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_the_graph_sees_the_imports() -> None:
     """The checks above read real edges: the writer imports the decisions, the face the layers."""
     edges, _ = _graph()
-    assert "memledger.projections.decisions" in edges["memledger.projections.writer"]
-    assert "memledger.ledger.settings" in edges["memledger.cli"]
+    assert "memtape.projections.decisions" in edges["memtape.projections.writer"]
+    assert "memtape.ledger.settings" in edges["memtape.cli"]
     assert len(MODULES) > 80

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memledger.ledger.events import (
+from memtape.ledger.events import (
     Action,
     ElementRef,
     EnvState,
@@ -23,9 +23,9 @@ from memledger.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
-from memledger.projections.interop.importers import import_source
-from memledger.projections.lessons import lesson_id_for
-from memledger.projections.writer import MemoryWriter
+from memtape.projections.interop.importers import import_source
+from memtape.projections.lessons import lesson_id_for
+from memtape.projections.writer import MemoryWriter
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
 SHOP = "www.shop.test"
@@ -125,13 +125,13 @@ def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_p
     again = new_store(tmp_path / "again")
     import_source(again, first)
     assert norm_agent_memory(export_of(again, "agent-memory", tmp_path / "second")) == norm_agent_memory(first)
-    from memledger.projections.view import MemoryView
+    from memtape.projections.view import MemoryView
     entries = {(e.name, e.selector): (e.successes, e.failures) for e in MemoryView.open(again).selectors(SHOP)}
     assert entries[("Never", "#never")] == (0, 2) and sum(f for _, f in entries.values()) == 3
 
 
 def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
-    from memledger.agent.memory import Memory
+    from memtape.agent.memory import Memory
     store = _native_ledger(tmp_path / "native")
     MemoryWriter(store).append([
         NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP)])

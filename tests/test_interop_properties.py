@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.projections.interop.files import safe_name
-from memledger.projections.interop.importers import import_source
-from memledger.projections.interop.sources import SourceError, join_element, js_time, ms_to_ts
-from memledger.projections.lessons import dedup_key
+from memtape.projections.interop.files import safe_name
+from memtape.projections.interop.importers import import_source
+from memtape.projections.interop.sources import SourceError, join_element, js_time, ms_to_ts
+from memtape.projections.lessons import dedup_key
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,7 +191,7 @@ def agent_memories(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _dir_name_round_trips(domain: str) -> bool:
-    from memledger.projections.interop.importers import _dir_domain
+    from memtape.projections.interop.importers import _dir_domain
     return _dir_domain(safe_name(domain)) == domain
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.ledger.clock import normalize_ts
-from memledger.projections.interop.exporters import PromptItem, render_prompt
-from memledger.projections.interop.importers import detect_format, import_source
-from memledger.projections.view import MemoryView
+from memtape.ledger.clock import normalize_ts
+from memtape.projections.interop.exporters import PromptItem, render_prompt
+from memtape.projections.interop.importers import detect_format, import_source
+from memtape.projections.view import MemoryView
 from tests.cli_runner import run_cli
 from tests.interop_support import (
     DATA,
@@ -231,11 +231,11 @@ def test_cli_wrong_format_is_refused(tmp_path: Path) -> None:
 
 def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
     """The store redacts secret-looking text in every payload string, digests included."""
-    from memledger.ledger.clock import SteppingClock
-    from memledger.ledger.events import MemoryImported, NewEvent
-    from memledger.ledger.redact import Redactor
-    from memledger.ledger.store import SqliteStore
-    from memledger.projections.interop.importers import previous_import, stored_digest
+    from memtape.ledger.clock import SteppingClock
+    from memtape.ledger.events import MemoryImported, NewEvent
+    from memtape.ledger.redact import Redactor
+    from memtape.ledger.store import SqliteStore
+    from memtape.projections.interop.importers import previous_import, stored_digest
     store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock(),
                              redactor=Redactor(extra_patterns=["11076251501687"]))
     digest = "bcf3c1bc6b5363ea55ff339bd12a607f36eefc9153308a11076251501687d629"
@@ -246,7 +246,7 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
 
 
 def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
-    from memledger.ledger.events import NewEvent, SubjectForgotten
+    from memtape.ledger.events import NewEvent, SubjectForgotten
     store = new_store(tmp_path / "mem")
     import_source(store, AGENT_MEMORY)
     import_source(store, TRAYN)
@@ -262,7 +262,7 @@ def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
 def test_prompt_export_never_shows_an_empty_target_or_a_made_up_similarity() -> None:
     from types import SimpleNamespace
 
-    from memledger.projections.interop.exporters import _what
+    from memtape.projections.interop.exporters import _what
     press = SimpleNamespace(target_text=None, action={"command": "press", "args": {"key": "Escape"}})
     assert _what(press) == "Escape"
     text = render_prompt([PromptItem("REPEAT", "http://shop.test/", None, "press", _what(press), "closed it", None),

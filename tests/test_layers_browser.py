@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from memledger.agent.browser import Browser
-from memledger.agent.budget import CHARS_PER_TOKEN, estimate_tokens
-from memledger.agent.compress import urls_in
-from memledger.agent.explore import explore
-from memledger.agent.loop import RunConfig, RunResult, run_task
-from memledger.agent.memory import AgentMemory
-from memledger.agent.policy import ScriptedPolicy
-from memledger.agent.sites import MEMORY_CASES_FILE, load_cases
-from memledger.ledger.store import SqliteStore
-from memledger.projections.view import MemoryView
+from memtape.agent.browser import Browser
+from memtape.agent.budget import CHARS_PER_TOKEN, estimate_tokens
+from memtape.agent.compress import urls_in
+from memtape.agent.explore import explore
+from memtape.agent.loop import RunConfig, RunResult, run_task
+from memtape.agent.memory import AgentMemory
+from memtape.agent.policy import ScriptedPolicy
+from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
+from memtape.ledger.store import SqliteStore
+from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
 CASES = {c["id"]: c for c in load_cases(MEMORY_CASES_FILE)}

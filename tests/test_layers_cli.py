@@ -1,4 +1,4 @@
-"""`memledger run --explore/--context` and `memledger state` for seed 003's layered memory, end to
+"""`memtape run --explore/--context` and `memtape state` for seed 003's layered memory, end to
 end in real Chromium (one browser for both runs: a cases file with an exploration and a goal)."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Seed 003's layered memory without a browser: learned patterns and their pruning decision, the
 context store and extraction cache, snapshots, the sitemap graph, memory priorities, token
 estimation by content type, the extraction budget and compression (property tests), and
-`memledger state` for each new projection."""
+`memtape state` for each new projection."""
 from __future__ import annotations
 
 import json
@@ -11,13 +11,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.agent import compress as C
-from memledger.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
-from memledger.agent.memory import AgentMemory, StepRecord
-from memledger.agent.patterns import fill_placeholders, learn_patterns
-from memledger.agent.prompt import recent_actions
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import (
+from memtape.agent import compress as C
+from memtape.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
+from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.agent.patterns import fill_placeholders, learn_patterns
+from memtape.agent.prompt import recent_actions
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import (
     ContextGiven,
     ContextInferred,
     ExplorationStarted,
@@ -29,14 +29,14 @@ from memledger.ledger.events import (
     SnapshotTaken,
     SubjectForgotten,
 )
-from memledger.ledger.store import SqliteStore
-from memledger.projections.context import fresh_extraction
-from memledger.projections.parameters import Policy
-from memledger.projections.patterns import to_prune
-from memledger.projections.short_term import priority_of, trim
-from memledger.projections.sitemap import next_page
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.store import SqliteStore
+from memtape.projections.context import fresh_extraction
+from memtape.projections.parameters import Policy
+from memtape.projections.patterns import to_prune
+from memtape.projections.short_term import priority_of, trim
+from memtape.projections.sitemap import next_page
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import T0, at, run_started
 
@@ -110,7 +110,7 @@ def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> N
        st.integers(1, 20))
 @settings(max_examples=60, deadline=None)
 def test_pruning_removes_the_bottom_by_rate_then_recency(uses: list[tuple[int, int, int]], cap: int) -> None:
-    from memledger.projections.patterns import Pattern, PatternsState, rate
+    from memtape.projections.patterns import Pattern, PatternsState, rate
     state = PatternsState({f"p{i}": Pattern(f"p{i}", "a.test", "d", "navigation", (), s, f, rate(s, f), at(t), T0, ())
                            for i, (s, f, t) in enumerate(uses)})
     gone = to_prune(state, cap)
@@ -328,7 +328,7 @@ def test_head_tail_keeps_both_ends_within_the_limit(text: str, limit: int) -> No
         assert out == text
 
 
-# ---- memledger state for each projection --------------------------------------------------------
+# ---- memtape state for each projection --------------------------------------------------------
 
 def test_state_commands_for_the_new_projections(memory_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
@@ -357,8 +357,8 @@ def test_state_commands_for_the_new_projections(memory_path: Path) -> None:
 
 
 def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> None:
-    import memledger
-    mem = memledger.open(tmp_path / "mem")
+    import memtape
+    mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="find the price list", start_url="https://p.test/") as run:
         run.give_context({"price_currency": "EUR"})
         assert run.infer_context("pagination_type", "numbered", "page analysis", step=1)
@@ -379,7 +379,7 @@ def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> 
 
 
 def test_an_experiment_replays_the_pattern_pruning_under_another_cap(fresh_ledger: SqliteStore) -> None:
-    from memledger.analytics.experiment import run_experiment
+    from memtape.analytics.experiment import run_experiment
     MemoryWriter(fresh_ledger).append([pattern(f"p{i}", when=at(i)) for i in range(6)])
     assert not list(fresh_ledger.read(types=["patterns_pruned"]))  # 6 <= 100
     result = run_experiment(fresh_ledger, {"max_patterns": 5})

@@ -15,12 +15,12 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from memledger.ledger.events import EVENT_TYPES
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.events import EVENT_TYPES
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, sample_event, sample_line
 
-MEMLEDGER = [sys.executable, "-m", "memledger"]
+MEMTAPE = [sys.executable, "-m", "memtape"]
 
 
 def jsonl(*objs: dict[str, Any]) -> bytes:
@@ -115,7 +115,7 @@ def test_events_filters_and_json_envelope(filled: Path) -> None:
 
 
 def test_events_follow_picks_up_another_process(filled: Path) -> None:
-    proc = subprocess.Popen([*MEMLEDGER, "--memory-dir", str(filled), "events", "--follow", "--json", "--from-seq", "5"],
+    proc = subprocess.Popen([*MEMTAPE, "--memory-dir", str(filled), "events", "--follow", "--json", "--from-seq", "5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)  # type: ignore[union-attr]
@@ -206,9 +206,9 @@ def test_schema_of_the_union_lists_every_type() -> None:
 
 
 def test_cli_end_to_end_in_a_subprocess(tmp_path: Path) -> None:
-    env = {**os.environ, "MEMLEDGER_DIR": str(tmp_path / "mem")}
+    env = {**os.environ, "MEMTAPE_DIR": str(tmp_path / "mem")}
     data = jsonl(sample_line("lesson_seeded"), sample_line("run_started"))
-    done = subprocess.run([*MEMLEDGER, "append", "--raw", "-"], input=data, env=env, capture_output=True, timeout=60)
+    done = subprocess.run([*MEMTAPE, "append", "--raw", "-"], input=data, env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    done = subprocess.run([*MEMLEDGER, "verify"], env=env, capture_output=True, timeout=60)
+    done = subprocess.run([*MEMTAPE, "verify"], env=env, capture_output=True, timeout=60)
     assert done.returncode == 0 and done.stdout.decode().startswith("ok: 2 events, chain intact; head 2:")

@@ -7,9 +7,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.events import Action, NewEvent, StepRecorded
-from memledger.ledger.redact import MARKER
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.events import Action, NewEvent, StepRecorded
+from memtape.ledger.redact import MARKER
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 
 PASSWORD = "hunter2-Corr3ct-Horse"
@@ -83,7 +83,7 @@ SNIPPETS = [API_KEY, AWS_KEY, BEARER, "bearer\tabcdefghij", CARD, CARD_DIGITS, "
                 max_size=6).map("".join),
        st.sampled_from(["value", "password", "Token", "note", "api-key", "card_number"]))
 def test_fast_screen_never_misses_what_the_full_walk_redacts(text: str, key: str) -> None:
-    from memledger.ledger.redact import default_redactor
+    from memtape.ledger.redact import default_redactor
     r = default_redactor()
     data = {"outer": {key: text, "list": [text]}, "plain": text}
     if r.value(data) != data:
@@ -103,7 +103,7 @@ def test_one_secret_in_a_large_batch(fresh_ledger: SqliteStore) -> None:
 def test_hex_digests_and_ids_are_not_card_numbers() -> None:
     import hashlib
 
-    from memledger.ledger.redact import default_redactor
+    from memtape.ledger.redact import default_redactor
     r = default_redactor()
     digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]
     assert [d for d in digests if r.text(d) != d] == []
@@ -117,7 +117,7 @@ def test_hex_digests_and_ids_are_not_card_numbers() -> None:
 def test_a_remembered_clean_verdict_changes_no_answer(text: str) -> None:
     """A redactor remembers the short strings it found clean (a fact's "key" field passes the screen
     but holds nothing): asked again it answers as a fresh redactor does, and keeps no secret."""
-    from memledger.ledger.redact import CLEAN_CACHE_TEXT, Redactor
+    from memtape.ledger.redact import CLEAN_CACHE_TEXT, Redactor
     r = Redactor()
     first = r.text(text)
     assert r.text(text) == first == Redactor().text(text)

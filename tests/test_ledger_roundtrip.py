@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import PAYLOAD_ADAPTER, NewEvent, RunCompleted
-from memledger.ledger.redact import MARKER, default_redactor
-from memledger.ledger.store import SqliteStore, serialize_payload
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import PAYLOAD_ADAPTER, NewEvent, RunCompleted
+from memtape.ledger.redact import MARKER, default_redactor
+from memtape.ledger.store import SqliteStore, serialize_payload
 from tests.ledger_samples import new_events, sample_event
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.ledger.errors import AppendOnlyViolation, ConcurrencyConflict, LedgerError, NewerSchema, NotALedger
-from memledger.ledger.events import LessonRecorded
-from memledger.ledger.location import memory_dir, open_store
-from memledger.ledger.store import SqliteStore, chain_hash
+from memtape.ledger.errors import AppendOnlyViolation, ConcurrencyConflict, LedgerError, NewerSchema, NotALedger
+from memtape.ledger.events import LessonRecorded
+from memtape.ledger.location import memory_dir, open_store
+from memtape.ledger.store import SqliteStore, chain_hash
 from tests.ledger_samples import SAMPLES, sample_event
 
 
@@ -29,7 +29,7 @@ def test_update_and_delete_are_refused(fresh_ledger: SqliteStore, ledger_path: P
     _fill(fresh_ledger)
     with sqlite3.connect(ledger_path) as raw, pytest.raises(sqlite3.IntegrityError, match="ledger is append-only"):
         raw.execute(sql)
-    from memledger.ledger.errors import translated
+    from memtape.ledger.errors import translated
     with pytest.raises(AppendOnlyViolation, match="ledger is append-only"), translated(str(ledger_path)):
         fresh_ledger.conn.execute(sql)
     assert fresh_ledger.head() == 5 and fresh_ledger.verify().ok

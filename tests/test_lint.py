@@ -22,9 +22,9 @@ def test_linter_passes_from_the_repository_root(command: list[str]) -> None:
 
 
 def test_mypy_checks_every_module_of_the_library() -> None:
-    """The links in memledger/ give mypy the folders' import names, so a bare `mypy` checks ledger/, projections/, ... too."""
+    """The links in memtape/ give mypy the folders' import names, so a bare `mypy` checks ledger/, projections/, ... too."""
     layers = sum(len(list((ROOT / folder).rglob("*.py"))) for folder in ["ledger", "projections", "agent", "analytics"])
-    modules = layers + len(list((ROOT / "memledger").glob("*.py")))
+    modules = layers + len(list((ROOT / "memtape").glob("*.py")))
     done = subprocess.run([str(BIN / "mypy")], cwd=ROOT, capture_output=True, text=True, timeout=280)
     checked = re.search(r"in (\d+) source files", done.stdout)
     assert checked and int(checked.group(1)) >= modules, done.stdout[-2000:]
@@ -36,23 +36,23 @@ def _contract(kind: str) -> dict[str, Any]:
 
 
 def test_the_layers_contract_names_the_whole_face() -> None:
-    """The top layer lists every module of memledger/ itself (the links to the library folders aside),
+    """The top layer lists every module of memtape/ itself (the links to the library folders aside),
     so a new face module cannot slip under the layers; below it agent | analytics, projections, ledger."""
     layers = _contract("layers")["layers"]
     face = {m.strip() for m in layers[0].split(":")}
-    found = {f"memledger.{p.stem}" for p in (ROOT / "memledger").glob("*.py") if p.stem != "__init__"}
-    found |= {f"memledger.{p.name}" for p in (ROOT / "memledger").iterdir()
+    found = {f"memtape.{p.stem}" for p in (ROOT / "memtape").glob("*.py") if p.stem != "__init__"}
+    found |= {f"memtape.{p.name}" for p in (ROOT / "memtape").iterdir()
               if p.is_dir() and not p.is_symlink() and (p / "__init__.py").exists()}
     assert face == found
-    assert layers[1:] == ["memledger.agent | memledger.analytics", "memledger.projections", "memledger.ledger"]
+    assert layers[1:] == ["memtape.agent | memtape.analytics", "memtape.projections", "memtape.ledger"]
 
 
 def test_lint_imports_sees_the_library_under_its_installed_name() -> None:
     """Every module of ledger/, projections/, agent/ and analytics/ is in the graph lint-imports builds
-    from the repository root, as memledger.<folder>.<module> (the name setuptools' package-dir installs),
+    from the repository root, as memtape.<folder>.<module> (the name setuptools' package-dir installs),
     so the contracts cover all of them."""
-    graph = grimp.build_graph("memledger", cache_dir=None)
+    graph = grimp.build_graph("memtape", cache_dir=None)
     for folder in ("ledger", "projections", "agent", "analytics"):
         for path in (ROOT / folder).rglob("*.py"):
-            name = ".".join(("memledger", folder, *path.relative_to(ROOT / folder).with_suffix("").parts))
+            name = ".".join(("memtape", folder, *path.relative_to(ROOT / folder).with_suffix("").parts))
             assert name.removesuffix(".__init__") in graph.modules, name

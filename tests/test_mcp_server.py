@@ -1,4 +1,4 @@
-"""`memledger mcp`: the MCP server over stdio, driven by the official SDK's own client."""
+"""`memtape mcp`: the MCP server over stdio, driven by the official SDK's own client."""
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +13,8 @@ from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-import memledger
-from memledger.mcp_server import build_server
+import memtape
+from memtape.mcp_server import build_server
 
 from .cli_runner import run_cli
 
@@ -25,7 +25,7 @@ OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 def _server(memory_dir: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "memledger", "--memory-dir", str(memory_dir), "mcp"])
+                                 args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"])
 
 
 async def _call(session: ClientSession | Client, tool: str, **arguments: Any) -> Any:
@@ -96,7 +96,7 @@ def test_mcp_server_over_stdio_teaches_the_next_run(tmp_path: Path) -> None:
     assert seen["no_run"] == "Error executing tool tier1: no run 'run_nope' in the ledger"
 
     # the audit of run 2 names what it recalled, taught by run 1's events
-    with memledger.open(memory_dir) as mem:
+    with memtape.open(memory_dir) as mem:
         taught = {e.id for e in mem.store.read(run_id=seen["first"], types=["lesson_recorded"])}
         recalls = list(mem.store.read(run_id=seen["second"], types=["error_recall"]))
         steps = list(mem.store.read(run_id=seen["second"], types=["step_recorded"]))
@@ -111,11 +111,11 @@ def test_mcp_help_says_how_to_connect() -> None:
     result = run_cli("mcp", "--help")
     out = result.out
     assert result.code == 0
-    assert '"command": "memledger"' in out and '"mcp"' in out and "stdio" in out
+    assert '"command": "memtape"' in out and '"mcp"' in out and "stdio" in out
 
 
 def _count(memory_dir: Path) -> int:
-    with memledger.open(memory_dir) as mem:
+    with memtape.open(memory_dir) as mem:
         return sum(1 for _ in mem.store.read())
 
 
@@ -126,12 +126,12 @@ def _count(memory_dir: Path) -> int:
 def test_bad_tool_arguments_are_one_line_errors_and_write_nothing(tmp_path_factory: Any, step: Any,
                                                                   action: Any) -> None:
     memory_dir = tmp_path_factory.mktemp("mem")
-    with memledger.open(memory_dir) as mem:
+    with memtape.open(memory_dir) as mem:
         run_id = mem.start_run(goal="g", start_url="http://shop.test/").run_id
     before = _count(memory_dir)
 
     async def calls() -> list[str]:
-        with memledger.open(memory_dir) as mem:
+        with memtape.open(memory_dir) as mem:
             async with Client(build_server(mem)) as client:
                 return [_error(await client.call_tool("record_step", {"run_id": run_id, "step": step,
                                                                       "action": "click"})),

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from memledger.agent.browser import Element, Observation
-from memledger.agent.policy import DecisionContext, OpenAIPolicy, PolicyError
+from memtape.agent.browser import Element, Observation
+from memtape.agent.policy import DecisionContext, OpenAIPolicy, PolicyError
 
 ANSWER = {"id": "c1", "object": "chat.completion", "created": 0, "model": "stub",
           "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},

@@ -1,5 +1,5 @@
 """examples/node-agent.mjs: a JavaScript agent (Node's built-in fetch, no packages) runs twice
-against a live `memledger serve`; the second run recalls what the first taught."""
+against a live `memtape serve`; the second run recalls what the first taught."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import memledger
+import memtape
 from tests.server_support import live_server
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "node-agent.mjs"
@@ -24,7 +24,7 @@ def test_node_agent_second_run_recalls_the_first(tmp_path: Path) -> None:
     assert result["first"]["recalled"] == [] and result["first"]["errors"] == 1
     assert "Accept the cookie banner before clicking Buy" in result["second"]["recalled"]
     assert result["second"]["errors"] == 0
-    with memledger.open(memory) as mem:
+    with memtape.open(memory) as mem:
         runs = {r["run_id"]: r for r in mem.state("runs")}
         assert runs[result["first"]["run"]]["status"] == runs[result["second"]["run"]]["status"] == "completed"
         built = [ev for ev in mem.store.read(run_id=result["second"]["run"], types=["context_built"])]

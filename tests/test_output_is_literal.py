@@ -11,7 +11,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event
 

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from memledger.ledger.location import open_store
-from memledger.projections.materialize import load_state, rebuild
-from memledger.projections.state import digests
+from memtape.ledger.location import open_store
+from memtape.projections.materialize import load_state, rebuild
+from memtape.projections.state import digests
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 CASES = str(Path(__file__).resolve().parent.parent / "agent" / "sites" / "cases.json")
 
 
-def memledger(memory: Path, url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def memtape(memory: Path, url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The real command in its own process, on the PostgreSQL store."""
-    env = {**os.environ, "MEMLEDGER_STORE": url}
-    done = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), *args],
+    env = {**os.environ, "MEMTAPE_STORE": url}
+    done = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), *args],
                           capture_output=True, text=True, env=env, timeout=300)
     if check:
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
@@ -31,9 +31,9 @@ def memledger(memory: Path, url: str, *args: str, check: bool = True) -> subproc
 
 def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_path: Path) -> None:
     memory = tmp_path / "mem"
-    memledger(memory, pg_url, "run", "--cases", CASES, "--case", "shop-view-socks", "--case", "shop-add-shoes")
+    memtape(memory, pg_url, "run", "--cases", CASES, "--case", "shop-view-socks", "--case", "shop-add-shoes")
     assert not (memory / "ledger.db").exists()  # the events went to the server, not to a SQLite file
-    assert memledger(memory, pg_url, "verify").stdout.startswith("ok: ")
+    assert memtape(memory, pg_url, "verify").stdout.startswith("ok: ")
 
     with open_store(url=pg_url, create=False) as store:
         assert store.verify().ok
@@ -42,23 +42,23 @@ def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_pa
         assert len(runs) == 2 and all(e.data["success"] for e in runs)
         assert len(list(store.read(types=["trajectory_recorded"]))) == 2
         # the agent caught projections.db up incrementally; it equals a rebuild from the server's log
-        incremental = json.loads(memledger(memory, pg_url, "state", "runs", "--json").stdout)
+        incremental = json.loads(memtape(memory, pg_url, "state", "runs", "--json").stdout)
         fresh = rebuild(store, tmp_path / "rebuilt.db")
     assert {r["run_id"] for r in incremental} == {e.run_id for e in runs}
     assert head == fresh.head
 
-    listed = json.loads(memledger(memory, pg_url, "runs", "--status", "completed", "--json").stdout)
+    listed = json.loads(memtape(memory, pg_url, "runs", "--status", "completed", "--json").stdout)
     assert len(listed) == 2
-    audit = json.loads(memledger(memory, pg_url, "audit", runs[0].run_id, "--json").stdout)
+    audit = json.loads(memtape(memory, pg_url, "audit", runs[0].run_id, "--json").stdout)
     assert audit["steps"] and any(s["action"] and s["action"]["command"] for s in audit["steps"])
     assert any(item["tokens"] > 0 for s in audit["steps"] for p in s["prompt"] for item in p["items"])
-    analytics = json.loads(memledger(memory, pg_url, "analytics", "runs", "--format", "json").stdout)
+    analytics = json.loads(memtape(memory, pg_url, "analytics", "runs", "--format", "json").stdout)
     assert sum(len(rows) for rows in analytics.values()) > 0
 
     # watch follows the server with LISTEN/NOTIFY and keeps a projections.db of its own current
     watched = tmp_path / "watcher"
-    env = {**os.environ, "MEMLEDGER_STORE": pg_url}
-    watcher = subprocess.Popen([sys.executable, "-m", "memledger", "--memory-dir", str(watched), "watch",
+    env = {**os.environ, "MEMTAPE_STORE": pg_url}
+    watcher = subprocess.Popen([sys.executable, "-m", "memtape", "--memory-dir", str(watched), "watch",
                                 "--max-events", "2", "--timeout", "120"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -70,7 +70,7 @@ def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_pa
                  b'"value": "cookie banner on first visit"}\n'
                  b'{"type": "selector_succeeded", "domain": "shop.test", "role": "button", "name": "Accept", '
                  b'"selector": "#accept"}\n')
-        appended = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory), "append", "-"],
+        appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "-"],
                                   input=lines.decode(), capture_output=True, text=True, env=env, timeout=60)
         assert appended.returncode == 0, appended.stderr
         out, err = watcher.communicate(timeout=120)

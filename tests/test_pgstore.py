@@ -9,13 +9,13 @@ import psycopg
 import pytest
 
 from devtools.pg import TempPostgres
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.copy import copy_ledger
-from memledger.ledger.errors import LedgerError, NewerSchema, NotALedger
-from memledger.ledger.events import LessonSeeded, RunProgress, event
-from memledger.ledger.location import open_store
-from memledger.ledger.pgstore import PostgresStore
-from memledger.ledger.urls import display_url
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.copy import copy_ledger
+from memtape.ledger.errors import LedgerError, NewerSchema, NotALedger
+from memtape.ledger.events import LessonSeeded, RunProgress, event
+from memtape.ledger.location import open_store
+from memtape.ledger.pgstore import PostgresStore
+from memtape.ledger.urls import display_url
 from tests.cli_runner import run_cli
 
 
@@ -44,13 +44,13 @@ def test_a_newer_schema_is_refused_in_one_line(pg_url: str) -> None:
         conn.execute("UPDATE memledger_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(NewerSchema) as info:
         PostgresStore.open(pg_url)
-    assert "newer memledger" in str(info.value) and "\n" not in str(info.value)
+    assert "newer memtape" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_foreign_events_table_is_not_a_ledger(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE events (id int)")
-    with pytest.raises(NotALedger, match="not a memledger ledger"):
+    with pytest.raises(NotALedger, match="not a memtape ledger"):
         PostgresStore.open(pg_url)
 
 
@@ -151,9 +151,9 @@ def test_missing_postgresql_says_how_to_install_it(monkeypatch: pytest.MonkeyPat
 
 def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tmp_path: Path) -> None:
     """Nothing above `ledger` knows the store: the policy writer and the view behave identically."""
-    from memledger.ledger.events import FactObserved
-    from memledger.projections.view import MemoryView
-    from memledger.projections.writer import MemoryWriter
+    from memtape.ledger.events import FactObserved
+    from memtape.projections.view import MemoryView
+    from memtape.projections.writer import MemoryWriter
     observations = [event(FactObserved(fact_type="quirk", key="cookie banner", value=v), domain="shop.test")
                     for v in ("top", "top", "bottom", "bottom")]
     results = []
@@ -210,7 +210,7 @@ def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None
             with psycopg.connect(pg_url, autocommit=True) as admin:
                 killed = admin.execute(
                     "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                    "application_name = 'memledger' AND datname = current_database() AND pid <> pg_backend_pid()) k"
+                    "application_name = 'memtape' AND datname = current_database() AND pid <> pg_backend_pid()) k"
                 ).fetchone()
             assert killed == (1,)
             call()
@@ -219,7 +219,7 @@ def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None
 
 
 def test_a_writer_held_up_past_the_busy_timeout_gets_ledger_locked(pg_url: str) -> None:
-    from memledger.ledger.errors import LedgerLocked
+    from memtape.ledger.errors import LedgerLocked
     with PostgresStore.open(pg_url) as holder, PostgresStore.open(pg_url, busy_timeout=0.2) as waiter:
         with holder.atomic() as tx:
             tx.append(some_events(1))

@@ -1,7 +1,7 @@
 """A projection process SIGKILLed mid-rebuild or mid-catch-up: the next catch-up gives the
 same digests as a clean rebuild (projections.db is disposable and self-checking).
 
-The ledger is devtools/synthetic.py's synthetic agent log (MEMLEDGER_KILL_EVENTS events,
+The ledger is devtools/synthetic.py's synthetic agent log (MEMTAPE_KILL_EVENTS events,
 default 40,000; the issue's 200,000 works too, slower). Each kill lands at a random moment
 of the fold or of the snapshot/table writes, and the test checks the process really was
 cut short (the checkpoints never reached the head)."""
@@ -19,20 +19,20 @@ from pathlib import Path
 import pytest
 
 from devtools.synthetic import build_ledger
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import Catchup, opened, rebuild
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.view import MemoryView
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import Catchup, opened, rebuild
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.stress
-EVENTS = int(os.environ.get("MEMLEDGER_KILL_EVENTS", "40000"))
+EVENTS = int(os.environ.get("MEMTAPE_KILL_EVENTS", "40000"))
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import sys
 from pathlib import Path
-from memledger.ledger.store import SqliteStore
-from memledger.projections.materialize import Catchup
-from memledger.projections.parameters import DEFAULT_POLICY
+from memtape.ledger.store import SqliteStore
+from memtape.projections.materialize import Catchup
+from memtape.projections.parameters import DEFAULT_POLICY
 store = SqliteStore.open(sys.argv[1])
 print("go", flush=True)
 Catchup(store, Path(sys.argv[2]), DEFAULT_POLICY, rebuild=sys.argv[3] == "rebuild").run()
@@ -64,7 +64,7 @@ def kill_midway(ledger: Path, proj: Path, mode: str, window: float, rng: random.
 
 
 def test_killed_rebuild_and_catchup_resume_to_the_same_digests(tmp_path: Path) -> None:
-    rng = random.Random(os.environ.get("MEMLEDGER_KILL_SEED", "6"))
+    rng = random.Random(os.environ.get("MEMTAPE_KILL_SEED", "6"))
     ledger, proj = tmp_path / "ledger.db", tmp_path / "projections.db"
     store = build_ledger(ledger, EVENTS)
     head = store.head()

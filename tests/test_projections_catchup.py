@@ -15,13 +15,13 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
-from memledger.projections import materialize
-from memledger.projections.parameters import Policy
-from memledger.projections.state import PROJECTIONS, MemoryState, digests, fold
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.projections import materialize
+from memtape.projections.parameters import Policy
+from memtape.projections.state import PROJECTIONS, MemoryState, digests, fold
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact
 from tests.test_projections_determinism import _populated, _write, memory_events
 

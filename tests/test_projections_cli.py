@@ -1,12 +1,12 @@
-"""`memledger rebuild|state|runs|diff` end to end (in-process)."""
+"""`memtape rebuild|state|runs|diff` end to end (in-process)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import T0, fact, lesson, run_completed, run_started, session, trajectory
 

@@ -19,17 +19,17 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import InvalidEvent, LedgerTampered
-from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from memledger.ledger.store import SqliteStore
-from memledger.projections import intervals, materialize
-from memledger.projections.lessons import lesson_id_for
-from memledger.projections.parameters import Policy
-from memledger.projections.seal import Seal
-from memledger.projections.state import MemoryState, digests, fold
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import InvalidEvent, LedgerTampered
+from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.ledger.store import SqliteStore
+from memtape.projections import intervals, materialize
+from memtape.projections.lessons import lesson_id_for
+from memtape.projections.parameters import Policy
+from memtape.projections.seal import Seal
+from memtape.projections.state import MemoryState, digests, fold
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.ledger_samples import new_events
 from tests.projections_support import (
     at,
@@ -172,8 +172,8 @@ def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points
 
 SCRIPT = """
 import json, sys
-from memledger.ledger.store import SqliteStore
-from memledger.projections.view import MemoryView
+from memtape.ledger.store import SqliteStore
+from memtape.projections.view import MemoryView
 store = SqliteStore.open(sys.argv[1])
 print(json.dumps(MemoryView.open(store).digests(), sort_keys=True))
 """

@@ -13,15 +13,15 @@ from unittest import mock
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
-from memledger.ledger.store import SqliteStore
-from memledger.projections import intervals, materialize
-from memledger.projections.parameters import DEFAULT_POLICY, Policy
-from memledger.projections.seal import Seal
-from memledger.projections.state import PROJECTIONS, MemoryState, digest_of, fold, module
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
+from memtape.ledger.store import SqliteStore
+from memtape.projections import intervals, materialize
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seal import Seal
+from memtape.projections.state import PROJECTIONS, MemoryState, digest_of, fold, module
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact, lesson, recall, run_started, session
 from tests.test_projections_determinism import _write, memory_events
 

@@ -5,10 +5,10 @@ import dataclasses
 
 import pytest
 
-from memledger.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from memledger.projections.parameters import Policy
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.projections.parameters import Policy
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory
 
 
@@ -126,7 +126,7 @@ def test_a_trajectory_exactly_30_days_old_is_kept_and_a_moment_older_expires(fre
 def test_trajectories_are_scoped_by_host_and_failures_are_not_kept(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
     w.append([trajectory("t1", "buy shoes", domain="www.shop.com", when=T0)])
-    from memledger.ledger.events import TrajectoryRecorded
+    from memtape.ledger.events import TrajectoryRecorded
     w.append([NewEvent(TrajectoryRecorded(trajectory_id="t2", goal="buy shoes", steps=[], success=False),
                        domain="shop.com")])
     v = view(fresh_ledger)
@@ -171,7 +171,7 @@ def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger
               for i in range(150)]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
-    from memledger.projections.trajectories import rank
+    from memtape.projections.trajectories import rank
     for goal in ["alpha beta", "gamma delta eps", "theta", "alpha beta gamma delta"]:
         assert v.match_trajectories(goal, "example.com", at(1)) == rank(v.trajectories("example.com"), goal, at(1),
                                                                          v.policy)
@@ -209,7 +209,7 @@ def test_runs_registry_list_resume_fork(fresh_ledger):
         "goal": "Add dark mode", "startUrl": "https://example.com/end", "sessionId": "proj_123", "parentRunId": "r1"}
     fork = v.fork_scenario("r1", "Build auth instead")
     assert fork["sessionId"].startswith("fork_") and fork["parentRunId"] == "r1"
-    from memledger.ledger.errors import UnknownItem
+    from memtape.ledger.errors import UnknownItem
     with pytest.raises(UnknownItem):
         v.resume_scenario("nope", "x")
 

@@ -1,12 +1,12 @@
 """Lessons (seed 001) at their boundaries, and seed 001's three worked examples."""
 from __future__ import annotations
 
-from memledger.ledger.events import DomainRecall, LessonRecorded, NewEvent
-from memledger.projections.lessons import lesson_id_for
-from memledger.projections.parameters import Policy
-from memledger.projections.seeds import seed_lessons
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.events import DomainRecall, LessonRecorded, NewEvent
+from memtape.projections.lessons import lesson_id_for
+from memtape.projections.parameters import Policy
+from memtape.projections.seeds import seed_lessons
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import CLICK_TEXT, T0, at, lesson, recall
 
 CLICK_ID = lesson_id_for("click", "intercepts pointer events", None, CLICK_TEXT)
@@ -247,9 +247,9 @@ def test_recall_on_domain_equal_keys_keep_first_recorded_order(fresh_ledger):
 def test_experiment_and_view_rank_tier1_with_one_key():
     import inspect
 
-    from memledger.analytics import experiment
-    from memledger.projections import view as view_mod
-    from memledger.projections.lessons import tier1
+    from memtape.analytics import experiment
+    from memtape.projections import view as view_mod
+    from memtape.projections.lessons import tier1
     assert "tier1(" in inspect.getsource(experiment.Side.summary)
     assert inspect.getsource(view_mod.MemoryView.tier1).count("sort") == 0
     assert tier1 is view_mod.tier1
@@ -312,7 +312,7 @@ def test_seed_lessons_are_the_three_of_seed_001():
 def test_observation_and_decisions_are_one_transaction_or_nothing(fresh_ledger):
     import pytest
 
-    from memledger.ledger.errors import LedgerError
+    from memtape.ledger.errors import LedgerError
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])
     head = fresh_ledger.head()
@@ -321,7 +321,7 @@ def test_observation_and_decisions_are_one_transaction_or_nothing(fresh_ledger):
     assert fresh_ledger.head() == head
     from unittest import mock
 
-    from memledger.projections import writer as writer_mod
+    from memtape.projections import writer as writer_mod
     calls: list[int] = []
     real_decide = writer_mod.decide
 
@@ -368,7 +368,7 @@ def test_seeds_are_recalled_on_the_errors_they_answer(fresh_ledger):
 def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fresh_ledger):
     import pytest
 
-    from memledger.ledger.errors import InvalidEvent
+    from memtape.ledger.errors import InvalidEvent
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])
     victim = view(fresh_ledger).lesson(CLICK_ID)
@@ -385,8 +385,8 @@ def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fres
 
 
 def test_decide_on_a_stored_hijack_attempt_promotes_nobody(fresh_ledger):
-    from memledger.projections.decisions import decide
-    from memledger.projections.state import MemoryState, fold
+    from memtape.projections.decisions import decide
+    from memtape.projections.state import MemoryState, fold
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])
     state = fold(MemoryState.empty(), fresh_ledger.read())

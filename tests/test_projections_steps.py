@@ -1,8 +1,8 @@
 """Graded step memories (seed 002) and short-term memory (seed 003)."""
 from __future__ import annotations
 
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import graded, run_completed, run_started, step
 
 PAGE = [f"button:b{i}" for i in range(10)]
@@ -96,7 +96,7 @@ def test_many_memories_use_the_element_index_and_agree_with_a_scan(fresh_ledger)
                        graded(f"r{r}", n, rng.choice(["success", "failure"]))]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
-    from memledger.projections.steps import retrieve
+    from memtape.projections.steps import retrieve
     all_mems = [m for steps in v.state.step_memories.by_run.values() for m in steps.values()]
     hits = 0
     for _ in range(20):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memledger.cli import cli
-from memledger.ledger.events import EVENT_TYPES
+from memtape.cli import cli
+from memtape.ledger.events import EVENT_TYPES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -19,7 +19,7 @@ def section(title: str) -> str:
 
 def test_every_command_is_documented() -> None:
     commands = section("Commands")
-    missing = [name for name in sorted(cli.commands) if f"`memledger {name}" not in commands]
+    missing = [name for name in sorted(cli.commands) if f"`memtape {name}" not in commands]
     assert not missing, f"commands missing from README.md '## Commands': {missing}"
 
 

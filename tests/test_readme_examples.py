@@ -1,5 +1,5 @@
 """Every ```bash example of the README runs as written, in order, in one fresh directory with the
-installed `memledger` on PATH — except the few marked `<!-- docs-test: skip (reason) -->`, which
+installed `memtape` on PATH — except the few marked `<!-- docs-test: skip (reason) -->`, which
 drive Chromium for minutes or need a PostgreSQL server (each names the test that covers it)."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_every_bash_example_runs_as_written(tmp_path: Path) -> None:
     work = tmp_path / "work"
     (work / "agent" / "sites").mkdir(parents=True)
     shutil.copy(ROOT / "agent" / "sites" / "cases.json", work / "agent" / "sites" / "cases.json")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_") and k != "COLUMNS"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_") and k != "COLUMNS"}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HOME=str(tmp_path))
     for body in runnable:
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", body], cwd=work, env=env, capture_output=True,

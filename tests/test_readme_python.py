@@ -30,12 +30,12 @@ def test_a_skipped_block_names_the_test_that_covers_it() -> None:
 
 
 def test_the_readme_shows_the_api_with_python() -> None:
-    assert any("memledger.open(" in code for _, code in python_blocks())
+    assert any("memtape.open(" in code for _, code in python_blocks())
 
 
 @pytest.mark.parametrize(("line", "code"), python_blocks(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
 def test_python_block_runs(tmp_path: Path, line: int, code: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
     done = subprocess.run([sys.executable, "-"], input=code, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, f"README.md line {line}: the block failed:\n{done.stderr[-3000:]}"

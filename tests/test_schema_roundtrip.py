@@ -1,4 +1,4 @@
-"""Issue 12 item 5 and issue 19 item 1: `memledger schema` describes exactly the lines `append`
+"""Issue 12 item 5 and issue 19 item 1: `memtape schema` describes exactly the lines `append`
 accepts (checked with the `jsonschema` package over a hypothesis corpus drawn from the schema itself,
 and over hostile mutations of it), and any line `append --raw` accepts can afterwards be read by every
 read path: folded, materialized, exported in every format, audited, reported, diffed, explained."""
@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import CROSS_FIELD_RULES, EVENT_TYPES
-from memledger.ledger.jsonl import parse_lines
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import CROSS_FIELD_RULES, EVENT_TYPES
+from memtape.ledger.jsonl import parse_lines
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.schema_strategies import RUN_IDS, SCHEMA, any_line, dumps, mutated_line
 

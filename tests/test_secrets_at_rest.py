@@ -2,7 +2,7 @@
 page text, payload fields, dict keys, secret-named keys and envelope fields, is found in no byte of
 ledger.db, its WAL, projections.db (and its compressed states), any export, the report or any audit.
 
-The planting goes through `memledger append` (payloads, keys and envelopes as a caller writes them)
+The planting goes through `memtape append` (payloads, keys and envelopes as a caller writes them)
 and through the agent's memory facade (a login goal, a password typed into a password field, an
 API key typed into an ordinary field, a page showing every shape); `test_secrets_browser.py` does
 the same with the real agent in Chromium. Property tests check the detectors on their own: no
@@ -26,13 +26,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.agent.memory import AgentMemory, goal_secrets
-from memledger.agent.policy import parse_goal
-from memledger.ledger.events import EVENT_TYPES, Action
-from memledger.ledger.ids import short_id, uuid7
-from memledger.ledger.redact import DETECTORS, MARKER, Redactor, default_redactor, may_hold_secret, secret_named
-from memledger.ledger.settings import Settings
-from memledger.ledger.store import SqliteStore
+from memtape.agent.memory import AgentMemory, goal_secrets
+from memtape.agent.policy import parse_goal
+from memtape.ledger.events import EVENT_TYPES, Action
+from memtape.ledger.ids import short_id, uuid7
+from memtape.ledger.redact import DETECTORS, MARKER, Redactor, default_redactor, may_hold_secret, secret_named
+from memtape.ledger.settings import Settings
+from memtape.ledger.store import SqliteStore
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step
@@ -289,7 +289,7 @@ def test_the_fast_screen_never_misses_what_the_walk_redacts(text: str, key: str)
         assert may_hold_secret(orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode())
 
 
-# ---- MEMLEDGER_SECRET_PATTERNS -------------------------------------------------------------------
+# ---- MEMTAPE_SECRET_PATTERNS -------------------------------------------------------------------
 
 def test_extra_patterns_are_used() -> None:
     r = Redactor(["ACME-[0-9]{6}"])
@@ -299,13 +299,13 @@ def test_extra_patterns_are_used() -> None:
 @pytest.mark.parametrize("patterns", ["(unclosed", "ok-[0-9]+\n[z-a]", "x*"])
 def test_a_bad_secret_pattern_is_one_line_and_nothing_is_written(tmp_path: Path, patterns: str) -> None:
     memory_dir = tmp_path / "mem"
-    env = {**os.environ, "MEMLEDGER_SECRET_PATTERNS": patterns}
+    env = {**os.environ, "MEMTAPE_SECRET_PATTERNS": patterns}
     line = b'{"type": "fact_observed", "fact_type": "quirk", "key": "k", "value": "v"}\n'
-    proc = subprocess.run([sys.executable, "-m", "memledger", "--memory-dir", str(memory_dir), "append", "-"],
+    proc = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "append", "-"],
                           input=line, capture_output=True, env=env, timeout=120)
     err = proc.stderr.decode()
     assert proc.returncode != 0
-    assert err.count("\n") == 1 and err.startswith("error: ") and "MEMLEDGER_SECRET_PATTERNS line" in err, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "MEMTAPE_SECRET_PATTERNS line" in err, err
     assert "Traceback" not in err
     assert not (memory_dir / "ledger.db").exists()
 

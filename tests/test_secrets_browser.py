@@ -1,4 +1,4 @@
-"""Secrets never at rest, with the real agent: `memledger run` in Chromium on the bundled portal logs
+"""Secrets never at rest, with the real agent: `memtape run` in Chromium on the bundled portal logs
 in with a goal that names its password without the word "password", then types an API key and a
 GitHub token into an ordinary field the page then shows; nothing of them is in any byte written."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.ledger.redact import MARKER
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.redact import MARKER
+from memtape.ledger.store import SqliteStore
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
 from tests.security_support import produce_outputs, scan

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from memledger.agent.browser import Browser
-from memledger.agent.loop import RunResult, run_task
-from memledger.agent.memory import AgentMemory
-from memledger.agent.policy import ScriptedPolicy
-from memledger.agent.runner import RunOptions, run_agent
-from memledger.agent.sites import CASES_FILE, load_cases
-from memledger.ledger.redact import MARKER
-from memledger.ledger.settings import Settings
-from memledger.ledger.store import SqliteStore
+from memtape.agent.browser import Browser
+from memtape.agent.loop import RunResult, run_task
+from memtape.agent.memory import AgentMemory
+from memtape.agent.policy import ScriptedPolicy
+from memtape.agent.runner import RunOptions, run_agent
+from memtape.agent.sites import CASES_FILE, load_cases
+from memtape.ledger.redact import MARKER
+from memtape.ledger.settings import Settings
+from memtape.ledger.store import SqliteStore
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step
@@ -50,7 +50,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("security")
-    memory_dir = root / ".agent-memory"  # created by memledger itself
+    memory_dir = root / ".agent-memory"  # created by memtape itself
     settings = Settings(memory=str(memory_dir))
     login = run_agent(settings, RunOptions(cases_file=str(CASES_FILE), case_ids=["portal-login"]))
     login += run_agent(settings, RunOptions(cases_file=str(CASES_FILE), case_ids=["portal-login"], isolation="per-run"))
@@ -100,7 +100,7 @@ def test_memory_files_0600_and_dirs_0700(world: World) -> None:
     assert stat.S_IMODE(world.memory_dir.stat().st_mode) == 0o700
     for p in world.memory_dir.rglob("*"):
         if world.outputs / "audit" in p.parents or p == world.outputs / "audit":
-            continue  # written by this test, not by memledger
+            continue  # written by this test, not by memtape
         mode = stat.S_IMODE(p.lstat().st_mode)
         assert mode == (0o700 if p.is_dir() else 0o600), f"{p.relative_to(world.memory_dir)}: {oct(mode)}"
         seen.add(re.sub(r"run_[0-9a-z_]+", "RUN", str(p.relative_to(world.memory_dir))))

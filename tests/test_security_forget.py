@@ -1,4 +1,4 @@
-"""`memledger forget`: after it, nothing of the subject is in projections.db (tables, states,
+"""`memtape forget`: after it, nothing of the subject is in projections.db (tables, states,
 snapshots, free pages, WAL), the analytics mirror (analytics.duckdb), any export format, the report or any audit answer — scanned
 as bytes — while the ledger keeps its events and the chain verifies."""
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memledger.agent.memory import AgentMemory
-from memledger.ledger.events import LessonRecorded, event
-from memledger.ledger.location import MIRROR_FILE
-from memledger.ledger.store import SqliteStore
-from memledger.projections import materialize
-from memledger.projections.forget import forget
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.agent.memory import AgentMemory
+from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.location import MIRROR_FILE
+from memtape.ledger.store import SqliteStore
+from memtape.projections import materialize
+from memtape.projections.forget import forget
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import overlay_run, play, produce_outputs, scan, step
 

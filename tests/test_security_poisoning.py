@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from memledger.agent.browser import Browser
-from memledger.agent.loop import run_task
-from memledger.agent.memory import AgentMemory
-from memledger.agent.policy import ScriptedPolicy
-from memledger.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
-from memledger.ledger.store import SqliteStore
-from memledger.projections.text import domain_matches
-from memledger.projections.view import MemoryView
+from memtape.agent.browser import Browser
+from memtape.agent.loop import run_task
+from memtape.agent.memory import AgentMemory
+from memtape.agent.policy import ScriptedPolicy
+from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
+from memtape.ledger.store import SqliteStore
+from memtape.projections.text import domain_matches
+from memtape.projections.view import MemoryView
 from tests import hostile_sites as H
 
 pytestmark = [pytest.mark.browser, pytest.mark.stress]

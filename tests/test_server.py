@@ -1,4 +1,4 @@
-"""`memledger serve`: every route through a real HTTP client against a live server, logging
+"""`memtape serve`: every route through a real HTTP client against a live server, logging
 what the library call of the same name logs; bad input is a 4xx with one line and writes
 nothing; a token guards every route; concurrent clients lose nothing."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memledger
+import memtape
 from tests.cli_runner import run_cli
 from tests.server_support import live_server
 
@@ -28,7 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 
 
 def _types(memory: Path, run_id: str) -> list[str]:
-    with memledger.open(memory) as mem:
+    with memtape.open(memory) as mem:
         return [ev.type for ev in mem.store.read(run_id=run_id)]
 
 
@@ -138,7 +138,7 @@ def test_bad_input_is_a_4xx_with_one_line_and_writes_nothing(server: tuple[str, 
 
 
 def _event_count(memory: Path) -> int:
-    with memledger.open(memory) as mem:
+    with memtape.open(memory) as mem:
         return int(mem.store.head())
 
 
@@ -191,7 +191,7 @@ def test_eight_concurrent_clients_lose_nothing(tmp_path: Path) -> None:
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(client, range(8)))
     assert sum(n for _, n in results) == 8 * per_client
-    with memledger.open(memory) as mem:
+    with memtape.open(memory) as mem:
         events = list(mem.store.read())
         seqs = [ev.seq for ev in events]
         assert seqs == list(range(1, len(seqs) + 1))

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from memledger.ledger.errors import (
+from memtape.ledger.errors import (
     SQLITE_CORRUPT,
     SQLITE_IOERR,
     AppendOnlyViolation,
@@ -23,9 +23,9 @@ from memledger.ledger.errors import (
     describe_sqlite_error,
     translated,
 )
-from memledger.ledger.events import LessonSeeded, NewEvent, event
-from memledger.ledger.pgstore import PostgresStore, describe_pg_error, pg_translated
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.events import LessonSeeded, NewEvent, event
+from memtape.ledger.pgstore import PostgresStore, describe_pg_error, pg_translated
+from memtape.ledger.store import SqliteStore
 
 
 def lesson(n: int, id: str | None = None) -> NewEvent:
@@ -79,7 +79,7 @@ def test_sqlite_cannot_open_is_ledger_read_only(tmp_path: Path) -> None:
 
 def test_sqlite_not_a_database_is_not_a_ledger(tmp_path: Path) -> None:
     (tmp_path / "ledger.db").write_bytes(b"this is not a database, " * 100)
-    with pytest.raises(NotALedger, match="not a memledger ledger or damaged"):
+    with pytest.raises(NotALedger, match="not a memtape ledger or damaged"):
         SqliteStore.open(tmp_path / "ledger.db")
 
 

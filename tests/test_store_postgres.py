@@ -11,11 +11,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import ChainBroken, ConcurrencyConflict
-from memledger.ledger.location import open_store, projections_path
-from memledger.ledger.pgstore import PostgresStore
-from memledger.ledger.store import Store, chain_hash
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import ChainBroken, ConcurrencyConflict
+from memtape.ledger.location import open_store, projections_path
+from memtape.ledger.pgstore import PostgresStore
+from memtape.ledger.store import Store, chain_hash
 from tests.store_contract import StoreContract, lesson, progress
 
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memledger.ledger.anchor import HeadFile, remember_head, verify_ledger
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.errors import ChainBroken
-from memledger.ledger.store import COLUMNS, ChainCheck, SqliteStore, chain_hash
+from memtape.ledger.anchor import HeadFile, remember_head, verify_ledger
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.errors import ChainBroken
+from memtape.ledger.store import COLUMNS, ChainCheck, SqliteStore, chain_hash
 from tests.ledger_samples import sample_event
 
 N = 9

@@ -1,4 +1,4 @@
-"""Issue 19 item 6: `memledger verify --decisions` re-derives every decision event in the log.
+"""Issue 19 item 6: `memtape verify --decisions` re-derives every decision event in the log.
 
 The log is replayed under the policy each run recorded; a decision the policy would not have made
 (appended with --raw), one made differently, or one missing is named by its seq.
@@ -13,12 +13,12 @@ from typing import Any
 import orjson
 import pytest
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted, event
-from memledger.ledger.store import SqliteStore
-from memledger.projections.parameters import Policy
-from memledger.projections.replay import verify_decisions
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted, event
+from memtape.ledger.store import SqliteStore
+from memtape.projections.parameters import Policy
+from memtape.projections.replay import verify_decisions
+from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 

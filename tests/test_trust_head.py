@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from memledger.ledger.anchor import HeadFile, parse_anchor
-from memledger.ledger.errors import ChainBroken, LedgerError
-from memledger.ledger.store import SqliteStore
+from memtape.ledger.anchor import HeadFile, parse_anchor
+from memtape.ledger.errors import ChainBroken, LedgerError
+from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.trust_support import behind_the_back, payload_editor, rehash, rows, small_memory
 
@@ -240,13 +240,13 @@ def test_postgresql_cut_tail_and_edited_payload_are_named(pg_url: str, tmp_path:
 
 
 def test_the_python_api_remembers_and_checks_the_head(tmp_path: Path) -> None:
-    import memledger
+    import memtape
     mem = tmp_path / "memory"
-    with memledger.open(mem) as m:
+    with memtape.open(mem) as m:
         with m.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
             run.finish(success=True, outcome="bought")
     h = head_of(mem)
     assert json.loads((mem / "ledger.head").read_text())["seq"] == h
     behind_the_back(mem / "ledger.db", f"DELETE FROM events WHERE seq = {h}")
-    with pytest.raises(memledger.MemledgerError, match=f"seq {h} is missing"):
-        memledger.open(mem)
+    with pytest.raises(memtape.MemtapeError, match=f"seq {h} is missing"):
+        memtape.open(mem)

@@ -17,14 +17,14 @@ import orjson
 import pytest
 import zstandard
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import SqliteStore
-from memledger.projections import intervals, materialize
-from memledger.projections.parameters import Policy
-from memledger.projections.seal import Seal
-from memledger.projections.state import MemoryState, digest_of, fold
-from memledger.projections.view import MemoryView
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.projections import intervals, materialize
+from memtape.projections.parameters import Policy
+from memtape.projections.seal import Seal
+from memtape.projections.state import MemoryState, digest_of, fold
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.projections_support import T0, fact, lesson
 

@@ -1,4 +1,4 @@
-"""One import name: the wheel holds only `memledger/` (and its .dist-info), and installed into a
+"""One import name: the wheel holds only `memtape/` (and its .dist-info), and installed into a
 fresh virtualenv beside a project with its own `agent` and `analytics` packages, both import in
 one process without mixing."""
 from __future__ import annotations
@@ -16,15 +16,15 @@ SOURCE_IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-
 
 USER_PROJECT_CHECK = r'''
 import agent, agent.loop, analytics
-import memledger
-from memledger.agent import memory
-from memledger.analytics import audit
+import memtape
+from memtape.agent import memory
+from memtape.analytics import audit
 assert agent.loop.WHOSE == "mine" and analytics.WHOSE == "mine", "the project's own packages"
-assert not hasattr(agent, "memory") and not hasattr(analytics, "audit"), "memledger leaked into the project's packages"
-assert memory.__name__ == "memledger.agent.memory" and "site-packages" in memory.__file__
-assert memledger.open and memledger.MemledgerError
-import memledger.cli
-print("ok", memledger.__file__)
+assert not hasattr(agent, "memory") and not hasattr(analytics, "audit"), "memtape leaked into the project's packages"
+assert memory.__name__ == "memtape.agent.memory" and "site-packages" in memory.__file__
+assert memtape.open and memtape.MemtapeError
+import memtape.cli
+print("ok", memtape.__file__)
 '''
 
 
@@ -34,19 +34,19 @@ def build_wheel(tmp: Path) -> Path:
     out = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(out)], check=True, capture_output=True, timeout=300)
-    (wheel,) = out.glob("memledger-*.whl")
+    (wheel,) = out.glob("memtape-*.whl")
     return wheel
 
 
 def test_the_wheel_installs_one_import_name_beside_a_project_with_its_own_agent(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
-    assert tops == {"memledger", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
+    assert tops == {"memtape", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
 
     env = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
     py = env / "bin" / "python"
-    # the dependencies come from the test environment's site-packages (no download); memledger from the wheel
+    # the dependencies come from the test environment's site-packages (no download); memtape from the wheel
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -63,6 +63,6 @@ def test_the_wheel_installs_one_import_name_beside_a_project_with_its_own_agent(
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok ") and str(env) in done.stdout
-    cli = subprocess.run([str(env / "bin" / "memledger"), "--memory-dir", str(tmp_path / "mem"), "recall", "tier1"],
+    cli = subprocess.run([str(env / "bin" / "memtape"), "--memory-dir", str(tmp_path / "mem"), "recall", "tier1"],
                          cwd=project, capture_output=True, text=True, timeout=120)
     assert (cli.returncode, cli.stdout) == (0, "no lessons\n"), cli.stderr

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.clock import SteppingClock
-from memledger.ledger.store import COLUMNS, SqliteStore, chain_hash
-from memledger.projections.writer import MemoryWriter
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import COLUMNS, SqliteStore, chain_hash
+from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, fact, lesson, run_completed, run_started, session, trajectory
 
 

@@ -1,5 +1,5 @@
 """Bundled local sites with real-world quirks, and the cases that exercise them."""
-from memledger.agent.sites.server import (
+from memtape.agent.sites.server import (
     CASES_FILE,
     HOSTILE_CASES_FILE,
     HOSTS,

@@ -69,7 +69,7 @@ def _resolve(host: str, path: str) -> Path | None:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server_version = "memledger-sites/1"
+    server_version = "memtape-sites/1"
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
@@ -140,7 +140,7 @@ class SitesServer:
 
     def start(self) -> "SitesServer":
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                       name="memledger-sites", daemon=True)
+                                       name="memtape-sites", daemon=True)
         self.thread.start()
         return self
 

@@ -14,7 +14,7 @@ CREATE OR REPLACE VIEW ev AS SELECT * FROM events;
 
 -- What the agent knew at step k of run r: every version of every indexed projection's items
 -- (lessons, knowledge, sessions, selectors, trajectories, runs, step_memories, short_term) valid at
--- the seq `memledger audit` reads the step's memory at (the table step_as_of, filled by its Python
+-- the seq `memtape audit` reads the step's memory at (the table step_as_of, filled by its Python
 -- rule: just before the step's first step_recorded, else its last prompt). `item` is the key of the
 -- item in its projection's field (a lesson id, a domain, a run id...), `part` the inner key of a
 -- two-level field (a fact key, a trajectory id), `value` the item as JSON. Short-term (working)
@@ -22,7 +22,7 @@ CREATE OR REPLACE VIEW ev AS SELECT * FROM events;
 -- `by_run`, one item per run: `item = run_id` is the step's own run, its recent actions, failure
 -- signatures, loop warnings and navigation path as they stood before the step). Versions closed
 -- before the latest forget are not kept (they may hold the subject): for a step before it, only
--- the versions that outlived the forget are here (`memledger audit` folds the log).
+-- the versions that outlived the forget are here (`memtape audit` folds the log).
 CREATE OR REPLACE VIEW memory_at_step AS
 SELECT s.run_id, s.step, s.as_of_seq, i.projection, i.field, i.item, i.part, i.valid_from, i.valid_to, i.value
 FROM step_as_of s JOIN intervals i

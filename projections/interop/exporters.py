@@ -36,13 +36,13 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from memledger.ledger.clock import parse_ts
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.store import Store
-from memledger.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
-from memledger.projections.interop.sources import join_element, js_time, ts_to_ms
-from memledger.projections.knowledge import current_facts
-from memledger.projections.text import domain_matches
+from memtape.ledger.clock import parse_ts
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.store import Store
+from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
+from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
+from memtape.projections.knowledge import current_facts
+from memtape.projections.text import domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
@@ -180,7 +180,7 @@ def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
 
 def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
     """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes;
-    memledger adds `failureCount` (when any) and keeps elements whose selectors never succeeded."""
+    memtape adds `failureCount` (when any) and keeps elements whose selectors never succeeded."""
     groups: dict[str, list[Any]] = {}
     for entry in state.selectors.by_domain.get(domain, {}).values():
         groups.setdefault(join_element(entry.role, entry.name), []).append(entry)

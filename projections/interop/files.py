@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from memledger.ledger.errors import LedgerError
+from memtape.ledger.errors import LedgerError
 
 UNSAFE_RE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_NAME = 180

@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.events import (
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.events import (
     IDENT_RE,
     Action,
     DomainRecall,
@@ -59,10 +59,10 @@ from memledger.ledger.events import (
     TrajectoryStep,
     check_domain,
 )
-from memledger.ledger.store import Store
-from memledger.projections import lessons as lessons_projection
-from memledger.projections.interop.files import digest_of
-from memledger.projections.interop.sources import (
+from memtape.ledger.store import Store
+from memtape.projections import lessons as lessons_projection
+from memtape.projections.interop.files import digest_of
+from memtape.projections.interop.sources import (
     SEED001_LINE,
     DomainRecallLine,
     ErrorRecallLine,
@@ -85,10 +85,10 @@ from memledger.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memledger.projections.lessons import dedup_key, lesson_id_for
-from memledger.projections.seeds import seed_lessons
-from memledger.projections.state import MemoryState, fold
-from memledger.projections.view import MemoryView
+from memtape.projections.lessons import dedup_key, lesson_id_for
+from memtape.projections.seeds import seed_lessons
+from memtape.projections.state import MemoryState, fold
+from memtape.projections.view import MemoryView
 
 SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
                   "lesson_promoted", "lessons_pruned")

@@ -22,9 +22,9 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from memledger.ledger.clock import normalize_ts, parse_ts
-from memledger.ledger.errors import InvalidEvent
-from memledger.ledger.events import MAX_TEXT, check_domain, check_ident
+from memtape.ledger.clock import normalize_ts, parse_ts
+from memtape.ledger.errors import InvalidEvent
+from memtape.ledger.events import MAX_TEXT, check_domain, check_ident
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -223,7 +223,7 @@ class Seed000SelectorEntry(Strict):
     lastRef: Annotated[Text, Field(min_length=1)] | None = None
     stableSelector: Annotated[Text, Field(min_length=1)] | None = None
     successCount: Annotated[int, Field(ge=0, le=2**53)]
-    #: memledger's addition: failures of the element's selectors (seed 000 counts successes only)
+    #: memtape's addition: failures of the element's selectors (seed 000 counts successes only)
     failureCount: Annotated[int, Field(ge=0, le=2**53)] = 0
     lastUsed: Time
 

@@ -1,7 +1,7 @@
-"""`memledger mcp`: the library's runs and recall as Model Context Protocol tools over stdio.
+"""`memtape mcp`: the library's runs and recall as Model Context Protocol tools over stdio.
 
-An MCP client (Claude Desktop, an IDE, an agent framework) starts `memledger mcp` as a
-subprocess and calls tools whose arguments are the library's (`memledger.api`), plus the
+An MCP client (Claude Desktop, an IDE, an agent framework) starts `memtape mcp` as a
+subprocess and calls tools whose arguments are the library's (`memtape.api`), plus the
 `run_id` that `start_run` returned wherever a `Run` method needs one. Each tool makes the
 same library call the Python API makes, so the ledger records exactly the same events.
 A bad argument is a tool error carrying the library's one-line message; nothing is written.
@@ -15,12 +15,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
 
-from memledger.api import Lesson, MemledgerError, Memory
-from memledger.commands.runs import finished
-from memledger.ledger.jsonl import first_error
+from memtape.api import Lesson, Memory, MemtapeError
+from memtape.commands.runs import finished
+from memtape.ledger.jsonl import first_error
 
 INSTRUCTIONS = (
-    "memledger is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
+    "memtape is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
     "the lessons to keep in mind, recall_domain on entering a site, recall_error after a failed action, "
     "record_step after each action, record_lesson when you learn something, and finish_run at the end "
     "(post-run learning turns failure->recovery into lessons). audit shows what a run knew and where it came from."
@@ -29,7 +29,7 @@ INSTRUCTIONS = (
 
 class MemoryServer(MCPServer):
     """The SDK's server, with every anticipated failure as one line for the model to read: a
-    MemledgerError (bad argument, unknown run) or arguments that fail the input schema. Anything
+    MemtapeError (bad argument, unknown run) or arguments that fail the input schema. Anything
     else stays a crash (the SDK hides its text from the client)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -37,7 +37,7 @@ class MemoryServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(cause, MemledgerError):
+            if isinstance(cause, MemtapeError):
                 text = str(cause).strip()
                 line = text.splitlines()[0] if text else type(cause).__name__
             elif isinstance(cause, ValidationError):
@@ -57,7 +57,7 @@ def build_server(memory: Memory) -> MemoryServer:
     """The MCP server over one opened memory. Tools are coroutines that call the library in the
     event loop's thread: the store's connection is never shared across threads, and calls are
     applied one at a time in the order they arrive."""
-    server = MemoryServer("memledger", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MemoryServer("memtape", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
     async def start_run(goal: StrictStr, start_url: StrictStr, session_id: StrictStr | None = None) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def audit(run_id: StrictStr, step: StrictInt | None = None) -> dict[str, Any]:
         """What run `run_id` knew at each step (or only `step`) and which events it came from:
-        the content of `memledger audit RUN --json`."""
+        the content of `memtape audit RUN --json`."""
         return memory.audit(run_id, step)
 
     return server

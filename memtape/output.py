@@ -44,10 +44,10 @@ import click
 import orjson
 from rich.cells import cell_len, chop_cells, set_cell_size
 
-from memledger.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.location import holds_memory_files
-from memledger.ledger.settings import Settings
+from memtape.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.location import holds_memory_files
+from memtape.ledger.settings import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -1,11 +1,11 @@
-"""`memledger forget`: a thin command over `projections.forget.forget`."""
+"""`memtape forget`: a thin command over `projections.forget.forget`."""
 from __future__ import annotations
 
 import click
 
-from memledger.commands import current_settings
-from memledger.ledger.errors import LedgerError
-from memledger.projections.forget import forget
+from memtape.commands import current_settings
+from memtape.ledger.errors import LedgerError
+from memtape.projections.forget import forget
 
 
 @click.command("forget")
@@ -22,7 +22,7 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
     analytics mirror (rebuilt without the subject by the next analytics command).
     The ledger keeps its events (append-only; the chain still verifies).
 
-    Example: memledger forget --domain shop.test --reason "user asked"
+    Example: memtape forget --domain shop.test --reason "user asked"
     """
     chosen = [(k, v) for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
               if v is not None]

@@ -1,9 +1,9 @@
-"""`memledger analytics|report|watch`: thin commands over `analytics`.
+"""`memtape analytics|report|watch`: thin commands over `analytics`.
 
 Each command parses its arguments and calls one public function; errors are
 `LedgerError`s, printed by the CLI as one line. `audit` and `explain` live in
 commands/audit.py, `experiment` and `fork` in commands/experiment.py, so that a
-cold `memledger analytics ...` loads none of their modules.
+cold `memtape analytics ...` loads none of their modules.
 """
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import threading
 
 import click
 
-from memledger.analytics.answers import analyse
-from memledger.analytics.queries import ANALYSES, sections
-from memledger.analytics.report import build_report
-from memledger.analytics.watch import follow_projections
-from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.location import projections_file
-from memledger.output import emit, listing_options
+from memtape.analytics.answers import analyse
+from memtape.analytics.queries import ANALYSES, sections
+from memtape.analytics.report import build_report
+from memtape.analytics.watch import follow_projections
+from memtape.commands import allow_broken_option, current_settings
+from memtape.ledger.location import projections_file
+from memtape.output import emit, listing_options
 
 
 @click.group()
 def analytics() -> None:
     """DuckDB analytics over the ledger (every subcommand takes --format table|json|csv|parquet).
 
-    Example: memledger analytics promotions --format json
+    Example: memtape analytics promotions --format json
     """
 
 
@@ -43,15 +43,15 @@ analytics.help = inspect.cleandoc(analytics.help or "") + "\n\n\b\nSections (--s
 
 for _name, _doc in (
     ("promotions", "The lesson funnel recorded → deduplicated → promoted, time to promotion, by category and domain.\n\n"
-                   "Example: memledger analytics promotions --section time_to_promotion --format csv"),
+                   "Example: memtape analytics promotions --section time_to_promotion --format csv"),
     ("decay", "Fact confidence over time, contradictions and pruning.\n\n"
-              "Example: memledger analytics decay --section timeline --format json"),
+              "Example: memtape analytics decay --section timeline --format json"),
     ("recall", "Hit rate of error and domain recall; lessons never recalled.\n\n"
-               "Example: memledger analytics recall --section never_recalled"),
+               "Example: memtape analytics recall --section never_recalled"),
     ("memory-effect", "Turns, tokens, duration and pass rate for the same goals: memory off vs on, cold vs warm.\n\n"
-                      "Example: memledger analytics memory-effect --format parquet --out effect.parquet"),
+                      "Example: memtape analytics memory-effect --format parquet --out effect.parquet"),
     ("runs", "Runs, their outcomes, sessions and lineage (resume / fork).\n\n"
-             "Example: memledger analytics runs --section lineage"),
+             "Example: memtape analytics runs --section lineage"),
 ):
     analytics.add_command(_analysis_command(_name, _doc))
 
@@ -66,7 +66,7 @@ COMMANDS: list[click.Command] = [analytics]
 def report(out_dir: str) -> None:
     """A self-contained HTML page with PNG plots of every analysis.
 
-    Example: memledger report --out report && chromium report/report.html
+    Example: memtape report --out report && chromium report/report.html
     """
     path = build_report(current_settings().store(), out_dir)
     click.echo(f"wrote {path}")
@@ -82,7 +82,7 @@ COMMANDS.append(report)
 def watch(max_events: int | None, timeout: float | None) -> None:
     """Follow the ledger, keep projections.db current and print what each new event changed.
 
-    Example: memledger watch            (Ctrl-C to stop; agents append elsewhere)
+    Example: memtape watch            (Ctrl-C to stop; agents append elsewhere)
     """
     s = current_settings()
     store = s.store()

@@ -1,4 +1,4 @@
-"""`memledger audit|explain`: what the agent knew at each step of a run, and the life of one item.
+"""`memtape audit|explain`: what the agent knew at each step of a run, and the life of one item.
 
 Each command parses its arguments and calls one public function; errors are
 `LedgerError`s, printed by the CLI as one line.
@@ -12,12 +12,12 @@ from typing import Any
 import click
 import orjson
 
-from memledger.analytics.audit import audit_run
-from memledger.analytics.explain import explain_item
-from memledger.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
-from memledger.commands import allow_broken_option, current_settings
-from memledger.output import FORMATS, AnswerPath, console, emit
-from memledger.render import audit_html, audit_text, explain_html, explain_text
+from memtape.analytics.audit import audit_run
+from memtape.analytics.explain import explain_item
+from memtape.analytics.tables import AUDIT_SECTIONS, EXPLAIN_SECTIONS, audit_report, explain_report
+from memtape.commands import allow_broken_option, current_settings
+from memtape.output import FORMATS, AnswerPath, console, emit
+from memtape.render import audit_html, audit_text, explain_html, explain_text
 
 COMMANDS: list[click.Command] = []
 
@@ -60,7 +60,7 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
     and for every item the run and step that taught it. `--format` gives the sections steps,
     prompt_items and memory as tables.
 
-    Example: memledger audit run_20260301_ab12 --step 3 --json
+    Example: memtape audit run_20260301_ab12 --step 3 --json
     """
     _one_output(as_json, as_html, fmt)
     data = audit_run(current_settings().store(), run_id, step)
@@ -90,7 +90,7 @@ def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: st
     recalled (in which runs), promoted, decayed, pruned, forgotten. `--format` gives the sections
     life, now and recalled_in_runs as tables.
 
-    Example: memledger explain lsn_f6e59d160e5396b1
+    Example: memtape explain lsn_f6e59d160e5396b1
     """
     _one_output(as_json, as_html, fmt)
     if out is not None and fmt is None:

@@ -1,4 +1,4 @@
-"""`memledger append|events|verify|stats|schema|copy`: thin commands over the store."""
+"""`memtape append|events|verify|stats|schema|copy`: thin commands over the store."""
 from __future__ import annotations
 
 import sys
@@ -9,21 +9,21 @@ import click
 import orjson
 from rich.progress import Progress
 
-from memledger.analytics.output import Report, Table, cell_text
-from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.anchor import Anchor, parse_anchor, verify_ledger
-from memledger.ledger.copy import copy_ledger
-from memledger.ledger.errors import ChainBroken, InvalidEvent, LedgerError
-from memledger.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
-from memledger.ledger.jsonl import parse_lines
-from memledger.ledger.location import projections_path
-from memledger.ledger.store import Store
-from memledger.ledger.urls import display_url
-from memledger.output import PIPED_WIDTH, emit, listing_options, terminal_width
-from memledger.projections.decisions import DECISION_TYPES
-from memledger.projections.replay import verify_decisions
-from memledger.projections.text import clip
-from memledger.projections.writer import MemoryWriter
+from memtape.analytics.output import Report, Table, cell_text
+from memtape.commands import allow_broken_option, current_settings
+from memtape.ledger.anchor import Anchor, parse_anchor, verify_ledger
+from memtape.ledger.copy import copy_ledger
+from memtape.ledger.errors import ChainBroken, InvalidEvent, LedgerError
+from memtape.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
+from memtape.ledger.jsonl import parse_lines
+from memtape.ledger.location import projections_path
+from memtape.ledger.store import Store
+from memtape.ledger.urls import display_url
+from memtape.output import PIPED_WIDTH, emit, listing_options, terminal_width
+from memtape.projections.decisions import DECISION_TYPES
+from memtape.projections.replay import verify_decisions
+from memtape.projections.text import clip
+from memtape.projections.writer import MemoryWriter
 
 
 def _domain_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -74,7 +74,7 @@ def events_report(events: Iterable[RecordedEvent]) -> Report:
 
 
 def append_observations(store: Store, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    """`memledger append`'s writer: the events plus the decisions of the default policy. Decisions
+    """`memtape append`'s writer: the events plus the decisions of the default policy. Decisions
     themselves are refused: the log would hold one no policy made, and experiments would diverge."""
     for i, ev in enumerate(events):
         if ev.type in DECISION_TYPES:
@@ -89,7 +89,7 @@ def append_observations(store: Store, events: Sequence[NewEvent]) -> list[Record
 def append(source: click.utils.LazyFile, raw: bool) -> None:
     """Append JSON Lines events (one per line, payload fields at top level).
 
-    Example: memledger append events.jsonl   (or `-` for stdin)
+    Example: memtape append events.jsonl   (or `-` for stdin)
     """
     events = parse_lines(source.read())
     store = current_settings().store()
@@ -111,7 +111,7 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
     """Print events in seq order, filtered. `--format json` prints one object per line (envelope and
     payload); csv and parquet one row per event with the envelope and the payload as JSON.
 
-    Example: memledger events --type lesson_promoted --json
+    Example: memtape events --type lesson_promoted --json
     """
     store = current_settings().store()
     types_set = set(types)
@@ -166,7 +166,7 @@ def _anchor_option(_ctx: click.Context, _param: click.Parameter, values: tuple[s
 def verify(heads: list[Anchor], decisions: bool) -> None:
     """Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq.
 
-    Example: memledger verify --decisions --head 1200:5f3a...
+    Example: memtape verify --decisions --head 1200:5f3a...
     """
     s = current_settings()
     store = s.store(create=False, check_head=False)
@@ -193,7 +193,7 @@ def stats(fmt: str, out: str | None, section: str | None) -> None:
     """Counts by type, domain and run; file size; time span. `--format json` is one object
     (count, by_type, by_domain, by_run, first/last recorded_at, file_bytes) unless --section names a table.
 
-    Example: memledger stats --json
+    Example: memtape stats --json
     """
     st = current_settings().store(create=False).stats()
     if fmt == "json" and section is None:
@@ -216,7 +216,7 @@ def stats(fmt: str, out: str | None, section: str | None) -> None:
 def schema(event_type: str | None) -> None:
     """Print the JSON Schema of every event type (or one).
 
-    Example: memledger schema lesson_recorded
+    Example: memtape schema lesson_recorded
     """
     click.echo(orjson.dumps(json_schema(event_type), option=orjson.OPT_INDENT_2).decode())
 
@@ -227,7 +227,7 @@ def schema(event_type: str | None) -> None:
 def copy_command(from_url: str, to_url: str) -> None:
     """Copy a ledger between stores, rows verbatim, chain verified at the end.
 
-    Example: memledger copy --from sqlite:///.agent-memory/ledger.db --to postgresql://localhost/memory
+    Example: memtape copy --from sqlite:///.agent-memory/ledger.db --to postgresql://localhost/memory
     """
     with Progress(transient=True) as bar:
         task = bar.add_task("copying", total=None)

@@ -1,4 +1,4 @@
-"""`memledger import` and `memledger export`: thin commands over importers/exporters."""
+"""`memtape import` and `memtape export`: thin commands over importers/exporters."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +6,14 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.clock import normalize_ts
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.settings import Settings
-from memledger.output import AnswerPath
-from memledger.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
-from memledger.projections.interop.importers import FORMATS, ImportResult, import_source
-from memledger.projections.view import MemoryView
+from memtape.commands import allow_broken_option, current_settings
+from memtape.ledger.clock import normalize_ts
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.settings import Settings
+from memtape.output import AnswerPath
+from memtape.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
+from memtape.projections.interop.importers import FORMATS, ImportResult, import_source
+from memtape.projections.view import MemoryView
 
 
 def run_import(settings: Settings, path: Path, fmt: str) -> ImportResult:
@@ -51,7 +51,7 @@ def import_cmd(path: Path, fmt: str) -> None:
     .agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once).
     The README shows a minimal valid source of each.
 
-    Example: memledger import ~/.browser_agent/memory.json
+    Example: memtape import ~/.browser_agent/memory.json
     """
     with Console(stderr=True).status(f"importing {path} ..."):
         r = run_import(current_settings(), path, fmt)
@@ -78,7 +78,7 @@ def import_cmd(path: Path, fmt: str) -> None:
 def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
     """Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700).
 
-    Example: memledger export --format agent-memory --out ./exported/.agent-memory --as-of 120
+    Example: memtape export --format agent-memory --out ./exported/.agent-memory --as-of 120
     """
     with Console(stderr=True).status(f"exporting {fmt} to {out} ..."):
         r = run_export(current_settings(), fmt, out, parse_as_of(as_of))

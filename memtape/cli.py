@@ -1,7 +1,7 @@
-"""The `memledger` command: global options, and the commands of `memledger.commands`.
+"""The `memtape` command: global options, and the commands of `memtape.commands`.
 
 A command's module is imported only when that command runs (or `--help` lists it), so
-`memledger events` never loads the HTTP server (FastAPI) or the MCP SDK. Every error the
+`memtape events` never loads the HTTP server (FastAPI) or the MCP SDK. Every error the
 project knows becomes one line on stderr and exit 1.
 """
 from __future__ import annotations
@@ -13,13 +13,13 @@ import sys
 
 import click
 
-from memledger.ledger.errors import LedgerError
-from memledger.ledger.location import projections_file
-from memledger.ledger.settings import Settings
-from memledger.progress import fold_progress_bar
-from memledger.projections.materialize import ProjectionsHead, fold_progress
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.location import projections_file
+from memtape.ledger.settings import Settings
+from memtape.progress import fold_progress_bar
+from memtape.projections.materialize import ProjectionsHead, fold_progress
 
-#: command -> its module in memledger.commands
+#: command -> its module in memtape.commands
 COMMAND_MODULES = {
     **dict.fromkeys(("append", "events", "verify", "stats", "schema", "copy"), "ledger"),
     **dict.fromkeys(("rebuild", "state", "runs", "diff"), "projections"),
@@ -41,7 +41,7 @@ READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs",
 
 
 class ReaderGone(Exception):
-    """stdout's reader closed the pipe (`memledger events | head`)."""
+    """stdout's reader closed the pipe (`memtape events | head`)."""
 
 
 class FaceGroup(click.Group):
@@ -55,7 +55,7 @@ class FaceGroup(click.Group):
         name = COMMAND_MODULES.get(cmd_name)
         if name is None:
             return None
-        module = importlib.import_module(f"memledger.commands.{name}")
+        module = importlib.import_module(f"memtape.commands.{name}")
         return next(c for c in module.COMMANDS if c.name == cmd_name)
 
     def invoke(self, ctx: click.Context) -> object:
@@ -66,15 +66,15 @@ class FaceGroup(click.Group):
 
 
 @click.group(cls=FaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="memledger", prog_name="memledger", message="%(prog)s %(version)s")
-@click.option("--memory-dir", envvar="MEMLEDGER_DIR", default=None, metavar="DIR",
-              help="Memory directory (env MEMLEDGER_DIR, default .agent-memory).")
-@click.option("--store", "store_url", envvar="MEMLEDGER_STORE", default=None, metavar="URL",
-              help="Ledger store (env MEMLEDGER_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
+@click.version_option(package_name="memtape", prog_name="memtape", message="%(prog)s %(version)s")
+@click.option("--memory-dir", envvar="MEMTAPE_DIR", default=None, metavar="DIR",
+              help="Memory directory (env MEMTAPE_DIR, default .agent-memory).")
+@click.option("--store", "store_url", envvar="MEMTAPE_STORE", default=None, metavar="URL",
+              help="Ledger store (env MEMTAPE_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
                    "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.")
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
-    """memledger: an event-sourced memory ledger for LLM browser agents."""
+    """memtape: an event-sourced memory ledger for LLM browser agents."""
     settings = Settings(memory=memory_dir, store_url=store_url, reads_only=ctx.invoked_subcommand in READS_ONLY,
                         keeper_factories=[_projections_head])
     ctx.obj = settings
@@ -89,20 +89,20 @@ def _projections_head(settings: Settings) -> ProjectionsHead:
 
 
 class _Warnings(logging.Handler):
-    """The library's one-line warnings (logger `memledger`) as `warning: ...` on stderr."""
+    """The library's one-line warnings (logger `memtape`) as `warning: ...` on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
         click.echo(f"warning: {record.getMessage()}", err=True)
 
 
-_log = logging.getLogger("memledger")
+_log = logging.getLogger("memtape")
 _log.addHandler(_Warnings())
 _log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="memledger", standalone_mode=False)
+        cli.main(args=argv, prog_name="memtape", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
         sys.exit(130)
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _quiet_broken_pipe() -> None:
-    """The reader went away (`memledger events | head`): not an error. Point stdout at /dev/null so
+    """The reader went away (`memtape events | head`): not an error. Point stdout at /dev/null so
     that Python's final flush does not complain, and exit 0."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -143,10 +143,10 @@ def _quiet_broken_pipe() -> None:
 
 
 def _internal_error(exc: Exception) -> None:
-    """A bug is still one line (the seq, when a fold names one); MEMLEDGER_DEBUG=1 shows the traceback."""
-    if os.environ.get("MEMLEDGER_DEBUG"):
+    """A bug is still one line (the seq, when a fold names one); MEMTAPE_DEBUG=1 shows the traceback."""
+    if os.environ.get("MEMTAPE_DEBUG"):
         raise exc
     reason = " ".join(str(exc).split())[:200]
     click.echo(f"error: internal error ({type(exc).__name__}{': ' + reason if reason else ''}); "
-               "set MEMLEDGER_DEBUG=1 to see the traceback", err=True)
+               "set MEMTAPE_DEBUG=1 to see the traceback", err=True)
     sys.exit(1)

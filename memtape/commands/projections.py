@@ -1,4 +1,4 @@
-"""`memledger rebuild|state|runs|diff`: thin commands over projections.
+"""`memtape rebuild|state|runs|diff`: thin commands over projections.
 
 Each command parses its arguments, calls one library function and renders
 the result as a rich table (or JSON with --json).
@@ -10,15 +10,15 @@ from typing import Any
 
 import click
 
-from memledger.analytics.output import Report, Table
-from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.location import projections_file
-from memledger.output import emit, listing_options
-from memledger.progress import fold_progress_bar
-from memledger.projections.materialize import rebuild as rebuild_projections
-from memledger.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
-from memledger.projections.state import PROJECTIONS, digests
-from memledger.projections.view import MemoryView
+from memtape.analytics.output import Report, Table
+from memtape.commands import allow_broken_option, current_settings
+from memtape.ledger.location import projections_file
+from memtape.output import emit, listing_options
+from memtape.progress import fold_progress_bar
+from memtape.projections.materialize import rebuild as rebuild_projections
+from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
+from memtape.projections.state import PROJECTIONS, digests
+from memtape.projections.view import MemoryView
 
 
 def _as_of(value: str | None) -> int | str | None:
@@ -50,7 +50,7 @@ def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) ->
 def rebuild(projection: tuple[str, ...]) -> None:
     """Rebuild projections.db from the ledger, with a progress bar.
 
-    Example: memledger rebuild --projection lessons
+    Example: memtape rebuild --projection lessons
     """
     s = current_settings()
     with fold_progress_bar(always=True) as progress:
@@ -72,7 +72,7 @@ def rebuild(projection: tuple[str, ...]) -> None:
 def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
     """Show one projection's current (or past) state.
 
-    Example: memledger state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
+    Example: memtape state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
     """
     s = current_settings()
     head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of), run=run)
@@ -91,7 +91,7 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
          out: str | None) -> None:
     """List run manifests, newest first (what `bad runs` lists from bad's .agent-memory).
 
-    Example: memledger runs --session-id proj_123 --json
+    Example: memtape runs --session-id proj_123 --json
     """
     s = current_settings()
     items = MemoryView.open(s.store(), s.projections_path).runs(session_id, domain, status, limit)
@@ -106,7 +106,7 @@ def runs(session_id: str | None, domain: str | None, status: str | None, limit: 
 def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     """What memory gained, lost, promoted and decayed between two points of the log.
 
-    Example: memledger diff --from 100 --to 250
+    Example: memtape diff --from 100 --to 250
     """
     s = current_settings()
     changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)

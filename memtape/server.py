@@ -1,4 +1,4 @@
-"""`memledger serve`: the public API (`memledger.open`) as an HTTP JSON API.
+"""`memtape serve`: the public API (`memtape.open`) as an HTTP JSON API.
 
 Each route calls the library method of the same name, so a request logs
 exactly the events the Python call logs: an agent in any language gets the
@@ -23,9 +23,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from memledger.api import MemledgerError, Memory, Run, plain
-from memledger.ledger.errors import ConcurrencyConflict, LedgerLocked, UnknownItem
-from memledger.ledger.jsonl import parse_lines
+from memtape.api import Memory, MemtapeError, Run, plain
+from memtape.ledger.errors import ConcurrencyConflict, LedgerLocked, UnknownItem
+from memtape.ledger.jsonl import parse_lines
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -106,7 +106,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:500] or "bad request"
 
 
-def _status(exc: MemledgerError) -> int:
+def _status(exc: MemtapeError) -> int:
     if isinstance(exc, UnknownItem):
         return 404
     if isinstance(exc, (ConcurrencyConflict, LedgerLocked)):
@@ -116,7 +116,7 @@ def _status(exc: MemledgerError) -> int:
 
 def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     """The HTTP API over one open memory (the caller keeps and closes it)."""
-    app = FastAPI(title="memledger", version=version("memledger"),
+    app = FastAPI(title="memtape", version=version("memtape"),
                   description="An event-sourced memory ledger for LLM browser agents: the library's API over HTTP.")
     live: dict[str, Run] = {}
 
@@ -139,8 +139,8 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
             return JSONResponse({"error": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
         return await call_next(request)
 
-    @app.exception_handler(MemledgerError)
-    async def refused(_request: Request, exc: MemledgerError) -> JSONResponse:
+    @app.exception_handler(MemtapeError)
+    async def refused(_request: Request, exc: MemtapeError) -> JSONResponse:
         return JSONResponse({"error": _one_line(str(exc) or type(exc).__name__)}, status_code=_status(exc))
 
     @app.exception_handler(RequestValidationError)
@@ -222,7 +222,7 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
 
     @app.post("/events", response_model=Appended,
               openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {
-                  "schema": {"type": "string", "description": "JSON Lines, exactly as `memledger append` takes them"}}}}})
+                  "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
     async def append(request: Request) -> Appended:
         recorded = memory.append(parse_lines(await request.body()))
         live.clear()  # a run finished by these lines must not be recorded into from a stale object

@@ -1,11 +1,11 @@
-"""`memledger mcp`: this memory as a Model Context Protocol server over stdio (memledger/mcp_server.py)."""
+"""`memtape mcp`: this memory as a Model Context Protocol server over stdio (memtape/mcp_server.py)."""
 from __future__ import annotations
 
 import click
 
-from memledger.api import Memory
-from memledger.commands import current_settings
-from memledger.mcp_server import build_server
+from memtape.api import Memory
+from memtape.commands import current_settings
+from memtape.mcp_server import build_server
 
 
 @click.command("mcp")
@@ -20,11 +20,11 @@ def mcp_command() -> None:
     config, give the memory directory as an absolute path:
 
     \b
-      {"mcpServers": {"memledger": {
-          "command": "memledger",
+      {"mcpServers": {"memtape": {
+          "command": "memtape",
           "args": ["--memory-dir", "/home/me/.agent-memory", "mcp"]}}}
 
-    From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memledger",
+    From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memtape",
     args=["--memory-dir", DIR, "mcp"])).
     """
     settings = current_settings()

@@ -1,9 +1,9 @@
-"""`memledger start-run|finish-run|recall`: runs and recall for agents in other languages.
+"""`memtape start-run|finish-run|recall`: runs and recall for agents in other languages.
 
 Each command parses its arguments and calls one function of the library's
-`Memory` (memledger.agent.memory), the same the Python API calls, so what it
+`Memory` (memtape.agent.memory), the same the Python API calls, so what it
 logs is exactly what the library call logs. An agent records its steps with
-`memledger append` (step_recorded lines carrying the run id) between
+`memtape append` (step_recorded lines carrying the run id) between
 `start-run` and `finish-run`.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import click
 import orjson
 
-from memledger.agent.memory import Learned, Lesson, Memory, TrajectoryRecall
-from memledger.analytics.output import Report, Table
-from memledger.commands import current_settings
-from memledger.output import emit, listing_options
+from memtape.agent.memory import Learned, Lesson, Memory, TrajectoryRecall
+from memtape.analytics.output import Report, Table
+from memtape.commands import current_settings
+from memtape.output import emit, listing_options
 
 
 def _memory() -> Memory:
@@ -39,7 +39,7 @@ def start_run(goal: str, start_url: str, session_id: str | None, as_json: bool) 
     """Start a run and print its id: stale runs are abandoned, then the start-of-run policy
     (seeds on first use, pruning, trajectory expiry) and run_started are written together.
 
-    Example: RUN=$(memledger start-run --goal 'Buy wool socks' --url https://shop.example/)
+    Example: RUN=$(memtape start-run --goal 'Buy wool socks' --url https://shop.example/)
     """
     run = _memory().start_run(goal=goal, start_url=start_url, session_id=session_id)
     if as_json:
@@ -57,7 +57,7 @@ def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -
     """Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the
     trajectory of a success), the session entry, graded steps and run_completed.
 
-    Example: memledger finish-run run_1795462280_0012ae --success --outcome 'socks in the cart'
+    Example: memtape finish-run run_1795462280_0012ae --success --outcome 'socks in the cart'
     """
     if success is None:
         raise click.UsageError("give --success or --failure")
@@ -105,7 +105,7 @@ def _where_options(f: Any) -> Any:
 def recall() -> None:
     """Recall memory as the library does (each recall is logged as an event).
 
-    Example: memledger recall error --command click --error 'intercepts pointer events' --domain shop.test
+    Example: memtape recall error --command click --error 'intercepts pointer events' --domain shop.test
     """
 
 

@@ -1,4 +1,4 @@
-"""The `memledger` commands, one module per subject; `memledger.cli` loads a module only when
+"""The `memtape` commands, one module per subject; `memtape.cli` loads a module only when
 one of its commands runs (or `--help` lists them).
 
 Each command parses its arguments, calls one library function and prints the answer; the
@@ -10,11 +10,11 @@ from typing import Any
 
 import click
 
-from memledger.ledger.settings import Settings
+from memtape.ledger.settings import Settings
 
 
 def current_settings() -> Settings:
-    """The memory the global options named (`memledger --memory-dir DIR --store URL ...`)."""
+    """The memory the global options named (`memtape --memory-dir DIR --store URL ...`)."""
     return click.get_current_context().ensure_object(Settings)
 
 

@@ -1,22 +1,22 @@
-"""memledger as the memory of a browser-use Agent (`pip install 'memledger[browser-use]'`).
+"""memtape as the memory of a browser-use Agent (`pip install 'memtape[browser-use]'`).
 
-    import memledger
+    import memtape
     from browser_use import Agent
-    from memledger.integrations.browser_use import BrowserUseMemory
+    from memtape.integrations.browser_use import BrowserUseMemory
 
     agent = Agent(task='Open "Wool Socks"', llm=llm, browser_session=session)
-    with memledger.open(".agent-memory") as mem:
+    with memtape.open(".agent-memory") as mem:
         history = await BrowserUseMemory(mem, agent, start_url="http://shop.test/").run(max_steps=20)
 
 browser-use has hooks but no memory of its own between runs. The adapter starts a
-memledger run for the agent's task and, through the hooks browser-use offers
+memtape run for the agent's task and, through the hooks browser-use offers
 (`on_step_start`, `on_step_end`), records every action (its URL, target element, error
 and result) as a step, recalls what memory knows at the moments the bundled agent does
 (Tier 1 and the start site's tips and reference trajectory before the first step, the
 tips of each new site, error tips after a failed action), puts them into the messages
 browser-use sends its model (the system message, then the agent history that every
 later state message repeats), and records each injection as `context_built` with the
-event ids it came from, so `memledger audit` shows what the model was told and which
+event ids it came from, so `memtape audit` shows what the model was told and which
 run taught it. The run finishes with browser-use's result, and post-run learning turns
 its failure→recovery steps into lessons for the next run.
 """
@@ -30,13 +30,13 @@ from browser_use import Agent
 from browser_use.agent.views import ActionResult, AgentHistory, AgentHistoryList
 from browser_use.llm.messages import SystemMessage
 
-from memledger.agent.budget import DEFAULT_BUDGET, PRIORITIES
-from memledger.agent.memory import Lesson, Run
-from memledger.agent.prompt import cap, domain_tips, last_error, lessons_from_experience, quoted_name, reference_trajectory
-from memledger.api import MemledgerError, Memory
+from memtape.agent.budget import DEFAULT_BUDGET, PRIORITIES
+from memtape.agent.memory import Lesson, Run
+from memtape.agent.prompt import cap, domain_tips, last_error, lessons_from_experience, quoted_name, reference_trajectory
+from memtape.api import Memory, MemtapeError
 
-#: the tag around what memledger adds to browser-use's messages (the model sees where memory starts and ends)
-TAG = "memledger_memory"
+#: the tag around what memtape adds to browser-use's messages (the model sees where memory starts and ends)
+TAG = "memtape_memory"
 #: the element roles of the tags browser-use interacts with, for `role "name"` targets
 TAG_ROLES = {"a": "link", "button": "button", "input": "textbox", "textarea": "textbox", "select": "combobox",
              "option": "option", "img": "img"}
@@ -70,28 +70,28 @@ def _sensitive_values(data: Mapping[str, Any] | None) -> Iterator[str]:
 
 
 class BrowserUseMemory:
-    """One browser-use Agent run with memledger memory. `memory_run` is the memledger `Run`
+    """One browser-use Agent run with memtape memory. `memory_run` is the memtape `Run`
     (record lessons or facts into it from your own code while the agent runs)."""
 
     def __init__(self, memory: Memory, agent: Agent, *, start_url: str, session_id: str | None = None,
                  budget: int = DEFAULT_BUDGET):
         if not isinstance(agent, Agent):
-            raise MemledgerError(f"agent must be a browser_use.Agent, got {type(agent).__name__}")
+            raise MemtapeError(f"agent must be a browser_use.Agent, got {type(agent).__name__}")
         if not isinstance(start_url, str) or not start_url.strip():
-            raise MemledgerError(f"start_url must be a non-empty string, got {start_url!r:.60}")
+            raise MemtapeError(f"start_url must be a non-empty string, got {start_url!r:.60}")
         self.memory = memory
         self.agent = agent
         self.start_url = start_url
         self.session_id = session_id
         self.budget = budget
         self.memory_run: Run | None = None
-        self.step = 0              # memledger step numbers: one per browser-use action
+        self.step = 0              # memtape step numbers: one per browser-use action
         self._recorded = 0         # browser-use history items already recorded
         self._failures: list[tuple[str, str]] = []  # (action, error) of the last browser-use step
         self._sites: set[str] = set()
 
     async def run(self, max_steps: int = 100) -> AgentHistoryList:
-        """Run the agent with memory: start the memledger run, run browser-use with the hooks,
+        """Run the agent with memory: start the memtape run, run browser-use with the hooks,
         finish with its result (an exception finishes the run as failed and is re-raised)."""
         run = self.start()
         with run:
@@ -103,7 +103,7 @@ class BrowserUseMemory:
     # ---- the run's ends -------------------------------------------------------------------
 
     def start(self) -> Run:
-        """Start the memledger run; Tier 1, the start site's tips and a reference trajectory go
+        """Start the memtape run; Tier 1, the start site's tips and a reference trajectory go
         into the agent's system message (browser-use keeps it for every model call)."""
         run = self.memory.start_run(goal=self.agent.task, start_url=self.start_url, session_id=self.session_id)
         self.memory_run = run
@@ -130,7 +130,7 @@ class BrowserUseMemory:
         return run
 
     def finish(self, history: AgentHistoryList) -> None:
-        """Finish the memledger run with browser-use's verdict (`done(success=...)`) and result."""
+        """Finish the memtape run with browser-use's verdict (`done(success=...)`) and result."""
         run = self._run()
         result = history.final_result()
         success = bool(history.is_done() and history.is_successful())
@@ -176,7 +176,7 @@ class BrowserUseMemory:
 
     def _run(self) -> Run:
         if self.memory_run is None:
-            raise MemledgerError("the memledger run has not started: call run() or start() first")
+            raise MemtapeError("the memtape run has not started: call run() or start() first")
         return self.memory_run
 
     def _site_tips(self, run: Run, injection: Injection, step: int) -> None:
@@ -208,7 +208,7 @@ class BrowserUseMemory:
 
 
 def _target(element: Any) -> str | None:
-    """A browser-use interacted element as `role "name"` (memledger's element text)."""
+    """A browser-use interacted element as `role "name"` (memtape's element text)."""
     if element is None:
         return None
     attributes = element.attributes or {}

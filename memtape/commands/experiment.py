@@ -1,4 +1,4 @@
-"""`memledger experiment|fork`: replay the log under a changed policy, and copy a ledger up to a seq.
+"""`memtape experiment|fork`: replay the log under a changed policy, and copy a ledger up to a seq.
 
 Each command parses its arguments and calls one public function; errors are
 `LedgerError`s, printed by the CLI as one line.
@@ -13,18 +13,18 @@ import click
 import orjson
 from rich.progress import Progress
 
-from memledger.analytics.experiment import (
+from memtape.analytics.experiment import (
     EXPERIMENT_SECTIONS,
     experiment_report,
     make_policy,
     policy_parameters,
     run_experiment,
 )
-from memledger.analytics.fork import fork_ledger
-from memledger.commands import allow_broken_option, current_settings
-from memledger.ledger.errors import LedgerError
-from memledger.output import FORMATS, AnswerPath, emit
-from memledger.projections.parameters import Policy
+from memtape.analytics.fork import fork_ledger
+from memtape.commands import allow_broken_option, current_settings
+from memtape.ledger.errors import LedgerError
+from memtape.output import FORMATS, AnswerPath, emit
+from memtape.projections.parameters import Policy
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, 
                out: str | None, section: str | None) -> None:
     """Replay the log's observations under a changed policy and diff against what really happened.
 
-    Example: memledger experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
+    Example: memtape experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
     """
     if list_params:
         emit(policy_parameters(), "json" if as_json else fmt, out, section)
@@ -109,8 +109,8 @@ def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None
 def fork(until: str, out_dir: str, isolation: str) -> None:
     """A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs).
 
-    Example: memledger fork --until 120 --out ab/memory-b --memory-isolation per-run && \
-    memledger --memory-dir ab/memory-b run --cases agent/sites/cases.json
+    Example: memtape fork --until 120 --out ab/memory-b --memory-isolation per-run && \
+    memtape --memory-dir ab/memory-b run --cases agent/sites/cases.json
     """
     result = fork_ledger(current_settings().store(), until, out_dir, isolation)
     click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "

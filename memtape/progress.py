@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from memledger.projections.materialize import FoldProgress
+from memtape.projections.materialize import FoldProgress
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -17,7 +17,7 @@ FOLD_BAR_MIN = 20_000
 @contextmanager
 def fold_progress_bar(always: bool = False) -> Iterator[FoldProgress]:
     """A `FoldProgress` drawing one bar per catch-up or rebuild of projections.db: for any length
-    when `always` (`memledger rebuild`), else only for folds of at least FOLD_BAR_MIN events."""
+    when `always` (`memtape rebuild`), else only for folds of at least FOLD_BAR_MIN events."""
     shown: dict[str, object] = {}
     bar: Progress | None = None
     task: TaskID | None = None

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from memledger.projections.text import clip
+from memtape.projections.text import clip
 
 
 def _origin(o: dict[str, Any] | None) -> str:

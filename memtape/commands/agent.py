@@ -1,4 +1,4 @@
-"""`memledger run` and `memledger demo`: thin commands over agent.runner, and their tables.
+"""`memtape run` and `memtape demo`: thin commands over agent.runner, and their tables.
 
 The demo's audit is composed here: the agent layer runs the passes and names the run to
 audit; analytics audits it.
@@ -14,13 +14,13 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from memledger.agent.loop import RunResult
-from memledger.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
-from memledger.agent.sites import CASES_FILE, load_cases
-from memledger.analytics.audit import audit_run
-from memledger.ledger.settings import Settings
-from memledger.projections.text import clip
-from memledger.render import audit_text
+from memtape.agent.loop import RunResult
+from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
+from memtape.agent.sites import CASES_FILE, load_cases
+from memtape.analytics.audit import audit_run
+from memtape.ledger.settings import Settings
+from memtape.projections.text import clip
+from memtape.render import audit_text
 
 TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
                "would have read), plus its tool call; replayed steps build no prompt")
@@ -51,10 +51,10 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--fork-run", default=None, metavar="RUN", help="Branch off RUN with a new session id.")
 @click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default=None,
               help="per-run: each run gets a ledger of its own under <memory-dir>/runs/<run_id>/, starting "
-                   "from the directory's forked memory (empty unless made by `memledger fork`). "
+                   "from the directory's forked memory (empty unless made by `memtape fork`). "
                    "Default: the fork's setting, else shared.")
 @click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
-              help="scripted (no model) or openai (MEMLEDGER_LLM_BASE_URL, MEMLEDGER_LLM_MODEL, MEMLEDGER_LLM_API_KEY).")
+              help="scripted (no model) or openai (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL, MEMTAPE_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
 @click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
               help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
@@ -74,7 +74,7 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
         max_pages: int) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
-    Example: memledger run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
+    Example: memtape run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
     """
     pairs = {}
     for item in context:
@@ -103,7 +103,7 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
     """Serve the bundled sites and run the suite with memory off, then twice with memory on;
     print passes, turns, policy decisions, tokens and memory's share of step time.
 
-    Example: memledger --memory-dir .agent-memory demo
+    Example: memtape --memory-dir .agent-memory demo
     """
     settings = _settings()
     console = wide_console()
@@ -204,7 +204,7 @@ def print_audit(settings: Settings, report: DemoReport, console: Console) -> Non
     chosen, first_step = audited_run(settings, report)
     console.rule(f"audit of {chosen.run_id} ({chosen.case_id}, memory on #1)")
     audit_text(audit_run(settings.store(), chosen.run_id, first_step), console)
-    console.print(f"full audit: memledger --memory-dir {settings.dir} audit {chosen.run_id}")
+    console.print(f"full audit: memtape --memory-dir {settings.dir} audit {chosen.run_id}")
 
 
 COMMANDS = [run, demo]

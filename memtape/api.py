@@ -1,7 +1,7 @@
-"""The public Python API: `memledger.open` and what it returns.
+"""The public Python API: `memtape.open` and what it returns.
 
-    import memledger
-    with memledger.open(".agent-memory") as mem:
+    import memtape
+    with memtape.open(".agent-memory") as mem:
         with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
             tips = run.recall_domain(step=1)
             run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
@@ -9,11 +9,11 @@
             run.finish(success=True, outcome="bought")
         mem.audit(run.run_id)
 
-Runs, recall and post-run learning are `memledger.agent.memory` (the bundled
+Runs, recall and post-run learning are `memtape.agent.memory` (the bundled
 agent goes through the same code); this module adds what only the face may
 compose: opening a store from a directory or URL, and the answers of
 `state`, `audit` and `experiment` as plain data equal to their `--json`.
-Every error is a `MemledgerError` with a one-line message; nothing is written
+Every error is a `MemtapeError` with a one-line message; nothing is written
 when an argument is bad.
 """
 from __future__ import annotations
@@ -26,20 +26,20 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memledger.agent.memory import STALE_AFTER, Lesson, Run, TrajectoryRecall
-from memledger.agent.memory import Memory as RunMemory
-from memledger.analytics.audit import audit_run
-from memledger.analytics.experiment import run_experiment
-from memledger.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
-from memledger.ledger.errors import LedgerError as MemledgerError
-from memledger.ledger.jsonl import first_error
-from memledger.ledger.location import open_store, projections_path
-from memledger.projections.materialize import ProjectionsHead
-from memledger.projections.parameters import DEFAULT_POLICY
-from memledger.projections.parameters import Policy as PolicyFields
-from memledger.projections.report import STATE_KINDS, open_state
+from memtape.agent.memory import STALE_AFTER, Lesson, Run, TrajectoryRecall
+from memtape.agent.memory import Memory as RunMemory
+from memtape.analytics.audit import audit_run
+from memtape.analytics.experiment import run_experiment
+from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
+from memtape.ledger.errors import LedgerError as MemtapeError
+from memtape.ledger.jsonl import first_error
+from memtape.ledger.location import open_store, projections_path
+from memtape.projections.materialize import ProjectionsHead
+from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.parameters import Policy as PolicyFields
+from memtape.projections.report import STATE_KINDS, open_state
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemledgerError"]
+__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 
@@ -53,26 +53,26 @@ def _seq_or_time(value: int | str | None, what: str) -> int | str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
-        raise MemledgerError(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
+        raise MemtapeError(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
     return value
 
 
 class Policy(PolicyFields):
     """Every threshold memory applies (promotion, pruning, TTL, recall top k, ...; the defaults are
-    the seed documents' values). A bad value raises MemledgerError, like every bad argument."""
+    the seed documents' values). A bad value raises MemtapeError, like every bad argument."""
 
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise MemledgerError(f"policy.{first_error(exc)}") from None
+            raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
 class Memory(RunMemory):
-    """A ledger opened by `memledger.open`: runs and recall (see `memledger.agent.memory.Memory`)
+    """A ledger opened by `memtape.open`: runs and recall (see `memtape.agent.memory.Memory`)
     plus the audit-side questions."""
 
-    #: where this memory remembers the head it saw (`memledger.ledger.anchor`); set by `open`
+    #: where this memory remembers the head it saw (`memtape.ledger.anchor`); set by `open`
     keepers: tuple[Keeper, ...] = ()
 
     def close(self) -> None:
@@ -89,11 +89,11 @@ class Memory(RunMemory):
         short-term, patterns, context, snapshots, sitemap) now or as the ledger knew it at seq / ISO
         time `as_of`, of one domain and one run when given: the fields of `state KIND --json`."""
         if kind not in STATE_KINDS:
-            raise MemledgerError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
+            raise MemtapeError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
         if domain is not None and not isinstance(domain, str):
-            raise MemledgerError(f"domain must be a string, got {type(domain).__name__}")
+            raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         if run is not None and not isinstance(run, str):
-            raise MemledgerError(f"run must be a string, got {type(run).__name__}")
+            raise MemtapeError(f"run must be a string, got {type(run).__name__}")
         _head, items = open_state(self.store, self.projections_path, kind, domain,
                                   _seq_or_time(as_of, "as_of"), self.policy, run=run)
         return plain(items)  # type: ignore[no-any-return]
@@ -102,19 +102,19 @@ class Memory(RunMemory):
         """What run `run_id` knew at each step (or only `step`) and where it came from: the content
         of `audit RUN --json`."""
         if not isinstance(run_id, str) or not run_id:
-            raise MemledgerError(f"run_id must be a run id string, got {run_id!r:.60}")
+            raise MemtapeError(f"run_id must be a run id string, got {run_id!r:.60}")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-            raise MemledgerError(f"step must be an integer >= 0, got {step!r:.60}")
+            raise MemtapeError(f"step must be an integer >= 0, got {step!r:.60}")
         return plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)
         and diff against what really happened: the content of `experiment --set ... --json`."""
         if not isinstance(changes, dict):
-            raise MemledgerError(f"changes must be a dict of policy parameters, got {type(changes).__name__}")
+            raise MemtapeError(f"changes must be a dict of policy parameters, got {type(changes).__name__}")
         unknown = sorted(set(changes) - set(PolicyFields.model_fields))
         if unknown:
-            raise MemledgerError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
+            raise MemtapeError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
         return plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
                                      real_policy=self.policy))
 
@@ -125,9 +125,9 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
     `postgresql://` URL. `policy` sets every threshold (default: the seed documents' values);
     runs with no event for `stale_after` are finished as abandoned when a run starts."""
     if not isinstance(location, (str, Path)) or not str(location).strip():
-        raise MemledgerError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
+        raise MemtapeError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
     if policy is not None and not isinstance(policy, PolicyFields):
-        raise MemledgerError(f"policy must be a memledger.Policy, got {type(policy).__name__}")
+        raise MemtapeError(f"policy must be a memtape.Policy, got {type(policy).__name__}")
     keepers: tuple[Keeper, ...] = ()
     if str(location).startswith(STORE_URL_PREFIXES):
         store = open_store(url=str(location))

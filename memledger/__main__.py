@@ -1,3 +1,0 @@
-from memledger.cli import main
-
-main()

@@ -1,1 +1,0 @@
-"""Adapters that give other agent frameworks memledger's memory (each behind its own extra)."""

@@ -1,0 +1,34 @@
+"""memtape: an event-sourced memory ledger for LLM browser agents.
+
+The public API (see README "Use memtape from your own agent"):
+
+    import memtape
+    mem = memtape.open(".agent-memory")
+    with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
+        run.tier1(); run.recall_domain(step=1); run.record_step(step=1, action="click", ...)
+        run.finish(success=True, outcome="bought")
+    mem.audit(run.run_id)
+
+The command line is `memtape.cli`. The API's names load `memtape.api` on first use (PEP 562),
+so that the command line (`memtape.cli` is a module of this package) does not pay for the agent,
+the audit and the experiment on every start: `memtape analytics ...` needs none of them.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memtape.api import Lesson, Memory, MemtapeError, Policy, Run, TrajectoryRecall, open
+
+__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("memtape.api"), name)
+    raise AttributeError(f"module 'memtape' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

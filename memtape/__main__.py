@@ -1,0 +1,3 @@
+from memtape.cli import main
+
+main()

@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -29,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from memtape.ledger.errors import LedgerError, LedgerTampered
+from memtape.ledger.errors import DiskFull, LedgerError, LedgerTampered
+from memtape.ledger.location import store_tag
 from memtape.ledger.store import REWRITTEN, Store, VerifyResult
 
 HEAD_SUFFIX = ".head"
@@ -70,7 +70,7 @@ def head_path(store: Store) -> Path:
         return store.path.with_suffix(HEAD_SUFFIX)
     if store.home is None:
         raise LedgerError(f"{store.where}: a server store's head file needs the memory directory")
-    return store.home / f"{store.kind}-{hashlib.sha256(store.where.encode()).hexdigest()[:16]}{HEAD_SUFFIX}"
+    return store.home / f"{store_tag(store)}{HEAD_SUFFIX}"
 
 
 class HeadFile:
@@ -82,9 +82,7 @@ class HeadFile:
 
     def load(self) -> Anchor | None:
         try:
-            with open(self.path) as f:
-                fcntl.flock(f, fcntl.LOCK_SH)  # never a half-written head of a process saving it now
-                raw = f.read()
+            raw = self.path.read_text()  # whole: `save` renames a complete file into place
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -97,21 +95,33 @@ class HeadFile:
                                  f"(check the ledger with `memtape verify`, then delete it)") from None
 
     def save(self, anchor: Anchor) -> None:
+        """Write the head to a temporary file, fsync it, and rename it over the old one, so that a
+        crash or a full disk leaves the old head or the new one, never an empty file. A lock on the
+        directory orders two processes saving at once (the head is only moved forward)."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            lock = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
-            return  # a read-only directory: nothing can be remembered here (verify still checks the chain)
-        with os.fdopen(fd, "r+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+            return  # nothing can be remembered here (verify still checks the chain)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                old = json.loads(f.read() or "null")
+                old = json.loads(self.path.read_text() or "null")
                 if isinstance(old, dict) and int(old.get("seq", 0)) > anchor.seq:
                     return
-            except (ValueError, TypeError):
-                pass  # damaged: `load` reported it; this head replaces it only after a clean check
-            f.seek(0)
-            f.truncate()
-            f.write(json.dumps({"seq": anchor.seq, "hash": anchor.hash}) + "\n")
+            except (OSError, ValueError, TypeError):
+                pass  # missing or damaged: `load` reported damage; this head replaces it only after a clean check
+            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            try:
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps({"seq": anchor.seq, "hash": anchor.hash}) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temporary, self.path)
+            except OSError:
+                temporary.unlink(missing_ok=True)  # a full or read-only disk: the old head stays
+        finally:
+            os.close(lock)  # and with it the lock
 
 
 def anchor_fault(store: Store, anchor: Anchor) -> tuple[int, str] | None:
@@ -158,11 +168,14 @@ def remember_head(store: Store, keepers: Sequence[Keeper]) -> Anchor | None:
     try:
         if any(anchor_fault(store, a) is not None for a in loaded(keepers)):
             return None
-    except LedgerTampered:
+    except (LedgerTampered, DiskFull):
         return None
     anchor = Anchor(seq, h, "this memory")
     for keeper in keepers:
-        keeper.save(anchor)
+        try:
+            keeper.save(anchor)
+        except DiskFull:
+            pass  # remembered by the next command that has room; an older head is never lost
     return anchor
 
 

@@ -5,6 +5,9 @@ line; nobody else needs to know what sqlite3 (or psycopg) raises.
 """
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,7 +54,37 @@ class LedgerReadOnly(LedgerError):
 
 
 class DiskFull(LedgerError):
-    """The disk filled up during a write; the transaction was rolled back."""
+    """The disk filled up during a write; the transaction was rolled back, nothing was deleted."""
+
+
+#: below this many free bytes an I/O error of SQLite is taken for a full disk (it often reports
+#: a WAL or journal that cannot grow as SQLITE_IOERR rather than SQLITE_FULL)
+NEARLY_FULL = 1 << 20
+
+
+def disk_full(path: str | os.PathLike[str]) -> DiskFull:
+    """The one-line error of a full disk under `path`: what was refused and what to do."""
+    return DiskFull(f"{path}: disk full; nothing was written (free some space and run it again)")
+
+
+def is_full(path: str | os.PathLike[str]) -> bool:
+    """Is the file system holding `path` (or its nearest existing parent) out of space?"""
+    where = os.path.abspath(path)
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        return shutil.disk_usage(where).free < NEARLY_FULL
+    except OSError:
+        return False
+
+
+def describe_os_error(exc: OSError, path: str | os.PathLike[str]) -> LedgerError:
+    """Map an OSError met while writing a memory file to the project's exception, in one line."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_full(path)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return LedgerReadOnly(f"{path}: cannot write ({exc.strerror})")
+    return LedgerError(f"{path}: {exc.strerror or exc}")
 
 
 class ChainBroken(LedgerError):
@@ -100,8 +133,8 @@ def describe_sqlite_error(exc: sqlite3.Error, path: str) -> LedgerError:
         return LedgerLocked(f"{path}: database is locked by another process (busy timeout exceeded)")
     if primary == SQLITE_READONLY:
         return LedgerReadOnly(f"{path}: cannot write (read-only file or directory)")
-    if primary == SQLITE_FULL:
-        return DiskFull(f"{path}: disk is full; the write was rolled back")
+    if primary == SQLITE_FULL or (primary == SQLITE_IOERR and is_full(path)):
+        return disk_full(path)
     if primary == SQLITE_IOERR:
         return DiskFull(f"{path}: disk I/O error ({msg}); the write was rolled back")
     if primary == SQLITE_CANTOPEN:

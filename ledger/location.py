@@ -6,8 +6,12 @@ PostgreSQL instead (`postgresql://...`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ MIRROR_FILE = "analytics.duckdb"
 MIRROR_STAMP_SUFFIX = ".seal"
 #: written by `memtape fork`: where the fork came from, its seq, and the isolation its runs use
 FORK_FILE = "fork.json"
+_log = logging.getLogger("memtape")
 ISOLATIONS = ("shared", "per-run")
 
 
@@ -84,11 +89,40 @@ def sqlite_path(url: str) -> Path | None:
 def holds_memory_files(path: Path, memory: str | Path | None = None, url: str | None = None) -> bool:
     """Is `path` at the top of a directory whose files are memory's — the memory directory, or the
     one a SQLite store URL puts the ledger in (ledger.db, its WAL, the head, projections.db, its key,
-    the analytics mirror all live there)? Nothing is created to answer."""
+    the analytics mirror all live there), or a server ledger's cache home inside one? Nothing is
+    created to answer."""
     url = url if url is not None else os.environ.get("MEMTAPE_STORE") or None
     ledger = sqlite_path(url) if url else None
-    homes = {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}
-    return Path(path).resolve().parent in {home.resolve() for home in homes}
+    homes = {home.resolve() for home in {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}}
+    parent = Path(path).resolve().parent
+    return parent in homes or (parent.parent in homes and _TAG.match(parent.name) is not None)
+
+
+def check_memory_files(directory: Path) -> None:
+    """Refuse a memory directory whose files memtape would follow elsewhere or trust from someone
+    else: a symbolic link (a database created or overwritten outside the directory) or a file owned
+    by another user is named in one line; a directory or file others may write gets a warning (they
+    could plant a ledger or a key). Only the directory's own entries are looked at, never their targets."""
+    try:
+        here = os.stat(directory)
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LedgerError(f"{directory}: cannot read the memory directory ({exc.strerror})") from None
+    me = os.geteuid()
+    if here.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not here.st_mode & stat.S_ISVTX:
+        _log.warning(f"{directory}: the memory directory is writable by other users (chmod 700 {directory})")
+    for entry in entries:
+        path = Path(directory) / entry.name
+        if entry.is_symlink():
+            raise LedgerError(f"{path}: a symbolic link in the memory directory; memtape does not follow it "
+                              "(move the file itself here)")
+        info = entry.stat(follow_symlinks=False)
+        if info.st_uid != me:
+            raise LedgerError(f"{path}: owned by another user (uid {info.st_uid}); memtape uses only its own files")
+        if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            _log.warning(f"{path}: writable by other users (chmod 600 {path})")
 
 
 def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Store:
@@ -101,20 +135,43 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
         if path is None:
             from memtape.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
             home = memory_dir(memory) if memory is not None else None  # projections.db is written even by reads
+            if home is not None:
+                check_memory_files(home)
             return PostgresStore.open(url, create=create, home=home, **kwargs)
         if create:
             memory_dir(path.parent)
+        check_memory_files(path.parent)
         return SqliteStore.open(path, create=create, **kwargs)
     d = memory_dir(memory, create=create)
+    check_memory_files(d)
     return SqliteStore.open(d / LEDGER_FILE, create=create, **kwargs)
 
 
-def projections_file(store: Store) -> Path:
-    """Where projections.db lives, for every store and every caller: in the store's home (beside a
-    SQLite ledger; the memory directory a PostgreSQL ledger was opened with)."""
+_TAG = re.compile(r"^[a-z]+-[0-9a-f]{16}$")
+
+
+def store_tag(store: Store) -> str:
+    """A server ledger's name in a memory directory: its kind and a digest of its URL (password left
+    out), so that several ledgers used from one folder never share a file."""
+    return f"{store.kind}-{hashlib.sha256(store.where.encode()).hexdigest()[:16]}"
+
+
+def cache_home(store: Store) -> Path:
+    """The folder of one ledger's caches (projections.db, its key, the analytics mirror): beside a
+    SQLite ledger, its own directory; for a server ledger, a folder of its own in the memory
+    directory it was opened with (created 0700), never the one a SQLite ledger there uses."""
     if store.home is None:
         raise LedgerError(f"{store.where}: opened without a memory directory, so it has no projections.db")
-    return store.home / PROJECTIONS_FILE
+    if store.path is not None:
+        return store.home
+    home = memory_dir(store.home / store_tag(store))
+    check_memory_files(home)
+    return home
+
+
+def projections_file(store: Store) -> Path:
+    """Where projections.db lives, for every store and every caller: in the ledger's cache home."""
+    return cache_home(store) / PROJECTIONS_FILE
 
 
 def projections_path(store: Store) -> Path | None:

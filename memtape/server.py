@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtape.api import Memory, MemtapeError, Run, plain
-from memtape.ledger.errors import ConcurrencyConflict, LedgerLocked, UnknownItem
+from memtape.ledger.errors import ConcurrencyConflict, DiskFull, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -111,6 +111,8 @@ def _status(exc: MemtapeError) -> int:
         return 404
     if isinstance(exc, (ConcurrencyConflict, LedgerLocked)):
         return 409
+    if isinstance(exc, DiskFull):
+        return 507
     return 400
 
 

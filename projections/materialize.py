@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.anchor import Anchor, require_anchor
-from memtape.ledger.errors import LedgerError
+from memtape.ledger.errors import DiskFull, LedgerError, describe_sqlite_error
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections import compression, intervals, mentions
@@ -181,7 +181,8 @@ def _connect(path: Path) -> sqlite3.Connection:
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back by itself on a full disk
+                conn.execute("ROLLBACK")
             raise
     return conn
 
@@ -265,6 +266,8 @@ def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoin
         except (sqlite3.DatabaseError, ProjectionsCorrupt) as exc:
             if conn is not None:
                 conn.close()
+            if isinstance(exc, sqlite3.DatabaseError) and isinstance(fault := describe_sqlite_error(exc, str(path)), DiskFull):
+                raise fault from exc  # a full disk is not a damaged file: projections.db is kept
             if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memtape" in str(exc)):
                 first = str(exc).splitlines()[0]  # a ProjectionsCorrupt names the file already
                 raise ProjectionsCorrupt(first if isinstance(exc, ProjectionsCorrupt) else f"{path}: {first}") from exc

@@ -28,7 +28,7 @@ from memtape.commands.ledger import append_observations
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
 from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
-from memtape.ledger.location import PROJECTIONS_FILE, open_store, projections_path
+from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
 from memtape.projections.materialize import ProjectionsHead
 
@@ -333,7 +333,8 @@ class StoreContract:
 
     def test_projections_db_lives_in_the_store_home(self, store: Store, home: Path, store_url: str) -> None:
         """One rule for every store and every caller (the commands, `append`'s policy writer, `audit`)."""
-        assert projections_path(store) == home / PROJECTIONS_FILE
+        assert projections_path(store) == cache_home(store) / PROJECTIONS_FILE
+        assert cache_home(store) == home if store.path is not None else cache_home(store).parent == home
         with open_store(home, store_url, verify_reads=False) as forensic:
             assert projections_path(forensic) is None  # nothing an unverified read returns is materialized
 
@@ -342,5 +343,5 @@ class StoreContract:
         append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")])
         first = store.head()
         append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])
-        remembered = ProjectionsHead(home / PROJECTIONS_FILE).load()  # the second call caught it up to the first's head
+        remembered = ProjectionsHead(cache_home(store) / PROJECTIONS_FILE).load()  # the second call caught it up to the first's head
         assert remembered is not None and remembered.seq >= first > 0 and remembered.hash == store.hash_at(remembered.seq)

@@ -169,7 +169,7 @@ def test_full_disk_in_the_store_rolls_back(ledger_path: Path) -> None:
         for _ in range(200):
             store.append([sample_event("step_recorded", text="x" * 3000) for _ in range(5)])
             appended += 5
-    assert "disk is full" in str(info.value) and "\n" not in str(info.value)
+    assert "disk full" in str(info.value) and "\n" not in str(info.value)
     assert store.head() == appended
     store.close()
     with SqliteStore.open(ledger_path) as again:

@@ -65,7 +65,7 @@ def test_sqlite_read_only_is_ledger_read_only(fresh_ledger: SqliteStore) -> None
 def test_sqlite_full_is_disk_full(fresh_ledger: SqliteStore) -> None:
     pages = fresh_ledger.conn.execute("PRAGMA page_count").fetchone()[0]
     fresh_ledger.conn.execute(f"PRAGMA max_page_count = {pages}")
-    with pytest.raises(DiskFull, match="disk is full"):
+    with pytest.raises(DiskFull, match="disk full"):
         fresh_ledger.append([lesson(i) for i in range(500)])
     assert fresh_ledger.head() == 0
 

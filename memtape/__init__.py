@@ -1,6 +1,6 @@
 """memtape: an event-sourced memory ledger for LLM browser agents.
 
-The public API (see README "Use memtape from your own agent"):
+The public API (see docs/api.md and the README's quick start):
 
     import memtape
     mem = memtape.open(".agent-memory")

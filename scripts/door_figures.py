@@ -1,4 +1,4 @@
-"""The door's figures for the README's "Trust" section: every event type's sample line with each field
+"""The door's figures for the docs' "Trust" page (docs/trust.md): every event type's sample line with each field
 removed, and with each of the adversary's values (tests/schema_strategies.py HOSTILE) put in each field
 an adversary would try; how many `append --raw` refuses (one line, nothing written), and whether
 `memtape schema` agrees on every one.

@@ -269,11 +269,11 @@ def test_a_library_forget_drops_the_mirror_at_once(learned: tuple[SqliteStore, B
     assert not again.mirror_dropped  # nothing was there to drop
 
 
-def test_the_readme_memory_at_step_example_prints_what_the_readme_says(tmp_path: Path) -> None:
-    """The README's `memory_at_step` example (lessons, then the run's short-term memory) prints,
+def test_the_docs_memory_at_step_example_prints_what_the_docs_say(tmp_path: Path) -> None:
+    """The `memory_at_step` example of docs/cli.md (lessons, then the run's short-term memory) prints,
     line by line, the `code` spans of the paragraph that follows it."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    found = re.search(r"^```python\n((?:(?!^```).)*?memory_at_step.*?)^```\n\nIt prints (.*?)\n\n", readme, re.S | re.M)
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    found = re.search(r"^```python\n((?:(?!^```).)*?memory_at_step.*?)^```\n\nIt prints (.*?)\n\n", docs, re.S | re.M)
     assert found is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
     done = subprocess.run([sys.executable, "-"], input=found.group(1), cwd=tmp_path, env=env, capture_output=True,

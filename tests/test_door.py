@@ -264,9 +264,9 @@ def test_decisions_are_refused_by_append_without_raw(memory: Path, decision: str
     assert cli(memory, "append", "--raw", "-", stdin=line + "\n").code == 0
 
 
-def test_the_readme_append_example_keeps_the_experiment_reproducing_the_log(memory: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### `memtape append FILE|-`", 1)[1].split("###", 1)[0]
+def test_the_docs_append_example_keeps_the_experiment_reproducing_the_log(memory: Path) -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    section = docs.split("## `memtape append`", 1)[1].split("\n## ", 1)[0]
     example = section.split("```bash\n", 1)[1].split("```", 1)[0]
     line = example.split("echo '", 1)[1].split("'", 1)[0]
     assert "| memtape append -" in example and "--raw" not in example

@@ -1,5 +1,5 @@
 """An external agent: a separate interpreter that imports only `memtape`, two runs where the
-second recalls what the first learned, then an audit — and the README's example says the same."""
+second recalls what the first learned, then an audit — and the README's quick start says the same."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from memtape.projections.seeds import SEEDS
-from tests.test_readme_python import python_blocks
+from tests.test_docs_python import python_blocks
 
 AGENT = r'''
 import json, sys
@@ -76,7 +76,7 @@ def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: P
 
 
 def test_the_readme_example_prints_what_it_says(tmp_path: Path) -> None:
-    (code,) = [c for _, c in python_blocks() if "# Run 2:" in c]
+    (code,) = [b.code for b in python_blocks() if "# Run 2:" in b.code]
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()

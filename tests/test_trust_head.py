@@ -203,10 +203,9 @@ def test_parse_anchor_refuses_bad_text() -> None:
     assert parse_anchor(" 7:" + "b" * 64 + "\n").seq == 7
 
 
-def test_the_readme_trust_section_counts_these_cases() -> None:
-    """The README's Trust section quotes how many tamper cases are named."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    trust = readme.split("\n## Trust\n", 1)[1].split("\n## ", 1)[0]
+def test_the_trust_page_counts_these_cases() -> None:
+    """docs/trust.md quotes how many tamper cases are named."""
+    trust = (Path(__file__).resolve().parent.parent / "docs" / "trust.md").read_text().split("\n## Secrets\n", 1)[0]
     flat = " ".join(trust.split())
     assert f"{len(TAMPER_CASES) + len(TAIL_CASES)} ledger tamper cases, each named exactly by `verify`" in flat
     assert f"For the {len(TAIL_CASES)} tail cases" in flat

@@ -49,7 +49,7 @@ def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None)
 def import_cmd(path: Path, fmt: str) -> None:
     """Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's
     .agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once).
-    The README shows a minimal valid source of each.
+    docs/cli.md shows a minimal valid source of each.
 
     Example: memtape import ~/.browser_agent/memory.json
     """

@@ -26,6 +26,7 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -45,7 +46,7 @@ from memtape.agent.patterns import learn_patterns
 from memtape.agent.prompt import quoted_name
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
-from memtape.ledger.errors import InvalidEvent, LedgerError, RunConflict, UnknownItem
+from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
 from memtape.ledger.events import (
     Action,
     Backtracked,
@@ -70,6 +71,7 @@ from memtape.ledger.events import (
     Payload,
     RecordedEvent,
     RepeatedFailureDetected,
+    RequestAnswered,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -362,12 +364,37 @@ class Memory:
         self._dirty = True
         return out
 
+    def once(self, key: str, request: str, answer: Callable[[], tuple[int, Any]]) -> tuple[int, Any, bool]:
+        """Answer a request sent with idempotency key `key` at most once. The first time, `answer()`
+        runs and what it writes commits in one transaction with its answer (a `request_answered`
+        event in the key's own stream); the same key again with the same `request` (a sha256 of
+        what was asked) gets the first answer and writes nothing; with another request it is
+        refused (KeyReused). Returns (status, body, replayed)."""
+        _check_text(key, "idempotency key")
+        stream = "request-" + hashlib.sha256(key.encode()).hexdigest()
+        try:
+            with self.writer.atomic() as tx:
+                first = next(tx.select(stream=stream), None)
+                if first is not None:
+                    if first.data["request_sha256"] != request:
+                        raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    return int(first.data["status"]), first.data["response"], True
+                status, body = answer()
+                self.append([self.event(RequestAnswered, {"request_sha256": request, "status": status, "response": body},
+                                        stream=stream)])
+        except BaseException:
+            self.view = None  # it may have folded what was rolled back
+            raise
+        finally:
+            self._dirty = True
+        return status, body, False
+
     def event(self, cls: type[Payload], fields: dict[str, Any], *, run_id: str | None = None,
-              step: int | None = None, domain: str | None = None) -> NewEvent:
+              step: int | None = None, domain: str | None = None, stream: str | None = None) -> NewEvent:
         """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
         _check_text(domain, "domain", empty=True, optional=True)
         try:
-            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None)
+            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None, stream=stream)
         except (ValidationError, ValueError, TypeError) as exc:
             raise InvalidEvent(f"{cls.model_fields['type'].default}: {_one_line(exc)}") from None
 

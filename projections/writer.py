@@ -114,18 +114,21 @@ class MemoryWriter:
         run.fold(tx.select(run.seq, run_id=run_id))
         return run
 
-    def _repeated(self, tx: Transaction, obs: NewEvent) -> RecordedEvent | None:
+    def _repeated(self, tx: Transaction, obs: NewEvent, finished_before: dict[str, bool]) -> RecordedEvent | None:
         """The event already standing for observation `obs` (the same step of a run recorded again
         with the same content: a retry), None when `obs` is new. Refuses what a finished run no longer
-        takes, and a step number recorded again with other content."""
+        takes: a second run_completed, or any observation but a read or a grade once the run finished
+        in an earlier write (`finished_before`: as each run stood when this batch began; a batch's
+        own order is its writer's); and a step number recorded again with other content."""
         if obs.run_id is None:
             return None
         run = self.run(tx, obs.run_id)
+        finished = finished_before.setdefault(obs.run_id, run.finished)
         if obs.type == "run_started":
             if run.started:
                 raise RunConflict(f"run {obs.run_id} already exists")
             return None
-        if run.finished and obs.type not in AFTER_FINISH:
+        if (run.finished and obs.type == "run_completed") or (finished and obs.type not in AFTER_FINISH):
             raise run_finished(obs.run_id, obs.type)
         if obs.type != "step_recorded" or obs.step is None or obs.step not in run.steps:
             return None
@@ -138,11 +141,12 @@ class MemoryWriter:
 
     def _append_in(self, tx: Transaction, state: MemoryState, events: Sequence[NewEvent]) -> list[RecordedEvent]:
         out: list[RecordedEvent] = []
+        finished_before: dict[str, bool] = {}
         for obs in events:
             taken = lesson_id_taken(state, obs)
             if taken is not None:
                 raise InvalidEvent(taken)
-            if self._repeated(tx, obs) is not None:
+            if self._repeated(tx, obs, finished_before) is not None:
                 continue
             out.extend(self._write(tx, state, [*self.opening(state, obs), obs, *decide(state, obs, self.policy)]))
         return out

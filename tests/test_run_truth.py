@@ -3,16 +3,22 @@ transaction, so two handles or two processes may record into one run, `finish` l
 step any of them recorded, a finished run refuses more, and a step recorded twice is one step."""
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import stdio_client
 
 import memtape
 from memtape.ledger.errors import RunConflict
 from tests.server_support import live_server
+from tests.test_mcp_server import _call as call
+from tests.test_mcp_server import _error as error_text
+from tests.test_mcp_server import _server as mcp_server
 from tests.test_api import INTERCEPT, SHOP, overlay_run
 
 GOAL = 'Open "Wool Socks"'
@@ -263,3 +269,37 @@ def test_an_idempotency_key_is_answered_once_by_any_server_and_after_a_restart(t
     assert len(events) == count
     answered = [e for e in events if e.type == "request_answered"]
     assert len(answered) == 4 and all(e.stream.startswith("request-") and "start-1" not in e.stream for e in answered)
+
+
+# ---- over MCP: two stdio servers on one memory directory ------------------------------------------
+
+async def _two_mcp_servers(location: Path) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with stdio_client(mcp_server(location)) as (r1, w1), ClientSession(r1, w1) as one, \
+            stdio_client(mcp_server(location)) as (r2, w2), ClientSession(r2, w2) as two:
+        await one.initialize()
+        await two.initialize()
+        run_id = (await call(one, "start_run", goal=GOAL, start_url=SHOP))["run_id"]
+        seen["run_id"] = run_id
+        await call(one, "record_step", run_id=run_id, step=1, action="click", target='link "Wool Socks"', ok=False,
+                   error=INTERCEPT, url=SHOP)
+        await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
+        seen["retry"] = await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
+        seen["finished"] = await call(one, "finish_run", run_id=run_id, success=True, outcome="done")
+        seen["late_step"] = error_text(await two.call_tool("record_step", {"run_id": run_id, "step": 3, "action": "press"}))
+        seen["second_finish"] = error_text(await two.call_tool("finish_run", {"run_id": run_id, "success": False}))
+    return seen
+
+
+def test_two_mcp_servers_share_one_run_and_a_finished_run_refuses_more(tmp_path: Path) -> None:
+    location = tmp_path / "mem"
+    memtape.open(location).close()
+    seen = asyncio.run(_two_mcp_servers(location))
+    run_id = seen["run_id"]
+    assert seen["finished"]["lessons"]  # learned from the failure on one server and the recovery on the other
+    assert run_id in seen["late_step"] and "already completed" in seen["late_step"]
+    assert run_id in seen["second_finish"]
+    mine = [e for e in _events(location) if e.run_id == run_id]
+    assert [e.step for e in mine if e.type == "step_recorded"] == [1, 2]
+    assert seen["retry"]["event_id"] == next(e.id for e in mine if e.type == "step_recorded" and e.step == 2)
+    assert [e.type for e in mine].count("run_completed") == 1

@@ -16,10 +16,10 @@ from mcp.client.stdio import stdio_client
 import memtape
 from memtape.ledger.errors import RunConflict
 from tests.server_support import live_server
+from tests.test_api import INTERCEPT, SHOP, overlay_run
 from tests.test_mcp_server import _call as call
 from tests.test_mcp_server import _error as error_text
 from tests.test_mcp_server import _server as mcp_server
-from tests.test_api import INTERCEPT, SHOP, overlay_run
 
 GOAL = 'Open "Wool Socks"'
 

@@ -26,9 +26,10 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -45,7 +46,7 @@ from memtape.agent.patterns import learn_patterns
 from memtape.agent.prompt import quoted_name
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
-from memtape.ledger.errors import InvalidEvent, LedgerError, UnknownItem
+from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
 from memtape.ledger.events import (
     Action,
     Backtracked,
@@ -70,6 +71,7 @@ from memtape.ledger.events import (
     Payload,
     RecordedEvent,
     RepeatedFailureDetected,
+    RequestAnswered,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -99,7 +101,7 @@ from memtape.projections.short_term import ShortTerm
 from memtape.projections.steps import action_signature
 from memtape.projections.trajectories import Trajectory
 from memtape.projections.view import MemoryView
-from memtape.projections.writer import MemoryWriter
+from memtape.projections.writer import MemoryWriter, RunSoFar, run_finished
 
 #: error phrases that name a failure's cause; the first found is a lesson's error_pattern
 KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode violation",
@@ -356,12 +358,43 @@ class Memory:
         self._dirty = True
         return out
 
+    def append_to_run(self, run_id: str, build: Callable[[RunSoFar], Sequence[NewEvent]]) -> list[RecordedEvent]:
+        """Append what `build` makes of run `run_id` as the ledger holds it (`MemoryWriter.append_to_run`)."""
+        out = self.writer.append_to_run(run_id, build)
+        self._dirty = True
+        return out
+
+    def once(self, key: str, request: str, answer: Callable[[], tuple[int, Any]]) -> tuple[int, Any, bool]:
+        """Answer a request sent with idempotency key `key` at most once. The first time, `answer()`
+        runs and what it writes commits in one transaction with its answer (a `request_answered`
+        event in the key's own stream); the same key again with the same `request` (a sha256 of
+        what was asked) gets the first answer and writes nothing; with another request it is
+        refused (KeyReused). Returns (status, body, replayed)."""
+        _check_text(key, "idempotency key")
+        stream = "request-" + hashlib.sha256(key.encode()).hexdigest()
+        try:
+            with self.writer.atomic() as tx:
+                first = next(tx.select(stream=stream), None)
+                if first is not None:
+                    if first.data["request_sha256"] != request:
+                        raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    return int(first.data["status"]), first.data["response"], True
+                status, body = answer()
+                self.append([self.event(RequestAnswered, {"request_sha256": request, "status": status, "response": body},
+                                        stream=stream)])
+        except BaseException:
+            self.view = None  # it may have folded what was rolled back
+            raise
+        finally:
+            self._dirty = True
+        return status, body, False
+
     def event(self, cls: type[Payload], fields: dict[str, Any], *, run_id: str | None = None,
-              step: int | None = None, domain: str | None = None) -> NewEvent:
+              step: int | None = None, domain: str | None = None, stream: str | None = None) -> NewEvent:
         """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
         _check_text(domain, "domain", empty=True, optional=True)
         try:
-            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None)
+            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None, stream=stream)
         except (ValidationError, ValueError, TypeError) as exc:
             raise InvalidEvent(f"{cls.model_fields['type'].default}: {_one_line(exc)}") from None
 
@@ -408,12 +441,15 @@ class Memory:
 
     def run(self, run_id: str) -> "Run":
         """A running run started elsewhere (another process, the command line), to record into or
-        finish; its steps so far are read back from the ledger for post-run learning."""
-        manifest = self.current().run(_check_text(run_id, "run_id") or "")
+        finish. The ledger stays its one truth: every write of the handle is checked against the
+        run as the ledger holds it then, and `finish` learns from every step any process recorded."""
+        _check_text(run_id, "run_id")
+        self._dirty = True  # another process may have started or finished it since this memory last read
+        manifest = self.current().run(run_id)
         if manifest is None:
             raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
         if manifest.status != "running":
-            raise InvalidEvent(f"run {run_id!r} is already {manifest.status}")
+            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
                   enabled=manifest.memory_enabled)
         run.started_at = manifest.started_at
@@ -442,8 +478,11 @@ class Memory:
         for manifest in self.current().runs(status="running"):
             last = self._last_activity(manifest)
             if parse_ts(last) <= limit:
-                self.finish_run(manifest.run_id, success=False, outcome=f"abandoned: no activity since {last}",
-                                reason="abandoned")
+                try:
+                    self.finish_run(manifest.run_id, success=False, outcome=f"abandoned: no activity since {last}",
+                                    reason="abandoned")
+                except RunConflict:  # another process finished it meanwhile
+                    continue
                 done.append(manifest.run_id)
         return done
 
@@ -553,10 +592,13 @@ class Run:
                  tb: TracebackType | None) -> None:
         if self.finished:
             return
-        if exc is not None:
-            self.finish(success=False, outcome=f"{type(exc).__name__}: {_one_line(exc)}"[:2000], reason="exception")
-        else:
-            self.finish(success=False, outcome="the run ended without finish()", reason="unfinished")
+        try:
+            if exc is not None:
+                self.finish(success=False, outcome=f"{type(exc).__name__}: {_one_line(exc)}"[:2000], reason="exception")
+            else:
+                self.finish(success=False, outcome="the run ended without finish()", reason="unfinished")
+        except RunConflict:  # finished by another process or handle: the ledger's ending stands
+            self.finished = True
 
     # ---- plumbing ------------------------------------------------------------------
 
@@ -610,9 +652,10 @@ class Run:
         return self.memory.event(cls, self.scrub(fields), run_id=self.run_id, step=_check_step(step),
                                  domain=domain)
 
-    def _live(self) -> None:
+    def _live(self, what: str = "events") -> None:
+        """Refuse early what this handle knows the run no longer takes (the writer checks the ledger)."""
         if self.finished:
-            raise InvalidEvent(f"run {self.run_id!r} is finished")
+            raise run_finished(self.run_id, what)
 
     # ---- recall ------------------------------------------------------------------------
 
@@ -863,8 +906,10 @@ class Run:
         `url_after` (default `url`); `target` names the element as `role "name"`. `page_before`
         and `page_after` describe the page (url, title, page_type, elements) for step memories.
         With `sensitive=True` every argument is masked and the typed value (args value/text) is
-        redacted everywhere. Returns the event id."""
-        self._live()
+        redacted everywhere. Returns the event id. A step number is recorded once per run: the
+        same step again with the same content (a retry) returns the first event's id; with other
+        content it is refused (RunConflict)."""
+        self._live("step_recorded")
         _check_step(step, required=True)
         _check_text(action, "action")
         _check_text(target, "target", empty=True, optional=True)
@@ -897,7 +942,10 @@ class Run:
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
                 "decided_by": decided_by, "rep": self.rep}, step=step, domain=rec.domain or None)
-            rec.event_id = self.memory.append([ev])[0].id
+            written = self.memory.append([ev])
+            if not written:  # recorded before (a retry): the first event answers
+                return self.memory.writer.runs[self.run_id].steps[step].id
+            rec.event_id = written[0].id
             self.steps.append(rec)
             self.url = after
             return rec.event_id
@@ -907,7 +955,7 @@ class Run:
                       step: int | None = None) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id."""
-        self._live()
+        self._live("lesson_recorded")
         _check_text(text, "text")
         for what, value in (("failed_command", failed_command), ("error_pattern", error_pattern),
                             ("scope_domain", scope_domain)):
@@ -995,8 +1043,11 @@ class Run:
                replayed_steps: int | None = None, learn: bool = True) -> Learned:
         """Post-run learning (lessons from failure→recovery, facts, selectors, the trajectory and the
         patterns of a success), the uses of learned patterns, the session entry, graded steps and
-        run_completed, in one transaction. `learn=False` (an exploration) learns nothing from the steps."""
-        self._live()
+        run_completed, in one transaction. `learn=False` (an exploration) learns nothing from the steps.
+
+        The steps are the run's as the ledger holds them inside that transaction, whichever process
+        or handle recorded them; a run already finished (here or elsewhere) is refused (RunConflict)."""
+        self._live("run_completed")
         _check_flag(success, "success")
         _check_text(outcome, "outcome", empty=True)
         for what, text in (("reason", reason), ("result", result), ("final_url", final_url)):
@@ -1005,58 +1056,69 @@ class Run:
                             ("policy_decisions", policy_decisions), ("replayed_steps", replayed_steps)):
             _check_amount(count, what, whole=True)
         _check_amount(duration_ms, "duration_ms")
-        steps = self.steps
-        run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
-            "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
-            "final_url": final_url if final_url is not None else self.url,
-            "turns": turns if turns is not None else len(steps), "tokens_in": tokens_in, "tokens_out": tokens_out,
-            "duration_ms": round(duration_ms if duration_ms is not None else self._elapsed_ms(), 3),
-            "policy_decisions": policy_decisions if policy_decisions is not None
-            else sum(1 for s in steps if s.decided_by == "policy"),
-            "replayed_steps": replayed_steps if replayed_steps is not None
-            else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload)
+        learned = Learned()
+
+        def build(so_far: RunSoFar) -> list[NewEvent]:
+            mine = {s.event_id: s for s in self.steps}  # this handle's records keep what events do not (in_shadow)
+            steps = [mine.get(ev.id) or StepRecord.from_event(ev) for ev in so_far.step_events()]
+            last_url = next((s.url_after for s in reversed(steps) if s.url_after), self.url)
+            run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
+                "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
+                "final_url": final_url if final_url is not None else last_url,
+                "turns": turns if turns is not None else len(steps), "tokens_in": tokens_in, "tokens_out": tokens_out,
+                "duration_ms": round(duration_ms if duration_ms is not None else self._elapsed_ms(), 3),
+                "policy_decisions": policy_decisions if policy_decisions is not None
+                else sum(1 for s in steps if s.decided_by == "policy"),
+                "replayed_steps": replayed_steps if replayed_steps is not None
+                else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload)
+            return self._learning(steps, run, learned, learn)
+
         with self.timed():
-            learned = Learned()
-            events: list[NewEvent] = []
-            run_domain = domain_of(self.start_url)
-            if self.enabled:
-                events += [self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
-                           for pid in self.patterns_used]
-            if self.enabled and learn:
-                if run.success:
-                    for pattern in learn_patterns(steps, run_domain):
-                        if pattern.pattern_id not in self.patterns_used:
-                            learned.patterns.append(pattern)
-                            events.append(self._event(PatternLearned, pattern.model_dump(), domain=run_domain))
-                for domain, step, payload in extract_lessons(steps):
-                    learned.lessons.append(payload)
-                    events.append(self._event(LessonRecorded, payload.model_dump(), domain=domain, step=step))
-                for domain, fact in observe_facts(steps, run.success):
-                    learned.facts.append(fact)
-                    events.append(self._event(FactObserved, fact.model_dump(), domain=domain))
-                events += self._selector_outcomes(steps)
-                if run.success:
-                    traj = self._trajectory(steps, run)
-                    if traj is not None:
-                        learned.trajectory = traj
-                        events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=run_domain))
-            if self.enabled:
-                events.append(self._event(SessionRecorded, {
-                    "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
-                    "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
-                    "turns_used": run.turns, "duration_ms": round(run.duration_ms, 3)}, domain=run_domain))
-            for step, grade in grade_steps(steps, run):
-                events.append(self._event(StepGraded, grade, step=step, domain=None))
-            events.append(self._event(RunCompleted, {
-                "success": run.success, "summary": run.summary[:2000], "result": run.result,
-                "reason": run.reason, "final_url": run.final_url, "turns": run.turns,
-                "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
-                "duration_ms": round(run.duration_ms, 3), "policy_decisions": run.policy_decisions,
-                "replayed_steps": run.replayed_steps, "memory_ms": round(self.ms_total, 3)},
-                domain=domain_of(run.final_url or "") or run_domain))
-            self.memory.append(events)
+            self.memory.append_to_run(self.run_id, build)
         self.finished = True
         return learned
+
+    def _learning(self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool) -> list[NewEvent]:
+        """The events of finishing the run with `steps`: what it learned (into `learned`), the uses of
+        patterns, the session entry, graded steps and run_completed."""
+        events: list[NewEvent] = []
+        run_domain = domain_of(self.start_url)
+        if self.enabled:
+            events += [self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
+                       for pid in self.patterns_used]
+        if self.enabled and learn:
+            if run.success:
+                for pattern in learn_patterns(steps, run_domain):
+                    if pattern.pattern_id not in self.patterns_used:
+                        learned.patterns.append(pattern)
+                        events.append(self._event(PatternLearned, pattern.model_dump(), domain=run_domain))
+            for domain, step, payload in extract_lessons(steps):
+                learned.lessons.append(payload)
+                events.append(self._event(LessonRecorded, payload.model_dump(), domain=domain, step=step))
+            for domain, fact in observe_facts(steps, run.success):
+                learned.facts.append(fact)
+                events.append(self._event(FactObserved, fact.model_dump(), domain=domain))
+            events += self._selector_outcomes(steps)
+            if run.success:
+                traj = self._trajectory(steps, run)
+                if traj is not None:
+                    learned.trajectory = traj
+                    events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=run_domain))
+        if self.enabled:
+            events.append(self._event(SessionRecorded, {
+                "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
+                "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
+                "turns_used": run.turns, "duration_ms": round(run.duration_ms, 3)}, domain=run_domain))
+        for step, grade in grade_steps(steps, run):
+            events.append(self._event(StepGraded, grade, step=step, domain=None))
+        events.append(self._event(RunCompleted, {
+            "success": run.success, "summary": run.summary[:2000], "result": run.result,
+            "reason": run.reason, "final_url": run.final_url, "turns": run.turns,
+            "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
+            "duration_ms": round(run.duration_ms, 3), "policy_decisions": run.policy_decisions,
+            "replayed_steps": run.replayed_steps, "memory_ms": round(self.ms_total, 3)},
+            domain=domain_of(run.final_url or "") or run_domain))
+        return events
 
     def _elapsed_ms(self) -> float:
         if self.started_at is None:

@@ -151,3 +151,12 @@ def translated(path: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise describe_sqlite_error(exc, path) from exc
+
+
+class RunConflict(ConcurrencyConflict):
+    """A write the run's ledger contradicts: the run is finished (or already exists), or its step
+    number was recorded with other content. The message names the run; nothing was written."""
+
+
+class KeyReused(InvalidEvent):
+    """An idempotency key that already answered another request; nothing was written."""

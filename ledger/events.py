@@ -703,6 +703,18 @@ class SubjectForgotten(Payload):
     run_ids: list[str] = Field(default_factory=list)
 
 
+class RequestAnswered(Payload):
+    """A request sent with an idempotency key, and the answer it got. The key's digest names the
+    stream (`request-<sha256 of the key>`), so the same key again is answered from here by any
+    server on this ledger, after any restart, and the ledger's lock makes the first one win."""
+
+    type: Literal["request_answered"] = "request_answered"
+    #: sha256 of what was asked (for HTTP: the method, the path and the body's bytes)
+    request_sha256: str
+    status: Annotated[int, Ge(100), Le(599)] = 200
+    response: Any = None
+
+
 AnyPayload = Annotated[
     Union[
         RunStarted, RunProgress, RunCompleted, SessionRecorded,
@@ -712,7 +724,7 @@ AnyPayload = Annotated[
         FactObserved, FactContradicted, FactsPruned,
         SelectorSucceeded, SelectorFailed,
         TrajectoryRecorded, TrajectoriesExpired,
-        MemoryImported, SubjectForgotten,
+        MemoryImported, SubjectForgotten, RequestAnswered,
         PatternLearned, PatternUsed, PatternsPruned, ContextGiven, ContextInferred,
         ExtractionRecorded, ExtractionServed, SnapshotTaken, Backtracked, RepeatedFailureDetected,
         ExplorationStarted, SitemapLinksDiscovered, SitemapPageVisited, ExplorationCompleted,

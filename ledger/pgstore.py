@@ -346,6 +346,9 @@ class PgTransaction(Transaction):
         self.pg_store = store
         self.conn = conn
 
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Sequence[Any]]:
+        return self.conn.execute(sql, params, prepare=True).fetchall()
+
     def stream_version(self, stream: str) -> int:
         row = self.conn.execute("SELECT stream_version FROM events WHERE stream = %s ORDER BY stream_version DESC LIMIT 1",
                                 (stream,), prepare=True).fetchone()

@@ -391,6 +391,16 @@ class Transaction(ABC):
         self.appended.extend(recorded)
         return recorded
 
+    def select(self, after_seq: int = 0, *, run_id: str | None = None, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """The events of one run or one stream after seq `after_seq`, as this transaction sees them
+        (its own appends included, nobody else's in between): what a writer decides from is read
+        under the same lock as what it appends."""
+        return self.store._read(self._fetch, after_seq + 1, run_id=run_id, stream=stream)
+
+    @abstractmethod
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Sequence[Any]]:
+        """Run one read query on this transaction's connection."""
+
     @abstractmethod
     def stream_version(self, stream: str) -> int:
         """The stream's last version (0: none yet), this transaction's appends included."""
@@ -569,6 +579,9 @@ class SqliteTransaction(Transaction):
     def __init__(self, store: SqliteStore, conn: sqlite3.Connection):
         super().__init__(store, conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone())
         self.conn = conn
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Sequence[Any]]:
+        return self.conn.execute(sql, params).fetchall()
 
     def stream_version(self, stream: str) -> int:
         row = self.conn.execute("SELECT MAX(stream_version) FROM events WHERE stream = ?", (stream,)).fetchone()

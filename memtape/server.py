@@ -9,9 +9,22 @@ serializes appends anyway, and one writer per process keeps the SQLite
 connection on one thread. Bad input answers 4xx with `{"error": "<one
 line>"}` and writes nothing; with a token, every route but the OpenAPI
 document and `/docs` asks for `Authorization: Bearer <token>`.
+
+A run's truth is the ledger, not a server: any number of servers on one
+memory may record into one run, and a write the run no longer takes (a step
+after it finished, a second finish, a step number again with other content)
+answers 409 naming the run. Every POST takes an `Idempotency-Key` header
+(1 to 255 characters): the first request with a key is answered and its answer
+recorded in the same transaction as its writes (a `request_answered` event);
+the same key with the same method, path and body gets that answer again
+(header `Idempotent-Replayed: true`) and writes nothing, on any server of the
+ledger and after a restart; the same key with another request answers 422
+(as the IETF Idempotency-Key draft asks). Only answers that wrote are kept: a
+refused request writes nothing, so it may be sent again with its key.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
@@ -19,16 +32,18 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memtape.api import Memory, MemtapeError, Run, plain
-from memtape.ledger.errors import ConcurrencyConflict, DiskFull, LedgerLocked, UnknownItem
+from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_KEY_CHARS = 255
 
 
 class Body(BaseModel):
@@ -109,6 +124,8 @@ def _one_line(text: str) -> str:
 def _status(exc: MemtapeError) -> int:
     if isinstance(exc, UnknownItem):
         return 404
+    if isinstance(exc, KeyReused):
+        return 422
     if isinstance(exc, (ConcurrencyConflict, LedgerLocked)):
         return 409
     if isinstance(exc, DiskFull):
@@ -121,6 +138,21 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     app = FastAPI(title="memtape", version=version("memtape"),
                   description="An event-sourced memory ledger for LLM browser agents: the library's API over HTTP.")
     live: dict[str, Run] = {}
+
+    async def answered(request: Request, work: Callable[[], Any], status: int = 200) -> JSONResponse:
+        """The answer of a POST: `work()` once per Idempotency-Key (see the module's docstring)."""
+        key = request.headers.get("idempotency-key")
+        if key is None:
+            return JSONResponse(jsonable_encoder(work()), status_code=status)
+        if not 0 < len(key) <= MAX_KEY_CHARS:
+            raise InvalidEvent(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters")
+        asked = hashlib.sha256(f"{request.method} {request.url.path}\n".encode() + await request.body()).hexdigest()
+        try:
+            code, body, replayed = memory.once(key, asked, lambda: (status, jsonable_encoder(work())))
+        except BaseException:
+            live.clear()  # a run object may hold what was rolled back
+            raise
+        return JSONResponse(body, status_code=code, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
     def run_of(run_id: str) -> Run:
         run = live.get(run_id)
@@ -152,49 +184,62 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
         return JSONResponse({"error": _one_line(f"{where}: {first.get('msg', 'invalid request')}")}, status_code=422)
 
     @app.post("/runs", response_model=RunId, status_code=201)
-    async def start_run(body: RunStart) -> RunId:
-        run = memory.start_run(goal=body.goal, start_url=body.start_url, session_id=body.session_id)
-        live[run.run_id] = run
-        return RunId(run_id=run.run_id, session_id=run.session_id)
+    async def start_run(request: Request, body: RunStart) -> Any:
+        def work() -> RunId:
+            run = memory.start_run(goal=body.goal, start_url=body.start_url, session_id=body.session_id)
+            live[run.run_id] = run
+            return RunId(run_id=run.run_id, session_id=run.session_id)
+        return await answered(request, work, 201)
 
     @app.post("/runs/{run_id}/steps", response_model=Recorded)
-    async def record_step(run_id: str, body: StepBody) -> Recorded:
-        run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
-                                   ok=body.ok, error=body.error)
-        return Recorded()
+    async def record_step(request: Request, run_id: str, body: StepBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
+                                       ok=body.ok, error=body.error)
+            return Recorded()
+        return await answered(request, work)
 
     @app.post("/runs/{run_id}/lessons", response_model=Recorded)
-    async def record_lesson(run_id: str, body: LessonBody) -> Recorded:
-        lesson_id = run_of(run_id).record_lesson(body.text, category=body.category,
-                                                 failed_command=body.failed_command,
-                                                 error_pattern=body.error_pattern,
-                                                 scope_domain=body.scope_domain, step=body.step)
-        return Recorded(id=lesson_id)
+    async def record_lesson(request: Request, run_id: str, body: LessonBody) -> Any:
+        def work() -> Recorded:
+            return Recorded(id=run_of(run_id).record_lesson(body.text, category=body.category,
+                                                            failed_command=body.failed_command,
+                                                            error_pattern=body.error_pattern,
+                                                            scope_domain=body.scope_domain, step=body.step))
+        return await answered(request, work)
 
     @app.post("/runs/{run_id}/facts", response_model=Recorded)
-    async def observe_fact(run_id: str, body: FactBody) -> Recorded:
-        run_of(run_id).observe_fact(kind=body.kind, key=body.key, value=body.value, step=body.step)
-        return Recorded()
+    async def observe_fact(request: Request, run_id: str, body: FactBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).observe_fact(kind=body.kind, key=body.key, value=body.value, step=body.step)
+            return Recorded()
+        return await answered(request, work)
 
     @app.post("/runs/{run_id}/selectors", response_model=Recorded)
-    async def selector_result(run_id: str, body: SelectorBody) -> Recorded:
-        run_of(run_id).selector_result(element=body.element, selector=body.selector, ok=body.ok, step=body.step)
-        return Recorded()
+    async def selector_result(request: Request, run_id: str, body: SelectorBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).selector_result(element=body.element, selector=body.selector, ok=body.ok, step=body.step)
+            return Recorded()
+        return await answered(request, work)
 
     @app.post("/runs/{run_id}/context", response_model=Recorded)
-    async def record_context(run_id: str, body: ContextBody) -> Recorded:
-        run = run_of(run_id)
-        if body.budget is None:
-            run.record_context(items=body.items, step=body.step)
-        else:
-            run.record_context(items=body.items, step=body.step, budget=body.budget)
-        return Recorded()
+    async def record_context(request: Request, run_id: str, body: ContextBody) -> Any:
+        def work() -> Recorded:
+            run = run_of(run_id)
+            if body.budget is None:
+                run.record_context(items=body.items, step=body.step)
+            else:
+                run.record_context(items=body.items, step=body.step, budget=body.budget)
+            return Recorded()
+        return await answered(request, work)
 
     @app.post("/runs/{run_id}/finish")
-    async def finish(run_id: str, body: FinishBody) -> Any:
-        learned = run_of(run_id).finish(success=body.success, outcome=body.outcome)
-        live.pop(run_id, None)
-        return plain(learned)
+    async def finish(request: Request, run_id: str, body: FinishBody) -> Any:
+        def work() -> Any:
+            learned = run_of(run_id).finish(success=body.success, outcome=body.outcome)
+            live.pop(run_id, None)
+            return plain(learned)
+        return await answered(request, work)
 
     @app.get("/runs/{run_id}/recall/error")
     async def recall_error(run_id: str, command: str, error: str, step: int | None = None) -> Any:
@@ -225,12 +270,16 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     @app.post("/events", response_model=Appended,
               openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {
                   "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
-    async def append(request: Request) -> Appended:
-        recorded = memory.append(parse_lines(await request.body()))
-        live.clear()  # a run finished by these lines must not be recorded into from a stale object
-        if not recorded:
-            return Appended(appended=0)
-        return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
+    async def append(request: Request) -> Any:
+        lines = parse_lines(await request.body())
+
+        def work() -> Appended:
+            recorded = memory.append(lines)
+            live.clear()  # a run finished by these lines must not be recorded into from a stale object
+            if not recorded:
+                return Appended(appended=0)
+            return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
+        return await answered(request, work)
 
     return app
 

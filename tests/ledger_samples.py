@@ -71,6 +71,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "sitemap_page_visited": {"url": T, "title": T, "summary": T, "section_count": 3, "depth": 1},
     "exploration_completed": {"homepage_url": T, "pages_visited": 4, "pages_discovered": 6, "complete": True,
                               "summary": T},
+    "request_answered": {"request_sha256": "0" * 64, "status": 201, "response": {"run_id": T}},
 }
 assert set(SAMPLES) == set(EVENT_TYPES), set(EVENT_TYPES) ^ set(SAMPLES)
 

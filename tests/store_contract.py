@@ -6,7 +6,8 @@ the layers above rely on is checked here for each: round trip, atomic
 batches, optimistic concurrency, gapless seq, the hash chain (the same hashes
 as the rule in Python, for any text) and its tamper-evidence, append-only
 triggers, filters, subscribe, monotonic recorded time, several processes
-appending at once, and where projections.db lives.
+appending at once, where projections.db lives, and one truth per run (a run's
+state read inside the write transaction, whichever connection wrote it).
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memtape.agent.memory import Memory
 from memtape.commands.ledger import append_observations
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
+from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, RunConflict
 from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
@@ -91,6 +93,17 @@ def _writer(url: str, name: str, count: int, start: Any) -> None:
             s.append([progress(i + k, run=name) for k in range(n)])
             i += n
 
+
+def _finisher(url: str, run_id: str, start: Any, won: Any) -> None:
+    """One of several processes finishing the same run at once: exactly one may."""
+    with open_store(url=url) as s:
+        start.wait()
+        try:
+            Memory(s).run(run_id).finish(success=True, outcome="mine")
+        except RunConflict:  # finished by another, before this one opened it or while it finished
+            return
+        with won.get_lock():
+            won.value += 1
 
 
 class StoreContract:
@@ -345,3 +358,46 @@ class StoreContract:
         append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])
         remembered = ProjectionsHead(cache_home(store) / PROJECTIONS_FILE).load()  # the second call caught it up to the first's head
         assert remembered is not None and remembered.seq >= first > 0 and remembered.hash == store.hash_at(remembered.seq)
+
+    def test_a_transaction_selects_a_run_or_a_stream_with_its_own_appends(self, store: Store) -> None:
+        store.append([progress(0, run="r1"), progress(0, run="r2")])
+        with store.atomic() as tx:
+            tx.append([progress(1, run="r1"), lesson(1)])
+            assert [(e.run_id, e.data["turn"]) for e in tx.select(run_id="r1")] == [("r1", 0), ("r1", 1)]
+            assert [e.seq for e in tx.select(2, run_id="r1")] == [3]
+            assert [e.type for e in tx.select(stream="memory")] == ["lesson_seeded"]
+
+    def test_one_truth_per_run_across_connections(self, store: Store, store_url: str) -> None:
+        """Two memories on their own connections record into one run; the finish learns from both,
+        a finished run refuses the other, a step recorded again is one step."""
+        here = Memory(store)
+        with open_store(url=store_url) as other:
+            there_memory = Memory(other)
+            run = here.start_run(goal="Open the socks page", start_url="https://shop.example/")
+            first = run.record_step(step=1, action="click", target='link "Socks"', ok=False,
+                                    error="element <div> intercepts pointer events")
+            there = there_memory.run(run.run_id)
+            assert there.record_step(step=1, action="click", target='link "Socks"', ok=False,
+                                     error="element <div> intercepts pointer events") == first
+            there.record_step(step=2, action="press", args={"key": "Escape"})
+            learned = run.finish(success=True, outcome="done")
+            assert [l.failed_command for l in learned.lessons] == ["click"]
+            with pytest.raises(RunConflict, match=f"^run {run.run_id} is finished; it takes no more steps$"):
+                there.record_step(step=3, action="press", args={"key": "Enter"})
+            with pytest.raises(RunConflict, match=f"^run {run.run_id} is already finished$"):
+                there.finish(success=False)
+        mine = [e.type for e in store.read(run_id=run.run_id)]
+        assert mine.count("step_recorded") == 2 and mine.count("run_completed") == 1
+
+    def test_processes_finishing_one_run_at_once_finish_it_once(self, store: Store, store_url: str) -> None:
+        run = Memory(store).start_run(goal="Open the socks page", start_url="https://shop.example/")
+        ctx = multiprocessing.get_context("fork")
+        start, won = ctx.Event(), ctx.Value("i", 0)
+        procs = [ctx.Process(target=_finisher, args=(store_url, run.run_id, start, won)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        start.set()
+        for p in procs:
+            p.join(timeout=60)
+        assert [p.exitcode for p in procs] == [0, 0, 0] and won.value == 1
+        assert [e.type for e in store.read(run_id=run.run_id)].count("run_completed") == 1

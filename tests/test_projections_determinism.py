@@ -128,7 +128,7 @@ def _versions(path: Path) -> list[tuple[Any, ...]]:
 def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any], cuts: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
-        writer = MemoryWriter(store)
+        writer = MemoryWriter(store, check_runs=False)  # any log, as old ledgers hold them
         path = Path(tmp) / "projections.db"
         i = 0
         for n in cuts:
@@ -153,7 +153,7 @@ def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any],
 def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(materialize, "SNAPSHOT_EVERY", 4):
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
-        _write(store, MemoryWriter(store), items)
+        _write(store, MemoryWriter(store, check_runs=False), items)
         path = Path(tmp) / "projections.db"
         view = MemoryView.open(store, path)
         events = list(store.read())

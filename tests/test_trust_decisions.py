@@ -35,7 +35,7 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> Path:
         writer = MemoryWriter(store)
         writer.append([event(LessonRecorded(lesson_id="", lesson="Scroll the element into view first",
                                             category="error_recovery", failed_command="scroll",
-                                            error_pattern="not visible"), run_id="run4", domain="a.test")])
+                                            error_pattern="not visible"), domain="a.test")])  # outside a run: run4 is finished
         clock.advance(timedelta(days=100))
         writer.open_for_run("late", clock.now.isoformat())
         writer.append([event(RunStarted(goal="late run"), run_id="late", domain="a.test")])

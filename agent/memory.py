@@ -93,7 +93,7 @@ from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args
 from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.runs import RunManifest
 from memtape.projections.selectors import known_good
@@ -103,10 +103,10 @@ from memtape.projections.trajectories import Trajectory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar, run_finished
 
-#: error phrases that name a failure's cause; the first found is a lesson's error_pattern
-KNOWN_PATTERNS = ("intercepts pointer events", "is not an <input>", "strict mode violation",
-                  "element is not visible", "element is not enabled", "not attached to the dom",
-                  "too many arguments", "net::err_", "timeout")
+#: seed 001's known error phrases, in the order its agent tries them: the first one an error
+#: contains is the lesson's error_pattern ("... not visible; Timeout 5000ms exceeded" is `timeout`)
+KNOWN_PATTERNS = ("too many arguments", "intercepts pointer events", "timeout", "element is not visible",
+                  "element is not enabled", "frame was detached", "target closed", "navigation interrupted")
 DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
 SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "PageUp", "Space", "Backspace"}
 #: a run with no event for this long is abandoned when the next run starts (its process died)
@@ -117,35 +117,46 @@ CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "conte
                                "tokens"})
 
 
-#: errors that name no cause (the element or ref was simply not there): they teach nothing
-NO_CAUSE = re.compile(r"\b(?:element|ref|target|node|locator)s?\b[^\n]{0,60}?\bnot found\b|\bunknown ref\b|"
-                      r"\bno such (?:element|ref)\b|\bneeds a ref\b|rejected by the approval hook", re.I)
-#: an error without a known cause phrase must say at least this many words to teach anything
-MIN_CAUSE_WORDS = 3
-_QUOTED_TEXT = re.compile(r"<[^>]*>|\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d")
-_WORD = re.compile(r"[a-z][a-z._-]*")
+#: errors that only say the element was not there (seed 001's agent skips them): they teach nothing
+NO_CAUSE = ("not found", "no such element")
+#: an error shorter than this (stripped) teaches nothing; exactly this long is kept
+MIN_ERROR_CHARS = 10
+#: a lesson's error_pattern without a known phrase: the error's first line, lower-cased, cut to this
+PATTERN_CHARS = 80
+#: a lesson's text quotes the error's first line, in its own case, cut to this
+QUOTE_CHARS = 60
 
 
 def error_pattern(error: str) -> str:
-    """The key phrase of an error: a known cause phrase, else the error's first line without
-    quoted page text — whole words only (a token with digits, such as "(2nd)" or "1500ms",
-    is dropped whole, never cut to a fragment like "nd"), at most 8."""
+    """The key phrase of an error, as seed 001's agent picks it: the first of `KNOWN_PATTERNS` (in
+    list order) the error contains, else its first line lower-cased and cut to `PATTERN_CHARS`."""
     low = (error or "").lower()
     for p in KNOWN_PATTERNS:
         if p in low:
             return p
-    first = next((ln for ln in low.splitlines() if ln.strip()), "")
-    words = [w.strip(".,;:!?()[]{}") for w in _QUOTED_TEXT.sub(" ", first).split()]
-    return " ".join([w for w in words if _WORD.fullmatch(w)][:8])
+    return low.strip().split("\n")[0][:PATTERN_CHARS]
+
+
+def quoted_error(error: str) -> str:
+    """The error as a lesson quotes it: its first line in its own case, cut to `QUOTE_CHARS`."""
+    return error.strip().split("\n")[0][:QUOTE_CHARS]
+
+
+def command_name(command: str) -> str:
+    """The command of a command line: its first word, after a `playwright-cli` prefix."""
+    parts = command.split()
+    if len(parts) >= 2 and parts[0] == "playwright-cli":
+        return parts[1]
+    return parts[0] if parts else ""
 
 
 def substantive(error: str | None) -> bool:
-    """Seed 001: only a substantive error teaches a lesson — one that names a cause (a known
-    cause phrase, or at least three words), not "element not found", "unknown ref" or a code."""
-    if not error or NO_CAUSE.search(error):
+    """Seed 001: only a substantive error teaches a lesson — one that does not merely say the
+    element was not there (`NO_CAUSE`) and is at least `MIN_ERROR_CHARS` long once stripped."""
+    if not error or len(error.strip()) < MIN_ERROR_CHARS:
         return False
-    pattern = error_pattern(error)
-    return pattern in KNOWN_PATTERNS or len(pattern.split()) >= MIN_CAUSE_WORDS
+    low = error.lower()
+    return not any(phrase in low for phrase in NO_CAUSE)
 
 
 def goal_secrets(goal: str) -> list[str]:
@@ -252,13 +263,22 @@ class Lesson:
     error_pattern: str | None = None
     scope_domain: str | None = None
     source: str = "learned"
+    #: what a recall matched (`pattern+command`, `pattern`, `command`, `domain`, `host`; None outside a
+    #: recall) and the score it ranked by; a `command` match was offered but not counted as a use
+    score: float = 0.0
+    matched: str | None = None
 
     @classmethod
-    def of(cls, lesson: lessons_mod.Lesson) -> "Lesson":
+    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> "Lesson":
         return cls(lesson_id=lesson.lesson_id, text=lesson.lesson, category=lesson.category,
                    use_count=lesson.use_count, triggered_domains=lesson.triggered_domains,
                    event_ids=lesson.event_ids, failed_command=lesson.failed_command,
-                   error_pattern=lesson.error_pattern, scope_domain=lesson.scope_domain, source=lesson.source)
+                   error_pattern=lesson.error_pattern, scope_domain=lesson.scope_domain, source=lesson.source,
+                   score=match.score if match else 0.0, matched=match.matched if match else None)
+
+    @classmethod
+    def recalled(cls, match: lessons_mod.Match) -> "Lesson":
+        return cls.of(match.lesson, match)
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,11 +528,9 @@ class Memory:
         _check_text(domain, "domain")
         probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=_check_step(step), domain=domain)
         self._known_run(run_id)
-        lessons = self.current().recall_on_domain(probe.domain or "")
-        self.append([self.event(DomainRecall, {
-            "matched": len(lessons), "lessons": [l.lesson for l in lessons],
-            "lesson_ids": [l.lesson_id for l in lessons]}, run_id=run_id, step=step, domain=probe.domain)])
-        return [Lesson.of(l) for l in lessons]
+        matches = self.current().domain_matches(probe.domain or "")
+        self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
+        return [Lesson.recalled(m) for m in matches]
 
     def recall_error(self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None,
                      step: int | None = None) -> list[Lesson]:
@@ -523,12 +541,10 @@ class Memory:
         probe = self.event(ErrorRecall, {"command": command, "error_snippet": error[:300], "matched": 0},
                            run_id=run_id, step=_check_step(step), domain=domain)
         self._known_run(run_id)
-        lessons = self.current().recall_on_error(command, error, probe.domain)
-        self.append([self.event(ErrorRecall, {
-            "command": command, "error_snippet": error[:300], "matched": len(lessons),
-            "lessons": [l.lesson for l in lessons], "lesson_ids": [l.lesson_id for l in lessons]},
-            run_id=run_id, step=step, domain=probe.domain)])
-        return [Lesson.of(l) for l in lessons]
+        matches = self.current().error_matches(command, error, probe.domain)
+        self.append([self.event(ErrorRecall, {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                                run_id=run_id, step=step, domain=probe.domain)])
+        return [Lesson.recalled(m) for m in matches]
 
     def recall_trajectory(self, goal: str, url: str, *, run_id: str | None = None,
                           step: int | None = None) -> TrajectoryRecall | None:
@@ -1347,24 +1363,27 @@ class AgentMemory:
 def _describe_recovery(steps: Sequence[StepRecord], i: int) -> str:
     """What step i did, in tool syntax, without page text (lessons are universal)."""
     s = steps[i]
+    command = command_name(s.command)
     nxt = steps[i + 1] if i + 1 < len(steps) else None
-    if s.command == "click" and nxt is not None and nxt.ok and nxt.command == "type":
+    if command == "click" and nxt is not None and nxt.ok and command_name(nxt.command) == "type":
         return "click(ref) to focus the element, then type(text)"
-    if s.command == "press":
+    if command == "press":
         key = str(s.args.get("key", ""))
         return f"press(key='{key}')" if key in SAFE_KEYS else "press(key)"
     return {"click": "click(ref) on a different element", "type": "type(text)", "fill": "fill(ref, value)",
             "wait": "wait() for the page to settle", "scroll": "scroll(direction)", "back": "back()",
-            "goto": "goto(url)", "select": "select(ref, value)"}.get(s.command, f"{s.command}()")
+            "goto": "goto(url)", "select": "select(ref, value)"}.get(command, f"{command}()")
 
 
 def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonRecorded]]:
     """Seed 001's failure→recovery extraction, plus site-specific overlay lessons.
 
     Step N command A fails with a substantive error, step N+1 command B succeeds,
-    A ≠ B: an error_recovery lesson (failed_command A, error_pattern from the
-    error). The same recovery seen twice in a run is recorded twice: the writer
-    deduplicates the second, so it is one lesson used twice. A click intercepted
+    A ≠ B (`command_name`s): an error_recovery lesson (failed_command A,
+    `error_pattern` of the error, the text quoting `quoted_error`). A step the
+    approval hook rejected was never executed: it fails nothing. The same recovery
+    seen twice in a run is recorded twice: the writer deduplicates the second, so
+    it is one lesson used twice. A click intercepted
     by an overlay that a later click on a dismiss button cleared (the blocked
     element then worked): a site_specific lesson scoped to that domain, naming
     the button as quoted data.
@@ -1373,13 +1392,15 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     seen: set[str] = set()
     for i in range(len(steps) - 1):
         a, b = steps[i], steps[i + 1]
-        if a.ok or not b.ok or a.command == b.command or not substantive(a.error):
+        failed, recovery = command_name(a.command), command_name(b.command)
+        if (a.ok or not b.ok or a.decided_by == "approval" or not failed or not recovery or failed == recovery
+                or not substantive(a.error)):
             continue
         pattern = error_pattern(a.error or "")
-        text = f"When {a.command} fails with '{pattern}', try {_describe_recovery(steps, i + 1)}."
-        lid = lesson_id_for(a.command, pattern, None, text)
+        text = f"When {failed} fails with '{quoted_error(a.error or '')}', try {_describe_recovery(steps, i + 1)}."
+        lid = lesson_id_for(failed, pattern, None, text)
         out.append((a.domain, a.step, LessonRecorded(
-            lesson_id=lid, lesson=text, category="error_recovery", failed_command=a.command, error_pattern=pattern,
+            lesson_id=lid, lesson=text, category="error_recovery", failed_command=failed, error_pattern=pattern,
             learned_from=[x for x in (a.event_id, b.event_id) if x])))
     for i, a in enumerate(steps):
         if a.ok or a.command != "click" or "intercepts pointer events" not in (a.error or ""):

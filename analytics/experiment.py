@@ -57,7 +57,7 @@ from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
 from memtape.projections.knowledge import current_facts
-from memtape.projections.lessons import TIER1_CATEGORIES
+from memtape.projections.lessons import TIER1_CATEGORIES, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.replay import PolicyMemory, as_new, opens_run
 from memtape.projections.view import MemoryView
@@ -169,26 +169,31 @@ class Prompts:
             return ev
         source = {"error_recall": "error_tips", "domain_recall": "domain_tips", "tier1_loaded": "tier1"}[ev.type]
 
-        def again(view: MemoryView) -> list[Any]:
+        def again(view: MemoryView) -> tuple[list[str], dict[str, Any]]:
+            """The lesson ids the read returns on `view`, and the payload fields it would record."""
+            if ev.type == "tier1_loaded":
+                lessons = view.tier1()
+                return [l.lesson_id for l in lessons], {
+                    "lesson_ids": [l.lesson_id for l in lessons], "lessons": [l.lesson for l in lessons], "count": len(lessons)}
             if ev.type == "error_recall":
-                return view.recall_on_error(d["command"], d["error_snippet"], ev.domain)
-            if ev.type == "domain_recall":
-                return view.recall_on_domain(ev.domain or "")
-            return view.tier1()
+                matches = view.error_matches(d["command"], d["error_snippet"], ev.domain)
+            else:
+                matches = view.domain_matches(ev.domain or "")
+            made = recall_payload(matches)
+            if d.get("counted_ids") is None:  # a recall written before counted_ids counts every lesson it lists
+                del made["counted_ids"]
+            return made["lesson_ids"], made
         recorded = list(d.get("lesson_ids") or [])
         real = {(source, lid): text for lid, text in zip(recorded, d.get("lessons") or [])}
-        if [l.lesson_id for l in again(self.real_view)] != recorded:
+        if again(self.real_view)[0] != recorded:
             self.kept_as_recorded += 1
             self._add(run_id, real, real)
             out = ev
         else:
             self.remade += 1
-            lessons = again(self.exp_view)
-            self._add(run_id, real, {(source, l.lesson_id): l.lesson for l in lessons})
-            ids = [l.lesson_id for l in lessons]
-            count = "count" if ev.type == "tier1_loaded" else "matched"
-            out = ev if ids == recorded else replace(ev, data={
-                **d, "lesson_ids": ids, "lessons": [l.lesson for l in lessons], count: len(lessons)}, _model=[])
+            ids, made = again(self.exp_view)
+            self._add(run_id, real, {(source, lid): text for lid, text in zip(ids, made["lessons"])})
+            out = ev if all(d.get(key) == value for key, value in made.items()) else replace(ev, data={**d, **made}, _model=[])
         if ev.type == "domain_recall" and ev.domain:
             self._site(ev.domain, run_id)
         return out

@@ -29,6 +29,7 @@ from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections import knowledge, mentions
 from memtape.projections.knowledge import fact_id_for
+from memtape.projections.lessons import counted
 from memtape.projections.materialize import indexed_memory
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.selectors import ranked
@@ -92,7 +93,8 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
         elif t == "lesson_deduplicated":
             life.append(_entry(ev, "deduplicated", f"use_count {d['new_use_count']}", forgotten))
         elif t == "error_recall":
-            life.append(_entry(ev, "recalled", f"on error: {d.get('command')} / {d.get('error_snippet')}",
+            stage, why = ("recalled", "on error") if lesson_id in counted(d) else ("offered", "on its command only (not a use)")
+            life.append(_entry(ev, stage, f"{why}: {d.get('command')} / {d.get('error_snippet')}",
                                forgotten, trigger="error"))
         elif t == "domain_recall":
             life.append(_entry(ev, "recalled", "on domain change", forgotten, trigger="domain"))

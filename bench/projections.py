@@ -95,23 +95,19 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
 
 def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | None, k: int = 3) -> list[Lesson]:
     cmd, err = command.lower(), error.lower()
-    scored = []
-    for l in lessons:
-        s = 0
-        if l.failed_command and l.failed_command.lower() == cmd:
-            s += 2
-        if l.error_pattern and l.error_pattern.lower() in err:
-            s += 3
-        if s and (l.scope_domain is None or domain_matches(domain, l.scope_domain)):
-            scored.append((s, l))
-    scored.sort(key=lambda x: x[1].lesson_id)
+    here = [l for l in lessons if l.scope_domain is None or domain_matches(domain, l.scope_domain)]
+    scored = [(3 + (2 if l.failed_command and l.failed_command.lower() == cmd else 0), l)
+              for l in here if l.error_pattern and l.error_pattern.lower() in err]
+    if not scored:  # command-only matches, only when no pattern matches
+        scored = [(2, l) for l in here if l.failed_command and l.failed_command.lower() == cmd]
+    scored.sort(key=lambda x: x[1].recorded_order)
     scored.sort(key=lambda x: (x[0], x[1].use_count, x[1].last_used), reverse=True)
     return [l for _, l in scored[:k]]
 
 
 def linear_domain(lessons: list[Lesson], domain: str, k: int = 3) -> list[Lesson]:
-    hits = sorted((l for l in lessons if domain_matches(domain, l.scope_domain)), key=lambda l: l.lesson_id)
-    hits.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)
+    hits = sorted((l for l in lessons if domain_matches(domain, l.scope_domain)), key=lambda l: l.recorded_order)
+    hits.sort(key=lambda l: ((l.scope_domain or "").lower() == domain.lower(), l.use_count, l.last_used), reverse=True)
     return hits[:k]
 
 

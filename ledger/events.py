@@ -323,21 +323,28 @@ class Tier1Loaded(Payload):
 
 
 class ErrorRecall(Payload):
+    """Trigger A. `counted_ids`: the listed lessons this recall counts as a use (those whose error
+    pattern matched; a command-only match is offered, never counted); None in a recall written
+    before the field existed, which counted every listed lesson."""
+
     type: Literal["error_recall"] = "error_recall"
     command: str
     error_snippet: str
     matched: Count
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
+    counted_ids: list[str] | None = None
 
 
 class DomainRecall(Payload):
-    """Trigger B: the queried domain is the envelope's `domain`."""
+    """Trigger B: the queried domain is the envelope's `domain`. `counted_ids` as in ErrorRecall
+    (every lesson matched on its domain scope counts)."""
 
     type: Literal["domain_recall"] = "domain_recall"
     matched: Count
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
+    counted_ids: list[str] | None = None
 
 
 class TrajectoryRecalled(Payload):

@@ -10,9 +10,11 @@ the projection modules never apply a policy by themselves: a second
 `lesson_promoted`. Experiments therefore replay the observations under another
 `Policy` by calling `decide` again and folding what it returns.
 
-Recall counts as a use: the fold of `error_recall` / `domain_recall` adds 1
-to each listed lesson's use_count, sets last_used and adds the event's domain
-to triggered_domains, so `decide` evaluates promotion on recall events too.
+A recall counts as a use where it matched a lesson's error pattern or domain
+scope: the fold of `error_recall` / `domain_recall` adds 1 to the use_count of
+each lesson the event counts (`lessons.counted`), sets last_used and adds the
+event's domain to triggered_domains, so `decide` evaluates promotion on those
+recalls too (a command-only match never promotes).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from memtape.ledger.events import (
     TrajectoriesExpired,
 )
 from memtape.projections import patterns as patterns_mod
-from memtape.projections.lessons import Lesson, dedup_key, key_of, new_lesson, used
+from memtape.projections.lessons import Lesson, counted, dedup_key, key_of, new_lesson, used
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.state import MemoryState
@@ -118,12 +120,10 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
             if promotable(after, policy):
                 out.append(_promotion(after, new))
     elif t in ("error_recall", "domain_recall"):
-        seen: set[str] = set()
-        for lid in data.get("lesson_ids") or []:
+        for lid in counted(data):
             lesson = ls.lessons.get(lid)
-            if lesson is None or lid in seen:
+            if lesson is None:
                 continue
-            seen.add(lid)
             after = _after_use(lesson, new.domain)
             if promotable(after, policy):
                 out.append(_promotion(after, new))

@@ -2,8 +2,9 @@
 
 `apply` is the fold; it updates the state in place and returns it. It never applies a policy by itself: dedup and
 promotion arrive as their own decision events (`lesson_deduplicated`,
-`lesson_promoted`). Recall events count as a use of each lesson they list
-(use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains).
+`lesson_promoted`). A recall event counts as a use of each lesson it counts (`counted`: the
+lessons matched on their error pattern or domain scope, never a command-only match) —
+use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains.
 
 Two domains, never confused: `scope_domain` is the site a lesson applies to
 (None = universal); an event's `domain` is where it happened, and feeds
@@ -12,9 +13,9 @@ Two domains, never confused: `scope_domain` is the site a lesson applies to
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -50,6 +51,53 @@ class Lesson:
         return 1 if self.category in TIER1_CATEGORIES else 2
 
 
+#: what a recall matched of a lesson, and the score it ranks by: recall on error (the error pattern
+#: and the failed command, the pattern alone, the command alone) and recall on domain (a scope that is
+#: the host itself, a parent domain of it)
+MatchKind = Literal["pattern+command", "pattern", "command", "host", "domain"]
+MATCH_SCORES: dict[str, float] = {"pattern+command": 5.0, "pattern": 3.0, "command": 2.0, "host": 2.0, "domain": 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A lesson a recall offers, what of it matched and its score (`MATCH_SCORES`)."""
+
+    lesson: Lesson
+    matched: MatchKind
+
+    @property
+    def score(self) -> float:
+        return MATCH_SCORES[self.matched]
+
+    @property
+    def counts(self) -> bool:
+        """A recall counts as a use only where it matched the lesson's error pattern or domain scope."""
+        return self.matched != "command"
+
+
+def ranked_matches(matches: Iterable[Match]) -> list[Match]:
+    """Recall order: score, use_count, most recently used, then first recorded."""
+    out = sorted(matches, key=lambda m: m.lesson.recorded_order)
+    out.sort(key=lambda m: (m.score, m.lesson.use_count, m.lesson.last_used), reverse=True)
+    return out
+
+
+def recall_payload(matches: Sequence[Match]) -> dict[str, Any]:
+    """What a recall event records of what it offered: the lessons, and those it counts as a use."""
+    return {"matched": len(matches), "lessons": [m.lesson.lesson for m in matches],
+            "lesson_ids": [m.lesson.lesson_id for m in matches],
+            "counted_ids": [m.lesson.lesson_id for m in matches if m.counts]}
+
+
+def counted(data: dict[str, Any]) -> list[str]:
+    """The lessons a recall event counts as a use, each once: its `counted_ids`, or every listed
+    lesson in a recall written before the field existed."""
+    ids = data.get("counted_ids")
+    if ids is None:
+        ids = data.get("lesson_ids") or ()
+    return list(dict.fromkeys(ids))
+
+
 def tier1_order(lesson: Lesson) -> tuple[int, bool, int]:
     """Seed 001's Tier 1 order: most used first; seeds before learned only on equal counts;
     then the order the lessons were first recorded (never a hash)."""
@@ -61,13 +109,10 @@ def tier1(lessons: Iterable[Lesson], cap: int) -> list[Lesson]:
     return sorted((l for l in lessons if l.category in TIER1_CATEGORIES), key=tier1_order)[:cap]
 
 
-def ranked(lessons: Iterable[Lesson], scores: dict[str, int] | None = None) -> list[Lesson]:
-    """Recall order: score (when given), use_count, most recently used, then first recorded."""
+def ranked(lessons: Iterable[Lesson]) -> list[Lesson]:
+    """Recall order among equal matches: use_count, most recently used, then first recorded."""
     out = sorted(lessons, key=lambda l: l.recorded_order)
-    if scores is None:
-        out.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)  # stable: recorded order breaks ties
-    else:
-        out.sort(key=lambda l: (scores[l.lesson_id], l.use_count, l.last_used), reverse=True)
+    out.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)  # stable: recorded order breaks ties
     return out
 
 
@@ -186,13 +231,10 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         else:
             state.lessons[lid] = used(onto, ev.domain, ev.occurred_at, ev.id)
     elif t == "error_recall" or t == "domain_recall":
-        seen: set[str] = set()
-        for lid in d.get("lesson_ids") or ():
+        for lid in counted(d):
             recalled = state.lessons.get(lid)
-            if recalled is None or lid in seen:
-                continue
-            seen.add(lid)
-            state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
+            if recalled is not None:
+                state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
     elif t == "lesson_promoted":
         promoted = state.lessons.get(d["lesson_id"])
         if promoted is not None:
@@ -219,7 +261,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         lid = lesson_id_in(d)
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":
-        return [("lessons", lid) for lid in d.get("lesson_ids") or ()]
+        return [("lessons", lid) for lid in counted(d)]
     if t == "lesson_promoted":
         return [("lessons", d["lesson_id"])]
     if t == "lessons_pruned":

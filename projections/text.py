@@ -15,13 +15,17 @@ from memtape.ledger.clock import parse_ts
 from memtape.ledger.suffixes import host_name, site_of
 
 WORD_RE = re.compile(r"[a-z0-9]+")
+#: what seed 000's agent removes before splitting a text into words
+NOT_WORD = re.compile(r"[^a-z0-9\s]")
 
 
 def words(text: str | None) -> frozenset[str]:
-    """The lower-cased word set used by every similarity in the project."""
+    """The word set used by every similarity in the project, tokenized as seed 000's agent does:
+    lower-cased, every character outside `[a-z0-9]` and whitespace removed (`e-mail` is `email`,
+    `N.Y.!` is `ny`), split on whitespace, one-character words dropped."""
     if not text:
         return frozenset()
-    return frozenset(WORD_RE.findall(text.lower()))
+    return frozenset(w for w in NOT_WORD.sub("", text.lower()).split() if len(w) > 1)
 
 
 def clip(text: str | None, limit: int) -> str:

@@ -30,7 +30,7 @@ from memtape.projections import steps as steps_mod
 from memtape.projections import trajectories as traj_mod
 from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
-from memtape.projections.lessons import Lesson, ranked, tier1
+from memtape.projections.lessons import Lesson, Match, ranked, ranked_matches, tier1
 from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.patterns import Pattern
@@ -173,35 +173,48 @@ class MemoryView:
         return tier1(self.state.lessons.lessons.values(), self.policy.tier1_cap)
 
     def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
-        """Trigger A: +2 same failed_command, +3 error_pattern found in the error (both
-        case-insensitive); lessons scoped to a site only on that site; the policy's `recall_top_k`."""
+        """Trigger A: the lessons of `error_matches`."""
+        return [m.lesson for m in self.error_matches(command, error, domain)]
+
+    def error_matches(self, command: str, error: str, domain: str | None = None) -> list[Match]:
+        """Trigger A: lessons whose error_pattern is in the error, those whose failed_command is the
+        command too first (both case-insensitive); only when no pattern matches, lessons of the same
+        failed_command (offered, never counted as a use). Lessons scoped to a site only on that site;
+        ranked by `ranked_matches`; the policy's `recall_top_k`."""
         idx = self._error_index()
         k = self.policy.recall_top_k
         cmd = (command or "").strip().lower()
-        by_pattern: dict[str, Lesson] = {}
+
+        def here(lesson: Lesson) -> bool:
+            return lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)
+        by_pattern: dict[str, Match] = {}
         for pattern in idx.patterns_in((error or "").lower()):
             for lesson in idx.by_pattern[pattern]:
-                by_pattern[lesson.lesson_id] = lesson
-        scores = {lid: 3 + (2 if (l.failed_command or "").strip().lower() == cmd and cmd else 0)
-                  for lid, l in by_pattern.items()}
-        found = ranked([l for l in by_pattern.values()
-                       if l.scope_domain is None or domain_matches(domain, l.scope_domain)], scores)[:k]
-        if len(found) < k and cmd:  # then command-only matches (+2), already in recall order
-            for lesson in idx.by_command.get(cmd, ()):
-                if lesson.lesson_id not in by_pattern and (
-                        lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)):
-                    found.append(lesson)
-                    if len(found) == k:
-                        break
+                if here(lesson):
+                    both = bool(cmd) and (lesson.failed_command or "").strip().lower() == cmd
+                    by_pattern[lesson.lesson_id] = Match(lesson, "pattern+command" if both else "pattern")
+        if by_pattern:
+            return ranked_matches(by_pattern.values())[:k]
+        found: list[Match] = []
+        for lesson in idx.by_command.get(cmd, ()) if cmd else ():  # already in recall order
+            if here(lesson):
+                found.append(Match(lesson, "command"))
+                if len(found) == k:
+                    break
         return found
 
     def recall_on_domain(self, domain: str) -> list[Lesson]:
-        """Trigger B: lessons scoped to `domain` or a parent domain, by use_count then recency; the policy's `recall_top_k`."""
+        """Trigger B: the lessons of `domain_matches`."""
+        return [m.lesson for m in self.domain_matches(domain)]
+
+    def domain_matches(self, domain: str) -> list[Match]:
+        """Trigger B: lessons scoped to `domain` or a parent domain, a scope that is the host itself
+        first, then by use_count, then most recently used (`ranked_matches`); the policy's `recall_top_k`."""
         if not domain:
             return []
         by_scope = self._cached("scopes", lambda: scope_index(self.state.lessons.lessons.values()))
-        cands = [l for d in parent_domains(domain) for l in by_scope.get(d, ())]
-        return ranked(cands)[: self.policy.recall_top_k]
+        cands = [Match(l, "domain" if i else "host") for i, d in enumerate(parent_domains(domain)) for l in by_scope.get(d, ())]
+        return ranked_matches(cands)[: self.policy.recall_top_k]
 
     def lessons(self, domain: str | None = None) -> list[Lesson]:
         """Every lesson (or those scoped to `domain` or a parent), Tier 1 first, most used first."""

@@ -79,7 +79,9 @@ def test_state_audit_experiment_equal_their_json_commands(tmp_path: Path) -> Non
         experiment = mem.experiment({"promotion_min_uses": 3}, until=None)
     assert lessons == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--json").out)
     assert early == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--as-of", "3", "--json").out)
-    assert len(early) == 3 and len(lessons) == 3  # the click / "intercepts" lesson dedups onto the Enter seed
+    assert len(early) == 3 and len(lessons) == 4
+    assert [(l["source"], l["error_pattern"]) for l in lessons if l["failed_command"] == "click"] == [
+        ("seed", "intercepts pointer"), ("learned", "intercepts pointer events")]
     assert audit == json.loads(run_cli("--memory-dir", d, "audit", run_id, "--json").out)
     assert [s["step"] for s in audit["steps"]] == [0, 1]  # system prompt, then the one action
     cli = json.loads(run_cli("--memory-dir", d, "experiment", "--set", "promotion_min_uses=3", "--json").out)
@@ -111,10 +113,11 @@ def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
         site = second.recall_domain(step=1)
         assert len(site) == 1 and '"Accept all cookies"' in site[0].text and site[0].scope_domain == "shop.example"
         fix = second.recall_error(command="click", error=INTERCEPT, step=1)
-        # what the first run learned about a click an overlay intercepts is the Enter seed's failure:
-        # it was deduplicated onto that seed, which recall finds (used by the first run's lesson)
-        (seed,) = [l for l in fix if l.failed_command == "click" and l.error_pattern == "intercepts pointer events"]
-        assert seed.source == "seed" and seed.use_count >= 1 and "shop.example" in seed.triggered_domains
+        assert [(l.source, l.failed_command, l.error_pattern, l.matched, l.score) for l in fix] == [
+            ("learned", "click", "intercepts pointer events", "pattern+command", 5.0),
+            ("seed", "click", "intercepts pointer", "pattern+command", 5.0),
+            ("seed", None, "intercepts pointer", "pattern", 3.0)]
+        assert fix[0].use_count == 1 and fix[0].triggered_domains == ("shop.example",)
         recalled = second.recall_trajectory(step=1)
         assert recalled is not None and recalled.replay and recalled.similarity == 1.0
         assert [s.command for s in recalled.trajectory.steps] == ["press", "click", "click", "finish"]

@@ -65,8 +65,9 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     recalled = cli(by_cli, "recall", "error", "--command", "click", "--error", INTERCEPT, "--domain", "shop.example",
                    "--run", run_id, "--step", "1", "--json")
     # nothing learned yet: the seeds that answer a click an overlay intercepts (Enter, then Escape)
-    assert recalled.code == 0 and [(l["failed_command"], l["source"]) for l in json.loads(recalled.out)] == [
-        ("click", "seed"), (None, "seed")]
+    assert recalled.code == 0 and [(l["failed_command"], l["source"], l["matched"], l["score"])
+                                   for l in json.loads(recalled.out)] == [
+        ("click", "seed", "pattern+command", 5.0), (None, "seed", "pattern", 3.0)]
     done = cli(by_cli, "finish-run", run_id, "--success", "--outcome", "socks page open", "--json")
     assert done.code == 0, done.err
     assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
@@ -88,12 +89,13 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
 
     again = cli(by_cli, "recall", "error", "--command", "click", "--error", INTERCEPT, "--domain", "shop.example",
                 "--json")
-    # what the first run learned about this failure was deduplicated onto the Enter seed (its key)
-    enter, escape = json.loads(again.out)
-    assert (enter["failed_command"], enter["source"], escape["failed_command"]) == ("click", "seed", None)
-    assert enter["use_count"] > escape["use_count"]
+    learned, enter, escape = json.loads(again.out)
+    assert [(l["source"], l["failed_command"], l["error_pattern"], l["matched"]) for l in (learned, enter, escape)] == [
+        ("learned", "click", "intercepts pointer events", "pattern+command"), ("seed", "click", "intercepts pointer", "pattern+command"),
+        ("seed", None, "intercepts pointer", "pattern")]
+    assert learned["use_count"] == 1 and enter["use_count"] == escape["use_count"] == 1
     site = json.loads(cli(by_cli, "recall", "domain", "--domain", "shop.example", "--json").out)
-    assert len(site) == 1 and site[0]["scope_domain"] == "shop.example"
+    assert len(site) == 1 and (site[0]["scope_domain"], site[0]["matched"], site[0]["score"]) == ("shop.example", "host", 2.0)
     traj = cli(by_cli, "recall", "trajectory", "--goal", 'open "wool socks"', "--url", SHOP + "x", "--json")
     found = json.loads(traj.out)
     assert found["replay"] and [s["command"] for s in found["steps"]] == ["press", "click", "click", "finish"]

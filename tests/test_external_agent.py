@@ -64,9 +64,8 @@ def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: P
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)
     assert out["site"][0] == "Close the consent dialog before buying"
-    # the recovery run 1 taught (click / "intercepts pointer events") is the Enter seed's own failure:
-    # it was deduplicated onto that seed, recalled first, then the Escape seed
-    assert out["fix"] == [SEEDS[1][0], SEEDS[2][0]]
+    assert out["fix"] == ["When click fails with '<div id=consent> intercepts pointer events', try press(key='Escape').",
+                          SEEDS[1][0], SEEDS[2][0]]
     assert out["replay"] and out["ref_steps"] == ["press", "click", "finish"]
     assert ["consent dialog", "blocks the Buy button"] in out["facts"]
     assert out["prompt_from"] == [out["first"]]  # the audit names the run that taught the tip

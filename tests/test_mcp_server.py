@@ -90,6 +90,7 @@ def test_mcp_server_over_stdio_teaches_the_next_run(tmp_path: Path) -> None:
     assert seen["lesson_id"] in recalled
     lesson = recalled[seen["lesson_id"]]
     assert lesson["failed_command"] == "click" and "Accept all cookies" in lesson["text"]
+    assert (lesson["matched"], lesson["score"]) == ("pattern+command", 5.0)
 
     # the library's one line, behind the SDK's "Error executing tool NAME: "
     assert seen["bad_step"] == "Error executing tool record_step: step must be an integer from 0 to 2**63-1, got -1"

@@ -97,7 +97,7 @@ def test_append_goes_through_the_policy_writer(memory_path, tmp_path):
     mem = _memory(memory_path)
     src = tmp_path / "e.jsonl"
     src.write_text(json.dumps({"type": "lesson_recorded", "lesson_id": "", "lesson": "again", "category":
-                               "error_recovery", "failed_command": "click", "error_pattern": "intercepts pointer events",
+                               "error_recovery", "failed_command": "click", "error_pattern": "intercepts pointer",
                                "domain": "q.com"}) + "\n")
     res = run_cli("--memory-dir", mem, "append", str(src))
     assert res.code == 0, res.err

@@ -7,6 +7,7 @@ import pytest
 
 from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.projections.parameters import Policy
+from memtape.projections.text import words
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory
@@ -109,6 +110,21 @@ def test_jaccard_exactly_half_matches_and_below_does_not(fresh_ledger):
     assert m is not None and m.similarity == 0.5 and m.trajectory.trajectory_id == "t1"
     assert v.match_trajectory("search watch reviews online now", "example.com", at(1)) is None
     assert v.match_trajectory("!!! ???", "example.com", at(1)) is None
+
+
+def test_goal_words_are_tokenized_as_seed_000s_agent_does(fresh_ledger):
+    assert words("Find a Hotel in N.Y.!") == {"find", "hotel", "in", "ny"}
+    assert words("Sign up by e-mail") == {"sign", "up", "by", "email"}
+    assert words("a b c ! ?") == frozenset()
+    MemoryWriter(fresh_ledger).append([trajectory("t1", "Find a Hotel in N.Y.!", when=T0),
+                                       trajectory("t2", "e-mail the host", domain="b.com", when=T0)])
+    v = view(fresh_ledger)
+    m = v.match_trajectory("find hotel in ny", "example.com", at(1))
+    assert m is not None and m.similarity == 1.0 and m.trajectory.trajectory_id == "t1"
+    half = v.match_trajectory("email host now", "b.com", at(1))
+    assert half is not None and half.similarity == 0.5
+    assert v.match_trajectory("a . I !", "example.com", at(1)) is None
+    assert v.match_trajectory("find hotel in ny", "b.com", at(1)) is None
 
 
 def test_a_trajectory_exactly_30_days_old_is_kept_and_a_moment_older_expires(fresh_ledger):

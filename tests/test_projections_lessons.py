@@ -171,14 +171,18 @@ def test_a_raw_duplicate_observation_changes_nothing_without_the_decision(fresh_
 def test_recall_on_error_scores_command_and_pattern(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
     w.append([
-        lesson("both", "a.com", fc="fill", ep="too many arguments"),
-        lesson("command only", "a.com", fc="fill", ep="timeout"),
-        lesson("pattern only", "a.com", fc="type", ep="Too Many"),
-        lesson("neither", "a.com", fc="goto", ep="dns"),
+        lesson("both", "a.com", fc="fill", ep="too many arguments", when=T0),
+        lesson("command only", "a.com", fc="fill", ep="timeout", when=T0),
+        lesson("pattern only", "a.com", fc="type", ep="Too Many", when=T0),
+        lesson("neither", "a.com", fc="goto", ep="dns", when=T0),
     ])
-    got = view(fresh_ledger).recall_on_error("FILL", "Error: TOO MANY ARGUMENTS: expected 2, received 3")
-    assert [l.lesson for l in got] == ["both", "pattern only", "command only"]
-    assert view(fresh_ledger).recall_on_error("scroll", "nothing matches") == []
+    v = view(fresh_ledger)
+    got = v.error_matches("FILL", "Error: TOO MANY ARGUMENTS: expected 2, received 3")
+    assert [(m.lesson.lesson, m.matched, m.score) for m in got] == [("both", "pattern+command", 5.0),
+                                                                    ("pattern only", "pattern", 3.0)]
+    assert [(m.lesson.lesson, m.matched, m.score, m.counts) for m in v.error_matches("fill", "Error: stale handle")] == [
+        ("both", "command", 2.0, False), ("command only", "command", 2.0, False)]
+    assert v.recall_on_error("scroll", "nothing matches") == []
 
 
 def test_recall_on_error_top3_with_deterministic_ties(fresh_ledger):
@@ -207,7 +211,9 @@ def test_recall_on_domain_matches_parents_on_a_dot_boundary_and_ranks(fresh_ledg
     w.append([lesson("other", "notamazon.com", fc=None, ep=None, scope="notamazon.com", category="site_specific",
                      use_count=9)])
     v = view(fresh_ledger)
-    assert [l.lesson for l in v.recall_on_domain("www.amazon.com")] == ["tip 2", "tip 1", "tip 3"]
+    assert [(m.lesson.lesson, m.matched, m.score) for m in v.domain_matches("www.amazon.com")] == [
+        ("sub", "host", 2.0), ("tip 2", "domain", 1.0), ("tip 1", "domain", 1.0)]
+    assert [l.lesson for l in v.recall_on_domain("amazon.com")] == ["tip 2", "tip 1", "tip 3"]
     assert "sub" not in [l.lesson for l in v.recall_on_domain("amazon.com")]
     assert [l.lesson for l in v.recall_on_domain("notamazon.com")] == ["other"]
     assert v.recall_on_domain("ebay.com") == []

@@ -69,6 +69,7 @@ def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[s
         site = http.get(f"/runs/{second}/recall/domain", params={"step": 1}).json()
         assert [l["text"] for l in site] == ["Accept the cookie banner before clicking Buy"]
         assert site[0]["lesson_id"] == lesson and site[0]["event_ids"]
+        assert (site[0]["matched"], site[0]["score"]) == ("host", 2.0)
         assert http.post(f"/runs/{second}/context", json={"items": [{
             "source": "domain_tips", "text": site[0]["text"], "priority": 60, "event_ids": site[0]["event_ids"]}],
             "step": 1, "budget": 2500}).status_code == 200

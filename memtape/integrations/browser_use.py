@@ -26,14 +26,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from browser_use import Agent
-from browser_use.agent.views import ActionResult, AgentHistory, AgentHistoryList
-from browser_use.llm.messages import SystemMessage
-
 from memtape.agent.budget import DEFAULT_BUDGET, PRIORITIES
 from memtape.agent.memory import Lesson, Run
 from memtape.agent.prompt import cap, domain_tips, last_error, lessons_from_experience, quoted_name, reference_trajectory
 from memtape.api import Memory, MemtapeError
+from memtape.ledger.extras import require
+
+require("browser-use integration", "browser-use")  # without the extra: one MemtapeError line, not an ImportError
+
+from browser_use import Agent  # noqa: E402
+from browser_use.agent.views import ActionResult, AgentHistory, AgentHistoryList  # noqa: E402
+from browser_use.llm.messages import SystemMessage  # noqa: E402
 
 #: the tag around what memtape adds to browser-use's messages (the model sees where memory starts and ends)
 TAG = "memtape_memory"

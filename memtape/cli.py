@@ -18,7 +18,7 @@ import click
 from click.utils import make_default_short_help
 
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.extras import require
+from memtape.ledger.extras import MissingExtra, require
 
 
 class Entry(NamedTuple):
@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         message = " ".join(exc.format_message().split("\n"))  # a value with a newline must not break the one line
         click.echo(f"error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
+    except MissingExtra as exc:
+        click.echo(str(exc), err=True)  # the line itself says what is wrong and what to run
+        sys.exit(1)
     except LedgerError as exc:
         click.echo(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", err=True)
         sys.exit(1)

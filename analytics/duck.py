@@ -24,6 +24,7 @@ import duckdb
 
 from memtape.analytics.mirror import CONFIG
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.extras import require
 
 
 def extension_path(package: str, name: str) -> Path:
@@ -46,12 +47,14 @@ def _quote(text: str) -> str:
 
 
 def _attach_sqlite(con: duckdb.DuckDBPyConnection, location: str) -> str:
+    require("DuckDB attach of ledger.db", "analytics")
     con.execute(f"LOAD {_quote(str(extension_path('duckdb_extension_sqlite_scanner', 'sqlite_scanner')))}")
     con.execute(f"ATTACH {_quote(location)} AS ledger (TYPE sqlite, READ_ONLY)")
     return "ledger.events"
 
 
 def _attach_postgres(con: duckdb.DuckDBPyConnection, location: str) -> str:
+    require("DuckDB attach of a postgresql:// store", "postgres-analytics")
     con.execute(f"LOAD {_quote(str(extension_path('duckdb_extension_postgres_scanner', 'postgres_scanner')))}")
     con.execute(f"ATTACH {_quote(location)} AS ledger (TYPE postgres, READ_ONLY)")
     return "ledger.public.events"

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.extras import load
 
 
 @dataclass
@@ -140,8 +141,8 @@ def _csv_scalar(value: Any) -> Any:
 
 
 def to_parquet(table: Table, sink: str | Path | BinaryIO) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = load("pyarrow", "--format parquet", "analytics")
+    pq = load("pyarrow.parquet", "--format parquet", "analytics")
 
     data: dict[str, list[Any]] = {c: [] for c in table.columns}
     for row in table.rows:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.errors import LedgerError, LedgerReadOnly
+from memtape.ledger.extras import require
 from memtape.ledger.store import SqliteStore, Store
 
 DEFAULT_DIR = ".agent-memory"
@@ -133,6 +134,7 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
     if url:
         path = sqlite_path(url)
         if path is None:
+            require("postgresql:// store", "postgres")
             from memtape.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
             home = memory_dir(memory) if memory is not None else None  # projections.db is written even by reads
             if home is not None:

@@ -1,7 +1,9 @@
 """The `memtape` command: global options, and the commands of `memtape.commands`.
 
-A command's module is imported only when that command runs (or `--help` lists it), so
-`memtape events` never loads the HTTP server (FastAPI) or the MCP SDK. Every error the
+A command's module is imported only when that command runs, so `memtape events` never loads
+the HTTP server (FastAPI) or the MCP SDK, and `memtape --help` lists every command from the
+summaries below without importing any (tests/test_cli_startup.py keeps them equal to the
+commands' own). A command whose extra is not installed says which in one line. Every error the
 project knows becomes one line on stderr and exit 1.
 """
 from __future__ import annotations
@@ -10,34 +12,65 @@ import importlib
 import logging
 import os
 import sys
+from typing import NamedTuple
 
 import click
+from click.utils import make_default_short_help
 
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.location import projections_file
-from memtape.ledger.settings import Settings
-from memtape.progress import fold_progress_bar
-from memtape.projections.materialize import ProjectionsHead, fold_progress
+from memtape.ledger.extras import MissingExtra, require
 
-#: command -> its module in memtape.commands
-COMMAND_MODULES = {
-    **dict.fromkeys(("append", "events", "verify", "stats", "schema", "copy"), "ledger"),
-    **dict.fromkeys(("rebuild", "state", "runs", "diff"), "projections"),
-    "forget": "forget",
-    **dict.fromkeys(("import", "export"), "interop"),
-    **dict.fromkeys(("run", "demo"), "agent"),
-    **dict.fromkeys(("analytics", "report", "watch"), "analytics"),
-    **dict.fromkeys(("experiment", "fork"), "experiment"),
-    **dict.fromkeys(("audit", "explain"), "audit"),
-    **dict.fromkeys(("start-run", "finish-run", "recall"), "runs"),
-    "serve": "serve",
-    "mcp": "mcp",
+
+class Entry(NamedTuple):
+    """Where a command lives and what `--help` says of it, known without importing it."""
+
+    module: str  #: its module in memtape.commands
+    summary: str  #: its short help (click shortens it to the terminal's width)
+    extra: str | None = None  #: the extra (pyproject.toml) whose packages its module imports
+
+
+#: command -> its entry, in the order `--help` lists them
+COMMANDS: dict[str, Entry] = {
+    "analytics": Entry("analytics", "DuckDB analytics over the ledger (every subcommand takes --format table|json|csv|parquet).",
+                       "analytics"),
+    "append": Entry("ledger", "Append JSON Lines events (one per line, payload fields at top level)."),
+    "audit": Entry("audit", "What the agent knew at each step of RUN: prompt items, memory as of the step, the action — and "
+                            "for every item the run and step that taught it."),
+    "copy": Entry("ledger", "Copy a ledger between stores, rows verbatim, chain verified at the end."),
+    "demo": Entry("agent", "Serve the bundled sites and run the suite with memory off, then twice with memory on; print "
+                           "passes, turns, policy decisions, tokens and memory's share of step time.", "agent"),
+    "diff": Entry("projections", "What memory gained, lost, promoted and decayed between two points of the log."),
+    "events": Entry("ledger", "Print events in seq order, filtered."),
+    "experiment": Entry("experiment", "Replay the log's observations under a changed policy and diff against what really happened."),
+    "explain": Entry("audit", "The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated, "
+                              "recalled (in which runs), promoted, decayed, pruned, forgotten."),
+    "export": Entry("interop", "Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700)."),
+    "finish-run": Entry("runs", "Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the trajectory "
+                                "of a success), the session entry, graded steps and run_completed."),
+    "forget": Entry("forget", "Forget one subject: append `subject_forgotten`, so no projection, export, report or audit answer "
+                              "holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the analytics "
+                              "mirror (rebuilt without the subject by the next analytics command)."),
+    "fork": Entry("experiment", "A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs)."),
+    "import": Entry("interop", "Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's "
+                               ".agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once)."),
+    "mcp": Entry("mcp", "Serve this memory to MCP clients over stdio (the Model Context Protocol).", "mcp"),
+    "rebuild": Entry("projections", "Rebuild projections.db from the ledger, with a progress bar."),
+    "recall": Entry("runs", "Recall memory as the library does (each recall is logged as an event)."),
+    "report": Entry("analytics", "A self-contained HTML page with PNG plots of every analysis.", "analytics"),
+    "run": Entry("agent", "Run the browser agent on a goal or a cases file, with memory.", "agent"),
+    "runs": Entry("projections", "List run manifests, newest first (what `bad runs` lists from bad's .agent-memory)."),
+    "schema": Entry("ledger", "Print the JSON Schema of every event type (or one)."),
+    "serve": Entry("serve", "Serve this memory as an HTTP JSON API for agents in any language.", "server"),
+    "start-run": Entry("runs", "Start a run and print its id: stale runs are abandoned, then the start-of-run policy (seeds on "
+                               "first use, pruning, trajectory expiry) and run_started are written together."),
+    "state": Entry("projections", "Show one projection's current (or past) state."),
+    "stats": Entry("ledger", "Counts by type, domain and run; file size; time span."),
+    "verify": Entry("ledger", "Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq."),
+    "watch": Entry("analytics", "Follow the ledger, keep projections.db current and print what each new event changed.", "analytics"),
 }
 
-
-#: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
-READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",
-                        "explain", "experiment", "fork", "report", "watch", "export"})
+#: command -> its module in memtape.commands
+COMMAND_MODULES = {name: entry.module for name, entry in COMMANDS.items()}
 
 
 class ReaderGone(Exception):
@@ -45,18 +78,28 @@ class ReaderGone(Exception):
 
 
 class FaceGroup(click.Group):
-    """The top-level group: loads a command's module when the command is asked for; a closed
-    stdout leaves the command as `ReaderGone`, before click's own handler turns it into exit status 1."""
+    """The top-level group: lists the commands from COMMANDS, loads a command's module when the
+    command is asked for (after checking its extra is installed); a closed stdout leaves the command
+    as `ReaderGone`, before click's own handler turns it into exit status 1."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMAND_MODULES)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        name = COMMAND_MODULES.get(cmd_name)
-        if name is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module = importlib.import_module(f"memtape.commands.{name}")
+        if entry.extra is not None:
+            require(cmd_name, entry.extra)
+        module = importlib.import_module(f"memtape.commands.{entry.module}")
         return next(c for c in module.COMMANDS if c.name == cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, from the summaries: `--help` imports no command's module."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, make_default_short_help(COMMANDS[name].summary, limit)) for name in names])
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -72,20 +115,10 @@ class FaceGroup(click.Group):
 @click.option("--store", "store_url", envvar="MEMTAPE_STORE", default=None, metavar="URL",
               help="Ledger store (env MEMTAPE_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
                    "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.")
-@click.pass_context
-def cli(ctx: click.Context, memory_dir: str | None, store_url: str | None) -> None:
+def cli(memory_dir: str | None, store_url: str | None) -> None:
     """memtape: an event-sourced memory ledger for LLM browser agents."""
-    settings = Settings(memory=memory_dir, store_url=store_url, reads_only=ctx.invoked_subcommand in READS_ONLY,
-                        keeper_factories=[_projections_head])
-    ctx.obj = settings
-    ctx.call_on_close(settings.close)
-    progress = fold_progress.set(ctx.with_resource(fold_progress_bar()))
-    ctx.call_on_close(lambda: fold_progress.reset(progress))
-
-
-def _projections_head(settings: Settings) -> ProjectionsHead:
-    """projections.db remembers the head it saw too (see ledger.anchor)."""
-    return ProjectionsHead(projections_file(settings.store()))
+    # the options stay in the context's params: a command that opens memory builds its Settings
+    # from them (memtape.commands.current_settings), so a command that does not pays nothing
 
 
 class _Warnings(logging.Handler):
@@ -110,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         message = " ".join(exc.format_message().split("\n"))  # a value with a newline must not break the one line
         click.echo(f"error: {message}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
+    except MissingExtra as exc:
+        click.echo(str(exc), err=True)  # the line itself says what is wrong and what to run
+        sys.exit(1)
     except LedgerError as exc:
         click.echo(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", err=True)
         sys.exit(1)

@@ -47,7 +47,6 @@ from rich.cells import cell_len, chop_cells, set_cell_size
 from memtape.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.location import holds_memory_files
-from memtape.ledger.settings import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -476,8 +475,8 @@ class AnswerPath(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        settings = ctx.find_object(Settings) if ctx is not None else None
-        if settings is not None and holds_memory_files(Path(os.fsdecode(path)), settings.memory, settings.store_url):
+        options = ctx.find_root().params if ctx is not None else {}  # the global options (memtape.cli)
+        if ctx is not None and holds_memory_files(Path(os.fsdecode(path)), options.get("memory_dir"), options.get("store_url")):
             self.fail(f"{os.fsdecode(path)} is in the memory's own directory (ledger.db, projections.db and the "
                       "analytics mirror live there); write the answer elsewhere", param, ctx)
         return path

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from memtape.analytics.output import Table
 from memtape.analytics.queries import ANALYSES, sections
-from memtape.cli import READS_ONLY
+from memtape.commands import READS_ONLY
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.store import SqliteStore

@@ -97,5 +97,5 @@ def test_the_graph_sees_the_imports() -> None:
     """The checks above read real edges: the writer imports the decisions, the face the layers."""
     edges, _ = _graph()
     assert "memtape.projections.decisions" in edges["memtape.projections.writer"]
-    assert "memtape.ledger.settings" in edges["memtape.cli"]
+    assert "memtape.ledger.settings" in edges["memtape.commands"]
     assert len(MODULES) > 80

@@ -1,5 +1,5 @@
 """The `memtape` commands, one module per subject; `memtape.cli` loads a module only when
-one of its commands runs (or `--help` lists them).
+one of its commands runs.
 
 Each command parses its arguments, calls one library function and prints the answer; the
 library layers know nothing of click or rich.
@@ -10,17 +10,38 @@ from typing import Any
 
 import click
 
+from memtape.ledger.location import projections_file
 from memtape.ledger.settings import Settings
+from memtape.progress import fold_progress_bar
+from memtape.projections.materialize import ProjectionsHead, fold_progress
+
+#: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
+READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",
+                        "explain", "experiment", "fork", "report", "watch", "export"})
 
 
 def current_settings() -> Settings:
-    """The memory the global options named (`memtape --memory-dir DIR --store URL ...`)."""
-    return click.get_current_context().ensure_object(Settings)
+    """The memory the global options named (`memtape --memory-dir DIR --store URL ...`): made on
+    the first call from the top-level context's options, and closed with it, its fold progress bar too."""
+    root = click.get_current_context().find_root()
+    if not isinstance(root.obj, Settings):
+        settings = Settings(memory=root.params.get("memory_dir"), store_url=root.params.get("store_url"),
+                            reads_only=root.invoked_subcommand in READS_ONLY, keeper_factories=[_projections_head])
+        root.obj = settings
+        root.call_on_close(settings.close)
+        progress = fold_progress.set(root.with_resource(fold_progress_bar()))
+        root.call_on_close(lambda: fold_progress.reset(progress))
+    return root.obj
+
+
+def _projections_head(settings: Settings) -> ProjectionsHead:
+    """projections.db remembers the head it saw too (see ledger.anchor)."""
+    return ProjectionsHead(projections_file(settings.store()))
 
 
 def _allow_broken(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
-        ctx.ensure_object(Settings).allow_broken = True
+        current_settings().allow_broken = True
 
 
 def allow_broken_option(command: Any) -> Any:

@@ -18,6 +18,7 @@ from memtape.agent.loop import RunResult
 from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.analytics.audit import audit_run
+from memtape.commands import current_settings
 from memtape.ledger.settings import Settings
 from memtape.projections.text import clip
 from memtape.render import audit_text
@@ -27,9 +28,7 @@ TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (ch
 
 
 def _settings(memory_dir: str | None = None) -> Settings:
-    settings = click.get_current_context().find_object(Settings)
-    if settings is None:
-        settings = Settings()
+    settings = current_settings()
     if memory_dir is not None:
         settings.close()
         settings.memory = memory_dir

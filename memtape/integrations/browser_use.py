@@ -46,6 +46,13 @@ from memtape.agent.budget import DEFAULT_BUDGET, PRIORITIES
 from memtape.agent.memory import Lesson, Run
 from memtape.agent.prompt import cap, describe_step, quoted_name
 from memtape.api import Memory, MemtapeError
+from memtape.ledger.extras import require
+
+require("browser-use integration", "browser-use")  # without the extra: one MemtapeError line, not an ImportError
+
+from browser_use import Agent  # noqa: E402
+from browser_use.agent.views import ActionResult, AgentHistory, AgentHistoryList  # noqa: E402
+from browser_use.llm.messages import SystemMessage  # noqa: E402
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's

@@ -28,6 +28,7 @@ import httpx
 
 import memtape
 from bench import Figure, print_json, table
+from memtape.http_guard import token_file
 
 BENCH = "server"
 SHOP = "https://shop.example/"
@@ -35,7 +36,8 @@ BLOCKED = "element intercepts pointer events"
 
 
 @contextmanager
-def _served(memory: Path) -> Iterator[str]:
+def _served(memory: Path) -> Iterator[tuple[str, str]]:
+    """(base URL, token): the server makes its token and keeps it in the memory directory."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -50,7 +52,7 @@ def _served(memory: Path) -> Iterator[str]:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield base
+        yield base, token_file(memory).read_text().strip()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -81,7 +83,8 @@ def _through_library(memory: Path, pairs: int) -> tuple[float, float]:
 
 
 def _through_http(memory: Path, pairs: int) -> tuple[float, float]:
-    with _served(memory) as base, httpx.Client(base_url=base, timeout=60) as http:
+    with _served(memory) as (base, token), httpx.Client(base_url=base, timeout=60,
+                                                          headers={"Authorization": f"Bearer {token}"}) as http:
         run = http.post("/runs", json={"goal": "Buy wool socks", "start_url": SHOP}).json()["run_id"]
         result = _timed(pairs,
                         lambda i: http.post(f"/runs/{run}/steps", json={

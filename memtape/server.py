@@ -6,9 +6,11 @@ memory a Python agent gets. The OpenAPI document is at `GET /openapi.json`.
 
 Requests are handled one at a time on the server's event loop: the ledger
 serializes appends anyway, and one writer per process keeps the SQLite
-connection on one thread. Bad input answers 4xx with `{"error": "<one
-line>"}` and writes nothing; with a token, every route but the OpenAPI
-document and `/docs` asks for `Authorization: Bearer <token>`.
+connection on one thread. Before a route runs, memtape/http_guard.py checks
+the Host, the caller's origin, the bearer token, the body's type and size.
+Every error, from a route or from those checks, is `{"error": "<one line>"}`
+mapped from the exception's type in this module's handlers; bad input
+writes nothing.
 
 A run's truth is the ledger, not a server: any number of servers on one
 memory may record into one run, and a write the run no longer takes (a step
@@ -25,8 +27,9 @@ refused request writes nothing, so it may be sent again with its key.
 from __future__ import annotations
 
 import hashlib
-import hmac
-from collections.abc import Awaitable, Callable
+import json
+import re
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from typing import Any
 
@@ -34,10 +37,16 @@ import uvicorn
 from fastapi import FastAPI, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Memory, MemtapeError, Run, plain
+from memtape.http_guard import OriginGate, RequestGuard, listen
+from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
 
@@ -117,8 +126,68 @@ class Recorded(BaseModel):
     id: str | None = Field(default=None, description="The lesson id, for a lesson.")
 
 
+class Error(BaseModel):
+    """Every error the server answers, whatever its status."""
+
+    error: str = Field(description="One line saying what was wrong.")
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Error, "description": what} for status, what in (
+        (400, "Bad input: the library refused it, or the body is not JSON; nothing was written"),
+        (401, "No bearer token, or the wrong one"),
+        (403, "A Host this server does not answer to, or a request from another origin"),
+        (404, "No such run or route"),
+        (409, "A write the run no longer takes, or the ledger moved underneath the request"),
+        (413, "A body over 16 MB"),
+        (415, "A body that is not application/json or application/x-ndjson"),
+        (422, "A body or parameter of the wrong shape or type, or an Idempotency-Key sent with another request"),
+        (507, "The disk holding the ledger is full; nothing was written"))}
+
+_SEQ = re.compile(r"[0-9]+")
+_LARGEST_SEQ_DIGITS = 19  # 2**63 - 1
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:500] or "bad request"
+
+
+def _not_a_json_number(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+class JSONRequest(Request):
+    """A request whose JSON body is standard JSON: Python's parser would take NaN and Infinity."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = json.loads(await self.body(), parse_constant=_not_a_json_number)
+        return self._json
+
+
+class JSONRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            return await handler(JSONRequest(request.scope, request.receive))  # type: ignore[no-any-return]
+
+        return handle
+
+
+def as_of_point(raw: str | None) -> int | str | None:
+    """`as_of` from a query string: ASCII digits are a seq, anything else must be an ISO time
+    (`²`, `１２`, NaN, -1 are neither)."""
+    if raw is None:
+        return None
+    if _SEQ.fullmatch(raw):
+        if len(raw.lstrip("0")) > _LARGEST_SEQ_DIGITS:  # int() of thousands of digits is refused, or slow
+            raise MemtapeError(f"as_of {raw[:20]}...: beyond the largest seq a ledger holds (2**63-1)")
+        return int(raw)
+    try:
+        return normalize_ts(raw)
+    except (ValueError, OverflowError):
+        raise MemtapeError(f"as_of {raw[:40]!r}: expected a seq (digits 0-9) or an ISO time") from None
 
 
 def _status(exc: MemtapeError) -> int:
@@ -133,11 +202,16 @@ def _status(exc: MemtapeError) -> int:
     return 400
 
 
-def create_app(memory: Memory, token: str | None = None) -> FastAPI:
-    """The HTTP API over one open memory (the caller keeps and closes it)."""
-    app = FastAPI(title="memtape", version=version("memtape"),
+def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0.1", allow_hosts: Iterable[str] = (),
+               cors_origins: Iterable[str] = ()) -> FastAPI:
+    """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
+    (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
+    requests bearing it (None: to any local caller)."""
+    app = FastAPI(title="memtape", version=version("memtape"), responses=ERRORS,
                   description="An event-sourced memory ledger for LLM browser agents: the library's API over HTTP.")
+    app.router.route_class = JSONRoute
     live: dict[str, Run] = {}
+    cors = tuple(cors_origins)
 
     async def answered(request: Request, work: Callable[[], Any], status: int = 200) -> JSONResponse:
         """The answer of a POST: `work()` once per Idempotency-Key (see the module's docstring)."""
@@ -161,17 +235,23 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
             live[run_id] = run
         return run
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if token is not None and request.url.path not in PUBLIC_PATHS:
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                    headers={"WWW-Authenticate": "Bearer"})
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return JSONResponse({"error": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        return await call_next(request)
+    # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
+    app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
+    if cors:
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], max_age=600)
+    app.add_middleware(OriginGate, host=host, allow_hosts=allow_hosts, cors_origins=cors)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            if token is not None:
+                spec.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+                spec["security"] = [{"bearer": []}]
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(MemtapeError)
     async def refused(_request: Request, exc: MemtapeError) -> JSONResponse:
@@ -180,8 +260,22 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            return JSONResponse({"error": _one_line(f"request body is not JSON: {first.get('ctx', {}).get('error', '')}")},
+                                status_code=400)
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         return JSONResponse({"error": _one_line(f"{where}: {first.get('msg', 'invalid request')}")}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own: 404 for an unknown route, 405 for a wrong method, 400 for a body it cannot parse."""
+        where = f"{request.method} {request.url.path}"[:200]
+        message = {404: f"no route {where}", 405: f"method not allowed: {where}"}.get(exc.status_code, str(exc.detail))
+        return JSONResponse({"error": _one_line(message)}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def failed(_request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
 
     @app.post("/runs", response_model=RunId, status_code=201)
     async def start_run(request: Request, body: RunStart) -> Any:
@@ -260,8 +354,7 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     @app.get("/state/{projection}")
     async def state(projection: str, as_of: str | None = Query(default=None, description="a seq or an ISO time"),
                     domain: str | None = None) -> Any:
-        at: int | str | None = int(as_of) if as_of is not None and as_of.isdigit() else as_of
-        return memory.state(projection, as_of=at, domain=domain)
+        return memory.state(projection, as_of=as_of_point(as_of), domain=domain)
 
     @app.get("/audit/{run_id}")
     async def audit(run_id: str, step: int | None = None) -> Any:
@@ -284,6 +377,17 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     return app
 
 
-def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
-    """Serve `memory` until interrupted (uvicorn, one process)."""
-    uvicorn.run(create_app(memory, token), host=host, port=port, log_level="warning")
+def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          allow_hosts: Iterable[str] = (), cors_origins: Iterable[str] = (),
+          announce: Callable[[str], None] = print) -> None:
+    """Serve `memory` until interrupted (uvicorn, one process). The port is bound before anything
+    is said: `announce` gets the URL only once the server can answer on it."""
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
+    announce(f"http://{shown}:{bound}")
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()

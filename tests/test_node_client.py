@@ -17,8 +17,9 @@ def test_node_agent_second_run_recalls_the_first(tmp_path: Path) -> None:
     node = shutil.which("node")
     assert node, "Node.js 18+ is needed for the JavaScript client test (Debian: apt-get install nodejs)"
     memory = tmp_path / "memory"
-    with live_server(memory, token="t0ken") as base:
-        done = subprocess.run([node, str(EXAMPLE), base, "t0ken"], capture_output=True, text=True, timeout=120)
+    with live_server(memory) as served:  # the token the server made and kept in the memory directory
+        assert served.token
+        done = subprocess.run([node, str(EXAMPLE), served.base, served.token], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["first"]["recalled"] == [] and result["first"]["errors"] == 1

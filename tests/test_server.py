@@ -14,17 +14,17 @@ from hypothesis import strategies as st
 
 import memtape
 from tests.cli_runner import run_cli
-from tests.server_support import live_server
+from tests.server_support import Served, live_server
 
 SHOP = "https://shop.example/"
 BLOCKED = "element intercepts pointer events"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Served, Path]:
     memory = tmp_path_factory.mktemp("served") / "memory"
-    with live_server(memory) as base:
-        yield base, memory
+    with live_server(memory) as served:
+        yield served, memory
 
 
 def _types(memory: Path, run_id: str) -> list[str]:
@@ -32,9 +32,9 @@ def _types(memory: Path, run_id: str) -> list[str]:
         return [ev.type for ev in mem.store.read(run_id=run_id)]
 
 
-def test_openapi_lists_every_route(server: tuple[str, Path]) -> None:
-    base, _ = server
-    spec = httpx.get(f"{base}/openapi.json").json()
+def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
+    served, _ = server
+    spec = httpx.get(f"{served.base}/openapi.json").json()
     assert spec["openapi"].startswith("3.")
     wanted = {("post", "/runs"), ("post", "/runs/{run_id}/steps"), ("post", "/runs/{run_id}/lessons"),
               ("post", "/runs/{run_id}/facts"), ("post", "/runs/{run_id}/selectors"),
@@ -44,11 +44,17 @@ def test_openapi_lists_every_route(server: tuple[str, Path]) -> None:
               ("post", "/events")}
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}
     assert wanted <= have
+    assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
+    assert spec["security"] == [{"bearer": []}]
+    error = {"$ref": "#/components/schemas/Error"}
+    for method, path in wanted:
+        answers = spec["paths"][path][method]["responses"]
+        assert all(answers[s]["content"]["application/json"]["schema"] == error for s in ("401", "415", "422")), (path, answers)
 
 
-def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[str, Path]) -> None:
-    base, memory = server
-    with httpx.Client(base_url=base, timeout=60) as http:
+def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[Served, Path]) -> None:
+    served, memory = server
+    with served.client() as http:
         first = http.post("/runs", json={"goal": "Buy wool socks", "start_url": SHOP}).json()["run_id"]
         assert http.get(f"/runs/{first}/tier1").status_code == 200
         assert http.get(f"/runs/{first}/recall/domain", params={"step": 1}).json() == []
@@ -90,14 +96,15 @@ def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[s
     assert "context_built" in _types(memory, second)
 
 
-def test_events_route_takes_append_lines(server: tuple[str, Path]) -> None:
-    base, memory = server
+def test_events_route_takes_append_lines(server: tuple[Served, Path]) -> None:
+    served, memory = server
     line = {"type": "fact_observed", "domain": "news.example", "fact_type": "quirk", "key": "paywall",
             "value": "after 3 articles"}
-    answer = httpx.post(f"{base}/events", content=json.dumps(line) + "\n")
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["appended"] >= 1
-    facts = httpx.get(f"{base}/state/facts", params={"domain": "news.example"}).json()
+    with served.client() as http:
+        answer = http.post("/events", content=json.dumps(line) + "\n", headers={"Content-Type": "application/x-ndjson"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["appended"] >= 1
+        facts = http.get("/state/facts", params={"domain": "news.example"}).json()
     assert [f["value"] for f in facts] == ["after 3 articles"]
 
 
@@ -121,15 +128,15 @@ BAD = [
 ]
 
 
-def test_bad_input_is_a_4xx_with_one_line_and_writes_nothing(server: tuple[str, Path]) -> None:
-    base, memory = server
-    with httpx.Client(base_url=base, timeout=60) as http:
+def test_bad_input_is_a_4xx_with_one_line_and_writes_nothing(server: tuple[Served, Path]) -> None:
+    served, memory = server
+    with served.client() as http:
         run = http.post("/runs", json={"goal": "Bad input probe", "start_url": SHOP}).json()["run_id"]
         before = _event_count(memory)
         for method, path, body in BAD:
             path = path.replace("{run}", run)
             if isinstance(body, str):
-                answer = http.request(method, path, content=body)
+                answer = http.request(method, path, content=body, headers={"Content-Type": "application/x-ndjson"})
             else:
                 answer = http.request(method, path, json=body)
             assert 400 <= answer.status_code < 500, (path, body, answer.status_code, answer.text)
@@ -147,11 +154,12 @@ def _event_count(memory: Path) -> int:
 @given(body=st.dictionaries(st.sampled_from(["step", "action", "target", "url", "ok", "error", "x"]),
                             st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
                                       st.text(max_size=30), st.floats(allow_nan=False, allow_infinity=False))))
-def test_any_step_body_is_recorded_or_refused_cleanly(server: tuple[str, Path], body: dict[str, object]) -> None:
-    base, memory = server
-    run = httpx.post(f"{base}/runs", json={"goal": "Fuzzed steps", "start_url": SHOP}).json()["run_id"]
-    before = _event_count(memory)
-    answer = httpx.post(f"{base}/runs/{run}/steps", json=body, timeout=60)
+def test_any_step_body_is_recorded_or_refused_cleanly(server: tuple[Served, Path], body: dict[str, object]) -> None:
+    served, memory = server
+    with served.client() as http:
+        run = http.post("/runs", json={"goal": "Fuzzed steps", "start_url": SHOP}).json()["run_id"]
+        before = _event_count(memory)
+        answer = http.post(f"/runs/{run}/steps", json=body)
     assert answer.status_code in (200, 400, 404, 409, 422), answer.text
     if answer.status_code != 200:
         assert "\n" not in answer.json()["error"]
@@ -159,7 +167,8 @@ def test_any_step_body_is_recorded_or_refused_cleanly(server: tuple[str, Path], 
 
 
 def test_token_required_when_set(tmp_path: Path) -> None:
-    with live_server(tmp_path / "memory", token="s3cret") as base:
+    with live_server(tmp_path / "memory", token="s3cret") as served:
+        base = served.base
         assert httpx.post(f"{base}/runs", json={"goal": "g", "start_url": SHOP}).status_code == 401
         wrong = httpx.get(f"{base}/state/lessons", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and wrong.json() == {"error": "missing or wrong bearer token"}
@@ -172,9 +181,9 @@ def test_token_required_when_set(tmp_path: Path) -> None:
 def test_eight_concurrent_clients_lose_nothing(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     per_client = 200
-    with live_server(memory) as base:
+    with live_server(memory) as served:
         def client(n: int) -> tuple[str, int]:
-            with httpx.Client(base_url=base, timeout=120) as http:
+            with served.client(timeout=120) as http:
                 run = http.post("/runs", json={"goal": f"Client {n} buys socks", "start_url": SHOP}).json()["run_id"]
                 done = 1
                 for i in range(1, per_client - 1):

@@ -5,31 +5,65 @@ import click
 
 from memtape.api import Memory
 from memtape.commands import current_settings
+from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
 from memtape.server import serve as serve_memory
 
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind (loopback unless told otherwise).")
+              help="Address to bind (loopback unless told otherwise; any other needs a token).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 @click.option("--token", envvar="MEMTAPE_TOKEN", default=None,
-              help="Require `Authorization: Bearer TOKEN` on every request (env MEMTAPE_TOKEN).")
-def serve(host: str, port: int, token: str | None) -> None:
+              help="The bearer token to require (env MEMTAPE_TOKEN); default: the one in DIR/serve.token, "
+                   "made on first start.")
+@click.option("--no-token", is_flag=True,
+              help="Require no token (loopback only): any process or user on this machine can then read and write.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host header is NAME (a reverse proxy's name; repeatable).")
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
+              help="Let web pages of ORIGIN (e.g. http://localhost:3000) call the API, with CORS (repeatable).")
+def serve(host: str, port: int, token: str | None, no_token: bool, allow_hosts: tuple[str, ...],
+          cors_origins: tuple[str, ...]) -> None:
     """Serve this memory as an HTTP JSON API for agents in any language.
 
-    Connect: the OpenAPI document is at http://HOST:PORT/openapi.json (docs at /docs).
+    Connect: the OpenAPI document is at http://HOST:PORT/openapi.json (docs at /docs). Every other
+    request needs `Authorization: Bearer TOKEN`: the token is made on first start, kept in
+    DIR/serve.token (mode 0600) and printed with the URL. Bodies are application/json
+    (`POST /events`: application/x-ndjson). Requests naming another Host, or sent by a web page of
+    another origin, are refused (see --allow-host, --cors-origin).
+
     Start a run with `POST /runs {"goal": ..., "start_url": ...}` -> {"run_id"}, record with
     `POST /runs/RUN/steps|lessons|facts|selectors|context`, recall with
     `GET /runs/RUN/recall/error?command=&error=`, `GET /runs/RUN/recall/domain`,
     `GET /runs/RUN/tier1`, finish with `POST /runs/RUN/finish {"success": true}`.
 
-    Example: memtape --memory-dir .agent-memory serve --port 8765 --token s3cret
+    Example: memtape --memory-dir .agent-memory serve --port 8765
     """
+    if no_token and token is not None:
+        raise ServeRefused("--no-token and a token (--token or MEMTAPE_TOKEN): choose one")
+    if no_token and not is_loopback(host):
+        raise ServeRefused(f"--no-token is allowed only on a loopback host (127.0.0.1, ::1, localhost), not {host!r}")
     settings = current_settings()
+    kept = token is None and not no_token
+    secret = None if no_token else checked_token(token, "--token") if token is not None else None
+    created = False
+    if kept:
+        secret, created = load_token(settings.dir)
     memory = Memory(settings.store(), settings.projections_path)
-    click.echo(f"memtape: serving {settings.where()} on http://{host}:{port} (OpenAPI at /openapi.json)", err=True)
+
+    def announce(url: str) -> None:
+        click.echo(f"memtape: serving {settings.where()} on {url} (OpenAPI at /openapi.json)", err=True)
+        if no_token:
+            click.echo("memtape: warning: no token (--no-token): any process or user on this machine can read "
+                       "and write this memory", err=True)
+        elif kept:
+            made = "made and kept" if created else "kept"
+            click.echo(f"memtape: token ({made} in {token_file(settings.dir)}): send "
+                       f"Authorization: Bearer {secret}", err=True)
+
     try:
-        serve_memory(memory, host=host, port=port, token=token)
+        serve_memory(memory, host=host, port=port, token=secret, allow_hosts=allow_hosts, cors_origins=cors_origins,
+                     announce=announce)
     finally:
         memory.close()
 

@@ -24,9 +24,10 @@ METHODS = ("get", "post", "put", "patch", "delete")
 
 @functools.cache
 def openapi_schema() -> dict[str, Any]:
-    """The document `GET /openapi.json` serves; the app needs an open memory, so a throw-away one."""
+    """The document `GET /openapi.json` serves; the app needs an open memory, so a throw-away one,
+    and a token, as `memtape serve` has unless told --no-token (the bearer scheme is then declared)."""
     with tempfile.TemporaryDirectory() as tmp, memtape.open(tmp) as memory:
-        return create_app(memory).openapi()
+        return create_app(memory, token="any").openapi()
 
 
 def _cell(text: str) -> str:

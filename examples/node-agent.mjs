@@ -1,6 +1,7 @@
 // A tiny agent in JavaScript (Node 18+, built-in fetch, no npm packages) using memtape over HTTP.
 // Start the server first:  memtape --memory-dir .agent-memory serve --port 8765
 // Then:                    node examples/node-agent.mjs [http://127.0.0.1:8765] [token]
+// The token: the one the server printed, kept in .agent-memory/serve.token (or MEMTAPE_TOKEN).
 // Two runs on the same shop: the first fails to click "Buy", learns why and records a lesson;
 // the second recalls that lesson for the same domain before acting, and avoids the failure.
 const base = process.argv[2] ?? process.env.MEMTAPE_URL ?? "http://127.0.0.1:8765";

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +48,13 @@ class Served:
 
 
 @contextmanager
-def live_server(memory_dir: Path, token: str | None = None, *, no_token: bool = False,
-                args: Sequence[str] = ()) -> Iterator[Served]:
-    """Start `memtape --memory-dir DIR serve` and yield it once it answers. Without `token` the
-    server makes its own and the client reads it from DIR/serve.token, as a local agent would."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
+def live_server(memory_dir: Path, token: str | None = None, *, no_token: bool = False, args: Sequence[str] = (),
+                environ: Mapping[str, str] | None = None, port: int | None = None) -> Iterator[Served]:
+    """Start `memtape --memory-dir DIR serve` (with `environ` as its only MEMTAPE_ variables) and
+    yield it once it answers. Without `token` the server makes its own and the client reads it
+    from DIR/serve.token, as a local agent would (with MEMTAPE_TOKEN in `environ`, that one)."""
+    port = port or free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}, **(environ or {})}
     cmd = [sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "serve", "--port", str(port), *args]
     if token is not None:
         cmd += ["--token", token]
@@ -81,7 +82,7 @@ def live_server(memory_dir: Path, token: str | None = None, *, no_token: bool = 
                 break
             announced += chunk
         if token is None and not no_token:
-            token = token_file(memory_dir).read_text().strip()
+            token = env.get("MEMTAPE_TOKEN") or token_file(memory_dir).read_text().strip()
         yield Served(base, None if no_token else token, proc.pid, announced.decode())
     finally:
         proc.terminate()

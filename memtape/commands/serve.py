@@ -61,11 +61,8 @@ def serve(host: str, port: int, token: str | None, no_token: bool, allow_hosts: 
             click.echo(f"memtape: token ({made} in {token_file(settings.dir)}): send "
                        f"Authorization: Bearer {secret}", err=True)
 
-    try:
-        serve_memory(memory, host=host, port=port, token=secret, allow_hosts=allow_hosts, cors_origins=cors_origins,
-                     announce=announce)
-    finally:
-        memory.close()
+    serve_memory(memory, host=host, port=port, token=secret, allow_hosts=allow_hosts, cors_origins=cors_origins,
+                 announce=announce)  # the store is closed with the command's settings, its head remembered
 
 
 COMMANDS = [serve]

@@ -27,6 +27,7 @@ import re
 import secrets
 import socket
 import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -80,17 +81,26 @@ def token_file(directory: Path) -> Path:
 
 def load_token(directory: Path) -> tuple[str, bool]:
     """The token kept in DIR/serve.token, made (random, mode 0600) when there is none: (token,
-    created). A file others can read is refused rather than trusted: the token would be theirs."""
+    created). The file appears whole (written aside, then linked), so a second server starting at
+    the same moment reads the same token. A file others can read is refused rather than trusted."""
     path = token_file(directory)
+    if path.exists() or path.is_symlink():
+        return _read_token(path), False
+    try:
+        fd, aside = tempfile.mkstemp(prefix=".serve.token.", dir=directory)  # mode 0600
+    except OSError as exc:
+        raise ServeRefused(f"cannot create {path}: {exc.strerror or exc}") from None
     token = secrets.token_urlsafe(32)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(token + "\n")
+        os.link(aside, path)
     except FileExistsError:
         return _read_token(path), False
     except OSError as exc:
         raise ServeRefused(f"cannot create {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w") as out:
-        out.write(token + "\n")
+    finally:
+        os.unlink(aside)
     return token, True
 
 

@@ -89,7 +89,7 @@ def test_a_full_disk_is_507_over_http(small_disk: Path) -> None:
     record_run(memory, "Buy wool socks")
     mem = memtape.open(memory)
     try:
-        client = TestClient(create_app(mem))
+        client = TestClient(create_app(mem), base_url="http://127.0.0.1")  # a Host the app answers to
         fill(small_disk)
         answer = client.post("/runs", json={"goal": "Buy socks " + "x" * 3000, "start_url": SHOP})
         assert answer.status_code == 507, answer.text

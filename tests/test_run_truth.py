@@ -8,7 +8,6 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
@@ -201,25 +200,25 @@ def _events(location: Path) -> list[Any]:
 def test_two_servers_share_one_run_and_a_finished_run_answers_409(tmp_path: Path) -> None:
     location = tmp_path / "mem"
     memtape.open(location).close()
-    with live_server(location) as a, live_server(location) as b:
-        run_id = httpx.post(f"{a}/runs", json={"goal": GOAL, "start_url": SHOP}).json()["run_id"]
+    with live_server(location) as served_a, live_server(location) as served_b, served_a.client() as a, served_b.client() as b:
+        run_id = a.post("/runs", json={"goal": GOAL, "start_url": SHOP}).json()["run_id"]
         steps = [{"step": 1, "action": "click", "target": 'link "Wool Socks"', "url": SHOP, "ok": False, "error": INTERCEPT},
                  {"step": 2, "action": "press", "url": SHOP, "ok": True},
                  {"step": 3, "action": "click", "target": 'link "Wool Socks"', "url": SHOP + "socks", "ok": True}]
-        assert httpx.post(f"{a}/runs/{run_id}/steps", json=steps[0]).status_code == 200
-        assert httpx.post(f"{b}/runs/{run_id}/steps", json=steps[1]).status_code == 200
-        assert httpx.post(f"{a}/runs/{run_id}/steps", json=steps[2]).status_code == 200
-        again = httpx.post(f"{b}/runs/{run_id}/steps", json=steps[1])  # a retry, on the other server
+        assert a.post(f"/runs/{run_id}/steps", json=steps[0]).status_code == 200
+        assert b.post(f"/runs/{run_id}/steps", json=steps[1]).status_code == 200
+        assert a.post(f"/runs/{run_id}/steps", json=steps[2]).status_code == 200
+        again = b.post(f"/runs/{run_id}/steps", json=steps[1])  # a retry, on the other server
         assert again.status_code == 200
-        other = httpx.post(f"{b}/runs/{run_id}/steps", json={**steps[1], "ok": False, "error": "gone"})
+        other = b.post(f"/runs/{run_id}/steps", json={**steps[1], "ok": False, "error": "gone"})
         assert other.status_code == 409 and other.json() == {
             "error": f"run {run_id} already has a step 2 with other content; a step number is recorded once"}
-        assert httpx.post(f"{a}/runs/{run_id}/finish", json={"success": True, "outcome": "done"}).status_code == 200
-        late = httpx.post(f"{b}/runs/{run_id}/steps", json={**steps[2], "step": 4})
+        assert a.post(f"/runs/{run_id}/finish", json={"success": True, "outcome": "done"}).status_code == 200
+        late = b.post(f"/runs/{run_id}/steps", json={**steps[2], "step": 4})
         assert late.status_code == 409 and late.json() == {"error": f"run {run_id} is finished; it takes no more steps"}
-        lesson = httpx.post(f"{b}/runs/{run_id}/lessons", json={"text": "Accept cookies first"})
+        lesson = b.post(f"/runs/{run_id}/lessons", json={"text": "Accept cookies first"})
         assert lesson.status_code == 409 and run_id in lesson.json()["error"]
-        second = httpx.post(f"{b}/runs/{run_id}/finish", json={"success": False, "outcome": "failed"})
+        second = b.post(f"/runs/{run_id}/finish", json={"success": False, "outcome": "failed"})
         assert second.status_code == 409 and run_id in second.json()["error"]
     events = _events(location)
     mine = [e for e in events if e.run_id == run_id]
@@ -233,38 +232,38 @@ def test_an_idempotency_key_is_answered_once_by_any_server_and_after_a_restart(t
     location = tmp_path / "mem"
     memtape.open(location).close()
     start = {"goal": GOAL, "start_url": SHOP}
-    with live_server(location) as a, live_server(location) as b:
-        first = httpx.post(f"{a}/runs", json=start, headers={"Idempotency-Key": "start-1"})
+    with live_server(location) as served_a, live_server(location) as served_b, served_a.client() as a, served_b.client() as b:
+        first = a.post("/runs", json=start, headers={"Idempotency-Key": "start-1"})
         assert first.status_code == 201 and "idempotent-replayed" not in first.headers
         count = len(_events(location))
-        replay = httpx.post(f"{b}/runs", json=start, headers={"Idempotency-Key": "start-1"})
+        replay = b.post("/runs", json=start, headers={"Idempotency-Key": "start-1"})
         assert (replay.status_code, replay.json(), replay.headers["idempotent-replayed"]) == (201, first.json(), "true")
         assert len(_events(location)) == count  # no second run
-        reused = httpx.post(f"{b}/runs", json={**start, "goal": "another"}, headers={"Idempotency-Key": "start-1"})
+        reused = b.post("/runs", json={**start, "goal": "another"}, headers={"Idempotency-Key": "start-1"})
         assert reused.status_code == 422 and "start-1" in reused.json()["error"]
         run_id = first.json()["run_id"]
         step = {"step": 1, "action": "press", "ok": True, "url": SHOP}
-        assert httpx.post(f"{a}/runs/{run_id}/steps", json=step, headers={"Idempotency-Key": "s1"}).status_code == 200
-        finish = httpx.post(f"{a}/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
+        assert a.post(f"/runs/{run_id}/steps", json=step, headers={"Idempotency-Key": "s1"}).status_code == 200
+        finish = a.post(f"/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
         assert finish.status_code == 200
         count = len(_events(location))
-        retried = httpx.post(f"{b}/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
+        retried = b.post(f"/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
         assert (retried.status_code, retried.json()) == (200, finish.json())  # the first answer, not a 409
         assert len(_events(location)) == count
         lines = b'{"type": "fact_observed", "fact_type": "quirk", "key": "k", "value": "v", "domain": "shop.example"}\n'
-        appended = httpx.post(f"{a}/events", content=lines, headers={"Idempotency-Key": "e1",
+        appended = a.post("/events", content=lines, headers={"Idempotency-Key": "e1",
                                                                      "Content-Type": "application/x-ndjson"})
         assert appended.status_code == 200 and appended.json()["appended"] == 1
     count = len(_events(location))
-    with live_server(location) as c:  # a restart remembers every key
-        again = httpx.post(f"{c}/events", content=lines, headers={"Idempotency-Key": "e1",
+    with live_server(location) as served_c, served_c.client() as c:  # a restart remembers every key
+        again = c.post("/events", content=lines, headers={"Idempotency-Key": "e1",
                                                                   "Content-Type": "application/x-ndjson"})
         assert (again.status_code, again.json()) == (200, appended.json())
-        retried = httpx.post(f"{c}/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
+        retried = c.post(f"/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
         assert (retried.status_code, retried.json()) == (200, finish.json())
-        unkeyed = httpx.post(f"{c}/runs/{run_id}/finish", json={"success": True})
+        unkeyed = c.post(f"/runs/{run_id}/finish", json={"success": True})
         assert unkeyed.status_code == 409
-        assert httpx.post(f"{c}/runs", json=start, headers={"Idempotency-Key": "x" * 256}).status_code == 400
+        assert c.post("/runs", json=start, headers={"Idempotency-Key": "x" * 256}).status_code == 400
     events = _events(location)
     assert len(events) == count
     answered = [e for e in events if e.type == "request_answered"]

@@ -26,7 +26,7 @@ def test_without_browser_use_importing_the_adapter_names_the_extra() -> None:
             "    sys.exit(3)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 3, run.stderr
-    assert run.stdout == f"memtape.integrations.browser_use needs browser-use: {INSTALL}\n"
+    assert run.stdout == f"memtape browser-use integration needs the browser-use extra: {INSTALL}\n"
 
 
 def test_a_browser_use_older_than_the_range_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

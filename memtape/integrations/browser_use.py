@@ -48,25 +48,18 @@ from memtape.agent.prompt import cap, describe_step, quoted_name
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.extras import require
 
-require("browser-use integration", "browser-use")  # without the extra: one MemtapeError line, not an ImportError
-
-from browser_use import Agent  # noqa: E402
-from browser_use.agent.views import ActionResult, AgentHistory, AgentHistoryList  # noqa: E402
-from browser_use.llm.messages import SystemMessage  # noqa: E402
-
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's
 #: `get_current_page_url()` (tests/test_browser_use_adapter.py runs at both ends: scripts/browser_use_range)
 MIN_VERSION = (0, 6, 0)
 INSTALL = "pip install 'memtape[browser-use]'"
 
+require("browser-use integration", "browser-use")  # without the extra: one MemtapeError line, not an ImportError
 try:
     from browser_use import Agent
     from browser_use.agent.views import AgentHistory, AgentHistoryList, AgentOutput
     from browser_use.llm.messages import BaseMessage, ContentPartTextParam, UserMessage
-except ImportError as exc:
-    if exc.name == "browser_use":
-        raise MemtapeError(f"memtape.integrations.browser_use needs browser-use: {INSTALL}") from None
+except ImportError as exc:  # installed, but older than the adapter's range
     raise MemtapeError(f"memtape.integrations.browser_use needs browser-use >= {'.'.join(map(str, MIN_VERSION))} "
                        f"({exc.msg}): {INSTALL}") from None
 

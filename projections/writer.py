@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from memtape.ledger.clock import format_ts, normalize_ts
@@ -16,10 +16,20 @@ from memtape.ledger.store import Store, Transaction
 from memtape.projections.decisions import decide, lesson_id_taken, on_open
 from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, fold
+from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
+
+
+def touched(types: Collection[str]) -> set[str]:
+    """The writer's projections that appending observations of `types` reads or folds: lessons
+    (every decision checks lesson ids), those that fold each type or the decisions it causes, and
+    all of them for a run start (the start-of-run policy reads lessons, facts and trajectories)."""
+    if "run_started" in types:
+        return set(WRITER_PROJECTIONS)
+    table = dispatch(WRITER_PROJECTIONS)
+    return {"lessons", *(name for t in types for name, _ in table.get(t, ()))}
 
 
 class MemoryWriter:
@@ -31,8 +41,9 @@ class MemoryWriter:
         self.projections_path = projections_path
         self.state: MemoryState | None = None
 
-    def _warm(self) -> None:
-        """Start from projections.db (outside the write lock) instead of folding the whole log."""
+    def _warm(self, types: Collection[str]) -> None:
+        """Start from projections.db (outside the write lock) instead of folding the whole log, and
+        decode there, not inside the transaction, the projections that events of `types` touch."""
         if self.state is None and self.projections_path is not None:
             state = load_state(self.store, self.projections_path, self.policy)
             for name in PROJECTIONS:
@@ -40,6 +51,9 @@ class MemoryWriter:
                     setattr(state, name, None)
                     state.heads.pop(name, None)
             self.state = state
+        if self.state is not None:
+            for name in touched(types):
+                getattr(self.state, name)  # a LazyState's projection is decoded on first access
 
     def _catch_up(self, tx: Transaction) -> MemoryState:
         if self.state is None:
@@ -64,7 +78,7 @@ class MemoryWriter:
         for i, ev in enumerate(events):
             if not isinstance(ev, NewEvent):
                 raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
-        self._warm()
+        self._warm({ev.type for ev in events})
         try:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)
@@ -91,7 +105,7 @@ class MemoryWriter:
         """Memory opened for a run: seed lessons on first use, prune stale lessons and facts,
         expire old trajectories — each as a decision event, in one transaction."""
         started = normalize_ts(started_at)
-        self._warm()
+        self._warm({"run_started"})
         try:
             with self.store.atomic() as tx:
                 state = self._catch_up(tx)

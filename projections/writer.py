@@ -23,13 +23,13 @@ WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
 
 
 def touched(types: Collection[str]) -> set[str]:
-    """The writer's projections that appending observations of `types` reads or folds: lessons
-    (every decision checks lesson ids), those that fold each type or the decisions it causes, and
-    all of them for a run start (the start-of-run policy reads lessons, facts and trajectories)."""
+    """The writer's projections that appending observations of `types` reads or folds: those that
+    fold each type (`decide` reads only those, and its decisions fold into them), and all of them
+    for a run start (the start-of-run policy reads lessons, facts and trajectories)."""
     if "run_started" in types:
         return set(WRITER_PROJECTIONS)
     table = dispatch(WRITER_PROJECTIONS)
-    return {"lessons", *(name for t in types for name, _ in table.get(t, ()))}
+    return {name for t in types for name, _ in table.get(t, ())}
 
 
 class MemoryWriter:

@@ -113,5 +113,5 @@ def test_a_first_fact_decodes_only_what_it_touches_and_nothing_inside_the_lock(t
         state = mem.writer.state
         assert state is not None
         loaded = {name for name in ("lessons", "knowledge", "trajectories", "patterns") if vars(state)[name] is not None}
-        assert loaded == {"lessons", "knowledge"}  # the run trajectories are left encoded: a fact never reads them
+        assert loaded == {"knowledge"}  # lessons and trajectories are left encoded: a fact never reads them
     assert inside_lock == []

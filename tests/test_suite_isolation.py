@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PICKY = [
     "tests/test_pgstore.py::test_cli_copy_and_commands_on_a_postgresql_url",
     "tests/test_ledger_cli.py",
-    "tests/test_projections_cli.py",
     "tests/test_suite_isolation.py::test_each_test_runs_in_an_empty_directory_of_its_own",
 ]
 

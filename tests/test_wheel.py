@@ -3,6 +3,7 @@ fresh virtualenv beside a project with its own `agent` and `analytics` packages,
 one process without mixing."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -59,10 +60,11 @@ def test_the_wheel_installs_one_import_name_beside_a_project_with_its_own_agent(
     (project / "agent" / "__init__.py").write_text("")
     (project / "agent" / "loop.py").write_text('WHOSE = "mine"\n')
     (project / "analytics" / "__init__.py").write_text('WHOSE = "mine"\n')
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the wheel's memtape, not a checkout's
     done = subprocess.run([str(py), "-c", USER_PROJECT_CHECK], cwd=project, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=clean)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok ") and str(env) in done.stdout
     cli = subprocess.run([str(env / "bin" / "memtape"), "--memory-dir", str(tmp_path / "mem"), "recall", "tier1"],
-                         cwd=project, capture_output=True, text=True, timeout=120)
+                         cwd=project, capture_output=True, text=True, timeout=120, env=clean)
     assert (cli.returncode, cli.stdout) == (0, "no lessons\n"), cli.stderr

@@ -341,7 +341,8 @@ class Memory:
         self.enabled = enabled
         self.stale_after = stale_after
         self.projections_path = projections_path
-        self.writer = MemoryWriter(store, policy)
+        # starts from projections.db outside the write lock, not by folding the whole log inside it
+        self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
         self._dirty = True
 

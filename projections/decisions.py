@@ -91,16 +91,15 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
     """
     data: dict[str, Any] = new.payload.model_dump(mode="json")
     t = new.type
-    ls = state.lessons
     out: list[NewEvent] = []
     if lesson_id_taken(state, new) is not None:
         return out  # a stored hijack attempt (raw append, old log) decides nothing for the other lesson
     if t == "lesson_recorded":
         key = dedup_key(data.get("failed_command"), data.get("error_pattern"),
                           data.get("scope_domain"), data["lesson"])
-        existing_id = ls.by_key.get(key)
+        existing_id = state.lessons.by_key.get(key)
         if existing_id is not None:
-            lesson = ls.lessons[existing_id]
+            lesson = state.lessons.lessons[existing_id]
             after = _after_use(lesson, new.domain)
             out.append(NewEvent(LessonDeduplicated(
                 lesson_id=lesson.lesson_id, lesson=lesson.lesson, category=lesson.category,
@@ -114,14 +113,14 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
             if promotable(fresh, policy):
                 out.append(_promotion(fresh, new))
     elif t == "lesson_deduplicated":
-        lesson = ls.lessons.get(data["lesson_id"])
+        lesson = state.lessons.lessons.get(data["lesson_id"])
         if lesson is not None:
             after = _after_use(lesson, new.domain)
             if promotable(after, policy):
                 out.append(_promotion(after, new))
     elif t in ("error_recall", "domain_recall"):
         for lid in counted(data):
-            lesson = ls.lessons.get(lid)
+            lesson = state.lessons.lessons.get(lid)
             if lesson is None:
                 continue
             after = _after_use(lesson, new.domain)

@@ -93,7 +93,7 @@ def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
     before = _row_counts(state)
     runs = sorted(r.run_id for r in state.runs.runs.values()
                   if kind != "run" and covered(kind, subject, r.run_id, r.session_id, r.domain))
-    recorded = MemoryWriter(store, policy).append([NewEvent(SubjectForgotten(
+    recorded = MemoryWriter(store, policy, projections_path).append([NewEvent(SubjectForgotten(
         subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))])  # type: ignore[arg-type]
     seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")
     after = _row_counts(load_state(store, projections_path, policy))

@@ -12,7 +12,7 @@ takes nothing more; a step number recorded again with the same content is not wr
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ from memtape.ledger.store import Store, Transaction, redacted_envelope, serializ
 from memtape.projections.decisions import decide, lesson_id_taken, on_open
 from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, fold
+from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
@@ -70,6 +70,16 @@ class RunSoFar:
         return [self.steps[n] for n in sorted(self.steps)]
 
 
+def touched(types: Collection[str]) -> set[str]:
+    """The writer's projections that appending observations of `types` reads or folds: those that
+    fold each type (`decide` reads only those, and its decisions fold into them), and all of them
+    for a run start (the start-of-run policy reads lessons, facts and trajectories)."""
+    if "run_started" in types:
+        return set(WRITER_PROJECTIONS)
+    table = dispatch(WRITER_PROJECTIONS)
+    return {name for t in types for name, _ in table.get(t, ())}
+
+
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
 
@@ -86,8 +96,9 @@ class MemoryWriter:
         self.runs: dict[str, RunSoFar] = {}
         self._tx: Transaction | None = None
 
-    def _warm(self) -> None:
-        """Start from projections.db (outside the write lock) instead of folding the whole log."""
+    def _warm(self, types: Collection[str]) -> None:
+        """Start from projections.db (outside the write lock) instead of folding the whole log, and
+        decode there, not inside the transaction, the projections that events of `types` touch."""
         if self.state is None and self.projections_path is not None:
             state = load_state(self.store, self.projections_path, self.policy)
             for name in PROJECTIONS:
@@ -95,6 +106,9 @@ class MemoryWriter:
                     setattr(state, name, None)
                     state.heads.pop(name, None)
             self.state = state
+        if self.state is not None:
+            for name in touched(types):
+                getattr(self.state, name)  # a LazyState's projection is decoded on first access
 
     def _catch_up(self, tx: Transaction) -> MemoryState:
         if self.state is None:
@@ -156,12 +170,13 @@ class MemoryWriter:
         return out
 
     @contextmanager
-    def _transaction(self) -> Iterator[tuple[Transaction, MemoryState]]:
-        """The write transaction every append runs in; appends inside `atomic()` join the open one."""
+    def _transaction(self, types: Collection[str] = ("run_started",)) -> Iterator[tuple[Transaction, MemoryState]]:
+        """The write transaction every append runs in (of events of `types`: every type when not
+        known beforehand); appends inside `atomic()` join the open one."""
         if self._tx is not None:
             yield self._tx, self._catch_up(self._tx)
             return
-        self._warm()
+        self._warm(types)
         try:
             with self.store.atomic() as tx:
                 self._tx = tx
@@ -200,7 +215,7 @@ class MemoryWriter:
         for i, ev in enumerate(events):
             if not isinstance(ev, NewEvent):
                 raise InvalidEvent(f"event {i + 1}: expected NewEvent, got {type(ev).__name__}")
-        with self._transaction() as (tx, state):
+        with self._transaction({ev.type for ev in events}) as (tx, state):
             return self._append_in(tx, state, events)
 
     def append_to_run(self, run_id: str, build: Callable[[RunSoFar], Sequence[NewEvent]]) -> list[RecordedEvent]:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from memtape.agent.browser import Browser
 from memtape.agent.sites import SitesServer
@@ -25,6 +27,23 @@ if TYPE_CHECKING:
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 settings.register_profile("explore", print_blob=True, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# Hypothesis keeps its examples and caches in .hypothesis/ under the directory it starts in: the suite
+# writes nothing where it is run from, so they go to a folder of their own (HYPOTHESIS_STORAGE_DIRECTORY wins).
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "memtape-hypothesis")
+
+
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test runs in an empty directory of its own, with no MEMTAPE_* variable (no MEMTAPE_DIR,
+    MEMTAPE_STORE or MEMTAPE_TOKEN naming a memory): the suite never reads or writes the folder it
+    is run from, such as the `.agent-memory` the README's demo leaves in the repository. Nor COLUMNS
+    or LINES (pytest-xdist's workers set 80x24): a table's width is the piped one unless a test sets it."""
+    for name in [n for n in os.environ if n.startswith("MEMTAPE_") or n in ("COLUMNS", "LINES")]:
+        monkeypatch.delenv(name)
+    cwd = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(cwd)
+    return cwd
 
 
 @pytest.fixture
@@ -77,7 +96,7 @@ def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
     store.close()
 
 
-# ---- PostgreSQL (issue 8): a real server from Debian's binaries, one per session ----
+# ---- PostgreSQL: a real server from Debian's binaries, one per session (so one per xdist worker) ----
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator["TempPostgres"]:

@@ -61,7 +61,7 @@ def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledge
     assert site[0].id in tips["event_ids"] and tips["priority"] == 60
     step1 = events(store, second.run_id, "step_recorded")[0].data
     assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
-    check = verify_decisions(store)  # a real agent's decisions re-derive from the log (issue 19)
+    check = verify_decisions(store)  # a real agent's decisions re-derive from the log
     assert check.ok and check.decisions >= 3, check
 
 

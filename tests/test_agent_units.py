@@ -135,7 +135,7 @@ def test_budget_keeps_priorities_strict(spec: list[tuple[str, int]], budget: int
 
 
 def test_a_lower_priority_never_survives_a_dropped_higher_one() -> None:
-    # the run: budget 300 dropped session history (50) and kept the trajectory (40)
+    # budget 300 once dropped session history (50) and kept the trajectory (40) below it
     items = [BudgetItem("page_state", 80, "p" * 800), BudgetItem("session_history", 50, "s" * 800),
              BudgetItem("reference_trajectory", 40, "t" * 160)]
     result = fit(items, 300)

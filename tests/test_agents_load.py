@@ -1,4 +1,4 @@
-"""Load (issue 6): agent processes sharing one memory directory run bundled cases at once;
+"""Load: agent processes sharing one memory directory run bundled cases at once;
 nothing is lost, seq is gapless, the chain verifies, incremental projections equal a rebuild,
 and throughput is reported beside the same cases in one process. `python bench/agents_load.py`
 runs the whole suite with 3 agents; this runs it with 2 agents and 3 cases."""

@@ -1,4 +1,4 @@
-"""The public API (`memtape.open`): the contract calls as the issue spells them, what each one
+"""The public API (`memtape.open`): the contract calls as the README spells them, what each one
 logs, two runs where the second recalls what the first learned, stale runs, bad arguments."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def types(mem: Any, run_id: str | None = None) -> list[str]:
 
 
 def the_contract(mem: Any) -> str:
-    """The issue's example, call for call."""
+    """The API's contract, call for call."""
     with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/", session_id=None) as run:
         assert run.run_id.startswith("run_")
         tier1 = run.tier1()

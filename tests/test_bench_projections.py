@@ -1,5 +1,5 @@
-"""bench/projections.py runs on a small ledger and prints, with --json, the one object issue 15
-names (events, rebuild and raw-scan throughput, as-of p99, audit, sizes), every figure honest."""
+"""bench/projections.py runs on a small ledger and prints, with --json, the one object its
+usage names (events, rebuild and raw-scan throughput, as-of p99, audit, sizes), every figure honest."""
 from __future__ import annotations
 
 from tests.bench_cli import assert_honest, bench_json

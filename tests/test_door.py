@@ -1,6 +1,6 @@
-"""Issue 19 items 1, 2 and 8: no storable event breaks a read, no traceback on a read path, and the
-smaller holes (diff backwards, refused files touched, forget's leftovers, policy ranges, decisions
-appended as observations). Each crash the issue lists is reproduced here first."""
+"""What the door admits, every read survives: no storable event breaks a read, no traceback on a
+read path, and the smaller holes (diff backwards, refused files touched, forget's leftovers, policy
+ranges, decisions appended as observations), each reproduced as the crash it once was."""
 from __future__ import annotations
 
 import sqlite3
@@ -31,7 +31,7 @@ def one_line(r: CliResult) -> str:
     return errors[0]
 
 
-#: every read the issue found broken, as commands (the memory dir is prepended)
+#: every read a hostile event once broke, as commands (the memory dir is prepended)
 def reads(tmp: Path) -> list[list[str]]:
     return [["state", "runs"], ["state", "lessons"], ["runs"], ["rebuild"], ["events"], ["events", "--json"],
             ["export", "--format", "agent-memory", "--out", str(tmp / "exp")], ["audit", "r1"],

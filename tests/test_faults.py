@@ -1,4 +1,4 @@
-"""Issue 6's faults: crashes, disk trouble and a held lock end in one-line errors and an intact ledger."""
+"""Faults: crashes, disk trouble and a held lock end in one-line errors and an intact ledger."""
 from __future__ import annotations
 
 import multiprocessing

@@ -1,4 +1,4 @@
-"""A projection's fingerprint covers everything its fold executes (issue 16 item 3): editing a helper the
+"""A projection's fingerprint covers everything its fold executes: editing a helper the
 fold calls, an upcaster or clock parsing changes the fingerprint, and a catch-up then rebuilds it."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 same digests as a clean rebuild (projections.db is disposable and self-checking).
 
 The ledger is devtools/synthetic.py's synthetic agent log (MEMTAPE_KILL_EVENTS events,
-default 40,000; the issue's 200,000 works too, slower). Each kill lands at a random moment
+default 40,000; 200,000 works too, slower). Each kill lands at a random moment
 of the fold or of the snapshot/table writes, and the test checks the process really was
 cut short (the checkpoints never reached the head)."""
 from __future__ import annotations

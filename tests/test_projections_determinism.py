@@ -302,7 +302,7 @@ def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
 
 
 def test_another_ledger_behind_the_same_projections_db_is_refused_not_rebuilt_around(tmp_path):
-    """projections.db remembers the ledger it saw (issue 19): another ledger behind it is named, not served."""
+    """projections.db remembers the ledger it saw: another ledger behind it is named, not served."""
     path = tmp_path / "projections.db"
     one = SqliteStore.open(tmp_path / "one.db", clock=SteppingClock())
     MemoryWriter(one).append([fact("x"), fact("y", key="k")])

@@ -1,4 +1,4 @@
-"""Issue 12 item 5 and issue 19 item 1: `memtape schema` describes exactly the lines `append`
+"""The schema and the door agree: `memtape schema` describes exactly the lines `append`
 accepts (checked with the `jsonschema` package over a hypothesis corpus drawn from the schema itself,
 and over hostile mutations of it), and any line `append --raw` accepts can afterwards be read by every
 read path: folded, materialized, exported in every format, audited, reported, diffed, explained."""

@@ -1,4 +1,4 @@
-"""Issue 19 item 3, as a property: whatever single row is edited — any column, re-hashed or not, the
+"""A tamper-evident chain, as a property: whatever single row is edited — any column, re-hashed or not, the
 tail included — `verify` (the chain walk, then the remembered head) names exactly that seq."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 19 item 6: `memtape verify --decisions` re-derives every decision event in the log.
+"""Decisions are checkable: `memtape verify --decisions` re-derives every decision event in the log.
 
 The log is replayed under the policy each run recorded; a decision the policy would not have made
 (appended with --raw), one made differently, or one missing is named by its seq.

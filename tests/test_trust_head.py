@@ -1,4 +1,4 @@
-"""Issue 19 items 3 and 4: a tamper-evident head and verified reads.
+"""A tamper-evident head and verified reads.
 
 Every tamper case below is named: `verify` exits 1 naming exactly the seq that was edited, removed
 or cut, and every other command refuses (or stops) with one line instead of serving or rebuilding.

@@ -1,6 +1,6 @@
-"""Issue 19 item 5: a forged projections.db neither serves memory nor drives a decision.
+"""A forged projections.db neither serves memory nor drives a decision.
 
-The issue's attack, reproduced: edit `_states`, recompute the (unkeyed) checkpoint digest, delete the
+The attack, reproduced: edit `_states`, recompute the (unkeyed) checkpoint digest, delete the
 `tampered` mark from `_meta` — before the fix `state tier1` served a lesson the ledger never held and the
 policy writer appended a `lesson_promoted` for a lesson with 2 real uses on 1 domain.
 """
@@ -47,7 +47,7 @@ def _memory(mem: Path) -> Path:
 
 
 def _forge(db: Path, edit: Any, *, table: str = "_states") -> None:
-    """The issue's attack: edit the stored lessons state, recompute the unkeyed digest, clear the mark."""
+    """The attack: edit the stored lessons state, recompute the unkeyed digest, clear the mark."""
     conn = sqlite3.connect(db)
     blob = conn.execute("SELECT state FROM _states WHERE projection = 'lessons'").fetchone()[0]
     state = json.loads(zstandard.decompress(blob))

@@ -1,4 +1,4 @@
-"""Edits an adversary makes behind the ledger's back (issue 19), and a small memory to make them on."""
+"""Edits an adversary makes behind the ledger's back, and a small memory to make them on."""
 from __future__ import annotations
 
 import sqlite3

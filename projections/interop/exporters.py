@@ -27,10 +27,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -41,8 +43,10 @@ from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
+from memtape.projections import lessons as lessons_projection
 from memtape.projections.knowledge import current_facts
-from memtape.projections.text import domain_matches
+from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
+from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
@@ -103,14 +107,16 @@ MEMORY_EVENT_TYPES = ("tier1_loaded", "error_recall", "domain_recall", "lesson_r
                       "lesson_promoted", "lessons_pruned")
 
 
-def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
-    """One seed 001 memory_events.jsonl line for a ledger event (None: a forgotten lesson's).
-    Recalls list only lessons memory still holds; `ts` keeps the event's occurred time."""
+def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] | None:
+    """One seed 001 memory_events.jsonl line for a ledger event, with the document's fields in its
+    order, then `ts` (the event's occurred time: memtape's one addition, so that an import keeps the
+    times). None for a line about a lesson `hidden` says was forgotten after it; recalls list only
+    the lessons not hidden (a pruned lesson stays: seed 001's log keeps what it said then)."""
     d, t = ev.data, ev.type
     line: dict[str, Any] = {"event": t}
     if t in ("tier1_loaded", "error_recall", "domain_recall"):
-        pairs = [(lid, text) for lid, text in zip(d.get("lesson_ids") or [], d.get("lessons") or [])]
-        lessons = [text for lid, text in pairs if lid in alive] if pairs else list(d.get("lessons") or [])
+        pairs = list(zip(d.get("lesson_ids") or [], d.get("lessons") or []))
+        lessons = [text for lid, text in pairs if not hidden(lid)] if pairs else list(d.get("lessons") or [])
         if t == "tier1_loaded":
             line.update(count=len(lessons), lessons=lessons)
         elif t == "error_recall":
@@ -118,7 +124,7 @@ def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
         else:
             line.update(domain=ev.domain or "", matched=len(lessons), lessons=lessons)
     elif t in ("lesson_recorded", "lesson_deduplicated", "lesson_promoted"):
-        if d["lesson_id"] not in alive:
+        if hidden(lesson_id_in(d)):
             return None
         if t == "lesson_recorded":
             line.update(lesson=d["lesson"], category=d["category"], failed_command=d.get("failed_command"),
@@ -133,27 +139,91 @@ def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
     return line
 
 
-def memory_events_files(state: Any, store: Store) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
-    """Seed 001's per-run logs: `run_<id>/memory_events.jsonl` for every run memory still holds,
-    up to the state's head (forgotten runs, and lines about forgotten lessons, are left out)."""
-    alive = set(state.lessons.lessons)
-    runs = state.runs.runs
-    gone = [ev.data["subject"] for ev in store.read(to_seq=state.head, types=["subject_forgotten"])
-            if ev.data["subject_kind"] == "domain"]
+def event_line_bytes(line: dict[str, Any]) -> bytes:
+    """A line as seed 001's agent appends it (`json.dumps(evt)`: `", "` and `": "` separators);
+    text stays UTF-8 rather than \\u escapes."""
+    return json.dumps(line, ensure_ascii=False).encode()
+
+
+@dataclass
+class Forgotten:
+    """What `forget` took, and when: an event is hidden when a forget after it covers it."""
+
+    lessons: dict[str, int] = field(default_factory=dict)
+    domains: list[tuple[str, int]] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, store: Store, head: int) -> "Forgotten":
+        out = cls()
+        for ev in store.read(to_seq=head, types=["subject_forgotten"]):
+            d = ev.data
+            if d["subject_kind"] == "lesson":
+                out.lessons[d["subject"]] = ev.seq
+            elif d["subject_kind"] == "domain":
+                out.domains.append((d["subject"], ev.seq))
+            for run_id in covered_runs(d):
+                out.runs[run_id] = ev.seq
+        return out
+
+    def lesson(self, lesson_id: str, scope: str | None, seq: int) -> bool:
+        return self.lessons.get(lesson_id, 0) > seq or any(
+            s > seq and removed_by("domain", dom, lesson_id, scope) for dom, s in self.domains)
+
+    def domain(self, domain: str | None, seq: int) -> bool:
+        return bool(domain) and any(s > seq and domain_matches(domain, dom) for dom, s in self.domains)
+
+
+def memory_events_files(state: Any, store: Store, only_run: str | None = None,
+                        ) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
+    """Seed 001's per-run logs, `run_<id>/memory_events.jsonl`, for every run with memory events up
+    to the state's head (a live view: any run, running or finished, at any seq).
+
+    The ledger keeps the agent's observation and the policy's decision apart: a lesson learned
+    again is a `lesson_recorded` followed by the `lesson_deduplicated` it caused. Seed 001's log
+    has one line for it, so a `lesson_recorded` appears only when it created a lesson (the lessons
+    fold, replayed here, says so). Forgotten runs, and lines about forgotten lessons and domains,
+    are left out; the seed lessons have no line (seed 001 seeds silently). `only_run`: that run's file only."""
+    head = state.head
+    gone = Forgotten.read(store, head)
+    lessons = lessons_projection.empty()
+    scope_of: dict[str, str | None] = {}
     by_run: dict[str, list[bytes]] = {}
-    for ev in store.read(to_seq=state.head, types=list(MEMORY_EVENT_TYPES)):
-        if ev.run_id is None or ev.run_id not in runs or (ev.type == "domain_recall" and not ev.domain):
+    for ev in store.read(to_seq=head, types=sorted({*lessons_projection.TYPES, *MEMORY_EVENT_TYPES})):
+        created = True
+        if ev.type in ("lesson_recorded", "lesson_seeded"):
+            d = ev.data
+            created = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"),
+                                d["lesson"]) not in lessons.by_key
+            if created:
+                scope_of[lesson_id_in(d)] = d.get("scope_domain")
+        lessons_projection.apply(lessons, ev)
+        if ev.type not in MEMORY_EVENT_TYPES or not created or ev.run_id is None or ev.run_id in gone.runs:
             continue
-        if ev.domain and any(domain_matches(ev.domain, d) for d in gone):
+        if only_run is not None and ev.run_id != only_run:
             continue
-        line = memory_event_line(ev, alive)
+        if (ev.type == "domain_recall" and not ev.domain) or gone.domain(ev.domain, ev.seq):
+            continue
+        seq = ev.seq
+        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
         if line is not None:
-            by_run.setdefault(ev.run_id, []).append(orjson.dumps(line))
+            by_run.setdefault(ev.run_id, []).append(event_line_bytes(line))
     files = []
     for run_id, lines in by_run.items():
-        name = safe_name(run_id if run_id.startswith("run") else f"run_{run_id}")
-        files.append(([name, "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
+        files.append(([run_dir_name(run_id), "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
     return files, {"runs": len(files), "lines": sum(len(v) for v in by_run.values())}
+
+
+def run_dir_name(run_id: str) -> str:
+    """Seed 001's run folder (`run_20260312T143000Z`): the run id when it already reads `run...`."""
+    return safe_name(run_id if run_id.startswith("run") else f"run_{run_id}")
+
+
+def run_memory_events(store: Store, run_id: str, head: int | None = None) -> bytes:
+    """One run's memory_events.jsonl as it stands (empty when the run has no memory events)."""
+    state = SimpleNamespace(head=store.head() if head is None else head)
+    files, _counts = memory_events_files(state, store, only_run=run_id)
+    return files[0][1] if files else b""
 
 
 # ---- seed 000 -----------------------------------------------------------------------

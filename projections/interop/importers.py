@@ -22,6 +22,7 @@ Usage::
 """
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 
-from memtape.ledger.clock import normalize_ts
+from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import (
     IDENT_RE,
@@ -46,6 +47,7 @@ from memtape.ledger.events import (
     LessonsPruned,
     MemoryImported,
     NewEvent,
+    RecordedEvent,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -85,8 +87,10 @@ from memtape.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memtape.projections.lessons import dedup_key, lesson_id_for
+from memtape.projections.lessons import LessonsState, dedup_key, lesson_id_for
+from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
+from memtape.projections.text import older_than
 from memtape.projections.state import MemoryState, fold
 from memtape.projections.view import MemoryView
 
@@ -134,10 +138,12 @@ class KnownLesson:
 
 @dataclass
 class LessonIndex:
-    """Lessons an import can refer to by text (seed 001's events name lessons only by text)."""
+    """Lessons an import can refer to by text (seed 001's events name lessons only by text), and
+    the ledger's lessons as they stand (an import of event logs folds its own events into them)."""
 
     by_text: dict[str, KnownLesson] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
+    state: LessonsState = field(default_factory=LessonsState)
 
     def add(self, known: KnownLesson) -> None:
         self.by_text.setdefault(known.lesson, known)
@@ -269,6 +275,13 @@ def selector_plan(entry: Any) -> list[tuple[type, str]]:
 
 
 def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
+    """Seed 001's per-run logs, replayed into the ledger as they happened.
+
+    Lines are taken in time order across the files (`ts`, else the run folder's time; a stable
+    sort, so lines of one time keep their file order), when every line has a time; else in file
+    order. A ledger without the seed lessons gets them first, as a run would (so a line that
+    deduplicates onto a seed lands on it). A `lessons_pruned` line names no lesson: the lessons it
+    pruned are those the default pruning rule takes at that time, when their number is the line's."""
     root = path if path.is_dir() else path.parent
     files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
     if not files:
@@ -293,17 +306,51 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
             line = parse_model(SEED001_LINE, obj, where, prefix=f"{tag}." if tag in SEED001_EVENTS else "")
             parsed.append((line, _time_of(line.ts) if line.ts else run_time, run_id, where))
         parts.append((rel, lines))
+    if all(when is not None for _line, when, _run, _where in parsed):
+        parsed.sort(key=lambda p: parse_ts(p[1] or ""))
     index = lessons()
     events: list[NewEvent] = []
     counts: dict[str, int] = {"files": len(files), "skipped_lessons_pruned": 0}
+    if not index.state.seeded:  # the seeds a run would write first (not those memory already holds)
+        first = next((when for _line, when, _run, _where in parsed if when is not None), None)
+        for seed in seed_lessons():
+            d = seed.payload.model_dump()
+            if dedup_key(d["failed_command"], d["error_pattern"], None, d["lesson"]) not in index.state.by_key:
+                events.append(NewEvent(seed.payload, occurred_at=first))
+                _fold_planned(index.state, events[-1])
+        counts["seed_lessons"] = len(events)
     for line, when, run_id, where in parsed:
         new = _line_event(line, index, when, where)
         if new is None:
             counts["skipped_lessons_pruned"] += 1
             continue
         events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
+        _fold_planned(index.state, events[-1])
         counts[line.event] = counts.get(line.event, 0) + 1
     return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
+
+
+def _fold_planned(state: LessonsState, new: NewEvent) -> None:
+    """Fold an event that is not stored yet into the import's running lessons state."""
+    data = new.payload.model_dump(mode="json")
+    data.pop("type", None)
+    when = new.occurred_at or ""
+    lessons_projection.apply(state, RecordedEvent(
+        seq=0, id="", stream="", stream_version=0, type=new.type, schema_version=new.payload.schema_version,
+        recorded_at=when, occurred_at=when, run_id=new.run_id, step=new.step, domain=new.domain, data=data,
+        payload_json="", prev_hash="", hash=""))
+
+
+def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> list[str]:
+    """The lessons seed 001's pruning takes at `when` (learned, unused for more than 90 days, fewer
+    than 5 uses), when they are as many as the log says; else none (another rule pruned them)."""
+    policy = DEFAULT_POLICY
+    stale = sorted(les.lesson_id for les in state.lessons.values()
+                   if les.source != "seed" and les.use_count < policy.prune_min_uses
+                   and older_than(les.last_used, when, policy.prune_max_age_days))
+    if len(stale) == pruned and len(state.lessons) - pruned == remaining:
+        return stale
+    return []
 
 
 def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> tuple[Any, str | None] | None:
@@ -337,8 +384,8 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
     assert isinstance(line, LessonsPrunedLine)
     if when is None:  # which lessons went is not in the log; without a time there is nothing to keep
         return None
-    return LessonsPruned(lesson_ids=[], pruned_count=line.pruned_count, remaining_count=line.remaining_count,
-                         as_of=when), None
+    return LessonsPruned(lesson_ids=_pruned_at(index.state, when, line.pruned_count, line.remaining_count),
+                         pruned_count=line.pruned_count, remaining_count=line.remaining_count, as_of=when), None
 
 
 # ---- seed 000: the .agent-memory folder ----------------------------------------------
@@ -569,7 +616,7 @@ def lesson_index(store: Store, seeds: Iterable[NewEvent] = (), projections_path:
     else:
         lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
                              names=["lessons"]).lessons
-    index = LessonIndex()
+    index = LessonIndex(state=copy.deepcopy(lessons_state))
     for les in lessons_state.lessons.values():
         index.add(KnownLesson(les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern,
                               les.scope_domain))

@@ -41,9 +41,9 @@ import orjson
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
+from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
-from memtape.projections import lessons as lessons_projection
 from memtape.projections.knowledge import current_facts
 from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches

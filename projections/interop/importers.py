@@ -87,11 +87,11 @@ from memtape.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memtape.projections.lessons import LessonsState, dedup_key, lesson_id_for
+from memtape.projections.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.text import older_than
 from memtape.projections.state import MemoryState, fold
+from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 
 SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
@@ -141,13 +141,22 @@ class LessonIndex:
     """Lessons an import can refer to by text (seed 001's events name lessons only by text), and
     the ledger's lessons as they stand (an import of event logs folds its own events into them)."""
 
-    by_text: dict[str, KnownLesson] = field(default_factory=dict)
+    by_text: dict[str, list[KnownLesson]] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
     state: LessonsState = field(default_factory=LessonsState)
 
     def add(self, known: KnownLesson) -> None:
-        self.by_text.setdefault(known.lesson, known)
+        self.by_text.setdefault(known.lesson, []).append(known)
         self.keys.add(dedup_key(known.failed_command, known.error_pattern, known.scope_domain, known.lesson))
+
+    def pick(self, text: str, fits: Callable[[Lesson], bool] = lambda les: True) -> KnownLesson | None:
+        """The lesson a line names by `text`: of the lessons with that text (lessons may share a
+        text under different keys or scopes), the first memory still holds that `fits` the line,
+        else the first memory holds, else the first known."""
+        candidates = self.by_text.get(text, [])
+        held = [k for k in candidates if k.lesson_id in self.state.lessons]
+        return next((k for k in held if fits(self.state.lessons[k.lesson_id])), held[0] if held else (
+            candidates[0] if candidates else None))
 
     def has_key(self, failed_command: str | None, error_pattern: str | None, scope: str | None, text: str) -> bool:
         return dedup_key(failed_command, error_pattern, scope, text) in self.keys
@@ -248,9 +257,9 @@ def _run_dir_id(path: Path) -> str | None:
     return name if name.startswith("run") and IDENT_RE.match(name) else None
 
 
-def _lesson_ids(texts: list[str], index: LessonIndex) -> list[str]:
+def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], bool]) -> list[str]:
     """Ids for the lessons a read listed, only when every one is known (the lists are parallel)."""
-    known = [index.by_text.get(t) for t in texts]
+    known = [index.pick(t, fits) for t in texts]
     if all(k is not None for k in known):
         return [k.lesson_id for k in known if k is not None]
     return []
@@ -334,7 +343,7 @@ def _fold_planned(state: LessonsState, new: NewEvent) -> None:
     """Fold an event that is not stored yet into the import's running lessons state."""
     data = new.payload.model_dump(mode="json")
     data.pop("type", None)
-    when = new.occurred_at or ""
+    when = normalize_ts(new.occurred_at) if new.occurred_at is not None else ""
     lessons_projection.apply(state, RecordedEvent(
         seq=0, id="", stream="", stream_version=0, type=new.type, schema_version=new.payload.schema_version,
         recorded_at=when, occurred_at=when, run_id=new.run_id, step=new.step, domain=new.domain, data=data,
@@ -346,7 +355,7 @@ def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> l
     than 5 uses), when they are as many as the log says; else none (another rule pruned them)."""
     policy = DEFAULT_POLICY
     stale = sorted(les.lesson_id for les in state.lessons.values()
-                   if les.source != "seed" and les.use_count < policy.prune_min_uses
+                   if les.source != "seed" and les.use_count < policy.prune_min_uses and les.last_used
                    and older_than(les.last_used, when, policy.prune_max_age_days))
     if len(stale) == pruned and len(state.lessons) - pruned == remaining:
         return stale
@@ -356,13 +365,16 @@ def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> l
 def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> tuple[Any, str | None] | None:
     """The ledger payload (and envelope domain) of one seed 001 memory event."""
     if isinstance(line, Tier1LoadedLine):
-        return Tier1Loaded(count=line.count, lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+        return Tier1Loaded(count=line.count, lessons=line.lessons,
+                           lesson_ids=_lesson_ids(line.lessons, index, lambda les: les.tier == 1)), None
     if isinstance(line, ErrorRecallLine):
         return ErrorRecall(command=line.command, error_snippet=line.error_snippet, matched=line.matched,
-                           lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+                           lessons=line.lessons, lesson_ids=_lesson_ids(
+                               line.lessons, index, lambda les: bool(les.failed_command or les.error_pattern))), None
     if isinstance(line, DomainRecallLine):
         return DomainRecall(matched=line.matched, lessons=line.lessons,
-                            lesson_ids=_lesson_ids(line.lessons, index)), line.domain
+                            lesson_ids=_lesson_ids(line.lessons, index, lambda les: domain_matches(
+                                line.domain, les.scope_domain))), line.domain
     if isinstance(line, LessonRecordedLine):
         lid = lesson_id_for(line.failed_command, line.error_pattern, line.domain, line.lesson)
         index.add(KnownLesson(lid, line.lesson, line.category, line.failed_command, line.error_pattern, line.domain))
@@ -370,7 +382,11 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
                               failed_command=line.failed_command, error_pattern=line.error_pattern,
                               scope_domain=line.domain, source="learned"), None
     if isinstance(line, LessonDeduplicatedLine | LessonPromotedLine):
-        known = index.by_text.get(line.lesson)
+        if isinstance(line, LessonDeduplicatedLine):
+            new_count = line.new_use_count
+            known = index.pick(line.lesson, lambda les: les.use_count + 1 == new_count)
+        else:
+            known = index.pick(line.lesson, lambda les: les.category == "error_recovery" and les.scope_domain is None)
         if known is None:
             raise SourceError(f"{where}: {line.event}.lesson: names a lesson that is neither in this log, "
                               "the ledger nor the seed lessons; nothing was written")
@@ -622,7 +638,7 @@ def lesson_index(store: Store, seeds: Iterable[NewEvent] = (), projections_path:
                               les.scope_domain))
     for new in seeds:
         d = new.payload.model_dump()
-        index.by_text.setdefault(d["lesson"], KnownLesson(
+        index.by_text.setdefault(d["lesson"], []).append(KnownLesson(
             d["lesson_id"], d["lesson"], d["category"], d.get("failed_command"), d.get("error_pattern"),
             d.get("scope_domain")))
     return index

@@ -1,0 +1,187 @@
+"""Seed 001's per-run memory_events.jsonl as a live view of the ledger: the lines seed 001's agent
+writes (one `lesson_deduplicated` for a lesson learned again), for any run at any time, and
+export -> import into a fresh memory -> export gives the same files, byte for byte."""
+from __future__ import annotations
+
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtape.api import Memory
+from memtape.ledger.clock import SteppingClock
+from memtape.ledger.store import SqliteStore
+from memtape.projections.interop.exporters import run_memory_events
+from memtape.projections.interop.importers import import_source
+from memtape.projections.seeds import SEEDS
+from memtape.projections.view import MemoryView
+from tests.cli_runner import run_cli
+from tests.interop_support import export_of
+
+FILL_SEED = SEEDS[0][0]
+SEED_TEXTS = [text for text, *_ in SEEDS]
+
+
+def _memory(root: Path, start: str = "2026-03-12T14:30:00Z") -> tuple[Memory, SteppingClock]:
+    root.mkdir(parents=True, exist_ok=True)
+    clock = SteppingClock(start, step=timedelta(milliseconds=250))
+    return Memory(SqliteStore.open(root / "ledger.db", clock=clock, synchronous="OFF")), clock
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _lines(data: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(x) for x in data.splitlines()]
+
+
+def _lessons(store: SqliteStore) -> list[tuple[str, str, int, str]]:
+    return sorted((les.lesson, les.category, les.use_count, les.source) for les in MemoryView.open(store).lessons())
+
+
+def _round_trip(store: SqliteStore, tmp: Path) -> tuple[dict[str, bytes], dict[str, bytes], SqliteStore]:
+    """Export, import into a fresh memory whose clock is elsewhere in time, export again."""
+    first = export_of(store, "memory-events", tmp / "first")
+    again, _clock = _memory(tmp / "again", start="2030-01-01T00:00:00Z")
+    import_source(again.store, first)
+    second = export_of(again.store, "memory-events", tmp / "second")
+    return _files(first), _files(second), again.store
+
+
+def _walkthrough(mem: Memory) -> str:
+    """Seed 001's first example: fill fails on Google, the seed lesson is recalled, click + type
+    recover, and post-run learning finds the seed's pattern again."""
+    with mem.start_run(goal='Search for "padel rackets" on Google', start_url="https://www.google.com/") as run:
+        run.tier1()
+        run.recall_domain(step=1)
+        error = "too many arguments: expected 2, received 3"
+        run.record_step(step=3, action="fill", target='combobox "Search"', ok=False, error=error,
+                        args={"ref": "e37", "value": "padel rackets"})
+        run.recall_error("fill", error, step=3)
+        run.record_step(step=4, action="click", target='combobox "Search"', args={"ref": "e37"})
+        run.record_step(step=5, action="type", args={"text": "padel rackets"})
+        run.record_step(step=6, action="press", args={"key": "Enter"})
+        run.finish(success=True, outcome="search submitted")
+        return run.run_id
+
+
+def test_the_walkthrough_exports_the_documents_lines(tmp_path: Path) -> None:
+    mem, _clock = _memory(tmp_path / "a")
+    run_id = _walkthrough(mem)
+    data = run_memory_events(mem.store, run_id)
+    lines = _lines(data)
+    assert [{k: v for k, v in line.items() if k != "ts"} for line in lines] == [
+        {"event": "tier1_loaded", "count": 3, "lessons": SEED_TEXTS},
+        {"event": "domain_recall", "domain": "www.google.com", "matched": 0, "lessons": []},
+        {"event": "error_recall", "command": "fill", "error_snippet": "too many arguments: expected 2, received 3",
+         "matched": 1, "lessons": [FILL_SEED]},
+        # the recall was one use, learning the seed's pattern again the second: one line, not two
+        {"event": "lesson_deduplicated", "lesson": FILL_SEED, "new_use_count": 2},
+    ]
+    # written as seed 001's agent writes them (json.dumps), the occurred time last
+    assert data.startswith(b'{"event": "tier1_loaded", "count": 3, "lessons": ["If fill fails, ')
+    assert lines[0]["ts"] == "2026-03-12T14:30:00.750Z" and data.endswith(b'"new_use_count": 2, "ts": "'
+                                                                          + lines[-1]["ts"].encode() + b'"}\n')
+    first, second, again = _round_trip(mem.store, tmp_path)
+    assert list(first) == [f"{run_id}/memory_events.jsonl"] and second == first
+    # the seeds are in the imported memory, and the dedup landed on the seed (no new lesson)
+    assert _lessons(again) == _lessons(mem.store)
+    assert next(les for les in MemoryView.open(again).lessons() if les.lesson == FILL_SEED).use_count == 2
+
+
+def test_a_running_run_is_a_view_at_any_time(tmp_path: Path) -> None:
+    """Live: the file of a run still running holds what happened so far, and grows with it."""
+    mem, _clock = _memory(tmp_path / "a")
+    run = mem.start_run(goal="look", start_url="https://www.bing.com/")
+    assert run_memory_events(mem.store, run.run_id) == b""
+    run.tier1()
+    assert [x["event"] for x in _lines(run_memory_events(mem.store, run.run_id))] == ["tier1_loaded"]
+    run.recall_error("click", "element intercepts pointer events", step=1)
+    assert [x["event"] for x in _lines(run_memory_events(mem.store, run.run_id))] == ["tier1_loaded", "error_recall"]
+    run.finish(success=False, outcome="gave up")
+
+
+def test_cli_exports_and_imports_the_logs(tmp_path: Path) -> None:
+    mem, _clock = _memory(tmp_path / "mem")
+    run_id = _walkthrough(mem)
+    mem.close()
+    out = run_cli("--memory-dir", str(tmp_path / "mem"), "export", "--format", "memory-events",
+                  "--out", str(tmp_path / "runs"))
+    assert out.code == 0 and "1 file(s) (runs 1, lines 4)" in out.out, out.out + out.err
+    back = run_cli("--memory-dir", str(tmp_path / "fresh"), "import", str(tmp_path / "runs"))
+    assert back.code == 0 and "seed_lessons 3" in back.out, back.out + back.err
+    again = run_cli("--memory-dir", str(tmp_path / "fresh"), "export", "--format", "memory-events",
+                    "--out", str(tmp_path / "runs2"))
+    assert again.code == 0, again.err
+    assert _files(tmp_path / "runs2") == _files(tmp_path / "runs") and (tmp_path / "runs" / run_id).is_dir()
+
+
+# ---- generated runs ----------------------------------------------------------------------
+
+SITES = ("www.google.com", "www.bing.com", "shop.test")
+ERRORS = (("fill", "too many arguments: expected 2, received 3"), ("click", "element intercepts pointer events"),
+          ("click", "Timeout 5000ms exceeded waiting for selector"), ("goto", "net::ERR_NAME_NOT_RESOLVED"))
+RECOVERIES = ("click", "type", "press", "scroll")
+LESSONS = (
+    ("Wait for the cart badge before checking out.", "error_recovery", "click", "timeout"),
+    ("Accept the cookie banner first.", "site_specific", None, None),
+    ("Retry the search after the page settles.", "error_recovery", "fill", "detached"),
+)
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("recover"), st.sampled_from(ERRORS), st.sampled_from(RECOVERIES)),
+    st.tuples(st.just("recall_domain"), st.none(), st.none()),
+    st.tuples(st.just("lesson"), st.sampled_from(LESSONS), st.booleans()),
+), max_size=5)
+runs = st.lists(st.tuples(st.sampled_from(SITES), st.sampled_from([0, 1, 91, 120]), steps, st.booleans()),
+                min_size=1, max_size=4)
+
+
+def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list[Any], success: bool) -> None:
+    clock.advance(timedelta(days=gap_days))
+    with mem.start_run(goal=f"do something on {site}", start_url=f"https://{site}/") as run:
+        run.tier1()
+        n = 0
+        for kind, what, extra in plan:
+            n += 1
+            if kind == "recover":
+                (command, error), recovery = what, extra
+                run.record_step(step=n, action=command, target='button "Go"', ok=False, error=error)
+                run.recall_error(command, error, step=n)
+                n += 1
+                run.record_step(step=n, action=recovery, target='button "Go"')
+            elif kind == "recall_domain":
+                run.recall_domain(step=n)
+            else:
+                text, category, command, pattern = what
+                run.record_lesson(text, category, failed_command=command, error_pattern=pattern,
+                                  scope_domain=site if extra and category == "site_specific" else None, step=n)
+        run.finish(success=success, outcome="done" if success else "stuck")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(runs)
+def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, plan: list[Any]) -> None:
+    tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
+    mem, clock = _memory(tmp / "a")
+    for site, gap, run_steps, success in plan:
+        _run(mem, clock, site, gap, run_steps, success)
+    first, second, again = _round_trip(mem.store, tmp)
+    assert second == first
+    assert len(first) == len(plan)  # every run loads Tier 1, so every run has its file
+    lines = [x for data in first.values() for x in _lines(data)]
+    # an observation that only confirmed a known lesson is never a line of its own
+    recorded = [(x["lesson"], x["domain"]) for x in lines if x["event"] == "lesson_recorded"]
+    assert len(recorded) == len(set(recorded)) or any(x["event"] == "lessons_pruned" for x in lines)
+    assert not any(x["lesson"] in SEED_TEXTS for x in lines if x["event"] == "lesson_recorded")
+    # the imported memory holds the same lessons, seeds included, with the same counts and tiers
+    assert _lessons(again) == _lessons(mem.store)
+    # and importing the same files again adds nothing
+    assert import_source(again, tmp / "first").appended == 0

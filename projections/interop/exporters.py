@@ -5,9 +5,11 @@ works for all of them and forgotten subjects are gone), then written only
 below `--out` (see files.py):
 
 - `agent-memory`: seed 000's folder — domains/<host>/knowledge.json (facts and
-  the last 5 sessions), selectors.json, trajectories/traj_*.json, and
-  agent-runs/<runId>.json.
+  the last 5 sessions), selectors.json (with each selector's own counts),
+  trajectories/traj_*.json, agent-runs/<runId>.json, runs/<runId>.json (a
+  suite summary per finished run) and hints.json.
 - `memory-json`: seed 001's memory.json, version 1, every lesson field.
+- `memory-events`: seed 001's run_<id>/memory_events.jsonl, one per run.
 - `json`, `csv`, `prompt`: seed 002's MemoryEntry records and the
   REPEAT/AVOID text, for the graded step memories.
 
@@ -250,7 +252,8 @@ def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
 
 def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
     """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes;
-    memtape adds `failureCount` (when any) and keeps elements whose selectors never succeeded."""
+    memtape adds `failureCount` (when any), keeps elements whose selectors never succeeded, and
+    gives each selector its own counts under `selectors` (in the order memory first saw them)."""
     groups: dict[str, list[Any]] = {}
     for entry in state.selectors.by_domain.get(domain, {}).values():
         groups.setdefault(join_element(entry.role, entry.name), []).append(entry)
@@ -263,11 +266,75 @@ def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
         stable = next((e.selector for e in best if not e.selector.startswith("@")), None)
         last = max((e.last_used for e in items), key=lambda t: parse_ts(t))
         failures = sum(e.failures for e in items)
+        own = {e.selector: _drop_none({"successCount": e.successes, "failureCount": e.failures or None,
+                                       "lastUsed": js_time(e.last_used)}) for e in items}
         entries[element] = _drop_none({"element": element, "lastRef": ref, "stableSelector": stable,
                                        "successCount": sum(e.successes for e in items),
-                                       "failureCount": failures or None, "lastUsed": js_time(last)})
+                                       "failureCount": failures or None, "lastUsed": js_time(last), "selectors": own})
     updated = max((e["lastUsed"] for e in entries.values()), key=lambda t: parse_ts(t))
     return {"entries": entries, "updatedAt": updated}
+
+
+#: seed 000's analyzer thresholds (TrajectoryAnalyzer.generateHints)
+HIGH_FAILURE_RATE, HIGH_FAILURE_MIN_USES, SLOW_GOAL_TURNS, SLOW_GOAL_MIN_RUNS = 0.3, 3, 15, 2
+
+
+def hints_json(state: Any) -> dict[str, Any] | None:
+    """hints.json: seed 000's FEEDBACK FROM PREVIOUS RUNS, from what this folder itself holds (the
+    selectors' own counts and the finished runs), so that an import of the folder gives the same
+    hints back. Seed 000's hints drawn from per-turn traces (efficiency, stale refs, loops) need
+    steps the folder does not carry and are not written. None when there is nothing to say."""
+    hints: list[str] = []
+    times: list[str] = []
+    failing = []
+    for domain in sorted(state.selectors.by_domain):
+        for e in state.selectors.by_domain[domain].values():
+            uses = e.successes + e.failures
+            if uses >= HIGH_FAILURE_MIN_USES and e.failures / uses > HIGH_FAILURE_RATE:
+                failing.append((e.failures / uses, e, uses))
+    failing.sort(key=lambda f: -f[0])  # stable: domain, then first seen
+    if failing:
+        parts = [f'"{join_element(e.role, e.name)}" on "{e.selector}" fails {rate * 100:.0f}% of the time '
+                 f"({e.failures}/{uses})" for rate, e, uses in failing[:3]]
+        hints.append(f"HIGH-FAILURE SELECTORS: {'; '.join(parts)}. Try alternative approaches.")
+        times += [e.last_used for _rate, e, _uses in failing]
+    finished = [r for r in state.runs.runs.values() if r.status != "running"]
+    goals: dict[str, list[Any]] = {}
+    for r in finished:
+        goals.setdefault(r.goal.split("\n")[0][:80], []).append(r)
+    slow = [(sum(r.turn_count for r in rs) / len(rs), prefix, rs) for prefix, rs in goals.items()
+            if len(rs) >= SLOW_GOAL_MIN_RUNS and sum(r.turn_count for r in rs) / len(rs) > SLOW_GOAL_TURNS]
+    slow.sort(key=lambda g: -g[0])
+    if slow:
+        parts = [f'"{prefix}" averages {avg:.0f} turns' for avg, prefix, _rs in slow[:2]]
+        hints.append(f"SLOW GOALS: {'; '.join(parts)}. Consider more direct navigation strategies.")
+        times += [r.updated_at for _avg, _prefix, rs in slow for r in rs]
+    reasons: dict[str, int] = {}
+    for r in finished:
+        if not r.success and (r.summary or r.reason):
+            reasons[r.summary or r.reason] = reasons.get(r.summary or r.reason, 0) + 1
+            times.append(r.updated_at)
+    if reasons:
+        top = sorted(reasons, key=lambda k: -reasons[k])[:3]  # stable: first failed first
+        hints.append(f"COMMON FAILURES: {'; '.join(top)}")
+    if not hints:
+        return None
+    text = "FEEDBACK FROM PREVIOUS RUNS:\n" + "\n".join(f"- {h}" for h in hints)
+    return {"hints": text, "updatedAt": js_time(max(times, key=lambda t: parse_ts(t)))}
+
+
+def run_summary_json(run: Any) -> dict[str, Any]:
+    """runs/<runId>.json: seed 000's suite summary for one finished run (a suite of one test: the
+    ledger records runs, not suite invocations); `model` is the run's decision policy."""
+    passed = 1 if run.success else 0
+    model = run.policy.get("decision_policy")
+    duration = _num(run.duration_ms)
+    return _drop_none({
+        "id": run.run_id, "model": model if isinstance(model, str) else None, "timestamp": js_time(run.started_at),
+        "total": 1, "passed": passed, "failed": 1 - passed, "passRate": passed, "avgTurns": run.turn_count,
+        "avgDurationMs": duration, "totalDurationMs": duration,
+        "tests": [{"id": run.case_id or run.run_id, "name": run.goal, "verified": bool(run.success),
+                   "turnsUsed": run.turn_count, "durationMs": duration}]})
 
 
 def trajectory_json(t: Any) -> dict[str, Any]:
@@ -302,7 +369,8 @@ def run_manifest_json(run: Any, current_url: str | None) -> dict[str, Any]:
 def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
     """(path parts under the root, JSON object) for seed 000's folder, and what went in."""
     files: list[tuple[list[str], Any]] = []
-    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0}
+    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "summaries": 0,
+              "hints": 0}
     domains = set(state.knowledge.current) | set(state.sessions.by_domain) | set(state.selectors.by_domain) \
         | set(state.trajectories.by_domain)
     domains.discard("")
@@ -333,6 +401,13 @@ def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], 
         files.append((["agent-runs", f"{name}.json"],
                       run_manifest_json(run, _last_progress_url(store, run.run_id, head))))
         counts["runs"] += 1
+        if run.status != "running":
+            files.append((["runs", f"{name}.json"], run_summary_json(run)))
+            counts["summaries"] += 1
+    hints = hints_json(state)
+    if hints is not None:
+        files.append((["hints.json"], hints))
+        counts["hints"] = 1
     return files, counts
 
 
@@ -487,7 +562,7 @@ def export_memory(state: Any, store: Store, fmt: str, out: Path) -> ExportResult
         files, counts = agent_memory_files(state, store)
         tree = ExportTree(out)
         tree.prepare_root(must_be_empty=True)
-        for top in ("domains", "agent-runs"):  # seed 000 creates both even when empty
+        for top in ("domains", "agent-runs", "runs"):  # seed 000 creates these even when empty
             tree.mkdir([top])
         for parts, obj in files:
             tree.write(parts, pretty(obj))

@@ -72,8 +72,10 @@ from memtape.projections.interop.sources import (
     LessonPromotedLine,
     LessonRecordedLine,
     LessonsPrunedLine,
+    Seed000Hints,
     Seed000Knowledge,
     Seed000RunManifest,
+    Seed000RunSummary,
     Seed000Selectors,
     Seed000Trajectory,
     Seed001Memory,
@@ -265,10 +267,22 @@ def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], b
     return []
 
 
-def selector_plan(entry: Any) -> list[tuple[type, str]]:
-    """The selector events that rebuild one seed 000 selectors.json entry: with both a stable
-    selector and an @ref, the @ref gets one use (a success when there is one, else a failure)
-    and the stable selector the rest; with one, it gets every success and failure."""
+def selector_plan(entry: Any) -> list[tuple[type, str, str]]:
+    """The selector events (class, selector, time) that rebuild one seed 000 selectors.json entry.
+
+    With memtape's `selectors`, each selector gets its own successes and failures at its own last
+    use. Seed 000's own entry has only the element's total: with both a stable selector and an
+    @ref, the @ref gets one use (a success when there is one, else a failure) and the stable
+    selector the rest; with one, it gets every success and failure."""
+    if entry.selectors is not None:
+        return [(cls, name, _time_of(use.lastUsed)) for name, use in entry.selectors.items()
+                for cls, n in ((SelectorSucceeded, use.successCount), (SelectorFailed, use.failureCount))
+                for _ in range(n)]
+    when = _time_of(entry.lastUsed)
+    return [(cls, selector, when) for cls, selector in _total_plan(entry)]
+
+
+def _total_plan(entry: Any) -> list[tuple[type, str]]:
     stable, ref = entry.stableSelector, entry.lastRef
     successes, failures = entry.successCount, entry.failureCount
     last: list[tuple[type, str]] = []
@@ -423,7 +437,8 @@ def _dir_domain(name: str) -> str | None:
 def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     parts: list[tuple[str, Any]] = []
     events: list[NewEvent] = []
-    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "ignored_files": 0}
+    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "run_summaries": 0,
+              "suites_not_kept": 0, "derived_files": 0, "ignored_files": 0}
     domains_dir = path / "domains"
     if domains_dir.is_symlink():
         raise refuse("domains", "is a symbolic link; refusing to follow it")
@@ -436,6 +451,12 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
                 counts["ignored_files"] += 1
                 continue
             events.extend(_plan_domain(ddir, rel_dir, parts, counts))
+    summaries = _run_summaries(path, parts, counts)
+    hints_file = path / "hints.json"
+    if hints_file.exists():  # derived from the rest of the folder (see exporters.hints_json): checked, not kept
+        parts.append(("hints.json", parse_model(Seed000Hints, load_json(_read(hints_file, "hints.json"), "hints.json"),
+                                                "hints.json").model_dump()))
+        counts["derived_files"] += 1
     runs_dir = path / "agent-runs"
     if runs_dir.is_symlink():
         raise refuse("agent-runs", "is a symbolic link; refusing to follow it")
@@ -444,8 +465,11 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
                                                            parts, counts)
         manifests.sort(key=lambda m: (_time_of(m.startedAt), m.runId))
         for manifest in manifests:
-            events.extend(_run_events(manifest))
+            summary = summaries.pop(manifest.runId, None)
+            events.extend(_run_events(manifest, summary))
             counts["runs"] += 1
+            counts["run_summaries"] += summary is not None
+    counts["suites_not_kept"] += len(summaries)
     if not parts and not domains_dir.is_dir() and not runs_dir.is_dir():
         raise LedgerError(f"{path}: no domains/ or agent-runs/ folder (not a seed 000 .agent-memory folder)")
     return ImportPlan("agent-memory", str(path.resolve()), digest_of("agent-memory", parts), events, counts)
@@ -483,9 +507,8 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         parts.append((rel, obj))
         for entry in selectors.entries.values():
             role, name = split_element(entry.element)
-            when = _time_of(entry.lastUsed)
             events.extend(NewEvent(cls(role=role, name=name, selector=selector), domain=domain, occurred_at=when)
-                          for cls, selector in selector_plan(entry))
+                          for cls, selector, when in selector_plan(entry))
             counts["selectors"] += 1
     if traj_dir.is_symlink():
         raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")
@@ -531,20 +554,37 @@ def _json_folder(folder: Path, rel_dir: str, model: Any, id_field: str, what: st
     return items
 
 
-def _run_events(m: Seed000RunManifest) -> list[NewEvent]:
+def _run_summaries(path: Path, parts: list[tuple[str, Any]], counts: dict[str, int]) -> dict[str, Seed000RunSummary]:
+    """runs/*.json by id. A summary of one test whose id is a run's (what memtape writes) tells
+    that run's duration, case and model; a suite of several is seed 000's own and is not kept."""
+    folder = path / "runs"
+    if folder.is_symlink():
+        raise refuse("runs", "is a symbolic link; refusing to follow it")
+    if not folder.is_dir():
+        return {}
+    summaries: list[Seed000RunSummary] = _json_folder(folder, "runs", Seed000RunSummary, "id", "suite", parts, counts)
+    return {s.id: s for s in summaries}
+
+
+def _run_events(m: Seed000RunManifest, summary: Seed000RunSummary | None = None) -> list[NewEvent]:
     domain = m.domain or None
     mode = "new"
     if m.parentRunId:
         mode = "fork" if (m.sessionId or "").startswith("fork_") else "resume"
+    test = summary.tests[0] if summary is not None and len(summary.tests) == 1 else None
+    case_id = test.id if test is not None and test.id != m.runId else None
+    policy = {"decision_policy": summary.model} if summary is not None and summary.model is not None else {}
     out = [NewEvent(RunStarted(session_id=m.sessionId, parent_run_id=m.parentRunId, mode=mode, goal=m.goal,  # type: ignore[arg-type]
-                               start_url=m.startUrl), run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
+                               start_url=m.startUrl, case_id=case_id, policy=policy),
+                    run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
     if m.currentUrl is not None:
         out.append(NewEvent(RunProgress(turn=m.turnCount, current_url=m.currentUrl), run_id=m.runId,
                             domain=domain, occurred_at=_time_of(m.updatedAt)))
     if m.status != "running":
         out.append(NewEvent(RunCompleted(
             success=m.status == "completed", summary=m.summary or "", result=m.result, reason=m.reason,
-            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths)),
+            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths),
+            duration_ms=test.durationMs if test is not None else 0.0),
             run_id=m.runId, domain=domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
     return out
 

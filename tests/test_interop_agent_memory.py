@@ -67,7 +67,7 @@ def test_each_selector_keeps_its_own_counts(tmp_path: Path) -> None:
                                   "durationMs": 1500}]}
     # #s2 failed 2 of 3 times: the hint seed 000's analyzer gives for a failing action
     hints = orjson.loads(first["hints.json"])
-    assert hints["hints"] == ('FEEDBACK FROM PREVIOUS RUNS:\n- HIGH-FAILURE SELECTORS: "button "Send"" on "#s2" fails '
+    assert hints["hints"] == ('FEEDBACK FROM PREVIOUS RUNS:\n- HIGH-FAILURE SELECTORS: button "Send" on "#s2" fails '
                               "67% of the time (2/3). Try alternative approaches.")
 
 

@@ -294,7 +294,7 @@ def hints_json(state: Any) -> dict[str, Any] | None:
                 failing.append((e.failures / uses, e, uses))
     failing.sort(key=lambda f: -f[0])  # stable: domain, then first seen
     if failing:
-        parts = [f'"{join_element(e.role, e.name)}" on "{e.selector}" fails {rate * 100:.0f}% of the time '
+        parts = [f'{join_element(e.role, e.name)} on "{e.selector}" fails {rate * 100:.0f}% of the time '
                  f"({e.failures}/{uses})" for rate, e, uses in failing[:3]]
         hints.append(f"HIGH-FAILURE SELECTORS: {'; '.join(parts)}. Try alternative approaches.")
         times += [e.last_used for _rate, e, _uses in failing]

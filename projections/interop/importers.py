@@ -10,7 +10,9 @@ Imports append their events as given (no policy step): a source is a record
 of memory that already went through its own system's rules, so a lesson with
 use_count 7 on three domains stays where the source had it instead of being
 promoted on the way in. A lesson whose dedup key is already in the ledger is
-left alone and counted as `lessons_existing`.
+left alone and counted as `lessons_existing`. The one exception: seed 001's
+event logs replay a run's memory, and a run starts with the seed lessons, so
+a memory without them gets them first (see `plan_memory_events`).
 
 Importing the same content twice (same digest: canonical JSON, so
 whitespace and key order do not matter) appends nothing the second time.

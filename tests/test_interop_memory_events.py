@@ -185,3 +185,28 @@ def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, pla
     assert _lessons(again) == _lessons(mem.store)
     # and importing the same files again adds nothing
     assert import_source(again, tmp / "first").appended == 0
+
+
+def test_a_pruned_lesson_keeps_its_lines_and_a_forgotten_one_loses_them(tmp_path: Path) -> None:
+    mem, clock = _memory(tmp_path / "mem")
+    with mem.start_run(goal="buy", start_url="https://shop.test/") as run:
+        stale = run.record_lesson("Wait for the cart badge.", failed_command="click", error_pattern="timeout")
+        gone = run.record_lesson("Close the chat bubble first.", failed_command="click", error_pattern="obscured")
+        run.finish(success=True, outcome="bought")
+    first_run = run.run_id
+    clock.advance(timedelta(days=91))
+    with mem.start_run(goal="buy again", start_url="https://shop.test/") as run:
+        run.finish(success=True, outcome="bought")
+    mem.close()
+    assert run_cli("--memory-dir", str(tmp_path / "mem"), "forget", "--lesson", gone).code == 0
+    mem, _clock = _memory(tmp_path / "mem")
+    files = {k.split("/")[0]: _lines(v) for k, v in _files(export_of(mem.store, "memory-events", tmp_path / "x")).items()}
+    # the pruned lesson was said when it was learned and stays said; the forgotten one is gone
+    assert [x["lesson"] for x in files[first_run] if x["event"] == "lesson_recorded"] == ["Wait for the cart badge."]
+    assert [(x["event"], x["pruned_count"]) for x in files[run.run_id] if x["event"] == "lessons_pruned"] == [
+        ("lessons_pruned", 1)]
+    first, second, again = _round_trip(mem.store, tmp_path)
+    assert second == first
+    # the import pruned the same lesson (the line's count matched the rule's)
+    assert stale not in {les.lesson_id for les in MemoryView.open(again).lessons()}
+    assert _lessons(again) == _lessons(mem.store)

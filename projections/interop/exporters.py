@@ -185,11 +185,13 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
     again is a `lesson_recorded` followed by the `lesson_deduplicated` it caused. Seed 001's log
     has one line for it, so a `lesson_recorded` appears only when it created a lesson (the lessons
     fold, replayed here, says so). Forgotten runs, and lines about forgotten lessons and domains,
-    are left out; the seed lessons have no line (seed 001 seeds silently). `only_run`: that run's file only."""
+    are left out (a pruning's counts leave them out too); the seed lessons have no line (seed 001
+    seeds silently). `only_run`: that run's file only."""
     head = state.head
     gone = Forgotten.read(store, head)
     lessons = lessons_projection.empty()
     scope_of: dict[str, str | None] = {}
+    out_of_view: list[bool] = []
     by_run: dict[str, list[bytes]] = {}
     for ev in store.read(to_seq=head, types=sorted({*lessons_projection.TYPES, *MEMORY_EVENT_TYPES})):
         created = True
@@ -199,6 +201,10 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
                                 d["lesson"]) not in lessons.by_key
             if created:
                 scope_of[lesson_id_in(d)] = d.get("scope_domain")
+        if ev.type == "lessons_pruned":  # counts as if the forgotten lessons had never been
+            seq, ids = ev.seq, set(ev.data.get("lesson_ids") or ())
+            out_of_view = [lid in ids for lid, les in lessons.lessons.items()
+                           if gone.lesson(lid, les.scope_domain, seq)]
         lessons_projection.apply(lessons, ev)
         if ev.type not in MEMORY_EVENT_TYPES or not created or ev.run_id is None or ev.run_id in gone.runs:
             continue
@@ -208,6 +214,9 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
             continue
         seq = ev.seq
         line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
+        if line is not None and ev.type == "lessons_pruned" and out_of_view:
+            line["pruned_count"] = max(0, line["pruned_count"] - sum(out_of_view))
+            line["remaining_count"] = max(0, line["remaining_count"] - (len(out_of_view) - sum(out_of_view)))
         if line is not None:
             by_run.setdefault(ev.run_id, []).append(event_line_bytes(line))
     files = []

@@ -17,7 +17,9 @@ from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.interop.exporters import run_memory_events
+from memtape.projections.forget import forget
 from memtape.projections.interop.importers import import_source
+from memtape.projections.lessons import lesson_id_for
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
 from tests.cli_runner import run_cli
@@ -141,9 +143,11 @@ steps = st.lists(st.one_of(
 ), max_size=5)
 runs = st.lists(st.tuples(st.sampled_from(SITES), st.sampled_from([0, 1, 91, 120]), steps, st.booleans()),
                 min_size=1, max_size=4)
+forgets = st.none() | st.tuples(st.just("lesson"), st.sampled_from(LESSONS)) | st.tuples(st.just("run"), st.integers(0, 3)) \
+    | st.tuples(st.just("domain"), st.sampled_from(SITES))
 
 
-def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list[Any], success: bool) -> None:
+def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list[Any], success: bool) -> str:
     clock.advance(timedelta(days=gap_days))
     with mem.start_run(goal=f"do something on {site}", start_url=f"https://{site}/") as run:
         run.tier1()
@@ -163,19 +167,33 @@ def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list
                 run.record_lesson(text, category, failed_command=command, error_pattern=pattern,
                                   scope_domain=site if extra and category == "site_specific" else None, step=n)
         run.finish(success=success, outcome="done" if success else "stuck")
+        return run.run_id
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
-@given(runs)
-def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, plan: list[Any]) -> None:
+@given(runs, forgets)
+def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, plan: list[Any],
+                                   forget_one: tuple[str, Any] | None) -> None:
     tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
     mem, clock = _memory(tmp / "a")
+    run_ids = []
     for site, gap, run_steps, success in plan:
-        _run(mem, clock, site, gap, run_steps, success)
+        run_ids.append(_run(mem, clock, site, gap, run_steps, success))
+    if forget_one is not None:
+        kind, what = forget_one
+        subject = {"lesson": lambda: lesson_id_for(what[2], what[3], None, what[0]),
+                   "run": lambda: run_ids[what % len(run_ids)], "domain": lambda: what}[kind]()
+        forget(mem.store, kind, subject)
+    if not _files(export_of(mem.store, "memory-events", tmp / "probe")):
+        assert forget_one is not None  # every run forgotten: nothing to say, nothing to import
+        return
     first, second, again = _round_trip(mem.store, tmp)
     assert second == first
-    assert len(first) == len(plan)  # every run loads Tier 1, so every run has its file
+    if forget_one is None:
+        assert len(first) == len(plan)  # every run loads Tier 1, so every run has its file
+    if forget_one is not None and forget_one[0] != "lesson":
+        return  # what happened in a forgotten run or on a forgotten domain is gone: fewer uses come back
     lines = [x for data in first.values() for x in _lines(data)]
     # an observation that only confirmed a known lesson is never a line of its own
     recorded = [(x["lesson"], x["domain"]) for x in lines if x["event"] == "lesson_recorded"]
@@ -210,3 +228,18 @@ def test_a_pruned_lesson_keeps_its_lines_and_a_forgotten_one_loses_them(tmp_path
     # the import pruned the same lesson (the line's count matched the rule's)
     assert stale not in {les.lesson_id for les in MemoryView.open(again).lessons()}
     assert _lessons(again) == _lessons(mem.store)
+
+
+def test_a_line_about_a_lesson_the_logs_never_recorded_brings_it_back(tmp_path: Path) -> None:
+    """A lesson learned in a run that was forgotten since has no lesson_recorded line; a later dedup
+    still names it, and the import brings it back with the line's count instead of refusing."""
+    log = tmp_path / "runs" / "run_20260313T091500Z" / "memory_events.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b'{"event": "lesson_deduplicated", "lesson": "Never recorded here.", "new_use_count": 3, '
+                    b'"ts": "2026-03-13T09:15:00.000Z"}\n')
+    mem, _clock = _memory(tmp_path / "a")
+    result = import_source(mem.store, tmp_path / "runs")
+    assert result.counts["lessons_not_in_log"] == 1
+    back = next(les for les in MemoryView.open(mem.store).lessons() if les.lesson == "Never recorded here.")
+    assert (back.use_count, back.category, back.source) == (3, "error_recovery", "learned")
+    assert _files(export_of(mem.store, "memory-events", tmp_path / "out")) == _files(tmp_path / "runs")

@@ -183,41 +183,41 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
 
     The ledger keeps the agent's observation and the policy's decision apart: a lesson learned
     again is a `lesson_recorded` followed by the `lesson_deduplicated` it caused. Seed 001's log
-    has one line for it, so a `lesson_recorded` appears only when it created a lesson (the lessons
-    fold, replayed here, says so). Forgotten runs, and lines about forgotten lessons and domains,
-    are left out (a pruning's counts leave them out too); the seed lessons have no line (seed 001
-    seeds silently). `only_run`: that run's file only."""
+    has one line for it, so a `lesson_recorded` is a line only when it creates a lesson in the
+    logs themselves: the lessons fold replayed over the seeds and the lines written so far, which
+    is what an import of the logs replays. Forgotten runs, and lines about forgotten lessons and
+    domains, are left out, and a pruning counts the lessons the logs hold; the seed lessons have
+    no line (seed 001 seeds silently). `only_run`: that run's file only."""
     head = state.head
     gone = Forgotten.read(store, head)
-    lessons = lessons_projection.empty()
+    logs = lessons_projection.empty()  # the lessons as the logs tell them
     scope_of: dict[str, str | None] = {}
-    out_of_view: list[bool] = []
     by_run: dict[str, list[bytes]] = {}
-    for ev in store.read(to_seq=head, types=sorted({*lessons_projection.TYPES, *MEMORY_EVENT_TYPES})):
-        created = True
+    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *MEMORY_EVENT_TYPES})):
+        d = ev.data
         if ev.type in ("lesson_recorded", "lesson_seeded"):
-            d = ev.data
-            created = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"),
-                                d["lesson"]) not in lessons.by_key
-            if created:
-                scope_of[lesson_id_in(d)] = d.get("scope_domain")
-        if ev.type == "lessons_pruned":  # counts as if the forgotten lessons had never been
-            seq, ids = ev.seq, set(ev.data.get("lesson_ids") or ())
-            out_of_view = [lid in ids for lid, les in lessons.lessons.items()
-                           if gone.lesson(lid, les.scope_domain, seq)]
-        lessons_projection.apply(lessons, ev)
-        if ev.type not in MEMORY_EVENT_TYPES or not created or ev.run_id is None or ev.run_id in gone.runs:
+            scope_of.setdefault(lesson_id_in(d), d.get("scope_domain"))
+        if ev.type == "lesson_seeded":
+            lessons_projection.apply(logs, ev)
             continue
-        if only_run is not None and ev.run_id != only_run:
+        if ev.run_id is None or ev.run_id in gone.runs or (ev.type == "domain_recall" and not ev.domain):
             continue
-        if (ev.type == "domain_recall" and not ev.domain) or gone.domain(ev.domain, ev.seq):
-            continue
+        if ev.type in ("tier1_loaded", "error_recall", "domain_recall") and gone.domain(ev.domain, ev.seq):
+            continue  # what happened on a forgotten domain; a lesson's own lines follow the lesson
+        if ev.type == "lesson_recorded" and dedup_key(d.get("failed_command"), d.get("error_pattern"),
+                                                      d.get("scope_domain"), d["lesson"]) in logs.by_key:
+            continue  # it only confirmed a lesson: its lesson_deduplicated is the line
         seq = ev.seq
         line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
-        if line is not None and ev.type == "lessons_pruned" and out_of_view:
-            line["pruned_count"] = max(0, line["pruned_count"] - sum(out_of_view))
-            line["remaining_count"] = max(0, line["remaining_count"] - (len(out_of_view) - sum(out_of_view)))
-        if line is not None:
+        if line is None:
+            continue
+        if ev.type == "lesson_promoted":
+            line["triggered_domains"] = [t for t in line["triggered_domains"] if not gone.domain(t, seq)]
+        elif ev.type == "lessons_pruned":
+            pruned = len({lid for lid in d.get("lesson_ids") or () if lid in logs.lessons})
+            line.update(pruned_count=pruned, remaining_count=len(logs.lessons) - pruned, ts=line.pop("ts"))
+        lessons_projection.apply(logs, ev)
+        if only_run is None or ev.run_id == only_run:
             by_run.setdefault(ev.run_id, []).append(event_line_bytes(line))
     files = []
     for run_id, lines in by_run.items():

@@ -81,7 +81,6 @@ from memtape.projections.interop.sources import (
     Seed000Selectors,
     Seed000Trajectory,
     Seed001Memory,
-    SourceError,
     Tier1LoadedLine,
     TraynEntry,
     TraynExport,
@@ -148,6 +147,8 @@ class LessonIndex:
     by_text: dict[str, list[KnownLesson]] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
     state: LessonsState = field(default_factory=LessonsState)
+    #: lessons lines named that neither the log, the ledger nor the seeds hold
+    unseen: int = 0
 
     def add(self, known: KnownLesson) -> None:
         self.by_text.setdefault(known.lesson, []).append(known)
@@ -306,7 +307,10 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
     sort, so lines of one time keep their file order), when every line has a time; else in file
     order. A ledger without the seed lessons gets them first, as a run would (so a line that
     deduplicates onto a seed lands on it). A `lessons_pruned` line names no lesson: the lessons it
-    pruned are those the default pruning rule takes at that time, when their number is the line's."""
+    pruned are those the default pruning rule takes at that time, when their number is the line's.
+    A dedup naming a lesson nothing holds (learned in a run since forgotten, or imported from
+    memory.json) brings it back as the fold does, an error_recovery lesson with the line's count
+    (seed 001's post-run learning records error_recovery lessons only)."""
     root = path if path.is_dir() else path.parent
     files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
     if not files:
@@ -352,6 +356,8 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
         events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
         _fold_planned(index.state, events[-1])
         counts[line.event] = counts.get(line.event, 0) + 1
+    if index.unseen:
+        counts["lessons_not_in_log"] = index.unseen
     return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
 
 
@@ -403,9 +409,11 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
             known = index.pick(line.lesson, lambda les: les.use_count + 1 == new_count)
         else:
             known = index.pick(line.lesson, lambda les: les.category == "error_recovery" and les.scope_domain is None)
-        if known is None:
-            raise SourceError(f"{where}: {line.event}.lesson: names a lesson that is neither in this log, "
-                              "the ledger nor the seed lessons; nothing was written")
+        if known is None:  # learned where this log does not show (a forgotten run, memory.json)
+            known = KnownLesson(lesson_id_for(None, None, None, line.lesson), line.lesson, "error_recovery",
+                                None, None, None)
+            index.add(known)
+            index.unseen += 1
         if isinstance(line, LessonDeduplicatedLine):
             return LessonDeduplicated(
                 lesson_id=known.lesson_id, lesson=known.lesson, category=known.category,  # type: ignore[arg-type]

@@ -57,7 +57,8 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
     """Everything seed 000's folder says, keyed so order and formatting do not matter.
 
     Left out: updatedAt (derived: the latest time in the file), a trajectory's model and
-    each step's snapshotHash (the ledger has no place for them). A run's updatedAt is
+    each step's snapshotHash (the ledger has no place for them), each selector's own counts
+    (memtape's addition: seed 000's files have only the element's total), runs/ and hints.json. A run's updatedAt is
     its completion time once completed (the fold sets both from the same event).
     """
     out: dict[str, Any] = {"domains": {}, "runs": {}}
@@ -74,7 +75,8 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
             entry["sessions"] = [{**s.model_dump(), "timestamp": _t(s.timestamp)} for s in k.sessions]
         if s_file.exists():
             s = Seed000Selectors.model_validate(orjson.loads(s_file.read_bytes()))
-            entry["selectors"] = {key: {**e.model_dump(), "lastUsed": _t(e.lastUsed)} for key, e in s.entries.items()}
+            entry["selectors"] = {key: {**e.model_dump(exclude={"selectors"}), "lastUsed": _t(e.lastUsed)}
+                                  for key, e in s.entries.items()}
         if t_dir.is_dir():
             for f in sorted(t_dir.iterdir()):
                 t = Seed000Trajectory.model_validate(orjson.loads(f.read_bytes()))

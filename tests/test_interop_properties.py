@@ -342,8 +342,10 @@ def test_event_logs_import_every_line(tmp_path_factory: pytest.TempPathFactory, 
     store = new_store(tmp / "a")
     result = import_source(store, tmp / "src")
     lines = [line for lines in runs_ for line in lines]
-    assert result.appended == 1 + len(lines)
-    assert [e.type for e in store.read(2)] == [line["event"] for line in lines]
+    # the marker, the three seed lessons an empty ledger gets first, then every line in order
+    assert result.appended == 1 + 3 + len(lines)
+    assert [e.type for e in store.read(2, to_seq=4)] == ["lesson_seeded"] * 3
+    assert [e.type for e in store.read(5)] == [line["event"] for line in lines]
     assert import_source(store, tmp / "src").appended == 0
 
 

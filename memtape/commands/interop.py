@@ -70,7 +70,7 @@ def import_cmd(path: Path, fmt: str) -> None:
                    "memory-events: mycompagent's per-run memory_events.jsonl logs (a folder); "
                    "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.")
 @click.option("--out", type=AnswerPath(path_type=Path), required=True,
-              help="Directory (agent-memory; new or empty) or file to write (missing parents are created); "
+              help="Directory (agent-memory, memory-events; new or empty) or file to write (missing parents are created); "
                    "nothing outside it is written.")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",
               help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).")

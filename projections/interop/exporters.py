@@ -5,9 +5,11 @@ works for all of them and forgotten subjects are gone), then written only
 below `--out` (see files.py):
 
 - `agent-memory`: seed 000's folder — domains/<host>/knowledge.json (facts and
-  the last 5 sessions), selectors.json, trajectories/traj_*.json, and
-  agent-runs/<runId>.json.
+  the last 5 sessions), selectors.json (with each selector's own counts),
+  trajectories/traj_*.json, agent-runs/<runId>.json, runs/<runId>.json (a
+  suite summary per finished run) and hints.json.
 - `memory-json`: seed 001's memory.json, version 1, every lesson field.
+- `memory-events`: seed 001's run_<id>/memory_events.jsonl, one per run.
 - `json`, `csv`, `prompt`: seed 002's MemoryEntry records and the
   REPEAT/AVOID text, for the graded step memories.
 
@@ -27,10 +29,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -39,10 +43,12 @@ import orjson
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
+from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
 from memtape.projections.knowledge import current_facts
-from memtape.projections.text import domain_matches
+from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
+from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
@@ -103,14 +109,16 @@ MEMORY_EVENT_TYPES = ("tier1_loaded", "error_recall", "domain_recall", "lesson_r
                       "lesson_promoted", "lessons_pruned")
 
 
-def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
-    """One seed 001 memory_events.jsonl line for a ledger event (None: a forgotten lesson's).
-    Recalls list only lessons memory still holds; `ts` keeps the event's occurred time."""
+def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] | None:
+    """One seed 001 memory_events.jsonl line for a ledger event, with the document's fields in its
+    order, then `ts` (the event's occurred time: memtape's one addition, so that an import keeps the
+    times). None for a line about a lesson `hidden` says was forgotten after it; recalls list only
+    the lessons not hidden (a pruned lesson stays: seed 001's log keeps what it said then)."""
     d, t = ev.data, ev.type
     line: dict[str, Any] = {"event": t}
     if t in ("tier1_loaded", "error_recall", "domain_recall"):
-        pairs = [(lid, text) for lid, text in zip(d.get("lesson_ids") or [], d.get("lessons") or [])]
-        lessons = [text for lid, text in pairs if lid in alive] if pairs else list(d.get("lessons") or [])
+        pairs = list(zip(d.get("lesson_ids") or [], d.get("lessons") or []))
+        lessons = [text for lid, text in pairs if not hidden(lid)] if pairs else list(d.get("lessons") or [])
         if t == "tier1_loaded":
             line.update(count=len(lessons), lessons=lessons)
         elif t == "error_recall":
@@ -118,7 +126,7 @@ def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
         else:
             line.update(domain=ev.domain or "", matched=len(lessons), lessons=lessons)
     elif t in ("lesson_recorded", "lesson_deduplicated", "lesson_promoted"):
-        if d["lesson_id"] not in alive:
+        if hidden(lesson_id_in(d)):
             return None
         if t == "lesson_recorded":
             line.update(lesson=d["lesson"], category=d["category"], failed_command=d.get("failed_command"),
@@ -133,27 +141,100 @@ def memory_event_line(ev: Any, alive: set[str]) -> dict[str, Any] | None:
     return line
 
 
-def memory_events_files(state: Any, store: Store) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
-    """Seed 001's per-run logs: `run_<id>/memory_events.jsonl` for every run memory still holds,
-    up to the state's head (forgotten runs, and lines about forgotten lessons, are left out)."""
-    alive = set(state.lessons.lessons)
-    runs = state.runs.runs
-    gone = [ev.data["subject"] for ev in store.read(to_seq=state.head, types=["subject_forgotten"])
-            if ev.data["subject_kind"] == "domain"]
+def event_line_bytes(line: dict[str, Any]) -> bytes:
+    """A line as seed 001's agent appends it (`json.dumps(evt)`: `", "` and `": "` separators);
+    text stays UTF-8 rather than \\u escapes."""
+    return json.dumps(line, ensure_ascii=False).encode()
+
+
+@dataclass
+class Forgotten:
+    """What `forget` took, and when: an event is hidden when a forget after it covers it."""
+
+    lessons: dict[str, int] = field(default_factory=dict)
+    domains: list[tuple[str, int]] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, store: Store, head: int) -> "Forgotten":
+        out = cls()
+        for ev in store.read(to_seq=head, types=["subject_forgotten"]):
+            d = ev.data
+            if d["subject_kind"] == "lesson":
+                out.lessons[d["subject"]] = ev.seq
+            elif d["subject_kind"] == "domain":
+                out.domains.append((d["subject"], ev.seq))
+            for run_id in covered_runs(d):
+                out.runs[run_id] = ev.seq
+        return out
+
+    def lesson(self, lesson_id: str, scope: str | None, seq: int) -> bool:
+        return self.lessons.get(lesson_id, 0) > seq or any(
+            s > seq and removed_by("domain", dom, lesson_id, scope) for dom, s in self.domains)
+
+    def domain(self, domain: str | None, seq: int) -> bool:
+        return bool(domain) and any(s > seq and domain_matches(domain, dom) for dom, s in self.domains)
+
+
+def memory_events_files(state: Any, store: Store, only_run: str | None = None,
+                        ) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
+    """Seed 001's per-run logs, `run_<id>/memory_events.jsonl`, for every run with memory events up
+    to the state's head (a live view: any run, running or finished, at any seq).
+
+    The ledger keeps the agent's observation and the policy's decision apart: a lesson learned
+    again is a `lesson_recorded` followed by the `lesson_deduplicated` it caused. Seed 001's log
+    has one line for it, so a `lesson_recorded` is a line only when it creates a lesson in the
+    logs themselves: the lessons fold replayed over the seeds and the lines written so far, which
+    is what an import of the logs replays. Forgotten runs, and lines about forgotten lessons and
+    domains, are left out, and a pruning counts the lessons the logs hold; the seed lessons have
+    no line (seed 001 seeds silently). `only_run`: that run's file only."""
+    head = state.head
+    gone = Forgotten.read(store, head)
+    logs = lessons_projection.empty()  # the lessons as the logs tell them
+    scope_of: dict[str, str | None] = {}
     by_run: dict[str, list[bytes]] = {}
-    for ev in store.read(to_seq=state.head, types=list(MEMORY_EVENT_TYPES)):
-        if ev.run_id is None or ev.run_id not in runs or (ev.type == "domain_recall" and not ev.domain):
+    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *MEMORY_EVENT_TYPES})):
+        d = ev.data
+        if ev.type in ("lesson_recorded", "lesson_seeded"):
+            scope_of.setdefault(lesson_id_in(d), d.get("scope_domain"))
+        if ev.type == "lesson_seeded":
+            lessons_projection.apply(logs, ev)
             continue
-        if ev.domain and any(domain_matches(ev.domain, d) for d in gone):
+        if ev.run_id is None or ev.run_id in gone.runs or (ev.type == "domain_recall" and not ev.domain):
             continue
-        line = memory_event_line(ev, alive)
-        if line is not None:
-            by_run.setdefault(ev.run_id, []).append(orjson.dumps(line))
+        if ev.type in ("tier1_loaded", "error_recall", "domain_recall") and gone.domain(ev.domain, ev.seq):
+            continue  # what happened on a forgotten domain; a lesson's own lines follow the lesson
+        if ev.type == "lesson_recorded" and dedup_key(d.get("failed_command"), d.get("error_pattern"),
+                                                      d.get("scope_domain"), d["lesson"]) in logs.by_key:
+            continue  # it only confirmed a lesson: its lesson_deduplicated is the line
+        seq = ev.seq
+        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
+        if line is None:
+            continue
+        if ev.type == "lesson_promoted":
+            line["triggered_domains"] = [t for t in line["triggered_domains"] if not gone.domain(t, seq)]
+        elif ev.type == "lessons_pruned":
+            pruned = len({lid for lid in d.get("lesson_ids") or () if lid in logs.lessons})
+            line.update(pruned_count=pruned, remaining_count=len(logs.lessons) - pruned, ts=line.pop("ts"))
+        lessons_projection.apply(logs, ev)
+        if only_run is None or ev.run_id == only_run:
+            by_run.setdefault(ev.run_id, []).append(event_line_bytes(line))
     files = []
     for run_id, lines in by_run.items():
-        name = safe_name(run_id if run_id.startswith("run") else f"run_{run_id}")
-        files.append(([name, "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
+        files.append(([run_dir_name(run_id), "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
     return files, {"runs": len(files), "lines": sum(len(v) for v in by_run.values())}
+
+
+def run_dir_name(run_id: str) -> str:
+    """Seed 001's run folder (`run_20260312T143000Z`): the run id when it already reads `run...`."""
+    return safe_name(run_id if run_id.startswith("run") else f"run_{run_id}")
+
+
+def run_memory_events(store: Store, run_id: str, head: int | None = None) -> bytes:
+    """One run's memory_events.jsonl as it stands (empty when the run has no memory events)."""
+    state = SimpleNamespace(head=store.head() if head is None else head)
+    files, _counts = memory_events_files(state, store, only_run=run_id)
+    return files[0][1] if files else b""
 
 
 # ---- seed 000 -----------------------------------------------------------------------
@@ -180,7 +261,8 @@ def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
 
 def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
     """Seed 000 keeps one entry per element: its last @ref, its best stable selector, all successes;
-    memtape adds `failureCount` (when any) and keeps elements whose selectors never succeeded."""
+    memtape adds `failureCount` (when any), keeps elements whose selectors never succeeded, and
+    gives each selector its own counts under `selectors` (in the order memory first saw them)."""
     groups: dict[str, list[Any]] = {}
     for entry in state.selectors.by_domain.get(domain, {}).values():
         groups.setdefault(join_element(entry.role, entry.name), []).append(entry)
@@ -193,11 +275,75 @@ def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
         stable = next((e.selector for e in best if not e.selector.startswith("@")), None)
         last = max((e.last_used for e in items), key=lambda t: parse_ts(t))
         failures = sum(e.failures for e in items)
+        own = {e.selector: _drop_none({"successCount": e.successes, "failureCount": e.failures or None,
+                                       "lastUsed": js_time(e.last_used)}) for e in items}
         entries[element] = _drop_none({"element": element, "lastRef": ref, "stableSelector": stable,
                                        "successCount": sum(e.successes for e in items),
-                                       "failureCount": failures or None, "lastUsed": js_time(last)})
+                                       "failureCount": failures or None, "lastUsed": js_time(last), "selectors": own})
     updated = max((e["lastUsed"] for e in entries.values()), key=lambda t: parse_ts(t))
     return {"entries": entries, "updatedAt": updated}
+
+
+#: seed 000's analyzer thresholds (TrajectoryAnalyzer.generateHints)
+HIGH_FAILURE_RATE, HIGH_FAILURE_MIN_USES, SLOW_GOAL_TURNS, SLOW_GOAL_MIN_RUNS = 0.3, 3, 15, 2
+
+
+def hints_json(state: Any) -> dict[str, Any] | None:
+    """hints.json: seed 000's FEEDBACK FROM PREVIOUS RUNS, from what this folder itself holds (the
+    selectors' own counts and the finished runs), so that an import of the folder gives the same
+    hints back. Seed 000's hints drawn from per-turn traces (efficiency, stale refs, loops) need
+    steps the folder does not carry and are not written. None when there is nothing to say."""
+    hints: list[str] = []
+    times: list[str] = []
+    failing = []
+    for domain in sorted(state.selectors.by_domain):
+        for e in state.selectors.by_domain[domain].values():
+            uses = e.successes + e.failures
+            if uses >= HIGH_FAILURE_MIN_USES and e.failures / uses > HIGH_FAILURE_RATE:
+                failing.append((e.failures / uses, e, uses))
+    failing.sort(key=lambda f: -f[0])  # stable: domain, then first seen
+    if failing:
+        parts = [f'{join_element(e.role, e.name)} on "{e.selector}" fails {rate * 100:.0f}% of the time '
+                 f"({e.failures}/{uses})" for rate, e, uses in failing[:3]]
+        hints.append(f"HIGH-FAILURE SELECTORS: {'; '.join(parts)}. Try alternative approaches.")
+        times += [e.last_used for _rate, e, _uses in failing]
+    finished = [r for r in state.runs.runs.values() if r.status != "running"]
+    goals: dict[str, list[Any]] = {}
+    for r in finished:
+        goals.setdefault(r.goal.split("\n")[0][:80], []).append(r)
+    slow = [(sum(r.turn_count for r in rs) / len(rs), prefix, rs) for prefix, rs in goals.items()
+            if len(rs) >= SLOW_GOAL_MIN_RUNS and sum(r.turn_count for r in rs) / len(rs) > SLOW_GOAL_TURNS]
+    slow.sort(key=lambda g: -g[0])
+    if slow:
+        parts = [f'"{prefix}" averages {avg:.0f} turns' for avg, prefix, _rs in slow[:2]]
+        hints.append(f"SLOW GOALS: {'; '.join(parts)}. Consider more direct navigation strategies.")
+        times += [r.updated_at for _avg, _prefix, rs in slow for r in rs]
+    reasons: dict[str, int] = {}
+    for r in finished:
+        if not r.success and (r.summary or r.reason):
+            reasons[r.summary or r.reason] = reasons.get(r.summary or r.reason, 0) + 1
+            times.append(r.updated_at)
+    if reasons:
+        top = sorted(reasons, key=lambda k: -reasons[k])[:3]  # stable: first failed first
+        hints.append(f"COMMON FAILURES: {'; '.join(top)}")
+    if not hints:
+        return None
+    text = "FEEDBACK FROM PREVIOUS RUNS:\n" + "\n".join(f"- {h}" for h in hints)
+    return {"hints": text, "updatedAt": js_time(max(times, key=lambda t: parse_ts(t)))}
+
+
+def run_summary_json(run: Any) -> dict[str, Any]:
+    """runs/<runId>.json: seed 000's suite summary for one finished run (a suite of one test: the
+    ledger records runs, not suite invocations); `model` is the run's decision policy."""
+    passed = 1 if run.success else 0
+    model = run.policy.get("decision_policy")
+    duration = _num(run.duration_ms)
+    return _drop_none({
+        "id": run.run_id, "model": model if isinstance(model, str) else None, "timestamp": js_time(run.started_at),
+        "total": 1, "passed": passed, "failed": 1 - passed, "passRate": passed, "avgTurns": run.turn_count,
+        "avgDurationMs": duration, "totalDurationMs": duration,
+        "tests": [{"id": run.case_id or run.run_id, "name": run.goal, "verified": bool(run.success),
+                   "turnsUsed": run.turn_count, "durationMs": duration}]})
 
 
 def trajectory_json(t: Any) -> dict[str, Any]:
@@ -232,7 +378,8 @@ def run_manifest_json(run: Any, current_url: str | None) -> dict[str, Any]:
 def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
     """(path parts under the root, JSON object) for seed 000's folder, and what went in."""
     files: list[tuple[list[str], Any]] = []
-    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0}
+    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "summaries": 0,
+              "hints": 0}
     domains = set(state.knowledge.current) | set(state.sessions.by_domain) | set(state.selectors.by_domain) \
         | set(state.trajectories.by_domain)
     domains.discard("")
@@ -263,6 +410,13 @@ def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], 
         files.append((["agent-runs", f"{name}.json"],
                       run_manifest_json(run, _last_progress_url(store, run.run_id, head))))
         counts["runs"] += 1
+        if run.status != "running":
+            files.append((["runs", f"{name}.json"], run_summary_json(run)))
+            counts["summaries"] += 1
+    hints = hints_json(state)
+    if hints is not None:
+        files.append((["hints.json"], hints))
+        counts["hints"] = 1
     return files, counts
 
 
@@ -417,7 +571,7 @@ def export_memory(state: Any, store: Store, fmt: str, out: Path) -> ExportResult
         files, counts = agent_memory_files(state, store)
         tree = ExportTree(out)
         tree.prepare_root(must_be_empty=True)
-        for top in ("domains", "agent-runs"):  # seed 000 creates both even when empty
+        for top in ("domains", "agent-runs", "runs"):  # seed 000 creates these even when empty
             tree.mkdir([top])
         for parts, obj in files:
             tree.write(parts, pretty(obj))

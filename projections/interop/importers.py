@@ -10,7 +10,9 @@ Imports append their events as given (no policy step): a source is a record
 of memory that already went through its own system's rules, so a lesson with
 use_count 7 on three domains stays where the source had it instead of being
 promoted on the way in. A lesson whose dedup key is already in the ledger is
-left alone and counted as `lessons_existing`.
+left alone and counted as `lessons_existing`. The one exception: seed 001's
+event logs replay a run's memory, and a run starts with the seed lessons, so
+a memory without them gets them first (see `plan_memory_events`).
 
 Importing the same content twice (same digest: canonical JSON, so
 whitespace and key order do not matter) appends nothing the second time.
@@ -22,6 +24,7 @@ Usage::
 """
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -31,7 +34,7 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 
-from memtape.ledger.clock import normalize_ts
+from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import (
     IDENT_RE,
@@ -46,6 +49,7 @@ from memtape.ledger.events import (
     LessonsPruned,
     MemoryImported,
     NewEvent,
+    RecordedEvent,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -70,12 +74,13 @@ from memtape.projections.interop.sources import (
     LessonPromotedLine,
     LessonRecordedLine,
     LessonsPrunedLine,
+    Seed000Hints,
     Seed000Knowledge,
     Seed000RunManifest,
+    Seed000RunSummary,
     Seed000Selectors,
     Seed000Trajectory,
     Seed001Memory,
-    SourceError,
     Tier1LoadedLine,
     TraynEntry,
     TraynExport,
@@ -85,9 +90,11 @@ from memtape.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memtape.projections.lessons import dedup_key, lesson_id_for
+from memtape.projections.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
+from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.state import MemoryState, fold
+from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 
 SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
@@ -134,14 +141,27 @@ class KnownLesson:
 
 @dataclass
 class LessonIndex:
-    """Lessons an import can refer to by text (seed 001's events name lessons only by text)."""
+    """Lessons an import can refer to by text (seed 001's events name lessons only by text), and
+    the ledger's lessons as they stand (an import of event logs folds its own events into them)."""
 
-    by_text: dict[str, KnownLesson] = field(default_factory=dict)
+    by_text: dict[str, list[KnownLesson]] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
+    state: LessonsState = field(default_factory=LessonsState)
+    #: lessons lines named that neither the log, the ledger nor the seeds hold
+    unseen: int = 0
 
     def add(self, known: KnownLesson) -> None:
-        self.by_text.setdefault(known.lesson, known)
+        self.by_text.setdefault(known.lesson, []).append(known)
         self.keys.add(dedup_key(known.failed_command, known.error_pattern, known.scope_domain, known.lesson))
+
+    def pick(self, text: str, fits: Callable[[Lesson], bool] = lambda les: True) -> KnownLesson | None:
+        """The lesson a line names by `text`: of the lessons with that text (lessons may share a
+        text under different keys or scopes), the first memory still holds that `fits` the line,
+        else the first memory holds, else the first known."""
+        candidates = self.by_text.get(text, [])
+        held = [k for k in candidates if k.lesson_id in self.state.lessons]
+        return next((k for k in held if fits(self.state.lessons[k.lesson_id])), held[0] if held else (
+            candidates[0] if candidates else None))
 
     def has_key(self, failed_command: str | None, error_pattern: str | None, scope: str | None, text: str) -> bool:
         return dedup_key(failed_command, error_pattern, scope, text) in self.keys
@@ -242,18 +262,30 @@ def _run_dir_id(path: Path) -> str | None:
     return name if name.startswith("run") and IDENT_RE.match(name) else None
 
 
-def _lesson_ids(texts: list[str], index: LessonIndex) -> list[str]:
+def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], bool]) -> list[str]:
     """Ids for the lessons a read listed, only when every one is known (the lists are parallel)."""
-    known = [index.by_text.get(t) for t in texts]
+    known = [index.pick(t, fits) for t in texts]
     if all(k is not None for k in known):
         return [k.lesson_id for k in known if k is not None]
     return []
 
 
-def selector_plan(entry: Any) -> list[tuple[type, str]]:
-    """The selector events that rebuild one seed 000 selectors.json entry: with both a stable
-    selector and an @ref, the @ref gets one use (a success when there is one, else a failure)
-    and the stable selector the rest; with one, it gets every success and failure."""
+def selector_plan(entry: Any) -> list[tuple[type, str, str]]:
+    """The selector events (class, selector, time) that rebuild one seed 000 selectors.json entry.
+
+    With memtape's `selectors`, each selector gets its own successes and failures at its own last
+    use. Seed 000's own entry has only the element's total: with both a stable selector and an
+    @ref, the @ref gets one use (a success when there is one, else a failure) and the stable
+    selector the rest; with one, it gets every success and failure."""
+    if entry.selectors is not None:
+        return [(cls, name, _time_of(use.lastUsed)) for name, use in entry.selectors.items()
+                for cls, n in ((SelectorSucceeded, use.successCount), (SelectorFailed, use.failureCount))
+                for _ in range(n)]
+    when = _time_of(entry.lastUsed)
+    return [(cls, selector, when) for cls, selector in _total_plan(entry)]
+
+
+def _total_plan(entry: Any) -> list[tuple[type, str]]:
     stable, ref = entry.stableSelector, entry.lastRef
     successes, failures = entry.successCount, entry.failureCount
     last: list[tuple[type, str]] = []
@@ -269,6 +301,16 @@ def selector_plan(entry: Any) -> list[tuple[type, str]]:
 
 
 def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
+    """Seed 001's per-run logs, replayed into the ledger as they happened.
+
+    Lines are taken in time order across the files (`ts`, else the run folder's time; a stable
+    sort, so lines of one time keep their file order), when every line has a time; else in file
+    order. A ledger without the seed lessons gets them first, as a run would (so a line that
+    deduplicates onto a seed lands on it). A `lessons_pruned` line names no lesson: the lessons it
+    pruned are those the default pruning rule takes at that time, when their number is the line's.
+    A dedup naming a lesson nothing holds (learned in a run since forgotten, or imported from
+    memory.json) brings it back as the fold does, an error_recovery lesson with the line's count
+    (seed 001's post-run learning records error_recovery lessons only)."""
     root = path if path.is_dir() else path.parent
     files = sorted(path.rglob("memory_events.jsonl")) if path.is_dir() else [path]
     if not files:
@@ -293,29 +335,68 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
             line = parse_model(SEED001_LINE, obj, where, prefix=f"{tag}." if tag in SEED001_EVENTS else "")
             parsed.append((line, _time_of(line.ts) if line.ts else run_time, run_id, where))
         parts.append((rel, lines))
+    if all(when is not None for _line, when, _run, _where in parsed):
+        parsed.sort(key=lambda p: parse_ts(p[1] or ""))
     index = lessons()
     events: list[NewEvent] = []
     counts: dict[str, int] = {"files": len(files), "skipped_lessons_pruned": 0}
+    if not index.state.seeded:  # the seeds a run would write first (not those memory already holds)
+        first = next((when for _line, when, _run, _where in parsed if when is not None), None)
+        for seed in seed_lessons():
+            d = seed.payload.model_dump()
+            if dedup_key(d["failed_command"], d["error_pattern"], None, d["lesson"]) not in index.state.by_key:
+                events.append(NewEvent(seed.payload, occurred_at=first))
+                _fold_planned(index.state, events[-1])
+        counts["seed_lessons"] = len(events)
     for line, when, run_id, where in parsed:
         new = _line_event(line, index, when, where)
         if new is None:
             counts["skipped_lessons_pruned"] += 1
             continue
         events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
+        _fold_planned(index.state, events[-1])
         counts[line.event] = counts.get(line.event, 0) + 1
+    if index.unseen:
+        counts["lessons_not_in_log"] = index.unseen
     return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
+
+
+def _fold_planned(state: LessonsState, new: NewEvent) -> None:
+    """Fold an event that is not stored yet into the import's running lessons state."""
+    data = new.payload.model_dump(mode="json")
+    data.pop("type", None)
+    when = normalize_ts(new.occurred_at) if new.occurred_at is not None else ""
+    lessons_projection.apply(state, RecordedEvent(
+        seq=0, id="", stream="", stream_version=0, type=new.type, schema_version=new.payload.schema_version,
+        recorded_at=when, occurred_at=when, run_id=new.run_id, step=new.step, domain=new.domain, data=data,
+        payload_json="", prev_hash="", hash=""))
+
+
+def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> list[str]:
+    """The lessons seed 001's pruning takes at `when` (learned, unused for more than 90 days, fewer
+    than 5 uses), when they are as many as the log says; else none (another rule pruned them)."""
+    policy = DEFAULT_POLICY
+    stale = sorted(les.lesson_id for les in state.lessons.values()
+                   if les.source != "seed" and les.use_count < policy.prune_min_uses and les.last_used
+                   and older_than(les.last_used, when, policy.prune_max_age_days))
+    if len(stale) == pruned and len(state.lessons) - pruned == remaining:
+        return stale
+    return []
 
 
 def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> tuple[Any, str | None] | None:
     """The ledger payload (and envelope domain) of one seed 001 memory event."""
     if isinstance(line, Tier1LoadedLine):
-        return Tier1Loaded(count=line.count, lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+        return Tier1Loaded(count=line.count, lessons=line.lessons,
+                           lesson_ids=_lesson_ids(line.lessons, index, lambda les: les.tier == 1)), None
     if isinstance(line, ErrorRecallLine):
         return ErrorRecall(command=line.command, error_snippet=line.error_snippet, matched=line.matched,
-                           lessons=line.lessons, lesson_ids=_lesson_ids(line.lessons, index)), None
+                           lessons=line.lessons, lesson_ids=_lesson_ids(
+                               line.lessons, index, lambda les: bool(les.failed_command or les.error_pattern))), None
     if isinstance(line, DomainRecallLine):
         return DomainRecall(matched=line.matched, lessons=line.lessons,
-                            lesson_ids=_lesson_ids(line.lessons, index)), line.domain
+                            lesson_ids=_lesson_ids(line.lessons, index, lambda les: domain_matches(
+                                line.domain, les.scope_domain))), line.domain
     if isinstance(line, LessonRecordedLine):
         lid = lesson_id_for(line.failed_command, line.error_pattern, line.domain, line.lesson)
         index.add(KnownLesson(lid, line.lesson, line.category, line.failed_command, line.error_pattern, line.domain))
@@ -323,10 +404,16 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
                               failed_command=line.failed_command, error_pattern=line.error_pattern,
                               scope_domain=line.domain, source="learned"), None
     if isinstance(line, LessonDeduplicatedLine | LessonPromotedLine):
-        known = index.by_text.get(line.lesson)
-        if known is None:
-            raise SourceError(f"{where}: {line.event}.lesson: names a lesson that is neither in this log, "
-                              "the ledger nor the seed lessons; nothing was written")
+        if isinstance(line, LessonDeduplicatedLine):
+            new_count = line.new_use_count
+            known = index.pick(line.lesson, lambda les: les.use_count + 1 == new_count)
+        else:
+            known = index.pick(line.lesson, lambda les: les.category == "error_recovery" and les.scope_domain is None)
+        if known is None:  # learned where this log does not show (a forgotten run, memory.json)
+            known = KnownLesson(lesson_id_for(None, None, None, line.lesson), line.lesson, "error_recovery",
+                                None, None, None)
+            index.add(known)
+            index.unseen += 1
         if isinstance(line, LessonDeduplicatedLine):
             return LessonDeduplicated(
                 lesson_id=known.lesson_id, lesson=known.lesson, category=known.category,  # type: ignore[arg-type]
@@ -337,8 +424,8 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
     assert isinstance(line, LessonsPrunedLine)
     if when is None:  # which lessons went is not in the log; without a time there is nothing to keep
         return None
-    return LessonsPruned(lesson_ids=[], pruned_count=line.pruned_count, remaining_count=line.remaining_count,
-                         as_of=when), None
+    return LessonsPruned(lesson_ids=_pruned_at(index.state, when, line.pruned_count, line.remaining_count),
+                         pruned_count=line.pruned_count, remaining_count=line.remaining_count, as_of=when), None
 
 
 # ---- seed 000: the .agent-memory folder ----------------------------------------------
@@ -360,7 +447,8 @@ def _dir_domain(name: str) -> str | None:
 def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     parts: list[tuple[str, Any]] = []
     events: list[NewEvent] = []
-    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "ignored_files": 0}
+    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "run_summaries": 0,
+              "suites_not_kept": 0, "derived_files": 0, "ignored_files": 0}
     domains_dir = path / "domains"
     if domains_dir.is_symlink():
         raise refuse("domains", "is a symbolic link; refusing to follow it")
@@ -373,6 +461,12 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
                 counts["ignored_files"] += 1
                 continue
             events.extend(_plan_domain(ddir, rel_dir, parts, counts))
+    summaries = _run_summaries(path, parts, counts)
+    hints_file = path / "hints.json"
+    if hints_file.exists():  # derived from the rest of the folder (see exporters.hints_json): checked, not kept
+        parts.append(("hints.json", parse_model(Seed000Hints, load_json(_read(hints_file, "hints.json"), "hints.json"),
+                                                "hints.json").model_dump()))
+        counts["derived_files"] += 1
     runs_dir = path / "agent-runs"
     if runs_dir.is_symlink():
         raise refuse("agent-runs", "is a symbolic link; refusing to follow it")
@@ -381,8 +475,11 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
                                                            parts, counts)
         manifests.sort(key=lambda m: (_time_of(m.startedAt), m.runId))
         for manifest in manifests:
-            events.extend(_run_events(manifest))
+            summary = summaries.pop(manifest.runId, None)
+            events.extend(_run_events(manifest, summary))
             counts["runs"] += 1
+            counts["run_summaries"] += summary is not None
+    counts["suites_not_kept"] += len(summaries)
     if not parts and not domains_dir.is_dir() and not runs_dir.is_dir():
         raise LedgerError(f"{path}: no domains/ or agent-runs/ folder (not a seed 000 .agent-memory folder)")
     return ImportPlan("agent-memory", str(path.resolve()), digest_of("agent-memory", parts), events, counts)
@@ -420,9 +517,8 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         parts.append((rel, obj))
         for entry in selectors.entries.values():
             role, name = split_element(entry.element)
-            when = _time_of(entry.lastUsed)
             events.extend(NewEvent(cls(role=role, name=name, selector=selector), domain=domain, occurred_at=when)
-                          for cls, selector in selector_plan(entry))
+                          for cls, selector, when in selector_plan(entry))
             counts["selectors"] += 1
     if traj_dir.is_symlink():
         raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")
@@ -468,20 +564,37 @@ def _json_folder(folder: Path, rel_dir: str, model: Any, id_field: str, what: st
     return items
 
 
-def _run_events(m: Seed000RunManifest) -> list[NewEvent]:
+def _run_summaries(path: Path, parts: list[tuple[str, Any]], counts: dict[str, int]) -> dict[str, Seed000RunSummary]:
+    """runs/*.json by id. A summary of one test whose id is a run's (what memtape writes) tells
+    that run's duration, case and model; a suite of several is seed 000's own and is not kept."""
+    folder = path / "runs"
+    if folder.is_symlink():
+        raise refuse("runs", "is a symbolic link; refusing to follow it")
+    if not folder.is_dir():
+        return {}
+    summaries: list[Seed000RunSummary] = _json_folder(folder, "runs", Seed000RunSummary, "id", "suite", parts, counts)
+    return {s.id: s for s in summaries}
+
+
+def _run_events(m: Seed000RunManifest, summary: Seed000RunSummary | None = None) -> list[NewEvent]:
     domain = m.domain or None
     mode = "new"
     if m.parentRunId:
         mode = "fork" if (m.sessionId or "").startswith("fork_") else "resume"
+    test = summary.tests[0] if summary is not None and len(summary.tests) == 1 else None
+    case_id = test.id if test is not None and test.id != m.runId else None
+    policy = {"decision_policy": summary.model} if summary is not None and summary.model is not None else {}
     out = [NewEvent(RunStarted(session_id=m.sessionId, parent_run_id=m.parentRunId, mode=mode, goal=m.goal,  # type: ignore[arg-type]
-                               start_url=m.startUrl), run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
+                               start_url=m.startUrl, case_id=case_id, policy=policy),
+                    run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
     if m.currentUrl is not None:
         out.append(NewEvent(RunProgress(turn=m.turnCount, current_url=m.currentUrl), run_id=m.runId,
                             domain=domain, occurred_at=_time_of(m.updatedAt)))
     if m.status != "running":
         out.append(NewEvent(RunCompleted(
             success=m.status == "completed", summary=m.summary or "", result=m.result, reason=m.reason,
-            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths)),
+            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths),
+            duration_ms=test.durationMs if test is not None else 0.0),
             run_id=m.runId, domain=domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
     return out
 
@@ -569,13 +682,13 @@ def lesson_index(store: Store, seeds: Iterable[NewEvent] = (), projections_path:
     else:
         lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
                              names=["lessons"]).lessons
-    index = LessonIndex()
+    index = LessonIndex(state=copy.deepcopy(lessons_state))
     for les in lessons_state.lessons.values():
         index.add(KnownLesson(les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern,
                               les.scope_domain))
     for new in seeds:
         d = new.payload.model_dump()
-        index.by_text.setdefault(d["lesson"], KnownLesson(
+        index.by_text.setdefault(d["lesson"], []).append(KnownLesson(
             d["lesson_id"], d["lesson"], d["category"], d.get("failed_command"), d.get("error_pattern"),
             d.get("scope_domain")))
     return index

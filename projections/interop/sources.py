@@ -218,6 +218,20 @@ def join_element(role: str, name: str) -> str:
     return f'{role} "{name}"' if name else role
 
 
+class Seed000SelectorUse(Strict):
+    """memtape's addition: one selector's own record within an element's entry."""
+
+    successCount: Annotated[int, Field(ge=0, le=2**53)]
+    failureCount: Annotated[int, Field(ge=0, le=2**53)] = 0
+    lastUsed: Time
+
+    @model_validator(mode="after")
+    def _used(self) -> "Seed000SelectorUse":
+        if self.successCount + self.failureCount < 1:
+            raise ValueError("successCount + failureCount must be at least 1")
+        return self
+
+
 class Seed000SelectorEntry(Strict):
     element: Annotated[Text, Field(min_length=1)]
     lastRef: Annotated[Text, Field(min_length=1)] | None = None
@@ -226,11 +240,21 @@ class Seed000SelectorEntry(Strict):
     #: memtape's addition: failures of the element's selectors (seed 000 counts successes only)
     failureCount: Annotated[int, Field(ge=0, le=2**53)] = 0
     lastUsed: Time
+    #: memtape's addition: each selector's own counts (seed 000 keeps only the element's total)
+    selectors: dict[Annotated[Text, Field(min_length=1)], Seed000SelectorUse] | None = None
 
     @model_validator(mode="after")
     def _has_selector(self) -> "Seed000SelectorEntry":
         if self.lastRef is None and self.stableSelector is None:
             raise ValueError("needs lastRef or stableSelector")
+        if self.selectors is not None:
+            own = list(self.selectors.values())
+            if sum(u.successCount for u in own) != self.successCount or \
+                    sum(u.failureCount for u in own) != self.failureCount:
+                raise ValueError("selectors: their counts do not add up to successCount and failureCount")
+            for name in (self.lastRef, self.stableSelector):
+                if name is not None and name not in self.selectors:
+                    raise ValueError(f"selectors: {name[:60]!r} is named but has no counts")
         if self.lastRef is not None and not self.lastRef.startswith("@"):
             raise ValueError("lastRef must be an @ref (a stable selector goes in stableSelector)")
         if self.stableSelector is not None and self.stableSelector.startswith("@"):
@@ -300,6 +324,43 @@ class Seed000Trajectory(Strict):
     durationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
     model: Text | None = None
     timestamp: Time
+
+
+class Seed000Hints(Strict):
+    """hints.json: cross-domain optimization hints (one text) and when they were written."""
+
+    hints: Text
+    updatedAt: Time
+
+
+class Seed000SuiteTest(Strict):
+    id: Annotated[Text, Field(min_length=1)]
+    name: Text = ""
+    verified: bool
+    turnsUsed: Count = 0
+    durationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+
+
+class Seed000RunSummary(Strict):
+    """runs/run_*.json: seed 000's suite result summary (`ProjectStore.saveRunSummary`)."""
+
+    id: Ident
+    model: Text | None = None
+    timestamp: Time
+    total: Count
+    passed: Count
+    failed: Count
+    passRate: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+    avgTurns: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    avgDurationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    totalDurationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    tests: list[Seed000SuiteTest] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _adds_up(self) -> "Seed000RunSummary":
+        if self.total != len(self.tests) or self.passed + self.failed > self.total:
+            raise ValueError("total, passed and failed do not match tests")
+        return self
 
 
 class Seed000RunManifest(Strict):

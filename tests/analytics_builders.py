@@ -69,9 +69,10 @@ def learning_ledger(store: Store, clock: Any, runs: int = 5, forget_domain: str 
 
     writer = MemoryWriter(store)
     built = Built(lesson_id=lesson_id_for("fill", "intercepts pointer events", None, LESSON))
+    before = sum(1 for _ in store.read(types=["run_started"]))  # a second call on one store starts new runs
     for i in range(runs):
         dom = DOMAINS[i % len(DOMAINS)]
-        rid = f"run{i}"
+        rid = f"run{before + i}"
         built.runs.append(rid)
         memory = not (memory_off_first and i == 0)
         clock.advance(timedelta(hours=1))

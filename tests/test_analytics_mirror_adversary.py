@@ -154,10 +154,8 @@ TAMPERS = {
     "garbage": lambda m: (m / MIRROR_FILE).write_bytes(b"\x07not duckdb" * 999),
     "an empty file": lambda m: (m / MIRROR_FILE).write_bytes(b""),
     "a SQLite file": _sqlite_file,
-    "a link to ledger.db": lambda m: _replace(m / MIRROR_FILE, lambda p: p.symlink_to(m / "ledger.db")),
     "a FIFO": lambda m: _replace(m / MIRROR_FILE, os.mkfifo),
     "a FIFO as its WAL": lambda m: os.mkfifo(m / f"{MIRROR_FILE}.wal"),
-    "a link to ledger.db as its WAL": lambda m: (m / f"{MIRROR_FILE}.wal").symlink_to(m / "ledger.db"),
     "a garbage WAL": lambda m: (m / f"{MIRROR_FILE}.wal").write_bytes(b"\x01" * 5000),
     "an edit left in its WAL": lambda m: _edit(m, "PRAGMA disable_checkpoint_on_shutdown",
                                                "UPDATE events SET run_id = 'forged' WHERE type = 'run_started'"),
@@ -190,6 +188,26 @@ def test_a_tampered_mirror_never_serves_its_numbers(honest: Honest, tmp_path: Pa
     assert _ledger_bytes(memory) == ledger
     assert not _half_built(memory)
     assert (memory / MIRROR_FILE).is_file() and not (memory / MIRROR_FILE).is_symlink()
+
+
+LINKS = {
+    "a link to ledger.db": lambda m: _replace(m / MIRROR_FILE, lambda p: p.symlink_to(m / "ledger.db")),
+    "a link to ledger.db as its WAL": lambda m: (m / f"{MIRROR_FILE}.wal").symlink_to(m / "ledger.db"),
+}
+
+
+@pytest.mark.parametrize("tamper", list(LINKS))
+def test_a_link_in_the_mirrors_place_is_refused_and_followed_nowhere(honest: Honest, tmp_path: Path, tamper: str) -> None:
+    """A link in the memory directory is refused in one line before anything is opened: neither
+    the mirror nor the ledger it points at is read or written through it."""
+    memory = _copy(honest, tmp_path)
+    ledger = _ledger_bytes(memory)
+    LINKS[tamper](memory)
+    r = run_cli("--memory-dir", str(memory), "analytics", "runs", "--format", "json")
+    assert r.code == 1 and r.out == ""
+    assert r.err.startswith("error: ") and r.err.count("\n") == 1 and "symbolic link" in r.err, r.err
+    assert _ledger_bytes(memory) == ledger
+    assert not _half_built(memory)
 
 
 def test_a_memory_under_a_path_that_says_lock_rebuilds_its_mirror(honest: Honest, tmp_path: Path) -> None:

@@ -91,13 +91,24 @@ class ProjectionsCorrupt(LedgerError):
     """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
+def seq_or_time(text: str) -> int | str:
+    """A point as a person writes it: ASCII digits are a seq (one of more digits than any seq has
+    is refused here, before it becomes a huge number), anything else a time for `resolve_seq`."""
+    raw = text.strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return raw
+    if len(raw) > len(str(MAX_SEQ)):
+        raise LedgerError(f"seq {raw[:40]}...: beyond the largest seq a ledger holds (2**63-1)")
+    return int(raw)
+
+
 def resolve_seq(store: Store, at: int | str, what: str = "as of") -> int:
     """A seq, or an ISO time meaning recorded time (what the ledger knew then); a seq after the
     ledger's head is the head (the ledger knows nothing later). `what` names the point in errors."""
+    if isinstance(at, str):
+        at = seq_or_time(at)
     if isinstance(at, int):
         seq = max(0, at)
-    elif str(at).strip().isdigit():
-        seq = int(str(at).strip())
     else:
         try:
             return int(store.seq_at_time(str(at).strip()))

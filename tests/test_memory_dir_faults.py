@@ -217,3 +217,16 @@ def test_no_answer_is_written_into_a_server_ledgers_cache_home(tmp_path: Path) -
     assert holds_memory_files(memory / "ledger.db", memory, url="")
     assert not holds_memory_files(memory / "reports" / "runs.html", memory, url="")
     assert not holds_memory_files(tmp_path / "runs.html", memory, url="")
+
+
+@pytest.mark.parametrize("as_of", ["²", "１２", "9" * 5000, "NaN", "Infinity", "-1", "12abc"])
+def test_any_as_of_string_is_one_line_on_every_face_of_the_library(tmp_path: Path, as_of: str) -> None:
+    memory = tmp_path / "m"
+    record_run(memory, "Buy wool socks")
+    with memtape.open(memory) as mem, pytest.raises(memtape.MemtapeError) as caught:
+        mem.state("runs", as_of=as_of)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
+    for args in (("state", "runs", "--as-of", as_of), ("export", "--format", "memory-events", "--out", str(tmp_path / "x"), "--as-of", as_of)):
+        result = run_cli("--memory-dir", str(memory), *args)
+        assert result.code in (1, 2) and "internal error" not in result.err, (args, result)
+        one_line(result.err)

@@ -13,6 +13,7 @@ from memtape.ledger.settings import Settings
 from memtape.output import AnswerPath
 from memtape.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memtape.projections.interop.importers import FORMATS, ImportResult, import_source
+from memtape.projections.materialize import seq_or_time
 from memtape.projections.view import MemoryView
 
 
@@ -25,8 +26,9 @@ def parse_as_of(raw: str | None) -> int | str | None:
     """`--as-of 120` is a seq; anything else must be an ISO time."""
     if raw is None:
         return None
-    if raw.strip().isdigit():
-        return int(raw)
+    point = seq_or_time(raw)
+    if isinstance(point, int):
+        return point
     try:
         return normalize_ts(raw)
     except (ValueError, OverflowError):

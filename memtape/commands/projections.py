@@ -16,6 +16,7 @@ from memtape.ledger.location import projections_file
 from memtape.output import emit, listing_options
 from memtape.progress import fold_progress_bar
 from memtape.projections.materialize import rebuild as rebuild_projections
+from memtape.projections.materialize import seq_or_time
 from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
 from memtape.projections.state import PROJECTIONS, digests
 from memtape.projections.view import MemoryView
@@ -24,7 +25,7 @@ from memtape.projections.view import MemoryView
 def _as_of(value: str | None) -> int | str | None:
     if value is None:
         return None
-    return int(value) if value.strip().isdigit() else value
+    return seq_or_time(value)
 
 
 def _display(value: Any) -> Any:

@@ -48,6 +48,7 @@ from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
 from memtape.ledger.events import (
+    LOCATOR_ARGS,
     Action,
     Backtracked,
     ContextBuilt,
@@ -90,7 +91,7 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
-from memtape.ledger.redact import MARKER, masked_args
+from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.lessons import lesson_id_for, recall_payload
@@ -942,6 +943,9 @@ class Run:
             if value is not None and not isinstance(value, Mapping):
                 raise InvalidEvent(f"{what} must be a mapping, got {type(value).__name__}")
         role, name = parse_element(target)
+        # a value typed into a password, PIN, OTP, secret, token or card field is a secret, said or not
+        sensitive = sensitive or secret_field(action, role, name, selector,
+                                              *(v for k in LOCATOR_ARGS if isinstance(v := (args or {}).get(k), str)))
         with self.timed():
             if sensitive:
                 self.add_secret(str((args or {}).get("value", (args or {}).get("text", ""))))

@@ -65,6 +65,9 @@ class StepBody(Body):
     url: str | None = None
     ok: bool
     error: str | None = None
+    args: dict[str, Any] | None = None
+    #: a value typed into a password field: every argument is masked and the value scrubbed from the run
+    sensitive: bool = False
 
 
 class LessonBody(Body):
@@ -195,7 +198,7 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
     async def record_step(request: Request, run_id: str, body: StepBody) -> Any:
         def work() -> Recorded:
             run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
-                                       ok=body.ok, error=body.error)
+                                       ok=body.ok, error=body.error, args=body.args, sensitive=body.sensitive)
             return Recorded()
         return await answered(request, work)
 

@@ -96,6 +96,7 @@ from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.pin import tier1_refusal
 from memtape.projections.runs import RunManifest
 from memtape.projections.selectors import known_good
 from memtape.projections.short_term import ShortTerm
@@ -974,8 +975,12 @@ class Run:
                       error_pattern: str | None = None, scope_domain: str | None = None,
                       step: int | None = None) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
-        returns its lesson id."""
+        returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
+        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`."""
         self._live("lesson_recorded")
+        refusal = tier1_refusal(category) if isinstance(category, str) else None
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         _check_text(text, "text")
         for what, value in (("failed_command", failed_command), ("error_pattern", error_pattern),
                             ("scope_domain", scope_domain)):

@@ -460,6 +460,18 @@ class LessonPromoted(Payload):
     to_category: Category = "best_practice"
 
 
+class LessonPinned(Payload):
+    """A person put a lesson in Tier 1 (`memtape lessons pin LESSON --by NAME --reason TEXT`): besides
+    the seeds and promotion, the only way text reaches every system prompt, so it says who and why."""
+
+    type: Literal["lesson_pinned"] = "lesson_pinned"
+    lesson_id: str = Field(min_length=1, max_length=200)
+    pinned_by: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=2000)
+    from_category: Category
+    to_category: Literal["tool_fallback", "best_practice"] = "best_practice"
+
+
 class LessonsPruned(Payload):
     type: Literal["lessons_pruned"] = "lessons_pruned"
     lesson_ids: list[str]
@@ -762,7 +774,7 @@ AnyPayload = Annotated[
         RunStarted, RunProgress, RunCompleted, SessionRecorded,
         StepRecorded, StepGraded,
         Tier1Loaded, ErrorRecall, DomainRecall, TrajectoryRecalled, ContextBuilt,
-        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonsPruned,
+        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonPinned, LessonsPruned,
         FactObserved, FactContradicted, FactsPruned,
         SelectorSucceeded, SelectorFailed,
         TrajectoryRecorded, TrajectoriesExpired,
@@ -941,6 +953,7 @@ CROSS_FIELD_RULES = (
     "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
     "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
     f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep.",
+    "A lesson_pinned must name a lesson memory holds.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}
 _JSON_VALUE = {"anyOf": [

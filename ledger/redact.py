@@ -34,6 +34,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -121,7 +122,7 @@ def _luhn_ok(digits: str) -> bool:
 
 
 def _card(m: re.Match[str]) -> bool:
-    return _luhn_ok(re.sub(r"\D", "", m.group()))
+    return _luhn_ok(re.sub(r"\D", "", m.groupdict().get("secret") or m.group()))
 
 
 def _basic_credentials(m: re.Match[str]) -> bool:
@@ -222,7 +223,7 @@ DETECTORS: tuple[Detector, ...] = (
     _d("credentials before a host", r"(?<![\w./:@%-])[A-Za-z0-9._+-]{1,64}:(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"),
     _d("Authorization header (any scheme)",
        r"\b(?:proxy-)?authori[sz]ation[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?(?P<secret>[^\s\"'<>,;]{6,})", flags=re.I),
-    _d("Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}|(?<![\w/])1//0[0-9A-Za-z_-]{20,}"),
+    _d("Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}|(?<!\w)1//0[0-9A-Za-z_-]{20,}"),
     _d("DigitalOcean token", r"\bdo[opr]_v1_[A-Za-z0-9]{20,}"),
     _d("Shopify token", r"\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{20,}"),
     _d("PyPI token", r"\bpypi-[A-Za-z0-9_-]{30,}"),
@@ -247,6 +248,7 @@ DETECTORS: tuple[Detector, ...] = (
     *(Detector(f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret) for v in VENDORED),
     # generic shapes last: a specific detector above takes a token whole
     _d("AWS secret access key", r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
+    _d("AWS secret access key in a path or query", r"(?<=[/=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
     _d("secret in a query or assignment",
        r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
        r"=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
@@ -255,7 +257,8 @@ DETECTORS: tuple[Detector, ...] = (
        lambda m: secret_named(m.group("name"))),
     _d("secret-named header or label", r"(?<![\w./@-])(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]*[:=][ \t]*[\"']?(?=(?P<secret>[^\s\"'<>,;&]+))",
        _credential_value),
-    _d("card number (Luhn)", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", _card),
+    # a lookahead from each group's start: a number before the card ("order 15 4111 ...") is tried and left
+    _d("card number (Luhn)", r"(?<![\w-])(?=(?P<secret>(?:\d[ -]?){12,18}\d)(?![\w-]))", _card),
     _d("card number with dots (Luhn)", r"(?<![\w.-])(?:\d{4}\.\d{4}\.\d{4}\.\d{1,7}|\d{4}\.\d{6}\.\d{4,5})(?![\w-]|\.\d)", _card),
 )
 
@@ -284,7 +287,7 @@ _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
 _HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
 _DOTTED_CARD = re.compile(r"\d{4}\.\d{4}")
 #: how many times a percent-encoded text is decoded (a value encoded twice in a URL inside a URL)
-PERCENT_ROUNDS = 3
+PERCENT_ROUNDS = 6
 _CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
 _CARDISH = bytes(48 if chr(b) in "0123456789 -" else 46 for b in range(256))
 _B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256))
@@ -314,8 +317,18 @@ def may_hold_secret(text: str) -> bool:
         return True
     if "%" in text:
         decoded = percent_decoded(text)
-        return decoded != text and may_hold_secret(decoded)
+        return decoded != text and (may_hold_secret(decoded) or may_hold_secret(url_spaced(decoded)))
     return False
+
+
+#: what separates the parts of a URL: read as spaces, a decoded path or query reads as the sentence it encodes
+_URL_DELIMITERS = re.compile(r"[/?&#+]")
+
+
+def url_spaced(text: str) -> str:
+    """`text` with the URL delimiters as spaces (the same length): `/Log%20in%20as...` decoded reads as
+    the sentence `Log in as ...` once the slash before it no longer makes it part of a path."""
+    return _URL_DELIMITERS.sub(" ", text)
 
 
 def percent_decoded(text: str) -> str:
@@ -374,6 +387,12 @@ class Redactor:
             if decoded != value:
                 visible_decoded = INVISIBLE.sub("", decoded)
                 scrubbed = self._scrub(decoded, visible_decoded)
+                if scrubbed == visible_decoded and _SPAN not in visible_decoded:
+                    # read as the sentence it may encode; what is found there is masked in the URL itself
+                    spaced = url_spaced(visible_decoded)
+                    found = self._scrub(spaced, spaced, _SPAN)
+                    if found != spaced:
+                        scrubbed = _masked_like(visible_decoded, spaced, found)
                 if scrubbed != visible_decoded:
                     return scrubbed
         if out != visible:
@@ -384,18 +403,19 @@ class Redactor:
             self._clean.add(value)
         return value
 
-    def _scrub(self, value: str, visible: str) -> str:
-        """`visible` (`value` less its invisible characters) with every rule applied."""
+    def _scrub(self, value: str, visible: str, marker: str = MARKER) -> str:
+        """`visible` (`value` less its invisible characters) with every rule applied, each secret
+        replaced by `marker`."""
         out = visible
         # the policy reads the text as given, invisible characters included: parse both forms
         for secret in dict.fromkeys(passwords(value) + (passwords(visible) if visible != value else [])):
             secret = INVISIBLE.sub("", secret)
-            if secret.strip() and secret != MARKER:
-                out = out.replace(secret, MARKER)
+            if secret.strip() and secret not in (MARKER, marker):
+                out = out.replace(secret, marker)
         for d in DETECTORS:
-            out = _apply(d, out)
+            out = _apply(d, out, marker)
         for p in self.extra:
-            out = p.sub(MARKER, out)
+            out = p.sub(marker.replace("\\", "\\\\"), out)
         return out
 
     def value(self, value: Any) -> Any:
@@ -439,7 +459,24 @@ class Redactor:
 _DELIMITERS = frozenset(" \t\r\n\f\v=:\"")
 
 
-def _apply(d: Detector, text: str) -> str:
+#: the marker of a scrub whose spans are then found again (`_masked_like`): a private-use character,
+#: which matches no character of the text (a text holding it is not scrubbed that way)
+_SPAN = "\ue000"
+
+
+def _masked_like(text: str, read: str, scrubbed: str) -> str:
+    """`text` with `MARKER` where scrubbing `read` (the same length as `text`, read another way)
+    replaced something by `_SPAN`: the secret found in the other reading, masked in this one."""
+    out, pos = [], 0
+    for tag, i1, i2, _, _ in SequenceMatcher(None, read, scrubbed, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete") and i2 > i1:
+            out += [text[pos:i1], MARKER]
+            pos = i2
+    out.append(text[pos:])
+    return "".join(out).replace(MARKER + MARKER, MARKER)
+
+
+def _apply(d: Detector, text: str, marker: str = MARKER) -> str:
     """`text` with every span `d` finds (its `secret` group, else the whole match) replaced; a detector
     may capture the secret in a lookahead, so that a value can also start the next match."""
     spans: list[tuple[int, int]] = []
@@ -467,7 +504,7 @@ def _apply(d: Detector, text: str) -> str:
         return text
     out, pos = [], 0
     for start, end in spans:
-        out += [text[pos:start], MARKER]
+        out += [text[pos:start], marker]
         pos = end
     out.append(text[pos:])
     return "".join(out)

@@ -41,8 +41,8 @@ from urllib.parse import unquote
 
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.vendored_secrets import PLUGIN_NEEDS, SCREEN_STEMS, VENDORED
 from memtape.ledger.vendored_secrets import SCREEN as VENDORED_SCREEN
-from memtape.ledger.vendored_secrets import VENDORED
 
 MARKER = "[REDACTED]"
 #: the longest string whose clean verdict a `Redactor` remembers
@@ -166,6 +166,17 @@ _NOT_A_PASSWORD = frozenset({
     "to", "that", "this", "it", "and", "or", "your", "my", "our", "their", "still", "now", "no", "being"})
 
 
+_USER_BEFORE = re.compile(r"(?<![\w./:@%-])([A-Za-z0-9._+-]{1,64})\Z")
+#: words before `:x@host` that label an address rather than name a user
+_ADDRESS_LABELS = frozenset({"mailto", "email", "e-mail", "mail", "from", "to", "cc", "bcc", "reply-to", "contact", "sender"})
+
+
+def _user_before(m: re.Match[str]) -> bool:
+    """`user:password@host`: a user name starts a word before the colon (not a scheme's `//`, not `mailto:`)."""
+    user = _USER_BEFORE.search(m.string, max(0, m.start() - 65), m.start())
+    return user is not None and user.group(1).lower() not in _ADDRESS_LABELS
+
+
 def _named_value(m: re.Match[str]) -> bool:
     """`the password is X`: X is the password unless it is a word about the password ("incorrect")."""
     value = m.group("secret").strip(".!?")
@@ -194,6 +205,8 @@ class Detector:
     #: detect-secrets' patterns (`vendored_secrets.Vendored.secret`): "match" (less the delimiters a
     #: pattern takes around a token), 1 (the first group) or "rest" (from the match to the end)
     part: Literal["secret", "match", "rest", 1] = "secret"
+    #: lower-case text of which every match holds one: the pattern runs only over a string holding one
+    needs: tuple[str, ...] = ()
 
 
 def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = None, flags: int = 0) -> Detector:
@@ -220,7 +233,8 @@ DETECTORS: tuple[Detector, ...] = (
     _d("Bearer token", r"\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", flags=re.I),
     _d("Basic auth", r"\bbasic\s+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})", _basic_credentials, flags=re.I),
     _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
-    _d("credentials before a host", r"(?<![\w./:@%-])[A-Za-z0-9._+-]{1,64}:(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"),
+    _d("credentials before a host", r"(?<=[A-Za-z0-9._+-]):(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)",
+       _user_before),
     _d("Authorization header (any scheme)",
        r"\b(?:proxy-)?authori[sz]ation[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?(?P<secret>[^\s\"'<>,;]{6,})", flags=re.I),
     _d("Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}|(?<!\w)1//0[0-9A-Za-z_-]{20,}"),
@@ -245,7 +259,8 @@ DETECTORS: tuple[Detector, ...] = (
        r"invite|invitation|activate|auth|sso|unsubscribe|onboard)(?:/[^\s\"'<>?#/]*)?/(?P<secret>[A-Za-z0-9_-]{16,})", _opaque, flags=re.I),
     _d("one-time code in a link", r"[?&;#](?:otp|ticket|magic|oobcode|login_?hash|auth_?code|verification_?code|reset_?key|invite)="
        r"(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
-    *(Detector(f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret) for v in VENDORED),
+    *(Detector(f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin])
+      for v in VENDORED),
     # generic shapes last: a specific detector above takes a token whole
     _d("AWS secret access key", r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
     _d("AWS secret access key in a path or query", r"(?<=[/=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
@@ -285,7 +300,7 @@ _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
 #: a user and password before a host without a scheme (`deploy:pw@db.example.com`), and a card number
 #: grouped by dots, both without the context the detectors look behind for (JSON text escapes it)
 _HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
-_DOTTED_CARD = re.compile(r"\d{4}\.\d{4}")
+_DOTTED_CARD = re.compile(r"\.\d{4,6}\.")
 #: how many times a percent-encoded text is decoded (a value encoded twice in a URL inside a URL)
 PERCENT_ROUNDS = 6
 _CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
@@ -308,9 +323,9 @@ def may_hold_secret(text: str) -> bool:
         return True
     if not text.isascii() and INVISIBLE.search(text):
         return True
-    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text):
+    if _AWS_ID_SHAPE.search(text) or any(stem in low for stem in SCREEN_STEMS) or any(p.search(text) for p in VENDORED_SCREEN):
         return True
-    if ("@" in text and _HOST_CREDENTIALS.search(text)) or ("." in text and _DOTTED_CARD.search(text)):
+    if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text):
         return True
     raw = text.encode()
     if len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH)):
@@ -412,7 +427,10 @@ class Redactor:
             secret = INVISIBLE.sub("", secret)
             if secret.strip() and secret not in (MARKER, marker):
                 out = out.replace(secret, marker)
+        low = out.lower()
         for d in DETECTORS:
+            if d.needs and not any(n in low for n in d.needs):
+                continue
             out = _apply(d, out, marker)
         for p in self.extra:
             out = p.sub(marker.replace("\\", "\\\\"), out)

@@ -50,7 +50,7 @@ def pin(store: Store, lesson_id: str, *, pinned_by: str, reason: str, category: 
         raise UnknownItem(f"no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)")
     if lesson.category == category:
         raise InvalidEvent(f"lesson {lesson_id!r} is already {category} (Tier 1): nothing to pin")
-    event = NewEvent(LessonPinned(lesson_id=lesson_id, pinned_by=pinned_by, reason=reason,  # type: ignore[arg-type]
-                                  from_category=lesson.category, to_category=category))
+    event = NewEvent(LessonPinned.model_validate({"lesson_id": lesson_id, "pinned_by": pinned_by, "reason": reason,
+                                                  "from_category": lesson.category, "to_category": category}))
     recorded = MemoryWriter(store, policy, projections_path).append([event])
     return next(ev for ev in recorded if ev.type == "lesson_pinned")

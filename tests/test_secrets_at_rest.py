@@ -21,10 +21,10 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from typing import Any
-from urllib.parse import quote
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import anyio
 import orjson
@@ -35,7 +35,6 @@ from hypothesis import strategies as st
 from mcp.client import Client
 
 import memtape
-
 from memtape.agent.memory import AgentMemory, goal_secrets
 from memtape.agent.policy import parse_goal
 from memtape.ledger.events import EVENT_TYPES, Action
@@ -47,8 +46,8 @@ from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
 from memtape.server import create_app
 from tests import secret_shapes as S
-from tests.secret_shapes import Shape
 from tests.cli_runner import run_cli
+from tests.secret_shapes import Shape
 from tests.security_support import play, produce_outputs, scan, step
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

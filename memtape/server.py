@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memtape.api import Memory, MemtapeError, Run, plain
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
+from memtape.projections.pin import caller_refusal
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -275,6 +276,9 @@ def create_app(memory: Memory, token: str | None = None) -> FastAPI:
                   "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
     async def append(request: Request) -> Any:
         lines = parse_lines(await request.body())
+        refusal = caller_refusal(lines)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
 
         def work() -> Appended:
             recorded = memory.append(lines)

@@ -12,6 +12,7 @@ Usage::
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from memtape.ledger.errors import InvalidEvent, UnknownItem
@@ -33,6 +34,21 @@ def tier1_refusal(category: str) -> str | None:
     return (f"category {category!r} is Tier 1 (it goes into every system prompt): a caller records "
             f"{' or '.join(CALLER_CATEGORIES)}; a person puts a lesson in Tier 1 with "
             "`memtape lessons pin LESSON --by NAME --reason TEXT`")
+
+
+#: events that put text into Tier 1 by themselves (a lesson_recorded does when its category is Tier 1)
+TIER1_WRITES = ("lesson_seeded", "lesson_promoted", "lesson_pinned")
+
+
+def caller_refusal(events: Sequence[NewEvent]) -> str | None:
+    """Why an agent's raw events (HTTP `POST /events`) cannot be stored (one line), or None: none may
+    write Tier 1 text (a seed, a promotion, a pin, or a lesson recorded in a Tier 1 category)."""
+    for i, ev in enumerate(events, 1):
+        category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
+        if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
+            return (f"event {i} ({ev.type}): an agent's call cannot write Tier 1 text (every system prompt); "
+                    "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`")
+    return None
 
 
 def pin(store: Store, lesson_id: str, *, pinned_by: str, reason: str, category: str = "best_practice",

@@ -127,6 +127,13 @@ def test_a_tier1_category_is_refused_through_library_http_and_mcp(tmp_path: Path
             assert answer.status_code == 400
             _refusal_says_why(answer.json()["error"])
 
+            for line in ({"type": "lesson_recorded", "lesson_id": "", "lesson": HOSTILE, "category": category},
+                         {"type": "lesson_seeded", "lesson_id": "lsn_x", "lesson": HOSTILE, "category": category},
+                         {"type": "lesson_pinned", "lesson_id": "lsn_x", "pinned_by": "agent", "reason": "r",
+                          "from_category": "error_recovery"}):
+                answer = http.post("/events", content=orjson.dumps(line) + b"\n")  # raw lines: no way round
+                assert answer.status_code == 400 and "Tier 1" in answer.json()["error"], answer.text
+
     async def over_mcp() -> str:
         with memtape.open(memory_dir) as mem:
             async with Client(build_server(mem)) as client:

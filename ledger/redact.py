@@ -286,9 +286,10 @@ DETECTORS: tuple[Detector, ...] = (
 _STEMS: tuple[str, ...] = (
     "pass", "pw", "secret", "key", "token", "auth", "sess", "cookie", "credential", "card", "cv", "bearer", "basic",
     "eyj", "xox", "aiza", "whsec_", "npm_", "hf_", "sg.", "slack", "sign in", "log in", "login", "k_live_",
-    "k_test_", "github_pat_", "ya29.", "1//", "_v1_", "shp", "hvs.", "hvb.", "hvr.", "pin", "otp", "code", "mysql", "magic",
-    "verif", "reset", "invit", "activat", "signin", "sign-in", "log-in", "confirm", "sso", "unsubscribe", "onboard",
-    "ticket", "2fa", "mfa", "one-time", "one time", "one_time", "csc", "cvn",
+    "k_test_", "github_pat_", "ya29.", "1//", "_v1_", "shp", "hvs.", "hvb.", "hvr.", "pin", "otp", "security", "mysql",
+    "magic", "verif", "reset", "/invit", "invite=", "/activat", "/signin", "/sign-in", "/log-in", "/confirm", "/sso",
+    "/unsubscribe", "/onboard", "ticket=", "oobcode=", "2fa", "mfa", "one-time", "one time", "one_time", "onetime", "csc",
+    "cvn", *SCREEN_STEMS,
 )
 #: stems that hold a rarer character, looked for only when that character is there
 _DASH_STEMS = ("-----begin", "sk-", "glpat-", "xapp-")
@@ -323,7 +324,7 @@ def may_hold_secret(text: str) -> bool:
         return True
     if not text.isascii() and INVISIBLE.search(text):
         return True
-    if _AWS_ID_SHAPE.search(text) or any(stem in low for stem in SCREEN_STEMS) or any(p.search(text) for p in VENDORED_SCREEN):
+    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text):
         return True
     if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text):
         return True

@@ -99,14 +99,15 @@ PLUGINS: tuple[str, ...] = tuple(dict.fromkeys(v.plugin for v in VENDORED))
 LEFT_OUT: tuple[str, ...] = ("Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector", "KeywordDetector")
 
 #: what any match of a pattern above contains, written so that it also finds the token inside a
-#: payload's JSON text (no delimiters, quotes or anchors), each beginning with a literal so that a
-#: search skips ahead to it (an alternation of them would try every branch at every character):
-#: the door's fast screen (`may_hold_secret`) searches them where its cheaper stems found nothing,
-#: so the screen stays a superset of the patterns
-SCREEN: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+#: payload's JSON text (no delimiters, quotes or anchors): the door's fast screen (`may_hold_secret`)
+#: searches it where its cheaper stems found nothing, so the screen stays a superset of the patterns.
+#: Every branch begins with a literal character, so the search skips to the few places one of them
+#: is (a branch beginning with a class, such as Discord's `[MNO]` or Telegram's `\d`, would make it
+#: try every branch at every character: 0.7 ms on a 1 KB payload)
+SCREEN = re.compile("|".join((
     r"AKC[a-zA-Z0-9]{10}", r"AP[\dABCDEF][a-zA-Z0-9]{8}", r"A3T[A-Z0-9][0-9A-Z]{16}", r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
     r"-us[0-9]", r":[0-9A-Za-z_-]{35}", r"AC[a-z0-9]{32}", r"SK[a-z0-9]{32}", r"GR1348941",
-))
+)))
 #: lower-case stems of the rest (searched in the lower-cased text)
 SCREEN_STEMS: tuple[str, ...] = ("gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-",
                                  "pypi-", "sq0csp-", "putty-user-key", "softlayer", "ghu_", "ghs_", "ghr_", "private key",

@@ -14,10 +14,16 @@ What is replaced:
 - every argument of an action marked `sensitive` (`masked_args`);
 - passwords a text gives the way the agent reads them (`ledger.credentials`,
   the parser the scripted policy logs in with);
-- the shapes in `DETECTORS`, wherever they occur in a string; a detector with a
+- the shapes in `DETECTORS`, wherever they occur in a string: memtape's own and
+  detect-secrets' plugin patterns (`ledger.vendored_secrets`); a detector with a
   check (Luhn for card numbers, a `user:password` inside Basic auth, the look of
   a random 40-character AWS secret) replaces only what passes it, so that ids,
   UUIDs and sha256 digests (the hash chain) are kept;
+- text with `%XX` escapes is read decoded too (a decoded URL also as the sentence
+  it may encode), and kept decoded when that reading holds a secret;
+- (in `ledger.events`) the value typed into a field whose role, name, selector or
+  label says password, passcode, PIN, OTP, secret, token or card (`secret_field`),
+  whether or not the caller said `sensitive`;
 - whatever the extra patterns from `MEMTAPE_SECRET_PATTERNS` (one regex per
   line) match.
 

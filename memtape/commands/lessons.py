@@ -11,8 +11,9 @@ from memtape.projections.pin import pin
 
 @click.group("lessons")
 def lessons_group() -> None:
-    """A person's commands over lessons. Tier 1 (every system prompt) takes text only from the
-    seeds, from promotion, or from `memtape lessons pin`."""
+    """A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system prompt), recorded with who and why.
+
+    Tier 1 takes text only from the seeds, from promotion, or from this command."""
 
 
 def _login() -> str:

@@ -83,8 +83,9 @@ def fact_line(f: Any) -> str:
 
 
 def quoted_name(name: str, limit: int = CAP_NAME) -> str:
-    """An element name as a quoted string literal (capped, on one line, quotes escaped: `fenced`)."""
-    return fenced(name, limit)
+    """An element name as a quoted string literal (capped, quotes escaped), as lessons and facts
+    store it; a prompt shows memory's names with `fenced`."""
+    return '"' + cap(name, limit).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
 def listing(header: str, lines: Sequence[str], limit: int = 6000) -> str:
@@ -155,17 +156,17 @@ def session_history(sessions: Sequence[Any], full_detail: int = 2) -> BudgetItem
 
 def describe_step(step: Any) -> str:
     """One trajectory step as seed 000 prints it."""
-    target = f" {data_line(step.role, 40)} {quoted_name(step.name or '', 60)}" if step.role else ""
+    target = f" {data_line(step.role, 40)} {fenced(step.name or '', 60)}" if step.role else ""
     args = step.args or {}
     if step.command in ("fill", "type", "select"):
         value = args.get("value", args.get("text", ""))
-        what = f"{step.command} {quoted_name(str(value), 60)} into{target}"
+        what = f"{step.command} {fenced(str(value), 60)} into{target}"
     elif step.command == "press":
         what = f"press {fenced(str(args.get('key', '')), 40)}{' on' + target if target else ''}"
     elif step.command == "goto":
         what = f"goto {fenced(str(args.get('url', '')), 120)}"
     elif step.command == "wait":
-        what = f"wait for {quoted_name(str(args.get('text', '')), 60)}" if args.get("text") else "wait"
+        what = f"wait for {fenced(str(args.get('text', '')), 60)}" if args.get("text") else "wait"
     else:
         what = f"{data_line(step.command, 40)}{target}"
     where = f" (on {fenced(step.url, 120)})" if step.url else ""
@@ -195,7 +196,7 @@ def known_selectors(selectors: Sequence[Any], limit: int = 15) -> BudgetItem:
     ids: list[str] = []
     for s in list(selectors)[:limit]:
         ids.extend(s.event_ids[-2:])
-        lines.append(f"- {data_line(s.role, 40)} {quoted_name(s.name, 60)} -> {fenced(s.selector, 100)} ({s.successes}/{s.failures})")
+        lines.append(f"- {data_line(s.role, 40)} {fenced(s.name, 60)} -> {fenced(s.selector, 100)} ({s.successes}/{s.failures})")
     return BudgetItem("known_selectors", PRIORITIES["known_selectors"],
                       listing("KNOWN SELECTORS (element -> selector, successes/failures):", lines), event_ids=tuple(ids))
 
@@ -247,8 +248,8 @@ def learned_patterns(patterns: Sequence[Any], limit: int = 5) -> BudgetItem:
         ids.extend(p.event_ids[-2:])
         lines.append(pattern_line(p))
         for i, step in enumerate(p.steps, 1):
-            target = f" {data_line(str(step.get('role')), 40)} {quoted_name(step.get('name') or '', 60)}" if step.get("role") else ""
-            value = f" {quoted_name(str(step['value']), 40)}" if step.get("value") else ""
+            target = f" {data_line(str(step.get('role')), 40)} {fenced(step.get('name') or '', 60)}" if step.get("role") else ""
+            value = f" {fenced(str(step['value']), 40)}" if step.get("value") else ""
             lines.append(f"  {i}. {data_line(str(step.get('command', '')), 40)}{target}{value}")
     return BudgetItem("learned_patterns", PRIORITIES["learned_patterns"],
                       listing("LEARNED PATTERNS (steps that worked on this site before; {placeholders} stand for "
@@ -263,7 +264,7 @@ def pattern_line(p: Any) -> str:
 
 def dead_end_line(role: str, name: str) -> str:
     """An element that led to a dead end the agent backtracked from, as WORKING MEMORY lists it."""
-    return f"Led to a dead end, do not take again: {data_line(role, 40)} {quoted_name(name, 80)}"
+    return f"Led to a dead end, do not take again: {data_line(role, 40)} {fenced(name, 80)}"
 
 
 def context_section(entries: Sequence[Any]) -> BudgetItem:

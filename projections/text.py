@@ -6,6 +6,7 @@ tokenizes and compares exactly the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import MISSING, fields
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -42,32 +43,25 @@ def clip(text: str | None, limit: int) -> str:
 
 # ---- memory text in a prompt: data, never instructions ------------------------------------------
 
-#: folded to a space: C0 and C1 controls (line breaks, tabs, escape), DEL, and the Unicode line,
-#: paragraph and next-line separators; bidi overrides and isolates (which reorder what a reader
-#: sees) are dropped
-_FOLD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-#: what could open or close a tag (`<x`, `</x`, `<!`, `<?`) or the bundled agent's page-data fence
-_TAG_OPEN = re.compile(r"<(?=[/!?A-Za-z])")
-
-
 def data_line(text: str | None, limit: int | None = None) -> str:
-    """`text` as one line of data (at most `limit` characters of it, cut with "…"): every line
-    break and control character a space, and anything that could open or close a tag or a fence
-    written with look-alike characters (`<` before a letter or `/` as `‹`, `<<<` and `>>>` as
-    `‹‹‹` and `›››`), so that no memory item can end the block around it, start a heading or a
-    new message of a prompt."""
-    text = _BIDI.sub("", _FOLD.sub(" ", text or ""))
-    if limit is not None and len(text) > limit:
-        text = text[: max(limit - 1, 0)] + "…"
-    return _TAG_OPEN.sub("‹", text.replace("<<<", "‹‹‹").replace(">>>", "›››"))
+    """`text` as one line of data (at most `limit` characters of it, cut with "…"): every control,
+    format and separator character (line and paragraph breaks, tabs, escapes, bidi overrides,
+    zero-width and no-break spaces) a space, runs of spaces one, and `<`/`>` written as `‹`/`›`, so
+    that no memory item can close the block or fence around it (`</memtape_memory>`, the bundled
+    agent's `>>>`), pose as a tag of the prompt, or start a heading or message of its own."""
+    flat = "".join(" " if unicodedata.category(c)[0] in "CZ" and c != " " else c for c in text or "")
+    flat = " ".join(flat.split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: max(limit - 1, 0)] + "…"
+    return flat.replace("<", "‹").replace(">", "›")
 
 
 def fenced(text: str | None, limit: int | None = None) -> str:
     """One memory item (a lesson, a fact's key or value, a session's goal, a trajectory step's
     name or URL) as a prompt shows it: `data_line` in double quotes, a quote or backslash inside
-    escaped, so that where the item ends is never in doubt. Every prompt memtape builds (the
-    bundled agent's, the browser-use adapter's) renders memory text through this one function."""
+    escaped, so that where the item ends is never in doubt. The prompts memtape builds render
+    memory text through these two functions only (the bundled agent's prompt items `fenced`,
+    the browser-use adapter's fence one `data_line` per item)."""
     return '"' + data_line(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

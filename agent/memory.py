@@ -950,10 +950,6 @@ class Run:
         with self.timed():
             if sensitive:
                 self.add_secret(str((args or {}).get("value", (args or {}).get("text", ""))))
-            rec = StepRecord(step=step, command=action, args=dict(args or {}), ok=ok, error=error,
-                             url_before=url, url_after=after, role=role, name=name if role else None,
-                             selector=selector, sensitive=sensitive, duration_ms=duration_ms, decided_by=decided_by,
-                             in_shadow=in_shadow)
             ev = self._event(StepRecorded, {
                 "env_before": dict(page_before) if page_before is not None else {"url": url},
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
@@ -962,14 +958,17 @@ class Run:
                 "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
-                "decided_by": decided_by, "rep": self.rep}, step=step, domain=rec.domain or None)
+                "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
             written = self.memory.append([ev])
             if not written:  # recorded before (a retry): the first event answers
                 return self.memory.writer.runs[self.run_id].steps[step].id
-            rec.event_id = written[0].id
-            self.steps.append(rec)
+            # post-run learning reads the step as the door stored it (secrets redacted), never the raw
+            # values: a lesson's error pattern is lower-cased, and a lower-cased key no detector knows
+            stored = StepRecord.from_event(written[0])
+            stored.in_shadow, stored.duration_ms = in_shadow, duration_ms
+            self.steps.append(stored)
             self.url = after
-            return rec.event_id
+            return stored.event_id or ""
 
     def record_lesson(self, text: str, category: str = "error_recovery", *, failed_command: str | None = None,
                       error_pattern: str | None = None, scope_domain: str | None = None,

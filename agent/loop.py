@@ -109,9 +109,9 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
         target = f" {h.role} {P.quoted_name(h.name or '', 50)}" if h.role else ""
         extra = ""
         if h.command in ("press",):
-            extra = f" key={h.args.get('key', '')}"
+            extra = f" key={P.fenced(str(h.args.get('key', '')), 40)}"
         elif h.command == "goto":
-            extra = f" {P.cap(str(h.args.get('url', '')), 100)}"
+            extra = f" {P.fenced(str(h.args.get('url', '')), 100)}"
         status = "Success" if h.ok else "Failed"
         lines.append(f"{i}. [{status}] {h.command}{target}{extra}" + ("" if h.ok else " (see error)") +
                      (" [replayed]" if h.decided_by == "replay" else ""))

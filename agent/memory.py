@@ -48,6 +48,7 @@ from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
 from memtape.ledger.events import (
+    LOCATOR_ARGS,
     Action,
     Backtracked,
     ContextBuilt,
@@ -90,11 +91,12 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
-from memtape.ledger.redact import MARKER, masked_args
+from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.pin import tier1_refusal
 from memtape.projections.runs import RunManifest
 from memtape.projections.selectors import known_good
 from memtape.projections.short_term import ShortTerm
@@ -943,13 +945,12 @@ class Run:
             if value is not None and not isinstance(value, Mapping):
                 raise InvalidEvent(f"{what} must be a mapping, got {type(value).__name__}")
         role, name = parse_element(target)
+        # a value typed into a password, PIN, OTP, secret, token or card field is a secret, said or not
+        sensitive = sensitive or secret_field(action, role, name, selector,
+                                              *(v for k in LOCATOR_ARGS if isinstance(v := (args or {}).get(k), str)))
         with self.timed():
             if sensitive:
                 self.add_secret(str((args or {}).get("value", (args or {}).get("text", ""))))
-            rec = StepRecord(step=step, command=action, args=dict(args or {}), ok=ok, error=error,
-                             url_before=url, url_after=after, role=role, name=name if role else None,
-                             selector=selector, sensitive=sensitive, duration_ms=duration_ms, decided_by=decided_by,
-                             in_shadow=in_shadow)
             ev = self._event(StepRecorded, {
                 "env_before": dict(page_before) if page_before is not None else {"url": url},
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
@@ -958,21 +959,28 @@ class Run:
                 "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
-                "decided_by": decided_by, "rep": self.rep}, step=step, domain=rec.domain or None)
+                "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
             written = self.memory.append([ev])
             if not written:  # recorded before (a retry): the first event answers
                 return self.memory.writer.runs[self.run_id].steps[step].id
-            rec.event_id = written[0].id
-            self.steps.append(rec)
+            # post-run learning reads the step as the door stored it (secrets redacted), never the raw
+            # values: a lesson's error pattern is lower-cased, and a lower-cased key no detector knows
+            stored = StepRecord.from_event(written[0])
+            stored.in_shadow, stored.duration_ms = in_shadow, duration_ms
+            self.steps.append(stored)
             self.url = after
-            return rec.event_id
+            return stored.event_id or ""
 
     def record_lesson(self, text: str, category: str = "error_recovery", *, failed_command: str | None = None,
                       error_pattern: str | None = None, scope_domain: str | None = None,
                       step: int | None = None) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
-        returns its lesson id."""
+        returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
+        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`."""
         self._live("lesson_recorded")
+        refusal = tier1_refusal(category) if isinstance(category, str) else None
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         _check_text(text, "text")
         for what, value in (("failed_command", failed_command), ("error_pattern", error_pattern),
                             ("scope_domain", scope_domain)):

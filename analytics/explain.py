@@ -104,6 +104,9 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
             life.append(_entry(ev, "promoted", f"{d.get('from_category')} -> {d.get('to_category')} at use_count "
                                f"{d['use_count']} on {len(forgotten.domains_shown(d['triggered_domains']))} domains",
                                forgotten))
+        elif t == "lesson_pinned":
+            life.append(_entry(ev, "pinned", f"{d.get('from_category')} -> {d.get('to_category')} by {d.get('pinned_by')}: "
+                               f"{d.get('reason')}", forgotten))
         elif t == "lessons_pruned":
             life.append(_entry(ev, "pruned", f"unused for more than {d.get('max_age_days')} days with fewer than "
                                f"{d.get('min_uses')} uses (as of {d.get('as_of')})", forgotten))

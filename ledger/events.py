@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, cast
 from annotated_types import Ge, Le
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
-from memtape.ledger.redact import masked_args
+from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.suffixes import is_public_suffix
 
 #: Patterns are written so that Python's `re.search` and an ECMA-262 validator agree (`$(?!\n)`:
@@ -274,6 +274,18 @@ class Action(BaseModel):
         return self
 
 
+#: the arguments of a typing command that name the field rather than hold the typed value
+LOCATOR_ARGS = ("selector", "label", "name", "placeholder", "field", "element", "target", "aria_label", "id", "ref")
+
+
+def _target_labels(target: "ElementRef | None", target_text: str | None, args: dict[str, Any]) -> list[str | None]:
+    labels: list[str | None] = [target_text]
+    if target is not None:
+        labels += [target.role, target.name, target.selector]
+    labels += [v for k in LOCATOR_ARGS if isinstance(v := args.get(k), str)]
+    return labels
+
+
 class ElementRef(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     role: str = ""
@@ -299,6 +311,15 @@ class StepRecorded(Payload):
     rep: Positive = 1
     #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
     priority: Literal["critical", "high", "normal", "low"] | None = None
+
+    @model_validator(mode="after")
+    def _secret_field(self) -> "StepRecorded":
+        """A value typed into a field that its role, name or selector (or a locator argument) names a
+        password, PIN, OTP, secret, token or card field is masked as if the caller had said `sensitive`."""
+        action = self.action
+        if not action.sensitive and secret_field(action.command, *_target_labels(self.target, self.target_text, action.args)):
+            object.__setattr__(self, "action", Action(command=action.command, args=action.args, sensitive=True))
+        return self
 
 
 class StepGraded(Payload):
@@ -439,6 +460,18 @@ class LessonPromoted(Payload):
     to_category: Category = "best_practice"
 
 
+class LessonPinned(Payload):
+    """A person put a lesson in Tier 1 (`memtape lessons pin LESSON --by NAME --reason TEXT`): besides
+    the seeds and promotion, the only way text reaches every system prompt, so it says who and why."""
+
+    type: Literal["lesson_pinned"] = "lesson_pinned"
+    lesson_id: str = Field(min_length=1, max_length=200)
+    pinned_by: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=2000)
+    from_category: Category
+    to_category: Literal["tool_fallback", "best_practice"] = "best_practice"
+
+
 class LessonsPruned(Payload):
     type: Literal["lessons_pruned"] = "lessons_pruned"
     lesson_ids: list[str]
@@ -509,6 +542,13 @@ class TrajectoryStep(BaseModel):
     effect: str | None = None
     duration_ms: Real = 0
 
+    @model_validator(mode="after")
+    def _secret_field(self) -> "TrajectoryStep":
+        """A step typed into a secret field keeps no value (see `StepRecorded`)."""
+        if secret_field(self.command, self.role, self.name, self.selector, *(v for k in LOCATOR_ARGS if isinstance(v := self.args.get(k), str))):
+            object.__setattr__(self, "args", masked_args(self.args))
+        return self
+
 
 class TrajectoryRecorded(Payload):
     type: Literal["trajectory_recorded"] = "trajectory_recorded"
@@ -543,6 +583,13 @@ class PatternStep(BaseModel):
     name: str | None = Field(default=None, max_length=300)
     value: str | None = Field(default=None, max_length=300)
     url: str = Field(default="", max_length=2000)
+
+    @model_validator(mode="after")
+    def _secret_field(self) -> "PatternStep":
+        """A value typed into a secret field is kept only as a placeholder (`{password}`)."""
+        if self.value and not re.fullmatch(r"\{[A-Za-z0-9_ -]{1,40}\}", self.value) and secret_field(self.command, self.role, self.name):
+            object.__setattr__(self, "value", MARKER)
+        return self
 
 
 class PatternLearned(Payload):
@@ -727,7 +774,7 @@ AnyPayload = Annotated[
         RunStarted, RunProgress, RunCompleted, SessionRecorded,
         StepRecorded, StepGraded,
         Tier1Loaded, ErrorRecall, DomainRecall, TrajectoryRecalled, ContextBuilt,
-        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonsPruned,
+        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonPinned, LessonsPruned,
         FactObserved, FactContradicted, FactsPruned,
         SelectorSucceeded, SelectorFailed,
         TrajectoryRecorded, TrajectoriesExpired,
@@ -906,6 +953,7 @@ CROSS_FIELD_RULES = (
     "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
     "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
     f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep.",
+    "A lesson_pinned must name a lesson memory holds.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}
 _JSON_VALUE = {"anyOf": [

@@ -14,10 +14,16 @@ What is replaced:
 - every argument of an action marked `sensitive` (`masked_args`);
 - passwords a text gives the way the agent reads them (`ledger.credentials`,
   the parser the scripted policy logs in with);
-- the shapes in `DETECTORS`, wherever they occur in a string; a detector with a
+- the shapes in `DETECTORS`, wherever they occur in a string: memtape's own and
+  detect-secrets' plugin patterns (`ledger.vendored_secrets`); a detector with a
   check (Luhn for card numbers, a `user:password` inside Basic auth, the look of
   a random 40-character AWS secret) replaces only what passes it, so that ids,
   UUIDs and sha256 digests (the hash chain) are kept;
+- text with `%XX` escapes is read decoded too (a decoded URL also as the sentence
+  it may encode), and kept decoded when that reading holds a secret;
+- (in `ledger.events`) the value typed into a field whose role, name, selector or
+  label says password, passcode, PIN, OTP, secret, token or card (`secret_field`),
+  whether or not the caller said `sensitive`;
 - whatever the extra patterns from `MEMTAPE_SECRET_PATTERNS` (one regex per
   line) match.
 
@@ -34,11 +40,15 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import unquote
 
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.vendored_secrets import PLUGIN_NEEDS, SCREEN_STEMS, VENDORED
+from memtape.ledger.vendored_secrets import SCREEN as VENDORED_SCREEN
 
 MARKER = "[REDACTED]"
 #: the longest string whose clean verdict a `Redactor` remembers
@@ -62,6 +72,7 @@ SECRET_NAMES: tuple[str, ...] = (
     r"(?:api|private|access|signing|encryption|master|account|session|license|client)_?key",
     r"(?:^|_)(?:pass|pw|auth)(?:_|$)|cvv|cvc",
     r"card_?number|(?:^|_)cc_?num",
+    r"(?:^|_)(?:pin|otp|totp)(?:_|$)|(?:security|verification|mfa|2fa|one_time)_?code",
     r"^session$|sessid|sessionid",  # a session cookie; not session_id, memtape's own session tag
 )
 SECRET_NAME = re.compile("|".join(f"(?:{p})" for p in SECRET_NAMES))
@@ -77,6 +88,24 @@ def key_words(key: str) -> str:
 def secret_named(key: str) -> bool:
     """Whether a value stored under `key` is a secret by its name alone."""
     return bool(SECRET_NAME.search(key_words(key)))
+
+
+#: what names a field whose typed value is a secret: a label, accessible name, role, id, name or
+#: selector holding one of these words (`textbox "Password"`, `#pin`, `input[name=cc-number]`)
+SENSITIVE_FIELD = re.compile(
+    r"pass(?:word|wd|code|phrase)?(?![a-z])|(?<![a-z])pin(?![a-z])|(?<![a-z])(?:t?otp|mfa|2fa|cvv|cvc|cvn|csc)(?![a-z])|"
+    r"one[ _-]?time|secret|token|card|cc[ _-]?(?:num|number|exp|csc)|security[ _-]?code|verification[ _-]?code|auth[ _-]?code",
+    re.I)
+#: commands that type a value into a field (the bundled agent's, Playwright's, browser-use's)
+TYPING_COMMANDS = frozenset({"fill", "type", "input", "input_text", "press_sequentially", "send_keys", "set_value",
+                             "insert_text", "keyboard_type", "select", "select_option"})
+
+
+def secret_field(command: str, *labels: str | None) -> bool:
+    """Whether `command` types into a field that one of `labels` (role, name, selector, label) names
+    as a password, passcode, PIN, OTP, secret, token or card field: its value is a secret whether or
+    not the caller said `sensitive`."""
+    return command.lower() in TYPING_COMMANDS and any(label and SENSITIVE_FIELD.search(label) for label in labels)
 
 
 def masked_args(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +128,7 @@ def _luhn_ok(digits: str) -> bool:
 
 
 def _card(m: re.Match[str]) -> bool:
-    return _luhn_ok(re.sub(r"\D", "", m.group()))
+    return _luhn_ok(re.sub(r"\D", "", m.groupdict().get("secret") or m.group()))
 
 
 def _basic_credentials(m: re.Match[str]) -> bool:
@@ -134,6 +163,43 @@ def _credential_value(m: re.Match[str]) -> bool:
     return secret_named(name) and (len(value) >= 8 or not value.isalpha())
 
 
+#: words that follow "the password is" in messages about a password rather than in a password
+_NOT_A_PASSWORD = frozenset({
+    "incorrect", "invalid", "required", "wrong", "too", "not", "missing", "empty", "expired", "correct", "reset", "changed",
+    "case", "set", "the", "a", "an", "at", "weak", "strong", "valid", "sent", "hidden", "masked", "redacted", "shown",
+    "displayed", "below", "above", "here", "there", "saved", "stored", "same", "different", "ok", "fine", "needed",
+    "mandatory", "optional", "blank", "unchanged", "updated", "accepted", "rejected", "locked", "in", "on", "of", "for",
+    "to", "that", "this", "it", "and", "or", "your", "my", "our", "their", "still", "now", "no", "being"})
+
+
+_USER_BEFORE = re.compile(r"(?<![\w./:@%-])([A-Za-z0-9._+-]{1,64})\Z")
+#: words before `:x@host` that label an address rather than name a user
+_ADDRESS_LABELS = frozenset({"mailto", "email", "e-mail", "mail", "from", "to", "cc", "bcc", "reply-to", "contact", "sender"})
+
+
+def _user_before(m: re.Match[str]) -> bool:
+    """`user:password@host`: a user name starts a word before the colon (not a scheme's `//`, not `mailto:`)."""
+    user = _USER_BEFORE.search(m.string, max(0, m.start() - 65), m.start())
+    return user is not None and user.group(1).lower() not in _ADDRESS_LABELS
+
+
+def _named_value(m: re.Match[str]) -> bool:
+    """`the password is X`: X is the password unless it is a word about the password ("incorrect")."""
+    value = m.group("secret").strip(".!?")
+    return bool(value) and value != MARKER and value.lower() not in _NOT_A_PASSWORD
+
+
+def _field_call(m: re.Match[str]) -> bool:
+    """`fill('#password', 'X')`: the value is a secret when the selector names a secret field."""
+    return bool(SENSITIVE_FIELD.search(m.group("sel")))
+
+
+def _opaque(m: re.Match[str]) -> bool:
+    """A link's token: letters and digits mixed (a random string), not a word or a slug of words."""
+    s = m.group("secret")
+    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s) and not re.fullmatch(r"[a-z]+(?:[-_][a-z0-9]+)*", s)
+
+
 @dataclass(frozen=True)
 class Detector:
     """A secret shape: the match's `secret` group (the whole match when there is none) is replaced,
@@ -142,6 +208,11 @@ class Detector:
     name: str
     pattern: re.Pattern[str]
     check: Callable[[re.Match[str]], bool] | None = None
+    #: detect-secrets' patterns (`vendored_secrets.Vendored.secret`): "match" (less the delimiters a
+    #: pattern takes around a token), 1 (the first group) or "rest" (from the match to the end)
+    part: Literal["secret", "match", "rest", 1] = "secret"
+    #: lower-case text of which every match holds one: the pattern runs only over a string holding one
+    needs: tuple[str, ...] = ()
 
 
 def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = None, flags: int = 0) -> Detector:
@@ -168,8 +239,37 @@ DETECTORS: tuple[Detector, ...] = (
     _d("Bearer token", r"\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", flags=re.I),
     _d("Basic auth", r"\bbasic\s+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})", _basic_credentials, flags=re.I),
     _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
+    _d("credentials before a host", r"(?<=[A-Za-z0-9._+-]):(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)",
+       _user_before),
+    _d("Authorization header (any scheme)",
+       r"\b(?:proxy-)?authori[sz]ation[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?(?P<secret>[^\s\"'<>,;]{6,})", flags=re.I),
+    _d("Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}|(?<!\w)1//0[0-9A-Za-z_-]{20,}"),
+    _d("DigitalOcean token", r"\bdo[opr]_v1_[A-Za-z0-9]{20,}"),
+    _d("Shopify token", r"\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{20,}"),
+    _d("PyPI token", r"\bpypi-[A-Za-z0-9_-]{30,}"),
+    _d("Vault token", r"\bhv[sbr]\.[A-Za-z0-9_-]{20,}"),
+    _d("sshpass password", r"\bsshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)"),
+    _d("mysql password", r"\bmysql(?:dump|admin)?\b[^\n]*?\s-p(?P<secret>[^\s-][^\s]*)"),
+    _d("--password option", r"--pass(?:word)?[ \t]+[\"']?(?P<secret>[^\s\"'-][^\s\"']*)"),
+    _d("password named in a sentence",
+       r"\b(?:password|passcode|passphrase|pin|pwd|otp|one-time code|secret)\s+(?:is|was|will be)\s*:?\s+[\"'\u201c]?(?P<secret>[^\s\"'\u201d<>,;]+)",
+       _named_value, flags=re.I),
+    _d("value typed by code into a secret field",
+       r"\b(?:fill|type|press_?sequentially|send_?keys|set_?value|input_?text)\s*\(\s*(?P<q>[\"'`])(?P<sel>(?:(?!(?P=q)).){0,200})(?P=q)\s*,"
+       r"\s*(?P<q2>[\"'`])(?P<secret>(?:(?!(?P=q2)).){1,500})(?P=q2)", _field_call, flags=re.I),
+    _d("value typed by code into a located secret field",
+       r"\b(?:get_?by_?(?:label|placeholder|role|test_?id)|locator)\s*\((?P<sel>[^)]{0,200})\)\s*\.\s*(?:fill|type|press_?sequentially)"
+       r"\s*\(\s*(?P<q>[\"'`])(?P<secret>(?:(?!(?P=q)).){1,500})(?P=q)", _field_call, flags=re.I),
+    _d("token in a sign-in or reset link",
+       r"/(?:magic[-_]?links?|magic|login|log-in|signin|sign-in|verify|verification|confirm|reset|reset-password|password-reset|"
+       r"invite|invitation|activate|auth|sso|unsubscribe|onboard)(?:/[^\s\"'<>?#/]*)?/(?P<secret>[A-Za-z0-9_-]{16,})", _opaque, flags=re.I),
+    _d("one-time code in a link", r"[?&;#](?:otp|ticket|magic|oobcode|login_?hash|auth_?code|verification_?code|reset_?key|invite)="
+       r"(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
+    *(Detector(f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin])
+      for v in VENDORED),
     # generic shapes last: a specific detector above takes a token whole
     _d("AWS secret access key", r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
+    _d("AWS secret access key in a path or query", r"(?<=[/=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
     _d("secret in a query or assignment",
        r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
        r"=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
@@ -178,8 +278,11 @@ DETECTORS: tuple[Detector, ...] = (
        lambda m: secret_named(m.group("name"))),
     _d("secret-named header or label", r"(?<![\w./@-])(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]*[:=][ \t]*[\"']?(?=(?P<secret>[^\s\"'<>,;&]+))",
        _credential_value),
-    _d("card number (Luhn)", r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])", _card),
+    # a lookahead from each group's start: a number before the card ("order 15 4111 ...") is tried and left
+    _d("card number (Luhn)", r"(?<![\w-])(?=(?P<secret>(?:\d[ -]?){12,18}\d)(?![\w-]))", _card),
+    _d("card number with dots (Luhn)", r"(?<![\w.-])(?:\d{4}\.\d{4}\.\d{4}\.\d{1,7}|\d{4}\.\d{6}\.\d{4,5})(?![\w-]|\.\d)", _card),
 )
+
 
 #: the screen (`may_hold_secret`): a superset of what any rule above could change, cheap enough to
 #: run over a whole payload's JSON text (the fast path) and over each string. Lower-case stems of
@@ -189,7 +292,10 @@ DETECTORS: tuple[Detector, ...] = (
 _STEMS: tuple[str, ...] = (
     "pass", "pw", "secret", "key", "token", "auth", "sess", "cookie", "credential", "card", "cv", "bearer", "basic",
     "eyj", "xox", "aiza", "whsec_", "npm_", "hf_", "sg.", "slack", "sign in", "log in", "login", "k_live_",
-    "k_test_", "github_pat_",
+    "k_test_", "github_pat_", "ya29.", "1//", "_v1_", "shp", "hvs.", "hvb.", "hvr.", "pin", "otp", "security", "mysql",
+    "magic", "verif", "reset", "/invit", "invite=", "/activat", "/signin", "/sign-in", "/log-in", "/confirm", "/sso",
+    "/unsubscribe", "/onboard", "ticket=", "oobcode=", "2fa", "mfa", "one-time", "one time", "one_time", "onetime", "csc",
+    "cvn", *SCREEN_STEMS,
 )
 #: stems that hold a rarer character, looked for only when that character is there
 _DASH_STEMS = ("-----begin", "sk-", "glpat-", "xapp-")
@@ -198,6 +304,12 @@ _GH = re.compile(r"gh[pousr]_")
 _CC_NUM = re.compile(r"cc[^a-z0-9]*num")
 #: the AWS key id detector's shape, with a literal first character (a fast search)
 _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
+#: a user and password before a host without a scheme (`deploy:pw@db.example.com`), and a card number
+#: grouped by dots, both without the context the detectors look behind for (JSON text escapes it)
+_HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
+_DOTTED_CARD = re.compile(r"\.\d{4,6}\.")
+#: how many times a percent-encoded text is decoded (a value encoded twice in a URL inside a URL)
+PERCENT_ROUNDS = 6
 _CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
 _CARDISH = bytes(48 if chr(b) in "0123456789 -" else 46 for b in range(256))
 _B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256))
@@ -218,10 +330,40 @@ def may_hold_secret(text: str) -> bool:
         return True
     if not text.isascii() and INVISIBLE.search(text):
         return True
-    if _AWS_ID_SHAPE.search(text):
+    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text):
+        return True
+    if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text):
         return True
     raw = text.encode()
-    return len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH))
+    if len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH)):
+        return True
+    if "%" in text:
+        decoded = percent_decoded(text)
+        return decoded != text and (may_hold_secret(decoded) or may_hold_secret(url_spaced(decoded)))
+    return False
+
+
+#: what separates the parts of a URL: read as spaces, a decoded path or query reads as the sentence it encodes
+_URL_DELIMITERS = re.compile(r"[/?&#+]")
+
+
+def url_spaced(text: str) -> str:
+    """`text` with the URL delimiters as spaces (the same length): `/Log%20in%20as...` decoded reads as
+    the sentence `Log in as ...` once the slash before it no longer makes it part of a path."""
+    return _URL_DELIMITERS.sub(" ", text)
+
+
+def percent_decoded(text: str) -> str:
+    """`text` with its %XX escapes decoded (again, up to `PERCENT_ROUNDS` times, while one is left):
+    `access_token%3DX` in a URL is `access_token=X` to whoever follows it."""
+    for _ in range(PERCENT_ROUNDS):
+        if "%" not in text:
+            break
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
 
 
 def _compile_extra(patterns: list[str], origin: str) -> list[re.Pattern[str]]:
@@ -260,16 +402,21 @@ class Redactor:
         if value in self._clean:
             return value
         visible = INVISIBLE.sub("", value)
-        out = visible
-        # the policy reads the text as given, invisible characters included: parse both forms
-        for secret in dict.fromkeys(passwords(value) + (passwords(visible) if visible != value else [])):
-            secret = INVISIBLE.sub("", secret)
-            if secret.strip() and secret != MARKER:
-                out = out.replace(secret, MARKER)
-        for d in DETECTORS:
-            out = _apply(d, out)
-        for p in self.extra:
-            out = p.sub(MARKER, out)
+        out = self._scrub(value, visible)
+        if "%" in value:
+            # a secret percent-encoded in a URL: the text is kept decoded, with the secret replaced
+            decoded = percent_decoded(value)
+            if decoded != value:
+                visible_decoded = INVISIBLE.sub("", decoded)
+                scrubbed = self._scrub(decoded, visible_decoded)
+                if scrubbed == visible_decoded and _SPAN not in visible_decoded:
+                    # read as the sentence it may encode; what is found there is masked in the URL itself
+                    spaced = url_spaced(visible_decoded)
+                    found = self._scrub(spaced, spaced, _SPAN)
+                    if found != spaced:
+                        scrubbed = _masked_like(visible_decoded, spaced, found)
+                if scrubbed != visible_decoded:
+                    return scrubbed
         if out != visible:
             return out
         if len(value) <= CLEAN_CACHE_TEXT:
@@ -277,6 +424,24 @@ class Redactor:
                 self._clean.clear()
             self._clean.add(value)
         return value
+
+    def _scrub(self, value: str, visible: str, marker: str = MARKER) -> str:
+        """`visible` (`value` less its invisible characters) with every rule applied, each secret
+        replaced by `marker`."""
+        out = visible
+        # the policy reads the text as given, invisible characters included: parse both forms
+        for secret in dict.fromkeys(passwords(value) + (passwords(visible) if visible != value else [])):
+            secret = INVISIBLE.sub("", secret)
+            if secret.strip() and secret not in (MARKER, marker):
+                out = out.replace(secret, marker)
+        low = out.lower()
+        for d in DETECTORS:
+            if d.needs and not any(n in low for n in d.needs):
+                continue
+            out = _apply(d, out, marker)
+        for p in self.extra:
+            out = p.sub(marker.replace("\\", "\\\\"), out)
+        return out
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -315,17 +480,47 @@ class Redactor:
         return "redacted-" + hashlib.sha256(b"memledger-redacted-ident\x00" + value.encode()).hexdigest()[:16]
 
 
-def _apply(d: Detector, text: str) -> str:
+#: what detect-secrets' patterns take around a token (Artifactory's `(?:\s|=|:|"|^)`)
+_DELIMITERS = frozenset(" \t\r\n\f\v=:\"")
+
+
+#: the marker of a scrub whose spans are then found again (`_masked_like`): a private-use character,
+#: which matches no character of the text (a text holding it is not scrubbed that way)
+_SPAN = "\ue000"
+
+
+def _masked_like(text: str, read: str, scrubbed: str) -> str:
+    """`text` with `MARKER` where scrubbing `read` (the same length as `text`, read another way)
+    replaced something by `_SPAN`: the secret found in the other reading, masked in this one."""
+    out, pos = [], 0
+    for tag, i1, i2, _, _ in SequenceMatcher(None, read, scrubbed, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete") and i2 > i1:
+            out += [text[pos:i1], MARKER]
+            pos = i2
+    out.append(text[pos:])
+    return "".join(out).replace(MARKER + MARKER, MARKER)
+
+
+def _apply(d: Detector, text: str, marker: str = MARKER) -> str:
     """`text` with every span `d` finds (its `secret` group, else the whole match) replaced; a detector
     may capture the secret in a lookahead, so that a value can also start the next match."""
     spans: list[tuple[int, int]] = []
-    group = "secret" if "secret" in d.pattern.groupindex else 0
+    group: str | int = "secret" if "secret" in d.pattern.groupindex else 0
+    if d.part == 1:
+        group = 1
     for m in d.pattern.finditer(text):
         if d.check is not None and not d.check(m):
             continue
         start, end = m.span(group)
         if start < 0:
             start, end = m.span()
+        if d.part == "rest":
+            end = len(text)
+        elif d.part == "match":
+            while start < end and text[start] in _DELIMITERS:
+                start += 1
+            while end > start and text[end - 1] in _DELIMITERS:
+                end -= 1
         if spans and start <= spans[-1][1]:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
@@ -334,7 +529,7 @@ def _apply(d: Detector, text: str) -> str:
         return text
     out, pos = [], 0
     for start, end in spans:
-        out += [text[pos:start], MARKER]
+        out += [text[pos:start], marker]
         pos = end
     out.append(text[pos:])
     return "".join(out)

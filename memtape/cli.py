@@ -53,6 +53,8 @@ COMMANDS: dict[str, Entry] = {
     "fork": Entry("experiment", "A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs)."),
     "import": Entry("interop", "Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's "
                                ".agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once)."),
+    "lessons": Entry("lessons", "A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system "
+                                "prompt), recorded with who and why."),
     "mcp": Entry("mcp", "Serve this memory to MCP clients over stdio (the Model Context Protocol).", "mcp"),
     "rebuild": Entry("projections", "Rebuild projections.db from the ledger, with a progress bar."),
     "recall": Entry("runs", "Recall memory as the library does (each recall is logged as an event)."),

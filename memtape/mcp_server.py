@@ -85,11 +85,13 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def record_step(run_id: StrictStr, step: StrictInt, action: StrictStr, target: StrictStr | None = None,
                           url: StrictStr | None = None, ok: StrictBool = True,
-                          error: StrictStr | None = None) -> dict[str, Any]:
+                          error: StrictStr | None = None, args: dict[str, Any] | None = None,
+                          sensitive: StrictBool = False) -> dict[str, Any]:
         """One action the agent took: `target` names the element as `role "name"`, `url` is the page
-        (default: where the last step ended). Returns the step_recorded event id."""
+        (default: where the last step ended), `args` its arguments; `sensitive` (a value typed into a
+        password field) masks every argument. Returns the step_recorded event id."""
         event_id = memory.run(run_id).record_step(step=step, action=action, target=target, url=url, ok=ok,
-                                                  error=error)
+                                                  error=error, args=args, sensitive=sensitive)
         return {"event_id": event_id}
 
     @server.tool()

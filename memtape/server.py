@@ -49,6 +49,7 @@ from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
+from memtape.projections.pin import caller_refusal
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -74,6 +75,9 @@ class StepBody(Body):
     url: str | None = None
     ok: bool
     error: str | None = None
+    args: dict[str, Any] | None = None
+    #: a value typed into a password field: every argument is masked and the value scrubbed from the run
+    sensitive: bool = False
 
 
 class LessonBody(Body):
@@ -289,7 +293,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     async def record_step(request: Request, run_id: str, body: StepBody) -> Any:
         def work() -> Recorded:
             run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
-                                       ok=body.ok, error=body.error)
+                                       ok=body.ok, error=body.error, args=body.args, sensitive=body.sensitive)
             return Recorded()
         return await answered(request, work)
 
@@ -365,6 +369,9 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
                   "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
     async def append(request: Request) -> Any:
         lines = parse_lines(await request.body())
+        refusal = caller_refusal(lines)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
 
         def work() -> Appended:
             recorded = memory.append(lines)

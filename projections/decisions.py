@@ -83,6 +83,16 @@ def lesson_id_taken(state: MemoryState, new: NewEvent) -> str | None:
             f"({other.lesson[:60]!r}); choose a new id or leave it empty")
 
 
+def pin_refused(state: MemoryState, new: NewEvent) -> str | None:
+    """Why a `lesson_pinned` cannot be stored (one line), or None: it must name a lesson memory holds."""
+    if new.type != "lesson_pinned":
+        return None
+    lesson_id = new.payload.lesson_id  # type: ignore[attr-defined]
+    if lesson_id in state.lessons.lessons:
+        return None
+    return f"lesson_pinned: no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)"
+
+
 def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
     """The decision events that observation `new` causes, given memory `state` before it.
 

@@ -2,8 +2,8 @@
 
 `apply` is the fold; it updates the state in place and returns it. It never applies a policy by itself: dedup and
 promotion arrive as their own decision events (`lesson_deduplicated`,
-`lesson_promoted`). A recall event counts as a use of each lesson it counts (`counted`: the
-lessons matched on their error pattern or domain scope, never a command-only match) —
+`lesson_promoted`); a person's `lesson_pinned` moves a lesson to Tier 1 the same way. A
+recall event counts as a use of each lesson it counts (`counted`: the lessons matched on their error pattern or domain scope, never a command-only match) —
 use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains.
 
 Two domains, never confused: `scope_domain` is the site a lesson applies to
@@ -23,7 +23,7 @@ from memtape.ledger.events import INT64_MAX, RecordedEvent
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
-TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned",
+TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lesson_pinned", "lessons_pruned",
          "error_recall", "domain_recall", "subject_forgotten")
 
 
@@ -235,7 +235,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
             recalled = state.lessons.get(lid)
             if recalled is not None:
                 state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
-    elif t == "lesson_promoted":
+    elif t == "lesson_promoted" or t == "lesson_pinned":
         promoted = state.lessons.get(d["lesson_id"])
         if promoted is not None:
             state.lessons[promoted.lesson_id] = evolve(
@@ -262,7 +262,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":
         return [("lessons", lid) for lid in counted(d)]
-    if t == "lesson_promoted":
+    if t == "lesson_promoted" or t == "lesson_pinned":
         return [("lessons", d["lesson_id"])]
     if t == "lessons_pruned":
         ids = d.get("lesson_ids") or ()

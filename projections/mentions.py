@@ -28,7 +28,7 @@ DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NO
        "WITHOUT ROWID",)
 TABLES = ("_mentions",)
 COUNTED = "_mentions"  # the name its counts are filed under (beside the projections')
-LESSON_TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted")
+LESSON_TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lesson_pinned")
 RECALL_TYPES = ("error_recall", "domain_recall", "tier1_loaded", "lessons_pruned")
 FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
 SELECTOR_TYPES = ("selector_succeeded", "selector_failed")
@@ -60,7 +60,7 @@ def keys(ev: RecordedEvent) -> list[str]:
     """The items an event names (in the terms `explain` looks them up by)."""
     t, d = ev.type, ev.data
     if t in LESSON_TYPES:
-        lid = d.get("lesson_id") if t == "lesson_promoted" else lesson_id_in(d)
+        lid = d.get("lesson_id") if t in ("lesson_promoted", "lesson_pinned") else lesson_id_in(d)
         return [lesson(str(lid))] if lid else []
     if t in RECALL_TYPES:
         return [lesson(str(lid)) for lid in d.get("lesson_ids") or ()]

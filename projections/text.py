@@ -6,6 +6,7 @@ tokenizes and compares exactly the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import MISSING, fields
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -38,6 +39,30 @@ def clip(text: str | None, limit: int) -> str:
     if space >= limit * 2 // 3:
         head = head[:space]
     return head.rstrip() + "…"
+
+
+# ---- memory text in a prompt: data, never instructions ------------------------------------------
+
+def data_line(text: str | None, limit: int | None = None) -> str:
+    """`text` as one line of data (at most `limit` characters of it, cut with "…"): every control,
+    format and separator character (line and paragraph breaks, tabs, escapes, bidi overrides,
+    zero-width and no-break spaces) a space, runs of spaces one, and `<`/`>` written as `‹`/`›`, so
+    that no memory item can close the block or fence around it (`</memtape_memory>`, the bundled
+    agent's `>>>`), pose as a tag of the prompt, or start a heading or message of its own."""
+    flat = "".join(" " if unicodedata.category(c)[0] in "CZ" and c != " " else c for c in text or "")
+    flat = " ".join(flat.split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: max(limit - 1, 0)] + "…"
+    return flat.replace("<", "‹").replace(">", "›")
+
+
+def fenced(text: str | None, limit: int | None = None) -> str:
+    """One memory item (a lesson, a fact's key or value, a session's goal, a trajectory step's
+    name or URL) as a prompt shows it: `data_line` in double quotes, a quote or backslash inside
+    escaped, so that where the item ends is never in doubt. The prompts memtape builds render
+    memory text through these two functions only (the bundled agent's prompt items `fenced`,
+    the browser-use adapter's fence one `data_line` per item)."""
+    return '"' + data_line(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:

@@ -21,7 +21,7 @@ from memtape.ledger.clock import format_ts, normalize_ts
 from memtape.ledger.errors import InvalidEvent, RunConflict
 from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, Transaction, redacted_envelope, serialize_payload
-from memtape.projections.decisions import decide, lesson_id_taken, on_open
+from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused
 from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
@@ -161,7 +161,7 @@ class MemoryWriter:
         out: list[RecordedEvent] = []
         finished_before: dict[str, bool] = {}
         for obs in events:
-            taken = lesson_id_taken(state, obs)
+            taken = lesson_id_taken(state, obs) or pin_refused(state, obs)
             if taken is not None:
                 raise InvalidEvent(taken)
             if self.check_runs and self._repeated(tx, obs, finished_before) is not None:

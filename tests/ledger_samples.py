@@ -41,6 +41,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "lesson_deduplicated": {"lesson_id": "l2", "lesson": T, "category": "error_recovery", "new_use_count": 2},
     "lesson_promoted": {"lesson_id": "l2", "lesson": T, "use_count": 5,
                         "triggered_domains": ["a.com", "b.com", "c.com"]},
+    "lesson_pinned": {"lesson_id": "l2", "pinned_by": T, "reason": T, "from_category": "error_recovery"},
     "lessons_pruned": {"lesson_ids": ["l3"], "pruned_count": 1, "remaining_count": 4,
                        "as_of": "2026-04-01T00:00:00Z"},
     "fact_observed": {"fact_type": "quirk", "key": T, "value": T},

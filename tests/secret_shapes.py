@@ -46,6 +46,10 @@ VISA = luhn_complete("453914880343646")
 MASTERCARD = luhn_complete("555555555555444")
 AMEX = luhn_complete("37828224631000")
 LOGIN_PASSWORD = "plum-Orbit-4417"
+DOTTED_CARD = luhn_complete("401288888888188")
+#: typed into fields named as secret fields, with `sensitive` left False (the door must see it by the field)
+FIELD_SECRETS: dict[str, str] = {"Password": "Slate-Comet-8842", "PIN": "58173926", "One-time code": "40291376",
+                                 "Card number": luhn_complete("411111111111111"), "API token": "tk-Rv5Wq2Zm8Ln3"}
 
 SHAPES: tuple[Shape, ...] = (
     _shape("OpenAI project key", OPENAI),
@@ -98,6 +102,44 @@ SHAPES: tuple[Shape, ...] = (
     _shape("assignment in code", 'api_key = "ak9Qw8Er7Ty6Ui5Op4"', "ak9Qw8Er7Ty6Ui5Op4"),
     _shape("secret-named JSON field in text", '{"client_secret": "cs-Mn8Bv7Cx6Zl5Kj4"}', "cs-Mn8Bv7Cx6Zl5Kj4"),
     _shape("cookie header", "Cookie: sessionid=Sess9Xy8Wv7Ut6Rq5", "Sess9Xy8Wv7Ut6Rq5"),
+    # issue 26: shapes the first corpus missed, and more of their kind
+    _shape("Authorization: Token", "Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
+           "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"),
+    _shape("Authorization: Digest-like scheme", "authorization=ApiKey Kq7Wd2Zx9Lm4Np8Rt3Vb", "Kq7Wd2Zx9Lm4Np8Rt3Vb"),
+    _shape("Google OAuth access token", "ya29.a0AfH6SMBx7Kq2Lm9Np4Rt8Vw3Yz6Ab1Cd5Ef0Gh"),
+    _shape("Google OAuth refresh token", "1//0gLq8Wx2Yz4Ab6Cd8Ef0Gh2Ij4Kl6Mn8Op"),
+    _shape("Telegram bot token", "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
+    _shape("Discord bot token", "MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs"),
+    _shape("DigitalOcean token", "dop_v1_4f8a2c6e0b1d3f5a7c9e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c6e8b0d1f3a"),
+    _shape("Shopify access token", "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"),
+    _shape("PyPI token", "pypi-AgEIcHlwaS5vcmcCJGQ4ZWJhNzE2LTk3ZTQtNDYyZi1hMmI0LTNlZWI5ZjE4NGJkYQACKlszLCI5"
+                         "ZjQ1NTY2NC0xMDBhLTQxNzMtYjQ0Mi0xY2U2ZjYwZjNhNzciXQAABiBdL2y7Vq"),
+    _shape("Twilio API key", "SK2f8e4c6a0b1d3f5e7a9c1b3d5f7e9a1c"),
+    _shape("Twilio account sid", "AC9b7d5f3e1a2c4e6b8d0f2a4c6e8b0d1f"),
+    _shape("Vault token", "hvs.CAESIJx8Qm2Lw9Zp4Tk7Vr3Ns6Yb1Hc5Gd0Fe"),
+    _shape("credentials before a host", "ssh deploy:Gr4nite-Falls-62@db.internal.example.com", "Gr4nite-Falls-62"),
+    _shape("password named in a sentence", "the password is Velvet7Harbor", "Velvet7Harbor"),
+    _shape("PIN named in a sentence", "Your PIN is 48213907 for the kiosk", "48213907"),
+    _shape("fill into a password selector", "page.fill('#password', 'Amber-Gale-5530')", "Amber-Gale-5530"),
+    _shape("fill into a located PIN field", 'page.get_by_label("PIN").fill("Cobalt-Mesa-7791")', "Cobalt-Mesa-7791"),
+    _shape("percent-encoded access_token", "https://app.example.com/cb#state=x&access_token%3DTq8Wn3Zr6Lp1Kv4Xs7",
+           "Tq8Wn3Zr6Lp1Kv4Xs7"),
+    _shape("twice percent-encoded password", "https://sso.example.com/next?u=https%253A%252F%252Fa.example%252F%253Fpassword%253DOrchid-Pike-4420",
+           "Orchid-Pike-4420"),
+    _shape("magic-link token", "https://app.example.com/auth/magic-link/eK3mP9qL2xW7vN4tR8sY1zB6",
+           "eK3mP9qL2xW7vN4tR8sY1zB6"),
+    _shape("password-reset link token", "https://shop.example.com/password-reset/Zt5Wq8Mn2Lp7Xr4Kb9Vd",
+           "Zt5Wq8Mn2Lp7Xr4Kb9Vd"),
+    _shape("one-time code in a link", "https://id.example.com/verify?otp=73920418&user=ada", "73920418"),
+    _shape("card number with dots", ".".join(DOTTED_CARD[i:i + 4] for i in range(0, 16, 4)), DOTTED_CARD,
+           ".".join(DOTTED_CARD[i:i + 4] for i in range(0, 16, 4))),
+    _shape("sshpass -p", "sshpass -p 'Fjord-Lumen-2291' ssh admin@10.0.0.5", "Fjord-Lumen-2291"),
+    _shape("mysql -p", "mysql -u root -pQuill-Basin-6604 shop", "Quill-Basin-6604"),
+    _shape("--password option", "deploy --user ada --password Topaz-Ridge-3318", "Topaz-Ridge-3318"),
+    _shape("Mailchimp key", "0f1e2d3c4b5a69788796a5b4c3d2e1f0-us14"),
+    _shape("Square OAuth secret", "sq0csp-Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4Cd5E"),
+    _shape("Azure storage key", "DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=" + "Zm9vYmFy" * 11,
+           "Zm9vYmFy" * 11),
 )
 
 #: values stored under secret-named keys (the names are patterns, not an exact list)
@@ -111,4 +153,4 @@ SECRET_KEYED: dict[str, str] = {
 
 
 def needles() -> list[str]:
-    return [n for s in SHAPES for n in s.needles] + list(SECRET_KEYED.values())
+    return [n for s in SHAPES for n in s.needles] + list(SECRET_KEYED.values()) + list(FIELD_SECRETS.values())

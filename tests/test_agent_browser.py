@@ -211,7 +211,7 @@ def test_cli_sessions_resume_fork_and_isolation(tmp_path: Path) -> None:
     assert [(s.session_id, s.run_id) for s in sessions] == [("proj_1", run1.run_id), ("proj_1", resumed.run_id)]
     ctx = [e for e in store.read(run_id=resumed.run_id, types=["context_built"]) if e.data["prompt"] == "step"][0]
     hist = next(i for i in ctx.data["items"] if i["source"] == "session_history")
-    assert "final URL: http://shop.test/product/socks" in hist["text"] and "proj_1" in hist["text"]
+    assert 'final URL: "http://shop.test/product/socks"' in hist["text"] and "proj_1" in hist["text"]
     store.close()
     assert "decisions re-derived" in _cli(mem, "verify", "--decisions").output
 

@@ -244,7 +244,7 @@ def test_a_hostile_lesson_is_one_harmless_line_of_the_fence(sites: SitesServer, 
     memory_dir = tmp_path / "mem"
     with memtape.open(memory_dir) as mem, mem.start_run(goal="seed", start_url=SHOP) as seed:
         # the same lesson as a tip for the shop (the system message) and for a failed action (a step)
-        seed.record_lesson(HOSTILE, "best_practice", scope_domain="shop.test")
+        seed.record_lesson(HOSTILE, "site_specific", scope_domain="shop.test")
         seed.record_lesson(HOSTILE + " again", failed_command="open_stockroom")
         seed.finish(success=True, outcome="seeded")
     turns = [[("navigate", {"url": SHOP, "new_tab": False})], [("open_stockroom", {})],

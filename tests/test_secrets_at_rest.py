@@ -2,10 +2,13 @@
 page text, payload fields, dict keys, secret-named keys and envelope fields, is found in no byte of
 ledger.db, its WAL, projections.db (and its compressed states), any export, the report or any audit.
 
-The planting goes through `memtape append` (payloads, keys and envelopes as a caller writes them)
-and through the agent's memory facade (a login goal, a password typed into a password field, an
-API key typed into an ordinary field, a page showing every shape); `test_secrets_browser.py` does
-the same with the real agent in Chromium. Property tests check the detectors on their own: no
+The planting goes through `memtape append` (payloads, keys and envelopes as a caller writes them),
+through the agent's memory facade (a login goal, a password typed into a password field, an API
+key typed into an ordinary field, values typed into fields named Password, PIN, One-time code,
+Card number and API token without `sensitive`, a page showing every shape), and through HTTP and
+MCP (every shape in a run's goal and start URL, a step's target, URL, error and arguments, a
+lesson's text, command and pattern, a fact's key and value, and typed values with and without
+`sensitive`); `test_secrets_browser.py` does the same with the real agent in Chromium. Property tests check the detectors on their own: no
 UUID, hex digest or run id is touched, card numbers are redacted exactly when the Luhn check passes,
 and whatever the policy would type as a password is what the scrubber hides.
 """
@@ -20,12 +23,18 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
+import anyio
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp.client import Client
 
+import memtape
 from memtape.agent.memory import AgentMemory, goal_secrets
 from memtape.agent.policy import parse_goal
 from memtape.ledger.events import EVENT_TYPES, Action
@@ -33,8 +42,12 @@ from memtape.ledger.ids import short_id, uuid7
 from memtape.ledger.redact import DETECTORS, MARKER, Redactor, default_redactor, may_hold_secret, secret_named
 from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
+from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
+from memtape.mcp_server import build_server
+from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
+from tests.secret_shapes import Shape
 from tests.security_support import play, produce_outputs, scan, step
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -77,13 +90,64 @@ def agent_run(store: SqliteStore, settings: Settings) -> None:
     and a page that shows every shape, through the memory facade the agent uses."""
     url = "http://portal.test/login"
     page = "\n".join(s.text for s in S.SHAPES)
+    fields = [step(10 + i, "fill", url, label, "textbox", args={"ref": f"f{i}", "value": value})
+              for i, (label, value) in enumerate(S.FIELD_SECRETS.items())]  # sensitive left False
     steps = [step(1, "fill", url, "Username", "textbox", args={"ref": "e1", "value": "ada"}),
              step(2, "fill", url, "Password", "textbox", args={"ref": "e2", "value": S.LOGIN_PASSWORD}, sensitive=True),
              step(3, "fill", url, "API key", "textbox", args={"ref": "e3", "value": S.OPENAI}),
              step(4, "type", url, "Notes", "textbox", args={"ref": "e4", "text": S.GITHUB, "delay": 5}, sensitive=True),
-             step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard")]
+             *fields, step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard")]
     goal = f'Log in as "ada" using "{S.LOGIN_PASSWORD}", set "API key" to "{S.OPENAI}" and click "Save"'
     play(AgentMemory.open(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
+
+
+def face_calls(shape: Shape, i: int) -> list[tuple[str, dict[str, Any]]]:
+    """What an external agent sends through HTTP or MCP, with `shape` in every text field: (what, arguments)."""
+    text = shape.text
+    return [
+        ("start_run", {"goal": f"Check the page that said {text}", "start_url": "http://shop.test/?q=" + quote(text)}),
+        ("record_step", {"step": 1, "action": "click", "target": 'link "' + text.replace('"', '\\"') + '"', "url": "http://shop.test/" + quote(text),
+                         "ok": False, "error": f"failed: {text}", "args": {"note": text}}),
+        ("record_step", {"step": 2, "action": "fill", "target": 'textbox "Notes"', "ok": True,
+                         "args": {"ref": "e2", "value": text}, "sensitive": True}),
+        ("record_step", {"step": 3, "action": "type", "target": f'textbox "{list(S.FIELD_SECRETS)[i % len(S.FIELD_SECRETS)]}"',
+                         "ok": True, "args": {"ref": "e3", "text": list(S.FIELD_SECRETS.values())[i % len(S.FIELD_SECRETS)]}}),
+        ("record_lesson", {"text": f"When it says {text}, retry", "category": "error_recovery", "failed_command": f"click {text}",
+                           "error_pattern": f"failed: {text}"}),
+        ("observe_fact", {"kind": "quirk", "key": f"over a face {i} {text[:60]}", "value": f"the page shows {text}"}),
+    ]
+
+
+def plant_over_http(memory_dir: Path) -> None:
+    with memtape.open(memory_dir) as mem, TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+        for i, shape in enumerate(S.SHAPES[::2]):
+            run_id = ""
+            for what, args in face_calls(shape, i):
+                if what == "start_run":
+                    answer = http.post("/runs", json=args)
+                    run_id = answer.json()["run_id"]
+                else:
+                    route = {"record_step": "steps", "record_lesson": "lessons", "observe_fact": "facts"}[what]
+                    answer = http.post(f"/runs/{run_id}/{route}", json=args)
+                assert answer.is_success, (shape.name, what, answer.text)
+            assert http.post(f"/runs/{run_id}/finish", json={"success": False, "outcome": shape.text}).is_success
+
+
+def plant_over_mcp(memory_dir: Path) -> None:
+    async def calls() -> None:
+        with memtape.open(memory_dir) as mem:
+            async with Client(build_server(mem)) as client:
+                for i, shape in enumerate(S.SHAPES[1::2]):
+                    run_id = ""
+                    for what, args in face_calls(shape, i):
+                        result = await client.call_tool(what, {**args, "run_id": run_id} if run_id else args)
+                        assert not result.is_error, (shape.name, what, result.content)
+                        if what == "start_run":
+                            run_id = orjson.loads(result.content[0].text)["run_id"]  # type: ignore[union-attr]
+                    result = await client.call_tool("finish_run", {"run_id": run_id, "success": False, "outcome": shape.text})
+                    assert not result.is_error, result.content
+
+    anyio.run(calls)
 
 
 @dataclass
@@ -102,6 +166,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     settings = Settings(memory=str(memory_dir))
     store = settings.store()
     agent_run(store, settings)
+    plant_over_http(memory_dir)
+    plant_over_mcp(memory_dir)
     for args in (("rebuild",), ("state", "tier1")):
         r = run_cli("--memory-dir", str(memory_dir), *args)
         assert r.code == 0, r.err
@@ -136,8 +202,10 @@ def test_redacted_not_dropped(world: World) -> None:
     assert args["ref"] == "e2" and all(args[k] == MARKER for k in S.SECRET_KEYED)
     assert not set(TOKENS) & set(args)  # secret dict keys are redacted, their values kept
     assert sum(1 for k in args if k.startswith(MARKER)) == len(TOKENS)
-    sensitive = [e.data["action"] for e in events if e.type == "step_recorded" and e.data["action"]["sensitive"]]
-    assert len(sensitive) == 2 and all(set(a["args"].values()) == {MARKER} for a in sensitive)
+    login = [e for e in events if e.type == "step_recorded" and e.run_id == "run_agent_login"]
+    sensitive = [e.data["action"] for e in login if e.data["action"]["sensitive"]]
+    assert len(sensitive) == 2 + len(S.FIELD_SECRETS) and all(set(a["args"].values()) == {MARKER} for a in sensitive)
+    assert [e.data["action"]["args"]["value"] for e in login if e.data["target_text"] == "Username"] == ["ada"]
     started = next(e for e in events if e.type == "run_started" and e.run_id == "run_agent_login")
     assert started.data["goal"] == f'Log in as "ada" using "{MARKER}", set "API key" to "{MARKER}" and click "Save"'
 
@@ -146,8 +214,8 @@ def test_envelope_fields_are_redacted_and_still_group(world: World) -> None:
     events = list(world.store.read())
     runs = {e.run_id for e in events if e.run_id}
     assert "run_planted" in runs and "run_agent_login" in runs
-    secret_runs = [e for e in events if e.type in ("run_started", "run_progress") and e.run_id != "run_agent_login"]
-    assert len({e.run_id for e in secret_runs}) == 1  # the run's two events stay one run
+    secret_runs = [e for e in events if e.type in ("run_started", "run_progress") and (e.run_id or "").startswith("redacted-")]
+    assert len(secret_runs) == 2 and len({e.run_id for e in secret_runs}) == 1  # the run's two events stay one run
     redacted_run = secret_runs[0].run_id
     assert redacted_run is not None and redacted_run.startswith("redacted-")
     envelope = next(e for e in events if e.type == "fact_observed" and e.data["key"] == "envelope")
@@ -314,3 +382,62 @@ def test_the_docs_count_what_is_covered() -> None:
     trust = (Path(__file__).resolve().parent.parent / "docs" / "trust.md").read_text()
     assert f"{len(DETECTORS)} detectors" in trust
     assert f"plants {len(S.SHAPES)} secret shapes" in trust and f"{len(S.SECRET_KEYED)} secret-named" in trust
+
+
+# ---- detect-secrets ----------------------------------------------------------------------------
+
+def test_the_vendored_patterns_are_detect_secrets_own() -> None:
+    """ledger/vendored_secrets.py copies detect-secrets' plugin patterns: the installed package's
+    plugins have exactly these (an upstream change fails here, naming the plugin)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    plugins = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    assert set(PLUGINS) | set(LEFT_OUT) == set(plugins)
+    for name in PLUGINS:
+        upstream = [(p.pattern, p.flags & ~re.UNICODE) for p in plugins[name]().denylist]
+        ours = [(v.pattern, re.compile(v.pattern, v.flags).flags & ~re.UNICODE) for v in VENDORED if v.plugin == name]
+        assert ours == upstream, name
+
+
+def test_whatever_detect_secrets_finds_in_the_corpus_the_door_hides() -> None:
+    """detect-secrets' own scan (its default plugins, entropy ones included) over every shape: each
+    secret it reports is gone from what the door keeps, except entropy hits on the text around a
+    secret (words of the sentence), which the door keeps on purpose."""
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import default_settings
+    r = default_redactor()
+    missed = []
+    with default_settings():
+        for shape in S.SHAPES:
+            kept = r.text(shape.text).replace(MARKER, "\n")
+            for line in shape.text.splitlines():
+                for found in scan_line(line):
+                    value = found.secret_value or ""
+                    if "High Entropy" in found.type and not any(value in n or n in value for n in shape.needles):
+                        continue
+                    if len(value) >= 4 and value in kept:
+                        missed.append((shape.name, found.type, value))
+    assert missed == []
+
+
+@pytest.mark.parametrize("label,selector", [("Password", None), ("PIN code", None), ("One-time passcode", None),
+                                            ("Security code", None), ("Card number", None), ("Search", "#password"),
+                                            ("", "input[name=otp]"), ("API token", None), ("Client secret", None)])
+def test_a_value_typed_into_a_secret_field_is_masked_without_sensitive(label: str, selector: str | None) -> None:
+    from memtape.ledger.events import ElementRef, StepRecorded
+    typed = StepRecorded(action=Action(command="fill", args={"ref": "e7", "value": "Ivory-Crest-9051"}),
+                         target=ElementRef(role="textbox", name=label, selector=selector), ok=True)
+    assert typed.action.sensitive and "Ivory-Crest-9051" not in str(typed.model_dump())
+    plain = StepRecorded(action=Action(command="fill", args={"ref": "e7", "value": "trail shoes"}),
+                         target=ElementRef(role="textbox", name="Search"), ok=True)
+    assert not plain.action.sensitive and plain.action.args["value"] == "trail shoes"
+    clicked = StepRecorded(action=Action(command="click", args={"ref": "e8"}),
+                           target=ElementRef(role="button", name="Show password"), ok=True)
+    assert clicked.action.args == {"ref": "e8"}  # a click types nothing
+
+
+def test_percent_encoding_hides_no_secret() -> None:
+    r = default_redactor()
+    out = r.text("https://a.example/cb?next=%2Fhome%3Fpassword%3DMaple-Crow-1176&x=1")
+    assert "Maple-Crow-1176" not in out and MARKER in out
+    plain = "https://a.example/search?q=trail%20shoes&page=2"
+    assert r.text(plain) == plain

@@ -18,6 +18,8 @@ from memtape.projections.materialize import ProjectionsHead, fold_progress
 #: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
 READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",
                         "explain", "experiment", "fork", "report", "watch", "export"})
+#: commands over items memory must already hold (`lessons pin`): no ledger is created for them either
+NEEDS_MEMORY = READS_ONLY | {"lessons"}
 
 
 def current_settings() -> Settings:
@@ -26,7 +28,7 @@ def current_settings() -> Settings:
     root = click.get_current_context().find_root()
     if not isinstance(root.obj, Settings):
         settings = Settings(memory=root.params.get("memory_dir"), store_url=root.params.get("store_url"),
-                            reads_only=root.invoked_subcommand in READS_ONLY, keeper_factories=[_projections_head])
+                            reads_only=root.invoked_subcommand in NEEDS_MEMORY, keeper_factories=[_projections_head])
         root.obj = settings
         root.call_on_close(settings.close)
         progress = fold_progress.set(root.with_resource(fold_progress_bar()))

@@ -36,7 +36,6 @@ exception), and post-run learning turns its failure→recovery steps into lesson
 from __future__ import annotations
 
 import importlib.metadata
-import unicodedata
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -47,6 +46,7 @@ from memtape.agent.memory import Lesson, Run
 from memtape.agent.prompt import cap, describe_step, quoted_name
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.extras import require
+from memtape.projections.text import data_line
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's
@@ -91,12 +91,11 @@ Hook = Callable[[Any], Awaitable[None]]
 
 
 def item_line(text: str, limit: int = 300) -> str:
-    """One remembered item as one line of the fence: control characters and every kind of line
-    break fold into single spaces, and `<`/`>` are escaped (‹ ›) so the item can close neither
-    the memtape fence nor any tag of browser-use's prompt, nor start a line of its own."""
-    flat = "".join(" " if unicodedata.category(c)[0] in "CZ" and c != " " else c for c in text or "")
-    flat = " ".join(flat.split()).replace("<", "‹").replace(">", "›")
-    return f"- {cap(flat, limit)}"
+    """One remembered item as one line of the fence (`projections.text.data_line`, the bundled
+    agent's too): control characters and every kind of line break fold into single spaces, and
+    `<`/`>` are escaped (‹ ›) so the item can close neither the memtape fence nor any tag of
+    browser-use's prompt, nor start a line of its own."""
+    return f"- {data_line(text, limit)}"
 
 
 def section(header: str, lines: Sequence[str]) -> str:

@@ -1,0 +1,72 @@
+"""Pinning a lesson into Tier 1: a person's explicit command, recorded with who and why.
+
+Tier 1 lessons go into every system prompt, so their text may come only from the seeds, from
+promotion (the policy's decision over uses on several sites) or from a person who says so
+(`memtape lessons pin LESSON --by NAME --reason TEXT`). An agent's or a page's call records
+error_recovery and site_specific lessons only (`agent.memory` refuses the Tier 1 categories).
+
+Usage::
+
+    recorded = pin(store, "lsn_0123456789abcdef", pinned_by="ada", reason="reviewed",
+                   projections_path=Path(".agent-memory/projections.db"))
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from memtape.ledger.errors import InvalidEvent, UnknownItem
+from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
+from memtape.ledger.store import Store
+from memtape.projections.lessons import TIER1_CATEGORIES
+from memtape.projections.materialize import load_state
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.writer import MemoryWriter
+
+#: the categories a caller may record; the others (`TIER1_CATEGORIES`) come only from seeds, promotion or a pin
+CALLER_CATEGORIES = ("error_recovery", "site_specific")
+
+
+def tier1_refusal(category: str) -> str | None:
+    """The one-line refusal of a Tier 1 category from an agent's call (None: the category is a caller's)."""
+    if category not in TIER1_CATEGORIES:
+        return None
+    return (f"category {category!r} is Tier 1 (it goes into every system prompt): a caller records "
+            f"{' or '.join(CALLER_CATEGORIES)}; a person puts a lesson in Tier 1 with "
+            "`memtape lessons pin LESSON --by NAME --reason TEXT`")
+
+
+#: events that put text into Tier 1 by themselves (a lesson_recorded does when its category is Tier 1)
+TIER1_WRITES = ("lesson_seeded", "lesson_promoted", "lesson_pinned")
+
+
+def caller_refusal(events: Sequence[NewEvent]) -> str | None:
+    """Why an agent's raw events (HTTP `POST /events`) cannot be stored (one line), or None: none may
+    write Tier 1 text (a seed, a promotion, a pin, or a lesson recorded in a Tier 1 category)."""
+    for i, ev in enumerate(events, 1):
+        category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
+        if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
+            return (f"event {i} ({ev.type}): an agent's call cannot write Tier 1 text (every system prompt); "
+                    "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`")
+    return None
+
+
+def pin(store: Store, lesson_id: str, *, pinned_by: str, reason: str, category: str = "best_practice",
+        projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY) -> RecordedEvent:
+    """Append `lesson_pinned` for `lesson_id` (which memory must hold: the writer checks it again
+    inside its transaction) and return it."""
+    for what, text in (("pinned_by", pinned_by), ("reason", reason)):
+        if not text.strip():
+            raise InvalidEvent(f"{what}: say {'who pins the lesson' if what == 'pinned_by' else 'why'} (empty)")
+    if category not in TIER1_CATEGORIES:
+        raise InvalidEvent(f"category {category!r}: a pin puts a lesson in Tier 1 ({', '.join(TIER1_CATEGORIES)})")
+    state = load_state(store, projections_path, policy)
+    lesson = state.lessons.lessons.get(lesson_id)
+    if lesson is None:
+        raise UnknownItem(f"no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)")
+    if lesson.category == category:
+        raise InvalidEvent(f"lesson {lesson_id!r} is already {category} (Tier 1): nothing to pin")
+    event = NewEvent(LessonPinned.model_validate({"lesson_id": lesson_id, "pinned_by": pinned_by, "reason": reason,
+                                                  "from_category": lesson.category, "to_category": category}))
+    recorded = MemoryWriter(store, policy, projections_path).append([event])
+    return next(ev for ev in recorded if ev.type == "lesson_pinned")

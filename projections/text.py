@@ -21,9 +21,17 @@ NOT_WORD = re.compile(r"[^a-z0-9\s]")
 
 
 def words(text: str | None) -> frozenset[str]:
-    """The word set used by every similarity in the project, tokenized as seed 000's agent does:
-    lower-cased, every character outside `[a-z0-9]` and whitespace removed (`e-mail` is `email`,
-    `N.Y.!` is `ny`), split on whitespace, one-character words dropped."""
+    """The lower-cased word set of step intents and context relevance (seeds 002 and 003 compare
+    words; `max_products` is `max` and `products`)."""
+    if not text:
+        return frozenset()
+    return frozenset(WORD_RE.findall(text.lower()))
+
+
+def goal_words(text: str | None) -> frozenset[str]:
+    """The word set of goal similarity, tokenized as seed 000's agent does: lower-cased, every
+    character outside `[a-z0-9]` and whitespace removed (`e-mail` is `email`, `N.Y.!` is `ny`),
+    split on whitespace, one-character words dropped."""
     if not text:
         return frozenset()
     return frozenset(w for w in NOT_WORD.sub("", text.lower()).split() if len(w) > 1)

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections.text import age_days, build, domain_matches, jaccard, older_than, words
+from memtape.projections.text import age_days, build, domain_matches, goal_words, jaccard, older_than
 
 TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")
 
@@ -147,10 +147,10 @@ def speed(duration_ms: float) -> float:
 
 def rank(candidates: Iterable[Trajectory], goal: str, now: str, policy: Any) -> list[TrajectoryMatch]:
     """Filter by similarity ≥ threshold and by TTL, then rank (best first, deterministic ties)."""
-    goal_words = words(goal)
+    wanted = goal_words(goal)
     live = []
     for t in candidates:
-        sim = jaccard(goal_words, words(t.goal))
+        sim = jaccard(wanted, goal_words(t.goal))
         if sim >= policy.trajectory_min_similarity and not older_than(t.occurred_at, now, policy.trace_ttl_days):
             live.append((t, sim))
     if not live:

@@ -42,7 +42,7 @@ from memtape.projections.sitemap import SiteMap, SitePage
 from memtape.projections.snapshots import Snapshot
 from memtape.projections.state import MemoryState, digests, fold
 from memtape.projections.steps import StepMemory
-from memtape.projections.text import domain_matches, parent_domains, words
+from memtape.projections.text import domain_matches, goal_words, parent_domains
 from memtape.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
@@ -250,7 +250,7 @@ class MemoryView:
         def build() -> dict[str, list[Trajectory]]:
             index: dict[str, list[Trajectory]] = defaultdict(list)
             for t in self.state.trajectories.by_domain.get(domain, {}).values():
-                for w in words(t.goal):
+                for w in goal_words(t.goal):
                     index[w].append(t)
             return index
         return self._cached("goals:" + domain, build)
@@ -267,7 +267,7 @@ class MemoryView:
         else:  # Jaccard ≥ threshold > 0 needs a shared word
             index = self._goal_index(domain)
             seen: dict[str, Trajectory] = {}
-            for w in words(goal):
+            for w in goal_words(goal):
                 for t in index.get(w, ()):
                     seen[t.trajectory_id] = t
             cands = seen.values()

@@ -121,9 +121,10 @@ def test_memory_events_logs(tmp_path: Path) -> None:
     result = import_source(store, EVENT_LOGS)
     assert result.counts["error_recall"] == 2 and result.counts["lessons_pruned"] == 1
     events = list(store.read(result.first_seq + 1))
-    # the seed lessons memory.json did not hold come first, as a run would write them
+    # the seed lessons memory.json did not hold (by dedup key: its Enter lesson has none, ours is
+    # keyed click / "intercepts pointer") come first, as a run would write them
     seeded = [e for e in events if e.type == "lesson_seeded"]
-    assert [e.data["lesson"][:13] for e in seeded] == ["If an overlay"] and events[:len(seeded)] == seeded
+    assert [e.data["lesson"][:13] for e in seeded] == ["After enterin", "If an overlay"] and events[:len(seeded)] == seeded
     events = events[len(seeded):]
     # the run directory names the run and its time
     assert {e.run_id for e in events} == {"run_20260312T143000Z", "run_20260313T091500Z"}

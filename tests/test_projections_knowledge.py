@@ -7,7 +7,7 @@ import pytest
 
 from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.projections.parameters import Policy
-from memtape.projections.text import words
+from memtape.projections.text import goal_words
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory
@@ -113,9 +113,9 @@ def test_jaccard_exactly_half_matches_and_below_does_not(fresh_ledger):
 
 
 def test_goal_words_are_tokenized_as_seed_000s_agent_does(fresh_ledger):
-    assert words("Find a Hotel in N.Y.!") == {"find", "hotel", "in", "ny"}
-    assert words("Sign up by e-mail") == {"sign", "up", "by", "email"}
-    assert words("a b c ! ?") == frozenset()
+    assert goal_words("Find a Hotel in N.Y.!") == {"find", "hotel", "in", "ny"}
+    assert goal_words("Sign up by e-mail") == {"sign", "up", "by", "email"}
+    assert goal_words("a b c ! ?") == frozenset()
     MemoryWriter(fresh_ledger).append([trajectory("t1", "Find a Hotel in N.Y.!", when=T0),
                                        trajectory("t2", "e-mail the host", domain="b.com", when=T0)])
     v = view(fresh_ledger)

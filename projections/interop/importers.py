@@ -262,6 +262,12 @@ def _run_dir_id(path: Path) -> str | None:
     return name if name.startswith("run") and IDENT_RE.match(name) else None
 
 
+def _pattern_in(lesson: Lesson | None, error: str) -> bool:
+    """Did a recall on `error` (lower-cased) match `lesson` by its error pattern (the rule a recall
+    counts a use by, as `MemoryView.error_matches` applies it)?"""
+    return lesson is not None and bool(lesson.error_pattern) and lesson.error_pattern.lower() in error
+
+
 def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], bool]) -> list[str]:
     """Ids for the lessons a read listed, only when every one is known (the lists are parallel)."""
     known = [index.pick(t, fits) for t in texts]
@@ -390,9 +396,11 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
         return Tier1Loaded(count=line.count, lessons=line.lessons,
                            lesson_ids=_lesson_ids(line.lessons, index, lambda les: les.tier == 1)), None
     if isinstance(line, ErrorRecallLine):
+        ids = _lesson_ids(line.lessons, index, lambda les: bool(les.failed_command or les.error_pattern))
+        snippet = line.error_snippet.lower()
         return ErrorRecall(command=line.command, error_snippet=line.error_snippet, matched=line.matched,
-                           lessons=line.lessons, lesson_ids=_lesson_ids(
-                               line.lessons, index, lambda les: bool(les.failed_command or les.error_pattern))), None
+                           lessons=line.lessons, lesson_ids=ids, counted_ids=[  # a use only where the pattern matched
+                               i for i in ids if _pattern_in(index.state.lessons.get(i), snippet)]), None
     if isinstance(line, DomainRecallLine):
         return DomainRecall(matched=line.matched, lessons=line.lessons,
                             lesson_ids=_lesson_ids(line.lessons, index, lambda les: domain_matches(

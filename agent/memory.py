@@ -1105,7 +1105,8 @@ class Run:
 
     def _learning(self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool) -> list[NewEvent]:
         """The events of finishing the run with `steps`: what it learned (into `learned`), the uses of
-        patterns, the session entry, graded steps and run_completed."""
+        patterns, the session entry, graded steps and run_completed (a run with memory off writes only
+        run_completed: it neither reads nor writes memory a later run retrieves)."""
         events: list[NewEvent] = []
         run_domain = domain_of(self.start_url)
         if self.enabled:
@@ -1134,8 +1135,9 @@ class Run:
                 "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
                 "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
                 "turns_used": run.turns, "duration_ms": round(run.duration_ms, 3)}, domain=run_domain))
-        for step, grade in grade_steps(steps, run):
-            events.append(self._event(StepGraded, grade, step=step, domain=None))
+        if self.enabled:  # a baseline run's graded steps would be memory a later run retrieves
+            for step, grade in grade_steps(steps, run):
+                events.append(self._event(StepGraded, grade, step=step, domain=None))
         events.append(self._event(RunCompleted, {
             "success": run.success, "summary": run.summary[:2000], "result": run.result,
             "reason": run.reason, "final_url": run.final_url, "turns": run.turns,

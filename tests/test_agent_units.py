@@ -40,6 +40,7 @@ from memtape.agent.sites import load_cases
 from memtape.ledger.events import RunCompleted
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
+from memtape.projections.view import MemoryView
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
              'intercepts pointer events')
@@ -469,7 +470,9 @@ def test_memory_off_logs_the_run_but_learns_nothing(tmp_path: Any) -> None:
     types = {e.type for e in store.read()}
     assert {"run_started", "step_recorded", "run_completed", "context_built"} <= types
     assert not types & {"lesson_seeded", "lesson_recorded", "tier1_loaded", "error_recall", "session_recorded",
-                        "trajectory_recorded", "fact_observed"}
+                        "trajectory_recorded", "fact_observed", "step_graded"}
+    view = MemoryView.open(store, None)  # a later run of the session retrieves no step of the baseline
+    assert all(m.outcome == "pending" for steps in view.state.step_memories.by_run.values() for m in steps.values())
 
 
 def test_goal_password_is_scrubbed_from_every_event(tmp_path: Any) -> None:

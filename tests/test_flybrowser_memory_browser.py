@@ -122,7 +122,7 @@ def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger
     prompts = [e.data for e in events(store, r.run_id, "context_built") if e.data["prompt"] == "step"]
     wm = [i for p in prompts for i in p["items"] if i["source"] == "working_memory"]
     assert any("Already failed here" in i["text"] and "click" in i["text"] for i in wm)
-    assert any("http://help.test/ -> http://help.test/more" in i["text"] for i in wm)
+    assert any('"http://help.test/" -> "http://help.test/more"' in i["text"] for i in wm)  # fenced data
     for p in prompts:  # every item's tokens follow its detected content type
         for i in p["items"]:
             assert i["content_type"] in CHARS_PER_TOKEN and 0.5 <= i["confidence"] <= 1

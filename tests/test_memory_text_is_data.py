@@ -131,7 +131,8 @@ def test_a_tier1_category_is_refused_through_library_http_and_mcp(tmp_path: Path
                          {"type": "lesson_seeded", "lesson_id": "lsn_x", "lesson": HOSTILE, "category": category},
                          {"type": "lesson_pinned", "lesson_id": "lsn_x", "pinned_by": "agent", "reason": "r",
                           "from_category": "error_recovery"}):
-                answer = http.post("/events", content=orjson.dumps(line) + b"\n")  # raw lines: no way round
+                answer = http.post("/events", content=orjson.dumps(line) + b"\n",  # raw lines: no way round
+                                   headers={"content-type": "application/x-ndjson"})
                 assert answer.status_code == 400 and "Tier 1" in answer.json()["error"], answer.text
 
     async def over_mcp() -> str:

@@ -27,7 +27,7 @@ def plant(memory: Path) -> None:
     with memtape.open(memory) as mem:
         with mem.start_run(goal="planted goal", start_url="https://planted.example/") as run:
             run.record_step(step=1, action="click", target='button "Planted"')
-            run.record_lesson("a planted lesson", category="best_practice", step=1)
+            run.record_lesson("a planted lesson", category="error_recovery", step=1)
             run.finish(success=True, outcome="planted")
         mem.state("lessons")
 

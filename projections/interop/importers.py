@@ -265,7 +265,8 @@ def _run_dir_id(path: Path) -> str | None:
 def _pattern_in(lesson: Lesson | None, error: str) -> bool:
     """Did a recall on `error` (lower-cased) match `lesson` by its error pattern (the rule a recall
     counts a use by, as `MemoryView.error_matches` applies it)?"""
-    return lesson is not None and bool(lesson.error_pattern) and lesson.error_pattern.lower() in error
+    pattern = lesson.error_pattern if lesson is not None else None
+    return bool(pattern) and str(pattern).lower() in error
 
 
 def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], bool]) -> list[str]:

@@ -4,11 +4,13 @@ ledger does not keep left out)."""
 from __future__ import annotations
 
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock, normalize_ts
 from memtape.ledger.store import SqliteStore
 from memtape.projections.interop.exporters import export_memory
@@ -24,6 +26,18 @@ from memtape.projections.interop.sources import (
 from memtape.projections.view import MemoryView
 
 DATA = Path(__file__).parent / "data" / "interop"
+
+
+def memory_at(root: Path, start: str = "2026-03-12T14:30:00Z") -> tuple[Memory, SteppingClock]:
+    """A memory in `root` whose clock starts at `start` and steps 250 ms an event."""
+    root.mkdir(parents=True, exist_ok=True)
+    clock = SteppingClock(start, step=timedelta(milliseconds=250))
+    return Memory(SqliteStore.open(root / "ledger.db", clock=clock, synchronous="OFF")), clock
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """Every file under `root`, by its relative path: what a byte-for-byte round trip compares."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def new_store(root: Path) -> SqliteStore:

@@ -19,26 +19,16 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.interop.importers import import_source
 from memtape.projections.interop.sources import SourceError
 from memtape.projections.view import MemoryView
-from tests.interop_support import export_of
+from tests.interop_support import export_of, files_of, memory_at
 
 SITE = "shop.test"
 
 
-def _memory(root: Path, start: str = "2026-03-12T14:30:00Z") -> tuple[Memory, SteppingClock]:
-    root.mkdir(parents=True, exist_ok=True)
-    clock = SteppingClock(start, step=timedelta(milliseconds=250))
-    return Memory(SqliteStore.open(root / "ledger.db", clock=clock, synchronous="OFF")), clock
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def _round_trip(store: SqliteStore, tmp: Path) -> tuple[dict[str, bytes], dict[str, bytes], SqliteStore]:
     first = export_of(store, "agent-memory", tmp / "first")
-    again, _clock = _memory(tmp / "again", start="2030-01-01T00:00:00Z")
+    again, _clock = memory_at(tmp / "again", start="2030-01-01T00:00:00Z")
     import_source(again.store, first)
-    return _files(first), _files(export_of(again.store, "agent-memory", tmp / "second")), again.store
+    return files_of(first), files_of(export_of(again.store, "agent-memory", tmp / "second")), again.store
 
 
 def _selector_counts(store: SqliteStore) -> dict[str, tuple[int, int]]:
@@ -46,7 +36,7 @@ def _selector_counts(store: SqliteStore) -> dict[str, tuple[int, int]]:
 
 
 def test_each_selector_keeps_its_own_counts(tmp_path: Path) -> None:
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     with mem.start_run(goal="send the form", start_url=f"https://{SITE}/", case_id="form-1") as run:
         for selector, ok in (("#s1", True), ("#s1", True), ("#s2", True), ("#s2", False), ("#s2", False)):
             run.selector_result('button "Send"', selector, ok, error=None if ok else "timeout")
@@ -87,7 +77,7 @@ def test_seed_000s_own_files_still_import(tmp_path: Path) -> None:
                   {"id": "b", "name": "B", "verified": False, "turnsUsed": 9, "durationMs": 1001}]}))
     (root / "hints.json").write_bytes(orjson.dumps({"hints": "FEEDBACK FROM PREVIOUS RUNS:\n- STUCK LOOPS DETECTED",
                                                     "updatedAt": "2026-03-10T10:00:00.000Z"}))
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     result = import_source(mem.store, root)
     assert (result.counts["selectors"], result.counts["suites_not_kept"], result.counts["derived_files"]) == (1, 1, 1)
     assert _selector_counts(mem.store) == {"#go": (2, 0)}
@@ -108,7 +98,7 @@ def test_bad_new_files_are_refused(tmp_path: Path, rel: str, obj: Any, expected:
     (root / "domains").mkdir(parents=True)
     (root / rel).parent.mkdir(parents=True, exist_ok=True)
     (root / rel).write_bytes(orjson.dumps(obj))
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     with pytest.raises(SourceError) as info:
         import_source(mem.store, root)
     assert expected in str(info.value) and str(info.value).startswith(rel), str(info.value)
@@ -153,7 +143,7 @@ def _run(mem: Memory, clock: SteppingClock, goal: str, plan: list[Any], success:
 @given(runs)
 def test_generated_memory_round_trips_byte_for_byte(tmp_path_factory: pytest.TempPathFactory, plan: list[Any]) -> None:
     tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
-    mem, clock = _memory(tmp / "a")
+    mem, clock = memory_at(tmp / "a")
     for goal, run_steps, success, gap, case_id in plan:
         _run(mem, clock, goal, run_steps, success, gap, case_id)
     first, second, again = _round_trip(mem.store, tmp)

@@ -23,20 +23,10 @@ from memtape.projections.lessons import lesson_id_for
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
 from tests.cli_runner import run_cli
-from tests.interop_support import export_of
+from tests.interop_support import export_of, files_of, memory_at
 
 FILL_SEED = SEEDS[0][0]
 SEED_TEXTS = [text for text, *_ in SEEDS]
-
-
-def _memory(root: Path, start: str = "2026-03-12T14:30:00Z") -> tuple[Memory, SteppingClock]:
-    root.mkdir(parents=True, exist_ok=True)
-    clock = SteppingClock(start, step=timedelta(milliseconds=250))
-    return Memory(SqliteStore.open(root / "ledger.db", clock=clock, synchronous="OFF")), clock
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _lines(data: bytes) -> list[dict[str, Any]]:
@@ -50,10 +40,10 @@ def _lessons(store: SqliteStore) -> list[tuple[str, str, int, str]]:
 def _round_trip(store: SqliteStore, tmp: Path) -> tuple[dict[str, bytes], dict[str, bytes], SqliteStore]:
     """Export, import into a fresh memory whose clock is elsewhere in time, export again."""
     first = export_of(store, "memory-events", tmp / "first")
-    again, _clock = _memory(tmp / "again", start="2030-01-01T00:00:00Z")
+    again, _clock = memory_at(tmp / "again", start="2030-01-01T00:00:00Z")
     import_source(again.store, first)
     second = export_of(again.store, "memory-events", tmp / "second")
-    return _files(first), _files(second), again.store
+    return files_of(first), files_of(second), again.store
 
 
 def _walkthrough(mem: Memory) -> str:
@@ -74,7 +64,7 @@ def _walkthrough(mem: Memory) -> str:
 
 
 def test_the_walkthrough_exports_the_documents_lines(tmp_path: Path) -> None:
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     run_id = _walkthrough(mem)
     data = run_memory_events(mem.store, run_id)
     lines = _lines(data)
@@ -99,7 +89,7 @@ def test_the_walkthrough_exports_the_documents_lines(tmp_path: Path) -> None:
 
 def test_a_running_run_is_a_view_at_any_time(tmp_path: Path) -> None:
     """Live: the file of a run still running holds what happened so far, and grows with it."""
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     run = mem.start_run(goal="look", start_url="https://www.bing.com/")
     assert run_memory_events(mem.store, run.run_id) == b""
     run.tier1()
@@ -110,7 +100,7 @@ def test_a_running_run_is_a_view_at_any_time(tmp_path: Path) -> None:
 
 
 def test_cli_exports_and_imports_the_logs(tmp_path: Path) -> None:
-    mem, _clock = _memory(tmp_path / "mem")
+    mem, _clock = memory_at(tmp_path / "mem")
     run_id = _walkthrough(mem)
     mem.close()
     out = run_cli("--memory-dir", str(tmp_path / "mem"), "export", "--format", "memory-events",
@@ -121,7 +111,7 @@ def test_cli_exports_and_imports_the_logs(tmp_path: Path) -> None:
     again = run_cli("--memory-dir", str(tmp_path / "fresh"), "export", "--format", "memory-events",
                     "--out", str(tmp_path / "runs2"))
     assert again.code == 0, again.err
-    assert _files(tmp_path / "runs2") == _files(tmp_path / "runs") and (tmp_path / "runs" / run_id).is_dir()
+    assert files_of(tmp_path / "runs2") == files_of(tmp_path / "runs") and (tmp_path / "runs" / run_id).is_dir()
 
 
 # ---- generated runs ----------------------------------------------------------------------
@@ -176,7 +166,7 @@ def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list
 def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, plan: list[Any],
                                    forget_one: tuple[str, Any] | None) -> None:
     tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
-    mem, clock = _memory(tmp / "a")
+    mem, clock = memory_at(tmp / "a")
     run_ids = []
     for site, gap, run_steps, success in plan:
         run_ids.append(_run(mem, clock, site, gap, run_steps, success))
@@ -185,7 +175,7 @@ def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, pla
         subject = {"lesson": lambda: lesson_id_for(what[2], what[3], None, what[0]),
                    "run": lambda: run_ids[what % len(run_ids)], "domain": lambda: what}[kind]()
         forget(mem.store, kind, subject)
-    if not _files(export_of(mem.store, "memory-events", tmp / "probe")):
+    if not files_of(export_of(mem.store, "memory-events", tmp / "probe")):
         assert forget_one is not None  # every run forgotten: nothing to say, nothing to import
         return
     first, second, again = _round_trip(mem.store, tmp)
@@ -206,7 +196,7 @@ def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, pla
 
 
 def test_a_pruned_lesson_keeps_its_lines_and_a_forgotten_one_loses_them(tmp_path: Path) -> None:
-    mem, clock = _memory(tmp_path / "mem")
+    mem, clock = memory_at(tmp_path / "mem")
     with mem.start_run(goal="buy", start_url="https://shop.test/") as run:
         stale = run.record_lesson("Wait for the cart badge.", failed_command="click", error_pattern="timeout")
         gone = run.record_lesson("Close the chat bubble first.", failed_command="click", error_pattern="obscured")
@@ -217,8 +207,8 @@ def test_a_pruned_lesson_keeps_its_lines_and_a_forgotten_one_loses_them(tmp_path
         run.finish(success=True, outcome="bought")
     mem.close()
     assert run_cli("--memory-dir", str(tmp_path / "mem"), "forget", "--lesson", gone).code == 0
-    mem, _clock = _memory(tmp_path / "mem")
-    files = {k.split("/")[0]: _lines(v) for k, v in _files(export_of(mem.store, "memory-events", tmp_path / "x")).items()}
+    mem, _clock = memory_at(tmp_path / "mem")
+    files = {k.split("/")[0]: _lines(v) for k, v in files_of(export_of(mem.store, "memory-events", tmp_path / "x")).items()}
     # the pruned lesson was said when it was learned and stays said; the forgotten one is gone
     assert [x["lesson"] for x in files[first_run] if x["event"] == "lesson_recorded"] == ["Wait for the cart badge."]
     assert [(x["event"], x["pruned_count"]) for x in files[run.run_id] if x["event"] == "lessons_pruned"] == [
@@ -237,9 +227,9 @@ def test_a_line_about_a_lesson_the_logs_never_recorded_brings_it_back(tmp_path: 
     log.parent.mkdir(parents=True)
     log.write_bytes(b'{"event": "lesson_deduplicated", "lesson": "Never recorded here.", "new_use_count": 3, '
                     b'"ts": "2026-03-13T09:15:00.000Z"}\n')
-    mem, _clock = _memory(tmp_path / "a")
+    mem, _clock = memory_at(tmp_path / "a")
     result = import_source(mem.store, tmp_path / "runs")
     assert result.counts["lessons_not_in_log"] == 1
     back = next(les for les in MemoryView.open(mem.store).lessons() if les.lesson == "Never recorded here.")
     assert (back.use_count, back.category, back.source) == (3, "error_recovery", "learned")
-    assert _files(export_of(mem.store, "memory-events", tmp_path / "out")) == _files(tmp_path / "runs")
+    assert files_of(export_of(mem.store, "memory-events", tmp_path / "out")) == files_of(tmp_path / "runs")

@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, over_memory, print_json, show
-from devtools.synthetic import ensure_ledger
+from devtools.synthetic import ensure_memory
 from memtape.ledger.jsonl import parse_event
 from memtape.ledger.location import LEDGER_FILE
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import caught_up
 
 BENCH = "catchup"
 PROJECTIONS_FILE = "projections.db"
@@ -74,17 +72,6 @@ for name in PROJECTIONS:
     getattr(view.state, name)
 print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
 """
-
-
-def ensure_memory(memory: Path, n: int) -> int:
-    """The ledger in `memory` (built with `n` synthetic events when it has none) and projections.db
-    current; its head."""
-    head = ensure_ledger(memory, n)
-    with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
-        t0 = time.perf_counter()
-        caught_up(store, memory / PROJECTIONS_FILE)
-        print(f"projections.db current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return head
 
 
 def one_fact() -> list[dict[str, Any]]:

@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, over_memory, print_json, show
-from devtools.synthetic import ensure_ledger
+from devtools.synthetic import ensure_memory
 from memtape.ledger.location import LEDGER_FILE
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import caught_up
 
 BENCH = "first_write"
 PROJECTIONS_FILE = "projections.db"
@@ -76,17 +74,6 @@ t2 = time.perf_counter()
 mem.close()
 print(json.dumps({"open": t1 - t0, "write": t2 - t1, "held": sum(held)}))
 """
-
-
-def ensure_memory(memory: Path, n: int) -> int:
-    """The ledger in `memory` (built with `n` synthetic events when it has none) and projections.db
-    current; its head."""
-    head = ensure_ledger(memory, n)
-    with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
-        t0 = time.perf_counter()
-        caught_up(store, memory / PROJECTIONS_FILE)
-        print(f"projections.db of {head:,} events current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return head
 
 
 def trial(memory: Path, work: Path) -> dict[str, float]:

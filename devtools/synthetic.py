@@ -39,9 +39,10 @@ from memtape.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
-from memtape.ledger.location import LEDGER_FILE
+from memtape.ledger.location import LEDGER_FILE, PROJECTIONS_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.lessons import lesson_id_for
+from memtape.projections.materialize import caught_up
 
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
 ERRORS = ["timeout exceeded", "intercepts pointer events", "too many arguments", "element not visible",
@@ -153,3 +154,14 @@ def ensure_ledger(memory: Path, n: int) -> int:
         store.close()
     with SqliteStore.open(path, create=False) as store:
         return int(store.head())
+
+
+def ensure_memory(memory: Path, n: int) -> int:
+    """The ledger in `memory` (built with `n` synthetic events when it has none) and projections.db
+    current; its head."""
+    head = ensure_ledger(memory, n)
+    with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
+        t0 = time.perf_counter()
+        caught_up(store, memory / PROJECTIONS_FILE)
+        print(f"projections.db of {head:,} events current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return head

@@ -74,7 +74,8 @@ def main() -> int:
     for version in versions:
         venv = args.dir / f"browser-use-{version}"
         installed = prepare(venv, version)
-        run = subprocess.run([str(venv / "bin/python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
+        # the project's addopts spread the suite over the cores (pytest-xdist, not in these venvs)
+        run = subprocess.run([str(venv / "bin/python"), "-m", "pytest", "-q", "-o", "addopts=-p no:cacheprovider", *TESTS],
                              cwd=ROOT, env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}",
                                             "PYTHONPATH": str(ROOT)},
                              capture_output=True, text=True)

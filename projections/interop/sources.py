@@ -66,6 +66,8 @@ Time = Annotated[str, AfterValidator(_time)]
 Domain = Annotated[str, AfterValidator(_domain)]
 Ident = Annotated[str, AfterValidator(_ident)]
 Count = Annotated[int, Field(ge=0, le=2**53)]
+#: a duration or an average: finite and not negative
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):
@@ -183,7 +185,7 @@ class Seed000Session(Strict):
     finalUrl: Text = ""
     timestamp: Time
     turnsUsed: Count = 0
-    durationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+    durationMs: Amount = 0
 
 
 class Seed000Knowledge(Strict):
@@ -321,7 +323,7 @@ class Seed000Trajectory(Strict):
     origin: Text | None = None
     steps: list[Seed000TrajectoryStep]
     success: bool = True
-    durationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+    durationMs: Amount = 0
     model: Text | None = None
     timestamp: Time
 
@@ -338,7 +340,7 @@ class Seed000SuiteTest(Strict):
     name: Text = ""
     verified: bool
     turnsUsed: Count = 0
-    durationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+    durationMs: Amount = 0
 
 
 class Seed000RunSummary(Strict):
@@ -351,9 +353,9 @@ class Seed000RunSummary(Strict):
     passed: Count
     failed: Count
     passRate: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-    avgTurns: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    avgDurationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    totalDurationMs: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    avgTurns: Amount
+    avgDurationMs: Amount
+    totalDurationMs: Amount
     tests: list[Seed000SuiteTest] = Field(default_factory=list)
 
     @model_validator(mode="after")

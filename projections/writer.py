@@ -70,11 +70,12 @@ class RunSoFar:
         return [self.steps[n] for n in sorted(self.steps)]
 
 
-def touched(types: Collection[str]) -> set[str]:
+def touched(types: Collection[str] | None) -> set[str]:
     """The writer's projections that appending observations of `types` reads or folds: those that
     fold each type (`decide` reads only those, and its decisions fold into them), and all of them
-    for a run start (the start-of-run policy reads lessons, facts and trajectories)."""
-    if "run_started" in types:
+    for a run start (the start-of-run policy reads lessons, facts and trajectories) or when the
+    types are not known beforehand (None)."""
+    if types is None or "run_started" in types:
         return set(WRITER_PROJECTIONS)
     table = dispatch(WRITER_PROJECTIONS)
     return {name for t in types for name, _ in table.get(t, ())}
@@ -96,7 +97,7 @@ class MemoryWriter:
         self.runs: dict[str, RunSoFar] = {}
         self._tx: Transaction | None = None
 
-    def _warm(self, types: Collection[str]) -> None:
+    def _warm(self, types: Collection[str] | None) -> None:
         """Start from projections.db (outside the write lock) instead of folding the whole log, and
         decode there, not inside the transaction, the projections that events of `types` touch."""
         if self.state is None and self.projections_path is not None:
@@ -170,7 +171,7 @@ class MemoryWriter:
         return out
 
     @contextmanager
-    def _transaction(self, types: Collection[str] = ("run_started",)) -> Iterator[tuple[Transaction, MemoryState]]:
+    def _transaction(self, types: Collection[str] | None = None) -> Iterator[tuple[Transaction, MemoryState]]:
         """The write transaction every append runs in (of events of `types`: every type when not
         known beforehand); appends inside `atomic()` join the open one."""
         if self._tx is not None:

@@ -5,7 +5,6 @@ line; nobody else needs to know what sqlite3 (or psycopg) raises.
 """
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import sqlite3
@@ -76,15 +75,6 @@ def is_full(path: str | os.PathLike[str]) -> bool:
         return shutil.disk_usage(where).free < NEARLY_FULL
     except OSError:
         return False
-
-
-def describe_os_error(exc: OSError, path: str | os.PathLike[str]) -> LedgerError:
-    """Map an OSError met while writing a memory file to the project's exception, in one line."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return disk_full(path)
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return LedgerReadOnly(f"{path}: cannot write ({exc.strerror})")
-    return LedgerError(f"{path}: {exc.strerror or exc}")
 
 
 class ChainBroken(LedgerError):

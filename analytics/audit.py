@@ -41,7 +41,7 @@ from memtape.ledger.errors import UnknownItem
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import Store
-from memtape.projections.materialize import caught_up, indexed_memory, projection_at
+from memtape.projections.cache.materialize import caught_up, indexed_memory, projection_at
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.state import MemoryState, fold
 from memtape.projections.view import MemoryView

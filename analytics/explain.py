@@ -8,7 +8,7 @@ each event), pruned or expired, and when part of it was forgotten — plus the
 item as it stands now. Forgotten subjects are unknown here.
 
 With projections.db, the events of the life are found by its index of mentions
-(`projections.mentions`: which events name which item) and read by seq through
+(`projections.cache.mentions`: which events name which item) and read by seq through
 the store's verified read; without it, every event of the item's types is read.
 
 Usage::
@@ -27,15 +27,16 @@ from memtape.analytics.forget import Forgotten, lesson_id_of
 from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import knowledge, mentions
+from memtape.projections import knowledge
+from memtape.projections.cache import mentions
+from memtape.projections.cache.materialize import indexed_memory
 from memtape.projections.knowledge import fact_id_for
 from memtape.projections.lessons import counted
-from memtape.projections.materialize import indexed_memory
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.selectors import ranked
 from memtape.projections.view import MemoryView
 
-#: the events of some types that name some items (`projections.mentions` keys), in log order
+#: the events of some types that name some items (`projections.cache.mentions` keys), in log order
 Read = Callable[[list[str] | tuple[str, ...], list[str]], Iterable[RecordedEvent]]
 
 LESSON_EVENTS = (*mentions.LESSON_TYPES, *mentions.RECALL_TYPES, "subject_forgotten")

@@ -7,7 +7,7 @@ folds it: it removes what memory held before it, and what is learned after it
 is new. So an event is hidden when a later forget covers it: events about a
 forgotten run, session, domain (with its subdomains, as
 `projections.text.domain_matches` says) or lesson — except the events that
-name lessons (`projections.mentions`), which, as in the lessons projection
+name lessons (`projections.cache.mentions`), which, as in the lessons projection
 where a universal lesson survives the forgetting of a place it was used, stay
 with their run, step and domain masked and the forgotten subjects taken out of
 their payload. The runs a forget takes along are the ones the runs projection
@@ -40,7 +40,8 @@ from typing import Any
 
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import knowledge, lessons, mentions
+from memtape.projections import knowledge, lessons
+from memtape.projections.cache import mentions
 from memtape.projections.knowledge import Fact, KnowledgeState
 from memtape.projections.lessons import lesson_id_in
 from memtape.projections.parameters import DEFAULT_POLICY, Policy

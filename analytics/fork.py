@@ -25,7 +25,7 @@ from memtape.ledger.errors import LedgerError
 from memtape.ledger.location import ISOLATIONS, LEDGER_FILE, memory_dir, write_fork_info
 from memtape.ledger.store import SqliteStore, Store
 from memtape.ledger.urls import display_url
-from memtape.projections.materialize import resolve_seq as seq_of
+from memtape.projections.cache.materialize import resolve_seq as seq_of
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,12 @@ from memtape.ledger import location
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EVENT_TYPES, RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import intervals
-from memtape.projections.intervals import INDEXED, NO_KEY, OPEN
-from memtape.projections.materialize import caught_up, discard, opened
+from memtape.projections.cache import intervals
+from memtape.projections.cache.intervals import NO_KEY, OPEN
+from memtape.projections.cache.materialize import caught_up, discard, opened
+from memtape.projections.cache.seal import Seal, warn
+from memtape.projections.folds import INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.seal import Seal, warn
 from memtape.projections.state import fingerprint, sources_digest
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ DDL = (
     "CREATE TABLE _mirror (seq BIGINT, ledger_hash VARCHAR, version VARCHAR, digest VARCHAR, mac VARCHAR)",
 )
 #: the projections whose versions the mirror holds: every indexed one
-MIRRORED = INDEXED
+MIRRORED = tuple(INDEXED)
 _EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
                "run_id", "step", "domain", "lesson_id", "payload")
 #: Arrow type names of the batches (pyarrow loads only to fill the mirror: a current one is read without it)

@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 from bench import Figure, print_json, show
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import rebuild
+from memtape.projections.cache.materialize import rebuild
 from memtape.projections.view import MemoryView
 
 ROOT = Path(__file__).resolve().parent.parent

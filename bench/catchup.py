@@ -51,7 +51,7 @@ CATCH_UP = """
 import json, sys, time
 from pathlib import Path
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import caught_up
+from memtape.projections.cache.materialize import caught_up
 store = SqliteStore.open(Path(sys.argv[1]) / "ledger.db", create=False)
 t0, c0 = time.perf_counter(), time.process_time()
 caught_up(store, Path(sys.argv[1]) / "projections.db")

@@ -58,7 +58,7 @@ from memtape.analytics.mirror import DDL, connect
 from memtape.analytics.queries import sql_text
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import caught_up
+from memtape.projections.cache.materialize import caught_up
 
 BENCH = "duck_queries"
 #: the mirror's tables the views read beside `events`, left empty: the raw ledger has no validity intervals

@@ -50,10 +50,11 @@ from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.store import SqliteStore
 from memtape.projections import lessons as lessons_mod
+from memtape.projections.cache.materialize import collector_paused, indexed_memory, projection_at, rebuild
+from memtape.projections.folds import FOLDS
 from memtape.projections.lessons import Lesson, LessonsState
-from memtape.projections.materialize import collector_paused, indexed_memory, projection_at, rebuild
 from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, decode, encode, fold, module
+from memtape.projections.state import PROJECTIONS, MemoryState, decode, encode, fold
 from memtape.projections.text import domain_matches
 from memtape.projections.trajectories import Trajectory, TrajectoryStep, rank
 from memtape.projections.view import MemoryView
@@ -284,7 +285,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
                     t0 = time.perf_counter()
                     decode(name, raw)
                     floor.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
-                items[name] = max(items.get(name, 0), sum(len(rows) for rows in module(name).tables(got).values()))
+                items[name] = max(items.get(name, 0), sum(len(rows) for rows in FOLDS[name].tables(got).values()))
         slowest = max(whole, key=lambda k: p99(whole[k]))
         figs.append(Figure(BENCH, "as-of: a whole projection at a random seq, p99", p99([x for v in whole.values() for x in v]),
                            "ms", "fold everything from seq 1", statistics.median(base), higher_is_better=False,

@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 from bench import Figure, print_json, show
 from devtools.synthetic import build_ledger
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import rebuild
+from memtape.projections.cache.materialize import rebuild
 from memtape.projections.state import digests
 
 BENCH = "verified_reads"

@@ -49,7 +49,7 @@ def _measure(directory: Path, n: int, follower: str, seed: int, catch_up: bool =
     """Delays (ms) of n appends seen by the given follower ('watch' or 'poll'): in projections.db,
     or (catch_up=False) only noticed by the follower."""
     from memtape.analytics.watch import follow_projections
-    from memtape.projections.materialize import Catchup
+    from memtape.projections.cache.materialize import Catchup
     from memtape.projections.parameters import DEFAULT_POLICY
 
     ledger = directory / "ledger.db"

@@ -41,8 +41,8 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.location import LEDGER_FILE, PROJECTIONS_FILE
 from memtape.ledger.store import SqliteStore
+from memtape.projections.cache.materialize import caught_up
 from memtape.projections.lessons import lesson_id_for
-from memtape.projections.materialize import caught_up
 
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
 ERRORS = ["timeout exceeded", "intercepts pointer events", "too many arguments", "element not visible",

@@ -34,7 +34,7 @@ from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind,
 from memtape.ledger.errors import LedgerError as MemtapeError
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
-from memtape.projections.materialize import ProjectionsHead
+from memtape.projections.cache.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
 from memtape.projections.report import STATE_KINDS, open_state

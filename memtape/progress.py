@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from memtape.projections.materialize import FoldProgress
+from memtape.projections.cache.materialize import FoldProgress
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

@@ -9,7 +9,7 @@ seq before the forget, folded from the log, still shows the subject.
 
 projections.db is disposable but physical, so `forget` also scrubs it: the
 periodic snapshots taken before the forget (which still hold the subject) are
-dropped — and `projections.materialize` never takes a snapshot before the
+dropped — and `projections.cache.materialize` never takes a snapshot before the
 latest forget again — and the file is vacuumed and its WAL truncated, so the
 deleted rows leave no bytes behind in free pages or old WAL frames. The
 analytics mirror beside it (analytics.duckdb) is deleted outright: the next
@@ -31,10 +31,11 @@ from memtape.ledger import location
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memtape.ledger.store import Store
-from memtape.projections.materialize import _lock, load_state, opened, writing
+from memtape.projections.cache.materialize import _lock, load_state, opened, writing
+from memtape.projections.folds import FOLDS
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.runs import covered
-from memtape.projections.state import PROJECTIONS, MemoryState, module
+from memtape.projections.state import PROJECTIONS, MemoryState
 from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
@@ -77,7 +78,7 @@ def normalize_subject(kind: str, subject: str) -> str:
 def _row_counts(state: MemoryState) -> dict[str, int]:
     counts: dict[str, int] = {}
     for name in PROJECTIONS:
-        for table, rows in module(name).tables(getattr(state, name)).items():
+        for table, rows in FOLDS[name].tables(getattr(state, name)).items():
             counts[table] = counts.get(table, 0) + len(rows)
     return counts
 

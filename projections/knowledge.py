@@ -118,7 +118,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"current": 2, "closed": 1}
 
 

@@ -249,7 +249,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"lessons": 1, "by_key": 1, "seeded": 0, "recorded": 0}
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from memtape.ledger.errors import InvalidEvent, UnknownItem
 from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
 from memtape.ledger.store import Store
+from memtape.projections.cache.materialize import load_state
 from memtape.projections.lessons import TIER1_CATEGORIES
-from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.writer import MemoryWriter
 

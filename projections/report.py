@@ -13,7 +13,7 @@ from typing import Any
 
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
-from memtape.projections.materialize import resolve_seq
+from memtape.projections.cache.materialize import resolve_seq
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.view import MemoryView
 

@@ -111,7 +111,7 @@ def covered(kind: str, subject: str, run_id: str | None, session_id: str | None,
     return kind == "domain" and domain_matches(domain, subject)
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"runs": 1}
 
 

@@ -69,7 +69,7 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"by_domain": 2}
 
 

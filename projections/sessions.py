@@ -65,7 +65,7 @@ def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"by_domain": 1}
 
 

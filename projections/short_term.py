@@ -153,7 +153,7 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth): one version per run each time
+#: how projections/cache/intervals.py files this state (field -> depth): one version per run each time
 #: a step, its start or its end changes it, so its short-term memory as of any seq is a lookup
 LAYOUT = {"by_run": 1}
 

@@ -1,7 +1,7 @@
 """MemoryState: every projection's state, and the fold that drives them all.
 
-Each projection module exposes `TYPES` (the event types it folds), `empty()`,
-`apply(state, event, policy) -> state`, `decode(raw)` and `tables(state)`. `apply`
+Each projection module meets `folds.Fold` (the event types it folds, `empty()`,
+`apply(state, event, policy) -> state`, `decode(raw)`, `tables(state)`); `apply`
 updates the state in place and returns it; it is deterministic (no clock, no
 randomness, only insertion-ordered dicts and sorted iteration), so a rebuild and
 a catch-up agree.
@@ -19,35 +19,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from types import CodeType, ModuleType
+from types import CodeType
 from typing import Any
 
 import orjson
 
 from memtape.ledger.errors import UnreadableEvent
 from memtape.ledger.events import RecordedEvent
+from memtape.projections import folds
+from memtape.projections.folds import FOLDS
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 
-#: projection name -> module (one module each); the order is the fold order
-PROJECTION_MODULES: dict[str, str] = {
-    "lessons": "memtape.projections.lessons",
-    "knowledge": "memtape.projections.knowledge",
-    "sessions": "memtape.projections.sessions",
-    "selectors": "memtape.projections.selectors",
-    "trajectories": "memtape.projections.trajectories",
-    "runs": "memtape.projections.runs",
-    "step_memories": "memtape.projections.steps",
-    "short_term": "memtape.projections.short_term",
-    "patterns": "memtape.projections.patterns",
-    "context": "memtape.projections.context",
-    "snapshots": "memtape.projections.snapshots",
-    "sitemap": "memtape.projections.sitemap",
-}
-PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
-
-
-def module(name: str) -> ModuleType:
-    return importlib.import_module(PROJECTION_MODULES[name])
+PROJECTIONS: tuple[str, ...] = tuple(FOLDS)
 
 
 @dataclass
@@ -73,7 +56,7 @@ class MemoryState:
     def empty(cls, names: Iterable[str] = PROJECTIONS) -> "MemoryState":
         state = cls()
         for name in names:
-            setattr(state, name, module(name).empty())
+            setattr(state, name, FOLDS[name].empty())
             state.heads[name] = 0
         return state
 
@@ -103,7 +86,7 @@ def dispatch(names: Iterable[str] = PROJECTIONS) -> dict[str, list[tuple[str, Ap
     """event type -> [(projection, apply)] for the projections that fold it."""
     table: dict[str, list[tuple[str, Apply]]] = {}
     for name in names:
-        mod = module(name)
+        mod = FOLDS[name]
         for t in mod.TYPES:
             table.setdefault(t, []).append((name, mod.apply))
     return table
@@ -156,7 +139,7 @@ def encode(obj: Any) -> bytes:
 
 
 def decode(name: str, raw: bytes) -> Any:
-    return module(name).decode(orjson.loads(raw))
+    return FOLDS[name].decode(orjson.loads(raw))
 
 
 def digest_of(obj: Any) -> str:
@@ -172,7 +155,7 @@ def code_version(name: str) -> str:
     """Digest of every first-party module the projection's fold can execute, as loaded in this process:
     its own module, this driver and their import closure (helpers such as steps.py, the event
     upcasters, clock parsing). A change to any of them means a rebuild."""
-    return sources_digest(PROJECTION_MODULES[name])
+    return sources_digest(FOLDS[name].__name__)
 
 
 @lru_cache(maxsize=None)
@@ -188,7 +171,8 @@ def sources_digest(module_name: str) -> str:
 @lru_cache(maxsize=None)
 def _fold_sources(module_name: str) -> tuple[Path, ...]:
     """Source files of the first-party import closure of `module_name` and of this module,
-    found statically (function-level imports included), in a stable order."""
+    found statically (function-level imports included), in a stable order. The registry of
+    folds is read but not followed: it imports every fold, and a fold runs only its own."""
     seen: dict[str, Path] = {}
     pending = [module_name, __name__]
     while pending:
@@ -199,7 +183,8 @@ def _fold_sources(module_name: str) -> tuple[Path, ...]:
         if path is None:
             continue
         seen[current] = path
-        pending.extend(_first_party_imports(current, path))
+        if current != _REGISTRY:
+            pending.extend(_first_party_imports(current, path))
     return tuple(seen[m] for m in sorted(seen))
 
 
@@ -261,6 +246,7 @@ def _is_module(name: str) -> bool:
 
 
 _FIRST_PARTY = __name__.partition(".")[0]
+_REGISTRY = folds.__name__
 
 
 def fingerprint(name: str, policy: Policy) -> str:

@@ -109,7 +109,7 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"by_run": 2, "session_of": 1}
 
 

@@ -121,7 +121,7 @@ def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> Tr
     return state
 
 
-#: how projections/intervals.py files this state (field -> depth)
+#: how projections/cache/intervals.py files this state (field -> depth)
 LAYOUT = {"by_domain": 2, "session_of": 1}
 
 

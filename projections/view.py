@@ -28,10 +28,10 @@ from memtape.projections import sitemap as sitemap_mod
 from memtape.projections import snapshots as snapshots_mod
 from memtape.projections import steps as steps_mod
 from memtape.projections import trajectories as traj_mod
+from memtape.projections.cache.materialize import load_state
 from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
 from memtape.projections.lessons import Lesson, Match, ranked, ranked_matches, tier1
-from memtape.projections.materialize import load_state
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.patterns import Pattern
 from memtape.projections.runs import RunManifest

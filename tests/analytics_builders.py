@@ -40,7 +40,8 @@ from memtape.ledger.events import (
     event,
 )
 from memtape.ledger.store import Store
-from memtape.projections.state import MemoryState, encode, fold, module
+from memtape.projections.folds import FOLDS, INDEXED
+from memtape.projections.state import MemoryState, encode, fold
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
 LESSON = "When fill fails with 'intercepts pointer events', press Escape first."
@@ -225,7 +226,7 @@ def _leaves(name: str, state: Any) -> dict[tuple[str, str | None, str | None], A
     """A projection's items as (field, item, part) -> JSON, from its canonical encoding."""
     raw = orjson.loads(encode(state))
     out: dict[tuple[str, str | None, str | None], Any] = {}
-    for attr, depth in module(name).LAYOUT.items():
+    for attr, depth in INDEXED[name].LAYOUT.items():
         if depth == 0:
             out[(attr, None, None)] = raw[attr]
         elif depth == 1:
@@ -249,7 +250,7 @@ def memory_at_step_equals_the_fold(store: Store, step_seqs: dict[str, dict[int, 
                 state = fold(MemoryState.empty(), [e for e in events if e.seq < seq])
                 for name in MIRRORED:
                     # a one-value field still at its empty state's value has no version yet
-                    got = {k: v for k, v in _leaves(name, module(name).empty()).items() if k[1] is None}
+                    got = {k: v for k, v in _leaves(name, FOLDS[name].empty()).items() if k[1] is None}
                     got.update({(f, i, p): orjson.loads(v) for _, proj, f, i, p, v in rows if proj == name})
                     assert got == _leaves(name, getattr(state, name)), (run_id, step, name)
                 assert {r[0] for r in rows} <= {seq - 1}

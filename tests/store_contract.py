@@ -32,7 +32,7 @@ from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError
 from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
-from memtape.projections.materialize import ProjectionsHead
+from memtape.projections.cache.materialize import ProjectionsHead
 
 
 class Raw:

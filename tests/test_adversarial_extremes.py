@@ -23,7 +23,7 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, PAYLOAD_ADAPTER, REAL_MAX, NewEvent
 from memtape.ledger.store import SqliteStore
-from memtape.projections import materialize
+from memtape.projections.cache import materialize
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, T, fill

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memtape.agent.memory import AgentMemory
 from memtape.ledger.store import SqliteStore
-from memtape.projections import compression, materialize
+from memtape.projections.cache import compression, materialize
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

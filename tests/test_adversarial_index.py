@@ -18,9 +18,10 @@ import pytest
 from devtools.synthetic import build_ledger
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
-from memtape.projections import compression, counts, intervals, materialize
+from memtape.projections.cache import compression, counts, intervals, materialize
+from memtape.projections.cache.seal import Seal
+from memtape.projections.folds import INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.seal import Seal
 from memtape.projections.state import MemoryState, digest_of, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -198,7 +199,7 @@ def test_a_hand_edit_is_never_served_as_of(memory_path: Path, edit: Edit) -> Non
     store, path, seq = _edited(memory_path, edit)
     want = _folded(store, seq)
     view = MemoryView.open(store, path, as_of=seq)
-    for name in intervals.INDEXED:
+    for name in INDEXED:
         assert digest_of(getattr(view.state, name)) == digest_of(getattr(want, name)), name
     store.close()
 
@@ -225,7 +226,7 @@ def test_a_hand_edit_is_not_sealed_again_by_the_next_catch_up(memory_path: Path,
     for at in (seq, head - 1, head):
         want = _folded(store, at)
         view = MemoryView.open(store, path, as_of=at)
-        for name in intervals.INDEXED:
+        for name in INDEXED:
             assert digest_of(getattr(view.state, name)) == digest_of(getattr(want, name)), (name, at)
         materialize.caught_up(store, path)  # rebuilt if an edit was caught: the index serves again
         with materialize.opened(path) as (conn, _):

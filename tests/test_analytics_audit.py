@@ -148,7 +148,7 @@ def test_explain_each_kind_of_item(hand: tuple[SqliteStore, dict[int, str]]) -> 
 def test_explain_reads_now_from_the_intervals_with_the_folds_answer(hand: tuple[SqliteStore, dict[int, str]]) -> None:
     """With projections.db, each item as it stands now is read by key from the intervals: the
     same answer as folding the whole log."""
-    from memtape.projections import materialize
+    from memtape.projections.cache import materialize
     store, _ = hand
     path = Path(store.path).with_name("projections.db")
     reads: list[str] = []
@@ -193,7 +193,7 @@ def test_audit_from_intervals_equals_audit_from_seq_1(hand: tuple[SqliteStore, d
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading each step's memory by key from projections.db's intervals gives the same answer
     as folding from seq 1 (and the intervals really answered)."""
-    from memtape.projections import materialize
+    from memtape.projections.cache import materialize
     reads: list[int] = []
     indexed_at = materialize.IndexedMemory.at
     monkeypatch.setattr(materialize.IndexedMemory, "at", lambda self, seq, *a: reads.append(seq) or indexed_at(self, seq, *a))

@@ -27,7 +27,7 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.store import SqliteStore
 from memtape.output import layout
-from memtape.projections.materialize import rebuild
+from memtape.projections.cache.materialize import rebuild
 from memtape.projections.parameters import Policy
 from memtape.projections.state import PROJECTIONS, digests
 from tests.analytics_builders import hand_ledger

@@ -13,7 +13,7 @@ import pytest
 
 from memtape.ledger.store import SqliteStore
 from memtape.projections import state
-from memtape.projections.materialize import Catchup, opened
+from memtape.projections.cache.materialize import Catchup, opened
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.writer import MemoryWriter

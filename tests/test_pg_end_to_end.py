@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memtape.ledger.location import open_store
-from memtape.projections.materialize import load_state, rebuild
+from memtape.projections.cache.materialize import load_state, rebuild
 from memtape.projections.state import digests
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]

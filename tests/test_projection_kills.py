@@ -20,7 +20,7 @@ import pytest
 
 from devtools.synthetic import build_ledger
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import Catchup, opened, rebuild
+from memtape.projections.cache.materialize import Catchup, opened, rebuild
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.view import MemoryView
 
@@ -31,7 +31,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from memtape.ledger.store import SqliteStore
-from memtape.projections.materialize import Catchup
+from memtape.projections.cache.materialize import Catchup
 from memtape.projections.parameters import DEFAULT_POLICY
 store = SqliteStore.open(sys.argv[1])
 print("go", flush=True)

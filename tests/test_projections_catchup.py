@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
-from memtape.projections import materialize
+from memtape.projections.cache import materialize
 from memtape.projections.parameters import Policy
 from memtape.projections.state import PROJECTIONS, MemoryState, digests, fold
 from memtape.projections.view import MemoryView

@@ -23,10 +23,10 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import InvalidEvent, LedgerTampered
 from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
-from memtape.projections import intervals, materialize
+from memtape.projections.cache import intervals, materialize
+from memtape.projections.cache.seal import Seal
 from memtape.projections.lessons import lesson_id_for
 from memtape.projections.parameters import Policy
-from memtape.projections.seal import Seal
 from memtape.projections.state import MemoryState, digests, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter

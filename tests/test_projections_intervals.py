@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
 from memtape.ledger.store import SqliteStore
-from memtape.projections import intervals, materialize
+from memtape.projections.cache import intervals, materialize
+from memtape.projections.cache.seal import Seal
+from memtape.projections.folds import FOLDS, INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.seal import Seal
-from memtape.projections.state import PROJECTIONS, MemoryState, digest_of, fold, module
+from memtape.projections.state import PROJECTIONS, MemoryState, digest_of, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact, lesson, recall, run_started, session
@@ -28,7 +29,7 @@ from tests.test_projections_determinism import _write, memory_events
 
 def _same(name: str, got: Any, want: Any) -> None:
     assert digest_of(got) == digest_of(want), name
-    assert module(name).tables(got) == module(name).tables(want), name  # same rows, same order
+    assert FOLDS[name].tables(got) == FOLDS[name].tables(want), name  # same rows, same order
 
 
 def checked_by_index(store: SqliteStore, path: Path, points: list[int]) -> list[tuple[int, MemoryState]]:
@@ -43,7 +44,7 @@ def checked_by_index(store: SqliteStore, path: Path, points: list[int]) -> list[
     for n in sorted({min(p, head) for p in points}):
         want = fold(MemoryState.empty(), events[:n], Policy())
         with materialize.opened(path) as (conn, cps):
-            for name in intervals.INDEXED:
+            for name in INDEXED:
                 assert materialize.indexed_at(conn, cps, store, DEFAULT_POLICY, name, n) == (n >= floor)
                 if n >= floor:
                     _same(name, intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, n),

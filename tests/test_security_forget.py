@@ -12,7 +12,7 @@ from memtape.agent.memory import AgentMemory
 from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
-from memtape.projections import materialize
+from memtape.projections.cache import materialize
 from memtape.projections.forget import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter

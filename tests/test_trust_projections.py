@@ -19,9 +19,9 @@ import zstandard
 
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
-from memtape.projections import intervals, materialize
+from memtape.projections.cache import intervals, materialize
+from memtape.projections.cache.seal import Seal
 from memtape.projections.parameters import Policy
-from memtape.projections.seal import Seal
 from memtape.projections.state import MemoryState, digest_of, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter

@@ -14,7 +14,7 @@ import pytest
 import memtape
 from memtape.ledger.events import FactObserved, NewEvent, RecordedEvent
 from memtape.ledger.store import SqliteStore, Transaction
-from memtape.projections import materialize
+from memtape.projections.cache import materialize
 from memtape.projections.forget import forget
 
 SHOP = "https://shop.example/"

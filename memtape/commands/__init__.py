@@ -13,7 +13,7 @@ import click
 from memtape.ledger.location import projections_file
 from memtape.ledger.settings import Settings
 from memtape.progress import fold_progress_bar
-from memtape.projections.materialize import ProjectionsHead, fold_progress
+from memtape.projections.cache.materialize import ProjectionsHead, fold_progress
 
 #: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
 READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",

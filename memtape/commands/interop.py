@@ -11,9 +11,9 @@ from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.settings import Settings
 from memtape.output import AnswerPath
+from memtape.projections.cache.materialize import seq_or_time
 from memtape.projections.interop.exporters import EXPORT_FORMATS, ExportResult, export_memory
 from memtape.projections.interop.importers import FORMATS, ImportResult, import_source
-from memtape.projections.materialize import seq_or_time
 from memtape.projections.view import MemoryView
 
 

@@ -15,8 +15,8 @@ from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.location import projections_file
 from memtape.output import emit, listing_options
 from memtape.progress import fold_progress_bar
-from memtape.projections.materialize import rebuild as rebuild_projections
-from memtape.projections.materialize import seq_or_time
+from memtape.projections.cache.materialize import rebuild as rebuild_projections
+from memtape.projections.cache.materialize import seq_or_time
 from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
 from memtape.projections.state import PROJECTIONS, digests
 from memtape.projections.view import MemoryView

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 import orjson
 
 from memtape.ledger.errors import LedgerError
-from memtape.projections import compression
-from memtape.projections.seal import Seal
+from memtape.projections.cache import compression
+from memtape.projections.cache.seal import Seal
 
 OPEN = 1 << 62  # `next` of the last segment of a chain (as intervals' valid_to of a current version)
 WHOLE = b""  # the group of every row of a projection: first in key order, so it can never be denied

@@ -33,15 +33,13 @@ from typing import Any
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections import compression, counts, mentions
-from memtape.projections.counts import WHOLE, Counter, Counts, Forged, count_at
-from memtape.projections.mentions import Mentions
-from memtape.projections.seal import Seal
-from memtape.projections.state import module
+from memtape.projections.cache import compression, counts, mentions
+from memtape.projections.cache.counts import WHOLE, Counter, Counts, Forged, count_at
+from memtape.projections.cache.mentions import Mentions
+from memtape.projections.cache.seal import Seal
+from memtape.projections.folds import FACETS, INDEXED
 
 #: the projections filed as intervals (the others are small: periodic snapshots and a short fold)
-INDEXED: tuple[str, ...] = ("lessons", "knowledge", "sessions", "selectors", "trajectories", "runs", "step_memories",
-                            "short_term")
 #: the fields whose items (or inner dicts) are read by key (`IndexedMemory`): their versions are
 #: counted per key too, so one item is checked without reading its projection whole (the others
 #: only in their projection's whole count and their facet's: a run's steps in step memories and
@@ -221,13 +219,14 @@ class Tracker:
         self.conn = conn
         self.seal = seal
         self.names = [n for n in names if n in INDEXED]
-        self.mods = {n: module(n) for n in self.names}
+        self.mods = {n: INDEXED[n] for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
         self.counter = Counter(conn, seal, fresh)  # the projections in `fresh` are folded from seq 1
         self.groups: dict[tuple[str | None, ...], bytes] = {}  # a question (see `group_of`) -> its group
         self.upto = 0  # the last seq folded: the counts of a flush reach it
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
-        self.specs = {n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], getattr(m, "facet", None))
+        self.specs: dict[str, tuple[Any, dict[str, int], list[Path_], Any]] = {
+            n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], FACETS.get(n))
                       for n, m in self.mods.items()}
         #: per projection, live item / inner dict -> (o1, o2)
         self.pos: dict[str, dict[Path_, tuple[int, int]]] = {n: {} for n in self.names}
@@ -595,7 +594,7 @@ _POSITION = itemgetter(3, 4)
 
 
 def state_from_rows(name: str, rows: Iterable[tuple[Any, ...]]) -> Any:
-    mod = module(name)
+    mod = INDEXED[name]
     return mod.decode(raw_from_rows(mod.LAYOUT, rows))
 
 

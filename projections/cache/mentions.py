@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections.counts import Counter, Counts
+from memtape.projections.cache.counts import Counter, Counts
+from memtape.projections.cache.seal import Seal
 from memtape.projections.knowledge import fact_id_for
 from memtape.projections.lessons import lesson_id_in
-from memtape.projections.seal import Seal
 
 DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) "
        "WITHOUT ROWID",)

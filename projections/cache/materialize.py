@@ -42,12 +42,13 @@ from memtape.ledger.anchor import Anchor, require_anchor
 from memtape.ledger.errors import DiskFull, LedgerError, describe_sqlite_error
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import compression, intervals, mentions
-from memtape.projections.counts import Forged
-from memtape.projections.intervals import INDEXED, Tracker
-from memtape.projections.mentions import TYPES as MENTIONED
+from memtape.projections.cache import compression, intervals, mentions
+from memtape.projections.cache.counts import Forged
+from memtape.projections.cache.intervals import Tracker
+from memtape.projections.cache.mentions import TYPES as MENTIONED
+from memtape.projections.cache.seal import Seal, warn
+from memtape.projections.folds import FOLDS, INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.seal import Seal, warn
 from memtape.projections.state import (
     FOLD_ERRORS,
     PROJECTIONS,
@@ -58,7 +59,6 @@ from memtape.projections.state import (
     encode,
     fingerprint,
     fold,
-    module,
     unfoldable,
 )
 
@@ -462,7 +462,7 @@ class Catchup:
 
     def _folds_any(self, name: str, start: int, head: int) -> bool:
         """Whether an event after `start` up to `head` is one projection `name` folds."""
-        return next(iter(self.store.read(start + 1, head, types=module(name).TYPES, batch=1)), None) is not None
+        return next(iter(self.store.read(start + 1, head, types=FOLDS[name].TYPES, batch=1)), None) is not None
 
     def _needed(self, name: str, start: int, head: int) -> bool:
         """Whether this catch-up must load projection `name`'s state: it is rebuilt, an event to
@@ -485,7 +485,7 @@ class Catchup:
         with collector_paused():  # decoding builds as many objects as a fold does (3x slower collected)
             for name in loaded:  # the others stay None: nothing in the range reaches them
                 setattr(state, name, self._stored(conn, checkpoints[name], name) if starts[name]
-                        else module(name).empty())
+                        else FOLDS[name].empty())
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
@@ -662,7 +662,7 @@ def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int)
 
 
 def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
-    mod = module(name)
+    mod = FOLDS[name]
     state, start = mod.empty(), 0
     fp = fingerprint(name, policy)
     forged = None

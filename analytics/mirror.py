@@ -21,8 +21,12 @@ ledger through the sqlite scanner:
   `asof.as_of_seq` decides it (the view `memory_at_step` joins it to both interval tables).
 
 It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
-holds, the ledger's hash there, the code and projections it was built with, a
-digest of its rows), like projections.db. The mirror is never evidence: it is
+holds, the ledger's hash there, the code and projections it was built with, the
+digest of its tables), sealed as projections.db's is (`projections.cache.seal`: one
+mechanism for both caches: a keyed digest per table kept as rows come and go, a
+sealed checkpoint bound to the ledger head, a sealed stamp of the file so one
+nobody else touched is not read whole). DuckDB computes each row's keyed hash itself
+(`_ROW_HASH`), so a catch-up hashes only the rows it touches. The mirror is never evidence: it is
 rebuilt from the ledger — into a new file, so nothing of the old one survives —
 when its checkpoint is not sealed by this memory's key, the ledger no longer
 holds the hash it saw, its rows do not match their digest (keyed by this memory)
@@ -55,10 +59,9 @@ from memtape.ledger import location
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EVENT_TYPES, RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections.cache import intervals
-from memtape.projections.cache.intervals import NO_KEY, OPEN
-from memtape.projections.cache.materialize import caught_up, discard, opened
-from memtape.projections.cache.seal import Seal, warn
+from memtape.projections.cache.intervals import NO_KEY
+from memtape.projections.cache.materialize import caught_up, changed_versions
+from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, warn
 from memtape.projections.folds import INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.state import fingerprint, sources_digest
@@ -110,17 +113,16 @@ _INSERT_EVENTS = ("INSERT INTO events SELECT seq, id, stream, stream_version, ty
                   "lesson_id, CAST(payload AS JSON) FROM staged_events ORDER BY type, seq")
 _INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to", "value")
 _INTERVAL_TYPES = ("string", "string", "string", "string", "int64", "int64", "string")
-#: projections.db's interval columns as `intervals.resolved` takes them (then `intervals.sealed` checks them)
-_SEALED_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
-#: the tables the rows' digest covers, in its order
+#: the tables the digest covers, in its order
 _DIGESTED = ("events", "intervals", "short_term_intervals", "step_as_of")
-#: a row `t`'s share of the digest: a keyed MD5 of its JSON (the `?` is `_row_key`). DuckDB's own
-#: `hash()` is keyless and invertible: an editor can rewrite a row and set one integer column so
+#: a row `t`'s keyed hash: a keyed MD5 of its JSON (the `?` is `_row_key`), its lower 64 bits. DuckDB's
+#: own `hash()` is keyless and invertible: an editor can rewrite a row and set one integer column so
 #: that the row hashes as before, and the digest would hold
 _ROW_HASH = "md5_number_lower(? || to_json(t))"
-#: a digest of every row (one `_row_key` parameter per table): any edit of the tables shows
-_DIGEST = "SELECT " + " || '/' || ".join(
-    f"(SELECT count(*) || ':' || coalesce(sum({_ROW_HASH}), 0) FROM {table} t)" for table in _DIGESTED)
+#: what the mirror's checkpoint names it in its seal
+SOURCE = "analytics mirror"
+#: DuckDB's write-ahead log beside the file
+LOGS = (".wal",)
 #: every object of the mirror's own database, and every column of its tables and views: a touched
 #: file must hold exactly what this code creates (its views and macros are then created again, so
 #: a view or macro rewritten in the file cannot change an answer)
@@ -139,25 +141,28 @@ _CATALOG = " UNION ALL ".join(
 
 
 def _row_key(projections: Path) -> str:
-    """The key of the rows' digest: this memory's own (an editor without it cannot recompute a row's share)."""
-    return Seal.beside(projections).mac("analytics mirror rows")
+    """The key of the rows' hashes: this memory's own (an editor without it cannot recompute a row's)."""
+    return Key.beside(projections).mac("analytics mirror rows")
 
 
-def _rows_digest(con: duckdb.DuckDBPyConnection, key: str) -> str:
-    """`_DIGEST` of the mirror on `con`, under `key`."""
-    return str(con.execute(_DIGEST, [key] * len(_DIGESTED)).fetchone()[0])  # type: ignore[index]
+def _rows_digest(con: duckdb.DuckDBPyConnection, key: str) -> Digest:
+    """Every table of the mirror on `con` hashed whole, under `key`."""
+    digest = Digest(_DIGESTED)
+    for table in _DIGESTED:
+        n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t",
+                               (key,)).fetchone()  # type: ignore[misc]
+        digest.add(table, int(n), int(total))
+    return digest
 
 
 class _Tally:
-    """`_DIGEST` kept up to date while a catch-up deletes and inserts rows: per table, the row count
-    and the sum of the rows' keyed hashes, from which a row's hash goes out as it came in — so a
-    catch-up hashes the rows it touches, not the whole mirror again. `str()` is what `_DIGEST` gives.
+    """The mirror's digest kept up to date while a catch-up deletes and inserts rows: a row's hash
+    goes out as it came in, so a catch-up hashes the rows it touches, not the whole mirror again.
     Without a key (a private mirror in memory, never checked) nothing is hashed."""
 
     def __init__(self, key: str | None, digest: str | None = None):
         self.key = key
-        parts = [p.split(":") for p in digest.split("/")] if digest else [["0", "0"]] * len(_DIGESTED)
-        self.parts = {t: [int(n), int(total)] for t, (n, total) in zip(_DIGESTED, parts, strict=True)}
+        self.digest = Digest(_DIGESTED, digest)
 
     def count(self, con: duckdb.DuckDBPyConnection, table: str, rows: str, params: Sequence[Any] = (),
               sign: int = 1) -> None:
@@ -166,11 +171,10 @@ class _Tally:
             return
         n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t {rows}",
                                (self.key, *params)).fetchone()  # type: ignore[misc]
-        self.parts[table][0] += sign * int(n)
-        self.parts[table][1] += sign * int(total)
+        self.digest.add(table, int(n), int(total), sign)
 
     def __str__(self) -> str:
-        return "/".join(f"{n}:{total}" for n, total in self.parts.values())
+        return str(self.digest)
 
 
 _STEP_TYPES = ", ".join(f"'{t}'" for t in STEP_TYPES)
@@ -198,10 +202,6 @@ def _code_version(policy: Policy) -> str:
     h.update(sql_text("views").encode())
     h.update("|".join(fingerprint(name, policy) for name in MIRRORED).encode())
     return h.hexdigest()[:32]
-
-
-def _meta_parts(seq: int, ledger_hash: str, version: str, digest: str) -> tuple[Any, ...]:
-    return ("analytics mirror", seq, ledger_hash, version, digest)
 
 
 # ---- filling ------------------------------------------------------------------------------
@@ -265,35 +265,18 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int, tally: _Tally) -> 
     tally.count(con, "step_as_of", theirs, (runs,))
 
 
-def _interval_rows(projections: Path, after: int, head: int) -> list[tuple[str, pa.Table]]:
+def _interval_rows(projections: Path, after: int, head: int) -> Iterator[tuple[str, pa.Table]]:
     """The interval versions projections.db holds that began after `after`, or ended after it
-    (closed since), as of `head`: a version still current at `head` has no `valid_to`. Every
-    version's seal is checked; a forged one discards projections.db (the caller folds again)."""
-    seal = Seal.beside(projections)
-    # a version that began after `after` ends after it too: one walk of the (projection, valid_to,
-    # valid_from) index from `after`, not a scan of every version of the projection
-    where = "valid_to > ? AND valid_from <= ? AND block IS NOT NULL AND (valid_from > ? OR valid_to <> ?)"
-    out: list[tuple[str, pa.Table]] = []
-    with opened(projections) as (conn, _):
-        for name in MIRRORED:
-            cursor = conn.execute(f"SELECT {_SEALED_COLS} FROM _intervals INDEXED BY _intervals_to "
-                                  f"WHERE projection = ? AND {where}", (name, after, head, after, OPEN))
-            while stored := cursor.fetchmany(BATCH):
-                rows = intervals.resolved(intervals.Blocks(conn, seal), stored)
-                if not intervals.sealed(seal, rows):
-                    raise _Forged(f"{projections}: a version of {name!r} is not one this memory sealed")
-                cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
-                for field, k1, k2, _o1, _o2, value, projection, valid_from, valid_to, *_sealed in rows:
-                    row = (projection, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from,
-                           None if valid_to > head else valid_to, value.decode())
-                    for col, v in zip(cols, row):
-                        col.append(v)
-                out.append((name, arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols)))
-    return out
-
-
-class _Forged(LedgerError):
-    """An interval version in projections.db that this memory did not seal."""
+    (closed since), as of `head` (`materialize.changed_versions`): a version still current at
+    `head` has no `valid_to`."""
+    for name, rows in changed_versions(projections, MIRRORED, after, head):
+        cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
+        for field, k1, k2, valid_from, valid_to, value in rows:
+            row = (name, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from, valid_to,
+                   value.decode())
+            for col, v in zip(cols, row):
+                col.append(v)
+        yield name, arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols)
 
 
 def _delete_versions(con: duckdb.DuckDBPyConnection, tally: _Tally, table: str, same: str) -> None:
@@ -309,12 +292,7 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: P
     replace their open rows). Short-term versions are gathered first and go in ordered by run, then
     seq: a run's versions side by side share their urls, keys and event ids within a column segment
     (14 MB at 300,000 events, against 20 MB in the order projections.db gives them)."""
-    try:
-        batches = _interval_rows(projections, after, head)
-    except _Forged as exc:
-        discard(projections, str(exc))
-        caught_up(store, projections, policy)
-        batches = _interval_rows(projections, after, head)
+    batches = _interval_rows(projections, after, head)
     con.execute("CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
                 "value VARCHAR)")
     # the same version (`t` a stored row, `b` a new one): short-term memory's by run (the batch's
@@ -355,8 +333,9 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
         if projections is not None:
             version, ledger_hash = _code_version(policy), store.hash_at(head) or ""
             digest = str(tally)
-            mac = Seal.beside(projections).mac(*_meta_parts(head, ledger_hash, version, digest))
-            con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)", (head, ledger_hash, version, digest, mac))
+            sealed = Checkpoint(head, ledger_hash, version, digest)
+            con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)",
+                        (head, ledger_hash, version, digest, sealed.mac(Key.beside(projections), SOURCE)))
         con.execute(sql_text("views"))
         con.execute("COMMIT")
     except BaseException:
@@ -377,13 +356,13 @@ def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, poli
     if len(rows) != 1:
         raise MirrorStale("no checkpoint")
     seq, ledger_hash, version, digest, mac = rows[0]
-    if not Seal.beside(projections).holds(mac, *_meta_parts(seq, ledger_hash, version, digest)):
+    if not Checkpoint(seq, ledger_hash, version, digest).holds(Key.beside(projections), SOURCE, mac):
         raise MirrorStale("its checkpoint is not sealed by this memory's key")
     if version != _code_version(policy):
         raise MirrorStale("")
     if seq > 0 and store.hash_at(seq) != ledger_hash:
         raise MirrorStale(f"the ledger no longer holds the hash it saw at seq {seq}")
-    if check_rows and _rows_digest(con, _row_key(projections)) != digest:
+    if check_rows and _rows_digest(con, _row_key(projections)) != Digest(_DIGESTED, digest):
         raise MirrorStale("its rows were edited")
     if check_rows and con.execute(_CATALOG).fetchall() != _catalog():
         raise MirrorStale("its tables, views or macros were changed")
@@ -405,23 +384,16 @@ def _catalog() -> list[tuple[Any, ...]]:
         con.close()
 
 
-def _file_stamp(target: Path) -> str:
-    """The file's inode, size and times: any write to it (or `touch`, or a copy over it) changes its
-    ctime, which no user-space call sets back."""
-    st = os.stat(target)
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+def _stamp(target: Path, projections: Path) -> Stamp:
+    """The mirror file's sealed stamp (`projections.cache.seal.Stamp`)."""
+    return Stamp(target, Key.beside(projections), LOGS)
 
 
 def _seal_file(target: Path, projections: Path) -> None:
-    """Remember, sealed, the file as this process left it (beside it, 0600)."""
-    stamp = _file_stamp(target)
-    mac = Seal.beside(projections).mac("analytics mirror file", stamp)
-    stamp_path = location.mirror_stamp_path(target)
-    tmp = target.with_name(f".{stamp_path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{stamp}\n{mac}")
-    _move(tmp, stamp_path, "cannot write the analytics mirror's seal there")
+    """Remember, sealed, the file as this process left it."""
+    stamp = _stamp(target, projections)
+    with stamp.locked():
+        stamp.seal()
 
 
 def _regular(path: Path) -> bool:
@@ -434,16 +406,9 @@ def _regular(path: Path) -> bool:
 
 
 def _untouched(target: Path, projections: Path) -> bool:
-    """The file is as this memory last left it: no WAL, and its sealed stamp holds (then its rows
-    need no digest: the cold path reads only what a query needs)."""
-    stamp_path = location.mirror_stamp_path(target)
-    if os.path.lexists(f"{target}.wal") or not _regular(stamp_path):
-        return False
-    try:
-        stamp, mac = stamp_path.read_text().split("\n")
-    except (OSError, ValueError):
-        return False
-    return stamp == _file_stamp(target) and Seal.beside(projections).holds(mac, "analytics mirror file", stamp)
+    """The file is as this memory last left it: its sealed stamp holds (then its rows need no
+    digest: the cold path reads only what a query needs)."""
+    return _stamp(target, projections).holds()
 
 
 def _remove(path: Path) -> None:

@@ -22,9 +22,10 @@ from memtape.ledger.store import SqliteStore, Store
 DEFAULT_DIR = ".agent-memory"
 LEDGER_FILE = "ledger.db"
 PROJECTIONS_FILE = "projections.db"
-#: the analytics mirror (DuckDB) beside projections.db, and the suffix of its sealed stamp
+#: the analytics mirror (DuckDB) beside projections.db
 MIRROR_FILE = "analytics.duckdb"
-MIRROR_STAMP_SUFFIX = ".seal"
+#: the suffix of a cache file's sealed stamp (projections.db's, the mirror's)
+STAMP_SUFFIX = ".seal"
 #: written by `memtape fork`: where the fork came from, its seq, and the isolation its runs use
 FORK_FILE = "fork.json"
 _log = logging.getLogger("memtape")
@@ -36,16 +37,17 @@ def mirror_path(projections_path: Path) -> Path:
     return Path(projections_path).with_name(MIRROR_FILE)
 
 
-def mirror_stamp_path(mirror: Path) -> Path:
-    """The sealed stamp beside the mirror file: the file as this memory last wrote it."""
-    return mirror.with_name(mirror.name + MIRROR_STAMP_SUFFIX)
+def stamp_path(cache: Path) -> Path:
+    """The sealed stamp beside a cache file (projections.db, the mirror): the file as this memory
+    last wrote it."""
+    return Path(cache).with_name(Path(cache).name + STAMP_SUFFIX)
 
 
 def mirror_files(projections_path: Path) -> list[Path]:
     """Every file of the mirror beside `projections_path`: the database, its WAL, its stamp, and
     copies half-built by a process that died (`.analytics.duckdb.*`)."""
     target = mirror_path(projections_path)
-    return [target, Path(f"{target}.wal"), mirror_stamp_path(target), *target.parent.glob(f".{target.name}.*")]
+    return [target, Path(f"{target}.wal"), stamp_path(target), *target.parent.glob(f".{target.name}.*")]
 
 
 def memory_dir(path: str | Path | None = None, *, create: bool = True) -> Path:

@@ -23,7 +23,6 @@ Usage::
 """
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +30,8 @@ from memtape.ledger import location
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memtape.ledger.store import Store
-from memtape.projections.cache.materialize import _lock, load_state, opened, writing
+from memtape.projections.cache.db import lock, writable
+from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import FOLDS
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.runs import covered
@@ -131,17 +131,5 @@ def drop_mirror(projections: Path) -> bool:
 def scrub_projections(path: Path, forget_seq: int) -> int:
     """Drop the snapshots taken before `forget_seq` (and those pointing at them), then vacuum
     projections.db and truncate its WAL; returns how many snapshots were dropped."""
-    with _lock, opened(path) as (conn, _):
-        with writing(conn):
-            dropped = conn.execute("DELETE FROM _snapshots WHERE seq < ? OR same_as < ?",
-                                   (forget_seq, forget_seq)).rowcount
-        try:
-            conn.execute("VACUUM")
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            raise LedgerError(f"{path}: forgotten, but cannot compact projections.db now ({exc}); "
-                              "run `memtape rebuild` when no other process uses it") from exc
-        if busy:
-            raise LedgerError(f"{path}: forgotten, but another process holds projections.db open; "
-                              "old pages may remain until `memtape rebuild`")
-    return int(dropped)
+    with lock, writable(path, vacuum=True) as cache:
+        return cache.delete("_snapshots", "seq < ? OR same_as < ?", (forget_seq, forget_seq))

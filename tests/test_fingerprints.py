@@ -13,7 +13,8 @@ import pytest
 
 from memtape.ledger.store import SqliteStore
 from memtape.projections import state
-from memtape.projections.cache.materialize import Catchup, opened
+from memtape.projections.cache.db import readable
+from memtape.projections.cache.materialize import Catchup
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.writer import MemoryWriter
@@ -65,13 +66,13 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
     MemoryWriter(store).append(seed_lessons())
     proj = tmp_path / "projections.db"
     Catchup(store, proj, DEFAULT_POLICY).run()
-    with opened(proj) as (_, cps):
-        before = cps["short_term"].fingerprint
+    with readable(proj) as cache:
+        before = cache.checkpoints["short_term"].fingerprint
     edited("memtape.projections.steps")
     Catchup(store, proj, DEFAULT_POLICY).run()
-    with opened(proj) as (_, cps):
-        assert cps["short_term"].fingerprint != before
-        assert cps["short_term"].fingerprint == state.fingerprint("short_term", DEFAULT_POLICY)
+    with readable(proj) as cache:
+        assert cache.checkpoints["short_term"].fingerprint != before
+        assert cache.checkpoints["short_term"].fingerprint == state.fingerprint("short_term", DEFAULT_POLICY)
     store.close()
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from devtools.synthetic import build_ledger
 from memtape.ledger.store import SqliteStore
-from memtape.projections.cache.materialize import Catchup, opened, rebuild
+from memtape.projections.cache.db import readable
+from memtape.projections.cache.materialize import Catchup, rebuild
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.view import MemoryView
 
@@ -41,8 +42,8 @@ print("done", flush=True)
 
 
 def _checkpoint_seqs(path: Path) -> list[int]:
-    with opened(path) as (_, cps):
-        return [cp.seq for cp in cps.values()]
+    with readable(path) as cache:
+        return [cp.seq for cp in cache.checkpoints.values()]
 
 
 def kill_midway(ledger: Path, proj: Path, mode: str, window: float, rng: random.Random) -> float:

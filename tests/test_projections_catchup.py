@@ -1,11 +1,14 @@
 """A catch-up costs what the new events touch: the projections none of them is dispatched to are
-neither decoded nor written again (their checkpoint moves on with the same digest), and what is
-then served still equals a full fold, as of any seq, and a hand edit of a state left in place is
+neither decoded nor written again (their checkpoint moves on, their state left as it was), and what
+is then served still equals a full fold, as of any seq, and a hand edit of a state left in place is
 still caught when it is next read."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -26,12 +29,12 @@ from tests.projections_support import fact
 from tests.test_projections_determinism import _populated, _write, memory_events
 
 
-def _stored(path: Path) -> dict[str, tuple[int, int, str]]:
-    """projection -> (seq of its stored state row, its checkpoint's seq, its checkpoint's digest)."""
+def _stored(path: Path) -> dict[str, tuple[int, int, bytes]]:
+    """projection -> (seq of its stored state row, its checkpoint's seq, the stored state)."""
     conn = sqlite3.connect(path)
     try:
-        return {name: (state_seq, cp_seq, digest) for name, state_seq, cp_seq, digest in conn.execute(
-            "SELECT s.projection, s.seq, c.seq, c.digest FROM _states s JOIN _checkpoints c USING (projection)")}
+        return {name: (state_seq, cp_seq, state) for name, state_seq, cp_seq, state in conn.execute(
+            "SELECT s.projection, s.seq, c.seq, s.state FROM _states s JOIN _checkpoints c USING (projection)")}
     finally:
         conn.close()
 
@@ -62,12 +65,12 @@ def test_one_fact_decodes_and_rewrites_only_knowledge(fresh_ledger, memory_path)
     head = fresh_ledger.head()
     assert head == old_head + 1
     for name in PROJECTIONS:
-        state_seq, cp_seq, digest = after[name]
+        state_seq, cp_seq, stored = after[name]
         assert cp_seq == head
         if name == "knowledge":
-            assert state_seq == head and digest != before[name][2]
-        else:  # left in place, its checkpoint sealed at the new head with the same digest
-            assert state_seq == old_head and digest == before[name][2]
+            assert state_seq == head and stored != before[name][2]
+        else:  # left in place, its checkpoint moved on to the new head
+            assert state_seq == old_head and stored == before[name][2]
     full = digests(fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
     assert MemoryView.open(fresh_ledger, path).digests() == full
 
@@ -92,8 +95,6 @@ def test_an_edited_state_left_in_place_is_caught_when_next_read(fresh_ledger, me
     raw = orjson.loads(zstandard.decompress(conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0]))
     for run in raw["runs"].values():
         run["summary"] = "FORGED"
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
-        conn.execute(f"DROP TRIGGER [{name}]")  # no alarm left: only the sealed digest can tell
     conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'",
                  (zstandard.compress(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)),))
     conn.commit()
@@ -101,7 +102,7 @@ def test_an_edited_state_left_in_place_is_caught_when_next_read(fresh_ledger, me
     view = MemoryView.open(fresh_ledger, path)  # current: nothing to catch up, runs read when used
     assert all(r.summary != "FORGED" for r in view.state.runs.runs.values())
     assert digests(view.state, ["runs"])["runs"] == good_runs
-    assert any("does not match its sealed digest" in r.getMessage() for r in caplog.records)
+    assert any("_states rows are not the ones its checkpoint seals" in r.getMessage() for r in caplog.records)
     assert "FORGED".encode() not in zstandard.decompress(sqlite3.connect(path).execute(
         "SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0])
 
@@ -150,37 +151,36 @@ def test_catch_ups_of_few_events_equal_the_fold_now_and_as_of(items: list[Any], 
         store.close()
 
 
-def test_a_checkpoint_another_process_moved_meanwhile_is_left_to_it(fresh_ledger, memory_path, tmp_path, caplog):
-    """While this catch-up folds, another process (another policy, on a ledger then shorter)
-    rewrites projections.db: a projection this one did not load is not sealed at the new head over
-    the other's state (that would read as an edit); the next read rebuilds it, with no warning."""
+HOLDER = """
+import sys
+from pathlib import Path
+from memtape.projections.cache.db import stamp_of
+with stamp_of(Path(sys.argv[1])).locked():
+    print("holding", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_catch_up_waits_for_another_process_writing_then_builds_on_it(fresh_ledger, memory_path, caplog):
+    """projections.db has one writer at a time (its lock, held by another process here): a catch-up
+    waits for it instead of folding the same events beside it, then catches up, with no warning."""
     path = memory_path / "projections.db"
     _populated(fresh_ledger)
     MemoryView.open(fresh_ledger, path)
-    fresh_ledger.append([fact("v8", "google.com", key="k_a")])
-    fork = SqliteStore.open(tmp_path / "fork.db")  # the ledger as the other process saw it
-    src = sqlite3.connect(fresh_ledger.path)
-    rows = src.execute("SELECT * FROM events ORDER BY seq").fetchall()
-    src.close()
-    fork.conn.execute("BEGIN IMMEDIATE")
-    fork.conn.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(rows[0]))})", rows)
-    fork.conn.execute("COMMIT")
     fresh_ledger.append([fact("v9", "google.com", key="k_b")])
-    save = materialize.Catchup._save
-
-    def other_process_first(self: materialize.Catchup, *args: Any) -> None:
-        if self.store is fork:  # the other process saving its own
-            return save(self, *args)
-        other = materialize.Catchup(fork, path, Policy(session_history=2))
-        with materialize.opened(path) as (conn, cps):  # its own connection; the lock is per process
-            other._run(conn, cps)
-        return save(self, *args)
-
-    with mock.patch.object(materialize.Catchup, "_save", other_process_first):
-        materialize.caught_up(fresh_ledger, path)
-    cps = {name: cp_seq for name, (_, cp_seq, _) in _stored(path).items()}
-    assert cps["knowledge"] == fresh_ledger.head() and cps["runs"] == fork.head() < fresh_ledger.head()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        catching_up = threading.Thread(target=materialize.caught_up, args=(fresh_ledger, path))
+        catching_up.start()
+        catching_up.join(0.5)
+        assert catching_up.is_alive()  # waiting for the other writer
+    finally:
+        holder.communicate("")
+    catching_up.join(60)
+    assert not catching_up.is_alive()
+    assert {cp_seq for _, cp_seq, _ in _stored(path).values()} == {fresh_ledger.head()}
     assert MemoryView.open(fresh_ledger, path).digests() == digests(
         fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
     assert not [r for r in caplog.records if "discarded" in r.getMessage()]
-    fork.close()

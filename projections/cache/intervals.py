@@ -4,51 +4,37 @@ Memory as of a seq is then a lookup (as Datomic and XTDB answer "as of"), not a
 fold: the rows whose `valid_from <= seq < valid_to`. A version is opened by the
 event that made it and closed by the event that replaced or removed it.
 
-A projection takes part by declaring `LAYOUT` (its state's fields: depth 0 a
-value, 1 key -> item, 2 key -> key -> item) and `touched(state, event)`: the
-paths an event may change, computed before it is folded (None: anything, e.g. a
-forget). `Tracker` compares those paths before and after each event and records
-what changed. Items keep the position they had in their dict (`o1`, `o2`: the
-seq at which their key was inserted), so a state rebuilt from the rows iterates
-in the fold's order; a depth-2 field also records its inner dicts
-(`k2` = NO_KEY, no value), so empty ones come back too. `state_from_rows` hands
-the rows to the projection's own `decode`. The values (canonical JSON) are kept in
-`_blocks`, compressed BLOCK_VALUES at a time; a row names its block and slot. Every
-block carries the memory directory's seal (`mac`, over its id, projection and bytes),
-checked when it is read, and so does every row (over all its columns, its block and slot
-among them: closing a version re-seals its row without reading its value, once the seal it had
-holds); a row is served only when both hold (`sealed`). Seals prove each row, not that none was
-deleted: so the versions valid at every seq are counted (counts.py) for the whole projection, for
-each item or inner dict (field and k1) and for each facet, and what a question selects is served
-only when it is as many versions as its group counts there (`Selection`, `state_at`).
+A projection takes part by meeting `folds.IndexedFold`: its `LAYOUT` (its state's
+fields: depth 0 a value, 1 key -> item, 2 key -> key -> item) and `touched(state,
+event)`: the paths an event may change, computed before it is folded (None:
+anything, e.g. a forget). `Tracker` compares those paths before and after each
+event and records what changed. Items keep the position they had in their dict
+(`o1`, `o2`: the seq at which their key was inserted), so a state rebuilt from the
+rows iterates in the fold's order; a depth-2 field also records its inner dicts
+(`k2` = NO_KEY, no value), so empty ones come back too. `state_from_rows` hands the
+rows to the projection's own `decode`. The values (canonical JSON) are kept in
+`_blocks`, compressed BLOCK_VALUES at a time; a row names its block and slot.
+
+Every row written or deleted goes into (or out of) its table's digest (`seal.Digest`),
+which projections.db's sealed checkpoint holds: the rows themselves carry no seal, and
+are read as they are (the file is checked whole when someone else touched it).
 """
 from __future__ import annotations
 
-import hmac
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections.cache import compression, counts, mentions
-from memtape.projections.cache.counts import WHOLE, Counter, Counts, Forged, count_at
+from memtape.projections.cache import compression
 from memtape.projections.cache.mentions import Mentions
-from memtape.projections.cache.seal import Seal
+from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.folds import FACETS, INDEXED
 
-#: the projections filed as intervals (the others are small: periodic snapshots and a short fold)
-#: the fields whose items (or inner dicts) are read by key (`IndexedMemory`): their versions are
-#: counted per key too, so one item is checked without reading its projection whole (the others
-#: only in their projection's whole count and their facet's: a run's steps in step memories and
-#: short-term memory are asked with the rest, and counting each run's would cost projections.db
-#: ~0.03x of the ledger's size at 1,000,000 events)
-KEYED: dict[str, frozenset[str]] = {"lessons": frozenset({"lessons"}), "knowledge": frozenset({"current"}),
-                                    "selectors": frozenset({"by_domain"}), "trajectories": frozenset({"by_domain"}),
-                                    "runs": frozenset({"runs"}), "sessions": frozenset({"by_domain"})}
-OPEN = counts.OPEN  # valid_to of a version still current
+OPEN = 1 << 62  # valid_to of a version still current
 NO_KEY = "\x00"  # k1 / k2 when a level has no key (events cannot hold NUL)
 PER_EVENT = 1 << 16  # positions: seq * PER_EVENT + the order of insertion within that event
 FLUSH_ROWS = 20_000
@@ -57,87 +43,49 @@ FLUSH_ROWS = 20_000
 BLOCK_VALUES = 64
 _SEP = b"\n"  # between the values of a block (orjson never writes a raw newline)
 
+#: each table's columns, in the order its rows are hashed (`seal.Key.row`)
+COLUMNS = {
+    "_intervals": ("projection", "field", "k1", "k2", "valid_from", "valid_to", "o1", "o2", "facet", "block", "slot"),
+    "_blocks": ("id", "projection", "data"),
+}
 DDL = (
-    *mentions.DDL,
-    *counts.DDL,
-    "CREATE TABLE IF NOT EXISTS _intervals (projection TEXT NOT NULL, field TEXT NOT NULL, k1 TEXT NOT NULL, "
+    "CREATE TABLE _intervals (projection TEXT NOT NULL, field TEXT NOT NULL, k1 TEXT NOT NULL, "
     "k2 TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER NOT NULL, o1 INTEGER NOT NULL, "
-    "o2 INTEGER NOT NULL, facet TEXT, block INTEGER, slot INTEGER, mac BLOB NOT NULL, "
+    "o2 INTEGER NOT NULL, facet TEXT, block INTEGER, slot INTEGER, "
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
-    "CREATE TABLE IF NOT EXISTS _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL, "
-    "mac BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS _intervals_to ON _intervals (projection, valid_to, valid_from)",
-    "CREATE INDEX IF NOT EXISTS _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
+    "CREATE TABLE _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE INDEX _intervals_to ON _intervals (projection, valid_to, valid_from)",
+    "CREATE INDEX _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
-TABLES = ("_intervals", "_blocks", *counts.TABLES, *mentions.TABLES)
-_INSERT = ("INSERT OR REPLACE INTO _intervals (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, "
-           "slot, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_OPEN_ROW = ("SELECT projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac FROM _intervals "
-             f"WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}")
-_CLOSE = "UPDATE _intervals SET valid_to = ?, mac = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
-#: what a read selects: the six columns a state is built from (the value as block and slot), then
-#: the projection and the rest the seal covers
-_COLS = "field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac"
+TABLES = tuple(COLUMNS)
+_ROW = ", ".join(COLUMNS["_intervals"])
+_INSERT = f"INSERT INTO _intervals ({_ROW}) VALUES ({', '.join('?' * len(COLUMNS['_intervals']))})"
+_OPEN_ROW = f"SELECT {_ROW} FROM _intervals WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}"
+_CLOSE = "UPDATE _intervals SET valid_to = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
+#: what a read selects: the columns a state is built from (the value as block and slot), then the seqs
+_COLS = "field, k1, k2, o1, o2, block, slot, valid_from, valid_to"
 #: every version of a projection valid at a seq: the index walked from `valid_to > seq` to the end,
 #: `valid_from` checked in the index itself, and only those versions read from the table
 _ALIVE = (f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
           "AND valid_from <= ?")
 
 
-def row_tag(seal: Seal, projection: str, field: str, k1: str, k2: str, valid_from: int, valid_to: int, o1: int,
-            o2: int, facet: str | None, block: int | None, slot: int | None) -> bytes:
-    """The seal of one version: every column (its value is its block's and slot's: the block's
-    own seal covers the bytes)."""
-    return seal.tag(f"{projection}\x1f{field}\x1f{k1}\x1f{k2}\x1f{valid_from}\x1f{valid_to}\x1f{o1}\x1f{o2}\x1f"
-                    f"{'' if facet is None else facet}\x1f{'-' if facet is None else '+'}\x1f{block}\x1f{slot}".encode())
-
-
-def block_tag(seal: Seal, block: int, projection: str, data: bytes) -> bytes:
-    """The seal of one block of values: its id, its projection and its bytes as stored."""
-    return seal.tag(f"block\x1f{block}\x1f{projection}\x1e".encode() + data)
-
-
-def holds(seal: Seal, mac: bytes | None, projection: str, field: str, k1: str, k2: str, valid_from: int,
-          valid_to: int, o1: int, o2: int, facet: str | None, block: int | None, slot: int | None,
-          value: bytes | None) -> bool:
-    """One version may be served: its seal holds, and the value it names came from a block that
-    carries its own (`Blocks` serves an empty value for any other)."""
-    return mac is not None and (block is None or bool(value)) and hmac.compare_digest(
-        bytes(mac), row_tag(seal, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot))
-
-
-def sealed(seal: Seal, rows: Iterable[tuple[Any, ...]]) -> bool:
-    """Every row read (as `rows_at` returns them) `holds`."""
-    return all(holds(seal, mac, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot, value)
-               for field, k1, k2, o1, o2, value, projection, valid_from, valid_to, facet, mac, block, slot in rows)
-
-
 class Blocks:
-    """The values of stored blocks, each checked against its seal and decompressed once (a
-    missing, unreadable or unsealed block holds nothing: the versions that point into it then
-    fail `sealed`). A reader that asks many questions keeps one."""
+    """The values of stored blocks, each decompressed once. A reader that asks many questions keeps one."""
 
-    def __init__(self, conn: sqlite3.Connection, seal: Seal):
+    def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
-        self.seal = seal
         self.values: dict[int, list[bytes]] = {}
         self.unpack = compression.unpacker()  # one context for every block (not per call)
 
-    def load(self, ids: Iterable[int]) -> None:
+    def load(self, ids: Iterable[int | None]) -> None:
         wanted = sorted({i for i in ids if i is not None and i not in self.values})
-        same, seal = hmac.compare_digest, self.seal
+        unpack, values = self.unpack, self.values
         for at in range(0, len(wanted), 500):
             chunk = wanted[at:at + 500]
-            for bid, projection, data, mac in self.conn.execute(
-                    f"SELECT id, projection, data, mac FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
-                try:
-                    if not same(bytes(mac), block_tag(seal, bid, projection, data)):
-                        raise ValueError(bid)
-                    self.values[bid] = self.unpack(data).split(_SEP)
-                except compression.ERRORS:  # ValueError among them: an unsealed block
-                    self.values[bid] = []
-            for bid in chunk:
-                self.values.setdefault(bid, [])
+            for bid, data in self.conn.execute(
+                    f"SELECT id, data FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                values[bid] = unpack(data).split(_SEP)
 
     def value(self, block: int | None, slot: int | None) -> bytes | None:
         if block is None:
@@ -146,15 +94,15 @@ class Blocks:
         if values is None:
             self.load((block,))
             values = self.values[block]
-        return values[slot] if slot is not None and 0 <= slot < len(values) else b""
+        return values[slot]  # type: ignore[index]
 
 
 def resolved(blocks: Blocks, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows as selected (`_COLS`) with each value read from its block: (field, k1, k2, o1, o2,
-    value, projection, valid_from, valid_to, facet, mac, block, slot)."""
+    value, valid_from, valid_to)."""
     blocks.load(r[5] for r in rows)
     value = blocks.value
-    return [(f, k1, k2, o1, o2, value(b, s), *rest, b, s) for f, k1, k2, o1, o2, b, s, *rest in rows]
+    return [(f, k1, k2, o1, o2, value(b, s), *rest) for f, k1, k2, o1, o2, b, s, *rest in rows]
 
 Path_ = tuple[str, ...]
 
@@ -212,36 +160,41 @@ def _capture(state: Any, layout: dict[str, int], paths: Iterable[Path_], copy: b
 
 
 class Tracker:
-    """Records the interval rows of the indexed projections while they are folded (see module doc)."""
+    """Records the interval rows of the indexed projections while they are folded (see module doc),
+    and writes them (`flush`) inside the caller's write transaction, each into `digest`."""
 
-    def __init__(self, conn: sqlite3.Connection, names: Iterable[str], seal: Seal, floor: int = 0,
-                 fresh: Iterable[str] = ()):
+    def __init__(self, conn: sqlite3.Connection, key: Key, digest: Digest, names: Iterable[str], floor: int = 0,
+                 mentions_after: int = 0):
         self.conn = conn
-        self.seal = seal
+        self.key = key
+        self.digest = digest
         self.names = [n for n in names if n in INDEXED]
         self.mods = {n: INDEXED[n] for n in self.names}
         self.floor = floor  # versions closed at or before the last forget are not kept
-        self.counter = Counter(conn, seal, fresh)  # the projections in `fresh` are folded from seq 1
-        self.groups: dict[tuple[str | None, ...], bytes] = {}  # a question (see `group_of`) -> its group
-        self.upto = 0  # the last seq folded: the counts of a flush reach it
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
         self.specs: dict[str, tuple[Any, dict[str, int], list[Path_], Any]] = {
-            n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], FACETS.get(n))
-                      for n, m in self.mods.items()}
+            n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], FACETS.get(n)) for n, m in self.mods.items()}
         #: per projection, live item / inner dict -> (o1, o2)
         self.pos: dict[str, dict[Path_, tuple[int, int]]] = {n: {} for n in self.names}
         self.rows: list[list[Any]] = []
         #: per projection, versions opened since the last flush -> their index in `rows`
         self.open_rows: dict[str, dict[Path_, int]] = {n: {} for n in self.names}
         self.closes: list[tuple[Any, ...]] = []
-        self.mentions = Mentions(conn, seal, self.counter)  # filed with the versions, in the same transactions
+        #: filed with the versions, in the same transaction (only events after `mentions_after`: the
+        #: index already holds those before)
+        self.mentions = Mentions(conn, key, digest, mentions_after)
         self.pack = compression.packer()  # one context for every block (not per call)
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
-        self.conn.execute("DELETE FROM _intervals WHERE projection = ?", (name,))
-        self.conn.execute("DELETE FROM _blocks WHERE projection = ?", (name,))
-        self.counter.reset(name)
+        self._delete("_intervals", "projection = ?", (name,))
+        self._delete("_blocks", "projection = ?", (name,))
+
+    def _delete(self, table: str, where: str, params: tuple[Any, ...]) -> None:
+        """Delete the rows of `table` that `where` selects, out of its digest first."""
+        cols = ", ".join(COLUMNS[table])
+        self.digest.rows(self.key, table, self.conn.execute(f"SELECT {cols} FROM {table} WHERE {where}", params), -1)
+        self.conn.execute(f"DELETE FROM {table} WHERE {where}", params)
 
     def fold(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any) -> Any:
         """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
@@ -338,21 +291,12 @@ class Tracker:
         if pos is None:  # opened by an earlier catch-up
             k1, k2 = (p[1] if len(p) > 1 else NO_KEY), (p[2] if len(p) > 2 else NO_KEY)
             row = self._current((name, p[0], k1, k2))
-            pos = (row[5], row[6]) if row is not None else (0, 0)
+            pos = (row[6], row[7]) if row is not None else (0, 0)
         return pos
 
     def _current(self, key: tuple[str, str, str, str]) -> tuple[Any, ...] | None:
-        """The current version of an item (projection, field, k1, k2) as `_OPEN_ROW` selects it, once
-        it holds its seal: a catch-up builds on it (seals it again as closed, or gives its position
-        to the version that replaces it), so a hand edit must not pass as this memory's own."""
-        row = self.conn.execute(_OPEN_ROW, key).fetchone()
-        if row is None:
-            return None
-        projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, mac = row
-        if mac is None or not hmac.compare_digest(
-                bytes(mac), row_tag(self.seal, projection, field, k1, k2, valid_from, OPEN, o1, o2, facet, block, slot)):
-            raise Forged(f"a current version of {projection!r} is not one this memory sealed")
-        return row  # type: ignore[no-any-return]
+        """The current version of an item (projection, field, k1, k2), every column, as stored."""
+        return self.conn.execute(_OPEN_ROW, key).fetchone()  # type: ignore[no-any-return]
 
     def _open(self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None,
               facet: str | None) -> None:
@@ -373,27 +317,23 @@ class Tracker:
         return len(self.rows) + len(self.closes) + self.mentions.pending()
 
     def flush(self) -> None:
-        """Write what was recorded (call inside the module's write transaction): the values in
-        blocks of BLOCK_VALUES per projection, each version with its seal. Rows are idempotent:
-        folding the same events again writes the same rows."""
-        conn, floor, seal = self.conn, self.floor, self.seal
-        closed = []
-        count = self._count
-        for seq, *key in self.closes:  # before the inserts: they must not reach the versions opened since
-            row = self._current(tuple(key))
+        """Write what was recorded (call inside the write transaction): the values in blocks of
+        BLOCK_VALUES per projection, each row into its table's digest."""
+        conn, floor, key, digest = self.conn, self.floor, self.key, self.digest
+        row_hash = key.row
+        closed, gone, came = [], 0, 0
+        for seq, *item in self.closes:  # before the inserts: they must not reach the versions opened since
+            row = self._current(tuple(item))
             if row is not None:
-                projection, field, k1, k2, valid_from, o1, o2, facet, block, slot, _ = row
-                closed.append((seq, row_tag(seal, projection, field, k1, k2, valid_from, seq, o1, o2, facet, block,
-                                            slot), *key, valid_from))
-                count(projection, field, k1, facet, seq, -1)
+                closed.append((seq, *item, row[4]))
+                gone += row_hash(row)
+                came += row_hash((*row[:5], seq, *row[6:]))
         conn.executemany(_CLOSE, closed)
+        digest.add("_intervals", len(closed), gone, -1)
+        digest.add("_intervals", len(closed), came)
         kept = [r for r in self.rows if r[5] > floor]
-        for name, field, k1, _, valid_from, valid_to, _, _, facet, _ in kept:
-            count(name, field, k1, facet, valid_from, 1)
-            if valid_to != OPEN:
-                count(name, field, k1, facet, valid_to, -1)
         next_id = (conn.execute("SELECT MAX(id) FROM _blocks").fetchone()[0] or 0) + 1
-        packed: list[tuple[int, str, bytes, bytes]] = []
+        packed: list[tuple[int, str, bytes]] = []
         out = []
         by_projection: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
         for r in kept:  # the versions closed since they opened apart from those still current, which
@@ -412,16 +352,15 @@ class Tracker:
                         next_id, values = next_id + 1, []
                     block, slot = next_id, len(values)
                     values.append(value)
-                _, field, k1, k2, valid_from, valid_to, o1, o2, facet = r[:9]
-                out.append((name, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot,
-                            row_tag(seal, name, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot)))
+                out.append((*r[:9], block, slot))
             if values:
                 packed.append(self._block(next_id, name, values))
                 next_id += 1
-        conn.executemany("INSERT OR REPLACE INTO _blocks (id, projection, data, mac) VALUES (?, ?, ?, ?)", packed)
+        conn.executemany("INSERT INTO _blocks (id, projection, data) VALUES (?, ?, ?)", packed)
+        digest.rows(key, "_blocks", packed)
         conn.executemany(_INSERT, out)
+        digest.rows(key, "_intervals", out)
         self.mentions.flush()
-        self.counter.flush(max(self.upto, self.mentions.upto), [*self.names, mentions.COUNTED])
         if floor:
             for name in self.names:
                 self._drop_before(name, floor)
@@ -429,24 +368,9 @@ class Tracker:
         for opened in self.open_rows.values():
             opened.clear()
 
-    def _count(self, name: str, field: str, k1: str, facet: str | None, seq: int, delta: int) -> None:
-        """A version of `name` begins (1) or ends (-1) at `seq`: counted in each group it is read by
-        (its projection's, its key's, its facet's: `group_of`)."""
-        add = self.counter.add
-        for grp in {WHOLE, self._group(name, field, k1, None), self._group(name, None, None, facet)}:
-            add(name, grp, seq, delta)
-
-    def _group(self, name: str, field: str | None, k1: str | None, facet: str | None) -> bytes:
-        question = (name, field, k1, facet)
-        grp = self.groups.get(question)
-        if grp is None:
-            grp = self.groups[question] = group_of(self.seal, name, field, k1, facet)
-        return grp
-
-    def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes, bytes]:
-        """A block row as stored: its values compressed, and its seal."""
-        data = self.pack(_SEP.join(values))
-        return block, name, data, block_tag(self.seal, block, name, data)
+    def _block(self, block: int, name: str, values: list[bytes]) -> tuple[int, str, bytes]:
+        """A block row as stored: its values compressed."""
+        return block, name, self.pack(_SEP.join(values))
 
     def _drop_before(self, name: str, floor: int) -> None:
         """Drop the versions of `name` that ended at or before the last forget (they may hold the
@@ -454,7 +378,7 @@ class Tracker:
         conn = self.conn
         hit = [b for (b,) in conn.execute("SELECT DISTINCT block FROM _intervals WHERE projection = ? AND valid_to <= ? "
                                           "AND block IS NOT NULL", (name, floor))]
-        conn.execute("DELETE FROM _intervals WHERE projection = ? AND valid_to <= ?", (name, floor))
+        self._delete("_intervals", "projection = ? AND valid_to <= ?", (name, floor))
         if not hit:
             return
         live: dict[int, set[int]] = {b: set() for b in hit}
@@ -465,15 +389,17 @@ class Tracker:
         for block, slot in rows:
             if block in live:
                 live[block].add(slot)
-        blocks = Blocks(conn, self.seal)  # an unsealed block is re-sealed empty: its versions still fail
+        blocks = Blocks(conn)
         blocks.load(hit)
         for block, slots in live.items():
+            old = (block, name, conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchone()[0])
+            self.digest.rows(self.key, "_blocks", [old], -1)
             if not slots:
                 conn.execute("DELETE FROM _blocks WHERE id = ?", (block,))
                 continue
-            values = [v if i in slots else b"" for i, v in enumerate(blocks.values[block])]
-            _, _, data, mac = self._block(block, name, values)
-            conn.execute("UPDATE _blocks SET data = ?, mac = ? WHERE id = ?", (data, mac, block))
+            new = self._block(block, name, [v if i in slots else b"" for i, v in enumerate(blocks.values[block])])
+            conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (new[2], block))
+            self.digest.rows(self.key, "_blocks", [new])
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -508,63 +434,29 @@ def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None =
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
 
 
-def group_of(seal: Seal, name: str, field: str | None, k1: str | None, facet: str | None) -> bytes:
-    """The counted group a question reads: one facet's versions, one item's or inner dict's (of a
-    KEYED field), else the whole projection (the rest is read with it and kept apart)."""
-    if facet is not None:
-        return counts.group(seal, "", facet)
-    if field is not None and k1 is not None and field in KEYED.get(name, ()):
-        return counts.group(seal, field, k1)
-    return WHOLE
-
-
-class Selection:
-    """The versions one question (a whole projection, a field, an item or inner dict by key, a
-    facet) selects for every seq from `lo` to `hi`, served at a seq only when they are as many as
-    their group counts there — a version deleted from the file is not taken for one never made."""
-
-    def __init__(self, blocks: Blocks, name: str, lo: int, hi: int, field: str | None = None,
-                 k1: str | None = None, facet: str | None = None):
-        grp = group_of(blocks.seal, name, field, k1, facet)
-        #: what is kept of the rows of the group read (those of one field, or of one key of it)
-        self.kept = (field, k1) if grp == WHOLE and field is not None else None
-        self.rows = rows_during(blocks, name, lo, hi, None if self.kept else field, None if self.kept else k1, None,
-                                facet)
-        self.pairs = Counts(blocks.conn, blocks.seal).span(name, grp, lo, hi)
-
-    def at(self, seq: int) -> list[tuple[Any, ...]] | None:
-        """The versions valid at `seq`; None when they are not as many as counted."""
-        found = [r for r in self.rows if valid(r, seq)]
-        if self.pairs is None or count_at(self.pairs, seq) != len(found):
-            return None
-        if self.kept is None:
-            return found
-        field, k1 = self.kept
-        return [r for r in found if r[0] == field and (k1 is None or r[1] == k1)]
-
-
 def valid(row: tuple[Any, ...], seq: int) -> bool:
     """A row as `rows_during` returns it holds at `seq`."""
-    return bool(row[7] <= seq < row[8])
+    return bool(row[6] <= seq < row[7])
 
 
-def state_at(blocks: Blocks, name: str, seq: int) -> Any | None:
-    """Projection `name` as of `seq`, built from the versions valid then; None when one of them
-    does not hold its seal, or when they are fewer or more than its versions counted then (it is
-    then not served). What `rows_at` and `sealed` do, in one pass over the rows as selected (a
-    whole projection is up to hundreds of thousands of them)."""
-    rows = blocks.conn.execute(_ALIVE, (name, seq, seq)).fetchall()
-    if Counts(blocks.conn, blocks.seal).at(name, WHOLE, seq) != len(rows):
-        return None
-    blocks.load({r[5] for r in rows})
-    value_of, seal = blocks.value, blocks.seal
-    found = []
-    for field, k1, k2, o1, o2, block, slot, projection, valid_from, valid_to, facet, mac in rows:
-        value = value_of(block, slot)
-        if not holds(seal, mac, projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, block, slot, value):
-            return None
-        found.append((field, k1, k2, o1, o2, value))
-    return state_from_rows(name, found)
+def state_at(blocks: Blocks, name: str, seq: int) -> Any:
+    """Projection `name` as of `seq`, built from the versions valid then."""
+    return state_from_rows(name, rows_at(blocks, name, seq))
+
+
+def changed(blocks: Blocks, name: str, after: int, head: int) -> Iterator[list[tuple[Any, ...]]]:
+    """The versions of `name` with a value that began after `after` or ended after it (closed
+    since), as of `head`, in batches: (field, k1, k2, valid_from, valid_to, value), `valid_to` None
+    for a version still current at `head`. What a copy of the versions kept up to `after` needs to
+    reach `head` (a version that began after `after` ends after it too: one walk of the
+    (projection, valid_to, valid_from) index from `after`, not a scan of the projection)."""
+    cursor = blocks.conn.execute(
+        f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
+        f"AND valid_from <= ? AND block IS NOT NULL AND (valid_from > ? OR valid_to <> {OPEN})",
+        (name, after, head, after))
+    while stored := cursor.fetchmany(FLUSH_ROWS):
+        yield [(field, k1, k2, valid_from, None if valid_to > head else valid_to, value)
+               for field, k1, k2, _o1, _o2, value, valid_from, valid_to in resolved(blocks, stored)]
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
@@ -573,7 +465,7 @@ def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> di
     position of their insertion), and each dict's keys in their insertion order."""
     raw: dict[str, Any] = {f: {} for f, depth in layout.items() if depth > 0}
     loads = orjson.loads
-    for field, k1, k2, _o1, _o2, value, *_sealed in sorted(rows, key=_POSITION):
+    for field, k1, k2, _o1, _o2, value, *_seqs in sorted(rows, key=_POSITION):
         depth = layout[field]
         if depth == 1:
             raw[field][k1] = loads(value)

@@ -1,26 +1,25 @@
 """projections.db: materialized projection state beside the ledger — disposable.
 
 Per projection it keeps a checkpoint (last seq folded, the fingerprint of the
-projection's code and the policy, the digest of its state, the ledger's hash
-at that seq), the latest state (compressed canonical JSON), the validity
-intervals of the indexed projections (intervals.py: as-of by index) and, for the
-others, periodic snapshots every `SNAPSHOT_EVERY` events (less often for a large
-state), from which `as_of` folds forward only the events of the projections a
-query touches. Readable tables for DuckDB are the analytics mirror's
-(analytics/mirror.py), not this file's: it holds only what memory is served from.
+projection's code and the policy, the ledger's hash at that seq), the latest state
+(compressed canonical JSON), the validity intervals of the indexed projections
+(intervals.py: as-of by index) and, for the others, periodic snapshots every
+`SNAPSHOT_EVERY` events (less often for a large state), from which `as_of` folds
+forward only the events of the projections a query touches. Readable tables for
+DuckDB are the analytics mirror's (analytics/mirror.py), not this file's: it holds
+only what memory is served from.
 
 Reading memory first catches up incrementally, at the cost of what the new
 events touch: a projection none of them is dispatched to is neither decoded nor
-written again — its checkpoint moves on with the same digest and its stored state
-stays as it was (its row keeps the seq it was written at), read when first used.
-A projection is rebuilt from the log by itself when its fingerprint changes. Every checkpoint and snapshot
-is sealed (seal.py: a keyed MAC over the projection, seq, fingerprint, state
-digest and the ledger's hash there): the file is discarded and rebuilt from
-scratch, with a one-line warning, when it is not a readable database, when a
-seal or a digest does not hold, or when it was edited by hand (triggers on
-every table, `_meta` included, flag writes made outside this module). A sealed
-checkpoint whose ledger hash the ledger no longer holds is not rebuilt around:
-the ledger was cut or rewritten, and reading stops with one line naming the seq.
+written again — its checkpoint moves on and its stored state stays as it was (its
+row keeps the seq it was written at), read when first used. A projection is rebuilt
+from the log by itself when its fingerprint changes. A catch-up is one write
+transaction under the file's lock (db.py): two processes never fold the same events
+into it, and one killed midway leaves the file as it was. What the file holds is
+authenticated as a whole (seal.py, db.py): a file that fails is discarded and rebuilt,
+with a one-line warning. A checkpoint whose ledger hash the ledger no longer holds is
+not rebuilt around: the ledger was cut or rewritten, and reading stops with one line
+naming the seq.
 """
 from __future__ import annotations
 
@@ -28,25 +27,28 @@ import functools
 import gc
 import hashlib
 import heapq
-import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memtape.ledger.anchor import Anchor, require_anchor
-from memtape.ledger.errors import DiskFull, LedgerError, describe_sqlite_error
+from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache import compression, intervals, mentions
-from memtape.projections.cache.counts import Forged
+from memtape.projections.cache.db import (
+    SOURCE,
+    Cache,
+    Checkpointed,
+    lock,
+    readable,
+    writable,
+)
 from memtape.projections.cache.intervals import Tracker
 from memtape.projections.cache.mentions import TYPES as MENTIONED
-from memtape.projections.cache.seal import Seal, warn
 from memtape.projections.folds import FOLDS, INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.state import (
@@ -62,11 +64,6 @@ from memtape.projections.state import (
     unfoldable,
 )
 
-APPLICATION_ID = 0x4D4C5052  # "MLPR"
-#: the layout of this file; an older one is removed and rebuilt without a word (12: states and
-#: snapshots are Zstandard frames, were zlib streams; 13: the versions and mentions are counted;
-#: 14: the mentions by bucket; 15: runs and sessions counted per key)
-SCHEMA_VERSION = 15
 SNAPSHOT_EVERY = 10_000
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
@@ -81,14 +78,6 @@ CATCHUP_CACHE_KIB = 65_536
 FoldProgress = Callable[[str, int, int], None]
 #: who is told when a caller passes no `progress` (the command line sets it for each command)
 fold_progress: ContextVar[FoldProgress | None] = ContextVar("fold_progress", default=None)
-
-SOURCE = "projections.db"  # how anchors it remembers name it
-INTERNAL = ("_meta", "_checkpoints", "_states", "_snapshots", *intervals.TABLES)
-_lock = threading.Lock()
-
-
-class ProjectionsCorrupt(LedgerError):
-    """projections.db is unreadable or was edited by hand (it is rebuilt)."""
 
 
 def seq_or_time(text: str) -> int | str:
@@ -126,175 +115,6 @@ def _hash_at(store: Store, seq: int) -> str:
         return str(ev.hash)
     return "-"
 
-
-@dataclass
-class Checkpoint:
-    projection: str
-    seq: int
-    fingerprint: str
-    digest: str
-    ledger_hash: str
-    mac: str | None = None
-
-    def parts(self) -> tuple[Any, ...]:
-        """What its seal covers: the state (by digest) is this projection's, at this seq, for this
-        code and policy, folded from the ledger whose hash at that seq was this."""
-        return ("checkpoint", self.projection, self.seq, self.fingerprint, self.digest, self.ledger_hash)
-
-
-def snapshot_parts(projection: str, seq: int, fingerprint: str, digest: str, ledger_hash: str) -> tuple[Any, ...]:
-    return ("snapshot", projection, seq, fingerprint, digest, ledger_hash)
-
-
-class Tampered(ProjectionsCorrupt):
-    """projections.db failed authentication: discarded and rebuilt, with a warning."""
-
-
-# ---- the database ----------------------------------------------------------------
-
-def _connect(path: Path) -> sqlite3.Connection:
-    if path.is_dir():  # neither opened nor deleted: named, in one line
-        raise ProjectionsCorrupt(f"{path}: a directory, not a memtape projections database")
-    if not path.exists():  # private like the ledger (SQLite gives -wal and -shm the file's mode)
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        except OSError:
-            pass  # SQLite names the problem below
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and names):
-        conn.close()
-        raise ProjectionsCorrupt(f"{path}: not a memtape projections database")
-    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    if app_id == 0:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                for ddl in (
-                    "CREATE TABLE IF NOT EXISTS _meta (key TEXT PRIMARY KEY, value TEXT)",
-                    "CREATE TABLE IF NOT EXISTS _checkpoints (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, ledger_hash TEXT NOT NULL, mac TEXT NOT NULL)",
-                    "CREATE TABLE IF NOT EXISTS _states (projection TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                    "state BLOB NOT NULL)",
-                    "CREATE TABLE IF NOT EXISTS _snapshots (projection TEXT NOT NULL, seq INTEGER NOT NULL, "
-                    "fingerprint TEXT NOT NULL, digest TEXT NOT NULL, state BLOB, same_as INTEGER, size INTEGER, "
-                    "ledger_hash TEXT NOT NULL, mac TEXT NOT NULL, PRIMARY KEY (projection, seq))",
-                    *intervals.DDL,
-                ):
-                    conn.execute(ddl)
-                for table in INTERNAL:
-                    _guard(conn, table)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # SQLite rolls back by itself on a full disk
-                conn.execute("ROLLBACK")
-            raise
-    return conn
-
-
-def _guard(conn: sqlite3.Connection, table: str) -> None:
-    """Triggers that flag any write made while this module is not writing (a hand edit); on
-    `_meta` itself, every row but the 'writing' flag is guarded (a deleted 'tampered' mark comes
-    back). A cheap alarm only: what is served is authenticated by its seal."""
-    for op, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")):
-        own = f"{row}.key != 'writing' AND " if table == "_meta" else ""
-        conn.execute(
-            f"CREATE TRIGGER IF NOT EXISTS guard_{table}_{op.lower()} AFTER {op} ON [{table}] "
-            f"WHEN {own}NOT EXISTS (SELECT 1 FROM _meta WHERE key = 'writing') "
-            "BEGIN INSERT OR REPLACE INTO _meta (key, value) VALUES ('tampered', '1'); END")
-
-
-@contextmanager
-def writing(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """The one way this module writes projections.db: a BEGIN IMMEDIATE transaction with the
-    'writing' flag set (so the hand-edit triggers stay quiet), committed or rolled back whole."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('writing', '1')")
-        yield conn
-        conn.execute("DELETE FROM _meta WHERE key = 'writing'")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _remove(path: Path) -> None:
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _check(conn: sqlite3.Connection, path: Path) -> dict[str, Checkpoint]:
-    """Read the checkpoints; raise ProjectionsCorrupt when the file was tampered with (Tampered
-    when it was edited by hand or a checkpoint's seal does not hold)."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-        raise ProjectionsCorrupt(f"{path}: projections schema changed")
-    if conn.execute("SELECT 1 FROM _meta WHERE key = 'tampered'").fetchone():
-        raise Tampered(f"{path}: edited outside memtape")
-    checkpoints = {r[0]: Checkpoint(*r) for r in conn.execute(
-        "SELECT projection, seq, fingerprint, digest, ledger_hash, mac FROM _checkpoints")}
-    seal = Seal.beside(path)
-    for cp in checkpoints.values():
-        if not seal.holds(cp.mac, *cp.parts()):
-            raise Tampered(f"{path}: the checkpoint of {cp.projection!r} is not sealed by this memory's key")
-    head = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
-    if head is not None:
-        seq, _, rest = str(head[0]).partition(":")
-        h, _, mac = rest.partition(":")
-        if not seal.holds(mac, *_head_parts(seq, h)):
-            raise Tampered(f"{path}: the remembered head is not sealed by this memory's key")
-    return checkpoints
-
-
-def _head_parts(seq: int | str, h: str) -> tuple[Any, ...]:
-    return ("head", seq, h)
-
-
-def discard(path: Path, reason: str) -> None:
-    """A projections.db that failed authentication: warn in one line and remove it (it is rebuilt)."""
-    warn(f"{reason}; discarded, rebuilding from the ledger")
-    _remove(path)
-
-
-@contextmanager
-def opened(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, Checkpoint]]]:
-    """The projections database and its checkpoints; a damaged file is replaced by an empty one."""
-    for attempt in (1, 2):
-        conn = None
-        try:
-            conn = _connect(path)
-            checkpoints = _check(conn, path)
-        except (sqlite3.DatabaseError, ProjectionsCorrupt) as exc:
-            if conn is not None:
-                conn.close()
-            if isinstance(exc, sqlite3.DatabaseError) and isinstance(fault := describe_sqlite_error(exc, str(path)), DiskFull):
-                raise fault from exc  # a full disk is not a damaged file: projections.db is kept
-            if attempt == 2 or (isinstance(exc, ProjectionsCorrupt) and "not a memtape" in str(exc)):
-                first = str(exc).splitlines()[0]  # a ProjectionsCorrupt names the file already
-                raise ProjectionsCorrupt(first if isinstance(exc, ProjectionsCorrupt) else f"{path}: {first}") from exc
-            if isinstance(exc, ProjectionsCorrupt) and not isinstance(exc, Tampered):
-                _remove(path)  # an older schema: rebuilt without a word
-            else:
-                discard(path, str(exc).splitlines()[0] if isinstance(exc, Tampered) else f"{path}: unreadable ({exc})")
-            continue
-        try:
-            yield conn, checkpoints
-        finally:
-            conn.close()
-        return
-
-
-# ---- folding ----------------------------------------------------------------------
 
 class _Counter:
     """Counts the events of one fold for a `FoldProgress`."""
@@ -415,7 +235,7 @@ class Catchup:
         self.only = tuple(only) if only else PROJECTIONS
         self.rebuild = rebuild
         self.progress = progress or fold_progress.get()
-        self.snapshots: list[tuple[str, int, str, str, bytes | None, int | None, int, str, str]] = []
+        self.snapshots: list[tuple[str, int, str, str, int | None, int, str, bytes | None]] = []
         self.last_snap: dict[str, tuple[int, str, int]] = {}  # projection -> (seq, digest, size)
         self.blob_seq: dict[str, int] = {}  # projection -> seq of its latest snapshot holding a state
         self.hashes: dict[int, str] = {}  # seq -> the ledger's hash there
@@ -424,20 +244,12 @@ class Catchup:
         self.pack, self.unpack = compression.packer(), compression.unpacker()
 
     def run(self) -> MemoryState:
-        for attempt in (1, 2):
-            try:
-                with _lock, opened(self.path) as (conn, checkpoints):
-                    return self._run(conn, checkpoints)
-            except (Tampered, Forged) as exc:
-                if attempt == 2:
-                    raise
-                discard(self.path, str(exc) if isinstance(exc, Tampered) else f"{self.path}: {exc}")
-        raise AssertionError("unreachable")
+        with lock, writable(self.path) as cache:
+            return self._run(cache)
 
-    def _start(self, cp: Checkpoint | None, name: str) -> int:
-        """The seq this projection can continue from, or 0 when it must be rebuilt. The checkpoint
-        is sealed (see `_check`): a ledger that no longer holds the hash it saw was cut or
-        rewritten (LedgerTampered)."""
+    def _start(self, cp: Checkpointed | None, name: str) -> int:
+        """The seq this projection can continue from, or 0 when it must be rebuilt. A ledger that
+        no longer holds the hash its checkpoint saw was cut or rewritten (LedgerTampered)."""
         if cp is None:
             return 0
         if cp.seq not in self.hashes:
@@ -447,18 +259,12 @@ class Catchup:
             return 0
         return cp.seq
 
-    def _stored(self, conn: sqlite3.Connection, cp: Checkpoint, name: str) -> Any:
-        """The projection's stored state at its checkpoint; one that does not match its sealed
-        digest was edited (Tampered). The row may have been written at an earlier seq: a
-        catch-up that folds none of a projection's events moves its checkpoint on, not its state."""
-        row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-        try:
-            raw = self.unpack(row[1]) if row is not None and row[0] <= cp.seq else b""
-        except compression.ERRORS:
-            raw = b""
-        if hashlib.sha256(raw).hexdigest() != cp.digest:  # the stored bytes are the canonical JSON
-            raise Tampered(f"{self.path}: the stored state of {name!r} does not match its sealed digest")
-        return decode(name, raw)
+    def _stored(self, conn: sqlite3.Connection, name: str) -> Any:
+        """The projection's stored state: the row may have been written at an earlier seq than its
+        checkpoint (a catch-up that folds none of a projection's events moves its checkpoint on,
+        not its state)."""
+        return decode(name, self.unpack(conn.execute("SELECT state FROM _states WHERE projection = ?",
+                                                     (name,)).fetchone()[0]))
 
     def _folds_any(self, name: str, start: int, head: int) -> bool:
         """Whether an event after `start` up to `head` is one projection `name` folds."""
@@ -474,7 +280,8 @@ class Catchup:
             return True
         return self._folds_any(name, start, head)
 
-    def _run(self, conn: sqlite3.Connection, checkpoints: dict[str, Checkpoint]) -> MemoryState:
+    def _run(self, cache: Cache) -> MemoryState:
+        conn, checkpoints = cache.conn, cache.checkpoints
         head = int(self.store.head())
         conn.execute(f"PRAGMA cache_size = -{CATCHUP_CACHE_KIB}")  # this connection only; closed after the run
         state = MemoryState()
@@ -484,29 +291,25 @@ class Catchup:
         loaded = [n for n in PROJECTIONS if self._needed(n, starts[n], head)]
         with collector_paused():  # decoding builds as many objects as a fold does (3x slower collected)
             for name in loaded:  # the others stay None: nothing in the range reaches them
-                setattr(state, name, self._stored(conn, checkpoints[name], name) if starts[name]
-                        else FOLDS[name].empty())
+                setattr(state, name, self._stored(conn, name) if starts[name] else FOLDS[name].empty())
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
-        fresh = [n for n in PROJECTIONS if starts[n] == 0] + ([] if checkpoints else [mentions.COUNTED])
-        self.tracker = tracker = Tracker(conn, PROJECTIONS, Seal.beside(self.path), floor, fresh)
-        if rebuilt:  # snapshots and intervals of a projection being rebuilt are stale (so is its checkpoint)
-            with writing(conn):
-                conn.executemany("DELETE FROM _snapshots WHERE projection = ?", [(n,) for n in rebuilt])
-                conn.executemany("DELETE FROM _checkpoints WHERE projection = ?", [(n,) for n in rebuilt])
-                for name in rebuilt:
-                    if name in INDEXED:
-                        tracker.reset(name)
+        # the index of mentions holds every event the last catch-up reached (all checkpoints reach one head)
+        indexed_to = max((cp.seq for cp in checkpoints.values()), default=0)
+        self.tracker = tracker = Tracker(conn, cache.key, cache.digest, PROJECTIONS, floor, indexed_to)
+        for name in rebuilt:  # its snapshots and intervals are stale (so is its checkpoint)
+            cache.delete("_snapshots", "projection = ?", (name,))
+            if name in INDEXED:
+                tracker.reset(name)
         for name in PROJECTIONS:
             row = conn.execute("SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? "
                                "ORDER BY seq DESC LIMIT 1", (name,)).fetchone()
             if row:
-                self.last_snap[name] = (row[0], row[1], row[2] or 0)
+                self.last_snap[name] = (row[0], row[1], row[2])
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
-        seal = Seal.beside(self.path)
 
         def snapshot(seq: int, ledger_hash: str) -> None:
             if seq < floor:  # a snapshot before a forget would hold the forgotten subject
@@ -519,73 +322,49 @@ class Catchup:
                     continue
                 raw = encode(getattr(state, name))
                 dig = hashlib.sha256(raw).hexdigest()
-                mac = seal.mac(*snapshot_parts(name, seq, fp[name], dig, ledger_hash))
                 if prev is not None and prev[1] == dig:  # unchanged: point at the stored one
-                    self.snapshots.append((name, seq, fp[name], dig, None, self.blob_seq[name], len(raw),
-                                           ledger_hash, mac))
+                    self.snapshots.append((name, seq, fp[name], dig, self.blob_seq[name], len(raw), ledger_hash, None))
                 else:
-                    self.snapshots.append((name, seq, fp[name], dig, self.pack(raw), None, len(raw), ledger_hash, mac))
+                    self.snapshots.append((name, seq, fp[name], dig, None, len(raw), ledger_hash, self.pack(raw)))
                     self.blob_seq[name] = seq
                 self.last_snap[name] = (seq, dig, len(raw))
             if len(self.snapshots) >= FLUSH_SNAPSHOTS * len(PROJECTIONS):
-                self._flush_snapshots(conn)
+                self._flush_snapshots(cache)
 
         if head > lo:
             what = "rebuilding projections" if lo == 0 else "catching up projections"
             counter = _Counter(self.progress, what, head - lo) if self.progress is not None else None
             with collector_paused():
                 fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker,
-                          lambda: self._flush_intervals(conn))
+                          tracker.flush)
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
-            self._save(conn, state, fp, head, rebuilt, checkpoints)
+            self._save(cache, state, fp, head)
         out = LazyState(lambda name: current_projection(self.store, self.path, self.policy, name, head), head)
         for name in loaded:
             setattr(out, name, getattr(state, name))
         return out
 
-    def _flush_intervals(self, conn: sqlite3.Connection) -> None:
-        if self.tracker is not None and self.tracker.pending():
-            with writing(conn):
-                self.tracker.flush()
+    def _flush_snapshots(self, cache: Cache) -> None:
+        if self.snapshots:
+            cache.insert("_snapshots", self.snapshots)
+            self.snapshots = []
 
-    def _flush_snapshots(self, conn: sqlite3.Connection) -> None:
-        if not self.snapshots:
-            return
-        with writing(conn):
-            conn.executemany("INSERT OR REPLACE INTO _snapshots (projection, seq, fingerprint, digest, state, same_as, "
-                             "size, ledger_hash, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.snapshots)
-        self.snapshots = []
-
-    def _save(self, conn: sqlite3.Connection, state: MemoryState, fp: dict[str, str], head: int,
-              rebuilt_now: list[str], checkpoints: dict[str, Checkpoint]) -> None:
-        """Seal every projection at `head`: the folded ones with their state encoded again, the
-        others (not loaded: unchanged since their checkpoint) with the digest they had, their
-        stored state left as it is — when their checkpoint is still the one this catch-up read."""
-        self._flush_snapshots(conn)
+    def _save(self, cache: Cache, state: MemoryState, fp: dict[str, str], head: int) -> None:
+        """Checkpoint every projection at `head`: the folded ones with their state encoded again,
+        the others (not loaded: unchanged since their checkpoint) with their stored state left as
+        it is; and bind the file to the ledger's head."""
+        self._flush_snapshots(cache)
         ledger_hash = _hash_at(self.store, head)
-        seal = Seal.beside(self.path)
-        with writing(conn):
-            if self.tracker is not None:
-                self.tracker.flush()
-            current = {r[0]: Checkpoint(*r) for r in conn.execute(
-                "SELECT projection, seq, fingerprint, digest, ledger_hash, mac FROM _checkpoints")}
-            for name in PROJECTIONS:
-                now = current.get(name)
-                if now is not None and now.seq >= head and name not in rebuilt_now:
-                    continue  # another process got here first
-                new = getattr(state, name)
-                if new is None:
-                    if now != checkpoints[name]:
-                        continue  # moved by another process meanwhile: the next catch-up sees to it
-                    dig = now.digest
-                else:
-                    raw = encode(new)
-                    dig = hashlib.sha256(raw).hexdigest()
-                    conn.execute("INSERT OR REPLACE INTO _states (projection, seq, state) VALUES (?, ?, ?)",
-                                 (name, head, self.pack(raw)))
-                cp = Checkpoint(name, head, fp[name], dig, ledger_hash)
-                conn.execute("INSERT OR REPLACE INTO _checkpoints (projection, seq, fingerprint, digest, ledger_hash, "
-                             "mac) VALUES (?, ?, ?, ?, ?, ?)", (*cp.parts()[1:], seal.mac(*cp.parts())))
+        if self.tracker is not None:
+            self.tracker.flush()
+        for name in PROJECTIONS:
+            new = getattr(state, name)
+            if new is not None:
+                cache.delete("_states", "projection = ?", (name,))
+                cache.insert("_states", [(name, head, self.pack(encode(new)))])
+            cache.delete("_checkpoints", "projection = ?", (name,))
+            cache.insert("_checkpoints", [Checkpointed(name, head, fp[name], ledger_hash).row()])
+        cache.bind(head, ledger_hash)
 
 
 def load_state(store: Store, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
@@ -609,7 +388,8 @@ def load_state(store: Store, projections_path: Path | None, policy: Policy = DEF
 
 def _current(store: Store, path: Path, policy: Policy, head: int) -> bool:
     """projections.db holds every projection at `head`, for this policy, code and ledger."""
-    with _lock, opened(path) as (_, cps):
+    with readable(path) as cache:
+        cps = cache.checkpoints
         current = all(n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy)
                       for n in PROJECTIONS)
         return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
@@ -622,34 +402,22 @@ def caught_up(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, progres
 
 
 def current_projection(store: Store, path: Path, policy: Policy, name: str, head: int) -> Any:
-    """One projection's stored state at `head` (checked against its digest), else rebuilt
-    from its nearest snapshot."""
-    with _lock, opened(path) as (conn, cps):
-        cp = cps.get(name)
-        row = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-    if cp is not None and row is not None and row[0] <= cp.seq == head \
-            and cp.fingerprint == fingerprint(name, policy):
-        try:
-            raw = compression.unpacker()(row[1])
-            if hashlib.sha256(raw).hexdigest() == cp.digest:
-                with collector_paused():  # the state built is acyclic (see `projection_at`)
-                    return decode(name, raw)
-        except compression.ERRORS:
-            pass
-        # edited in place: not served; the whole file is rebuilt (and right for the next reader)
-        discard(path, f"{path}: the stored state of {name!r} does not match its sealed digest")
-        rebuilt = Catchup(store, path, policy).run()
-        if rebuilt.head == head:
-            return getattr(rebuilt, name)
+    """One projection's stored state at `head`, read in the same transaction as its checkpoint;
+    else (projections.db moved on meanwhile) as of `head`."""
+    with readable(path) as cache:
+        cp = cache.checkpoints.get(name)
+        row = cache.conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
+        if cp is not None and row is not None and row[0] <= cp.seq == head and cp.fingerprint == fingerprint(name, policy):
+            with collector_paused():  # the state built is acyclic (see `projection_at`)
+                return decode(name, compression.unpacker()(row[1]))
     return projection_at(store, path, policy, name, head)
 
 
-def indexed_at(conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Store, policy: Policy, name: str,
-               seq: int) -> bool:
+def indexed_at(cache: Cache, store: Store, policy: Policy, name: str, seq: int) -> bool:
     """Whether projections.db's intervals answer projection `name` at `seq`: it is indexed, its
     checkpoint is this code's and policy's and reaches `seq`, and no forget since `seq` dropped
     the versions that held then."""
-    cp = cps.get(name)
+    cp = cache.checkpoints.get(name)
     return name in INDEXED and cp is not None and cp.seq >= seq and cp.fingerprint == fingerprint(name, policy) \
         and forget_floor(store, cp.seq) <= seq
 
@@ -664,35 +432,19 @@ def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int)
 def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
     mod = FOLDS[name]
     state, start = mod.empty(), 0
-    fp = fingerprint(name, policy)
-    forged = None
-    with opened(path) as (conn, cps):
-        if indexed_at(conn, cps, store, policy, name, seq):
-            found = intervals.state_at(intervals.Blocks(conn, Seal.beside(path)), name, seq)
-            if found is not None:
-                return found
-            forged = f"{path}: a version of {name!r} is not one this memory sealed"
-        row = conn.execute(
-            "SELECT seq, state, same_as, digest, ledger_hash, mac FROM _snapshots WHERE projection = ? AND seq <= ? "
-            "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fp)).fetchone()
+    with readable(path) as cache:
+        if indexed_at(cache, store, policy, name, seq):
+            return intervals.state_at(intervals.Blocks(cache.conn), name, seq)
+        row = cache.conn.execute(
+            "SELECT seq, state, same_as, ledger_hash FROM _snapshots WHERE projection = ? AND seq <= ? "
+            "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fingerprint(name, policy))).fetchone()
         if row is not None:
-            snap_seq, blob, same_as, dig, ledger_hash, mac = row
+            snap_seq, blob, same_as, ledger_hash = row
             if blob is None:
-                ref = conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
-                                   (name, same_as)).fetchone()
-                blob = ref[0] if ref is not None else None
-            try:
-                raw = compression.unpacker()(blob) if blob is not None else b""
-            except compression.ERRORS:
-                raw = b""
-            if not Seal.beside(path).holds(mac, *snapshot_parts(name, snap_seq, fp, dig, ledger_hash)) \
-                    or hashlib.sha256(raw).hexdigest() != dig:
-                forged = f"{path}: the snapshot of {name!r} at seq {snap_seq} is not the one this memory sealed"
-            else:
-                require_anchor(store, Anchor(snap_seq, ledger_hash, SOURCE))
-                state, start = decode(name, raw), snap_seq
-    if forged is not None:
-        discard(path, forged)
+                blob = cache.conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
+                                          (name, same_as)).fetchone()[0]
+            require_anchor(store, Anchor(snap_seq, ledger_hash, SOURCE))
+            state, start = decode(name, compression.unpacker()(blob)), snap_seq
     if seq > start:
         apply = mod.apply
         for ev in store.read(start + 1, seq, types=mod.TYPES):
@@ -710,12 +462,23 @@ def rebuild(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, projectio
     return Catchup(store, Path(path), policy, only=names, rebuild=True, progress=progress).run()
 
 
+def changed_versions(path: Path, names: Iterable[str], after: int, head: int
+                     ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """(projection, batch) of the versions of the indexed projections `names` that began or
+    ended after `after`, as of `head` (`intervals.changed`): what a copy of them kept up to `after`
+    (the analytics mirror) reads to reach `head`, all in one read of projections.db."""
+    with readable(path) as cache:
+        blocks = intervals.Blocks(cache.conn)
+        for name in names:
+            for batch in intervals.changed(blocks, name, after, head):
+                yield name, batch
+            blocks.values.clear()  # the next projection's blocks are others
 
 
 class ProjectionsHead:
-    """The head projections.db remembers (a `ledger.anchor.Keeper`): its sealed 'head' row, or its
-    latest checkpoint when that is further on. Saved only into an existing projections.db (a
-    command that never materialized memory does not create one)."""
+    """The head projections.db remembers (a `ledger.anchor.Keeper`): the ledger head its sealed
+    checkpoint is bound to. Saved only into an existing projections.db (a command that never
+    materialized memory does not create one)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -723,56 +486,41 @@ class ProjectionsHead:
     def load(self) -> Anchor | None:
         if not self.path.exists():
             return None
-        with _lock, opened(self.path) as (conn, checkpoints):  # seals checked there
-            row = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
-        anchors = [Anchor(cp.seq, cp.ledger_hash, SOURCE) for cp in checkpoints.values() if cp.seq > 0]
-        if row is not None:
-            seq, h, _ = str(row[0]).split(":", 2)
-            anchors.append(Anchor(int(seq), h, SOURCE))
-        return max(anchors, key=lambda a: a.seq, default=None)
+        with lock, readable(self.path) as cache:
+            seq, ledger_hash = cache.head
+        return Anchor(seq, ledger_hash, SOURCE) if seq > 0 else None
 
     def save(self, anchor: Anchor) -> None:
         if not self.path.exists():
             return
-        with _lock, opened(self.path) as (conn, _):
-            row = conn.execute("SELECT value FROM _meta WHERE key = 'head'").fetchone()
-            if row is not None and int(str(row[0]).split(":", 1)[0]) >= anchor.seq:
-                return
-            mac = Seal.beside(self.path).mac(*_head_parts(anchor.seq, anchor.hash))
-            with writing(conn):
-                conn.execute("INSERT OR REPLACE INTO _meta (key, value) VALUES ('head', ?)",
-                             (f"{anchor.seq}:{anchor.hash}:{mac}",))
+        with lock:
+            with readable(self.path) as cache:
+                if cache.head[0] >= anchor.seq:
+                    return
+            with writable(self.path) as cache:
+                cache.bind(anchor.seq, anchor.hash)
 
 
 class IndexedMemory:
     """Chosen items of the indexed projections at any seq, each read by key from projections.db's
     intervals (what an audit shows at a step: Tier 1, the recalled lessons, one domain's facts
-    and selectors, the offered trajectories) — no fold, however long the log. A version that
-    does not carry this memory's seal discards projections.db; the answer is then folded."""
+    and selectors, the offered trajectories) — no fold, however long the log."""
 
-    def __init__(self, conn: sqlite3.Connection, cps: dict[str, Checkpoint], store: Store, policy: Policy,
-                 path: Path, window: tuple[int, int] | None = None):
-        self.conn = conn
-        self.path = path
-        self.seal = Seal.beside(path)
-        self.forged = False
-        self.cps = cps
+    def __init__(self, cache: Cache, store: Store, policy: Policy, window: tuple[int, int] | None = None):
+        self.conn = cache.conn
+        self.key = cache.key
+        self.cps = cache.checkpoints
         self.store = store
         self.policy = policy
-        self.head = min((cp.seq for cp in cps.values()), default=0)
+        self.head = min((cp.seq for cp in self.cps.values()), default=0)
         self.floor = forget_floor(store, self.head)
-        self.blocks = intervals.Blocks(conn, self.seal)  # the steps of an audit read mostly the same blocks
+        self.blocks = intervals.Blocks(self.conn)  # the steps of an audit read mostly the same blocks
         #: the seqs the questions will fall in (an audit's steps): each question's versions are then
-        #: selected and their seals checked once for all of them, and a state built from the same
-        #: versions as the last one of its projection is that one again
+        #: selected once for all of them, and a state built from the same versions as the last one of
+        #: its projection is that one again
         self.window = window
-        self.selected: dict[tuple[str | None, ...], intervals.Selection] = {}
+        self.selected: dict[tuple[str | None, ...], list[tuple[Any, ...]]] = {}
         self.built: dict[str, tuple[tuple[Any, ...], Any]] = {}
-        #: with a window, the versions whose seals held (every column as read, the value's bytes
-        #: among them): a seal is a function of those columns, so a version equal in each holds
-        #: again, and one that differs in any is not in here. The steps' states share most of their
-        #: versions: each is checked once, not again for every state built from it
-        self.checked: set[tuple[Any, ...]] = set()
 
     def answers(self, seq: int, names: Iterable[str]) -> bool:
         return seq >= self.floor and all(
@@ -798,48 +546,30 @@ class IndexedMemory:
                 "selectors": rows_at("selectors", "by_domain", domain) if domain else []}
         state = MemoryState.empty(rows)
         for name, found in rows.items():
-            setattr(state, name, self._state(name, seq, found))
+            setattr(state, name, self._state(name, found))
         state.head = seq
         return state
 
     def _rows(self, seq: int, name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
               facet: str | None = None) -> list[tuple[Any, ...]]:
-        """The versions a question selects at `seq` (`intervals.Selection`: selected once for the
-        whole window when `seq` is in it); none, and projections.db distrusted, when they are not
-        as many as counted (one was deleted)."""
+        """The versions a question selects at `seq` (selected once for the whole window when `seq`
+        is in it)."""
         if self.window is None or not self.window[0] <= seq <= self.window[1]:
-            selection = intervals.Selection(self.blocks, name, seq, seq, field, k1, facet)
+            found = intervals.rows_at(self.blocks, name, seq, field, k1, None, facet)
         else:
             question = (name, field, k1, facet)
-            selection = self.selected.get(question)  # type: ignore[assignment]
-            if selection is None:
-                selection = self.selected[question] = intervals.Selection(self.blocks, name, *self.window, field, k1,
-                                                                          facet)
-        found = selection.at(seq)
-        if found is None:
-            self._distrust(f"a version of {name!r}")
-            return []
+            selected = self.selected.get(question)
+            if selected is None:
+                selected = self.selected[question] = intervals.rows_during(self.blocks, name, *self.window, field, k1,
+                                                                           None, facet)
+            found = [r for r in selected if intervals.valid(r, seq)]
         return [r for r in found if r[2] in (k2, intervals.NO_KEY)] if k2 is not None else found
 
-    def _distrust(self, what: str) -> None:
-        """projections.db failed authentication: discarded; every later answer is folded."""
-        if not self.forged:
-            self.forged = True
-            discard(self.path, f"{self.path}: {what} is not one this memory sealed")
-
-    def _state(self, name: str, seq: int, rows: list[tuple[Any, ...]]) -> Any:
-        versions = tuple((r[0], r[1], r[2], r[7]) for r in rows)  # (field, k1, k2, valid_from): the primary key
+    def _state(self, name: str, rows: list[tuple[Any, ...]]) -> Any:
+        versions = tuple((r[0], r[1], r[2], r[6]) for r in rows)  # (field, k1, k2, valid_from): the primary key
         last = self.built.get(name)
-        if last is not None and last[0] == versions and not self.forged:
+        if last is not None and last[0] == versions:
             return last[1]
-        if not self.forged:
-            unchecked = [r for r in rows if r not in self.checked] if self.window is not None else rows
-            if not intervals.sealed(self.seal, unchecked):
-                self._distrust(f"a version of {name!r}")
-            elif self.window is not None:
-                self.checked.update(unchecked)
-        if self.forged:
-            return projection_at(self.store, self.path, self.policy, name, seq)
         state = intervals.state_from_rows(name, rows)
         if self.window is not None:
             self.built[name] = (versions, state)
@@ -848,15 +578,9 @@ class IndexedMemory:
     def events(self, types: Iterable[str], items: Iterable[str]) -> Iterator[RecordedEvent]:
         """The events of `types` that name any of `items` (`mentions` keys), in log order: those up
         to the head projections.db reached by its index, each through the store's verified read;
-        `subject_forgotten` (few) and anything appended since, by type. When the index does not
-        hold as many as it counted, projections.db is discarded and every event of `types` read."""
+        `subject_forgotten` (few) and anything appended since, by type."""
         wanted = frozenset(types)
-        seqs = mentions.seqs(self.conn, self.seal, items, self.head) if not self.forged else None
-        if seqs is None:  # the index cannot answer: every event of those types
-            if not self.forged:
-                self._distrust("the index of mentions")
-            yield from self.store.read(types=sorted(wanted))
-            return
+        seqs = mentions.seqs(self.conn, self.key, items, self.head)
         found = (ev for ev in mentions.events_at(self.store, seqs) if ev.type in wanted)
         forgets = self.store.read(1, self.head, types=["subject_forgotten"]) if "subject_forgotten" in wanted else ()
         yield from heapq.merge(found, forgets, key=lambda ev: ev.seq)
@@ -864,13 +588,14 @@ class IndexedMemory:
 
     def projection(self, name: str, seq: int, field: str | None = None, key: str | None = None) -> Any:
         """Projection `name` as of `seq`: whole, or only one field's item (or inner dict) `key`."""
-        return self._state(name, seq, self._rows(seq, name, field, key))
+        return self._state(name, self._rows(seq, name, field, key))
 
 
 @contextmanager
 def indexed_memory(store: Store, path: Path, policy: Policy = DEFAULT_POLICY,
                    window: tuple[int, int] | None = None) -> Iterator[IndexedMemory]:
-    """projections.db caught up, and an `IndexedMemory` over it (asked mostly within `window`)."""
+    """projections.db caught up, and an `IndexedMemory` over it (asked mostly within `window`):
+    every answer read in one read transaction."""
     caught_up(store, path, policy)
-    with opened(path) as (conn, cps):  # a connection of its own: no lock held while the caller reads
-        yield IndexedMemory(conn, cps, store, policy, Path(path), window)
+    with readable(path) as cache:  # a connection of its own: no lock held while the caller reads
+        yield IndexedMemory(cache, store, policy, window)

@@ -5,12 +5,11 @@ confirmed, decayed, pruned or expired one lesson, fact, selector or trajectory.
 Scanning every event of those types grows with the log; instead each catch-up
 files, per event of those types, the items it names (`keys`), and the life is
 read from the events at those seqs — each still read through the store's verified
-read and filtered by its content, so the index can only narrow what is read —
-and the mentions are counted (counts.py, by bucket of item hashes), so one deleted
-from the file is not taken for an event that never named it: `seqs` answers only
-when an item's bucket holds as many as counted. Keys are stored as the memory's keyed hash of the item (a
-fact key or a selector of a forgotten domain is never kept in clear beside the
-ledger).
+read and filtered by its content, so the index can only narrow what is read. The
+rows go into projections.db's digest like every other (`seal.Digest`), so one
+deleted from the file is not taken for an event that never named it. Keys are
+stored as the memory's keyed hash of the item (a fact key or a selector of a
+forgotten domain is never kept in clear beside the ledger).
 """
 from __future__ import annotations
 
@@ -19,15 +18,14 @@ from collections.abc import Iterable, Iterator
 
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections.cache.counts import Counter, Counts
-from memtape.projections.cache.seal import Seal
+from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.knowledge import fact_id_for
 from memtape.projections.lessons import lesson_id_in
 
-DDL = ("CREATE TABLE IF NOT EXISTS _mentions (item BLOB NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) "
-       "WITHOUT ROWID",)
-TABLES = ("_mentions",)
-COUNTED = "_mentions"  # the name its counts are filed under (beside the projections')
+#: the table's columns, in the order its rows are hashed (`seal.Key.row`)
+COLUMNS = {"_mentions": ("item", "seq")}
+DDL = ("CREATE TABLE _mentions (item INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) WITHOUT ROWID",)
+TABLES = tuple(COLUMNS)
 LESSON_TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lesson_pinned")
 RECALL_TYPES = ("error_recall", "domain_recall", "tier1_loaded", "lessons_pruned")
 FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
@@ -93,83 +91,57 @@ def keys(ev: RecordedEvent) -> list[str]:
 KEY_BYTES = 8
 
 
-def hashed(seal: Seal, item: str) -> bytes:
-    """An item as the index files it: the memory's keyed hash, cut to KEY_BYTES."""
-    return seal.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"))[:KEY_BYTES]
-
-
-#: the mentions are counted by bucket: the items whose hashes share their first BUCKET_BITS bits (a
-#: count per item would be a row per item; a bucket is read whole, a few hundred mentions at most
-#: in a log of millions of events)
-BUCKET_BITS = 10
-
-
-def bucket(key: bytes) -> tuple[bytes, bytes | None]:
-    """The counted group of a hashed item (the first key of its bucket: no key sorts before it), and
-    the first key of the next bucket (None after the last)."""
-    shift = 16 - BUCKET_BITS
-    prefix = int.from_bytes(key[:2], "big") >> shift
-    nxt = prefix + 1
-    return (prefix << shift).to_bytes(2, "big"), None if nxt >> BUCKET_BITS else (nxt << shift).to_bytes(2, "big")
+def hashed(key: Key, item: str) -> int:
+    """An item as the index files it: the memory's keyed hash, as a signed 64-bit integer."""
+    return int.from_bytes(key.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"), KEY_BYTES), "little",
+                          signed=True)
 
 
 TYPES = frozenset((*LESSON_TYPES, *RECALL_TYPES, *FACT_TYPES, *SELECTOR_TYPES, *TRAJECTORY_TYPES))
 
 
 class Mentions:
-    """Collects the mentions of the events folded by a catch-up; `flush` writes them."""
+    """Collects the mentions of the events folded by a catch-up after seq `after` (the index holds
+    those before); `flush` writes them, each into `digest`."""
 
-    def __init__(self, conn: sqlite3.Connection, seal: Seal, counter: Counter):
+    def __init__(self, conn: sqlite3.Connection, key: Key, digest: Digest, after: int = 0):
         self.conn = conn
-        self.seal = seal
-        self.counter = counter
-        self.upto = 0  # the last seq recorded
-        self.rows: list[tuple[bytes, int]] = []
-        self._hashed: dict[str, bytes] = {}
+        self.key = key
+        self.digest = digest
+        self.after = after
+        self.rows: list[tuple[int, int]] = []
+        self._hashed: dict[str, int] = {}
 
     def record(self, ev: RecordedEvent) -> None:
-        if ev.type in TYPES:
-            seq = self.upto = ev.seq
+        if ev.type in TYPES and ev.seq > self.after:
+            seq = ev.seq
             for k in keys(ev):
                 self.rows.append((self.hashed(k), seq))
 
-    def hashed(self, key: str) -> bytes:
-        h = self._hashed.get(key)
+    def hashed(self, item: str) -> int:
+        h = self._hashed.get(item)
         if h is None:
-            h = self._hashed[key] = hashed(self.seal, key)
+            h = self._hashed[item] = hashed(self.key, item)
         return h
 
     def pending(self) -> int:
         return len(self.rows)
 
     def flush(self) -> None:
-        """Write what was recorded (inside the module's write transaction), and count it (once per
-        item and event: an event may name an item twice); idempotent."""
+        """Write what was recorded (inside the write transaction), once per item and event (an
+        event may name an item twice)."""
         rows = list(dict.fromkeys(self.rows))
-        self.conn.executemany("INSERT OR IGNORE INTO _mentions (item, seq) VALUES (?, ?)", rows)
-        for item, seq in rows:
-            self.counter.add(COUNTED, bucket(item)[0], seq, 1)
+        self.conn.executemany("INSERT INTO _mentions (item, seq) VALUES (?, ?)", rows)
+        self.digest.rows(self.key, "_mentions", rows)
         self.rows = []
 
 
-def seqs(conn: sqlite3.Connection, seal: Seal, items: Iterable[str], up_to: int) -> list[int] | None:
-    """The seqs (ascending, at most `up_to`) of the events that name any of `items`; None when the
-    mentions of an item's bucket are not as many as counted (the index was edited: read the events
-    by type instead)."""
+def seqs(conn: sqlite3.Connection, key: Key, items: Iterable[str], up_to: int) -> list[int]:
+    """The seqs (ascending, at most `up_to`) of the events that name any of `items`."""
     found: set[int] = set()
-    counts = Counts(conn, seal)
-    buckets: dict[bytes, list[tuple[bytes, int]]] = {}
     for item in dict.fromkeys(items):
-        h = hashed(seal, item)
-        grp, after = bucket(h)
-        rows = buckets.get(grp)
-        if rows is None:
-            rows = buckets[grp] = conn.execute(
-                "SELECT item, seq FROM _mentions WHERE item >= ? AND seq <= ?" + (" AND item < ?" if after else ""),
-                (grp, up_to, *((after,) if after else ()))).fetchall()
-            if counts.at(COUNTED, grp, up_to) != len(rows):
-                return None
-        found.update(s for i, s in rows if i == h)
+        found.update(s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?",
+                                                (hashed(key, item), up_to)))
     return sorted(found)
 
 

@@ -121,7 +121,10 @@ def check_memory_files(directory: Path) -> None:
         if entry.is_symlink():
             raise LedgerError(f"{path}: a symbolic link in the memory directory; memtape does not follow it "
                               "(move the file itself here)")
-        info = entry.stat(follow_symlinks=False)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # gone since it was listed (a write-ahead log another process's close removed)
         if info.st_uid != me:
             raise LedgerError(f"{path}: owned by another user (uid {info.st_uid}); memtape uses only its own files")
         if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):

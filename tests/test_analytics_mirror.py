@@ -81,7 +81,7 @@ def _digests(mirror: Path) -> tuple[str, str]:
     con = duckdb.connect(str(mirror), read_only=True)
     try:
         return (str(con.execute("SELECT digest FROM _mirror").fetchone()[0]),
-                _rows_digest(con, _row_key(mirror.with_name("projections.db"))))
+                str(_rows_digest(con, _row_key(mirror.with_name("projections.db")))))
     finally:
         con.close()
 

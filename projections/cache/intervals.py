@@ -313,9 +313,6 @@ class Tracker:
         else:
             self.closes.append((seq, name, p[0], p[1] if len(p) > 1 else NO_KEY, p[2] if len(p) > 2 else NO_KEY))
 
-    def pending(self) -> int:
-        return len(self.rows) + len(self.closes) + self.mentions.pending()
-
     def flush(self) -> None:
         """Write what was recorded (call inside the write transaction): the values in blocks of
         BLOCK_VALUES per projection, each row into its table's digest."""

@@ -169,7 +169,8 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
                             setattr(state, name, fn(getattr(state, name), ev, policy))
             except FOLD_ERRORS as exc:
                 raise unfoldable(ev, name, exc) from exc
-        if tracker is not None and (steps is not None or t in mentioned) and tracker.pending() >= flush_rows:
+        if tracker is not None and (steps is not None or t in mentioned) and len(tracker.rows) + len(tracker.closes) \
+                + len(tracker.mentions.rows) >= flush_rows:
             flush()
         head = seq
         if snapshot is not None and seq % SNAPSHOT_EVERY == 0:

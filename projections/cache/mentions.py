@@ -124,9 +124,6 @@ class Mentions:
             h = self._hashed[item] = hashed(self.key, item)
         return h
 
-    def pending(self) -> int:
-        return len(self.rows)
-
     def flush(self) -> None:
         """Write what was recorded (inside the write transaction), once per item and event (an
         event may name an item twice)."""

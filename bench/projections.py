@@ -307,7 +307,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         ratio = {name: max(t / max(f, 1e-6) for n, t, f in calls if n == name) for name in whole}
         figs.append(Figure(BENCH, "as-of: whole projections within 3x of their floor", len(within), "calls",
                            "calls", len(calls), aim=1.0,
-                           note=f"floor: the same answer decoded from one JSON document; worst ratio by projection: "
+                           note="floor: the same answer decoded from one JSON document; worst ratio by projection: "
                                 + ", ".join(f"{k} {v:.1f}x" for k, v in ratio.items())
                                 + (f"; the {len(over)} over it take at most {max(t for _, t, _ in over):.1f} ms "
                                    f"(floors up to {max(f for _, _, f in over):.2f} ms: opening projections.db "

@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation
-from memtape.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.projections.recording import AgentMemory, Learned, StepRecord, goal_secrets
 from memtape.projections.short_term import ShortTerm, priority_of
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 

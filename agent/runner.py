@@ -25,7 +25,6 @@ from typing import Any
 from memtape.agent.browser import Browser
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import PolicyError, make_policy
 from memtape.agent.sites import SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
@@ -36,6 +35,7 @@ from memtape.ledger.location import memory_dir, read_fork_info
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.parameters import Policy
+from memtape.projections.recording import AgentMemory
 from memtape.projections.text import clip
 from memtape.projections.view import MemoryView
 

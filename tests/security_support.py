@@ -19,10 +19,10 @@ import duckdb
 import orjson
 import zstandard
 
-from memtape.agent.memory import AgentMemory, StepRecord
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.projections.budget import BudgetItem
+from memtape.projections.recording import AgentMemory, StepRecord
 from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtape.agent import compress as C
-from memtape.agent.memory import AgentMemory, StepRecord
 from memtape.agent.prompt import recent_actions
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import (
@@ -33,6 +32,7 @@ from memtape.projections.context import fresh_extraction
 from memtape.projections.parameters import Policy
 from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
 from memtape.projections.patterns import to_prune
+from memtape.projections.recording import AgentMemory, StepRecord
 from memtape.projections.short_term import priority_of, trim
 from memtape.projections.sitemap import next_page
 from memtape.projections.view import MemoryView

@@ -1069,7 +1069,7 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     for name, info in cls.model_fields.items():
         if name == "scope_domain":
             props[name]["pattern"] = DOMAIN_PATTERN
-        if info.annotation is JsonValue:  # free-form JSON: bounded like every dict[str, Any]
+        if cast(object, info.annotation) is JsonValue:  # free-form JSON: bounded like every dict[str, Any]
             props[name] = {"$ref": "#/$defs/JsonValue", "default": info.default}
         if info.description is None and name in props:
             props[name].pop("title", None)

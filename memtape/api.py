@@ -86,7 +86,7 @@ class Memory(RunMemory):
     def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
               run: str | None = None) -> list[dict[str, Any]]:
         """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
-        short-term, patterns, context, snapshots, sitemap) now or as the ledger knew it at seq / ISO
+        short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger knew it at seq / ISO
         time `as_of`, of one domain and one run when given: the fields of `state KIND --json`."""
         if kind not in STATE_KINDS:
             raise MemtapeError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")

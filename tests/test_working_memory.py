@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 import memtape
 from memtape.agent import compress as C
 from memtape.agent.browser import Element, Observation
-from memtape.agent.budget import estimate_tokens
 from memtape.agent.loop import step_items
-from memtape.agent.memory import AgentMemory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet, SubjectForgotten
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import estimate_tokens
+from memtape.projections.recording import AgentMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

@@ -6,9 +6,10 @@ through `projections.writer.MemoryWriter` (so the policy's decisions — dedup,
 promotion, pruning, contradiction, the start-of-run seeding and expiry — land
 in the same transaction) and every read goes through
 `projections.view.MemoryView`; every recall is itself an event. Nothing here
-knows the bundled browser agent: its loop reaches memory through
-`AgentMemory`, a thin adapter at the bottom of this module, so what an
-external agent gets is what the demo measures.
+knows the bundled browser agent: its loop starts a `Run` and calls it as any
+agent does, so what an external agent gets is what the demo measures.
+`Memory.state` answers `memtape state`; `memtape.api` adds the answers that
+need the analytics layer (audit, experiment).
 
 With memory off a run is still logged (run_started, step_recorded,
 context_built, step_graded, run_completed: seed 002's baseline rep) but reads

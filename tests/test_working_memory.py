@@ -22,7 +22,7 @@ from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import estimate_tokens
-from memtape.projections.recording import AgentMemory
+from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -71,8 +71,8 @@ def test_the_scratch_pad_sets_and_gets_by_key_for_the_run(tmp_path: Path) -> Non
 
 
 def test_the_scratch_pad_works_with_memory_off(ledger_path: Path) -> None:
-    mem = AgentMemory.open(SqliteStore.open(ledger_path), None, enabled=False)
-    run = mem.open_run("r1", "count the pages", "https://p.test/")
+    run = Memory(SqliteStore.open(ledger_path), None, enabled=False).start_run(goal="count the pages",
+                                                                            start_url="https://p.test/")
     run.set_scratch("pages", 3)
     assert run.get_scratch("pages") == 3
 
@@ -206,17 +206,18 @@ def test_memtape_state_scratch_and_page_maps(memory_path: Path) -> None:
 # ---- user context by priority ----------------------------------------------------------------
 
 def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(ledger_path: Path) -> None:
-    mem = AgentMemory.open(SqliteStore.open(ledger_path), None)
-    mem.open_run("r1", "Open the return form", "https://help.test/")
-    mem.give_context({"order_number": "A-1234", "preferred_language": "English"})
-    mem.infer_context("login_required", "true", "login form at /login", 1, "help.test")
+    run = Memory(SqliteStore.open(ledger_path), None).start_run(goal="Open the return form",
+                                                                 start_url="https://help.test/")
+    run.give_context({"order_number": "A-1234", "preferred_language": "English"})
+    run.infer_context("login_required", "true", "login form at /login", 1, "help.test")
     obs = Observation(url="https://help.test/", title="Help", elements=(Element("e1", "link", "Returns"),),
                       text="", summary="", page_type="content")
-    (context,) = [i for i in step_items(obs, mem, "Open the return form", [], None, [], [], [], None, [], [])
+    (context,) = [i for i in step_items(obs, run, "Open the return form", [], None, [], [], [], None, [], [])
                   if i.source == "context"]
     assert "order_number" in context.text and "A-1234" in context.text and "preferred_language" in context.text
     assert "login_required" in context.text and context.priority == 55
-    assert [e.key for e in mem.prompt_context("help.test")] == ["order_number", "preferred_language", "login_required"]
+    assert [e.key for e in run.prompt_context()] == ["order_number", "preferred_language", "login_required"]
+    assert run.relevant_context() == []  # the goal shares no word with any of it: retrieval by words finds none
 
 
 # ---- compression: every URL that fits, numbers distinct -----------------------------------------

@@ -1062,6 +1062,7 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     cls = EVENT_TYPES[type_]
     payload = cls.model_json_schema(ref_template="#/$defs/{model}")
     defs = payload.pop("$defs", {})
+    defs.pop("JsonValue", None)  # pydantic's own (any value at all): a line's JsonValue is the bounded one
     props = payload["properties"]
     props["type"] = {"const": type_}
     props["schema_version"] = {"type": "integer", "minimum": min_version(cls), "maximum": cls.CURRENT_VERSION,

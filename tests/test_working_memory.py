@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 import memtape
 from memtape.agent import compress as C
 from memtape.agent.browser import Element, Observation
 from memtape.agent.loop import step_items
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet, SubjectForgotten
+from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet, SubjectForgotten, json_schema
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import estimate_tokens
@@ -127,6 +128,15 @@ def test_any_key_and_value_is_stored_exactly_or_refused_in_one_line(tmp_path: Pa
             run.set_scratch(key, value)
         assert "\n" not in str(refused.value) and events_in(where) == before
     mem.close()
+
+
+def test_the_schema_bounds_a_scratch_value_as_the_door_does() -> None:
+    validator = Draft202012Validator(json_schema())
+    line = {"type": "scratch_set", "run_id": "r1", "key": "k"}
+    assert validator.is_valid({**line, "value": {"rows": [1, "two", None, 2**63 - 1]}})
+    for bad in (2**63, "a\x00b", {"k": [-(2**63) - 1]}):
+        assert not validator.is_valid({**line, "value": bad})
+    assert json_schema()["$defs"]["JsonValue"] == json_schema("run_started")["$defs"]["JsonValue"] != {}
 
 
 # ---- PageMaps ---------------------------------------------------------------------------------

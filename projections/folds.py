@@ -15,8 +15,10 @@ from memtape.projections import (
     context,
     knowledge,
     lessons,
+    page_maps,
     patterns,
     runs,
+    scratch,
     selectors,
     sessions,
     short_term,
@@ -74,6 +76,8 @@ FOLDS: dict[str, Fold] = {
     "context": context,
     "snapshots": snapshots,
     "sitemap": sitemap,
+    "scratch": scratch,
+    "page_maps": page_maps,
 }
 #: the projections filed as validity intervals (the others are small: periodic snapshots and a short fold)
 INDEXED: dict[str, IndexedFold] = {

@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +60,7 @@ from memtape.ledger.events import EVENT_TYPES, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.intervals import NO_KEY
 from memtape.projections.cache.materialize import caught_up, changed_versions
-from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, warn
+from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, regular, warn
 from memtape.projections.folds import INDEXED
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.state import fingerprint, sources_digest
@@ -396,15 +395,6 @@ def _seal_file(target: Path, projections: Path) -> None:
         stamp.seal()
 
 
-def _regular(path: Path) -> bool:
-    """A regular file, not a symlink: what the mirror opens, reads or lets DuckDB open (a FIFO in its
-    place would block the read forever; a link could point DuckDB at another file, the ledger's too)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
 def _untouched(target: Path, projections: Path) -> bool:
     """The file is as this memory last left it: its sealed stamp holds (then its rows need no
     digest: the cold path reads only what a query needs)."""
@@ -473,10 +463,10 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
         con = None
         if os.path.lexists(target):
             try:
-                if not _regular(target):
+                if not regular(target):
                     raise MirrorStale("not a regular file")
                 wal = Path(f"{target}.wal")
-                if os.path.lexists(wal) and not _regular(wal):
+                if os.path.lexists(wal) and not regular(wal):
                     _remove(wal)  # DuckDB would replay it: block on a FIFO, or read through a link
                 untouched = _untouched(target, projections)
                 con = duckdb.connect(str(target), read_only=untouched, config=CONFIG)

@@ -152,18 +152,11 @@ class Digest:
             total += h(r)
         self.add(table, n, total, sign)
 
-    def clear(self, table: str) -> None:
-        """Every row of `table` is gone."""
-        self.parts[table] = [0, 0]
-
     def __str__(self) -> str:
         return "/".join(f"{n}:{total}" for n, total in self.parts.values())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Digest) and str(self) == str(other)
-
-    def __hash__(self) -> int:
-        return hash(str(self))
 
     def differs(self, other: Digest) -> str | None:
         """The first table whose rows are not the ones `other` counts; None when all are."""
@@ -191,8 +184,9 @@ class Checkpoint:
         return key.holds(mac, *self.parts(what))
 
 
-def _regular(path: Path) -> bool:
-    """A regular file, not a symlink (a FIFO in a stamp's place would block a read forever)."""
+def regular(path: Path) -> bool:
+    """A regular file, not a symlink: what a cache opens, reads or lets its database open (a FIFO in
+    its place would block a read forever; a link could point it at another file, the ledger's too)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except FileNotFoundError:
@@ -232,7 +226,7 @@ class Stamp:
 
     def sealed(self) -> str | None:
         """The stamp last sealed, when its seal holds."""
-        if not _regular(self.path):
+        if not regular(self.path):
             return None
         try:
             raw = self.path.read_bytes()[:STAMP_BYTES].decode("ascii").split()
@@ -274,19 +268,10 @@ class Stamp:
         finally:
             os.close(fd)
 
-    def forget(self) -> None:
-        """Unseal: the next reader checks the file whole (its stamp no longer holds for any file)."""
-        if _regular(self.path):
-            fd = self._open()
-            try:
-                os.pwrite(fd, b" " * STAMP_BYTES, 0)
-            finally:
-                os.close(fd)
-
     def _open(self) -> int:
         """The stamp file, opened to read and write (created 0600): whatever else is in its place (a
         FIFO, a link, a device) is replaced, never opened; a directory is named in one line."""
-        if os.path.lexists(self.path) and not _regular(self.path):
+        if os.path.lexists(self.path) and not regular(self.path):
             try:
                 os.unlink(self.path)
             except OSError as exc:

@@ -55,6 +55,7 @@ DDL = (
     "PRIMARY KEY (projection, field, k1, k2, valid_from))",
     "CREATE TABLE _blocks (id INTEGER PRIMARY KEY, projection TEXT NOT NULL, data BLOB NOT NULL)",
     "CREATE INDEX _intervals_to ON _intervals (projection, valid_to, valid_from)",
+    "CREATE INDEX _intervals_from ON _intervals (projection, valid_from, valid_to)",
     "CREATE INDEX _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
 TABLES = tuple(COLUMNS)
@@ -64,10 +65,17 @@ _OPEN_ROW = f"SELECT {_ROW} FROM _intervals WHERE projection = ? AND field = ? A
 _CLOSE = "UPDATE _intervals SET valid_to = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
 #: what a read selects: the columns a state is built from (the value as block and slot), then the seqs
 _COLS = "field, k1, k2, o1, o2, block, slot, valid_from, valid_to"
-#: every version of a projection valid at a seq: the index walked from `valid_to > seq` to the end,
-#: `valid_from` checked in the index itself, and only those versions read from the table
-_ALIVE = (f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
-          "AND valid_from <= ?")
+#: every version of a projection valid at a seq, by one of two indexes, the other bound checked in
+#: the index itself and only those versions read from the table: late in the log, walked from
+#: `valid_to > seq` to the end (the versions current now and the few closed since); early, from
+#: the start to `valid_from <= seq` (the few begun by then). Either walk alone would read nearly
+#: every version of the projection at the other end of the log, for an answer of a few
+_ALIVE = {late: f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? AND valid_to > ? "
+                "AND valid_from <= ?" for late, index in ((True, "_intervals_to"), (False, "_intervals_from"))}
+#: what a whole projection as of a seq reads of each version: where it goes and where its value is
+_PLACED = {late: query.replace(_COLS, "field, k1, k2, o1, o2, block, slot") for late, query in _ALIVE.items()}
+#: the last seq a projection's versions reach (by `_intervals_from`: one step of the index)
+_LAST = "SELECT MAX(valid_from) FROM _intervals WHERE projection = ?"
 
 
 class Blocks:
@@ -427,7 +435,8 @@ def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None =
         return resolved(blocks, conn.execute(
             f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
             (*params, hi, lo)).fetchall())
-    rows = conn.execute(_ALIVE, (name, lo, hi)).fetchall()
+    last = conn.execute(_LAST, (name,)).fetchone()[0] or 0
+    rows = conn.execute(_ALIVE[2 * hi > last], (name, lo, hi)).fetchall()
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
 
 
@@ -437,8 +446,15 @@ def valid(row: tuple[Any, ...], seq: int) -> bool:
 
 
 def state_at(blocks: Blocks, name: str, seq: int) -> Any:
-    """Projection `name` as of `seq`, built from the versions valid then."""
-    return state_from_rows(name, rows_at(blocks, name, seq))
+    """Projection `name` as of `seq`, built from the versions valid then: only where each goes
+    and its value read, in one pass (a whole projection is up to hundreds of thousands of them)."""
+    conn = blocks.conn
+    last = conn.execute(_LAST, (name,)).fetchone()[0] or 0
+    rows = conn.execute(_PLACED[2 * seq > last], (name, seq, seq)).fetchall()
+    blocks.load({r[5] for r in rows})
+    values = blocks.values
+    return state_from_rows(name, [(field, k1, k2, o1, o2, None if block is None else values[block][slot])
+                                  for field, k1, k2, o1, o2, block, slot in rows])
 
 
 def changed(blocks: Blocks, name: str, after: int, head: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -462,7 +478,7 @@ def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> di
     position of their insertion), and each dict's keys in their insertion order."""
     raw: dict[str, Any] = {f: {} for f, depth in layout.items() if depth > 0}
     loads = orjson.loads
-    for field, k1, k2, _o1, _o2, value, *_seqs in sorted(rows, key=_POSITION):
+    for field, k1, k2, _o1, _o2, value, *_seqs in sorted(rows, key=_POSITION):  # seqs: as `rows_during` reads them
         depth = layout[field]
         if depth == 1:
             raw[field][k1] = loads(value)

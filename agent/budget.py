@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 #: chars per token by content type (seed 003's TokenEstimator)
 CHARS_PER_TOKEN: dict[str, float] = {"text": 4.0, "code": 3.5, "json": 3.0, "html": 2.5}
 
-#: priorities of the prompt sections; seed 000 fixes the middle four
+#: priorities of the prompt sections; seed 000 fixes session history, trajectory and app knowledge (its known
+#: selectors, 25, serve tools that take selectors: the bundled agent's take element refs, so it has no such section)
 PRIORITIES: dict[str, int] = {
+    "repeated_failure": 95,  # the action just chosen already failed on this page: choose another (seed 003)
     "last_error": 90,        # the failure the next action must react to, with its tips
     "page_state": 80,        # what is on the page now: without it no action is possible
     "domain_tips": 60,       # Trigger B lessons for this site
@@ -38,7 +40,6 @@ PRIORITIES: dict[str, int] = {
     "reference_trajectory": 40,  # seed 000
     "recent_actions": 35,    # short-term memory and loop warnings (seed 003)
     "app_knowledge": 30,     # seed 000
-    "known_selectors": 25,   # seed 000
     "step_memories": 20,     # REPEAT/AVOID (seed 002)
     "context": 55,           # user context and what was inferred on this site (seed 003)
     "learned_patterns": 45,  # long-term patterns that worked on this site (seed 003)

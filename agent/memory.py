@@ -453,7 +453,7 @@ class Memory:
         started = run._event(RunStarted, {
             "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
             "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
-            "policy": {"decision_policy": agent, "fingerprint": self.policy.fingerprint(),
+            "policy": {"decision_policy": agent, "step_memory_scope": step_memory_scope, "fingerprint": self.policy.fingerprint(),
                        **self.policy.model_dump(mode="json")}, "case_id": case_id}, domain=domain_of(start_url))
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
@@ -1255,9 +1255,6 @@ class AgentMemory:
     def facts(self, domain: str) -> list[Any]:
         return self._run().facts(domain)
 
-    def selectors(self, domain: str) -> list[Any]:
-        return self._run().selectors(domain)
-
     def step_memories(self, elements: list[str], intent: str) -> list[Any]:
         return self._run().step_memories(elements, intent)
 
@@ -1360,6 +1357,12 @@ class AgentMemory:
     @property
     def session_id(self) -> str | None:
         return self.run.session_id if self.run is not None else None
+
+    @property
+    def goal(self) -> str:
+        """The run's goal as memory records it (secrets scrubbed): what sessions, trajectories and
+        step memories are compared with."""
+        return self._run().safe_goal
 
     def finish_run(self, outcome: RunCompleted, learn: bool = True) -> Learned:
         return self._run().finish(

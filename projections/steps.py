@@ -5,6 +5,7 @@ overlap the current page with IoU ≥ 0.7, ranked 65% page similarity + 35%
 intent similarity (word-overlap Jaccard of the agent's intent), top 10,
 deduplicated by action signature (best kept), and returned as two memories:
 one REPEAT (success) and one AVOID (failure) when both exist, else the best two.
+A prompt shows those whose target is on the current page (`on_page`).
 """
 from __future__ import annotations
 
@@ -158,6 +159,14 @@ def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, e
     if repeat is not None and avoid is not None:
         return sorted([repeat, avoid], key=lambda m: (-m.score, m.run_id, m.step))
     return unique[:2]
+
+
+def on_page(memories: Iterable[StepMemory], elements: Iterable[str]) -> list[StepMemory]:
+    """The memories a prompt shows on a page whose elements are `role:name` identities (as the
+    bundled agent records them): REPEAT or AVOID an element only where that element is, by its
+    name; an action without a target (goto, wait, finish) is about the page itself."""
+    names = {e.split(":", 1)[1] for e in elements if ":" in e}
+    return [m for m in memories if not m.target_text or m.target_text in names]
 
 
 def decode(raw: dict[str, Any]) -> StepsState:

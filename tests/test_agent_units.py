@@ -108,10 +108,10 @@ def test_token_estimates_by_content_type() -> None:
 
 def test_budget_trims_lowest_priority_first() -> None:
     items = [BudgetItem(src, PRIORITIES[src], "w" * 400) for src in
-             ("known_selectors", "session_history", "app_knowledge", "reference_trajectory", "page_state")]
+             ("step_memories", "session_history", "app_knowledge", "reference_trajectory", "page_state")]
     result = fit(items, budget=300)  # each item is 100 tokens: three fit
     assert [i.source for i in result.kept] == ["session_history", "reference_trajectory", "page_state"]
-    assert {i.source for i in result.trimmed} == {"known_selectors", "app_knowledge"}
+    assert {i.source for i in result.trimmed} == {"step_memories", "app_knowledge"}
     assert result.total_tokens <= 300
 
 
@@ -584,22 +584,21 @@ def test_the_policy_reads_only_what_the_kept_items_show() -> None:
     tip = SimpleNamespace(text='Click "Accept all cookies" first.', event_ids=("ev1",))
     steps = [SimpleNamespace(command="click", args={}, role="link", name=f"Item {i}", url="", verified=True)
              for i in range(30)]
-    match = SimpleNamespace(trajectory=SimpleNamespace(goal="g", steps=steps, event_ids=()), similarity=1.0)
     fact = SimpleNamespace(fact_type="quirk", key="fill fails on Name", value="click then type", confidence=0.6,
                            event_ids=())
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements),
              P.domain_tips([tip.text]), P.reference_trajectory("g", 1.0, steps), P.app_knowledge([fact])]
-    everything = seen_by_policy(fit(items, 100_000).kept, obs, [], [tip], match, [fact])
+    everything = seen_by_policy(fit(items, 100_000).kept, obs, [], [tip], steps, [fact])
     assert everything["domain_tips"] == [tip.text] and len(everything["trajectory_steps"]) == 30
     assert everything["facts"] == [("quirk", "fill fails on Name", "click then type")]
     assert len(everything["observation"].elements) == P.CAP_ELEMENTS  # the prompt lists 60 of 80
     page_tokens = items[0].tokens
     tight = fit(items, page_tokens + items[1].tokens + 120)  # the trajectory is cut, the facts dropped
-    seen = seen_by_policy(tight.kept, obs, [], [tip], match, [fact])
+    seen = seen_by_policy(tight.kept, obs, [], [tip], steps, [fact])
     traj = next(k for k in tight.kept if k.source == "reference_trajectory")
     assert traj.truncated and 0 < len(seen["trajectory_steps"]) < 30
     assert all(P.shows(traj.text, P.trajectory_line(i, s)) for i, s in enumerate(steps, 1)
                if s in seen["trajectory_steps"])
     assert seen["facts"] == [] and seen["domain_tips"] == [tip.text]
-    nothing = seen_by_policy(fit(items, page_tokens).kept, obs, [], [tip], match, [fact])
+    nothing = seen_by_policy(fit(items, page_tokens).kept, obs, [], [tip], steps, [fact])
     assert (nothing["domain_tips"], nothing["trajectory_steps"], nothing["facts"]) == ([], [], [])

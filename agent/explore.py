@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.agent.browser import Browser, domain_of
-from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.agent.browser import Browser
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
+from memtape.projections.recording import AgentMemory, StepRecord
 from memtape.projections.sitemap import next_page, summary_text
+from memtape.projections.text import domain_of
 
 
 @dataclass

@@ -26,17 +26,18 @@ from urllib.parse import urlsplit
 
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
-from memtape.agent.browser import Browser, Observation, domain_of, origin_of
-from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memtape.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
+from memtape.agent.browser import Browser, Observation
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
+from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
 from memtape.projections.knowledge import fact_line, restated
+from memtape.projections.recording import AgentMemory, Learned, StepRecord, goal_secrets
 from memtape.projections.sessions import continued
 from memtape.projections.short_term import ShortTerm, priority_of
 from memtape.projections.steps import on_page
+from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 from memtape.projections.trajectories import applicable_steps
 
 Approval = Callable[[Decision, Observation], bool]
@@ -110,7 +111,7 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
     lines = []
     start = max(0, len(history) - n)
     for i, h in enumerate(history[start:], start + 1):
-        target = f" {h.role} {P.quoted_name(h.name or '', 50)}" if h.role else ""
+        target = f" {h.role} {quoted_name(h.name or '', 50)}" if h.role else ""
         extra = ""
         if h.command in ("press",):
             extra = f" key={P.fenced(str(h.args.get('key', '')), 40)}"
@@ -126,9 +127,9 @@ def infer_context(memory: AgentMemory, obs: Observation, step: int) -> None:
     """Seed 003's inferred context: what a page shows about its site (a login form, pagination)."""
     path = urlsplit(obs.url).path or "/"
     if obs.page_type == "login":
-        memory.infer_context("login_required", "true", f"login form at {P.cap(path, 100)}", step, obs.domain)
+        memory.infer_context("login_required", "true", f"login form at {cap(path, 100)}", step, obs.domain)
     if any(e.role in ("link", "button") and re.search(r"\b(next|previous) page\b", e.name, re.I) for e in obs.elements):
-        memory.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {P.cap(path, 100)}", step,
+        memory.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {cap(path, 100)}", step,
                              obs.domain)
 
 
@@ -157,7 +158,7 @@ def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: lis
     if tstep.role:
         el = obs.by_identity(tstep.role, tstep.name or "")
         if el is None:
-            return None, f"target {tstep.role} {P.quoted_name(tstep.name or '', 60)} is no longer on the page", None
+            return None, f"target {tstep.role} {quoted_name(tstep.name or '', 60)} is no longer on the page", None
         if tstep.selector and not browser.selector_matches(tstep.selector, el):
             healed = (tstep.selector, browser.stable_selector(el))
         args["ref"] = el.ref
@@ -259,8 +260,8 @@ def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list
     numbered = shown("reference_trajectory", list(enumerate(trajectory_steps, 1)), lambda e: P.trajectory_line(*e))
     return {
         "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
-        "domain_tips": [P.cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
-        "error_tips": [P.cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
+        "domain_tips": [cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
+        "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
         "trajectory_steps": [s for _, s in numbered],
         "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, fact_line)],
         "patterns": [p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None],
@@ -376,11 +377,11 @@ class TaskRun:
         final_url = browser.page.url if browser.page is not None else ""
         duration = (time.perf_counter() - t_run) * 1000
         if self.success:
-            summary = f"Done in {self.turns} turns: {P.cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
+            summary = f"Done in {self.turns} turns: {cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
         else:
-            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {P.cap(str(final.args.get('result', '')), 200)}" if final else "")
+            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {cap(str(final.args.get('result', '')), 200)}" if final else "")
             if self.crash:
-                summary += f": {P.cap(self.crash, 300)}"
+                summary += f": {cap(self.crash, 300)}"
         outcome = RunCompleted(success=self.success, summary=summary, reason=self.reason, final_url=final_url,
                                turns=self.turns, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
                                duration_ms=duration, policy_decisions=self.decisions, replayed_steps=self.replayed,
@@ -505,7 +506,7 @@ class TaskRun:
                              step=step_no, domain=obs.domain or None)
         return DecisionContext(
             goal=self.goal, history=self.history, system_prompt=self.system, step_prompt=P.render_step(kept),
-            tier1=[P.cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
+            tier1=[cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
             **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.trajectory_steps,
                              self.facts, self.patterns, self.avoid))
 
@@ -593,7 +594,7 @@ class TaskRun:
             self.last_error, self.error_lessons = None, []
         else:
             if memory.known_failure(decision.command, decision.args, result.url_before) is not None:
-                self.stuck = f"repeated failure: {decision.command} failed again on {P.cap(result.url_before, 200)}"
+                self.stuck = f"repeated failure: {decision.command} failed again on {cap(result.url_before, 200)}"
             self.errors += 1
             self.last_error = result.error
             self.error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)

@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.agent.browser import Browser
-from memtape.agent.budget import DEFAULT_BUDGET
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import PolicyError, make_policy
 from memtape.agent.sites import SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
@@ -35,7 +33,9 @@ from memtape.ledger.events import RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.location import memory_dir, read_fork_info
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.parameters import Policy
+from memtape.projections.recording import AgentMemory
 from memtape.projections.text import clip
 from memtape.projections.view import MemoryView
 

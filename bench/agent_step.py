@@ -62,7 +62,7 @@ def instrumented(timings: Timings) -> Iterator[None]:
     every policy step, by wrapping the functions the loop calls (restored afterwards)."""
     from memtape.agent import loop
     from memtape.agent.browser import Browser
-    from memtape.agent.memory import AgentMemory
+    from memtape.projections.recording import AgentMemory
 
     saved = (loop.step_items, loop.fit, loop.P.render_step, AgentMemory.context_built, Browser.observe)
     parts = ("items", "fit", "render", "record")
@@ -94,10 +94,10 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     """Run the suite cold then warm in real Chromium and return the figures."""
     from memtape.agent.browser import Browser
     from memtape.agent.loop import RunConfig, RunResult, run_task
-    from memtape.agent.memory import AgentMemory
     from memtape.agent.policy import make_policy
     from memtape.agent.sites import SitesServer, load_cases
     from memtape.ledger.store import SqliteStore
+    from memtape.projections.recording import AgentMemory
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]

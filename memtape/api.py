@@ -9,7 +9,7 @@
             run.finish(success=True, outcome="bought")
         mem.audit(run.run_id)
 
-Runs, recall and post-run learning are `memtape.agent.memory` (the bundled
+Runs, recall and post-run learning are `memtape.projections.recording` (the bundled
 agent goes through the same code); this module adds what only the face may
 compose: opening a store from a directory or URL, and the answers of
 `state`, `audit` and `experiment` as plain data equal to their `--json`.
@@ -26,8 +26,6 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from memtape.agent.memory import STALE_AFTER, Lesson, Run, TrajectoryRecall
-from memtape.agent.memory import Memory as RunMemory
 from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
@@ -37,6 +35,8 @@ from memtape.ledger.location import open_store, projections_path
 from memtape.projections.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
+from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall
+from memtape.projections.recording import Memory as RunMemory
 from memtape.projections.report import STATE_KINDS, open_state
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
@@ -69,7 +69,7 @@ class Policy(PolicyFields):
 
 
 class Memory(RunMemory):
-    """A ledger opened by `memtape.open`: runs and recall (see `memtape.agent.memory.Memory`)
+    """A ledger opened by `memtape.open`: runs and recall (see `memtape.projections.recording.Memory`)
     plus the audit-side questions."""
 
     #: where this memory remembers the head it saw (`memtape.ledger.anchor`); set by `open`

@@ -7,9 +7,9 @@ from typing import Any
 
 from memtape.agent.browser import ActionResult, Element, Observation
 from memtape.agent.loop import RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import AgentMemory
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
              'intercepts pointer events')

@@ -19,10 +19,11 @@ import duckdb
 import orjson
 import zstandard
 
-from memtape.agent.budget import BudgetItem
-from memtape.agent.memory import AgentMemory, StepRecord
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
+from memtape.projections.budget import BudgetItem
+from memtape.projections.recording import AgentMemory, StepRecord
+from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
@@ -42,7 +43,6 @@ def step(n: int, command: str, url: str, name: str | None = None, role: str | No
 def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
          session_id: str | None = None, page_text: str = "", success: bool = True) -> None:
     """One run as the agent loop would log it: recalls, a prompt, the steps, post-run learning."""
-    from memtape.agent.browser import domain_of
     domain = domain_of(url)
     mem.open_run(run_id, goal, url, session_id=session_id)
     mem.tier1()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memtape.agent.memory import AgentMemory
 from memtape.ledger.store import SqliteStore
 from memtape.projections import compression, materialize
+from memtape.projections.recording import AgentMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import AgentMemory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
 

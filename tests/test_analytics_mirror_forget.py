@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from memtape.agent import prompt as P
-from memtape.agent.memory import AgentMemory
 from memtape.analytics.forget import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
@@ -23,6 +22,7 @@ from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.forget import forget
+from memtape.projections.recording import AgentMemory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan

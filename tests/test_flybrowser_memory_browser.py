@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from memtape.agent.browser import Browser
-from memtape.agent.budget import CHARS_PER_TOKEN, estimate_tokens
 from memtape.agent.compress import urls_in
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import CHARS_PER_TOKEN, estimate_tokens
+from memtape.projections.recording import AgentMemory
 from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser

@@ -12,9 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtape.agent import compress as C
-from memtape.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
-from memtape.agent.memory import AgentMemory, StepRecord
-from memtape.agent.patterns import fill_placeholders, learn_patterns
 from memtape.agent.prompt import recent_actions
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import (
@@ -30,9 +27,12 @@ from memtape.ledger.events import (
     SubjectForgotten,
 )
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
 from memtape.projections.context import fresh_extraction
 from memtape.projections.parameters import Policy
+from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
 from memtape.projections.patterns import to_prune
+from memtape.projections.recording import AgentMemory, StepRecord
 from memtape.projections.short_term import priority_of, trim
 from memtape.projections.sitemap import next_page
 from memtape.projections.view import MemoryView

@@ -11,13 +11,13 @@ import pytest
 import memtape
 from memtape.agent import prompt as P
 from memtape.agent.browser import Element, Observation
-from memtape.agent.budget import BudgetItem, truncate
 from memtape.agent.loop import run_task, seen_by_policy
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import Decision, DecisionContext, ScriptedPolicy
 from memtape.analytics.audit import audit_run
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import BudgetItem, truncate
 from memtape.projections.patterns import Pattern
+from memtape.projections.recording import AgentMemory
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 

@@ -35,7 +35,6 @@ from hypothesis import strategies as st
 from mcp.client import Client
 
 import memtape
-from memtape.agent.memory import AgentMemory, goal_secrets
 from memtape.agent.policy import parse_goal
 from memtape.ledger.events import EVENT_TYPES, Action
 from memtape.ledger.ids import short_id, uuid7
@@ -44,6 +43,7 @@ from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
 from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
+from memtape.projections.recording import AgentMemory, goal_secrets
 from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli

@@ -18,13 +18,13 @@ import pytest
 
 from memtape.agent.browser import Browser
 from memtape.agent.loop import RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.runner import RunOptions, run_agent
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.redact import MARKER
 from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import AgentMemory
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step

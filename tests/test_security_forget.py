@@ -8,12 +8,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memtape.agent.memory import AgentMemory
 from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections import materialize
 from memtape.projections.forget import forget
+from memtape.projections.recording import AgentMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

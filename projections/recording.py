@@ -40,10 +40,6 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from memtape.agent.browser import domain_of, origin_of
-from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
-from memtape.agent.patterns import learn_patterns
-from memtape.agent.prompt import quoted_name
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
@@ -94,13 +90,16 @@ from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
+from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.pattern_learning import learn_patterns
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.runs import RunManifest
 from memtape.projections.selectors import known_good
 from memtape.projections.short_term import ShortTerm
 from memtape.projections.steps import action_signature
+from memtape.projections.text import domain_of, origin_of, quoted_name
 from memtape.projections.trajectories import Trajectory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar, run_finished

@@ -56,7 +56,8 @@ def _settings(memory_dir: str | None = None) -> Settings:
               help="scripted (no model) or openai (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL, MEMTAPE_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
 @click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
-              help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
+              help="Tokens of memory and page sections per call (system prompt and step message); strict priorities: "
+                   "lower ones are dropped first, the boundary item cut.")
 @click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
               help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
                    "(all: of every other run); rep 1 retrieves none.")

@@ -9,7 +9,7 @@ from memtape.agent.browser import ActionResult, Element, Observation
 from memtape.agent.loop import RunResult, run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import AgentMemory
+from memtape.projections.recording import Memory
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
              'intercepts pointer events')
@@ -98,7 +98,7 @@ def cookie_runs(directory: Path) -> tuple[SqliteStore, list[RunResult]]:
     another session's, of another goal."""
     store = SqliteStore.open(directory / "ledger.db")
     site = CookieSite(COOKIE_PAGES, COOKIE_LINKS)
-    runs = [run_task(site, AgentMemory.open(store, directory / "projections.db"), ScriptedPolicy(), goal=goal,
+    runs = [run_task(site, Memory(store, directory / "projections.db"), ScriptedPolicy(), goal=goal,
                      start_url="http://cookies.test/", session_id=session) for goal, session in COOKIE_GOALS]
     assert all(r.outcome.success for r in runs)
     return store, runs

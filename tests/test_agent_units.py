@@ -31,7 +31,7 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
 from memtape.projections.recording import (
     KNOWN_PATTERNS,
-    AgentMemory,
+    Memory,
     StepRecord,
     effective_steps,
     error_pattern,
@@ -421,9 +421,9 @@ class Stubborn:
         return Decision("click", {"ref": "e1"}, c.observation.elements[0], tokens_in=10)
 
 
-def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, AgentMemory]:
+def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, Memory]:
     store = SqliteStore.open(tmp_path / "ledger.db")
-    return store, AgentMemory.open(store, tmp_path / "projections.db", enabled=enabled)
+    return store, Memory(store, tmp_path / "projections.db", enabled=enabled)
 
 
 def test_repeated_action_aborts(tmp_path: Any) -> None:

@@ -17,8 +17,8 @@ from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, event
 from memtape.ledger.store import SqliteStore
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
-from tests.fake_sites import RunResult, cookie_runs
 from tests.cli_runner import run_cli
+from tests.fake_sites import RunResult, cookie_runs
 
 
 @pytest.fixture(scope="module")

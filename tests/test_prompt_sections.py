@@ -17,7 +17,7 @@ from memtape.analytics.audit import audit_run
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
 from memtape.projections.patterns import Pattern
-from memtape.projections.recording import AgentMemory
+from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 
@@ -102,7 +102,7 @@ def test_step_memories_only_for_elements_on_the_page(tmp_path: Path) -> None:
         run.record_lesson(f'Click "{ACCEPT}" first.', category="site_specific", scope_domain="cookies.test")
         run.finish(success=True)
     store = SqliteStore.open(tmp_path / "ledger.db")
-    second = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), AgentMemory.open(store, tmp_path / "projections.db"),
+    second = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), Memory(store, tmp_path / "projections.db"),
                       ScriptedPolicy(), goal='Click "Go" now', start_url=START, session_id="s9")
     shown = {e.step: (_item(e, "step_memories") or {}).get("text", "") for e in _prompts(store, second, "step")}
     pages = {e.step: e.data["env_before"]["elements"] for e in store.read(run_id=second.run_id, types=["step_recorded"])}
@@ -136,7 +136,7 @@ class Insisting:
 def test_the_warning_for_an_action_that_already_failed_is_a_recorded_prompt(tmp_path: Path) -> None:
     store = SqliteStore.open(tmp_path / "ledger.db")
     policy = Insisting()
-    r = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), AgentMemory.open(store, tmp_path / "projections.db"), policy,
+    r = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), Memory(store, tmp_path / "projections.db"), policy,
                  goal='Click "Go"', start_url=START)
     steps = [e for e in store.read(run_id=r.run_id, types=["context_built"]) if e.data["prompt"] == "step"]
     store.close()

@@ -63,8 +63,8 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
     assert steps_run[0]["think"].startswith("memory: learned pattern " + login[0].data["pattern_id"])
     used = events(store, second.run_id, "pattern_used")
     assert [(e.data["pattern_id"], e.data["success"]) for e in used] == [(login[0].data["pattern_id"], True)]
-    prompt = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "step")
-    item = next(i for i in prompt.data["items"] if i["source"] == "learned_patterns")
+    prompt = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "system")
+    item = next(i for i in prompt.data["items"] if i["source"] == "learned_patterns")  # the site's: the system prompt
     assert item["priority"] == 45 and "LEARNED PATTERNS" in item["text"] and login[0].id in item["event_ids"]
     pattern = next(p for p in view(ledger).patterns("club.test") if p.pattern_type == "login_flow")
     assert (pattern.success_count, pattern.failure_count, pattern.success_rate) == (2, 0, 1.0)

@@ -301,6 +301,7 @@ def repeated_failure() -> BudgetItem:
 
 
 def in_reading_order(items: Sequence[BudgetItem]) -> list[BudgetItem]:
+    """Sections as a prompt reads (`ORDER`), whatever order the budget kept them in."""
     rank = {s: i for i, s in enumerate(ORDER)}
     return sorted(items, key=lambda i: rank.get(i.source, len(ORDER)))
 

@@ -28,6 +28,7 @@ from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation, domain_of, origin_of
 from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.agent.embeddings import Embeddings
 from memtape.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memtape.ledger.events import EnvState, RunCompleted
@@ -53,6 +54,8 @@ class RunConfig:
     #: when stuck (a loop warning or a repeated failure) and about to give up, go back to the last
     #: good snapshot instead (seed 003's backtracking)
     backtrack: bool = True
+    #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
+    embeddings: Embeddings | None = None
 
 
 @dataclass
@@ -313,6 +316,8 @@ class TaskRun:
         t_run = time.perf_counter()
         self._open()
         try:
+            if self.cfg.embeddings is not None:
+                self.memory.use_embeddings(self.cfg.embeddings)
             while self.reason is None and self.turns < self.cfg.max_turns:
                 t_step = time.perf_counter()
                 go_on = self._step(self.turns + 1)

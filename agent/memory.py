@@ -38,10 +38,11 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from memtape.agent.browser import domain_of, origin_of
 from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
+from memtape.agent.embeddings import Embeddings
 from memtape.agent.patterns import learn_patterns
 from memtape.agent.prompt import quoted_name
 from memtape.ledger.clock import format_ts, parse_ts
@@ -57,6 +58,7 @@ from memtape.ledger.events import (
     ContextItem,
     DomainRecall,
     ElementRef,
+    Embedding,
     EnvState,
     ErrorRecall,
     ExplorationCompleted,
@@ -325,6 +327,19 @@ def _check_amount(value: Any, what: str, *, whole: bool = False) -> Any:
     return value
 
 
+EMBEDDING: TypeAdapter[list[float]] = TypeAdapter(Embedding)
+
+
+def _check_embedding(vector: Any) -> tuple[float, ...]:
+    """A vector as `step_recorded` stores it (real numbers, at most MAX_EMBEDDING), never empty."""
+    if isinstance(vector, str | bytes) or not vector:
+        raise InvalidEvent(f"embedding must be a non-empty list of numbers, got {vector!r:.60}")
+    try:
+        return tuple(EMBEDDING.validate_python(list(vector)))
+    except (TypeError, ValidationError) as exc:
+        raise InvalidEvent(f"embedding: {_one_line(exc)}") from None
+
+
 def _check_flag(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidEvent(f"{what} must be True or False, got {value!r:.60}")
@@ -480,7 +495,12 @@ class Memory:
             earlier = [r.run_id for r in self.current().runs(session_id=manifest.session_id)
                        if r.run_id != run_id and r.started_at <= manifest.started_at]
             run.rep, run.step_memory_runs = len(earlier) + 1, earlier
-        run.steps = [StepRecord.from_event(ev) for ev in self.store.read(run_id=run_id, types=["step_recorded"])]
+        recorded = list(self.store.read(run_id=run_id, types=["step_recorded"]))
+        run.steps = [StepRecord.from_event(ev) for ev in recorded]
+        embedded = [ev.data for ev in recorded if ev.data.get("internal_state_embedding")]
+        if embedded:  # the vector the run's steps carry, carried on
+            run.state_embedding = tuple(embedded[-1]["internal_state_embedding"])
+            run.embedding_model = embedded[-1].get("embedding_model")
         urls = [u for s in run.steps for u in (s.url_before, s.url_after) if u]
         run.url = urls[-1] if urls else (manifest.current_url or run.start_url)
         return run
@@ -596,6 +616,9 @@ class Run:
         self.rep = 1
         #: runs whose graded steps this run may retrieve (None: every other run)
         self.step_memory_runs: list[str] | None = []
+        #: seed 002's internalStateEmbedding of this run's internal state (its goal), and its model
+        self.state_embedding: tuple[float, ...] = ()
+        self.embedding_model: str | None = None
         self.finished = False
         self.ms_total = 0.0
         self._ms_step = 0.0
@@ -748,7 +771,29 @@ class Run:
             return []
         with self.timed():
             return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id,
-                                                       runs=self.step_memory_runs)
+                                                       runs=self.step_memory_runs, embedding=self.state_embedding,
+                                                       embedding_model=self.embedding_model)
+
+    def use_embedding(self, vector: Sequence[float], model: str) -> None:
+        """The vector of this run's internal state (its goal, as memory stores it) by `model`,
+        from an embeddings endpoint the caller configured: every step recorded from now on
+        carries it (Trayn's internalStateEmbedding), and step-memory retrieval compares
+        intents by it wherever a memory has a vector of the same model. Memory itself never
+        asks an endpoint, so a replay or an experiment reads the recorded vectors."""
+        _check_text(model, "model")
+        self.state_embedding, self.embedding_model = _check_embedding(vector), model
+
+    def recorded_embedding(self, model: str) -> tuple[float, ...] | None:
+        """This run's internal state as `model` embedded it for an earlier step, if one did (so
+        the same goal is never sent to the endpoint twice)."""
+        _check_text(model, "model")
+        return self.memory.current().recorded_embedding(self.internal_state, model)
+
+    @property
+    def internal_state(self) -> str:
+        """Seed 002's internalState of every step of the run: the task it pursues, as memory
+        stores it (the step's own reasoning is its `think`)."""
+        return self.safe_goal[:2000]
 
     def loop_warnings(self) -> tuple[str, ...]:
         """Seed 003's short-term loop warnings for this run."""
@@ -954,7 +999,8 @@ class Run:
             ev = self._event(StepRecorded, {
                 "env_before": dict(page_before) if page_before is not None else {"url": url},
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
-                "think": (think or "")[:2000] or None, "internal_state": (think or "")[:2000] or None,
+                "think": (think or "")[:2000] or None, "internal_state": self.internal_state or None,
+                "internal_state_embedding": list(self.state_embedding), "embedding_model": self.embedding_model,
                 "action": Action(command=action, args=dict(args or {}), sensitive=sensitive),
                 "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
@@ -1260,6 +1306,15 @@ class AgentMemory:
 
     def step_memories(self, elements: list[str], intent: str) -> list[Any]:
         return self._run().step_memories(elements, intent)
+
+    def use_embeddings(self, embeddings: Embeddings) -> None:
+        """Seed 002's internalStateEmbedding for the open run from `embeddings` (agent/embeddings.py):
+        the vector its model recorded for this goal before, else one request. Nothing with memory off."""
+        run = self._run()
+        if not self.enabled:
+            return
+        vector = run.recorded_embedding(embeddings.model)
+        run.use_embedding(vector if vector is not None else embeddings.embed(run.internal_state), embeddings.model)
 
     def loop_warnings(self) -> tuple[str, ...]:
         return self._run().loop_warnings() if self.run is not None else ()

@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import openai
 
@@ -49,6 +50,10 @@ NEXT = re.compile(r"\b(next|more|older)\b", re.I)
 
 class PolicyError(LedgerError):
     """The policy could not produce a decision (e.g. the model endpoint failed)."""
+
+
+#: what an endpoint call returns
+Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True)
@@ -473,6 +478,21 @@ TOOLS = [
 ]
 
 
+def endpoint_call(what: str, base_url: str, timeout: float, call: Callable[[], Answer]) -> Answer:
+    """One request to an OpenAI-compatible endpoint through the `openai` client, its failures
+    as one-line `PolicyError`s naming the endpoint (`what`: model, embeddings)."""
+    try:
+        return call()
+    except openai.APIStatusError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} answered HTTP {exc.status_code}") from exc
+    except openai.APITimeoutError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} timed out after {timeout:g} s") from exc
+    except openai.APIConnectionError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} unreachable: {exc.__cause__ or exc}") from exc
+    except openai.OpenAIError as exc:  # e.g. a body that is not JSON
+        raise PolicyError(f"{what} endpoint {base_url} returned an invalid answer ({type(exc).__name__})") from exc
+
+
 class OpenAIPolicy:
     """Chat completions with tool calls against any OpenAI-compatible endpoint, through the official
     `openai` client: every request has a timeout, and a 408, 409, 429 or 5xx answer (or a dropped
@@ -501,17 +521,8 @@ class OpenAIPolicy:
             {"role": "user", "content": ctx.step_prompt}]}
 
     def decide(self, ctx: DecisionContext) -> Decision:
-        try:
-            completion = self.client.chat.completions.create(**self.request(ctx))
-        except openai.APIStatusError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} answered HTTP {exc.status_code}") from exc
-        except openai.APITimeoutError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} timed out after {self.timeout:g} s") from exc
-        except openai.APIConnectionError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} unreachable: {exc.__cause__ or exc}") from exc
-        except openai.OpenAIError as exc:  # e.g. a body that is not JSON
-            raise PolicyError(f"model endpoint {self.base_url} returned an invalid answer "
-                              f"({type(exc).__name__})") from exc
+        completion = endpoint_call("model", self.base_url, self.timeout,
+                                   lambda: self.client.chat.completions.create(**self.request(ctx)))
         return self.parse(completion.model_dump(), ctx)
 
     def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:

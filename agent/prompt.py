@@ -219,7 +219,7 @@ def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_i
 
 
 def step_memories(memories: Sequence[Any]) -> BudgetItem:
-    """Seed 002's REPEAT/AVOID prompt format."""
+    """Seed 002's REPEAT/AVOID prompt format; the grader's reason (Trayn's outcomeReason) whole."""
     head = "\n".join(["# Lessons From Previous Attempt", "These are results from a PREVIOUS attempt at this task.",
                       "- REPEAT: actions that worked before — do them again now",
                       "- AVOID: mistakes from before — do NOT repeat them"])
@@ -232,9 +232,9 @@ def step_memories(memories: Sequence[Any]) -> BudgetItem:
         lines.append(f"{i}. {m.kind}: [{fenced(path, 60)} {round(m.score * 100)}%] "
                      f"{data_line(str(m.action.get('command', '')), 40)}: {fenced(m.target_text or '', 60)}")
         if m.kind == "REPEAT":
-            lines.append(f"   This worked: {fenced(m.reason or 'it succeeded', 160)}")
+            lines.append(f"   This worked: {fenced(m.reason or 'it succeeded')}")
         else:
-            lines.append(f"   This failed: {fenced(m.reason or 'it failed', 160)}")
+            lines.append(f"   This failed: {fenced(m.reason or 'it failed')}")
             if m.correction:
                 lines.append(f"   Do this instead: {fenced(m.correction, 160)}")
     return BudgetItem("step_memories", PRIORITIES["step_memories"], listing(head, lines), event_ids=tuple(ids))

@@ -274,6 +274,12 @@ class Action(BaseModel):
         return self
 
 
+#: the longest embedding a step may carry (the largest common models give 3,072 or 4,096 numbers)
+MAX_EMBEDDING = 8192
+#: a vector from an embeddings endpoint, as a step stores it
+Embedding = Annotated[list[Real], Field(max_length=MAX_EMBEDDING)]
+
+
 #: the arguments of a typing command that name the field rather than hold the typed value
 LOCATOR_ARGS = ("selector", "label", "name", "placeholder", "field", "element", "target", "aria_label", "id", "ref")
 
@@ -311,6 +317,11 @@ class StepRecorded(Payload):
     rep: Positive = 1
     #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
     priority: Literal["critical", "high", "normal", "low"] | None = None
+    #: seed 002's internalStateEmbedding: `internal_state` as a user-configured embeddings endpoint
+    #: returned it, kept so that no replay or experiment asks the endpoint again
+    internal_state_embedding: Embedding = Field(default_factory=list)
+    #: the model that made `internal_state_embedding` (vectors of two models are never compared)
+    embedding_model: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _secret_field(self) -> "StepRecorded":

@@ -66,11 +66,15 @@ def _settings(memory_dir: str | None = None) -> Settings:
               help="Explore the site from URL (sitemap: links, visited pages, summary) instead of a goal.")
 @click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
 @click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
+@click.option("--embeddings-url", default=None, metavar="URL",
+              help="An OpenAI-compatible embeddings endpoint (else MEMTAPE_EMBEDDINGS_BASE_URL; model "
+                   "MEMTAPE_EMBEDDINGS_MODEL, key MEMTAPE_EMBEDDINGS_API_KEY): each run's goal is embedded once, "
+                   "the vector recorded in its steps, and step memories compare intents by it.")
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
         resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
         context_budget: int, step_memory_scope: str, context: tuple[str, ...], explore: str | None, max_depth: int,
-        max_pages: int) -> None:
+        max_pages: int, embeddings_url: str | None) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memtape run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
@@ -88,7 +92,7 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
                       max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget,
                       step_memory_scope=step_memory_scope, context=pairs, explore=explore, max_depth=max_depth,
-                      max_pages=max_pages)
+                      max_pages=max_pages, embeddings_url=embeddings_url)
     with task_bar(wide_console(stderr=True), "running") as progress:
         results = run_agent(_settings(memory_dir), opts, progress)
     wide_console().print(results_table(results))

@@ -646,6 +646,7 @@ def plan_trayn_json(path: Path, lessons: IndexSource) -> ImportPlan:
         when = ms_to_ts(e.createdAt)
         events.append(NewEvent(StepRecorded(
             env_before=_env(e.envPre), env_after=_env(e.envPost), think=e.think, internal_state=e.internalState,
+            internal_state_embedding=list(e.internalStateEmbedding),
             action=Action(command=m.group(1) if m else e.action, args=args), target_text=e.actionElementText,
             ok=True, rep=e.rep), run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
         counts["steps"] += 1

@@ -337,7 +337,7 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
     store, proj = ledger
     a = run(chromium, ledger, 'Open "Wool Socks"', session_id="S")
     b = run(chromium, ledger, 'Open "Rain Jacket"', session_id="T")
-    c = run(chromium, ledger, 'Open "Trail Running Shoes"', session_id="S")
+    c = run(chromium, ledger, 'Open "Wool Socks" again', session_id="S")  # a rep: the task again
 
     def reps(r: RunResult) -> set[int]:
         return {e.data["rep"] for e in events(store, r.run_id, "step_recorded")}

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from memtape.agent import prompt as P
 from memtape.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
 from memtape.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
+from memtape.agent.embeddings import Embeddings
 from memtape.agent.loop import RunConfig, check_success, run_task
 from memtape.agent.memory import (
     KNOWN_PATTERNS,
@@ -550,6 +551,90 @@ def test_openai_policy_errors_are_one_line(stub_server: str) -> None:
         dead.decide(ctx(SHOP, "x"))
     d = p.parse({"choices": [{"message": {"content": "I am done"}}]}, ctx(SHOP, "x"))
     assert d.command == "finish" and d.success is False
+
+
+# ---- seed 002's internalStateEmbedding from an OpenAI-compatible embeddings endpoint ----------
+
+EMBEDDED = [0.25, -0.5, 1.0]
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    """/v1/embeddings answering one fixed vector (or `status`, when set)."""
+
+    requests: list[dict[str, Any]] = []
+    status = 200
+
+    def log_message(self, *a: Any) -> None:
+        return
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        ok = self.path == "/v1/embeddings" and type(self).status == 200
+        data = json.dumps({"object": "list", "model": body["model"], "usage": {"prompt_tokens": 3, "total_tokens": 3},
+                           "data": [{"object": "embedding", "index": 0, "embedding": EMBEDDED}]}).encode()
+        self.send_response(200 if ok else type(self).status if self.path == "/v1/embeddings" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def embeddings_server() -> Any:
+    _Embeddings.requests, _Embeddings.status = [], 200
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_goal_is_embedded_once_and_its_vector_recorded_in_every_step(tmp_path: Any, embeddings_server: str) -> None:
+    store, mem = _memory(tmp_path)
+    goal = 'Log in as "demo" with password "s3cret-horse" and open "Go"'
+    runs = [run_task(FakeBrowser(), mem, ScriptedPolicy(), goal=goal, start_url="http://fake.test/", session_id="s1",
+                     config=RunConfig(max_errors=2, embeddings=Embeddings(embeddings_server, "stub-embed", "")))
+            for _ in range(2)]
+    # a new process (memory and endpoint opened again) reads the vector back from the ledger
+    _, mem3 = _memory(tmp_path)
+    runs.append(run_task(FakeBrowser(), mem3, ScriptedPolicy(), goal=goal, start_url="http://fake.test/",
+                         session_id="s1", config=RunConfig(max_errors=2,
+                                                           embeddings=Embeddings(embeddings_server, "stub-embed"))))
+    assert [len(_Embeddings.requests), _Embeddings.requests[0]["model"]] == [1, "stub-embed"]
+    assert "s3cret-horse" not in json.dumps(_Embeddings.requests) and MARKER in _Embeddings.requests[0]["input"][0]
+    steps = [e.data for e in store.read(types=["step_recorded"])]
+    assert {e.run_id for e in store.read(types=["step_recorded"])} == {r.run_id for r in runs}
+    assert all((d["internal_state_embedding"], d["embedding_model"]) == (EMBEDDED, "stub-embed") for d in steps)
+    assert {d["internal_state"] for d in steps} == {_Embeddings.requests[0]["input"][0]}
+    # rep 2 compared intents by the vectors: its prompts offered rep 1's graded steps
+    later = [e for e in store.read(types=["context_built"]) if e.run_id == runs[1].run_id]
+    assert any(i["source"] == "step_memories" for e in later for i in e.data["items"])
+    got = MemoryView.open(store, None).step_memories(["button:Go"], "words unlike the goal", embedding=EMBEDDED,
+                                                      embedding_model="stub-embed")
+    assert got and all(m.intent_similarity == pytest.approx(1.0) for m in got)
+    # another model's vector is another vector: asked for
+    run_task(FakeBrowser(), mem3, ScriptedPolicy(), goal=goal, start_url="http://fake.test/",
+             config=RunConfig(max_errors=2, embeddings=Embeddings(embeddings_server, "other-model")))
+    assert [r["model"] for r in _Embeddings.requests] == ["stub-embed", "other-model"]
+
+
+def test_memory_off_asks_no_embedding(tmp_path: Any, embeddings_server: str) -> None:
+    store, mem = _memory(tmp_path, enabled=False)
+    run_task(FakeBrowser(), mem, ScriptedPolicy(), goal='Open "Go"', start_url="http://fake.test/",
+             config=RunConfig(max_errors=2, embeddings=Embeddings(embeddings_server, "stub-embed", "")))
+    assert _Embeddings.requests == []
+    assert all(not e.data["internal_state_embedding"] for e in store.read(types=["step_recorded"]))
+
+
+def test_a_failing_embeddings_endpoint_ends_the_run_in_one_line(tmp_path: Any, embeddings_server: str) -> None:
+    _Embeddings.status = 500
+    store, mem = _memory(tmp_path)
+    r = run_task(FakeBrowser(), mem, ScriptedPolicy(), goal='Open "Go"', start_url="http://fake.test/",
+                 config=RunConfig(embeddings=Embeddings(embeddings_server, "m", "", max_retries=0)))
+    assert (r.outcome.reason, r.error) == ("policy_error", f"embeddings endpoint {embeddings_server} answered HTTP 500")
+    assert [e.data["reason"] for e in store.read(types=["run_completed"])] == ["policy_error"]
+    assert list(store.read(types=["step_recorded"])) == []
 
 
 def test_memory_time_is_counted_per_run(tmp_path: Any) -> None:

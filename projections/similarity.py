@@ -74,18 +74,20 @@ def cosine(a: Vector, b: Vector) -> float:
     """The mean of the word and the 3-gram cosines of two vectors, in [0, 1]."""
     if len(a) > len(b):
         a, b = b, a
+    # in the smaller vector's own order (its texts' order): the same float sum in every process
     dot = sum(w * b.get(t, 0.0) for t, w in a.items())
     return min(max(dot / 2, 0.0), 1.0)
 
 
-def page_texts(elements: Sequence[str]) -> tuple[str, ...]:
-    """A page's element identities (`role:name`) as the texts of its side: `role name`."""
-    return tuple(e.replace(":", " ", 1) for e in elements)
+@lru_cache(maxsize=16_384)
+def page_vector(elements: tuple[str, ...]) -> Vector:
+    """A page's vector: its element identities (`role:name`) as texts `role name`."""
+    return vector(tuple(e.replace(":", " ", 1) for e in elements))
 
 
 def page_similarity(a: Sequence[str], b: Sequence[str]) -> float:
     """How alike two pages are, by their elements' roles and names."""
-    return cosine(vector(page_texts(a)), vector(page_texts(b)))
+    return cosine(page_vector(tuple(a)), page_vector(tuple(b)))
 
 
 def text_similarity(a: Sequence[str], b: Sequence[str]) -> float:

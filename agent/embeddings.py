@@ -15,6 +15,7 @@ import os
 import openai
 
 from memtape.agent.policy import PolicyError, endpoint_call
+from memtape.projections.recording import Run
 
 DEFAULT_MODEL = "text-embedding-3-small"
 
@@ -44,6 +45,15 @@ class Embeddings:
                 raise PolicyError(f"embeddings endpoint {self.base_url} returned no vector")
             self.asked[text] = [float(x) for x in answer.data[0].embedding]
         return self.asked[text]
+
+
+def use_embeddings(run: Run, embeddings: Embeddings) -> None:
+    """The run's internalStateEmbedding from `embeddings`: the vector its model gave this goal
+    before, read back from the ledger, else one request. Nothing with memory off."""
+    if not run.enabled:
+        return
+    vector = run.recorded_embedding(embeddings.model)
+    run.use_embedding(vector if vector is not None else embeddings.embed(run.internal_state), embeddings.model)
 
 
 def configured(base_url: str | None) -> Embeddings | None:

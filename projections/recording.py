@@ -350,7 +350,7 @@ def _check_embedding(vector: Any) -> tuple[float, ...]:
     if isinstance(vector, str | bytes) or not vector:
         raise InvalidEvent(f"embedding must be a non-empty list of numbers, got {vector!r:.60}")
     try:
-        return tuple(EMBEDDING.validate_python(list(vector)))
+        return tuple(EMBEDDING.validate_python(list(vector), strict=True))
     except (TypeError, ValidationError) as exc:
         raise InvalidEvent(f"embedding: {_one_line(exc)}") from None
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memtape.agent import prompt as P
 from memtape.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
-from memtape.agent.embeddings import Embeddings
+from memtape.agent.embeddings import Embeddings, configured
 from memtape.agent.loop import RunConfig, check_success, run_task
 from memtape.agent.policy import (
     Decision,
@@ -617,6 +617,18 @@ def test_a_goal_is_embedded_once_and_its_vector_recorded_in_every_step(tmp_path:
     run_task(FakeBrowser(), mem3, ScriptedPolicy(), goal=goal, start_url="http://fake.test/",
              config=RunConfig(max_errors=2, embeddings=Embeddings(embeddings_server, "other-model")))
     assert [r["model"] for r in _Embeddings.requests] == ["stub-embed", "other-model"]
+
+
+def test_embeddings_are_off_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMTAPE_EMBEDDINGS_BASE_URL", raising=False)
+    monkeypatch.delenv("MEMTAPE_EMBEDDINGS_MODEL", raising=False)
+    assert configured(None) is None
+    flag = configured("http://127.0.0.1:9/v1/")
+    assert flag is not None and (flag.base_url, flag.model) == ("http://127.0.0.1:9/v1", "text-embedding-3-small")
+    monkeypatch.setenv("MEMTAPE_EMBEDDINGS_BASE_URL", "http://127.0.0.1:8/v1")
+    monkeypatch.setenv("MEMTAPE_EMBEDDINGS_MODEL", "local-embed")
+    env = configured(None)
+    assert env is not None and (env.base_url, env.model) == ("http://127.0.0.1:8/v1", "local-embed")
 
 
 def test_memory_off_asks_no_embedding(tmp_path: Any, embeddings_server: str) -> None:

@@ -49,14 +49,12 @@ from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
 from memtape.ledger.events import (
     LOCATOR_ARGS,
-    Action,
     Backtracked,
     ContextBuilt,
     ContextGiven,
     ContextInferred,
     ContextItem,
     DomainRecall,
-    ElementRef,
     EnvState,
     ErrorRecall,
     ExplorationCompleted,
@@ -955,8 +953,8 @@ class Run:
                 "env_before": dict(page_before) if page_before is not None else {"url": url},
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
                 "think": (think or "")[:2000] or None, "internal_state": (think or "")[:2000] or None,
-                "action": Action(command=action, args=dict(args or {}), sensitive=sensitive),
-                "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
+                "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
+                "target": {"role": role or "", "name": name or "", "selector": selector} if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
                 "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)

@@ -87,6 +87,34 @@ def _timestamp(value: str) -> str:
 Timestamp = Annotated[str, AfterValidator(_timestamp), WithJsonSchema({"type": "string", "pattern": TIME_PATTERN})]
 
 
+#: URL schemes whose URL carries the code or page it opens: a browser sent to one runs what the
+#: URL says, not a site's page
+SCRIPT_SCHEMES = ("javascript", "vbscript", "data")
+
+
+def _scheme_pattern(schemes: tuple[str, ...]) -> str:
+    """A URL of one of `schemes` as a browser reads it: leading spaces and controls skipped, tabs and
+    newlines anywhere dropped, the scheme in any case (one pattern for Python and ECMA-262)."""
+    spelled = ("[\\t\\n\\r]*".join(f"[{c.lower()}{c.upper()}]" for c in scheme) for scheme in schemes)
+    return "^[\\u0000-\\u0020]*(?:" + "|".join(spelled) + ")[\\t\\n\\r]*:"
+
+
+SCRIPT_URL_PATTERN = _scheme_pattern(SCRIPT_SCHEMES)
+SCRIPT_URL_RE = re.compile(SCRIPT_URL_PATTERN)
+
+
+def _navigable(value: str) -> str:
+    if SCRIPT_URL_RE.search(value):
+        raise ValueError(f"{', '.join(s + ':' for s in SCRIPT_SCHEMES)} URLs carry the code they open, "
+                         "so no run starts at one; give the site's address (https://...)")
+    return value
+
+
+#: where a run's browser goes first (the bundled agent and replays open it)
+StartUrl = Annotated[str, AfterValidator(_navigable),
+                     WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})]
+
+
 def check_domain(value: str | None, exact: bool = False) -> str | None:
     """A host name (optionally with a port 1-65535), lower-cased; refuses paths, NULs, spaces.
     `exact` (a JSON line): no surrounding space stripped, as the schema's pattern says."""
@@ -135,11 +163,15 @@ def check_occurred(value: datetime | str) -> None:
 
 def check_value(value: Any) -> None:
     """Every string (dict keys included) and number, nested at most MAX_DEPTH levels: storable text,
-    finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`)."""
+    finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`). A part
+    a face built as a model (an `Action`, a `ContextItem`) is walked like the dict it stands for:
+    its own validation knows neither the payload's depth nor, for most parts, these rules."""
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
         path, item, depth = stack.pop()
         where = f"{path}: " if path else ""
+        if isinstance(item, BaseModel):
+            item = dict(item)
         if depth > MAX_DEPTH and isinstance(item, dict | list | tuple):
             raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(item, str):
@@ -202,7 +234,7 @@ class RunStarted(Payload):
     parent_run_id: str | None = None
     mode: Literal["new", "resume", "fork"] = "new"
     goal: str
-    start_url: str | None = None
+    start_url: StartUrl | None = None
     memory_enabled: bool = True
     isolation: Literal["shared", "per-run"] = "shared"
     policy: dict[str, Any] = Field(default_factory=dict)

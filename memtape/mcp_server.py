@@ -8,15 +8,22 @@ A bad argument is a tool error carrying the library's one-line message; nothing 
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
 
 from memtape.api import Lesson, Memory, MemtapeError
 from memtape.commands.runs import finished
+from memtape.ledger.events import MAX_DEPTH, check_value
 from memtape.ledger.jsonl import first_error
 
 INSTRUCTIONS = (
@@ -25,6 +32,75 @@ INSTRUCTIONS = (
     "record_step after each action, record_lesson when you learn something, and finish_run at the end "
     "(post-run learning turns failure->recovery into lessons). audit shows what a run knew and where it came from."
 )
+
+
+#: a JSON string or one of JSON's structural characters (numbers and literals lie between them)
+JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]')
+
+
+def outline(line: str) -> tuple[dict[str, Any], int]:
+    """A JSON object's top-level members whose value is a number, a string, true, false or null, and
+    how deeply the line nests, read without recursion: a line too deep (or otherwise unreadable) for
+    a parser still names the request it carries."""
+    raw: dict[str, str] = {}
+    depth = deepest = 0
+    key: str | None = None
+    start = -1
+    for token in JSON_TOKEN.finditer(line):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1 and start < 0:
+                key = mark
+        elif mark == ":":
+            start = token.end() if depth == 1 else start
+        elif mark in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            if depth == 1 and key is not None and start >= 0:
+                raw[key] = line[start:token.start()].strip()
+                key, start = None, -1
+            depth -= mark != ","
+    members: dict[str, Any] = {}
+    for name, value in raw.items():
+        if value[:1] not in ("{", "["):
+            try:
+                members[json.loads(name)] = json.loads(value)
+            except ValueError:
+                continue
+    return members, deepest
+
+
+def _request_id(value: Any) -> int | str | None:
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def _unreadable(line: str, deepest: int, reason: str) -> str:
+    """Why the SDK could not read `line`, in the door's words."""
+    if deepest > MAX_DEPTH:
+        return f"the message nests {deepest} levels deep; memtape reads at most {MAX_DEPTH}; nothing was written"
+    try:
+        check_value(json.loads(line))
+    except ValueError as exc:
+        return f"{str(exc).splitlines()[0][:200]}; nothing was written"
+    return f"malformed JSON ({reason}); nothing was written"
+
+
+def refusal(exc: Exception) -> JSONRPCError | None:
+    """The answer to a line the SDK's stdio transport could not read (it drops them, and the client
+    waits for an answer until its own timeout): a parse error naming the request's id, when the line
+    holds one, and why (a lone surrogate, nesting past the door's depth, malformed JSON); an invalid
+    request for a JSON object with a method and an id that is no MCP message. None: nothing to answer."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    given = errors[0].get("input") if errors else None
+    if errors and errors[0].get("type") == "json_invalid" and isinstance(given, str):
+        members, deepest = outline(given)
+        why = _unreadable(given, deepest, str(errors[0].get("msg", "invalid")))
+        return JSONRPCError(jsonrpc="2.0", id=_request_id(members.get("id")), error=ErrorData(code=PARSE_ERROR, message=why))
+    if isinstance(exc, ValidationError) and isinstance(given, dict) and "method" in given and _request_id(given.get("id")) is not None:
+        return JSONRPCError(jsonrpc="2.0", id=_request_id(given["id"]),
+                            error=ErrorData(code=INVALID_REQUEST, message=first_error(exc)))
+    return None
 
 
 class MemoryServer(MCPServer):
@@ -45,6 +121,23 @@ class MemoryServer(MCPServer):
             else:
                 raise
             raise ToolError(f"Error executing tool {name}: {line}") from cause
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with each line it cannot read answered at once (`refusal`)."""
+        async with stdio_server() as (lines, answers):
+            screened_in, screened = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def screen() -> None:
+                async with screened_in:
+                    async for item in lines:
+                        if not isinstance(item, Exception):
+                            await screened_in.send(item)
+                        elif (answer := refusal(item)) is not None:
+                            await answers.send(SessionMessage(answer))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(screen)
+                await self._lowlevel_server.run(screened, answers, self._lowlevel_server.create_initialization_options())
 
 
 def _lessons(lessons: list[Lesson]) -> dict[str, Any]:

@@ -81,6 +81,8 @@ def _unreadable(line: str, deepest: int, reason: str) -> str:
         return f"the message nests {deepest} levels deep; memtape reads at most {MAX_DEPTH}; nothing was written"
     try:
         check_value(json.loads(line))
+    except json.JSONDecodeError:
+        pass
     except ValueError as exc:
         return f"{str(exc).splitlines()[0][:200]}; nothing was written"
     return f"malformed JSON ({reason}); nothing was written"

@@ -24,11 +24,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EnvState
 from memtape.ledger.redact import MARKER
+from memtape.ledger.urls import url_parts
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -59,11 +59,11 @@ class BrowserError(LedgerError):
 
 def domain_of(url: str) -> str:
     """The host name of a URL (lower case, no port): the memory's domain key."""
-    return (urlsplit(url).hostname or "").lower()
+    return (url_parts(url).hostname or "").lower()
 
 
 def origin_of(url: str) -> str:
-    parts = urlsplit(url)
+    parts = url_parts(url)
     return f"{parts.scheme}://{parts.netloc.lower()}" if parts.scheme else ""
 
 

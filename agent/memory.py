@@ -36,7 +36,6 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -91,6 +90,7 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
+from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -1462,7 +1462,7 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             if any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
                 add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
-            path = urlsplit(s.url_after).path or "/"
+            path = url_parts(s.url_after).path or "/"
             add(domain_of(s.url_after), "timing", f"load time {path[:80]}", f"page load takes about {round(s.duration_ms / 1000)} s")
         if s.ok and s.in_shadow:
             add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
@@ -1498,7 +1498,7 @@ def grade_steps(steps: Sequence[StepRecord], outcome: RunCompleted) -> list[tupl
         else:
             moved = s.url_after != s.url_before
             g = {"outcome": "success",
-                 "reason": f"worked: navigated to {urlsplit(s.url_after).path or '/'}" if moved else "worked",
+                 "reason": f"worked: navigated to {url_parts(s.url_after).path or '/'}" if moved else "worked",
                  "correction": None}
         if i == len(steps) - 1 and not outcome.success:
             g["task_incomplete"] = (outcome.reason or outcome.summary or "task not completed")[:300]

@@ -161,8 +161,8 @@ def check_occurred(value: datetime | str) -> None:
         raise ValueError("occurred_at: expected a time from 1970 to 8999")
 
 
-def check_value(value: Any) -> None:
-    """Every string (dict keys included) and number, nested at most MAX_DEPTH levels: storable text,
+def check_value(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Every string (dict keys included) and number, nested at most `limit` levels: storable text,
     finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`). A part
     a face built as a model (an `Action`, a `ContextItem`) is walked like the dict it stands for:
     its own validation knows neither the payload's depth nor, for most parts, these rules."""
@@ -172,8 +172,8 @@ def check_value(value: Any) -> None:
         where = f"{path}: " if path else ""
         if isinstance(item, BaseModel):
             item = dict(item)
-        if depth > MAX_DEPTH and isinstance(item, dict | list | tuple):
-            raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {MAX_DEPTH} levels deep")
+        if depth > limit and isinstance(item, dict | list | tuple):
+            raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {limit} levels deep")
         if isinstance(item, str):
             if not TEXT_RE.search(item):
                 raise ValueError(f"{where}text contains a NUL character or a lone surrogate")
@@ -343,6 +343,15 @@ class StepRecorded(Payload):
     rep: Positive = 1
     #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
     priority: Literal["critical", "high", "normal", "low"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finishable(cls, data: Any) -> Any:
+        """The run's trajectory carries a step's arguments one level deeper (`steps.N.args`), so a step
+        nests one level less than a payload may: a step the door takes never keeps its run from finishing."""
+        if isinstance(data, dict) and "action" in data:
+            check_value({"action": data["action"]}, MAX_DEPTH - 1)
+        return data
 
     @model_validator(mode="after")
     def _secret_field(self) -> "StepRecorded":
@@ -984,7 +993,8 @@ def recorded_event(*values: Any) -> RecordedEvent:
 CROSS_FIELD_RULES = (
     "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
     "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
-    f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep.",
+    f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep; a step_recorded's action at most "
+    f"{MAX_DEPTH - 1} (its run's trajectory carries the arguments one level deeper).",
     "A lesson_pinned must name a lesson memory holds.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}

@@ -234,7 +234,7 @@ def test_a_tool_call_meets_the_limits_of_append(tmp_path: Path) -> None:
     assert errors[0] == errors[1] == ("Error executing tool record_step: step_recorded: action.command: "
                                       "text longer than 100000 characters")
     assert errors[2].startswith("Error executing tool record_step: step_recorded: action.args.a.") \
-        and errors[2].endswith("nested more than 64 levels deep")
+        and errors[2].endswith("nested more than 63 levels deep")
     assert "outside the signed 64-bit range" in errors[3]
     with memtape.open(memory_dir) as mem:
         assert list(mem.store.read(types=["step_recorded"])) == []
@@ -242,4 +242,4 @@ def test_a_tool_call_meets_the_limits_of_append(tmp_path: Path) -> None:
              {"type": "step_recorded", "run_id": "r1", "step": 3, "ok": True, "action": {"command": "c", "args": _deep(66)}}]
     for line in lines:
         appended = run_cli("--memory-dir", str(tmp_path / "other"), "append", "--raw", "-", stdin=json.dumps(line).encode())
-        assert appended.code == 1 and ("longer than 100000" in appended.err or "64 levels deep" in appended.err)
+        assert appended.code == 1 and ("longer than 100000" in appended.err or "63 levels deep" in appended.err)

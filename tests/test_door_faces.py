@@ -330,7 +330,6 @@ def test_every_face_takes_the_same_values_and_every_reader_reads_them(start: dic
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         by_library = through_library(root / "library", start, step)
-        print("EX", by_library, {k: (repr(v)[:40], len(repr(v))) for k, v in {**start, **step}.items()})
         if sendable([start, step]):
             assert through_mcp(root / "mcp", start, step) == by_library
         assert through_append(root / "lines", start, step) == by_library

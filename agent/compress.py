@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memtape.agent.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, estimate_tokens
+from memtape.agent.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, count_tokens, longest_cut
 
 MAX_BUDGET_SHARE = 0.20
 MAX_EXTRACTION_TOKENS = 4000
@@ -98,7 +98,7 @@ class ExtractionText:
 def prepare(text: str, tool: str, tier: int) -> ExtractionText:
     """Compress by tier when above COMPRESS_ABOVE_TOKENS (never a URL-critical tool's result,
     never the recent tier), then cut to MAX_SINGLE_CHARS keeping head and tail."""
-    compressed = tool not in URL_CRITICAL_TOOLS and tier > 1 and estimate_tokens(text) > COMPRESS_ABOVE_TOKENS
+    compressed = tool not in URL_CRITICAL_TOOLS and tier > 1 and count_tokens(text) > COMPRESS_ABOVE_TOKENS
     body = compress(text, tier) if compressed else text
     cut = head_tail(body, MAX_SINGLE_CHARS)
     return ExtractionText(cut, tier, cut != body, compressed)
@@ -116,15 +116,13 @@ def fit_extractions(texts: Sequence[str], budget_left: int) -> list[tuple[str, b
     left = allowance(budget_left)
     out: list[tuple[str, bool]] = []
     for text in texts:
-        tokens = estimate_tokens(text)
+        tokens = count_tokens(text)
         if tokens <= left:
             out.append((text, False))
             left -= tokens
             continue
         if left >= MIN_TRUNCATED_TOKENS:
-            cut = head_tail(text, int(left * CHARS_PER_TOKEN["text"]) - 4)
-            while estimate_tokens(cut) > left and len(cut) > 40:
-                cut = head_tail(text, len(cut) - 40)
-            out.append((cut, True))
+            cut = longest_cut(lambda n: head_tail(text, n), min(int(left * CHARS_PER_TOKEN["text"]) - 4, len(text)), left)
+            out.append((cut if cut is not None else head_tail(text, 40), True))
         break
     return out

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import openai
 
 from memtape.agent.browser import Element, Observation
-from memtape.agent.budget import estimate_tokens
+from memtape.agent.budget import count_tokens
 from memtape.agent.patterns import fill_placeholders
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
@@ -229,8 +229,8 @@ class ScriptedPolicy:
     def decide(self, ctx: DecisionContext) -> Decision:
         d = self._decide(ctx)
         prompt = (ctx.system_prompt or "") + (ctx.step_prompt or "")
-        d.tokens_in = estimate_tokens(prompt)
-        d.tokens_out = estimate_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
+        d.tokens_in = count_tokens(prompt)
+        d.tokens_out = count_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
         return d
 
     # -- internals --

@@ -109,10 +109,10 @@ def test_token_estimates_by_content_type() -> None:
 def test_budget_trims_lowest_priority_first() -> None:
     items = [BudgetItem(src, PRIORITIES[src], "w" * 400) for src in
              ("known_selectors", "session_history", "app_knowledge", "reference_trajectory", "page_state")]
-    result = fit(items, budget=300)  # each item is 100 tokens: three fit
+    result = fit(items, budget=3 * items[0].tokens)  # the items count alike: three fit
     assert [i.source for i in result.kept] == ["session_history", "reference_trajectory", "page_state"]
     assert {i.source for i in result.trimmed} == {"known_selectors", "app_knowledge"}
-    assert result.total_tokens <= 300
+    assert result.total_tokens <= 3 * items[0].tokens
 
 
 MEMORY_SOURCES = sorted(k for k, v in PRIORITIES.items() if v < PRIORITIES["page_state"])
@@ -139,7 +139,7 @@ def test_a_lower_priority_never_survives_a_dropped_higher_one() -> None:
     # budget 300 once dropped session history (50) and kept the trajectory (40) below it
     items = [BudgetItem("page_state", 80, "p" * 800), BudgetItem("session_history", 50, "s" * 800),
              BudgetItem("reference_trajectory", 40, "t" * 160)]
-    result = fit(items, 300)
+    result = fit(items, items[0].tokens + 100)
     assert [k.source for k in result.kept] == ["page_state", "session_history"]
     assert result.kept[1].truncated and [t.source for t in result.trimmed] == ["session_history",
                                                                                "reference_trajectory"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtape.agent import compress as C
-from memtape.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
+from memtape.agent.budget import BudgetItem, count_tokens, detect_content_type, estimate_tokens, fit, shed
 from memtape.agent.memory import AgentMemory, StepRecord
 from memtape.agent.patterns import fill_placeholders, learn_patterns
 from memtape.agent.prompt import recent_actions
@@ -243,7 +243,8 @@ def test_prompt_budget_sheds_routine_lines_before_errors() -> None:
     fewer = shed(item, whole - 10)
     assert fewer is not None and "wait" not in fewer.text and "scroll" in fewer.text and "[Failed]" in fewer.text
     assert fewer.truncated and "Warning" in fewer.text
-    result = fit([BudgetItem("page_state", 80, "p" * 400), item], budget=100 + whole - 20)
+    page = BudgetItem("page_state", 80, "p" * 400)
+    result = fit([page, item], budget=page.tokens + whole - 20)
     kept = next(i for i in result.kept if i.source == "recent_actions")
     assert "[Failed]" in kept.text and kept.truncated and item in result.trimmed
 
@@ -261,7 +262,8 @@ def test_content_type_detection_and_estimates() -> None:
     text = "x" * 100
     assert [estimate_tokens(text, k) for k in ("text", "code", "json", "html")] == [25, 29, 34, 40]
     item = BudgetItem("s", 1, '{"k": "' + "v" * 93 + '"}')
-    assert item.content_type == "json" and item.tokens == 34 and item.confidence == 0.95
+    assert item.content_type == "json" and item.confidence == 0.95 and estimate_tokens(item.text, "json") == 34
+    assert item.tokens == count_tokens(item.text, "json")
     assert BudgetItem("s", 1, "<p>x</p>", content_type="text").content_type == "text"
 
 

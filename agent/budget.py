@@ -52,7 +52,8 @@ PRIORITIES: dict[str, int] = {
     "working_memory": 33,    # navigation path, visited URLs, actions known to fail here (seed 003)
     "extracted_data": 28,    # extraction results, budgeted and compressed (seed 003)
 }
-DEFAULT_BUDGET = 2500
+#: tokens per step prompt: a real page (1,500 to 4,000 tokens) with room for what memory adds
+DEFAULT_BUDGET = 8000
 MIN_TRUNCATED_TOKENS = 40
 
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser
+from memtape.agent.budget import DEFAULT_BUDGET
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
@@ -325,7 +326,7 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
             assert all(k["priority"] >= t["priority"] for k in s["items"])
     assert any(s["trimmed"] for s in steps)
     default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
-    assert all(s["budget"] == 2500 for s in default)
+    assert all(s["budget"] == DEFAULT_BUDGET for s in default)
     store.close()
     from memtape.cli import cli
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",

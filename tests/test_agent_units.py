@@ -580,7 +580,7 @@ def test_the_policy_reads_only_what_the_kept_items_show() -> None:
 
     from memtape.agent.loop import seen_by_policy
     obs = Observation(url="http://shop.test/", title="Shop", elements=tuple(
-        Element(f"e{i}", "link", f"Item {i}") for i in range(80)), text="", summary="", page_type="listing")
+        Element(f"e{i}", "link", f"Item {i}") for i in range(P.CAP_ELEMENTS + 20)), text="", summary="", page_type="listing")
     tip = SimpleNamespace(text='Click "Accept all cookies" first.', event_ids=("ev1",))
     steps = [SimpleNamespace(command="click", args={}, role="link", name=f"Item {i}", url="", verified=True)
              for i in range(30)]
@@ -592,7 +592,7 @@ def test_the_policy_reads_only_what_the_kept_items_show() -> None:
     everything = seen_by_policy(fit(items, 100_000).kept, obs, [], [tip], match, [fact])
     assert everything["domain_tips"] == [tip.text] and len(everything["trajectory_steps"]) == 30
     assert everything["facts"] == [("quirk", "fill fails on Name", "click then type")]
-    assert len(everything["observation"].elements) == P.CAP_ELEMENTS  # the prompt lists 60 of 80
+    assert len(everything["observation"].elements) == P.CAP_ELEMENTS  # the prompt lists the first CAP_ELEMENTS
     page_tokens = items[0].tokens
     tight = fit(items, page_tokens + items[1].tokens + 120)  # the trajectory is cut, the facts dropped
     seen = seen_by_policy(tight.kept, obs, [], [tip], match, [fact])

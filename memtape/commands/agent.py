@@ -14,6 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from memtape.agent.budget import DEFAULT_BUDGET
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
 from memtape.agent.sites import CASES_FILE, load_cases
@@ -55,7 +56,7 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
               help="scripted (no model) or openai (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL, MEMTAPE_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
-@click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
+@click.option("--context-budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True, metavar="N",
               help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
 @click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
               help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "

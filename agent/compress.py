@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memtape.agent.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, count_tokens, longest_cut
+from memtape.projections.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, count_tokens, longest_cut
 
 MAX_BUDGET_SHARE = 0.20
 MAX_EXTRACTION_TOKENS = 4000

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memtape
-from memtape.agent.budget import count_tokens, token_counter
 from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import count_tokens, token_counter
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"

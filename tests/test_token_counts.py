@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtape
-from memtape.agent import budget
-from memtape.agent.budget import BudgetItem, count_tokens, estimate_tokens, fit, token_counter, truncate
+from memtape.projections import budget
+from memtape.projections.budget import BudgetItem, count_tokens, estimate_tokens, fit, token_counter, truncate
 
 SHOP = "http://shop.example/"
 
@@ -37,7 +37,7 @@ def test_with_the_extra_a_prompt_is_counted_by_cl100k_base() -> None:
 
 
 def test_the_tokenizer_is_loaded_on_the_first_count_not_on_import() -> None:
-    probe = ("import sys; import memtape.agent.budget as b; before = 'tiktoken' in sys.modules; "
+    probe = ("import sys; import memtape.projections.budget as b; before = 'tiktoken' in sys.modules; "
              "b.count_tokens('a b'); print(before, 'tiktoken' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,6 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from memtape.agent.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
 from memtape.agent.sites import CASES_FILE, load_cases
@@ -22,6 +21,7 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.memory_use import MemoryUse, memory_use
 from memtape.commands import current_settings
 from memtape.ledger.settings import Settings
+from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
 from memtape.projections.text import clip
 from memtape.render import audit_text
 

@@ -404,7 +404,7 @@ class ContextBuilt(Payload):
     trimmed: list[ContextItem] = Field(default_factory=list)
     counted_by: str | None = Field(default=None, min_length=1, max_length=80, description=(
         "What counted the items' tokens: `cl100k_base` (the BPE tokenizer of the `tokens` extra), `estimate` "
-        "(seed 003's estimate by content type, without the extra), or the agent's own tokenizer it named; "
+        "(FlyBrowser's estimate by content type, without the extra), or the agent's own tokenizer it named; "
         "None when an agent gave its counts without naming what counted them."))
 
 

@@ -178,17 +178,13 @@ def extraction_items(run: Run, domain: str, budget_left: int) -> list[BudgetItem
     """This site's extractions, newest first: tier 1 from this run, 2 from this session, 3 older;
     cut, compressed and fitted to the extraction allowance (agent/compress.py)."""
     found = list(reversed(run.extractions(domain)))
-    if not found:
-        return []
-    prepared = []
-    for e in found:
-        tier = 1 if e.run_id == run.run_id else 2 if e.session_id and e.session_id == run.session_id else 3
-        prepared.append((e, C.prepare(e.value, e.source, tier)))
-    kept = C.fit_extractions([x.text for _, x in prepared], budget_left)
+    tiers = [1 if e.run_id == run.run_id else 2 if e.session_id and e.session_id == run.session_id else 3
+             for e in found]
+    kept = C.fit_extractions([(e.value, e.source, tier) for e, tier in zip(found, tiers)], budget_left)
     items = []
-    for (e, x), (text, cut) in zip(prepared, kept):
-        note = ", ".join(n for n, on in (("cut head and tail", x.truncated or cut), ("compressed", x.compressed)) if on)
-        items.append(P.extracted_data(e.title, e.url, text, x.tier, note, e.event_ids[:1], truncated=x.truncated or cut))
+    for e, x in zip(found, kept):
+        note = ", ".join(n for n, on in (("cut", x.truncated), ("compressed", x.compressed)) if on)
+        items.append(P.extracted_data(e.title, e.url, x.text, x.tier, note, e.event_ids[:1], truncated=x.truncated))
     return items
 
 
@@ -198,7 +194,7 @@ def step_items(obs: Observation, run: Run, goal: str, history: list[StepView], l
                budget: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = ()) -> list[BudgetItem]:
     """The sections of one per-step prompt, each with the ids of the events it came from."""
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
-    context = run.relevant_context(obs.domain)
+    context = run.prompt_context(obs.domain)
     if context:
         items.append(P.context_section(context))
     if patterns:

@@ -264,7 +264,7 @@ def context_section(entries: Sequence[Any]) -> BudgetItem:
         ids.extend(e.event_ids[:1])
         origin = "given by the user" if e.kind == "user" else f"inferred from {fenced(e.source, 80)}"
         lines.append(f"- {fenced(e.key, 80)}: {fenced(e.value, 200)} ({origin})")
-    return BudgetItem("context", PRIORITIES["context"], listing("CONTEXT (relevant to the goal):", lines),
+    return BudgetItem("context", PRIORITIES["context"], listing("CONTEXT (given by the user, inferred on this site):", lines),
                       event_ids=tuple(ids))
 
 

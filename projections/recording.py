@@ -27,6 +27,7 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import time
@@ -65,6 +66,7 @@ from memtape.ledger.events import (
     FactType,
     LessonRecorded,
     NewEvent,
+    PageMapStored,
     PatternLearned,
     PatternUsed,
     Payload,
@@ -74,6 +76,7 @@ from memtape.ledger.events import (
     RunCompleted,
     RunProgress,
     RunStarted,
+    ScratchSet,
     SelectorFailed,
     SelectorSucceeded,
     SessionRecorded,
@@ -94,6 +97,7 @@ from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
 from memtape.projections.lessons import lesson_id_for, recall_payload
+from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.pattern_learning import learn_patterns
 from memtape.projections.pin import tier1_refusal
@@ -597,8 +601,9 @@ class Memory:
     def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
               run: str | None = None) -> list[dict[str, Any]]:
         """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
-        short-term, patterns, context, snapshots, sitemap) now or as the ledger knew it at seq / ISO
-        time `as_of`, of one domain and one run when given: the fields of `state KIND --json`."""
+        short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger
+        knew it at seq / ISO time `as_of`, of one domain and one run when given: the fields of
+        `state KIND --json`."""
         if kind not in STATE_KINDS:
             raise InvalidEvent(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
         if domain is not None and not isinstance(domain, str):
@@ -847,6 +852,13 @@ class Run:
                                                            domain if domain is not None else self.domain)
             return [e for e in found if self.enabled or e.kind == "user"]
 
+    def prompt_context(self, domain: str | None = None) -> list[Any]:
+        """What a prompt's context section holds: all of this run's user context, then what was
+        inferred on the site (with memory on); the context budget places it by priority."""
+        with self.timed():
+            found = self.memory.current().prompt_context(self.run_id, domain if domain is not None else self.domain)
+            return [e for e in found if self.enabled or e.kind == "user"]
+
     def patterns(self, domain: str | None = None) -> list[Any]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
@@ -922,6 +934,64 @@ class Run:
                          step=step, domain=domain_of(to_url) or None)
         with self.timed():
             self.memory.append([ev])
+
+    # ---- working memory (seed 003): the scratch pad and PageMaps ----------------------------------
+    # The run's own, so kept with memory off too: no other run reads them.
+
+    def set_scratch(self, key: str, value: Any, step: int | None = None) -> None:
+        """Put `value` (any JSON value) on this run's scratch pad under `key` (seed 003's
+        `set_scratch`): working data between cycles, replaced when the key is set again. A value
+        under a key that names a secret (password, token, PIN...) is kept redacted."""
+        self._live()
+        _check_text(key, "key")
+        ev = self._event(ScratchSet, {"key": key, "value": value}, step=step, domain=self.domain or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def get_scratch(self, key: str, default: Any = None) -> Any:
+        """The value last set under `key` on this run's scratch pad, else `default` (seed 003's
+        `get_scratch`). A copy: changing it changes nothing until it is set again."""
+        _check_text(key, "key")
+        with self.timed():
+            entry = self.memory.current().scratch(self.run_id).get(key)
+        return default if entry is None else copy.deepcopy(entry.value)
+
+    def scratch(self) -> dict[str, Any]:
+        """This run's whole scratch pad, key -> value (a copy), keys in the order they were first set."""
+        with self.timed():
+            return {k: copy.deepcopy(e.value) for k, e in self.memory.current().scratch(self.run_id).items()}
+
+    def store_page_map(self, url: str, page_map: Mapping[str, Any], step: int | None = None) -> None:
+        """Seed 003's `store_page_map`: this run's understanding of the page at `url`, a mapping of
+        `title`, `summary`, `total_width`, `total_height` (pixels) and `regions` — each with `kind`
+        (header, navigation, hero, content, sidebar, footer, modal or unknown), `name`,
+        `description`, `elements` (the key elements in it) and `start_y`/`end_y`. Replaces an
+        earlier map of the same URL."""
+        self._live()
+        _check_text(url, "url")
+        if not isinstance(page_map, Mapping):
+            raise InvalidEvent(f"page_map must be a mapping of title, summary, regions..., got {type(page_map).__name__}")
+        ev = self._event(PageMapStored, {**page_map, "url": url}, step=step, domain=domain_of(url) or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def get_page_map(self, url: str) -> PageMap | None:
+        """The PageMap this run stored for `url`, or None."""
+        _check_text(url, "url")
+        return self.get_all_page_maps().get(url)
+
+    def has_page_map(self, url: str) -> bool:
+        return self.get_page_map(url) is not None
+
+    def get_all_page_maps(self) -> dict[str, PageMap]:
+        """Every PageMap of this run, URL -> map, in the order the URLs were first mapped."""
+        with self.timed():
+            return self.memory.current().page_maps(self.run_id)
+
+    def get_page_summary(self, url: str) -> str:
+        """The summary of the page at `url` from its PageMap ("" without one)."""
+        found = self.get_page_map(url)
+        return found.summary if found is not None else ""
 
     # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
 

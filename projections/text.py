@@ -241,3 +241,22 @@ def forgotten_runs(data: dict[str, Any]) -> set[str]:
     """The runs whose introductions (facts, selectors) a forgotten run or session takes along;
     a forgotten domain takes its own facts and selectors by domain instead."""
     return covered_runs(data) if data.get("subject_kind") in ("run", "session") else set()
+
+
+def forget_per_run(by_run: dict[str, dict[str, Any]], session_of: dict[str, str], data: dict[str, Any]) -> None:
+    """Fold a `subject_forgotten` into run -> key -> item working memory (items with a `domain`), in
+    place: the pads of every run it covers (a session's, by `session_of` too) go whole; a forgotten
+    domain also takes the items set on that site in any run."""
+    kind, subject = data["subject_kind"], data["subject"]
+    runs = covered_runs(data)
+    if kind == "session":
+        runs |= {r for r, s in session_of.items() if s == subject}
+    for r in runs:
+        by_run.pop(r, None)
+        session_of.pop(r, None)
+    if kind == "domain":
+        for run, items in list(by_run.items()):
+            for key in [k for k, item in items.items() if domain_matches(item.domain, subject)]:
+                del items[key]
+            if not items:
+                del by_run[run]

@@ -443,6 +443,10 @@ class ContextBuilt(Payload):
     total_tokens: Count
     items: list[ContextItem] = Field(default_factory=list)
     trimmed: list[ContextItem] = Field(default_factory=list)
+    counted_by: str | None = Field(default=None, min_length=1, max_length=80, description=(
+        "What counted the items' tokens: `cl100k_base` (the BPE tokenizer of the `tokens` extra), `estimate` "
+        "(FlyBrowser's estimate by content type, without the extra), or the agent's own tokenizer it named; "
+        "None when an agent gave its counts without naming what counted them."))
 
 
 # ---- memory writes: lessons -----------------------------------------------

@@ -107,6 +107,8 @@ class ContextBody(Body):
     items: list[dict[str, Any]]
     step: int
     budget: int | None = None
+    #: what counted the items' `tokens` (the agent's tokenizer); items without a count are counted by the server
+    counted_by: str | None = None
 
 
 class FinishBody(Body):
@@ -325,9 +327,9 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         def work() -> Recorded:
             run = run_of(run_id)
             if body.budget is None:
-                run.record_context(items=body.items, step=body.step)
+                run.record_context(items=body.items, step=body.step, counted_by=body.counted_by)
             else:
-                run.record_context(items=body.items, step=body.step, budget=body.budget)
+                run.record_context(items=body.items, step=body.step, budget=body.budget, counted_by=body.counted_by)
             return Recorded()
         return await answered(request, work)
 

@@ -93,7 +93,7 @@ from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
-from memtape.projections.budget import DEFAULT_BUDGET, estimate_tokens
+from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -1133,15 +1133,24 @@ class Run:
 
     def record_context(self, items: Sequence[Mapping[str, Any]], step: int, budget: int = DEFAULT_BUDGET, *,
                        trimmed: Sequence[Mapping[str, Any]] = (), prompt: str = "step",
-                       domain: str | None = None) -> None:
+                       domain: str | None = None, counted_by: str | None = None) -> None:
         """What one prompt held: each item's source, priority, text and the event ids it came from
-        (and what the budget trimmed), as a context_built event. Audits show exactly this."""
+        (and what the budget trimmed), as a context_built event. Audits show exactly this.
+
+        An item's `tokens` is the agent's own count and `counted_by` names what counted it (its
+        tokenizer; every item must then carry its count). An item without one is counted here, and
+        the event names this process's counter (`cl100k_base`, or `estimate` without the tokens extra)."""
         self._live()
-        kept_items = [self._context_item(i) for i in _items(items, "items")]
-        cut_items = [self._context_item(i) for i in _items(trimmed, "trimmed")]
+        kept, cut = _items(items, "items"), _items(trimmed, "trimmed")
+        counted_here = any("tokens" not in i for i in [*kept, *cut])
+        if counted_by is not None and counted_here:
+            raise InvalidEvent("context_built: counted_by names what counted the items' tokens; give every item its tokens")
+        kept_items = [self._context_item(i) for i in kept]
+        cut_items = [self._context_item(i) for i in cut]
         ev = self._event(ContextBuilt, {
             "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept_items),
-            "items": kept_items, "trimmed": cut_items}, step=step,
+            "items": kept_items, "trimmed": cut_items,
+            "counted_by": token_counter() if counted_here else counted_by}, step=step,
             domain=domain if domain is not None else (self.domain or None))
         with self.timed():
             self.memory.append([ev])
@@ -1149,9 +1158,9 @@ class Run:
     def _context_item(self, item: Mapping[str, Any]) -> ContextItem:
         try:
             text, kind = item["text"], item.get("content_type", "text")
-            # the agent's own count (its tokenizer) when it gives one, else seed 003's estimate
+            # the agent's own count (its tokenizer) when it gives one, else this process's counter
             tokens = item["tokens"] if "tokens" in item else (
-                estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
+                count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
             return ContextItem(**self.scrub({
                 "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
                 "confidence": item.get("confidence", 1.0),

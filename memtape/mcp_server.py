@@ -171,12 +171,12 @@ def build_server(memory: Memory) -> MemoryServer:
 
     @server.tool()
     async def record_context(run_id: StrictStr, items: list[PromptItem], step: StrictInt,
-                             budget: StrictInt = DEFAULT_BUDGET, trimmed: list[PromptItem] | None = None,
+                             budget: StrictInt = DEFAULT_BUDGET, trimmed: Sequence[PromptItem] = (),
                              prompt: StrictStr = "step", domain: StrictStr | None = None) -> Recorded:
         """What one prompt held: each item's source, priority, text and the event ids it came from
         (and what the budget trimmed), as a context_built event. Audits show exactly this."""
         memory.run(run_id).record_context(items=_items(items), step=step, budget=budget,
-                                          trimmed=_items(trimmed or ()), prompt=prompt, domain=domain)
+                                          trimmed=_items(trimmed), prompt=prompt, domain=domain)
         return Recorded()
 
     @server.tool()

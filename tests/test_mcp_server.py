@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,10 @@ OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 
 def _server(memory_dir: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"])
+    """`memtape mcp` with this process's environment (the SDK passes only a few variables on, and
+    PYTHONPATH may name the memtape under test)."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"],
+                                 env=dict(os.environ))
 
 
 async def _call(session: ClientSession | Client, tool: str, **arguments: Any) -> Any:

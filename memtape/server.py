@@ -208,7 +208,8 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
     (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
     requests bearing it (None: to any local caller)."""
-    app = FastAPI(title="memtape", version=version("memtape"), description=DESCRIPTION)
+    app = FastAPI(title="memtape", version=version("memtape"), description=DESCRIPTION,
+                  generate_unique_id_function=lambda route: route.name)  # operationId: the library call's name
     app.router.route_class = JSONRoute
     live: dict[str, Run] = {}
     cors = tuple(cors_origins)

@@ -19,8 +19,9 @@ from memtape.mcp_server import build_server
 
 from .cli_runner import run_cli
 
-TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "record_step", "record_lesson", "observe_fact",
-         "finish_run", "audit"}
+TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "recall_trajectory", "record_step", "record_lesson",
+         "observe_fact", "selector_result", "record_context", "finish_run", "sessions", "facts", "selectors",
+         "step_memories", "loop_warnings", "state", "audit", "explain", "experiment"}
 OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 

@@ -24,11 +24,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EnvState
 from memtape.ledger.redact import MARKER
+from memtape.projections.text import domain_of, origin_of
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -55,16 +55,6 @@ MAX_EXTRACT = 40_000  # an extraction keeps far more than an observation (the pr
 
 class BrowserError(LedgerError):
     """The browser could not be started or used at all (not an action failure)."""
-
-
-def domain_of(url: str) -> str:
-    """The host name of a URL (lower case, no port): the memory's domain key."""
-    return (urlsplit(url).hostname or "").lower()
-
-
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.lower()}" if parts.scheme else ""
 
 
 @dataclass(frozen=True, slots=True)

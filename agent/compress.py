@@ -1,22 +1,25 @@
 """Extraction results in prompts (seed 003's extraction budget and ContextCompressor), without a model.
 
 Budget: all extractions together take at most 20% of the budget left after the
-other sections and at most 4,000 tokens; each is cut to 8,000 characters
-keeping its head and its tail. Compression, first: an extraction above 2,000
-tokens is compressed by tier — 1 (recent, this run): full detail; 2 (session): text
-compressed (whitespace collapsed, repeated lines dropped, long lines cut) with
-every URL and selector of the input kept; 3 (archival): facts only (lines with
-figures or "key: value"). Results of URL-critical tools (search results, page
-state, attributes) are never compressed: their URLs and selectors are what
-the next action needs.
+other sections and at most 4,000 tokens; each is cut to 8,000 characters. Compression, first: an
+extraction above 2,000 tokens is compressed by tier — 1 (recent, this run): full detail, cut
+head and tail; 2 (session): text compressed (whitespace collapsed, repeated lines dropped, long
+prose lines cut) with every URL and selector of the input kept; 3 (archival): facts only (lines
+with figures or "key: value") and every URL. Only a line repeated word for word is a repeat: lines
+that differ in their numbers (200 priced items) are distinct facts. A compressed extraction that
+is still too long keeps its lines from the top while they fit beside the list of every URL (and
+selector) they leave out, so a cut loses prose before it loses a URL; when even that list does
+not fit, it keeps as many URLs as fit, first ones first. Results of URL-critical tools (search
+results, page state, attributes) are never compressed: their URLs and selectors are what the
+next action needs.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from memtape.agent.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, estimate_tokens
+from memtape.projections.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, estimate_tokens
 
 MAX_BUDGET_SHARE = 0.20
 MAX_EXTRACTION_TOKENS = 4000
@@ -28,7 +31,6 @@ URL_RE = re.compile(r"https?://[^\s\"'<>()\[\]{}]+")
 SELECTOR_RE = re.compile(r"role=[a-z]+\[name=\"[^\"\n]*\"s?\]|(?<![\w/.#:-])[#.][A-Za-z_][\w-]*|\[[a-z][\w-]*=\"[^\"\n]*\"\]")
 FACT_LINE = re.compile(r"\d|^[^:]{1,60}:\s*\S")
 MAX_PROSE = 160
-MAX_FACTS = 20
 
 
 def urls_in(text: str) -> list[str]:
@@ -50,39 +52,90 @@ def head_tail(text: str, max_chars: int) -> str:
     return text[:head] + marker + text[len(text) - (room - head):] if room else text[:max_chars]
 
 
-def compress(text: str, tier: int) -> str:
-    """Deterministic compression by tier (see the module docstring). Tier 2 keeps every line that
-    names a URL or a selector whole; other lines are cut to MAX_PROSE characters and dropped when
-    they repeat an earlier line but for its numbers (release notes, listings). Tier 3 keeps facts."""
+def compress(text: str, tier: int, max_chars: int | None = None) -> str:
+    """Deterministic compression by tier (see the module docstring), within `max_chars` when given."""
+    return _compressed(text, tier, max_chars)[0]
+
+
+def _compressed(text: str, tier: int, max_chars: int | None) -> tuple[str, bool]:
+    """(the compressed text, whether lines or references were left out to fit `max_chars`)."""
     if tier <= 1:
-        return text
-    lines: list[str] = []
+        return text, False
+    lines: list[str] = ["Facts:"] if tier >= 3 else []
     seen: set[str] = set()
     for raw in text.splitlines():
         line = " ".join(raw.split())
-        if not line:
+        if not line or line in seen:
             continue
-        keeps_refs = tier == 2 and (URL_RE.search(line) or SELECTOR_RE.search(line))
-        shape = line if keeps_refs else re.sub(r"\d+", "#", line)
-        if shape in seen:
-            continue
-        seen.add(shape)
+        seen.add(line)
         if tier >= 3 and not FACT_LINE.search(line):
             continue
-        if not keeps_refs and len(line) > MAX_PROSE:
+        if len(line) > MAX_PROSE and not (URL_RE.search(line) or SELECTOR_RE.search(line)):
             line = line[:MAX_PROSE - 1] + "…"
-        lines.append(line)
-    if tier >= 3:
-        return "Facts:\n" + "\n".join(f"- {ln}" for ln in lines[:MAX_FACTS])
-    body = "\n".join(lines)
-    urls = [u for u in urls_in(text) if u not in body]
-    sels = [x for x in selectors_in(text) if x not in body]
-    out = [body]
-    if urls:
-        out.append("URLs: " + " ".join(urls))
-    if sels:
-        out.append("Selectors: " + " ".join(sels))
-    return "\n".join(out)
+        lines.append(f"- {line}" if tier >= 3 else line)
+    first = 1 if tier >= 3 else 0  # the "Facts:" heading is never left out
+    refs = {"URLs": urls_in(text), "Selectors": selectors_in(text) if tier == 2 else []}
+    shown = [_refs_in(line, tier) for line in lines]
+
+    def render(kept: int) -> str:
+        """The first `kept` lines, a note of the others, and every reference they do not show."""
+        found = set().union(*shown[:kept])
+        out = lines[:kept] + ([f"[... {len(lines) - kept} more lines omitted ...]"] if kept < len(lines) else [])
+        for name, items in refs.items():
+            left_out = [r for r in items if r not in found]
+            if left_out:
+                out.append(f"{name}: " + " ".join(left_out))
+        return "\n".join(out)
+
+    whole = render(len(lines))
+    if max_chars is None or len(whole) <= max_chars:
+        return whole, False
+    # lines from the top while they fit beside the references they leave out (an estimate that
+    # never undercounts what a line frees; the rendering decides)
+    kept, size, unseen = first, len(render(first)), set().union(*refs.values())
+    while kept < len(lines):
+        new = shown[kept] & unseen
+        grown = size + len(lines[kept]) + 1 - sum(len(r) + 1 for r in new)
+        if grown > max_chars:
+            break
+        unseen -= new
+        kept, size = kept + 1, grown
+    while kept >= first:
+        out = render(kept)
+        if len(out) <= max_chars:
+            return out, True
+        kept -= 1
+    return _references_only(lines[:first] + [f"[... {len(lines) - first} more lines omitted ...]"], refs,
+                            max_chars), True
+
+
+def _references_only(head: list[str], refs: dict[str, list[str]], max_chars: int) -> str:
+    """When not even the list of references fits: as many as do after `head`, first ones first
+    (URLs before selectors), each list's omission noted."""
+    out = list(head)
+    used = sum(len(line) + 1 for line in out)
+    for name, items in refs.items():
+        if not items:
+            continue
+        note = f"[... {len(items)} more {name} omitted ...]"  # the longest the note can be
+        room = max_chars - used - (len(note) + 1) - (len(name) + 2)
+        taken: list[str] = []
+        for r in items:
+            if len(r) + 1 > room:
+                break
+            taken.append(r)
+            room -= len(r) + 1
+        if taken:
+            out.append(f"{name}: " + " ".join(taken))
+        if len(taken) < len(items):
+            out.append(f"[... {len(items) - len(taken)} more {name} omitted ...]")
+        used = sum(len(line) + 1 for line in out)
+    return "\n".join(out)[:max_chars]
+
+
+def _refs_in(line: str, tier: int) -> set[str]:
+    """The URLs (and, tier 2, selectors) a line shows whole."""
+    return set(URL_RE.findall(line)) | (set(selectors_in(line)) if tier == 2 else set())
 
 
 @dataclass(frozen=True)
@@ -95,13 +148,15 @@ class ExtractionText:
     compressed: bool
 
 
-def prepare(text: str, tool: str, tier: int) -> ExtractionText:
+def prepare(text: str, tool: str, tier: int, max_chars: int = MAX_SINGLE_CHARS) -> ExtractionText:
     """Compress by tier when above COMPRESS_ABOVE_TOKENS (never a URL-critical tool's result,
-    never the recent tier), then cut to MAX_SINGLE_CHARS keeping head and tail."""
-    compressed = tool not in URL_CRITICAL_TOOLS and tier > 1 and estimate_tokens(text) > COMPRESS_ABOVE_TOKENS
-    body = compress(text, tier) if compressed else text
-    cut = head_tail(body, MAX_SINGLE_CHARS)
-    return ExtractionText(cut, tier, cut != body, compressed)
+    never the recent tier), within `max_chars` (keeping every URL that fits); anything else is cut
+    to `max_chars` keeping head and tail."""
+    if tool not in URL_CRITICAL_TOOLS and tier > 1 and estimate_tokens(text) > COMPRESS_ABOVE_TOKENS:
+        body, cut = _compressed(text, tier, max_chars)
+        return ExtractionText(body, tier, cut, True)
+    body = head_tail(text, max_chars)
+    return ExtractionText(body, tier, body != text, False)
 
 
 def allowance(budget_left: int) -> int:
@@ -109,22 +164,21 @@ def allowance(budget_left: int) -> int:
     return max(0, min(MAX_EXTRACTION_TOKENS, int(budget_left * MAX_BUDGET_SHARE)))
 
 
-def fit_extractions(texts: Sequence[str], budget_left: int) -> list[tuple[str, bool]]:
-    """The texts (newest first) that fit the allowance: whole while they fit, the first that does
-    not cut head-and-tail to what is left (when a useful part fits), the rest dropped.
-    Returns (text, truncated) for each kept one."""
+def fit_extractions(extractions: Sequence[tuple[str, str, int]], budget_left: int) -> list[ExtractionText]:
+    """The extractions — (text, tool, tier), newest first — that fit the allowance, each prepared
+    (compressed, cut to MAX_SINGLE_CHARS): whole while they fit; the first that does not is
+    prepared again to what is left (when a useful part fits: a compressed one keeping every URL
+    that fits, another its head and tail), the rest dropped."""
     left = allowance(budget_left)
-    out: list[tuple[str, bool]] = []
-    for text in texts:
-        tokens = estimate_tokens(text)
+    out: list[ExtractionText] = []
+    for text, tool, tier in extractions:
+        prepared = prepare(text, tool, tier)
+        tokens = estimate_tokens(prepared.text)
         if tokens <= left:
-            out.append((text, False))
+            out.append(prepared)
             left -= tokens
             continue
         if left >= MIN_TRUNCATED_TOKENS:
-            cut = head_tail(text, int(left * CHARS_PER_TOKEN["text"]) - 4)
-            while estimate_tokens(cut) > left and len(cut) > 40:
-                cut = head_tail(text, len(cut) - 40)
-            out.append((cut, True))
+            out.append(replace(prepare(text, tool, tier, int(left * CHARS_PER_TOKEN["text"])), truncated=True))
         break
     return out

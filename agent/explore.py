@@ -10,7 +10,7 @@ domain across runs; the exploration ends with its summary.
 
 Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        result = explore(browser, AgentMemory.open(store, path), "http://docs.test/", max_depth=2)
+        result = explore(browser, Memory(store, path), "http://docs.test/", max_depth=2)
 """
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.agent.browser import Browser, domain_of
-from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.agent.browser import Browser
+from memtape.agent.records import finish_run, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
+from memtape.projections.recording import Memory, StepRecord
 from memtape.projections.sitemap import next_page, summary_text
+from memtape.projections.text import domain_of
 
 
 @dataclass
@@ -34,6 +36,8 @@ class ExploreResult:
     discovered: int = 0
     complete: bool = False
     summary: str = ""
+    #: milliseconds spent in memory
+    memory_ms: float = 0.0
 
 
 def page_summary(extracted: Any) -> str:
@@ -43,20 +47,21 @@ def page_summary(extracted: Any) -> str:
     return " ".join(lines)[:300]
 
 
-def explore(browser: Browser, memory: AgentMemory, homepage_url: str, *, max_depth: int = 2, max_pages: int = 50,
+def explore(browser: Browser, memory: Memory, homepage_url: str, *, max_depth: int = 2, max_pages: int = 50,
             run_id: str | None = None, session_id: str | None = None) -> ExploreResult:
     """Explore a site from `homepage_url` within the limits; everything is recorded as events."""
     run_id = run_id or short_id("run")
     domain = domain_of(homepage_url)
     t0 = time.perf_counter()
-    memory.open_run(run_id, f"Explore {homepage_url}", homepage_url, session_id=session_id, decision_policy="explore")
-    memory.exploration_started(homepage_url, max_depth, max_pages)
+    run = memory.start_run(goal=f"Explore {homepage_url}", start_url=homepage_url, session_id=session_id, run_id=run_id,
+                           agent="explore")
+    run.exploration_started(homepage_url, max_depth, max_pages)
     browser.new_page()
     result = ExploreResult(run_id, homepage_url)
     seen: set[str] = set()
     step = 0
     while True:
-        site = memory.sitemap(domain)
+        site = run.sitemap(domain)
         page = next_page(site, seen) if site is not None else None
         if page is None:
             break
@@ -68,31 +73,32 @@ def explore(browser: Browser, memory: AgentMemory, homepage_url: str, *, max_dep
             rec = StepRecord(step, "goto", {"url": url}, nav.ok, nav.error, nav.url_before, nav.url_after,
                              duration_ms=nav.duration_ms)
             obs = browser.observe()
-            memory.record_step(rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {page.depth}",
-                               memory.take_step_ms())
-            memory.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(), step)
+            record_step(run, rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {page.depth}",
+                        run.take_step_ms())
+            run.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(), step)
             if not nav.ok:
                 return {"title": "", "text": nav.error or "", "links": []}
             data = browser.page_extract()
             links = "\n".join(f"{l['text'] or '(no text)'} -> {l['url']}" for l in data["links"])
             return {**data, "text": f"{data['text']}\n\nLinks:\n{links}" if links else data["text"]}
 
-        got = memory.extraction(f"page:{page.url}", "extract_text", page.url, load, step=step)
+        got = run.extraction(f"page:{page.url}", "extract_text", page.url, load, step=step)
         (result.served_from_cache if got.served_from_cache else result.visited).append(page.url)
-        memory.sitemap_visited(page.url, got.title, page_summary(got), got.section_count, page.depth, step)
+        run.sitemap_visited(page.url, got.title, page_summary(got), got.section_count, page.depth, step)
         same_site = [dict(l) for l in got.links if domain_of(l["url"]) == domain and l["url"] != page.url]
         unique = list({l["url"]: l for l in same_site}.values())
-        memory.sitemap_links(page.url, page.depth, unique, step)
-    site = memory.sitemap(domain)
+        run.sitemap_links(page.url, page.depth, unique, step)
+    site = run.sitemap(domain)
     result.discovered = len(site.pages) if site is not None else 0
     result.complete = site is not None and not any(p.url not in seen and p.depth <= max_depth
                                                     for p in site.pages.values())
     result.summary = summary_text(site) if site is not None else ""
-    memory.exploration_completed(homepage_url, len(seen), result.discovered, result.complete, result.summary)
+    run.exploration_completed(homepage_url, len(seen), result.discovered, result.complete, result.summary)
     duration = (time.perf_counter() - t0) * 1000
     outcome = RunCompleted(success=bool(seen), summary=f"Explored {len(seen)} pages of {domain}", reason=None,
                            final_url=browser.page.url if browser.page is not None else homepage_url, turns=step,
                            tokens_in=0, tokens_out=0, duration_ms=duration, policy_decisions=0, replayed_steps=0,
                            result=result.summary[:500])
-    memory.finish_run(outcome, learn=False)
+    finish_run(run, outcome, learn=False)
+    result.memory_ms = run.ms_total
     return result

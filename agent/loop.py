@@ -11,7 +11,7 @@ the first failed guard.
 
 Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        memory = AgentMemory.open(store, projections_path)
+        memory = Memory(store, projections_path)
         result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
                           start_url="http://shop.test/")   # or TaskRun(...).run()
 """
@@ -26,14 +26,16 @@ from urllib.parse import urlsplit
 
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
-from memtape.agent.browser import Browser, Observation, domain_of, origin_of
-from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memtape.agent.memory import AgentMemory, Learned, StepRecord, goal_secrets
+from memtape.agent.browser import Browser, Observation
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
+from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
+from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.projections.recording import Learned, Memory, Run, StepRecord, element_text, goal_secrets
 from memtape.projections.short_term import ShortTerm, priority_of
+from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 
 Approval = Callable[[Decision, Observation], bool]
 
@@ -46,7 +48,7 @@ class RunConfig:
     repeat_limit: int = 3
     progress_every: int = 3
     approve: Approval | None = None
-    #: seed 002's rep; None: numbered within the run's session (see AgentMemory.open_run)
+    #: seed 002's rep; None: numbered within the run's session (see Memory.start_run)
     rep: int | None = None
     #: "session": rep 2+ retrieves the session's previous reps' step memories; "all": every other run's
     step_memory_scope: str = "session"
@@ -106,7 +108,7 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
     lines = []
     start = max(0, len(history) - n)
     for i, h in enumerate(history[start:], start + 1):
-        target = f" {h.role} {P.quoted_name(h.name or '', 50)}" if h.role else ""
+        target = f" {h.role} {quoted_name(h.name or '', 50)}" if h.role else ""
         extra = ""
         if h.command in ("press",):
             extra = f" key={P.fenced(str(h.args.get('key', '')), 40)}"
@@ -118,24 +120,24 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
     return lines
 
 
-def infer_context(memory: AgentMemory, obs: Observation, step: int) -> None:
+def infer_context(run: Run, obs: Observation, step: int) -> None:
     """Seed 003's inferred context: what a page shows about its site (a login form, pagination)."""
     path = urlsplit(obs.url).path or "/"
     if obs.page_type == "login":
-        memory.infer_context("login_required", "true", f"login form at {P.cap(path, 100)}", step, obs.domain)
+        run.infer_context("login_required", "true", f"login form at {cap(path, 100)}", step, obs.domain)
     if any(e.role in ("link", "button") and re.search(r"\b(next|previous) page\b", e.name, re.I) for e in obs.elements):
-        memory.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {P.cap(path, 100)}", step,
+        run.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {cap(path, 100)}", step,
                              obs.domain)
 
 
-def _dead_end_exit(current_url: str | None, memory: AgentMemory) -> tuple[Any, StepRecord | None] | None:
+def _dead_end_exit(current_url: str | None, run: Run) -> tuple[Any, StepRecord | None] | None:
     """The last good snapshot to go back to (the newest on another page that is not a dead end
     already left) and the step that left it, or None."""
-    snaps = [s for s in memory.snapshots() if s.url != current_url and current_url not in s.dead_ends]
+    snaps = [s for s in run.snapshots() if s.url != current_url and current_url not in s.dead_ends]
     if not snaps:
         return None
     snap = snaps[-1]
-    exit_step = next((r for r in memory.steps() if r.step >= snap.associated_step and r.ok and r.url_before == snap.url
+    exit_step = next((r for r in run.steps if r.step >= snap.associated_step and r.ok and r.url_before == snap.url
                       and r.url_after != snap.url), None)
     return snap, exit_step
 
@@ -153,7 +155,7 @@ def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: lis
     if tstep.role:
         el = obs.by_identity(tstep.role, tstep.name or "")
         if el is None:
-            return None, f"target {tstep.role} {P.quoted_name(tstep.name or '', 60)} is no longer on the page", None
+            return None, f"target {tstep.role} {quoted_name(tstep.name or '', 60)} is no longer on the page", None
         if tstep.selector and not browser.selector_matches(tstep.selector, el):
             healed = (tstep.selector, browser.stable_selector(el))
         args["ref"] = el.ref
@@ -172,31 +174,27 @@ def _failing_here(st: ShortTerm, url: str) -> list[str]:
     return list(dict.fromkeys(e["key"] for e in st.recent if not e["ok"] and e["url"] == url))[-3:]
 
 
-def extraction_items(memory: AgentMemory, domain: str, budget_left: int) -> list[BudgetItem]:
+def extraction_items(run: Run, domain: str, budget_left: int) -> list[BudgetItem]:
     """This site's extractions, newest first: tier 1 from this run, 2 from this session, 3 older;
     cut, compressed and fitted to the extraction allowance (agent/compress.py)."""
-    found = list(reversed(memory.extractions(domain)))
-    if not found:
-        return []
-    prepared = []
-    for e in found:
-        tier = 1 if e.run_id == memory.run_id else 2 if e.session_id and e.session_id == memory.session_id else 3
-        prepared.append((e, C.prepare(e.value, e.source, tier)))
-    kept = C.fit_extractions([x.text for _, x in prepared], budget_left)
+    found = list(reversed(run.extractions(domain)))
+    tiers = [1 if e.run_id == run.run_id else 2 if e.session_id and e.session_id == run.session_id else 3
+             for e in found]
+    kept = C.fit_extractions([(e.value, e.source, tier) for e, tier in zip(found, tiers)], budget_left)
     items = []
-    for (e, x), (text, cut) in zip(prepared, kept):
-        note = ", ".join(n for n, on in (("cut head and tail", x.truncated or cut), ("compressed", x.compressed)) if on)
-        items.append(P.extracted_data(e.title, e.url, text, x.tier, note, e.event_ids[:1], truncated=x.truncated or cut))
+    for e, x in zip(found, kept):
+        note = ", ".join(n for n, on in (("cut", x.truncated), ("compressed", x.compressed)) if on)
+        items.append(P.extracted_data(e.title, e.url, x.text, x.tier, note, e.event_ids[:1], truncated=x.truncated))
     return items
 
 
-def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[StepView], last_error: str | None,
+def step_items(obs: Observation, run: Run, goal: str, history: list[StepView], last_error: str | None,
                error_lessons: list[Any], domain_lessons: list[Any], sessions: list[Any], match: Any,
                facts: list[Any], selectors: list[Any], patterns: Sequence[Any] = (),
                budget: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = ()) -> list[BudgetItem]:
     """The sections of one per-step prompt, each with the ids of the events it came from."""
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
-    context = memory.relevant_context(obs.domain or None)
+    context = run.prompt_context(obs.domain)
     if context:
         items.append(P.context_section(context))
     if patterns:
@@ -208,7 +206,7 @@ def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[S
         items.append(P.domain_tips([l.text for l in domain_lessons],
                                    [i for l in domain_lessons for i in l.event_ids[-2:]]))
     if sessions:
-        items.append(P.session_history(sessions, memory.policy.session_full_detail))
+        items.append(P.session_history(sessions, run.memory.policy.session_full_detail))
     if match is not None:
         items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
                                             match.trajectory.event_ids))
@@ -216,17 +214,17 @@ def step_items(obs: Observation, memory: AgentMemory, goal: str, history: list[S
         items.append(P.app_knowledge(facts))
     if selectors:
         items.append(P.known_selectors(selectors))
-    mems = memory.step_memories([e.identity for e in obs.elements], goal)
+    mems = run.step_memories([e.identity for e in obs.elements], goal)
     if mems:
         items.append(P.step_memories(mems))
-    st = memory.short_term()
+    st = run.short_term()
     if st.navigation_path:
         items.append(P.working_memory(st.navigation_path, st.visited_urls, _failing_here(st, obs.url), avoid))
     warnings = st.loop_warnings
     if history or warnings:
         items.append(P.recent_actions(_recent_lines(history), warnings, priorities=_recent_priorities(history)))
     used = sum(i.tokens for i in items)
-    items += extraction_items(memory, obs.domain, max(budget - used, 0))
+    items += extraction_items(run, obs.domain, max(budget - used, 0))
     return items
 
 
@@ -246,8 +244,8 @@ def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list
     numbered = shown("reference_trajectory", list(enumerate(steps, 1)), lambda e: P.trajectory_line(*e))
     return {
         "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
-        "domain_tips": [P.cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
-        "error_tips": [P.cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
+        "domain_tips": [cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
+        "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
         "trajectory_steps": [s for _, s in numbered],
         "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, P.fact_line)],
         "patterns": shown("learned_patterns", list(patterns), P.pattern_line),
@@ -267,12 +265,13 @@ class TaskRun:
     What the loop keeps between steps (counters, what the current site offered, the replay
     queue, why the run is stuck) lives on this object; `run()` returns the run's `RunResult`."""
 
-    def __init__(self, browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
+    def __init__(self, browser: Browser, memory: Memory, policy: DecisionPolicy, *, goal: str, start_url: str,
                  run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
                  mode: str = "new", isolation: str = "shared", case_id: str | None = None,
                  success_check: dict[str, Any] | None = None, config: RunConfig | None = None,
                  context: dict[str, str] | None = None):
         self.browser, self.memory, self.policy = browser, memory, policy
+        self.memory_run: Run  # the memtape run, started by `_open`
         self.goal, self.start_url, self.case_id, self.success_check = goal, start_url, case_id, success_check
         self.cfg = config or RunConfig()
         self.run_id = run_id or short_id("run")
@@ -332,49 +331,49 @@ class TaskRun:
     # ---- opening and finishing ----------------------------------------------------------
 
     def _open(self) -> None:
-        memory, cfg = self.memory, self.cfg
-        memory.open_run(self.run_id, self.goal, self.start_url, session_id=self.session_id,
-                        parent_run_id=self.parent_run_id, mode=self.mode, isolation=self.isolation, case_id=self.case_id,
-                        decision_policy=getattr(self.policy, "name", "custom"), rep=cfg.rep,
-                        step_memory_scope=cfg.step_memory_scope)
-        memory.give_context(self.context)
-        self.tier1 = memory.tier1()
+        cfg = self.cfg
+        run = self.memory_run = self.memory.start_run(
+            goal=self.goal, start_url=self.start_url, session_id=self.session_id, run_id=self.run_id,
+            parent_run_id=self.parent_run_id, mode=self.mode, isolation=self.isolation, case_id=self.case_id,
+            agent=getattr(self.policy, "name", "custom"), rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
+        run.give_context(self.context)
+        self.tier1 = run.tier1()
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
         sys_item = BudgetItem("system", 100, self.system, event_ids=tuple(i for l in self.tier1 for i in l.event_ids[-2:]))
-        memory.context_built("system", cfg.budget, [sys_item], [], step=0, domain=domain_of(self.start_url) or None)
+        record_prompt(run, "system", cfg.budget, [sys_item], [], step=0, domain=domain_of(self.start_url) or None)
         self.policy.start(self.goal, self.system)
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})
         if not nav.ok:
             self.reason = "navigation_failed"
             self.handback = nav.error
-        memory.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
+        run.take_step_ms()  # time before the first step (opening memory, Tier 1) is not step time
 
     def _finish(self, t_run: float) -> RunResult:
         browser, final = self.browser, self.final_decision
         final_url = browser.page.url if browser.page is not None else ""
         duration = (time.perf_counter() - t_run) * 1000
         if self.success:
-            summary = f"Done in {self.turns} turns: {P.cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
+            summary = f"Done in {self.turns} turns: {cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
         else:
-            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {P.cap(str(final.args.get('result', '')), 200)}" if final else "")
+            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {cap(str(final.args.get('result', '')), 200)}" if final else "")
             if self.crash:
-                summary += f": {P.cap(self.crash, 300)}"
+                summary += f": {cap(self.crash, 300)}"
         outcome = RunCompleted(success=self.success, summary=summary, reason=self.reason, final_url=final_url,
                                turns=self.turns, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
                                duration_ms=duration, policy_decisions=self.decisions, replayed_steps=self.replayed,
                                result=str(final.args.get("result", ""))[:500] if final else None)
-        self.memory.take_step_ms()
-        learned = self.memory.finish_run(outcome)
+        self.memory_run.take_step_ms()
+        learned = finish_run(self.memory_run, outcome)
         wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
         return RunResult(run_id=self.run_id, goal=self.goal, outcome=outcome, wall_ms=wall, step_ms=self.step_ms,
-                         memory_ms=self.memory.ms_total, step_memory_ms=self.step_memory_ms, errors=self.errors,
-                         case_id=self.case_id, memory_enabled=self.memory.enabled, learned=learned,
+                         memory_ms=self.memory_run.ms_total, step_memory_ms=self.step_memory_ms, errors=self.errors,
+                         case_id=self.case_id, memory_enabled=self.memory_run.enabled, learned=learned,
                          handback=self.handback, error=self.crash)
 
     def _take(self) -> float:
         """Memory's time since the last take: spent inside this step."""
-        ms = self.memory.take_step_ms()
+        ms = self.memory_run.take_step_ms()
         self.step_memory_ms += ms
         return ms
 
@@ -405,7 +404,7 @@ class TaskRun:
                              obs.url, obs.url, decision.target.role if decision.target else None,
                              decision.target.name if decision.target else None, decided_by="approval")
             self.history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
-            self.memory.record_step(rec, env_before, env_before, decision.think, self._take())
+            record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
             return True
 
         if decision.command == "finish":
@@ -417,23 +416,23 @@ class TaskRun:
     def _look(self, obs: Observation, step_no: int) -> None:
         """What the page brings: a new site's memory, a snapshot and inferred context on a
         navigation, the reference trajectory on the first step."""
-        memory = self.memory
+        run = self.memory_run
         if obs.domain != self.current_domain:
             self.current_domain = obs.domain
-            self.domain_lessons = memory.domain_recall(self.current_domain, step_no)
-            self.sessions = memory.sessions(self.current_domain)
-            self.facts = memory.facts(self.current_domain)
-            self.selectors = memory.selectors(self.current_domain)
-            self.patterns = memory.patterns(self.current_domain)
+            self.domain_lessons = run.recall_domain(step_no, self.current_domain)
+            self.sessions = run.sessions(self.current_domain)
+            self.facts = run.facts(self.current_domain)
+            self.selectors = run.selectors(self.current_domain)
+            self.patterns = run.patterns(self.current_domain)
         if obs.url != self.snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
             self.snapshot_url = obs.url
-            memory.snapshot(obs.url, obs.title, obs.summary, self.browser.form_state(), self.browser.scroll_position(),
+            run.snapshot(obs.url, obs.title, obs.summary, self.browser.form_state(), self.browser.scroll_position(),
                             step_no)
-            infer_context(memory, obs, step_no)
+            infer_context(run, obs, step_no)
         if self.first:
             self.first = False
-            self.match, replay = memory.recall_trajectory(obs.url, step_no)
-            if replay and self.match is not None:
+            self.match = run.recall_trajectory(step_no, obs.url)
+            if self.match is not None and self.match.replay:
                 self.replay_queue = list(self.match.trajectory.steps)
 
     def _replayed(self, obs: Observation, step_no: int) -> tuple[Decision | None, str, Any]:
@@ -448,8 +447,9 @@ class TaskRun:
             self.replay_queue = []
             return None, "policy", tstep
         self.replay_queue.pop(0)
-        if healed is not None and decision.target is not None:
-            self.memory.selector_healed(decision.target.role, decision.target.name, healed[1], healed[0], obs.url, step_no)
+        if healed is not None and decision.target is not None and self.memory_run.enabled:  # write the new selector back
+            self.memory_run.selector_result(element_text(decision.target.role, decision.target.name) or decision.target.name,
+                                            healed[1], True, step_no, url=obs.url, healed_from=healed[0])
         return decision, "replay", tstep
 
     def _ask(self, ctx: DecisionContext) -> Decision:
@@ -462,32 +462,32 @@ class TaskRun:
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted step prompt, or None when the run, stuck and
         about to give up, went back to its last good snapshot instead."""
-        memory, cfg, history = self.memory, self.cfg, self.history
-        items = step_items(obs, memory, self.goal, history, self.last_error, self.error_lessons, self.domain_lessons,
+        run, cfg, history = self.memory_run, self.cfg, self.history
+        items = step_items(obs, run, self.goal, history, self.last_error, self.error_lessons, self.domain_lessons,
                            self.sessions, self.match, self.facts, self.selectors, self.patterns, cfg.budget, self.avoid)
         fitted = fit(items, cfg.budget)
         step_text = P.render_step(fitted.kept)
-        memory.context_built("step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
+        record_prompt(run, "step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
         ctx = DecisionContext(
             goal=self.goal, history=history, system_prompt=self.system, step_prompt=step_text,
-            tier1=[P.cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
+            tier1=[cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
             **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.match, self.facts,
                              self.patterns, self.avoid))
         decision = self._ask(ctx)
         if decision.command != "finish":
-            known = memory.known_failure(decision.command, decision.args, obs.url)
+            known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
                 again = bool(history) and not history[-1].ok and history[-1].command == decision.command \
                     and history[-1].args == decision.args and history[-1].url_before == obs.url
-                memory.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
+                run.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
                                         "chose_otherwise" if again else "warned", step_no)
                 if again:
                     ctx.step_prompt += ("\n\nWarning: that action already failed on this page "
                                         "(same tool, arguments and URL). Choose a different action.")
                     decision = self._ask(ctx)
         if decision.pattern_id:
-            memory.pattern_used(decision.pattern_id)
-        target = _dead_end_exit(self.snapshot_url, memory) if decision.command == "finish" \
+            run.pattern_used(decision.pattern_id)
+        target = _dead_end_exit(self.snapshot_url, run) if decision.command == "finish" \
             and decision.success is False and self.stuck and cfg.backtrack else None
         if target is None:
             return decision
@@ -505,12 +505,12 @@ class TaskRun:
             self.browser.scroll_to(snap.scroll_x, snap.scroll_y)
             self.browser.fill_form(snap.form_state)
         self.turns += 1
-        self.memory.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
+        self.memory_run.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
         rec = StepRecord(step_no, "goto", {"url": snap.url}, result.ok, result.error, result.url_before,
                          result.url_after, decided_by="backtrack", duration_ms=result.duration_ms)
         self.history.append(StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before,
                                      rec.url_after, "backtrack"))
-        self.memory.record_step(rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take())
+        record_step(self.memory_run, rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take())
         self.policy.start(self.goal, self.system)
         self.stuck, self.last_error, self.error_lessons = None, None, []
 
@@ -524,14 +524,14 @@ class TaskRun:
             self.success = False
         rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
         self.history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-        self.memory.record_step(rec, env_before, env_before, decision.think, self._take())
+        record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
         if decided_by == "replay":
             self.replayed += 1
         self.reason = None if self.success else ("check_failed" if decision.success else "gave_up")
 
     def _act(self, decision: Decision, decided_by: str, tstep: Any, env_before: EnvState, step_no: int) -> None:
         """Execute the decision, verify a replayed step's recorded effect, and record the step."""
-        browser, memory = self.browser, self.memory
+        browser, run = self.browser, self.memory_run
         result = browser.execute(decision.command, decision.args, decision.target)
         if decided_by == "replay":
             self.replayed += 1
@@ -553,21 +553,21 @@ class TaskRun:
         if result.ok:
             self.last_error, self.error_lessons = None, []
         else:
-            if memory.known_failure(decision.command, decision.args, result.url_before) is not None:
-                self.stuck = f"repeated failure: {decision.command} failed again on {P.cap(result.url_before, 200)}"
+            if run.known_failure(decision.command, decision.args, result.url_before) is not None:
+                self.stuck = f"repeated failure: {decision.command} failed again on {cap(result.url_before, 200)}"
             self.errors += 1
             self.last_error = result.error
-            self.error_lessons = memory.error_recall(decision.command, result.error or "", domain_of(result.url_before), step_no)
+            self.error_lessons = run.recall_error(decision.command, result.error or "", step_no, domain_of(result.url_before))
         self.seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
-        memory.record_step(rec, env_before, self.seen_after.env(), decision.think, self._take())
-        warnings = memory.loop_warnings()
+        record_step(run, rec, env_before, self.seen_after.env(), decision.think, self._take())
+        warnings = run.loop_warnings()
         if warnings and self.stuck is None:
             self.stuck = f"loop warning: {warnings[0]}"
         if self.turns % self.cfg.progress_every == 0:
-            memory.progress(self.turns, browser.page.url)
+            run.progress(self.turns, browser.page.url)
 
 
-def run_task(browser: Browser, memory: AgentMemory, policy: DecisionPolicy, *, goal: str, start_url: str,
+def run_task(browser: Browser, memory: Memory, policy: DecisionPolicy, *, goal: str, start_url: str,
              run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
              mode: str = "new", isolation: str = "shared", case_id: str | None = None,
              success_check: dict[str, Any] | None = None, config: RunConfig | None = None,

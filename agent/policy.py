@@ -34,10 +34,10 @@ from typing import Any, Protocol
 import openai
 
 from memtape.agent.browser import Element, Observation
-from memtape.agent.budget import estimate_tokens
-from memtape.agent.patterns import fill_placeholders
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
+from memtape.projections.budget import estimate_tokens
+from memtape.projections.pattern_learning import fill_placeholders
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
 FIELDS = ("textbox", "searchbox", "combobox", "spinbutton")

@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.agent.browser import Browser
-from memtape.agent.budget import DEFAULT_BUDGET
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import PolicyError, make_policy
 from memtape.agent.sites import SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
@@ -35,7 +33,9 @@ from memtape.ledger.events import RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.location import memory_dir, read_fork_info
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.parameters import Policy
+from memtape.projections.recording import Memory
 from memtape.projections.text import clip
 from memtape.projections.view import MemoryView
 
@@ -117,7 +117,7 @@ def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] 
 
 
 def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, stack: ExitStack,
-                isolation: str, fork: dict[str, Any] | None) -> AgentMemory:
+                isolation: str, fork: dict[str, Any] | None) -> Memory:
     """Shared: the directory's ledger. Per-run: a ledger of the run's own under runs/<run_id>/,
     holding the forked events when the directory is a fork (so every run starts from the same
     memory), else empty."""
@@ -127,8 +127,8 @@ def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, st
         stack.callback(store.close)
         if fork is not None and fork["until"] > 0:
             copy_events(settings.store(), store, fork["until"])
-        return AgentMemory.open(store, d / "projections.db", policy, enabled=opts.memory)
-    return AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=opts.memory)
+        return Memory(store, d / "projections.db", policy, enabled=opts.memory)
+    return Memory(settings.store(), settings.projections_path, policy, enabled=opts.memory)
 
 
 def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = None) -> list[RunResult]:
@@ -166,7 +166,7 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
     return results
 
 
-def _explored(browser: Browser, memory: AgentMemory, task: dict[str, Any], run_id: str) -> RunResult:
+def _explored(browser: Browser, memory: Memory, task: dict[str, Any], run_id: str) -> RunResult:
     """An exploration, reported in the runs table like any run."""
     limits = task["explore"]
     t0 = time.perf_counter()
@@ -177,7 +177,7 @@ def _explored(browser: Browser, memory: AgentMemory, task: dict[str, Any], run_i
     outcome = RunCompleted(success=pages > 0, reason=None if done.complete else "limits_reached", turns=pages,
                            duration_ms=ms, final_url=task["start_url"])
     return RunResult(run_id=run_id, goal=f"Explore {task['start_url']}", outcome=outcome, wall_ms=ms, step_ms=ms,
-                     memory_ms=memory.ms_total, errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
+                     memory_ms=done.memory_ms, errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
 
 
 # ---- the demo --------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def run_demo(settings: Any, cases: list[dict[str, Any]], progress: TaskProgress 
     total, done = len(cases) * len(PASSES), 0
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
         for label, enabled in PASSES:
-            memory = AgentMemory.open(settings.store(), settings.projections_path, policy, enabled=enabled)
+            memory = Memory(settings.store(), settings.projections_path, policy, enabled=enabled)
             rs = []
             for c in cases:
                 if progress is not None:

@@ -58,29 +58,28 @@ class Timings:
 
 @contextmanager
 def instrumented(timings: Timings) -> Iterator[None]:
-    """Time the context build (items + fit + render + `context_built`) and page observation of
+    """Time the context build (items + fit + render + `record_prompt`) and page observation of
     every policy step, by wrapping the functions the loop calls (restored afterwards)."""
     from memtape.agent import loop
     from memtape.agent.browser import Browser
-    from memtape.agent.memory import AgentMemory
 
-    saved = (loop.step_items, loop.fit, loop.P.render_step, AgentMemory.context_built, Browser.observe)
+    saved = (loop.step_items, loop.fit, loop.P.render_step, loop.record_prompt, Browser.observe)
     parts = ("items", "fit", "render", "record")
     loop.step_items, loop.fit = timings.wrap("items", saved[0]), timings.wrap("fit", saved[1])
     loop.P.render_step = timings.wrap("render", saved[2])  # type: ignore[assignment]
 
-    def context_built(self: Any, prompt: str, *args: Any, **kwargs: Any) -> Any:
+    def record_prompt(run: Any, prompt: str, *args: Any, **kwargs: Any) -> Any:
         if prompt != "step":
-            return saved[3](self, prompt, *args, **kwargs)
-        return timings.wrap("record", saved[3])(self, prompt, *args, **kwargs)
+            return saved[3](run, prompt, *args, **kwargs)
+        return timings.wrap("record", saved[3])(run, prompt, *args, **kwargs)
 
-    AgentMemory.context_built = context_built  # type: ignore[method-assign]
+    loop.record_prompt = record_prompt
     Browser.observe = timings.wrap("observe", saved[4])  # type: ignore[method-assign]
     try:
         yield
     finally:
         loop.step_items, loop.fit, loop.P.render_step = saved[0], saved[1], saved[2]
-        AgentMemory.context_built, Browser.observe = saved[3], saved[4]  # type: ignore[method-assign]
+        loop.record_prompt, Browser.observe = saved[3], saved[4]  # type: ignore[method-assign]
     n = min(len(timings.ms.get(p, [])) for p in parts)
     timings.ms["context"] = [sum(timings.ms[p][i] for p in parts) for i in range(n)]  # every pass so far
 
@@ -94,10 +93,10 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     """Run the suite cold then warm in real Chromium and return the figures."""
     from memtape.agent.browser import Browser
     from memtape.agent.loop import RunConfig, RunResult, run_task
-    from memtape.agent.memory import AgentMemory
     from memtape.agent.policy import make_policy
     from memtape.agent.sites import SitesServer, load_cases
     from memtape.ledger.store import SqliteStore
+    from memtape.projections.recording import Memory
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]
@@ -106,7 +105,7 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d, SitesServer() as sites, \
             Browser(proxy=sites.proxy) as browser, SqliteStore.open(Path(d) / "ledger.db") as store:
         for rep, label in enumerate(("cold", "warm"), 1):
-            memory = AgentMemory.open(store, Path(d) / "projections.db")
+            memory = Memory(store, Path(d) / "projections.db")
             with instrumented(timings):
                 passes[label] = [run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
                                           start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),

@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal, Union, cast
 
 from annotated_types import Ge, Le
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
-from memtape.ledger.redact import MARKER, masked_args, secret_field
+from memtape.ledger.redact import MARKER, masked_args, secret_field, secret_named
 from memtape.ledger.suffixes import is_public_suffix
 
 #: Patterns are written so that Python's `re.search` and an ECMA-262 validator agree (`$(?!\n)`:
@@ -740,6 +740,55 @@ class ExplorationCompleted(Payload):
     summary: str = Field(default="", max_length=20_000)
 
 
+class ScratchSet(Payload):
+    """A value put on the run's scratch pad (seed 003's working memory `set_scratch`): working data
+    kept between cycles and read back by key within the run. A value stored under a key that names
+    a secret (password, token, PIN...) is kept as the redaction marker."""
+
+    type: Literal["scratch_set"] = "scratch_set"
+    NEEDS_RUN: ClassVar[bool] = True
+    key: str = Field(min_length=1, max_length=200)
+    value: JsonValue = None
+
+    @model_validator(mode="after")
+    def _secret_key(self) -> "ScratchSet":
+        if secret_named(self.key) and self.value not in (None, ""):
+            object.__setattr__(self, "value", MARKER)
+        return self
+
+
+#: seed 003's SectionType: what part of a page a region is
+RegionKind = Literal["header", "navigation", "hero", "content", "sidebar", "footer", "modal", "unknown"]
+
+
+class PageRegion(BaseModel):
+    """One region of a page (seed 003's PageSection): its kind, name, what it holds, the key elements
+    in it (`role "name"` or any label) and the vertical range it spans in pixels."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    kind: RegionKind = "unknown"
+    name: str = Field(min_length=1, max_length=300)
+    description: str = Field(default="", max_length=2000)
+    elements: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list, max_length=MAX_ITEMS)
+    start_y: int = Field(default=0, ge=0, le=10_000_000)
+    end_y: int = Field(default=0, ge=0, le=10_000_000)
+
+
+class PageMapStored(Payload):
+    """A run's spatial understanding of one page (seed 003's PageMap in working memory): title,
+    summary, dimensions and its regions with their elements. Stored again for the same URL, it
+    replaces the earlier map."""
+
+    type: Literal["page_map_stored"] = "page_map_stored"
+    NEEDS_RUN: ClassVar[bool] = True
+    url: str = Field(min_length=1, max_length=2000)
+    title: str = Field(default="", max_length=500)
+    summary: str = Field(default="", max_length=2000)
+    total_width: int = Field(default=0, ge=0, le=10_000_000)
+    total_height: int = Field(default=0, ge=0, le=10_000_000)
+    regions: list[PageRegion] = Field(default_factory=list, max_length=200)
+
+
 # ---- interop and privacy ----------------------------------------------------
 
 class MemoryImported(Payload):
@@ -785,6 +834,7 @@ AnyPayload = Annotated[
         PatternLearned, PatternUsed, PatternsPruned, ContextGiven, ContextInferred,
         ExtractionRecorded, ExtractionServed, SnapshotTaken, Backtracked, RepeatedFailureDetected,
         ExplorationStarted, SitemapLinksDiscovered, SitemapPageVisited, ExplorationCompleted,
+        ScratchSet, PageMapStored,
     ],
     Field(discriminator="type"),
 ]
@@ -1015,6 +1065,7 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     cls = EVENT_TYPES[type_]
     payload = cls.model_json_schema(ref_template="#/$defs/{model}")
     defs = payload.pop("$defs", {})
+    defs.pop("JsonValue", None)  # pydantic's own (any value at all): a line's JsonValue is the bounded one
     props = payload["properties"]
     props["type"] = {"const": type_}
     props["schema_version"] = {"type": "integer", "minimum": min_version(cls), "maximum": cls.CURRENT_VERSION,
@@ -1022,6 +1073,8 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     for name, info in cls.model_fields.items():
         if name == "scope_domain":
             props[name]["pattern"] = DOMAIN_PATTERN
+        if cast(object, info.annotation) is JsonValue:  # free-form JSON: bounded like every dict[str, Any]
+            props[name] = {"$ref": "#/$defs/JsonValue", "default": info.default}
         if info.description is None and name in props:
             props[name].pop("title", None)
     overlap = set(props) & set(_envelope_schema(False))

@@ -9,53 +9,37 @@
             run.finish(success=True, outcome="bought")
         mem.audit(run.run_id)
 
-Runs, recall and post-run learning are `memtape.agent.memory` (the bundled
-agent goes through the same code); this module adds what only the face may
-compose: opening a store from a directory or URL, and the answers of
-`state`, `audit`, `explain` and `experiment` as plain data equal to their `--json`.
-Every error is a `MemtapeError` with a one-line message; nothing is written
+`Memory` and `Run` are `memtape.projections.recording`'s: runs, recall, post-run
+learning and `state` (the bundled agent is one more client of them). This module
+adds what only the face may compose: opening a store from a directory or URL, and
+the answers that need the analytics layer (`audit`, `explain`, `experiment`) as plain data
+equal to their `--json`. Every error is a `MemtapeError` with a one-line message; nothing is written
 when an argument is bad.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, is_dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
-from memtape.agent.memory import STALE_AFTER, Lesson, Run, TrajectoryRecall
-from memtape.agent.memory import Memory as RunMemory
 from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.explain import explain_item
-from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind, remember_head
+from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
 from memtape.ledger.errors import LedgerError as MemtapeError
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
+from memtape.projections import recording
 from memtape.projections.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
-from memtape.projections.report import STATE_KINDS, open_state
+from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall, check_point, plain
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
-
-
-def plain(value: Any) -> Any:
-    """The value exactly as the command line's `--json` prints it."""
-    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v)))
-
-
-def _seq_or_time(value: int | str | None, what: str) -> int | str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
-        raise MemtapeError(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
-    return value
 
 
 class Policy(PolicyFields):
@@ -69,35 +53,9 @@ class Policy(PolicyFields):
             raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
-class Memory(RunMemory):
-    """A ledger opened by `memtape.open`: runs and recall (see `memtape.agent.memory.Memory`)
-    plus the audit-side questions."""
-
-    #: where this memory remembers the head it saw (`memtape.ledger.anchor`); set by `open`
-    keepers: tuple[Keeper, ...] = ()
-
-    def close(self) -> None:
-        """Remember the head this memory saw, then close the ledger."""
-        try:
-            if self.keepers:
-                remember_head(self.store, self.keepers)
-        finally:
-            super().close()
-
-    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
-              run: str | None = None) -> list[dict[str, Any]]:
-        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
-        short-term, patterns, context, snapshots, sitemap) now or as the ledger knew it at seq / ISO
-        time `as_of`, of one domain and one run when given: the fields of `state KIND --json`."""
-        if kind not in STATE_KINDS:
-            raise MemtapeError(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
-        if domain is not None and not isinstance(domain, str):
-            raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
-        if run is not None and not isinstance(run, str):
-            raise MemtapeError(f"run must be a string, got {type(run).__name__}")
-        _head, items = open_state(self.store, self.projections_path, kind, domain,
-                                  _seq_or_time(as_of, "as_of"), self.policy, run=run)
-        return plain(items)  # type: ignore[no-any-return]
+class Memory(recording.Memory):
+    """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.Memory`),
+    and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
         """What run `run_id` knew at each step (or only `step`) and where it came from: the content
@@ -126,7 +84,7 @@ class Memory(RunMemory):
         unknown = sorted(set(changes) - set(PolicyFields.model_fields))
         if unknown:
             raise MemtapeError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
-        return plain(run_experiment(self.store, changes, _seq_or_time(until, "until"),  # type: ignore[no-any-return]
+        return plain(run_experiment(self.store, changes, check_point(until, "until"),  # type: ignore[no-any-return]
                                      real_policy=self.policy))
 
 
@@ -155,6 +113,4 @@ def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None
             raise
     # held as the library's own Policy, so that it compares equal to the default where it is the default
     rules = PolicyFields.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
-    memory = Memory(store, projections, rules, stale_after=stale_after)
-    memory.keepers = keepers
-    return memory
+    return Memory(store, projections, rules, stale_after=stale_after, keepers=keepers)

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memtape.agent.budget import DEFAULT_BUDGET
-from memtape.agent.memory import Learned
 from memtape.api import Lesson, TrajectoryRecall
 from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.knowledge import Fact
+from memtape.projections.recording import Learned
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
 from memtape.projections.steps import StepMemory

@@ -17,7 +17,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from memtape.agent.budget import DEFAULT_BUDGET
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import (
     Audit,
@@ -40,6 +39,7 @@ from memtape.face_models import (
 )
 from memtape.face_models import Lessons as LessonsAnswer
 from memtape.ledger.jsonl import first_error
+from memtape.projections.budget import DEFAULT_BUDGET
 
 INSTRUCTIONS = (
     "memtape is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "

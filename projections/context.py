@@ -2,9 +2,10 @@
 inferred during execution (with its source), and the extraction cache.
 
 User context belongs to the run it was given to; inferred context to the domain
-where it was inferred (a later run on the site sees it too). Relevance
-retrieval scores an entry by how many words of its key and value the goal
-shares. The extraction cache keeps the latest extraction per key; whether it
+where it was inferred (a later run on the site sees it too). A prompt gets all
+of it (`for_prompt`), placed by the context budget's priority; relevance
+retrieval (`relevant`, seed 003's `get_relevant_context`) scores an entry by how
+many words of its key and value the goal shares. The extraction cache keeps the latest extraction per key; whether it
 is still fresh is a read-time rule on occurred time (`fresh_extraction`), so
 the fold stays pure.
 """
@@ -114,6 +115,18 @@ def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | N
             if score:
                 scored.append((-score, i, e))
     return [e for _, _, e in sorted(scored, key=lambda x: (x[0], x[1]))]
+
+
+def for_prompt(state: ContextState, run_id: str | None, domain: str | None) -> list[ContextEntry]:
+    """What a prompt's context section holds (seed 003's `format_for_prompt` of the context store):
+    all of the run's user context, then the site's inferred context under keys the user did not
+    give (given context wins, as `get_all` has it), each in recording order. Whether it fits is
+    the budget's call, by the section's priority: no word of it need be in the goal."""
+    given = [e for e in state.entries.values() if e.kind == "user" and e.run_id == run_id]
+    keys = {e.key for e in given}
+    inferred = [e for e in state.entries.values() if e.kind == "inferred" and e.key not in keys
+                and domain and domain_matches(e.domain, domain)]
+    return given + inferred
 
 
 def fresh_extraction(state: ContextState, key: str, now: str, ttl_seconds: float) -> ContextEntry | None:

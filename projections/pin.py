@@ -3,7 +3,7 @@
 Tier 1 lessons go into every system prompt, so their text may come only from the seeds, from
 promotion (the policy's decision over uses on several sites) or from a person who says so
 (`memtape lessons pin LESSON --by NAME --reason TEXT`). An agent's or a page's call records
-error_recovery and site_specific lessons only (`agent.memory` refuses the Tier 1 categories).
+error_recovery and site_specific lessons only (`projections.recording` refuses the Tier 1 categories).
 
 Usage::
 

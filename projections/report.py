@@ -18,7 +18,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.view import MemoryView
 
 STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs",
-               "short-term", "patterns", "context", "snapshots", "sitemap")
+               "short-term", "patterns", "context", "snapshots", "sitemap", "scratch", "page-maps")
 
 #: columns the rich tables show per kind (--json prints every field)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -37,12 +37,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "snapshots": ("run_id", "snapshot_id", "associated_step", "url", "title", "visible_elements_summary",
                   "scroll_y", "restored", "dead_ends"),
     "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
+    "scratch": ("run_id", "key", "value", "domain", "step", "writes", "occurred_at"),
+    "page-maps": ("run_id", "url", "title", "summary", "total_height", "regions", "stored"),
 }
 
 
 def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> list[Any]:
     """The records of one projection kind, optionally for one domain (subdomains included) and,
-    for the per-run kinds (short-term, context, snapshots, runs), one run."""
+    for the per-run kinds (short-term, context, snapshots, scratch, page-maps, runs), one run."""
     if kind == "lessons":
         return view.lessons(domain)
     if kind == "tier1":
@@ -69,6 +71,10 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
         return view.snapshots(run, domain)
     if kind == "sitemap":
         return view.sitemap_pages(domain)
+    if kind == "scratch":
+        return view.scratch_entries(run, domain)
+    if kind == "page-maps":
+        return view.page_map_entries(run, domain)
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 

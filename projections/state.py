@@ -42,6 +42,8 @@ PROJECTION_MODULES: dict[str, str] = {
     "context": "memtape.projections.context",
     "snapshots": "memtape.projections.snapshots",
     "sitemap": "memtape.projections.sitemap",
+    "scratch": "memtape.projections.scratch",
+    "page_maps": "memtape.projections.page_maps",
 }
 PROJECTIONS: tuple[str, ...] = tuple(PROJECTION_MODULES)
 
@@ -66,6 +68,8 @@ class MemoryState:
     context: Any = None
     snapshots: Any = None
     sitemap: Any = None
+    scratch: Any = None
+    page_maps: Any = None
     head: int = 0
     heads: dict[str, int] = field(default_factory=dict)
 
@@ -212,7 +216,7 @@ def _source(module_name: str) -> Path | None:
 def _first_party_imports(module_name: str, path: Path) -> tuple[str, ...]:
     """The first-party modules one source file imports, read off its compiled code — Python's
     bytecode cache when it is current, so a cold process parses no source to fingerprint its
-    folds (read once per process: the closures of the twelve projections share most files)."""
+    folds (read once per process: the closures of the projections share most files)."""
     package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
     code = importlib.machinery.SourceFileLoader(module_name, str(path)).get_code(module_name)
     if code is None:  # typed as optional for loaders without source; a source file always compiles to code

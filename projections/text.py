@@ -1,4 +1,4 @@
-"""Small pure helpers shared by the projections: words, Jaccard, domains, time.
+"""Small pure helpers shared by the projections: words, Jaccard, names, URLs, domains, time.
 
 Kept in one place so that every projection (and the indexes in view.py)
 tokenizes and compares exactly the same way.
@@ -11,6 +11,7 @@ from dataclasses import MISSING, fields
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.suffixes import host_name, site_of
@@ -18,6 +19,8 @@ from memtape.ledger.suffixes import host_name, site_of
 WORD_RE = re.compile(r"[a-z0-9]+")
 #: what seed 000's agent removes before splitting a text into words
 NOT_WORD = re.compile(r"[^a-z0-9\s]")
+#: how much of an element's name a lesson, a fact or a prompt line quotes
+CAP_NAME = 80
 
 
 def words(text: str | None) -> frozenset[str]:
@@ -47,6 +50,19 @@ def clip(text: str | None, limit: int) -> str:
     if space >= limit * 2 // 3:
         head = head[:space]
     return head.rstrip() + "…"
+
+
+def cap(text: str | None, limit: int) -> str:
+    """`text` in at most `limit` characters, cut with "…" wherever the limit falls (page text and
+    element names, which have no word boundary to prefer), NUL characters removed."""
+    text = (text or "").replace("\x00", "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted_name(name: str, limit: int = CAP_NAME) -> str:
+    """An element name as a quoted string literal (capped, quotes escaped), as lessons and facts
+    store it; a prompt shows memory's names with `fenced`."""
+    return '"' + cap(name, limit).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
 # ---- memory text in a prompt: data, never instructions ------------------------------------------
@@ -79,6 +95,18 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
         return 0.0
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
+
+
+def domain_of(url: str) -> str:
+    """The host name of a URL (lower case, no port): the memory's domain key."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+def origin_of(url: str) -> str:
+    """Scheme and host of a URL (`https://shop.test:8080`): a recorded trajectory replays only on
+    the origin it was recorded on."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.lower()}" if parts.scheme else ""
 
 
 def domain_matches(host: str | None, scope: str | None) -> bool:
@@ -213,3 +241,22 @@ def forgotten_runs(data: dict[str, Any]) -> set[str]:
     """The runs whose introductions (facts, selectors) a forgotten run or session takes along;
     a forgotten domain takes its own facts and selectors by domain instead."""
     return covered_runs(data) if data.get("subject_kind") in ("run", "session") else set()
+
+
+def forget_per_run(by_run: dict[str, dict[str, Any]], session_of: dict[str, str], data: dict[str, Any]) -> None:
+    """Fold a `subject_forgotten` into run -> key -> item working memory (items with a `domain`), in
+    place: the pads of every run it covers (a session's, by `session_of` too) go whole; a forgotten
+    domain also takes the items set on that site in any run."""
+    kind, subject = data["subject_kind"], data["subject"]
+    runs = covered_runs(data)
+    if kind == "session":
+        runs |= {r for r, s in session_of.items() if s == subject}
+    for r in runs:
+        by_run.pop(r, None)
+        session_of.pop(r, None)
+    if kind == "domain":
+        for run, items in list(by_run.items()):
+            for key in [k for k, item in items.items() if domain_matches(item.domain, subject)]:
+                del items[key]
+            if not items:
+                del by_run[run]

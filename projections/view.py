@@ -21,8 +21,10 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.projections import context as context_mod
 from memtape.projections import knowledge
+from memtape.projections import page_maps as page_maps_mod
 from memtape.projections import patterns as patterns_mod
 from memtape.projections import runs as runs_mod
+from memtape.projections import scratch as scratch_mod
 from memtape.projections import selectors as selectors_mod
 from memtape.projections import sitemap as sitemap_mod
 from memtape.projections import snapshots as snapshots_mod
@@ -32,9 +34,11 @@ from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
 from memtape.projections.lessons import Lesson, Match, ranked, ranked_matches, tier1
 from memtape.projections.materialize import load_state
+from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.patterns import Pattern
 from memtape.projections.runs import RunManifest
+from memtape.projections.scratch import ScratchEntry
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
 from memtape.projections.short_term import ShortTerm, empty_run
@@ -323,12 +327,30 @@ class MemoryView:
         """The run's user context and the domain's inferred context sharing words with the goal."""
         return context_mod.relevant(self.state.context, goal, run_id, domain)
 
+    def prompt_context(self, run_id: str | None, domain: str | None) -> list[ContextEntry]:
+        """The run's user context, then the domain's inferred context: a prompt's context section."""
+        return context_mod.for_prompt(self.state.context, run_id, domain)
+
     def cached_extraction(self, key: str, now: str) -> ContextEntry | None:
         """The extraction for `key` when it is at most `extraction_ttl_seconds` old at `now`."""
         return context_mod.fresh_extraction(self.state.context, key, now, self.policy.extraction_ttl_seconds)
 
     def snapshots(self, run_id: str | None = None, domain: str | None = None) -> list[Snapshot]:
         return snapshots_mod.listed(self.state.snapshots, run_id, domain)
+
+    def scratch(self, run_id: str) -> dict[str, ScratchEntry]:
+        """One run's scratch pad, key -> entry."""
+        return scratch_mod.pad(self.state.scratch, run_id)
+
+    def scratch_entries(self, run_id: str | None = None, domain: str | None = None) -> list[ScratchEntry]:
+        return scratch_mod.listed(self.state.scratch, run_id, domain)
+
+    def page_maps(self, run_id: str) -> dict[str, PageMap]:
+        """One run's PageMaps, URL -> map."""
+        return page_maps_mod.of_run(self.state.page_maps, run_id)
+
+    def page_map_entries(self, run_id: str | None = None, domain: str | None = None) -> list[PageMap]:
+        return page_maps_mod.listed(self.state.page_maps, run_id, domain)
 
     def sitemap(self, domain: str) -> SiteMap | None:
         return cast(SiteMap | None, self.state.sitemap.by_domain.get(domain))

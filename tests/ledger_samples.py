@@ -73,6 +73,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "exploration_completed": {"homepage_url": T, "pages_visited": 4, "pages_discovered": 6, "complete": True,
                               "summary": T},
     "request_answered": {"request_sha256": "0" * 64, "status": 201, "response": {"run_id": T}},
+    "scratch_set": {"key": T, "value": {"items": [T, 2], "page": 1}},
+    "page_map_stored": {"url": T, "title": T, "summary": T, "total_width": 1280, "total_height": 3000,
+                        "regions": [{"kind": "navigation", "name": T, "description": T, "elements": [T],
+                                     "start_y": 0, "end_y": 120}]},
 }
 assert set(SAMPLES) == set(EVENT_TYPES), set(EVENT_TYPES) ^ set(SAMPLES)
 

@@ -19,10 +19,12 @@ import duckdb
 import orjson
 import zstandard
 
-from memtape.agent.budget import BudgetItem
-from memtape.agent.memory import AgentMemory, StepRecord
+from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
+from memtape.projections.budget import BudgetItem
+from memtape.projections.recording import Memory, StepRecord
+from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 
 EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
@@ -39,31 +41,30 @@ def step(n: int, command: str, url: str, name: str | None = None, role: str | No
                       duration_ms=12.0)
 
 
-def play(mem: AgentMemory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
+def play(mem: Memory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
          session_id: str | None = None, page_text: str = "", success: bool = True) -> None:
     """One run as the agent loop would log it: recalls, a prompt, the steps, post-run learning."""
-    from memtape.agent.browser import domain_of
     domain = domain_of(url)
-    mem.open_run(run_id, goal, url, session_id=session_id)
-    mem.tier1()
-    mem.domain_recall(domain, 1)
-    mem.recall_trajectory(url, 1)
+    run = mem.start_run(goal=goal, start_url=url, session_id=session_id, run_id=run_id, agent="scripted")
+    run.tier1()
+    run.recall_domain(1, domain)
+    run.recall_trajectory(1, url)
     env = EnvState(url=url, title=page_text[:60], page_type="content",
                    elements=[f"{s.role}:{s.name}" for s in steps if s.name])
     for s in steps:
         item = BudgetItem(source="page_state", priority=80, text=f"<<<PAGE DATA\n{page_text}\nPAGE DATA>>>",
                           content_type="text", event_ids=())
-        mem.context_built("step", 4000, [item], [], step=s.step, domain=domain)
+        record_prompt(run, "step", 4000, [item], [], step=s.step, domain=domain)
         if not s.ok:
-            mem.error_recall(s.command, s.error or "", domain, s.step)
-        mem.record_step(s, env, env, think=f"step {s.step} of {goal}", memory_ms=0.1)
+            run.recall_error(s.command, s.error or "", s.step, domain)
+        record_step(run, s, env, env, think=f"step {s.step} of {goal}", memory_ms=0.1)
     final = steps[-1].url_after if steps else url
-    mem.finish_run(RunCompleted(success=success, summary=f"done: {goal}", reason=None if success else "failed",
-                              final_url=final, turns=len(steps), tokens_in=100, tokens_out=10, duration_ms=500.0,
-                              policy_decisions=len(steps), replayed_steps=0))
+    finish_run(run, RunCompleted(success=success, summary=f"done: {goal}", reason=None if success else "failed",
+                                 final_url=final, turns=len(steps), tokens_in=100, tokens_out=10, duration_ms=500.0,
+                                 policy_decisions=len(steps), replayed_steps=0))
 
 
-def overlay_run(mem: AgentMemory, run_id: str, goal: str, url: str, target: str, dismiss: str, *,
+def overlay_run(mem: Memory, run_id: str, goal: str, url: str, target: str, dismiss: str, *,
                 session_id: str | None = None, page_text: str = "", typed: str | None = None) -> None:
     """A click intercepted by an overlay, a dismiss, the click again (a site lesson, a fact,
     selectors, a trajectory, a session entry, graded step memories), optionally a fill."""

@@ -25,7 +25,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtape.agent.memory import Memory
 from memtape.commands.ledger import append_observations
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, RunConflict
@@ -33,6 +32,7 @@ from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgr
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
 from memtape.projections.materialize import ProjectionsHead
+from memtape.projections.recording import Memory
 
 
 class Raw:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memtape.agent.memory import AgentMemory
 from memtape.ledger.store import SqliteStore
 from memtape.projections import compression, materialize
+from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -33,7 +33,7 @@ def _lazy_states_holding(proj: Path, needle: str) -> list[str]:
 def test_forget_leaves_no_bytes_after_incremental_catch_ups_and_lazy_projections(memory_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db")
     proj = memory_path / "projections.db"
-    mem = AgentMemory.open(store, proj)
+    mem = Memory(store, proj)
     overlay_run(mem, "run_keep", 'Open "Rye Bread"', "http://bakery.test/", "Rye Bread", "Accept all cookies")
     MemoryView.open(store, proj)
     overlay_run(mem, "run_zebra", 'Open "Zebrafjord Lantern"', "http://zebrafjord.test/", "Zebrafjord Lantern",

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import Memory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
 
@@ -30,7 +30,7 @@ PASSWORD = b"correct-horse-battery"
 def run(browser: Browser, ledger: tuple[SqliteStore, Path], goal: str, url: str = "http://shop.test/",
         enabled: bool = True, check: dict[str, Any] | None = None, policy: Any = None, **kw: Any) -> RunResult:
     store, proj = ledger
-    memory = AgentMemory.open(store, proj, enabled=enabled)
+    memory = Memory(store, proj, enabled=enabled)
     return run_task(browser, memory, policy or ScriptedPolicy(), goal=goal, start_url=url, success_check=check, **kw)
 
 

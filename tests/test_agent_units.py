@@ -13,19 +13,7 @@ from hypothesis import strategies as st
 
 from memtape.agent import prompt as P
 from memtape.agent.browser import ActionResult, Element, Observation, format_error, parse_snapshot
-from memtape.agent.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
 from memtape.agent.loop import RunConfig, check_success, run_task
-from memtape.agent.memory import (
-    KNOWN_PATTERNS,
-    AgentMemory,
-    StepRecord,
-    effective_steps,
-    error_pattern,
-    extract_lessons,
-    goal_secrets,
-    grade_steps,
-    observe_facts,
-)
 from memtape.agent.policy import (
     Decision,
     DecisionContext,
@@ -40,6 +28,18 @@ from memtape.agent.sites import load_cases
 from memtape.ledger.events import RunCompleted
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
+from memtape.projections.recording import (
+    KNOWN_PATTERNS,
+    Memory,
+    StepRecord,
+    effective_steps,
+    error_pattern,
+    extract_lessons,
+    goal_secrets,
+    grade_steps,
+    observe_facts,
+)
 from memtape.projections.view import MemoryView
 
 INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
@@ -421,9 +421,9 @@ class Stubborn:
         return Decision("click", {"ref": "e1"}, c.observation.elements[0], tokens_in=10)
 
 
-def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, AgentMemory]:
+def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, Memory]:
     store = SqliteStore.open(tmp_path / "ledger.db")
-    return store, AgentMemory.open(store, tmp_path / "projections.db", enabled=enabled)
+    return store, Memory(store, tmp_path / "projections.db", enabled=enabled)
 
 
 def test_repeated_action_aborts(tmp_path: Any) -> None:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from memtape.agent import prompt as P
-from memtape.agent.memory import AgentMemory
+from memtape.agent.records import finish_run, record_prompt
 from memtape.analytics.forget import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
@@ -23,6 +23,7 @@ from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.forget import forget
+from memtape.projections.recording import Memory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan
@@ -40,15 +41,16 @@ def later_run(memory: Path, run_id: str, url: str, domain: str, goal: str = "Ope
     """A run whose prompt quotes what memory holds for its site: session history, facts, selectors;
     it recalls a reference trajectory for its goal, and may resume another run."""
     with SqliteStore.open(memory / "ledger.db") as store:
-        mem = AgentMemory.open(store, memory / "projections.db")
-        mem.open_run(run_id, goal, url, parent_run_id=parent_run_id, mode="resume" if parent_run_id else "new")
-        mem.recall_trajectory(url, 1)
-        items = [P.session_history(s) for s in [mem.sessions(domain)] if s]
-        items += [P.app_knowledge(f) for f in [mem.facts(domain)] if f]
-        items += [P.known_selectors(s) for s in [mem.selectors(domain)] if s]
-        mem.context_built("step", 4000, items, [], step=1, domain=domain)
-        mem.finish_run(RunCompleted(success=True, summary="done", final_url=url, turns=1, tokens_in=10,
-                                    tokens_out=1, duration_ms=5.0, policy_decisions=0, replayed_steps=0))
+        run = Memory(store, memory / "projections.db").start_run(
+            goal=goal, start_url=url, run_id=run_id, parent_run_id=parent_run_id,
+            mode="resume" if parent_run_id else "new", agent="scripted")
+        run.recall_trajectory(1, url)
+        items = [P.session_history(s) for s in [run.sessions(domain)] if s]
+        items += [P.app_knowledge(f) for f in [run.facts(domain)] if f]
+        items += [P.known_selectors(s) for s in [run.selectors(domain)] if s]
+        record_prompt(run, "step", 4000, items, [], step=1, domain=domain)
+        finish_run(run, RunCompleted(success=True, summary="done", final_url=url, turns=1, tokens_in=10,
+                                     tokens_out=1, duration_ms=5.0, policy_decisions=0, replayed_steps=0))
 
 
 def _analytics_outputs(memory: Path, out: Path) -> None:

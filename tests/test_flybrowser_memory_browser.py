@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from memtape.agent.browser import Browser
-from memtape.agent.budget import CHARS_PER_TOKEN, estimate_tokens
 from memtape.agent.compress import urls_in
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import CHARS_PER_TOKEN, estimate_tokens
+from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
@@ -29,7 +29,7 @@ def case(browser: Browser, ledger: tuple[SqliteStore, Path], case_id: str, enabl
          **kw: Any) -> RunResult:
     store, proj = ledger
     c = CASES[case_id]
-    return run_task(browser, AgentMemory.open(store, proj, enabled=enabled), ScriptedPolicy(), goal=c["goal"],
+    return run_task(browser, Memory(store, proj, enabled=enabled), ScriptedPolicy(), goal=c["goal"],
                     start_url=c["start_url"], success_check=c["success"], case_id=case_id, **kw)
 
 
@@ -132,7 +132,7 @@ def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger
 def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
         chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
     store, proj = ledger
-    done = explore(chromium, AgentMemory.open(store, proj), "http://docs.test/", max_depth=2, max_pages=50,
+    done = explore(chromium, Memory(store, proj), "http://docs.test/", max_depth=2, max_pages=50,
                    session_id="docs_1")
     depth1 = {"http://docs.test/guides", "http://docs.test/api", "http://docs.test/about",
               "http://docs.test/privacy", "http://docs.test/guides/install"}
@@ -152,14 +152,14 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     assert completed["complete"] and completed["pages_visited"] == 9 and "Explored pages (9 total)" in completed["summary"]
     assert len(events(store, done.run_id, "snapshot_taken")) == 9
 
-    again = explore(chromium, AgentMemory.open(store, proj), "http://docs.test/", session_id="docs_1")
+    again = explore(chromium, Memory(store, proj), "http://docs.test/", session_id="docs_1")
     assert not again.visited and set(again.served_from_cache) == set(done.visited)  # within the 300 s TTL
     served = events(store, again.run_id, "extraction_served")
     assert len(served) == 9 and all(e.data["ttl_seconds"] == 300 for e in served)
     assert not events(store, again.run_id, "step_recorded")  # nothing was loaded again
     assert view(ledger).sitemap("docs.test").explorations == 2
 
-    r = run_task(chromium, AgentMemory.open(store, proj), ScriptedPolicy(), goal='Open "Guides"',
+    r = run_task(chromium, Memory(store, proj), ScriptedPolicy(), goal='Open "Guides"',
                  start_url="http://docs.test/", session_id="docs_1", config=RunConfig(budget=20_000))
     assert r.outcome.success
     prompt = next(e.data for e in events(store, r.run_id, "context_built") if e.data["prompt"] == "step")

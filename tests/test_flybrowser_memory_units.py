@@ -12,9 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtape.agent import compress as C
-from memtape.agent.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
-from memtape.agent.memory import AgentMemory, StepRecord
-from memtape.agent.patterns import fill_placeholders, learn_patterns
 from memtape.agent.prompt import recent_actions
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.events import (
@@ -30,9 +27,12 @@ from memtape.ledger.events import (
     SubjectForgotten,
 )
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
 from memtape.projections.context import fresh_extraction
 from memtape.projections.parameters import Policy
+from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
 from memtape.projections.patterns import to_prune
+from memtape.projections.recording import Memory, StepRecord
 from memtape.projections.short_term import priority_of, trim
 from memtape.projections.sitemap import next_page
 from memtape.projections.view import MemoryView
@@ -144,22 +144,21 @@ def test_relevant_context_by_keyword_overlap(fresh_ledger: SqliteStore) -> None:
 def test_extraction_cache_serves_within_the_ttl_and_logs_it(tmp_path: Path) -> None:
     clock = SteppingClock(step=__import__("datetime").timedelta(seconds=0))
     store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
-    mem = AgentMemory.open(store, None)
-    mem.open_run("r1", "read the docs", "https://d.test/")
+    run = Memory(store, None).start_run(goal="read the docs", start_url="https://d.test/", run_id="r1")
     calls: list[int] = []
 
     def page() -> dict[str, Any]:
         calls.append(1)
         return {"title": "Docs", "text": f"version {len(calls)}", "links": [], "section_count": 2}
 
-    first = mem.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
+    first = run.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
     clock.advance(__import__("datetime").timedelta(seconds=300))  # exactly the TTL: still fresh
-    second = mem.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
+    second = run.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
     assert not first.served_from_cache and second.served_from_cache and second.text == "version 1" and len(calls) == 1
     served = list(store.read(types=["extraction_served"]))[0].data
     assert served["extraction_id"] == first.event_id and served["age_seconds"] == 300 and served["ttl_seconds"] == 300
     clock.advance(__import__("datetime").timedelta(seconds=1))
-    third = mem.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
+    third = run.extraction("page:https://d.test/", "extract_text", "https://d.test/", page)
     assert not third.served_from_cache and third.text == "version 2"
     entry = MemoryView.open(store, None).context(None, "d.test")[0]
     assert entry.kind == "extraction" and entry.served_count == 0 and entry.value == "version 2"
@@ -309,15 +308,16 @@ def test_extraction_limits_and_url_critical_results() -> None:
     assert C.allowance(100_000) == 4000 and C.allowance(5000) == 1000 and C.allowance(0) == 0
 
 
-@given(st.lists(st.integers(0, 3000), max_size=12), st.integers(0, 60_000))
+@given(st.lists(st.tuples(st.integers(0, 12_000), st.sampled_from([1, 2, 3])), max_size=12), st.integers(0, 60_000))
 @settings(max_examples=100, deadline=None)
-def test_extractions_never_exceed_their_allowance(sizes: list[int], left: int) -> None:
-    texts = [("w " * n)[:n] for n in sizes]
+def test_extractions_never_exceed_their_allowance(sizes: list[tuple[int, int]], left: int) -> None:
+    texts = [(("w " * n)[:n], "extract_text", tier) for n, tier in sizes]
     kept = C.fit_extractions(texts, left)
-    assert sum(estimate_tokens(t) for t, _ in kept) <= C.allowance(left)
-    assert all(len(t) <= C.MAX_SINGLE_CHARS or not cut for t, cut in kept)
-    whole = [t for t, cut in kept if not cut]
-    assert whole == texts[: len(whole)]
+    assert sum(estimate_tokens(x.text) for x in kept) <= C.allowance(left)
+    assert all(len(x.text) <= C.MAX_SINGLE_CHARS for x in kept)
+    prepared = [C.prepare(*t) for t in texts[: len(kept)]]
+    assert kept[:-1] == prepared[:-1]  # whole while they fit, in order; only the last one kept may be cut
+    assert not kept or kept[-1] == prepared[-1] or kept[-1].truncated
 
 
 @given(st.text(max_size=3000), st.integers(0, 4000))

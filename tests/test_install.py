@@ -45,10 +45,12 @@ TWO_RUNS = r'''
 import json, sys
 import agent, agent.loop, analytics
 import memtape
-from memtape.agent import memory
+from memtape.agent import prompt
+from memtape.projections import recording
 assert agent.loop.WHOSE == "mine" and analytics.WHOSE == "mine", "the project's own packages"
-assert not hasattr(agent, "memory") and not hasattr(analytics, "audit"), "memtape leaked into the project's packages"
-assert memory.__name__ == "memtape.agent.memory" and "site-packages" in memory.__file__, memory.__file__
+assert not hasattr(agent, "prompt") and not hasattr(analytics, "audit"), "memtape leaked into the project's packages"
+assert prompt.__name__ == "memtape.agent.prompt" and "site-packages" in prompt.__file__, prompt.__file__
+assert recording.__name__ == "memtape.projections.recording" and "site-packages" in recording.__file__, recording.__file__
 
 SHOP, BLOCKED = "https://shop.example/", "<div class=cookies> intercepts pointer events"
 with memtape.open(sys.argv[1]) as mem:

@@ -35,7 +35,6 @@ from hypothesis import strategies as st
 from mcp.client import Client
 
 import memtape
-from memtape.agent.memory import AgentMemory, goal_secrets
 from memtape.agent.policy import parse_goal
 from memtape.ledger.events import EVENT_TYPES, Action
 from memtape.ledger.ids import short_id, uuid7
@@ -44,6 +43,7 @@ from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
 from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
+from memtape.projections.recording import Memory, goal_secrets
 from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
@@ -98,7 +98,7 @@ def agent_run(store: SqliteStore, settings: Settings) -> None:
              step(4, "type", url, "Notes", "textbox", args={"ref": "e4", "text": S.GITHUB, "delay": 5}, sensitive=True),
              *fields, step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard")]
     goal = f'Log in as "ada" using "{S.LOGIN_PASSWORD}", set "API key" to "{S.OPENAI}" and click "Save"'
-    play(AgentMemory.open(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
+    play(Memory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
 
 
 def face_calls(shape: Shape, i: int) -> list[tuple[str, dict[str, Any]]]:

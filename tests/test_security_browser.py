@@ -18,13 +18,13 @@ import pytest
 
 from memtape.agent.browser import Browser
 from memtape.agent.loop import RunResult, run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.runner import RunOptions, run_agent
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.redact import MARKER
 from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import Memory
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step
@@ -57,9 +57,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     store = settings.store()
     with H.HostileSites() as sites, Browser(proxy=sites.proxy) as browser:
         case = H.CASES[0]
-        hostile = run_task(browser, AgentMemory.open(store, settings.projections_path), ScriptedPolicy(),
+        hostile = run_task(browser, Memory(store, settings.projections_path), ScriptedPolicy(),
                            goal=case["goal"], start_url=case["start_url"], success_check=case["success"])
-    play(AgentMemory.open(store, settings.projections_path), "run_secret_goal", SECRET_GOAL, "http://evil-b.test/",
+    play(Memory(store, settings.projections_path), "run_secret_goal", SECRET_GOAL, "http://evil-b.test/",
          [step(1, "click", "http://evil-b.test/", "Catalog", "link", url_after="http://evil-b.test/catalog")])
     r = run_cli("--memory-dir", str(memory_dir), "append", "-", stdin=SECRET_FACT.encode())
     assert r.code == 0, r.err

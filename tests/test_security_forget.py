@@ -8,12 +8,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memtape.agent.memory import AgentMemory
 from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections import materialize
 from memtape.projections.forget import forget
+from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -35,7 +35,7 @@ def build_memory(memory_dir: Path) -> None:
     MemoryWriter(store).append([event(LessonRecorded(
         lesson_id=LESSON_ID, lesson="When scroll fails with 'axolotl banner', wait for the Salamander mascot to leave.",
         category="error_recovery", failed_command="scroll", error_pattern="axolotl banner"))])
-    mem = AgentMemory.open(store, proj)
+    mem = Memory(store, proj)
     for i in range(2):
         overlay_run(mem, f"run_keep_{i}", 'Open "Rye Bread"', "http://bakery.test/", "Rye Bread", "Accept all cookies",
                     page_text="Fresh bread every morning")

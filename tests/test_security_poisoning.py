@@ -10,10 +10,10 @@ import pytest
 
 from memtape.agent.browser import Browser
 from memtape.agent.loop import run_task
-from memtape.agent.memory import AgentMemory
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
+from memtape.projections.recording import Memory
 from memtape.projections.text import domain_matches
 from memtape.projections.view import MemoryView
 from tests import hostile_sites as H
@@ -30,7 +30,7 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
     runs: list[tuple[str, str]] = []
     with H.HostileSites() as sites, Browser(proxy=sites.proxy) as browser:
         for c in cases:
-            r = run_task(browser, AgentMemory.open(store, proj), ScriptedPolicy(), goal=c["goal"],
+            r = run_task(browser, Memory(store, proj), ScriptedPolicy(), goal=c["goal"],
                          start_url=c["start_url"], success_check=c.get("success"), case_id=c["id"])
             assert r.outcome.success, (c["id"], r.outcome.reason)
             runs.append((c["id"], r.run_id))

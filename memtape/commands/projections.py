@@ -65,7 +65,7 @@ def rebuild(projection: tuple[str, ...]) -> None:
 @click.argument("kind", type=click.Choice(STATE_KINDS))
 @click.option("--domain", default=None, help="Only this domain (and its subdomains where it applies).")
 @click.option("--run", "run", default=None, metavar="RUN",
-              help="Only this run (runs, short-term, context, snapshots).")
+              help="Only this run (runs, short-term, context, snapshots, scratch, page-maps).")
 @click.option("--as-of", "as_of", default=None, metavar="SEQ|ISO-TIME",
               help="Memory as the ledger knew it at this seq or recorded time.")
 @listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")

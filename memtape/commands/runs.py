@@ -1,7 +1,7 @@
 """`memtape start-run|finish-run|recall`: runs and recall for agents in other languages.
 
 Each command parses its arguments and calls one function of the library's
-`Memory` (memtape.agent.memory), the same the Python API calls, so what it
+`Memory` (memtape.projections.recording), the same the Python API calls, so what it
 logs is exactly what the library call logs. An agent records its steps with
 `memtape append` (step_recorded lines carrying the run id) between
 `start-run` and `finish-run`.
@@ -15,10 +15,10 @@ from typing import Any
 import click
 import orjson
 
-from memtape.agent.memory import Learned, Lesson, Memory, TrajectoryRecall
 from memtape.analytics.output import Report, Table
 from memtape.commands import current_settings
 from memtape.output import emit, listing_options
+from memtape.projections.recording import Learned, Lesson, Memory, TrajectoryRecall
 
 
 def _memory() -> Memory:

@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from memtape.agent.budget import DEFAULT_BUDGET, PRIORITIES
-from memtape.agent.memory import Lesson, Run
-from memtape.agent.prompt import cap, describe_step, quoted_name
+from memtape.agent.prompt import describe_step
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.extras import require
-from memtape.projections.text import data_line
+from memtape.projections.budget import DEFAULT_BUDGET, PRIORITIES
+from memtape.projections.recording import Lesson, Run
+from memtape.projections.text import cap, data_line, quoted_name
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's

@@ -6,9 +6,10 @@ through `projections.writer.MemoryWriter` (so the policy's decisions — dedup,
 promotion, pruning, contradiction, the start-of-run seeding and expiry — land
 in the same transaction) and every read goes through
 `projections.view.MemoryView`; every recall is itself an event. Nothing here
-knows the bundled browser agent: its loop reaches memory through
-`AgentMemory`, a thin adapter at the bottom of this module, so what an
-external agent gets is what the demo measures.
+knows the bundled browser agent: its loop starts a `Run` and calls it as any
+agent does, so what an external agent gets is what the demo measures.
+`Memory.state` answers `memtape state`; `memtape.api` adds the answers that
+need the analytics layer (audit, experiment).
 
 With memory off a run is still logged (run_started, step_recorded,
 context_built, step_graded, run_completed: seed 002's baseline rep) but reads
@@ -26,27 +27,26 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import ValidationError
 
-from memtape.agent.browser import domain_of, origin_of
-from memtape.agent.budget import DEFAULT_BUDGET, BudgetItem, estimate_tokens
-from memtape.agent.patterns import learn_patterns
-from memtape.agent.prompt import quoted_name
+from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
-from memtape.ledger.errors import InvalidEvent, KeyReused, LedgerError, RunConflict, UnknownItem
+from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     LOCATOR_ARGS,
     Action,
@@ -57,7 +57,6 @@ from memtape.ledger.events import (
     ContextItem,
     DomainRecall,
     ElementRef,
-    EnvState,
     ErrorRecall,
     ExplorationCompleted,
     ExplorationStarted,
@@ -67,6 +66,7 @@ from memtape.ledger.events import (
     FactType,
     LessonRecorded,
     NewEvent,
+    PageMapStored,
     PatternLearned,
     PatternUsed,
     Payload,
@@ -76,6 +76,7 @@ from memtape.ledger.events import (
     RunCompleted,
     RunProgress,
     RunStarted,
+    ScratchSet,
     SelectorFailed,
     SelectorSucceeded,
     SessionRecorded,
@@ -94,13 +95,18 @@ from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_mod
+from memtape.projections.budget import DEFAULT_BUDGET, estimate_tokens
 from memtape.projections.lessons import lesson_id_for, recall_payload
+from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.pattern_learning import learn_patterns
 from memtape.projections.pin import tier1_refusal
+from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.runs import RunManifest
 from memtape.projections.selectors import known_good
 from memtape.projections.short_term import ShortTerm
 from memtape.projections.steps import action_signature
+from memtape.projections.text import domain_of, origin_of, quoted_name
 from memtape.projections.trajectories import Trajectory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar, run_finished
@@ -326,6 +332,20 @@ def _check_amount(value: Any, what: str, *, whole: bool = False) -> Any:
     return value
 
 
+def check_point(value: Any, what: str) -> int | str | None:
+    """A point of the ledger as the API takes it: a seq (an integer >= 0) or an ISO time; None passes."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
+        raise InvalidEvent(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
+    return value
+
+
+def plain(value: Any) -> Any:
+    """The value exactly as the command line's `--json` prints it."""
+    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v)))
+
+
 def _check_flag(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidEvent(f"{what} must be True or False, got {value!r:.60}")
@@ -336,7 +356,7 @@ class Memory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 
     def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
-                 enabled: bool = True, stale_after: timedelta = STALE_AFTER):
+                 enabled: bool = True, stale_after: timedelta = STALE_AFTER, keepers: Sequence[Keeper] = ()):
         if not isinstance(policy, Policy):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
         self.store = store
@@ -344,6 +364,8 @@ class Memory:
         self.enabled = enabled
         self.stale_after = stale_after
         self.projections_path = projections_path
+        #: where this memory remembers the head it saw when it closes (`memtape.ledger.anchor`)
+        self.keepers = tuple(keepers)
         # starts from projections.db outside the write lock, not by folding the whole log inside it
         self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
@@ -352,7 +374,12 @@ class Memory:
     # ---- plumbing ------------------------------------------------------------------
 
     def close(self) -> None:
-        self.store.close()
+        """Remember the head this memory saw, then close the ledger."""
+        try:
+            if self.keepers:
+                remember_head(self.store, self.keepers)
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Memory":
         return self
@@ -568,6 +595,25 @@ class Memory:
             "score": round(match.score, 6) if match else None, "steps": len(t.steps) if t else 0,
             "replay": replay}, run_id=run_id, step=step, domain=probe.domain)])
         return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
+
+
+    # ---- what memory holds ---------------------------------------------------------------
+
+    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
+              run: str | None = None) -> list[dict[str, Any]]:
+        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
+        short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger
+        knew it at seq / ISO time `as_of`, of one domain and one run when given: the fields of
+        `state KIND --json`."""
+        if kind not in STATE_KINDS:
+            raise InvalidEvent(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
+        if domain is not None and not isinstance(domain, str):
+            raise InvalidEvent(f"domain must be a string, got {type(domain).__name__}")
+        if run is not None and not isinstance(run, str):
+            raise InvalidEvent(f"run must be a string, got {type(run).__name__}")
+        _head, items = open_state(self.store, self.projections_path, kind, domain,
+                                  check_point(as_of, "as_of"), self.policy, run=run)
+        return plain(items)  # type: ignore[no-any-return]
 
 
 class Run:
@@ -807,6 +853,13 @@ class Run:
                                                            domain if domain is not None else self.domain)
             return [e for e in found if self.enabled or e.kind == "user"]
 
+    def prompt_context(self, domain: str | None = None) -> list[Any]:
+        """What a prompt's context section holds: all of this run's user context, then what was
+        inferred on the site (with memory on); the context budget places it by priority."""
+        with self.timed():
+            found = self.memory.current().prompt_context(self.run_id, domain if domain is not None else self.domain)
+            return [e for e in found if self.enabled or e.kind == "user"]
+
     def patterns(self, domain: str | None = None) -> list[Any]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
@@ -882,6 +935,64 @@ class Run:
                          step=step, domain=domain_of(to_url) or None)
         with self.timed():
             self.memory.append([ev])
+
+    # ---- working memory (seed 003): the scratch pad and PageMaps ----------------------------------
+    # The run's own, so kept with memory off too: no other run reads them.
+
+    def set_scratch(self, key: str, value: Any, step: int | None = None) -> None:
+        """Put `value` (any JSON value) on this run's scratch pad under `key` (seed 003's
+        `set_scratch`): working data between cycles, replaced when the key is set again. A value
+        under a key that names a secret (password, token, PIN...) is kept redacted."""
+        self._live()
+        _check_text(key, "key")
+        ev = self._event(ScratchSet, {"key": key, "value": value}, step=step, domain=self.domain or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def get_scratch(self, key: str, default: Any = None) -> Any:
+        """The value last set under `key` on this run's scratch pad, else `default` (seed 003's
+        `get_scratch`). A copy: changing it changes nothing until it is set again."""
+        _check_text(key, "key")
+        with self.timed():
+            entry = self.memory.current().scratch(self.run_id).get(key)
+        return default if entry is None else copy.deepcopy(entry.value)
+
+    def scratch(self) -> dict[str, Any]:
+        """This run's whole scratch pad, key -> value (a copy), keys in the order they were first set."""
+        with self.timed():
+            return {k: copy.deepcopy(e.value) for k, e in self.memory.current().scratch(self.run_id).items()}
+
+    def store_page_map(self, url: str, page_map: Mapping[str, Any], step: int | None = None) -> None:
+        """Seed 003's `store_page_map`: this run's understanding of the page at `url`, a mapping of
+        `title`, `summary`, `total_width`, `total_height` (pixels) and `regions` — each with `kind`
+        (header, navigation, hero, content, sidebar, footer, modal or unknown), `name`,
+        `description`, `elements` (the key elements in it) and `start_y`/`end_y`. Replaces an
+        earlier map of the same URL."""
+        self._live()
+        _check_text(url, "url")
+        if not isinstance(page_map, Mapping):
+            raise InvalidEvent(f"page_map must be a mapping of title, summary, regions..., got {type(page_map).__name__}")
+        ev = self._event(PageMapStored, {**page_map, "url": url}, step=step, domain=domain_of(url) or None)
+        with self.timed():
+            self.memory.append([ev])
+
+    def get_page_map(self, url: str) -> PageMap | None:
+        """The PageMap this run stored for `url`, or None."""
+        _check_text(url, "url")
+        return self.get_all_page_maps().get(url)
+
+    def has_page_map(self, url: str) -> bool:
+        return self.get_page_map(url) is not None
+
+    def get_all_page_maps(self) -> dict[str, PageMap]:
+        """Every PageMap of this run, URL -> map, in the order the URLs were first mapped."""
+        with self.timed():
+            return self.memory.current().page_maps(self.run_id)
+
+    def get_page_summary(self, url: str) -> str:
+        """The summary of the page at `url` from its PageMap ("" without one)."""
+        found = self.get_page_map(url)
+        return found.summary if found is not None else ""
 
     # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
 
@@ -1196,177 +1307,6 @@ def _items(items: Any, what: str) -> list[Mapping[str, Any]]:
             raise InvalidEvent(f"context_built: unknown item key {sorted(unknown)[0]!r}; "
                                f"known: {', '.join(sorted(CONTEXT_ITEM_KEYS))}")
     return list(items)
-
-
-class AgentMemory:
-    """The bundled browser agent's adapter: its loop's records (StepRecord, BudgetItem,
-    RunCompleted) turned into `Run` calls — the same path as any external agent."""
-
-    def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
-                 *, enabled: bool = True):
-        self.memory = Memory(store, projections_path, policy, enabled=enabled)
-        self.policy = policy
-        self.enabled = enabled
-        self.run: Run | None = None
-
-    @classmethod
-    def open(cls, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
-             enabled: bool = True) -> "AgentMemory":
-        return cls(store, projections_path, policy, enabled=enabled)
-
-    def _run(self) -> Run:
-        if self.run is None:
-            raise LedgerError("no run is open: call open_run first")
-        return self.run
-
-    @property
-    def ms_total(self) -> float:
-        return self.run.ms_total if self.run is not None else 0.0
-
-    def take_step_ms(self) -> float:
-        return self._run().take_step_ms()
-
-    def open_run(self, run_id: str, goal: str, start_url: str, *, session_id: str | None = None,
-                 parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
-                 case_id: str | None = None, decision_policy: str = "scripted", rep: int | None = None,
-                 step_memory_scope: str = "session") -> Run:
-        self.run = self.memory.start_run(goal=goal, start_url=start_url, session_id=session_id, run_id=run_id,
-                                         parent_run_id=parent_run_id, mode=mode, isolation=isolation,
-                                         case_id=case_id, agent=decision_policy, rep=rep,
-                                         step_memory_scope=step_memory_scope)
-        return self.run
-
-    def tier1(self) -> list[Lesson]:
-        return self._run().tier1()
-
-    def domain_recall(self, domain: str, step: int) -> list[Lesson]:
-        return self._run().recall_domain(step, domain)
-
-    def error_recall(self, command: str, error: str, domain: str, step: int) -> list[Lesson]:
-        return self._run().recall_error(command, error, step, domain)
-
-    def recall_trajectory(self, url: str, step: int) -> tuple[TrajectoryRecall | None, bool]:
-        recall = self._run().recall_trajectory(step, url)
-        return recall, bool(recall and recall.replay)
-
-    def sessions(self, domain: str) -> list[Any]:
-        return self._run().sessions(domain)
-
-    def facts(self, domain: str) -> list[Any]:
-        return self._run().facts(domain)
-
-    def selectors(self, domain: str) -> list[Any]:
-        return self._run().selectors(domain)
-
-    def step_memories(self, elements: list[str], intent: str) -> list[Any]:
-        return self._run().step_memories(elements, intent)
-
-    def loop_warnings(self) -> tuple[str, ...]:
-        return self._run().loop_warnings() if self.run is not None else ()
-
-    def context_built(self, prompt: str, budget: int, kept: Sequence[BudgetItem], trimmed: Sequence[BudgetItem],
-                      step: int, domain: str | None) -> None:
-        def item(i: BudgetItem) -> dict[str, Any]:
-            return {"source": i.source, "priority": i.priority, "text": i.text, "content_type": i.content_type,
-                    "confidence": i.confidence, "event_ids": i.event_ids, "truncated": i.truncated}
-        self._run().record_context([item(i) for i in kept], step, budget, trimmed=[item(i) for i in trimmed],
-                                   prompt=prompt, domain=domain or "")
-
-    def record_step(self, rec: StepRecord, env_before: EnvState, env_after: EnvState, think: str,
-                    memory_ms: float) -> str:
-        rec.event_id = self._run().record_step(
-            rec.step, rec.command, element_text(rec.role, rec.name), rec.url_before, rec.ok, rec.error,
-            args=rec.args, url_after=rec.url_after, selector=rec.selector, sensitive=rec.sensitive,
-            duration_ms=rec.duration_ms, think=think, page_before=env_before.model_dump(),
-            page_after=env_after.model_dump(), decided_by=rec.decided_by,
-            in_shadow=rec.in_shadow, memory_ms=memory_ms)
-        return rec.event_id
-
-    def progress(self, turn: int, url: str) -> None:
-        self._run().progress(turn, url)
-
-    def selector_healed(self, role: str, name: str, selector: str, healed_from: str, url: str, step: int) -> None:
-        """Replay found the element by role and name at a new selector: write the new one back."""
-        if self.enabled:
-            self._run().selector_result(element_text(role, name) or name, selector, True, step, url=url,
-                                        healed_from=healed_from)
-
-    # seed 003's layered memory, straight through to the run
-    def short_term(self) -> ShortTerm:
-        return self._run().short_term()
-
-    def known_failure(self, command: str, args: dict[str, Any], url: str) -> str | None:
-        return self._run().known_failure(command, args, url)
-
-    def repeated_failure(self, signature: str, action: str, url: str, response: str, step: int) -> None:
-        self._run().repeated_failure(signature, action, url, response, step)
-
-    def give_context(self, context: dict[str, str]) -> None:
-        self._run().give_context(context)
-
-    def infer_context(self, key: str, value: str, source: str, step: int, domain: str) -> bool:
-        return self._run().infer_context(key, value, source, step, domain)
-
-    def relevant_context(self, domain: str | None) -> list[Any]:
-        return self._run().relevant_context(domain or "")
-
-    def patterns(self, domain: str) -> list[Any]:
-        return self._run().patterns(domain)
-
-    def pattern_used(self, pattern_id: str) -> None:
-        self._run().pattern_used(pattern_id)
-
-    def extraction(self, key: str, tool: str, url: str, extract: Any, step: int | None = None) -> Extraction:
-        return self._run().extraction(key, tool, url, extract, step)
-
-    def extractions(self, domain: str) -> list[Any]:
-        return self._run().extractions(domain)
-
-    def snapshot(self, url: str, title: str, summary: str, form_state: dict[str, str], scroll: tuple[int, int],
-                 step: int) -> str:
-        return self._run().snapshot(url, title, summary, form_state, scroll, step)
-
-    def snapshots(self) -> list[Any]:
-        return self._run().snapshots()
-
-    def backtracked(self, snapshot_id: str, from_url: str, to_url: str, reason: str, avoided: list[str],
-                    step: int) -> None:
-        self._run().backtracked(snapshot_id, from_url, to_url, reason, avoided, step)
-
-    def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
-        self._run().exploration_started(homepage_url, max_depth, max_pages)
-
-    def sitemap_links(self, parent_url: str, depth: int, links: list[dict[str, str]], step: int) -> None:
-        self._run().sitemap_links(parent_url, depth, links, step)
-
-    def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
-        self._run().sitemap_visited(url, title, summary, section_count, depth, step)
-
-    def exploration_completed(self, homepage_url: str, visited: int, discovered: int, complete: bool,
-                              summary: str) -> None:
-        self._run().exploration_completed(homepage_url, visited, discovered, complete, summary)
-
-    def sitemap(self, domain: str) -> Any:
-        return self._run().sitemap(domain)
-
-    def steps(self) -> list[StepRecord]:
-        """The steps recorded so far in this run."""
-        return list(self._run().steps)
-
-    @property
-    def run_id(self) -> str | None:
-        return self.run.run_id if self.run is not None else None
-
-    @property
-    def session_id(self) -> str | None:
-        return self.run.session_id if self.run is not None else None
-
-    def finish_run(self, outcome: RunCompleted, learn: bool = True) -> Learned:
-        return self._run().finish(
-            outcome.success, outcome.summary, reason=outcome.reason, result=outcome.result,
-            final_url=outcome.final_url, turns=outcome.turns, tokens_in=outcome.tokens_in,
-            tokens_out=outcome.tokens_out, duration_ms=outcome.duration_ms,
-            policy_decisions=outcome.policy_decisions, replayed_steps=outcome.replayed_steps, learn=learn)
 
 
 # ---- post-run learning (pure functions over the steps) -----------------------------------------

@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from memtape.api import Lesson, TrajectoryRecall
 from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
+from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
+from memtape.projections.page_maps import PageMap
 from memtape.projections.recording import Learned
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
@@ -149,6 +151,28 @@ class FinishBody(Body):
     learn: bool = Field(default=True, description="False (an exploration): learn nothing from the steps.")
 
 
+class UserContextBody(Body):
+    """`run.give_context`: what the user told this run, key -> value."""
+
+    context: dict[str, str]
+
+
+class ScratchBody(Body):
+    """`run.set_scratch`: any JSON value on the run's scratch pad under `key`."""
+
+    key: str
+    value: Any
+    step: int | None = None
+
+
+class PageMapBody(Body):
+    """`run.store_page_map`: title, summary, total_width, total_height and regions of the page at `url`."""
+
+    url: str
+    page_map: dict[str, Any]
+    step: int | None = None
+
+
 class ExperimentBody(Body):
     """`mem.experiment`: Policy field -> value, replayed up to `until` (a seq or an ISO time)."""
 
@@ -278,6 +302,36 @@ class LoopWarnings(Answer):
 
 class StateItems(Answer):
     items: list[dict[str, Any]]
+
+
+class ContextEntries(Answer):
+    context: list[ContextEntry]
+
+
+class ScratchValue(Answer):
+    """The value last set under a key of the scratch pad (null when none was)."""
+
+    value: Any
+
+
+class ScratchPad(Answer):
+    scratch: dict[str, Any]
+
+
+class FoundPageMap(Answer):
+    page_map: PageMap | None
+
+
+class HasPageMap(Answer):
+    has_page_map: bool
+
+
+class PageMaps(Answer):
+    page_maps: dict[str, PageMap]
+
+
+class PageSummary(Answer):
+    summary: str
 
 
 def finished(run_id: str, success: bool, learned: Learned) -> Finished:

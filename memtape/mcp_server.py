@@ -20,16 +20,23 @@ from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr, ValidationEr
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import (
     Audit,
+    ContextEntries,
     Explained,
     Facts,
     Finished,
+    FoundPageMap,
+    HasPageMap,
     LoopWarnings,
     ObservedFact,
+    PageMaps,
+    PageSummary,
     PromptItem,
     RecalledTrajectory,
     Recorded,
     RecordedLesson,
     RecordedStep,
+    ScratchPad,
+    ScratchValue,
     Selectors,
     Sessions,
     StartedRun,
@@ -45,8 +52,9 @@ INSTRUCTIONS = (
     "memtape is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
     "the lessons to keep in mind, recall_domain on entering a site, recall_error after a failed action, "
     "record_step after each action, record_lesson when you learn something, and finish_run at the end "
-    "(post-run learning turns failure->recovery into lessons). sessions, facts, selectors, step_memories and "
-    "loop_warnings read what memory holds for a prompt; record_context says what the prompt held. audit "
+    "(post-run learning turns failure->recovery into lessons). sessions, facts, selectors, step_memories, "
+    "loop_warnings and prompt_context read what memory holds for a prompt; record_context says what the prompt "
+    "held. set_scratch and store_page_map keep the run's own working memory. audit "
     "shows what a run knew and where it came from, explain the life of one lesson, fact or selector."
 )
 
@@ -246,6 +254,70 @@ def build_server(memory: Memory) -> MemoryServer:
     async def loop_warnings(run_id: StrictStr) -> LoopWarnings:
         """This run's loop warnings (an action that already failed, repeated)."""
         return LoopWarnings(warnings=list(memory.run(run_id).loop_warnings()))
+
+    @server.tool()
+    async def prompt_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
+        """What a prompt's context section holds: all of this run's user context, then what was
+        inferred on the site (with memory on)."""
+        return ContextEntries(context=memory.run(run_id).prompt_context(domain=domain))
+
+    @server.tool()
+    async def relevant_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
+        """This run's user context and the site's inferred context that share words with the goal."""
+        return ContextEntries(context=memory.run(run_id).relevant_context(domain=domain))
+
+    # ---- runs: working memory (the run's own) ------------------------------------------------
+
+    @server.tool()
+    async def give_context(run_id: StrictStr, context: dict[StrictStr, StrictStr]) -> Recorded:
+        """What the user told this run, key -> value (`memtape run --context key=value`)."""
+        memory.run(run_id).give_context(context)
+        return Recorded()
+
+    @server.tool()
+    async def set_scratch(run_id: StrictStr, key: StrictStr, value: Any, step: StrictInt | None = None) -> Recorded:
+        """Put any JSON value on this run's scratch pad under `key` (replaced when set again; a key
+        naming a secret keeps it redacted)."""
+        memory.run(run_id).set_scratch(key, value, step=step)
+        return Recorded()
+
+    @server.tool()
+    async def get_scratch(run_id: StrictStr, key: StrictStr, default: Any = None) -> ScratchValue:
+        """The value last set under `key` on this run's scratch pad, else `default`."""
+        return ScratchValue(value=memory.run(run_id).get_scratch(key, default))
+
+    @server.tool()
+    async def scratch(run_id: StrictStr) -> ScratchPad:
+        """This run's whole scratch pad, key -> value."""
+        return ScratchPad(scratch=memory.run(run_id).scratch())
+
+    @server.tool()
+    async def store_page_map(run_id: StrictStr, url: StrictStr, page_map: dict[str, Any],
+                             step: StrictInt | None = None) -> Recorded:
+        """This run's understanding of the page at `url`: title, summary, total_width, total_height
+        and regions (kind, name, description, elements, start_y, end_y); replaces an earlier map."""
+        memory.run(run_id).store_page_map(url, page_map, step=step)
+        return Recorded()
+
+    @server.tool()
+    async def get_page_map(run_id: StrictStr, url: StrictStr) -> FoundPageMap:
+        """The PageMap this run stored for `url` (null without one)."""
+        return FoundPageMap(page_map=memory.run(run_id).get_page_map(url))
+
+    @server.tool()
+    async def has_page_map(run_id: StrictStr, url: StrictStr) -> HasPageMap:
+        """Whether this run stored a PageMap for `url`."""
+        return HasPageMap(has_page_map=memory.run(run_id).has_page_map(url))
+
+    @server.tool()
+    async def get_all_page_maps(run_id: StrictStr) -> PageMaps:
+        """Every PageMap of this run, URL -> map."""
+        return PageMaps(page_maps=memory.run(run_id).get_all_page_maps())
+
+    @server.tool()
+    async def get_page_summary(run_id: StrictStr, url: StrictStr) -> PageSummary:
+        """The summary of the page at `url` from its PageMap ("" without one)."""
+        return PageSummary(summary=memory.run(run_id).get_page_summary(url))
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 

@@ -58,20 +58,26 @@ from memtape.face_models import (
     Finished,
     LessonBody,
     ObservedFact,
+    PageMapBody,
     Recorded,
     RecordedLesson,
     RecordedStep,
     RunStart,
+    ScratchBody,
+    ScratchValue,
     SelectorBody,
     StartedRun,
     StepBody,
+    UserContextBody,
     finished,
 )
 from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
+from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
+from memtape.projections.page_maps import PageMap
 from memtape.projections.pin import caller_refusal
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
@@ -376,6 +382,62 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     @get("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
     async def loop_warnings(run_id: str) -> Any:
         return list(run_of(run_id).loop_warnings())
+
+    @get("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
+    async def prompt_context(run_id: str, domain: str | None = None) -> Any:
+        return run_of(run_id).prompt_context(domain=domain)
+
+    @get("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
+    async def relevant_context(run_id: str, domain: str | None = None) -> Any:
+        return run_of(run_id).relevant_context(domain=domain)
+
+    # ---- runs: working memory (the run's own) ------------------------------------------------
+
+    @post("/runs/{run_id}/user_context", Recorded, Run.give_context)
+    async def give_context(request: Request, run_id: str, body: UserContextBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).give_context(body.context)
+            return Recorded()
+        return await answered(request, work)
+
+    @post("/runs/{run_id}/scratch", Recorded, Run.set_scratch)
+    async def set_scratch(request: Request, run_id: str, body: ScratchBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).set_scratch(**body.model_dump())
+            return Recorded()
+        return await answered(request, work)
+
+    @get("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
+    async def scratch(run_id: str) -> Any:
+        return run_of(run_id).scratch()
+
+    # a key holds anything, a slash too; `default` is the caller's own (a key never set answers null)
+    @get("/runs/{run_id}/scratch/{key:path}", ScratchValue, Run.get_scratch)
+    async def get_scratch(run_id: str, key: str) -> Any:
+        return ScratchValue(value=run_of(run_id).get_scratch(key))
+
+    @post("/runs/{run_id}/page_maps", Recorded, Run.store_page_map)
+    async def store_page_map(request: Request, run_id: str, body: PageMapBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).store_page_map(**body.model_dump())
+            return Recorded()
+        return await answered(request, work)
+
+    @get("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
+    async def get_all_page_maps(run_id: str) -> Any:
+        return run_of(run_id).get_all_page_maps()
+
+    @get("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
+    async def get_page_map(run_id: str, url: str) -> Any:
+        return run_of(run_id).get_page_map(url)
+
+    @get("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
+    async def has_page_map(run_id: str, url: str) -> Any:
+        return run_of(run_id).has_page_map(url)
+
+    @get("/runs/{run_id}/page_summary", str, Run.get_page_summary)
+    async def get_page_summary(run_id: str, url: str) -> Any:
+        return run_of(run_id).get_page_summary(url)
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 

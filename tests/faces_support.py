@@ -41,6 +41,17 @@ ROUTES: dict[str, tuple[str, str]] = {
     "selectors": ("get", "/runs/{run}/selectors"),
     "step_memories": ("get", "/runs/{run}/step_memories"),
     "loop_warnings": ("get", "/runs/{run}/loop_warnings"),
+    "prompt_context": ("get", "/runs/{run}/prompt_context"),
+    "relevant_context": ("get", "/runs/{run}/relevant_context"),
+    "give_context": ("post", "/runs/{run}/user_context"),
+    "set_scratch": ("post", "/runs/{run}/scratch"),
+    "scratch": ("get", "/runs/{run}/scratch"),
+    "get_scratch": ("get", "/runs/{run}/scratch/{key}"),
+    "store_page_map": ("post", "/runs/{run}/page_maps"),
+    "get_all_page_maps": ("get", "/runs/{run}/page_maps"),
+    "get_page_map": ("get", "/runs/{run}/page_map"),
+    "has_page_map": ("get", "/runs/{run}/has_page_map"),
+    "get_page_summary": ("get", "/runs/{run}/page_summary"),
     "state": ("get", "/state/{kind}"),
     "audit": ("get", "/audit/{run_id}"),
     "explain": ("get", "/explain/{item}"),
@@ -55,6 +66,7 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
                    "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
     ("tier1", {}),
     ("recall_domain", {"step": 1, "domain": "shop.example"}),
+    ("give_context", {"context": {"size": "wool socks in size 42", "budget": "under 20 EUR"}}),
     ("record_step", {"step": 1, "action": "click", "target": 'button "Buy"', "url": SHOP + "socks", "ok": False,
                      "error": BLOCKED, "args": {"ref": "e12", "button": "left"}, "url_after": SHOP + "socks",
                      "selector": "#buy", "sensitive": False, "duration_ms": 41.5, "think": "buy the wool socks",
@@ -87,6 +99,23 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
                         "prompt": "step", "domain": "shop.example"}),
     *[("record_step", {"step": n, "action": "scroll", "args": {"direction": "down"}}) for n in (4, 5, 6)],
     ("loop_warnings", {}),
+    ("set_scratch", {"key": "cart", "value": {"items": [{"sku": "WS-42", "qty": 1}], "total": 12.5}, "step": 6}),
+    ("set_scratch", {"key": "coupon", "value": "WOOL10", "step": 6}),
+    ("get_scratch", {"key": "cart", "default": None}),
+    ("scratch", {}),
+    ("store_page_map", {"url": SHOP + "cart", "step": 6, "page_map": {
+        "title": "Cart", "summary": "The cart: one pair of wool socks, a checkout button", "total_width": 1280,
+        "total_height": 2400, "regions": [
+            {"kind": "header", "name": "Top bar", "description": "logo and search", "elements": ['link "Home"'],
+             "start_y": 0, "end_y": 80},
+            {"kind": "content", "name": "Cart lines", "description": "items", "elements": ['button "Checkout"'],
+             "start_y": 80, "end_y": 900}]}}),
+    ("get_page_map", {"url": SHOP + "cart"}),
+    ("has_page_map", {"url": SHOP + "cart"}),
+    ("get_all_page_maps", {}),
+    ("get_page_summary", {"url": SHOP + "cart"}),
+    ("prompt_context", {"domain": None}),
+    ("relevant_context", {"domain": "shop.example"}),
     ("finish", {"success": True, "outcome": "socks in the cart", "reason": None, "result": "1 pair",
                 "final_url": SHOP + "cart", "turns": 3, "tokens_in": 1500, "tokens_out": 90, "duration_ms": 2500.0,
                 "policy_decisions": 2, "replayed_steps": 1, "learn": True}),
@@ -112,7 +141,7 @@ FIRST_DOMAIN_RECALL = 2
 
 #: calls that write (their answers are compared by the events they logged)
 WRITES = frozenset({"start_run", "record_step", "record_lesson", "observe_fact", "selector_result", "record_context",
-                    "finish"})
+                    "finish", "give_context", "set_scratch", "store_page_map"})
 
 #: values that differ between two memories given the same calls: event ids, clocks, measured time
 VOLATILE = frozenset({"id", "event_id", "event_ids", "at", "recorded_at", "occurred_at", "timestamp", "valid_from",

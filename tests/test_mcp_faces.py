@@ -36,7 +36,9 @@ from tests.faces_support import (
 #: the single key each list answer comes under (a tool answers one JSON object)
 LISTED = {"tier1": "lessons", "recall_domain": "lessons", "recall_error": "lessons", "recall_trajectory": "recall",
           "sessions": "sessions", "facts": "facts", "selectors": "selectors", "step_memories": "step_memories",
-          "loop_warnings": "warnings", "state": "items"}
+          "loop_warnings": "warnings", "state": "items", "prompt_context": "context", "relevant_context": "context",
+          "get_scratch": "value", "scratch": "scratch", "get_page_map": "page_map", "has_page_map": "has_page_map",
+          "get_all_page_maps": "page_maps", "get_page_summary": "summary"}
 
 
 def _server(memory_dir: Path) -> StdioServerParameters:

@@ -43,6 +43,12 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
               ("get", "/runs/{run_id}/recall/trajectory"), ("get", "/runs/{run_id}/tier1"),
               ("get", "/runs/{run_id}/sessions"), ("get", "/runs/{run_id}/facts"), ("get", "/runs/{run_id}/selectors"),
               ("get", "/runs/{run_id}/step_memories"), ("get", "/runs/{run_id}/loop_warnings"),
+              ("get", "/runs/{run_id}/prompt_context"), ("get", "/runs/{run_id}/relevant_context"),
+              ("post", "/runs/{run_id}/user_context"), ("post", "/runs/{run_id}/scratch"),
+              ("get", "/runs/{run_id}/scratch"), ("get", "/runs/{run_id}/scratch/{key}"),
+              ("post", "/runs/{run_id}/page_maps"), ("get", "/runs/{run_id}/page_maps"),
+              ("get", "/runs/{run_id}/page_map"), ("get", "/runs/{run_id}/has_page_map"),
+              ("get", "/runs/{run_id}/page_summary"),
               ("get", "/state/{kind}"), ("get", "/audit/{run_id}"), ("get", "/explain/{item}"),
               ("post", "/experiment"), ("post", "/events")}
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}

@@ -2,7 +2,10 @@
 
 Each route calls the library method of the same name, so a request logs
 exactly the events the Python call logs: an agent in any language gets the
-memory a Python agent gets. The OpenAPI document is at `GET /openapi.json`.
+memory a Python agent gets. Bodies and answers are memtape/face_models.py's
+pydantic models (the MCP server's too): every answer is serialized through
+its model, so the OpenAPI document at `GET /openapi.json` declares what is
+sent, each route's error statuses included.
 
 Requests are handled one at a time on the server's event loop: the ledger
 serializes appends anyway, and one writer per process keeps the SQLite
@@ -22,7 +25,8 @@ the same key with the same method, path and body gets that answer again
 (header `Idempotent-Replayed: true`) and writes nothing, on any server of the
 ledger and after a restart; the same key with another request answers 422
 (as the IETF Idempotency-Key draft asks). Only answers that wrote are kept: a
-refused request writes nothing, so it may be sent again with its key.
+refused request writes nothing, so it may be sent again with its key (and
+`POST /experiment`, which writes nothing, answers afresh).
 """
 from __future__ import annotations
 

@@ -323,6 +323,9 @@ class ElementRef(BaseModel):
     role: str = ""
     name: str = ""
     selector: str | None = None
+    #: the element was found inside a shadow root (post-run learning notes the site's shadow DOM);
+    #: stored only when true, so every other target is stored as it always was
+    in_shadow: bool = Field(default=False, exclude_if=lambda found: not found)
 
 
 class StepRecorded(Payload):

@@ -225,7 +225,8 @@ class StepRecord:
         return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
                    error=d.get("error"), url_before=(d.get("env_before") or {}).get("url", ""),
                    url_after=(d.get("env_after") or {}).get("url", ""), role=role, name=target.get("name") if role else None,
-                   selector=target.get("selector"), sensitive=bool(action.get("sensitive")),
+                   selector=target.get("selector"), in_shadow=bool(target.get("in_shadow")),
+                   sensitive=bool(action.get("sensitive")),
                    duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
                    event_id=ev.id)
 
@@ -1065,7 +1066,8 @@ class Run:
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
                 "think": (think or "")[:2000] or None, "internal_state": (think or "")[:2000] or None,
                 "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
-                "target": {"role": role or "", "name": name or "", "selector": selector} if role or name else None,
+                "target": {"role": role or "", "name": name or "", "selector": selector,
+                           **({"in_shadow": True} if in_shadow else {})} if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
                 "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
@@ -1075,7 +1077,6 @@ class Run:
             # post-run learning reads the step as the door stored it (secrets redacted), never the raw
             # values: a lesson's error pattern is lower-cased, and a lower-cased key no detector knows
             stored = StepRecord.from_event(written[0])
-            stored.in_shadow, stored.duration_ms = in_shadow, duration_ms
             self.steps.append(stored)
             self.url = after
             return stored.event_id or ""
@@ -1202,8 +1203,7 @@ class Run:
         learned = Learned()
 
         def build(so_far: RunSoFar) -> list[NewEvent]:
-            mine = {s.event_id: s for s in self.steps}  # this handle's records keep what events do not (in_shadow)
-            steps = [mine.get(ev.id) or StepRecord.from_event(ev) for ev in so_far.step_events()]
+            steps = [StepRecord.from_event(ev) for ev in so_far.step_events()]  # the ledger's, whoever recorded them
             last_url = next((s.url_after for s in reversed(steps) if s.url_after), self.url)
             run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
                 "success": success, "summary": outcome[:2000], "result": result, "reason": reason,

@@ -21,8 +21,11 @@ from memtape.mcp_server import build_server
 
 from .cli_runner import run_cli
 
-TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "record_step", "record_lesson", "observe_fact",
-         "finish_run", "audit"}
+TOOLS = {"start_run", "tier1", "recall_domain", "recall_error", "recall_trajectory", "record_step", "record_lesson",
+         "observe_fact", "selector_result", "record_context", "finish_run", "sessions", "facts", "selectors",
+         "step_memories", "loop_warnings", "prompt_context", "relevant_context", "give_context", "set_scratch",
+         "get_scratch", "scratch", "store_page_map", "get_page_map", "has_page_map", "get_all_page_maps",
+         "get_page_summary", "state", "audit", "explain", "experiment"}
 OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 

@@ -343,9 +343,14 @@ class TaskRun:
             agent=getattr(self.policy, "name", "custom"), rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
         run.give_context(self.context)
         self.tier1 = run.tier1()
-        self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
-        sys_item = BudgetItem("system", 100, self.system, event_ids=tuple(i for l in self.tier1 for i in l.event_ids[-2:]))
-        record_prompt(run, "system", cfg.budget, [sys_item], [], step=0, domain=domain_of(self.start_url) or None)
+        lessons = [l.text for l in self.tier1]
+        self.system = P.system_instruction(self.goal, lessons)
+        # the instruction and the goal are the agent's own; Tier 1 is memory, recorded as an item of its own
+        items = [BudgetItem("system", 100, P.system_instruction(self.goal))]
+        if lessons:
+            items.append(BudgetItem("tier1", 100, P.lessons_from_experience(lessons),
+                                    event_ids=tuple(i for l in self.tier1 for i in l.event_ids[-2:])))
+        record_prompt(run, "system", cfg.budget, items, [], step=0, domain=domain_of(self.start_url) or None)
         self.policy.start(self.goal, self.system)
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})

@@ -4,7 +4,8 @@
 `demo` and the `audit` command render it. For every step k of the run:
 
 - `prompt`: the `context_built` events of step k — each item with its source,
-  priority, tokens, text and origins, and what the budget trimmed;
+  priority, tokens, text and origins, what the budget trimmed, and what counted
+  the tokens (`counted_by`: a tokenizer, `estimate`, or None when not recorded);
 - `memory`: the memory as of `as_of_seq` (the seq just before step k's
   `step_recorded`; for a step without an action, its last prompt): Tier 1,
   the lessons the step's `error_recall` / `domain_recall` events returned,
@@ -226,7 +227,7 @@ def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | 
         steps_out[k] = {
             "step": k, "as_of_seq": as_of, "domain": domain,
             "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
-                        "total_tokens": e.data.get("total_tokens"),
+                        "total_tokens": e.data.get("total_tokens"), "counted_by": e.data.get("counted_by"),
                         "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
                         "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()]}
                        for e in prompts],

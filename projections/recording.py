@@ -38,7 +38,6 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
@@ -49,14 +48,12 @@ from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     LOCATOR_ARGS,
-    Action,
     Backtracked,
     ContextBuilt,
     ContextGiven,
     ContextInferred,
     ContextItem,
     DomainRecall,
-    ElementRef,
     Embedding,
     ErrorRecall,
     ExplorationCompleted,
@@ -95,8 +92,9 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
+from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
-from memtape.projections.budget import DEFAULT_BUDGET, estimate_tokens
+from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -228,7 +226,8 @@ class StepRecord:
         return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
                    error=d.get("error"), url_before=(d.get("env_before") or {}).get("url", ""),
                    url_after=(d.get("env_after") or {}).get("url", ""), role=role, name=target.get("name") if role else None,
-                   selector=target.get("selector"), sensitive=bool(action.get("sensitive")),
+                   selector=target.get("selector"), in_shadow=bool(target.get("in_shadow")),
+                   sensitive=bool(action.get("sensitive")),
                    duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
                    event_id=ev.id)
 
@@ -1111,8 +1110,9 @@ class Run:
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
                 "think": (think or "")[:2000] or None, "internal_state": self.internal_state or None,
                 "internal_state_embedding": list(self.state_embedding), "embedding_model": self.embedding_model,
-                "action": Action(command=action, args=dict(args or {}), sensitive=sensitive),
-                "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
+                "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
+                "target": {"role": role or "", "name": name or "", "selector": selector,
+                           **({"in_shadow": True} if in_shadow else {})} if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
                 "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
@@ -1122,7 +1122,6 @@ class Run:
             # post-run learning reads the step as the door stored it (secrets redacted), never the raw
             # values: a lesson's error pattern is lower-cased, and a lower-cased key no detector knows
             stored = StepRecord.from_event(written[0])
-            stored.in_shadow, stored.duration_ms = in_shadow, duration_ms
             self.steps.append(stored)
             self.url = after
             return stored.event_id or ""
@@ -1180,15 +1179,24 @@ class Run:
 
     def record_context(self, items: Sequence[Mapping[str, Any]], step: int, budget: int = DEFAULT_BUDGET, *,
                        trimmed: Sequence[Mapping[str, Any]] = (), prompt: str = "step",
-                       domain: str | None = None) -> None:
+                       domain: str | None = None, counted_by: str | None = None) -> None:
         """What one prompt held: each item's source, priority, text and the event ids it came from
-        (and what the budget trimmed), as a context_built event. Audits show exactly this."""
+        (and what the budget trimmed), as a context_built event. Audits show exactly this.
+
+        An item's `tokens` is the agent's own count and `counted_by` names what counted it (its
+        tokenizer; every item must then carry its count). An item without one is counted here, and
+        the event names this process's counter (`cl100k_base`, or `estimate` without the tokens extra)."""
         self._live()
-        kept_items = [self._context_item(i) for i in _items(items, "items")]
-        cut_items = [self._context_item(i) for i in _items(trimmed, "trimmed")]
+        kept, cut = _items(items, "items"), _items(trimmed, "trimmed")
+        counted_here = any("tokens" not in i for i in [*kept, *cut])
+        if counted_by is not None and counted_here:
+            raise InvalidEvent("context_built: counted_by names what counted the items' tokens; give every item its tokens")
+        kept_items = [self._context_item(i) for i in kept]
+        cut_items = [self._context_item(i) for i in cut]
         ev = self._event(ContextBuilt, {
             "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept_items),
-            "items": kept_items, "trimmed": cut_items}, step=step,
+            "items": kept_items, "trimmed": cut_items,
+            "counted_by": token_counter() if counted_here else counted_by}, step=step,
             domain=domain if domain is not None else (self.domain or None))
         with self.timed():
             self.memory.append([ev])
@@ -1196,9 +1204,9 @@ class Run:
     def _context_item(self, item: Mapping[str, Any]) -> ContextItem:
         try:
             text, kind = item["text"], item.get("content_type", "text")
-            # the agent's own count (its tokenizer) when it gives one, else seed 003's estimate
+            # the agent's own count (its tokenizer) when it gives one, else this process's counter
             tokens = item["tokens"] if "tokens" in item else (
-                estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
+                count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
             return ContextItem(**self.scrub({
                 "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
                 "confidence": item.get("confidence", 1.0),
@@ -1240,8 +1248,7 @@ class Run:
         learned = Learned()
 
         def build(so_far: RunSoFar) -> list[NewEvent]:
-            mine = {s.event_id: s for s in self.steps}  # this handle's records keep what events do not (in_shadow)
-            steps = [mine.get(ev.id) or StepRecord.from_event(ev) for ev in so_far.step_events()]
+            steps = [StepRecord.from_event(ev) for ev in so_far.step_events()]  # the ledger's, whoever recorded them
             last_url = next((s.url_after for s in reversed(steps) if s.url_after), self.url)
             run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
                 "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
@@ -1449,7 +1456,7 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             if any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
                 add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
-            path = urlsplit(s.url_after).path or "/"
+            path = url_parts(s.url_after).path or "/"
             add(domain_of(s.url_after), "timing", f"load time {path[:80]}", f"page load takes about {round(s.duration_ms / 1000)} s")
         if s.ok and s.in_shadow:
             add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
@@ -1485,7 +1492,7 @@ def grade_steps(steps: Sequence[StepRecord], outcome: RunCompleted) -> list[tupl
         else:
             moved = s.url_after != s.url_before
             g = {"outcome": "success",
-                 "reason": f"worked: navigated to {urlsplit(s.url_after).path or '/'}" if moved else "worked",
+                 "reason": f"worked: navigated to {url_parts(s.url_after).path or '/'}" if moved else "worked",
                  "correction": None}
         if i == len(steps) - 1 and not outcome.success:
             g["task_incomplete"] = (outcome.reason or outcome.summary or "task not completed")[:300]

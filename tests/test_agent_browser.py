@@ -18,6 +18,7 @@ from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.recording import Memory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
@@ -325,7 +326,7 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
             assert all(k["priority"] >= t["priority"] for k in s["items"])
     assert any(s["trimmed"] for s in steps)
     default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
-    assert all(s["budget"] == 2500 for s in default)
+    assert all(s["budget"] == DEFAULT_BUDGET for s in default)
     store.close()
     from memtape.cli import cli
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",

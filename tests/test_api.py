@@ -15,6 +15,7 @@ import memtape
 from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import count_tokens, token_counter
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"
@@ -439,8 +440,10 @@ def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trim
                                step=2, budget=200)
             run.finish(success=True)
         ctx = next(e for e in mem.store.read(types=["context_built"]))
-        assert [(i["source"], i["tokens"]) for i in ctx.data["items"]] == [("page_state", 120), ("facts", 14)]
-        assert ctx.data["total_tokens"] == 134 and ctx.data["trimmed"][0]["tokens"] == 900
+        facts = count_tokens("x" * 40, "json")  # counted here: the agent gave no count
+        assert [(i["source"], i["tokens"]) for i in ctx.data["items"]] == [("page_state", 120), ("facts", facts)]
+        assert ctx.data["total_tokens"] == 120 + facts and ctx.data["trimmed"][0]["tokens"] == 900
+        assert ctx.data["counted_by"] == token_counter()
         assert (ctx.step, ctx.domain, ctx.data["prompt"]) == (2, "shop.example", "step")
         prompt = mem.audit(run.run_id, step=2)["steps"][0]["prompt"][0]
         assert [i["source"] for i in prompt["items"]] == ["page_state", "facts"]

@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import orjson
 
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
+from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
@@ -543,7 +543,7 @@ def render_prompt(items: Iterable[PromptItem]) -> str:
     an action with no target shows nothing after its command."""
     lines = [PROMPT_HEADER]
     for n, it in enumerate(items, start=1):
-        parts = urlsplit(it.url) if it.url else None
+        parts = url_parts(it.url) if it.url else None
         path = (parts.path or "/") if parts else "/"
         where = f"{path} {round(it.similarity * 100)}%" if it.similarity is not None else (
             f"{parts.netloc}{path}" if parts and parts.netloc else path)

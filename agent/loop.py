@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation
+from memtape.agent.embeddings import Embeddings, use_embeddings
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
@@ -59,6 +60,8 @@ class RunConfig:
     #: when stuck (a loop warning or a repeated failure) and about to give up, go back to the last
     #: good snapshot instead (seed 003's backtracking)
     backtrack: bool = True
+    #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
+    embeddings: Embeddings | None = None
 
 
 @dataclass
@@ -335,6 +338,8 @@ class TaskRun:
         t_run = time.perf_counter()
         self._open()
         try:
+            if self.cfg.embeddings is not None:
+                use_embeddings(self.memory_run, self.cfg.embeddings)
             while self.reason is None and self.turns < self.cfg.max_turns:
                 t_step = time.perf_counter()
                 go_on = self._step(self.turns + 1)

@@ -4,10 +4,11 @@
 `demo` and the `audit` command render it. For every step k of the run:
 
 - `prompt`: the `context_built` events of step k — each item with its source,
-  priority, tokens, text and origins, and what the budget trimmed; a step
-  prompt is one call of the model, which reads the system prompt in force with
-  it: `system_seq` names that system prompt and `read_tokens` adds the two (a
-  system prompt's own entry has neither);
+  priority, tokens, text and origins, what the budget trimmed, and what counted
+  the tokens (`counted_by`: a tokenizer, `estimate`, or None when not recorded);
+  a step prompt is one call of the model, which reads the system prompt in
+  force with it: `system_seq` names that system prompt and `read_tokens` adds
+  the two (a system prompt's own entry has neither);
 - `memory`: the memory as of `as_of_seq` (the seq just before step k's
   `step_recorded`; for a step without an action, its last prompt): Tier 1,
   the lessons the step's `error_recall` / `domain_recall` events returned,
@@ -229,7 +230,7 @@ def _prompt(e: RecordedEvent, system: RecordedEvent | None, origins: Origins) ->
     call = e.data.get("prompt") != "system"
     read = (e.data.get("total_tokens") or 0) + ((system.data.get("total_tokens") or 0) if system is not None else 0)
     return {"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
-            "total_tokens": e.data.get("total_tokens"),
+            "total_tokens": e.data.get("total_tokens"), "counted_by": e.data.get("counted_by"),
             "system_seq": system.seq if call and system is not None else None,
             "read_tokens": read if call else None,
             "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],

@@ -21,7 +21,8 @@ ones whose use counts grow (so promotions follow), and each run's prompt items
 knowledge at `fact_prompt_min` (less the facts a tip restates), session history
 at `session_history` and `session_full_detail` (the sessions the run continues),
 step memories (REPEAT/AVOID, re-retrieved at each step prompt of a rep 2+ run
-from the page its step recorded, at `step_memory_min_iou` and `step_memory_top`)
+from the page its step recorded, at `step_memory_min_similarity`, `step_memory_top`
+and `step_memory_count`)
 — are compared with reality's, by id and by the text the prompt shows: `prompts`
 lists per run what would have been added, removed or changed. A recording the
 real policy does not reproduce (an imported log, an error longer than its

@@ -41,6 +41,11 @@ def _read(prompt: dict[str, Any]) -> str:
     return f"; read with the system prompt (seq {prompt['system_seq']}): {prompt['read_tokens']} tokens"
 
 
+def _counted(prompt: dict[str, Any]) -> str:
+    """What counted a prompt's tokens, as the audit says it (nothing when the event does not tell)."""
+    return f" (counted by {prompt['counted_by']})" if prompt.get("counted_by") else ""
+
+
 def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
     """Print an audit as rich tables, one block per step."""
     console = console or _console()
@@ -55,7 +60,7 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
         console.rule(_x(f"step {s['step']}  (memory as of seq {s['as_of_seq']}, {s.get('domain') or '-'})"))
         for p in s["prompt"]:
             t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"
-                               + _read(p)), title_justify="left")
+                               + _counted(p) + _read(p)), title_justify="left")
             for c in ("source", "prio", "tokens", "text", "came from"):
                 t.add_column(c, overflow="fold", no_wrap=c in ("prio", "tokens"))
             for it in p["items"]:
@@ -152,7 +157,7 @@ def audit_html(data: dict[str, Any]) -> str:
                       f"<span class=dim>{_e(i['text'])}</span>", _e("; ".join(_origin(o) for o in i["origins"]))]
                      for i in p["trimmed"]]
             parts.append(f"<p>{_e(p['prompt'])} prompt (seq {p['seq']}): {p['total_tokens']}/{p['budget']} tokens"
-                         f"{_e(_read(p))}</p>")
+                         f"{_e(_counted(p) + _read(p))}</p>")
             parts.append(_table(["source", "priority", "tokens", "text", "came from"], rows, raw=True))
         mem = s["memory"]
         rows = [["Tier 1", l["lesson"], l["category"], _origin(l["taught_by"])] for l in mem["tier1"]]

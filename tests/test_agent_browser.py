@@ -18,6 +18,7 @@ from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.recording import Memory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
@@ -341,7 +342,7 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
             assert all(k["priority"] >= t["priority"] for k in b)
     assert any(c["trimmed"] for c in calls)
     default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
-    assert all(s["budget"] == 2500 for s in default)
+    assert all(s["budget"] == DEFAULT_BUDGET for s in default)
     store.close()
     from memtape.cli import cli
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
@@ -353,7 +354,7 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
     store, proj = ledger
     a = run(chromium, ledger, 'Open "Wool Socks"', session_id="S")
     b = run(chromium, ledger, 'Open "Rain Jacket"', session_id="T")
-    c = run(chromium, ledger, 'Open "Trail Running Shoes"', session_id="S")
+    c = run(chromium, ledger, 'Open "Wool Socks" again', session_id="S")  # a rep: the task again
 
     def reps(r: RunResult) -> set[int]:
         return {e.data["rep"] for e in events(store, r.run_id, "step_recorded")}

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import MAX_TEXT, check_domain, check_ident
+from memtape.ledger.events import MAX_TEXT, Embedding, check_domain, check_ident
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -410,7 +410,7 @@ class TraynEntry(Strict):
     envPre: TraynEnv
     internalState: Text = ""
     think: Text | None = None
-    internalStateEmbedding: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(default_factory=list)
+    internalStateEmbedding: Embedding = Field(default_factory=list)
     action: Annotated[Text, Field(min_length=1)]
     actionElementText: Text = ""
     envPost: TraynEnv

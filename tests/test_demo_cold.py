@@ -53,7 +53,8 @@ def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -
         assert store.head() == head  # the first memory is left as it was
         system = [[(i["source"], bool(i["event_ids"])) for i in e.data["items"]]
                   for e in store.read(types=["context_built"]) if e.data["prompt"] == "system"]
-        # the instruction is the agent's own text; Tier 1, memory, is an item of its own (none with memory off)
-        assert system[0] == [("system", False)] and system[1] == [("system", False), ("tier1", True)]
+        # the instruction and the goal are the agent's own text; Tier 1, memory, is an item of its own (none
+        # with memory off); a pass that replays every step asks no model, so records no system prompt
+        assert system == [[("system", False), ("goal", False)], [("system", False), ("tier1", True), ("goal", False)]]
     with SqliteStore.open(memory / "demo-2" / "ledger.db") as store:
         assert store.head() > 0  # the second demo wrote into its own ledger

@@ -10,6 +10,7 @@ dataclasses: every field the Python caller gets, a caller of either face gets.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -175,6 +176,22 @@ class PageMapBody(Body):
     step: int | None = None
 
 
+#: the longest `older_than` a face takes, in seconds (about 31,700 years: any longer abandons nothing either)
+MAX_STALE_SECONDS = 10**12
+
+
+class AbandonBody(Body):
+    """`mem.abandon_stale_runs`: `older_than` in seconds (default: the memory's `stale_after`, one hour)."""
+
+    older_than: float | int | None = Field(default=None, ge=0, le=MAX_STALE_SECONDS, description=(
+        "Seconds with no event after which a running run is abandoned; default: the memory's stale_after."))
+
+
+def stale_limit(seconds: float | None) -> timedelta | None:
+    """Seconds from a face as the `timedelta` `abandon_stale_runs` takes."""
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
 class ExperimentBody(Body):
     """`mem.experiment`: Policy field -> value, replayed up to `until` (a seq or an ISO time)."""
 
@@ -222,6 +239,12 @@ class Finished(Answer):
     facts: list[FactObserved]
     trajectory: TrajectoryRecorded | None
     patterns: list[PatternLearned]
+
+
+class AbandonedRuns(Answer):
+    """The runs `abandon_stale_runs` finished as abandoned."""
+
+    abandoned: list[str]
 
 
 class Appended(Answer):

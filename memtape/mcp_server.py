@@ -12,7 +12,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -21,10 +21,12 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import Tool
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
-from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import (
+    MAX_STALE_SECONDS,
+    AbandonedRuns,
     Audit,
     ContextEntries,
     Explained,
@@ -49,6 +51,7 @@ from memtape.face_models import (
     StateItems,
     StepMemories,
     finished,
+    stale_limit,
 )
 from memtape.face_models import Lessons as LessonsAnswer
 from memtape.ledger.events import MAX_DEPTH, check_value
@@ -329,38 +332,38 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def sessions(run_id: StrictStr, domain: StrictStr | None = None) -> Sessions:
         """The last completed runs on the run's site (or `domain`), oldest first."""
-        return Sessions(sessions=memory.run(run_id).sessions(domain=domain))
+        return Sessions(sessions=memory.read_run(run_id).sessions(domain=domain))
 
     @server.tool()
     async def facts(run_id: StrictStr, domain: StrictStr | None = None) -> Facts:
         """The site's current facts confident enough for a prompt, most confident first."""
-        return Facts(facts=memory.run(run_id).facts(domain=domain))
+        return Facts(facts=memory.read_run(run_id).facts(domain=domain))
 
     @server.tool()
     async def selectors(run_id: StrictStr, domain: StrictStr | None = None) -> Selectors:
         """Known-good selectors of the site, most successful first."""
-        return Selectors(selectors=memory.run(run_id).selectors(domain=domain))
+        return Selectors(selectors=memory.read_run(run_id).selectors(domain=domain))
 
     @server.tool()
     async def step_memories(run_id: StrictStr, elements: list[StrictStr], intent: StrictStr) -> StepMemories:
         """Graded steps on a page like this one (REPEAT / AVOID): none on rep 1, the baseline."""
-        return StepMemories(step_memories=memory.run(run_id).step_memories(elements, intent))
+        return StepMemories(step_memories=memory.read_run(run_id).step_memories(elements, intent))
 
     @server.tool()
     async def loop_warnings(run_id: StrictStr) -> LoopWarnings:
         """This run's loop warnings (an action that already failed, repeated)."""
-        return LoopWarnings(warnings=list(memory.run(run_id).loop_warnings()))
+        return LoopWarnings(warnings=list(memory.read_run(run_id).loop_warnings()))
 
     @server.tool()
     async def prompt_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
         """What a prompt's context section holds: all of this run's user context, then what was
         inferred on the site (with memory on)."""
-        return ContextEntries(context=memory.run(run_id).prompt_context(domain=domain))
+        return ContextEntries(context=memory.read_run(run_id).prompt_context(domain=domain))
 
     @server.tool()
     async def relevant_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
         """This run's user context and the site's inferred context that share words with the goal."""
-        return ContextEntries(context=memory.run(run_id).relevant_context(domain=domain))
+        return ContextEntries(context=memory.read_run(run_id).relevant_context(domain=domain))
 
     # ---- runs: working memory (the run's own) ------------------------------------------------
 
@@ -380,12 +383,12 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def get_scratch(run_id: StrictStr, key: StrictStr, default: Any = None) -> ScratchValue:
         """The value last set under `key` on this run's scratch pad, else `default`."""
-        return ScratchValue(value=memory.run(run_id).get_scratch(key, default))
+        return ScratchValue(value=memory.read_run(run_id).get_scratch(key, default))
 
     @server.tool()
     async def scratch(run_id: StrictStr) -> ScratchPad:
         """This run's whole scratch pad, key -> value."""
-        return ScratchPad(scratch=memory.run(run_id).scratch())
+        return ScratchPad(scratch=memory.read_run(run_id).scratch())
 
     @server.tool()
     async def store_page_map(run_id: StrictStr, url: StrictStr, page_map: dict[str, Any],
@@ -398,22 +401,57 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def get_page_map(run_id: StrictStr, url: StrictStr) -> FoundPageMap:
         """The PageMap this run stored for `url` (null without one)."""
-        return FoundPageMap(page_map=memory.run(run_id).get_page_map(url))
+        return FoundPageMap(page_map=memory.read_run(run_id).get_page_map(url))
 
     @server.tool()
     async def has_page_map(run_id: StrictStr, url: StrictStr) -> HasPageMap:
         """Whether this run stored a PageMap for `url`."""
-        return HasPageMap(has_page_map=memory.run(run_id).has_page_map(url))
+        return HasPageMap(has_page_map=memory.read_run(run_id).has_page_map(url))
 
     @server.tool()
     async def get_all_page_maps(run_id: StrictStr) -> PageMaps:
         """Every PageMap of this run, URL -> map."""
-        return PageMaps(page_maps=memory.run(run_id).get_all_page_maps())
+        return PageMaps(page_maps=memory.read_run(run_id).get_all_page_maps())
 
     @server.tool()
     async def get_page_summary(run_id: StrictStr, url: StrictStr) -> PageSummary:
         """The summary of the page at `url` from its PageMap ("" without one)."""
-        return PageSummary(summary=memory.run(run_id).get_page_summary(url))
+        return PageSummary(summary=memory.read_run(run_id).get_page_summary(url))
+
+    # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
+
+    @server.tool()
+    async def memory_tier1(run_id: StrictStr | None = None, step: StrictInt | None = 0,
+                           domain: StrictStr | None = None) -> LessonsAnswer:
+        """The Tier 1 lessons, outside a run or for run `run_id` at `step` (logs tier1_loaded)."""
+        return LessonsAnswer(lessons=memory.tier1(run_id=run_id, step=step, domain=domain))
+
+    @server.tool()
+    async def memory_recall_domain(domain: StrictStr, run_id: StrictStr | None = None,
+                                   step: StrictInt | None = None) -> LessonsAnswer:
+        """Lessons scoped to `domain` (or a parent domain), outside a run or for `run_id` (logs domain_recall)."""
+        return LessonsAnswer(lessons=memory.recall_domain(domain, run_id=run_id, step=step))
+
+    @server.tool()
+    async def memory_recall_error(command: StrictStr, error: StrictStr, domain: StrictStr | None = None,
+                                  run_id: StrictStr | None = None, step: StrictInt | None = None) -> LessonsAnswer:
+        """Lessons for a failed command and its error (site lessons only on `domain`), outside a run
+        or for `run_id` (logs error_recall)."""
+        return LessonsAnswer(lessons=memory.recall_error(command, error, domain=domain, run_id=run_id, step=step))
+
+    @server.tool()
+    async def memory_recall_trajectory(goal: StrictStr, url: StrictStr, run_id: StrictStr | None = None,
+                                       step: StrictInt | None = None) -> RecalledTrajectory:
+        """The reference trajectory for `goal` on the host of `url`, outside a run or for `run_id`;
+        `recall` is null when none matches (logs trajectory_recalled)."""
+        return RecalledTrajectory(recall=memory.recall_trajectory(goal, url, run_id=run_id, step=step))
+
+    @server.tool()
+    async def abandon_stale_runs(
+            older_than: Annotated[Number | None, Field(ge=0, le=MAX_STALE_SECONDS)] = None) -> AbandonedRuns:
+        """Finish as failed (reason "abandoned") every running run with no event for `older_than`
+        seconds (default: the memory's stale_after, one hour); returns the run ids finished."""
+        return AbandonedRuns(abandoned=memory.abandon_stale_runs(stale_limit(older_than)))
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 

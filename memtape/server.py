@@ -51,6 +51,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Lesson, Memory, MemtapeError, Run, TrajectoryRecall
 from memtape.face_models import (
+    AbandonBody,
+    AbandonedRuns,
     Appended,
     Audit,
     ContextBody,
@@ -74,6 +76,7 @@ from memtape.face_models import (
     StepBody,
     UserContextBody,
     finished,
+    stale_limit,
 )
 from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
@@ -246,6 +249,11 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             live[run_id] = run
         return run
 
+    def read_of(run_id: str) -> Run:
+        """The run to read from: its live handle, or (a finished run's too) the ledger's."""
+        run = live.get(run_id)
+        return run if run is not None and not run.finished else memory.read_run(run_id)
+
     def post(path: str, answer: Any, call: Callable[..., Any], status: int = 200,
              **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A POST route answering `answer`, documented by the library call it makes."""
@@ -369,31 +377,31 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
 
     @get("/runs/{run_id}/sessions", list[SessionEntry], Run.sessions)
     async def sessions(run_id: str, domain: str | None = None) -> Any:
-        return run_of(run_id).sessions(domain=domain)
+        return read_of(run_id).sessions(domain=domain)
 
     @get("/runs/{run_id}/facts", list[Fact], Run.facts)
     async def facts(run_id: str, domain: str | None = None) -> Any:
-        return run_of(run_id).facts(domain=domain)
+        return read_of(run_id).facts(domain=domain)
 
     @get("/runs/{run_id}/selectors", list[SelectorEntry], Run.selectors)
     async def selectors(run_id: str, domain: str | None = None) -> Any:
-        return run_of(run_id).selectors(domain=domain)
+        return read_of(run_id).selectors(domain=domain)
 
     @get("/runs/{run_id}/step_memories", list[StepMemory], Run.step_memories)
     async def step_memories(run_id: str, elements: list[str] = Query(), intent: str = Query()) -> Any:
-        return run_of(run_id).step_memories(elements, intent)
+        return read_of(run_id).step_memories(elements, intent)
 
     @get("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
     async def loop_warnings(run_id: str) -> Any:
-        return list(run_of(run_id).loop_warnings())
+        return list(read_of(run_id).loop_warnings())
 
     @get("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
     async def prompt_context(run_id: str, domain: str | None = None) -> Any:
-        return run_of(run_id).prompt_context(domain=domain)
+        return read_of(run_id).prompt_context(domain=domain)
 
     @get("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
     async def relevant_context(run_id: str, domain: str | None = None) -> Any:
-        return run_of(run_id).relevant_context(domain=domain)
+        return read_of(run_id).relevant_context(domain=domain)
 
     # ---- runs: working memory (the run's own) ------------------------------------------------
 
@@ -413,12 +421,12 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
 
     @get("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
     async def scratch(run_id: str) -> Any:
-        return run_of(run_id).scratch()
+        return read_of(run_id).scratch()
 
     # a key holds anything, a slash too; `default` is the caller's own (a key never set answers null)
     @get("/runs/{run_id}/scratch/{key:path}", ScratchValue, Run.get_scratch)
     async def get_scratch(run_id: str, key: str) -> Any:
-        return ScratchValue(value=run_of(run_id).get_scratch(key))
+        return ScratchValue(value=read_of(run_id).get_scratch(key))
 
     @post("/runs/{run_id}/page_maps", Recorded, Run.store_page_map)
     async def store_page_map(request: Request, run_id: str, body: PageMapBody) -> Any:
@@ -429,19 +437,47 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
 
     @get("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
     async def get_all_page_maps(run_id: str) -> Any:
-        return run_of(run_id).get_all_page_maps()
+        return read_of(run_id).get_all_page_maps()
 
     @get("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
     async def get_page_map(run_id: str, url: str) -> Any:
-        return run_of(run_id).get_page_map(url)
+        return read_of(run_id).get_page_map(url)
 
     @get("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
     async def has_page_map(run_id: str, url: str) -> Any:
-        return run_of(run_id).has_page_map(url)
+        return read_of(run_id).has_page_map(url)
 
     @get("/runs/{run_id}/page_summary", str, Run.get_page_summary)
     async def get_page_summary(run_id: str, url: str) -> Any:
-        return run_of(run_id).get_page_summary(url)
+        return read_of(run_id).get_page_summary(url)
+
+    # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
+
+    @get("/tier1", list[Lesson], Memory.tier1)
+    async def memory_tier1(run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> Any:
+        return memory.tier1(run_id=run_id, step=step, domain=domain)
+
+    @get("/recall/domain", list[Lesson], Memory.recall_domain)
+    async def memory_recall_domain(domain: str, run_id: str | None = None, step: int | None = None) -> Any:
+        return memory.recall_domain(domain, run_id=run_id, step=step)
+
+    @get("/recall/error", list[Lesson], Memory.recall_error)
+    async def memory_recall_error(command: str, error: str, domain: str | None = None, run_id: str | None = None,
+                                  step: int | None = None) -> Any:
+        return memory.recall_error(command, error, domain=domain, run_id=run_id, step=step)
+
+    @get("/recall/trajectory", TrajectoryRecall | None, Memory.recall_trajectory)
+    async def memory_recall_trajectory(goal: str, url: str, run_id: str | None = None, step: int | None = None) -> Any:
+        return memory.recall_trajectory(goal, url, run_id=run_id, step=step)
+
+    @post("/runs/abandon_stale", AbandonedRuns, Memory.abandon_stale_runs)
+    async def abandon_stale_runs(request: Request, body: AbandonBody) -> Any:
+        def work() -> AbandonedRuns:
+            abandoned = memory.abandon_stale_runs(stale_limit(body.older_than))
+            for run_id in abandoned:
+                live.pop(run_id, None)
+            return AbandonedRuns(abandoned=abandoned)
+        return await answered(request, work)
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 

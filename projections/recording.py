@@ -506,13 +506,31 @@ class Memory:
         """A running run started elsewhere (another process, the command line), to record into or
         finish. The ledger stays its one truth: every write of the handle is checked against the
         run as the ledger holds it then, and `finish` learns from every step any process recorded."""
+        manifest = self._manifest(run_id)
+        if manifest.status != "running":
+            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
+        return self._handle(manifest)
+
+    def read_run(self, run_id: str) -> "Run":
+        """A handle on any run, running or finished, to read what it holds (scratch pad, page maps,
+        sessions, facts, step memories, ...). A finished run's handle is finished, as is the one
+        that finished it: its recall (which logs events) and its writes are refused (RunConflict)."""
+        manifest = self._manifest(run_id)
+        run = self._handle(manifest)
+        run.finished = manifest.status != "running"
+        return run
+
+    def _manifest(self, run_id: str) -> RunManifest:
         _check_text(run_id, "run_id")
         self._dirty = True  # another process may have started or finished it since this memory last read
         manifest = self.current().run(run_id)
         if manifest is None:
             raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
-        if manifest.status != "running":
-            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
+        return manifest
+
+    def _handle(self, manifest: RunManifest) -> "Run":
+        """A Run on `manifest`'s run as the ledger holds it: its rep, steps, embedding and URL."""
+        run_id = manifest.run_id
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
                   enabled=manifest.memory_enabled)
         run.started_at = manifest.started_at

@@ -10,18 +10,26 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import memtape
+from memtape.api import Memory, Run
 
 SHOP = "https://shop.example/"
 BLOCKED = "element <div class=cookies> intercepts pointer events"
 SECRET = "hunter2-Wool-Socks-77"
 PAGE = ["button Buy", "link Home", "button Accept cookies"]
 
-#: calls made on the memory; every other call is made on the current run
-MEMORY_CALLS = ("start_run", "state", "audit", "explain", "experiment")
+#: calls made on the memory -> the `Memory` method; every other call is made on the current run
+#: (`memory_tier1` and the memory's recalls: the memory's own, outside a run or for any run by id)
+MEMORY_CALLS = {"start_run": "start_run", "state": "state", "audit": "audit", "explain": "explain",
+                "experiment": "experiment", "memory_tier1": "tier1", "memory_recall_domain": "recall_domain",
+                "memory_recall_error": "recall_error", "memory_recall_trajectory": "recall_trajectory",
+                "abandon_stale_runs": "abandon_stale_runs", "finish_run": "finish_run"}
+#: calls whose route and tool are another call's, taking more (`finish_run` by id is `finish`'s)
+SHARED = {"finish_run": "finish"}
 
 #: HTTP route of each call: (method, path); {run} is the current run
 ROUTES: dict[str, tuple[str, str]] = {
@@ -56,6 +64,12 @@ ROUTES: dict[str, tuple[str, str]] = {
     "audit": ("get", "/audit/{run_id}"),
     "explain": ("get", "/explain/{item}"),
     "experiment": ("post", "/experiment"),
+    "memory_tier1": ("get", "/tier1"),
+    "memory_recall_domain": ("get", "/recall/domain"),
+    "memory_recall_error": ("get", "/recall/error"),
+    "memory_recall_trajectory": ("get", "/recall/trajectory"),
+    "abandon_stale_runs": ("post", "/runs/abandon_stale"),
+    "finish_run": ("post", "/runs/{run_id}/finish"),
 }
 #: the MCP tool of each call
 TOOLS = {name: "finish_run" if name == "finish" else name for name in ROUTES}
@@ -135,13 +149,34 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
     ("audit", {"run_id": "run_faces_a", "step": 1}),
     ("explain", {"item": "#checkout", "domain": None}),
     ("experiment", {"changes": {"promotion_min_uses": 2}, "until": None}),
+    ("memory_tier1", {"run_id": None, "step": None, "domain": "shop.example"}),
+    ("memory_recall_domain", {"domain": "shop.example", "run_id": "run_faces_b", "step": 2}),
+    ("memory_recall_error", {"command": "click", "error": BLOCKED, "domain": "shop.example", "run_id": None,
+                             "step": None}),
+    ("memory_recall_trajectory", {"goal": "Buy wool socks", "url": SHOP, "run_id": "run_faces_a", "step": 7}),
+    ("start_run", {"goal": "Return the socks", "start_url": SHOP, "session_id": None, "run_id": "run_faces_c",
+                   "parent_run_id": None, "mode": "new", "isolation": "shared", "case_id": None,
+                   "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
+    ("record_step", {"step": 1, "action": "click", "target": 'link "Returns"'}),
+    ("abandon_stale_runs", {"older_than": 0}),
+    ("start_run", {"goal": "Track the parcel", "start_url": SHOP, "session_id": None, "run_id": "run_faces_d",
+                   "parent_run_id": None, "mode": "new", "isolation": "shared", "case_id": None,
+                   "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
+    ("record_step", {"step": 1, "action": "click", "target": 'link "Track"', "ok": False, "error": BLOCKED}),
+    ("record_step", {"step": 2, "action": "click", "target": 'link "Track"', "url_after": SHOP + "track"}),
+    ("finish_run", {"run_id": "run_faces_d", "success": True, "outcome": "tracked", "reason": None}),
 ]
 
 FIRST_DOMAIN_RECALL = 2
 
+
+def library_call(name: str) -> Callable[..., Any]:
+    """The library method a call makes: the memory's or a run's."""
+    return getattr(Memory, MEMORY_CALLS[name]) if name in MEMORY_CALLS else getattr(Run, name)  # type: ignore[no-any-return]
+
 #: calls that write (their answers are compared by the events they logged)
 WRITES = frozenset({"start_run", "record_step", "record_lesson", "observe_fact", "selector_result", "record_context",
-                    "finish", "give_context", "set_scratch", "store_page_map"})
+                    "finish", "give_context", "set_scratch", "store_page_map", "finish_run"})
 
 #: values that differ between two memories given the same calls: event ids, clocks, measured time
 VOLATILE = frozenset({"id", "event_id", "event_ids", "at", "recorded_at", "occurred_at", "timestamp", "valid_from",
@@ -173,8 +208,10 @@ def through_library(location: Path) -> list[Any]:
                 run = mem.start_run(**arguments)
                 answers.append(None)
                 continue
+            if name == "abandon_stale_runs":  # seconds over the faces, a timedelta in Python
+                arguments = {"older_than": timedelta(seconds=arguments["older_than"])}
             target: Any = mem if name in MEMORY_CALLS else run
-            answer = getattr(target, name)(**arguments)
+            answer = getattr(target, MEMORY_CALLS.get(name, name))(**arguments)
             answers.append(None if name in WRITES else plain(answer))
     return answers
 
@@ -192,8 +229,23 @@ def answers_equal(face: list[Any], library: list[Any], unwrap: Callable[[str, An
 def run_events(location: Path) -> list[tuple[Any, ...]]:
     """Every event of the FLOW's two runs as (type, run, step, domain, payload without VOLATILE)."""
     with memtape.open(location) as mem:
-        return [(ev.type, ev.run_id, ev.step, ev.domain, steady(ev.data)) for ev in mem.store.read()
-                if ev.run_id in ("run_faces_a", "run_faces_b")]
+        return [(ev.type, ev.run_id, ev.step, ev.domain, steady(_unclocked(ev.run_id, ev.data))) for ev in mem.store.read()
+                if ev.run_id in FLOW_RUNS]
+
+
+FLOW_RUNS = ("run_faces_a", "run_faces_b", "run_faces_c", "run_faces_d")
+
+
+def _unclocked(run_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
+    """An event without what the clock gave: an abandoned run's time of its last event, and the
+    measured duration of the runs ended without one given (abandoned, or finished by id)."""
+    kept = {key: value for key, value in data.items() if not (key == "duration_ms" and run_id in MEASURED_RUNS)}
+    return {key: ABANDONED if isinstance(value, str) and value.startswith(ABANDONED) else value
+            for key, value in kept.items()}
+
+
+MEASURED_RUNS = ("run_faces_c", "run_faces_d")
+ABANDONED = "abandoned: no activity since "
 
 
 def raw_bytes(folder: Path) -> bytes:

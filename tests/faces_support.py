@@ -251,3 +251,45 @@ ABANDONED = "abandoned: no activity since "
 def raw_bytes(folder: Path) -> bytes:
     """Every byte the memory directory holds."""
     return b"".join(p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file())
+
+
+#: every read of a run, with its arguments: a finished run answers each as the run did
+RUN_READS: list[tuple[str, dict[str, Any]]] = [
+    ("scratch", {}), ("get_scratch", {"key": "cart"}), ("get_all_page_maps", {}), ("get_page_map", {"url": SHOP}),
+    ("has_page_map", {"url": SHOP}), ("get_page_summary", {"url": SHOP}), ("sessions", {"domain": None}),
+    ("facts", {"domain": None}), ("selectors", {"domain": None}), ("loop_warnings", {}),
+    ("prompt_context", {"domain": None}), ("relevant_context", {"domain": None}),
+    ("step_memories", {"elements": PAGE, "intent": "accept the cookie banner"}),
+]
+#: calls a finished run refuses: its recall (an event of the run) and its writes
+RUN_REFUSED: list[tuple[str, dict[str, Any]]] = [
+    ("recall_domain", {}), ("tier1", {}), ("record_step", {"step": 9, "action": "click"}),
+    ("record_lesson", {"text": "Accept cookies first"}), ("set_scratch", {"key": "k", "value": 1}),
+    ("finish", {"success": True}),
+]
+
+
+def finished_run(location: Path) -> tuple[str, list[Any]]:
+    """A run of the session's second rep, recorded into and finished through the library, and the
+    answers of RUN_READS by the handle that finished it (each finds something)."""
+    with memtape.open(location) as mem:
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP, session_id="sess-done") as first:
+            first.record_step(step=1, action="click", target='button "Accept cookies"', url=SHOP,
+                              think="accept the cookie banner",
+                              page_before={"url": SHOP, "title": "Shop", "page_type": "home", "elements": PAGE})
+            first.finish(success=True, outcome="accepted")
+        run = mem.start_run(goal="Buy wool socks", start_url=SHOP, session_id="sess-done", run_id="run_done")
+        run.give_context({"size": "wool socks in size 42"})
+        run.record_step(step=1, action="click", target='button "Buy"', url=SHOP, ok=False, error=BLOCKED)
+        for step in (2, 3, 4):
+            run.record_step(step=step, action="click", target='button "Buy"', url=SHOP, ok=False, error=BLOCKED)
+        run.observe_fact(kind="quirk", key="cookie banner", value="blocks clicks until accepted", step=4)
+        run.selector_result(element='button "Buy"', selector="#buy", ok=True, step=4)
+        run.set_scratch("cart", {"sku": "WS-42"}, step=4)
+        run.store_page_map(SHOP, {"title": "Shop", "summary": "The shop's front page", "total_width": 1280,
+                                  "total_height": 900, "regions": []}, step=4)
+        run.finish(success=False, outcome="blocked")
+        answers = [plain(getattr(run, name)(**arguments)) for name, arguments in RUN_READS]
+    for (name, _), answer in zip(RUN_READS, answers, strict=True):
+        assert answer, name
+    return "run_done", answers

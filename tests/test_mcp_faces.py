@@ -22,15 +22,19 @@ import memtape
 from memtape.mcp_server import build_server
 from tests.faces_support import (
     FLOW,
+    RUN_READS,
+    RUN_REFUSED,
     MEMORY_CALLS,
     SHARED,
     SECRET,
     SHOP,
     TOOLS,
     answers_equal,
+    finished_run,
     library_call,
     raw_bytes,
     run_events,
+    steady,
     through_library,
 )
 
@@ -94,6 +98,34 @@ def test_two_runs_with_every_argument_over_stdio_log_what_the_library_logs(tmp_p
     answers_equal(answers, through_library(tmp_path / "library"), _unwrap)
     assert run_events(tmp_path / "mcp") == run_events(tmp_path / "library")
     assert SECRET.encode() not in raw_bytes(tmp_path / "mcp")
+
+
+async def _finished(memory_dir: Path, run: str) -> tuple[list[Any], list[str]]:
+    """RUN_READS' answers and RUN_REFUSED's refusals for run `run` over stdio."""
+    async with stdio_client(_server(memory_dir)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        answers = []
+        for name, arguments in RUN_READS:
+            result = await session.call_tool(TOOLS[name], {"run_id": run, **arguments})
+            assert not result.is_error, (name, result.content)
+            answers.append(_unwrap(name, result.structured_content))
+        refusals = []
+        for name, arguments in RUN_REFUSED:
+            result = await session.call_tool(TOOLS[name], {"run_id": run, **arguments})
+            assert result.is_error, name
+            refusals.append(str(result.content[0].text))  # type: ignore[union-attr]
+    return answers, refusals
+
+
+def test_a_finished_run_is_read_as_the_library_reads_it_and_refuses_writes(tmp_path: Path) -> None:
+    memory_dir = tmp_path / "mem"
+    run, library = finished_run(memory_dir)
+    before = _count(memory_dir)
+    answers, refusals = asyncio.run(_finished(memory_dir, run))
+    assert steady(answers) == steady(library)
+    for (name, _), refusal in zip(RUN_REFUSED, refusals, strict=True):
+        assert refusal.startswith(f"Error executing tool {TOOLS[name]}: run ") and run in refusal, refusal
+    assert _count(memory_dir) == before  # the reads logged nothing, the refusals wrote nothing
 
 
 def _count(memory_dir: Path) -> int:

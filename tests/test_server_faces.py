@@ -14,17 +14,24 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+import memtape
+from memtape.api import MemtapeError
 from tests.faces_support import (
     FLOW,
+    RUN_READS,
+    RUN_REFUSED,
     MEMORY_CALLS,
     SHARED,
     ROUTES,
     SECRET,
     SHOP,
     answers_equal,
+    finished_run,
     library_call,
+    plain,
     raw_bytes,
     run_events,
+    steady,
     through_library,
 )
 from tests.server_support import Served, live_server
@@ -123,20 +130,25 @@ def test_the_document_declares_answers_errors_the_bearer_scheme_and_idempotency(
             assert len(keys) == (method == "post"), (path, method)
 
 
+def _call(http: httpx.Client, name: str, arguments: dict[str, Any], run: str) -> httpx.Response:
+    """Call `name` with `arguments` on its route, for run `run`."""
+    method, path = ROUTES[name]
+    rest = dict(arguments)
+    url = path.replace("{run}", run)
+    for field in PATH_FIELDS:
+        if "{" + field + "}" in url:
+            url = url.replace("{" + field + "}", quote(rest.pop(field), safe=""))
+    if method == "post":
+        return http.post(url, json=rest)  # every field, null ones included
+    return http.get(url, params={k: v for k, v in rest.items() if v is not None})
+
+
 def _through_http(http: httpx.Client, spec: dict[str, Any]) -> list[Any]:
     answers: list[Any] = []
     run = ""
     for name, arguments in FLOW:
         method, path = ROUTES[name]
-        rest = dict(arguments)
-        url = path.replace("{run}", run)
-        for field in PATH_FIELDS:
-            if "{" + field + "}" in url:
-                url = url.replace("{" + field + "}", quote(rest.pop(field), safe=""))
-        if method == "post":
-            answer = http.post(url, json=rest)  # every field, null ones included
-        else:
-            answer = http.get(url, params={k: v for k, v in rest.items() if v is not None})
+        answer = _call(http, name, arguments, run)
         assert answer.status_code in (200, 201), (name, answer.text)
         answered_as_declared(spec, method, path, answer)
         if name == "start_run":
@@ -166,6 +178,32 @@ def test_two_runs_with_every_field_log_what_the_library_logs(served: tuple[Serve
     assert steps[0]["duration_ms"] == 41.5 and steps[0]["target"]["selector"] == "#buy"
     assert steps[1]["action"]["sensitive"] and steps[2]["decided_by"] == "replay"
     assert SECRET.encode() not in raw_bytes(memory)
+
+
+def test_a_finished_run_is_read_as_the_library_reads_it_and_refuses_writes(
+        served: tuple[Served, Path, dict[str, Any]], tmp_path: Path) -> None:
+    _, _, spec = served
+    memory = tmp_path / "memory"
+    run, library = finished_run(memory)
+    with memtape.open(memory) as mem:
+        with pytest.raises(MemtapeError, match="is already failed"):
+            mem.run(run)  # a handle to record into: a finished run has none
+        by_id = mem.read_run(run)
+        assert [plain(getattr(by_id, name)(**arguments)) for name, arguments in RUN_READS] == library
+        head = mem.store.head()
+    with live_server(memory) as server, server.client() as http:
+        for (name, arguments), want in zip(RUN_READS, library, strict=True):
+            answer = _call(http, name, arguments, run)
+            assert answer.status_code == 200, (name, answer.text)
+            answered_as_declared(spec, *ROUTES[name], answer)
+            got = answer.json()
+            assert steady(got[UNWRAPPED[name]] if name in UNWRAPPED else got) == steady(want), name
+        for name, arguments in RUN_REFUSED:
+            answer = _call(http, name, arguments, run)
+            assert answer.status_code == 409, (name, answer.text)
+            assert run in answer.json()["error"], (name, answer.text)  # naming the run
+    with memtape.open(memory) as mem:
+        assert mem.store.head() == head  # the reads logged nothing, the refusals wrote nothing
 
 
 def test_finish_answers_what_was_learned_not_python_reprs(served: tuple[Served, Path, dict[str, Any]]) -> None:
@@ -200,6 +238,9 @@ REFUSED: list[tuple[str, str, str, dict[str, str], Any, int]] = [
     ("get", "/runs/{run}/step_memories", "/runs/{run}/step_memories", {}, None, 422),
     ("post", "/experiment", "/experiment", {"Content-Type": "text/plain"}, "{}", 415),
     ("post", "/runs/{run}/selectors", "/runs/{run}/selectors", {}, "x" * (16 * 1024 * 1024 + 1), 413),
+    ("post", "/runs/abandon_stale", "/runs/abandon_stale", {}, {"older_than": -1}, 422),
+    ("post", "/runs/abandon_stale", "/runs/abandon_stale", {}, {"older_than": 1e300}, 422),
+    ("get", "/recall/trajectory", "/recall/trajectory?goal=g&url=u&run_id=run_nope", {}, None, 404),
     ("post", "/runs/{run}/finish", "/runs/{finished}/finish", {}, {"success": True}, 409),
     ("post", "/runs/{run}/steps", "/runs/{finished}/steps", {}, {"step": 9, "action": "click"}, 409),
 ]

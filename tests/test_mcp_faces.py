@@ -22,11 +22,11 @@ import memtape
 from memtape.mcp_server import build_server
 from tests.faces_support import (
     FLOW,
+    MEMORY_CALLS,
     RUN_READS,
     RUN_REFUSED,
-    MEMORY_CALLS,
-    SHARED,
     SECRET,
+    SHARED,
     SHOP,
     TOOLS,
     answers_equal,

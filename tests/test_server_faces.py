@@ -18,12 +18,12 @@ import memtape
 from memtape.api import MemtapeError
 from tests.faces_support import (
     FLOW,
+    MEMORY_CALLS,
+    ROUTES,
     RUN_READS,
     RUN_REFUSED,
-    MEMORY_CALLS,
-    SHARED,
-    ROUTES,
     SECRET,
+    SHARED,
     SHOP,
     answers_equal,
     finished_run,

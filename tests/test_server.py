@@ -50,7 +50,8 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
               ("get", "/runs/{run_id}/page_map"), ("get", "/runs/{run_id}/has_page_map"),
               ("get", "/runs/{run_id}/page_summary"),
               ("get", "/state/{kind}"), ("get", "/audit/{run_id}"), ("get", "/explain/{item}"),
-              ("post", "/experiment"), ("post", "/events")}
+              ("post", "/experiment"), ("post", "/events"), ("get", "/tier1"), ("get", "/recall/domain"),
+              ("get", "/recall/error"), ("get", "/recall/trajectory"), ("post", "/runs/abandon_stale")}
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}
     assert have == wanted
     assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -179,7 +179,8 @@ def fit_extractions(extractions: Sequence[tuple[str, str, int]], budget_left: in
             left -= tokens
             continue
         if left >= MIN_TRUNCATED_TOKENS:
-            cut = longest_cut(lambda n: prepare(text, tool, tier, n).text, int(left * CHARS_PER_TOKEN["text"]), left)
+            cut = longest_cut(lambda n: prepare(text, tool, tier, n).text,  # noqa: B023 (called in this iteration)
+                              int(left * CHARS_PER_TOKEN["text"]), left)
             if cut is not None:  # cut again, compressed or head-and-tail, to what the tokens left allow
                 out.append(replace(prepared, text=cut, truncated=True))
         break

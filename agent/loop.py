@@ -100,9 +100,7 @@ def check_success(check: dict[str, Any] | None, url: str, text: str) -> bool:
         return True
     if check.get("url_pattern") and not re.search(str(check["url_pattern"]), url):
         return False
-    if check.get("text") and str(check["text"]) not in text:
-        return False
-    return True
+    return not (check.get("text") and str(check["text"]) not in text)
 
 
 def _action_key(d: Decision, url: str) -> str:

@@ -322,9 +322,7 @@ def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], 
     """Stable identities of the things a decision decides (to match reality's and the experiment's)."""
     d = ev.data if isinstance(ev, RecordedEvent) else ev.payload.model_dump(mode="json")
     t = ev.type
-    if t in ("lesson_promoted", "lesson_seeded"):
-        base = [(t, d["lesson_id"])]
-    elif t == "lesson_deduplicated":
+    if t in ("lesson_promoted", "lesson_seeded") or t == "lesson_deduplicated":
         base = [(t, d["lesson_id"])]
     elif t == "lessons_pruned":
         base = [(t, lid) for lid in d.get("lesson_ids") or ()]

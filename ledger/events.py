@@ -16,10 +16,22 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, Union, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 from annotated_types import Ge, Le
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from memtape.ledger.redact import MARKER, masked_args, secret_field, secret_named
 from memtape.ledger.suffixes import is_public_suffix
@@ -300,7 +312,7 @@ class Action(BaseModel):
     sensitive: bool = False
 
     @model_validator(mode="after")
-    def _redact_sensitive(self) -> "Action":
+    def _redact_sensitive(self) -> Action:
         if self.sensitive:
             object.__setattr__(self, "args", masked_args(self.args))
         return self
@@ -316,7 +328,7 @@ Embedding = Annotated[list[Real], Field(max_length=MAX_EMBEDDING)]
 LOCATOR_ARGS = ("selector", "label", "name", "placeholder", "field", "element", "target", "aria_label", "id", "ref")
 
 
-def _target_labels(target: "ElementRef | None", target_text: str | None, args: dict[str, Any]) -> list[str | None]:
+def _target_labels(target: ElementRef | None, target_text: str | None, args: dict[str, Any]) -> list[str | None]:
     labels: list[str | None] = [target_text]
     if target is not None:
         labels += [target.role, target.name, target.selector]
@@ -368,7 +380,7 @@ class StepRecorded(Payload):
         return data
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "StepRecorded":
+    def _secret_field(self) -> StepRecorded:
         """A value typed into a field that its role, name or selector (or a locator argument) names a
         password, PIN, OTP, secret, token or card field is masked as if the caller had said `sensitive`."""
         action = self.action
@@ -602,7 +614,7 @@ class TrajectoryStep(BaseModel):
     duration_ms: Real = 0
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "TrajectoryStep":
+    def _secret_field(self) -> TrajectoryStep:
         """A step typed into a secret field keeps no value (see `StepRecorded`)."""
         if secret_field(self.command, self.role, self.name, self.selector, *(v for k in LOCATOR_ARGS if isinstance(v := self.args.get(k), str))):
             object.__setattr__(self, "args", masked_args(self.args))
@@ -644,7 +656,7 @@ class PatternStep(BaseModel):
     url: str = Field(default="", max_length=2000)
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "PatternStep":
+    def _secret_field(self) -> PatternStep:
         """A value typed into a secret field is kept only as a placeholder (`{password}`)."""
         if self.value and not re.fullmatch(r"\{[A-Za-z0-9_ -]{1,40}\}", self.value) and secret_field(self.command, self.role, self.name):
             object.__setattr__(self, "value", MARKER)
@@ -807,7 +819,7 @@ class ScratchSet(Payload):
     value: JsonValue = None
 
     @model_validator(mode="after")
-    def _secret_key(self) -> "ScratchSet":
+    def _secret_key(self) -> ScratchSet:
         if secret_named(self.key) and self.value not in (None, ""):
             object.__setattr__(self, "value", MARKER)
         return self
@@ -878,20 +890,7 @@ class RequestAnswered(Payload):
 
 
 AnyPayload = Annotated[
-    Union[
-        RunStarted, RunProgress, RunCompleted, SessionRecorded,
-        StepRecorded, StepGraded,
-        Tier1Loaded, ErrorRecall, DomainRecall, TrajectoryRecalled, ContextBuilt,
-        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonPinned, LessonsPruned,
-        FactObserved, FactContradicted, FactsPruned,
-        SelectorSucceeded, SelectorFailed,
-        TrajectoryRecorded, TrajectoriesExpired,
-        MemoryImported, SubjectForgotten, RequestAnswered,
-        PatternLearned, PatternUsed, PatternsPruned, ContextGiven, ContextInferred,
-        ExtractionRecorded, ExtractionServed, SnapshotTaken, Backtracked, RepeatedFailureDetected,
-        ExplorationStarted, SitemapLinksDiscovered, SitemapPageVisited, ExplorationCompleted,
-        ScratchSet, PageMapStored,
-    ],
+    RunStarted | RunProgress | RunCompleted | SessionRecorded | StepRecorded | StepGraded | Tier1Loaded | ErrorRecall | DomainRecall | TrajectoryRecalled | ContextBuilt | LessonSeeded | LessonRecorded | LessonDeduplicated | LessonPromoted | LessonPinned | LessonsPruned | FactObserved | FactContradicted | FactsPruned | SelectorSucceeded | SelectorFailed | TrajectoryRecorded | TrajectoriesExpired | MemoryImported | SubjectForgotten | RequestAnswered | PatternLearned | PatternUsed | PatternsPruned | ContextGiven | ContextInferred | ExtractionRecorded | ExtractionServed | SnapshotTaken | Backtracked | RepeatedFailureDetected | ExplorationStarted | SitemapLinksDiscovered | SitemapPageVisited | ExplorationCompleted | ScratchSet | PageMapStored,
     Field(discriminator="type"),
 ]
 PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload, config=ConfigDict(defer_build=True))

@@ -218,7 +218,7 @@ class StepRecord:
         return (self.role, self.name)
 
     @classmethod
-    def from_event(cls, ev: RecordedEvent) -> "StepRecord":
+    def from_event(cls, ev: RecordedEvent) -> StepRecord:
         """The step a `step_recorded` event logged (a run finished in another process learns from these)."""
         d = ev.data
         action, target = d["action"], d.get("target") or {}
@@ -277,7 +277,7 @@ class Lesson:
     matched: str | None = None
 
     @classmethod
-    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> "Lesson":
+    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> Lesson:
         return cls(lesson_id=lesson.lesson_id, text=lesson.lesson, category=lesson.category,
                    use_count=lesson.use_count, triggered_domains=lesson.triggered_domains,
                    event_ids=lesson.event_ids, failed_command=lesson.failed_command,
@@ -285,7 +285,7 @@ class Lesson:
                    score=match.score if match else 0.0, matched=match.matched if match else None)
 
     @classmethod
-    def recalled(cls, match: lessons_mod.Match) -> "Lesson":
+    def recalled(cls, match: lessons_mod.Match) -> Lesson:
         return cls.of(match.lesson, match)
 
 
@@ -393,7 +393,7 @@ class Memory:
         finally:
             self.store.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -470,7 +470,7 @@ class Memory:
     def start_run(self, *, goal: str, start_url: str, session_id: str | None = None, run_id: str | None = None,
                   parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
                   case_id: str | None = None, agent: str = "external", rep: int | None = None,
-                  step_memory_scope: str = "session") -> "Run":
+                  step_memory_scope: str = "session") -> Run:
         """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
 
@@ -502,7 +502,7 @@ class Memory:
             self.append([started])
         return run
 
-    def run(self, run_id: str) -> "Run":
+    def run(self, run_id: str) -> Run:
         """A running run started elsewhere (another process, the command line), to record into or
         finish. The ledger stays its one truth: every write of the handle is checked against the
         run as the ledger holds it then, and `finish` learns from every step any process recorded."""
@@ -511,7 +511,7 @@ class Memory:
             raise RunConflict(f"run {run_id!r} is already {manifest.status}")
         return self._handle(manifest)
 
-    def read_run(self, run_id: str) -> "Run":
+    def read_run(self, run_id: str) -> Run:
         """A handle on any run, running or finished, to read what it holds (scratch pad, page maps,
         sessions, facts, step memories, ...). A finished run's handle is finished, as is the one
         that finished it: its recall (which logs events) and its writes are refused (RunConflict)."""
@@ -528,7 +528,7 @@ class Memory:
             raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
         return manifest
 
-    def _handle(self, manifest: RunManifest) -> "Run":
+    def _handle(self, manifest: RunManifest) -> Run:
         """A Run on `manifest`'s run as the ledger holds it: its rep, steps, embedding and URL."""
         run_id = manifest.run_id
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
@@ -548,7 +548,7 @@ class Memory:
         run.url = urls[-1] if urls else (manifest.current_url or run.start_url)
         return run
 
-    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> "Learned":
+    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> Learned:
         """Finish a running run started elsewhere (`memtape finish-run`): `Run.finish` on its
         steps as the ledger holds them."""
         return self.run(run_id).finish(success=success, outcome=outcome, reason=reason)
@@ -689,7 +689,7 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, goal={self.safe_goal!r}, url={self.url!r})"
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -1470,9 +1470,8 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             out.setdefault((domain, kind, key), FactObserved(fact_type=cast(FactType, kind), key=key[:200], value=value[:300]))
 
     for i, s in enumerate(steps):
-        if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name:
-            if any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
-                add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
+        if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name and any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
+            add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
             path = url_parts(s.url_after).path or "/"
             add(domain_of(s.url_after), "timing", f"load time {path[:80]}", f"page load takes about {round(s.duration_ms / 1000)} s")

@@ -29,8 +29,7 @@ from memtape.projections.text import WORD_RE
 
 #: English function words that say nothing about a page or a task ("the", "to", "my"...)
 STOP_WORDS = frozenset(
-    "a an and are as at be by for from in into is it its me my of on or our so that the their then "
-    "this to up was we with you your".split())
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "then", "this", "to", "up", "was", "we", "with", "you", "your"])
 #: the key prefix that tells a character 3-gram from a word in one vector
 GRAM = "\x00"
 

@@ -135,10 +135,9 @@ def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
 
 def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
-    with pytest.raises(KeyError, match="cart"):
-        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
-            run.record_step(step=1, action="click", target='button "Buy"')
-            raise KeyError("cart")
+    with pytest.raises(KeyError, match="cart"), mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+        run.record_step(step=1, action="click", target='button "Buy"')
+        raise KeyError("cart")
     done = mem.state("runs")[0]
     assert (done["status"], done["reason"], done["summary"]) == ("failed", "exception", "KeyError: 'cart'")
     assert done["turn_count"] == 1
@@ -243,9 +242,8 @@ def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: 
        url=st.one_of(st.just(SHOP), st.none(), st.integers()))
 def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: Any) -> None:
     d = tmp_path / "mem"
-    with memtape.open(d) as mem:
-        with pytest.raises(memtape.MemtapeError) as err:
-            mem.start_run(goal=goal, start_url=url)
+    with memtape.open(d) as mem, pytest.raises(memtape.MemtapeError) as err:
+        mem.start_run(goal=goal, start_url=url)
     assert "\n" not in str(err.value)
     assert events_in(d) == 0
 

@@ -95,7 +95,7 @@ class ModelServer:
             out.append(c if isinstance(c, str) else "\n".join(p.get("text", "") for p in c if isinstance(p, dict)))
         return out
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         self.thread.start()
         return self
 
@@ -272,9 +272,8 @@ def test_bad_adapter_arguments_are_one_line_errors_and_write_nothing(tmp_path_fa
     assume(not (task == 'Open "Wool Socks"' and start_url == SHOP))
     memory_dir = tmp_path_factory.mktemp("mem")
     with memtape.open(memory_dir) as mem:
-        with pytest.raises(memtape.MemtapeError) as caught:
-            with BrowserUseMemory(mem, task=task, start_url=start_url):
-                pass
+        with pytest.raises(memtape.MemtapeError) as caught, BrowserUseMemory(mem, task=task, start_url=start_url):
+            pass
         assert "\n" not in str(caught.value) and str(caught.value).startswith(("task must", "start_url must"))
         assert list(mem.store.read()) == []
 

@@ -76,15 +76,14 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     assert done.code == 0, done.err
     assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
 
-    with memtape.open(by_lib) as mem:
-        with mem.start_run(goal=SOCKS, start_url=SHOP) as run:
-            run.tier1()
-            run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
-            run.record_step(step=2, action="press")
-            run.record_step(step=3, action="click", target='button "Accept all cookies"')
-            run.record_step(step=4, action="click", target='link "Wool Socks"', url_after=SHOP + "socks")
-            run.recall_error(command="click", error=INTERCEPT, step=1)
-            run.finish(success=True, outcome="socks page open", duration_ms=0.0)
+    with memtape.open(by_lib) as mem, mem.start_run(goal=SOCKS, start_url=SHOP) as run:
+        run.tier1()
+        run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
+        run.record_step(step=2, action="press")
+        run.record_step(step=3, action="click", target='button "Accept all cookies"')
+        run.record_step(step=4, action="click", target='link "Wool Socks"', url_after=SHOP + "socks")
+        run.recall_error(command="click", error=INTERCEPT, step=1)
+        run.finish(success=True, outcome="socks page open", duration_ms=0.0)
     cli_events = [e for e in logged(by_cli) if e.type != "error_recall"]
     lib_events = [e for e in logged(by_lib) if e.type != "error_recall"]
     assert shape(cli_events) == shape(lib_events)

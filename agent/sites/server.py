@@ -164,7 +164,7 @@ class SitesServer:
     def url(host: str, path: str = "/") -> str:
         return f"http://{host}{path if path.startswith('/') else '/' + path}"
 
-    def start(self) -> "SitesServer":
+    def start(self) -> SitesServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                        name="memtape-sites", daemon=True)
         self.thread.start()
@@ -174,7 +174,7 @@ class SitesServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "SitesServer":
+    def __enter__(self) -> SitesServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,16 @@ from rich.table import Table
 from rich.text import Text
 
 from memtape.agent.loop import RunResult
-from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
+from memtape.agent.runner import (
+    PASSES,
+    DemoReport,
+    RunOptions,
+    TaskProgress,
+    audited_run,
+    cold_memory,
+    run_agent,
+    run_demo,
+)
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.analytics.audit import audit_run
 from memtape.analytics.memory_use import MemoryUse, memory_use

@@ -150,7 +150,7 @@ class MemoryModel:
     state message (the last one) also carries the step memory told so far. Everything else
     (the model's name, provider, other calls) is the user's model's own."""
 
-    def __init__(self, model: Any, memory: "BrowserUseMemory"):
+    def __init__(self, model: Any, memory: BrowserUseMemory):
         self._model = model
         self._memory = memory
 
@@ -199,7 +199,7 @@ class BrowserUseMemory:
 
     # ---- the run's ends -------------------------------------------------------------------
 
-    def __enter__(self) -> "BrowserUseMemory":
+    def __enter__(self) -> BrowserUseMemory:
         """Start the memtape run and recall what goes into the system message: Tier 1, the
         start site's tips and a reference trajectory."""
         if self.memory_run is not None:

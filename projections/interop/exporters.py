@@ -157,7 +157,7 @@ class Forgotten:
     runs: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, store: Store, head: int) -> "Forgotten":
+    def read(cls, store: Store, head: int) -> Forgotten:
         out = cls()
         for ev in store.read(to_seq=head, types=["subject_forgotten"]):
             d = ev.data
@@ -209,7 +209,7 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
                                                       d.get("scope_domain"), d["lesson"]) in logs.by_key:
             continue  # it only confirmed a lesson: its lesson_deduplicated is the line
         seq = ev.seq
-        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
+        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
         if line is None:
             continue
         if ev.type == "lesson_promoted":

@@ -226,7 +226,7 @@ class Browser:
         self._context: Any = None
         self.page: Any = None
 
-    def start(self) -> "Browser":
+    def start(self) -> Browser:
         from playwright.sync_api import sync_playwright
 
         try:
@@ -251,7 +251,7 @@ class Browser:
             self._pw.stop()
         self._pw = self._browser = self._context = self.page = None
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

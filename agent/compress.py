@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memtape.projections.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, estimate_tokens
+from memtape.projections.budget import CHARS_PER_TOKEN, MIN_TRUNCATED_TOKENS, count_tokens, longest_cut
 
 MAX_BUDGET_SHARE = 0.20
 MAX_EXTRACTION_TOKENS = 4000
@@ -152,7 +152,7 @@ def prepare(text: str, tool: str, tier: int, max_chars: int = MAX_SINGLE_CHARS) 
     """Compress by tier when above COMPRESS_ABOVE_TOKENS (never a URL-critical tool's result,
     never the recent tier), within `max_chars` (keeping every URL that fits); anything else is cut
     to `max_chars` keeping head and tail."""
-    if tool not in URL_CRITICAL_TOOLS and tier > 1 and estimate_tokens(text) > COMPRESS_ABOVE_TOKENS:
+    if tool not in URL_CRITICAL_TOOLS and tier > 1 and count_tokens(text) > COMPRESS_ABOVE_TOKENS:
         body, cut = _compressed(text, tier, max_chars)
         return ExtractionText(body, tier, cut, True)
     body = head_tail(text, max_chars)
@@ -173,12 +173,15 @@ def fit_extractions(extractions: Sequence[tuple[str, str, int]], budget_left: in
     out: list[ExtractionText] = []
     for text, tool, tier in extractions:
         prepared = prepare(text, tool, tier)
-        tokens = estimate_tokens(prepared.text)
+        tokens = count_tokens(prepared.text)
         if tokens <= left:
             out.append(prepared)
             left -= tokens
             continue
         if left >= MIN_TRUNCATED_TOKENS:
-            out.append(replace(prepare(text, tool, tier, int(left * CHARS_PER_TOKEN["text"])), truncated=True))
+            cut = longest_cut(lambda n: prepare(text, tool, tier, n).text,  # noqa: B023 (called in this iteration)
+                              int(left * CHARS_PER_TOKEN["text"]), left)
+            if cut is not None:  # cut again, compressed or head-and-tail, to what the tokens left allow
+                out.append(replace(prepared, text=cut, truncated=True))
         break
     return out

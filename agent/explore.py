@@ -68,12 +68,12 @@ def explore(browser: Browser, memory: Memory, homepage_url: str, *, max_depth: i
         seen.add(page.url)
         step += 1
 
-        def load(url: str = page.url) -> dict[str, Any]:
+        def load(url: str = page.url, depth: int = page.depth, step: int = step) -> dict[str, Any]:
             nav = browser.execute("goto", {"url": url})
             rec = StepRecord(step, "goto", {"url": url}, nav.ok, nav.error, nav.url_before, nav.url_after,
                              duration_ms=nav.duration_ms)
             obs = browser.observe()
-            record_step(run, rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {page.depth}",
+            record_step(run, rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {depth}",
                         run.take_step_ms())
             run.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(), step)
             if not nav.ok:

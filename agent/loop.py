@@ -27,15 +27,20 @@ from urllib.parse import urlsplit
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation
+from memtape.agent.embeddings import Embeddings, use_embeddings
 from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
 from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.projections.knowledge import fact_line, restated
 from memtape.projections.recording import Learned, Memory, Run, StepRecord, element_text, goal_secrets
+from memtape.projections.sessions import continued
 from memtape.projections.short_term import ShortTerm, priority_of
+from memtape.projections.steps import on_page
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
+from memtape.projections.trajectories import applicable_steps
 
 Approval = Callable[[Decision, Observation], bool]
 
@@ -55,6 +60,8 @@ class RunConfig:
     #: when stuck (a loop warning or a repeated failure) and about to give up, go back to the last
     #: good snapshot instead (seed 003's backtracking)
     backtrack: bool = True
+    #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
+    embeddings: Embeddings | None = None
 
 
 @dataclass
@@ -93,9 +100,7 @@ def check_success(check: dict[str, Any] | None, url: str, text: str) -> bool:
         return True
     if check.get("url_pattern") and not re.search(str(check["url_pattern"]), url):
         return False
-    if check.get("text") and str(check["text"]) not in text:
-        return False
-    return True
+    return not (check.get("text") and str(check["text"]) not in text)
 
 
 def _action_key(d: Decision, url: str) -> str:
@@ -188,33 +193,42 @@ def extraction_items(run: Run, domain: str, budget_left: int) -> list[BudgetItem
     return items
 
 
-def step_items(obs: Observation, run: Run, goal: str, history: list[StepView], last_error: str | None,
-               error_lessons: list[Any], domain_lessons: list[Any], sessions: list[Any], match: Any,
-               facts: list[Any], selectors: list[Any], patterns: Sequence[Any] = (),
-               budget: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = ()) -> list[BudgetItem]:
-    """The sections of one per-step prompt, each with the ids of the events it came from."""
+def site_sections(run: Run, domain_lessons: list[Any], sessions: list[Any], match: Any,
+                  trajectory_steps: Sequence[Any], facts: list[Any], patterns: Sequence[Any]) -> list[BudgetItem]:
+    """The memory sections that stay the same from step to step on one site (the system prompt's),
+    each with the ids of the events it came from."""
+    items = []
+    if patterns:
+        items.append(P.learned_patterns(patterns))
+    if domain_lessons:
+        items.append(P.domain_tips([l.text for l in domain_lessons], [i for l in domain_lessons for i in l.event_ids[-2:]]))
+    if sessions:
+        items.append(P.session_history(sessions, run.memory.policy.session_full_detail))
+    if match is not None and trajectory_steps:
+        items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, trajectory_steps,
+                                            match.trajectory.event_ids, len(match.trajectory.steps)))
+    if facts:
+        items.append(P.app_knowledge(facts))
+    return items
+
+
+def step_items(obs: Observation, run: Run, history: list[StepView], last_error: str | None,
+               error_lessons: list[Any], budget_left: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = (),
+               warned: bool = False) -> list[BudgetItem]:
+    """The sections of one step's message (what changes from step to step), each with the ids of
+    the events it came from; extractions get their share of `budget_left`. `warned`: the policy
+    is asked again because the action it chose already failed here."""
     items = [P.page_state(obs.url, obs.title, obs.page_type, obs.summary, obs.elements, obs.text)]
     context = run.prompt_context(obs.domain)
     if context:
         items.append(P.context_section(context))
-    if patterns:
-        items.append(P.learned_patterns(patterns))
     if last_error:
         items.append(P.last_error(last_error, [l.text for l in error_lessons],
                                   [i for l in error_lessons for i in l.event_ids[-2:]]))
-    if domain_lessons:
-        items.append(P.domain_tips([l.text for l in domain_lessons],
-                                   [i for l in domain_lessons for i in l.event_ids[-2:]]))
-    if sessions:
-        items.append(P.session_history(sessions, run.memory.policy.session_full_detail))
-    if match is not None:
-        items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, match.trajectory.steps,
-                                            match.trajectory.event_ids))
-    if facts:
-        items.append(P.app_knowledge(facts))
-    if selectors:
-        items.append(P.known_selectors(selectors))
-    mems = run.step_memories([e.identity for e in obs.elements], goal)
+    if warned:
+        items.append(P.repeated_failure())
+    page = obs.env().elements
+    mems = on_page(run.step_memories(page, run.safe_goal), page)
     if mems:
         items.append(P.step_memories(mems))
     st = run.short_term()
@@ -224,33 +238,42 @@ def step_items(obs: Observation, run: Run, goal: str, history: list[StepView], l
     if history or warnings:
         items.append(P.recent_actions(_recent_lines(history), warnings, priorities=_recent_priorities(history)))
     used = sum(i.tokens for i in items)
-    items += extraction_items(run, obs.domain, max(budget - used, 0))
+    items += extraction_items(run, obs.domain, max(budget_left - used, 0))
     return items
 
 
 def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list[Any], domain_lessons: list[Any],
-                   match: Any, facts: list[Any], patterns: Sequence[Any] = (),
+                   trajectory_steps: Sequence[Any], facts: list[Any], patterns: Sequence[Any] = (),
                    avoid: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """The memory a policy may read for one decision: only what the kept prompt items show
-    (a trimmed section shows nothing; a truncated one, the entries still whole in it), so an
-    audit of the step's `context_built` is exactly what the policy saw. Elements beyond the
-    page section's cut are not offered either."""
+    """The memory a policy may read for one decision: only what the kept prompt items (system
+    and step) show (a trimmed section shows nothing; a truncated one, the entries still whole in
+    it, and a learned pattern as far as its steps are), so an audit of the call's `context_built`
+    events is exactly what the policy saw. Elements beyond the page section's cut are not offered
+    either."""
     text = {i.source: i.text for i in kept}
 
     def shown(source: str, entries: list[Any], line: Callable[[Any], str]) -> list[Any]:
         return [e for e in entries if P.shows(text[source], line(e))] if source in text else []
 
-    steps = list(match.trajectory.steps) if match is not None else []
-    numbered = shown("reference_trajectory", list(enumerate(steps, 1)), lambda e: P.trajectory_line(*e))
+    numbered = shown("reference_trajectory", list(enumerate(trajectory_steps, 1)), lambda e: P.trajectory_line(*e))
     return {
         "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
         "domain_tips": [cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
         "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
         "trajectory_steps": [s for _, s in numbered],
-        "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, P.fact_line)],
-        "patterns": shown("learned_patterns", list(patterns), P.pattern_line),
+        "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, fact_line)],
+        "patterns": [p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None],
         "avoid": shown("working_memory", list(avoid), lambda a: P.dead_end_line(*a)),
     }
+
+
+def _pattern_shown(text: str, pattern: Any) -> Any:
+    """`pattern` with the steps the LEARNED PATTERNS text shows whole under its header (None
+    when the header is not shown)."""
+    for k in range(len(pattern.steps), -1, -1):
+        if text and P.shows(text, P.pattern_block(pattern, k)):
+            return replace(pattern, steps=tuple(pattern.steps[:k]))
+    return None
 
 
 def _recent_priorities(history: list[StepView], n: int = 5) -> list[str]:
@@ -279,6 +302,7 @@ class TaskRun:
         self.context = context or {}
         self.secrets = goal_secrets(goal)
         self.system = ""
+        self.system_recorded: str | None = None  # the system prompt as last recorded (context_built)
         self.tier1: list[Any] = []
         # the run's numbers
         self.turns = self.decisions = self.replayed = self.errors = 0
@@ -295,12 +319,12 @@ class TaskRun:
         self.domain_lessons: list[Any] = []
         self.sessions: list[Any] = []
         self.facts: list[Any] = []
-        self.selectors: list[Any] = []
         self.patterns: list[Any] = []
         self.error_lessons: list[Any] = []
         self.last_error: str | None = None
         self.recent_keys: list[str] = []
         self.match: Any = None
+        self.trajectory_steps: tuple[Any, ...] = ()  # the match's steps as far as they apply to the goal
         self.replay_queue: list[Any] = []
         self.snapshot_url: str | None = None
         self.stuck: str | None = None  # why the run is stuck (a loop warning or a repeated failure), if it is
@@ -312,6 +336,8 @@ class TaskRun:
         t_run = time.perf_counter()
         self._open()
         try:
+            if self.cfg.embeddings is not None:
+                use_embeddings(self.memory_run, self.cfg.embeddings)
             while self.reason is None and self.turns < self.cfg.max_turns:
                 t_step = time.perf_counter()
                 go_on = self._step(self.turns + 1)
@@ -339,8 +365,6 @@ class TaskRun:
         run.give_context(self.context)
         self.tier1 = run.tier1()
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
-        sys_item = BudgetItem("system", 100, self.system, event_ids=tuple(i for l in self.tier1 for i in l.event_ids[-2:]))
-        record_prompt(run, "system", cfg.budget, [sys_item], [], step=0, domain=domain_of(self.start_url) or None)
         self.policy.start(self.goal, self.system)
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})
@@ -417,12 +441,13 @@ class TaskRun:
         """What the page brings: a new site's memory, a snapshot and inferred context on a
         navigation, the reference trajectory on the first step."""
         run = self.memory_run
-        if obs.domain != self.current_domain:
+        if obs.domain != self.current_domain:  # a new site: its memory (known selectors are for tools that take them)
             self.current_domain = obs.domain
             self.domain_lessons = run.recall_domain(step_no, self.current_domain)
-            self.sessions = run.sessions(self.current_domain)
-            self.facts = run.facts(self.current_domain)
-            self.selectors = run.selectors(self.current_domain)
+            self.sessions = continued(run.sessions(self.current_domain), session_id=run.session_id,
+                                      parent_run_id=self.parent_run_id, goal=run.safe_goal)
+            tips = [l.text for l in self.domain_lessons]
+            self.facts = [f for f in run.facts(self.current_domain) if not restated(f, tips)]
             self.patterns = run.patterns(self.current_domain)
         if obs.url != self.snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
             self.snapshot_url = obs.url
@@ -432,6 +457,8 @@ class TaskRun:
         if self.first:
             self.first = False
             self.match = run.recall_trajectory(step_no, obs.url)
+            if self.match is not None:
+                self.trajectory_steps = applicable_steps(self.match.trajectory, run.safe_goal)
             if self.match is not None and self.match.replay:
                 self.replay_queue = list(self.match.trajectory.steps)
 
@@ -459,21 +486,38 @@ class TaskRun:
         self.tokens_out += decision.tokens_out
         return decision
 
-    def _decided(self, obs: Observation, step_no: int) -> Decision | None:
-        """The policy's decision on the budgeted step prompt, or None when the run, stuck and
-        about to give up, went back to its last good snapshot instead."""
-        run, cfg, history = self.memory_run, self.cfg, self.history
-        items = step_items(obs, run, self.goal, history, self.last_error, self.error_lessons, self.domain_lessons,
-                           self.sessions, self.match, self.facts, self.selectors, self.patterns, cfg.budget, self.avoid)
-        fitted = fit(items, cfg.budget)
-        step_text = P.render_step(fitted.kept)
-        record_prompt(run, "step", cfg.budget, fitted.kept, fitted.trimmed, step=step_no, domain=obs.domain or None)
-        ctx = DecisionContext(
-            goal=self.goal, history=history, system_prompt=self.system, step_prompt=step_text,
+    def _prompt(self, obs: Observation, step_no: int, warned: bool = False) -> DecisionContext:
+        """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
+        sections change: at the first decision, on a new site) and the step's message."""
+        run, cfg = self.memory_run, self.cfg
+        sections = site_sections(run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps,
+                                 self.facts, self.patterns)
+        items = step_items(obs, run, self.history, self.last_error, self.error_lessons,
+                           cfg.budget - sum(i.tokens for i in sections), self.avoid, warned)
+        fitted = fit(sections + items, cfg.budget)
+        system = P.system_items(self.goal, [l.text for l in self.tier1],
+                                [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
+                                [i for l in self.tier1 for i in l.event_ids[-2:]])
+        self.system = "\n\n".join(i.text for i in system)
+        if self.system != self.system_recorded:
+            record_prompt(run, "system", cfg.budget, system, [i for i in fitted.trimmed if i.source in P.SYSTEM_SECTIONS],
+                          step=step_no, domain=obs.domain or None)
+            self.system_recorded = self.system
+        kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
+        record_prompt(run, "step", cfg.budget, kept, [i for i in fitted.trimmed if i.source not in P.SYSTEM_SECTIONS],
+                      step=step_no, domain=obs.domain or None)
+        return DecisionContext(
+            goal=self.goal, history=self.history, system_prompt=self.system, step_prompt=P.render_step(kept),
             tier1=[cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
-            **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.match, self.facts,
-                             self.patterns, self.avoid))
-        decision = self._ask(ctx)
+            **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.trajectory_steps,
+                             self.facts, self.patterns, self.avoid))
+
+    def _decided(self, obs: Observation, step_no: int) -> Decision | None:
+        """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
+        give up, went back to its last good snapshot instead. An action that already failed on
+        this page is not taken blindly: the policy is asked again, told so in a prompt of its own."""
+        run, cfg, history = self.memory_run, self.cfg, self.history
+        decision = self._ask(self._prompt(obs, step_no))
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
@@ -482,9 +526,7 @@ class TaskRun:
                 run.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
                                         "chose_otherwise" if again else "warned", step_no)
                 if again:
-                    ctx.step_prompt += ("\n\nWarning: that action already failed on this page "
-                                        "(same tool, arguments and URL). Choose a different action.")
-                    decision = self._ask(ctx)
+                    decision = self._ask(self._prompt(obs, step_no, warned=True))
         if decision.pattern_id:
             run.pattern_used(decision.pattern_id)
         target = _dead_end_exit(self.snapshot_url, run) if decision.command == "finish" \

@@ -13,7 +13,8 @@ implementations:
   knowledge. Without memory it explores generic fallbacks after a failure
   (Escape, a dismiss-like button, Enter, click then type), which costs turns;
   with memory it acts right the first time. That difference is what the demo
-  measures.
+  measures. A decision that follows memory names the prompt section it read
+  (`memory (domain_tips): ...`), so the log tells which decisions used memory.
 - `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool
   calls over HTTP (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL,
   MEMTAPE_LLM_API_KEY).
@@ -28,15 +29,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import openai
 
 from memtape.agent.browser import Element, Observation
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
-from memtape.projections.budget import estimate_tokens
+from memtape.projections.budget import count_tokens
 from memtape.projections.pattern_learning import fill_placeholders
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
@@ -49,6 +51,10 @@ NEXT = re.compile(r"\b(next|more|older)\b", re.I)
 
 class PolicyError(LedgerError):
     """The policy could not produce a decision (e.g. the model endpoint failed)."""
+
+
+#: what an endpoint call returns
+Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True)
@@ -229,8 +235,8 @@ class ScriptedPolicy:
     def decide(self, ctx: DecisionContext) -> Decision:
         d = self._decide(ctx)
         prompt = (ctx.system_prompt or "") + (ctx.step_prompt or "")
-        d.tokens_in = estimate_tokens(prompt)
-        d.tokens_out = estimate_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
+        d.tokens_in = count_tokens(prompt)
+        d.tokens_out = count_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
         return d
 
     # -- internals --
@@ -283,38 +289,48 @@ class ScriptedPolicy:
                 return d
         return None
 
-    def _tips(self, ctx: DecisionContext) -> str:
-        return "\n".join([*ctx.tier1, *ctx.domain_tips, *ctx.error_tips]).lower()
+    def _tip_source(self, ctx: DecisionContext, pattern: str) -> str | None:
+        """The prompt section whose tips say `pattern` (a regex, lower case): Tier 1 in the system
+        prompt, this site's tips, the tips under the last error; None when no tip says it."""
+        for source, tips in (("tier1", ctx.tier1), ("domain_tips", ctx.domain_tips), ("last_error", ctx.error_tips)):
+            if any(re.search(pattern, t.lower()) for t in tips):
+                return source
+        return None
 
     def _proactive(self, ctx: DecisionContext, hist: list[StepView]) -> Decision | None:
         """Memory says an element must be clicked first on this site: do it before anything else."""
-        names = [n for t in ctx.domain_tips for n in QUOTED.findall(t)]
-        names += [s.name for s in ctx.trajectory_steps
+        names = [(n, "domain_tips") for t in ctx.domain_tips for n in QUOTED.findall(t)]
+        names += [(s.name, "reference_trajectory") for s in ctx.trajectory_steps
                   if getattr(s, "command", "") == "click" and s.name and DISMISS.search(s.name)]
         last = hist[-1] if hist else None
-        for name in names:
+        for name, source in names:
             el = ctx.observation.find(name, roles=("button", "link"), exact=True)
             if el is None:
                 continue
             if last is not None and last.command == "click" and last.name == el.name and last.url_after == ctx.observation.url:
                 continue
-            return Decision("click", {"ref": el.ref}, el, think=f"memory: click {el.role} {name!r} first on this site")
+            return Decision("click", {"ref": el.ref}, el, think=f"memory ({source}): click {el.role} {name!r} first on this site")
         return None
 
-    def _prefers_enter(self, ctx: DecisionContext) -> bool:
-        if "press enter" in self._tips(ctx):
-            return True
-        return any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter"
-                   for s in ctx.trajectory_steps)
+    def _prefers_enter(self, ctx: DecisionContext) -> str | None:
+        """The prompt section that says to submit with Enter (a tip, or the reference trajectory), if any."""
+        source = self._tip_source(ctx, r"press enter")
+        if source is None and any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter"
+                                  for s in ctx.trajectory_steps):
+            source = "reference_trajectory"
+        return source
 
-    def _types_into(self, ctx: DecisionContext, field_name: str) -> bool:
-        """Memory knows `fill` fails on this field (a fact, or the reference trajectory typed into it)."""
+    def _types_into(self, ctx: DecisionContext, field_name: str) -> str | None:
+        """The prompt section that knows `fill` fails on this field (a fact, or the reference
+        trajectory typed into it), if any."""
         for kind, key, _value in ctx.facts:
             if kind == "quirk" and key.lower() == f"fill fails on {field_name}".lower():
-                return True
+                return "app_knowledge"
         steps = ctx.trajectory_steps
-        return any(getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
-                   for i, s in enumerate(steps))
+        if any(getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
+               for i, s in enumerate(steps)):
+            return "reference_trajectory"
+        return None
 
     def _primary(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView], index: int) -> Decision:
         obs = ctx.observation
@@ -336,9 +352,10 @@ class ScriptedPolicy:
                 return Decision("finish", {"result": "no search box on the page"}, success=False)
             if not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
                 return Decision("fill", {"ref": box.ref, "value": sub.a}, box, think=f"type the query ({where})")
-            if self._prefers_enter(ctx):
+            enter = self._prefers_enter(ctx)
+            if enter is not None:
                 return Decision("press", {"ref": box.ref, "key": "Enter"}, box,
-                                think="memory: press Enter to submit the search")
+                                think=f"memory ({enter}): press Enter to submit the search")
             btn = obs.find("search", roles=("button",))
             if btn is not None:
                 return Decision("click", {"ref": btn.ref}, btn, think=f"submit the search ({where})")
@@ -361,9 +378,10 @@ class ScriptedPolicy:
             el = obs.find(sub.a, roles=FIELDS) or obs.find(sub.a)
             if el is None:
                 return Decision("finish", {"result": f"no field named {sub.a[:60]!r}"}, success=False)
-            if self._types_into(ctx, sub.a):
-                self.queue = [Planned("type", {"text": sub.b}, note="memory: fill fails here, type instead")]
-                return Decision("click", {"ref": el.ref}, el, think=f"memory: focus {sub.a!r}, then type ({where})")
+            typed = self._types_into(ctx, sub.a)
+            if typed is not None:
+                self.queue = [Planned("type", {"text": sub.b}, note=f"memory ({typed}): fill fails here, type instead")]
+                return Decision("click", {"ref": el.ref}, el, think=f"memory ({typed}): focus {sub.a!r}, then type ({where})")
             return Decision("fill", {"ref": el.ref, "value": sub.b}, el, think=f"fill {sub.a!r} ({where})")
         if sub.kind == "select":
             el = obs.find(sub.b, roles=("combobox", "listbox")) or obs.find(sub.b)
@@ -383,7 +401,7 @@ class ScriptedPolicy:
         steps = fill_placeholders(pattern.steps, sub.a, sub.b)
         self.queue = [Planned(s["command"], {} if s.get("value") is None else
                               {"text" if s["command"] == "type" else "key" if s["command"] == "press" else "value": s["value"]},
-                              s.get("role"), s.get("name"), f"memory: learned pattern {pattern.pattern_id}")
+                              s.get("role"), s.get("name"), f"memory (learned_patterns): learned pattern {pattern.pattern_id}")
                       for s in steps]
         d = self._next_queued(ctx.observation)
         if d is not None:
@@ -393,33 +411,38 @@ class ScriptedPolicy:
     def _options(self, ctx: DecisionContext, failed: Planned, error: str) -> list[Option]:
         """Fallbacks after a failure; memory's tips decide their order."""
         obs = ctx.observation
-        tips = self._tips(ctx)
         opts: list[Option] = []
         if "intercepts pointer events" in error:
-            tip_names = [n for t in [*ctx.error_tips, *ctx.domain_tips] for n in QUOTED.findall(t)]
-            for n in tip_names:
+            tip_names = [(n, source) for source, tips in (("last_error", ctx.error_tips), ("domain_tips", ctx.domain_tips))
+                         for t in tips for n in QUOTED.findall(t)]
+            for n, source in tip_names:
                 el = obs.find(n, roles=("button", "link"), exact=True)
                 if el is not None:
-                    opts.append(Option([Planned("click", {}, el.role, el.name, "memory tip")], retry=True))
+                    opts.append(Option([Planned("click", {}, el.role, el.name, f"memory ({source}): a tip names it")],
+                                       retry=True))
                     break
             enter: Option | None = None
+            told = self._tip_source(ctx, r"press enter")
             filled = self._last_filled(ctx)
             if filled is not None and failed.name and SUBMIT.search(failed.name):
-                enter = Option([Planned("press", {"key": "Enter"}, filled.role, filled.name)], retry=False)
-            if enter is not None and "press enter" in tips:
+                note = f"memory ({told}): press Enter to submit" if told else "fallback: press"
+                enter = Option([Planned("press", {"key": "Enter"}, filled.role, filled.name, note)], retry=False)
+            if enter is not None and told:
                 opts.append(enter)
             opts.append(Option([Planned("press", {"key": "Escape"})], retry=True))
             dismiss = next((e for e in obs.elements if e.role == "button" and DISMISS.search(e.name)
                             and e.name != failed.name), None)
             if dismiss is not None:
                 opts.append(Option([Planned("click", {}, dismiss.role, dismiss.name, "looks like a dismiss button")], retry=True))
-            if enter is not None and "press enter" not in tips:
+            if enter is not None and not told:
                 opts.append(enter)
         elif failed.command == "fill":
             value = str(failed.args.get("value", ""))
-            click_type = Option([Planned("click", {}, failed.role, failed.name),
-                                 Planned("type", {"text": value})], retry=False)
-            if re.search(r"\btype\b", tips):
+            told = self._tip_source(ctx, r"\btype\b")
+            click_type = Option([Planned("click", {}, failed.role, failed.name, f"memory ({told}): click, then type" if told else ""),
+                                 Planned("type", {"text": value}, note=f"memory ({told}): type instead" if told else "")],
+                                retry=False)
+            if told:
                 opts.append(click_type)
             else:
                 opts += [Option([Planned("click", {}, failed.role, failed.name)], retry=True), click_type]
@@ -473,6 +496,21 @@ TOOLS = [
 ]
 
 
+def endpoint_call(what: str, base_url: str, timeout: float, call: Callable[[], Answer]) -> Answer:
+    """One request to an OpenAI-compatible endpoint through the `openai` client, its failures
+    as one-line `PolicyError`s naming the endpoint (`what`: model, embeddings)."""
+    try:
+        return call()
+    except openai.APIStatusError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} answered HTTP {exc.status_code}") from exc
+    except openai.APITimeoutError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} timed out after {timeout:g} s") from exc
+    except openai.APIConnectionError as exc:
+        raise PolicyError(f"{what} endpoint {base_url} unreachable: {exc.__cause__ or exc}") from exc
+    except openai.OpenAIError as exc:  # e.g. a body that is not JSON
+        raise PolicyError(f"{what} endpoint {base_url} returned an invalid answer ({type(exc).__name__})") from exc
+
+
 class OpenAIPolicy:
     """Chat completions with tool calls against any OpenAI-compatible endpoint, through the official
     `openai` client: every request has a timeout, and a 408, 409, 429 or 5xx answer (or a dropped
@@ -501,17 +539,8 @@ class OpenAIPolicy:
             {"role": "user", "content": ctx.step_prompt}]}
 
     def decide(self, ctx: DecisionContext) -> Decision:
-        try:
-            completion = self.client.chat.completions.create(**self.request(ctx))
-        except openai.APIStatusError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} answered HTTP {exc.status_code}") from exc
-        except openai.APITimeoutError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} timed out after {self.timeout:g} s") from exc
-        except openai.APIConnectionError as exc:
-            raise PolicyError(f"model endpoint {self.base_url} unreachable: {exc.__cause__ or exc}") from exc
-        except openai.OpenAIError as exc:  # e.g. a body that is not JSON
-            raise PolicyError(f"model endpoint {self.base_url} returned an invalid answer "
-                              f"({type(exc).__name__})") from exc
+        completion = endpoint_call("model", self.base_url, self.timeout,
+                                   lambda: self.client.chat.completions.create(**self.request(ctx)))
         return self.parse(completion.model_dump(), ctx)
 
     def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:

@@ -17,21 +17,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from memtape.ledger.events import EnvState, RunCompleted
-from memtape.projections.budget import BudgetItem
+from memtape.projections.budget import BudgetItem, token_counter
 from memtape.projections.recording import Learned, Run, StepRecord, element_text
 
 
 def context_item(item: BudgetItem) -> dict[str, Any]:
-    """A prompt item as `Run.record_context` takes it."""
+    """A prompt item as `Run.record_context` takes it, with the tokens the budget counted it at."""
     return {"source": item.source, "priority": item.priority, "text": item.text, "content_type": item.content_type,
-            "confidence": item.confidence, "event_ids": item.event_ids, "truncated": item.truncated}
+            "confidence": item.confidence, "event_ids": item.event_ids, "truncated": item.truncated,
+            "tokens": item.tokens}
 
 
 def record_prompt(run: Run, prompt: str, budget: int, kept: Sequence[BudgetItem], trimmed: Sequence[BudgetItem],
                   step: int, domain: str | None) -> None:
     """One prompt as the budget fitted it (`context_built`): what it kept and what it trimmed."""
     run.record_context([context_item(i) for i in kept], step, budget, trimmed=[context_item(i) for i in trimmed],
-                       prompt=prompt, domain=domain or "")
+                       prompt=prompt, domain=domain or "", counted_by=token_counter())
 
 
 def record_step(run: Run, rec: StepRecord, env_before: EnvState, env_after: EnvState, think: str,

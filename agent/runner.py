@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.agent.browser import Browser
+from memtape.agent.embeddings import configured
 from memtape.agent.explore import explore
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import PolicyError, make_policy
@@ -66,6 +67,8 @@ class RunOptions:
     explore: str | None = None
     max_depth: int = 2
     max_pages: int = 50
+    #: an OpenAI-compatible embeddings endpoint (else MEMTAPE_EMBEDDINGS_BASE_URL; None: text similarity only)
+    embeddings_url: str | None = None
 
 
 def memory_policy(opts: RunOptions) -> Policy:
@@ -136,6 +139,7 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
     policy = memory_policy(opts)
     isolation, fork = isolation_for(settings, opts)
     tasks = _tasks(settings, opts, policy)
+    embeddings = configured(opts.embeddings_url)
     results: list[RunResult] = []
     with ExitStack() as stack:
         proxy = None
@@ -157,7 +161,8 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
                     session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
                     isolation=isolation, case_id=t["case_id"], success_check=t["check"],
                     config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
-                                     step_memory_scope=opts.step_memory_scope), context=opts.context))
+                                     step_memory_scope=opts.step_memory_scope, embeddings=embeddings),
+                    context=opts.context))
         if progress is not None:
             progress("done", len(tasks), len(tasks))
     broken = next((r for r in results if r.outcome.reason == "policy_error"), None)

@@ -3,7 +3,9 @@
 A `.sql` file holds several queries, each introduced by `-- name: SECTION`;
 the first is the answer's main table. A relation that needs a rule of memory
 is computed in Python and registered on the connection first (`COMPUTED`:
-decay's `fact_walk` is the knowledge fold, under the answer's `Policy`).
+decay's `fact_walk` is the knowledge fold, under the answer's `Policy`;
+memory-effect's `memory_reads` and `memory_decisions` are what each model call
+read of memory and which decisions used it, analytics/memory_use.py).
 
 Usage::
 
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from memtape.analytics import decay
+from memtape.analytics import decay, memory_reads
 from memtape.analytics.mirror import connect
 from memtape.analytics.output import Report, Table
 from memtape.analytics.queries import ANALYSES, sections
@@ -28,7 +30,8 @@ from memtape.projections.parameters import DEFAULT_POLICY, Policy
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
 #: analysis -> registers the relations its SQL reads that Python computes
-COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Policy], None]] = {"decay": decay.register}
+COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Policy], None]] = {
+    "decay": decay.register, "memory-effect": memory_reads.register}
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, title: str = "") -> Table:

@@ -4,7 +4,11 @@
 `demo` and the `audit` command render it. For every step k of the run:
 
 - `prompt`: the `context_built` events of step k — each item with its source,
-  priority, tokens, text and origins, and what the budget trimmed;
+  priority, tokens, text and origins, what the budget trimmed, and what counted
+  the tokens (`counted_by`: a tokenizer, `estimate`, or None when not recorded);
+  a step prompt is one call of the model, which reads the system prompt in
+  force with it: `system_seq` names that system prompt and `read_tokens` adds
+  the two (a system prompt's own entry has neither);
 - `memory`: the memory as of `as_of_seq` (the seq just before step k's
   `step_recorded`; for a step without an action, its last prompt): Tier 1,
   the lessons the step's `error_recall` / `domain_recall` events returned,
@@ -209,8 +213,32 @@ class _FoldedMemory:
         return fold(self.state, batch, self.policy, names=AUDITED)
 
 
+def system_in_force(events: Iterable[RecordedEvent]) -> dict[int, RecordedEvent]:
+    """Step prompt seq -> the system prompt (`context_built`) a model read with it: the last one
+    recorded before it in the run."""
+    system: RecordedEvent | None = None
+    out: dict[int, RecordedEvent] = {}
+    for ev in events:
+        if ev.type == "context_built" and ev.data.get("prompt") == "system":
+            system = ev
+        elif ev.type == "context_built" and system is not None:
+            out[ev.seq] = system
+    return out
+
+
+def _prompt(e: RecordedEvent, system: RecordedEvent | None, origins: Origins) -> dict[str, Any]:
+    call = e.data.get("prompt") != "system"
+    read = (e.data.get("total_tokens") or 0) + ((system.data.get("total_tokens") or 0) if system is not None else 0)
+    return {"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
+            "total_tokens": e.data.get("total_tokens"), "counted_by": e.data.get("counted_by"),
+            "system_seq": system.seq if call and system is not None else None,
+            "read_tokens": read if call else None,
+            "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
+            "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()]}
+
+
 def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | None, origins: Origins,
-           forgotten: Forgotten) -> dict[int, dict[str, Any]]:
+           forgotten: Forgotten, systems: dict[int, RecordedEvent]) -> dict[int, dict[str, Any]]:
     """Each planned step (in seq order) with the memory `memory(seq, domain, lesson_ids,
     trajectory_ids)` gives as of it."""
     steps_out: dict[int, dict[str, Any]] = {}
@@ -225,11 +253,7 @@ def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | 
                           policy)
         steps_out[k] = {
             "step": k, "as_of_seq": as_of, "domain": domain,
-            "prompt": [{"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
-                        "total_tokens": e.data.get("total_tokens"),
-                        "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
-                        "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()]}
-                       for e in prompts],
+            "prompt": [_prompt(e, systems.get(e.seq), origins) for e in prompts],
             "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
                              if lid not in forgotten.lessons],
             "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
@@ -280,7 +304,7 @@ def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | 
                 memory = index.at
             else:
                 memory = _FoldedMemory(store, plans[0][0], policy, path is not None).at
-            steps_out = _steps(plans, memory, policy, started, origins, forgotten)
+            steps_out = _steps(plans, memory, policy, started, origins, forgotten, system_in_force(events))
     run = None
     if started is not None:
         d = started.data

@@ -19,10 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import duckdb
-import orjson
 
 from memtape.analytics.forget import fact_changes
-from memtape.analytics.mirror import arrow_table
+from memtape.analytics.mirror import arrow_table, mirrored_events
 from memtape.ledger.events import RecordedEvent
 from memtape.projections import knowledge
 from memtape.projections.parameters import Policy
@@ -33,17 +32,6 @@ _COLUMNS = {"seq": "int64", "occurred_at": "string", "domain": "string", "fact_t
             "value": "string", "kind": "string", "confidence": "double", "alive": "bool"}
 #: a current fact changed by an event of this type was ...
 _CHANGED = {"fact_observed": "confirmed", "fact_contradicted": "contradicted"}
-_TYPES = ", ".join(f"'{t}'" for t in knowledge.TYPES)
-_EVENTS = ("SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id, step, "
-           f"domain, CAST(payload AS VARCHAR) FROM events WHERE type IN ({_TYPES}) ORDER BY seq")
-
-
-def _events(con: duckdb.DuckDBPyConnection) -> Iterator[RecordedEvent]:
-    cursor = con.execute(_EVENTS)
-    while rows := cursor.fetchmany(10_000):
-        for seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain, payload in rows:
-            yield RecordedEvent(seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain,
-                                orjson.loads(payload), payload, "", "")
 
 
 def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any, ...]]:
@@ -60,7 +48,7 @@ def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any,
 def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
     """The relation `fact_walk` on `con` (a mirror connection), for the policy's fold."""
     cols: list[list[Any]] = [[] for _ in _COLUMNS]
-    for row in walk(_events(con), policy):
+    for row in walk(mirrored_events(con, knowledge.TYPES), policy):
         for col, value in zip(cols, row):
             col.append(value)
     con.register(RELATION, arrow_table(_COLUMNS, _COLUMNS.values(), cols))

@@ -18,10 +18,16 @@ asks its own memory again under the changed policy (`recall_top_k`,
 (command and error, domain, goal); the lessons it would have recalled are the
 ones whose use counts grow (so promotions follow), and each run's prompt items
 — tips for the site and under errors, Tier 1, the reference trajectory, app
-knowledge at `fact_prompt_min`, session history at `session_history` — are
-compared with reality's: `prompts` lists per run what would have been added or
-removed. A recording the real policy does not reproduce (an imported log, an
-error longer than its 300-character snippet) is kept as recorded and counted.
+knowledge at `fact_prompt_min` (less the facts a tip restates), session history
+at `session_history` and `session_full_detail` (the sessions the run continues),
+step memories (REPEAT/AVOID, re-retrieved at each step prompt of a rep 2+ run
+from the page its step recorded, at `step_memory_min_similarity`, `step_memory_top`
+and `step_memory_count`)
+— are compared with reality's, by id and by the text the prompt shows: `prompts`
+lists per run what would have been added, removed or changed. A recording the
+real policy does not reproduce (an imported log, an error longer than its
+300-character snippet, an agent that shows no step memories) is kept as
+recorded and counted.
 What cannot be simulated is said in the answer (`limits`): the agent's later
 actions — every step, error, lesson and run after a changed prompt is replayed
 as it happened, although an agent given another prompt may have acted otherwise.
@@ -56,15 +62,17 @@ from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
-from memtape.projections.knowledge import current_facts
+from memtape.projections.knowledge import current_facts, fact_line, restated
 from memtape.projections.lessons import TIER1_CATEGORIES, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.replay import PolicyMemory, as_new, opens_run
+from memtape.projections.sessions import continued, history_lines
+from memtape.projections.steps import on_page
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import WRITER_PROJECTIONS
 
-#: the policy step's projections, and sessions (what a site's prompts held)
-EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions")
+#: the policy step's projections, sessions and step memories (what prompts held)
+EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions", "step_memories")
 #: recorded reads the experiment re-makes under its policy
 REMADE = frozenset({"error_recall", "domain_recall", "tier1_loaded", "trajectory_recalled"})
 LIMITS = ("Not simulated: the agent's later actions. Every step, error, lesson learned and run after a prompt "
@@ -148,17 +156,67 @@ Labels = dict[tuple[str, str], dict[str, Any]]
 class Prompts:
     """What each agent run's prompts held of memory, in reality and in the experiment."""
 
-    def __init__(self, real: Side, exp: Side):
+    def __init__(self, real: Side, exp: Side, run_started: dict[str, RecordedEvent]):
         self.real_side, self.exp_side = real, exp
         self.real_view, self.exp_view = real.view, exp.view
+        self.run_started = run_started
         self.real: dict[str, Items] = {}
         self.exp: dict[str, Items] = {}
         self.remade = 0
         self.kept_as_recorded = 0
+        #: run id -> the runs of its session that started before it (its step memories' scope)
+        self.earlier: dict[str, list[str]] = {}
+        self._sessions: dict[str, list[str]] = {}
+        #: (run id, step) -> the event ids of the step memories that step's prompt held
+        self.shown_memories: dict[tuple[str, int], list[str]] = {}
 
     def _add(self, run_id: str, real: Items, exp: Items) -> None:
         self.real.setdefault(run_id, {}).update(real)
         self.exp.setdefault(run_id, {}).update(exp)
+
+    def started(self, ev: RecordedEvent) -> None:
+        """A run started: the runs of its session before it are its reps' step memory scope."""
+        session = ev.data.get("session_id")
+        if session and ev.run_id:
+            self.earlier[ev.run_id] = list(self._sessions.get(session, ()))
+            self._sessions.setdefault(session, []).append(ev.run_id)
+
+    def built(self, ev: RecordedEvent) -> None:
+        """A step prompt: the step memories it held (kept or trimmed), for its step to re-make."""
+        if ev.data.get("prompt") != "system" and ev.run_id and ev.step is not None:
+            self.shown_memories[(ev.run_id, ev.step)] = [
+                i for item in [*(ev.data.get("items") or ()), *(ev.data.get("trimmed") or ())]
+                if item.get("source") == "step_memories" for i in item.get("event_ids") or ()]
+
+    def step_memories(self, ev: RecordedEvent) -> None:
+        """The step memories a rep 2+ run's prompt of this step held, re-retrieved on both sides
+        from the page the step recorded and the run's goal (seed 002's retrieval, `on_page`)."""
+        run_id = str(ev.run_id)
+        recorded = self.shown_memories.pop((run_id, ev.step if ev.step is not None else -1), None)
+        started = self.run_started[run_id]
+        if recorded is None or not started.data.get("memory_enabled", True) or int(ev.data.get("rep", 1)) <= 1:
+            return
+        page = list((ev.data.get("env_before") or {}).get("elements") or ())
+        scope = None if (started.data.get("policy") or {}).get("step_memory_scope") == "all" \
+            else self.earlier.get(run_id, [])
+
+        def again(view: MemoryView) -> Items:
+            mems = on_page(view.step_memories(page, started.data.get("goal") or "", exclude_run=run_id, runs=scope), page)
+            return {("step_memories", f"{m.run_id}#{m.step}"): f"{m.kind}: {m.action.get('command', '')} "
+                    f"{m.target_text or ''}".strip() for m in mems}
+
+        real = again(self.real_view)
+        ids = [i for key in real for i in self._memory_ids(key[1])]
+        if list(dict.fromkeys(ids))[:64] != recorded:
+            self.kept_as_recorded += 1
+            return
+        self.remade += 1
+        self._add(run_id, real, again(self.exp_view))
+
+    def _memory_ids(self, key: str) -> tuple[str, ...]:
+        run_id, step = key.rsplit("#", 1)
+        mem = self.real_side.state.step_memories.by_run.get(run_id, {}).get(step)
+        return mem.event_ids if mem is not None else ()
 
     def remake(self, ev: RecordedEvent) -> RecordedEvent:
         """Note the prompt items of recorded read `ev` on both sides; return the read as the
@@ -188,24 +246,31 @@ class Prompts:
         if again(self.real_view)[0] != recorded:
             self.kept_as_recorded += 1
             self._add(run_id, real, real)
+            exp = real
             out = ev
         else:
             self.remade += 1
             ids, made = again(self.exp_view)
-            self._add(run_id, real, {(source, lid): text for lid, text in zip(ids, made["lessons"])})
+            exp = {(source, lid): text for lid, text in zip(ids, made["lessons"])}
+            self._add(run_id, real, exp)
             out = ev if all(d.get(key) == value for key, value in made.items()) else replace(ev, data={**d, **made}, _model=[])
         if ev.type == "domain_recall" and ev.domain:
-            self._site(ev.domain, run_id)
+            self._site(ev.domain, run_id, list(real.values()), list(exp.values()))
         return out
 
-    def _site(self, domain: str, run_id: str) -> None:
-        """A domain change also brings the site's app knowledge and session history."""
+    def _site(self, domain: str, run_id: str, real_tips: list[str], exp_tips: list[str]) -> None:
+        """A domain change also brings the site's app knowledge (less what its tips restate) and
+        the history of the sessions the run continues."""
+        d = self.run_started[run_id].data
         sides = []
-        for side in (self.real_side, self.exp_side):
-            items: Items = {("app_knowledge", f.fact_id): f"{f.fact_type}:{f.key}={f.value}"
-                            for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)}
-            items.update({("session_history", str(s.run_id)): s.goal
-                          for s in side.state.sessions.by_domain.get(domain, ())})
+        for side, tips in ((self.real_side, real_tips), (self.exp_side, exp_tips)):
+            items: Items = {("app_knowledge", f.fact_id): fact_line(f)
+                            for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)
+                            if not restated(f, tips)}
+            sessions = continued(side.state.sessions.by_domain.get(domain, []), session_id=d.get("session_id") or run_id,
+                                 parent_run_id=d.get("parent_run_id"), goal=d.get("goal") or "")
+            items.update({("session_history", str(s.run_id)): line
+                          for s, line in zip(sessions, history_lines(sessions, side.policy.session_full_detail))})
             sides.append(items)
         self._add(run_id, *sides)
 
@@ -223,7 +288,8 @@ class Prompts:
         self._add(run_id, real, {("reference_trajectory", m.trajectory.trajectory_id): m.trajectory.goal} if m else {})
 
     def changes(self, forgotten: Forgotten, labels: Labels) -> list[PromptChange]:
-        """Per run, the prompt items only one side had (forgotten subjects left out)."""
+        """Per run, the prompt items only one side had, and those whose text differs (forgotten
+        subjects left out)."""
         rows = []
         for run_id in self.real:
             if forgotten.run(run_id):
@@ -234,6 +300,10 @@ class Prompts:
                     if (source, item) in other or _prompt_item_hidden(source, item, labels, forgotten):
                         continue
                     rows.append(PromptChange(run_id, change, source, item, label))
+            for (source, item), label in a.items():
+                if (source, item) in b and b[(source, item)] != label \
+                        and not _prompt_item_hidden(source, item, labels, forgotten):
+                    rows.append(PromptChange(run_id, "changed", source, item, b[(source, item)], was=label))
         return rows
 
 
@@ -243,6 +313,8 @@ def _prompt_item_hidden(source: str, item: str, labels: Labels,
         return _hidden(("tier1", item), labels, forgotten)
     if source == "session_history":
         return forgotten.run(item)
+    if source == "step_memories":
+        return forgotten.run(item.rsplit("#", 1)[0])
     return _hidden(("facts" if source == "app_knowledge" else "trajectories", item), labels, forgotten)
 
 
@@ -250,9 +322,7 @@ def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], 
     """Stable identities of the things a decision decides (to match reality's and the experiment's)."""
     d = ev.data if isinstance(ev, RecordedEvent) else ev.payload.model_dump(mode="json")
     t = ev.type
-    if t in ("lesson_promoted", "lesson_seeded"):
-        base = [(t, d["lesson_id"])]
-    elif t == "lesson_deduplicated":
+    if t in ("lesson_promoted", "lesson_seeded") or t == "lesson_deduplicated":
         base = [(t, d["lesson_id"])]
     elif t == "lessons_pruned":
         base = [(t, lid) for lid in d.get("lesson_ids") or ()]
@@ -337,13 +407,15 @@ class TimelineChange:
 
 @dataclass(frozen=True)
 class PromptChange:
-    """A prompt item one run's prompts held on one side only."""
+    """A prompt item one run's prompts held on one side only ("added", "removed"), or on both
+    with another text ("changed": `label` is the experiment's, `was` reality's)."""
 
     run_id: str
     change: str
     source: str
     item: str
     label: str
+    was: str | None = None
 
 
 @dataclass(frozen=True)
@@ -400,12 +472,12 @@ class Experiment:
         self.forgotten = Forgotten.scan(store, self.head)
         self.real, self.exp = Side(self.base), Side(self.policy)
         self.real_dec, self.exp_dec = _Decisions(), _Decisions()
-        self.prompts = Prompts(self.real, self.exp)
         self.timeline: list[dict[str, Any]] = []
         #: (area, item) -> (reality, experiment) where they differ now
         self.current: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.labels: Labels = {}
         self.run_started: dict[str, RecordedEvent] = {}
+        self.prompts = Prompts(self.real, self.exp, self.run_started)
         self.pending: list[str] = []  # runs started with memory on whose opening is still to come
         self.open_at: dict[str, int] = {}
         #: a fold since the last comparison changed what the comparison looks at
@@ -445,6 +517,10 @@ class Experiment:
     def _observed(self, ev: RecordedEvent, touches: set[str]) -> None:
         self.last_obs = ev.seq
         seen = self.prompts.remake(ev) if ev.type in REMADE and ev.run_id in self.run_started else ev
+        if ev.type == "context_built":
+            self.prompts.built(ev)
+        elif ev.type == "step_recorded" and ev.run_id in self.run_started:
+            self.prompts.step_memories(ev)
         decisions = decide(self.exp.state, as_new(seen), self.policy)
         self.real.fold(ev)
         self.exp.fold(seen)
@@ -455,6 +531,7 @@ class Experiment:
             self.dirty = True
         if ev.type == "run_started" and ev.run_id:
             self.run_started[ev.run_id] = ev
+            self.prompts.started(ev)
             if self.opens and ev.data.get("memory_enabled", True) and ev.run_id not in self.real.opened:
                 self.pending.append(ev.run_id)
 
@@ -607,7 +684,7 @@ def experiment_report(result: ExperimentResult) -> Report:
                                "difference": f"{ch.reality} in reality, {ch.experiment} in the experiment"})
     sizes = Table.from_records([{"area": a, "reality": result.sizes["reality"][a],
                                  "experiment": result.sizes["experiment"][a]} for a in AREAS])
-    prompts = Table.from_records([asdict(p) for p in result.prompts], ["run_id", "change", "source", "item", "label"])
+    prompts = Table.from_records([asdict(p) for p in result.prompts], ["run_id", "change", "source", "item", "label", "was"])
     limits = Table.from_records([{
         "recalls re-made": result.recalls_remade, "kept as recorded": result.recalls_kept_as_recorded,
         "not simulated": result.limits}])

@@ -226,6 +226,18 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
         yield arrow_table(_EVENT_COLS, _EVENT_TYPES, cols)
 
 
+def mirrored_events(con: duckdb.DuckDBPyConnection, types: Iterable[str]) -> Iterator[RecordedEvent]:
+    """The mirror's events of `types` (as analytics may show them) in seq order, for the relations an
+    answer computes in Python from them."""
+    cursor = con.execute("SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id, "
+                         "step, domain, CAST(payload AS VARCHAR) FROM events WHERE list_contains(?, type) ORDER BY seq",
+                         [list(types)])
+    while rows := cursor.fetchmany(10_000):
+        for seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain, payload in rows:
+            yield RecordedEvent(seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain,
+                                orjson.loads(payload), payload, "", "")
+
+
 def arrow_table(names: Iterable[str], types: Iterable[str], cols: list[list[Any]]) -> pa.Table:
     """Columns as one Arrow table to register on a DuckDB connection (`types`: Arrow type aliases)."""
     import pyarrow as pa  # it brings numpy (~0.1 s): only filling the mirror and decay's walk need it

@@ -39,7 +39,7 @@ class Table:
 
     @classmethod
     def from_records(cls, records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
-                     title: str = "") -> "Table":
+                     title: str = "") -> Table:
         cols = list(columns) if columns is not None else (list(records[0]) if records else [])
         return cls(cols, [tuple(r.get(c) for c in cols) for r in records], title)
 

@@ -57,7 +57,7 @@ def _memory_rows(step: int, memory: dict[str, Any]) -> list[tuple[Any, ...]]:
 def audit_report(data: dict[str, Any]) -> Report:
     """Sections: `steps` (the main one), `prompt_items` (kept and trimmed), `memory`."""
     steps = Table(["step", "as_of_seq", "domain", "command", "args", "target_text", "ok", "error", "decided_by",
-                   "url_after", "grade", "correction", "prompt_tokens", "prompt_items", "trimmed_items"],
+                   "url_after", "grade", "correction", "prompt_tokens", "read_tokens", "prompt_items", "trimmed_items"],
                   title=f"run {data['run_id']}: steps")
     items = Table(["step", "prompt_seq", "prompt", "kept", "source", "priority", "tokens", "truncated", "text",
                    "origins"], title="prompt items (what the model was shown, and what the budget trimmed)")
@@ -69,6 +69,7 @@ def audit_report(data: dict[str, Any]) -> Report:
                            action.get("target_text"), action.get("ok"), action.get("error"), action.get("decided_by"),
                            action.get("url_after"), grade.get("outcome"), grade.get("correction"),
                            sum(p.get("total_tokens") or 0 for p in prompts),
+                           sum(p.get("read_tokens") or 0 for p in prompts),
                            sum(len(p.get("items") or ()) for p in prompts),
                            sum(len(p.get("trimmed") or ()) for p in prompts)))
         for p in prompts:

@@ -1,25 +1,37 @@
-"""The HTTP API's cost: record + recall requests per second and p99 through `memtape serve`
-(a real server process, one keep-alive client) beside the same calls made through the library
-in the same run, on fresh memories of the same size.
+"""The HTTP API's cost and durability through `memtape serve` (a real server process, uvicorn):
+
+- one keep-alive client: record + recall pairs per second and p99 beside the same calls made
+  through the library in the same run, on fresh memories of the same size;
+- 8 and 32 concurrent clients (each its own keep-alive connection and its own run, alternating
+  record_step and recall_error): requests per second and the p99 of one request, beside one
+  client on the same server in the same run;
+- `kill -9` mid-load: 8 clients record steps as fast as the server answers, the server process
+  is killed with SIGKILL once enough were acknowledged, and the ledger is opened again: every
+  step whose 200 a client received must be there, with the event id it was answered with, and
+  `memtape verify` must pass.
 
 Usage::
 
-    python bench/server.py            # 1,000 record+recall pairs each
-    python bench/server.py --quick    # 150 pairs each
+    python bench/server.py            # 1,000 pairs; 4,000 requests per concurrency; kill after 2,000 steps
+    python bench/server.py --quick    # 150 pairs; 400 requests; kill after 200 steps
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -27,17 +39,31 @@ if __package__ in (None, ""):
 import httpx
 
 import memtape
-from bench import Figure, print_json, table
+from bench import Figure, print_json, show
 from memtape.http_guard import token_file
 
 BENCH = "server"
 SHOP = "https://shop.example/"
 BLOCKED = "element intercepts pointer events"
+CONCURRENCY = (8, 32)
+
+
+@dataclass(frozen=True)
+class Server:
+    """A `memtape serve` process: where it answers, its token, the process (to kill)."""
+
+    base: str
+    token: str
+    process: subprocess.Popen[bytes]
+
+    def client(self) -> httpx.Client:
+        """One keep-alive connection, as an agent given the token has."""
+        return httpx.Client(base_url=self.base, timeout=120, headers={"Authorization": f"Bearer {self.token}"})
 
 
 @contextmanager
-def _served(memory: Path) -> Iterator[tuple[str, str]]:
-    """(base URL, token): the server makes its token and keeps it in the memory directory."""
+def _served(memory: Path) -> Iterator[Server]:
+    """The server makes its token and keeps it in the memory directory."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -46,16 +72,21 @@ def _served(memory: Path) -> Iterator[tuple[str, str]]:
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
+        for _ in range(600):
             try:
                 httpx.get(f"{base}/openapi.json", timeout=1)
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield base, token_file(memory).read_text().strip()
+        yield Server(base, token_file(memory).read_text().strip(), proc)
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(timeout=30)
+
+
+def p99(took_ms: list[float]) -> float:
+    return statistics.quantiles(took_ms, n=100)[98]
 
 
 def _timed(pairs: int, record: Callable[[int], None], recall: Callable[[int], None]) -> tuple[float, float]:
@@ -68,7 +99,7 @@ def _timed(pairs: int, record: Callable[[int], None], recall: Callable[[int], No
         recall(i)
         took.append((time.perf_counter() - t) * 1000)
     total = time.perf_counter() - start
-    return pairs / total, statistics.quantiles(took, n=100)[98]
+    return pairs / total, p99(took)
 
 
 def _through_library(memory: Path, pairs: int) -> tuple[float, float]:
@@ -82,31 +113,157 @@ def _through_library(memory: Path, pairs: int) -> tuple[float, float]:
     return result
 
 
-def _through_http(memory: Path, pairs: int) -> tuple[float, float]:
-    with _served(memory) as (base, token), httpx.Client(base_url=base, timeout=60,
-                                                          headers={"Authorization": f"Bearer {token}"}) as http:
-        run = http.post("/runs", json={"goal": "Buy wool socks", "start_url": SHOP}).json()["run_id"]
-        result = _timed(pairs,
-                        lambda i: http.post(f"/runs/{run}/steps", json={
-                            "step": i, "action": "click", "target": f'button "B{i % 7}"', "ok": False,
-                            "error": BLOCKED}).raise_for_status(),
+def _start(http: httpx.Client, goal: str) -> str:
+    answer = http.post("/runs", json={"goal": goal, "start_url": SHOP})
+    answer.raise_for_status()
+    return str(answer.json()["run_id"])
+
+
+def _step(http: httpx.Client, run: str, i: int) -> httpx.Response:
+    return http.post(f"/runs/{run}/steps", json={"step": i, "action": "click", "target": f'button "B{i % 7}"',
+                                                 "ok": False, "error": BLOCKED})
+
+
+def _through_http(server: Server, pairs: int) -> tuple[float, float]:
+    with server.client() as http:
+        run = _start(http, "Buy wool socks")
+        result = _timed(pairs, lambda i: _step(http, run, i).raise_for_status(),
                         lambda i: http.get(f"/runs/{run}/recall/error", params={
                             "command": "click", "error": BLOCKED, "step": i}).raise_for_status())
         http.post(f"/runs/{run}/finish", json={"success": True}).raise_for_status()
     return result
 
 
-def run(quick: bool = False) -> list[Figure]:
+def _load(server: Server, clients: int, per_client: int) -> tuple[float, float]:
+    """(requests per second, p99 ms of one request): `clients` threads start together, each on its
+    own connection and run, alternating record_step and recall_error `per_client` times."""
+    ready = threading.Barrier(clients + 1)
+    took: list[list[float]] = [[] for _ in range(clients)]
+    failures: list[str] = []
+
+    def client(n: int) -> None:
+        with server.client() as http:
+            run = _start(http, f"Client {n} buys wool socks")
+            ready.wait()
+            for i in range(1, per_client + 1):
+                t = time.perf_counter()
+                if i % 2:
+                    answer = _step(http, run, i)
+                else:
+                    answer = http.get(f"/runs/{run}/recall/error", params={"command": "click", "error": BLOCKED,
+                                                                           "step": i})
+                took[n].append((time.perf_counter() - t) * 1000)
+                if answer.status_code != 200:
+                    failures.append(answer.text[:200])
+            http.post(f"/runs/{run}/finish", json={"success": True}).raise_for_status()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    total = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{len(failures)} requests failed under load, the first: {failures[0]}")
+    return clients * per_client / total, p99([ms for one in took for ms in one])
+
+
+@dataclass(frozen=True)
+class Killed:
+    """What a kill -9 mid-load left: steps acknowledged (a 200 received), those in the ledger with
+    the event id they were answered with, and whether the ledger verifies."""
+
+    acknowledged: int
+    found: int
+    verified: bool
+    seconds: float
+
+
+def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
+    """`clients` threads record steps until the server is killed with SIGKILL after `kill_after`
+    acknowledged steps; then every acknowledged step is looked up in the ledger."""
+    acknowledged: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+    enough = threading.Event()
+
+    def client(n: int, server: Server) -> None:
+        with server.client() as http:
+            run = _start(http, f"Client {n} records until the kill")
+            i = 0
+            while True:
+                i += 1
+                try:
+                    answer = _step(http, run, i)
+                except httpx.TransportError:  # the server is gone: this request was never answered
+                    return
+                if answer.status_code != 200:
+                    raise RuntimeError(f"step refused: {answer.status_code} {answer.text[:200]}")
+                with lock:
+                    acknowledged.append((run, i, answer.json()["event_id"]))
+                    if len(acknowledged) >= kill_after:
+                        enough.set()
+
+    with _served(memory) as server:
+        threads = [threading.Thread(target=client, args=(n, server)) for n in range(clients)]
+        start = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        if not enough.wait(timeout=600):
+            raise RuntimeError(f"only {len(acknowledged)} steps acknowledged in 600 s")
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        seconds = time.perf_counter() - start
+        for thread in threads:
+            thread.join()
+    with memtape.open(memory) as mem:
+        stored = {(ev.run_id, ev.step): ev.id for ev in mem.store.read(types=["step_recorded"])}
+    verify = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "verify"],
+                            capture_output=True, text=True, timeout=600)
+    return Killed(acknowledged=len(acknowledged),
+                  found=sum(1 for run, i, event_id in acknowledged if stored.get((run, i)) == event_id),
+                  verified=verify.returncode == 0, seconds=seconds)
+
+
+def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
     pairs = 150 if quick else 1000
+    requests = 400 if quick else 4000
+    kill_after = 200 if quick else 2000
+    figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as tmp:
         lib_rate, lib_p99 = _through_library(Path(tmp) / "library", pairs)
-        http_rate, http_p99 = _through_http(Path(tmp) / "http", pairs)
+        with _served(Path(tmp) / "http") as server:
+            http_rate, http_p99 = _through_http(server, pairs)
+            one_rate, one_p99 = _load(server, 1, requests)
+            loads = {clients: _load(server, clients, requests // clients) for clients in CONCURRENCY}
+        killed = _kill_mid_load(Path(tmp) / "killed", 8, kill_after)
     note = f"{pairs} pairs of record_step + recall_error, one client, SQLite memory"
-    return [
+    figures += [
         Figure(BENCH, "HTTP record+recall pairs/s", http_rate, "pairs/s", "library, same calls", lib_rate, note=note),
         Figure(BENCH, "HTTP record+recall p99", http_p99, "ms", "library, same calls", lib_p99,
                higher_is_better=False, note=note),
     ]
+    for clients, (rate, latency) in loads.items():
+        note = (f"{requests} requests (record_step and recall_error alternating), {clients} keep-alive clients "
+                f"each with its own run, one server process")
+        figures += [
+            Figure(BENCH, f"HTTP {clients} clients: requests/s", rate, "req/s", "1 client, same server", one_rate,
+                   note=note),
+            Figure(BENCH, f"HTTP {clients} clients: p99 of a request", latency, "ms", "1 client, same server",
+                   one_p99, higher_is_better=False, note=note),
+        ]
+    figures.append(Figure(
+        BENCH, "kill -9 mid-load: acknowledged steps in the ledger", killed.found, "steps", "steps acknowledged",
+        killed.acknowledged, aim=1.0,
+        note=f"8 clients recording steps; SIGKILL after {kill_after} acknowledgements ({killed.seconds:.1f} s); "
+             f"verify {'passed' if killed.verified else 'FAILED'}"))
+    return figures, {"killed": {"acknowledged": killed.acknowledged, "found": killed.found,
+                                "missing": killed.acknowledged - killed.found, "verified": killed.verified}}
+
+
+def run(quick: bool = False) -> list[Figure]:
+    return measure(quick)[0]
 
 
 def main() -> None:
@@ -114,12 +271,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
     args = parser.parse_args()
-    figs = run(quick=args.quick)
+    figs, extra = measure(quick=args.quick)
     if args.json:
-        print_json(figs)
+        print_json(figs, **extra)
         return
-    from rich.console import Console
-    Console().print(table("memtape serve vs the library", figs))
+    show("memtape serve: one client, 8 and 32 clients, kill -9 mid-load", figs)
 
 
 if __name__ == "__main__":

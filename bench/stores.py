@@ -165,7 +165,7 @@ def _drive(ctx: Any, target: Any, args: tuple[Any, ...], writers: int, batch: in
             if dead or time.monotonic() > deadline:
                 for p in procs:
                     p.kill()
-                raise SystemExit(f"writer processes failed to start (exit codes {dead})")
+                raise SystemExit(f"writer processes failed to start (exit codes {dead})") from None
     if during is not None:
         during()
     t0 = time.perf_counter()

@@ -1,6 +1,7 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the HTTP page's OpenAPI schema, taken from the server's
 FastAPI app while the site builds, so the page can never drift from the routes. `<!-- openapi -->`
-on a page becomes a table of the routes and one of every body's fields, and the whole document is
+on a page becomes a table of the routes (with the error statuses each declares) and one of every
+schema's fields (bodies and answers), and the whole document is
 published beside the pages as `openapi.json`. Pages include README sections (`--8<--`) from the
 repository root wherever mkdocs is run from."""
 from __future__ import annotations
@@ -56,9 +57,14 @@ def _answer(operation: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _refusals(operation: dict[str, Any]) -> str:
+    """The error statuses a route declares (each answers the `Error` schema)."""
+    return ", ".join(code for code in operation.get("responses", {}) if not code.startswith("2"))
+
+
 def render(schema: dict[str, Any]) -> str:
-    """Markdown: the routes (method, path, parameters, body, answer), then every body's fields."""
-    lines = ["| route | parameters | body | answer |", "|---|---|---|---|"]
+    """Markdown: the routes (method, path, parameters, body, answer, errors), then every schema's fields."""
+    lines = ["| route | parameters | body | answer | errors ([Error](#error)) |", "|---|---|---|---|---|"]
     for path, item in schema["paths"].items():
         for method in METHODS:
             operation = item.get(method)
@@ -70,7 +76,8 @@ def render(schema: dict[str, Any]) -> str:
             body_type = ", ".join(_type(c.get("schema", {})) + ("" if kind == "application/json" else f" ({kind})")
                                   for kind, c in body.items())
             route = f"`{method.upper()} {path}`<br>{operation.get('summary', '')}"
-            lines.append(f"| {_cell(route)} | {_cell('<br>'.join(params))} | {_cell(body_type)} | {_cell(_answer(operation))} |")
+            lines.append(f"| {_cell(route)} | {_cell('<br>'.join(params))} | {_cell(body_type)} | "
+                         f"{_cell(_answer(operation))} | {_refusals(operation)} |")
     for name, body_schema in schema.get("components", {}).get("schemas", {}).items():
         lines += ["", f"### {name}", ""]
         if body_schema.get("description"):

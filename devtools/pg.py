@@ -84,7 +84,7 @@ class TempPostgres:
     def _run_as(self) -> dict[str, object]:
         return {"user": self.user} if self.user else {}
 
-    def start(self) -> "TempPostgres":
+    def start(self) -> TempPostgres:
         if self.user:
             shutil.chown(self.root, user=self.user)
         log = self.root / "initdb.log"
@@ -98,7 +98,7 @@ class TempPostgres:
                     "-c", f"max_connections={self.max_connections}", "-c", "shared_buffers=128MB"]
         if not self.durable:
             settings += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
-        self.log = open(self.root / "server.log", "wb")
+        self.log = open(self.root / "server.log", "wb")  # noqa: SIM115 (the server writes it until stop())
         self.proc = subprocess.Popen([str(self.bindir / "postgres"), "-D", str(self.data), *settings],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root,
                                      start_new_session=True, **self._run_as())  # type: ignore[call-overload]
@@ -152,7 +152,7 @@ class TempPostgres:
             self.log.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "TempPostgres":
+    def __enter__(self) -> TempPostgres:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

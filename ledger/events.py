@@ -16,10 +16,22 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, Union, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 from annotated_types import Ge, Le
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, TypeAdapter, ValidationInfo, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from memtape.ledger.redact import MARKER, masked_args, secret_field, secret_named
 from memtape.ledger.suffixes import is_public_suffix
@@ -87,6 +99,34 @@ def _timestamp(value: str) -> str:
 Timestamp = Annotated[str, AfterValidator(_timestamp), WithJsonSchema({"type": "string", "pattern": TIME_PATTERN})]
 
 
+#: URL schemes whose URL carries the code or page it opens: a browser sent to one runs what the
+#: URL says, not a site's page
+SCRIPT_SCHEMES = ("javascript", "vbscript", "data")
+
+
+def _scheme_pattern(schemes: tuple[str, ...]) -> str:
+    """A URL of one of `schemes` as a browser reads it: leading spaces and controls skipped, tabs and
+    newlines anywhere dropped, the scheme in any case (one pattern for Python and ECMA-262)."""
+    spelled = ("[\\t\\n\\r]*".join(f"[{c.lower()}{c.upper()}]" for c in scheme) for scheme in schemes)
+    return "^[\\u0000-\\u0020]*(?:" + "|".join(spelled) + ")[\\t\\n\\r]*:"
+
+
+SCRIPT_URL_PATTERN = _scheme_pattern(SCRIPT_SCHEMES)
+SCRIPT_URL_RE = re.compile(SCRIPT_URL_PATTERN)
+
+
+def _navigable(value: str) -> str:
+    if SCRIPT_URL_RE.search(value):
+        raise ValueError(f"{', '.join(s + ':' for s in SCRIPT_SCHEMES)} URLs carry the code they open, "
+                         "so no run starts at one; give the site's address (https://...)")
+    return value
+
+
+#: where a run's browser goes first (the bundled agent and replays open it)
+StartUrl = Annotated[str, AfterValidator(_navigable),
+                     WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})]
+
+
 def check_domain(value: str | None, exact: bool = False) -> str | None:
     """A host name (optionally with a port 1-65535), lower-cased; refuses paths, NULs, spaces.
     `exact` (a JSON line): no surrounding space stripped, as the schema's pattern says."""
@@ -133,15 +173,19 @@ def check_occurred(value: datetime | str) -> None:
         raise ValueError("occurred_at: expected a time from 1970 to 8999")
 
 
-def check_value(value: Any) -> None:
-    """Every string (dict keys included) and number, nested at most MAX_DEPTH levels: storable text,
-    finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`)."""
+def check_value(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Every string (dict keys included) and number, nested at most `limit` levels: storable text,
+    finite numbers in signed 64-bit range. The error names the path (`action.args.n: ...`). A part
+    a face built as a model (an `Action`, a `ContextItem`) is walked like the dict it stands for:
+    its own validation knows neither the payload's depth nor, for most parts, these rules."""
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
         path, item, depth = stack.pop()
         where = f"{path}: " if path else ""
-        if depth > MAX_DEPTH and isinstance(item, dict | list | tuple):
-            raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(item, BaseModel):
+            item = dict(item)
+        if depth > limit and isinstance(item, dict | list | tuple):
+            raise ValueError(f"{path[:60]}{'...' if len(path) > 60 else ''}: nested more than {limit} levels deep")
         if isinstance(item, str):
             if not TEXT_RE.search(item):
                 raise ValueError(f"{where}text contains a NUL character or a lone surrogate")
@@ -202,7 +246,7 @@ class RunStarted(Payload):
     parent_run_id: str | None = None
     mode: Literal["new", "resume", "fork"] = "new"
     goal: str
-    start_url: str | None = None
+    start_url: StartUrl | None = None
     memory_enabled: bool = True
     isolation: Literal["shared", "per-run"] = "shared"
     policy: dict[str, Any] = Field(default_factory=dict)
@@ -268,17 +312,23 @@ class Action(BaseModel):
     sensitive: bool = False
 
     @model_validator(mode="after")
-    def _redact_sensitive(self) -> "Action":
+    def _redact_sensitive(self) -> Action:
         if self.sensitive:
             object.__setattr__(self, "args", masked_args(self.args))
         return self
+
+
+#: the longest embedding a step may carry (the largest common models give 3,072 or 4,096 numbers)
+MAX_EMBEDDING = 8192
+#: a vector from an embeddings endpoint, as a step stores it
+Embedding = Annotated[list[Real], Field(max_length=MAX_EMBEDDING)]
 
 
 #: the arguments of a typing command that name the field rather than hold the typed value
 LOCATOR_ARGS = ("selector", "label", "name", "placeholder", "field", "element", "target", "aria_label", "id", "ref")
 
 
-def _target_labels(target: "ElementRef | None", target_text: str | None, args: dict[str, Any]) -> list[str | None]:
+def _target_labels(target: ElementRef | None, target_text: str | None, args: dict[str, Any]) -> list[str | None]:
     labels: list[str | None] = [target_text]
     if target is not None:
         labels += [target.role, target.name, target.selector]
@@ -291,6 +341,9 @@ class ElementRef(BaseModel):
     role: str = ""
     name: str = ""
     selector: str | None = None
+    #: the element was found inside a shadow root (post-run learning notes the site's shadow DOM);
+    #: stored only when true, so every other target is stored as it always was
+    in_shadow: bool = Field(default=False, exclude_if=lambda found: not found)
 
 
 class StepRecorded(Payload):
@@ -311,9 +364,23 @@ class StepRecorded(Payload):
     rep: Positive = 1
     #: seed 003's MemoryPriority of the step as a short-term entry (None: by rule, see projections/short_term.py)
     priority: Literal["critical", "high", "normal", "low"] | None = None
+    #: seed 002's internalStateEmbedding: `internal_state` as a user-configured embeddings endpoint
+    #: returned it, kept so that no replay or experiment asks the endpoint again
+    internal_state_embedding: Embedding = Field(default_factory=list)
+    #: the model that made `internal_state_embedding` (vectors of two models are never compared)
+    embedding_model: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finishable(cls, data: Any) -> Any:
+        """The run's trajectory carries a step's arguments one level deeper (`steps.N.args`), so a step
+        nests one level less than a payload may: a step the door takes never keeps its run from finishing."""
+        if isinstance(data, dict) and "action" in data:
+            check_value({"action": data["action"]}, MAX_DEPTH - 1)
+        return data
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "StepRecorded":
+    def _secret_field(self) -> StepRecorded:
         """A value typed into a field that its role, name or selector (or a locator argument) names a
         password, PIN, OTP, secret, token or card field is masked as if the caller had said `sensitive`."""
         action = self.action
@@ -402,6 +469,10 @@ class ContextBuilt(Payload):
     total_tokens: Count
     items: list[ContextItem] = Field(default_factory=list)
     trimmed: list[ContextItem] = Field(default_factory=list)
+    counted_by: str | None = Field(default=None, min_length=1, max_length=80, description=(
+        "What counted the items' tokens: `cl100k_base` (the BPE tokenizer of the `tokens` extra), `estimate` "
+        "(FlyBrowser's estimate by content type, without the extra), or the agent's own tokenizer it named; "
+        "None when an agent gave its counts without naming what counted them."))
 
 
 # ---- memory writes: lessons -----------------------------------------------
@@ -543,7 +614,7 @@ class TrajectoryStep(BaseModel):
     duration_ms: Real = 0
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "TrajectoryStep":
+    def _secret_field(self) -> TrajectoryStep:
         """A step typed into a secret field keeps no value (see `StepRecorded`)."""
         if secret_field(self.command, self.role, self.name, self.selector, *(v for k in LOCATOR_ARGS if isinstance(v := self.args.get(k), str))):
             object.__setattr__(self, "args", masked_args(self.args))
@@ -585,7 +656,7 @@ class PatternStep(BaseModel):
     url: str = Field(default="", max_length=2000)
 
     @model_validator(mode="after")
-    def _secret_field(self) -> "PatternStep":
+    def _secret_field(self) -> PatternStep:
         """A value typed into a secret field is kept only as a placeholder (`{password}`)."""
         if self.value and not re.fullmatch(r"\{[A-Za-z0-9_ -]{1,40}\}", self.value) and secret_field(self.command, self.role, self.name):
             object.__setattr__(self, "value", MARKER)
@@ -748,7 +819,7 @@ class ScratchSet(Payload):
     value: JsonValue = None
 
     @model_validator(mode="after")
-    def _secret_key(self) -> "ScratchSet":
+    def _secret_key(self) -> ScratchSet:
         if secret_named(self.key) and self.value not in (None, ""):
             object.__setattr__(self, "value", MARKER)
         return self
@@ -819,20 +890,7 @@ class RequestAnswered(Payload):
 
 
 AnyPayload = Annotated[
-    Union[
-        RunStarted, RunProgress, RunCompleted, SessionRecorded,
-        StepRecorded, StepGraded,
-        Tier1Loaded, ErrorRecall, DomainRecall, TrajectoryRecalled, ContextBuilt,
-        LessonSeeded, LessonRecorded, LessonDeduplicated, LessonPromoted, LessonPinned, LessonsPruned,
-        FactObserved, FactContradicted, FactsPruned,
-        SelectorSucceeded, SelectorFailed,
-        TrajectoryRecorded, TrajectoriesExpired,
-        MemoryImported, SubjectForgotten, RequestAnswered,
-        PatternLearned, PatternUsed, PatternsPruned, ContextGiven, ContextInferred,
-        ExtractionRecorded, ExtractionServed, SnapshotTaken, Backtracked, RepeatedFailureDetected,
-        ExplorationStarted, SitemapLinksDiscovered, SitemapPageVisited, ExplorationCompleted,
-        ScratchSet, PageMapStored,
-    ],
+    RunStarted | RunProgress | RunCompleted | SessionRecorded | StepRecorded | StepGraded | Tier1Loaded | ErrorRecall | DomainRecall | TrajectoryRecalled | ContextBuilt | LessonSeeded | LessonRecorded | LessonDeduplicated | LessonPromoted | LessonPinned | LessonsPruned | FactObserved | FactContradicted | FactsPruned | SelectorSucceeded | SelectorFailed | TrajectoryRecorded | TrajectoriesExpired | MemoryImported | SubjectForgotten | RequestAnswered | PatternLearned | PatternUsed | PatternsPruned | ContextGiven | ContextInferred | ExtractionRecorded | ExtractionServed | SnapshotTaken | Backtracked | RepeatedFailureDetected | ExplorationStarted | SitemapLinksDiscovered | SitemapPageVisited | ExplorationCompleted | ScratchSet | PageMapStored,
     Field(discriminator="type"),
 ]
 PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload, config=ConfigDict(defer_build=True))
@@ -1002,7 +1060,8 @@ def recorded_event(*values: Any) -> RecordedEvent:
 CROSS_FIELD_RULES = (
     "occurred_at (and recorded_at) must name a real calendar time: the pattern admits 2026-02-30, append does not.",
     "An id must be unique in the ledger (a batch repeating one, or one already stored, is refused whole).",
-    f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep.",
+    f"A payload may nest objects and arrays at most {MAX_DEPTH} levels deep; a step_recorded's action at most "
+    f"{MAX_DEPTH - 1} (its run's trajectory carries the arguments one level deeper).",
     "A lesson_pinned must name a lesson memory holds.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}

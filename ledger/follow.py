@@ -12,7 +12,7 @@ def follow_file(path: Path, read_from: Callable[[int], Iterator[RecordedEvent]],
                 stop: threading.Event | None = None, poll_ms: int = 1000) -> Iterator[RecordedEvent]:
     """Yield every event from `from_seq` on (`read_from(seq)` reads them), then each new one as it
     is committed to the file at `path` (or its write-ahead log), until `stop` is set."""
-    import watchfiles  # only a follower needs it: it brings asyncio and anyio, ~30 ms on every start
+    import watchfiles  # only a follower needs it: it brings asyncio and anyio, too slow for every start
 
     next_seq = from_seq
     for ev in read_from(next_seq):

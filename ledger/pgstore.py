@@ -191,7 +191,7 @@ BEGIN
 END $fn$"""
 #: The append as a named prepared statement of the session (created with the function): a writer
 #: runs it through libpq itself, skipping psycopg's per-statement machinery (cursor, adapters,
-#: prepared-statement cache: ~40 of a writer's ~70 µs a statement)
+#: prepared-statement cache: most of a writer's time a statement)
 APPEND_STATEMENT = "memtape_append"
 _PREPARE_APPEND = (f"PREPARE {APPEND_STATEMENT} (bigint, text, jsonb) AS "
                    "SELECT * FROM pg_temp.memtape_append($1, $2, $3)")

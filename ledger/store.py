@@ -686,7 +686,7 @@ class SqliteStore(Store):
             if conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
                 conn.execute("ROLLBACK")
                 return
-            import sqlite_utils  # only a new ledger needs it: it brings numpy, ~0.1 s on every start
+            import sqlite_utils  # only a new ledger needs it: it brings numpy, too slow for every start
 
             events = sqlite_utils.Database(conn).table("events")
             events.create({

@@ -2,8 +2,8 @@
 
 The door (`ledger.redact`) runs these beside memtape's own detectors. They are copied rather than
 imported because importing `detect_secrets` loads `requests` and its settings machinery on every
-process that opens a ledger (about 0.1-0.25 s measured on the shared machine, more than the rest
-of the store's import), while the door needs only the regular expressions.
+process that opens a ledger (more than the rest of the store's import; docs/benchmarks.md has
+the start-up figures), while the door needs only the regular expressions.
 `tests/test_secrets_at_rest.py` compares this table with the installed detect-secrets' plugins
 (a dev dependency), so an upstream change fails a test naming the plugin instead of drifting.
 
@@ -103,7 +103,7 @@ LEFT_OUT: tuple[str, ...] = ("Base64HighEntropyString", "HexHighEntropyString", 
 #: searches it where its cheaper stems found nothing, so the screen stays a superset of the patterns.
 #: Every branch begins with a literal character, so the search skips to the few places one of them
 #: is (a branch beginning with a class, such as Discord's `[MNO]` or Telegram's `\d`, would make it
-#: try every branch at every character: 0.7 ms on a 1 KB payload)
+#: try every branch at every character)
 SCREEN = re.compile("|".join((
     r"AKC[a-zA-Z0-9]{10}", r"AP[\dABCDEF][a-zA-Z0-9]{8}", r"A3T[A-Z0-9][0-9A-Z]{16}", r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
     r"-us[0-9]", r":[0-9A-Za-z_-]{35}", r"AC[a-z0-9]{32}", r"SK[a-z0-9]{32}", r"GR1348941",

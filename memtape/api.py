@@ -12,7 +12,7 @@
 `Memory` and `Run` are `memtape.projections.recording`'s: runs, recall, post-run
 learning and `state` (the bundled agent is one more client of them). This module
 adds what only the face may compose: opening a store from a directory or URL, and
-the answers that need the analytics layer (`audit`, `experiment`) as plain data
+the answers that need the analytics layer (`audit`, `explain`, `experiment`) as plain data
 equal to their `--json`. Every error is a `MemtapeError` with a one-line message; nothing is written
 when an argument is bad.
 """
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
+from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
 from memtape.ledger.errors import LedgerError as MemtapeError
 from memtape.ledger.jsonl import first_error
@@ -54,7 +55,7 @@ class Policy(PolicyFields):
 
 class Memory(recording.Memory):
     """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.Memory`),
-    and the answers only the analytics layer gives (`audit`, `experiment`)."""
+    and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
         """What run `run_id` knew at each step (or only `step`) and where it came from: the content
@@ -64,6 +65,16 @@ class Memory(recording.Memory):
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
             raise MemtapeError(f"step must be an integer >= 0, got {step!r:.60}")
         return plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]
+
+    def explain(self, item: str, domain: str | None = None) -> dict[str, Any]:
+        """The whole life of one lesson, fact (id or key), selector or trajectory: recorded,
+        deduplicated, recalled (in which runs), promoted, decayed, pruned, forgotten; `domain` picks
+        one site's fact when a key is used on several. The content of `explain ITEM --json`."""
+        if not isinstance(item, str) or not item.strip():
+            raise MemtapeError(f"item must be a lesson id, fact id or key, selector or trajectory id, got {item!r:.60}")
+        if domain is not None and not isinstance(domain, str):
+            raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
+        return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)

@@ -8,31 +8,168 @@ A bad argument is a tool error carrying the library's one-line message; nothing 
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import StrictBool, StrictInt, StrictStr, ValidationError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import Tool
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from memtape.api import Lesson, Memory, MemtapeError
-from memtape.commands.runs import finished
+from memtape.api import Memory, MemtapeError
+from memtape.face_models import (
+    MAX_STALE_SECONDS,
+    AbandonedRuns,
+    Audit,
+    ContextEntries,
+    Explained,
+    Facts,
+    Finished,
+    FoundPageMap,
+    HasPageMap,
+    LoopWarnings,
+    ObservedFact,
+    PageMaps,
+    PageSummary,
+    PromptItem,
+    RecalledTrajectory,
+    Recorded,
+    RecordedLesson,
+    RecordedStep,
+    ScratchPad,
+    ScratchValue,
+    Selectors,
+    Sessions,
+    StartedRun,
+    StateItems,
+    StepMemories,
+    finished,
+    stale_limit,
+)
+from memtape.face_models import Lessons as LessonsAnswer
+from memtape.ledger.events import MAX_DEPTH, check_value
 from memtape.ledger.jsonl import first_error
+from memtape.projections.budget import DEFAULT_BUDGET
 
 INSTRUCTIONS = (
     "memtape is an auditable memory for browser agents. Call start_run at the start of a task, tier1 for "
     "the lessons to keep in mind, recall_domain on entering a site, recall_error after a failed action, "
     "record_step after each action, record_lesson when you learn something, and finish_run at the end "
-    "(post-run learning turns failure->recovery into lessons). audit shows what a run knew and where it came from."
+    "(post-run learning turns failure->recovery into lessons). sessions, facts, selectors, step_memories, "
+    "loop_warnings and prompt_context read what memory holds for a prompt; record_context says what the prompt "
+    "held. set_scratch and store_page_map keep the run's own working memory. audit "
+    "shows what a run knew and where it came from, explain the life of one lesson, fact or selector."
 )
+
+#: a float argument also takes a whole number, as JSON does (3 for 3.0)
+Number = StrictFloat | StrictInt
+
+
+#: a JSON string or one of JSON's structural characters (numbers and literals lie between them)
+JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]')
+
+
+def outline(line: str) -> tuple[dict[str, Any], int]:
+    """A JSON object's top-level members whose value is a number, a string, true, false or null, and
+    how deeply the line nests, read without recursion: a line too deep (or otherwise unreadable) for
+    a parser still names the request it carries."""
+    raw: dict[str, str] = {}
+    depth = deepest = 0
+    key: str | None = None
+    start = -1
+    for token in JSON_TOKEN.finditer(line):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1 and start < 0:
+                key = mark
+        elif mark == ":":
+            start = token.end() if depth == 1 else start
+        elif mark in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            if depth == 1 and key is not None and start >= 0:
+                raw[key] = line[start:token.start()].strip()
+                key, start = None, -1
+            depth -= mark != ","
+    members: dict[str, Any] = {}
+    for name, value in raw.items():
+        if value[:1] not in ("{", "["):
+            try:
+                members[json.loads(name)] = json.loads(value)
+            except ValueError:
+                continue
+    return members, deepest
+
+
+def _request_id(value: Any) -> int | str | None:
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def _unreadable(line: str, deepest: int, reason: str) -> str:
+    """Why the SDK could not read `line`, in the door's words."""
+    if deepest > MAX_DEPTH:
+        return f"the message nests {deepest} levels deep; memtape reads at most {MAX_DEPTH}; nothing was written"
+    try:
+        check_value(json.loads(line))
+    except json.JSONDecodeError:
+        pass
+    except ValueError as exc:
+        return f"{str(exc).splitlines()[0][:200]}; nothing was written"
+    return f"malformed JSON ({reason}); nothing was written"
+
+
+def refusal(exc: Exception) -> JSONRPCError | None:
+    """The answer to a line the SDK's stdio transport could not read (it drops them, and the client
+    waits for an answer until its own timeout): a parse error naming the request's id, when the line
+    holds one, and why (a lone surrogate, nesting past the door's depth, malformed JSON); an invalid
+    request for a JSON object with a method and an id that is no MCP message. None: nothing to answer."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    given = errors[0].get("input") if errors else None
+    if errors and errors[0].get("type") == "json_invalid" and isinstance(given, str):
+        members, deepest = outline(given)
+        why = _unreadable(given, deepest, str(errors[0].get("msg", "invalid")))
+        return JSONRPCError(jsonrpc="2.0", id=_request_id(members.get("id")), error=ErrorData(code=PARSE_ERROR, message=why))
+    if isinstance(exc, ValidationError) and isinstance(given, dict) and "method" in given and _request_id(given.get("id")) is not None:
+        return JSONRPCError(jsonrpc="2.0", id=_request_id(given["id"]),
+                            error=ErrorData(code=INVALID_REQUEST, message=first_error(exc)))
+    return None
 
 
 class MemoryServer(MCPServer):
     """The SDK's server, with every anticipated failure as one line for the model to read: a
-    MemtapeError (bad argument, unknown run) or arguments that fail the input schema. Anything
-    else stays a crash (the SDK hides its text from the client)."""
+    MemtapeError (bad argument, unknown run), arguments that fail the input schema, or an argument
+    no tool parameter has (the SDK would drop it: a misspelt `sensitive` must not record a
+    password). Anything else stays a crash (the SDK hides its text from the client)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, tuple[str, ...]] = {}
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        super().add_tool(fn, name, *args, **kwargs)
+        self.arguments[name or fn.__name__] = tuple(inspect.signature(fn).parameters)
+
+    async def list_tools(self) -> list[Tool]:
+        """The tools, each input schema closed: an argument it does not name is refused."""
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema["additionalProperties"] = False
+        return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = self.arguments.get(name)
+        unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
+        if known is not None and unknown:
+            raise ToolError(f"Error executing tool {name}: unknown argument {unknown[0][:60]!r}; "
+                            f"known: {', '.join(known)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -46,84 +183,301 @@ class MemoryServer(MCPServer):
                 raise
             raise ToolError(f"Error executing tool {name}: {line}") from cause
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with each line it cannot read answered at once (`refusal`)."""
+        async with stdio_server() as (lines, answers):
+            screened_in, screened = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
-def _lessons(lessons: list[Lesson]) -> dict[str, Any]:
-    """Recall's answer as one JSON object (`{"lessons": [...]}`): one text block for the model, even
-    when no lesson matched."""
-    return {"lessons": [asdict(lesson) for lesson in lessons]}
+            async def screen() -> None:
+                async with screened_in:
+                    async for item in lines:
+                        if not isinstance(item, Exception):
+                            await screened_in.send(item)
+                        elif (answer := refusal(item)) is not None:
+                            await answers.send(SessionMessage(answer))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(screen)
+                await self._lowlevel_server.run(screened, answers, self._lowlevel_server.create_initialization_options())
+
+
+def _items(items: Sequence[PromptItem]) -> list[dict[str, Any]]:
+    return [item.given() for item in items]
 
 
 def build_server(memory: Memory) -> MemoryServer:
     """The MCP server over one opened memory. Tools are coroutines that call the library in the
     event loop's thread: the store's connection is never shared across threads, and calls are
-    applied one at a time in the order they arrive."""
+    applied one at a time in the order they arrive. Each takes the library call's arguments, with
+    its defaults, plus the run's `run_id`."""
     server = MemoryServer("memtape", instructions=INSTRUCTIONS, log_level="WARNING")
 
-    @server.tool()
-    async def start_run(goal: StrictStr, start_url: StrictStr, session_id: StrictStr | None = None) -> dict[str, Any]:
-        """Start a run (stale runs are abandoned first) and return its run_id and session_id."""
-        run = memory.start_run(goal=goal, start_url=start_url, session_id=session_id)
-        return {"run_id": run.run_id, "session_id": run.session_id}
+    # ---- runs: what happened ----------------------------------------------------------------
 
     @server.tool()
-    async def tier1(run_id: StrictStr) -> dict[str, Any]:
-        """The Tier 1 lessons for the system prompt of run `run_id` (logs tier1_loaded)."""
-        return _lessons(memory.run(run_id).tier1())
-
-    @server.tool()
-    async def recall_domain(run_id: StrictStr, step: StrictInt | None = None,
-                            domain: StrictStr | None = None) -> dict[str, Any]:
-        """Lessons for the site the run is on (or `domain`), on entering it (logs domain_recall)."""
-        return _lessons(memory.run(run_id).recall_domain(step=step, domain=domain))
-
-    @server.tool()
-    async def recall_error(run_id: StrictStr, command: StrictStr, error: StrictStr, step: StrictInt | None = None,
-                           domain: StrictStr | None = None) -> dict[str, Any]:
-        """Lessons for a failed command and its error message on the run's site (logs error_recall)."""
-        return _lessons(memory.run(run_id).recall_error(command=command, error=error, step=step, domain=domain))
+    async def start_run(goal: StrictStr, start_url: StrictStr, session_id: StrictStr | None = None,
+                        run_id: StrictStr | None = None, parent_run_id: StrictStr | None = None,
+                        mode: StrictStr = "new", isolation: StrictStr = "shared", case_id: StrictStr | None = None,
+                        agent: StrictStr = "external", rep: StrictInt | None = None,
+                        step_memory_scope: StrictStr = "session") -> StartedRun:
+        """Start a run (stale runs are abandoned first) and return its run_id and session_id. `rep`
+        and `step_memory_scope` are seed 002's reps: rep 1 retrieves no step memories."""
+        run = memory.start_run(goal=goal, start_url=start_url, session_id=session_id, run_id=run_id,
+                               parent_run_id=parent_run_id, mode=mode, isolation=isolation, case_id=case_id,
+                               agent=agent, rep=rep, step_memory_scope=step_memory_scope)
+        return StartedRun(run_id=run.run_id, session_id=run.session_id)
 
     @server.tool()
     async def record_step(run_id: StrictStr, step: StrictInt, action: StrictStr, target: StrictStr | None = None,
-                          url: StrictStr | None = None, ok: StrictBool = True,
-                          error: StrictStr | None = None, args: dict[str, Any] | None = None,
-                          sensitive: StrictBool = False) -> dict[str, Any]:
-        """One action the agent took: `target` names the element as `role "name"`, `url` is the page
-        (default: where the last step ended), `args` its arguments; `sensitive` (a value typed into a
-        password field) masks every argument. Returns the step_recorded event id."""
-        event_id = memory.run(run_id).record_step(step=step, action=action, target=target, url=url, ok=ok,
-                                                  error=error, args=args, sensitive=sensitive)
-        return {"event_id": event_id}
+                          url: StrictStr | None = None, ok: StrictBool = True, error: StrictStr | None = None,
+                          args: dict[str, Any] | None = None, url_after: StrictStr | None = None,
+                          selector: StrictStr | None = None, sensitive: StrictBool = False,
+                          duration_ms: Number = 0.0, think: StrictStr | None = None,
+                          page_before: dict[str, Any] | None = None, page_after: dict[str, Any] | None = None,
+                          decided_by: StrictStr = "policy", in_shadow: StrictBool = False,
+                          memory_ms: Number = 0.0) -> RecordedStep:
+        """One action the agent took on the page at `url` (default: where the last step ended),
+        ending on `url_after`: `target` names the element as `role "name"`, `args` its arguments,
+        `page_before`/`page_after` describe the page (url, title, page_type, elements); `sensitive`
+        (a value typed into a password field) masks every argument. Returns the step_recorded event
+        id; the same step again with the same content is one step."""
+        return RecordedStep(event_id=memory.run(run_id).record_step(
+            step=step, action=action, target=target, url=url, ok=ok, error=error, args=args, url_after=url_after,
+            selector=selector, sensitive=sensitive, duration_ms=duration_ms, think=think, page_before=page_before,
+            page_after=page_after, decided_by=decided_by, in_shadow=in_shadow, memory_ms=memory_ms))
 
     @server.tool()
     async def record_lesson(run_id: StrictStr, text: StrictStr, category: StrictStr = "error_recovery",
                             failed_command: StrictStr | None = None, error_pattern: StrictStr | None = None,
-                            scope_domain: StrictStr | None = None, step: StrictInt | None = None) -> dict[str, Any]:
-        """A lesson the agent learned (deduplicated and promoted like every lesson). With
-        failed_command and error_pattern, recall_error finds it after the same failure."""
-        lesson_id = memory.run(run_id).record_lesson(text, category=category, failed_command=failed_command,
-                                                     error_pattern=error_pattern, scope_domain=scope_domain,
-                                                     step=step)
-        return {"lesson_id": lesson_id}
+                            scope_domain: StrictStr | None = None, step: StrictInt | None = None) -> RecordedLesson:
+        """A lesson the agent learned (deduplicated and promoted like every lesson); category is
+        error_recovery or site_specific. With failed_command and error_pattern, recall_error finds
+        it after the same failure."""
+        return RecordedLesson(lesson_id=memory.run(run_id).record_lesson(
+            text, category=category, failed_command=failed_command, error_pattern=error_pattern,
+            scope_domain=scope_domain, step=step))
 
     @server.tool()
     async def observe_fact(run_id: StrictStr, kind: StrictStr, key: StrictStr, value: StrictStr,
-                           step: StrictInt | None = None, domain: StrictStr | None = None) -> dict[str, Any]:
+                           step: StrictInt | None = None, domain: StrictStr | None = None) -> ObservedFact:
         """App knowledge about the run's site (or `domain`): kind is timing, selector, pattern or quirk.
         The same value confirms a fact, a different one contradicts it."""
         run = memory.run(run_id)
         run.observe_fact(kind=kind, key=key, value=value, step=step, domain=domain)
-        return {"domain": domain if domain is not None else run.domain, "kind": kind, "key": key}
+        return ObservedFact(domain=domain if domain is not None else run.domain, kind=kind, key=key)
 
     @server.tool()
-    async def finish_run(run_id: StrictStr, success: StrictBool, outcome: StrictStr = "") -> dict[str, Any]:
-        """Finish the run: post-run learning from its recorded steps (lessons, facts, selectors, the
-        trajectory of a success). Returns what was learned."""
-        return finished(run_id, success, memory.finish_run(run_id, success=success, outcome=outcome))
+    async def selector_result(run_id: StrictStr, element: StrictStr, selector: StrictStr, ok: StrictBool,
+                              step: StrictInt | None = None, error: StrictStr | None = None,
+                              url: StrictStr | None = None, healed_from: StrictStr | None = None) -> Recorded:
+        """Whether `selector` found `element` (`role "name"`) on the current page (or `url`)."""
+        memory.run(run_id).selector_result(element=element, selector=selector, ok=ok, step=step, error=error,
+                                           url=url, healed_from=healed_from)
+        return Recorded()
 
     @server.tool()
-    async def audit(run_id: StrictStr, step: StrictInt | None = None) -> dict[str, Any]:
+    async def record_context(run_id: StrictStr, items: list[PromptItem], step: StrictInt,
+                             budget: StrictInt = DEFAULT_BUDGET, trimmed: Sequence[PromptItem] = (),
+                             prompt: StrictStr = "step", domain: StrictStr | None = None,
+                             counted_by: StrictStr | None = None) -> Recorded:
+        """What one prompt held: each item's source, priority, text and the event ids it came from
+        (and what the budget trimmed), as a context_built event. Audits show exactly this."""
+        memory.run(run_id).record_context(items=_items(items), step=step, budget=budget,
+                                          trimmed=_items(trimmed), prompt=prompt, domain=domain, counted_by=counted_by)
+        return Recorded()
+
+    @server.tool()
+    async def finish_run(run_id: StrictStr, success: StrictBool, outcome: StrictStr = "",
+                         reason: StrictStr | None = None, result: StrictStr | None = None,
+                         final_url: StrictStr | None = None, turns: StrictInt | None = None,
+                         tokens_in: StrictInt = 0, tokens_out: StrictInt = 0, duration_ms: Number | None = None,
+                         policy_decisions: StrictInt | None = None, replayed_steps: StrictInt | None = None,
+                         learn: StrictBool = True) -> Finished:
+        """Finish the run: post-run learning from every step the ledger holds for it (lessons, facts,
+        selectors, the trajectory and patterns of a success), the session entry and run_completed.
+        Returns what was learned. A finished run takes no more steps, lessons or finish."""
+        learned = memory.run(run_id).finish(
+            success=success, outcome=outcome, reason=reason, result=result, final_url=final_url, turns=turns,
+            tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration_ms, policy_decisions=policy_decisions,
+            replayed_steps=replayed_steps, learn=learn)
+        return finished(run_id, success, learned)
+
+    # ---- runs: recall (each one an event) and plain reads ------------------------------------
+
+    @server.tool()
+    async def tier1(run_id: StrictStr) -> LessonsAnswer:
+        """The Tier 1 lessons for the system prompt of run `run_id` (logs tier1_loaded)."""
+        return LessonsAnswer(lessons=memory.run(run_id).tier1())
+
+    @server.tool()
+    async def recall_domain(run_id: StrictStr, step: StrictInt | None = None,
+                            domain: StrictStr | None = None) -> LessonsAnswer:
+        """Lessons for the site the run is on (or `domain`), on entering it (logs domain_recall)."""
+        return LessonsAnswer(lessons=memory.run(run_id).recall_domain(step=step, domain=domain))
+
+    @server.tool()
+    async def recall_error(run_id: StrictStr, command: StrictStr, error: StrictStr, step: StrictInt | None = None,
+                           domain: StrictStr | None = None) -> LessonsAnswer:
+        """Lessons for a failed command and its error message on the run's site (logs error_recall)."""
+        return LessonsAnswer(lessons=memory.run(run_id).recall_error(command=command, error=error, step=step,
+                                                                     domain=domain))
+
+    @server.tool()
+    async def recall_trajectory(run_id: StrictStr, step: StrictInt | None = None,
+                                url: StrictStr | None = None) -> RecalledTrajectory:
+        """The reference trajectory for the run's goal on the current site (or `url`'s), and whether
+        it is close enough to replay; `recall` is null when none matches (logs trajectory_recalled)."""
+        return RecalledTrajectory(recall=memory.run(run_id).recall_trajectory(step=step, url=url))
+
+    @server.tool()
+    async def sessions(run_id: StrictStr, domain: StrictStr | None = None) -> Sessions:
+        """The last completed runs on the run's site (or `domain`), oldest first."""
+        return Sessions(sessions=memory.read_run(run_id).sessions(domain=domain))
+
+    @server.tool()
+    async def facts(run_id: StrictStr, domain: StrictStr | None = None) -> Facts:
+        """The site's current facts confident enough for a prompt, most confident first."""
+        return Facts(facts=memory.read_run(run_id).facts(domain=domain))
+
+    @server.tool()
+    async def selectors(run_id: StrictStr, domain: StrictStr | None = None) -> Selectors:
+        """Known-good selectors of the site, most successful first."""
+        return Selectors(selectors=memory.read_run(run_id).selectors(domain=domain))
+
+    @server.tool()
+    async def step_memories(run_id: StrictStr, elements: list[StrictStr], intent: StrictStr) -> StepMemories:
+        """Graded steps on a page like this one (REPEAT / AVOID): none on rep 1, the baseline."""
+        return StepMemories(step_memories=memory.read_run(run_id).step_memories(elements, intent))
+
+    @server.tool()
+    async def loop_warnings(run_id: StrictStr) -> LoopWarnings:
+        """This run's loop warnings (an action that already failed, repeated)."""
+        return LoopWarnings(warnings=list(memory.read_run(run_id).loop_warnings()))
+
+    @server.tool()
+    async def prompt_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
+        """What a prompt's context section holds: all of this run's user context, then what was
+        inferred on the site (with memory on)."""
+        return ContextEntries(context=memory.read_run(run_id).prompt_context(domain=domain))
+
+    @server.tool()
+    async def relevant_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
+        """This run's user context and the site's inferred context that share words with the goal."""
+        return ContextEntries(context=memory.read_run(run_id).relevant_context(domain=domain))
+
+    # ---- runs: working memory (the run's own) ------------------------------------------------
+
+    @server.tool()
+    async def give_context(run_id: StrictStr, context: dict[StrictStr, StrictStr]) -> Recorded:
+        """What the user told this run, key -> value (`memtape run --context key=value`)."""
+        memory.run(run_id).give_context(context)
+        return Recorded()
+
+    @server.tool()
+    async def set_scratch(run_id: StrictStr, key: StrictStr, value: Any, step: StrictInt | None = None) -> Recorded:
+        """Put any JSON value on this run's scratch pad under `key` (replaced when set again; a key
+        naming a secret keeps it redacted)."""
+        memory.run(run_id).set_scratch(key, value, step=step)
+        return Recorded()
+
+    @server.tool()
+    async def get_scratch(run_id: StrictStr, key: StrictStr, default: Any = None) -> ScratchValue:
+        """The value last set under `key` on this run's scratch pad, else `default`."""
+        return ScratchValue(value=memory.read_run(run_id).get_scratch(key, default))
+
+    @server.tool()
+    async def scratch(run_id: StrictStr) -> ScratchPad:
+        """This run's whole scratch pad, key -> value."""
+        return ScratchPad(scratch=memory.read_run(run_id).scratch())
+
+    @server.tool()
+    async def store_page_map(run_id: StrictStr, url: StrictStr, page_map: dict[str, Any],
+                             step: StrictInt | None = None) -> Recorded:
+        """This run's understanding of the page at `url`: title, summary, total_width, total_height
+        and regions (kind, name, description, elements, start_y, end_y); replaces an earlier map."""
+        memory.run(run_id).store_page_map(url, page_map, step=step)
+        return Recorded()
+
+    @server.tool()
+    async def get_page_map(run_id: StrictStr, url: StrictStr) -> FoundPageMap:
+        """The PageMap this run stored for `url` (null without one)."""
+        return FoundPageMap(page_map=memory.read_run(run_id).get_page_map(url))
+
+    @server.tool()
+    async def has_page_map(run_id: StrictStr, url: StrictStr) -> HasPageMap:
+        """Whether this run stored a PageMap for `url`."""
+        return HasPageMap(has_page_map=memory.read_run(run_id).has_page_map(url))
+
+    @server.tool()
+    async def get_all_page_maps(run_id: StrictStr) -> PageMaps:
+        """Every PageMap of this run, URL -> map."""
+        return PageMaps(page_maps=memory.read_run(run_id).get_all_page_maps())
+
+    @server.tool()
+    async def get_page_summary(run_id: StrictStr, url: StrictStr) -> PageSummary:
+        """The summary of the page at `url` from its PageMap ("" without one)."""
+        return PageSummary(summary=memory.read_run(run_id).get_page_summary(url))
+
+    # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
+
+    @server.tool()
+    async def memory_tier1(run_id: StrictStr | None = None, step: StrictInt | None = 0,
+                           domain: StrictStr | None = None) -> LessonsAnswer:
+        """The Tier 1 lessons, outside a run or for run `run_id` at `step` (logs tier1_loaded)."""
+        return LessonsAnswer(lessons=memory.tier1(run_id=run_id, step=step, domain=domain))
+
+    @server.tool()
+    async def memory_recall_domain(domain: StrictStr, run_id: StrictStr | None = None,
+                                   step: StrictInt | None = None) -> LessonsAnswer:
+        """Lessons scoped to `domain` (or a parent domain), outside a run or for `run_id` (logs domain_recall)."""
+        return LessonsAnswer(lessons=memory.recall_domain(domain, run_id=run_id, step=step))
+
+    @server.tool()
+    async def memory_recall_error(command: StrictStr, error: StrictStr, domain: StrictStr | None = None,
+                                  run_id: StrictStr | None = None, step: StrictInt | None = None) -> LessonsAnswer:
+        """Lessons for a failed command and its error (site lessons only on `domain`), outside a run
+        or for `run_id` (logs error_recall)."""
+        return LessonsAnswer(lessons=memory.recall_error(command, error, domain=domain, run_id=run_id, step=step))
+
+    @server.tool()
+    async def memory_recall_trajectory(goal: StrictStr, url: StrictStr, run_id: StrictStr | None = None,
+                                       step: StrictInt | None = None) -> RecalledTrajectory:
+        """The reference trajectory for `goal` on the host of `url`, outside a run or for `run_id`;
+        `recall` is null when none matches (logs trajectory_recalled)."""
+        return RecalledTrajectory(recall=memory.recall_trajectory(goal, url, run_id=run_id, step=step))
+
+    @server.tool()
+    async def abandon_stale_runs(
+            older_than: Annotated[Number | None, Field(ge=0, le=MAX_STALE_SECONDS)] = None) -> AbandonedRuns:
+        """Finish as failed (reason "abandoned") every running run with no event for `older_than`
+        seconds (default: the memory's stale_after, one hour); returns the run ids finished."""
+        return AbandonedRuns(abandoned=memory.abandon_stale_runs(stale_limit(older_than)))
+
+    # ---- the memory: state, audit, explain, experiment ---------------------------------------
+
+    @server.tool()
+    async def state(kind: StrictStr, as_of: StrictInt | StrictStr | None = None, domain: StrictStr | None = None,
+                    run: StrictStr | None = None) -> StateItems:
+        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
+        short-term, patterns, context, snapshots, sitemap), now or at seq / ISO time `as_of`."""
+        return StateItems(items=memory.state(kind, as_of=as_of, domain=domain, run=run))
+
+    @server.tool()
+    async def audit(run_id: StrictStr, step: StrictInt | None = None) -> Audit:
         """What run `run_id` knew at each step (or only `step`) and which events it came from:
         the content of `memtape audit RUN --json`."""
-        return memory.audit(run_id, step)
+        return Audit.model_validate(memory.audit(run_id, step))
+
+    @server.tool()
+    async def explain(item: StrictStr, domain: StrictStr | None = None) -> Explained:
+        """The whole life of one lesson, fact (id or key), selector or trajectory: recorded,
+        deduplicated, recalled (in which runs), promoted, decayed, pruned, forgotten."""
+        return Explained.model_validate(memory.explain(item, domain=domain))
+
+    @server.tool()
+    async def experiment(changes: dict[str, Any], until: StrictInt | StrictStr | None = None) -> dict[str, Any]:
+        """Replay the log's observations under the policy with `changes` (Policy field -> value) and
+        diff against what really happened: the content of `memtape experiment --set ... --json`."""
+        return memory.experiment(changes, until=until)
 
     return server

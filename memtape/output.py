@@ -18,12 +18,12 @@ Library layers build `Report`s; only this module knows click and rich.
 
 Two paths draw a table. On a terminal rich draws it (colour, a bold title, dim notes). Everywhere
 else — piped, `--out FILE`, what scripts and benchmarks read — the same characters come from a
-small renderer here (`report_text`): rich spends ~0.6 ms a row on padding, wrapping and cropping
-segments (0.3 s for an analysis of 470 rows, a third of a cold command), the renderer ~0.06 ms.
+small renderer here (`report_text`): rich's padding, wrapping and cropping of segments cost a
+third of a cold command on a large analysis, the renderer a tenth of that (docs/benchmarks.md).
 It reproduces rich's output byte for byte for these tables — rich's HEAVY_HEAD box, the widths
 from `layout`, rich's word wrapping and folding, justification, titles — measuring text with
 rich's own `rich.cells`; tests/test_face_render.py checks the two agree on random tables, odd
-text included. rich itself (~0.1 s to import) loads only when a terminal needs it, or a stream
+text included. rich itself (slow to import) loads only when a terminal needs it, or a stream
 that is not UTF-8 (rich then draws the box in ASCII).
 """
 from __future__ import annotations

@@ -34,6 +34,18 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def _read(prompt: dict[str, Any]) -> str:
+    """What the model read on the call of a step prompt, when a system prompt came with it."""
+    if prompt.get("system_seq") is None:
+        return ""
+    return f"; read with the system prompt (seq {prompt['system_seq']}): {prompt['read_tokens']} tokens"
+
+
+def _counted(prompt: dict[str, Any]) -> str:
+    """What counted a prompt's tokens, as the audit says it (nothing when the event does not tell)."""
+    return f" (counted by {prompt['counted_by']})" if prompt.get("counted_by") else ""
+
+
 def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
     """Print an audit as rich tables, one block per step."""
     console = console or _console()
@@ -47,8 +59,8 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
     for s in data["steps"]:
         console.rule(_x(f"step {s['step']}  (memory as of seq {s['as_of_seq']}, {s.get('domain') or '-'})"))
         for p in s["prompt"]:
-            t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"),
-                      title_justify="left")
+            t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"
+                               + _counted(p) + _read(p)), title_justify="left")
             for c in ("source", "prio", "tokens", "text", "came from"):
                 t.add_column(c, overflow="fold", no_wrap=c in ("prio", "tokens"))
             for it in p["items"]:
@@ -144,7 +156,8 @@ def audit_html(data: dict[str, Any]) -> str:
             rows += [[f"<span class=dim>trimmed: {_e(i['source'])}</span>", i["priority"], i["tokens"],
                       f"<span class=dim>{_e(i['text'])}</span>", _e("; ".join(_origin(o) for o in i["origins"]))]
                      for i in p["trimmed"]]
-            parts.append(f"<p>{_e(p['prompt'])} prompt (seq {p['seq']}): {p['total_tokens']}/{p['budget']} tokens</p>")
+            parts.append(f"<p>{_e(p['prompt'])} prompt (seq {p['seq']}): {p['total_tokens']}/{p['budget']} tokens"
+                         f"{_e(_counted(p) + _read(p))}</p>")
             parts.append(_table(["source", "priority", "tokens", "text", "came from"], rows, raw=True))
         mem = s["memory"]
         rows = [["Tier 1", l["lesson"], l["category"], _origin(l["taught_by"])] for l in mem["tier1"]]

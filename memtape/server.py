@@ -2,7 +2,10 @@
 
 Each route calls the library method of the same name, so a request logs
 exactly the events the Python call logs: an agent in any language gets the
-memory a Python agent gets. The OpenAPI document is at `GET /openapi.json`.
+memory a Python agent gets. Bodies and answers are memtape/face_models.py's
+pydantic models (the MCP server's too): every answer is serialized through
+its model, so the OpenAPI document at `GET /openapi.json` declares what is
+sent, each route's error statuses included.
 
 Requests are handled one at a time on the server's event loop: the ledger
 serializes appends anyway, and one writer per process keeps the SQLite
@@ -22,11 +25,13 @@ the same key with the same method, path and body gets that answer again
 (header `Idempotent-Replayed: true`) and writes nothing, on any server of the
 ledger and after a restart; the same key with another request answers 422
 (as the IETF Idempotency-Key draft asks). Only answers that wrote are kept: a
-refused request writes nothing, so it may be sent again with its key.
+refused request writes nothing, so it may be sent again with its key (and
+`POST /experiment`, which writes nothing, answers afresh).
 """
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -40,113 +45,118 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from memtape.api import Memory, MemtapeError, Run, plain
+from memtape.api import Lesson, Memory, MemtapeError, Run, TrajectoryRecall
+from memtape.face_models import (
+    AbandonBody,
+    AbandonedRuns,
+    Appended,
+    Audit,
+    ContextBody,
+    Error,
+    ExperimentBody,
+    Explained,
+    FactBody,
+    FinishBody,
+    Finished,
+    LessonBody,
+    ObservedFact,
+    PageMapBody,
+    Recorded,
+    RecordedLesson,
+    RecordedStep,
+    RunStart,
+    ScratchBody,
+    ScratchValue,
+    SelectorBody,
+    StartedRun,
+    StepBody,
+    UserContextBody,
+    finished,
+    stale_limit,
+)
 from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import parse_lines
+from memtape.projections.context import ContextEntry
+from memtape.projections.knowledge import Fact
+from memtape.projections.page_maps import PageMap
 from memtape.projections.pin import caller_refusal
+from memtape.projections.selectors import SelectorEntry
+from memtape.projections.sessions import SessionEntry
+from memtape.projections.steps import StepMemory
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_KEY_CHARS = 255
 
-
-class Body(BaseModel):
-    """Request bodies take exactly their fields, with JSON's own types (no "3" for 3)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class RunStart(Body):
-    goal: str
-    start_url: str
-    session_id: str | None = None
-
-
-class StepBody(Body):
-    step: int
-    action: str
-    target: str | None = None
-    url: str | None = None
-    ok: bool
-    error: str | None = None
-    args: dict[str, Any] | None = None
-    #: a value typed into a password field: every argument is masked and the value scrubbed from the run
-    sensitive: bool = False
+REFUSALS: dict[int, str] = {
+    400: "Bad input: the library refused it, or the body is not standard JSON; nothing was written",
+    401: "No bearer token, or the wrong one",
+    403: "A Host this server does not answer to, or a request from another origin",
+    404: "No such run or item (and, on any path, no such route)",
+    409: "A write the run no longer takes (it finished, or the step was recorded with other content), "
+         "or the ledger is locked",
+    413: "A body over 16 MB",
+    415: "A body that is not application/json (application/x-ndjson for POST /events)",
+    422: "A body or parameter of the wrong shape or type, or an Idempotency-Key sent with another request",
+    500: "An internal error (a bug): its type only",
+    507: "The disk holding the ledger is full; nothing was written",
+}
+#: what a route without a body can answer; one with a body adds 413 and 415
+QUERY_REFUSALS = (400, 401, 403, 404, 409, 422, 500, 507)
+BODY_REFUSALS = (*QUERY_REFUSALS, 413, 415)
 
 
-class LessonBody(Body):
-    text: str
-    category: str = "error_recovery"
-    failed_command: str | None = None
-    error_pattern: str | None = None
-    scope_domain: str | None = None
-    step: int | None = None
+DESCRIPTION = """An event-sourced memory ledger for LLM browser agents: the Python API (`memtape.open`) over HTTP.
+Each route makes the library call it names, so it logs exactly the events the Python call logs.
+
+Every error, on every path (an unknown route and a wrong method included), is `{"error": "<one line>"}`
+(the `Error` schema) with its status; bad input writes nothing. Every request but this document needs
+`Authorization: Bearer TOKEN` unless the server was started with --no-token. Every POST that writes
+takes an `Idempotency-Key` header: the same key with the same request gets the first answer again."""
+
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "description": "The same key with the same request gets the first answer again and writes nothing "
+                                  "(header Idempotent-Replayed: true); with another request, 422.",
+                   "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS}}
 
 
-class FactBody(Body):
-    kind: str
-    key: str
-    value: str
-    step: int | None = None
+def _unqualified(spec: dict[str, Any]) -> dict[str, Any]:
+    """pydantic names two classes of one name by their modules (the ledger's `TrajectoryStep` and
+    the projection's): the event's is called `RecordedTrajectoryStep`, the projection's keeps its name."""
+    text = json.dumps(spec)
+    for qualified in [name for name in spec.get("components", {}).get("schemas", {}) if "__" in name]:
+        short = qualified.rsplit("__", 1)[1]
+        short = f"Recorded{short}" if qualified.startswith("memtape__ledger__") else short
+        text = text.replace(f'"{qualified}"', f'"{short}"').replace(f'/schemas/{qualified}"', f'/schemas/{short}"')
+    return json.loads(text)  # type: ignore[no-any-return]
 
 
-class SelectorBody(Body):
-    element: str
-    selector: str
-    ok: bool
-    step: int | None = None
+def documented(spec: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """FastAPI's document, completed with what the middleware and the POST wrapper do: the bearer
+    scheme (and 401) only where a token is asked for, the Idempotency-Key header on every POST."""
+    spec = _unqualified(spec)
+    for item in spec["paths"].values():
+        for method, operation in item.items():
+            if method == "post":
+                operation.setdefault("parameters", []).append(IDEMPOTENCY_KEY)
+            if token is None:
+                operation["responses"].pop("401", None)
+    if token is not None:
+        spec.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        spec["security"] = [{"bearer": []}]
+    return spec
 
 
-class ContextBody(Body):
-    items: list[dict[str, Any]]
-    step: int
-    budget: int | None = None
+def refusals(statuses: Iterable[int]) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route declares: each `{"error": "<one line>"}` (`Error`)."""
+    return {status: {"model": Error, "description": REFUSALS[status]} for status in sorted(statuses)}
 
-
-class FinishBody(Body):
-    success: bool
-    outcome: str = ""
-
-
-class RunId(BaseModel):
-    run_id: str
-    session_id: str
-
-
-class Appended(BaseModel):
-    appended: int
-    first_seq: int | None = None
-    last_seq: int | None = None
-
-
-class Recorded(BaseModel):
-    ok: bool = True
-    id: str | None = Field(default=None, description="The lesson id, for a lesson.")
-
-
-class Error(BaseModel):
-    """Every error the server answers, whatever its status."""
-
-    error: str = Field(description="One line saying what was wrong.")
-
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": Error, "description": what} for status, what in (
-        (400, "Bad input: the library refused it, or the body is not JSON; nothing was written"),
-        (401, "No bearer token, or the wrong one"),
-        (403, "A Host this server does not answer to, or a request from another origin"),
-        (404, "No such run or route"),
-        (409, "A write the run no longer takes, or the ledger moved underneath the request"),
-        (413, "A body over 16 MB"),
-        (415, "A body that is not application/json or application/x-ndjson"),
-        (422, "A body or parameter of the wrong shape or type, or an Idempotency-Key sent with another request"),
-        (507, "The disk holding the ledger is full; nothing was written"))}
 
 _SEQ = re.compile(r"[0-9]+")
 _LARGEST_SEQ_DIGITS = 19  # 2**63 - 1
@@ -211,13 +221,13 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
     (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
     requests bearing it (None: to any local caller)."""
-    app = FastAPI(title="memtape", version=version("memtape"), responses=ERRORS,
-                  description="An event-sourced memory ledger for LLM browser agents: the library's API over HTTP.")
+    app = FastAPI(title="memtape", version=version("memtape"), description=DESCRIPTION,
+                  generate_unique_id_function=lambda route: route.name)  # operationId: the library call's name
     app.router.route_class = JSONRoute
     live: dict[str, Run] = {}
     cors = tuple(cors_origins)
 
-    async def answered(request: Request, work: Callable[[], Any], status: int = 200) -> JSONResponse:
+    async def answered(request: Request, work: Callable[[], BaseModel], status: int = 200) -> JSONResponse:
         """The answer of a POST: `work()` once per Idempotency-Key (see the module's docstring)."""
         key = request.headers.get("idempotency-key")
         if key is None:
@@ -239,6 +249,24 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             live[run_id] = run
         return run
 
+    def read_of(run_id: str) -> Run:
+        """The run to read from: its live handle, or (a finished run's too) the ledger's."""
+        run = live.get(run_id)
+        return run if run is not None and not run.finished else memory.read_run(run_id)
+
+    def post(path: str, answer: Any, call: Callable[..., Any], status: int = 200,
+             **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A POST route answering `answer`, documented by the library call it makes."""
+        return app.post(path, response_model=answer, status_code=status, responses=refusals(BODY_REFUSALS),
+                        summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
+                        description=inspect.getdoc(call), **options)
+
+    def get(path: str, answer: Any, call: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A GET route answering `answer`, documented by the library call it makes."""
+        return app.get(path, response_model=answer, responses=refusals(QUERY_REFUSALS),
+                       summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
+                       description=inspect.getdoc(call))
+
     # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
     app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
     if cors:
@@ -248,11 +276,8 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            if token is not None:
-                spec.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-                spec["security"] = [{"bearer": []}]
-            app.openapi_schema = spec
+            app.openapi_schema = documented(get_openapi(title=app.title, version=app.version,
+                                                        description=app.description, routes=app.routes), token)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -281,90 +306,203 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     async def failed(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
 
-    @app.post("/runs", response_model=RunId, status_code=201)
+    # ---- runs: what happened --------------------------------------------------------------
+
+    @post("/runs", StartedRun, Memory.start_run, status=201)
     async def start_run(request: Request, body: RunStart) -> Any:
-        def work() -> RunId:
-            run = memory.start_run(goal=body.goal, start_url=body.start_url, session_id=body.session_id)
+        def work() -> StartedRun:
+            run = memory.start_run(**body.model_dump())
             live[run.run_id] = run
-            return RunId(run_id=run.run_id, session_id=run.session_id)
+            return StartedRun(run_id=run.run_id, session_id=run.session_id)
         return await answered(request, work, 201)
 
-    @app.post("/runs/{run_id}/steps", response_model=Recorded)
+    @post("/runs/{run_id}/steps", RecordedStep, Run.record_step)
     async def record_step(request: Request, run_id: str, body: StepBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).record_step(step=body.step, action=body.action, target=body.target, url=body.url,
-                                       ok=body.ok, error=body.error, args=body.args, sensitive=body.sensitive)
-            return Recorded()
-        return await answered(request, work)
+        return await answered(request, lambda: RecordedStep(event_id=run_of(run_id).record_step(**body.model_dump())))
 
-    @app.post("/runs/{run_id}/lessons", response_model=Recorded)
+    @post("/runs/{run_id}/lessons", RecordedLesson, Run.record_lesson)
     async def record_lesson(request: Request, run_id: str, body: LessonBody) -> Any:
-        def work() -> Recorded:
-            return Recorded(id=run_of(run_id).record_lesson(body.text, category=body.category,
-                                                            failed_command=body.failed_command,
-                                                            error_pattern=body.error_pattern,
-                                                            scope_domain=body.scope_domain, step=body.step))
-        return await answered(request, work)
+        return await answered(request, lambda: RecordedLesson(lesson_id=run_of(run_id).record_lesson(**body.model_dump())))
 
-    @app.post("/runs/{run_id}/facts", response_model=Recorded)
+    @post("/runs/{run_id}/facts", ObservedFact, Run.observe_fact)
     async def observe_fact(request: Request, run_id: str, body: FactBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).observe_fact(kind=body.kind, key=body.key, value=body.value, step=body.step)
-            return Recorded()
+        def work() -> ObservedFact:
+            run = run_of(run_id)
+            domain = body.domain if body.domain is not None else run.domain
+            run.observe_fact(**body.model_dump())
+            return ObservedFact(domain=domain, kind=body.kind, key=body.key)
         return await answered(request, work)
 
-    @app.post("/runs/{run_id}/selectors", response_model=Recorded)
+    @post("/runs/{run_id}/selectors", Recorded, Run.selector_result)
     async def selector_result(request: Request, run_id: str, body: SelectorBody) -> Any:
         def work() -> Recorded:
-            run_of(run_id).selector_result(element=body.element, selector=body.selector, ok=body.ok, step=body.step)
+            run_of(run_id).selector_result(**body.model_dump())
             return Recorded()
         return await answered(request, work)
 
-    @app.post("/runs/{run_id}/context", response_model=Recorded)
+    @post("/runs/{run_id}/context", Recorded, Run.record_context)
     async def record_context(request: Request, run_id: str, body: ContextBody) -> Any:
         def work() -> Recorded:
-            run = run_of(run_id)
-            if body.budget is None:
-                run.record_context(items=body.items, step=body.step)
-            else:
-                run.record_context(items=body.items, step=body.step, budget=body.budget)
+            run_of(run_id).record_context(**{**body.model_dump(), "items": [i.given() for i in body.items],
+                                             "trimmed": [i.given() for i in body.trimmed]})
             return Recorded()
         return await answered(request, work)
 
-    @app.post("/runs/{run_id}/finish")
+    @post("/runs/{run_id}/finish", Finished, Run.finish)
     async def finish(request: Request, run_id: str, body: FinishBody) -> Any:
-        def work() -> Any:
-            learned = run_of(run_id).finish(success=body.success, outcome=body.outcome)
+        def work() -> Finished:
+            learned = run_of(run_id).finish(**body.model_dump())
             live.pop(run_id, None)
-            return plain(learned)
+            return finished(run_id, body.success, learned)
         return await answered(request, work)
 
-    @app.get("/runs/{run_id}/recall/error")
-    async def recall_error(run_id: str, command: str, error: str, step: int | None = None) -> Any:
-        return plain(run_of(run_id).recall_error(command=command, error=error, step=step))
+    # ---- runs: recall (each one an event) and plain reads ------------------------------------
 
-    @app.get("/runs/{run_id}/recall/domain")
-    async def recall_domain(run_id: str, step: int | None = None) -> Any:
-        return plain(run_of(run_id).recall_domain(step=step))
-
-    @app.get("/runs/{run_id}/recall/trajectory")
-    async def recall_trajectory(run_id: str, step: int | None = None) -> Any:
-        return plain(run_of(run_id).recall_trajectory(step=step))
-
-    @app.get("/runs/{run_id}/tier1")
+    @get("/runs/{run_id}/tier1", list[Lesson], Run.tier1)
     async def tier1(run_id: str) -> Any:
-        return plain(run_of(run_id).tier1())
+        return run_of(run_id).tier1()
 
-    @app.get("/state/{projection}")
-    async def state(projection: str, as_of: str | None = Query(default=None, description="a seq or an ISO time"),
-                    domain: str | None = None) -> Any:
-        return memory.state(projection, as_of=as_of_point(as_of), domain=domain)
+    @get("/runs/{run_id}/recall/domain", list[Lesson], Run.recall_domain)
+    async def recall_domain(run_id: str, step: int | None = None, domain: str | None = None) -> Any:
+        return run_of(run_id).recall_domain(step=step, domain=domain)
 
-    @app.get("/audit/{run_id}")
+    @get("/runs/{run_id}/recall/error", list[Lesson], Run.recall_error)
+    async def recall_error(run_id: str, command: str, error: str, step: int | None = None,
+                           domain: str | None = None) -> Any:
+        return run_of(run_id).recall_error(command=command, error=error, step=step, domain=domain)
+
+    @get("/runs/{run_id}/recall/trajectory", TrajectoryRecall | None, Run.recall_trajectory)
+    async def recall_trajectory(run_id: str, step: int | None = None, url: str | None = None) -> Any:
+        return run_of(run_id).recall_trajectory(step=step, url=url)
+
+    @get("/runs/{run_id}/sessions", list[SessionEntry], Run.sessions)
+    async def sessions(run_id: str, domain: str | None = None) -> Any:
+        return read_of(run_id).sessions(domain=domain)
+
+    @get("/runs/{run_id}/facts", list[Fact], Run.facts)
+    async def facts(run_id: str, domain: str | None = None) -> Any:
+        return read_of(run_id).facts(domain=domain)
+
+    @get("/runs/{run_id}/selectors", list[SelectorEntry], Run.selectors)
+    async def selectors(run_id: str, domain: str | None = None) -> Any:
+        return read_of(run_id).selectors(domain=domain)
+
+    @get("/runs/{run_id}/step_memories", list[StepMemory], Run.step_memories)
+    async def step_memories(run_id: str, elements: list[str] = Query(), intent: str = Query()) -> Any:
+        return read_of(run_id).step_memories(elements, intent)
+
+    @get("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
+    async def loop_warnings(run_id: str) -> Any:
+        return list(read_of(run_id).loop_warnings())
+
+    @get("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
+    async def prompt_context(run_id: str, domain: str | None = None) -> Any:
+        return read_of(run_id).prompt_context(domain=domain)
+
+    @get("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
+    async def relevant_context(run_id: str, domain: str | None = None) -> Any:
+        return read_of(run_id).relevant_context(domain=domain)
+
+    # ---- runs: working memory (the run's own) ------------------------------------------------
+
+    @post("/runs/{run_id}/user_context", Recorded, Run.give_context)
+    async def give_context(request: Request, run_id: str, body: UserContextBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).give_context(body.context)
+            return Recorded()
+        return await answered(request, work)
+
+    @post("/runs/{run_id}/scratch", Recorded, Run.set_scratch)
+    async def set_scratch(request: Request, run_id: str, body: ScratchBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).set_scratch(**body.model_dump())
+            return Recorded()
+        return await answered(request, work)
+
+    @get("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
+    async def scratch(run_id: str) -> Any:
+        return read_of(run_id).scratch()
+
+    # a key holds anything, a slash too; `default` is the caller's own (a key never set answers null)
+    @get("/runs/{run_id}/scratch/{key:path}", ScratchValue, Run.get_scratch)
+    async def get_scratch(run_id: str, key: str) -> Any:
+        return ScratchValue(value=read_of(run_id).get_scratch(key))
+
+    @post("/runs/{run_id}/page_maps", Recorded, Run.store_page_map)
+    async def store_page_map(request: Request, run_id: str, body: PageMapBody) -> Any:
+        def work() -> Recorded:
+            run_of(run_id).store_page_map(**body.model_dump())
+            return Recorded()
+        return await answered(request, work)
+
+    @get("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
+    async def get_all_page_maps(run_id: str) -> Any:
+        return read_of(run_id).get_all_page_maps()
+
+    @get("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
+    async def get_page_map(run_id: str, url: str) -> Any:
+        return read_of(run_id).get_page_map(url)
+
+    @get("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
+    async def has_page_map(run_id: str, url: str) -> Any:
+        return read_of(run_id).has_page_map(url)
+
+    @get("/runs/{run_id}/page_summary", str, Run.get_page_summary)
+    async def get_page_summary(run_id: str, url: str) -> Any:
+        return read_of(run_id).get_page_summary(url)
+
+    # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
+
+    @get("/tier1", list[Lesson], Memory.tier1)
+    async def memory_tier1(run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> Any:
+        return memory.tier1(run_id=run_id, step=step, domain=domain)
+
+    @get("/recall/domain", list[Lesson], Memory.recall_domain)
+    async def memory_recall_domain(domain: str, run_id: str | None = None, step: int | None = None) -> Any:
+        return memory.recall_domain(domain, run_id=run_id, step=step)
+
+    @get("/recall/error", list[Lesson], Memory.recall_error)
+    async def memory_recall_error(command: str, error: str, domain: str | None = None, run_id: str | None = None,
+                                  step: int | None = None) -> Any:
+        return memory.recall_error(command, error, domain=domain, run_id=run_id, step=step)
+
+    @get("/recall/trajectory", TrajectoryRecall | None, Memory.recall_trajectory)
+    async def memory_recall_trajectory(goal: str, url: str, run_id: str | None = None, step: int | None = None) -> Any:
+        return memory.recall_trajectory(goal, url, run_id=run_id, step=step)
+
+    @post("/runs/abandon_stale", AbandonedRuns, Memory.abandon_stale_runs)
+    async def abandon_stale_runs(request: Request, body: AbandonBody) -> Any:
+        def work() -> AbandonedRuns:
+            abandoned = memory.abandon_stale_runs(stale_limit(body.older_than))
+            for run_id in abandoned:
+                live.pop(run_id, None)
+            return AbandonedRuns(abandoned=abandoned)
+        return await answered(request, work)
+
+    # ---- the memory: state, audit, explain, experiment ---------------------------------------
+
+    @get("/state/{kind}", list[dict[str, Any]], Memory.state)
+    async def state(kind: str, as_of: str | None = Query(default=None, description="a seq or an ISO time"),
+                    domain: str | None = None, run: str | None = None) -> Any:
+        return memory.state(kind, as_of=as_of_point(as_of), domain=domain, run=run)
+
+    @get("/audit/{run_id}", Audit, Memory.audit)
     async def audit(run_id: str, step: int | None = None) -> Any:
         return memory.audit(run_id, step=step)
 
-    @app.post("/events", response_model=Appended,
+    @get("/explain/{item:path}", Explained, Memory.explain)  # an XPath selector holds slashes
+    async def explain(item: str, domain: str | None = None) -> Any:
+        return memory.explain(item, domain=domain)
+
+    @post("/experiment", dict[str, Any], Memory.experiment)
+    async def experiment(body: ExperimentBody) -> Any:
+        # it writes nothing, so an Idempotency-Key changes nothing: the same question gets a fresh answer
+        until = as_of_point(body.until) if isinstance(body.until, str) else body.until
+        return memory.experiment(body.changes, until=until)
+
+    @app.post("/events", response_model=Appended, responses=refusals(BODY_REFUSALS), summary="memtape append",
+              description="Events as JSON Lines, exactly as `memtape append` takes them, appended in one transaction "
+                          "(no line that writes Tier 1 text: a seed, a promotion, a pin, a Tier 1 lesson).",
               openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {
                   "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
     async def append(request: Request) -> Any:

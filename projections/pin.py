@@ -19,6 +19,7 @@ from memtape.ledger.errors import InvalidEvent, UnknownItem
 from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
+from memtape.projections.decisions import DECISION_TYPES
 from memtape.projections.lessons import TIER1_CATEGORIES
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.writer import MemoryWriter
@@ -41,13 +42,18 @@ TIER1_WRITES = ("lesson_seeded", "lesson_promoted", "lesson_pinned")
 
 
 def caller_refusal(events: Sequence[NewEvent]) -> str | None:
-    """Why an agent's raw events (HTTP `POST /events`) cannot be stored (one line), or None: none may
-    write Tier 1 text (a seed, a promotion, a pin, or a lesson recorded in a Tier 1 category)."""
+    """Why a caller's events as lines (`memtape append`, HTTP `POST /events`) cannot be stored (one
+    line), or None. None may write Tier 1 text (a seed, a promotion, a pin, or a lesson recorded in a
+    Tier 1 category), nor any other decision of the policy, which makes its decisions itself (a log
+    holding one no policy made would diverge in every experiment)."""
     for i, ev in enumerate(events, 1):
         category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
         if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
-            return (f"event {i} ({ev.type}): an agent's call cannot write Tier 1 text (every system prompt); "
+            return (f"event {i} ({ev.type}): a caller cannot write Tier 1 text (every system prompt); "
                     "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`")
+        if ev.type in DECISION_TYPES:
+            return (f"event {i}: {ev.type} is a decision of the memory policy, which makes it itself; "
+                    "append observations (`memtape append --raw` records a log as given)")
     return None
 
 

@@ -38,10 +38,9 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import orjson
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
@@ -49,14 +48,13 @@ from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     LOCATOR_ARGS,
-    Action,
     Backtracked,
     ContextBuilt,
     ContextGiven,
     ContextInferred,
     ContextItem,
     DomainRecall,
-    ElementRef,
+    Embedding,
     ErrorRecall,
     ExplorationCompleted,
     ExplorationStarted,
@@ -94,8 +92,9 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
+from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
-from memtape.projections.budget import DEFAULT_BUDGET, estimate_tokens
+from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -219,7 +218,7 @@ class StepRecord:
         return (self.role, self.name)
 
     @classmethod
-    def from_event(cls, ev: RecordedEvent) -> "StepRecord":
+    def from_event(cls, ev: RecordedEvent) -> StepRecord:
         """The step a `step_recorded` event logged (a run finished in another process learns from these)."""
         d = ev.data
         action, target = d["action"], d.get("target") or {}
@@ -227,7 +226,8 @@ class StepRecord:
         return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
                    error=d.get("error"), url_before=(d.get("env_before") or {}).get("url", ""),
                    url_after=(d.get("env_after") or {}).get("url", ""), role=role, name=target.get("name") if role else None,
-                   selector=target.get("selector"), sensitive=bool(action.get("sensitive")),
+                   selector=target.get("selector"), in_shadow=bool(target.get("in_shadow")),
+                   sensitive=bool(action.get("sensitive")),
                    duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
                    event_id=ev.id)
 
@@ -277,7 +277,7 @@ class Lesson:
     matched: str | None = None
 
     @classmethod
-    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> "Lesson":
+    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> Lesson:
         return cls(lesson_id=lesson.lesson_id, text=lesson.lesson, category=lesson.category,
                    use_count=lesson.use_count, triggered_domains=lesson.triggered_domains,
                    event_ids=lesson.event_ids, failed_command=lesson.failed_command,
@@ -285,7 +285,7 @@ class Lesson:
                    score=match.score if match else 0.0, matched=match.matched if match else None)
 
     @classmethod
-    def recalled(cls, match: lessons_mod.Match) -> "Lesson":
+    def recalled(cls, match: lessons_mod.Match) -> Lesson:
         return cls.of(match.lesson, match)
 
 
@@ -345,6 +345,19 @@ def plain(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v)))
 
 
+EMBEDDING: TypeAdapter[list[float]] = TypeAdapter(Embedding)
+
+
+def _check_embedding(vector: Any) -> tuple[float, ...]:
+    """A vector as `step_recorded` stores it (real numbers, at most MAX_EMBEDDING), never empty."""
+    if isinstance(vector, str | bytes) or not vector:
+        raise InvalidEvent(f"embedding must be a non-empty list of numbers, got {vector!r:.60}")
+    try:
+        return tuple(EMBEDDING.validate_python(list(vector), strict=True))
+    except (TypeError, ValidationError) as exc:
+        raise InvalidEvent(f"embedding: {_one_line(exc)}") from None
+
+
 def _check_flag(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidEvent(f"{what} must be True or False, got {value!r:.60}")
@@ -380,7 +393,7 @@ class Memory:
         finally:
             self.store.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -457,7 +470,7 @@ class Memory:
     def start_run(self, *, goal: str, start_url: str, session_id: str | None = None, run_id: str | None = None,
                   parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
                   case_id: str | None = None, agent: str = "external", rep: int | None = None,
-                  step_memory_scope: str = "session") -> "Run":
+                  step_memory_scope: str = "session") -> Run:
         """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
 
@@ -480,7 +493,7 @@ class Memory:
         started = run._event(RunStarted, {
             "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
             "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
-            "policy": {"decision_policy": agent, "fingerprint": self.policy.fingerprint(),
+            "policy": {"decision_policy": agent, "step_memory_scope": step_memory_scope, "fingerprint": self.policy.fingerprint(),
                        **self.policy.model_dump(mode="json")}, "case_id": case_id}, domain=domain_of(start_url))
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
@@ -489,17 +502,35 @@ class Memory:
             self.append([started])
         return run
 
-    def run(self, run_id: str) -> "Run":
+    def run(self, run_id: str) -> Run:
         """A running run started elsewhere (another process, the command line), to record into or
         finish. The ledger stays its one truth: every write of the handle is checked against the
         run as the ledger holds it then, and `finish` learns from every step any process recorded."""
+        manifest = self._manifest(run_id)
+        if manifest.status != "running":
+            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
+        return self._handle(manifest)
+
+    def read_run(self, run_id: str) -> Run:
+        """A handle on any run, running or finished, to read what it holds (scratch pad, page maps,
+        sessions, facts, step memories, ...). A finished run's handle is finished, as is the one
+        that finished it: its recall (which logs events) and its writes are refused (RunConflict)."""
+        manifest = self._manifest(run_id)
+        run = self._handle(manifest)
+        run.finished = manifest.status != "running"
+        return run
+
+    def _manifest(self, run_id: str) -> RunManifest:
         _check_text(run_id, "run_id")
         self._dirty = True  # another process may have started or finished it since this memory last read
         manifest = self.current().run(run_id)
         if manifest is None:
             raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
-        if manifest.status != "running":
-            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
+        return manifest
+
+    def _handle(self, manifest: RunManifest) -> Run:
+        """A Run on `manifest`'s run as the ledger holds it: its rep, steps, embedding and URL."""
+        run_id = manifest.run_id
         run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
                   enabled=manifest.memory_enabled)
         run.started_at = manifest.started_at
@@ -507,12 +538,17 @@ class Memory:
             earlier = [r.run_id for r in self.current().runs(session_id=manifest.session_id)
                        if r.run_id != run_id and r.started_at <= manifest.started_at]
             run.rep, run.step_memory_runs = len(earlier) + 1, earlier
-        run.steps = [StepRecord.from_event(ev) for ev in self.store.read(run_id=run_id, types=["step_recorded"])]
+        recorded = list(self.store.read(run_id=run_id, types=["step_recorded"]))
+        run.steps = [StepRecord.from_event(ev) for ev in recorded]
+        embedded = [ev.data for ev in recorded if ev.data.get("internal_state_embedding")]
+        if embedded:  # the vector the run's steps carry, carried on
+            run.state_embedding = tuple(embedded[-1]["internal_state_embedding"])
+            run.embedding_model = embedded[-1].get("embedding_model")
         urls = [u for s in run.steps for u in (s.url_before, s.url_after) if u]
         run.url = urls[-1] if urls else (manifest.current_url or run.start_url)
         return run
 
-    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> "Learned":
+    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> Learned:
         """Finish a running run started elsewhere (`memtape finish-run`): `Run.finish` on its
         steps as the ledger holds them."""
         return self.run(run_id).finish(success=success, outcome=outcome, reason=reason)
@@ -642,6 +678,9 @@ class Run:
         self.rep = 1
         #: runs whose graded steps this run may retrieve (None: every other run)
         self.step_memory_runs: list[str] | None = []
+        #: seed 002's internalStateEmbedding of this run's internal state (its goal), and its model
+        self.state_embedding: tuple[float, ...] = ()
+        self.embedding_model: str | None = None
         self.finished = False
         self.ms_total = 0.0
         self._ms_step = 0.0
@@ -650,7 +689,7 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, goal={self.safe_goal!r}, url={self.url!r})"
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -794,7 +833,29 @@ class Run:
             return []
         with self.timed():
             return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id,
-                                                       runs=self.step_memory_runs)
+                                                       runs=self.step_memory_runs, embedding=self.state_embedding,
+                                                       embedding_model=self.embedding_model)
+
+    def use_embedding(self, vector: Sequence[float], model: str) -> None:
+        """The vector of this run's internal state (its goal, as memory stores it) by `model`,
+        from an embeddings endpoint the caller configured: every step recorded from now on
+        carries it (Trayn's internalStateEmbedding), and step-memory retrieval compares
+        intents by it wherever a memory has a vector of the same model. Memory itself never
+        asks an endpoint, so a replay or an experiment reads the recorded vectors."""
+        _check_text(model, "model")
+        self.state_embedding, self.embedding_model = _check_embedding(vector), model
+
+    def recorded_embedding(self, model: str) -> tuple[float, ...] | None:
+        """This run's internal state as `model` embedded it for an earlier step, if one did (so
+        the same goal is never sent to the endpoint twice)."""
+        _check_text(model, "model")
+        return self.memory.current().recorded_embedding(self.internal_state, model)
+
+    @property
+    def internal_state(self) -> str:
+        """Seed 002's internalState of every step of the run: the task it pursues, as memory
+        stores it (the step's own reasoning is its `think`)."""
+        return self.safe_goal[:2000]
 
     def loop_warnings(self) -> tuple[str, ...]:
         """Seed 003's short-term loop warnings for this run."""
@@ -1065,9 +1126,11 @@ class Run:
             ev = self._event(StepRecorded, {
                 "env_before": dict(page_before) if page_before is not None else {"url": url},
                 "env_after": dict(page_after) if page_after is not None else {"url": after},
-                "think": (think or "")[:2000] or None, "internal_state": (think or "")[:2000] or None,
-                "action": Action(command=action, args=dict(args or {}), sensitive=sensitive),
-                "target": ElementRef(role=role or "", name=name or "", selector=selector) if role or name else None,
+                "think": (think or "")[:2000] or None, "internal_state": self.internal_state or None,
+                "internal_state_embedding": list(self.state_embedding), "embedding_model": self.embedding_model,
+                "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
+                "target": {"role": role or "", "name": name or "", "selector": selector,
+                           **({"in_shadow": True} if in_shadow else {})} if role or name else None,
                 "target_text": name or None, "ok": ok, "error": error,
                 "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
                 "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
@@ -1077,7 +1140,6 @@ class Run:
             # post-run learning reads the step as the door stored it (secrets redacted), never the raw
             # values: a lesson's error pattern is lower-cased, and a lower-cased key no detector knows
             stored = StepRecord.from_event(written[0])
-            stored.in_shadow, stored.duration_ms = in_shadow, duration_ms
             self.steps.append(stored)
             self.url = after
             return stored.event_id or ""
@@ -1135,15 +1197,24 @@ class Run:
 
     def record_context(self, items: Sequence[Mapping[str, Any]], step: int, budget: int = DEFAULT_BUDGET, *,
                        trimmed: Sequence[Mapping[str, Any]] = (), prompt: str = "step",
-                       domain: str | None = None) -> None:
+                       domain: str | None = None, counted_by: str | None = None) -> None:
         """What one prompt held: each item's source, priority, text and the event ids it came from
-        (and what the budget trimmed), as a context_built event. Audits show exactly this."""
+        (and what the budget trimmed), as a context_built event. Audits show exactly this.
+
+        An item's `tokens` is the agent's own count and `counted_by` names what counted it (its
+        tokenizer; every item must then carry its count). An item without one is counted here, and
+        the event names this process's counter (`cl100k_base`, or `estimate` without the tokens extra)."""
         self._live()
-        kept_items = [self._context_item(i) for i in _items(items, "items")]
-        cut_items = [self._context_item(i) for i in _items(trimmed, "trimmed")]
+        kept, cut = _items(items, "items"), _items(trimmed, "trimmed")
+        counted_here = any("tokens" not in i for i in [*kept, *cut])
+        if counted_by is not None and counted_here:
+            raise InvalidEvent("context_built: counted_by names what counted the items' tokens; give every item its tokens")
+        kept_items = [self._context_item(i) for i in kept]
+        cut_items = [self._context_item(i) for i in cut]
         ev = self._event(ContextBuilt, {
             "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept_items),
-            "items": kept_items, "trimmed": cut_items}, step=step,
+            "items": kept_items, "trimmed": cut_items,
+            "counted_by": token_counter() if counted_here else counted_by}, step=step,
             domain=domain if domain is not None else (self.domain or None))
         with self.timed():
             self.memory.append([ev])
@@ -1151,9 +1222,9 @@ class Run:
     def _context_item(self, item: Mapping[str, Any]) -> ContextItem:
         try:
             text, kind = item["text"], item.get("content_type", "text")
-            # the agent's own count (its tokenizer) when it gives one, else seed 003's estimate
+            # the agent's own count (its tokenizer) when it gives one, else this process's counter
             tokens = item["tokens"] if "tokens" in item else (
-                estimate_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
+                count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
             return ContextItem(**self.scrub({
                 "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
                 "confidence": item.get("confidence", 1.0),
@@ -1195,8 +1266,7 @@ class Run:
         learned = Learned()
 
         def build(so_far: RunSoFar) -> list[NewEvent]:
-            mine = {s.event_id: s for s in self.steps}  # this handle's records keep what events do not (in_shadow)
-            steps = [mine.get(ev.id) or StepRecord.from_event(ev) for ev in so_far.step_events()]
+            steps = [StepRecord.from_event(ev) for ev in so_far.step_events()]  # the ledger's, whoever recorded them
             last_url = next((s.url_after for s in reversed(steps) if s.url_after), self.url)
             run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
                 "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
@@ -1400,11 +1470,10 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             out.setdefault((domain, kind, key), FactObserved(fact_type=cast(FactType, kind), key=key[:200], value=value[:300]))
 
     for i, s in enumerate(steps):
-        if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name:
-            if any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
-                add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
+        if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name and any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
+            add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
-            path = urlsplit(s.url_after).path or "/"
+            path = url_parts(s.url_after).path or "/"
             add(domain_of(s.url_after), "timing", f"load time {path[:80]}", f"page load takes about {round(s.duration_ms / 1000)} s")
         if s.ok and s.in_shadow:
             add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
@@ -1440,7 +1509,7 @@ def grade_steps(steps: Sequence[StepRecord], outcome: RunCompleted) -> list[tupl
         else:
             moved = s.url_after != s.url_before
             g = {"outcome": "success",
-                 "reason": f"worked: navigated to {urlsplit(s.url_after).path or '/'}" if moved else "worked",
+                 "reason": f"worked: navigated to {url_parts(s.url_after).path or '/'}" if moved else "worked",
                  "correction": None}
         if i == len(steps) - 1 and not outcome.success:
             g["task_incomplete"] = (outcome.reason or outcome.summary or "task not completed")[:300]

@@ -1,5 +1,9 @@
 """Session history (seed 000): the last `session_history` (5) completed runs per domain,
-successes and failures, in the order their completion was recorded in the log."""
+successes and failures, in the order their completion was recorded in the log.
+
+A prompt shows a site's sessions only where they continue the run (`continued`): runs of
+its own session, the run it resumes or forks, and runs of the same goal; of those, the
+`session_full_detail` newest in full (`history_lines`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,7 +12,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections.text import build, domain_matches
+from memtape.projections.text import build, domain_matches, fenced
 
 TYPES = ("session_recorded", "subject_forgotten")
 
@@ -89,3 +93,33 @@ def tables(state: SessionsState) -> dict[str, list[dict[str, Any]]]:
                          "final_url": e.final_url, "timestamp": e.timestamp, "turns_used": e.turns_used,
                          "duration_ms": e.duration_ms, "event_ids": orjson.dumps(e.event_ids).decode()})
     return {"sessions": rows}
+
+
+def same_goal(a: str, b: str) -> bool:
+    """Two goals are the same task when they read the same, case and spacing aside."""
+    key = " ".join(a.lower().split())
+    return bool(key) and key == " ".join(b.lower().split())
+
+
+def continued(entries: list[SessionEntry], *, session_id: str | None, parent_run_id: str | None,
+              goal: str) -> list[SessionEntry]:
+    """The sessions a run continues, oldest first: those of its own session, the run it resumes
+    or forks, and runs of the same goal. Another task's session on the same site tells the next
+    decision nothing (seed 000 chains runs by session id)."""
+    return [e for e in entries if (session_id and e.session_id == session_id)
+            or (parent_run_id and e.run_id == parent_run_id) or same_goal(e.goal, goal)]
+
+
+def history_lines(entries: list[SessionEntry], full_detail: int) -> list[str]:
+    """One line per session as SESSION HISTORY shows it (seed 000): the `full_detail` newest in
+    full, with the final URL; older ones on one line."""
+    lines = []
+    for i, s in enumerate(entries):
+        status = "success" if s.success else "failed"
+        if i >= len(entries) - full_detail:
+            lines.append(f"- {status}: goal: {fenced(s.goal, 200)}\n  outcome: {fenced(s.outcome, 200)}\n"
+                         f"  final URL: {fenced(s.final_url, 200)}\n  turns: {s.turns_used}, "
+                         f"duration: {s.duration_ms / 1000:.1f}s, session: {fenced(s.session_id, 80)}")
+        else:
+            lines.append(f"- {status}: {fenced(s.goal, 80)} ({s.turns_used} turns)")
+    return lines

@@ -1,24 +1,41 @@
 """Graded step memories (seed 002): every step with env before/after, graded later.
 
-Retrieval (`retrieve`): graded memories of *other* runs whose page elements
-overlap the current page with IoU ≥ 0.7, ranked 65% page similarity + 35%
-intent similarity (word-overlap Jaccard of the agent's intent), top 10,
-deduplicated by action signature (best kept), and returned as two memories:
-one REPEAT (success) and one AVOID (failure) when both exist, else the best two.
+Retrieval (`retrieve`) finds graded memories of *other* runs taken in a state like the
+current one. Two similarities, each in [0, 1] (`projections/similarity.py`: TF-IDF cosine
+over word and character 3-grams, deterministic, no service):
+
+- page: the elements' roles and names before the step against the current page's, so a
+  reworded page (Basket/Remove for Cart/Delete) or a few extra links still match;
+- intent: the step's internal state and reasoning (`internal_state`, `think`) against the
+  current task; when both sides carry an embedding of the same model (Trayn's
+  `internalStateEmbedding`, recorded in the event), the cosine of the two vectors instead.
+
+The score is their weighted geometric mean, page^0.65 x intent^0.35: the page weighs most,
+but a step matches only where the task does too, so the same page under an unrelated task
+does not bring back a mistake that was one only for the other task (nor does a perfect
+intent make up for another page). Memories scoring at least
+`step_memory_min_similarity` are ranked by score (ties: run, step), the best
+`step_memory_top` kept, deduplicated by action signature (the best kept), and the best
+`step_memory_count` offered — with at least one REPEAT (success) and one AVOID (failure)
+when both kinds matched and two or more are offered (seed 002's example shows one of each).
+A prompt shows those whose target is on the current page (`on_page`).
 """
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections.text import add_event_id, build, domain_matches, evolve, jaccard, words
+from memtape.projections.similarity import embedding_similarity, page_similarity, text_similarity
+from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "step_graded", "subject_forgotten")
+#: the weights of the page and the intent in a memory's score (a weighted geometric mean)
+PAGE_WEIGHT, INTENT_WEIGHT = 0.65, 0.35
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +56,10 @@ class StepMemory:
     intent: str = ""
     rep: int = 1
     domain: str = ""
+    think: str = ""
+    #: Trayn's internalStateEmbedding as recorded, and the model that made it
+    embedding: tuple[float, ...] = ()
+    embedding_model: str | None = None
 
     @property
     def kind(self) -> str:
@@ -47,13 +68,22 @@ class StepMemory:
 
     @property
     def signature(self) -> str:
-        return action_signature(self.action, self.env_before.get("url", ""))
+        """The action with its target: two clicks on one page differ by the element they clicked,
+        even when the step names it only as its target (no `ref` among the arguments)."""
+        return action_signature(self.action, self.env_before.get("url", ""), self.target_text or "")
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        """The texts the intent similarity compares: the internal state and the reasoning."""
+        return (self.intent,) if self.think in ("", self.intent) else (self.intent, self.think)
 
 
-def action_signature(action: dict[str, Any], url: str) -> str:
-    """Seed 003's action signature: tool, sorted parameters and URL, hashed."""
-    body = ":".join([action.get("command", ""),
-                     orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(), url])
+def action_signature(action: dict[str, Any], url: str, target: str = "") -> str:
+    """Seed 003's action signature: tool, sorted parameters and URL, hashed; with the step's
+    target when it has one (seed 002's deduplication)."""
+    parts = [action.get("command", ""), orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(),
+             url]
+    body = ":".join([*parts, target] if target else parts)
     return hashlib.md5(body.encode()).hexdigest()[:16]
 
 
@@ -83,7 +113,8 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
             run_id=ev.run_id, step=step, env_before=d.get("env_before") or {}, env_after=d.get("env_after") or {},
             action=d["action"], target_text=d.get("target_text"), outcome="pending", reason=None, correction=None,
             page_similarity=0.0, intent_similarity=0.0, score=0.0, event_ids=(ev.id,), intent=intent,
-            rep=int(d.get("rep", 1)), domain=ev.domain or "")
+            rep=int(d.get("rep", 1)), domain=ev.domain or "", think=d.get("think") or "",
+            embedding=tuple(d.get("internal_state_embedding") or ()), embedding_model=d.get("embedding_model"))
     elif ev.type == "step_graded" and ev.run_id:
         mem = state.by_run.get(ev.run_id, {}).get(str(ev.step))
         if mem is not None:
@@ -125,43 +156,61 @@ def touched(state: StepsState, ev: RecordedEvent) -> list[tuple[str, ...]] | Non
 
 
 def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, exclude_run: str | None,
-             policy: Any) -> list[StepMemory]:
-    """Seed 002's retrieval over candidate memories (see the module docstring)."""
-    page = set(elements)
-    if not page:
+             policy: Any, embedding: Sequence[float] = (), embedding_model: str | None = None) -> list[StepMemory]:
+    """Seed 002's retrieval over candidate memories (see the module docstring); `embedding` is the
+    current intent's vector by `embedding_model`, when the agent has one."""
+    if not elements or not intent.strip():
         return []
-    intent_words = words(intent)
     scored: list[StepMemory] = []
     for m in memories:
         if m.outcome == "pending" or m.run_id == exclude_run:
             continue
-        before = set(m.env_before.get("elements") or ())
+        before = m.env_before.get("elements") or ()
         if not before:
             continue
-        inter = len(page & before)
-        iou = inter / (len(page) + len(before) - inter)
-        if iou < policy.step_memory_min_iou:
+        page = page_similarity(elements, before)
+        vectors = embedding_similarity(embedding, m.embedding) if m.embedding_model == embedding_model else None
+        isim = vectors if vectors is not None else text_similarity((intent,), m.intents)
+        score = page ** PAGE_WEIGHT * isim ** INTENT_WEIGHT
+        if score < policy.step_memory_min_similarity or score == 0:
             continue
-        isim = jaccard(intent_words, words(m.intent))
-        scored.append(evolve(m, page_similarity=iou, intent_similarity=isim, score=0.65 * iou + 0.35 * isim))
+        scored.append(evolve(m, page_similarity=page, intent_similarity=isim, score=score))
     scored.sort(key=lambda m: (-m.score, m.run_id, m.step))
-    top = scored[: policy.step_memory_top]
     seen: set[str] = set()
     unique = []
-    for m in top:
+    for m in scored[: policy.step_memory_top]:
         sig = m.signature
         if sig not in seen:
             seen.add(sig)
             unique.append(m)
-    repeat = next((m for m in unique if m.kind == "REPEAT"), None)
-    avoid = next((m for m in unique if m.kind == "AVOID"), None)
-    if repeat is not None and avoid is not None:
-        return sorted([repeat, avoid], key=lambda m: (-m.score, m.run_id, m.step))
-    return unique[:2]
+    return offered(unique, policy.step_memory_count)
+
+
+def offered(ranked: list[StepMemory], count: int) -> list[StepMemory]:
+    """The best `count` of `ranked` (best first); when two or more are offered and both kinds are
+    among `ranked`, the best of the missing kind takes the last place (one REPEAT and one AVOID
+    at the default of two, as seed 002's example shows)."""
+    chosen = ranked[:count]
+    if count >= 2:
+        for kind in ("REPEAT", "AVOID"):
+            if not any(m.kind == kind for m in chosen):
+                best = next((m for m in ranked if m.kind == kind), None)
+                if best is not None:
+                    chosen = sorted([*chosen[:-1], best], key=lambda m: (-m.score, m.run_id, m.step))
+    return chosen
+
+
+def on_page(memories: Iterable[StepMemory], elements: Iterable[str]) -> list[StepMemory]:
+    """The memories a prompt shows on a page whose elements are `role:name` identities (as the
+    bundled agent records them): REPEAT or AVOID an element only where that element is, by its
+    name; an action without a target (goto, wait, finish) is about the page itself."""
+    names = {e.split(":", 1)[1] for e in elements if ":" in e}
+    return [m for m in memories if not m.target_text or m.target_text in names]
 
 
 def decode(raw: dict[str, Any]) -> StepsState:
-    return StepsState(by_run={rid: {k: build(StepMemory, r, event_ids=tuple(r["event_ids"]))
+    return StepsState(by_run={rid: {k: build(StepMemory, r, event_ids=tuple(r["event_ids"]),
+                                             embedding=tuple(r.get("embedding") or ()))
                                     for k, r in steps.items()}
                               for rid, steps in raw.get("by_run", {}).items()},
                       session_of=dict(raw.get("session_of", {})))

@@ -11,10 +11,10 @@ from dataclasses import MISSING, fields
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.suffixes import host_name, site_of
+from memtape.ledger.urls import url_parts
 
 WORD_RE = re.compile(r"[a-z0-9]+")
 #: what seed 000's agent removes before splitting a text into words
@@ -99,13 +99,13 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
 
 def domain_of(url: str) -> str:
     """The host name of a URL (lower case, no port): the memory's domain key."""
-    return (urlsplit(url).hostname or "").lower()
+    return (url_parts(url).hostname or "").lower()
 
 
 def origin_of(url: str) -> str:
     """Scheme and host of a URL (`https://shop.test:8080`): a recorded trajectory replays only on
     the origin it was recorded on."""
-    parts = urlsplit(url)
+    parts = url_parts(url)
     return f"{parts.scheme}://{parts.netloc.lower()}" if parts.scheme else ""
 
 

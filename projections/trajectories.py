@@ -9,6 +9,10 @@ lone or fastest candidate gets no full credit for being alone and scores compare
 queries. A trajectory more
 than `trace_ttl_days` old (occurred time) is never offered (exactly 30 days
 is kept), and the `trajectories_expired` decision drops it from the state.
+
+A prompt shows a match's steps only as far as they apply to the run's goal
+(`applicable_steps`): a trajectory of another goal stops before its first step
+that serves only that goal.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from memtape.ledger.credentials import QUOTED
 from memtape.ledger.events import RecordedEvent
 from memtape.projections.text import age_days, build, domain_matches, goal_words, jaccard, older_than
 
@@ -165,6 +170,29 @@ def rank(candidates: Iterable[Trajectory], goal: str, now: str, policy: Any) -> 
         out.append(TrajectoryMatch(t, sim, score))
     out.sort(key=lambda m: (-m.score, -m.similarity, _neg(m.trajectory.occurred_at), m.trajectory.trajectory_id))
     return out
+
+
+def argument_words(goal: str) -> frozenset[str]:
+    """The words of what a goal names: its quoted arguments (`Open "Wool Socks"`: wool, socks),
+    or every word of a goal that quotes nothing."""
+    quoted = QUOTED.findall(goal)
+    return goal_words(" ".join(quoted) if quoted else goal)
+
+
+def applicable_steps(trajectory: Trajectory, goal: str) -> tuple[TrajectoryStep, ...]:
+    """The recorded steps as far as they apply to `goal`: up to the first one that serves only
+    the recorded goal, its target's name or typed value holding a word the recorded goal names
+    and `goal` does not. A trajectory of the same goal applies whole; one that logged in, then
+    opened "Profile", applies to a goal that logs in, then opens "Settings", as far as the login."""
+    extra = argument_words(trajectory.goal) - argument_words(goal)
+    if not extra:
+        return trajectory.steps
+    for i, step in enumerate(trajectory.steps):
+        args = step.args or {}
+        said = " ".join(str(v) for v in (step.name, args.get("value"), args.get("text")) if v)
+        if goal_words(said) & extra:
+            return trajectory.steps[:i]
+    return trajectory.steps
 
 
 def _neg(text: str) -> tuple[int, ...]:

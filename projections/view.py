@@ -12,7 +12,7 @@ stays well under a millisecond with 100,000 lessons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -280,31 +280,24 @@ class MemoryView:
     # ---- step memories and short-term (seeds 002, 003) ----------------------------
 
     def step_memories(self, elements: list[str], intent: str, exclude_run: str | None = None,
-                      runs: Iterable[str] | None = None) -> list[StepMemory]:
+                      runs: Iterable[str] | None = None, embedding: Sequence[float] = (),
+                      embedding_model: str | None = None) -> list[StepMemory]:
         """Graded memories of other runs (of `runs` only, when given: seed 002's previous reps of a
-        session) for this page and intent: one REPEAT and one AVOID when both exist."""
+        session) for this page and intent (and the intent's `embedding` by `embedding_model`,
+        when the caller has one): one REPEAT and one AVOID when both match. Every candidate is
+        scored (a page's roles are on every page, so no index of shared terms narrows them);
+        each page's vector is computed once per process."""
         by_run = self.state.step_memories.by_run
-        if runs is not None:
-            mems: Iterable[StepMemory] = [m for r in dict.fromkeys(runs) for m in by_run.get(r, {}).values()]
-        elif sum(len(steps) for steps in by_run.values()) <= SMALL:
-            mems = (m for steps in by_run.values() for m in steps.values())
-        else:  # IoU ≥ threshold > 0 needs a shared element
-            index = self._cached("elements", self._element_index)
-            seen: dict[tuple[str, int], StepMemory] = {}
-            for element in set(elements):
-                for m in index.get(element, ()):
-                    seen[(m.run_id, m.step)] = m
-            mems = seen.values()
-        return steps_mod.retrieve(mems, elements, intent, exclude_run, self.policy)
+        chosen = by_run.keys() if runs is None else dict.fromkeys(runs)
+        mems = [m for r in chosen for m in by_run.get(r, {}).values()]
+        return steps_mod.retrieve(mems, elements, intent, exclude_run, self.policy, embedding, embedding_model)
 
-    def _element_index(self) -> dict[str, list[StepMemory]]:
-        index: dict[str, list[StepMemory]] = defaultdict(list)
-        for steps in self.state.step_memories.by_run.values():
-            for m in steps.values():
-                if m.outcome != "pending":
-                    for element in set(m.env_before.get("elements") or ()):
-                        index[element].append(m)
-        return index
+    def recorded_embedding(self, internal_state: str, model: str) -> tuple[float, ...] | None:
+        """The vector `model` gave `internal_state` for a step already recorded, if any: an
+        agent reads it back instead of asking its embeddings endpoint again."""
+        by_run: dict[str, dict[str, StepMemory]] = self.state.step_memories.by_run
+        return next((m.embedding for steps in by_run.values() for m in steps.values()
+                     if m.embedding and m.embedding_model == model and m.intent == internal_state), None)
 
     def short_term(self, run_id: str) -> ShortTerm:
         return self.state.short_term.by_run.get(run_id) or empty_run(run_id)

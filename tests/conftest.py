@@ -99,7 +99,7 @@ def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
 # ---- PostgreSQL: a real server from Debian's binaries, one per session (so one per xdist worker) ----
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator["TempPostgres"]:
+def pg_server() -> Iterator[TempPostgres]:
     """A throw-away PostgreSQL on 127.0.0.1; fails (never skips) when the binaries are missing."""
     from devtools.pg import PostgresMissing, TempPostgres
     try:
@@ -111,6 +111,6 @@ def pg_server() -> Iterator["TempPostgres"]:
 
 
 @pytest.fixture
-def pg_url(pg_server: "TempPostgres") -> str:
+def pg_url(pg_server: TempPostgres) -> str:
     """The URL of a fresh, empty database on the session's server."""
     return pg_server.create_database()

@@ -109,7 +109,7 @@ class HostileSites:
     def proxy(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "HostileSites":
+    def __enter__(self) -> HostileSites:
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         return self
 

@@ -119,7 +119,7 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
 
 
 def norm_trayn(path: Path) -> list[dict[str, Any]]:
-    """Trayn records by id; the embedding is not kept by the ledger."""
+    """Trayn records by id, the embedding included."""
     raw = orjson.loads(path.read_bytes())
     entries = [TraynEntry.model_validate(e) for e in (raw if isinstance(raw, list) else raw["memories"])]
-    return sorted((e.model_dump(exclude={"internalStateEmbedding"}) for e in entries), key=lambda e: e["id"])
+    return sorted((e.model_dump() for e in entries), key=lambda e: e["id"])

@@ -75,11 +75,13 @@ def run_completed(run_id: str, success: bool = True, domain: str = "example.com"
 
 def step(run_id: str, n: int, command: str = "click", args: dict[str, Any] | None = None, ok: bool = True,
          url: str = "https://example.com/", after: str | None = None, elements: list[str] | None = None,
-         intent: str = "", domain: str = "example.com") -> NewEvent:
+         intent: str = "", domain: str = "example.com", think: str | None = None, target_text: str | None = None,
+         embedding: list[float] | None = None, model: str | None = None) -> NewEvent:
     return NewEvent(StepRecorded(
         env_before={"url": url, "elements": elements or []}, env_after={"url": after or url},
-        internal_state=intent or None, action={"command": command, "args": args or {}}, ok=ok,
-        error=None if ok else "failed"), run_id=run_id, step=n, domain=domain)
+        internal_state=intent or None, think=think, action={"command": command, "args": args or {}}, ok=ok,
+        target_text=target_text, error=None if ok else "failed", internal_state_embedding=embedding or [],
+        embedding_model=model), run_id=run_id, step=n, domain=domain)
 
 
 def graded(run_id: str, n: int, outcome: str, reason: str = "because", correction: str | None = None) -> NewEvent:

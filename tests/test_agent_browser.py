@@ -18,6 +18,7 @@ from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.recording import Memory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
@@ -56,8 +57,8 @@ def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledge
     assert tip.data["matched"] >= 1 and site[0].data["lesson_id"] in tip.data["lesson_ids"]
     first_step = min(e.seq for e in events(store, second.run_id, "step_recorded"))
     assert tip.seq < first_step  # the tip came before any action
-    ctx = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "step")
-    tips = next(i for i in ctx.data["items"] if i["source"] == "domain_tips")
+    ctx = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "system")
+    tips = next(i for i in ctx.data["items"] if i["source"] == "domain_tips")  # the site's memory: the system prompt
     assert site[0].id in tips["event_ids"] and tips["priority"] == 60
     step1 = events(store, second.run_id, "step_recorded")[0].data
     assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
@@ -122,7 +123,7 @@ def test_hostile_page_text_stays_quoted_data(chromium: Browser, ledger: tuple[Sq
     seen_hostile = False
     for ev in [*events(store, r.run_id, "context_built"), *events(store, r2.run_id, "context_built")]:
         for item in ev.data["items"]:
-            if item["source"] == "system":
+            if item["source"] in ("system", "goal"):
                 continue  # the user's own goal names the button; only page-derived text must be fenced
             seen_hostile |= "ignore previous instructions" in item["text"].lower()
             assert "ignore previous instructions" not in _outside_fences(item["text"]).lower(), item["source"]
@@ -209,8 +210,8 @@ def test_cli_sessions_resume_fork_and_isolation(tmp_path: Path) -> None:
     assert resumed.start_url == run1.final_url and resumed.final_url == "http://shop.test/cart"
     sessions = view.sessions("shop.test")
     assert [(s.session_id, s.run_id) for s in sessions] == [("proj_1", run1.run_id), ("proj_1", resumed.run_id)]
-    ctx = [e for e in store.read(run_id=resumed.run_id, types=["context_built"]) if e.data["prompt"] == "step"][0]
-    hist = next(i for i in ctx.data["items"] if i["source"] == "session_history")
+    ctx = [e for e in store.read(run_id=resumed.run_id, types=["context_built"]) if e.data["prompt"] == "system"][0]
+    hist = next(i for i in ctx.data["items"] if i["source"] == "session_history")  # the run it resumes
     assert 'final URL: "http://shop.test/product/socks"' in hist["text"] and "proj_1" in hist["text"]
     store.close()
     assert "decisions re-derived" in _cli(mem, "verify", "--decisions").output
@@ -279,19 +280,32 @@ class SpyPolicy(ScriptedPolicy):
         return super().decide(ctx)
 
 
+def _calls(built: list[Any]) -> dict[int, dict[str, Any]]:
+    """Step -> the items and trimmed items of its (last) call: the system prompt in force, then the step's message."""
+    calls: dict[int, dict[str, Any]] = {}
+    system: dict[str, Any] = {"items": [], "trimmed": []}
+    for e in built:
+        if e.data["prompt"] == "system":
+            system = e.data
+        else:
+            calls[e.step] = {"items": [*system["items"], *e.data["items"]], "trimmed": [*system["trimmed"], *e.data["trimmed"]],
+                             "step": e.data}
+    return calls
+
+
 def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browser,
                                                                 ledger: tuple[SqliteStore, Path]) -> None:
     from memtape.agent.loop import RunConfig
     store, _ = ledger
     run(chromium, ledger, 'Open "Wool Socks"')  # teaches the cookie tip, a trajectory, facts, selectors
     trimmed_memory = 0
-    for budget, goal in ((2500, 'Open "Wool Socks" now'), (330, 'Open "Wool Socks" please')):
+    for budget, goal in ((2500, 'Open "Wool Socks" now'), (220, 'Open "Wool Socks" please')):
         spy = SpyPolicy()  # a goal close to the recorded one (trajectory offered, not replayed)
         result = run(chromium, ledger, goal, policy=spy, config=RunConfig(budget=budget))
         assert result.outcome.policy_decisions == len(spy.seen) >= 1
-        prompts = {e.step: e.data for e in events(store, result.run_id, "context_built") if e.data["prompt"] == "step"}
+        prompts = _calls(events(store, result.run_id, "context_built"))
         for step, ctx in spy.seen:
-            built = prompts[step]
+            built = prompts[step]  # what the call read: the system prompt in force and the step's message
             kept = {i["source"]: i["text"] for i in built["items"]}
             assert ctx.step_prompt.startswith(kept["page_state"][:40])
             for source, got, line in (("domain_tips", ctx.domain_tips, P.tip_line),
@@ -315,17 +329,20 @@ def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browse
 def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None:
     mem = tmp_path / "mem"
     _cli(mem, "run", "--goal", 'Open "Wool Socks"', "--url", "http://shop.test/")
-    _cli(mem, "run", "--goal", 'Open "Rain Jacket"', "--url", "http://shop.test/", "--context-budget", "300")
+    _cli(mem, "run", "--goal", 'Open "Rain Jacket"', "--url", "http://shop.test/", "--context-budget", "200")
     store = SqliteStore.open(mem / "ledger.db")
     runs = MemoryView.open(store, mem / "projections.db").runs()
-    steps = [e.data for e in store.read(run_id=runs[0].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
-    assert steps and all(s["budget"] == 300 and s["total_tokens"] <= 300 for s in steps)
-    for s in steps:
-        for t in s["trimmed"]:
-            assert all(k["priority"] >= t["priority"] for k in s["items"])
-    assert any(s["trimmed"] for s in steps)
+    calls = list(_calls(list(store.read(run_id=runs[0].run_id, types=["context_built"]))).values())
+    # the budget holds each call's memory and page sections, in the system prompt and the step's message
+    # together (the instruction, Tier 1 and the goal are outside it)
+    budgeted = [[i for i in c["items"] if i["source"] not in ("system", "tier1", "goal")] for c in calls]
+    assert calls and all(c["step"]["budget"] == 200 and sum(i["tokens"] for i in b) <= 200 for c, b in zip(calls, budgeted))
+    for c, b in zip(calls, budgeted):
+        for t in c["trimmed"]:
+            assert all(k["priority"] >= t["priority"] for k in b)
+    assert any(c["trimmed"] for c in calls)
     default = [e.data for e in store.read(run_id=runs[1].run_id, types=["context_built"]) if e.data["prompt"] == "step"]
-    assert all(s["budget"] == 2500 for s in default)
+    assert all(s["budget"] == DEFAULT_BUDGET for s in default)
     store.close()
     from memtape.cli import cli
     bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
@@ -337,7 +354,7 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
     store, proj = ledger
     a = run(chromium, ledger, 'Open "Wool Socks"', session_id="S")
     b = run(chromium, ledger, 'Open "Rain Jacket"', session_id="T")
-    c = run(chromium, ledger, 'Open "Trail Running Shoes"', session_id="S")
+    c = run(chromium, ledger, 'Open "Wool Socks" again', session_id="S")  # a rep: the task again
 
     def reps(r: RunResult) -> set[int]:
         return {e.data["rep"] for e in events(store, r.run_id, "step_recorded")}

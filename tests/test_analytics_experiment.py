@@ -18,6 +18,7 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 from tests.cli_runner import run_cli
+from tests.fake_sites import RunResult, cookie_runs
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +207,32 @@ def test_experiment_report_has_prompts_and_limits(learned: tuple[SqliteStore, Bu
     assert res.code == 0, res.err
     doc = orjson.loads(res.out)
     assert doc["prompts"] and "agent's later actions" in doc["limits"][0]["not simulated"]
+
+
+@pytest.fixture(scope="module")
+def cookie_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SqliteStore, list[RunResult]]:
+    """The bundled agent's runs on the cookie site: the second, the session's rep 2, held step
+    memories and its session's history."""
+    store, runs = cookie_runs(tmp_path_factory.mktemp("cookies"))
+    yield store, runs
+    store.close()
+
+
+def test_step_memories_are_retrieved_again_under_the_policy(cookie_site: tuple[SqliteStore, list[RunResult]]) -> None:
+    store, (first, second, _) = cookie_site
+    same = run_experiment(store, {})
+    assert same.differences == 0 and same.recalls_kept_as_recorded == 0
+    none = run_experiment(store, {"step_memory_top": 0})
+    removed = {(r.run_id, r.change, r.source) for r in none.prompts}
+    assert removed == {(second.run_id, "removed", "step_memories")}
+    assert {r.item.rsplit("#", 1)[0] for r in none.prompts} == {first.run_id}  # the first rep's graded steps
+    assert none.recalls_remade == same.recalls_remade and none.differences == len(none.prompts) >= 2
+
+
+def test_prompt_items_are_compared_by_their_text(cookie_site: tuple[SqliteStore, list[RunResult]]) -> None:
+    store, (first, second, _) = cookie_site
+    result = run_experiment(store, {"session_full_detail": 0})
+    (row,) = result.prompts  # the same session in the history, shown on one line instead of in full
+    assert (row.run_id, row.change, row.source, row.item) == (second.run_id, "changed", "session_history", first.run_id)
+    assert row.was is not None and "final URL" in row.was and "final URL" not in row.label
+    assert result.differences == 1

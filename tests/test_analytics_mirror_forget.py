@@ -22,6 +22,7 @@ from memtape.analytics.queries import ANALYSES
 from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import BudgetItem
 from memtape.projections.forget import forget
 from memtape.projections.recording import Memory
 from memtape.projections.writer import MemoryWriter
@@ -38,8 +39,9 @@ FORGETS = (("--domain", "zebrafjord.test"), ("--run", "run_quokka"), ("--session
 
 def later_run(memory: Path, run_id: str, url: str, domain: str, goal: str = "Open the page again",
               parent_run_id: str | None = None) -> None:
-    """A run whose prompt quotes what memory holds for its site: session history, facts, selectors;
-    it recalls a reference trajectory for its goal, and may resume another run."""
+    """A run whose prompt quotes what memory holds for its site: session history, facts, selectors
+    (as an agent whose tools take selectors lists them); it recalls a reference trajectory for its
+    goal, and may resume another run."""
     with SqliteStore.open(memory / "ledger.db") as store:
         run = Memory(store, memory / "projections.db").start_run(
             goal=goal, start_url=url, run_id=run_id, parent_run_id=parent_run_id,
@@ -47,7 +49,9 @@ def later_run(memory: Path, run_id: str, url: str, domain: str, goal: str = "Ope
         run.recall_trajectory(1, url)
         items = [P.session_history(s) for s in [run.sessions(domain)] if s]
         items += [P.app_knowledge(f) for f in [run.facts(domain)] if f]
-        items += [P.known_selectors(s) for s in [run.selectors(domain)] if s]
+        items += [BudgetItem("known_selectors", 25, "\n".join(f"{s.role} {s.name} -> {s.selector}" for s in known),
+                             event_ids=tuple(i for s in known for i in s.event_ids[-2:]))
+                  for known in [run.selectors(domain)] if known]
         record_prompt(run, "step", 4000, items, [], step=1, domain=domain)
         finish_run(run, RunCompleted(success=True, summary="done", final_url=url, turns=1, tokens_in=10,
                                      tokens_out=1, duration_ms=5.0, policy_decisions=0, replayed_steps=0))

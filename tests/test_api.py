@@ -15,6 +15,7 @@ import memtape
 from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
+from memtape.projections.budget import count_tokens, token_counter
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"
@@ -134,10 +135,9 @@ def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
 
 def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
-    with pytest.raises(KeyError, match="cart"):
-        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
-            run.record_step(step=1, action="click", target='button "Buy"')
-            raise KeyError("cart")
+    with pytest.raises(KeyError, match="cart"), mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+        run.record_step(step=1, action="click", target='button "Buy"')
+        raise KeyError("cart")
     done = mem.state("runs")[0]
     assert (done["status"], done["reason"], done["summary"]) == ("failed", "exception", "KeyError: 'cart'")
     assert done["turn_count"] == 1
@@ -242,9 +242,8 @@ def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: 
        url=st.one_of(st.just(SHOP), st.none(), st.integers()))
 def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: Any) -> None:
     d = tmp_path / "mem"
-    with memtape.open(d) as mem:
-        with pytest.raises(memtape.MemtapeError) as err:
-            mem.start_run(goal=goal, start_url=url)
+    with memtape.open(d) as mem, pytest.raises(memtape.MemtapeError) as err:
+        mem.start_run(goal=goal, start_url=url)
     assert "\n" not in str(err.value)
     assert events_in(d) == 0
 
@@ -266,6 +265,33 @@ def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, targe
         else:
             assert isinstance(step, int) and not isinstance(step, bool) and step >= 0
             assert sum(1 for _ in mem.store.read()) == before + 1
+        run.finished = True
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(vector=st.one_of(
+    st.lists(st.floats(min_value=-9e18, max_value=9e18), min_size=1, max_size=5),
+    st.lists(st.one_of(st.floats(), st.booleans(), st.text(max_size=3), st.none(), st.integers()), max_size=5),
+    st.just([0.5] * 8193), st.just([1e19]), st.text(max_size=5), st.integers(), st.none()),
+    model=st.one_of(st.just("m1"), st.just(""), st.none(), st.integers()))
+def test_use_embedding_accepts_or_refuses_cleanly(tmp_path: Path, vector: Any, model: Any) -> None:
+    """A vector of 1 to 8,192 finite numbers within the ledger's range, with a model name, is
+    recorded in every later step; anything else is refused in one line and no step carries it."""
+    with memtape.open(tmp_path / f"mem{abs(hash((repr(vector), repr(model))))}") as mem:
+        run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
+        good = (isinstance(vector, list) and 0 < len(vector) <= 8192 and isinstance(model, str) and model.strip() != ""
+                and all(type(x) in (int, float) and abs(x) <= 9e18 for x in vector))
+        try:
+            run.use_embedding(vector, model)
+        except memtape.MemtapeError as exc:
+            assert not good and "\n" not in str(exc)
+        else:
+            assert good
+        run.record_step(step=1, action="click")
+        recorded = [e.data for e in mem.store.read(types=["step_recorded"])][0]
+        assert recorded["internal_state"] == "Buy wool socks"
+        assert (recorded["internal_state_embedding"], recorded["embedding_model"]) == (
+            ([float(x) for x in vector], model) if good else ([], None))
         run.finished = True
 
 
@@ -412,8 +438,10 @@ def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trim
                                step=2, budget=200)
             run.finish(success=True)
         ctx = next(e for e in mem.store.read(types=["context_built"]))
-        assert [(i["source"], i["tokens"]) for i in ctx.data["items"]] == [("page_state", 120), ("facts", 14)]
-        assert ctx.data["total_tokens"] == 134 and ctx.data["trimmed"][0]["tokens"] == 900
+        facts = count_tokens("x" * 40, "json")  # counted here: the agent gave no count
+        assert [(i["source"], i["tokens"]) for i in ctx.data["items"]] == [("page_state", 120), ("facts", facts)]
+        assert ctx.data["total_tokens"] == 120 + facts and ctx.data["trimmed"][0]["tokens"] == 900
+        assert ctx.data["counted_by"] == token_counter()
         assert (ctx.step, ctx.domain, ctx.data["prompt"]) == (2, "shop.example", "step")
         prompt = mem.audit(run.run_id, step=2)["steps"][0]["prompt"][0]
         assert [i["source"] for i in prompt["items"]] == ["page_state", "facts"]

@@ -95,7 +95,7 @@ class ModelServer:
             out.append(c if isinstance(c, str) else "\n".join(p.get("text", "") for p in c if isinstance(p, dict)))
         return out
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         self.thread.start()
         return self
 
@@ -272,9 +272,8 @@ def test_bad_adapter_arguments_are_one_line_errors_and_write_nothing(tmp_path_fa
     assume(not (task == 'Open "Wool Socks"' and start_url == SHOP))
     memory_dir = tmp_path_factory.mktemp("mem")
     with memtape.open(memory_dir) as mem:
-        with pytest.raises(memtape.MemtapeError) as caught:
-            with BrowserUseMemory(mem, task=task, start_url=start_url):
-                pass
+        with pytest.raises(memtape.MemtapeError) as caught, BrowserUseMemory(mem, task=task, start_url=start_url):
+            pass
         assert "\n" not in str(caught.value) and str(caught.value).startswith(("task must", "start_url must"))
         assert list(mem.store.read()) == []
 
@@ -301,3 +300,19 @@ def test_an_agent_without_the_memory_is_refused_in_one_line(memory: BrowserUseMe
         memory.hooks(on_step_end="not a function")  # type: ignore[arg-type]
     with pytest.raises(memtape.MemtapeError, match="model must be"):
         memory.llm(object())
+
+
+def test_a_reference_trajectory_of_another_task_shows_its_steps_as_far_as_they_apply(tmp_path: Path) -> None:
+    login = "http://portal.test/login"
+    with memtape.open(tmp_path / "mem") as mem:
+        with mem.start_run(goal='Sign in and open "Profile"', start_url=login) as run:
+            run.record_step(step=1, action="click", target='button "Sign in"', args={"ref": "e1"},
+                            url_after="http://portal.test/dashboard")
+            run.record_step(step=2, action="click", target='link "Profile"', args={"ref": "e2"},
+                            url_after="http://portal.test/profile")
+            run.finish(success=True, outcome="profile open")
+        with BrowserUseMemory(mem, task='Sign in and open "Settings"', start_url=login) as memory:
+            told = memory.system_message()
+        (recalled,) = [e.data for e in mem.store.read(types=["trajectory_recalled"])]
+    assert recalled["steps"] == 3 and recalled["similarity"] >= 0.5  # offered: its first step applies, the rest not
+    assert 'click button "Sign in"' in told and 'link "Profile"' not in told

@@ -43,17 +43,21 @@ def shape(events: list[Any]) -> list[tuple[Any, ...]]:
     return [(ev.type, ev.step, ev.domain, data(ev)) for ev in events]
 
 
+#: the goal of the runs below; `Run.record_step` records it as each step's internal state
+SOCKS = 'Open "Wool Socks"'
+
+
 def step_line(run_id: str, step: int, command: str, url: str, *, ok: bool = True, error: str | None = None,
               target: dict[str, Any] | None = None, url_after: str | None = None) -> bytes:
     return orjson.dumps({"type": "step_recorded", "run_id": run_id, "step": step, "domain": "shop.example",
                          "action": {"command": command, "args": {}}, "target": target, "ok": ok, "error": error,
-                         "target_text": target["name"] if target else None,
+                         "target_text": target["name"] if target else None, "internal_state": SOCKS,
                          "env_before": {"url": url}, "env_after": {"url": url_after or url}}) + b"\n"
 
 
 def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path: Path) -> None:
     by_cli, by_lib = tmp_path / "cli", tmp_path / "lib"
-    started = cli(by_cli, "start-run", "--goal", 'Open "Wool Socks"', "--url", SHOP, "--json")
+    started = cli(by_cli, "start-run", "--goal", SOCKS, "--url", SHOP, "--json")
     assert started.code == 0, started.err
     run_id = json.loads(started.out)["run_id"]
     assert cli(by_cli, "recall", "tier1", "--run", run_id, "--domain", "shop.example").code == 0
@@ -72,15 +76,14 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     assert done.code == 0, done.err
     assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
 
-    with memtape.open(by_lib) as mem:
-        with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as run:
-            run.tier1()
-            run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
-            run.record_step(step=2, action="press")
-            run.record_step(step=3, action="click", target='button "Accept all cookies"')
-            run.record_step(step=4, action="click", target='link "Wool Socks"', url_after=SHOP + "socks")
-            run.recall_error(command="click", error=INTERCEPT, step=1)
-            run.finish(success=True, outcome="socks page open", duration_ms=0.0)
+    with memtape.open(by_lib) as mem, mem.start_run(goal=SOCKS, start_url=SHOP) as run:
+        run.tier1()
+        run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT)
+        run.record_step(step=2, action="press")
+        run.record_step(step=3, action="click", target='button "Accept all cookies"')
+        run.record_step(step=4, action="click", target='link "Wool Socks"', url_after=SHOP + "socks")
+        run.recall_error(command="click", error=INTERCEPT, step=1)
+        run.finish(success=True, outcome="socks page open", duration_ms=0.0)
     cli_events = [e for e in logged(by_cli) if e.type != "error_recall"]
     lib_events = [e for e in logged(by_lib) if e.type != "error_recall"]
     assert shape(cli_events) == shape(lib_events)

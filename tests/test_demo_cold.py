@@ -22,6 +22,12 @@ def _totals(out: str) -> list[list[str]]:
     return [row[:-2] for row in rows]
 
 
+def _memory(out: str) -> list[list[str]]:
+    """The rows of the memory table: memory tokens by source per pass, and the decisions that used memory."""
+    table = out.split("Memory tokens by source", 1)[1]
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")]
+
+
 def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -> None:
     cases = tmp_path / "cases.json"
     cases.write_text(json.dumps([c for c in json.loads(Path(CASES_FILE).read_text())
@@ -37,7 +43,18 @@ def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -
     assert f"{memory} already holds memory ({head} events); the demo starts cold in {memory / 'demo-2'}" in \
         " ".join(second.out.split())
     assert _totals(first.out) == _totals(second.out) and len(_totals(first.out)) == 3
+    assert _memory(first.out) == _memory(second.out)
+    sources = [row[0] for row in _memory(first.out)]
+    assert sources[-2:] == ["all memory", "decisions using memory"] and "tier1" in sources
+    off, on1, on2 = _memory(first.out)[-1][1:]
+    assert off.startswith("0/") and on2.split("/")[0] == on2.split("/")[1]  # nothing read off; #2 replays every step
+    assert "counted by the BPE tokenizer cl100k_base" in " ".join(first.out.split())
     with SqliteStore.open(memory / "ledger.db") as store:
         assert store.head() == head  # the first memory is left as it was
+        system = [[(i["source"], bool(i["event_ids"])) for i in e.data["items"]]
+                  for e in store.read(types=["context_built"]) if e.data["prompt"] == "system"]
+        # the instruction and the goal are the agent's own text; Tier 1, memory, is an item of its own (none
+        # with memory off); a pass that replays every step asks no model, so records no system prompt
+        assert system == [[("system", False), ("goal", False)], [("system", False), ("tier1", True), ("goal", False)]]
     with SqliteStore.open(memory / "demo-2" / "ledger.db") as store:
         assert store.head() > 0  # the second demo wrote into its own ledger

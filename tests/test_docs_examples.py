@@ -18,8 +18,8 @@ from tests.docs_support import ROOT, blocks, pages
 def test_every_bash_example_runs_as_written(tmp_path: Path) -> None:
     examples = blocks("bash")
     runnable = [b for b in examples if b.skip is None]
-    # skipped: the two set-up commands, pip install, serve, copy to PostgreSQL, Chromium x2
-    assert len(runnable) >= 10 and len(examples) - len(runnable) <= 7
+    # skipped: the two set-up commands, pip install, serve, the TypeScript client, copy to PostgreSQL, Chromium x2
+    assert len(runnable) >= 10 and len(examples) - len(runnable) <= 8
     work = tmp_path / "work"
     (work / "agent" / "sites").mkdir(parents=True)
     shutil.copy(ROOT / "agent" / "sites" / "cases.json", work / "agent" / "sites" / "cases.json")

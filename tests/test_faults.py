@@ -259,15 +259,13 @@ def test_damaged_ledgers_from_the_cli(tmp_path: Path) -> None:
 def test_interrupted_transaction_is_rolled_back(ledger_path: Path) -> None:
     with SqliteStore.open(ledger_path) as store:
         store.append([sample_event("lesson_seeded")])
-        with pytest.raises(RuntimeError):
-            with store.atomic() as tx:
-                tx.append([sample_event("run_started")])
-                raise RuntimeError("the caller failed half way")
+        with pytest.raises(RuntimeError), store.atomic() as tx:
+            tx.append([sample_event("run_started")])
+            raise RuntimeError("the caller failed half way")
         assert store.head() == 1
-        with pytest.raises(LedgerError):
-            with store.atomic() as tx:
-                tx.append([sample_event("run_started")])
-                tx.append([sample_event("lesson_seeded", id=next(store.read()).id)])
+        with pytest.raises(LedgerError), store.atomic() as tx:
+            tx.append([sample_event("run_started")])
+            tx.append([sample_event("lesson_seeded", id=next(store.read()).id)])
         assert store.head() == 1 and store.verify().ok
 
 

@@ -16,7 +16,7 @@ from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
-from memtape.projections.budget import CHARS_PER_TOKEN, estimate_tokens
+from memtape.projections.budget import CHARS_PER_TOKEN, count_tokens, estimate_tokens, token_counter
 from memtape.projections.recording import Memory
 from memtape.projections.view import MemoryView
 
@@ -60,11 +60,11 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
     second = case(chromium, ledger, "club-reuse-login")
     assert second.outcome.success and second.errors == 0
     steps_run = [e.data for e in events(store, second.run_id, "step_recorded")]
-    assert steps_run[0]["think"].startswith("memory: learned pattern " + login[0].data["pattern_id"])
+    assert steps_run[0]["think"].startswith("memory (learned_patterns): learned pattern " + login[0].data["pattern_id"])
     used = events(store, second.run_id, "pattern_used")
     assert [(e.data["pattern_id"], e.data["success"]) for e in used] == [(login[0].data["pattern_id"], True)]
-    prompt = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "step")
-    item = next(i for i in prompt.data["items"] if i["source"] == "learned_patterns")
+    prompt = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "system")
+    item = next(i for i in prompt.data["items"] if i["source"] == "learned_patterns")  # the site's: the system prompt
     assert item["priority"] == 45 and "LEARNED PATTERNS" in item["text"] and login[0].id in item["event_ids"]
     pattern = next(p for p in view(ledger).patterns("club.test") if p.pattern_type == "login_flow")
     assert (pattern.success_count, pattern.failure_count, pattern.success_rate) == (2, 0, 1.0)
@@ -123,10 +123,11 @@ def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger
     wm = [i for p in prompts for i in p["items"] if i["source"] == "working_memory"]
     assert any("Already failed here" in i["text"] and "click" in i["text"] for i in wm)
     assert any('"http://help.test/" -> "http://help.test/more"' in i["text"] for i in wm)  # fenced data
-    for p in prompts:  # every item's tokens follow its detected content type
+    for p in prompts:  # every item's tokens are counted (the tokenizer, else by detected content type)
+        assert p["counted_by"] == token_counter()
         for i in p["items"]:
             assert i["content_type"] in CHARS_PER_TOKEN and 0.5 <= i["confidence"] <= 1
-            assert i["tokens"] == estimate_tokens(i["text"], i["content_type"])
+            assert i["tokens"] == count_tokens(i["text"], i["content_type"])
 
 
 def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(

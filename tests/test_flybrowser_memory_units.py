@@ -27,7 +27,7 @@ from memtape.ledger.events import (
     SubjectForgotten,
 )
 from memtape.ledger.store import SqliteStore
-from memtape.projections.budget import BudgetItem, detect_content_type, estimate_tokens, fit, shed
+from memtape.projections.budget import BudgetItem, count_tokens, detect_content_type, estimate_tokens, fit, shed
 from memtape.projections.context import fresh_extraction
 from memtape.projections.parameters import Policy
 from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
@@ -242,7 +242,8 @@ def test_prompt_budget_sheds_routine_lines_before_errors() -> None:
     fewer = shed(item, whole - 10)
     assert fewer is not None and "wait" not in fewer.text and "scroll" in fewer.text and "[Failed]" in fewer.text
     assert fewer.truncated and "Warning" in fewer.text
-    result = fit([BudgetItem("page_state", 80, "p" * 400), item], budget=100 + whole - 20)
+    page = BudgetItem("page_state", 80, "p" * 400)
+    result = fit([page, item], budget=page.tokens + whole - 20)
     kept = next(i for i in result.kept if i.source == "recent_actions")
     assert "[Failed]" in kept.text and kept.truncated and item in result.trimmed
 
@@ -260,7 +261,8 @@ def test_content_type_detection_and_estimates() -> None:
     text = "x" * 100
     assert [estimate_tokens(text, k) for k in ("text", "code", "json", "html")] == [25, 29, 34, 40]
     item = BudgetItem("s", 1, '{"k": "' + "v" * 93 + '"}')
-    assert item.content_type == "json" and item.tokens == 34 and item.confidence == 0.95
+    assert item.content_type == "json" and item.confidence == 0.95 and estimate_tokens(item.text, "json") == 34
+    assert item.tokens == count_tokens(item.text, "json")
     assert BudgetItem("s", 1, "<p>x</p>", content_type="text").content_type == "text"
 
 
@@ -296,7 +298,7 @@ def test_tier_three_keeps_facts_only_and_compression_is_deterministic() -> None:
 
 def test_extraction_limits_and_url_critical_results() -> None:
     big = "\n".join(f"Row {i} has the value {i * 7} and some filler text to make it long enough" for i in range(400))
-    assert estimate_tokens(big) > 2000
+    assert count_tokens(big) > 2000
     prepared = C.prepare(big, "extract_text", 2)
     assert prepared.compressed and len(prepared.text) <= C.MAX_SINGLE_CHARS
     critical = C.prepare(big, "get_page_state", 3)
@@ -313,7 +315,7 @@ def test_extraction_limits_and_url_critical_results() -> None:
 def test_extractions_never_exceed_their_allowance(sizes: list[tuple[int, int]], left: int) -> None:
     texts = [(("w " * n)[:n], "extract_text", tier) for n, tier in sizes]
     kept = C.fit_extractions(texts, left)
-    assert sum(estimate_tokens(x.text) for x in kept) <= C.allowance(left)
+    assert sum(count_tokens(x.text) for x in kept) <= C.allowance(left)
     assert all(len(x.text) <= C.MAX_SINGLE_CHARS for x in kept)
     prepared = [C.prepare(*t) for t in texts[: len(kept)]]
     assert kept[:-1] == prepared[:-1]  # whole while they fit, in order; only the last one kept may be cut

@@ -202,7 +202,7 @@ def test_the_core_install_is_small_and_answers_without_any_extra(tmp_path: Path,
 @pytest.mark.timeout(2400)  # installs ~170 distributions (from pip's cache once it is warm)
 def test_with_every_extra_the_command_line_starts_each_command(tmp_path: Path, wheel: Path) -> None:
     py = _venv(tmp_path / "venv", wheel, "[all]")
-    assert HEAVY <= _distributions(py)
+    assert _distributions(py) >= HEAVY
     project = _project(tmp_path)
     memory = tmp_path / "memory"
     out = _two_runs(py, project, memory)

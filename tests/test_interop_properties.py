@@ -255,7 +255,8 @@ def trayn_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
     for i in ids:
         outcome = draw(st.sampled_from(["pending", "success", "failure"]))
         e: dict[str, Any] = {
-            "id": i, "envPre": draw(envs), "internalState": draw(text), "internalStateEmbedding": [0.5],
+            "id": i, "envPre": draw(envs), "internalState": draw(text),
+            "internalStateEmbedding": draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=4)),
             "action": draw(st.sampled_from(["click('42')", "fill('7', 'x')", "press('Enter')", "scroll down"])),
             "actionElementText": draw(text), "envPost": draw(envs), "outcome": outcome, "createdAt": draw(ms),
             "stepNum": draw(st.integers(0, 5)), "rep": draw(st.integers(1, 3))}

@@ -195,7 +195,7 @@ def test_exported_files_are_private(tmp_path: Path) -> None:
     store = new_store(tmp_path / "mem")
     import_source(store, AGENT_MEMORY)
     out = export_of(store, "agent-memory", tmp_path / "export")
-    for dirpath, dirnames, filenames in os.walk(out):
+    for dirpath, _dirnames, filenames in os.walk(out):
         assert stat.S_IMODE(os.stat(dirpath).st_mode) == 0o700
         for f in filenames:
             assert stat.S_IMODE(os.stat(Path(dirpath) / f).st_mode) == 0o600

@@ -217,10 +217,9 @@ def _damaged(tmp_path: Path, kind: str) -> Path:
 def test_damaged_files_give_one_line_errors(tmp_path: Path, kind: str, error: type[LedgerError]) -> None:
     path = _damaged(tmp_path, kind)
     before = path.read_bytes()
-    with pytest.raises(error) as info:
-        with SqliteStore.open(path) as store:  # a truncated file may open; reading it must fail cleanly
-            list(store.read())
-            store.verify()
+    with pytest.raises(error) as info, SqliteStore.open(path) as store:  # a truncated file may open; reading it must fail cleanly
+        list(store.read())
+        store.verify()
     assert "\n" not in str(info.value) and str(path) in str(info.value)
     assert path.read_bytes() == before
 

@@ -10,15 +10,27 @@ from typing import Any
 
 import grimp
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.parametrize("command", [["ruff", "check", "."], ["mypy"], ["lint-imports"]], ids=lambda c: c[0])
+CHECKS = [["ruff", "format", "--check", "."], ["ruff", "check", "."], ["mypy"], ["lint-imports"]]
+
+
+@pytest.mark.parametrize("command", CHECKS, ids=" ".join)
 def test_linter_passes_from_the_repository_root(command: list[str]) -> None:
     done = subprocess.run([str(BIN / command[0]), *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_pre_commit_runs_the_checks_the_suite_runs() -> None:
+    """A developer's commit hook and the suite check the same things, the same way."""
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    assert [hook["entry"].split() for hook in hooks] == [[f".venv/bin/{c[0]}", *c[1:]] for c in CHECKS]
+    assert all(hook["pass_filenames"] is False and hook["language"] == "system" for hook in hooks)
 
 
 def test_mypy_checks_every_module_of_the_library() -> None:

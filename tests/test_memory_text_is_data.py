@@ -61,7 +61,6 @@ def _prompt_sections() -> dict[str, str]:
     session = SimpleNamespace(session_id="s1", goal=h, outcome=h, success=False, final_url=h, turns_used=2,
                               duration_ms=10.0, event_ids=("e1",))
     fact = SimpleNamespace(fact_type="quirk", key=h, value=h, confidence=0.9, event_ids=("e2",))
-    selector = SimpleNamespace(role="button", name=h, selector=h, successes=1, failures=0, event_ids=("e3",))
     memory = SimpleNamespace(kind="AVOID", env_before={"url": "http://x.test/" + h}, target_text=h, score=0.5,
                              action={"command": "click"}, reason=h, correction=h, event_ids=("e4",))
     pattern = SimpleNamespace(pattern_type="login_flow", description=h, success_rate=1.0, success_count=1,
@@ -75,7 +74,6 @@ def _prompt_sections() -> dict[str, str]:
         "session_history": P.session_history([session, session, session]).text,
         "reference_trajectory": P.reference_trajectory(h, 0.8, [step, goto]).text,
         "app_knowledge": P.app_knowledge([fact]).text,
-        "known_selectors": P.known_selectors([selector]).text,
         "step_memories": P.step_memories([memory]).text,
         "learned_patterns": P.learned_patterns([pattern]).text,
         "context": P.context_section([context]).text,

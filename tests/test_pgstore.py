@@ -74,7 +74,7 @@ def test_an_unreachable_server_is_one_line_without_the_password(pg_server: TempP
 def test_copy_sqlite_to_postgres_and_back_keeps_the_chain(pg_url: str, tmp_path: Path) -> None:
     src = f"sqlite:///{tmp_path / 'a' / 'ledger.db'}"
     with open_store(url=src, clock=SteppingClock()) as store:
-        for i in range(5):
+        for _i in range(5):
             store.append(some_events(7))
         original = [e.as_dict() for e in store.read()]
     seen: list[tuple[int, int]] = []

@@ -6,14 +6,14 @@ import dataclasses
 import pytest
 
 from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.text import goal_words
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory
 
 
-def view(store, policy: Policy = Policy()) -> MemoryView:  # type: ignore[no-untyped-def]
+def view(store, policy: Policy = DEFAULT_POLICY) -> MemoryView:  # type: ignore[no-untyped-def]
     return MemoryView.open(store, policy=policy)
 
 

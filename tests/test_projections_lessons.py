@@ -412,7 +412,8 @@ def test_an_empty_lesson_id_is_the_hash_of_the_dedup_key(fresh_ledger):
 def test_append_refuses_a_hijacking_lesson_id_in_one_line(memory_path):
     from tests.cli_runner import run_cli
     mem = str(memory_path)
-    first = '{"type":"lesson_recorded","lesson_id":"l1","lesson":"Wait for the page","category":"best_practice"}'
+    first = ('{"type":"lesson_recorded","lesson_id":"l1","lesson":"Wait for the page","category":"error_recovery",'
+             '"failed_command":"click","error_pattern":"timeout"}')
     other = ('{"type":"lesson_recorded","lesson_id":"l1","lesson":"Something else","category":"error_recovery",'
              '"failed_command":"type","error_pattern":"x y z","use_count":9,"triggered_domains":["a.com","b.com","c.com"]}')
     assert run_cli("--memory-dir", mem, "append", "-", stdin=(first + "\n").encode()).code == 0

@@ -82,6 +82,20 @@ def test_finish_on_one_handle_learns_the_steps_recorded_through_another(tmp_path
     assert [e.step for e in a.store.read(run_id=run.run_id, types=["step_graded"])] == [1, 2, 3, 4]
 
 
+def test_finish_on_another_handle_learns_what_the_steps_said_about_the_page(tmp_path: Path) -> None:
+    """A step's every field is in the ledger: one found in a shadow root teaches the site's shadow
+    DOM whichever handle (or process, or face) finishes the run."""
+    a, b = memtape.open(tmp_path / "mem"), memtape.open(tmp_path / "mem")
+    run = a.start_run(goal=GOAL, start_url=SHOP)
+    run.record_step(step=1, action="click", target='button "Close dialog"', selector="#close", url=SHOP,
+                    in_shadow=True)
+    learned = b.run(run.run_id).finish(success=True, outcome="dialog closed")
+    assert [(f.key, f.value) for f in learned.facts if f.fact_type == "quirk"] == [
+        ("shadow DOM", "uses shadow DOM for modals")]
+    step = next(a.store.read(run_id=run.run_id, types=["step_recorded"]))
+    assert step.data["target"] == {"role": "button", "name": "Close dialog", "selector": "#close", "in_shadow": True}
+
+
 def test_a_run_finished_by_one_handle_refuses_the_other(tmp_path: Path) -> None:
     a, b = memtape.open(tmp_path / "mem"), memtape.open(tmp_path / "mem")
     run = a.start_run(goal=GOAL, start_url=SHOP)

@@ -62,9 +62,8 @@ def test_the_rules_the_schema_cannot_say_are_listed_in_its_description_and_enfor
     assert VALIDATOR.is_valid(line) and not accepted(line)
     twice = {**line, "occurred_at": None, "id": "same"}
     events = parse_lines(dumps(twice) + b"\n" + dumps(twice))
-    with tempfile.TemporaryDirectory() as d, SqliteStore.open(Path(d) / "ledger.db") as store:
-        with pytest.raises(LedgerError):
-            store.append(events)
+    with tempfile.TemporaryDirectory() as d, SqliteStore.open(Path(d) / "ledger.db") as store, pytest.raises(LedgerError):
+        store.append(events)
 
 
 def test_duplicate_keys_are_refused_though_a_parsed_object_cannot_show_them() -> None:

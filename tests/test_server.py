@@ -40,16 +40,26 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
               ("post", "/runs/{run_id}/facts"), ("post", "/runs/{run_id}/selectors"),
               ("post", "/runs/{run_id}/context"), ("post", "/runs/{run_id}/finish"),
               ("get", "/runs/{run_id}/recall/error"), ("get", "/runs/{run_id}/recall/domain"),
-              ("get", "/runs/{run_id}/tier1"), ("get", "/state/{projection}"), ("get", "/audit/{run_id}"),
-              ("post", "/events")}
+              ("get", "/runs/{run_id}/recall/trajectory"), ("get", "/runs/{run_id}/tier1"),
+              ("get", "/runs/{run_id}/sessions"), ("get", "/runs/{run_id}/facts"), ("get", "/runs/{run_id}/selectors"),
+              ("get", "/runs/{run_id}/step_memories"), ("get", "/runs/{run_id}/loop_warnings"),
+              ("get", "/runs/{run_id}/prompt_context"), ("get", "/runs/{run_id}/relevant_context"),
+              ("post", "/runs/{run_id}/user_context"), ("post", "/runs/{run_id}/scratch"),
+              ("get", "/runs/{run_id}/scratch"), ("get", "/runs/{run_id}/scratch/{key}"),
+              ("post", "/runs/{run_id}/page_maps"), ("get", "/runs/{run_id}/page_maps"),
+              ("get", "/runs/{run_id}/page_map"), ("get", "/runs/{run_id}/has_page_map"),
+              ("get", "/runs/{run_id}/page_summary"),
+              ("get", "/state/{kind}"), ("get", "/audit/{run_id}"), ("get", "/explain/{item}"),
+              ("post", "/experiment"), ("post", "/events"), ("get", "/tier1"), ("get", "/recall/domain"),
+              ("get", "/recall/error"), ("get", "/recall/trajectory"), ("post", "/runs/abandon_stale")}
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}
-    assert wanted <= have
+    assert have == wanted
     assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
     assert spec["security"] == [{"bearer": []}]
     error = {"$ref": "#/components/schemas/Error"}
     for method, path in wanted:
         answers = spec["paths"][path][method]["responses"]
-        assert all(answers[s]["content"]["application/json"]["schema"] == error for s in ("401", "415", "422")), (path, answers)
+        assert all(answers[s]["content"]["application/json"]["schema"] == error for s in ("401", "404", "422")), (path, answers)
 
 
 def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[Served, Path]) -> None:
@@ -63,7 +73,7 @@ def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[S
         http.get(f"/runs/{first}/recall/error", params={"command": "click", "error": BLOCKED, "step": 1})
         lesson = http.post(f"/runs/{first}/lessons", json={
             "text": "Accept the cookie banner before clicking Buy", "category": "site_specific",
-            "scope_domain": "shop.example", "step": 2}).json()["id"]
+            "scope_domain": "shop.example", "step": 2}).json()["lesson_id"]
         assert lesson
         assert http.post(f"/runs/{first}/facts", json={"kind": "quirk", "key": "cookie banner",
                                                       "value": "blocks clicks until accepted", "step": 2}).status_code == 200

@@ -210,24 +210,22 @@ def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
 
 def test_allow_host_and_cors_origin(tmp_path: Path) -> None:
     page = "http://localhost:3000"
-    with live_server(tmp_path / "memory", args=["--allow-host", "memory.internal", "--cors-origin", page]) as served:
-        with served.client() as http:
-            assert http.get("/state/runs", headers={"Host": "memory.internal"}).status_code == 200
-            assert http.get("/state/runs", headers={"Host": f"localhost:{served.port}"}).status_code == 200
-            assert http.get("/state/runs", headers={"Host": "other.internal"}).status_code == 403
-            preflight = http.options("/runs", headers={"Origin": page, "Access-Control-Request-Method": "POST",
-                                                       "Access-Control-Request-Headers": "authorization,content-type"})
-            assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == page
-            made = http.post("/runs", json={"goal": "g", "start_url": SHOP},
-                             headers={"Origin": page, "Sec-Fetch-Site": "same-site"})
-            assert made.status_code == 201 and made.headers["access-control-allow-origin"] == page
-            other = http.post("/runs", json={"goal": "g", "start_url": SHOP}, headers={"Origin": "http://localhost:3001"})
-            assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
-            assert http.post("/runs", content=b'{}', headers={"Origin": page, "Content-Type": "text/plain"}).status_code == 415
-    with live_server(tmp_path / "memory2") as plain:  # no --cors-origin: no CORS answer at all
-        with plain.client() as http:
-            preflight = http.options("/runs", headers={"Access-Control-Request-Method": "POST"})
-            assert preflight.status_code == 405 and "access-control-allow-origin" not in preflight.headers
+    with live_server(tmp_path / "memory", args=["--allow-host", "memory.internal", "--cors-origin", page]) as served, served.client() as http:
+        assert http.get("/state/runs", headers={"Host": "memory.internal"}).status_code == 200
+        assert http.get("/state/runs", headers={"Host": f"localhost:{served.port}"}).status_code == 200
+        assert http.get("/state/runs", headers={"Host": "other.internal"}).status_code == 403
+        preflight = http.options("/runs", headers={"Origin": page, "Access-Control-Request-Method": "POST",
+                                                   "Access-Control-Request-Headers": "authorization,content-type"})
+        assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == page
+        made = http.post("/runs", json={"goal": "g", "start_url": SHOP},
+                         headers={"Origin": page, "Sec-Fetch-Site": "same-site"})
+        assert made.status_code == 201 and made.headers["access-control-allow-origin"] == page
+        other = http.post("/runs", json={"goal": "g", "start_url": SHOP}, headers={"Origin": "http://localhost:3001"})
+        assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
+        assert http.post("/runs", content=b'{}', headers={"Origin": page, "Content-Type": "text/plain"}).status_code == 415
+    with live_server(tmp_path / "memory2") as plain, plain.client() as http:  # no --cors-origin: no CORS at all
+        preflight = http.options("/runs", headers={"Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 405 and "access-control-allow-origin" not in preflight.headers
 
 
 # ---- real Chromium: a page of another origin, and a DNS-rebound name ------------------------------

@@ -241,9 +241,8 @@ def test_postgresql_cut_tail_and_edited_payload_are_named(pg_url: str, tmp_path:
 def test_the_python_api_remembers_and_checks_the_head(tmp_path: Path) -> None:
     import memtape
     mem = tmp_path / "memory"
-    with memtape.open(mem) as m:
-        with m.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
-            run.finish(success=True, outcome="bought")
+    with memtape.open(mem) as m, m.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
+        run.finish(success=True, outcome="bought")
     h = head_of(mem)
     assert json.loads((mem / "ledger.head").read_text())["seq"] == h
     behind_the_back(mem / "ledger.db", f"DELETE FROM events WHERE seq = {h}")

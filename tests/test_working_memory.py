@@ -222,7 +222,7 @@ def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(le
     run.infer_context("login_required", "true", "login form at /login", 1, "help.test")
     obs = Observation(url="https://help.test/", title="Help", elements=(Element("e1", "link", "Returns"),),
                       text="", summary="", page_type="content")
-    (context,) = [i for i in step_items(obs, run, "Open the return form", [], None, [], [], [], None, [], [])
+    (context,) = [i for i in step_items(obs, run, [], None, [])
                   if i.source == "context"]
     assert "order_number" in context.text and "A-1234" in context.text and "preferred_language" in context.text
     assert "login_required" in context.text and context.priority == 55

@@ -10,6 +10,13 @@ The server routes by host name: the browser is pointed at it as an HTTP
 proxy (and `--host-resolver-rules` maps `*.test` to 127.0.0.1), so URLs stay
 port-free (`http://shop.test/`) and each site is its own domain.
 
+The sites the demo runs on (shop, search, news, portal) carry what real pages
+carry around their task — header navigation, banners, sidebars, product and
+article grids, footers — so that a prompt's page state weighs what it weighs in
+use (1,500 to 4,000 tokens), not a toy's hundred. What every page of a site
+repeats is written once, in the site's `_parts/`, and put in place of an
+`<!--#include "NAME.html" -->` line when a page is served.
+
 Example:
     with SitesServer() as sites:
         print(sites.url("shop.test", "/"))   # http://shop.test/
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,12 +45,22 @@ HOSTS: dict[str, str] = {
     "help.test": "help",    # a dead end that needs backtracking
     "docs.test": "docs",    # a small site to explore (sitemap)
 }
-#: paths whose response the server delays (seconds): the slow page quirk
+#: paths whose page the server delays (seconds): the slow page quirk
 SLOW_PATHS: dict[str, float] = {"/article/election-results": 1.2}
 CASES_FILE = ROOT / "cases.json"
 HOSTILE_CASES_FILE = ROOT / "hostile_cases.json"
 #: cases for seed 003's layered memory that the demo's suite does not reach (run in this order)
 MEMORY_CASES_FILE = ROOT / "memory_cases.json"
+
+
+#: a page's placeholder for a part its site's pages share (`_parts/NAME.html`)
+_INCLUDE = re.compile(r'<!--#include "([a-z0-9-]+\.html)" -->')
+
+
+def _assemble(page: Path, site: Path) -> bytes:
+    """A page as served: each include line replaced by the site's part of that name."""
+    return _INCLUDE.sub(lambda m: (site / "_parts" / m.group(1)).read_text(encoding="utf-8"),
+                        page.read_text(encoding="utf-8")).encode()
 
 
 def _resolve(host: str, path: str) -> Path | None:
@@ -92,9 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         host, path = self._target()
-        delay = SLOW_PATHS.get(path.split("?", 1)[0])
-        if delay and host == "news.test":
-            time.sleep(delay)
+        delay = SLOW_PATHS.get(path.split("?", 1)[0]) if host == "news.test" else None
         if path.split("?", 1)[0] == "/health":
             self._send(200, b"ok", "text/plain")
             return
@@ -106,14 +122,24 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if ctype.startswith("text/") or ctype.endswith("javascript"):
             ctype += "; charset=utf-8"
-        self._send(200, file.read_bytes(), ctype)
+        body = _assemble(file, ROOT / HOSTS[host]) if ctype.startswith("text/html") else file.read_bytes()
+        self._send(200, body, ctype, delay)
 
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
+    def _send(self, status: int, body: bytes, ctype: str, delay: float | None = None) -> None:
+        """The response; a slow page sends its head at once and the rest after `delay` seconds, so
+        a click that opens it returns when the navigation starts (well inside the action timeout,
+        however loaded the machine) and the page takes `delay` to load, every time."""
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
+        if delay:
+            head = body.find(b"<body>") + len(b"<body>") if b"<body>" in body else 0
+            self.wfile.write(body[:head])
+            self.wfile.flush()
+            time.sleep(delay)
+            body = body[head:]
         self.wfile.write(body)
 
 
@@ -138,7 +164,7 @@ class SitesServer:
     def url(host: str, path: str = "/") -> str:
         return f"http://{host}{path if path.startswith('/') else '/' + path}"
 
-    def start(self) -> "SitesServer":
+    def start(self) -> SitesServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                        name="memtape-sites", daemon=True)
         self.thread.start()
@@ -148,7 +174,7 @@ class SitesServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "SitesServer":
+    def __enter__(self) -> SitesServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

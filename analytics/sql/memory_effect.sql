@@ -35,3 +35,34 @@ ORDER BY min(seq), CASE condition WHEN 'off' THEN 0 WHEN 'cold' THEN 1 ELSE 2 EN
 -- Every completed run with its goal key and condition.
 SELECT run_id, goal_key AS goal, memory_enabled, condition, success, turns, tokens, duration_ms, seq AS started_seq
 FROM goal_runs ORDER BY seq;
+
+-- name: memory_by_source
+-- empty: No prompt of a completed run carried memory (no context_built item names the events it came from).
+-- Memory tokens the model calls read, by condition and prompt source: an item naming the events it came
+-- from counts whole, a system prompt's memory once per call. used_share: the part in sections a decision
+-- used (its recorded reason names the item). Rules: analytics/memory_use.py.
+WITH r AS (SELECT g.condition, m.* FROM memory_reads m JOIN goal_runs g USING (run_id))
+SELECT condition, source, count(*) AS reads, sum(tokens) AS tokens,
+       coalesce(sum(tokens) FILTER (WHERE used), 0) AS used_tokens,
+       round(coalesce(sum(tokens) FILTER (WHERE used), 0) / nullif(sum(tokens), 0), 4) AS used_share
+FROM r GROUP BY 1, 2
+ORDER BY CASE condition WHEN 'off' THEN 0 WHEN 'cold' THEN 1 ELSE 2 END, tokens DESC, source;
+
+-- name: memory_decisions
+-- empty: No completed run recorded a decided step.
+-- Per condition: decisions (steps a policy decided, or replayed from a recorded trajectory), those that
+-- used memory (named an item of their prompt, or replayed), the memory tokens the calls read, and the
+-- share of them in sections a decision used.
+WITH d AS (
+    SELECT g.condition, count(*) AS decisions, count(*) FILTER (WHERE m.decided_by = 'replay') AS replayed,
+           count(*) FILTER (WHERE m.used_memory) AS using_memory
+    FROM memory_decisions m JOIN goal_runs g USING (run_id) GROUP BY 1
+), t AS (
+    SELECT g.condition, sum(m.tokens) AS memory_tokens, sum(m.tokens) FILTER (WHERE m.used) AS used_tokens
+    FROM memory_reads m JOIN goal_runs g USING (run_id) GROUP BY 1
+)
+SELECT condition, decisions, replayed, using_memory AS decisions_using_memory,
+       round(using_memory / decisions, 4) AS share_using_memory, coalesce(memory_tokens, 0) AS memory_tokens,
+       coalesce(used_tokens, 0) AS used_memory_tokens, round(used_tokens / nullif(memory_tokens, 0), 4) AS used_share
+FROM d LEFT JOIN t USING (condition)
+ORDER BY CASE condition WHEN 'off' THEN 0 WHEN 'cold' THEN 1 ELSE 2 END;

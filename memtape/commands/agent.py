@@ -15,16 +15,33 @@ from rich.table import Table
 from rich.text import Text
 
 from memtape.agent.loop import RunResult
-from memtape.agent.runner import PASSES, DemoReport, RunOptions, TaskProgress, audited_run, cold_memory, run_agent, run_demo
+from memtape.agent.runner import (
+    PASSES,
+    DemoReport,
+    RunOptions,
+    TaskProgress,
+    audited_run,
+    cold_memory,
+    run_agent,
+    run_demo,
+)
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.analytics.audit import audit_run
+from memtape.analytics.memory_use import MemoryUse, memory_use
 from memtape.commands import current_settings
 from memtape.ledger.settings import Settings
+from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
 from memtape.projections.text import clip
 from memtape.render import audit_text
 
-TOKENS_NOTE = ("tokens = estimated size of every prompt the policy was given (chars/4 for text; what a model "
-               "would have read), plus its tool call; replayed steps build no prompt")
+
+def tokens_note() -> str:
+    """What the tokens columns count, naming the counter that counted them."""
+    counter = token_counter()
+    how = ("counted by the BPE tokenizer cl100k_base" if counter == BPE_COUNTER else
+           "estimated by content type (chars/4 for text; install memtape[tokens] for a real count)")
+    return (f"tokens = size of every prompt the policy was given, {how}, plus its tool call; "
+            "replayed steps build no prompt")
 
 
 def _settings(memory_dir: str | None = None) -> Settings:
@@ -55,8 +72,9 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--policy", "policy", type=click.Choice(["scripted", "openai"]), default="scripted",
               help="scripted (no model) or openai (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL, MEMTAPE_LLM_API_KEY).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=25)
-@click.option("--context-budget", type=click.IntRange(min=1), default=2500, show_default=True, metavar="N",
-              help="Tokens per step prompt; strict priorities: lower ones are dropped first, the boundary item cut.")
+@click.option("--context-budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True, metavar="N",
+              help="Tokens of memory and page sections per call (system prompt and step message); strict priorities: "
+                   "lower ones are dropped first, the boundary item cut.")
 @click.option("--step-memory-scope", type=click.Choice(["session", "all"]), default="session", show_default=True,
               help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
                    "(all: of every other run); rep 1 retrieves none.")
@@ -66,11 +84,15 @@ def _settings(memory_dir: str | None = None) -> Settings:
               help="Explore the site from URL (sitemap: links, visited pages, summary) instead of a goal.")
 @click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
 @click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
+@click.option("--embeddings-url", default=None, metavar="URL",
+              help="An OpenAI-compatible embeddings endpoint (else MEMTAPE_EMBEDDINGS_BASE_URL; model "
+                   "MEMTAPE_EMBEDDINGS_MODEL, key MEMTAPE_EMBEDDINGS_API_KEY): each run's goal is embedded once, "
+                   "the vector recorded in its steps, and step memories compare intents by it.")
 def run(goal: str | None, start_url: str | None, cases_file: str | None, case_ids: tuple[str, ...], no_memory: bool,
         memory_dir: str | None, trace_scoring: bool, trace_ttl_days: float | None, session_id: str | None,
         resume_run: str | None, fork_run: str | None, isolation: str | None, policy: str, max_turns: int,
         context_budget: int, step_memory_scope: str, context: tuple[str, ...], explore: str | None, max_depth: int,
-        max_pages: int) -> None:
+        max_pages: int, embeddings_url: str | None) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
     Example: memtape run --goal 'Open "Wool Socks"' --url http://shop.test/ --session-id proj_1
@@ -88,7 +110,7 @@ def run(goal: str | None, start_url: str | None, cases_file: str | None, case_id
                       resume_run=resume_run, fork_run=fork_run, isolation=isolation, policy=policy,
                       max_turns=max_turns, case_ids=list(case_ids), context_budget=context_budget,
                       step_memory_scope=step_memory_scope, context=pairs, explore=explore, max_depth=max_depth,
-                      max_pages=max_pages)
+                      max_pages=max_pages, embeddings_url=embeddings_url)
     with task_bar(wide_console(stderr=True), "running") as progress:
         results = run_agent(_settings(memory_dir), opts, progress)
     wide_console().print(results_table(results))
@@ -117,6 +139,8 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
         per, tot = demo_tables(report)
         console.print(per)
         console.print(tot)
+        console.print(memory_table({label: memory_use(memory.store(), [r.run_id for r in rs])
+                                    for label, rs in report.passes.items()}))
         if not no_audit:
             print_audit(memory, report, console)
     finally:
@@ -152,7 +176,7 @@ def task_bar(console: Console, label: str) -> Iterator[TaskProgress]:
 
 
 def results_table(results: list[RunResult], title: str = "runs") -> Table:
-    t = Table(title=title, caption=TOKENS_NOTE, title_justify="left")
+    t = Table(title=title, caption=tokens_note(), title_justify="left")
     for col in ("task", "run", "memory", "pass", "turns", "decisions", "replayed", "tokens", "memory share", "stop"):
         t.add_column(col, justify="right" if col in ("turns", "decisions", "replayed", "tokens", "memory share") else "left",
                      no_wrap=col == "run")
@@ -174,7 +198,8 @@ def _totals(rs: list[RunResult]) -> dict[str, float]:
 
 
 def demo_tables(report: DemoReport) -> tuple[Table, Table]:
-    per = Table(title="Per task: pass turns / policy decisions / tokens / memory share of step time", caption=TOKENS_NOTE, title_justify="left")
+    per = Table(title="Per task: pass turns / policy decisions / tokens / memory share of step time", caption=tokens_note(),
+                title_justify="left")
     per.add_column("task")
     for label, _ in PASSES:
         per.add_column(label, justify="right")
@@ -196,6 +221,28 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         tot.add_row(label, f"{s['passes']}/{s['tasks']}", str(s["turns"]), str(s["decisions"]), str(s["replayed"]),
                     str(s["tokens"]), str(s["errors"]), f"{100 * s['share']:.1f}%", f"{s['seconds']:.1f}s")
     return per, tot
+
+
+def memory_table(passes: dict[str, MemoryUse]) -> Table:
+    """Memory in each pass's prompts: tokens by source (what the calls read), the share in sections a
+    decision used (its reason names them), and the decisions that used memory (or replayed)."""
+    t = Table(title="Memory tokens by source (share in sections a decision used)",
+              caption="a decision uses memory when its reason names an item of its prompt, or when it replays a "
+                      "recorded step", title_justify="left")
+    t.add_column("source")
+    for label in passes:
+        t.add_column(label, justify="right")
+    sources = sorted({s for use in passes.values() for s in use.by_source},
+                     key=lambda s: (-sum(u.by_source.get(s, 0) for u in passes.values()), s))
+
+    def cell(tokens: int, used: int) -> str:
+        return f"{tokens} ({100 * used / tokens:.0f}%)" if tokens else "0"
+
+    for source in sources:
+        t.add_row(Text(source), *[cell(u.by_source.get(source, 0), u.used_by_source.get(source, 0)) for u in passes.values()])
+    t.add_row("all memory", *[cell(u.tokens, u.used_tokens) for u in passes.values()], end_section=True)
+    t.add_row("decisions using memory", *[f"{u.decisions_using_memory}/{u.decisions}" for u in passes.values()])
+    return t
 
 
 def print_audit(settings: Settings, report: DemoReport, console: Console) -> None:

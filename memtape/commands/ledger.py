@@ -20,7 +20,7 @@ from memtape.ledger.location import projections_path
 from memtape.ledger.store import Store
 from memtape.ledger.urls import display_url
 from memtape.output import PIPED_WIDTH, emit, listing_options, terminal_width
-from memtape.projections.decisions import DECISION_TYPES
+from memtape.projections.pin import caller_refusal
 from memtape.projections.replay import verify_decisions
 from memtape.projections.text import clip
 from memtape.projections.writer import MemoryWriter
@@ -74,12 +74,11 @@ def events_report(events: Iterable[RecordedEvent]) -> Report:
 
 
 def append_observations(store: Store, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    """`memtape append`'s writer: the events plus the decisions of the default policy. Decisions
-    themselves are refused: the log would hold one no policy made, and experiments would diverge."""
-    for i, ev in enumerate(events):
-        if ev.type in DECISION_TYPES:
-            raise InvalidEvent(f"event {i + 1}: {ev.type} is a decision of the memory policy, which makes it "
-                               "itself; append observations (or `append --raw` to record it as given)")
+    """`memtape append`'s writer: the events plus the decisions of the default policy. What a caller
+    may not write (decisions, Tier 1 text) is refused as over HTTP (`caller_refusal`)."""
+    refusal = caller_refusal(events)
+    if refusal is not None:
+        raise InvalidEvent(refusal)
     return MemoryWriter(store, projections_path=projections_path(store)).append(events)
 
 

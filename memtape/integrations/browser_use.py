@@ -15,7 +15,8 @@ through what browser-use offers its users, never through its internals (it write
 nothing into the agent's `message_manager` or `state`):
 
 - `extend_system_message`: entering the block starts a memtape run for the task and
-  recalls Tier 1, the start site's tips and a reference trajectory; `system_message()`
+  recalls Tier 1, the start site's tips and a reference trajectory (its steps as far as
+  they apply to the task); `system_message()`
   is that memory (after the user's own extension, if given) for the Agent's system prompt;
 - the chat model (any browser-use `BaseChatModel`): `memory.llm(model)` is the user's
   model, which, for the agent's own step calls only, gets the memory recalled since the
@@ -47,6 +48,7 @@ from memtape.ledger.extras import require
 from memtape.projections.budget import DEFAULT_BUDGET, PRIORITIES
 from memtape.projections.recording import Lesson, Run
 from memtape.projections.text import cap, data_line, quoted_name
+from memtape.projections.trajectories import applicable_steps
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's
@@ -148,7 +150,7 @@ class MemoryModel:
     state message (the last one) also carries the step memory told so far. Everything else
     (the model's name, provider, other calls) is the user's model's own."""
 
-    def __init__(self, model: Any, memory: "BrowserUseMemory"):
+    def __init__(self, model: Any, memory: BrowserUseMemory):
         self._model = model
         self._memory = memory
 
@@ -197,7 +199,7 @@ class BrowserUseMemory:
 
     # ---- the run's ends -------------------------------------------------------------------
 
-    def __enter__(self) -> "BrowserUseMemory":
+    def __enter__(self) -> BrowserUseMemory:
         """Start the memtape run and recall what goes into the system message: Tier 1, the
         start site's tips and a reference trajectory."""
         if self.memory_run is not None:
@@ -212,9 +214,10 @@ class BrowserUseMemory:
         self._sites.add(run.domain)
         self._site_tips(run, injection)
         found = run.recall_trajectory(step=1)
-        if found is not None:
+        steps = applicable_steps(found.trajectory, run.safe_goal) if found is not None else ()
+        if found is not None and steps:  # as far as its steps apply to this task
             t = found.trajectory
-            lines = [f"goal: {cap(t.goal, 200)}", *(f"{i}. {describe_step(s)}" for i, s in enumerate(t.steps, 1))]
+            lines = [f"goal: {cap(t.goal, 200)}", *(f"{i}. {describe_step(s)}" for i, s in enumerate(steps, 1))]
             injection.add("reference_trajectory", section(
                 f"## Reference trajectory (a successful past run, goal similarity {found.similarity:.2f}; follow or adapt it)",
                 lines), t.event_ids[-2:])

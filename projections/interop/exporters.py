@@ -14,10 +14,11 @@ below `--out` (see files.py):
   REPEAT/AVOID text, for the graded step memories.
 
 What a state does not hold verbatim is read from the events it names
-(`event_ids`): a step's think/internal state and a grade's task_incomplete,
-and a run's last reported current URL. Trayn's internalStateEmbedding, and
-seed 000's per-step snapshotHash and trajectory model, have no place in the
-ledger and come out empty or absent.
+(`event_ids`): a step's think, internal state and its embedding (Trayn's
+internalStateEmbedding, empty unless an embeddings endpoint made one), a
+grade's task_incomplete, and a run's last reported current URL. Seed 000's
+per-step snapshotHash and trajectory model have no place in the ledger and
+come out absent.
 
 Usage::
 
@@ -36,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import orjson
 
 from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
+from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
@@ -156,7 +157,7 @@ class Forgotten:
     runs: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, store: Store, head: int) -> "Forgotten":
+    def read(cls, store: Store, head: int) -> Forgotten:
         out = cls()
         for ev in store.read(to_seq=head, types=["subject_forgotten"]):
             d = ev.data
@@ -208,7 +209,7 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
                                                       d.get("scope_domain"), d["lesson"]) in logs.by_key:
             continue  # it only confirmed a lesson: its lesson_deduplicated is the line
         seq = ev.seq
-        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))
+        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
         if line is None:
             continue
         if ev.type == "lesson_promoted":
@@ -476,7 +477,7 @@ def step_entries(state: Any, store: Store) -> list[dict[str, Any]]:
             "id": rid, "stepId": args.get("step_id") if isinstance(args.get("step_id"), str) else None,
             "envPre": _env_json(m.env_before),
             "internalState": (rec.get("internal_state") if recorded is not None else m.intent) or "",
-            "think": rec.get("think"), "internalStateEmbedding": [], "action": _action_text(m.action),
+            "think": rec.get("think"), "internalStateEmbedding": rec.get("internal_state_embedding") or [], "action": _action_text(m.action),
             "actionElementText": m.target_text or "", "envPost": _env_json(m.env_after), "outcome": m.outcome,
             "outcomeReason": m.reason, "correction": m.correction,
             "taskIncomplete": graded.data.get("task_incomplete") if graded is not None else None,
@@ -542,7 +543,7 @@ def render_prompt(items: Iterable[PromptItem]) -> str:
     an action with no target shows nothing after its command."""
     lines = [PROMPT_HEADER]
     for n, it in enumerate(items, start=1):
-        parts = urlsplit(it.url) if it.url else None
+        parts = url_parts(it.url) if it.url else None
         path = (parts.path or "/") if parts else "/"
         where = f"{path} {round(it.similarity * 100)}%" if it.similarity is not None else (
             f"{parts.netloc}{path}" if parts and parts.netloc else path)

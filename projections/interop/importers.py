@@ -92,6 +92,7 @@ from memtape.projections.interop.sources import (
 )
 from memtape.projections.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
 from memtape.projections.parameters import DEFAULT_POLICY
+from memtape.projections.pin import tier1_refusal
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.state import MemoryState, fold
 from memtape.projections.text import domain_matches, older_than
@@ -340,6 +341,9 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
             lines.append(obj)
             tag = obj.get("event") if isinstance(obj, dict) else None
             line = parse_model(SEED001_LINE, obj, where, prefix=f"{tag}." if tag in SEED001_EVENTS else "")
+            refusal = tier1_refusal(line.category) if isinstance(line, LessonRecordedLine) else None
+            if refusal is not None:  # a run learns caller categories only; Tier 1 comes from seeds, promotion, pins
+                raise refuse(where, f"lesson_recorded.{refusal}")
             parsed.append((line, _time_of(line.ts) if line.ts else run_time, run_id, where))
         parts.append((rel, lines))
     if all(when is not None for _line, when, _run, _where in parsed):
@@ -646,6 +650,7 @@ def plan_trayn_json(path: Path, lessons: IndexSource) -> ImportPlan:
         when = ms_to_ts(e.createdAt)
         events.append(NewEvent(StepRecorded(
             env_before=_env(e.envPre), env_after=_env(e.envPost), think=e.think, internal_state=e.internalState,
+            internal_state_embedding=list(e.internalStateEmbedding),
             action=Action(command=m.group(1) if m else e.action, args=args), target_text=e.actionElementText,
             ok=True, rep=e.rep), run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
         counts["steps"] += 1

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import MAX_TEXT, check_domain, check_ident
+from memtape.ledger.events import MAX_TEXT, Embedding, check_domain, check_ident
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -195,7 +195,7 @@ class Seed000Knowledge(Strict):
     updatedAt: Time | None = None
 
     @model_validator(mode="after")
-    def _no_duplicate_facts(self) -> "Seed000Knowledge":
+    def _no_duplicate_facts(self) -> Seed000Knowledge:
         seen: dict[tuple[str, str, str], int] = {}
         for i, f in enumerate(self.facts):
             k = (f.type, f.key, f.value)
@@ -228,7 +228,7 @@ class Seed000SelectorUse(Strict):
     lastUsed: Time
 
     @model_validator(mode="after")
-    def _used(self) -> "Seed000SelectorUse":
+    def _used(self) -> Seed000SelectorUse:
         if self.successCount + self.failureCount < 1:
             raise ValueError("successCount + failureCount must be at least 1")
         return self
@@ -246,7 +246,7 @@ class Seed000SelectorEntry(Strict):
     selectors: dict[Annotated[Text, Field(min_length=1)], Seed000SelectorUse] | None = None
 
     @model_validator(mode="after")
-    def _has_selector(self) -> "Seed000SelectorEntry":
+    def _has_selector(self) -> Seed000SelectorEntry:
         if self.lastRef is None and self.stableSelector is None:
             raise ValueError("needs lastRef or stableSelector")
         if self.selectors is not None:
@@ -275,7 +275,7 @@ class Seed000Selectors(Strict):
     updatedAt: Time | None = None
 
     @model_validator(mode="after")
-    def _keys_match(self) -> "Seed000Selectors":
+    def _keys_match(self) -> Seed000Selectors:
         for key, entry in self.entries.items():
             if entry.element != key:
                 raise ValueError(f"entries[{key[:60]!r}].element does not match its key")
@@ -290,7 +290,7 @@ class Seed000Action(BaseModel):
     selector: Text | None = None
 
     @model_validator(mode="after")
-    def _plain_args(self) -> "Seed000Action":
+    def _plain_args(self) -> Seed000Action:
         for key, value in (self.model_extra or {}).items():
             _check_json_value(value, key)
         return self
@@ -359,7 +359,7 @@ class Seed000RunSummary(Strict):
     tests: list[Seed000SuiteTest] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _adds_up(self) -> "Seed000RunSummary":
+    def _adds_up(self) -> Seed000RunSummary:
         if self.total != len(self.tests) or self.passed + self.failed > self.total:
             raise ValueError("total, passed and failed do not match tests")
         return self
@@ -387,7 +387,7 @@ class Seed000RunManifest(Strict):
     reason: Text | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Seed000RunManifest":
+    def _consistent(self) -> Seed000RunManifest:
         if self.status == "running" and (self.completedAt is not None or self.success is not None):
             raise ValueError("a running run has no completedAt or success")
         if self.status != "running" and self.success is not None and self.success != (self.status == "completed"):
@@ -410,7 +410,7 @@ class TraynEntry(Strict):
     envPre: TraynEnv
     internalState: Text = ""
     think: Text | None = None
-    internalStateEmbedding: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(default_factory=list)
+    internalStateEmbedding: Embedding = Field(default_factory=list)
     action: Annotated[Text, Field(min_length=1)]
     actionElementText: Text = ""
     envPost: TraynEnv

@@ -1,0 +1,365 @@
+"""What the HTTP and MCP faces take and answer, as pydantic models.
+
+One definition serves `memtape serve` (FastAPI validates bodies with them and serializes every
+answer through them, so `/openapi.json` declares exactly what is sent and a client can be
+generated from it) and `memtape mcp` (the tools' answers and their output schemas). A body has
+exactly the fields of the library call it is sent to, with the same defaults; the values
+themselves are checked once, by the library (bad ones are its one-line refusal). Answers that
+the library gives as dataclasses (`Lesson`, `Fact`, `SessionEntry`, ...) are declared as those
+dataclasses: every field the Python caller gets, a caller of either face gets.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memtape.api import Lesson, TrajectoryRecall
+from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
+from memtape.projections.budget import DEFAULT_BUDGET
+from memtape.projections.context import ContextEntry
+from memtape.projections.knowledge import Fact
+from memtape.projections.page_maps import PageMap
+from memtape.projections.recording import Learned
+from memtape.projections.selectors import SelectorEntry
+from memtape.projections.sessions import SessionEntry
+from memtape.projections.steps import StepMemory
+
+
+class Body(BaseModel):
+    """Request bodies take exactly their fields, with JSON's own types (no "3" for 3)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RunStart(Body):
+    """`mem.start_run`: `rep` and `step_memory_scope` are seed 002's reps (see the Python API)."""
+
+    goal: str
+    start_url: str
+    session_id: str | None = None
+    run_id: str | None = Field(default=None, description="Chosen by the caller; default: a new id.")
+    parent_run_id: str | None = None
+    mode: str = Field(default="new", description="new, resume or fork")
+    isolation: str = Field(default="shared", description="shared or per-run")
+    case_id: str | None = None
+    agent: str = Field(default="external", description="The agent's decision policy, as run_started records it.")
+    rep: int | None = None
+    step_memory_scope: str = Field(default="session", description="session or all")
+
+
+class StepBody(Body):
+    """`run.record_step`: one action on the page at `url`, ending on `url_after`."""
+
+    step: int
+    action: str
+    target: str | None = Field(default=None, description='The element as `role "name"`.')
+    url: str | None = Field(default=None, description="Default: where the last step ended.")
+    ok: bool = True
+    error: str | None = None
+    args: dict[str, Any] | None = None
+    url_after: str | None = Field(default=None, description="Default: `url`.")
+    selector: str | None = None
+    sensitive: bool = Field(default=False, description=(
+        "A value typed into a password field: every argument is masked and the value scrubbed from the run."))
+    duration_ms: float = 0.0
+    think: str | None = None
+    page_before: dict[str, Any] | None = Field(default=None, description="url, title, page_type, elements")
+    page_after: dict[str, Any] | None = None
+    decided_by: str = "policy"
+    in_shadow: bool = False
+    memory_ms: float = 0.0
+
+
+class LessonBody(Body):
+    """`run.record_lesson`: `category` is error_recovery or site_specific (Tier 1 text comes only
+    from the seeds, promotion or a person's pin)."""
+
+    text: str
+    category: str = "error_recovery"
+    failed_command: str | None = None
+    error_pattern: str | None = None
+    scope_domain: str | None = None
+    step: int | None = None
+
+
+class FactBody(Body):
+    """`run.observe_fact`: kind is timing, selector, pattern or quirk."""
+
+    kind: str
+    key: str
+    value: str
+    step: int | None = None
+    domain: str | None = Field(default=None, description="Default: the run's current site.")
+
+
+class SelectorBody(Body):
+    """`run.selector_result`: whether `selector` found `element` on the page at `url`."""
+
+    element: str
+    selector: str
+    ok: bool
+    step: int | None = None
+    error: str | None = None
+    url: str | None = None
+    healed_from: str | None = None
+
+
+class PromptItem(Body):
+    """One item of a prompt: where it came from (`event_ids`), its priority and text; `tokens` as
+    your tokenizer counted them (else estimated by `content_type`: text, code, json, html)."""
+
+    source: str
+    text: str
+    priority: int
+    event_ids: list[str] | None = None
+    tokens: int | None = None
+    content_type: str | None = None
+    confidence: float | None = None
+    truncated: bool | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The item as the library takes it: what was not given keeps the library's default."""
+        return self.model_dump(exclude_none=True)
+
+
+class ContextBody(Body):
+    """`run.record_context`: what one prompt held and what the budget trimmed."""
+
+    items: list[PromptItem]
+    step: int
+    budget: int = DEFAULT_BUDGET
+    trimmed: list[PromptItem] = []
+    prompt: str = "step"
+    domain: str | None = None
+    #: what counted the items' `tokens` (the agent's tokenizer); items without a count are counted by the server
+    counted_by: str | None = None
+
+
+class FinishBody(Body):
+    """`run.finish`: post-run learning and run_completed; the figures default to what the ledger holds."""
+
+    success: bool
+    outcome: str = ""
+    reason: str | None = None
+    result: str | None = None
+    final_url: str | None = None
+    turns: int | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    duration_ms: float | None = None
+    policy_decisions: int | None = None
+    replayed_steps: int | None = None
+    learn: bool = Field(default=True, description="False (an exploration): learn nothing from the steps.")
+
+
+class UserContextBody(Body):
+    """`run.give_context`: what the user told this run, key -> value."""
+
+    context: dict[str, str]
+
+
+class ScratchBody(Body):
+    """`run.set_scratch`: any JSON value on the run's scratch pad under `key`."""
+
+    key: str
+    value: Any
+    step: int | None = None
+
+
+class PageMapBody(Body):
+    """`run.store_page_map`: title, summary, total_width, total_height and regions of the page at `url`."""
+
+    url: str
+    page_map: dict[str, Any]
+    step: int | None = None
+
+
+#: the longest `older_than` a face takes, in seconds (about 31,700 years: any longer abandons nothing either)
+MAX_STALE_SECONDS = 10**12
+
+
+class AbandonBody(Body):
+    """`mem.abandon_stale_runs`: `older_than` in seconds (default: the memory's `stale_after`, one hour)."""
+
+    older_than: float | int | None = Field(default=None, ge=0, le=MAX_STALE_SECONDS, description=(
+        "Seconds with no event after which a running run is abandoned; default: the memory's stale_after."))
+
+
+def stale_limit(seconds: float | None) -> timedelta | None:
+    """Seconds from a face as the `timedelta` `abandon_stale_runs` takes."""
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+class ExperimentBody(Body):
+    """`mem.experiment`: Policy field -> value, replayed up to `until` (a seq or an ISO time)."""
+
+    changes: dict[str, Any]
+    until: int | str | None = None
+
+
+# ---- answers ----------------------------------------------------------------------------------
+
+class Answer(BaseModel):
+    """An answer has exactly its fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartedRun(Answer):
+    run_id: str
+    session_id: str
+
+
+class RecordedStep(Answer):
+    event_id: str = Field(description="The step_recorded event's id (a retried step: the first one's).")
+
+
+class RecordedLesson(Answer):
+    lesson_id: str
+
+
+class ObservedFact(Answer):
+    domain: str
+    kind: str
+    key: str
+
+
+class Recorded(Answer):
+    ok: bool = True
+
+
+class Finished(Answer):
+    """What finishing the run learned: every lesson, fact, the trajectory and patterns, as recorded."""
+
+    run_id: str
+    success: bool
+    lessons: list[LessonRecorded]
+    facts: list[FactObserved]
+    trajectory: TrajectoryRecorded | None
+    patterns: list[PatternLearned]
+
+
+class AbandonedRuns(Answer):
+    """The runs `abandon_stale_runs` finished as abandoned."""
+
+    abandoned: list[str]
+
+
+class Appended(Answer):
+    appended: int
+    first_seq: int | None = None
+    last_seq: int | None = None
+
+
+class Error(Answer):
+    """Every error the server answers, whatever its status and route (an unknown route included)."""
+
+    error: str = Field(description="One line saying what was wrong.")
+
+
+class Audit(BaseModel):
+    """What a run knew at each step and where it came from (`memtape audit RUN --json`)."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    run: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+    steps: list[dict[str, Any]]
+
+
+class LifeEntry(BaseModel):
+    """One event in an item's life."""
+
+    model_config = ConfigDict(extra="allow")
+    seq: int
+    at: str
+    recorded_at: str
+    stage: str
+    type: str
+    run_id: str | None
+    step: int | None
+    domain: str | None
+    detail: str
+
+
+class Explained(BaseModel):
+    """The life of one lesson, fact, selector or trajectory (`memtape explain ITEM --json`)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    item: str
+    now: Any
+    status: str
+    life: list[LifeEntry]
+
+
+# MCP answers one JSON object per call: lists come inside one
+
+class Lessons(Answer):
+    lessons: list[Lesson]
+
+
+class RecalledTrajectory(Answer):
+    recall: TrajectoryRecall | None
+
+
+class Sessions(Answer):
+    sessions: list[SessionEntry]
+
+
+class Facts(Answer):
+    facts: list[Fact]
+
+
+class Selectors(Answer):
+    selectors: list[SelectorEntry]
+
+
+class StepMemories(Answer):
+    step_memories: list[StepMemory]
+
+
+class LoopWarnings(Answer):
+    warnings: list[str]
+
+
+class StateItems(Answer):
+    items: list[dict[str, Any]]
+
+
+class ContextEntries(Answer):
+    context: list[ContextEntry]
+
+
+class ScratchValue(Answer):
+    """The value last set under a key of the scratch pad (null when none was)."""
+
+    value: Any
+
+
+class ScratchPad(Answer):
+    scratch: dict[str, Any]
+
+
+class FoundPageMap(Answer):
+    page_map: PageMap | None
+
+
+class HasPageMap(Answer):
+    has_page_map: bool
+
+
+class PageMaps(Answer):
+    page_maps: dict[str, PageMap]
+
+
+class PageSummary(Answer):
+    summary: str
+
+
+def finished(run_id: str, success: bool, learned: Learned) -> Finished:
+    """The answer of finishing a run from the library's `Learned`."""
+    return Finished(run_id=run_id, success=success, lessons=learned.lessons, facts=learned.facts,
+                    trajectory=learned.trajectory, patterns=learned.patterns)

@@ -18,7 +18,7 @@ import importlib.machinery
 import importlib.util
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from types import CodeType
 from typing import Any
@@ -56,7 +56,7 @@ class MemoryState:
     heads: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def empty(cls, names: Iterable[str] = PROJECTIONS) -> "MemoryState":
+    def empty(cls, names: Iterable[str] = PROJECTIONS) -> MemoryState:
         state = cls()
         for name in names:
             setattr(state, name, FOLDS[name].empty())
@@ -167,7 +167,7 @@ def code_version(name: str) -> str:
     return sources_digest(FOLDS[name].__name__)
 
 
-@lru_cache(maxsize=None)
+@cache
 def sources_digest(module_name: str) -> str:
     """Digest of the sources of `module_name`'s first-party import closure (and of this module):
     what a cache built by that module's code depends on."""
@@ -177,7 +177,7 @@ def sources_digest(module_name: str) -> str:
     return h.hexdigest()[:16]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fold_sources(module_name: str) -> tuple[Path, ...]:
     """Source files of the first-party import closure of `module_name` and of this module,
     found statically (function-level imports included), in a stable order. The registry of
@@ -202,7 +202,7 @@ def _source(module_name: str) -> Path | None:
     return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _first_party_imports(module_name: str, path: Path) -> tuple[str, ...]:
     """The first-party modules one source file imports, read off its compiled code — Python's
     bytecode cache when it is current, so a cold process parses no source to fingerprint its
@@ -239,7 +239,7 @@ def _imports(code: CodeType) -> Iterator[tuple[int, str, tuple[str, ...]]]:
             yield from _imports(const)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _is_module(name: str) -> bool:
     """Whether `name` (`package.attribute` of a `from package import attribute`) is a module. Only
     a package has submodules: a module's name is never imported to find out (finding

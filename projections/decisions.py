@@ -136,7 +136,7 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
                     LessonDeduplicated(
                         lesson_id=lesson.lesson_id,
                         lesson=lesson.lesson,
-                        category=lesson.category,
+                        category=lesson.category,  # type: ignore[arg-type]
                         failed_command=lesson.failed_command,
                         error_pattern=lesson.error_pattern,
                         scope_domain=lesson.scope_domain,
@@ -153,17 +153,17 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
             if promotable(fresh, policy):
                 out.append(_promotion(fresh, new))
     elif t == "lesson_deduplicated":
-        lesson = state.lessons.lessons.get(data["lesson_id"])
-        if lesson is not None:
-            after = _after_use(lesson, new.domain)
+        known = state.lessons.lessons.get(data["lesson_id"])
+        if known is not None:
+            after = _after_use(known, new.domain)
             if promotable(after, policy):
                 out.append(_promotion(after, new))
     elif t in ("error_recall", "domain_recall"):
         for lid in counted(data):
-            lesson = state.lessons.lessons.get(lid)
-            if lesson is None:
+            recalled = state.lessons.lessons.get(lid)
+            if recalled is None:
                 continue
-            after = _after_use(lesson, new.domain)
+            after = _after_use(recalled, new.domain)
             if promotable(after, policy):
                 out.append(_promotion(after, new))
     elif t == "fact_observed":

@@ -185,16 +185,16 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
     fa = {(d, fid): f for d, fs in before.state.knowledge.current.items() for fid, f in fs.items()}
     fb = {(d, fid): f for d, fs in after.state.knowledge.current.items() for fid, f in fs.items()}
     for k, f in fb.items():
-        old = fa.get(k)
-        if old is None:
+        was = fa.get(k)
+        if was is None:
             out.append(Change("gained", "facts", _fact_label(f), f"confidence {f.confidence:.3f}"))
-        elif f.confidence > old.confidence:
+        elif f.confidence > was.confidence:
             out.append(
-                Change("confirmed", "facts", _fact_label(f), f"confidence {old.confidence:.3f} -> {f.confidence:.3f}")
+                Change("confirmed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
             )
-        elif f.confidence < old.confidence:
+        elif f.confidence < was.confidence:
             out.append(
-                Change("decayed", "facts", _fact_label(f), f"confidence {old.confidence:.3f} -> {f.confidence:.3f}")
+                Change("decayed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
             )
     out.extend(
         Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb
@@ -216,17 +216,17 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
     sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
     for e in after.selectors():
         key = (e.domain, e.role, e.name, e.selector)
-        old = sa.pop(key, None)
+        earlier = sa.pop(key, None)
         label = f"{e.domain} {e.role} {e.name!r} {e.selector}"
-        if old is None:
+        if earlier is None:
             out.append(Change("gained", "selectors", label, f"{e.successes} ok / {e.failures} failed"))
-        elif (old.successes, old.failures) != (e.successes, e.failures):
+        elif (earlier.successes, earlier.failures) != (e.successes, e.failures):
             out.append(
                 Change(
                     "changed",
                     "selectors",
                     label,
-                    f"{old.successes}/{old.failures} -> {e.successes}/{e.failures} ok/failed",
+                    f"{earlier.successes}/{earlier.failures} -> {e.successes}/{e.failures} ok/failed",
                 )
             )
     out.extend(Change("lost", "selectors", f"{e.domain} {e.role} {e.name!r} {e.selector}", "") for e in sa.values())

@@ -28,30 +28,48 @@ import orjson
 from memtape.ledger.errors import UnreadableEvent
 from memtape.ledger.events import RecordedEvent
 from memtape.projections import folds
+from memtape.projections.context import ContextState
 from memtape.projections.folds import FOLDS
+from memtape.projections.knowledge import KnowledgeState
+from memtape.projections.lessons import LessonsState
+from memtape.projections.page_maps import PageMapsState
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.patterns import PatternsState
+from memtape.projections.runs import RunsState
+from memtape.projections.scratch import ScratchState
+from memtape.projections.selectors import SelectorsState
+from memtape.projections.sessions import SessionsState
+from memtape.projections.short_term import ShortTermState
+from memtape.projections.sitemap import SitemapState
+from memtape.projections.snapshots import SnapshotsState
+from memtape.projections.steps import StepsState
+from memtape.projections.trajectories import TrajectoriesState
 
 PROJECTIONS: tuple[str, ...] = tuple(FOLDS)
+#: the value of a projection not loaded yet (typed Any so each field keeps its state's type)
+UNLOADED: Any = None
 
 
 @dataclass
 class MemoryState:
-    """All projection states at `head` (the last seq folded in)."""
+    """All projection states at `head` (the last seq folded in). A projection not loaded holds
+    `UNLOADED` (None): `empty(names)` fills only the ones asked for, and a lazy state loads each on
+    its first read, so a read always sees the projection's state."""
 
-    lessons: Any = None
-    knowledge: Any = None
-    sessions: Any = None
-    selectors: Any = None
-    trajectories: Any = None
-    runs: Any = None
-    step_memories: Any = None
-    short_term: Any = None
-    patterns: Any = None
-    context: Any = None
-    snapshots: Any = None
-    sitemap: Any = None
-    scratch: Any = None
-    page_maps: Any = None
+    lessons: LessonsState = UNLOADED
+    knowledge: KnowledgeState = UNLOADED
+    sessions: SessionsState = UNLOADED
+    selectors: SelectorsState = UNLOADED
+    trajectories: TrajectoriesState = UNLOADED
+    runs: RunsState = UNLOADED
+    step_memories: StepsState = UNLOADED
+    short_term: ShortTermState = UNLOADED
+    patterns: PatternsState = UNLOADED
+    context: ContextState = UNLOADED
+    snapshots: SnapshotsState = UNLOADED
+    sitemap: SitemapState = UNLOADED
+    scratch: ScratchState = UNLOADED
+    page_maps: PageMapsState = UNLOADED
     head: int = 0
     heads: dict[str, int] = field(default_factory=dict)
 

@@ -1,5 +1,4 @@
 """Store URLs as messages show them, and read any stored text as a URL."""
-
 from __future__ import annotations
 
 import re

@@ -1,5 +1,4 @@
 """Run `memtape` in-process (fast) and capture exit code, stdout and stderr."""
-
 from __future__ import annotations
 
 import io

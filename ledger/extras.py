@@ -35,8 +35,17 @@ class MissingExtra(LedgerError):
 
 
 def missing(extra: str) -> list[str]:
-    """The modules of `extra` that cannot be imported here (found without importing them)."""
-    return [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
+    """The modules of `extra` that cannot be imported here (found without importing them; a
+    submodule whose package is absent, as `tiktoken_ext` beside another package's tiktoken, is
+    missing too, where find_spec would raise)."""
+    return [name for name in EXTRAS[extra] if not _found(name)]
+
+
+def _found(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def require(what: str, extra: str) -> None:

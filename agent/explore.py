@@ -12,6 +12,7 @@ Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
         result = explore(browser, Memory(store, path), "http://docs.test/", max_depth=2)
 """
+
 from __future__ import annotations
 
 import time
@@ -47,14 +48,23 @@ def page_summary(extracted: Any) -> str:
     return " ".join(lines)[:300]
 
 
-def explore(browser: Browser, memory: Memory, homepage_url: str, *, max_depth: int = 2, max_pages: int = 50,
-            run_id: str | None = None, session_id: str | None = None) -> ExploreResult:
+def explore(
+    browser: Browser,
+    memory: Memory,
+    homepage_url: str,
+    *,
+    max_depth: int = 2,
+    max_pages: int = 50,
+    run_id: str | None = None,
+    session_id: str | None = None,
+) -> ExploreResult:
     """Explore a site from `homepage_url` within the limits; everything is recorded as events."""
     run_id = run_id or short_id("run")
     domain = domain_of(homepage_url)
     t0 = time.perf_counter()
-    run = memory.start_run(goal=f"Explore {homepage_url}", start_url=homepage_url, session_id=session_id, run_id=run_id,
-                           agent="explore")
+    run = memory.start_run(
+        goal=f"Explore {homepage_url}", start_url=homepage_url, session_id=session_id, run_id=run_id, agent="explore"
+    )
     run.exploration_started(homepage_url, max_depth, max_pages)
     browser.new_page()
     result = ExploreResult(run_id, homepage_url)
@@ -70,11 +80,18 @@ def explore(browser: Browser, memory: Memory, homepage_url: str, *, max_depth: i
 
         def load(url: str = page.url, depth: int = page.depth, step: int = step) -> dict[str, Any]:
             nav = browser.execute("goto", {"url": url})
-            rec = StepRecord(step, "goto", {"url": url}, nav.ok, nav.error, nav.url_before, nav.url_after,
-                             duration_ms=nav.duration_ms)
+            rec = StepRecord(
+                step,
+                "goto",
+                {"url": url},
+                nav.ok,
+                nav.error,
+                nav.url_before,
+                nav.url_after,
+                duration_ms=nav.duration_ms,
+            )
             obs = browser.observe()
-            record_step(run, rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {depth}",
-                        run.take_step_ms())
+            record_step(run, rec, EnvState(url=nav.url_before), obs.env(), f"explore depth {depth}", run.take_step_ms())
             run.snapshot(obs.url, obs.title, obs.summary, browser.form_state(), browser.scroll_position(), step)
             if not nav.ok:
                 return {"title": "", "text": nav.error or "", "links": []}
@@ -90,15 +107,25 @@ def explore(browser: Browser, memory: Memory, homepage_url: str, *, max_depth: i
         run.sitemap_links(page.url, page.depth, unique, step)
     site = run.sitemap(domain)
     result.discovered = len(site.pages) if site is not None else 0
-    result.complete = site is not None and not any(p.url not in seen and p.depth <= max_depth
-                                                    for p in site.pages.values())
+    result.complete = site is not None and not any(
+        p.url not in seen and p.depth <= max_depth for p in site.pages.values()
+    )
     result.summary = summary_text(site) if site is not None else ""
     run.exploration_completed(homepage_url, len(seen), result.discovered, result.complete, result.summary)
     duration = (time.perf_counter() - t0) * 1000
-    outcome = RunCompleted(success=bool(seen), summary=f"Explored {len(seen)} pages of {domain}", reason=None,
-                           final_url=browser.page.url if browser.page is not None else homepage_url, turns=step,
-                           tokens_in=0, tokens_out=0, duration_ms=duration, policy_decisions=0, replayed_steps=0,
-                           result=result.summary[:500])
+    outcome = RunCompleted(
+        success=bool(seen),
+        summary=f"Explored {len(seen)} pages of {domain}",
+        reason=None,
+        final_url=browser.page.url if browser.page is not None else homepage_url,
+        turns=step,
+        tokens_in=0,
+        tokens_out=0,
+        duration_ms=duration,
+        policy_decisions=0,
+        replayed_steps=0,
+        result=result.summary[:500],
+    )
     finish_run(run, outcome, learn=False)
     result.memory_ms = run.ms_total
     return result

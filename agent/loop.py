@@ -15,6 +15,7 @@ Example:
         result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
                           start_url="http://shop.test/")   # or TaskRun(...).run()
 """
+
 from __future__ import annotations
 
 import re
@@ -120,8 +121,11 @@ def _recent_lines(history: list[StepView], n: int = 5) -> list[str]:
         elif h.command == "goto":
             extra = f" {P.fenced(str(h.args.get('url', '')), 100)}"
         status = "Success" if h.ok else "Failed"
-        lines.append(f"{i}. [{status}] {h.command}{target}{extra}" + ("" if h.ok else " (see error)") +
-                     (" [replayed]" if h.decided_by == "replay" else ""))
+        lines.append(
+            f"{i}. [{status}] {h.command}{target}{extra}"
+            + ("" if h.ok else " (see error)")
+            + (" [replayed]" if h.decided_by == "replay" else "")
+        )
     return lines
 
 
@@ -131,8 +135,13 @@ def infer_context(run: Run, obs: Observation, step: int) -> None:
     if obs.page_type == "login":
         run.infer_context("login_required", "true", f"login form at {cap(path, 100)}", step, obs.domain)
     if any(e.role in ("link", "button") and re.search(r"\b(next|previous) page\b", e.name, re.I) for e in obs.elements):
-        run.infer_context("pagination_type", "numbered pages with next/previous links", f"page analysis of {cap(path, 100)}", step,
-                             obs.domain)
+        run.infer_context(
+            "pagination_type",
+            "numbered pages with next/previous links",
+            f"page analysis of {cap(path, 100)}",
+            step,
+            obs.domain,
+        )
 
 
 def _dead_end_exit(current_url: str | None, run: Run) -> tuple[Any, StepRecord | None] | None:
@@ -142,16 +151,32 @@ def _dead_end_exit(current_url: str | None, run: Run) -> tuple[Any, StepRecord |
     if not snaps:
         return None
     snap = snaps[-1]
-    exit_step = next((r for r in run.steps if r.step >= snap.associated_step and r.ok and r.url_before == snap.url
-                      and r.url_after != snap.url), None)
+    exit_step = next(
+        (
+            r
+            for r in run.steps
+            if r.step >= snap.associated_step and r.ok and r.url_before == snap.url and r.url_after != snap.url
+        ),
+        None,
+    )
     return snap, exit_step
 
 
-def replay_decision(browser: Browser, obs: Observation, tstep: Any, secrets: list[str]) -> tuple[Decision | None, str | None, tuple[str, str] | None]:
+def replay_decision(
+    browser: Browser, obs: Observation, tstep: Any, secrets: list[str]
+) -> tuple[Decision | None, str | None, tuple[str, str] | None]:
     """Guard a recorded step on the current page: (decision, why it cannot replay, healed selector)."""
     if tstep.command == "finish":
-        return Decision("finish", {"result": "replayed trajectory complete"}, success=True,
-                        think="replay: recorded trajectory complete"), None, None
+        return (
+            Decision(
+                "finish",
+                {"result": "replayed trajectory complete"},
+                success=True,
+                think="replay: recorded trajectory complete",
+            ),
+            None,
+            None,
+        )
     if tstep.url and origin_of(obs.url) != origin_of(tstep.url):
         return None, f"origin changed ({origin_of(obs.url)} != {origin_of(tstep.url)})", None
     el = None
@@ -183,8 +208,9 @@ def extraction_items(run: Run, domain: str, budget_left: int) -> list[BudgetItem
     """This site's extractions, newest first: tier 1 from this run, 2 from this session, 3 older;
     cut, compressed and fitted to the extraction allowance (agent/compress.py)."""
     found = list(reversed(run.extractions(domain)))
-    tiers = [1 if e.run_id == run.run_id else 2 if e.session_id and e.session_id == run.session_id else 3
-             for e in found]
+    tiers = [
+        1 if e.run_id == run.run_id else 2 if e.session_id and e.session_id == run.session_id else 3 for e in found
+    ]
     kept = C.fit_extractions([(e.value, e.source, tier) for e, tier in zip(found, tiers)], budget_left)
     items = []
     for e, x in zip(found, kept):
@@ -193,28 +219,51 @@ def extraction_items(run: Run, domain: str, budget_left: int) -> list[BudgetItem
     return items
 
 
-def site_sections(run: Run, domain_lessons: list[Any], sessions: list[Any], match: Any,
-                  trajectory_steps: Sequence[Any], facts: list[Any], patterns: Sequence[Any]) -> list[BudgetItem]:
+def site_sections(
+    run: Run,
+    domain_lessons: list[Any],
+    sessions: list[Any],
+    match: Any,
+    trajectory_steps: Sequence[Any],
+    facts: list[Any],
+    patterns: Sequence[Any],
+) -> list[BudgetItem]:
     """The memory sections that stay the same from step to step on one site (the system prompt's),
     each with the ids of the events it came from."""
     items = []
     if patterns:
         items.append(P.learned_patterns(patterns))
     if domain_lessons:
-        items.append(P.domain_tips([l.text for l in domain_lessons], [i for l in domain_lessons for i in l.event_ids[-2:]]))
+        items.append(
+            P.domain_tips([l.text for l in domain_lessons], [i for l in domain_lessons for i in l.event_ids[-2:]])
+        )
     if sessions:
         items.append(P.session_history(sessions, run.memory.policy.session_full_detail))
     if match is not None and trajectory_steps:
-        items.append(P.reference_trajectory(match.trajectory.goal, match.similarity, trajectory_steps,
-                                            match.trajectory.event_ids, len(match.trajectory.steps)))
+        items.append(
+            P.reference_trajectory(
+                match.trajectory.goal,
+                match.similarity,
+                trajectory_steps,
+                match.trajectory.event_ids,
+                len(match.trajectory.steps),
+            )
+        )
     if facts:
         items.append(P.app_knowledge(facts))
     return items
 
 
-def step_items(obs: Observation, run: Run, history: list[StepView], last_error: str | None,
-               error_lessons: list[Any], budget_left: int = DEFAULT_BUDGET, avoid: Sequence[tuple[str, str]] = (),
-               warned: bool = False) -> list[BudgetItem]:
+def step_items(
+    obs: Observation,
+    run: Run,
+    history: list[StepView],
+    last_error: str | None,
+    error_lessons: list[Any],
+    budget_left: int = DEFAULT_BUDGET,
+    avoid: Sequence[tuple[str, str]] = (),
+    warned: bool = False,
+) -> list[BudgetItem]:
     """The sections of one step's message (what changes from step to step), each with the ids of
     the events it came from; extractions get their share of `budget_left`. `warned`: the policy
     is asked again because the action it chose already failed here."""
@@ -223,8 +272,11 @@ def step_items(obs: Observation, run: Run, history: list[StepView], last_error: 
     if context:
         items.append(P.context_section(context))
     if last_error:
-        items.append(P.last_error(last_error, [l.text for l in error_lessons],
-                                  [i for l in error_lessons for i in l.event_ids[-2:]]))
+        items.append(
+            P.last_error(
+                last_error, [l.text for l in error_lessons], [i for l in error_lessons for i in l.event_ids[-2:]]
+            )
+        )
     if warned:
         items.append(P.repeated_failure())
     page = obs.env().elements
@@ -242,9 +294,16 @@ def step_items(obs: Observation, run: Run, history: list[StepView], last_error: 
     return items
 
 
-def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list[Any], domain_lessons: list[Any],
-                   trajectory_steps: Sequence[Any], facts: list[Any], patterns: Sequence[Any] = (),
-                   avoid: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+def seen_by_policy(
+    kept: list[BudgetItem],
+    obs: Observation,
+    error_lessons: list[Any],
+    domain_lessons: list[Any],
+    trajectory_steps: Sequence[Any],
+    facts: list[Any],
+    patterns: Sequence[Any] = (),
+    avoid: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
     """The memory a policy may read for one decision: only what the kept prompt items (system
     and step) show (a trimmed section shows nothing; a truncated one, the entries still whole in
     it, and a learned pattern as far as its steps are), so an audit of the call's `context_built`
@@ -262,7 +321,9 @@ def seen_by_policy(kept: list[BudgetItem], obs: Observation, error_lessons: list
         "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
         "trajectory_steps": [s for _, s in numbered],
         "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, fact_line)],
-        "patterns": [p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None],
+        "patterns": [
+            p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None
+        ],
         "avoid": shown("working_memory", list(avoid), lambda a: P.dead_end_line(*a)),
     }
 
@@ -278,8 +339,10 @@ def _pattern_shown(text: str, pattern: Any) -> Any:
 
 def _recent_priorities(history: list[StepView], n: int = 5) -> list[str]:
     """Seed 003's MemoryPriority of each recent action shown (the budget drops LOW lines first)."""
-    return [priority_of({"action": {"command": h.command, "args": h.args}, "ok": h.ok}, h.url_before, h.url_after)
-            for h in history[-n:]]
+    return [
+        priority_of({"action": {"command": h.command, "args": h.args}, "ok": h.ok}, h.url_before, h.url_after)
+        for h in history[-n:]
+    ]
 
 
 class TaskRun:
@@ -288,11 +351,24 @@ class TaskRun:
     What the loop keeps between steps (counters, what the current site offered, the replay
     queue, why the run is stuck) lives on this object; `run()` returns the run's `RunResult`."""
 
-    def __init__(self, browser: Browser, memory: Memory, policy: DecisionPolicy, *, goal: str, start_url: str,
-                 run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
-                 mode: str = "new", isolation: str = "shared", case_id: str | None = None,
-                 success_check: dict[str, Any] | None = None, config: RunConfig | None = None,
-                 context: dict[str, str] | None = None):
+    def __init__(
+        self,
+        browser: Browser,
+        memory: Memory,
+        policy: DecisionPolicy,
+        *,
+        goal: str,
+        start_url: str,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        parent_run_id: str | None = None,
+        mode: str = "new",
+        isolation: str = "shared",
+        case_id: str | None = None,
+        success_check: dict[str, Any] | None = None,
+        config: RunConfig | None = None,
+        context: dict[str, str] | None = None,
+    ):
         self.browser, self.memory, self.policy = browser, memory, policy
         self.memory_run: Run  # the memtape run, started by `_open`
         self.goal, self.start_url, self.case_id, self.success_check = goal, start_url, case_id, success_check
@@ -349,7 +425,10 @@ class TaskRun:
         except PolicyError as exc:  # the model endpoint failed: the run is still recorded, then reported
             self.reason, self.crash = "policy_error", str(exc)
         except Exception as exc:  # noqa: BLE001 - a crashed page or browser ends the run, recorded
-            self.reason, self.crash = "agent_error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.reason, self.crash = (
+                "agent_error",
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            )
         if self.reason is None and self.final_decision is None:
             self.reason = "max_turns"
         return self._finish(t_run)
@@ -359,9 +438,18 @@ class TaskRun:
     def _open(self) -> None:
         cfg = self.cfg
         run = self.memory_run = self.memory.start_run(
-            goal=self.goal, start_url=self.start_url, session_id=self.session_id, run_id=self.run_id,
-            parent_run_id=self.parent_run_id, mode=self.mode, isolation=self.isolation, case_id=self.case_id,
-            agent=getattr(self.policy, "name", "custom"), rep=cfg.rep, step_memory_scope=cfg.step_memory_scope)
+            goal=self.goal,
+            start_url=self.start_url,
+            session_id=self.session_id,
+            run_id=self.run_id,
+            parent_run_id=self.parent_run_id,
+            mode=self.mode,
+            isolation=self.isolation,
+            case_id=self.case_id,
+            agent=getattr(self.policy, "name", "custom"),
+            rep=cfg.rep,
+            step_memory_scope=cfg.step_memory_scope,
+        )
         run.give_context(self.context)
         self.tier1 = run.tier1()
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
@@ -380,20 +468,42 @@ class TaskRun:
         if self.success:
             summary = f"Done in {self.turns} turns: {cap(str((final.args if final else {}).get('result', 'goal reached')), 200)}"
         else:
-            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (f": {cap(str(final.args.get('result', '')), 200)}" if final else "")
+            summary = f"Stopped ({self.reason}) after {self.turns} turns" + (
+                f": {cap(str(final.args.get('result', '')), 200)}" if final else ""
+            )
             if self.crash:
                 summary += f": {cap(self.crash, 300)}"
-        outcome = RunCompleted(success=self.success, summary=summary, reason=self.reason, final_url=final_url,
-                               turns=self.turns, tokens_in=self.tokens_in, tokens_out=self.tokens_out,
-                               duration_ms=duration, policy_decisions=self.decisions, replayed_steps=self.replayed,
-                               result=str(final.args.get("result", ""))[:500] if final else None)
+        outcome = RunCompleted(
+            success=self.success,
+            summary=summary,
+            reason=self.reason,
+            final_url=final_url,
+            turns=self.turns,
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            duration_ms=duration,
+            policy_decisions=self.decisions,
+            replayed_steps=self.replayed,
+            result=str(final.args.get("result", ""))[:500] if final else None,
+        )
         self.memory_run.take_step_ms()
         learned = finish_run(self.memory_run, outcome)
         wall = (time.perf_counter() - t_run) * 1000  # including the post-run learning just written
-        return RunResult(run_id=self.run_id, goal=self.goal, outcome=outcome, wall_ms=wall, step_ms=self.step_ms,
-                         memory_ms=self.memory_run.ms_total, step_memory_ms=self.step_memory_ms, errors=self.errors,
-                         case_id=self.case_id, memory_enabled=self.memory_run.enabled, learned=learned,
-                         handback=self.handback, error=self.crash)
+        return RunResult(
+            run_id=self.run_id,
+            goal=self.goal,
+            outcome=outcome,
+            wall_ms=wall,
+            step_ms=self.step_ms,
+            memory_ms=self.memory_run.ms_total,
+            step_memory_ms=self.step_memory_ms,
+            errors=self.errors,
+            case_id=self.case_id,
+            memory_enabled=self.memory_run.enabled,
+            learned=learned,
+            handback=self.handback,
+            error=self.crash,
+        )
 
     def _take(self) -> float:
         """Memory's time since the last take: spent inside this step."""
@@ -424,10 +534,21 @@ class TaskRun:
 
         env_before = obs.env()
         if self.cfg.approve is not None and decided_by != "replay" and not self.cfg.approve(decision, obs):
-            rec = StepRecord(step_no, decision.command, dict(decision.args), False, "rejected by the approval hook",
-                             obs.url, obs.url, decision.target.role if decision.target else None,
-                             decision.target.name if decision.target else None, decided_by="approval")
-            self.history.append(StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval"))
+            rec = StepRecord(
+                step_no,
+                decision.command,
+                dict(decision.args),
+                False,
+                "rejected by the approval hook",
+                obs.url,
+                obs.url,
+                decision.target.role if decision.target else None,
+                decision.target.name if decision.target else None,
+                decided_by="approval",
+            )
+            self.history.append(
+                StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval")
+            )
             record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
             return True
 
@@ -444,15 +565,20 @@ class TaskRun:
         if obs.domain != self.current_domain:  # a new site: its memory (known selectors are for tools that take them)
             self.current_domain = obs.domain
             self.domain_lessons = run.recall_domain(step_no, self.current_domain)
-            self.sessions = continued(run.sessions(self.current_domain), session_id=run.session_id,
-                                      parent_run_id=self.parent_run_id, goal=run.safe_goal)
+            self.sessions = continued(
+                run.sessions(self.current_domain),
+                session_id=run.session_id,
+                parent_run_id=self.parent_run_id,
+                goal=run.safe_goal,
+            )
             tips = [l.text for l in self.domain_lessons]
             self.facts = [f for f in run.facts(self.current_domain) if not restated(f, tips)]
             self.patterns = run.patterns(self.current_domain)
         if obs.url != self.snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
             self.snapshot_url = obs.url
-            run.snapshot(obs.url, obs.title, obs.summary, self.browser.form_state(), self.browser.scroll_position(),
-                            step_no)
+            run.snapshot(
+                obs.url, obs.title, obs.summary, self.browser.form_state(), self.browser.scroll_position(), step_no
+            )
             infer_context(run, obs, step_no)
         if self.first:
             self.first = False
@@ -474,9 +600,17 @@ class TaskRun:
             self.replay_queue = []
             return None, "policy", tstep
         self.replay_queue.pop(0)
-        if healed is not None and decision.target is not None and self.memory_run.enabled:  # write the new selector back
-            self.memory_run.selector_result(element_text(decision.target.role, decision.target.name) or decision.target.name,
-                                            healed[1], True, step_no, url=obs.url, healed_from=healed[0])
+        if (
+            healed is not None and decision.target is not None and self.memory_run.enabled
+        ):  # write the new selector back
+            self.memory_run.selector_result(
+                element_text(decision.target.role, decision.target.name) or decision.target.name,
+                healed[1],
+                True,
+                step_no,
+                url=obs.url,
+                healed_from=healed[0],
+            )
         return decision, "replay", tstep
 
     def _ask(self, ctx: DecisionContext) -> Decision:
@@ -490,27 +624,66 @@ class TaskRun:
         """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
         sections change: at the first decision, on a new site) and the step's message."""
         run, cfg = self.memory_run, self.cfg
-        sections = site_sections(run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps,
-                                 self.facts, self.patterns)
-        items = step_items(obs, run, self.history, self.last_error, self.error_lessons,
-                           cfg.budget - sum(i.tokens for i in sections), self.avoid, warned)
+        sections = site_sections(
+            run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
+        )
+        items = step_items(
+            obs,
+            run,
+            self.history,
+            self.last_error,
+            self.error_lessons,
+            cfg.budget - sum(i.tokens for i in sections),
+            self.avoid,
+            warned,
+        )
         fitted = fit(sections + items, cfg.budget)
-        system = P.system_items(self.goal, [l.text for l in self.tier1],
-                                [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
-                                [i for l in self.tier1 for i in l.event_ids[-2:]])
+        system = P.system_items(
+            self.goal,
+            [l.text for l in self.tier1],
+            [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
+            [i for l in self.tier1 for i in l.event_ids[-2:]],
+        )
         self.system = "\n\n".join(i.text for i in system)
         if self.system != self.system_recorded:
-            record_prompt(run, "system", cfg.budget, system, [i for i in fitted.trimmed if i.source in P.SYSTEM_SECTIONS],
-                          step=step_no, domain=obs.domain or None)
+            record_prompt(
+                run,
+                "system",
+                cfg.budget,
+                system,
+                [i for i in fitted.trimmed if i.source in P.SYSTEM_SECTIONS],
+                step=step_no,
+                domain=obs.domain or None,
+            )
             self.system_recorded = self.system
         kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
-        record_prompt(run, "step", cfg.budget, kept, [i for i in fitted.trimmed if i.source not in P.SYSTEM_SECTIONS],
-                      step=step_no, domain=obs.domain or None)
+        record_prompt(
+            run,
+            "step",
+            cfg.budget,
+            kept,
+            [i for i in fitted.trimmed if i.source not in P.SYSTEM_SECTIONS],
+            step=step_no,
+            domain=obs.domain or None,
+        )
         return DecisionContext(
-            goal=self.goal, history=self.history, system_prompt=self.system, step_prompt=P.render_step(kept),
-            tier1=[cap(l.text, 300) for l in self.tier1], last_error=self.last_error,
-            **seen_by_policy(fitted.kept, obs, self.error_lessons, self.domain_lessons, self.trajectory_steps,
-                             self.facts, self.patterns, self.avoid))
+            goal=self.goal,
+            history=self.history,
+            system_prompt=self.system,
+            step_prompt=P.render_step(kept),
+            tier1=[cap(l.text, 300) for l in self.tier1],
+            last_error=self.last_error,
+            **seen_by_policy(
+                fitted.kept,
+                obs,
+                self.error_lessons,
+                self.domain_lessons,
+                self.trajectory_steps,
+                self.facts,
+                self.patterns,
+                self.avoid,
+            ),
+        )
 
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
@@ -521,16 +694,29 @@ class TaskRun:
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
-                again = bool(history) and not history[-1].ok and history[-1].command == decision.command \
-                    and history[-1].args == decision.args and history[-1].url_before == obs.url
-                run.repeated_failure(known, f"{decision.command}({decision.args})", obs.url,
-                                        "chose_otherwise" if again else "warned", step_no)
+                again = (
+                    bool(history)
+                    and not history[-1].ok
+                    and history[-1].command == decision.command
+                    and history[-1].args == decision.args
+                    and history[-1].url_before == obs.url
+                )
+                run.repeated_failure(
+                    known,
+                    f"{decision.command}({decision.args})",
+                    obs.url,
+                    "chose_otherwise" if again else "warned",
+                    step_no,
+                )
                 if again:
                     decision = self._ask(self._prompt(obs, step_no, warned=True))
         if decision.pattern_id:
             run.pattern_used(decision.pattern_id)
-        target = _dead_end_exit(self.snapshot_url, run) if decision.command == "finish" \
-            and decision.success is False and self.stuck and cfg.backtrack else None
+        target = (
+            _dead_end_exit(self.snapshot_url, run)
+            if decision.command == "finish" and decision.success is False and self.stuck and cfg.backtrack
+            else None
+        )
         if target is None:
             return decision
         self._backtrack(obs, *target, step_no)
@@ -548,15 +734,29 @@ class TaskRun:
             self.browser.fill_form(snap.form_state)
         self.turns += 1
         self.memory_run.backtracked(snap.snapshot_id, obs.url, snap.url, stuck, [avoided] if avoided else [], step_no)
-        rec = StepRecord(step_no, "goto", {"url": snap.url}, result.ok, result.error, result.url_before,
-                         result.url_after, decided_by="backtrack", duration_ms=result.duration_ms)
-        self.history.append(StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before,
-                                     rec.url_after, "backtrack"))
-        record_step(self.memory_run, rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take())
+        rec = StepRecord(
+            step_no,
+            "goto",
+            {"url": snap.url},
+            result.ok,
+            result.error,
+            result.url_before,
+            result.url_after,
+            decided_by="backtrack",
+            duration_ms=result.duration_ms,
+        )
+        self.history.append(
+            StepView("goto", rec.args, rec.ok, rec.error, None, None, rec.url_before, rec.url_after, "backtrack")
+        )
+        record_step(
+            self.memory_run, rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take()
+        )
         self.policy.start(self.goal, self.system)
         self.stuck, self.last_error, self.error_lessons = None, None, []
 
-    def _finished(self, decision: Decision, decided_by: str, obs: Observation, env_before: EnvState, step_no: int) -> None:
+    def _finished(
+        self, decision: Decision, decided_by: str, obs: Observation, env_before: EnvState, step_no: int
+    ) -> None:
         """The decision to stop: success by the case's check (when it has one) or the decision's word."""
         self.final_decision = decision
         text = self.browser.page_text()
@@ -577,21 +777,39 @@ class TaskRun:
         result = browser.execute(decision.command, decision.args, decision.target)
         if decided_by == "replay":
             self.replayed += 1
-            if result.ok and tstep is not None and tstep.effect and tstep.effect.startswith("url:") \
-                    and result.url_after != tstep.effect[4:]:
+            if (
+                result.ok
+                and tstep is not None
+                and tstep.effect
+                and tstep.effect.startswith("url:")
+                and result.url_after != tstep.effect[4:]
+            ):
                 self.handback = f"recorded effect did not happen (expected {tstep.effect[4:]}, got {result.url_after})"
                 self.replay_queue = []
             if not result.ok:
                 self.handback = f"replayed {decision.command} failed: {result.error}"
                 self.replay_queue = []
-        rec = StepRecord(step=step_no, command=decision.command, args=dict(decision.args), ok=result.ok,
-                         error=result.error, url_before=result.url_before, url_after=result.url_after,
-                         role=decision.target.role if decision.target else None,
-                         name=decision.target.name if decision.target else None, selector=result.selector,
-                         sensitive=result.sensitive, duration_ms=result.duration_ms, decided_by=decided_by,
-                         in_shadow=bool(result.extra.get("in_shadow")))
-        self.history.append(StepView(rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name,
-                                     rec.url_before, rec.url_after, decided_by))
+        rec = StepRecord(
+            step=step_no,
+            command=decision.command,
+            args=dict(decision.args),
+            ok=result.ok,
+            error=result.error,
+            url_before=result.url_before,
+            url_after=result.url_after,
+            role=decision.target.role if decision.target else None,
+            name=decision.target.name if decision.target else None,
+            selector=result.selector,
+            sensitive=result.sensitive,
+            duration_ms=result.duration_ms,
+            decided_by=decided_by,
+            in_shadow=bool(result.extra.get("in_shadow")),
+        )
+        self.history.append(
+            StepView(
+                rec.command, rec.args, rec.ok, rec.error, rec.role, rec.name, rec.url_before, rec.url_after, decided_by
+            )
+        )
         if result.ok:
             self.last_error, self.error_lessons = None, []
         else:
@@ -599,7 +817,9 @@ class TaskRun:
                 self.stuck = f"repeated failure: {decision.command} failed again on {cap(result.url_before, 200)}"
             self.errors += 1
             self.last_error = result.error
-            self.error_lessons = run.recall_error(decision.command, result.error or "", step_no, domain_of(result.url_before))
+            self.error_lessons = run.recall_error(
+                decision.command, result.error or "", step_no, domain_of(result.url_before)
+            )
         self.seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
         record_step(run, rec, env_before, self.seen_after.env(), decision.think, self._take())
         warnings = run.loop_warnings()
@@ -609,13 +829,38 @@ class TaskRun:
             run.progress(self.turns, browser.page.url)
 
 
-def run_task(browser: Browser, memory: Memory, policy: DecisionPolicy, *, goal: str, start_url: str,
-             run_id: str | None = None, session_id: str | None = None, parent_run_id: str | None = None,
-             mode: str = "new", isolation: str = "shared", case_id: str | None = None,
-             success_check: dict[str, Any] | None = None, config: RunConfig | None = None,
-             context: dict[str, str] | None = None) -> RunResult:
+def run_task(
+    browser: Browser,
+    memory: Memory,
+    policy: DecisionPolicy,
+    *,
+    goal: str,
+    start_url: str,
+    run_id: str | None = None,
+    session_id: str | None = None,
+    parent_run_id: str | None = None,
+    mode: str = "new",
+    isolation: str = "shared",
+    case_id: str | None = None,
+    success_check: dict[str, Any] | None = None,
+    config: RunConfig | None = None,
+    context: dict[str, str] | None = None,
+) -> RunResult:
     """Run one task to the end and record everything; returns the run's numbers. `context` is user
     context given to the run (seed 003's context store)."""
-    return TaskRun(browser, memory, policy, goal=goal, start_url=start_url, run_id=run_id, session_id=session_id,
-                   parent_run_id=parent_run_id, mode=mode, isolation=isolation, case_id=case_id,
-                   success_check=success_check, config=config, context=context).run()
+    return TaskRun(
+        browser,
+        memory,
+        policy,
+        goal=goal,
+        start_url=start_url,
+        run_id=run_id,
+        session_id=session_id,
+        parent_run_id=parent_run_id,
+        mode=mode,
+        isolation=isolation,
+        case_id=case_id,
+        success_check=success_check,
+        config=config,
+        context=context,
+    ).run()

@@ -24,6 +24,7 @@ Example:
     policy.start(goal, system_prompt)
     decision = policy.decide(ctx)        # Decision(command="click", args={"ref": "e12"}, ...)
 """
+
 from __future__ import annotations
 
 import json
@@ -116,6 +117,7 @@ class DecisionPolicy(Protocol):
 
 # ---- the goal grammar of the scripted policy -----------------------------------------
 
+
 @dataclass(frozen=True)
 class SubGoal:
     kind: str  # click | search | login | set | select | find | wait | goto
@@ -164,8 +166,10 @@ def completes(sub: SubGoal, steps: list[StepView]) -> bool:
         return last.command == "click" and _named(last.name, sub.a)
     if sub.kind == "search":
         typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
-        return typed and ((last.command == "press" and last.args.get("key") == "Enter")
-                          or (last.command == "click" and bool(SUBMIT.search(last.name or ""))))
+        return typed and (
+            (last.command == "press" and last.args.get("key") == "Enter")
+            or (last.command == "click" and bool(SUBMIT.search(last.name or "")))
+        )
     if sub.kind == "login":
         typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
         return typed and last.command == "click" and bool(SIGN_IN.search(last.name or ""))
@@ -192,12 +196,13 @@ def progress(plan: list[SubGoal], history: list[StepView]) -> tuple[int, int]:
             break
         if not h.ok:
             continue
-        if completes(plan[i], [s for s in history[start:k + 1] if s.ok]):
+        if completes(plan[i], [s for s in history[start : k + 1] if s.ok]):
             i, start = i + 1, k + 1
     return i, start
 
 
 # ---- the scripted policy ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Planned:
@@ -245,8 +250,12 @@ class ScriptedPolicy:
         if not self.plan:
             self.plan = parse_goal(ctx.goal)
         if not self.plan:
-            return Decision("finish", {"result": "the goal names nothing to do"}, success=False,
-                            think="no actionable clause in the goal")
+            return Decision(
+                "finish",
+                {"result": "the goal names nothing to do"},
+                success=False,
+                think="no actionable clause in the goal",
+            )
         obs, hist = ctx.observation, ctx.history
         last = hist[-1] if hist else None
         if last is not None and not last.ok:
@@ -265,8 +274,12 @@ class ScriptedPolicy:
                     return d
                 self.option_idx += 1
             self.options, self.primary = None, None
-            return Decision("finish", {"result": f"stuck after trying every fallback: {(last.error or '')[:120]}"},
-                            success=False, think="no fallback left")
+            return Decision(
+                "finish",
+                {"result": f"stuck after trying every fallback: {(last.error or '')[:120]}"},
+                success=False,
+                think="no fallback left",
+            )
         if self.queue:
             d = self._next_queued(obs)
             if d is not None:
@@ -274,8 +287,9 @@ class ScriptedPolicy:
         self.options, self.primary = None, None
         i, start = progress(self.plan, hist)
         if i >= len(self.plan):
-            return Decision("finish", {"result": "all steps of the goal are done"}, success=True,
-                            think="every sub-goal is complete")
+            return Decision(
+                "finish", {"result": "all steps of the goal are done"}, success=True, think="every sub-goal is complete"
+            )
         pre = self._proactive(ctx, hist)
         if pre is not None:
             return pre
@@ -300,23 +314,34 @@ class ScriptedPolicy:
     def _proactive(self, ctx: DecisionContext, hist: list[StepView]) -> Decision | None:
         """Memory says an element must be clicked first on this site: do it before anything else."""
         names = [(n, "domain_tips") for t in ctx.domain_tips for n in QUOTED.findall(t)]
-        names += [(s.name, "reference_trajectory") for s in ctx.trajectory_steps
-                  if getattr(s, "command", "") == "click" and s.name and DISMISS.search(s.name)]
+        names += [
+            (s.name, "reference_trajectory")
+            for s in ctx.trajectory_steps
+            if getattr(s, "command", "") == "click" and s.name and DISMISS.search(s.name)
+        ]
         last = hist[-1] if hist else None
         for name, source in names:
             el = ctx.observation.find(name, roles=("button", "link"), exact=True)
             if el is None:
                 continue
-            if last is not None and last.command == "click" and last.name == el.name and last.url_after == ctx.observation.url:
+            if (
+                last is not None
+                and last.command == "click"
+                and last.name == el.name
+                and last.url_after == ctx.observation.url
+            ):
                 continue
-            return Decision("click", {"ref": el.ref}, el, think=f"memory ({source}): click {el.role} {name!r} first on this site")
+            return Decision(
+                "click", {"ref": el.ref}, el, think=f"memory ({source}): click {el.role} {name!r} first on this site"
+            )
         return None
 
     def _prefers_enter(self, ctx: DecisionContext) -> str | None:
         """The prompt section that says to submit with Enter (a tip, or the reference trajectory), if any."""
         source = self._tip_source(ctx, r"press enter")
-        if source is None and any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter"
-                                  for s in ctx.trajectory_steps):
+        if source is None and any(
+            getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter" for s in ctx.trajectory_steps
+        ):
             source = "reference_trajectory"
         return source
 
@@ -327,8 +352,10 @@ class ScriptedPolicy:
             if kind == "quirk" and key.lower() == f"fill fails on {field_name}".lower():
                 return "app_knowledge"
         steps = ctx.trajectory_steps
-        if any(getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
-               for i, s in enumerate(steps)):
+        if any(
+            getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
+            for i, s in enumerate(steps)
+        ):
             return "reference_trajectory"
         return None
 
@@ -339,23 +366,40 @@ class ScriptedPolicy:
             el = obs.find(sub.a, roles=CLICKABLE) or obs.find(sub.a)
             if el is not None:
                 return Decision("click", {"ref": el.ref}, el, think=f"click {sub.a!r} ({where})")
-            nxt = next((e for e in obs.elements if e.role in ("link", "button") and NEXT.search(e.name)
-                        and (e.role, e.name) not in ctx.avoid), None)
+            nxt = next(
+                (
+                    e
+                    for e in obs.elements
+                    if e.role in ("link", "button") and NEXT.search(e.name) and (e.role, e.name) not in ctx.avoid
+                ),
+                None,
+            )
             if sub.kind == "find" and nxt is not None:
-                return Decision("click", {"ref": nxt.ref}, nxt, think=f"{sub.a!r} not on this page: next page ({where})")
-            return Decision("finish", {"result": f"no element named {sub.a[:60]!r} on the page"}, success=False,
-                            think=f"cannot find {sub.a!r}")
+                return Decision(
+                    "click", {"ref": nxt.ref}, nxt, think=f"{sub.a!r} not on this page: next page ({where})"
+                )
+            return Decision(
+                "finish",
+                {"result": f"no element named {sub.a[:60]!r} on the page"},
+                success=False,
+                think=f"cannot find {sub.a!r}",
+            )
         if sub.kind == "search":
-            box = (next((e for e in obs.elements if e.role in ("searchbox", "combobox")), None)
-                   or obs.find("search", roles=FIELDS))
+            box = next((e for e in obs.elements if e.role in ("searchbox", "combobox")), None) or obs.find(
+                "search", roles=FIELDS
+            )
             if box is None:
                 return Decision("finish", {"result": "no search box on the page"}, success=False)
             if not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
                 return Decision("fill", {"ref": box.ref, "value": sub.a}, box, think=f"type the query ({where})")
             enter = self._prefers_enter(ctx)
             if enter is not None:
-                return Decision("press", {"ref": box.ref, "key": "Enter"}, box,
-                                think=f"memory ({enter}): press Enter to submit the search")
+                return Decision(
+                    "press",
+                    {"ref": box.ref, "key": "Enter"},
+                    box,
+                    think=f"memory ({enter}): press Enter to submit the search",
+                )
             btn = obs.find("search", roles=("button",))
             if btn is not None:
                 return Decision("click", {"ref": btn.ref}, btn, think=f"submit the search ({where})")
@@ -364,7 +408,10 @@ class ScriptedPolicy:
             learned = self._login_pattern(ctx, sub, done)
             if learned is not None:
                 return learned
-            user = next((e for e in obs.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)), None)
+            user = next(
+                (e for e in obs.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)),
+                None,
+            )
             pw = next((e for e in obs.elements if e.role == "textbox" and re.search(r"pass", e.name, re.I)), None)
             if user is not None and not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
                 return Decision("fill", {"ref": user.ref, "value": sub.a}, user, think=f"enter the user name ({where})")
@@ -381,7 +428,9 @@ class ScriptedPolicy:
             typed = self._types_into(ctx, sub.a)
             if typed is not None:
                 self.queue = [Planned("type", {"text": sub.b}, note=f"memory ({typed}): fill fails here, type instead")]
-                return Decision("click", {"ref": el.ref}, el, think=f"memory ({typed}): focus {sub.a!r}, then type ({where})")
+                return Decision(
+                    "click", {"ref": el.ref}, el, think=f"memory ({typed}): focus {sub.a!r}, then type ({where})"
+                )
             return Decision("fill", {"ref": el.ref, "value": sub.b}, el, think=f"fill {sub.a!r} ({where})")
         if sub.kind == "select":
             el = obs.find(sub.b, roles=("combobox", "listbox")) or obs.find(sub.b)
@@ -399,10 +448,18 @@ class ScriptedPolicy:
         if pattern is None or done:
             return None
         steps = fill_placeholders(pattern.steps, sub.a, sub.b)
-        self.queue = [Planned(s["command"], {} if s.get("value") is None else
-                              {"text" if s["command"] == "type" else "key" if s["command"] == "press" else "value": s["value"]},
-                              s.get("role"), s.get("name"), f"memory (learned_patterns): learned pattern {pattern.pattern_id}")
-                      for s in steps]
+        self.queue = [
+            Planned(
+                s["command"],
+                {}
+                if s.get("value") is None
+                else {"text" if s["command"] == "type" else "key" if s["command"] == "press" else "value": s["value"]},
+                s.get("role"),
+                s.get("name"),
+                f"memory (learned_patterns): learned pattern {pattern.pattern_id}",
+            )
+            for s in steps
+        ]
         d = self._next_queued(ctx.observation)
         if d is not None:
             d.pattern_id = pattern.pattern_id
@@ -413,13 +470,20 @@ class ScriptedPolicy:
         obs = ctx.observation
         opts: list[Option] = []
         if "intercepts pointer events" in error:
-            tip_names = [(n, source) for source, tips in (("last_error", ctx.error_tips), ("domain_tips", ctx.domain_tips))
-                         for t in tips for n in QUOTED.findall(t)]
+            tip_names = [
+                (n, source)
+                for source, tips in (("last_error", ctx.error_tips), ("domain_tips", ctx.domain_tips))
+                for t in tips
+                for n in QUOTED.findall(t)
+            ]
             for n, source in tip_names:
                 el = obs.find(n, roles=("button", "link"), exact=True)
                 if el is not None:
-                    opts.append(Option([Planned("click", {}, el.role, el.name, f"memory ({source}): a tip names it")],
-                                       retry=True))
+                    opts.append(
+                        Option(
+                            [Planned("click", {}, el.role, el.name, f"memory ({source}): a tip names it")], retry=True
+                        )
+                    )
                     break
             enter: Option | None = None
             told = self._tip_source(ctx, r"press enter")
@@ -430,25 +494,39 @@ class ScriptedPolicy:
             if enter is not None and told:
                 opts.append(enter)
             opts.append(Option([Planned("press", {"key": "Escape"})], retry=True))
-            dismiss = next((e for e in obs.elements if e.role == "button" and DISMISS.search(e.name)
-                            and e.name != failed.name), None)
+            dismiss = next(
+                (e for e in obs.elements if e.role == "button" and DISMISS.search(e.name) and e.name != failed.name),
+                None,
+            )
             if dismiss is not None:
-                opts.append(Option([Planned("click", {}, dismiss.role, dismiss.name, "looks like a dismiss button")], retry=True))
+                opts.append(
+                    Option(
+                        [Planned("click", {}, dismiss.role, dismiss.name, "looks like a dismiss button")], retry=True
+                    )
+                )
             if enter is not None and not told:
                 opts.append(enter)
         elif failed.command == "fill":
             value = str(failed.args.get("value", ""))
             told = self._tip_source(ctx, r"\btype\b")
-            click_type = Option([Planned("click", {}, failed.role, failed.name, f"memory ({told}): click, then type" if told else ""),
-                                 Planned("type", {"text": value}, note=f"memory ({told}): type instead" if told else "")],
-                                retry=False)
+            click_type = Option(
+                [
+                    Planned(
+                        "click", {}, failed.role, failed.name, f"memory ({told}): click, then type" if told else ""
+                    ),
+                    Planned("type", {"text": value}, note=f"memory ({told}): type instead" if told else ""),
+                ],
+                retry=False,
+            )
             if told:
                 opts.append(click_type)
             else:
                 opts += [Option([Planned("click", {}, failed.role, failed.name)], retry=True), click_type]
         else:
-            opts += [Option([Planned("wait", {"ms": 500})], retry=True),
-                     Option([Planned("scroll", {"direction": "down"})], retry=True)]
+            opts += [
+                Option([Planned("wait", {"ms": 500})], retry=True),
+                Option([Planned("scroll", {"direction": "down"})], retry=True),
+            ]
         return opts
 
     def _last_filled(self, ctx: DecisionContext) -> Element | None:
@@ -476,9 +554,16 @@ def _resolve(p: Planned, obs: Observation) -> Decision | None:
 
 # ---- the OpenAI-compatible policy -------------------------------------------------------
 
+
 def _tool(name: str, desc: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
-        "type": "object", "properties": props, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": desc,
+            "parameters": {"type": "object", "properties": props, "required": required},
+        },
+    }
 
 
 _REF = {"type": "string", "description": "element ref from the element list, e.g. e12"}
@@ -486,13 +571,27 @@ TOOLS = [
     _tool("goto", "Open a URL", {"url": {"type": "string"}}, ["url"]),
     _tool("click", "Click an element", {"ref": _REF}, ["ref"]),
     _tool("fill", "Replace the value of an input", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]),
-    _tool("type", "Type text into the focused element (or the ref)", {"text": {"type": "string"}, "ref": _REF}, ["text"]),
+    _tool(
+        "type", "Type text into the focused element (or the ref)", {"text": {"type": "string"}, "ref": _REF}, ["text"]
+    ),
     _tool("press", "Press a key (Enter, Escape, Tab...)", {"key": {"type": "string"}, "ref": _REF}, ["key"]),
-    _tool("select", "Choose an option of a select element", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]),
+    _tool(
+        "select", "Choose an option of a select element", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]
+    ),
     _tool("scroll", "Scroll the page", {"direction": {"type": "string", "enum": ["up", "down"]}}, ["direction"]),
-    _tool("wait", "Wait for text to appear or for some milliseconds", {"text": {"type": "string"}, "ms": {"type": "number"}}, []),
+    _tool(
+        "wait",
+        "Wait for text to appear or for some milliseconds",
+        {"text": {"type": "string"}, "ms": {"type": "number"}},
+        [],
+    ),
     _tool("back", "Go back in history", {}, []),
-    _tool("finish", "Stop: the goal is done or cannot be done", {"result": {"type": "string"}, "success": {"type": "boolean"}}, ["result"]),
+    _tool(
+        "finish",
+        "Stop: the goal is done or cannot be done",
+        {"result": {"type": "string"}, "success": {"type": "boolean"}},
+        ["result"],
+    ),
 ]
 
 
@@ -519,28 +618,42 @@ class OpenAIPolicy:
 
     name = "openai"
 
-    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0, max_retries: int = 4):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+    ):
         self.base_url = (base_url or os.environ.get("MEMTAPE_LLM_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.model = model or os.environ.get("MEMTAPE_LLM_MODEL") or "gpt-4o-mini"
         self.api_key = api_key if api_key is not None else os.environ.get("MEMTAPE_LLM_API_KEY", "")
         self.timeout = timeout
         self.system_prompt = ""
         # the client insists on a key; a local endpoint that needs none gets a placeholder bearer token
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "no-key", timeout=timeout,
-                                    max_retries=max_retries)
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=self.api_key or "no-key", timeout=timeout, max_retries=max_retries
+        )
 
     def start(self, goal: str, system_prompt: str) -> None:
         self.system_prompt = system_prompt
 
     def request(self, ctx: DecisionContext) -> dict[str, Any]:
-        return {"model": self.model, "tool_choice": "required", "tools": TOOLS, "messages": [
-            {"role": "system", "content": ctx.system_prompt or self.system_prompt},
-            {"role": "user", "content": ctx.step_prompt}]}
+        return {
+            "model": self.model,
+            "tool_choice": "required",
+            "tools": TOOLS,
+            "messages": [
+                {"role": "system", "content": ctx.system_prompt or self.system_prompt},
+                {"role": "user", "content": ctx.step_prompt},
+            ],
+        }
 
     def decide(self, ctx: DecisionContext) -> Decision:
-        completion = endpoint_call("model", self.base_url, self.timeout,
-                                   lambda: self.client.chat.completions.create(**self.request(ctx)))
+        completion = endpoint_call(
+            "model", self.base_url, self.timeout, lambda: self.client.chat.completions.create(**self.request(ctx))
+        )
         return self.parse(completion.model_dump(), ctx)
 
     def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:
@@ -552,9 +665,14 @@ class OpenAIPolicy:
         calls = message.get("tool_calls") or []
         if not calls:
             text = (message.get("content") or "").strip()
-            return Decision("finish", {"result": text[:500] or "model returned no tool call"}, success=False,
-                            think="no tool call", tokens_in=int(usage.get("prompt_tokens", 0)),
-                            tokens_out=int(usage.get("completion_tokens", 0)))
+            return Decision(
+                "finish",
+                {"result": text[:500] or "model returned no tool call"},
+                success=False,
+                think="no tool call",
+                tokens_in=int(usage.get("prompt_tokens", 0)),
+                tokens_out=int(usage.get("completion_tokens", 0)),
+            )
         fn = calls[0].get("function") or {}
         name = str(fn.get("name", ""))
         try:
@@ -567,8 +685,15 @@ class OpenAIPolicy:
         if args.get("ref"):
             target = next((e for e in ctx.observation.elements if e.ref == args["ref"]), None)
         success = bool(args.get("success", True)) if name == "finish" else None
-        return Decision(name, args, target, think=str(message.get("content") or "")[:500], success=success,
-                        tokens_in=int(usage.get("prompt_tokens", 0)), tokens_out=int(usage.get("completion_tokens", 0)))
+        return Decision(
+            name,
+            args,
+            target,
+            think=str(message.get("content") or "")[:500],
+            success=success,
+            tokens_in=int(usage.get("prompt_tokens", 0)),
+            tokens_out=int(usage.get("completion_tokens", 0)),
+        )
 
 
 def make_policy(name: str, **kwargs: Any) -> DecisionPolicy:

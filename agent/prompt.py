@@ -22,6 +22,7 @@ Example:
     items = [page_state(obs), last_error("Timeout ... intercepts pointer events", tips)]
     text = render_step(fit(items).kept)
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -40,15 +41,29 @@ CAP_ERROR = 400
 CAP_ELEMENTS = 150  # a real page's header, grids and footer together
 CAP_PAGE = 16_000  # the whole page block: elements and text at their caps fit
 STEP_FOOTER = "Call the appropriate tool for the next action."
-REPEATED_FAILURE = ("Warning: that action already failed on this page (same tool, arguments and URL). "
-                    "Choose a different action.")
+REPEATED_FAILURE = (
+    "Warning: that action already failed on this page (same tool, arguments and URL). Choose a different action."
+)
 #: the reading order of a prompt's sections
-ORDER = ("page_state", "context", "domain_tips", "learned_patterns", "session_history", "reference_trajectory",
-         "app_knowledge", "extracted_data", "step_memories", "working_memory", "recent_actions", "last_error",
-         "repeated_failure")
+ORDER = (
+    "page_state",
+    "context",
+    "domain_tips",
+    "learned_patterns",
+    "session_history",
+    "reference_trajectory",
+    "app_knowledge",
+    "extracted_data",
+    "step_memories",
+    "working_memory",
+    "recent_actions",
+    "last_error",
+    "repeated_failure",
+)
 #: the memory sections that do not change between steps on one site: the system prompt's
-SYSTEM_SECTIONS = frozenset({"domain_tips", "learned_patterns", "session_history", "reference_trajectory",
-                             "app_knowledge"})
+SYSTEM_SECTIONS = frozenset(
+    {"domain_tips", "learned_patterns", "session_history", "reference_trajectory", "app_knowledge"}
+)
 
 SYSTEM_HEAD = """You are a browser automation agent. You control a real web browser with tools:
 goto(url), click(ref), fill(ref, value), type(text, ref?), press(key, ref?), select(ref, value),
@@ -95,8 +110,9 @@ def listing(header: str, lines: Sequence[str], limit: int = 6000) -> str:
     return f"{header}\n{quote_untrusted(chr(10).join(lines), limit)}" if lines else header
 
 
-def system_items(goal: str, tier1: Sequence[str] = (), sections: Sequence[BudgetItem] = (),
-                 tier1_ids: Sequence[str] = ()) -> list[BudgetItem]:
+def system_items(
+    goal: str, tier1: Sequence[str] = (), sections: Sequence[BudgetItem] = (), tier1_ids: Sequence[str] = ()
+) -> list[BudgetItem]:
     """Seed 001's system instruction as prompt items: the instruction, Tier 1 lessons under "##
     Lessons from experience", the memory sections that stay the same from step to step (in
     reading order), then the goal. Only the memory sections are subject to the budget."""
@@ -115,14 +131,23 @@ def system_instruction(goal: str, tier1: Sequence[str] = (), sections: Sequence[
 
 def lessons_from_experience(tier1: Sequence[str]) -> str:
     """The Tier 1 section of a system prompt (any agent's: the bundled one, browser-use's)."""
-    return ("## Lessons from experience\nThese are lessons learned from previous runs. Follow them.\n"
-            + "\n".join(tip_line(t) for t in tier1))
+    return "## Lessons from experience\nThese are lessons learned from previous runs. Follow them.\n" + "\n".join(
+        tip_line(t) for t in tier1
+    )
 
 
-def page_state(url: str, title: str, page_type: str, summary: str, elements: Iterable[Any], text: str = "") -> BudgetItem:
+def page_state(
+    url: str, title: str, page_type: str, summary: str, elements: Iterable[Any], text: str = ""
+) -> BudgetItem:
     """Seed 001's "Current page" block; every page-derived field is inside the data fence."""
-    lines = [f"URL: {cap(url, 300)}", f"Title: {cap(title, CAP_TITLE)}", f"Type: {page_type}",
-             "Page summary:", cap(summary, 300), "Clickable elements:"]
+    lines = [
+        f"URL: {cap(url, 300)}",
+        f"Title: {cap(title, CAP_TITLE)}",
+        f"Type: {page_type}",
+        "Page summary:",
+        cap(summary, 300),
+        "Clickable elements:",
+    ]
     els = list(elements)
     for e in els[:CAP_ELEMENTS]:
         lines.append(element_line(e))
@@ -130,7 +155,9 @@ def page_state(url: str, title: str, page_type: str, summary: str, elements: Ite
         lines.append(f"... {len(els) - CAP_ELEMENTS} more")
     if text:
         lines += ["Visible text:", cap(text, CAP_TEXT)]
-    return BudgetItem("page_state", PRIORITIES["page_state"], "Current page:\n" + quote_untrusted("\n".join(lines), CAP_PAGE))
+    return BudgetItem(
+        "page_state", PRIORITIES["page_state"], "Current page:\n" + quote_untrusted("\n".join(lines), CAP_PAGE)
+    )
 
 
 def last_error(error: str, tips: Sequence[str] = (), event_ids: Sequence[str] = ()) -> BudgetItem:
@@ -148,10 +175,15 @@ def domain_tips(tips: Sequence[str], event_ids: Sequence[str] = ()) -> BudgetIte
 
 def session_history(sessions: Sequence[Any], full_detail: int = 2) -> BudgetItem:
     """Seed 000: the two newest sessions in full (with final URL), older ones on one line."""
-    return BudgetItem("session_history", PRIORITIES["session_history"],
-                      listing("SESSION HISTORY (previous runs this one continues, oldest first):",
-                              history_lines(list(sessions), full_detail)),
-                      event_ids=tuple(i for s in sessions for i in s.event_ids))
+    return BudgetItem(
+        "session_history",
+        PRIORITIES["session_history"],
+        listing(
+            "SESSION HISTORY (previous runs this one continues, oldest first):",
+            history_lines(list(sessions), full_detail),
+        ),
+        event_ids=tuple(i for s in sessions for i in s.event_ids),
+    )
 
 
 def describe_step(step: Any) -> str:
@@ -173,17 +205,23 @@ def describe_step(step: Any) -> str:
     return f"{what}{where}{' [verified]' if step.verified else ''}"
 
 
-def reference_trajectory(goal: str, similarity: float, steps: Sequence[Any], event_ids: Sequence[str] = (),
-                         recorded: int | None = None) -> BudgetItem:
+def reference_trajectory(
+    goal: str, similarity: float, steps: Sequence[Any], event_ids: Sequence[str] = (), recorded: int | None = None
+) -> BudgetItem:
     """Seed 000's reference trajectory: `steps` of the `recorded` ones (all, by default), those
     that apply to this run's goal."""
     total = len(steps) if recorded is None else recorded
-    count = f"{total} total" if total == len(steps) else f"the first {len(steps)} of {total}, as far as they apply to this goal"
+    count = (
+        f"{total} total"
+        if total == len(steps)
+        else f"the first {len(steps)} of {total}, as far as they apply to this goal"
+    )
     lines = [f"Goal: {fenced(goal, 200)}", f"Steps ({count}):"]
     lines += [trajectory_line(i, s) for i, s in enumerate(steps, 1)]
     header = f"REFERENCE TRAJECTORY (a successful past run, goal similarity {similarity:.2f}; follow or adapt it):"
-    return BudgetItem("reference_trajectory", PRIORITIES["reference_trajectory"], listing(header, lines),
-                      event_ids=tuple(event_ids))
+    return BudgetItem(
+        "reference_trajectory", PRIORITIES["reference_trajectory"], listing(header, lines), event_ids=tuple(event_ids)
+    )
 
 
 def app_knowledge(facts: Sequence[Any]) -> BudgetItem:
@@ -192,15 +230,20 @@ def app_knowledge(facts: Sequence[Any]) -> BudgetItem:
     for f in facts:
         ids.extend(f.event_ids)
         lines.append(fact_line(f))
-    return BudgetItem("app_knowledge", PRIORITIES["app_knowledge"],
-                      listing("APP KNOWLEDGE (facts about this site, with confidence):", lines), event_ids=tuple(ids))
+    return BudgetItem(
+        "app_knowledge",
+        PRIORITIES["app_knowledge"],
+        listing("APP KNOWLEDGE (facts about this site, with confidence):", lines),
+        event_ids=tuple(ids),
+    )
 
 
 PRIORITY_LEVELS = {"critical": 3, "high": 2, "normal": 1, "low": 0}
 
 
-def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_ids: Sequence[str] = (),
-                   priorities: Sequence[str] = ()) -> BudgetItem:
+def recent_actions(
+    entries: Sequence[str], warnings: Sequence[str] = (), event_ids: Sequence[str] = (), priorities: Sequence[str] = ()
+) -> BudgetItem:
     """Seed 003's "## Recent Actions" with loop warnings first. Warnings are critical; each entry has
     its MemoryPriority, so a tight budget drops routine entries before errors."""
     levels = [PRIORITY_LEVELS[p] for p in priorities] if len(priorities) == len(entries) else [1] * len(entries)
@@ -209,23 +252,36 @@ def recent_actions(entries: Sequence[str], warnings: Sequence[str] = (), event_i
     def render(lines: list[str]) -> str:
         return listing("## Recent Actions", [data_line(line, 400) for line in lines])
 
-    return BudgetItem("recent_actions", PRIORITIES["recent_actions"], render([*warnings, *entries]),
-                      event_ids=tuple(event_ids), parts=parts, render=render)
+    return BudgetItem(
+        "recent_actions",
+        PRIORITIES["recent_actions"],
+        render([*warnings, *entries]),
+        event_ids=tuple(event_ids),
+        parts=parts,
+        render=render,
+    )
 
 
 def step_memories(memories: Sequence[Any]) -> BudgetItem:
     """Seed 002's REPEAT/AVOID prompt format; the grader's reason (Trayn's outcomeReason) whole."""
-    head = "\n".join(["# Lessons From Previous Attempt", "These are results from a PREVIOUS attempt at this task.",
-                      "- REPEAT: actions that worked before — do them again now",
-                      "- AVOID: mistakes from before — do NOT repeat them"])
+    head = "\n".join(
+        [
+            "# Lessons From Previous Attempt",
+            "These are results from a PREVIOUS attempt at this task.",
+            "- REPEAT: actions that worked before — do them again now",
+            "- AVOID: mistakes from before — do NOT repeat them",
+        ]
+    )
     lines: list[str] = []
     ids: list[str] = []
     for i, m in enumerate(memories, 1):
         ids.extend(m.event_ids)
         path = (m.env_before.get("url") or "").split("://", 1)[-1]
         path = "/" + path.split("/", 1)[1] if "/" in path else "/"
-        lines.append(f"{i}. {m.kind}: [{fenced(path, 60)} {round(m.score * 100)}%] "
-                     f"{data_line(str(m.action.get('command', '')), 40)}: {fenced(m.target_text or '', 60)}")
+        lines.append(
+            f"{i}. {m.kind}: [{fenced(path, 60)} {round(m.score * 100)}%] "
+            f"{data_line(str(m.action.get('command', '')), 40)}: {fenced(m.target_text or '', 60)}"
+        )
         if m.kind == "REPEAT":
             lines.append(f"   This worked: {fenced(m.reason or 'it succeeded')}")
         else:
@@ -242,18 +298,28 @@ def learned_patterns(patterns: Sequence[Any], limit: int = 5) -> BudgetItem:
     for p in list(patterns)[:limit]:
         ids.extend(p.event_ids[-2:])
         lines.append(pattern_block(p))
-    return BudgetItem("learned_patterns", PRIORITIES["learned_patterns"],
-                      listing("LEARNED PATTERNS (steps that worked on this site before; {placeholders} stand for "
-                              "the values to type):", lines), event_ids=tuple(ids))
+    return BudgetItem(
+        "learned_patterns",
+        PRIORITIES["learned_patterns"],
+        listing(
+            "LEARNED PATTERNS (steps that worked on this site before; {placeholders} stand for the values to type):",
+            lines,
+        ),
+        event_ids=tuple(ids),
+    )
 
 
 def pattern_block(p: Any, steps: int | None = None) -> str:
     """A learned pattern as LEARNED PATTERNS lists it: its header line, then its steps (the first
     `steps` of them, when given)."""
-    lines = [f"- {p.pattern_type}: {fenced(p.description, 160)} (success rate {p.success_rate:.2f}, "
-             f"{p.success_count} ok / {p.failure_count} failed)"]
+    lines = [
+        f"- {p.pattern_type}: {fenced(p.description, 160)} (success rate {p.success_rate:.2f}, "
+        f"{p.success_count} ok / {p.failure_count} failed)"
+    ]
     for i, step in enumerate(p.steps[:steps], 1):
-        target = f" {data_line(str(step.get('role')), 40)} {fenced(step.get('name') or '', 60)}" if step.get("role") else ""
+        target = (
+            f" {data_line(str(step.get('role')), 40)} {fenced(step.get('name') or '', 60)}" if step.get("role") else ""
+        )
         value = f" {fenced(str(step['value']), 40)}" if step.get("value") else ""
         lines.append(f"  {i}. {data_line(str(step.get('command', '')), 40)}{target}{value}")
     return "\n".join(lines)
@@ -272,12 +338,21 @@ def context_section(entries: Sequence[Any]) -> BudgetItem:
         ids.extend(e.event_ids[:1])
         origin = "given by the user" if e.kind == "user" else f"inferred from {fenced(e.source, 80)}"
         lines.append(f"- {fenced(e.key, 80)}: {fenced(e.value, 200)} ({origin})")
-    return BudgetItem("context", PRIORITIES["context"], listing("CONTEXT (given by the user, inferred on this site):", lines),
-                      event_ids=tuple(ids))
+    return BudgetItem(
+        "context",
+        PRIORITIES["context"],
+        listing("CONTEXT (given by the user, inferred on this site):", lines),
+        event_ids=tuple(ids),
+    )
 
 
-def working_memory(path: Sequence[str], visited: Sequence[str], failing: Sequence[str],
-                   dead_ends: Sequence[tuple[str, str]] = (), limit: int = 8) -> BudgetItem:
+def working_memory(
+    path: Sequence[str],
+    visited: Sequence[str],
+    failing: Sequence[str],
+    dead_ends: Sequence[tuple[str, str]] = (),
+    limit: int = 8,
+) -> BudgetItem:
     """Seed 003's working memory: where the run has been, what already failed here, and what led to
     a dead end the agent backtracked from."""
     lines = ["Navigation path: " + " -> ".join(fenced(u, 100) for u in list(path)[-limit:])]
@@ -288,12 +363,18 @@ def working_memory(path: Sequence[str], visited: Sequence[str], failing: Sequenc
     return BudgetItem("working_memory", PRIORITIES["working_memory"], listing("WORKING MEMORY:", lines))
 
 
-def extracted_data(title: str, url: str, text: str, tier: int, note: str, event_ids: Sequence[str] = (),
-                   truncated: bool = False) -> BudgetItem:
+def extracted_data(
+    title: str, url: str, text: str, tier: int, note: str, event_ids: Sequence[str] = (), truncated: bool = False
+) -> BudgetItem:
     """One extraction result (already budgeted and compressed: see agent/compress.py)."""
     header = f"EXTRACTED DATA from {cap(url, 200)} ({cap(title, 80)}; tier {tier}{'; ' + note if note else ''}):"
-    return BudgetItem("extracted_data", PRIORITIES["extracted_data"], f"{header}\n{quote_untrusted(text, 40_000)}",
-                      event_ids=tuple(event_ids), truncated=truncated)
+    return BudgetItem(
+        "extracted_data",
+        PRIORITIES["extracted_data"],
+        f"{header}\n{quote_untrusted(text, 40_000)}",
+        event_ids=tuple(event_ids),
+        truncated=truncated,
+    )
 
 
 def repeated_failure() -> BudgetItem:

@@ -13,6 +13,7 @@ twice with memory on (the command line prints the comparison and an audit of
 Example:
     results = run_agent(settings, RunOptions(goal='Open "Wool Socks"', start_url="http://shop.test/"))
 """
+
 from __future__ import annotations
 
 import time
@@ -86,13 +87,32 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         cases = load_cases(opts.cases_file)
         if opts.case_ids:
             cases = [c for c in cases if c["id"] in opts.case_ids]
-        return [{"goal": c.get("goal", ""), "start_url": c["start_url"], "case_id": c["id"], "check": c.get("success"),
-                 "session_id": opts.session_id, "mode": "new", "parent_run_id": None, "explore": c.get("explore")}
-                for c in cases]
+        return [
+            {
+                "goal": c.get("goal", ""),
+                "start_url": c["start_url"],
+                "case_id": c["id"],
+                "check": c.get("success"),
+                "session_id": opts.session_id,
+                "mode": "new",
+                "parent_run_id": None,
+                "explore": c.get("explore"),
+            }
+            for c in cases
+        ]
     if opts.explore:
-        return [{"goal": "", "start_url": opts.explore, "case_id": None, "check": None, "session_id": opts.session_id,
-                 "mode": "new", "parent_run_id": None,
-                 "explore": {"max_depth": opts.max_depth, "max_pages": opts.max_pages}}]
+        return [
+            {
+                "goal": "",
+                "start_url": opts.explore,
+                "case_id": None,
+                "check": None,
+                "session_id": opts.session_id,
+                "mode": "new",
+                "parent_run_id": None,
+                "explore": {"max_depth": opts.max_depth, "max_pages": opts.max_pages},
+            }
+        ]
     prior = opts.resume_run or opts.fork_run
     if prior:
         view = MemoryView.open(settings.store(), settings.projections_path, policy)
@@ -104,13 +124,30 @@ def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, An
         start = opts.start_url or scen["startUrl"]
         if not start:
             raise LedgerError(f"run {prior!r} has no URL to continue from; give a start URL")
-        return [{"goal": goal, "start_url": start, "case_id": manifest.case_id if hasattr(manifest, "case_id") else None,
-                 "check": None, "session_id": scen["sessionId"] if opts.fork_run else (opts.session_id or scen["sessionId"]),
-                 "mode": "resume" if opts.resume_run else "fork", "parent_run_id": scen["parentRunId"]}]
+        return [
+            {
+                "goal": goal,
+                "start_url": start,
+                "case_id": manifest.case_id if hasattr(manifest, "case_id") else None,
+                "check": None,
+                "session_id": scen["sessionId"] if opts.fork_run else (opts.session_id or scen["sessionId"]),
+                "mode": "resume" if opts.resume_run else "fork",
+                "parent_run_id": scen["parentRunId"],
+            }
+        ]
     if not opts.goal or not opts.start_url:
         raise LedgerError("give a goal and a start URL, a cases file, or a run to resume or fork")
-    return [{"goal": opts.goal, "start_url": opts.start_url, "case_id": None, "check": None,
-             "session_id": opts.session_id, "mode": "new", "parent_run_id": None}]
+    return [
+        {
+            "goal": opts.goal,
+            "start_url": opts.start_url,
+            "case_id": None,
+            "check": None,
+            "session_id": opts.session_id,
+            "mode": "new",
+            "parent_run_id": None,
+        }
+    ]
 
 
 def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] | None]:
@@ -119,8 +156,15 @@ def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] 
     return opts.isolation or (fork["memory_isolation"] if fork else "shared"), fork
 
 
-def _memory_for(settings: Any, opts: RunOptions, policy: Policy, run_id: str, stack: ExitStack,
-                isolation: str, fork: dict[str, Any] | None) -> Memory:
+def _memory_for(
+    settings: Any,
+    opts: RunOptions,
+    policy: Policy,
+    run_id: str,
+    stack: ExitStack,
+    isolation: str,
+    fork: dict[str, Any] | None,
+) -> Memory:
     """Shared: the directory's ledger. Per-run: a ledger of the run's own under runs/<run_id>/,
     holding the forked events when the directory is a fork (so every run starts from the same
     memory), else empty."""
@@ -156,13 +200,29 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
                     results.append(_explored(browser, memory, t, run_id))
                     continue
                 decision_policy = make_policy(opts.policy)
-                results.append(run_task(
-                    browser, memory, decision_policy, goal=t["goal"], start_url=t["start_url"], run_id=run_id,
-                    session_id=t["session_id"], parent_run_id=t["parent_run_id"], mode=t["mode"],
-                    isolation=isolation, case_id=t["case_id"], success_check=t["check"],
-                    config=RunConfig(max_turns=opts.max_turns, budget=opts.context_budget,
-                                     step_memory_scope=opts.step_memory_scope, embeddings=embeddings),
-                    context=opts.context))
+                results.append(
+                    run_task(
+                        browser,
+                        memory,
+                        decision_policy,
+                        goal=t["goal"],
+                        start_url=t["start_url"],
+                        run_id=run_id,
+                        session_id=t["session_id"],
+                        parent_run_id=t["parent_run_id"],
+                        mode=t["mode"],
+                        isolation=isolation,
+                        case_id=t["case_id"],
+                        success_check=t["check"],
+                        config=RunConfig(
+                            max_turns=opts.max_turns,
+                            budget=opts.context_budget,
+                            step_memory_scope=opts.step_memory_scope,
+                            embeddings=embeddings,
+                        ),
+                        context=opts.context,
+                    )
+                )
         if progress is not None:
             progress("done", len(tasks), len(tasks))
     broken = next((r for r in results if r.outcome.reason == "policy_error"), None)
@@ -175,14 +235,35 @@ def _explored(browser: Browser, memory: Memory, task: dict[str, Any], run_id: st
     """An exploration, reported in the runs table like any run."""
     limits = task["explore"]
     t0 = time.perf_counter()
-    done = explore(browser, memory, task["start_url"], max_depth=int(limits.get("max_depth", 2)),
-                   max_pages=int(limits.get("max_pages", 50)), run_id=run_id, session_id=task["session_id"])
+    done = explore(
+        browser,
+        memory,
+        task["start_url"],
+        max_depth=int(limits.get("max_depth", 2)),
+        max_pages=int(limits.get("max_pages", 50)),
+        run_id=run_id,
+        session_id=task["session_id"],
+    )
     ms = (time.perf_counter() - t0) * 1000
     pages = len(done.visited) + len(done.served_from_cache)
-    outcome = RunCompleted(success=pages > 0, reason=None if done.complete else "limits_reached", turns=pages,
-                           duration_ms=ms, final_url=task["start_url"])
-    return RunResult(run_id=run_id, goal=f"Explore {task['start_url']}", outcome=outcome, wall_ms=ms, step_ms=ms,
-                     memory_ms=done.memory_ms, errors=0, case_id=task["case_id"], memory_enabled=memory.enabled)
+    outcome = RunCompleted(
+        success=pages > 0,
+        reason=None if done.complete else "limits_reached",
+        turns=pages,
+        duration_ms=ms,
+        final_url=task["start_url"],
+    )
+    return RunResult(
+        run_id=run_id,
+        goal=f"Explore {task['start_url']}",
+        outcome=outcome,
+        wall_ms=ms,
+        step_ms=ms,
+        memory_ms=done.memory_ms,
+        errors=0,
+        case_id=task["case_id"],
+        memory_enabled=memory.enabled,
+    )
 
 
 # ---- the demo --------------------------------------------------------------------------
@@ -203,8 +284,9 @@ def cold_memory(settings: Any) -> tuple[Any, Path | None]:
     if events == 0:
         return settings, None
     if settings.store_url:
-        raise LedgerError(f"the demo starts from empty memory, but {settings.where()} holds {events} events: "
-                          "give it an empty ledger")
+        raise LedgerError(
+            f"the demo starts from empty memory, but {settings.where()} holds {events} events: give it an empty ledger"
+        )
     n = 2
     while (settings.dir / f"demo-{n}").exists():
         n += 1
@@ -225,9 +307,18 @@ def run_demo(settings: Any, cases: list[dict[str, Any]], progress: TaskProgress 
             for c in cases:
                 if progress is not None:
                     progress(f"{label}: {c['id']}", done, total)
-                rs.append(run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
-                                   start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
-                                   session_id=f"demo_{c['id']}"))
+                rs.append(
+                    run_task(
+                        browser,
+                        memory,
+                        make_policy("scripted"),
+                        goal=c["goal"],
+                        start_url=c["start_url"],
+                        case_id=c["id"],
+                        success_check=c.get("success"),
+                        session_id=f"demo_{c['id']}",
+                    )
+                )
                 done += 1
             passes[label] = rs
     if progress is not None:
@@ -240,9 +331,20 @@ def audited_run(settings: Any, report: DemoReport) -> tuple[RunResult, int]:
     and the step of its first step prompt (else 1)."""
     store = settings.store()
     candidates = report.passes[PASSES[1][0]]
-    chosen = next((r for r in candidates
-                   if any(ev.data.get("matched") for ev in store.read(run_id=r.run_id, types=["domain_recall"]))),
-                  candidates[0])
-    first_step = next((ev.step for ev in store.read(run_id=chosen.run_id, types=["context_built"])
-                       if ev.data.get("prompt") == "step"), 1)
+    chosen = next(
+        (
+            r
+            for r in candidates
+            if any(ev.data.get("matched") for ev in store.read(run_id=r.run_id, types=["domain_recall"]))
+        ),
+        candidates[0],
+    )
+    first_step = next(
+        (
+            ev.step
+            for ev in store.read(run_id=chosen.run_id, types=["context_built"])
+            if ev.data.get("prompt") == "step"
+        ),
+        1,
+    )
     return chosen, first_step

@@ -12,6 +12,7 @@ Usage::
     report = analyse("promotions", store)     # -> output.Report
     report.sections["funnel"].records()
 """
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,9 @@ _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
 #: analysis -> registers the relations its SQL reads that Python computes
 COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Policy], None]] = {
-    "decay": decay.register, "memory-effect": memory_reads.register}
+    "decay": decay.register,
+    "memory-effect": memory_reads.register,
+}
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, title: str = "") -> Table:
@@ -40,15 +43,20 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, title: str = "") -> Tabl
         cur = con.execute(sql)
         cols = [d[0] for d in cur.description]
         show, empty = _SHOW.search(sql), _EMPTY.search(sql)
-        return Table(cols, [tuple(r) for r in cur.fetchall()], title,
-                     [c.strip() for c in show.group(1).split(",")] if show else None,
-                     empty.group(1).strip() if empty else "")
+        return Table(
+            cols,
+            [tuple(r) for r in cur.fetchall()],
+            title,
+            [c.strip() for c in show.group(1).split(",")] if show else None,
+            empty.group(1).strip() if empty else "",
+        )
     except duckdb.Error as exc:
         raise LedgerError(f"analytics query failed: {str(exc).splitlines()[0]}") from exc
 
 
-def analyse(name: str, source: Store, policy: Policy | None = None,
-            con: duckdb.DuckDBPyConnection | None = None) -> Report:
+def analyse(
+    name: str, source: Store, policy: Policy | None = None, con: duckdb.DuckDBPyConnection | None = None
+) -> Report:
     """Answer one analysis (`promotions`, `decay`, `recall`, `memory-effect`, `runs`) over a ledger,
     from its analytics mirror (caught up first)."""
     if name not in ANALYSES:
@@ -72,4 +80,3 @@ def analyse_all(source: Store, policy: Policy | None = None) -> dict[str, Report
         return {name: analyse(name, source, policy, con) for name in ANALYSES}
     finally:
         con.close()
-

@@ -1,13 +1,21 @@
 """The seq a step's memory is read at: one rule that audits (`audit.audit_run`) and the analytics
 mirror's `memory_at_step` view both ask. Its own module so that the mirror, which every
 `memtape analytics ...` opens, does not load the audit and with it the whole `MemoryView`."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 #: the events that make up a step, as far as its memory is concerned
-STEP_TYPES = ("context_built", "step_recorded", "step_graded", "error_recall", "domain_recall",
-              "trajectory_recalled", "tier1_loaded")
+STEP_TYPES = (
+    "context_built",
+    "step_recorded",
+    "step_graded",
+    "error_recall",
+    "domain_recall",
+    "trajectory_recalled",
+    "tier1_loaded",
+)
 
 
 def as_of_seq(step_events: Iterable[tuple[int, str]]) -> int:

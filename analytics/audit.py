@@ -33,6 +33,7 @@ Usage::
     data = audit_run(store, "run_20260301_ab12")
     for s in data["steps"]: print(s["step"], s["action"]["command"], len(s["memory"]["tier1"]))
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -65,8 +66,16 @@ class Origins:
 
     def _shape(self, ev: RecordedEvent) -> dict[str, Any]:
         run_id, step, domain = self.forgotten.where(ev)
-        return {"event_id": ev.id, "seq": ev.seq, "type": ev.type, "run_id": run_id, "step": step,
-                "domain": domain, "at": ev.occurred_at, "hidden": self.forgotten.hides(ev)}
+        return {
+            "event_id": ev.id,
+            "seq": ev.seq,
+            "type": ev.type,
+            "run_id": run_id,
+            "step": step,
+            "domain": domain,
+            "at": ev.occurred_at,
+            "hidden": self.forgotten.hides(ev),
+        }
 
     def introduced_by_forgotten(self, event_ids: Iterable[str]) -> bool:
         """The item's first event (the one that introduced it) belongs to a forgotten subject: the
@@ -98,11 +107,17 @@ class Origins:
 
 
 def _lesson(lesson: Any, origins: Origins, forgotten: Forgotten) -> dict[str, Any]:
-    return {"lesson_id": lesson.lesson_id, "lesson": lesson.lesson, "category": lesson.category,
-            "tier": 1 if lesson.category in ("tool_fallback", "best_practice") else 2,
-            "scope_domain": lesson.scope_domain, "use_count": lesson.use_count, "source": lesson.source,
-            "triggered_domains": forgotten.domains_shown(lesson.triggered_domains),
-            "taught_by": origins.taught_by(lesson.event_ids)}
+    return {
+        "lesson_id": lesson.lesson_id,
+        "lesson": lesson.lesson,
+        "category": lesson.category,
+        "tier": 1 if lesson.category in ("tool_fallback", "best_practice") else 2,
+        "scope_domain": lesson.scope_domain,
+        "use_count": lesson.use_count,
+        "source": lesson.source,
+        "triggered_domains": forgotten.domains_shown(lesson.triggered_domains),
+        "taught_by": origins.taught_by(lesson.event_ids),
+    }
 
 
 def _lesson_hidden(lesson: Any, forgotten: Forgotten) -> bool:
@@ -112,14 +127,25 @@ def _lesson_hidden(lesson: Any, forgotten: Forgotten) -> bool:
 def _item(item: dict[str, Any], origins: Origins, seq: int) -> dict[str, Any]:
     ids = list(item.get("event_ids") or ())
     hidden = origins.forgotten.item_forgotten(ids, seq)
-    return {"source": item.get("source"), "priority": item.get("priority"), "tokens": item.get("tokens"),
-            "content_type": item.get("content_type", "text"), "truncated": bool(item.get("truncated")),
-            "text": FORGOTTEN_TEXT if hidden else item.get("text", ""),
-            "origins": [] if hidden else origins.all(ids)}
+    return {
+        "source": item.get("source"),
+        "priority": item.get("priority"),
+        "tokens": item.get("tokens"),
+        "content_type": item.get("content_type", "text"),
+        "truncated": bool(item.get("truncated")),
+        "text": FORGOTTEN_TEXT if hidden else item.get("text", ""),
+        "origins": [] if hidden else origins.all(ids),
+    }
 
 
-def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], trajectories: list[RecordedEvent],
-            origins: Origins, forgotten: Forgotten) -> dict[str, Any]:
+def _memory(
+    view: Any,
+    domain: str | None,
+    recalls: list[RecordedEvent],
+    trajectories: list[RecordedEvent],
+    origins: Origins,
+    forgotten: Forgotten,
+) -> dict[str, Any]:
     tier1 = [_lesson(l, origins, forgotten) for l in view.tier1() if not _lesson_hidden(l, forgotten)]
     recalled = []
     for ev in recalls:
@@ -128,10 +154,17 @@ def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], traject
             lesson = view.lesson(lid)
             if lid in forgotten.lessons or (lesson is not None and _lesson_hidden(lesson, forgotten)):
                 continue
-            lessons.append(_lesson(lesson, origins, forgotten) if lesson is not None
-                           else {"lesson_id": lid, "lesson": None, "taught_by": None})
-        entry: dict[str, Any] = {"kind": "error" if ev.type == "error_recall" else "domain", "seq": ev.seq,
-                 "matched": len(lessons), "lessons": lessons}
+            lessons.append(
+                _lesson(lesson, origins, forgotten)
+                if lesson is not None
+                else {"lesson_id": lid, "lesson": None, "taught_by": None}
+            )
+        entry: dict[str, Any] = {
+            "kind": "error" if ev.type == "error_recall" else "domain",
+            "seq": ev.seq,
+            "matched": len(lessons),
+            "lessons": lessons,
+        }
         if ev.type == "error_recall":
             entry.update(command=ev.data.get("command"), error_snippet=ev.data.get("error_snippet"))
         recalled.append(entry)
@@ -143,19 +176,44 @@ def _memory(view: Any, domain: str | None, recalls: list[RecordedEvent], traject
         traj = next((t for t in view.trajectories() if t.trajectory_id == tid), None)
         if traj is not None and (forgotten.domain(traj.domain) or forgotten.run(traj.run_id)):
             continue
-        offered = {"trajectory_id": tid, "goal": ev.data.get("goal"), "matched_goal": ev.data.get("matched_goal"),
-                   "similarity": ev.data.get("similarity"), "score": ev.data.get("score"),
-                   "replay": bool(ev.data.get("replay")), "steps": ev.data.get("steps"), "seq": ev.seq,
-                   "taught_by": origins.taught_by(traj.event_ids) if traj is not None else None}
+        offered = {
+            "trajectory_id": tid,
+            "goal": ev.data.get("goal"),
+            "matched_goal": ev.data.get("matched_goal"),
+            "similarity": ev.data.get("similarity"),
+            "score": ev.data.get("score"),
+            "replay": bool(ev.data.get("replay")),
+            "steps": ev.data.get("steps"),
+            "seq": ev.seq,
+            "taught_by": origins.taught_by(traj.event_ids) if traj is not None else None,
+        }
     facts, selectors = [], []
     if domain and not forgotten.domain(domain):
-        facts = [{"fact_id": f.fact_id, "fact_type": f.fact_type, "key": f.key, "value": f.value,
-                  "confidence": round(f.confidence, 6), "sources": f.sources,
-                  "taught_by": origins.taught_by(f.event_ids)} for f in view.facts(domain)
-                 if not origins.introduced_by_forgotten(f.event_ids)]
-        selectors = [{"role": s.role, "name": s.name, "selector": s.selector, "successes": s.successes,
-                      "failures": s.failures, "taught_by": origins.taught_by(s.event_ids)}
-                     for s in view.selectors(domain) if not origins.introduced_by_forgotten(s.event_ids)]
+        facts = [
+            {
+                "fact_id": f.fact_id,
+                "fact_type": f.fact_type,
+                "key": f.key,
+                "value": f.value,
+                "confidence": round(f.confidence, 6),
+                "sources": f.sources,
+                "taught_by": origins.taught_by(f.event_ids),
+            }
+            for f in view.facts(domain)
+            if not origins.introduced_by_forgotten(f.event_ids)
+        ]
+        selectors = [
+            {
+                "role": s.role,
+                "name": s.name,
+                "selector": s.selector,
+                "successes": s.successes,
+                "failures": s.failures,
+                "taught_by": origins.taught_by(s.event_ids),
+            }
+            for s in view.selectors(domain)
+            if not origins.introduced_by_forgotten(s.event_ids)
+        ]
     return {"tier1": tier1, "recalled": recalled, "trajectory": offered, "facts": facts, "selectors": selectors}
 
 
@@ -164,10 +222,18 @@ def _action(ev: RecordedEvent | None) -> dict[str, Any] | None:
         return None
     d = ev.data
     action = d.get("action") or {}
-    return {"seq": ev.seq, "command": action.get("command"), "args": action.get("args") or {},
-            "target_text": d.get("target_text"), "ok": d.get("ok"), "error": d.get("error"),
-            "url_before": (d.get("env_before") or {}).get("url"), "url_after": (d.get("env_after") or {}).get("url"),
-            "decided_by": d.get("decided_by"), "duration_ms": d.get("duration_ms")}
+    return {
+        "seq": ev.seq,
+        "command": action.get("command"),
+        "args": action.get("args") or {},
+        "target_text": d.get("target_text"),
+        "ok": d.get("ok"),
+        "error": d.get("error"),
+        "url_before": (d.get("env_before") or {}).get("url"),
+        "url_after": (d.get("env_after") or {}).get("url"),
+        "decided_by": d.get("decided_by"),
+        "duration_ms": d.get("duration_ms"),
+    }
 
 
 #: the projections an audit shows (lessons, facts, selectors, trajectories); the others are not folded
@@ -198,8 +264,9 @@ class _FoldedMemory:
         self.reader = iter(store.read(self.state.head + 1))
         self.pending: RecordedEvent | None = None
 
-    def at(self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (),
-           trajectory_ids: Iterable[str] = ()) -> Any:
+    def at(
+        self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (), trajectory_ids: Iterable[str] = ()
+    ) -> Any:
         batch = []
         if self.pending is not None and self.pending.seq <= seq:
             batch.append(self.pending)
@@ -229,43 +296,79 @@ def system_in_force(events: Iterable[RecordedEvent]) -> dict[int, RecordedEvent]
 def _prompt(e: RecordedEvent, system: RecordedEvent | None, origins: Origins) -> dict[str, Any]:
     call = e.data.get("prompt") != "system"
     read = (e.data.get("total_tokens") or 0) + ((system.data.get("total_tokens") or 0) if system is not None else 0)
-    return {"seq": e.seq, "prompt": e.data.get("prompt"), "budget": e.data.get("budget"),
-            "total_tokens": e.data.get("total_tokens"), "counted_by": e.data.get("counted_by"),
-            "system_seq": system.seq if call and system is not None else None,
-            "read_tokens": read if call else None,
-            "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
-            "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()]}
+    return {
+        "seq": e.seq,
+        "prompt": e.data.get("prompt"),
+        "budget": e.data.get("budget"),
+        "total_tokens": e.data.get("total_tokens"),
+        "counted_by": e.data.get("counted_by"),
+        "system_seq": system.seq if call and system is not None else None,
+        "read_tokens": read if call else None,
+        "items": [_item(i, origins, e.seq) for i in e.data.get("items") or ()],
+        "trimmed": [_item(i, origins, e.seq) for i in e.data.get("trimmed") or ()],
+    }
 
 
-def _steps(plans: list[Any], memory: Any, policy: Any, started: RecordedEvent | None, origins: Origins,
-           forgotten: Forgotten, systems: dict[int, RecordedEvent]) -> dict[int, dict[str, Any]]:
+def _steps(
+    plans: list[Any],
+    memory: Any,
+    policy: Any,
+    started: RecordedEvent | None,
+    origins: Origins,
+    forgotten: Forgotten,
+    systems: dict[int, RecordedEvent],
+) -> dict[int, dict[str, Any]]:
     """Each planned step (in seq order) with the memory `memory(seq, domain, lesson_ids,
     trajectory_ids)` gives as of it."""
     steps_out: dict[int, dict[str, Any]] = {}
     for as_of, k, evs, action, prompts in plans:
-        domain = (action.domain if action is not None else None) or next((e.domain for e in evs if e.domain), None) \
+        domain = (
+            (action.domain if action is not None else None)
+            or next((e.domain for e in evs if e.domain), None)
             or (started.domain if started is not None else None)
+        )
         recalls = [e for e in evs if e.type in ("error_recall", "domain_recall")]
         trajs = [e for e in evs if e.type == "trajectory_recalled"]
         grade = next((e for e in evs if e.type == "step_graded"), None)
-        view = MemoryView(memory(as_of, domain, [lid for e in recalls for lid in e.data.get("lesson_ids") or ()],
-                                 [e.data["trajectory_id"] for e in trajs if e.data.get("trajectory_id")]),
-                          policy)
+        view = MemoryView(
+            memory(
+                as_of,
+                domain,
+                [lid for e in recalls for lid in e.data.get("lesson_ids") or ()],
+                [e.data["trajectory_id"] for e in trajs if e.data.get("trajectory_id")],
+            ),
+            policy,
+        )
         steps_out[k] = {
-            "step": k, "as_of_seq": as_of, "domain": domain,
+            "step": k,
+            "as_of_seq": as_of,
+            "domain": domain,
             "prompt": [_prompt(e, systems.get(e.seq), origins) for e in prompts],
-            "tier1_loaded": [lid for e in evs if e.type == "tier1_loaded" for lid in e.data.get("lesson_ids") or ()
-                             if lid not in forgotten.lessons],
+            "tier1_loaded": [
+                lid
+                for e in evs
+                if e.type == "tier1_loaded"
+                for lid in e.data.get("lesson_ids") or ()
+                if lid not in forgotten.lessons
+            ],
             "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
             "action": _action(action),
-            "grade": ({"outcome": grade.data.get("outcome"), "reason": grade.data.get("reason"),
-                       "correction": grade.data.get("correction")} if grade is not None else None),
+            "grade": (
+                {
+                    "outcome": grade.data.get("outcome"),
+                    "reason": grade.data.get("reason"),
+                    "correction": grade.data.get("correction"),
+                }
+                if grade is not None
+                else None
+            ),
         }
     return steps_out
 
 
-def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | None = None,
-              indexed: bool = True) -> dict[str, Any]:
+def audit_run(
+    store: Store, run_id: str, step: int | None = None, policy: Any | None = None, indexed: bool = True
+) -> dict[str, Any]:
     """What run `run_id` knew and did at each step (or only at `step`); plain data, see module doc.
 
     `indexed=False` folds memory from seq 1 instead of reading projections.db's intervals (the
@@ -286,7 +389,9 @@ def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | 
         if ev.type in STEP_TYPES:
             by_step.setdefault(ev.step if ev.step is not None else 0, []).append(ev)
     if step is not None and step not in by_step:
-        raise UnknownItem(f"run {run_id!r} has no step {step} (steps: {', '.join(map(str, sorted(by_step))) or 'none'})")
+        raise UnknownItem(
+            f"run {run_id!r} has no step {step} (steps: {', '.join(map(str, sorted(by_step))) or 'none'})"
+        )
     wanted = [step] if step is not None else sorted(by_step)
     plans = []
     for k in wanted:
@@ -308,15 +413,28 @@ def audit_run(store: Store, run_id: str, step: int | None = None, policy: Any | 
     run = None
     if started is not None:
         d = started.data
-        run = {"run_id": run_id, "goal": d.get("goal"), "domain": started.domain, "mode": d.get("mode"),
-               "parent_run_id": d.get("parent_run_id") if not forgotten.run(d.get("parent_run_id")) else None,
-               "session_id": d.get("session_id"), "memory_enabled": d.get("memory_enabled", True),
-               "case_id": d.get("case_id"), "started_seq": started.seq, "started_at": started.occurred_at}
+        run = {
+            "run_id": run_id,
+            "goal": d.get("goal"),
+            "domain": started.domain,
+            "mode": d.get("mode"),
+            "parent_run_id": d.get("parent_run_id") if not forgotten.run(d.get("parent_run_id")) else None,
+            "session_id": d.get("session_id"),
+            "memory_enabled": d.get("memory_enabled", True),
+            "case_id": d.get("case_id"),
+            "started_seq": started.seq,
+            "started_at": started.occurred_at,
+        }
     outcome = None
     if completed is not None:
         d = completed.data
-        outcome = {"success": d.get("success"), "turns": d.get("turns"), "tokens_in": d.get("tokens_in"),
-                   "tokens_out": d.get("tokens_out"), "duration_ms": d.get("duration_ms"),
-                   "final_url": d.get("final_url"), "completed_seq": completed.seq}
-    return {"run_id": run_id, "run": run, "outcome": outcome,
-            "steps": [steps_out[k] for k in wanted]}
+        outcome = {
+            "success": d.get("success"),
+            "turns": d.get("turns"),
+            "tokens_in": d.get("tokens_in"),
+            "tokens_out": d.get("tokens_out"),
+            "duration_ms": d.get("duration_ms"),
+            "final_url": d.get("final_url"),
+            "completed_seq": completed.seq,
+        }
+    return {"run_id": run_id, "run": run, "outcome": outcome, "steps": [steps_out[k] for k in wanted]}

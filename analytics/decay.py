@@ -13,6 +13,7 @@ Usage::
 
     register(con, policy)     # then: SELECT * FROM fact_walk ORDER BY seq
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -28,8 +29,17 @@ from memtape.projections.parameters import Policy
 
 RELATION = "fact_walk"
 #: the relation's columns and their Arrow types
-_COLUMNS = {"seq": "int64", "occurred_at": "string", "domain": "string", "fact_type": "string", "key": "string",
-            "value": "string", "kind": "string", "confidence": "double", "alive": "bool"}
+_COLUMNS = {
+    "seq": "int64",
+    "occurred_at": "string",
+    "domain": "string",
+    "fact_type": "string",
+    "key": "string",
+    "value": "string",
+    "kind": "string",
+    "confidence": "double",
+    "alive": "bool",
+}
 #: a current fact changed by an event of this type was ...
 _CHANGED = {"fact_observed": "confirmed", "fact_contradicted": "contradicted"}
 

@@ -15,6 +15,7 @@ Usage::
     con = attach(Path(".agent-memory/ledger.db"))     # or a postgresql:// URL
     con.sql("SELECT type, count(*) FROM ledger.events GROUP BY 1").fetchall()
 """
+
 from __future__ import annotations
 
 import importlib.util

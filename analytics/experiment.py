@@ -46,6 +46,7 @@ Usage::
     result = run_experiment(store, {"promotion_min_uses": 3}, until=None)
     result.differences, result.decisions, result.timeline
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -75,9 +76,11 @@ from memtape.projections.writer import WRITER_PROJECTIONS
 EXPERIMENT_PROJECTIONS = (*WRITER_PROJECTIONS, "sessions", "step_memories")
 #: recorded reads the experiment re-makes under its policy
 REMADE = frozenset({"error_recall", "domain_recall", "tier1_loaded", "trajectory_recalled"})
-LIMITS = ("Not simulated: the agent's later actions. Every step, error, lesson learned and run after a prompt "
-          "that would have differed is replayed as it happened; an agent given the other prompt may have acted "
-          "otherwise (another recovery, a replayed trajectory or none, more or fewer turns).")
+LIMITS = (
+    "Not simulated: the agent's later actions. Every step, error, lesson learned and run after a prompt "
+    "that would have differed is replayed as it happened; an agent given the other prompt may have acted "
+    "otherwise (another recovery, a replayed trajectory or none, more or fewer turns)."
+)
 AREAS = ("tier1", "tier2", "facts", "trajectories", "patterns")
 #: the tables of `experiment_report`, the first being the main one
 EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes", "prompts", "limits")
@@ -97,8 +100,10 @@ def policy_parameters() -> Report:
         else:
             allowed = f">= {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else "any"
         rows.append((name, kind, info.default, allowed, info.description))
-    return Report("Policy parameters (memtape experiment --set NAME=VALUE)",
-                  {"parameters": Table(["name", "type", "default", "range", "meaning"], rows, "parameters")})
+    return Report(
+        "Policy parameters (memtape experiment --set NAME=VALUE)",
+        {"parameters": Table(["name", "type", "default", "range", "meaning"], rows, "parameters")},
+    )
 
 
 def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
@@ -107,16 +112,32 @@ def make_policy(base: Any, overrides: dict[str, Any]) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ".".join(str(p) for p in err.get("loc", ()))
-        raise LedgerError(f"policy parameter {name}={err.get('input')!r:.40}: {err.get('msg', 'invalid value')}") from None
+        raise LedgerError(
+            f"policy parameter {name}={err.get('input')!r:.40}: {err.get('msg', 'invalid value')}"
+        ) from None
 
 
 def _as_recorded(new: NewEvent, seq: int, n: int, at: RecordedEvent) -> RecordedEvent:
     """A decision the experiment made, shaped like a stored event (seq = its trigger's)."""
     data = new.payload.model_dump(mode="json", exclude={"type", "schema_version"})
     occurred = normalize_ts(new.occurred_at) if new.occurred_at is not None else at.occurred_at
-    return RecordedEvent(seq, f"experiment-{seq}-{n}", new.resolved_stream, 0, new.type,
-                         new.payload.schema_version, at.recorded_at, occurred, new.run_id, new.step,
-                         new.domain, data, "", "", "")
+    return RecordedEvent(
+        seq,
+        f"experiment-{seq}-{n}",
+        new.resolved_stream,
+        0,
+        new.type,
+        new.payload.schema_version,
+        at.recorded_at,
+        occurred,
+        new.run_id,
+        new.step,
+        new.domain,
+        data,
+        "",
+        "",
+        "",
+    )
 
 
 class Side(PolicyMemory):
@@ -185,8 +206,11 @@ class Prompts:
         """A step prompt: the step memories it held (kept or trimmed), for its step to re-make."""
         if ev.data.get("prompt") != "system" and ev.run_id and ev.step is not None:
             self.shown_memories[(ev.run_id, ev.step)] = [
-                i for item in [*(ev.data.get("items") or ()), *(ev.data.get("trimmed") or ())]
-                if item.get("source") == "step_memories" for i in item.get("event_ids") or ()]
+                i
+                for item in [*(ev.data.get("items") or ()), *(ev.data.get("trimmed") or ())]
+                if item.get("source") == "step_memories"
+                for i in item.get("event_ids") or ()
+            ]
 
     def step_memories(self, ev: RecordedEvent) -> None:
         """The step memories a rep 2+ run's prompt of this step held, re-retrieved on both sides
@@ -197,13 +221,21 @@ class Prompts:
         if recorded is None or not started.data.get("memory_enabled", True) or int(ev.data.get("rep", 1)) <= 1:
             return
         page = list((ev.data.get("env_before") or {}).get("elements") or ())
-        scope = None if (started.data.get("policy") or {}).get("step_memory_scope") == "all" \
+        scope = (
+            None
+            if (started.data.get("policy") or {}).get("step_memory_scope") == "all"
             else self.earlier.get(run_id, [])
+        )
 
         def again(view: MemoryView) -> Items:
-            mems = on_page(view.step_memories(page, started.data.get("goal") or "", exclude_run=run_id, runs=scope), page)
-            return {("step_memories", f"{m.run_id}#{m.step}"): f"{m.kind}: {m.action.get('command', '')} "
-                    f"{m.target_text or ''}".strip() for m in mems}
+            mems = on_page(
+                view.step_memories(page, started.data.get("goal") or "", exclude_run=run_id, runs=scope), page
+            )
+            return {
+                ("step_memories", f"{m.run_id}#{m.step}"): f"{m.kind}: {m.action.get('command', '')} "
+                f"{m.target_text or ''}".strip()
+                for m in mems
+            }
 
         real = again(self.real_view)
         ids = [i for key in real for i in self._memory_ids(key[1])]
@@ -232,7 +264,10 @@ class Prompts:
             if ev.type == "tier1_loaded":
                 lessons = view.tier1()
                 return [l.lesson_id for l in lessons], {
-                    "lesson_ids": [l.lesson_id for l in lessons], "lessons": [l.lesson for l in lessons], "count": len(lessons)}
+                    "lesson_ids": [l.lesson_id for l in lessons],
+                    "lessons": [l.lesson for l in lessons],
+                    "count": len(lessons),
+                }
             if ev.type == "error_recall":
                 matches = view.error_matches(d["command"], d["error_snippet"], ev.domain)
             else:
@@ -241,6 +276,7 @@ class Prompts:
             if d.get("counted_ids") is None:  # a recall written before counted_ids counts every lesson it lists
                 del made["counted_ids"]
             return made["lesson_ids"], made
+
         recorded = list(d.get("lesson_ids") or [])
         real = {(source, lid): text for lid, text in zip(recorded, d.get("lessons") or [])}
         if again(self.real_view)[0] != recorded:
@@ -253,7 +289,11 @@ class Prompts:
             ids, made = again(self.exp_view)
             exp = {(source, lid): text for lid, text in zip(ids, made["lessons"])}
             self._add(run_id, real, exp)
-            out = ev if all(d.get(key) == value for key, value in made.items()) else replace(ev, data={**d, **made}, _model=[])
+            out = (
+                ev
+                if all(d.get(key) == value for key, value in made.items())
+                else replace(ev, data={**d, **made}, _model=[])
+            )
         if ev.type == "domain_recall" and ev.domain:
             self._site(ev.domain, run_id, list(real.values()), list(exp.values()))
         return out
@@ -264,20 +304,33 @@ class Prompts:
         d = self.run_started[run_id].data
         sides = []
         for side, tips in ((self.real_side, real_tips), (self.exp_side, exp_tips)):
-            items: Items = {("app_knowledge", f.fact_id): fact_line(f)
-                            for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)
-                            if not restated(f, tips)}
-            sessions = continued(side.state.sessions.by_domain.get(domain, []), session_id=d.get("session_id") or run_id,
-                                 parent_run_id=d.get("parent_run_id"), goal=d.get("goal") or "")
-            items.update({("session_history", str(s.run_id)): line
-                          for s, line in zip(sessions, history_lines(sessions, side.policy.session_full_detail))})
+            items: Items = {
+                ("app_knowledge", f.fact_id): fact_line(f)
+                for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)
+                if not restated(f, tips)
+            }
+            sessions = continued(
+                side.state.sessions.by_domain.get(domain, []),
+                session_id=d.get("session_id") or run_id,
+                parent_run_id=d.get("parent_run_id"),
+                goal=d.get("goal") or "",
+            )
+            items.update(
+                {
+                    ("session_history", str(s.run_id)): line
+                    for s, line in zip(sessions, history_lines(sessions, side.policy.session_full_detail))
+                }
+            )
             sides.append(items)
         self._add(run_id, *sides)
 
     def _trajectory(self, ev: RecordedEvent, run_id: str) -> None:
         d = ev.data
-        real: Items = {("reference_trajectory", d["trajectory_id"]): d.get("matched_goal") or ""} \
-            if d.get("trajectory_id") else {}
+        real: Items = (
+            {("reference_trajectory", d["trajectory_id"]): d.get("matched_goal") or ""}
+            if d.get("trajectory_id")
+            else {}
+        )
         base = self.real_view.match_trajectory(d["goal"], ev.domain or "", ev.occurred_at)
         if (base.trajectory.trajectory_id if base else None) != d.get("trajectory_id"):
             self.kept_as_recorded += 1
@@ -301,14 +354,16 @@ class Prompts:
                         continue
                     rows.append(PromptChange(run_id, change, source, item, label))
             for (source, item), label in a.items():
-                if (source, item) in b and b[(source, item)] != label \
-                        and not _prompt_item_hidden(source, item, labels, forgotten):
+                if (
+                    (source, item) in b
+                    and b[(source, item)] != label
+                    and not _prompt_item_hidden(source, item, labels, forgotten)
+                ):
                     rows.append(PromptChange(run_id, "changed", source, item, b[(source, item)], was=label))
         return rows
 
 
-def _prompt_item_hidden(source: str, item: str, labels: Labels,
-                        forgotten: Forgotten) -> bool:
+def _prompt_item_hidden(source: str, item: str, labels: Labels, forgotten: Forgotten) -> bool:
     if source in ("error_tips", "domain_tips", "tier1"):
         return _hidden(("tier1", item), labels, forgotten)
     if source == "session_history":
@@ -331,8 +386,10 @@ def _decision_keys(ev: RecordedEvent | NewEvent, counter: dict[tuple[Any, ...], 
     elif t == "patterns_pruned":
         base = [(t, pid) for pid in d.get("pattern_ids") or ()]
     elif t == "facts_pruned":
-        base = [(t, f.get("fact_id") or f"{f.get('domain')}|{f.get('fact_type')}|{f.get('key')}|{f.get('value')}")
-                for f in d.get("facts") or ()]
+        base = [
+            (t, f.get("fact_id") or f"{f.get('domain')}|{f.get('fact_type')}|{f.get('key')}|{f.get('value')}")
+            for f in d.get("facts") or ()
+        ]
     elif t == "fact_contradicted":
         base = [(t, f"{ev.domain or ''}|{d['fact_type']}|{d['key']}|{d['new_value']}")]
     else:
@@ -461,8 +518,9 @@ class ExperimentResult:
 class Experiment:
     """One replay of the log up to a seq under a changed policy, beside reality (see module doc)."""
 
-    def __init__(self, store: Store, overrides: dict[str, Any], until: int | str | None = None,
-                 real_policy: Policy | None = None):
+    def __init__(
+        self, store: Store, overrides: dict[str, Any], until: int | str | None = None, real_policy: Policy | None = None
+    ):
         self.store = store
         self.overrides = overrides
         self.base = real_policy if real_policy is not None else DEFAULT_POLICY
@@ -541,15 +599,20 @@ class Experiment:
             labels.setdefault(("lesson", l.lesson_id), {"text": l.lesson, "scope_domain": l.scope_domain})
         for facts in side.state.knowledge.current.values():
             for f in facts.values():
-                labels.setdefault(("facts", f.fact_id), {"text": f"{f.domain} {f.fact_type}:{f.key}={f.value}",
-                                                         "domain": f.domain})
+                labels.setdefault(
+                    ("facts", f.fact_id), {"text": f"{f.domain} {f.fact_type}:{f.key}={f.value}", "domain": f.domain}
+                )
         for items in side.state.trajectories.by_domain.values():
             for t in items.values():
-                labels.setdefault(("trajectories", t.trajectory_id),
-                                  {"text": f"{t.domain}: {t.goal}", "domain": t.domain, "run_id": t.run_id})
+                labels.setdefault(
+                    ("trajectories", t.trajectory_id),
+                    {"text": f"{t.domain}: {t.goal}", "domain": t.domain, "run_id": t.run_id},
+                )
         for pat in side.state.patterns.patterns.values():
-            labels.setdefault(("patterns", pat.pattern_id),
-                              {"text": f"{pat.domain}: {pat.description}", "domain": pat.domain, "run_id": pat.first_run})
+            labels.setdefault(
+                ("patterns", pat.pattern_id),
+                {"text": f"{pat.domain}: {pat.description}", "domain": pat.domain, "run_id": pat.first_run},
+            )
 
     def _compare(self, at: int) -> None:
         if not self.dirty:
@@ -563,8 +626,9 @@ class Experiment:
         for key in sorted(self.current.keys() | now.keys()):
             if self.current.get(key) != now.get(key):
                 va, vb = now.get(key, (a.get(key), b.get(key)))
-                self.timeline.append({"seq": at, "area": key[0], "item": key[1], "reality": va, "experiment": vb,
-                                      "differs": key in now})
+                self.timeline.append(
+                    {"seq": at, "area": key[0], "item": key[1], "reality": va, "experiment": vb, "differs": key in now}
+                )
         self.current = now
 
     def _open_exp(self, run_id: str, started_at: str, trigger: int, at: RecordedEvent) -> None:
@@ -603,12 +667,28 @@ class Experiment:
             made = e or r
             if hidden or made is None:
                 continue
-            decisions.append(DecisionChange(
-                key[0], key[1], key[2], r[0] if r else None, r[1] if r else None, e[0] if e else None,
-                made[2], labels.get(about, {}).get("text")))
-        rows = [TimelineChange(**row, label=labels.get(("lesson", row["item"]) if row["area"] in ("tier1", "tier2")
-                                                       else (row["area"], row["item"]), {}).get("text"))
-                for row in self.timeline if not _hidden((row["area"], row["item"]), labels, forgotten)]
+            decisions.append(
+                DecisionChange(
+                    key[0],
+                    key[1],
+                    key[2],
+                    r[0] if r else None,
+                    r[1] if r else None,
+                    e[0] if e else None,
+                    made[2],
+                    labels.get(about, {}).get("text"),
+                )
+            )
+        rows = [
+            TimelineChange(
+                **row,
+                label=labels.get(
+                    ("lesson", row["item"]) if row["area"] in ("tier1", "tier2") else (row["area"], row["item"]), {}
+                ).get("text"),
+            )
+            for row in self.timeline
+            if not _hidden((row["area"], row["item"]), labels, forgotten)
+        ]
         final = {a: AreaDifference() for a in AREAS}
         for (area, item), (va, vb) in sorted(self.current.items()):
             if _hidden((area, item), labels, forgotten):
@@ -622,8 +702,10 @@ class Experiment:
         sizes = {}
         for name, side in (("reality", self.real), ("experiment", self.exp)):
             summ = side.summary()
-            sizes[name] = {a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
-                           for a in AREAS}
+            sizes[name] = {
+                a: sum(1 for (ar, item) in summ if ar == a and not _hidden((ar, item), labels, forgotten))
+                for a in AREAS
+            }
         seqs = [r.seq for r in rows if r.differs]
         for d in decisions:
             at = d.experiment_seq or d.reality_seq
@@ -631,16 +713,30 @@ class Experiment:
                 seqs.append(at)
         first = min(seqs, default=None)
         return ExperimentResult(
-            policy=self.overrides, policy_fingerprint=self.policy.fingerprint(), until=self.head,
-            differences=len(decisions) + len(rows) + len(prompt_rows), first_divergence_seq=first,
-            decisions=decisions, timeline=rows, final=final, sizes=sizes, prompts=prompt_rows,
-            prompt_runs=len({r.run_id for r in prompt_rows}), recalls_remade=self.prompts.remade,
-            recalls_kept_as_recorded=self.prompts.kept_as_recorded, limits=LIMITS)
+            policy=self.overrides,
+            policy_fingerprint=self.policy.fingerprint(),
+            until=self.head,
+            differences=len(decisions) + len(rows) + len(prompt_rows),
+            first_divergence_seq=first,
+            decisions=decisions,
+            timeline=rows,
+            final=final,
+            sizes=sizes,
+            prompts=prompt_rows,
+            prompt_runs=len({r.run_id for r in prompt_rows}),
+            recalls_remade=self.prompts.remade,
+            recalls_kept_as_recorded=self.prompts.kept_as_recorded,
+            limits=LIMITS,
+        )
 
 
-def run_experiment(store: Store, overrides: dict[str, Any], until: int | str | None = None,
-                   real_policy: Policy | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> ExperimentResult:
+def run_experiment(
+    store: Store,
+    overrides: dict[str, Any],
+    until: int | str | None = None,
+    real_policy: Policy | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ExperimentResult:
     """Replay observations 1..until under the changed policy (see module doc)."""
     return Experiment(store, overrides, until, real_policy).run(progress)
 
@@ -668,11 +764,13 @@ def _decision_item(key: tuple[Any, ...]) -> tuple[str, str]:
 
 def experiment_report(result: ExperimentResult) -> Report:
     """The experiment answer as tables (for --format and the HTML report)."""
-    decisions = Table.from_records([asdict(d) for d in result.decisions],
-                                   ["decision", "item", "occurrence", "reality_seq", "reality_event_seq",
-                                    "experiment_seq", "what", "label"])
-    timeline = Table.from_records([asdict(r) for r in result.timeline],
-                                  ["seq", "area", "item", "reality", "experiment", "differs", "label"])
+    decisions = Table.from_records(
+        [asdict(d) for d in result.decisions],
+        ["decision", "item", "occurrence", "reality_seq", "reality_event_seq", "experiment_seq", "what", "label"],
+    )
+    timeline = Table.from_records(
+        [asdict(r) for r in result.timeline], ["seq", "area", "item", "reality", "experiment", "differs", "label"]
+    )
     final_rows = []
     for area, parts in result.final.items():
         for item in parts.only_reality:
@@ -680,17 +778,38 @@ def experiment_report(result: ExperimentResult) -> Report:
         for item in parts.only_experiment:
             final_rows.append({"area": area, "item": item, "difference": "only in the experiment"})
         for ch in parts.changed:
-            final_rows.append({"area": area, "item": ch.item,
-                               "difference": f"{ch.reality} in reality, {ch.experiment} in the experiment"})
-    sizes = Table.from_records([{"area": a, "reality": result.sizes["reality"][a],
-                                 "experiment": result.sizes["experiment"][a]} for a in AREAS])
-    prompts = Table.from_records([asdict(p) for p in result.prompts], ["run_id", "change", "source", "item", "label", "was"])
-    limits = Table.from_records([{
-        "recalls re-made": result.recalls_remade, "kept as recorded": result.recalls_kept_as_recorded,
-        "not simulated": result.limits}])
+            final_rows.append(
+                {
+                    "area": area,
+                    "item": ch.item,
+                    "difference": f"{ch.reality} in reality, {ch.experiment} in the experiment",
+                }
+            )
+    sizes = Table.from_records(
+        [{"area": a, "reality": result.sizes["reality"][a], "experiment": result.sizes["experiment"][a]} for a in AREAS]
+    )
+    prompts = Table.from_records(
+        [asdict(p) for p in result.prompts], ["run_id", "change", "source", "item", "label", "was"]
+    )
+    limits = Table.from_records(
+        [
+            {
+                "recalls re-made": result.recalls_remade,
+                "kept as recorded": result.recalls_kept_as_recorded,
+                "not simulated": result.limits,
+            }
+        ]
+    )
     changed = ", ".join(f"{k}={v}" for k, v in result.policy.items()) or "the default policy"
-    title = (f"Experiment with {changed} up to seq {result.until}: {result.differences} difference(s)"
-             + (f", first at seq {result.first_divergence_seq}" if result.first_divergence_seq else ""))
-    tables = (decisions, timeline, Table.from_records(final_rows, ["area", "item", "difference"]), sizes, prompts,
-              limits)
+    title = f"Experiment with {changed} up to seq {result.until}: {result.differences} difference(s)" + (
+        f", first at seq {result.first_divergence_seq}" if result.first_divergence_seq else ""
+    )
+    tables = (
+        decisions,
+        timeline,
+        Table.from_records(final_rows, ["area", "item", "difference"]),
+        sizes,
+        prompts,
+        limits,
+    )
     return Report(title, dict(zip(EXPERIMENT_SECTIONS, tables)))

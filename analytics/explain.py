@@ -16,6 +16,7 @@ Usage::
     life = explain_item(store, "lsn_f6e59d160e5396b1")
     for e in life["life"]: print(e["seq"], e["stage"], e["run_id"], e["detail"])
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -44,8 +45,18 @@ LESSON_EVENTS = (*mentions.LESSON_TYPES, *mentions.RECALL_TYPES, "subject_forgot
 
 def _entry(ev: RecordedEvent, stage: str, detail: str, forgotten: Forgotten, **extra: Any) -> dict[str, Any]:
     run_id, step, domain = forgotten.where(ev)
-    return {"seq": ev.seq, "at": ev.occurred_at, "recorded_at": ev.recorded_at, "stage": stage, "type": ev.type,
-            "run_id": run_id, "step": step, "domain": domain, "detail": detail, **extra}
+    return {
+        "seq": ev.seq,
+        "at": ev.occurred_at,
+        "recorded_at": ev.recorded_at,
+        "stage": stage,
+        "type": ev.type,
+        "run_id": run_id,
+        "step": step,
+        "domain": domain,
+        "detail": detail,
+        **extra,
+    }
 
 
 def _plain(obj: Any) -> Any:
@@ -64,8 +75,11 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
         d = ev.data
         t = ev.type
         if t == "subject_forgotten":
-            if born and d["subject_kind"] == "domain" and d["subject"].lower() in \
-                    {x.lower() for x in info.get("domains", ())}:
+            if (
+                born
+                and d["subject_kind"] == "domain"
+                and d["subject"].lower() in {x.lower() for x in info.get("domains", ())}
+            ):
                 life.append(_entry(ev, "forgotten", "a domain where it was used was forgotten", forgotten))
             elif born and d["subject_kind"] == "run" and d["subject"] in info.get("runs", ()):
                 life.append(_entry(ev, "forgotten", "a run that used it was forgotten", forgotten))
@@ -91,23 +105,45 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
         elif t == "lesson_deduplicated":
             life.append(_entry(ev, "deduplicated", f"use_count {d['new_use_count']}", forgotten))
         elif t == "error_recall":
-            stage, why = ("recalled", "on error") if lesson_id in counted(d) else ("offered", "on its command only (not a use)")
-            life.append(_entry(ev, stage, f"{why}: {d.get('command')} / {d.get('error_snippet')}",
-                               forgotten, trigger="error"))
+            stage, why = (
+                ("recalled", "on error") if lesson_id in counted(d) else ("offered", "on its command only (not a use)")
+            )
+            life.append(
+                _entry(ev, stage, f"{why}: {d.get('command')} / {d.get('error_snippet')}", forgotten, trigger="error")
+            )
         elif t == "domain_recall":
             life.append(_entry(ev, "recalled", "on domain change", forgotten, trigger="domain"))
         elif t == "tier1_loaded":
             life.append(_entry(ev, "in Tier 1", "loaded into the system prompt", forgotten))
         elif t == "lesson_promoted":
-            life.append(_entry(ev, "promoted", f"{d.get('from_category')} -> {d.get('to_category')} at use_count "
-                               f"{d['use_count']} on {len(forgotten.domains_shown(d['triggered_domains']))} domains",
-                               forgotten))
+            life.append(
+                _entry(
+                    ev,
+                    "promoted",
+                    f"{d.get('from_category')} -> {d.get('to_category')} at use_count "
+                    f"{d['use_count']} on {len(forgotten.domains_shown(d['triggered_domains']))} domains",
+                    forgotten,
+                )
+            )
         elif t == "lesson_pinned":
-            life.append(_entry(ev, "pinned", f"{d.get('from_category')} -> {d.get('to_category')} by {d.get('pinned_by')}: "
-                               f"{d.get('reason')}", forgotten))
+            life.append(
+                _entry(
+                    ev,
+                    "pinned",
+                    f"{d.get('from_category')} -> {d.get('to_category')} by {d.get('pinned_by')}: {d.get('reason')}",
+                    forgotten,
+                )
+            )
         elif t == "lessons_pruned":
-            life.append(_entry(ev, "pruned", f"unused for more than {d.get('max_age_days')} days with fewer than "
-                               f"{d.get('min_uses')} uses (as of {d.get('as_of')})", forgotten))
+            life.append(
+                _entry(
+                    ev,
+                    "pruned",
+                    f"unused for more than {d.get('max_age_days')} days with fewer than "
+                    f"{d.get('min_uses')} uses (as of {d.get('as_of')})",
+                    forgotten,
+                )
+            )
     if not born and not life:
         return None
     return {"life": life}
@@ -117,8 +153,9 @@ def _fact_matches(item: str, domain: str, d: dict[str, Any]) -> bool:
     return item == d.get("key") or item == fact_id_for(domain, d["fact_type"], d["key"], d["value"])
 
 
-def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
-               domain: str | None = None) -> dict[str, Any] | None:
+def _fact_life(
+    read: Read, item: str, forgotten: Forgotten, policy: Any, domain: str | None = None
+) -> dict[str, Any] | None:
     """The life of a fact id, or of the facts under a key on one domain: a key that names facts on
     several domains (`blocking overlay` on shop.test and news.test) is refused without `domain`, so
     that two sites' facts are never told as one life."""
@@ -138,20 +175,32 @@ def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
         return None
     domains = sorted({g[0] for g in groups})
     if len(domains) > 1:
-        raise LedgerError(f"fact key {item[:80]!r} is on {len(domains)} domains ({', '.join(domains)}): "
-                          "name the domain or give a fact id")
+        raise LedgerError(
+            f"fact key {item[:80]!r} is on {len(domains)} domains ({', '.join(domains)}): "
+            "name the domain or give a fact id"
+        )
     state = knowledge.empty()
     life: list[dict[str, Any]] = []
-    keys = [*(mentions.fact_group(g[0], str(g[1]), str(g[2])) for g in sorted(groups)),
-            *(mentions.fact(fid) for fid in sorted(ids))]
+    keys = [
+        *(mentions.fact_group(g[0], str(g[1]), str(g[2])) for g in sorted(groups)),
+        *(mentions.fact(fid) for fid in sorted(ids)),
+    ]
     for ev in read(["fact_observed", "fact_contradicted", "facts_pruned"], keys):
         d = ev.data
         dom = ev.domain or ""
         if ev.type == "facts_pruned":
-            touched = [f for f in d.get("facts") or () if (f.get("fact_id") in ids) or
-                       ((f.get("domain", dom) or "", f.get("fact_type"), f.get("key")) in groups and
-                        fact_id_for(f.get("domain", dom) or "", f.get("fact_type", ""), f.get("key", ""),
-                                    f.get("value", "")) in ids)]
+            touched = [
+                f
+                for f in d.get("facts") or ()
+                if (f.get("fact_id") in ids)
+                or (
+                    (f.get("domain", dom) or "", f.get("fact_type"), f.get("key")) in groups
+                    and fact_id_for(
+                        f.get("domain", dom) or "", f.get("fact_type", ""), f.get("key", ""), f.get("value", "")
+                    )
+                    in ids
+                )
+            ]
             if not touched:
                 continue
         elif (dom, d["fact_type"], d["key"]) not in groups:
@@ -163,16 +212,40 @@ def _fact_life(read: Read, item: str, forgotten: Forgotten, policy: Any,
             f = after.get(fid)
             if ev.type == "fact_observed" and fact_id_for(dom, d["fact_type"], d["key"], d["value"]) == fid:
                 stage = "confirmed" if fid in before else "recorded"
-                life.append(_entry(ev, stage, f"{d['fact_type']}:{d['key']} = {d['value']!r}", forgotten,
-                                   fact_id=fid, confidence=round(f.confidence, 6) if f else None))
+                life.append(
+                    _entry(
+                        ev,
+                        stage,
+                        f"{d['fact_type']}:{d['key']} = {d['value']!r}",
+                        forgotten,
+                        fact_id=fid,
+                        confidence=round(f.confidence, 6) if f else None,
+                    )
+                )
             elif ev.type == "fact_contradicted" and fid in before and f is not None and f.confidence != before[fid]:
                 shown = forgotten.shown(ev)  # the value may be a forgotten run's
                 value = shown[3].get("new_value", "") if shown is not None else ""
-                life.append(_entry(ev, "decayed", f"contradicted by {value!r}: x{d['factor']}", forgotten,
-                                   fact_id=fid, confidence=round(f.confidence, 6)))
+                life.append(
+                    _entry(
+                        ev,
+                        "decayed",
+                        f"contradicted by {value!r}: x{d['factor']}",
+                        forgotten,
+                        fact_id=fid,
+                        confidence=round(f.confidence, 6),
+                    )
+                )
             elif ev.type == "facts_pruned" and fid in before and f is None:
-                life.append(_entry(ev, "pruned", f"confidence below {d.get('threshold')}", forgotten,
-                                   fact_id=fid, confidence=round(before[fid], 6)))
+                life.append(
+                    _entry(
+                        ev,
+                        "pruned",
+                        f"confidence below {d.get('threshold')}",
+                        forgotten,
+                        fact_id=fid,
+                        confidence=round(before[fid], 6),
+                    )
+                )
     return {"life": life, "fact_ids": sorted(ids), "domains": {g[0] for g in groups}}
 
 
@@ -198,8 +271,9 @@ def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, A
             if item not in (d.get("trajectory_ids") or ()):
                 continue
             if life:
-                life.append(_entry(ev, "expired", f"older than {d.get('ttl_days')} days (as of {d.get('as_of')})",
-                                   forgotten))
+                life.append(
+                    _entry(ev, "expired", f"older than {d.get('ttl_days')} days (as of {d.get('as_of')})", forgotten)
+                )
             continue
         if d.get("trajectory_id") != item:
             continue
@@ -210,13 +284,21 @@ def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, A
         if ev.type == "trajectory_recorded":
             life.append(_entry(ev, "recorded", f"{len(d.get('steps') or ())} steps for {d.get('goal')!r}", forgotten))
         else:
-            life.append(_entry(ev, "recalled", f"for {d.get('goal')!r} (similarity {d.get('similarity')}"
-                               f"{', replayed' if d.get('replay') else ''})", forgotten))
+            life.append(
+                _entry(
+                    ev,
+                    "recalled",
+                    f"for {d.get('goal')!r} (similarity {d.get('similarity')}"
+                    f"{', replayed' if d.get('replay') else ''})",
+                    forgotten,
+                )
+            )
     return {"life": life} if life else None
 
 
-def explain_item(store: Store, item: str, policy: Any | None = None,
-                 projections_path: Path | None = None, domain: str | None = None) -> dict[str, Any]:
+def explain_item(
+    store: Store, item: str, policy: Any | None = None, projections_path: Path | None = None, domain: str | None = None
+) -> dict[str, Any]:
     """The life of a lesson, fact, selector or trajectory; plain data (see module doc). `domain`
     picks one site's facts when a fact key is used on several.
 
@@ -270,8 +352,11 @@ class _Indexed:
         return self.memory.projection("lessons", self.memory.head, "lessons", lesson_id).lessons.get(lesson_id)
 
     def facts(self, domains: set[str]) -> dict[str, Any]:
-        return {f.fact_id: f for dom in sorted(domains) for f in
-                self.memory.projection("knowledge", self.memory.head, "current", dom).current.get(dom, {}).values()}
+        return {
+            f.fact_id: f
+            for dom in sorted(domains)
+            for f in self.memory.projection("knowledge", self.memory.head, "current", dom).current.get(dom, {}).values()
+        }
 
     def selectors(self) -> list[Any]:
         return ranked(self.memory.projection("selectors", self.memory.head))
@@ -294,33 +379,62 @@ def _explain(store: Store, item: str, policy: Any, domain: str | None, now_of: _
             if forgotten.run(now.get("taught_by_run")):
                 now["taught_by_run"] = now["taught_at_step"] = None
         runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
-        return {"kind": "lesson", "item": item, "now": now, "status": _status(found["life"], now),
-                "recalled_in_runs": runs, "life": found["life"]}
+        return {
+            "kind": "lesson",
+            "item": item,
+            "now": now,
+            "status": _status(found["life"], now),
+            "recalled_in_runs": runs,
+            "life": found["life"],
+        }
     found = _fact_life(read, item, forgotten, policy, domain)
     if found is not None:
         current = now_of.facts(found["domains"])
         now = [dict(_plain(current[fid]), event_ids=None) for fid in found["fact_ids"] if fid in current]
         for n in now:
             n.pop("event_ids", None)
-        return {"kind": "fact", "item": item, "now": now, "status": "current" if now else "gone",
-                "fact_ids": found["fact_ids"], "life": found["life"]}
+        return {
+            "kind": "fact",
+            "item": item,
+            "now": now,
+            "status": "current" if now else "gone",
+            "fact_ids": found["fact_ids"],
+            "life": found["life"],
+        }
     found = _selector_life(read, item, forgotten)
     if found is not None:
         now = [dict(_plain(s)) for s in now_of.selectors() if s.selector == item and not forgotten.domain(s.domain)]
         for n in now:
             n.pop("event_ids", None)
-        return {"kind": "selector", "item": item, "now": now, "status": "current" if now else "gone",
-                "life": found["life"]}
+        return {
+            "kind": "selector",
+            "item": item,
+            "now": now,
+            "status": "current" if now else "gone",
+            "life": found["life"],
+        }
     found = _trajectory_life(read, item, forgotten)
     if found is not None:
         traj = next((t for t in now_of.trajectories() if t.trajectory_id == item), None)
         now = None
         if traj is not None:
-            now = {"trajectory_id": traj.trajectory_id, "domain": traj.domain, "goal": traj.goal,
-                   "steps": len(traj.steps), "occurred_at": traj.occurred_at, "run_id": traj.run_id}
+            now = {
+                "trajectory_id": traj.trajectory_id,
+                "domain": traj.domain,
+                "goal": traj.goal,
+                "steps": len(traj.steps),
+                "occurred_at": traj.occurred_at,
+                "run_id": traj.run_id,
+            }
         runs = sorted({e["run_id"] for e in found["life"] if e["stage"] == "recalled" and e["run_id"]})
-        return {"kind": "trajectory", "item": item, "now": now, "status": "current" if now else "gone",
-                "recalled_in_runs": runs, "life": found["life"]}
+        return {
+            "kind": "trajectory",
+            "item": item,
+            "now": now,
+            "status": "current" if now else "gone",
+            "recalled_in_runs": runs,
+            "life": found["life"],
+        }
     raise UnknownItem(f"no lesson, fact, selector or trajectory named {item[:80]!r}")
 
 

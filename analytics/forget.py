@@ -32,6 +32,7 @@ Usage::
     if forgotten.hides(ev): ...
     shown = forgotten.shown(ev)     # None, or (run_id, step, domain, payload) as answers may show them
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -72,8 +73,9 @@ def lesson_id_of(ev: RecordedEvent) -> str | None:
     return ev.data.get("lesson_id") or None
 
 
-def fact_changes(state: KnowledgeState, ev: RecordedEvent,
-                 policy: Policy) -> tuple[list[tuple[FactKey, Fact, bool]], dict[FactKey, Fact]]:
+def fact_changes(
+    state: KnowledgeState, ev: RecordedEvent, policy: Policy
+) -> tuple[list[tuple[FactKey, Fact, bool]], dict[FactKey, Fact]]:
     """Fold `ev` into `state` (knowledge) and say what it did to the current facts: those it made
     or changed (key, the fact now, whether it is new) and those it removed (as they were)."""
     paths = knowledge.touched(state, ev)
@@ -102,8 +104,9 @@ def _current_facts(state: KnowledgeState, paths: list[tuple[str, ...]] | None) -
 def fact_of(item: dict[str, Any], domain: str | None) -> FactKey:
     """The fact a `facts_pruned` item names, as the knowledge fold finds it."""
     dom = item.get("domain", domain) or ""
-    return dom, item.get("fact_id") or knowledge.fact_id_for(dom, item.get("fact_type", ""), item.get("key", ""),
-                                                             item.get("value", ""))
+    return dom, item.get("fact_id") or knowledge.fact_id_for(
+        dom, item.get("fact_type", ""), item.get("key", ""), item.get("value", "")
+    )
 
 
 def value_fact(domain: str | None, data: dict[str, Any], value: str) -> FactKey:
@@ -240,19 +243,28 @@ class Forgotten:
                 continue
             kind, subject = ev.data["subject_kind"], ev.data["subject"]
             {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons}[kind][
-                subject.lower() if kind == "domain" else subject] = ev.seq
+                subject.lower() if kind == "domain" else subject
+            ] = ev.seq
         return f
 
     def add_runs(self, run_started: Iterable[RecordedEvent]) -> None:
         """The runs a forgotten session or domain takes along, as the runs projection drops them:
         the ones started before the forget."""
-        subjects = [*(("session", s, at) for s, at in self.sessions.items()),
-                    *(("domain", d, at) for d, at in self.domains.items())]
+        subjects = [
+            *(("session", s, at) for s, at in self.sessions.items()),
+            *(("domain", d, at) for d, at in self.domains.items()),
+        ]
         for ev in run_started:
             if ev.type != "run_started" or not ev.run_id:
                 continue
-            at = max((at for kind, subject, at in subjects if ev.seq < at and covered(
-                kind, subject, ev.run_id, ev.data.get("session_id"), ev.domain)), default=None)
+            at = max(
+                (
+                    at
+                    for kind, subject, at in subjects
+                    if ev.seq < at and covered(kind, subject, ev.run_id, ev.data.get("session_id"), ev.domain)
+                ),
+                default=None,
+            )
             if at is not None and at > self.runs.get(ev.run_id, 0):
                 self.runs[ev.run_id] = at
 
@@ -322,7 +334,9 @@ class Forgotten:
         if not trajectory_id or self.trajectory_events is None:
             return False
         if self._trajectories is None:
-            self._trajectories = {str(ev.data.get("trajectory_id")) for ev in self.trajectory_events() if self.hides(ev)}
+            self._trajectories = {
+                str(ev.data.get("trajectory_id")) for ev in self.trajectory_events() if self.hides(ev)
+            }
         return trajectory_id in self._trajectories
 
     def item_forgotten(self, event_ids: Iterable[str], seq: int) -> bool:
@@ -366,9 +380,12 @@ class Forgotten:
         if ev.type == "context_built":
             for part in _PROMPT_ITEMS:
                 if isinstance(data.get(part), list):
-                    data[part] = [{**item, "text": FORGOTTEN_TEXT, "event_ids": []}
-                                  if isinstance(item, dict) and self.item_forgotten(item.get("event_ids") or (), ev.seq)
-                                  else item for item in data[part]]
+                    data[part] = [
+                        {**item, "text": FORGOTTEN_TEXT, "event_ids": []}
+                        if isinstance(item, dict) and self.item_forgotten(item.get("event_ids") or (), ev.seq)
+                        else item
+                        for item in data[part]
+                    ]
         ids = data.get("lesson_ids")
         if isinstance(ids, list) and any(self.lesson(lid, ev.seq) for lid in ids):
             texts = data.get("lessons")
@@ -387,8 +404,9 @@ class Forgotten:
             if ev.type == "facts_pruned":
                 data["facts"] = [item for item in data.get("facts") or () if fact_of(item, ev.domain) not in lost]
             else:  # a contradiction names the values it contradicted, and the one that contradicted them
-                data["old_values"] = [value for value in data.get("old_values") or ()
-                                      if value_fact(ev.domain, data, value) not in lost]
+                data["old_values"] = [
+                    value for value in data.get("old_values") or () if value_fact(ev.domain, data, value) not in lost
+                ]
                 if self.facts().names_lost(ev.seq):
                     data["new_value"] = ""
         if "error_snippet" in data and self.masks(ev):

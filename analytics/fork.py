@@ -15,6 +15,7 @@ Usage::
 
     fork_ledger(store, until=120, out_dir=Path("ab/memory-b"), isolation="per-run")   # -> ForkResult
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,9 @@ def resolve_seq(store: Store, until: int | str | None) -> int:
     return min(seq_of(store, until, "fork point"), head)
 
 
-def fork_ledger(store: Store, until: int | str | None, out_dir: str | Path, isolation: str = "shared",
-                batch: int = 5000) -> ForkResult:
+def fork_ledger(
+    store: Store, until: int | str | None, out_dir: str | Path, isolation: str = "shared", batch: int = 5000
+) -> ForkResult:
     """Copy events 1..until of `store` into a new SQLite ledger at `out_dir/ledger.db`."""
     if isolation not in ISOLATIONS:
         raise LedgerError(f"memory isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
@@ -65,6 +67,7 @@ def fork_ledger(store: Store, until: int | str | None, out_dir: str | Path, isol
     finally:
         dest.close()
     source = display_url(store.url)
-    write_fork_info(out, {"source": source, "until": copied.count, "head_hash": copied.head_hash,
-                          "memory_isolation": isolation})
+    write_fork_info(
+        out, {"source": source, "until": copied.count, "head_hash": copied.head_hash, "memory_isolation": isolation}
+    )
     return ForkResult(target, copied.count, copied.count, copied.head_hash if copied.count else "", True, isolation)

@@ -9,6 +9,7 @@ Usage::
 
     register(con, policy)     # then: SELECT source, sum(tokens) FROM memory_reads GROUP BY 1
 """
+
 from __future__ import annotations
 
 import duckdb
@@ -26,7 +27,14 @@ _DECISION_COLUMNS = {"run_id": "string", "step": "int64", "decided_by": "string"
 def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
     """Both relations on `con` (a mirror connection); the rule needs no memory policy."""
     got, decisions = reads(mirrored_events(con, TYPES))
-    con.register(READS, arrow_table(_READ_COLUMNS, _READ_COLUMNS.values(),
-                                    [[getattr(r, c) for r in got] for c in _READ_COLUMNS]))
-    con.register(DECISIONS, arrow_table(_DECISION_COLUMNS, _DECISION_COLUMNS.values(),
-                                        [[getattr(d, c) for d in decisions] for c in _DECISION_COLUMNS]))
+    con.register(
+        READS, arrow_table(_READ_COLUMNS, _READ_COLUMNS.values(), [[getattr(r, c) for r in got] for c in _READ_COLUMNS])
+    )
+    con.register(
+        DECISIONS,
+        arrow_table(
+            _DECISION_COLUMNS,
+            _DECISION_COLUMNS.values(),
+            [[getattr(d, c) for d in decisions] for c in _DECISION_COLUMNS],
+        ),
+    )

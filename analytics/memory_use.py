@@ -20,6 +20,7 @@ Usage::
     use = run_memory_use(store.read(run_id=run_id, types=list(TYPES)))
     use.tokens, use.by_source, use.used_share, use.decisions_using_memory
 """
+
 from __future__ import annotations
 
 import re
@@ -119,12 +120,21 @@ def reads(events: Iterable[RecordedEvent]) -> tuple[list[Read], list[Decision]]:
     out: list[Read] = []
     for (run_id, step), prompts in calls.items():
         reason = str((decided[(run_id, step)].data.get("think") or "") if (run_id, step) in decided else "")
-        out += [Read(run_id, step, str(i.get("source")), int(i.get("tokens") or 0), names(reason, i))
-                for items in prompts for i in items]
+        out += [
+            Read(run_id, step, str(i.get("source")), int(i.get("tokens") or 0), names(reason, i))
+            for items in prompts
+            for i in items
+        ]
     named = {(r.run_id, r.step) for r in out if r.used}
-    return out, [Decision(run_id, step, str(ev.data.get("decided_by", "policy")),
-                          ev.data.get("decided_by") == "replay" or (run_id, step) in named)
-                 for (run_id, step), ev in decided.items()]
+    return out, [
+        Decision(
+            run_id,
+            step,
+            str(ev.data.get("decided_by", "policy")),
+            ev.data.get("decided_by") == "replay" or (run_id, step) in named,
+        )
+        for (run_id, step), ev in decided.items()
+    ]
 
 
 def run_memory_use(events: Iterable[RecordedEvent]) -> MemoryUse:
@@ -144,4 +154,3 @@ def memory_use(store: Store, run_ids: Iterable[str]) -> MemoryUse:
     for run_id in run_ids:
         total.add(run_memory_use(store.read(run_id=run_id, types=list(TYPES))))
     return total
-

@@ -39,6 +39,7 @@ Usage::
     con = connect(store)                  # caught up; the typed views of sql/views.sql defined
     con.sql("SELECT * FROM memory_at_step WHERE run_id = 'r1' AND step = 2").fetchall()
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,16 +72,20 @@ if TYPE_CHECKING:
 FORMAT = 4  # the layout of the tables below (3: events clustered by type, 4: short_term_intervals); a change rebuilds every mirror
 #: DuckDB never downloads anything
 CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 BATCH = 20_000
 #: a version of one run's short-term memory (`projections.short_term.ShortTerm` as its canonical JSON
 #: gives it): the cast from that JSON is strict, so a field added to ShortTerm fails the build loudly
 #: instead of being dropped
-SHORT_TERM_ITEM = ("STRUCT(run_id VARCHAR, goal VARCHAR, domain VARCHAR, recent STRUCT(error VARCHAR, key VARCHAR, "
-                   "ok BOOLEAN, priority VARCHAR, signature VARCHAR, step BIGINT, url VARCHAR)[], "
-                   "failed_signatures VARCHAR[], action_frequency MAP(VARCHAR, BIGINT), loop_warnings VARCHAR[], "
-                   "navigation_path VARCHAR[], current_url VARCHAR, cycle_count BIGINT, event_ids VARCHAR[], "
-                   "session_id VARCHAR, visited_urls VARCHAR[], completed BOOLEAN)")
+SHORT_TERM_ITEM = (
+    "STRUCT(run_id VARCHAR, goal VARCHAR, domain VARCHAR, recent STRUCT(error VARCHAR, key VARCHAR, "
+    "ok BOOLEAN, priority VARCHAR, signature VARCHAR, step BIGINT, url VARCHAR)[], "
+    "failed_signatures VARCHAR[], action_frequency MAP(VARCHAR, BIGINT), loop_warnings VARCHAR[], "
+    "navigation_path VARCHAR[], current_url VARCHAR, cycle_count BIGINT, event_ids VARCHAR[], "
+    "session_id VARCHAR, visited_urls VARCHAR[], completed BOOLEAN)"
+)
 
 DDL = (
     "CREATE TABLE events (seq BIGINT NOT NULL, id VARCHAR, stream VARCHAR, stream_version BIGINT, type VARCHAR, "
@@ -95,21 +100,51 @@ DDL = (
 )
 #: the projections whose versions the mirror holds: every indexed one
 MIRRORED = tuple(INDEXED)
-_EVENT_COLS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
-               "run_id", "step", "domain", "lesson_id", "payload")
+_EVENT_COLS = (
+    "seq",
+    "id",
+    "stream",
+    "stream_version",
+    "type",
+    "schema_version",
+    "recorded_at",
+    "occurred_at",
+    "run_id",
+    "step",
+    "domain",
+    "lesson_id",
+    "payload",
+)
 #: Arrow type names of the batches (pyarrow loads only to fill the mirror: a current one is read without it)
-_EVENT_TYPES = ("int64", "string", "string", "int64", "string", "int32", "string", "string", "string", "int64", "string",
-                "string", "string")
+_EVENT_TYPES = (
+    "int64",
+    "string",
+    "string",
+    "int64",
+    "string",
+    "int32",
+    "string",
+    "string",
+    "string",
+    "int64",
+    "string",
+    "string",
+    "string",
+)
 #: the rows of one catch-up, gathered before they go into `events`
-_STAGE_EVENTS = ("CREATE OR REPLACE TEMP TABLE staged_events (seq BIGINT, id VARCHAR, stream VARCHAR, "
-                 "stream_version BIGINT, type VARCHAR, schema_version INTEGER, recorded_at VARCHAR, occurred_at VARCHAR, "
-                 "run_id VARCHAR, step BIGINT, domain VARCHAR, lesson_id VARCHAR, payload VARCHAR)")
+_STAGE_EVENTS = (
+    "CREATE OR REPLACE TEMP TABLE staged_events (seq BIGINT, id VARCHAR, stream VARCHAR, "
+    "stream_version BIGINT, type VARCHAR, schema_version INTEGER, recorded_at VARCHAR, occurred_at VARCHAR, "
+    "run_id VARCHAR, step BIGINT, domain VARCHAR, lesson_id VARCHAR, payload VARCHAR)"
+)
 #: events go in clustered by type, then seq: a question about a few types (the lesson events of
 #: `promotions`) reads only the row groups that hold them — DuckDB skips the others by their min
 #: and max `type` — not the payloads of the whole log
-_INSERT_EVENTS = ("INSERT INTO events SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, "
-                  "occurred_at, CAST(recorded_at AS TIMESTAMP), CAST(occurred_at AS TIMESTAMP), run_id, step, domain, "
-                  "lesson_id, CAST(payload AS JSON) FROM staged_events ORDER BY type, seq")
+_INSERT_EVENTS = (
+    "INSERT INTO events SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, "
+    "occurred_at, CAST(recorded_at AS TIMESTAMP), CAST(occurred_at AS TIMESTAMP), run_id, step, domain, "
+    "lesson_id, CAST(payload AS JSON) FROM staged_events ORDER BY type, seq"
+)
 _INTERVAL_COLS = ("projection", "field", "item", "part", "valid_from", "valid_to", "value")
 _INTERVAL_TYPES = ("string", "string", "string", "string", "int64", "int64", "string")
 #: the tables the digest covers, in its order
@@ -125,18 +160,29 @@ LOGS = (".wal",)
 #: every object of the mirror's own database, and every column of its tables and views: a touched
 #: file must hold exactly what this code creates (its views and macros are then created again, so
 #: a view or macro rewritten in the file cannot change an answer)
-_CATALOG = " UNION ALL ".join(
-    f"SELECT '{kind}', schema_name, {name}, {detail} FROM {function}() WHERE database_name = current_database(){more}"
-    for kind, function, name, detail, more in (
-        ("column", "duckdb_columns", "table_name", "column_name || ' ' || data_type || CASE WHEN is_nullable "
-                                                   "THEN '' ELSE ' NOT NULL' END || coalesce(' DEFAULT ' || column_default, '')", ""),
-        ("constraint", "duckdb_constraints", "table_name", "constraint_text", ""),
-        ("table", "duckdb_tables", "table_name", "''", ""),
-        ("view", "duckdb_views", "view_name", "''", " AND NOT internal"),
-        ("function", "duckdb_functions", "function_name", "function_type", " AND NOT internal"),
-        ("index", "duckdb_indexes", "index_name", "''", ""),
-        ("sequence", "duckdb_sequences", "sequence_name", "''", ""),
-        ("type", "duckdb_types", "type_name", "''", " AND NOT internal"))) + " ORDER BY ALL"
+_CATALOG = (
+    " UNION ALL ".join(
+        f"SELECT '{kind}', schema_name, {name}, {detail} FROM {function}() WHERE database_name = current_database(){more}"
+        for kind, function, name, detail, more in (
+            (
+                "column",
+                "duckdb_columns",
+                "table_name",
+                "column_name || ' ' || data_type || CASE WHEN is_nullable "
+                "THEN '' ELSE ' NOT NULL' END || coalesce(' DEFAULT ' || column_default, '')",
+                "",
+            ),
+            ("constraint", "duckdb_constraints", "table_name", "constraint_text", ""),
+            ("table", "duckdb_tables", "table_name", "''", ""),
+            ("view", "duckdb_views", "view_name", "''", " AND NOT internal"),
+            ("function", "duckdb_functions", "function_name", "function_type", " AND NOT internal"),
+            ("index", "duckdb_indexes", "index_name", "''", ""),
+            ("sequence", "duckdb_sequences", "sequence_name", "''", ""),
+            ("type", "duckdb_types", "type_name", "''", " AND NOT internal"),
+        )
+    )
+    + " ORDER BY ALL"
+)
 
 
 def _row_key(projections: Path) -> str:
@@ -148,8 +194,7 @@ def _rows_digest(con: duckdb.DuckDBPyConnection, key: str) -> Digest:
     """Every table of the mirror on `con` hashed whole, under `key`."""
     digest = Digest(_DIGESTED)
     for table in _DIGESTED:
-        n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t",
-                               (key,)).fetchone()  # type: ignore[misc]
+        n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t", (key,)).fetchone()  # type: ignore[misc]
         digest.add(table, int(n), int(total))
     return digest
 
@@ -163,13 +208,15 @@ class _Tally:
         self.key = key
         self.digest = Digest(_DIGESTED, digest)
 
-    def count(self, con: duckdb.DuckDBPyConnection, table: str, rows: str, params: Sequence[Any] = (),
-              sign: int = 1) -> None:
+    def count(
+        self, con: duckdb.DuckDBPyConnection, table: str, rows: str, params: Sequence[Any] = (), sign: int = 1
+    ) -> None:
         """Add (`sign` 1) or take out (-1) the rows of `table` (as `t`) that `rows` selects."""
         if self.key is None:
             return
-        n, total = con.execute(f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t {rows}",
-                               (self.key, *params)).fetchone()  # type: ignore[misc]
+        n, total = con.execute(
+            f"SELECT count(*), coalesce(sum({_ROW_HASH}), 0) FROM {table} t {rows}", (self.key, *params)
+        ).fetchone()  # type: ignore[misc]
         self.digest.add(table, int(n), int(total), sign)
 
     def __str__(self) -> str:
@@ -178,9 +225,11 @@ class _Tally:
 
 _STEP_TYPES = ", ".join(f"'{t}'" for t in STEP_TYPES)
 #: the step events of every run that has one after a seq, in log order (events before a run's first step are step 0)
-_STEP_EVENTS = (f"SELECT run_id, coalesce(step, 0), seq, type FROM events WHERE type IN ({_STEP_TYPES}) AND run_id IN "
-                f"(SELECT DISTINCT run_id FROM events WHERE seq > ? AND type IN ({_STEP_TYPES}) AND run_id IS NOT NULL) "
-                "ORDER BY seq")
+_STEP_EVENTS = (
+    f"SELECT run_id, coalesce(step, 0), seq, type FROM events WHERE type IN ({_STEP_TYPES}) AND run_id IN "
+    f"(SELECT DISTINCT run_id FROM events WHERE seq > ? AND type IN ({_STEP_TYPES}) AND run_id IS NOT NULL) "
+    "ORDER BY seq"
+)
 
 
 #: event type -> the payload version this code writes (a stored payload of that version is kept as stored)
@@ -205,6 +254,7 @@ def _code_version(policy: Policy) -> str:
 
 # ---- filling ------------------------------------------------------------------------------
 
+
 def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterator[pa.Table]:
     """Batches of `events` rows, as `Forgotten.shown` lets analytics see them."""
     cols: list[list[Any]] = [[] for _ in _EVENT_COLS]
@@ -214,9 +264,21 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
             continue
         run_id, step, domain, data = shown
         as_stored = data is ev.data and _CURRENT.get(ev.type) == ev.schema_version  # neither scrubbed nor upcast
-        row = (ev.seq, ev.id, forgotten.stream(ev), ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
-               ev.occurred_at, run_id, step, domain, lesson_id_of(ev),
-               ev.payload_json if as_stored else orjson.dumps(data).decode())
+        row = (
+            ev.seq,
+            ev.id,
+            forgotten.stream(ev),
+            ev.stream_version,
+            ev.type,
+            ev.schema_version,
+            ev.recorded_at,
+            ev.occurred_at,
+            run_id,
+            step,
+            domain,
+            lesson_id_of(ev),
+            ev.payload_json if as_stored else orjson.dumps(data).decode(),
+        )
         for col, value in zip(cols, row):
             col.append(value)
         if len(cols[0]) >= BATCH:
@@ -229,13 +291,30 @@ def _event_rows(events: Iterable[RecordedEvent], forgotten: Forgotten) -> Iterat
 def mirrored_events(con: duckdb.DuckDBPyConnection, types: Iterable[str]) -> Iterator[RecordedEvent]:
     """The mirror's events of `types` (as analytics may show them) in seq order, for the relations an
     answer computes in Python from them."""
-    cursor = con.execute("SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id, "
-                         "step, domain, CAST(payload AS VARCHAR) FROM events WHERE list_contains(?, type) ORDER BY seq",
-                         [list(types)])
+    cursor = con.execute(
+        "SELECT seq, id, stream, stream_version, type, schema_version, recorded_at, occurred_at, run_id, "
+        "step, domain, CAST(payload AS VARCHAR) FROM events WHERE list_contains(?, type) ORDER BY seq",
+        [list(types)],
+    )
     while rows := cursor.fetchmany(10_000):
         for seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain, payload in rows:
-            yield RecordedEvent(seq, id_, stream, version, type_, schema, recorded, occurred, run_id, step, domain,
-                                orjson.loads(payload), payload, "", "")
+            yield RecordedEvent(
+                seq,
+                id_,
+                stream,
+                version,
+                type_,
+                schema,
+                recorded,
+                occurred,
+                run_id,
+                step,
+                domain,
+                orjson.loads(payload),
+                payload,
+                "",
+                "",
+            )
 
 
 def arrow_table(names: Iterable[str], types: Iterable[str], cols: list[list[Any]]) -> pa.Table:
@@ -269,8 +348,10 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int, tally: _Tally) -> 
     tally.count(con, "step_as_of", theirs, (runs,), -1)
     con.execute(f"DELETE FROM step_as_of {theirs}", (runs,))
     rows = [(run_id, step, as_of_seq(evs)) for (run_id, step), evs in steps.items()]
-    con.register("batch", arrow_table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"),
-                                 [list(col) for col in zip(*rows)]))
+    con.register(
+        "batch",
+        arrow_table(("run_id", "step", "as_of_seq"), ("string", "int64", "int64"), [list(col) for col in zip(*rows)]),
+    )
     con.execute("INSERT INTO step_as_of SELECT run_id, step, as_of_seq FROM batch")
     con.unregister("batch")
     tally.count(con, "step_as_of", theirs, (runs,))
@@ -283,8 +364,15 @@ def _interval_rows(projections: Path, after: int, head: int) -> Iterator[tuple[s
     for name, rows in changed_versions(projections, MIRRORED, after, head):
         cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
         for field, k1, k2, valid_from, valid_to, value in rows:
-            row = (name, field, None if k1 == NO_KEY else k1, None if k2 == NO_KEY else k2, valid_from, valid_to,
-                   value.decode())
+            row = (
+                name,
+                field,
+                None if k1 == NO_KEY else k1,
+                None if k2 == NO_KEY else k2,
+                valid_from,
+                valid_to,
+                value.decode(),
+            )
             for col, v in zip(cols, row):
                 col.append(v)
         yield name, arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols)
@@ -297,20 +385,31 @@ def _delete_versions(con: duckdb.DuckDBPyConnection, tally: _Tally, table: str, 
     con.execute(f"DELETE FROM {table} AS t USING batch b WHERE {same}")
 
 
-def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, after: int,
-                    head: int, tally: _Tally) -> None:
+def _copy_intervals(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    projections: Path,
+    policy: Policy,
+    after: int,
+    head: int,
+    tally: _Tally,
+) -> None:
     """Bring `intervals` and `short_term_intervals` from `after` to `head` (versions closed since
     replace their open rows). Short-term versions are gathered first and go in ordered by run, then
     seq: a run's versions side by side share their urls, keys and event ids within a column segment
     (14 MB at 300,000 events, against 20 MB in the order projections.db gives them)."""
     batches = _interval_rows(projections, after, head)
-    con.execute("CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
-                "value VARCHAR)")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
+        "value VARCHAR)"
+    )
     # the same version (`t` a stored row, `b` a new one): short-term memory's by run (the batch's
     # `item`, the staged rows' `run_id`) and seq, the others' by their whole key
     short_term = "t.run_id = b.{} AND t.valid_from = b.valid_from"
-    versions = ("t.projection = b.projection AND t.field = b.field AND t.item IS NOT DISTINCT FROM b.item "
-                "AND t.part IS NOT DISTINCT FROM b.part AND t.valid_from = b.valid_from")
+    versions = (
+        "t.projection = b.projection AND t.field = b.field AND t.item IS NOT DISTINCT FROM b.item "
+        "AND t.part IS NOT DISTINCT FROM b.part AND t.valid_from = b.valid_from"
+    )
     for projection, batch in batches:
         con.register("batch", batch)
         if projection == "short_term":
@@ -318,23 +417,30 @@ def _copy_intervals(con: duckdb.DuckDBPyConnection, store: Store, projections: P
             con.execute("INSERT INTO staged_short_term SELECT item, valid_from, valid_to, value FROM batch")
         else:
             _delete_versions(con, tally, "intervals", versions)
-            con.execute("INSERT INTO intervals SELECT projection, field, item, part, valid_from, valid_to, "
-                        "CAST(value AS JSON) FROM batch")
+            con.execute(
+                "INSERT INTO intervals SELECT projection, field, item, part, valid_from, valid_to, "
+                "CAST(value AS JSON) FROM batch"
+            )
             tally.count(con, "intervals", f"SEMI JOIN batch b ON {versions}")
         con.unregister("batch")
-    con.execute(f"INSERT INTO short_term_intervals SELECT run_id, valid_from, valid_to, "
-                f"CAST(CAST(value AS JSON) AS {SHORT_TERM_ITEM}) FROM staged_short_term ORDER BY run_id, valid_from")
+    con.execute(
+        f"INSERT INTO short_term_intervals SELECT run_id, valid_from, valid_to, "
+        f"CAST(CAST(value AS JSON) AS {SHORT_TERM_ITEM}) FROM staged_short_term ORDER BY run_id, valid_from"
+    )
     tally.count(con, "short_term_intervals", f"SEMI JOIN staged_short_term b ON {short_term.format('run_id')}")
     con.execute("DROP TABLE staged_short_term")
 
 
-def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Policy, after: int,
-          head: int) -> None:
+def _fill(
+    con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Policy, after: int, head: int
+) -> None:
     """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
     try:
         held = con.execute("SELECT digest FROM _mirror").fetchone() if after > 0 else None
-        tally = _Tally(_row_key(projections) if projections is not None else None, held[0] if held is not None else None)
+        tally = _Tally(
+            _row_key(projections) if projections is not None else None, held[0] if held is not None else None
+        )
         _append_events(con, store, after, head, Forgotten.scan(store, head))
         tally.count(con, "events", "WHERE seq > ?", (after,))
         _update_steps(con, after, tally)
@@ -345,8 +451,10 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
             version, ledger_hash = _code_version(policy), store.hash_at(head) or ""
             digest = str(tally)
             sealed = Checkpoint(head, ledger_hash, version, digest)
-            con.execute("INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)",
-                        (head, ledger_hash, version, digest, sealed.mac(Key.beside(projections), SOURCE)))
+            con.execute(
+                "INSERT INTO _mirror VALUES (?, ?, ?, ?, ?)",
+                (head, ledger_hash, version, digest, sealed.mac(Key.beside(projections), SOURCE)),
+            )
         con.execute(sql_text("views"))
         con.execute("COMMIT")
     except BaseException:
@@ -355,6 +463,7 @@ def _fill(con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None
 
 
 # ---- opening --------------------------------------------------------------------------
+
 
 def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, check_rows: bool) -> int:
     """The seq the mirror holds, once its checkpoint, its rows (`check_rows`: their digest; else the
@@ -511,8 +620,9 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
     raise LedgerError(f"{target}: cannot build the analytics mirror")
 
 
-def connect(source: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
-            ) -> duckdb.DuckDBPyConnection:
+def connect(
+    source: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
+) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection to the mirror of `source` (a store), caught up to the ledger's
     head, with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found
     beside the ledger unless given; a store without one (PostgreSQL without a memory directory, a

@@ -4,6 +4,7 @@ their plain serializations (CSV text, a parquet file).
 Every command that lists things builds a `Report`; the command line
 (`memtape.output`) prints it as a table, JSON, CSV or parquet.
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,8 +39,9 @@ class Table:
         return [dict(zip(self.columns, (plain(v) for v in row))) for row in self.rows]
 
     @classmethod
-    def from_records(cls, records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
-                     title: str = "") -> Table:
+    def from_records(
+        cls, records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, title: str = ""
+    ) -> Table:
         cols = list(columns) if columns is not None else (list(records[0]) if records else [])
         return cls(cols, [tuple(r.get(c) for c in cols) for r in records], title)
 
@@ -115,8 +117,11 @@ def header(name: str) -> str:
 def shown(table: Table) -> Table:
     """The columns a person needs to see: the table's `shown` ones (in that order), and of those only the ones with
     a value in some row (all of them when there is no row)."""
-    keep = list(range(len(table.columns))) if table.shown is None else [
-        table.columns.index(c) for c in table.shown if c in table.columns]
+    keep = (
+        list(range(len(table.columns)))
+        if table.shown is None
+        else [table.columns.index(c) for c in table.shown if c in table.columns]
+    )
     if table.rows:
         keep = [i for i in keep if any(cell_text(row[i]) for row in table.rows)]
     return Table([table.columns[i] for i in keep], [tuple(row[i] for i in keep) for row in table.rows], table.title)
@@ -127,7 +132,9 @@ def to_csv(table: Table) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.columns)
     for row in table.rows:
-        writer.writerow([orjson.dumps(plain(v)).decode() if isinstance(v, (list, dict)) else _csv_scalar(v) for v in row])
+        writer.writerow(
+            [orjson.dumps(plain(v)).decode() if isinstance(v, (list, dict)) else _csv_scalar(v) for v in row]
+        )
     return buf.getvalue()
 
 

@@ -8,6 +8,7 @@ table may have no rows.
 Kept apart from the DuckDB connection so that the command line can list an
 answer's section names without loading DuckDB.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,5 +39,5 @@ def sections(name: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        out[m.group(1)] = text[m.end():end].strip().rstrip(";")
+        out[m.group(1)] = text[m.end() : end].strip().rstrip(";")
     return out

@@ -9,6 +9,7 @@ Usage::
 
     path = build_report(store, Path("out"))     # -> out/report.html (+ out/*.png)
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,8 +34,10 @@ PLOT_SIZE = (7.0, 3.6)
 
 def _figure() -> Any:
     import matplotlib
+
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=PLOT_SIZE, dpi=100)
     return plt, fig, ax
 
@@ -66,10 +69,18 @@ def plot_promotions(r: Report) -> bytes:
         bars = ax.bar(stages, counts, color=["#4c72b0", "#dd8452", "#55a868"])
         ax.bar_label(bars)
         if counts[-1] == 0:  # a true zero, said in words: no learned lesson met the promotion rule yet
-            ax.text(len(stages) - 1, max(counts) * 0.5, "none yet: promotion needs an\nerror_recovery lesson used\n"
-                    "on enough domains", ha="center", va="center", fontsize=8, color="#555")
+            ax.text(
+                len(stages) - 1,
+                max(counts) * 0.5,
+                "none yet: promotion needs an\nerror_recovery lesson used\non enough domains",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="#555",
+            )
         ax.set_ylabel("lessons")
         ax.set_title("Lesson funnel: recorded → deduplicated → promoted")
+
     return _png(draw)
 
 
@@ -83,8 +94,9 @@ def plot_decay(r: Report) -> bytes:
         for row in tl.records():
             if row["confidence"] is None:
                 continue
-            name = "\n".join(textwrap.wrap(f"{row['domain']} {row['fact_type']}:{row['key']} = "
-                                            f"{clip(str(row['value']), 60)}", 48))
+            name = "\n".join(
+                textwrap.wrap(f"{row['domain']} {row['fact_type']}:{row['key']} = {clip(str(row['value']), 60)}", 48)
+            )
             series.setdefault(name, []).append((row["seq"], row["confidence"] if row["alive"] else 0.0))
         for name, pts in list(series.items())[:12]:
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", marker="o", ms=3, label=name)
@@ -95,6 +107,7 @@ def plot_decay(r: Report) -> bytes:
         ax.set_title("Fact confidence over time (0 = pruned; dashed: prune floor)")
         if len(series) <= 12:  # below the plot, so it covers no line and is never cut
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=2, frameon=False)
+
     return _png(draw)
 
 
@@ -112,6 +125,7 @@ def plot_recall(r: Report) -> bytes:
         ax.set_ylabel("events")
         ax.set_title("Recall hit rate")
         ax.legend()
+
     return _png(draw)
 
 
@@ -130,6 +144,7 @@ def plot_memory_effect(r: Report) -> bytes:
         ax.bar_label(bars, fmt="%.1f")
         ax.set_ylabel("average turns per goal")
         ax.set_title("Memory effect: turns with memory off, cold and warm")
+
     return _png(draw)
 
 
@@ -148,12 +163,16 @@ def plot_runs(r: Report) -> bytes:
         ax.set_title("Run outcomes by domain")
         ax.tick_params(axis="x", labelrotation=30)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside the bars, never on them
+
     return _png(draw)
 
 
 PLOTS: dict[str, Callable[[Report], bytes]] = {
-    "promotions": plot_promotions, "decay": plot_decay, "recall": plot_recall,
-    "memory-effect": plot_memory_effect, "runs": plot_runs,
+    "promotions": plot_promotions,
+    "decay": plot_decay,
+    "recall": plot_recall,
+    "memory-effect": plot_memory_effect,
+    "runs": plot_runs,
 }
 
 
@@ -171,8 +190,9 @@ def _table(title: str, t: Table) -> str:
     # short values (states, hosts, numbers) never break; long text wraps, anywhere if it must
     short = ["" if max(len(row[i]) for row in cells) > SHORT else " class=s" for i in range(len(t.columns))]
     head = "".join(f"<th>{_e(header(c))}</th>" for c in t.columns)
-    rows = "".join("<tr>" + "".join(f"<td{short[i]}>{_e(v)}</td>" for i, v in enumerate(row)) + "</tr>"
-                   for row in cells)
+    rows = "".join(
+        "<tr>" + "".join(f"<td{short[i]}>{_e(v)}</td>" for i, v in enumerate(row)) + "</tr>" for row in cells
+    )
     more = f"<p class=dim>{len(t.rows) - MAX_ROWS} more rows</p>" if len(t.rows) > MAX_ROWS else ""
     return f"<h3>{_e(title)}</h3><table><tr>{head}</tr>{rows}</table>{more}"
 
@@ -181,9 +201,12 @@ def _titles(reports: dict[str, Report]) -> dict[tuple[str, str], str]:
     """One title per table: the section's name, with its analysis when two analyses share it (unless
     the analysis is named after it: `runs` of `runs` stays `runs`)."""
     names = [sec for rep in reports.values() for sec in rep.sections]
-    return {(name, sec): sec.replace("_", " ") + (f" ({name.replace('-', ' ')})" if names.count(sec) > 1
-                                                   and sec != name else "")
-            for name, rep in reports.items() for sec in rep.sections}
+    return {
+        (name, sec): sec.replace("_", " ")
+        + (f" ({name.replace('-', ' ')})" if names.count(sec) > 1 and sec != name else "")
+        for name, rep in reports.items()
+        for sec in rep.sections
+    }
 
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;padding:0 16px;max-width:1180px;color:#222}
@@ -208,20 +231,27 @@ def build_report(store: Store, out_dir: str | Path, policy: Any | None = None) -
     reports = analyse_all(store, policy)
     titles = _titles(reports)
     head = int(store.head())
-    parts = [f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the analytics "
-             "mirror of the ledger (analytics.duckdb, caught up to that seq); forgotten subjects are left out.</p>",
-             "<nav>" + " · ".join(f"<a href='#{n}'>{_e(n)}</a>" for n in reports) + "</nav>"]
+    parts = [
+        f"<p>Ledger head: seq {head}. Every answer below comes from DuckDB over the analytics "
+        "mirror of the ledger (analytics.duckdb, caught up to that seq); forgotten subjects are left out.</p>",
+        "<nav>" + " · ".join(f"<a href='#{n}'>{_e(n)}</a>" for n in reports) + "</nav>",
+    ]
     for name, rep in reports.items():
         png = PLOTS[name](rep)
         file = f"{name}.png"
         _write_private(out / file, png)
         data = base64.b64encode(png).decode()
-        parts.append(f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
-                     f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>")
+        parts.append(
+            f"<h2 id='{_e(name)}'>{_e(rep.title)}</h2>"
+            f"<img src='data:image/png;base64,{data}' alt='{_e(name)} plot' data-file='{file}'>"
+        )
         parts.extend(_table(titles[(name, sec)], t) for sec, t in rep.sections.items())
-    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memtape report</title>"
-            f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memtape report</h1>"
-            + "".join(parts) + "</body></html>\n")
+    page = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>memtape report</title>"
+        f"<link rel=icon href='data:,'><style>{_CSS}</style></head><body><h1>memtape report</h1>"
+        + "".join(parts)
+        + "</body></html>\n"
+    )
     path = out / "report.html"
     _write_private(path, page.encode())
     return path

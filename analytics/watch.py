@@ -13,6 +13,7 @@ Usage::
     stop = threading.Event()
     follow_projections(store, Path(".agent-memory/projections.db"), on_change=print, stop=stop)
 """
+
 from __future__ import annotations
 
 import threading
@@ -96,8 +97,10 @@ def describe(before: dict[tuple[str, str], str], after: dict[tuple[str, str], st
     if ev.type == "subject_forgotten":
         gone = [k for k in before if k not in after]
         kinds = sorted({k[0] for k in gone})
-        return [f"forgot a {ev.data['subject_kind']}: removed {len(gone)} item(s)"
-                + (f" ({', '.join(kinds)})" if kinds else "")]
+        return [
+            f"forgot a {ev.data['subject_kind']}: removed {len(gone)} item(s)"
+            + (f" ({', '.join(kinds)})" if kinds else "")
+        ]
     out = []
     for key in list(before) + [k for k in after if k not in before]:
         kind, name = key
@@ -113,9 +116,14 @@ def describe(before: dict[tuple[str, str], str], after: dict[tuple[str, str], st
     return out
 
 
-def follow_projections(store: Store, projections_path: Path, policy: Any | None = None,
-                       on_change: Callable[[Change], None] | None = None, stop: threading.Event | None = None,
-                       max_events: int | None = None) -> int:
+def follow_projections(
+    store: Store,
+    projections_path: Path,
+    policy: Any | None = None,
+    on_change: Callable[[Change], None] | None = None,
+    stop: threading.Event | None = None,
+    max_events: int | None = None,
+) -> int:
     """Keep projections.db current until `stop` is set (or `max_events` were seen); returns the last seq."""
     policy = policy or DEFAULT_POLICY
     path = Path(projections_path)

@@ -8,6 +8,7 @@ it, because tests and bench never import each other.
 A module without `run` is still executed by `bench/run_all.py` as a script
 (with `--quick`) and its output is kept verbatim.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,14 +64,31 @@ def fmt(value: float | None) -> str:
 def table(title: str, figures: list[Figure]) -> Any:
     """A rich table of figures (value, baseline, ratio, aim)."""
     from rich.table import Table
+
     t = Table(title=title)
-    for col, justify in (("figure", "left"), ("value", "right"), ("unit", "left"), ("baseline", "left"),
-                         ("baseline value", "right"), ("ratio", "right"), ("aim", "right"), ("met", "center")):
+    for col, justify in (
+        ("figure", "left"),
+        ("value", "right"),
+        ("unit", "left"),
+        ("baseline", "left"),
+        ("baseline value", "right"),
+        ("ratio", "right"),
+        ("aim", "right"),
+        ("met", "center"),
+    ):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for f in figures:
         met = "" if f.met is None else ("yes" if f.met else "NO")
-        t.add_row(f.name, fmt(f.value), f.unit, f.baseline, fmt(f.baseline_value),
-                  f"{fmt(f.ratio)}x" if f.ratio is not None else "-", f"≥ {fmt(f.aim)}x" if f.aim else "", met)
+        t.add_row(
+            f.name,
+            fmt(f.value),
+            f.unit,
+            f.baseline,
+            fmt(f.baseline_value),
+            f"{fmt(f.ratio)}x" if f.ratio is not None else "-",
+            f"≥ {fmt(f.aim)}x" if f.aim else "",
+            met,
+        )
     return t
 
 
@@ -78,6 +96,7 @@ def show(title: str, figures: list[Figure], width: int | None = None) -> Any:
     """Print the figures' table, then each figure's note on a line of its own; returns the console
     (for a module's extra lines)."""
     from rich.console import Console
+
     console = Console(width=width)
     console.print(table(title, figures))
     for f in figures:
@@ -94,14 +113,18 @@ def print_json(figures: list[Figure], **extra: Any) -> None:
 
 def markdown(figures: list[Figure]) -> str:
     """The same figures as one markdown table."""
-    lines = ["| bench | figure | value | unit | baseline | baseline value | ratio | aim | met |",
-             "|---|---|---:|---|---|---:|---:|---:|:---:|"]
+    lines = [
+        "| bench | figure | value | unit | baseline | baseline value | ratio | aim | met |",
+        "|---|---|---:|---|---|---:|---:|---:|:---:|",
+    ]
     for f in figures:
         met = "" if f.met is None else ("yes" if f.met else "**no**")
         ratio = f"{fmt(f.ratio)}x" if f.ratio is not None else "-"
         aim = f"≥ {fmt(f.aim)}x" if f.aim else ""
-        lines.append(f"| {f.bench} | {f.name} | {fmt(f.value)} | {f.unit} | {f.baseline} | "
-                     f"{fmt(f.baseline_value)} | {ratio} | {aim} | {met} |")
+        lines.append(
+            f"| {f.bench} | {f.name} | {fmt(f.value)} | {f.unit} | {f.baseline} | "
+            f"{fmt(f.baseline_value)} | {ratio} | {aim} | {met} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -115,8 +138,12 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
     return best
 
 
-def over_memory(memory: Path | None, prefix: str, prepare: Callable[[Path], int],
-                measure: Callable[[Path], tuple[list[Figure], dict[str, Any]]]) -> tuple[list[Figure], dict[str, Any]]:
+def over_memory(
+    memory: Path | None,
+    prefix: str,
+    prepare: Callable[[Path], int],
+    measure: Callable[[Path], tuple[list[Figure], dict[str, Any]]],
+) -> tuple[list[Figure], dict[str, Any]]:
     """`measure` over the memory directory `memory` once `prepare` has readied it (and given its
     head: the metrics' `events`), else over a new temporary one, removed after."""
     if memory is None:

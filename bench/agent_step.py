@@ -16,6 +16,7 @@ Usage::
     python bench/agent_step.py            # the whole bundled suite, twice
     python bench/agent_step.py --quick    # three cases
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ class Timings:
                 return fn(*args, **kwargs)
             finally:
                 self.add(label, (time.perf_counter() - t) * 1000)
+
         return timed_call
 
     def add(self, label: str, ms: float) -> None:
@@ -102,30 +104,67 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]
     passes: dict[str, list[RunResult]] = {}
     timings = Timings()
-    with tempfile.TemporaryDirectory(prefix="memtape-bench-") as d, SitesServer() as sites, \
-            Browser(proxy=sites.proxy) as browser, SqliteStore.open(Path(d) / "ledger.db") as store:
+    with (
+        tempfile.TemporaryDirectory(prefix="memtape-bench-") as d,
+        SitesServer() as sites,
+        Browser(proxy=sites.proxy) as browser,
+        SqliteStore.open(Path(d) / "ledger.db") as store,
+    ):
         for rep, label in enumerate(("cold", "warm"), 1):
             memory = Memory(store, Path(d) / "projections.db")
             with instrumented(timings):
-                passes[label] = [run_task(browser, memory, make_policy("scripted"), goal=c["goal"],
-                                          start_url=c["start_url"], case_id=c["id"], success_check=c.get("success"),
-                                          config=RunConfig(rep=rep)) for c in cases]
+                passes[label] = [
+                    run_task(
+                        browser,
+                        memory,
+                        make_policy("scripted"),
+                        goal=c["goal"],
+                        start_url=c["start_url"],
+                        case_id=c["id"],
+                        success_check=c.get("success"),
+                        config=RunConfig(rep=rep),
+                    )
+                    for c in cases
+                ]
     figs: list[Figure] = []
     for label, rs in passes.items():
         step_ms = sum(r.step_ms for r in rs)
         mem_ms = sum(r.step_memory_ms for r in rs)
         steps = sum(r.outcome.turns for r in rs)
-        figs.append(Figure(BENCH, f"memory inside agent steps, {label} ({len(rs)} runs, {steps} steps)", mem_ms,
-                           "ms", "whole step time (observe, decide, act, verify)", step_ms, aim=50.0,
-                           higher_is_better=False,
-                           note=f"{100 * mem_ms / step_ms:.2f}% of step time" if step_ms else ""))
+        figs.append(
+            Figure(
+                BENCH,
+                f"memory inside agent steps, {label} ({len(rs)} runs, {steps} steps)",
+                mem_ms,
+                "ms",
+                "whole step time (observe, decide, act, verify)",
+                step_ms,
+                aim=50.0,
+                higher_is_better=False,
+                note=f"{100 * mem_ms / step_ms:.2f}% of step time" if step_ms else "",
+            )
+        )
     ctx, obs = timings.ms.get("context", []), timings.ms.get("observe", [])
     if ctx and obs:
         for q, name in ((0.5, "p50"), (0.99, "p99")):
-            figs.append(Figure(BENCH, f"context build per policy step, {name} ({len(ctx)} prompts)",
-                               pct(ctx, q), "ms", f"observing the page, {name}", pct(obs, q), higher_is_better=False))
-        figs[-2] = Figure(**{**figs[-2].__dict__, "note": "median ms of items / fit / render / record: " + " / ".join(
-            f"{statistics.median(timings.ms[p]):.3f}" for p in ("items", "fit", "render", "record"))})
+            figs.append(
+                Figure(
+                    BENCH,
+                    f"context build per policy step, {name} ({len(ctx)} prompts)",
+                    pct(ctx, q),
+                    "ms",
+                    f"observing the page, {name}",
+                    pct(obs, q),
+                    higher_is_better=False,
+                )
+            )
+        figs[-2] = Figure(
+            **{
+                **figs[-2].__dict__,
+                "note": "median ms of items / fit / render / record: "
+                + " / ".join(f"{statistics.median(timings.ms[p]):.3f}" for p in ("items", "fit", "render", "record")),
+            }
+        )
     return figs
 
 

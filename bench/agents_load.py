@@ -12,6 +12,7 @@ Usage::
     python bench/agents_load.py                 # 3 processes, the whole suite
     python bench/agents_load.py --processes 2 --case shop-view-socks --case search-padel
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,9 @@ class LoadResult:
         return self.events / self.seconds if self.seconds else 0.0
 
 
-def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = None,
-             cases_file: Path = CASES_FILE) -> LoadResult:
+def run_load(
+    memory_dir: Path, processes: int = 3, case_ids: list[str] | None = None, cases_file: Path = CASES_FILE
+) -> LoadResult:
     """Start `processes` agents on one memory directory, wait for all, check the ledger."""
     ids = case_ids or [c["id"] for c in load_cases(cases_file)]
     memory_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -79,8 +81,19 @@ def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = 
         t0 = time.perf_counter()
         children = []
         for i in range(processes):
-            cmd = [sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "run", "--cases",
-                   str(cases_file), "--session-id", f"load-p{i}", *[a for cid in ids for a in ("--case", cid)]]
+            cmd = [
+                sys.executable,
+                "-m",
+                "memtape",
+                "--memory-dir",
+                str(memory_dir),
+                "run",
+                "--cases",
+                str(cases_file),
+                "--session-id",
+                f"load-p{i}",
+                *[a for cid in ids for a in ("--case", cid)],
+            ]
             out = open(logs / f"p{i}.log", "wb")  # noqa: SIM115 - closed after the wait
             children.append((subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))
         codes = []
@@ -113,13 +126,28 @@ def run_load(memory_dir: Path, processes: int = 3, case_ids: list[str] | None = 
 def figures(load: LoadResult, single: LoadResult | None) -> list[Figure]:
     base_runs = single.runs_per_s if single else None
     base_events = single.events_per_s if single else None
-    note = (f"{load.runs} runs, {load.events} events in {load.seconds:.1f} s; nothing lost: {not load.lost}; "
-            f"gapless: {load.gapless}; verify: {load.verified}; catch-up == rebuild: {load.digests_equal}")
+    note = (
+        f"{load.runs} runs, {load.events} events in {load.seconds:.1f} s; nothing lost: {not load.lost}; "
+        f"gapless: {load.gapless}; verify: {load.verified}; catch-up == rebuild: {load.digests_equal}"
+    )
     return [
-        Figure("agents_load", f"{load.processes} agents: runs/s", load.runs_per_s, "runs/s",
-               "1 agent process, same cases", base_runs, note=note),
-        Figure("agents_load", f"{load.processes} agents: events/s", load.events_per_s, "events/s",
-               "1 agent process, same cases", base_events),
+        Figure(
+            "agents_load",
+            f"{load.processes} agents: runs/s",
+            load.runs_per_s,
+            "runs/s",
+            "1 agent process, same cases",
+            base_runs,
+            note=note,
+        ),
+        Figure(
+            "agents_load",
+            f"{load.processes} agents: events/s",
+            load.events_per_s,
+            "events/s",
+            "1 agent process, same cases",
+            base_events,
+        ),
     ]
 
 
@@ -127,8 +155,9 @@ def run(quick: bool = False, processes: int | None = None, case_ids: list[str] |
     return figures(*loads(quick, processes, case_ids))
 
 
-def loads(quick: bool = False, processes: int | None = None, case_ids: list[str] | None = None
-          ) -> tuple[LoadResult, LoadResult]:
+def loads(
+    quick: bool = False, processes: int | None = None, case_ids: list[str] | None = None
+) -> tuple[LoadResult, LoadResult]:
     """The shared load and its baseline, the same cases in one process."""
     n = processes or (2 if quick else 3)
     ids = case_ids or (QUICK_CASES if quick else None)

@@ -19,6 +19,7 @@ Usage::
     python bench/catchup.py --memory-dir DIR --events 1000000   # built there once (made current), reused
     python bench/catchup.py --json                   # one JSON object: events, fact_ms, run_ms, ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,9 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 
 
 def one_fact() -> list[dict[str, Any]]:
-    return [{"type": "fact_observed", "domain": "www.site1.com", "fact_type": "timing", "key": "k_bench",
-             "value": "v1"}]
+    return [
+        {"type": "fact_observed", "domain": "www.site1.com", "fact_type": "timing", "key": "k_bench", "value": "v1"}
+    ]
 
 
 def last_run(store: SqliteStore) -> list[dict[str, Any]]:
@@ -128,20 +130,44 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
 
     base = median("baseline")
     figs = [
-        Figure(BENCH, "catch-up after one fact", median("fact"), "ms", "decoding every stored state", base,
-               higher_is_better=False, note=f"CPU {median('fact', 'cpu'):,.0f} ms"),
-        Figure(BENCH, f"catch-up after one run's {len(workloads['run'])} events", median("run"), "ms",
-               "decoding every stored state", base, higher_is_better=False,
-               note=f"CPU {median('run', 'cpu'):,.0f} ms"),
+        Figure(
+            BENCH,
+            "catch-up after one fact",
+            median("fact"),
+            "ms",
+            "decoding every stored state",
+            base,
+            higher_is_better=False,
+            note=f"CPU {median('fact', 'cpu'):,.0f} ms",
+        ),
+        Figure(
+            BENCH,
+            f"catch-up after one run's {len(workloads['run'])} events",
+            median("run"),
+            "ms",
+            "decoding every stored state",
+            base,
+            higher_is_better=False,
+            note=f"CPU {median('run', 'cpu'):,.0f} ms",
+        ),
     ]
-    metrics = {"fact_ms": median("fact"), "fact_cpu_ms": median("fact", "cpu"), "run_ms": median("run"),
-               "run_cpu_ms": median("run", "cpu"), "run_events": len(workloads["run"]), "read_all_ms": base,
-               "read_all_cpu_ms": median("baseline", "cpu"), "load_average": os.getloadavg()[0], "repeat": repeat}
+    metrics = {
+        "fact_ms": median("fact"),
+        "fact_cpu_ms": median("fact", "cpu"),
+        "run_ms": median("run"),
+        "run_cpu_ms": median("run", "cpu"),
+        "run_events": len(workloads["run"]),
+        "read_all_ms": base,
+        "read_all_cpu_ms": median("baseline", "cpu"),
+        "load_average": os.getloadavg()[0],
+        "repeat": repeat,
+    }
     return figs, metrics
 
 
-def measured(quick: bool = False, events: int | None = None, repeat: int | None = None,
-             memory: Path | None = None) -> tuple[list[Figure], dict[str, Any]]:
+def measured(
+    quick: bool = False, events: int | None = None, repeat: int | None = None, memory: Path | None = None
+) -> tuple[list[Figure], dict[str, Any]]:
     """The figures and the metrics of `--json`, over `memory` (built there with `events` events
     when it holds no ledger), else over a new temporary one (100,000 events; 5,000 when quick)."""
     n = events or (5_000 if quick else 100_000)
@@ -156,8 +182,13 @@ def run(quick: bool = False) -> list[Figure]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=None, help="events in the ledger (default 100,000)")
-    ap.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
-                    help="measure over copies of DIR (its ledger built with --events events when it has none)")
+    ap.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="measure over copies of DIR (its ledger built with --events events when it has none)",
+    )
     ap.add_argument("--repeat", type=int, default=None, help="copies per workload, the median reported (default 3)")
     ap.add_argument("--quick", action="store_true", help="5,000 events")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
@@ -166,8 +197,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print_json(figs, **metrics)
         return
-    show(f"catch-up after a few events at {metrics['events']:,} events "
-         f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})", figs)
+    show(
+        f"catch-up after a few events at {metrics['events']:,} events "
+        f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})",
+        figs,
+    )
 
 
 if __name__ == "__main__":

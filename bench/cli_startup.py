@@ -11,6 +11,7 @@ Usage::
     python bench/cli_startup.py           # median of 5 each
     python bench/cli_startup.py --json    # one JSON object: pass_ms, help_ms, recall_ms, bounds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,13 @@ def _memory(directory: Path) -> Path:
     memory = directory / "memory"
     with memtape.open(memory) as mem, mem.start_run(goal='Open "Wool Socks"', start_url="https://shop.test/") as run:
         run.record_step(step=1, action="click", target='button "Wool Socks"', ok=False, error="element is hidden")
-        run.record_lesson("Scroll a hidden element into view before clicking it.", category="error_recovery",
-                          failed_command="click", error_pattern="hidden", step=1)
+        run.record_lesson(
+            "Scroll a hidden element into view before clicking it.",
+            category="error_recovery",
+            failed_command="click",
+            error_pattern="hidden",
+            step=1,
+        )
         run.finish(success=True, outcome="opened")
     return memory
 
@@ -61,8 +67,11 @@ def measure(runs: int = 5) -> tuple[list[Figure], dict[str, float]]:
     """The median wall time of each command over `runs` turns of (baseline, --help, recall), after one warm-up turn."""
     with tempfile.TemporaryDirectory(prefix="memtape-cli-startup-") as tmp:
         memory = _memory(Path(tmp))
-        commands = {"pass": [sys.executable, "-c", "pass"], "help": [*memtape_command(), "--help"],
-                    "recall": [*memtape_command(), "--memory-dir", str(memory), "recall", "tier1", "--json"]}
+        commands = {
+            "pass": [sys.executable, "-c", "pass"],
+            "help": [*memtape_command(), "--help"],
+            "recall": [*memtape_command(), "--memory-dir", str(memory), "recall", "tier1", "--json"],
+        }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for turn in range(runs + 1):
             for name, argv in commands.items():
@@ -73,11 +82,26 @@ def measure(runs: int = 5) -> tuple[list[Figure], dict[str, float]]:
     med = {f"{name}_ms": statistics.median(values) for name, values in times.items()}
     baseline = med["pass_ms"]
     figures = [
-        Figure(BENCH, "memtape --help", med["help_ms"], "ms", "python -c pass", baseline, higher_is_better=False,
-               note=f"bound {HELP_BOUND_MS:.0f} ms: {'met' if med['help_ms'] < HELP_BOUND_MS else 'NOT met'}"),
-        Figure(BENCH, "memtape recall tier1 --json", med["recall_ms"], "ms", "python -c pass", baseline,
-               higher_is_better=False,
-               note=f"bound {READ_BOUND_MS:.0f} ms: {'met' if med['recall_ms'] < READ_BOUND_MS else 'NOT met'}"),
+        Figure(
+            BENCH,
+            "memtape --help",
+            med["help_ms"],
+            "ms",
+            "python -c pass",
+            baseline,
+            higher_is_better=False,
+            note=f"bound {HELP_BOUND_MS:.0f} ms: {'met' if med['help_ms'] < HELP_BOUND_MS else 'NOT met'}",
+        ),
+        Figure(
+            BENCH,
+            "memtape recall tier1 --json",
+            med["recall_ms"],
+            "ms",
+            "python -c pass",
+            baseline,
+            higher_is_better=False,
+            note=f"bound {READ_BOUND_MS:.0f} ms: {'met' if med['recall_ms'] < READ_BOUND_MS else 'NOT met'}",
+        ),
     ]
     return figures, {**med, "runs": runs, "help_bound_ms": HELP_BOUND_MS, "read_bound_ms": READ_BOUND_MS}
 

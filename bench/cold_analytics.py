@@ -22,6 +22,7 @@ Usage::
     python bench/cold_analytics.py --memory-dir /tmp/cold1m --events 1000000   # built there once, reused
     python bench/cold_analytics.py --json                  # one JSON object: events, cold_ms, ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,40 +105,70 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
     print(f"mirror current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     queries = json.dumps(list(sections(ANALYSES[ANALYSIS][0]).values()))
     runs: dict[str, list[float]] = {"command": [], "direct": [], "bare": []}
-    argv = {"command": command_argv(memory),
-            "direct": [sys.executable, "-c", DIRECT, str(memory / MIRROR_FILE), queries],
-            "bare": [sys.executable, "-c", "pass"]}
+    argv = {
+        "command": command_argv(memory),
+        "direct": [sys.executable, "-c", DIRECT, str(memory / MIRROR_FILE), queries],
+        "bare": [sys.executable, "-c", "pass"],
+    }
     for name in runs:  # warm the OS page cache for every side alike
         _wall_ms(argv[name])
     for i in range(repeat):
-        order = list(runs)[i % 3:] + list(runs)[:i % 3]
+        order = list(runs)[i % 3 :] + list(runs)[: i % 3]
         for name in order:
             runs[name].append(_wall_ms(argv[name]))
     phases: dict[str, list[float]] = {}
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", PHASES, str(memory), ANALYSIS], check=True, capture_output=True,
-                              text=True, env=_env())
+        done = subprocess.run(
+            [sys.executable, "-c", PHASES, str(memory), ANALYSIS],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
         for phase, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
             phases.setdefault(phase, []).append(seconds * 1e3)
     cold, direct, bare = (statistics.median(runs[k]) for k in ("command", "direct", "bare"))
     met = cold < AIM_MS
     figs = [
-        Figure(BENCH, f"cold `memtape analytics {ANALYSIS}`, mirror current", cold, "ms",
-               "new python: import duckdb + the same SQL on the mirror", direct, higher_is_better=False,
-               note=f"aim < {AIM_MS:,.0f} ms: {'met' if met else 'NOT met'} (best {min(runs['command']):,.0f} ms, "
-                    f"worst {max(runs['command']):,.0f} ms of {repeat})"),
-        Figure(BENCH, f"cold `memtape analytics {ANALYSIS}`, beside the bare interpreter", cold, "ms",
-               "`python -c pass`", bare, higher_is_better=False),
+        Figure(
+            BENCH,
+            f"cold `memtape analytics {ANALYSIS}`, mirror current",
+            cold,
+            "ms",
+            "new python: import duckdb + the same SQL on the mirror",
+            direct,
+            higher_is_better=False,
+            note=f"aim < {AIM_MS:,.0f} ms: {'met' if met else 'NOT met'} (best {min(runs['command']):,.0f} ms, "
+            f"worst {max(runs['command']):,.0f} ms of {repeat})",
+        ),
+        Figure(
+            BENCH,
+            f"cold `memtape analytics {ANALYSIS}`, beside the bare interpreter",
+            cold,
+            "ms",
+            "`python -c pass`",
+            bare,
+            higher_is_better=False,
+        ),
     ]
-    metrics = {"cold_ms": cold, "cold_best_ms": min(runs["command"]), "direct_sql_ms": direct, "bare_python_ms": bare,
-               "ratio_to_direct_sql": cold / direct, "aim_ms": AIM_MS, "met": met,
-               "phases_ms": {phase: statistics.median(values) for phase, values in phases.items()},
-               "load_average": os.getloadavg()[0], "repeat": repeat}
+    metrics = {
+        "cold_ms": cold,
+        "cold_best_ms": min(runs["command"]),
+        "direct_sql_ms": direct,
+        "bare_python_ms": bare,
+        "ratio_to_direct_sql": cold / direct,
+        "aim_ms": AIM_MS,
+        "met": met,
+        "phases_ms": {phase: statistics.median(values) for phase, values in phases.items()},
+        "load_average": os.getloadavg()[0],
+        "repeat": repeat,
+    }
     return figs, metrics
 
 
-def measured(quick: bool = False, events: int | None = None, repeat: int | None = None,
-             memory: Path | None = None) -> tuple[list[Figure], dict[str, Any]]:
+def measured(
+    quick: bool = False, events: int | None = None, repeat: int | None = None, memory: Path | None = None
+) -> tuple[list[Figure], dict[str, Any]]:
     """The figures and the metrics of `--json`, over `memory` (built there with `events` events
     when it holds no ledger), else over a new temporary one (1,000,000 events; 20,000 when quick)."""
     n = events or (20_000 if quick else 1_000_000)
@@ -152,8 +183,13 @@ def run(quick: bool = False) -> list[Figure]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=None, help="events in the ledger (default 1,000,000)")
-    ap.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
-                    help="measure over DIR (its ledger built with --events events when it has none) and keep it")
+    ap.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="measure over DIR (its ledger built with --events events when it has none) and keep it",
+    )
     ap.add_argument("--repeat", type=int, default=None, help="new processes per side, the median reported (default 7)")
     ap.add_argument("--quick", action="store_true", help="20,000 events")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
@@ -162,10 +198,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print_json(figs, **metrics)
         return
-    console = show(f"cold `memtape analytics {ANALYSIS}` at {metrics['events']:,} events "
-                   f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})", figs)
-    console.print("  phases of the command's work (medians, ms): " +
-                  ", ".join(f"{phase} {ms:,.0f}" for phase, ms in metrics["phases_ms"].items()))
+    console = show(
+        f"cold `memtape analytics {ANALYSIS}` at {metrics['events']:,} events "
+        f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})",
+        figs,
+    )
+    console.print(
+        "  phases of the command's work (medians, ms): "
+        + ", ".join(f"{phase} {ms:,.0f}" for phase, ms in metrics["phases_ms"].items())
+    )
 
 
 if __name__ == "__main__":

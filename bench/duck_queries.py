@@ -28,6 +28,7 @@ Usage::
     python bench/duck_queries.py --events 300000
     python bench/duck_queries.py --quick           # 50,000 events
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,7 +63,11 @@ from memtape.projections.cache.materialize import caught_up
 
 BENCH = "duck_queries"
 #: the mirror's tables the views read beside `events`, left empty: the raw ledger has no validity intervals
-EMPTY_DDL = [ddl for ddl in DDL if ddl.startswith(("CREATE TABLE intervals", "CREATE TABLE short_term_intervals", "CREATE TABLE step_as_of"))]
+EMPTY_DDL = [
+    ddl
+    for ddl in DDL
+    if ddl.startswith(("CREATE TABLE intervals", "CREATE TABLE short_term_intervals", "CREATE TABLE step_as_of"))
+]
 #: the raw ledger through the scanner, shaped as the mirror's `events` (no forgotten subject is masked)
 SCANNED_EVENTS = """
 CREATE VIEW events AS
@@ -132,8 +137,9 @@ FROM d GROUP BY 1 ORDER BY 1
 DUCK_BY_DAY = "SELECT type, CAST(occurred_ts AS DATE) AS day, count(*) AS events FROM ev GROUP BY ALL ORDER BY 1, 2"
 #: NOT INDEXED: left alone, SQLite walks the (type, seq) index for the GROUP BY and fetches every
 #: row out of order, about twice as slow as a straight scan of the table
-SQLITE_BY_DAY = ("SELECT type, date(occurred_at) AS day, count(*) AS events FROM events NOT INDEXED "
-                 "GROUP BY 1, 2 ORDER BY 1, 2")
+SQLITE_BY_DAY = (
+    "SELECT type, date(occurred_at) AS day, count(*) AS events FROM events NOT INDEXED GROUP BY 1, 2 ORDER BY 1, 2"
+)
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,7 @@ def queries() -> tuple[Query, ...]:
 
 
 # ---- the three ways of asking --------------------------------------------------------
+
 
 def duck_mirror(path: Path) -> duckdb.DuckDBPyConnection:
     """The analytics mirror beside `path` (built or caught up first), as `memtape analytics` reads it."""
@@ -212,8 +219,11 @@ def answers(path: Path) -> dict[str, dict[str, list[tuple[Any, ...]]]]:
     try:
         out: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
         for q in queries():
-            got = {"duckdb": rows(native.execute(q.duck)), "scanner": rows(scanner.execute(q.duck)),
-                   "sqlite": rows(lite.execute(q.sqlite))}
+            got = {
+                "duckdb": rows(native.execute(q.duck)),
+                "scanner": rows(scanner.execute(q.duck)),
+                "sqlite": rows(lite.execute(q.sqlite)),
+            }
             if not got["duckdb"] == got["scanner"] == got["sqlite"]:
                 raise AssertionError(f"{q.name}: answers differ\n" + "\n".join(f"{k}: {v[:5]}" for k, v in got.items()))
             out[q.name] = got
@@ -226,6 +236,7 @@ def answers(path: Path) -> dict[str, dict[str, list[tuple[Any, ...]]]]:
 
 # ---- timing --------------------------------------------------------------------------
 
+
 def median_ms(fn: Callable[[], Any], repeat: int) -> float:
     """Median wall time of `repeat` calls, in milliseconds."""
     return statistics.median(timed(fn) for _ in range(repeat)) * 1e3
@@ -237,6 +248,7 @@ def cold_ms(argv: list[str], repeat: int) -> float:
 
     def once() -> None:
         subprocess.run(argv, check=True, capture_output=True, env=env)
+
     return median_ms(once, repeat)
 
 
@@ -269,11 +281,30 @@ def measure(path: Path, repeat: int) -> list[Figure]:
             t_native = median_ms(lambda q=q: native.execute(q.duck).fetchall(), repeat)
             t_scan = median_ms(lambda q=q: scanner.execute(q.duck).fetchall(), repeat)
             rows_note = f"{len(got[q.name]['sqlite']):,} rows, equal in all three"
-            figs.append(Figure(BENCH, f"{q.name}: DuckDB mirror", t_native, "ms", "SQLite", t_lite,
-                               higher_is_better=False, note=f"{head:,} events; {rows_note}"))
-            figs.append(Figure(BENCH, f"{q.name}: DuckDB scanner", t_scan, "ms", "SQLite",
-                               t_lite, higher_is_better=False,
-                               note=f"{head:,} events; {rows_note}; ledger.db re-read per query"))
+            figs.append(
+                Figure(
+                    BENCH,
+                    f"{q.name}: DuckDB mirror",
+                    t_native,
+                    "ms",
+                    "SQLite",
+                    t_lite,
+                    higher_is_better=False,
+                    note=f"{head:,} events; {rows_note}",
+                )
+            )
+            figs.append(
+                Figure(
+                    BENCH,
+                    f"{q.name}: DuckDB scanner",
+                    t_scan,
+                    "ms",
+                    "SQLite",
+                    t_lite,
+                    higher_is_better=False,
+                    note=f"{head:,} events; {rows_note}; ledger.db re-read per query",
+                )
+            )
     finally:
         native.close()
         scanner.close()
@@ -282,30 +313,67 @@ def measure(path: Path, repeat: int) -> list[Figure]:
     python = [sys.executable, "-c"]
     t_new = cold_ms([*python, f"import sys; sys.path.insert(0, {root!r})\n" + NEW_COLD, str(path)], repeat)
     t_old = cold_ms([*python, f"import sys; sys.path.insert(0, {root!r})\n" + OLD_COLD, str(path)], repeat)
-    figs.append(Figure(BENCH, "cold analysis (promotions) in a new process, mirror current", t_new, "ms",
-                       "the same, the ledger copied into DuckDB by the process", t_old, higher_is_better=False,
-                       note=f"{head:,} events; library call, interpreter start and imports included"))
+    figs.append(
+        Figure(
+            BENCH,
+            "cold analysis (promotions) in a new process, mirror current",
+            t_new,
+            "ms",
+            "the same, the ledger copied into DuckDB by the process",
+            t_old,
+            higher_is_better=False,
+            note=f"{head:,} events; library call, interpreter start and imports included",
+        )
+    )
     command = str(Path(sys.executable).with_name("memtape"))
     t_cli = cold_ms([command, "--memory-dir", str(path.parent), "analytics", "promotions", "--format", "json"], repeat)
-    figs.append(Figure(BENCH, "cold `memtape analytics promotions`, mirror current", t_cli, "ms",
-                       "`memtape --version` (starting the command line)", cold_ms([command, "--version"], repeat),
-                       higher_is_better=False, note=f"{head:,} events"))
+    figs.append(
+        Figure(
+            BENCH,
+            "cold `memtape analytics promotions`, mirror current",
+            t_cli,
+            "ms",
+            "`memtape --version` (starting the command line)",
+            cold_ms([command, "--version"], repeat),
+            higher_is_better=False,
+            note=f"{head:,} events",
+        )
+    )
     mirror = path.with_name(MIRROR_FILE)
 
     def rebuild() -> None:
         mirror.unlink()
         duck_mirror(path).close()
+
     t_build = median_ms(rebuild, max(1, repeat // 2))
     t_copy = median_ms(lambda: duck_scanner(path, table=True).close(), max(1, repeat // 2))
-    figs.append(Figure(BENCH, "build the mirror from nothing (projections.db current)", t_build, "ms",
-                       "copy ledger.db into DuckDB through the scanner (every process did, before)", t_copy,
-                       higher_is_better=False, note=f"{head:,} events, checked reads, forget applied in Python"))
+    figs.append(
+        Figure(
+            BENCH,
+            "build the mirror from nothing (projections.db current)",
+            t_build,
+            "ms",
+            "copy ledger.db into DuckDB through the scanner (every process did, before)",
+            t_copy,
+            higher_is_better=False,
+            note=f"{head:,} events, checked reads, forget applied in Python",
+        )
+    )
     con = duckdb.connect(str(mirror), read_only=True)
     short_term = con.execute("SELECT count(*) FROM short_term_intervals").fetchone()[0]  # type: ignore[index]
     con.close()
-    figs.append(Figure(BENCH, "the mirror's file (analytics.duckdb)", mirror.stat().st_size / 1e6, "MB", "ledger.db",
-                       path.stat().st_size / 1e6, higher_is_better=False,
-                       note=f"{head:,} events; {short_term:,} versions of short-term memory among its intervals"))
+    figs.append(
+        Figure(
+            BENCH,
+            "the mirror's file (analytics.duckdb)",
+            mirror.stat().st_size / 1e6,
+            "MB",
+            "ledger.db",
+            path.stat().st_size / 1e6,
+            higher_is_better=False,
+            note=f"{head:,} events; {short_term:,} versions of short-term memory among its intervals",
+        )
+    )
     store = SqliteStore.open(path)
     try:
         store.append(synthetic_events(max(100, head // 100)))
@@ -314,9 +382,18 @@ def measure(path: Path, repeat: int) -> list[Figure]:
     finally:
         store.close()
     t_mirror = timed(lambda: duck_mirror(path).close())
-    figs.append(Figure(BENCH, f"catch the mirror up after {more:,} more events", t_mirror * 1e3, "ms",
-                       "build the mirror from nothing", t_build, higher_is_better=False,
-                       note=f"projections.db caught up first, apart ({t_catch:.1f} s)"))
+    figs.append(
+        Figure(
+            BENCH,
+            f"catch the mirror up after {more:,} more events",
+            t_mirror * 1e3,
+            "ms",
+            "build the mirror from nothing",
+            t_build,
+            higher_is_better=False,
+            note=f"projections.db caught up first, apart ({t_catch:.1f} s)",
+        )
+    )
     return figs
 
 
@@ -327,21 +404,31 @@ def run(quick: bool = False, events: int | None = None, repeat: int | None = Non
         path = Path(d) / "ledger.db"
         t0 = time.perf_counter()
         build_ledger(path, n).close()
-        print(f"ledger of {n:,} events built in {time.perf_counter() - t0:.1f} s "
-              f"({path.stat().st_size / 1e6:.0f} MB)", file=sys.stderr)
+        print(
+            f"ledger of {n:,} events built in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB)",
+            file=sys.stderr,
+        )
         return measure(path, repeat or 5)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=None,
-                    help="events in the ledger (default 1,000,000; 50,000 with --quick)")
+    ap.add_argument(
+        "--events", type=int, default=None, help="events in the ledger (default 1,000,000; 50,000 with --quick)"
+    )
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per figure, the median reported (default 5)")
     ap.add_argument("--quick", action="store_true", help="50,000 events")
-    ap.add_argument("--ledger", type=Path, default=None,
-                    help="measure this ledger.db instead of a synthetic one (more events are appended to it)")
-    ap.add_argument("--json", action="store_true",
-                    help="print one JSON object: the figures and every query's answers from each engine")
+    ap.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="measure this ledger.db instead of a synthetic one (more events are appended to it)",
+    )
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the figures and every query's answers from each engine",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.ledger is not None:

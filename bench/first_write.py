@@ -19,6 +19,7 @@ Usage::
     python bench/first_write.py --memory-dir DIR        # built there once (made current), reused
     python bench/first_write.py --json                  # one JSON object: events, first_write_ms, ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,27 +101,56 @@ def measure(memory: Path, small: Path, repeat: int) -> tuple[list[Figure], dict[
     with SqliteStore.open(memory / LEDGER_FILE, create=False) as store:
         events = int(store.head())
     figs = [
-        Figure(BENCH, f"first write after open() at {events:,} events", big["write"], "ms",
-               f"the same at {small_events:,} events", base["write"], aim=0.5, higher_is_better=False,
-               note=f"open() {big['open']:,.0f} ms vs {base['open']:,.0f} ms"),
-        Figure(BENCH, f"write lock held by that write at {events:,} events", big["held"], "ms",
-               f"the same at {small_events:,} events", base["held"], aim=0.5, higher_is_better=False),
+        Figure(
+            BENCH,
+            f"first write after open() at {events:,} events",
+            big["write"],
+            "ms",
+            f"the same at {small_events:,} events",
+            base["write"],
+            aim=0.5,
+            higher_is_better=False,
+            note=f"open() {big['open']:,.0f} ms vs {base['open']:,.0f} ms",
+        ),
+        Figure(
+            BENCH,
+            f"write lock held by that write at {events:,} events",
+            big["held"],
+            "ms",
+            f"the same at {small_events:,} events",
+            base["held"],
+            aim=0.5,
+            higher_is_better=False,
+        ),
     ]
-    metrics = {"small_events": small_events, "first_write_ms": big["write"], "small_first_write_ms": base["write"],
-               "lock_held_ms": big["held"], "small_lock_held_ms": base["held"], "open_ms": big["open"],
-               "small_open_ms": base["open"], "load_average": os.getloadavg()[0], "repeat": repeat}
+    metrics = {
+        "small_events": small_events,
+        "first_write_ms": big["write"],
+        "small_first_write_ms": base["write"],
+        "lock_held_ms": big["held"],
+        "small_lock_held_ms": base["held"],
+        "open_ms": big["open"],
+        "small_open_ms": base["open"],
+        "load_average": os.getloadavg()[0],
+        "repeat": repeat,
+    }
     return figs, metrics
 
 
-def measured(quick: bool = False, events: int | None = None, repeat: int | None = None,
-             memory: Path | None = None) -> tuple[list[Figure], dict[str, Any]]:
+def measured(
+    quick: bool = False, events: int | None = None, repeat: int | None = None, memory: Path | None = None
+) -> tuple[list[Figure], dict[str, Any]]:
     """The figures and the metrics of `--json`, over `memory` (built there with `events` events
     when it holds no ledger), else over a new temporary one (1,000,000 events; 5,000 when quick)."""
     n = events or (5_000 if quick else 1_000_000)
     reps = repeat or (1 if quick else 3)
     with tempfile.TemporaryDirectory(prefix="memtape-first-write-small-") as small:
-        return over_memory(memory, "memtape-first-write-src-", lambda m: ensure_memory(m, n),
-                           lambda m: measure(m, Path(small) / "memory", reps))
+        return over_memory(
+            memory,
+            "memtape-first-write-src-",
+            lambda m: ensure_memory(m, n),
+            lambda m: measure(m, Path(small) / "memory", reps),
+        )
 
 
 def run(quick: bool = False) -> list[Figure]:
@@ -130,8 +160,13 @@ def run(quick: bool = False) -> list[Figure]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=None, help="events in the big ledger (default 1,000,000)")
-    ap.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
-                    help="measure over copies of DIR (its ledger built with --events events when it has none)")
+    ap.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="measure over copies of DIR (its ledger built with --events events when it has none)",
+    )
     ap.add_argument("--repeat", type=int, default=None, help="copies per memory, the median reported (default 3)")
     ap.add_argument("--quick", action="store_true", help="5,000 events")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
@@ -142,8 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print_json(figs, **metrics)
         return
-    show(f"the first write after open() at {metrics['events']:,} events "
-         f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})", figs)
+    show(
+        f"the first write after open() at {metrics['events']:,} events "
+        f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})",
+        figs,
+    )
 
 
 if __name__ == "__main__":

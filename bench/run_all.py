@@ -9,6 +9,7 @@ Usage::
     python bench/run_all.py          # or: python -m bench
     python bench/run_all.py --full   # the modules' default (large) sizes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,12 +45,17 @@ def run_one(name: str, quick: bool) -> tuple[list[Figure], str]:
     heap never skew the next one's timings), or the verbatim output of running it as a script."""
     module = importlib.import_module(f"bench.{name}")
     if hasattr(module, "run"):
-        done = subprocess.run([sys.executable, "-m", "bench.run_all", "--child", name, *([] if quick else ["--full"])],
-                              capture_output=True, text=True, timeout=1800, cwd=BENCH_DIR.parent)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.run_all", "--child", name, *([] if quick else ["--full"])],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=BENCH_DIR.parent,
+        )
         last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
         if not last or not last[0].startswith(_CHILD_MARK):
             return [], f"FAILED (exit {done.returncode})\n{done.stderr.strip()[-2000:]}"
-        rows = json.loads(last[0][len(_CHILD_MARK):])
+        rows = json.loads(last[0][len(_CHILD_MARK) :])
         return [Figure(**{k: v for k, v in row.items() if k not in ("ratio", "met")}) for row in rows], ""
     args = [sys.executable, str(BENCH_DIR / f"{name}.py"), *(["--quick"] if quick else [])]
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=BENCH_DIR.parent)
@@ -98,10 +104,12 @@ def main(argv: list[str] | None = None) -> Path:
     console.print(table("memtape benchmarks" + ("" if args.full else " (quick sizes)"), figures))
     for name, text in texts.items():
         console.print(f"[bold]bench/{name}.py[/bold]\n{text}")
-    head = (f"# memtape benchmarks\n\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-            f"{'full' if args.full else 'quick'} sizes; Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}, {platform.machine()}. Each figure's baseline was measured in "
-            f"the same run; the ratio reads 'times better than the baseline' (≥ 1 is faster).\n\n")
+    head = (
+        f"# memtape benchmarks\n\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{'full' if args.full else 'quick'} sizes; Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.machine()}. Each figure's baseline was measured in "
+        f"the same run; the ratio reads 'times better than the baseline' (≥ 1 is faster).\n\n"
+    )
     body = markdown(figures)
     for name, text in texts.items():
         body += f"\n## bench/{name}.py\n\n```\n{text}\n```\n"

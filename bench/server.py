@@ -15,6 +15,7 @@ Usage::
     python bench/server.py            # 1,000 pairs; 4,000 requests per concurrency; kill after 2,000 steps
     python bench/server.py --quick    # 150 pairs; 400 requests; kill after 200 steps
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,12 @@ def _served(memory: Path) -> Iterator[Server]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    proc = subprocess.Popen([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve",
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -105,10 +110,11 @@ def _timed(pairs: int, record: Callable[[int], None], recall: Callable[[int], No
 def _through_library(memory: Path, pairs: int) -> tuple[float, float]:
     with memtape.open(memory) as mem:
         run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
-        result = _timed(pairs,
-                        lambda i: run.record_step(step=i, action="click", target=f'button "B{i % 7}"', ok=False,
-                                                  error=BLOCKED),
-                        lambda i: run.recall_error(command="click", error=BLOCKED, step=i))
+        result = _timed(
+            pairs,
+            lambda i: run.record_step(step=i, action="click", target=f'button "B{i % 7}"', ok=False, error=BLOCKED),
+            lambda i: run.recall_error(command="click", error=BLOCKED, step=i),
+        )
         run.finish(success=True)
     return result
 
@@ -120,16 +126,22 @@ def _start(http: httpx.Client, goal: str) -> str:
 
 
 def _step(http: httpx.Client, run: str, i: int) -> httpx.Response:
-    return http.post(f"/runs/{run}/steps", json={"step": i, "action": "click", "target": f'button "B{i % 7}"',
-                                                 "ok": False, "error": BLOCKED})
+    return http.post(
+        f"/runs/{run}/steps",
+        json={"step": i, "action": "click", "target": f'button "B{i % 7}"', "ok": False, "error": BLOCKED},
+    )
 
 
 def _through_http(server: Server, pairs: int) -> tuple[float, float]:
     with server.client() as http:
         run = _start(http, "Buy wool socks")
-        result = _timed(pairs, lambda i: _step(http, run, i).raise_for_status(),
-                        lambda i: http.get(f"/runs/{run}/recall/error", params={
-                            "command": "click", "error": BLOCKED, "step": i}).raise_for_status())
+        result = _timed(
+            pairs,
+            lambda i: _step(http, run, i).raise_for_status(),
+            lambda i: http.get(
+                f"/runs/{run}/recall/error", params={"command": "click", "error": BLOCKED, "step": i}
+            ).raise_for_status(),
+        )
         http.post(f"/runs/{run}/finish", json={"success": True}).raise_for_status()
     return result
 
@@ -150,8 +162,9 @@ def _load(server: Server, clients: int, per_client: int) -> tuple[float, float]:
                 if i % 2:
                     answer = _step(http, run, i)
                 else:
-                    answer = http.get(f"/runs/{run}/recall/error", params={"command": "click", "error": BLOCKED,
-                                                                           "step": i})
+                    answer = http.get(
+                        f"/runs/{run}/recall/error", params={"command": "click", "error": BLOCKED, "step": i}
+                    )
                 took[n].append((time.perf_counter() - t) * 1000)
                 if answer.status_code != 200:
                     failures.append(answer.text[:200])
@@ -219,11 +232,18 @@ def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
             thread.join()
     with memtape.open(memory) as mem:
         stored = {(ev.run_id, ev.step): ev.id for ev in mem.store.read(types=["step_recorded"])}
-    verify = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "verify"],
-                            capture_output=True, text=True, timeout=600)
-    return Killed(acknowledged=len(acknowledged),
-                  found=sum(1 for run, i, event_id in acknowledged if stored.get((run, i)) == event_id),
-                  verified=verify.returncode == 0, seconds=seconds)
+    verify = subprocess.run(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "verify"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return Killed(
+        acknowledged=len(acknowledged),
+        found=sum(1 for run, i, event_id in acknowledged if stored.get((run, i)) == event_id),
+        verified=verify.returncode == 0,
+        seconds=seconds,
+    )
 
 
 def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
@@ -241,25 +261,64 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
     note = f"{pairs} pairs of record_step + recall_error, one client, SQLite memory"
     figures += [
         Figure(BENCH, "HTTP record+recall pairs/s", http_rate, "pairs/s", "library, same calls", lib_rate, note=note),
-        Figure(BENCH, "HTTP record+recall p99", http_p99, "ms", "library, same calls", lib_p99,
-               higher_is_better=False, note=note),
+        Figure(
+            BENCH,
+            "HTTP record+recall p99",
+            http_p99,
+            "ms",
+            "library, same calls",
+            lib_p99,
+            higher_is_better=False,
+            note=note,
+        ),
     ]
     for clients, (rate, latency) in loads.items():
-        note = (f"{requests} requests (record_step and recall_error alternating), {clients} keep-alive clients "
-                f"each with its own run, one server process")
+        note = (
+            f"{requests} requests (record_step and recall_error alternating), {clients} keep-alive clients "
+            f"each with its own run, one server process"
+        )
         figures += [
-            Figure(BENCH, f"HTTP {clients} clients: requests/s", rate, "req/s", "1 client, same server", one_rate,
-                   note=note),
-            Figure(BENCH, f"HTTP {clients} clients: p99 of a request", latency, "ms", "1 client, same server",
-                   one_p99, higher_is_better=False, note=note),
+            Figure(
+                BENCH,
+                f"HTTP {clients} clients: requests/s",
+                rate,
+                "req/s",
+                "1 client, same server",
+                one_rate,
+                note=note,
+            ),
+            Figure(
+                BENCH,
+                f"HTTP {clients} clients: p99 of a request",
+                latency,
+                "ms",
+                "1 client, same server",
+                one_p99,
+                higher_is_better=False,
+                note=note,
+            ),
         ]
-    figures.append(Figure(
-        BENCH, "kill -9 mid-load: acknowledged steps in the ledger", killed.found, "steps", "steps acknowledged",
-        killed.acknowledged, aim=1.0,
-        note=f"8 clients recording steps; SIGKILL after {kill_after} acknowledgements ({killed.seconds:.1f} s); "
-             f"verify {'passed' if killed.verified else 'FAILED'}"))
-    return figures, {"killed": {"acknowledged": killed.acknowledged, "found": killed.found,
-                                "missing": killed.acknowledged - killed.found, "verified": killed.verified}}
+    figures.append(
+        Figure(
+            BENCH,
+            "kill -9 mid-load: acknowledged steps in the ledger",
+            killed.found,
+            "steps",
+            "steps acknowledged",
+            killed.acknowledged,
+            aim=1.0,
+            note=f"8 clients recording steps; SIGKILL after {kill_after} acknowledgements ({killed.seconds:.1f} s); "
+            f"verify {'passed' if killed.verified else 'FAILED'}",
+        )
+    )
+    return figures, {
+        "killed": {
+            "acknowledged": killed.acknowledged,
+            "found": killed.found,
+            "missing": killed.acknowledged - killed.found,
+            "verified": killed.verified,
+        }
+    }
 
 
 def run(quick: bool = False) -> list[Figure]:

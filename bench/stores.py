@@ -21,6 +21,7 @@ Usage::
     python bench/stores.py --batch 10      # 10 events per transaction (the lock is taken once per append)
     python bench/stores.py --seconds 3 --writers 4 --pg-url postgresql://postgres@127.0.0.1:5432/bench
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,14 +82,23 @@ def bench_event(writer: int, i: int) -> NewEvent:
     """Alternating run progress and fact observations, all in the writer's own stream."""
     run = f"bench-w{writer}"
     if i % 2 == 0:
-        return NewEvent(RunProgress(turn=i, current_url=f"http://w{writer}.bench.test/page/{i}"),
-                        run_id=run, step=i, domain=f"w{writer}.bench.test")
-    return NewEvent(FactObserved(fact_type="timing", key=f"load-{i % 5}", value=f"{100 + i % 3} ms"),
-                    run_id=run, step=i, domain=f"w{writer}.bench.test")
+        return NewEvent(
+            RunProgress(turn=i, current_url=f"http://w{writer}.bench.test/page/{i}"),
+            run_id=run,
+            step=i,
+            domain=f"w{writer}.bench.test",
+        )
+    return NewEvent(
+        FactObserved(fact_type="timing", key=f"load-{i % 5}", value=f"{100 + i % 3} ms"),
+        run_id=run,
+        step=i,
+        domain=f"w{writer}.bench.test",
+    )
 
 
-def _writer(url: str, options: dict[str, Any], writer: int, batch: int, ready: Any, start: Any, stop: Any,
-            results: Any) -> None:
+def _writer(
+    url: str, options: dict[str, Any], writer: int, batch: int, ready: Any, start: Any, stop: Any, results: Any
+) -> None:
     """One writer process: its own connection, `batch` events per transaction until told to stop."""
     latencies: list[float] = []
     count, error = 0, ""
@@ -109,12 +119,14 @@ def _writer(url: str, options: dict[str, Any], writer: int, batch: int, ready: A
     results.put((writer, count, sorted(latencies), error))
 
 
-def _eventsourcing_writer(url: str, synchronous_commit: str, writer: int, batch: int, ready: Any, start: Any,
-                          stop: Any, results: Any) -> None:
+def _eventsourcing_writer(
+    url: str, synchronous_commit: str, writer: int, batch: int, ready: Any, start: Any, stop: Any, results: Any
+) -> None:
     """One writer process through eventsourcing's PostgreSQL recorder: the same events, serialized
     as its stored events (the payload's JSON as state), `batch` per `insert_events`."""
     from eventsourcing.persistence import StoredEvent
     from eventsourcing.postgres import PostgresApplicationRecorder
+
     os.environ["PGOPTIONS"] = f"-c synchronous_commit={synchronous_commit}"
     latencies: list[float] = []
     count, error = 0, ""
@@ -125,9 +137,15 @@ def _eventsourcing_writer(url: str, synchronous_commit: str, writer: int, batch:
         start.wait()
         while not stop.is_set():
             events = [bench_event(writer, count + k) for k in range(batch)]
-            stored = [StoredEvent(originator_id=aggregate, originator_version=count + k + 1, topic=ev.type,
-                                  state=orjson.dumps(ev.payload.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS))
-                      for k, ev in enumerate(events)]
+            stored = [
+                StoredEvent(
+                    originator_id=aggregate,
+                    originator_version=count + k + 1,
+                    topic=ev.type,
+                    state=orjson.dumps(ev.payload.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS),
+                )
+                for k, ev in enumerate(events)
+            ]
             t0 = time.perf_counter()
             recorder.insert_events(stored)
             latencies.append(time.perf_counter() - t0)
@@ -142,13 +160,20 @@ def _eventsourcing_writer(url: str, synchronous_commit: str, writer: int, batch:
 def eventsourcing_datastore(url: str) -> Any:
     """eventsourcing's PostgreSQL datastore for the database at `url`."""
     from eventsourcing.postgres import PostgresDatastore
+
     info = conninfo_to_dict(url)
-    return PostgresDatastore(str(info.get("dbname", "postgres")), str(info.get("host", "127.0.0.1")),
-                             str(info.get("port", "5432")), str(info.get("user", "postgres")), str(info.get("password", "")))
+    return PostgresDatastore(
+        str(info.get("dbname", "postgres")),
+        str(info.get("host", "127.0.0.1")),
+        str(info.get("port", "5432")),
+        str(info.get("user", "postgres")),
+        str(info.get("password", "")),
+    )
 
 
-def _drive(ctx: Any, target: Any, args: tuple[Any, ...], writers: int, batch: int, seconds: float,
-           during: Any = None) -> tuple[float, dict[int, int], list[float], list[str]]:
+def _drive(
+    ctx: Any, target: Any, args: tuple[Any, ...], writers: int, batch: int, seconds: float, during: Any = None
+) -> tuple[float, dict[int, int], list[float], list[str]]:
     """Start the writer processes, let them append for `seconds`, collect what each did."""
     ready, results = ctx.Queue(), ctx.Queue()
     start, stop = ctx.Event(), ctx.Event()
@@ -192,26 +217,43 @@ def _drive(ctx: Any, target: Any, args: tuple[Any, ...], writers: int, batch: in
     return writing_s, counts, latencies, problems
 
 
-def load_eventsourcing(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full",
-                       batch: int = 1) -> LoadResult:
+def load_eventsourcing(
+    url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full", batch: int = 1
+) -> LoadResult:
     """The same load through eventsourcing's PostgreSQL recorder (the baseline), on the (empty)
     database at `url`; afterwards: every event is there, notification ids in order, each writer's
     versions 1..n."""
     from eventsourcing.postgres import PostgresApplicationRecorder
+
     synchronous_commit = DURABILITY[durability][0]["synchronous_commit"]
     datastore = eventsourcing_datastore(url)
     recorder = PostgresApplicationRecorder(datastore)
     recorder.create_table()
     ctx = multiprocessing.get_context("fork")
-    writing_s, counts, latencies, problems = _drive(ctx, _eventsourcing_writer, (url, synchronous_commit), writers, batch, seconds)
+    writing_s, counts, latencies, problems = _drive(
+        ctx, _eventsourcing_writer, (url, synchronous_commit), writers, batch, seconds
+    )
     appended = sum(counts.values())
     notifications = recorder.select_notifications(start=None, limit=appended + 1)
     ids = [n.id for n in notifications]
     if len(ids) != appended or ids != sorted(set(ids)):
         problems.append(f"appended {appended} events, the recorder lists {len(ids)} notifications")
     datastore.close()
-    return LoadResult("eventsourcing", durability, writers, batch, writing_s, appended, len(ids),
-                      _percentile(latencies, 0.5), _percentile(latencies, 0.99), 0, 0.0, None, problems)
+    return LoadResult(
+        "eventsourcing",
+        durability,
+        writers,
+        batch,
+        writing_s,
+        appended,
+        len(ids),
+        _percentile(latencies, 0.5),
+        _percentile(latencies, 0.99),
+        0,
+        0.0,
+        None,
+        problems,
+    )
 
 
 class Follower(threading.Thread):
@@ -229,6 +271,7 @@ class Follower(threading.Thread):
         self.fold: Any = None
         try:
             from memtape.projections.state import MemoryState, fold
+
             self.state, self.fold = MemoryState.empty(), fold
         except ImportError:
             pass
@@ -260,8 +303,14 @@ DURABILITY = {
 }
 
 
-def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "full", batch: int = 1,
-         catch_up_timeout: float = 120.0) -> LoadResult:
+def load(
+    url: str,
+    seconds: float = 30.0,
+    writers: int = 8,
+    durability: str = "full",
+    batch: int = 1,
+    catch_up_timeout: float = 120.0,
+) -> LoadResult:
     """Run the load against the (empty) ledger at `url` and check everything afterwards."""
     kind = "postgresql" if url.startswith("postgres") else "sqlite"
     options = DURABILITY[durability][0 if kind == "postgresql" else 1]
@@ -270,7 +319,9 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
             raise SystemExit(f"{url}: the load needs an empty ledger")
     ctx = multiprocessing.get_context("fork")  # before the follower thread starts: no threads to inherit
     follower = Follower(url)
-    writing_s, counts, latencies, problems = _drive(ctx, _writer, (url, options), writers, batch, seconds, follower.start)
+    writing_s, counts, latencies, problems = _drive(
+        ctx, _writer, (url, options), writers, batch, seconds, follower.start
+    )
     with open_store(url=url) as store:
         head = store.head()
         t_catch = time.perf_counter()
@@ -304,28 +355,65 @@ def load(url: str, seconds: float = 30.0, writers: int = 8, durability: str = "f
         equal: bool | None = None
         if follower.fold is not None:
             from memtape.projections.view import MemoryView
+
             equal = MemoryView(follower.state).digests() == MemoryView.from_events(events).digests()
             if not equal:
                 problems.append("follower's projections differ from a rebuild")
-    return LoadResult(kind, durability, writers, batch, writing_s, appended, head, _percentile(latencies, 0.5),
-                      _percentile(latencies, 0.99), follower.seen, catch_up, equal, problems)
+    return LoadResult(
+        kind,
+        durability,
+        writers,
+        batch,
+        writing_s,
+        appended,
+        head,
+        _percentile(latencies, 0.5),
+        _percentile(latencies, 0.99),
+        follower.seen,
+        catch_up,
+        equal,
+        problems,
+    )
 
 
 def checks_table(results: list[LoadResult]) -> Any:
     """One row per store: throughput, latency, and each check."""
     from rich.table import Table
+
     per = "one event" if results[0].batch == 1 else f"{results[0].batch} events"
     t = Table(title=f"{results[0].writers} concurrent writers, {per} per transaction, follower catching up")
-    for col in ("store", "durability", "events", "appends/s", "events/s", "p50 ms", "p99 ms", "gapless, nothing lost, chain verifies",
-                "follower saw", "catch-up s", "projections = rebuild"):
+    for col in (
+        "store",
+        "durability",
+        "events",
+        "appends/s",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "gapless, nothing lost, chain verifies",
+        "follower saw",
+        "catch-up s",
+        "projections = rebuild",
+    ):
         t.add_column(col, justify="left" if col in ("store",) else "right")
     for r in results:
         ok = "yes" if not r.problems else "NO: " + "; ".join(r.problems)
         proj = "-" if r.projections_equal is None else ("yes" if r.projections_equal else "NO")
         follower = "-" if r.kind == "eventsourcing" else f"{r.follower_seen:,}/{r.head:,}"
         catch_up = "-" if r.kind == "eventsourcing" else f"{r.follower_catch_up_s:.2f}"
-        t.add_row(r.kind, DURABILITY_NOTE[r.kind][r.durability], f"{r.appended:,}", f"{r.rate:,.0f}", f"{r.events_rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", ok,
-                  follower, catch_up, proj)
+        t.add_row(
+            r.kind,
+            DURABILITY_NOTE[r.kind][r.durability],
+            f"{r.appended:,}",
+            f"{r.rate:,.0f}",
+            f"{r.events_rate:,.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            ok,
+            follower,
+            catch_up,
+            proj,
+        )
     return t
 
 
@@ -338,14 +426,24 @@ DURABILITY_NOTE = {
 AIM_APPENDS_PER_S = 2000
 
 
-def compare(pg_urls: list[str], es_urls: list[str], sqlite_urls: list[str], seconds: float, writers: int,
-            levels: list[str], batch: int = 1) -> list[LoadResult]:
+def compare(
+    pg_urls: list[str],
+    es_urls: list[str],
+    sqlite_urls: list[str],
+    seconds: float,
+    writers: int,
+    levels: list[str],
+    batch: int = 1,
+) -> list[LoadResult]:
     """For each durability level: PostgreSQL, then eventsourcing's PostgreSQL recorder and the SQLite
     store as its baselines, in the same run."""
     out = []
     for level, pg_url, es_url, sqlite_url in zip(levels, pg_urls, es_urls, sqlite_urls):
-        out += [load(pg_url, seconds, writers, level, batch), load_eventsourcing(es_url, seconds, writers, level, batch),
-                load(sqlite_url, seconds, writers, level, batch)]
+        out += [
+            load(pg_url, seconds, writers, level, batch),
+            load_eventsourcing(es_url, seconds, writers, level, batch),
+            load(sqlite_url, seconds, writers, level, batch),
+        ]
     return out
 
 
@@ -356,10 +454,29 @@ def figures(results: list[LoadResult]) -> list[Figure]:
         per = "" if pg.batch == 1 else f", {pg.batch} events each"
         name = f"{pg.writers} writers on PostgreSQL ({DURABILITY_NOTE['postgresql'][pg.durability]}{per})"
         aim_note = f"aim {AIM_APPENDS_PER_S:,} appends/s: {'met' if pg.rate >= AIM_APPENDS_PER_S else 'not met'}"
-        figs.append(Figure(BENCH, name, pg.rate, "appends/s", "eventsourcing's PostgreSQL recorder, same server",
-                           es.rate, aim=1.0, note="; ".join([aim_note, *problems])))
-        figs.append(Figure(BENCH, name, pg.rate, "appends/s", f"SQLite store ({DURABILITY_NOTE['sqlite'][lite.durability]})",
-                           lite.rate, note="problems: " + "; ".join(problems) if problems else ""))
+        figs.append(
+            Figure(
+                BENCH,
+                name,
+                pg.rate,
+                "appends/s",
+                "eventsourcing's PostgreSQL recorder, same server",
+                es.rate,
+                aim=1.0,
+                note="; ".join([aim_note, *problems]),
+            )
+        )
+        figs.append(
+            Figure(
+                BENCH,
+                name,
+                pg.rate,
+                "appends/s",
+                f"SQLite store ({DURABILITY_NOTE['sqlite'][lite.durability]})",
+                lite.rate,
+                note="problems: " + "; ".join(problems) if problems else "",
+            )
+        )
     return figs
 
 
@@ -368,11 +485,18 @@ def run(quick: bool = False, seconds: float | None = None, writers: int = 8, pg_
     return figures(measure(seconds if seconds is not None else (3.0 if quick else 30.0), writers, ["full", "normal"]))
 
 
-def measure(seconds: float, writers: int, levels: list[str], pg_url: str | None = None,
-            durable_server: bool = True, batch: int = 1) -> list[LoadResult]:
+def measure(
+    seconds: float,
+    writers: int,
+    levels: list[str],
+    pg_url: str | None = None,
+    durable_server: bool = True,
+    batch: int = 1,
+) -> list[LoadResult]:
     """Each store and the recorder at each durability level, on fresh ledgers (a throw-away server
     unless `pg_url`, where eventsourcing's table sits beside the ledger's)."""
     from devtools.pg import TempPostgres
+
     with tempfile.TemporaryDirectory(prefix="memtape-bench-") as tmp:
         sqlite_urls = [f"sqlite:///{Path(tmp) / level / 'ledger.db'}" for level in levels]
         if pg_url:
@@ -390,14 +514,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the writers append (default 30)")
     ap.add_argument("--writers", type=int, default=8, help="writer processes (default 8)")
     ap.add_argument("--pg-url", default=None, help="an empty PostgreSQL database (default: a throw-away server)")
-    ap.add_argument("--durability", choices=["full", "normal", "both"], default="both",
-                    help="full: commits survive a power cut (PostgreSQL synchronous_commit on, SQLite FULL); "
-                         "normal: a process crash (synchronous_commit off, SQLite NORMAL); default both")
+    ap.add_argument(
+        "--durability",
+        choices=["full", "normal", "both"],
+        default="both",
+        help="full: commits survive a power cut (PostgreSQL synchronous_commit on, SQLite FULL); "
+        "normal: a process crash (synchronous_commit off, SQLite NORMAL); default both",
+    )
     ap.add_argument("--batch", type=int, default=1, help="events per transaction (default 1, the worst case)")
     ap.add_argument("--quick", action="store_true", help="3 seconds")
     ap.add_argument("--json", action="store_true", help="print one JSON object (the figures and every load's checks)")
     args = ap.parse_args(argv)
     from rich.console import Console
+
     seconds = 3.0 if args.quick else args.seconds
     levels = ["full", "normal"] if args.durability == "both" else [args.durability]
     results = measure(seconds, args.writers, levels, args.pg_url, batch=max(1, args.batch))
@@ -406,8 +535,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1 if any(r.problems for r in results) else 0)
     console = Console(width=max(190, Console().width))
     console.print(checks_table(results))
-    console.print(table("PostgreSQL store beside eventsourcing's PostgreSQL recorder and the SQLite store, same load, same run",
-                        figures(results)))
+    console.print(
+        table(
+            "PostgreSQL store beside eventsourcing's PostgreSQL recorder and the SQLite store, same load, same run",
+            figures(results),
+        )
+    )
     if any(r.problems for r in results):
         sys.exit(1)
 

@@ -12,6 +12,7 @@ Usage::
     python bench/verified_reads.py                 # 200,000 events
     python bench/verified_reads.py --events 20000  # a quicker run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,10 +59,19 @@ def run(quick: bool = False, events: int | None = None, repeat: int = 3) -> list
                 best[verify], wall[verify] = min(best[verify], cpu), min(wall[verify], seconds)
         assert answers[True] == answers[False], "verified and unverified rebuilds disagree"
     cost = best[True] / best[False] - 1
-    return [Figure(BENCH, f"rebuild with verified reads ({n:,} events, CPU time)", n / best[True], "events/s",
-                   "rebuild without verification", n / best[False], aim=0.9,
-                   note=f"verification costs {cost:+.1%} of rebuild CPU time (best of {repeat}, alternating); "
-                        f"wall time {wall[True]:.1f} s vs {wall[False]:.1f} s")]
+    return [
+        Figure(
+            BENCH,
+            f"rebuild with verified reads ({n:,} events, CPU time)",
+            n / best[True],
+            "events/s",
+            "rebuild without verification",
+            n / best[False],
+            aim=0.9,
+            note=f"verification costs {cost:+.1%} of rebuild CPU time (best of {repeat}, alternating); "
+            f"wall time {wall[True]:.1f} s vs {wall[False]:.1f} s",
+        )
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,6 +10,7 @@ Usage::
     python bench/watch.py            # 60 appends each
     python bench/watch.py --quick    # 15 appends each
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,16 @@ POLL_MS = 100
 def _event(i: int):  # type: ignore[no-untyped-def]
     if i % 2:
         return event(FactObserved(fact_type="quirk", key=f"k{i % 7}", value=f"v{i}"), domain=f"s{i % 5}.test")
-    return event(LessonRecorded(lesson_id=f"L{i}", lesson=f"lesson {i}", category="error_recovery",
-                                failed_command=f"cmd{i % 9}", error_pattern=f"err {i}"), domain=f"s{i % 5}.test")
+    return event(
+        LessonRecorded(
+            lesson_id=f"L{i}",
+            lesson=f"lesson {i}",
+            category="error_recovery",
+            failed_command=f"cmd{i % 9}",
+            error_pattern=f"err {i}",
+        ),
+        domain=f"s{i % 5}.test",
+    )
 
 
 def _prefill(path: Path, n: int) -> None:
@@ -65,13 +74,16 @@ def _measure(directory: Path, n: int, follower: str, seed: int, catch_up: bool =
             cond.notify_all()
 
     if follower == "watch" and not catch_up:
+
         def run() -> None:
             for ev in reader.subscribe(reader.head() + 1, stop):
                 record(ev.seq, time.perf_counter())
     elif follower == "watch":
+
         def run() -> None:
             follow_projections(reader, proj, on_change=lambda c: record(c.seq, c.projected_at), stop=stop)
     else:
+
         def run() -> None:
             head = Catchup(reader, proj, DEFAULT_POLICY).run().head if catch_up else reader.head()
             while not stop.is_set():
@@ -123,8 +135,18 @@ def run(quick: bool = False, appends: int | None = None) -> list[Figure]:
     figs = []
     for catch_up, label in ((False, "append -> follower wakes"), (True, "append -> projections.db current")):
         w, p = results[("watch", catch_up)], results[("poll", catch_up)]
-        figs.append(Figure(BENCH, f"{label}, median ({len(w)} appends)", statistics.median(w), "ms", base,
-                           statistics.median(p), aim=1.0, higher_is_better=False))
+        figs.append(
+            Figure(
+                BENCH,
+                f"{label}, median ({len(w)} appends)",
+                statistics.median(w),
+                "ms",
+                base,
+                statistics.median(p),
+                aim=1.0,
+                higher_is_better=False,
+            )
+        )
         figs.append(Figure(BENCH, f"{label}, p95", p95(w), "ms", base, p95(p), higher_is_better=False))
     return figs
 
@@ -135,6 +157,7 @@ def main() -> None:
     ap.add_argument("--appends", type=int, default=None)
     args = ap.parse_args()
     from rich.console import Console
+
     Console().print(table("watch: delay from append to projection", run(args.quick, args.appends)))
 
 

@@ -4,6 +4,7 @@ on a page becomes a table of the routes (with the error statuses each declares) 
 schema's fields (bodies and answers), and the whole document is
 published beside the pages as `openapi.json`. Pages include README sections (`--8<--`) from the
 repository root wherever mkdocs is run from."""
+
 from __future__ import annotations
 
 import functools
@@ -70,14 +71,20 @@ def render(schema: dict[str, Any]) -> str:
             operation = item.get(method)
             if operation is None:
                 continue
-            params = [f"`{p['name']}` ({p['in']}, {_type(p.get('schema', {}))}{', required' if p.get('required') else ''})"
-                      for p in operation.get("parameters", [])]
+            params = [
+                f"`{p['name']}` ({p['in']}, {_type(p.get('schema', {}))}{', required' if p.get('required') else ''})"
+                for p in operation.get("parameters", [])
+            ]
             body = operation.get("requestBody", {}).get("content", {})
-            body_type = ", ".join(_type(c.get("schema", {})) + ("" if kind == "application/json" else f" ({kind})")
-                                  for kind, c in body.items())
+            body_type = ", ".join(
+                _type(c.get("schema", {})) + ("" if kind == "application/json" else f" ({kind})")
+                for kind, c in body.items()
+            )
             route = f"`{method.upper()} {path}`<br>{operation.get('summary', '')}"
-            lines.append(f"| {_cell(route)} | {_cell('<br>'.join(params))} | {_cell(body_type)} | "
-                         f"{_cell(_answer(operation))} | {_refusals(operation)} |")
+            lines.append(
+                f"| {_cell(route)} | {_cell('<br>'.join(params))} | {_cell(body_type)} | "
+                f"{_cell(_answer(operation))} | {_refusals(operation)} |"
+            )
     for name, body_schema in schema.get("components", {}).get("schemas", {}).items():
         lines += ["", f"### {name}", ""]
         if body_schema.get("description"):
@@ -85,7 +92,9 @@ def render(schema: dict[str, Any]) -> str:
         required = set(body_schema.get("required", []))
         lines += ["| field | type | required | description |", "|---|---|---|---|"]
         for field, spec in body_schema.get("properties", {}).items():
-            lines.append(f"| `{field}` | {_cell(_type(spec))} | {'yes' if field in required else 'no'} | {_cell(spec.get('description', ''))} |")
+            lines.append(
+                f"| `{field}` | {_cell(_type(spec))} | {'yes' if field in required else 'no'} | {_cell(spec.get('description', ''))} |"
+            )
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ Usage::
     with TempPostgres() as server:
         url = server.create_database("t1")
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,8 +35,10 @@ class PostgresMissing(RuntimeError):
 
 def find_bindir() -> Path:
     """The newest /usr/lib/postgresql/<major>/bin holding initdb and postgres."""
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0)
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+    )
     if candidates:
         return Path(candidates[-1]).parent
     found = shutil.which("initdb")
@@ -54,8 +57,11 @@ def _server_user() -> str | None:
             return name
         except KeyError:
             continue
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "memtape-pg"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "memtape-pg"],
+        check=True,
+        capture_output=True,
+    )
     return "memtape-pg"
 
 
@@ -89,25 +95,56 @@ class TempPostgres:
             shutil.chown(self.root, user=self.user)
         log = self.root / "initdb.log"
         with open(log, "wb") as out:
-            done = subprocess.run([str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
-                                   "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
-                                  stdout=out, stderr=subprocess.STDOUT, cwd=self.root, **self._run_as())  # type: ignore[call-overload]
+            done = subprocess.run(
+                [
+                    str(self.bindir / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C.UTF-8",
+                    "--no-sync",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                **self._run_as(),
+            )  # type: ignore[call-overload]
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {log.read_text()[-400:]}")
-        settings = ["-c", "listen_addresses=127.0.0.1", "-p", str(self.port), "-k", str(self.data),
-                    "-c", f"max_connections={self.max_connections}", "-c", "shared_buffers=128MB"]
+        settings = [
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.data),
+            "-c",
+            f"max_connections={self.max_connections}",
+            "-c",
+            "shared_buffers=128MB",
+        ]
         if not self.durable:
             settings += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         self.log = open(self.root / "server.log", "wb")  # noqa: SIM115 (the server writes it until stop())
-        self.proc = subprocess.Popen([str(self.bindir / "postgres"), "-D", str(self.data), *settings],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root,
-                                     start_new_session=True, **self._run_as())  # type: ignore[call-overload]
+        self.proc = subprocess.Popen(
+            [str(self.bindir / "postgres"), "-D", str(self.data), *settings],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=self.root,
+            start_new_session=True,
+            **self._run_as(),
+        )  # type: ignore[call-overload]
         atexit.register(self.stop)  # a server outliving an interrupted test run is a leak
         self._wait_ready()
         return self
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         import psycopg
+
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc is not None
@@ -131,13 +168,14 @@ class TempPostgres:
     def create_database(self, name: str | None = None) -> str:
         """A fresh, empty database; returns its URL."""
         import psycopg
+
         if name is None:
             self._counter += 1
             name = f"t{os.getpid()}_{self._counter}"
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             # FILE_COPY (PostgreSQL 15+) is about twice as fast as WAL-logging a small template
             strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'{strategy}')
+            conn.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'{strategy}")
         return self.url(name)
 
     def stop(self) -> None:

@@ -17,6 +17,7 @@ Usage::
     ...
     remember_head(store, [keeper])
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -91,8 +92,10 @@ class HeadFile:
             data = json.loads(raw)
             return parse_anchor(f"{int(data['seq'])}:{data['hash']}", self.path.name)
         except (ValueError, KeyError, TypeError, LedgerError):
-            raise LedgerTampered(f"{self.path}: not a head record; the remembered head was damaged "
-                                 f"(check the ledger with `memtape verify`, then delete it)") from None
+            raise LedgerTampered(
+                f"{self.path}: not a head record; the remembered head was damaged "
+                f"(check the ledger with `memtape verify`, then delete it)"
+            ) from None
 
     def save(self, anchor: Anchor) -> None:
         """Write the head to a temporary file, fsync it, and rename it over the old one, so that a
@@ -131,12 +134,14 @@ def anchor_fault(store: Store, anchor: Anchor) -> tuple[int, str] | None:
         return None
     tip_seq, _ = store.tip()
     if tip_seq < anchor.seq:
-        return tip_seq + 1, (f"seq {tip_seq + 1} is missing: the ledger ends at seq {tip_seq}, "
-                             f"but {anchor.source} saw seq {anchor.seq}")
+        return tip_seq + 1, (
+            f"seq {tip_seq + 1} is missing: the ledger ends at seq {tip_seq}, but {anchor.source} saw seq {anchor.seq}"
+        )
     actual = store.hash_at(anchor.seq)
     if actual != anchor.hash:
-        return anchor.seq, (f"seq {anchor.seq} holds hash {str(actual)[:16]}…, but {anchor.source} saw "
-                            f"{anchor.hash[:16]}… there")
+        return anchor.seq, (
+            f"seq {anchor.seq} holds hash {str(actual)[:16]}…, but {anchor.source} saw {anchor.hash[:16]}… there"
+        )
     return None
 
 
@@ -148,8 +153,9 @@ def require_anchor(store: Store, anchor: Anchor) -> None:
     """Raise LedgerTampered (one line naming the seq) when the ledger does not hold `anchor`."""
     fault = anchor_fault(store, anchor)
     if fault is not None:
-        raise LedgerTampered(f"ledger cut or rewritten: {fault[1]}; nothing was read "
-                             f"(`memtape verify` names what changed)")
+        raise LedgerTampered(
+            f"ledger cut or rewritten: {fault[1]}; nothing was read (`memtape verify` names what changed)"
+        )
 
 
 def refuse_if_behind(store: Store, keepers: Sequence[Keeper]) -> None:
@@ -192,6 +198,7 @@ def verify_ledger(store: Store, keepers: Sequence[Keeper], anchors: Sequence[Anc
     for anchor in remembered:
         fault = anchor_fault(store, anchor)
         if fault is not None:
-            return VerifyResult(False, min(result.count, fault[0] - 1), fault[0], fault[1],
-                                result.head_seq, result.head_hash)
+            return VerifyResult(
+                False, min(result.count, fault[0] - 1), fault[0], fault[1], result.head_seq, result.head_hash
+            )
     return result

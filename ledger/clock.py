@@ -3,6 +3,7 @@
 Timestamps are stored as fixed-width UTC ISO strings so that text order is
 time order (SQLite and DuckDB both compare them as text).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -12,6 +12,7 @@ Usage::
     result = copy_ledger("sqlite:///.agent-memory/ledger.db", "postgresql://db.internal/memory")
     print(result.count, result.head_hash)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -47,8 +48,9 @@ def copy_ledger(from_url: str, to_url: str, *, chunk: int = 2000, on_progress: P
         source.close()
 
 
-def copy_events(source: Store, target: Store, until: int | None = None, *, chunk: int = 2000,
-                on_progress: Progress | None = None) -> CopyResult:
+def copy_events(
+    source: Store, target: Store, until: int | None = None, *, chunk: int = 2000, on_progress: Progress | None = None
+) -> CopyResult:
     """Copy events 1..`until` (all by default) of an open store into an open, empty one, checking
     every link on the way, in one transaction on the target; then verify the target.
 
@@ -60,12 +62,28 @@ def copy_events(source: Store, target: Store, until: int | None = None, *, chunk
     with target.atomic() as tx:
         existing = tx.head()
         if existing:
-            raise LedgerError(f"{display_url(target.url)}: target already holds {existing} events; copy needs an empty ledger")
+            raise LedgerError(
+                f"{display_url(target.url)}: target already holds {existing} events; copy needs an empty ledger"
+            )
         rows: list[Row] = []
         try:
             for ev in source.read(1, total, batch=chunk) if total else ():
-                row = (ev.seq, ev.id, ev.stream, ev.stream_version, ev.type, ev.schema_version, ev.recorded_at,
-                       ev.occurred_at, ev.run_id, ev.step, ev.domain, ev.payload_json, ev.prev_hash, ev.hash)
+                row = (
+                    ev.seq,
+                    ev.id,
+                    ev.stream,
+                    ev.stream_version,
+                    ev.type,
+                    ev.schema_version,
+                    ev.recorded_at,
+                    ev.occurred_at,
+                    ev.run_id,
+                    ev.step,
+                    ev.domain,
+                    ev.payload_json,
+                    ev.prev_hash,
+                    ev.hash,
+                )
                 chain.check(row)
                 rows.append(row)
                 if len(rows) >= chunk:
@@ -75,8 +93,9 @@ def copy_events(source: Store, target: Store, until: int | None = None, *, chunk
                         on_progress(chain.seq, total)
             chain.finish()
         except ChainBroken as exc:
-            raise LedgerError(f"{display_url(source.url)}: source chain broken at seq {exc.seq} ({exc.reason}); "
-                              "nothing copied") from None
+            raise LedgerError(
+                f"{display_url(source.url)}: source chain broken at seq {exc.seq} ({exc.reason}); nothing copied"
+            ) from None
         if rows:
             tx.copy_rows(rows)
         seq, prev = chain.seq, chain.hash or GENESIS_HASH
@@ -86,5 +105,7 @@ def copy_events(source: Store, target: Store, until: int | None = None, *, chunk
         on_progress(seq, total)
     result = target.verify()
     if not result.ok or result.count != total:
-        raise LedgerError(f"{display_url(target.url)}: copy does not verify (seq {result.first_bad_seq}: {result.reason})")
+        raise LedgerError(
+            f"{display_url(target.url)}: copy does not verify (seq {result.first_bad_seq}: {result.reason})"
+        )
     return CopyResult(total, prev, source.url, target.url)

@@ -16,6 +16,7 @@ Example:
     login_in(clauses('Log in as "demo" using "pw"')[0]) == Login(user="demo", password="pw")
     passwords('Sign in with "ada" and then...') == []
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,12 @@ _WORD = r"\b(?:password|passwd|passphrase|pwd)"
 #: unquoted after `:` or `=` on the same line; the keyword must be followed by a space or a
 #: separator, so that `"Forgot password" "Sign in"` (a page's element names) names nothing
 KEYWORD_PASSWORD = re.compile(
-    _WORD + r"(?:[ \t]+is[ \t]*|[ \t]*[:=][ \t]*|[ \t]+)\"([^\"\n]{1,200})\"|" + _WORD + r"[ \t]*[:=][ \t]*([^\s\"'&;,<>]+)", re.I)
+    _WORD
+    + r"(?:[ \t]+is[ \t]*|[ \t]*[:=][ \t]*|[ \t]+)\"([^\"\n]{1,200})\"|"
+    + _WORD
+    + r"[ \t]*[:=][ \t]*([^\s\"'&;,<>]+)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 Everything above `ledger` catches `LedgerError` and prints its message as one
 line; nobody else needs to know what sqlite3 (or psycopg) raises.
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ Two domains must not be confused: the envelope's `domain` is where an event
 happened; a lesson's `scope_domain` is the site a lesson applies to (None for
 a universal lesson).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,16 +40,20 @@ from memtape.ledger.suffixes import is_public_suffix
 #: Patterns are written so that Python's `re.search` and an ECMA-262 validator agree (`$(?!\n)`:
 #: Python's `$` also matches before a final newline); the JSON Schema carries the same strings.
 PORT_PATTERN = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
-DOMAIN_PATTERN = (r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?"
-                  r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)*"
-                  rf"(?::{PORT_PATTERN})?$(?!\n)")
+DOMAIN_PATTERN = (
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)*"
+    rf"(?::{PORT_PATTERN})?$(?!\n)"
+)
 IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$(?!\n)"
 #: a stream may be longer than an id by the store's "run-" prefix (the stream of a run's events)
 STREAM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,203}$(?!\n)"
 #: an ISO time from 1970 to 8999 (the seed formats' shapes); the calendar check is `datetime`'s
-TIME_PATTERN = (r"^(?:19[7-9][0-9]|[2-8][0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
-                r"(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
-                r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?$(?!\n)")
+TIME_PATTERN = (
+    r"^(?:19[7-9][0-9]|[2-8][0-9]{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?$(?!\n)"
+)
 #: every string: no NUL, no lone surrogate (neither can be stored as UTF-8 text)
 TEXT_PATTERN = "^[^\\u0000\\ud800-\\udfff]*$"
 DOMAIN_RE = re.compile(DOMAIN_PATTERN)
@@ -79,10 +84,12 @@ REAL_MAX = 9e18
 
 def _within(low: float, high: float) -> Callable[[Any], Any]:
     """The bound checked on the number as given: pydantic compares an int's float rounding instead."""
+
     def check(value: Any) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
             raise ValueError(f"must be from {low:g} to {high:g}")
         return value
+
     return check
 
 
@@ -117,14 +124,17 @@ SCRIPT_URL_RE = re.compile(SCRIPT_URL_PATTERN)
 
 def _navigable(value: str) -> str:
     if SCRIPT_URL_RE.search(value):
-        raise ValueError(f"{', '.join(s + ':' for s in SCRIPT_SCHEMES)} URLs carry the code they open, "
-                         "so no run starts at one; give the site's address (https://...)")
+        raise ValueError(
+            f"{', '.join(s + ':' for s in SCRIPT_SCHEMES)} URLs carry the code they open, "
+            "so no run starts at one; give the site's address (https://...)"
+        )
     return value
 
 
 #: where a run's browser goes first (the bundled agent and replays open it)
-StartUrl = Annotated[str, AfterValidator(_navigable),
-                     WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})]
+StartUrl = Annotated[
+    str, AfterValidator(_navigable), WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})
+]
 
 
 def check_domain(value: str | None, exact: bool = False) -> str | None:
@@ -151,7 +161,9 @@ def check_ident(value: str | None, what: str = "id") -> str | None:
 def check_time(value: str, what: str = "occurred_at") -> str:
     """An ISO time the ledger can store and do date arithmetic on (1970-8999, a real calendar day)."""
     if not TIME_RE.search(value):
-        raise ValueError(f"{what}: expected an ISO time from 1970 to 8999 like 2026-01-31T12:00:00Z, not {value[:40]!r}")
+        raise ValueError(
+            f"{what}: expected an ISO time from 1970 to 8999 like 2026-01-31T12:00:00Z, not {value[:40]!r}"
+        )
     try:
         datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
     except ValueError as exc:
@@ -163,8 +175,11 @@ def check_occurred(value: datetime | str) -> None:
     """A time given from Python: any form `datetime` parses, within the door's years in UTC (a line's
     1970-01-01T00:00+05:30 is 1969-12-31 in UTC), so date arithmetic on it never overflows."""
     try:
-        when = value if isinstance(value, datetime) else datetime.fromisoformat(
-            value.strip()[:-1] + "+00:00" if value.strip().endswith("Z") else value.strip())
+        when = (
+            value
+            if isinstance(value, datetime)
+            else datetime.fromisoformat(value.strip()[:-1] + "+00:00" if value.strip().endswith("Z") else value.strip())
+        )
         if when.tzinfo is not None:
             when = when.astimezone(UTC)
     except (ValueError, OverflowError) as exc:
@@ -206,7 +221,9 @@ def check_value(value: Any, limit: int = MAX_DEPTH) -> None:
 class Payload(BaseModel):
     """Base of every event payload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False, defer_build=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_max_length=MAX_TEXT, allow_inf_nan=False, defer_build=True
+    )
     schema_version: Int64 = 1
     #: payload schema version this code writes; older stored versions are upcast on read
     CURRENT_VERSION: ClassVar[int] = 1
@@ -225,11 +242,15 @@ class Payload(BaseModel):
     def _known_version(cls, version: int) -> int:
         """A newer version cannot be read by this code; an older one only if it can be upcast."""
         if version > cls.CURRENT_VERSION:
-            raise ValueError(f"schema_version {version} was written by a newer memtape "
-                             f"(this one knows up to {cls.CURRENT_VERSION}); upgrade memtape")
+            raise ValueError(
+                f"schema_version {version} was written by a newer memtape "
+                f"(this one knows up to {cls.CURRENT_VERSION}); upgrade memtape"
+            )
         if version < min_version(cls):
-            raise ValueError(f"schema_version {version} is not a version of this event "
-                             f"(known: {min_version(cls)}..{cls.CURRENT_VERSION})")
+            raise ValueError(
+                f"schema_version {version} is not a version of this event "
+                f"(known: {min_version(cls)}..{cls.CURRENT_VERSION})"
+            )
         return version
 
 
@@ -238,6 +259,7 @@ FactType = Literal["timing", "selector", "pattern", "quirk"]
 
 
 # ---- runs -----------------------------------------------------------------
+
 
 class RunStarted(Payload):
     type: Literal["run_started"] = "run_started"
@@ -293,6 +315,7 @@ class SessionRecorded(Payload):
 
 
 # ---- steps ----------------------------------------------------------------
+
 
 class EnvState(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -384,7 +407,9 @@ class StepRecorded(Payload):
         """A value typed into a field that its role, name or selector (or a locator argument) names a
         password, PIN, OTP, secret, token or card field is masked as if the caller had said `sensitive`."""
         action = self.action
-        if not action.sensitive and secret_field(action.command, *_target_labels(self.target, self.target_text, action.args)):
+        if not action.sensitive and secret_field(
+            action.command, *_target_labels(self.target, self.target_text, action.args)
+        ):
             object.__setattr__(self, "action", Action(command=action.command, args=action.args, sensitive=True))
         return self
 
@@ -402,6 +427,7 @@ class StepGraded(Payload):
 
 
 # ---- memory reads -----------------------------------------------------------
+
 
 class Tier1Loaded(Payload):
     type: Literal["tier1_loaded"] = "tier1_loaded"
@@ -469,18 +495,28 @@ class ContextBuilt(Payload):
     total_tokens: Count
     items: list[ContextItem] = Field(default_factory=list)
     trimmed: list[ContextItem] = Field(default_factory=list)
-    counted_by: str | None = Field(default=None, min_length=1, max_length=80, description=(
-        "What counted the items' tokens: `cl100k_base` (the BPE tokenizer of the `tokens` extra), `estimate` "
-        "(FlyBrowser's estimate by content type, without the extra), or the agent's own tokenizer it named; "
-        "None when an agent gave its counts without naming what counted them."))
+    counted_by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=80,
+        description=(
+            "What counted the items' tokens: `cl100k_base` (the BPE tokenizer of the `tokens` extra), `estimate` "
+            "(FlyBrowser's estimate by content type, without the extra), or the agent's own tokenizer it named; "
+            "None when an agent gave its counts without naming what counted them."
+        ),
+    )
 
 
 # ---- memory writes: lessons -----------------------------------------------
 
+
 class _LessonFields(Payload):
-    lesson_id: str = Field(description=(
-        "Empty: filled with 'lsn_' + the first 16 hex digits of sha256 of the dedup key (the same lesson "
-        "always gets the same id). An id that already names a lesson with another dedup key is refused."))
+    lesson_id: str = Field(
+        description=(
+            "Empty: filled with 'lsn_' + the first 16 hex digits of sha256 of the dedup key (the same lesson "
+            "always gets the same id). An id that already names a lesson with another dedup key is refused."
+        )
+    )
     lesson: str = Field(min_length=1)
     category: Category
     failed_command: str | None = None
@@ -492,8 +528,10 @@ class _LessonFields(Payload):
     def _scope(cls, v: str | None, info: ValidationInfo) -> str | None:
         v = check_domain(v, exact=bool(info.context and info.context.get("exact")))
         if v is not None and is_public_suffix(v):
-            raise ValueError(f"scope {v!r} is a public suffix (every site under it would share the lesson): "
-                             "scope a lesson to one site, e.g. example.com")
+            raise ValueError(
+                f"scope {v!r} is a public suffix (every site under it would share the lesson): "
+                "scope a lesson to one site, e.g. example.com"
+            )
         return v
 
 
@@ -554,6 +592,7 @@ class LessonsPruned(Payload):
 
 
 # ---- memory writes: facts, selectors, trajectories -------------------------
+
 
 class FactObserved(Payload):
     """An observation that a domain fact holds (valid time is occurred_at)."""
@@ -616,7 +655,13 @@ class TrajectoryStep(BaseModel):
     @model_validator(mode="after")
     def _secret_field(self) -> TrajectoryStep:
         """A step typed into a secret field keeps no value (see `StepRecorded`)."""
-        if secret_field(self.command, self.role, self.name, self.selector, *(v for k in LOCATOR_ARGS if isinstance(v := self.args.get(k), str))):
+        if secret_field(
+            self.command,
+            self.role,
+            self.name,
+            self.selector,
+            *(v for k in LOCATOR_ARGS if isinstance(v := self.args.get(k), str)),
+        ):
             object.__setattr__(self, "args", masked_args(self.args))
         return self
 
@@ -658,7 +703,11 @@ class PatternStep(BaseModel):
     @model_validator(mode="after")
     def _secret_field(self) -> PatternStep:
         """A value typed into a secret field is kept only as a placeholder (`{password}`)."""
-        if self.value and not re.fullmatch(r"\{[A-Za-z0-9_ -]{1,40}\}", self.value) and secret_field(self.command, self.role, self.name):
+        if (
+            self.value
+            and not re.fullmatch(r"\{[A-Za-z0-9_ -]{1,40}\}", self.value)
+            and secret_field(self.command, self.role, self.name)
+        ):
             object.__setattr__(self, "value", MARKER)
         return self
 
@@ -859,6 +908,7 @@ class PageMapStored(Payload):
 
 # ---- interop and privacy ----------------------------------------------------
 
+
 class MemoryImported(Payload):
     type: Literal["memory_imported"] = "memory_imported"
     source_format: str
@@ -890,7 +940,49 @@ class RequestAnswered(Payload):
 
 
 AnyPayload = Annotated[
-    RunStarted | RunProgress | RunCompleted | SessionRecorded | StepRecorded | StepGraded | Tier1Loaded | ErrorRecall | DomainRecall | TrajectoryRecalled | ContextBuilt | LessonSeeded | LessonRecorded | LessonDeduplicated | LessonPromoted | LessonPinned | LessonsPruned | FactObserved | FactContradicted | FactsPruned | SelectorSucceeded | SelectorFailed | TrajectoryRecorded | TrajectoriesExpired | MemoryImported | SubjectForgotten | RequestAnswered | PatternLearned | PatternUsed | PatternsPruned | ContextGiven | ContextInferred | ExtractionRecorded | ExtractionServed | SnapshotTaken | Backtracked | RepeatedFailureDetected | ExplorationStarted | SitemapLinksDiscovered | SitemapPageVisited | ExplorationCompleted | ScratchSet | PageMapStored,
+    RunStarted
+    | RunProgress
+    | RunCompleted
+    | SessionRecorded
+    | StepRecorded
+    | StepGraded
+    | Tier1Loaded
+    | ErrorRecall
+    | DomainRecall
+    | TrajectoryRecalled
+    | ContextBuilt
+    | LessonSeeded
+    | LessonRecorded
+    | LessonDeduplicated
+    | LessonPromoted
+    | LessonPinned
+    | LessonsPruned
+    | FactObserved
+    | FactContradicted
+    | FactsPruned
+    | SelectorSucceeded
+    | SelectorFailed
+    | TrajectoryRecorded
+    | TrajectoriesExpired
+    | MemoryImported
+    | SubjectForgotten
+    | RequestAnswered
+    | PatternLearned
+    | PatternUsed
+    | PatternsPruned
+    | ContextGiven
+    | ContextInferred
+    | ExtractionRecorded
+    | ExtractionServed
+    | SnapshotTaken
+    | Backtracked
+    | RepeatedFailureDetected
+    | ExplorationStarted
+    | SitemapLinksDiscovered
+    | SitemapPageVisited
+    | ExplorationCompleted
+    | ScratchSet
+    | PageMapStored,
     Field(discriminator="type"),
 ]
 PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload, config=ConfigDict(defer_build=True))
@@ -948,6 +1040,7 @@ def upcast(type_: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
 
 # ---- envelope -----------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event on its way into the ledger: a payload and the envelope fields a caller may choose."""
@@ -967,8 +1060,9 @@ class NewEvent:
         check_ident(self.run_id, "run_id")
         check_ident(self.stream, "stream")
         check_ident(self.id, "event id")
-        if self.step is not None and (isinstance(self.step, bool) or not isinstance(self.step, int)
-                                      or not 0 <= self.step <= INT64_MAX):
+        if self.step is not None and (
+            isinstance(self.step, bool) or not isinstance(self.step, int) or not 0 <= self.step <= INT64_MAX
+        ):
             raise ValueError(f"step must be an integer from 0 to {INT64_MAX}")
         if self.occurred_at is not None:
             check_occurred(self.occurred_at)
@@ -1023,10 +1117,19 @@ class RecordedEvent:
 
     def envelope(self) -> dict[str, Any]:
         return {
-            "seq": self.seq, "id": self.id, "stream": self.stream, "stream_version": self.stream_version,
-            "type": self.type, "schema_version": self.schema_version, "recorded_at": self.recorded_at,
-            "occurred_at": self.occurred_at, "run_id": self.run_id, "step": self.step, "domain": self.domain,
-            "prev_hash": self.prev_hash, "hash": self.hash,
+            "seq": self.seq,
+            "id": self.id,
+            "stream": self.stream,
+            "stream_version": self.stream_version,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "recorded_at": self.recorded_at,
+            "occurred_at": self.occurred_at,
+            "run_id": self.run_id,
+            "step": self.step,
+            "domain": self.domain,
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -1042,8 +1145,10 @@ class RecordedEvent:
 # equality, still frozen afterwards).
 _RecordedTwin = make_dataclass(
     "_RecordedTwin",
-    [(f.name, Any) if f.default_factory is MISSING else (f.name, Any, field(default_factory=f.default_factory))
-     for f in fields(RecordedEvent)],
+    [
+        (f.name, Any) if f.default_factory is MISSING else (f.name, Any, field(default_factory=f.default_factory))
+        for f in fields(RecordedEvent)
+    ],
     slots=True,
 )
 assert _RecordedTwin.__slots__ == RecordedEvent.__slots__  # type: ignore[attr-defined]
@@ -1065,13 +1170,16 @@ CROSS_FIELD_RULES = (
     "A lesson_pinned must name a lesson memory holds.",
 )
 _TEXT = {"type": "string", "maxLength": MAX_TEXT, "pattern": TEXT_PATTERN}
-_JSON_VALUE = {"anyOf": [
-    _TEXT,
-    {"type": "number", "minimum": INT64_MIN, "maximum": INT64_MAX},
-    {"type": "boolean"}, {"type": "null"},
-    {"type": "array", "items": {"$ref": "#/$defs/JsonValue"}},
-    {"type": "object", "propertyNames": _TEXT, "additionalProperties": {"$ref": "#/$defs/JsonValue"}},
-]}
+_JSON_VALUE = {
+    "anyOf": [
+        _TEXT,
+        {"type": "number", "minimum": INT64_MIN, "maximum": INT64_MAX},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": {"$ref": "#/$defs/JsonValue"}},
+        {"type": "object", "propertyNames": _TEXT, "additionalProperties": {"$ref": "#/$defs/JsonValue"}},
+    ]
+}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -1085,11 +1193,12 @@ def _envelope_schema(needs_run: bool) -> dict[str, Any]:
         "id": _nullable(ident) | {"description": "event id (a UUIDv7 when absent); unique in the ledger"},
         "run_id": (ident if needs_run else _nullable(ident)) | {"description": "the run this event belongs to"},
         "step": _nullable({"type": "integer", "minimum": 0, "maximum": INT64_MAX}) | {"description": "step of the run"},
-        "domain": _nullable({"type": "string", "pattern": DOMAIN_PATTERN}) | {
-            "description": "host where it happened (stored lower-cased)"},
-        "stream": _nullable({"type": "string", "pattern": STREAM_PATTERN}) | {
-            "description": "stream for optimistic concurrency (default run-<run_id> or memory)"},
-        "occurred_at": _nullable(time) | {"description": "when it happened (UTC when no offset); default: recorded time"},
+        "domain": _nullable({"type": "string", "pattern": DOMAIN_PATTERN})
+        | {"description": "host where it happened (stored lower-cased)"},
+        "stream": _nullable({"type": "string", "pattern": STREAM_PATTERN})
+        | {"description": "stream for optimistic concurrency (default run-<run_id> or memory)"},
+        "occurred_at": _nullable(time)
+        | {"description": "when it happened (UTC when no offset); default: recorded time"},
         "recorded_at": _nullable(time) | {"description": "read as occurred_at (the store sets recorded time)"},
     }
 
@@ -1124,8 +1233,12 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     defs.pop("JsonValue", None)  # pydantic's own (any value at all): a line's JsonValue is the bounded one
     props = payload["properties"]
     props["type"] = {"const": type_}
-    props["schema_version"] = {"type": "integer", "minimum": min_version(cls), "maximum": cls.CURRENT_VERSION,
-                               "description": "payload version; a newer one is refused (written by a newer memtape)"}
+    props["schema_version"] = {
+        "type": "integer",
+        "minimum": min_version(cls),
+        "maximum": cls.CURRENT_VERSION,
+        "description": "payload version; a newer one is refused (written by a newer memtape)",
+    }
     for name, info in cls.model_fields.items():
         if name == "scope_domain":
             props[name]["pattern"] = DOMAIN_PATTERN
@@ -1138,8 +1251,14 @@ def line_schema(type_: str) -> tuple[dict[str, Any], dict[str, Any]]:
     props.update(_envelope_schema(cls.NEEDS_RUN))
     required = ["type", *payload.get("required", []), *(["run_id"] if cls.NEEDS_RUN else [])]
     doc = (cls.__doc__ or f"A {type_} event").strip().splitlines()[0].rstrip(".") + "."
-    line = {"title": type_, "description": doc + (" Needs a run_id." if cls.NEEDS_RUN else ""), "type": "object",
-            "properties": props, "required": required, "additionalProperties": False}
+    line = {
+        "title": type_,
+        "description": doc + (" Needs a run_id." if cls.NEEDS_RUN else ""),
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
     _constrain(line)
     _constrain(defs)
     return line, defs
@@ -1153,15 +1272,23 @@ def json_schema(type_: str | None = None) -> dict[str, Any]:
         raise KeyError(type_)
     defs: dict[str, Any] = {"JsonValue": _JSON_VALUE}
     lines: dict[str, Any] = {}
-    for name in ([type_] if type_ else sorted(EVENT_TYPES)):
+    for name in [type_] if type_ else sorted(EVENT_TYPES):
         lines[name], nested = line_schema(name)
         defs.update(nested)
     rules = " Also checked: " + " ".join(CROSS_FIELD_RULES)
     if type_ is not None:
-        return {"$schema": "https://json-schema.org/draft/2020-12/schema", **lines[type_],
-                "description": lines[type_]["description"] + rules, "$defs": defs}
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            **lines[type_],
+            "description": lines[type_]["description"] + rules,
+            "$defs": defs,
+        }
     defs.update({f"line_{name}": schema for name, schema in lines.items()})
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "memtape event line",
-            "description": "One line of `memtape append` input: `type`, the payload fields and the envelope "
-                           "fields at the top level." + rules,
-            "oneOf": [{"$ref": f"#/$defs/line_{name}"} for name in lines], "$defs": defs}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "memtape event line",
+        "description": "One line of `memtape append` input: `type`, the payload fields and the envelope "
+        "fields at the top level." + rules,
+        "oneOf": [{"$ref": f"#/$defs/line_{name}"} for name in lines],
+        "$defs": defs,
+    }

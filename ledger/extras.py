@@ -5,6 +5,7 @@ the ledger, state, recall, audit, explain, export/import and forget). DuckDB, th
 the servers and PostgreSQL are extras; every place that needs one asks here first, so a missing
 extra is always the same `MissingExtra` line naming what to install, never an ImportError.
 """
+
 from __future__ import annotations
 
 import importlib

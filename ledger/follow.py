@@ -1,4 +1,5 @@
 """Following a ledger file as other processes append to it (watchfiles)."""
+
 from __future__ import annotations
 
 import threading
@@ -8,8 +9,13 @@ from pathlib import Path
 from memtape.ledger.events import RecordedEvent
 
 
-def follow_file(path: Path, read_from: Callable[[int], Iterator[RecordedEvent]], from_seq: int = 1,
-                stop: threading.Event | None = None, poll_ms: int = 1000) -> Iterator[RecordedEvent]:
+def follow_file(
+    path: Path,
+    read_from: Callable[[int], Iterator[RecordedEvent]],
+    from_seq: int = 1,
+    stop: threading.Event | None = None,
+    poll_ms: int = 1000,
+) -> Iterator[RecordedEvent]:
     """Yield every event from `from_seq` on (`read_from(seq)` reads them), then each new one as it
     is committed to the file at `path` (or its write-ahead log), until `stop` is set."""
     import watchfiles  # only a follower needs it: it brings asyncio and anyio, too slow for every start
@@ -19,8 +25,15 @@ def follow_file(path: Path, read_from: Callable[[int], Iterator[RecordedEvent]],
         yield ev
         next_seq = ev.seq + 1
     names = {path.name, f"{path.name}-wal"}
-    for changes in watchfiles.watch(path.parent, stop_event=stop, rust_timeout=poll_ms, yield_on_timeout=True,
-                         watch_filter=lambda _c, p: Path(p).name in names, debounce=50, step=20):
+    for changes in watchfiles.watch(
+        path.parent,
+        stop_event=stop,
+        rust_timeout=poll_ms,
+        yield_on_timeout=True,
+        watch_filter=lambda _c, p: Path(p).name in names,
+        debounce=50,
+        step=20,
+    ):
         del changes
         for ev in read_from(next_seq):
             yield ev

@@ -3,6 +3,7 @@
 Random uuid4 ids under a UNIQUE index cut batched inserts about 3x; UUIDv7
 keeps the index append-mostly.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 Every line is validated before anything is written; the first bad line is
 reported as one line naming its number and the problem.
 """
+
 from __future__ import annotations
 
 import json
@@ -92,7 +93,9 @@ def parse_lines(data: bytes) -> list[NewEvent]:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise InvalidEvent(f"line {number}: malformed JSON ({str(exc).splitlines()[0][:80]}); nothing was written") from None
+            raise InvalidEvent(
+                f"line {number}: malformed JSON ({str(exc).splitlines()[0][:80]}); nothing was written"
+            ) from None
         try:
             obj = json.loads(raw, object_pairs_hook=_unique_keys)  # exact integers; duplicate keys refused
             events.append(parse_event(obj))

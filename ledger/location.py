@@ -4,6 +4,7 @@
 and `projections.db`; `--store` (env MEMTAPE_STORE) may point the ledger at
 PostgreSQL instead (`postgresql://...`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -81,10 +82,12 @@ def sqlite_path(url: str) -> Path | None:
     if url.startswith(("postgresql://", "postgres://")):
         return None
     if url.startswith("sqlite:///"):
-        return Path(url[len("sqlite:///"):])
+        return Path(url[len("sqlite:///") :])
     if "://" in url or url.startswith("sqlite:"):
-        raise LedgerError(f"unsupported store URL {url[:60]!r}: use postgresql://..., sqlite:///relative/path, "
-                          "sqlite:////absolute/path or a bare path")
+        raise LedgerError(
+            f"unsupported store URL {url[:60]!r}: use postgresql://..., sqlite:///relative/path, "
+            "sqlite:////absolute/path or a bare path"
+        )
     path = Path(url)
     return path / LEDGER_FILE if path.is_dir() else path
 
@@ -96,7 +99,9 @@ def holds_memory_files(path: Path, memory: str | Path | None = None, url: str | 
     created to answer."""
     url = url if url is not None else os.environ.get("MEMTAPE_STORE") or None
     ledger = sqlite_path(url) if url else None
-    homes = {home.resolve() for home in {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}}
+    homes = {
+        home.resolve() for home in {memory_dir(memory, create=False), *([ledger.parent] if ledger is not None else [])}
+    }
     parent = Path(path).resolve().parent
     return parent in homes or (parent.parent in homes and _TAG.match(parent.name) is not None)
 
@@ -119,8 +124,10 @@ def check_memory_files(directory: Path) -> None:
     for entry in entries:
         path = Path(directory) / entry.name
         if entry.is_symlink():
-            raise LedgerError(f"{path}: a symbolic link in the memory directory; memtape does not follow it "
-                              "(move the file itself here)")
+            raise LedgerError(
+                f"{path}: a symbolic link in the memory directory; memtape does not follow it "
+                "(move the file itself here)"
+            )
         try:
             info = entry.stat(follow_symlinks=False)
         except FileNotFoundError:
@@ -131,7 +138,9 @@ def check_memory_files(directory: Path) -> None:
             _log.warning(f"{path}: writable by other users (chmod 600 {path})")
 
 
-def open_store(memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any) -> Store:
+def open_store(
+    memory: str | Path | None = None, url: str | None = None, *, create: bool = True, **kwargs: Any
+) -> Store:
     """Open the ledger: PostgreSQL when `url` (or MEMTAPE_STORE) says so, a SQLite file when it
     is a `sqlite:///` URL or a bare path, else `ledger.db` in the memory dir. A PostgreSQL ledger
     keeps its projections.db and head file in `memory` (none when it is not given)."""
@@ -141,6 +150,7 @@ def open_store(memory: str | Path | None = None, url: str | None = None, *, crea
         if path is None:
             require("postgresql:// store", "postgres")
             from memtape.ledger.pgstore import PostgresStore  # psycopg loads only for a PostgreSQL URL
+
             home = memory_dir(memory) if memory is not None else None  # projections.db is written even by reads
             if home is not None:
                 check_memory_files(home)

@@ -44,6 +44,7 @@ Usage::
     for e in store.subscribe(from_seq=1, stop=stop_event):
         print(e.seq, e.type)
 """
+
 from __future__ import annotations
 
 import select
@@ -193,8 +194,9 @@ END $fn$"""
 #: runs it through libpq itself, skipping psycopg's per-statement machinery (cursor, adapters,
 #: prepared-statement cache: most of a writer's time a statement)
 APPEND_STATEMENT = "memtape_append"
-_PREPARE_APPEND = (f"PREPARE {APPEND_STATEMENT} (bigint, text, jsonb) AS "
-                   "SELECT * FROM pg_temp.memtape_append($1, $2, $3)")
+_PREPARE_APPEND = (
+    f"PREPARE {APPEND_STATEMENT} (bigint, text, jsonb) AS SELECT * FROM pg_temp.memtape_append($1, $2, $3)"
+)
 #: A transaction that writes WAL and commits at the session's synchronous_commit: its flush covers
 #: every commit before it, so the writers' flushes, no longer under the lock, are shared (group commit).
 _DURABLE = "SELECT pg_logical_emit_message(true, 'memtape', 'durable')"
@@ -238,22 +240,63 @@ def pg_translated(where: str) -> Iterator[None]:
 def _fragments(p: Prepared) -> tuple[str, str, str | None, str]:
     """The JSON of a row's parts the client knows, as the append function splices them."""
     dumps = orjson.dumps
-    return (dumps([p.id, p.stream])[1:-1].decode(), dumps([p.type, p.schema_version])[1:-1].decode(),
-            dumps(p.occurred_at).decode() if p.occurred_at is not None else None,
-            dumps([p.run_id, p.step, p.domain, p.payload])[1:-1].decode())
+    return (
+        dumps([p.id, p.stream])[1:-1].decode(),
+        dumps([p.type, p.schema_version])[1:-1].decode(),
+        dumps(p.occurred_at).decode() if p.occurred_at is not None else None,
+        dumps([p.run_id, p.step, p.domain, p.payload])[1:-1].decode(),
+    )
 
 
-def append_rows(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str,
-                batches: Sequence[tuple[Sequence[Prepared], int | None]], durable: bool = False) -> list[list[Row]]:
+def append_rows(
+    conn: psycopg.Connection[Any],
+    lock_key: int,
+    recorded_at: str,
+    batches: Sequence[tuple[Sequence[Prepared], int | None]],
+    durable: bool = False,
+) -> list[list[Row]]:
     """Sequence, hash and insert several batches in one statement (see APPEND_FUNCTION); the rows
     of each batch, in order. `durable`: the statement commits on its own and the flush is waited
     for in the same message to the server (see `_durable_append`)."""
     flat = [(p, expected if i == 0 else None) for batch, expected in batches for i, p in enumerate(batch)]
-    batch = orjson.dumps([[p.id, p.stream, p.type, p.schema_version, p.occurred_at, p.run_id, p.step, p.domain, p.payload,
-                           expected, *_fragments(p)] for p, expected in flat]).decode()  # one parameter: cheap to send
+    batch = orjson.dumps(
+        [
+            [
+                p.id,
+                p.stream,
+                p.type,
+                p.schema_version,
+                p.occurred_at,
+                p.run_id,
+                p.step,
+                p.domain,
+                p.payload,
+                expected,
+                *_fragments(p),
+            ]
+            for p, expected in flat
+        ]
+    ).decode()  # one parameter: cheap to send
     assigned = (_durable_append if durable else _append)(conn, lock_key, recorded_at, batch)
-    rows = [(seq, p.id, p.stream, sv, p.type, p.schema_version, rec, p.occurred_at or rec, p.run_id, p.step, p.domain,
-             p.payload, prev, h) for (p, _), (seq, sv, rec, prev, h) in zip(flat, assigned)]
+    rows = [
+        (
+            seq,
+            p.id,
+            p.stream,
+            sv,
+            p.type,
+            p.schema_version,
+            rec,
+            p.occurred_at or rec,
+            p.run_id,
+            p.step,
+            p.domain,
+            p.payload,
+            prev,
+            h,
+        )
+        for (p, _), (seq, sv, rec, prev, h) in zip(flat, assigned)
+    ]
     return split_batches(rows, batches)
 
 
@@ -263,8 +306,9 @@ def _append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batc
     failure raises psycopg's exception for its SQLSTATE, or OperationalError when the connection broke."""
     encoding = conn.info.encoding
     pgconn = conn.pgconn
-    result = pgconn.exec_prepared(APPEND_STATEMENT.encode(), [b"%d" % lock_key, recorded_at.encode(encoding),
-                                                              batch.encode(encoding)])
+    result = pgconn.exec_prepared(
+        APPEND_STATEMENT.encode(), [b"%d" % lock_key, recorded_at.encode(encoding), batch.encode(encoding)]
+    )
     if result.status != ExecStatus.TUPLES_OK:
         raise _failure(pgconn, result, encoding)
     return _assigned(result, encoding)
@@ -280,9 +324,13 @@ def _failure(pgconn: PGconn, result: PGresult, encoding: str) -> psycopg.Error:
 
 def _assigned(result: PGresult, encoding: str) -> list[tuple[int, int, str, str, str]]:
     """The append function's rows (seq, stream version, recorded time, previous hash, hash)."""
-    value = result.get_value
-    return [(int(value(r, 0)), int(value(r, 1)), value(r, 2).decode(encoding), value(r, 3).decode(encoding),  # type: ignore[union-attr,arg-type]
-             value(r, 4).decode(encoding)) for r in range(result.ntuples)]  # type: ignore[union-attr]
+
+    def value(row: int, column: int) -> str:
+        cell = result.get_value(row, column)
+        assert cell is not None, "the append function returns no NULL"
+        return cell.decode(encoding)
+
+    return [(int(value(r, 0)), int(value(r, 1)), value(r, 2), value(r, 3), value(r, 4)) for r in range(result.ntuples)]
 
 
 def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: str, batch: str) -> list[Any]:
@@ -295,15 +343,20 @@ def _durable_append(conn: psycopg.Connection[Any], lock_key: int, recorded_at: s
     pgconn = conn.pgconn
     encoding = conn.info.encoding
     quote = Escaping(pgconn).escape_literal
-    pgconn.send_query(b"BEGIN; SELECT * FROM pg_temp.memtape_append(%d, %s, %s::jsonb); COMMIT; %s"
-                      % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)),
-                         _DURABLE.encode()))
+    pgconn.send_query(
+        b"BEGIN; SELECT * FROM pg_temp.memtape_append(%d, %s, %s::jsonb); COMMIT; %s"
+        % (int(lock_key), quote(recorded_at.encode(encoding)), quote(batch.encode(encoding)), _DURABLE.encode())
+    )
     results = _results(conn)
     for result in results:
         if result.status == ExecStatus.FATAL_ERROR:
             raise _failure(pgconn, result, encoding)
-    if [r.status for r in results] != [ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK,
-                                       ExecStatus.TUPLES_OK]:
+    if [r.status for r in results] != [
+        ExecStatus.COMMAND_OK,
+        ExecStatus.TUPLES_OK,
+        ExecStatus.COMMAND_OK,
+        ExecStatus.TUPLES_OK,
+    ]:
         raise psycopg.OperationalError(f"unexpected answer to the append: {[r.status for r in results]}")
     return _assigned(results[1], encoding)
 
@@ -333,7 +386,7 @@ def split_batches(rows: Sequence[Row], batches: Sequence[tuple[Sequence[Prepared
     """Rows in seq order, cut into the batches they were appended in."""
     out, start = [], 0
     for batch, _ in batches:
-        out.append(list(rows[start:start + len(batch)]))
+        out.append(list(rows[start : start + len(batch)]))
         start += len(batch)
     return out
 
@@ -350,8 +403,11 @@ class PgTransaction(Transaction):
         return self.conn.execute(sql, params, prepare=True).fetchall()
 
     def stream_version(self, stream: str) -> int:
-        row = self.conn.execute("SELECT stream_version FROM events WHERE stream = %s ORDER BY stream_version DESC LIMIT 1",
-                                (stream,), prepare=True).fetchone()
+        row = self.conn.execute(
+            "SELECT stream_version FROM events WHERE stream = %s ORDER BY stream_version DESC LIMIT 1",
+            (stream,),
+            prepare=True,
+        ).fetchone()
         return int(row[0]) if row else 0
 
     def copy_rows(self, rows: Sequence[Row]) -> None:
@@ -384,9 +440,19 @@ class PostgresStore(Store):
     PARAM = "%s"
     ARRAY_PARAMS = True
 
-    def __init__(self, url: str, *, clock: Clock = system_clock, redactor: Redactor | None = None,
-                 busy_timeout: float | None = None, connect_timeout: float = 10.0, create: bool = True,
-                 synchronous_commit: str | None = None, verify_reads: bool = True, home: Path | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = system_clock,
+        redactor: Redactor | None = None,
+        busy_timeout: float | None = None,
+        connect_timeout: float = 10.0,
+        create: bool = True,
+        synchronous_commit: str | None = None,
+        verify_reads: bool = True,
+        home: Path | None = None,
+    ):
         """`home`: the memory directory that holds this ledger's projections.db and head file."""
         self._url = url
         self.where = display_url(url)
@@ -426,8 +492,13 @@ class PostgresStore(Store):
         if self.synchronous_commit:
             options += f" -c synchronous_commit={self.synchronous_commit}"
         with pg_translated(self.where):
-            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
-                                   options=options, application_name="memtape")
+            conn = psycopg.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=int(self.connect_timeout),
+                options=options,
+                application_name="memtape",
+            )
             conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
             level = conn.execute("SHOW synchronous_commit").fetchone()
         self._durable = level is not None and level[0] != "off"
@@ -444,8 +515,10 @@ class PostgresStore(Store):
                     if self._schema_state() is None:
                         for statement in _SCHEMA:
                             self.conn.execute(statement)
-                        self.conn.execute(f"INSERT INTO {META_TABLE} (key, value) VALUES (%s, %s), (%s, %s)",
-                                          ("application", FORMAT_MARK, "schema_version", str(STORE_SCHEMA_VERSION)))
+                        self.conn.execute(
+                            f"INSERT INTO {META_TABLE} (key, value) VALUES (%s, %s), (%s, %s)",
+                            ("application", FORMAT_MARK, "schema_version", str(STORE_SCHEMA_VERSION)),
+                        )
             self.conn.execute(APPEND_FUNCTION)
             self.conn.execute(_PREPARE_APPEND)
             row = self.conn.execute("SELECT 'events'::regclass::oid::bigint").fetchone()
@@ -455,7 +528,8 @@ class PostgresStore(Store):
     def _schema_state(self) -> dict[str, str] | None:
         """The meta rows, None for an empty database; refuses foreign or newer schemas."""
         found = self.conn.execute(
-            "SELECT to_regclass('events') IS NOT NULL, to_regclass(%s) IS NOT NULL", (META_TABLE,)).fetchone()
+            "SELECT to_regclass('events') IS NOT NULL, to_regclass(%s) IS NOT NULL", (META_TABLE,)
+        ).fetchone()
         assert found is not None
         has_events, has_meta = found
         if not has_events and not has_meta:
@@ -469,7 +543,8 @@ class PostgresStore(Store):
         if version > STORE_SCHEMA_VERSION:
             raise NewerSchema(
                 f"{self.where}: written by a newer memtape (ledger schema {version}, this one knows "
-                f"{STORE_SCHEMA_VERSION}); upgrade memtape")
+                f"{STORE_SCHEMA_VERSION}); upgrade memtape"
+            )
         return meta
 
     def close(self) -> None:
@@ -527,7 +602,9 @@ class PostgresStore(Store):
         cur = self.conn.execute(
             "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off; "
             f"SELECT pg_advisory_xact_lock({int(self.lock_key)}); "
-            "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1", prepare=False)
+            "SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1",
+            prepare=False,
+        )
         for _ in range(3):
             cur.nextset()
         return PgTransaction(self, self.conn, cur.fetchone())
@@ -608,7 +685,9 @@ class PostgresStore(Store):
                 raise
             self._reconnect()
             ids = [p.id for batch, _ in batches for p in batch]
-            found = [tuple(row) for row in self.conn.execute(f"{_SELECT} WHERE id = ANY(%s) ORDER BY seq", (ids,)).fetchall()]
+            found = [
+                tuple(row) for row in self.conn.execute(f"{_SELECT} WHERE id = ANY(%s) ORDER BY seq", (ids,)).fetchall()
+            ]
             appended = split_batches(found, batches) if found else append_rows(self.conn, self.lock_key, now, batches)
             self._wait_durable()
         return appended
@@ -622,8 +701,9 @@ class PostgresStore(Store):
     def _size_bytes(self) -> int:
         return int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
 
-    def subscribe(self, from_seq: int = 1, stop: threading.Event | None = None,
-                  poll_s: float = 0.5, busy_poll_s: float = 0.005) -> Iterator[RecordedEvent]:
+    def subscribe(
+        self, from_seq: int = 1, stop: threading.Event | None = None, poll_s: float = 0.5, busy_poll_s: float = 0.005
+    ) -> Iterator[RecordedEvent]:
         """Every event from `from_seq`, then new ones as writers commit them (LISTEN/NOTIFY).
 
         Runs on its own connection (LISTEN first, then catch up, so nothing
@@ -637,12 +717,14 @@ class PostgresStore(Store):
         LISTENs again and reads once more before it waits.
         """
         with pg_translated(self.where):
-            listener = psycopg.connect(self._url, autocommit=True, connect_timeout=int(self.connect_timeout),
-                                       application_name="memtape-follow")
+            listener = psycopg.connect(
+                self._url, autocommit=True, connect_timeout=int(self.connect_timeout), application_name="memtape-follow"
+            )
 
         def fetch(sql: str, params: Sequence[Any]) -> list[Any]:  # no need to wait for this store's writers
             with pg_translated(self.where):
                 return listener.execute(sql, params, prepare=True).fetchall()
+
         try:
             with pg_translated(self.where):
                 listener.execute(f"LISTEN {CHANNEL}")

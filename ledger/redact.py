@@ -31,6 +31,7 @@ Zero-width and other invisible format characters are removed before matching
 (an `sk-` key split by a zero-width space is still a key); a string that held
 no secret is kept byte for byte.
 """
+
 from __future__ import annotations
 
 import base64
@@ -67,8 +68,16 @@ class SecretPatternError(LedgerError):
 #: matched (re.search) against a key normalized by `key_words`: lower case, words joined by "_"
 #: (`clientSecret`, `client-secret` and `CLIENT_SECRET` all read `client_secret`)
 SECRET_NAMES: tuple[str, ...] = (
-    r"secret", r"passw", r"passphrase", r"passcode", r"pwd", r"credential", r"authorization", r"cookie",
-    r"bearer", r"token(?!s)",  # token, refresh_token, csrftoken; not tokens, total_tokens, tokens_in
+    r"secret",
+    r"passw",
+    r"passphrase",
+    r"passcode",
+    r"pwd",
+    r"credential",
+    r"authorization",
+    r"cookie",
+    r"bearer",
+    r"token(?!s)",  # token, refresh_token, csrftoken; not tokens, total_tokens, tokens_in
     r"(?:api|private|access|signing|encryption|master|account|session|license|client)_?key",
     r"(?:^|_)(?:pass|pw|auth)(?:_|$)|cvv|cvc",
     r"card_?number|(?:^|_)cc_?num",
@@ -95,10 +104,24 @@ def secret_named(key: str) -> bool:
 SENSITIVE_FIELD = re.compile(
     r"pass(?:word|wd|code|phrase)?(?![a-z])|(?<![a-z])pin(?![a-z])|(?<![a-z])(?:t?otp|mfa|2fa|cvv|cvc|cvn|csc)(?![a-z])|"
     r"one[ _-]?time|secret|token|card|cc[ _-]?(?:num|number|exp|csc)|security[ _-]?code|verification[ _-]?code|auth[ _-]?code",
-    re.I)
+    re.I,
+)
 #: commands that type a value into a field (the bundled agent's, Playwright's, browser-use's)
-TYPING_COMMANDS = frozenset({"fill", "type", "input", "input_text", "press_sequentially", "send_keys", "set_value",
-                             "insert_text", "keyboard_type", "select", "select_option"})
+TYPING_COMMANDS = frozenset(
+    {
+        "fill",
+        "type",
+        "input",
+        "input_text",
+        "press_sequentially",
+        "send_keys",
+        "set_value",
+        "insert_text",
+        "keyboard_type",
+        "select",
+        "select_option",
+    }
+)
 
 
 def secret_field(command: str, *labels: str | None) -> bool:
@@ -114,6 +137,7 @@ def masked_args(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ---- detectors -----------------------------------------------------------------------------
+
 
 def _luhn_ok(digits: str) -> bool:
     total = 0
@@ -164,17 +188,81 @@ def _credential_value(m: re.Match[str]) -> bool:
 
 
 #: words that follow "the password is" in messages about a password rather than in a password
-_NOT_A_PASSWORD = frozenset({
-    "incorrect", "invalid", "required", "wrong", "too", "not", "missing", "empty", "expired", "correct", "reset", "changed",
-    "case", "set", "the", "a", "an", "at", "weak", "strong", "valid", "sent", "hidden", "masked", "redacted", "shown",
-    "displayed", "below", "above", "here", "there", "saved", "stored", "same", "different", "ok", "fine", "needed",
-    "mandatory", "optional", "blank", "unchanged", "updated", "accepted", "rejected", "locked", "in", "on", "of", "for",
-    "to", "that", "this", "it", "and", "or", "your", "my", "our", "their", "still", "now", "no", "being"})
+_NOT_A_PASSWORD = frozenset(
+    {
+        "incorrect",
+        "invalid",
+        "required",
+        "wrong",
+        "too",
+        "not",
+        "missing",
+        "empty",
+        "expired",
+        "correct",
+        "reset",
+        "changed",
+        "case",
+        "set",
+        "the",
+        "a",
+        "an",
+        "at",
+        "weak",
+        "strong",
+        "valid",
+        "sent",
+        "hidden",
+        "masked",
+        "redacted",
+        "shown",
+        "displayed",
+        "below",
+        "above",
+        "here",
+        "there",
+        "saved",
+        "stored",
+        "same",
+        "different",
+        "ok",
+        "fine",
+        "needed",
+        "mandatory",
+        "optional",
+        "blank",
+        "unchanged",
+        "updated",
+        "accepted",
+        "rejected",
+        "locked",
+        "in",
+        "on",
+        "of",
+        "for",
+        "to",
+        "that",
+        "this",
+        "it",
+        "and",
+        "or",
+        "your",
+        "my",
+        "our",
+        "their",
+        "still",
+        "now",
+        "no",
+        "being",
+    }
+)
 
 
 _USER_BEFORE = re.compile(r"(?<![\w./:@%-])([A-Za-z0-9._+-]{1,64})\Z")
 #: words before `:x@host` that label an address rather than name a user
-_ADDRESS_LABELS = frozenset({"mailto", "email", "e-mail", "mail", "from", "to", "cc", "bcc", "reply-to", "contact", "sender"})
+_ADDRESS_LABELS = frozenset(
+    {"mailto", "email", "e-mail", "mail", "from", "to", "cc", "bcc", "reply-to", "contact", "sender"}
+)
 
 
 def _user_before(m: re.Match[str]) -> bool:
@@ -197,7 +285,9 @@ def _field_call(m: re.Match[str]) -> bool:
 def _opaque(m: re.Match[str]) -> bool:
     """A link's token: letters and digits mixed (a random string), not a word or a slug of words."""
     s = m.group("secret")
-    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s) and not re.fullmatch(r"[a-z]+(?:[-_][a-z0-9]+)*", s)
+    return (
+        any(c.isdigit() for c in s) and any(c.isalpha() for c in s) and not re.fullmatch(r"[a-z]+(?:[-_][a-z0-9]+)*", s)
+    )
 
 
 @dataclass(frozen=True)
@@ -221,8 +311,11 @@ def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = 
 
 _AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b")
 DETECTORS: tuple[Detector, ...] = (
-    _d("PEM private key", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
-       flags=re.S),
+    _d(
+        "PEM private key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+        flags=re.S,
+    ),
     _d("OpenAI / Anthropic key", r"\bsk-[A-Za-z0-9_-]{16,}"),
     _d("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
     _d("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{16,}"),
@@ -239,10 +332,16 @@ DETECTORS: tuple[Detector, ...] = (
     _d("Bearer token", r"\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", flags=re.I),
     _d("Basic auth", r"\bbasic\s+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})", _basic_credentials, flags=re.I),
     _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
-    _d("credentials before a host", r"(?<=[A-Za-z0-9._+-]):(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)",
-       _user_before),
-    _d("Authorization header (any scheme)",
-       r"\b(?:proxy-)?authori[sz]ation[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?(?P<secret>[^\s\"'<>,;]{6,})", flags=re.I),
+    _d(
+        "credentials before a host",
+        r"(?<=[A-Za-z0-9._+-]):(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)",
+        _user_before,
+    ),
+    _d(
+        "Authorization header (any scheme)",
+        r"\b(?:proxy-)?authori[sz]ation[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?(?P<secret>[^\s\"'<>,;]{6,})",
+        flags=re.I,
+    ),
     _d("Google OAuth token", r"\bya29\.[0-9A-Za-z_-]{20,}|(?<!\w)1//0[0-9A-Za-z_-]{20,}"),
     _d("DigitalOcean token", r"\bdo[opr]_v1_[A-Za-z0-9]{20,}"),
     _d("Shopify token", r"\bshp(?:at|ss|ca|pa)_[A-Za-z0-9]{20,}"),
@@ -251,36 +350,72 @@ DETECTORS: tuple[Detector, ...] = (
     _d("sshpass password", r"\bsshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)"),
     _d("mysql password", r"\bmysql(?:dump|admin)?\b[^\n]*?\s-p(?P<secret>[^\s-][^\s]*)"),
     _d("--password option", r"--pass(?:word)?[ \t]+[\"']?(?P<secret>[^\s\"'-][^\s\"']*)"),
-    _d("password named in a sentence",
-       r"\b(?:password|passcode|passphrase|pin|pwd|otp|one-time code|secret)\s+(?:is|was|will be)\s*:?\s+[\"'\u201c]?(?P<secret>[^\s\"'\u201d<>,;]+)",
-       _named_value, flags=re.I),
-    _d("value typed by code into a secret field",
-       r"\b(?:fill|type|press_?sequentially|send_?keys|set_?value|input_?text)\s*\(\s*(?P<q>[\"'`])(?P<sel>(?:(?!(?P=q)).){0,200})(?P=q)\s*,"
-       r"\s*(?P<q2>[\"'`])(?P<secret>(?:(?!(?P=q2)).){1,500})(?P=q2)", _field_call, flags=re.I),
-    _d("value typed by code into a located secret field",
-       r"\b(?:get_?by_?(?:label|placeholder|role|test_?id)|locator)\s*\((?P<sel>[^)]{0,200})\)\s*\.\s*(?:fill|type|press_?sequentially)"
-       r"\s*\(\s*(?P<q>[\"'`])(?P<secret>(?:(?!(?P=q)).){1,500})(?P=q)", _field_call, flags=re.I),
-    _d("token in a sign-in or reset link",
-       r"/(?:magic[-_]?links?|magic|login|log-in|signin|sign-in|verify|verification|confirm|reset|reset-password|password-reset|"
-       r"invite|invitation|activate|auth|sso|unsubscribe|onboard)(?:/[^\s\"'<>?#/]*)?/(?P<secret>[A-Za-z0-9_-]{16,})", _opaque, flags=re.I),
-    _d("one-time code in a link", r"[?&;#](?:otp|ticket|magic|oobcode|login_?hash|auth_?code|verification_?code|reset_?key|invite)="
-       r"(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
-    *(Detector(f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin])
-      for v in VENDORED),
+    _d(
+        "password named in a sentence",
+        r"\b(?:password|passcode|passphrase|pin|pwd|otp|one-time code|secret)\s+(?:is|was|will be)\s*:?\s+[\"'\u201c]?(?P<secret>[^\s\"'\u201d<>,;]+)",
+        _named_value,
+        flags=re.I,
+    ),
+    _d(
+        "value typed by code into a secret field",
+        r"\b(?:fill|type|press_?sequentially|send_?keys|set_?value|input_?text)\s*\(\s*(?P<q>[\"'`])(?P<sel>(?:(?!(?P=q)).){0,200})(?P=q)\s*,"
+        r"\s*(?P<q2>[\"'`])(?P<secret>(?:(?!(?P=q2)).){1,500})(?P=q2)",
+        _field_call,
+        flags=re.I,
+    ),
+    _d(
+        "value typed by code into a located secret field",
+        r"\b(?:get_?by_?(?:label|placeholder|role|test_?id)|locator)\s*\((?P<sel>[^)]{0,200})\)\s*\.\s*(?:fill|type|press_?sequentially)"
+        r"\s*\(\s*(?P<q>[\"'`])(?P<secret>(?:(?!(?P=q)).){1,500})(?P=q)",
+        _field_call,
+        flags=re.I,
+    ),
+    _d(
+        "token in a sign-in or reset link",
+        r"/(?:magic[-_]?links?|magic|login|log-in|signin|sign-in|verify|verification|confirm|reset|reset-password|password-reset|"
+        r"invite|invitation|activate|auth|sso|unsubscribe|onboard)(?:/[^\s\"'<>?#/]*)?/(?P<secret>[A-Za-z0-9_-]{16,})",
+        _opaque,
+        flags=re.I,
+    ),
+    _d(
+        "one-time code in a link",
+        r"[?&;#](?:otp|ticket|magic|oobcode|login_?hash|auth_?code|verification_?code|reset_?key|invite)="
+        r"(?P<secret>[^\s&#\"'<>;,]+)",
+        flags=re.I,
+    ),
+    *(
+        Detector(
+            f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin]
+        )
+        for v in VENDORED
+    ),
     # generic shapes last: a specific detector above takes a token whole
     _d("AWS secret access key", r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
     _d("AWS secret access key in a path or query", r"(?<=[/=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
-    _d("secret in a query or assignment",
-       r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
-       r"=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
+    _d(
+        "secret in a query or assignment",
+        r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
+        r"=(?P<secret>[^\s&#\"'<>;,]+)",
+        flags=re.I,
+    ),
     _d("key in a URL query", r"[?&;](?:key|sig|code)=(?P<secret>[^\s&#\"'<>;,]+)", flags=re.I),
-    _d("secret-named field in text", r"\"(?P<name>[A-Za-z0-9_.-]{1,64})\"\s*:\s*\"(?P<secret>[^\"\\\n]+)\"",
-       lambda m: secret_named(m.group("name"))),
-    _d("secret-named header or label", r"(?<![\w./@-])(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]*[:=][ \t]*[\"']?(?=(?P<secret>[^\s\"'<>,;&]+))",
-       _credential_value),
+    _d(
+        "secret-named field in text",
+        r"\"(?P<name>[A-Za-z0-9_.-]{1,64})\"\s*:\s*\"(?P<secret>[^\"\\\n]+)\"",
+        lambda m: secret_named(m.group("name")),
+    ),
+    _d(
+        "secret-named header or label",
+        r"(?<![\w./@-])(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]*[:=][ \t]*[\"']?(?=(?P<secret>[^\s\"'<>,;&]+))",
+        _credential_value,
+    ),
     # a lookahead from each group's start: a number before the card ("order 15 4111 ...") is tried and left
     _d("card number (Luhn)", r"(?<![\w-])(?=(?P<secret>(?:\d[ -]?){12,18}\d)(?![\w-]))", _card),
-    _d("card number with dots (Luhn)", r"(?<![\w.-])(?:\d{4}\.\d{4}\.\d{4}\.\d{1,7}|\d{4}\.\d{6}\.\d{4,5})(?![\w-]|\.\d)", _card),
+    _d(
+        "card number with dots (Luhn)",
+        r"(?<![\w.-])(?:\d{4}\.\d{4}\.\d{4}\.\d{1,7}|\d{4}\.\d{6}\.\d{4,5})(?![\w-]|\.\d)",
+        _card,
+    ),
 )
 
 
@@ -290,12 +425,68 @@ DETECTORS: tuple[Detector, ...] = (
 #: line break before a key is the letter n of an escape); a card number is a run of 13 characters
 #: among digits, spaces and dashes, an AWS secret a run of 40 among letters, digits, / and +
 _STEMS: tuple[str, ...] = (
-    "pass", "pw", "secret", "key", "token", "auth", "sess", "cookie", "credential", "card", "cv", "bearer", "basic",
-    "eyj", "xox", "aiza", "whsec_", "npm_", "hf_", "sg.", "slack", "sign in", "log in", "login", "k_live_",
-    "k_test_", "github_pat_", "ya29.", "1//", "_v1_", "shp", "hvs.", "hvb.", "hvr.", "pin", "otp", "security", "mysql",
-    "magic", "verif", "reset", "/invit", "invite=", "/activat", "/signin", "/sign-in", "/log-in", "/confirm", "/sso",
-    "/unsubscribe", "/onboard", "ticket=", "oobcode=", "2fa", "mfa", "one-time", "one time", "one_time", "onetime", "csc",
-    "cvn", *SCREEN_STEMS,
+    "pass",
+    "pw",
+    "secret",
+    "key",
+    "token",
+    "auth",
+    "sess",
+    "cookie",
+    "credential",
+    "card",
+    "cv",
+    "bearer",
+    "basic",
+    "eyj",
+    "xox",
+    "aiza",
+    "whsec_",
+    "npm_",
+    "hf_",
+    "sg.",
+    "slack",
+    "sign in",
+    "log in",
+    "login",
+    "k_live_",
+    "k_test_",
+    "github_pat_",
+    "ya29.",
+    "1//",
+    "_v1_",
+    "shp",
+    "hvs.",
+    "hvb.",
+    "hvr.",
+    "pin",
+    "otp",
+    "security",
+    "mysql",
+    "magic",
+    "verif",
+    "reset",
+    "/invit",
+    "invite=",
+    "/activat",
+    "/signin",
+    "/sign-in",
+    "/log-in",
+    "/confirm",
+    "/sso",
+    "/unsubscribe",
+    "/onboard",
+    "ticket=",
+    "oobcode=",
+    "2fa",
+    "mfa",
+    "one-time",
+    "one time",
+    "one_time",
+    "onetime",
+    "csc",
+    "cvn",
+    *SCREEN_STEMS,
 )
 #: stems that hold a rarer character, looked for only when that character is there
 _DASH_STEMS = ("-----begin", "sk-", "glpat-", "xapp-")
@@ -384,8 +575,9 @@ class Redactor:
 
     def __init__(self, extra_patterns: tuple[str, ...] | list[str] = ()):
         env = os.environ.get("MEMTAPE_SECRET_PATTERNS", "")
-        self.extra = (_compile_extra(list(extra_patterns), "extra secret pattern")
-                      + _compile_extra([p for p in env.splitlines() if p.strip()], "MEMTAPE_SECRET_PATTERNS"))
+        self.extra = _compile_extra(list(extra_patterns), "extra secret pattern") + _compile_extra(
+            [p for p in env.splitlines() if p.strip()], "MEMTAPE_SECRET_PATTERNS"
+        )
         self._idents: dict[tuple[str, bool], str] = {}  # envelope ids repeat (a run's events share one)
         #: short strings the screen could not clear but the full scan found free of secrets: payload
         #: keys and labels repeat (a fact's "key" field, say), the scan is ~20 µs; no secret is kept
@@ -481,7 +673,7 @@ class Redactor:
 
 
 #: what detect-secrets' patterns take around a token (Artifactory's `(?:\s|=|:|"|^)`)
-_DELIMITERS = frozenset(" \t\r\n\f\v=:\"")
+_DELIMITERS = frozenset(' \t\r\n\f\v=:"')
 
 
 #: the marker of a scrub whose spans are then found again (`_masked_like`): a private-use character,

@@ -1,4 +1,5 @@
 """What every command needs to find memory: the memory directory and the store URL."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,10 @@ class Settings:
 
     def keepers(self, store: Store) -> list[Keeper]:
         """Every place this memory remembers the head it saw."""
-        return [HeadFile(head_path(store)),
-                *(factory(self) for factory in self.keeper_factories if self.projections_path is not None)]
+        return [
+            HeadFile(head_path(store)),
+            *(factory(self) for factory in self.keeper_factories if self.projections_path is not None),
+        ]
 
     def store(self, create: bool = True, check_head: bool = True) -> Store:
         """The ledger, opened once; refused in one line when it no longer holds a head this memory
@@ -61,8 +64,12 @@ class Settings:
         if self._store is None:
             create = create and not self.reads_only
             try:
-                store = open_store(memory_dir(self.memory, create=False), self.store_url, create=create,
-                                   verify_reads=not self.allow_broken)
+                store = open_store(
+                    memory_dir(self.memory, create=False),
+                    self.store_url,
+                    create=create,
+                    verify_reads=not self.allow_broken,
+                )
             except NoLedger:
                 raise NoMemory(f"no memory at {self.where()}") from None
             self._store = store  # before the check: the keepers find the memory directory through it

@@ -24,6 +24,7 @@ Usage::
     for e in store.read(types=["lesson_seeded"]):
         print(e.seq, e.data)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,8 +62,20 @@ APPLICATION_ID = 0x4D4C4447  # "MLDG"
 STORE_SCHEMA_VERSION = 1
 GENESIS_HASH = "0" * 64
 COLUMNS = (
-    "seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at",
-    "occurred_at", "run_id", "step", "domain", "payload", "prev_hash", "hash",
+    "seq",
+    "id",
+    "stream",
+    "stream_version",
+    "type",
+    "schema_version",
+    "recorded_at",
+    "occurred_at",
+    "run_id",
+    "step",
+    "domain",
+    "payload",
+    "prev_hash",
+    "hash",
 )
 #: a stored row, its columns as in COLUMNS
 Row = tuple[Any, ...]
@@ -86,14 +99,18 @@ def row_to_event(row: Sequence[Any]) -> RecordedEvent:
     try:
         data = orjson.loads(payload)
     except (orjson.JSONDecodeError, TypeError):
-        raise UnreadableEvent(f"seq {seq}: the stored payload is not JSON (the ledger was edited; run `memtape verify`)") from None
+        raise UnreadableEvent(
+            f"seq {seq}: the stored payload is not JSON (the ledger was edited; run `memtape verify`)"
+        ) from None
     if not isinstance(data, dict):
         raise UnreadableEvent(f"seq {seq}: the stored payload is not a JSON object (run `memtape verify`)")
     current = _CURRENT_VERSION.get(type_, 0)
     if schema_v != current:
         if isinstance(schema_v, int) and schema_v > current:
-            raise UnreadableEvent(f"seq {seq}: {type_} v{schema_v} was written by a newer memtape "
-                                  f"(this one knows up to v{current}); upgrade memtape")
+            raise UnreadableEvent(
+                f"seq {seq}: {type_} v{schema_v} was written by a newer memtape "
+                f"(this one knows up to v{current}); upgrade memtape"
+            )
         try:
             data = upcast(type_, schema_v, data)
         except (ValueError, TypeError) as exc:
@@ -169,14 +186,25 @@ def prepare(events: Sequence[NewEvent], redactor: Redactor, expected_version: in
         if screen_each and redactor.may_contain_secrets(payload_json):
             payload_json = _redacted(data, payload_json, redactor)
         payload = ev.payload
-        out.append(Prepared(ev.id or uuid7(), ev.resolved_stream, payload.type, payload.schema_version,  # type: ignore[attr-defined]
-                            normalize_ts(ev.occurred_at) if ev.occurred_at is not None else None,
-                            ev.run_id, ev.step, ev.domain, payload_json))
+        out.append(
+            Prepared(
+                ev.id or uuid7(),
+                ev.resolved_stream,
+                payload.type,  # type: ignore[attr-defined]
+                payload.schema_version,
+                normalize_ts(ev.occurred_at) if ev.occurred_at is not None else None,
+                ev.run_id,
+                ev.step,
+                ev.domain,
+                payload_json,
+            )
+        )
     return out
 
 
-def chain_rows(batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str,
-               stream_version: Callable[[str], int]) -> list[Row]:
+def chain_rows(
+    batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str, stream_version: Callable[[str], int]
+) -> list[Row]:
     """The rows of a prepared batch after event `seq` (hash `prev`), each linked to its predecessor
     (the chain rule of `chain_hash`; PostgreSQL's append function is its twin in SQL)."""
     versions: dict[str, int] = {}
@@ -188,8 +216,21 @@ def chain_rows(batch: Sequence[Prepared], seq: int, prev: str, recorded_at: str,
             version = stream_version(p.stream)
         versions[p.stream] = version = version + 1
         seq += 1
-        body = (seq, p.id, p.stream, version, p.type, p.schema_version, recorded_at,
-                p.occurred_at or recorded_at, p.run_id, p.step, p.domain, p.payload, prev)
+        body = (
+            seq,
+            p.id,
+            p.stream,
+            version,
+            p.type,
+            p.schema_version,
+            recorded_at,
+            p.occurred_at or recorded_at,
+            p.run_id,
+            p.step,
+            p.domain,
+            p.payload,
+            prev,
+        )
         h = chain_hash(prev, body)
         append_row((*body, h))
         prev = h
@@ -223,9 +264,17 @@ class VerifyResult:
     rewritten_tail: int | None = None  # see ChainBroken.rewritten_tail
 
 
-def read_filter(mark: str, to_seq: int | None, types: Iterable[str] | None, stream: str | None,
-                run_id: str | None, domain: str | None, since: str | None, until: str | None,
-                array_types: bool = False) -> tuple[str, list[Any]]:
+def read_filter(
+    mark: str,
+    to_seq: int | None,
+    types: Iterable[str] | None,
+    stream: str | None,
+    run_id: str | None,
+    domain: str | None,
+    since: str | None,
+    until: str | None,
+    array_types: bool = False,
+) -> tuple[str, list[Any]]:
     """The conditions every store's `read` adds after its seq cursor (" AND ...", or "") and their
     parameters; `mark` is the driver's placeholder, and PostgreSQL binds the type list as one array."""
     where: list[str] = []
@@ -316,8 +365,9 @@ class ChainCheck:
         if self._suspect is not None:
             seq = self._suspect[0] - 1
             self._suspect = None
-            raise ChainBroken(seq, f"edited and re-hashed (seq {seq + 1} recorded another hash for it)",
-                              seq + 1 if last else None)
+            raise ChainBroken(
+                seq, f"edited and re-hashed (seq {seq + 1} recorded another hash for it)", seq + 1 if last else None
+            )
 
 
 def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
@@ -333,8 +383,9 @@ def walk_chain(rows: Iterable[Sequence[Any]]) -> VerifyResult:
                 return VerifyResult(False, chain.count - 1, row[0], "payload is not valid JSON")
         chain.finish(last=True)
     except ChainBroken as exc:
-        return VerifyResult(False, min(chain.count, exc.seq - 1), exc.seq, exc.reason,
-                            rewritten_tail=exc.rewritten_tail)
+        return VerifyResult(
+            False, min(chain.count, exc.seq - 1), exc.seq, exc.reason, rewritten_tail=exc.rewritten_tail
+        )
     return VerifyResult(True, chain.count, head_seq=chain.seq, head_hash=chain.hash if chain.seq else None)
 
 
@@ -363,7 +414,9 @@ class Transaction(ABC):
     def __init__(self, store: Store, head: Sequence[Any] | None):
         """`head`: the last event's (seq, hash, recorded_at), read after the lock was granted."""
         self.store = store
-        self._seq, self._hash, self._last_rec = (int(head[0]), str(head[1]), str(head[2])) if head else (0, GENESIS_HASH, "")
+        self._seq, self._hash, self._last_rec = (
+            (int(head[0]), str(head[1]), str(head[2])) if head else (0, GENESIS_HASH, "")
+        )
         self.appended: list[RecordedEvent] = []
 
     def head(self) -> int:
@@ -391,7 +444,9 @@ class Transaction(ABC):
         self.appended.extend(recorded)
         return recorded
 
-    def select(self, after_seq: int = 0, *, run_id: str | None = None, stream: str | None = None) -> Iterator[RecordedEvent]:
+    def select(
+        self, after_seq: int = 0, *, run_id: str | None = None, stream: str | None = None
+    ) -> Iterator[RecordedEvent]:
         """The events of one run or one stream after seq `after_seq`, as this transaction sees them
         (its own appends included, nobody else's in between): what a writer decides from is read
         under the same lock as what it appends."""
@@ -504,26 +559,58 @@ class Store(ABC):
         rows = self._fetch(f"SELECT MAX(seq) FROM events WHERE recorded_at <= {self.PARAM}", (normalize_ts(at),))
         return int(rows[0][0] or 0)
 
-    def read(self, from_seq: int | None = None, to_seq: int | None = None, *, types: Iterable[str] | None = None,
-             stream: str | None = None, run_id: str | None = None, domain: str | None = None,
-             since: str | None = None, until: str | None = None, batch: int = 2000) -> Iterator[RecordedEvent]:
+    def read(
+        self,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        stream: str | None = None,
+        run_id: str | None = None,
+        domain: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        batch: int = 2000,
+    ) -> Iterator[RecordedEvent]:
         """Stream events in seq order, filtered; `since`/`until` bound recorded time (inclusive).
         Each page is checked against the hash chain before it is served (see `chain_for`)."""
-        return self._read(self._fetch, from_seq, to_seq, types=types, stream=stream, run_id=run_id, domain=domain,
-                          since=since, until=until, batch=batch)
+        return self._read(
+            self._fetch,
+            from_seq,
+            to_seq,
+            types=types,
+            stream=stream,
+            run_id=run_id,
+            domain=domain,
+            since=since,
+            until=until,
+            batch=batch,
+        )
 
-    def _read(self, fetch: Fetch, from_seq: int | None = None, to_seq: int | None = None, *,
-              types: Iterable[str] | None = None, stream: str | None = None, run_id: str | None = None,
-              domain: str | None = None, since: str | None = None, until: str | None = None,
-              batch: int = 2000, chain: ChainCheck | None = None) -> Iterator[RecordedEvent]:
+    def _read(
+        self,
+        fetch: Fetch,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        stream: str | None = None,
+        run_id: str | None = None,
+        domain: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        batch: int = 2000,
+        chain: ChainCheck | None = None,
+    ) -> Iterator[RecordedEvent]:
         """`chain`: the check of a whole-range read that goes on from where the previous one ended
         (a follower's, whose last event it has checked), instead of one starting at the hash stored
         at `from_seq - 1` (a query each time the follower wakes)."""
         extra, params = read_filter(self.PARAM, to_seq, types, stream, run_id, domain, since, until, self.ARRAY_PARAMS)
         cursor_seq = (from_seq or 1) - 1
         if chain is None:
-            chain = self.chain_for(cursor_seq, bool(types) or any(
-                v is not None for v in (stream, run_id, domain, since, until)))
+            chain = self.chain_for(
+                cursor_seq, bool(types) or any(v is not None for v in (stream, run_id, domain, since, until))
+            )
         sql = f"{_SELECT} WHERE seq > {self.PARAM}{extra} ORDER BY seq LIMIT {self.PARAM}"
         while True:
             rows = fetch(sql, (cursor_seq, *params, batch))
@@ -550,21 +637,28 @@ class Store(ABC):
     def verify(self, batch: int = 5000) -> VerifyResult:
         """Walk the chain (a page of `batch` rows at a time); name the first seq whose position, link
         or hash is wrong."""
+
         def pages() -> Iterator[Sequence[Any]]:
             after = 0
             while True:
-                rows = self._fetch(f"{_SELECT} WHERE seq > {self.PARAM} ORDER BY seq LIMIT {self.PARAM}", (after, batch))
+                rows = self._fetch(
+                    f"{_SELECT} WHERE seq > {self.PARAM} ORDER BY seq LIMIT {self.PARAM}", (after, batch)
+                )
                 yield from rows
                 if len(rows) < batch:
                     return
                 after = rows[-1][0]
+
         return walk_chain(pages())
 
     def stats(self) -> Stats:
         def counts(sql: str) -> dict[str, int]:
             return {str(key): int(n) for key, n in self._fetch(sql)}
+
         by_type = counts("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type")
-        by_domain = counts("SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain")
+        by_domain = counts(
+            "SELECT domain, COUNT(*) FROM events WHERE domain IS NOT NULL GROUP BY domain ORDER BY domain"
+        )
         by_run = counts("SELECT run_id, COUNT(*) FROM events WHERE run_id IS NOT NULL GROUP BY run_id ORDER BY run_id")
         first, last = self._fetch("SELECT MIN(recorded_at), MAX(recorded_at) FROM events")[0]
         return Stats(sum(by_type.values()), by_type, by_domain, by_run, first, last, self._size_bytes())
@@ -577,7 +671,9 @@ class SqliteTransaction(Transaction):
     """A SQLite write transaction: `BEGIN IMMEDIATE` holds the ledger's write lock."""
 
     def __init__(self, store: SqliteStore, conn: sqlite3.Connection):
-        super().__init__(store, conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone())
+        super().__init__(
+            store, conn.execute("SELECT seq, hash, recorded_at FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        )
         self.conn = conn
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Sequence[Any]]:
@@ -609,9 +705,17 @@ class SqliteStore(Store):
     kind = "sqlite"
     PARAM = "?"
 
-    def __init__(self, path: str | Path, *, clock: Clock = system_clock, busy_timeout: float | None = None,
-                 synchronous: str | None = None, redactor: Redactor | None = None, create: bool = True,
-                 verify_reads: bool = True):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock = system_clock,
+        busy_timeout: float | None = None,
+        synchronous: str | None = None,
+        redactor: Redactor | None = None,
+        create: bool = True,
+        verify_reads: bool = True,
+    ):
         self.file = Path(path)
         self.path = self.file
         self.home = self.file.parent
@@ -672,7 +776,8 @@ class SqliteStore(Store):
             raise NotALedger(f"{path}: not a memtape ledger (memtape's mark but no events table); left untouched")
         if user_version > STORE_SCHEMA_VERSION:
             raise NewerSchema(
-                f"{path}: written by a newer memtape (ledger schema {user_version}, this one knows {STORE_SCHEMA_VERSION}); upgrade memtape")
+                f"{path}: written by a newer memtape (ledger schema {user_version}, this one knows {STORE_SCHEMA_VERSION}); upgrade memtape"
+            )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -689,12 +794,37 @@ class SqliteStore(Store):
             import sqlite_utils  # only a new ledger needs it: it brings numpy, too slow for every start
 
             events = sqlite_utils.Database(conn).table("events")
-            events.create({
-                "seq": int, "id": str, "stream": str, "stream_version": int, "type": str,
-                "schema_version": int, "recorded_at": str, "occurred_at": str, "run_id": str,
-                "step": int, "domain": str, "payload": str, "prev_hash": str, "hash": str,
-            }, pk="seq", not_null={"id", "stream", "stream_version", "type", "schema_version",
-                                   "recorded_at", "occurred_at", "payload", "prev_hash", "hash"})
+            events.create(
+                {
+                    "seq": int,
+                    "id": str,
+                    "stream": str,
+                    "stream_version": int,
+                    "type": str,
+                    "schema_version": int,
+                    "recorded_at": str,
+                    "occurred_at": str,
+                    "run_id": str,
+                    "step": int,
+                    "domain": str,
+                    "payload": str,
+                    "prev_hash": str,
+                    "hash": str,
+                },
+                pk="seq",
+                not_null={
+                    "id",
+                    "stream",
+                    "stream_version",
+                    "type",
+                    "schema_version",
+                    "recorded_at",
+                    "occurred_at",
+                    "payload",
+                    "prev_hash",
+                    "hash",
+                },
+            )
             events.create_index(["id"], unique=True)
             events.create_index(["stream", "stream_version"], unique=True)
             events.create_index(["type", "seq"])
@@ -704,7 +834,8 @@ class SqliteStore(Store):
             for op in ("UPDATE", "DELETE"):
                 conn.execute(
                     f"CREATE TRIGGER events_no_{op.lower()} BEFORE {op} ON events "
-                    "BEGIN SELECT RAISE(ABORT, 'ledger is append-only'); END")
+                    "BEGIN SELECT RAISE(ABORT, 'ledger is append-only'); END"
+                )
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
             conn.execute("COMMIT")

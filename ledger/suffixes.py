@@ -7,6 +7,7 @@ host's registrable domain: `a.co.uk` and `b.co.uk` are two sites, whatever
 is written. Hosts under no listed suffix (`shop.test`, `localhost`, an IP
 address) are their own site at their last two labels.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -22,6 +23,7 @@ def _extract() -> Any:
     """The extractor over the bundled snapshot. Imported on first use: `tldextract` pulls in
     `requests`, which every command would otherwise pay for at start."""
     import tldextract
+
     return tldextract.TLDExtract(**_OPTIONS)
 
 

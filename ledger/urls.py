@@ -1,4 +1,5 @@
 """Store URLs as messages show them, and read any stored text as a URL."""
+
 from __future__ import annotations
 
 import re

@@ -15,6 +15,7 @@ secret-named keys and labels cover what it looks for).
 some patterns take around a token), 1 (the first group: the pattern names the secret with a keyword
 or a URL around it) or "rest" (a key file's marker: everything from it to the end of the text).
 """
+
 from __future__ import annotations
 
 import re
@@ -36,13 +37,35 @@ VENDORED: tuple[Vendored, ...] = (
     Vendored("ArtifactoryDetector", '(?:\\s|=|:|"|^)AKC[a-zA-Z0-9]{10,}(?:\\s|"|$)'),
     Vendored("ArtifactoryDetector", '(?:\\s|=|:|"|^)AP[\\dABCDEF][a-zA-Z0-9]{8,}(?:\\s|"|$)'),
     Vendored("AWSKeyDetector", "(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}"),
-    Vendored("AWSKeyDetector", "aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\\'\\\"]([0-9a-zA-Z/+]{40})[\\'\\\"]", _I, 1),
+    Vendored(
+        "AWSKeyDetector",
+        "aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\\'\\\"]([0-9a-zA-Z/+]{40})[\\'\\\"]",
+        _I,
+        1,
+    ),
     Vendored("AzureStorageKeyDetector", "AccountKey=[a-zA-Z0-9+\\/=]{88}"),
-    Vendored("BasicAuthDetector", "://[^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+:([^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+)@", 0, 1),
-    Vendored("CloudantDetector", "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)"
-             + _KEYED + "([0-9a-f]{64})(?:\"|\\'|)", _I, 1),
-    Vendored("CloudantDetector", "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)"
-             + _KEYED + "([a-z]{24})(?:\"|\\'|)", _I, 1),
+    Vendored(
+        "BasicAuthDetector",
+        "://[^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+:([^:/\\?\\#\\[\\]@!\\$\\&'\\(\\)\\*\\+,;=\\s]+)@",
+        0,
+        1,
+    ),
+    Vendored(
+        "CloudantDetector",
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)"
+        + _KEYED
+        + "([0-9a-f]{64})(?:\"|\\'|)",
+        _I,
+        1,
+    ),
+    Vendored(
+        "CloudantDetector",
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|password|pass|token)"
+        + _KEYED
+        + "([a-z]{24})(?:\"|\\'|)",
+        _I,
+        1,
+    ),
     Vendored("CloudantDetector", "(?:https?\\:\\/\\/)[\\w\\-]+\\:([0-9a-f]{64})\\@[\\w\\-]+\\.cloudant\\.com", _I, 1),
     Vendored("CloudantDetector", "(?:https?\\:\\/\\/)[\\w\\-]+\\:([a-z]{24})\\@[\\w\\-]+\\.cloudant\\.com", _I, 1),
     Vendored("DiscordBotTokenDetector", "[MNO][a-zA-Z\\d_-]{23,25}\\.[a-zA-Z\\d_-]{6}\\.[a-zA-Z\\d_-]{27}"),
@@ -54,25 +77,56 @@ VENDORED: tuple[Vendored, ...] = (
     Vendored("GitLabTokenDetector", "glptt-[A-Za-z0-9_\\-]{40}(?!\\w)"),
     Vendored("GitLabTokenDetector", "glagent-[A-Za-z0-9_\\-]{50,1024}(?!\\w)"),
     Vendored("GitLabTokenDetector", "gloas-[A-Za-z0-9_\\-]{64}(?!\\w)"),
-    Vendored("IbmCloudIamDetector", "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:ibm(?:_|-|)cloud(?:_|-|)iam|cloud(?:_|-|)iam|ibm(?:_|-|)cloud|"
-             "ibm(?:_|-|)iam|ibm|iam|cloud|)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)"
-             + _KEYED + "([a-zA-Z0-9_\\-]{44}(?![a-zA-Z0-9_\\-]))(?:\"|\\'|)", _I, 1),
-    Vendored("IbmCosHmacDetector", "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:(?:ibm)?[-_]?cos[-_]?(?:hmac)?|)(?:_|-|)"
-             "(?:secret[-_]?(?:access)?[-_]?key)" + _KEYED + "([a-f0-9]{48}(?![a-f0-9]))(?:\"|\\'|)", _I, 1),
+    Vendored(
+        "IbmCloudIamDetector",
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:ibm(?:_|-|)cloud(?:_|-|)iam|cloud(?:_|-|)iam|ibm(?:_|-|)cloud|"
+        "ibm(?:_|-|)iam|ibm|iam|cloud|)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)"
+        + _KEYED
+        + "([a-zA-Z0-9_\\-]{44}(?![a-zA-Z0-9_\\-]))(?:\"|\\'|)",
+        _I,
+        1,
+    ),
+    Vendored(
+        "IbmCosHmacDetector",
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:(?:ibm)?[-_]?cos[-_]?(?:hmac)?|)(?:_|-|)"
+        "(?:secret[-_]?(?:access)?[-_]?key)" + _KEYED + "([a-f0-9]{48}(?![a-f0-9]))(?:\"|\\'|)",
+        _I,
+        1,
+    ),
     Vendored("JwtTokenDetector", "eyJ[A-Za-z0-9-_=]+\\.[A-Za-z0-9-_=]+\\.?[A-Za-z0-9-_.+/=]*?"),
     Vendored("MailchimpDetector", "[0-9a-z]{32}-us[0-9]{1,2}"),
     Vendored("NpmDetector", "\\/\\/.+\\/:_authToken=\\s*((npm_.+)|([A-Fa-f0-9-]{36})).*", 0, 1),
     Vendored("OpenAIDetector", "sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"),
-    *(Vendored("PrivateKeyDetector", marker, 0, "rest") for marker in (
-        "BEGIN DSA PRIVATE KEY", "BEGIN EC PRIVATE KEY", "BEGIN OPENSSH PRIVATE KEY", "BEGIN PGP PRIVATE KEY BLOCK",
-        "BEGIN PRIVATE KEY", "BEGIN RSA PRIVATE KEY", "BEGIN SSH2 ENCRYPTED PRIVATE KEY", "PuTTY-User-Key-File-2")),
+    *(
+        Vendored("PrivateKeyDetector", marker, 0, "rest")
+        for marker in (
+            "BEGIN DSA PRIVATE KEY",
+            "BEGIN EC PRIVATE KEY",
+            "BEGIN OPENSSH PRIVATE KEY",
+            "BEGIN PGP PRIVATE KEY BLOCK",
+            "BEGIN PRIVATE KEY",
+            "BEGIN RSA PRIVATE KEY",
+            "BEGIN SSH2 ENCRYPTED PRIVATE KEY",
+            "PuTTY-User-Key-File-2",
+        )
+    ),
     Vendored("PypiTokenDetector", "pypi-AgEIcHlwaS5vcmc[A-Za-z0-9-_]{70,}"),
     Vendored("PypiTokenDetector", "pypi-AgENdGVzdC5weXBpLm9yZw[A-Za-z0-9-_]{70,}"),
     Vendored("SendGridDetector", "SG\\.[a-zA-Z0-9_-]{22}\\.[a-zA-Z0-9_-]{43}"),
     Vendored("SlackDetector", "xox(?:a|b|p|o|s|r)-(?:\\d+-)+[a-z0-9]+", _I),
-    Vendored("SlackDetector", "https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+", _I | re.VERBOSE),
-    Vendored("SoftlayerDetector", "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:softlayer|sl)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)"
-             + _KEYED + "([a-z0-9]{64})(?:\"|\\'|)", _I, 1),
+    Vendored(
+        "SlackDetector",
+        "https://hooks\\.slack\\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+",
+        _I | re.VERBOSE,
+    ),
+    Vendored(
+        "SoftlayerDetector",
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:softlayer|sl)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|token)"
+        + _KEYED
+        + "([a-z0-9]{64})(?:\"|\\'|)",
+        _I,
+        1,
+    ),
     Vendored("SoftlayerDetector", "(?:http|https)://api.softlayer.com/soap/(?:v3|v3.1)/([a-z0-9]{64})", _I, 1),
     Vendored("SquareOAuthDetector", "sq0csp-[0-9A-Za-z\\\\\\-_]{43}"),
     Vendored("StripeDetector", "(?:r|s)k_live_[0-9a-zA-Z]{24}"),
@@ -83,15 +137,28 @@ VENDORED: tuple[Vendored, ...] = (
 #: per plugin, lower-case text of which every match of its patterns holds at least one: the door runs
 #: a plugin's patterns over a string only when the lower-cased string holds one of these
 PLUGIN_NEEDS: dict[str, tuple[str, ...]] = {
-    "ArtifactoryDetector": ("akc", "ap"), "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
-    "AzureStorageKeyDetector": ("accountkey=",), "BasicAuthDetector": ("@",),
-    "CloudantDetector": ("key", "pw", "pass", "token", "cloudant"), "DiscordBotTokenDetector": (".",),
-    "GitHubTokenDetector": ("gh",), "GitLabTokenDetector": ("gl", "gr1348941"),
-    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"), "IbmCosHmacDetector": ("secret",), "JwtTokenDetector": ("eyj",),
-    "MailchimpDetector": ("-us",), "NpmDetector": ("_authtoken=",), "OpenAIDetector": ("t3blbkfj",),
-    "PrivateKeyDetector": ("begin ", "putty-user-key-file-2"), "PypiTokenDetector": ("pypi-",), "SendGridDetector": ("sg.",),
-    "SlackDetector": ("xox", "hooks.slack.com"), "SoftlayerDetector": ("key", "pwd", "pass", "token", "softlayer"),
-    "SquareOAuthDetector": ("sq0csp-",), "StripeDetector": ("k_live_",), "TelegramBotTokenDetector": (":",),
+    "ArtifactoryDetector": ("akc", "ap"),
+    "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": ("@",),
+    "CloudantDetector": ("key", "pw", "pass", "token", "cloudant"),
+    "DiscordBotTokenDetector": (".",),
+    "GitHubTokenDetector": ("gh",),
+    "GitLabTokenDetector": ("gl", "gr1348941"),
+    "IbmCloudIamDetector": ("key", "pwd", "pass", "token"),
+    "IbmCosHmacDetector": ("secret",),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": ("_authtoken=",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("begin ", "putty-user-key-file-2"),
+    "PypiTokenDetector": ("pypi-",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SoftlayerDetector": ("key", "pwd", "pass", "token", "softlayer"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (":",),
     "TwilioKeyDetector": ("ac", "sk"),
 }
 #: the plugins whose every pattern is above (the sync test checks these, and that no other is missed silently)
@@ -104,11 +171,42 @@ LEFT_OUT: tuple[str, ...] = ("Base64HighEntropyString", "HexHighEntropyString", 
 #: Every branch begins with a literal character, so the search skips to the few places one of them
 #: is (a branch beginning with a class, such as Discord's `[MNO]` or Telegram's `\d`, would make it
 #: try every branch at every character)
-SCREEN = re.compile("|".join((
-    r"AKC[a-zA-Z0-9]{10}", r"AP[\dABCDEF][a-zA-Z0-9]{8}", r"A3T[A-Z0-9][0-9A-Z]{16}", r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
-    r"-us[0-9]", r":[0-9A-Za-z_-]{35}", r"AC[a-z0-9]{32}", r"SK[a-z0-9]{32}", r"GR1348941",
-)))
+SCREEN = re.compile(
+    "|".join(
+        (
+            r"AKC[a-zA-Z0-9]{10}",
+            r"AP[\dABCDEF][a-zA-Z0-9]{8}",
+            r"A3T[A-Z0-9][0-9A-Z]{16}",
+            r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",
+            r"-us[0-9]",
+            r":[0-9A-Za-z_-]{35}",
+            r"AC[a-z0-9]{32}",
+            r"SK[a-z0-9]{32}",
+            r"GR1348941",
+        )
+    )
+)
 #: lower-case stems of the rest (searched in the lower-cased text)
-SCREEN_STEMS: tuple[str, ...] = ("gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-",
-                                 "pypi-", "sq0csp-", "putty-user-key", "softlayer", "ghu_", "ghs_", "ghr_", "private key",
-                                 "cloudant", "accountkey=", "_authtoken=", "t3blbkfj")
+SCREEN_STEMS: tuple[str, ...] = (
+    "gldt-",
+    "glft-",
+    "glsoat-",
+    "glrt-",
+    "glcbt-",
+    "glimt-",
+    "glptt-",
+    "glagent-",
+    "gloas-",
+    "pypi-",
+    "sq0csp-",
+    "putty-user-key",
+    "softlayer",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "private key",
+    "cloudant",
+    "accountkey=",
+    "_authtoken=",
+    "t3blbkfj",
+)

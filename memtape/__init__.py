@@ -13,6 +13,7 @@ The command line is `memtape.cli`. The API's names load `memtape.api` on first u
 so that the command line (`memtape.cli` is a module of this package) does not pay for the agent,
 the audit and the experiment on every start: `memtape analytics ...` needs none of them.
 """
+
 from __future__ import annotations
 
 import importlib

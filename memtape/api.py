@@ -16,6 +16,7 @@ the answers that need the analytics layer (`audit`, `explain`, `experiment`) as 
 equal to their `--json`. Every error is a `MemtapeError` with a one-line message; nothing is written
 when an argument is bad.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -84,12 +85,22 @@ class Memory(recording.Memory):
         unknown = sorted(set(changes) - set(PolicyFields.model_fields))
         if unknown:
             raise MemtapeError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
-        return plain(run_experiment(self.store, changes, check_point(until, "until"),  # type: ignore[no-any-return]
-                                     real_policy=self.policy))
+        return plain(
+            run_experiment(
+                self.store,
+                changes,
+                check_point(until, "until"),  # type: ignore[no-any-return]
+                real_policy=self.policy,
+            )
+        )
 
 
-def open(location: str | Path = ".agent-memory", *, policy: Policy | None = None,  # noqa: A001 - the API's name
-         stale_after: timedelta = STALE_AFTER) -> Memory:
+def open(
+    location: str | Path = ".agent-memory",
+    *,
+    policy: Policy | None = None,  # noqa: A001 - the API's name
+    stale_after: timedelta = STALE_AFTER,
+) -> Memory:
     """Open (creating if needed) the memory in directory `location`, or the PostgreSQL ledger at a
     `postgresql://` URL. `policy` sets every threshold (default: the seed documents' values);
     runs with no event for `stale_after` are finished as abandoned when a run starts."""

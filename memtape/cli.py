@@ -6,6 +6,7 @@ summaries below without importing any (tests/test_cli_startup.py keeps them equa
 commands' own). A command whose extra is not installed says which in one line. Every error the
 project knows becomes one line on stderr and exit 1.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,30 +32,61 @@ class Entry(NamedTuple):
 
 #: command -> its entry, in the order `--help` lists them
 COMMANDS: dict[str, Entry] = {
-    "analytics": Entry("analytics", "DuckDB analytics over the ledger (every subcommand takes --format table|json|csv|parquet).",
-                       "analytics"),
+    "analytics": Entry(
+        "analytics",
+        "DuckDB analytics over the ledger (every subcommand takes --format table|json|csv|parquet).",
+        "analytics",
+    ),
     "append": Entry("ledger", "Append JSON Lines events (one per line, payload fields at top level)."),
-    "audit": Entry("audit", "What the agent knew at each step of RUN: prompt items, memory as of the step, the action — and "
-                            "for every item the run and step that taught it."),
+    "audit": Entry(
+        "audit",
+        "What the agent knew at each step of RUN: prompt items, memory as of the step, the action — and "
+        "for every item the run and step that taught it.",
+    ),
     "copy": Entry("ledger", "Copy a ledger between stores, rows verbatim, chain verified at the end."),
-    "demo": Entry("agent", "Serve the bundled sites and run the suite with memory off, then twice with memory on; print "
-                           "passes, turns, policy decisions, tokens and memory's share of step time.", "agent"),
+    "demo": Entry(
+        "agent",
+        "Serve the bundled sites and run the suite with memory off, then twice with memory on; print "
+        "passes, turns, policy decisions, tokens and memory's share of step time.",
+        "agent",
+    ),
     "diff": Entry("projections", "What memory gained, lost, promoted and decayed between two points of the log."),
     "events": Entry("ledger", "Print events in seq order, filtered."),
-    "experiment": Entry("experiment", "Replay the log's observations under a changed policy and diff against what really happened."),
-    "explain": Entry("audit", "The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated, "
-                              "recalled (in which runs), promoted, decayed, pruned, forgotten."),
-    "export": Entry("interop", "Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700)."),
-    "finish-run": Entry("runs", "Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the trajectory "
-                                "of a success), the session entry, graded steps and run_completed."),
-    "forget": Entry("forget", "Forget one subject: append `subject_forgotten`, so no projection, export, report or audit answer "
-                              "holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the analytics "
-                              "mirror (rebuilt without the subject by the next analytics command)."),
-    "fork": Entry("experiment", "A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs)."),
-    "import": Entry("interop", "Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's "
-                               ".agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once)."),
-    "lessons": Entry("lessons", "A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system "
-                                "prompt), recorded with who and why."),
+    "experiment": Entry(
+        "experiment", "Replay the log's observations under a changed policy and diff against what really happened."
+    ),
+    "explain": Entry(
+        "audit",
+        "The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated, "
+        "recalled (in which runs), promoted, decayed, pruned, forgotten.",
+    ),
+    "export": Entry(
+        "interop", "Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700)."
+    ),
+    "finish-run": Entry(
+        "runs",
+        "Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the trajectory "
+        "of a success), the session entry, graded steps and run_completed.",
+    ),
+    "forget": Entry(
+        "forget",
+        "Forget one subject: append `subject_forgotten`, so no projection, export, report or audit answer "
+        "holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the analytics "
+        "mirror (rebuilt without the subject by the next analytics command).",
+    ),
+    "fork": Entry(
+        "experiment", "A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs)."
+    ),
+    "import": Entry(
+        "interop",
+        "Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's "
+        ".agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once).",
+    ),
+    "lessons": Entry(
+        "lessons",
+        "A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system "
+        "prompt), recorded with who and why.",
+    ),
     "mcp": Entry("mcp", "Serve this memory to MCP clients over stdio (the Model Context Protocol).", "mcp"),
     "rebuild": Entry("projections", "Rebuild projections.db from the ledger, with a progress bar."),
     "recall": Entry("runs", "Recall memory as the library does (each recall is logged as an event)."),
@@ -63,12 +95,21 @@ COMMANDS: dict[str, Entry] = {
     "runs": Entry("projections", "List run manifests, newest first (what `bad runs` lists from bad's .agent-memory)."),
     "schema": Entry("ledger", "Print the JSON Schema of every event type (or one)."),
     "serve": Entry("serve", "Serve this memory as an HTTP JSON API for agents in any language.", "server"),
-    "start-run": Entry("runs", "Start a run and print its id: stale runs are abandoned, then the start-of-run policy (seeds on "
-                               "first use, pruning, trajectory expiry) and run_started are written together."),
+    "start-run": Entry(
+        "runs",
+        "Start a run and print its id: stale runs are abandoned, then the start-of-run policy (seeds on "
+        "first use, pruning, trajectory expiry) and run_started are written together.",
+    ),
     "state": Entry("projections", "Show one projection's current (or past) state."),
     "stats": Entry("ledger", "Counts by type, domain and run; file size; time span."),
-    "verify": Entry("ledger", "Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq."),
-    "watch": Entry("analytics", "Follow the ledger, keep projections.db current and print what each new event changed.", "analytics"),
+    "verify": Entry(
+        "ledger", "Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq."
+    ),
+    "watch": Entry(
+        "analytics",
+        "Follow the ledger, keep projections.db current and print what each new event changed.",
+        "analytics",
+    ),
 }
 
 #: command -> its module in memtape.commands
@@ -112,11 +153,22 @@ class FaceGroup(click.Group):
 
 @click.group(cls=FaceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memtape", prog_name="memtape", message="%(prog)s %(version)s")
-@click.option("--memory-dir", envvar="MEMTAPE_DIR", default=None, metavar="DIR",
-              help="Memory directory (env MEMTAPE_DIR, default .agent-memory).")
-@click.option("--store", "store_url", envvar="MEMTAPE_STORE", default=None, metavar="URL",
-              help="Ledger store (env MEMTAPE_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
-                   "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.")
+@click.option(
+    "--memory-dir",
+    envvar="MEMTAPE_DIR",
+    default=None,
+    metavar="DIR",
+    help="Memory directory (env MEMTAPE_DIR, default .agent-memory).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    envvar="MEMTAPE_STORE",
+    default=None,
+    metavar="URL",
+    help="Ledger store (env MEMTAPE_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
+    "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.",
+)
 def cli(memory_dir: str | None, store_url: str | None) -> None:
     """memtape: an event-sourced memory ledger for LLM browser agents."""
     # the options stay in the context's params: a command that opens memory builds its Settings
@@ -185,6 +237,9 @@ def _internal_error(exc: Exception) -> None:
     if os.environ.get("MEMTAPE_DEBUG"):
         raise exc
     reason = " ".join(str(exc).split())[:200]
-    click.echo(f"error: internal error ({type(exc).__name__}{': ' + reason if reason else ''}); "
-               "set MEMTAPE_DEBUG=1 to see the traceback", err=True)
+    click.echo(
+        f"error: internal error ({type(exc).__name__}{': ' + reason if reason else ''}); "
+        "set MEMTAPE_DEBUG=1 to see the traceback",
+        err=True,
+    )
     sys.exit(1)

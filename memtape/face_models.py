@@ -8,6 +8,7 @@ themselves are checked once, by the library (bad ones are its one-line refusal).
 the library gives as dataclasses (`Lesson`, `Fact`, `SessionEntry`, ...) are declared as those
 dataclasses: every field the Python caller gets, a caller of either face gets.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -61,8 +62,12 @@ class StepBody(Body):
     args: dict[str, Any] | None = None
     url_after: str | None = Field(default=None, description="Default: `url`.")
     selector: str | None = None
-    sensitive: bool = Field(default=False, description=(
-        "A value typed into a password field: every argument is masked and the value scrubbed from the run."))
+    sensitive: bool = Field(
+        default=False,
+        description=(
+            "A value typed into a password field: every argument is masked and the value scrubbed from the run."
+        ),
+    )
     duration_ms: float = 0.0
     think: str | None = None
     page_before: dict[str, Any] | None = Field(default=None, description="url, title, page_type, elements")
@@ -183,8 +188,14 @@ MAX_STALE_SECONDS = 10**12
 class AbandonBody(Body):
     """`mem.abandon_stale_runs`: `older_than` in seconds (default: the memory's `stale_after`, one hour)."""
 
-    older_than: float | int | None = Field(default=None, ge=0, le=MAX_STALE_SECONDS, description=(
-        "Seconds with no event after which a running run is abandoned; default: the memory's stale_after."))
+    older_than: float | int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_STALE_SECONDS,
+        description=(
+            "Seconds with no event after which a running run is abandoned; default: the memory's stale_after."
+        ),
+    )
 
 
 def stale_limit(seconds: float | None) -> timedelta | None:
@@ -200,6 +211,7 @@ class ExperimentBody(Body):
 
 
 # ---- answers ----------------------------------------------------------------------------------
+
 
 class Answer(BaseModel):
     """An answer has exactly its fields."""
@@ -297,6 +309,7 @@ class Explained(BaseModel):
 
 # MCP answers one JSON object per call: lists come inside one
 
+
 class Lessons(Answer):
     lessons: list[Lesson]
 
@@ -361,5 +374,11 @@ class PageSummary(Answer):
 
 def finished(run_id: str, success: bool, learned: Learned) -> Finished:
     """The answer of finishing a run from the library's `Learned`."""
-    return Finished(run_id=run_id, success=success, lessons=learned.lessons, facts=learned.facts,
-                    trajectory=learned.trajectory, patterns=learned.patterns)
+    return Finished(
+        run_id=run_id,
+        success=success,
+        lessons=learned.lessons,
+        facts=learned.facts,
+        trajectory=learned.trajectory,
+        patterns=learned.patterns,
+    )

@@ -18,6 +18,7 @@ server under its own name through DNS rebinding. So, in this order:
 Each refusal is `{"error": "<one line>"}` with its status (403, 401, 415, 413), like every
 other error of the server.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -124,8 +125,9 @@ def listen(host: str, port: int) -> socket.socket:
     name that does not resolve): binding before anything is announced means a failure never
     follows a "serving on" line."""
     try:
-        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                                 flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except (OSError, UnicodeError) as exc:
         raise ServeRefused(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     sock = socket.socket(family, kind, proto)
@@ -202,8 +204,9 @@ class OriginGate:
 class RequestGuard:
     """The inner check: the bearer token, the body's type, and its size while it streams in."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, public_paths: frozenset[str], max_body: int,
-                 cors: bool = False):
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, public_paths: frozenset[str], max_body: int, cors: bool = False
+    ):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token is not None else None
         self.public_paths = public_paths
@@ -221,8 +224,9 @@ class RequestGuard:
             kind = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if kind not in BODY_TYPES:
                 shown = repr(kind[:60]) if kind else "no content type"
-                return _refuse(415, f"a body must be application/json (JSON Lines for /events: "
-                                    f"application/x-ndjson), got {shown}")
+                return _refuse(
+                    415, f"a body must be application/json (JSON Lines for /events: application/x-ndjson), got {shown}"
+                )
         length = headers.get("content-length")
         if length is not None and (not length.isascii() or not length.isdigit()):
             return _refuse(400, "content-length is not a number")

@@ -6,6 +6,7 @@ subprocess and calls tools whose arguments are the library's (`memtape.api`), pl
 same library call the Python API makes, so the ledger records exactly the same events.
 A bad argument is a tool error carrying the library's one-line message; nothing is written.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -96,7 +97,7 @@ def outline(line: str) -> tuple[dict[str, Any], int]:
             deepest = max(deepest, depth)
         else:
             if depth == 1 and key is not None and start >= 0:
-                raw[key] = line[start:token.start()].strip()
+                raw[key] = line[start : token.start()].strip()
                 key, start = None, -1
             depth -= mark != ","
     members: dict[str, Any] = {}
@@ -136,10 +137,18 @@ def refusal(exc: Exception) -> JSONRPCError | None:
     if errors and errors[0].get("type") == "json_invalid" and isinstance(given, str):
         members, deepest = outline(given)
         why = _unreadable(given, deepest, str(errors[0].get("msg", "invalid")))
-        return JSONRPCError(jsonrpc="2.0", id=_request_id(members.get("id")), error=ErrorData(code=PARSE_ERROR, message=why))
-    if isinstance(exc, ValidationError) and isinstance(given, dict) and "method" in given and _request_id(given.get("id")) is not None:
-        return JSONRPCError(jsonrpc="2.0", id=_request_id(given["id"]),
-                            error=ErrorData(code=INVALID_REQUEST, message=first_error(exc)))
+        return JSONRPCError(
+            jsonrpc="2.0", id=_request_id(members.get("id")), error=ErrorData(code=PARSE_ERROR, message=why)
+        )
+    if (
+        isinstance(exc, ValidationError)
+        and isinstance(given, dict)
+        and "method" in given
+        and _request_id(given.get("id")) is not None
+    ):
+        return JSONRPCError(
+            jsonrpc="2.0", id=_request_id(given["id"]), error=ErrorData(code=INVALID_REQUEST, message=first_error(exc))
+        )
     return None
 
 
@@ -168,8 +177,9 @@ class MemoryServer(MCPServer):
         known = self.arguments.get(name)
         unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
         if known is not None and unknown:
-            raise ToolError(f"Error executing tool {name}: unknown argument {unknown[0][:60]!r}; "
-                            f"known: {', '.join(known)}")
+            raise ToolError(
+                f"Error executing tool {name}: unknown argument {unknown[0][:60]!r}; known: {', '.join(known)}"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -198,7 +208,9 @@ class MemoryServer(MCPServer):
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(screen)
-                await self._lowlevel_server.run(screened, answers, self._lowlevel_server.create_initialization_options())
+                await self._lowlevel_server.run(
+                    screened, answers, self._lowlevel_server.create_initialization_options()
+                )
 
 
 def _items(items: Sequence[PromptItem]) -> list[dict[str, Any]]:
@@ -215,51 +227,117 @@ def build_server(memory: Memory) -> MemoryServer:
     # ---- runs: what happened ----------------------------------------------------------------
 
     @server.tool()
-    async def start_run(goal: StrictStr, start_url: StrictStr, session_id: StrictStr | None = None,
-                        run_id: StrictStr | None = None, parent_run_id: StrictStr | None = None,
-                        mode: StrictStr = "new", isolation: StrictStr = "shared", case_id: StrictStr | None = None,
-                        agent: StrictStr = "external", rep: StrictInt | None = None,
-                        step_memory_scope: StrictStr = "session") -> StartedRun:
+    async def start_run(
+        goal: StrictStr,
+        start_url: StrictStr,
+        session_id: StrictStr | None = None,
+        run_id: StrictStr | None = None,
+        parent_run_id: StrictStr | None = None,
+        mode: StrictStr = "new",
+        isolation: StrictStr = "shared",
+        case_id: StrictStr | None = None,
+        agent: StrictStr = "external",
+        rep: StrictInt | None = None,
+        step_memory_scope: StrictStr = "session",
+    ) -> StartedRun:
         """Start a run (stale runs are abandoned first) and return its run_id and session_id. `rep`
         and `step_memory_scope` are seed 002's reps: rep 1 retrieves no step memories."""
-        run = memory.start_run(goal=goal, start_url=start_url, session_id=session_id, run_id=run_id,
-                               parent_run_id=parent_run_id, mode=mode, isolation=isolation, case_id=case_id,
-                               agent=agent, rep=rep, step_memory_scope=step_memory_scope)
+        run = memory.start_run(
+            goal=goal,
+            start_url=start_url,
+            session_id=session_id,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            mode=mode,
+            isolation=isolation,
+            case_id=case_id,
+            agent=agent,
+            rep=rep,
+            step_memory_scope=step_memory_scope,
+        )
         return StartedRun(run_id=run.run_id, session_id=run.session_id)
 
     @server.tool()
-    async def record_step(run_id: StrictStr, step: StrictInt, action: StrictStr, target: StrictStr | None = None,
-                          url: StrictStr | None = None, ok: StrictBool = True, error: StrictStr | None = None,
-                          args: dict[str, Any] | None = None, url_after: StrictStr | None = None,
-                          selector: StrictStr | None = None, sensitive: StrictBool = False,
-                          duration_ms: Number = 0.0, think: StrictStr | None = None,
-                          page_before: dict[str, Any] | None = None, page_after: dict[str, Any] | None = None,
-                          decided_by: StrictStr = "policy", in_shadow: StrictBool = False,
-                          memory_ms: Number = 0.0) -> RecordedStep:
+    async def record_step(
+        run_id: StrictStr,
+        step: StrictInt,
+        action: StrictStr,
+        target: StrictStr | None = None,
+        url: StrictStr | None = None,
+        ok: StrictBool = True,
+        error: StrictStr | None = None,
+        args: dict[str, Any] | None = None,
+        url_after: StrictStr | None = None,
+        selector: StrictStr | None = None,
+        sensitive: StrictBool = False,
+        duration_ms: Number = 0.0,
+        think: StrictStr | None = None,
+        page_before: dict[str, Any] | None = None,
+        page_after: dict[str, Any] | None = None,
+        decided_by: StrictStr = "policy",
+        in_shadow: StrictBool = False,
+        memory_ms: Number = 0.0,
+    ) -> RecordedStep:
         """One action the agent took on the page at `url` (default: where the last step ended),
         ending on `url_after`: `target` names the element as `role "name"`, `args` its arguments,
         `page_before`/`page_after` describe the page (url, title, page_type, elements); `sensitive`
         (a value typed into a password field) masks every argument. Returns the step_recorded event
         id; the same step again with the same content is one step."""
-        return RecordedStep(event_id=memory.run(run_id).record_step(
-            step=step, action=action, target=target, url=url, ok=ok, error=error, args=args, url_after=url_after,
-            selector=selector, sensitive=sensitive, duration_ms=duration_ms, think=think, page_before=page_before,
-            page_after=page_after, decided_by=decided_by, in_shadow=in_shadow, memory_ms=memory_ms))
+        return RecordedStep(
+            event_id=memory.run(run_id).record_step(
+                step=step,
+                action=action,
+                target=target,
+                url=url,
+                ok=ok,
+                error=error,
+                args=args,
+                url_after=url_after,
+                selector=selector,
+                sensitive=sensitive,
+                duration_ms=duration_ms,
+                think=think,
+                page_before=page_before,
+                page_after=page_after,
+                decided_by=decided_by,
+                in_shadow=in_shadow,
+                memory_ms=memory_ms,
+            )
+        )
 
     @server.tool()
-    async def record_lesson(run_id: StrictStr, text: StrictStr, category: StrictStr = "error_recovery",
-                            failed_command: StrictStr | None = None, error_pattern: StrictStr | None = None,
-                            scope_domain: StrictStr | None = None, step: StrictInt | None = None) -> RecordedLesson:
+    async def record_lesson(
+        run_id: StrictStr,
+        text: StrictStr,
+        category: StrictStr = "error_recovery",
+        failed_command: StrictStr | None = None,
+        error_pattern: StrictStr | None = None,
+        scope_domain: StrictStr | None = None,
+        step: StrictInt | None = None,
+    ) -> RecordedLesson:
         """A lesson the agent learned (deduplicated and promoted like every lesson); category is
         error_recovery or site_specific. With failed_command and error_pattern, recall_error finds
         it after the same failure."""
-        return RecordedLesson(lesson_id=memory.run(run_id).record_lesson(
-            text, category=category, failed_command=failed_command, error_pattern=error_pattern,
-            scope_domain=scope_domain, step=step))
+        return RecordedLesson(
+            lesson_id=memory.run(run_id).record_lesson(
+                text,
+                category=category,
+                failed_command=failed_command,
+                error_pattern=error_pattern,
+                scope_domain=scope_domain,
+                step=step,
+            )
+        )
 
     @server.tool()
-    async def observe_fact(run_id: StrictStr, kind: StrictStr, key: StrictStr, value: StrictStr,
-                           step: StrictInt | None = None, domain: StrictStr | None = None) -> ObservedFact:
+    async def observe_fact(
+        run_id: StrictStr,
+        kind: StrictStr,
+        key: StrictStr,
+        value: StrictStr,
+        step: StrictInt | None = None,
+        domain: StrictStr | None = None,
+    ) -> ObservedFact:
         """App knowledge about the run's site (or `domain`): kind is timing, selector, pattern or quirk.
         The same value confirms a fact, a different one contradicts it."""
         run = memory.run(run_id)
@@ -267,39 +345,79 @@ def build_server(memory: Memory) -> MemoryServer:
         return ObservedFact(domain=domain if domain is not None else run.domain, kind=kind, key=key)
 
     @server.tool()
-    async def selector_result(run_id: StrictStr, element: StrictStr, selector: StrictStr, ok: StrictBool,
-                              step: StrictInt | None = None, error: StrictStr | None = None,
-                              url: StrictStr | None = None, healed_from: StrictStr | None = None) -> Recorded:
+    async def selector_result(
+        run_id: StrictStr,
+        element: StrictStr,
+        selector: StrictStr,
+        ok: StrictBool,
+        step: StrictInt | None = None,
+        error: StrictStr | None = None,
+        url: StrictStr | None = None,
+        healed_from: StrictStr | None = None,
+    ) -> Recorded:
         """Whether `selector` found `element` (`role "name"`) on the current page (or `url`)."""
-        memory.run(run_id).selector_result(element=element, selector=selector, ok=ok, step=step, error=error,
-                                           url=url, healed_from=healed_from)
+        memory.run(run_id).selector_result(
+            element=element, selector=selector, ok=ok, step=step, error=error, url=url, healed_from=healed_from
+        )
         return Recorded()
 
     @server.tool()
-    async def record_context(run_id: StrictStr, items: list[PromptItem], step: StrictInt,
-                             budget: StrictInt = DEFAULT_BUDGET, trimmed: Sequence[PromptItem] = (),
-                             prompt: StrictStr = "step", domain: StrictStr | None = None,
-                             counted_by: StrictStr | None = None) -> Recorded:
+    async def record_context(
+        run_id: StrictStr,
+        items: list[PromptItem],
+        step: StrictInt,
+        budget: StrictInt = DEFAULT_BUDGET,
+        trimmed: Sequence[PromptItem] = (),
+        prompt: StrictStr = "step",
+        domain: StrictStr | None = None,
+        counted_by: StrictStr | None = None,
+    ) -> Recorded:
         """What one prompt held: each item's source, priority, text and the event ids it came from
         (and what the budget trimmed), as a context_built event. Audits show exactly this."""
-        memory.run(run_id).record_context(items=_items(items), step=step, budget=budget,
-                                          trimmed=_items(trimmed), prompt=prompt, domain=domain, counted_by=counted_by)
+        memory.run(run_id).record_context(
+            items=_items(items),
+            step=step,
+            budget=budget,
+            trimmed=_items(trimmed),
+            prompt=prompt,
+            domain=domain,
+            counted_by=counted_by,
+        )
         return Recorded()
 
     @server.tool()
-    async def finish_run(run_id: StrictStr, success: StrictBool, outcome: StrictStr = "",
-                         reason: StrictStr | None = None, result: StrictStr | None = None,
-                         final_url: StrictStr | None = None, turns: StrictInt | None = None,
-                         tokens_in: StrictInt = 0, tokens_out: StrictInt = 0, duration_ms: Number | None = None,
-                         policy_decisions: StrictInt | None = None, replayed_steps: StrictInt | None = None,
-                         learn: StrictBool = True) -> Finished:
+    async def finish_run(
+        run_id: StrictStr,
+        success: StrictBool,
+        outcome: StrictStr = "",
+        reason: StrictStr | None = None,
+        result: StrictStr | None = None,
+        final_url: StrictStr | None = None,
+        turns: StrictInt | None = None,
+        tokens_in: StrictInt = 0,
+        tokens_out: StrictInt = 0,
+        duration_ms: Number | None = None,
+        policy_decisions: StrictInt | None = None,
+        replayed_steps: StrictInt | None = None,
+        learn: StrictBool = True,
+    ) -> Finished:
         """Finish the run: post-run learning from every step the ledger holds for it (lessons, facts,
         selectors, the trajectory and patterns of a success), the session entry and run_completed.
         Returns what was learned. A finished run takes no more steps, lessons or finish."""
         learned = memory.run(run_id).finish(
-            success=success, outcome=outcome, reason=reason, result=result, final_url=final_url, turns=turns,
-            tokens_in=tokens_in, tokens_out=tokens_out, duration_ms=duration_ms, policy_decisions=policy_decisions,
-            replayed_steps=replayed_steps, learn=learn)
+            success=success,
+            outcome=outcome,
+            reason=reason,
+            result=result,
+            final_url=final_url,
+            turns=turns,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            duration_ms=duration_ms,
+            policy_decisions=policy_decisions,
+            replayed_steps=replayed_steps,
+            learn=learn,
+        )
         return finished(run_id, success, learned)
 
     # ---- runs: recall (each one an event) and plain reads ------------------------------------
@@ -310,21 +428,29 @@ def build_server(memory: Memory) -> MemoryServer:
         return LessonsAnswer(lessons=memory.run(run_id).tier1())
 
     @server.tool()
-    async def recall_domain(run_id: StrictStr, step: StrictInt | None = None,
-                            domain: StrictStr | None = None) -> LessonsAnswer:
+    async def recall_domain(
+        run_id: StrictStr, step: StrictInt | None = None, domain: StrictStr | None = None
+    ) -> LessonsAnswer:
         """Lessons for the site the run is on (or `domain`), on entering it (logs domain_recall)."""
         return LessonsAnswer(lessons=memory.run(run_id).recall_domain(step=step, domain=domain))
 
     @server.tool()
-    async def recall_error(run_id: StrictStr, command: StrictStr, error: StrictStr, step: StrictInt | None = None,
-                           domain: StrictStr | None = None) -> LessonsAnswer:
+    async def recall_error(
+        run_id: StrictStr,
+        command: StrictStr,
+        error: StrictStr,
+        step: StrictInt | None = None,
+        domain: StrictStr | None = None,
+    ) -> LessonsAnswer:
         """Lessons for a failed command and its error message on the run's site (logs error_recall)."""
-        return LessonsAnswer(lessons=memory.run(run_id).recall_error(command=command, error=error, step=step,
-                                                                     domain=domain))
+        return LessonsAnswer(
+            lessons=memory.run(run_id).recall_error(command=command, error=error, step=step, domain=domain)
+        )
 
     @server.tool()
-    async def recall_trajectory(run_id: StrictStr, step: StrictInt | None = None,
-                                url: StrictStr | None = None) -> RecalledTrajectory:
+    async def recall_trajectory(
+        run_id: StrictStr, step: StrictInt | None = None, url: StrictStr | None = None
+    ) -> RecalledTrajectory:
         """The reference trajectory for the run's goal on the current site (or `url`'s), and whether
         it is close enough to replay; `recall` is null when none matches (logs trajectory_recalled)."""
         return RecalledTrajectory(recall=memory.run(run_id).recall_trajectory(step=step, url=url))
@@ -391,8 +517,9 @@ def build_server(memory: Memory) -> MemoryServer:
         return ScratchPad(scratch=memory.read_run(run_id).scratch())
 
     @server.tool()
-    async def store_page_map(run_id: StrictStr, url: StrictStr, page_map: dict[str, Any],
-                             step: StrictInt | None = None) -> Recorded:
+    async def store_page_map(
+        run_id: StrictStr, url: StrictStr, page_map: dict[str, Any], step: StrictInt | None = None
+    ) -> Recorded:
         """This run's understanding of the page at `url`: title, summary, total_width, total_height
         and regions (kind, name, description, elements, start_y, end_y); replaces an earlier map."""
         memory.run(run_id).store_page_map(url, page_map, step=step)
@@ -421,34 +548,43 @@ def build_server(memory: Memory) -> MemoryServer:
     # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
 
     @server.tool()
-    async def memory_tier1(run_id: StrictStr | None = None, step: StrictInt | None = 0,
-                           domain: StrictStr | None = None) -> LessonsAnswer:
+    async def memory_tier1(
+        run_id: StrictStr | None = None, step: StrictInt | None = 0, domain: StrictStr | None = None
+    ) -> LessonsAnswer:
         """The Tier 1 lessons, outside a run or for run `run_id` at `step` (logs tier1_loaded)."""
         return LessonsAnswer(lessons=memory.tier1(run_id=run_id, step=step, domain=domain))
 
     @server.tool()
-    async def memory_recall_domain(domain: StrictStr, run_id: StrictStr | None = None,
-                                   step: StrictInt | None = None) -> LessonsAnswer:
+    async def memory_recall_domain(
+        domain: StrictStr, run_id: StrictStr | None = None, step: StrictInt | None = None
+    ) -> LessonsAnswer:
         """Lessons scoped to `domain` (or a parent domain), outside a run or for `run_id` (logs domain_recall)."""
         return LessonsAnswer(lessons=memory.recall_domain(domain, run_id=run_id, step=step))
 
     @server.tool()
-    async def memory_recall_error(command: StrictStr, error: StrictStr, domain: StrictStr | None = None,
-                                  run_id: StrictStr | None = None, step: StrictInt | None = None) -> LessonsAnswer:
+    async def memory_recall_error(
+        command: StrictStr,
+        error: StrictStr,
+        domain: StrictStr | None = None,
+        run_id: StrictStr | None = None,
+        step: StrictInt | None = None,
+    ) -> LessonsAnswer:
         """Lessons for a failed command and its error (site lessons only on `domain`), outside a run
         or for `run_id` (logs error_recall)."""
         return LessonsAnswer(lessons=memory.recall_error(command, error, domain=domain, run_id=run_id, step=step))
 
     @server.tool()
-    async def memory_recall_trajectory(goal: StrictStr, url: StrictStr, run_id: StrictStr | None = None,
-                                       step: StrictInt | None = None) -> RecalledTrajectory:
+    async def memory_recall_trajectory(
+        goal: StrictStr, url: StrictStr, run_id: StrictStr | None = None, step: StrictInt | None = None
+    ) -> RecalledTrajectory:
         """The reference trajectory for `goal` on the host of `url`, outside a run or for `run_id`;
         `recall` is null when none matches (logs trajectory_recalled)."""
         return RecalledTrajectory(recall=memory.recall_trajectory(goal, url, run_id=run_id, step=step))
 
     @server.tool()
     async def abandon_stale_runs(
-            older_than: Annotated[Number | None, Field(ge=0, le=MAX_STALE_SECONDS)] = None) -> AbandonedRuns:
+        older_than: Annotated[Number | None, Field(ge=0, le=MAX_STALE_SECONDS)] = None,
+    ) -> AbandonedRuns:
         """Finish as failed (reason "abandoned") every running run with no event for `older_than`
         seconds (default: the memory's stale_after, one hour); returns the run ids finished."""
         return AbandonedRuns(abandoned=memory.abandon_stale_runs(stale_limit(older_than)))
@@ -456,8 +592,12 @@ def build_server(memory: Memory) -> MemoryServer:
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 
     @server.tool()
-    async def state(kind: StrictStr, as_of: StrictInt | StrictStr | None = None, domain: StrictStr | None = None,
-                    run: StrictStr | None = None) -> StateItems:
+    async def state(
+        kind: StrictStr,
+        as_of: StrictInt | StrictStr | None = None,
+        domain: StrictStr | None = None,
+        run: StrictStr | None = None,
+    ) -> StateItems:
         """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
         short-term, patterns, context, snapshots, sitemap), now or at seq / ISO time `as_of`."""
         return StateItems(items=memory.state(kind, as_of=as_of, domain=domain, run=run))

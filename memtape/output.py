@@ -26,6 +26,7 @@ rich's own `rich.cells`; tests/test_face_render.py checks the two agree on rando
 text included. rich itself (slow to import) loads only when a terminal needs it, or a stream
 that is not UTF-8 (rich then draws the box in ASCII).
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,8 +82,13 @@ def console(stream: TextIO | None = None, width: int | None = None) -> Console:
 
     stream = stream or sys.stdout
     tty = bool(getattr(stream, "isatty", lambda: False)())
-    return Console(file=stream, width=width or terminal_width(stream), force_terminal=tty or None,
-                   color_system="auto" if tty else None, soft_wrap=False)
+    return Console(
+        file=stream,
+        width=width or terminal_width(stream),
+        force_terminal=tty or None,
+        color_system="auto" if tty else None,
+        soft_wrap=False,
+    )
 
 
 def _kept_whole(name: str, values: Sequence[str]) -> bool:
@@ -112,8 +118,9 @@ def layout(table: Table, width: int) -> tuple[list[int], set[int]]:
     return _layout(table.columns, [[cell_text(v) for v in row] for row in table.rows], numeric, width)
 
 
-def _layout(names: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool],
-            width: int) -> tuple[list[int], set[int]]:
+def _layout(
+    names: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool], width: int
+) -> tuple[list[int], set[int]]:
     """`layout` of the columns `names` given the cells' text and which columns hold numbers."""
     columns = list(zip(*cells)) if cells else [() for _ in names]
     values = [max(map(_natural, col), default=0) for col in columns]
@@ -174,9 +181,15 @@ def drawing(table: Table, width: int, title: str | None = None) -> TableDrawing:
     widths, wrapped = _layout(table.columns, cells, numeric, width)
     return TableDrawing(
         title=title if title is not None else table.title,
-        headers=["\n".join(textwrap.wrap(header(name), widths[i], break_on_hyphens=False))
-                 for i, name in enumerate(table.columns)],
-        widths=widths, wraps=[i in wrapped for i in range(len(widths))], right=numeric, cells=cells)
+        headers=[
+            "\n".join(textwrap.wrap(header(name), widths[i], break_on_hyphens=False))
+            for i, name in enumerate(table.columns)
+        ],
+        widths=widths,
+        wraps=[i in wrapped for i in range(len(widths))],
+        right=numeric,
+        cells=cells,
+    )
 
 
 def rich_table(table: Table, width: int, title: str | None = None) -> RichTable:
@@ -247,8 +260,13 @@ _TRAILING_SPACE = re.compile(r"\s+$")
 _WORD = re.compile(r"\s*\S+\s*")
 #: rich's HEAVY_HEAD box: (left, fill, divider, right) of the top, the header's rows, the rule under the
 #: header, the body's rows and the bottom
-_TOP, _HEAD, _RULE, _BODY, _BOTTOM = ("┏", "━", "┳", "┓"), ("┃", " ", "┃", "┃"), ("┡", "━", "╇", "┩"), \
-    ("│", " ", "│", "│"), ("└", "─", "┴", "┘")
+_TOP, _HEAD, _RULE, _BODY, _BOTTOM = (
+    ("┏", "━", "┳", "┓"),
+    ("┃", " ", "┃", "┃"),
+    ("┡", "━", "╇", "┩"),
+    ("│", " ", "│", "│"),
+    ("└", "─", "┴", "┘"),
+)
 
 
 def _printable(text: str) -> str:
@@ -328,7 +346,7 @@ def _rstrip_end(piece: str, width: int) -> str:
     """rich's `Text.rstrip_end`: trailing whitespace removed as far as the text has more characters
     (not cells) than `width`."""
     if len(piece) > width and (space := _TRAILING_SPACE.search(piece)) is not None:
-        return piece[:len(piece) - min(len(space.group(0)), len(piece) - width)]
+        return piece[: len(piece) - min(len(space.group(0)), len(piece) - width)]
     return piece
 
 
@@ -397,8 +415,9 @@ def _cell_lines(text: str, width: int, wraps: bool, right: bool) -> tuple[list[l
     return [_adjusted([" ", *_adjusted([line] if line else [], width), " "], width + 2) for line in laid], False
 
 
-def _row_lines(d: TableDrawing, row: Sequence[str], box: tuple[str, str, str, str], width: int,
-               header: bool = False) -> list[str]:
+def _row_lines(
+    d: TableDrawing, row: Sequence[str], box: tuple[str, str, str, str], width: int, header: bool = False
+) -> list[str]:
     """One row of cells on a console `width` columns wide: every cell as tall as the tallest."""
     left, _, divider, right = box
     laid = [_cell_lines(text, w, wraps, r) for text, w, wraps, r in zip(row, d.widths, d.wraps, d.right)]
@@ -476,18 +495,29 @@ class AnswerPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
         options = ctx.find_root().params if ctx is not None else {}  # the global options (memtape.cli)
-        if ctx is not None and holds_memory_files(Path(os.fsdecode(path)), options.get("memory_dir"), options.get("store_url")):
-            self.fail(f"{os.fsdecode(path)} is in the memory's own directory (ledger.db, projections.db and the "
-                      "analytics mirror live there); write the answer elsewhere", param, ctx)
+        if ctx is not None and holds_memory_files(
+            Path(os.fsdecode(path)), options.get("memory_dir"), options.get("store_url")
+        ):
+            self.fail(
+                f"{os.fsdecode(path)} is in the memory's own directory (ledger.db, projections.db and the "
+                "analytics mirror live there); write the answer elsewhere",
+                param,
+                ctx,
+            )
         return path
 
 
-def listing_options(sections: Sequence[str] = (), *, json_help: str = "Same as --format json.",
-                    out_help: str = "Write to FILE instead of stdout (parquet: needed when stdout is a terminal).",
-                    default: str | None = "table") -> Callable[[Any], Any]:
+def listing_options(
+    sections: Sequence[str] = (),
+    *,
+    json_help: str = "Same as --format json.",
+    out_help: str = "Write to FILE instead of stdout (parquet: needed when stdout is a terminal).",
+    default: str | None = "table",
+) -> Callable[[Any], Any]:
     """`--format`, `--json` (its synonym), `--out FILE` and, for answers with several tables,
     `--section NAME` whose help lists the names. The command receives `fmt` (with `--json` folded
     in; None only when `default` is None and neither was given), `out` and `section`."""
+
     def decorate(func: Any) -> Any:
         @functools.wraps(func)
         def command(*args: Any, fmt: str | None, as_json: bool, **kwargs: Any) -> Any:
@@ -496,12 +526,22 @@ def listing_options(sections: Sequence[str] = (), *, json_help: str = "Same as -
             return func(*args, fmt="json" if as_json else (fmt or default), **kwargs)
 
         if sections:
-            command = click.option("--section", default=None, metavar="NAME",
-                                   help=f"One table of the answer: {', '.join(sections)} "
-                                        "(csv and parquet write the first by default).")(command)
-        command = click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
-                               help=out_help)(command)
+            command = click.option(
+                "--section",
+                default=None,
+                metavar="NAME",
+                help=f"One table of the answer: {', '.join(sections)} (csv and parquet write the first by default).",
+            )(command)
+        command = click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE", help=out_help)(
+            command
+        )
         command = click.option("--json", "as_json", is_flag=True, help=json_help)(command)
-        return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                            help=f"Output format (default {default or 'a readable page'}).")(command)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default=None,
+            help=f"Output format (default {default or 'a readable page'}).",
+        )(command)
+
     return decorate

@@ -1,4 +1,5 @@
 """Progress bars on stderr for the library's long folds (the library only reports counts)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -39,8 +40,15 @@ def fold_progress_bar(always: bool = False) -> Iterator[FoldProgress]:
                 from rich.console import Console
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-                bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
-                               TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+                bar = Progress(
+                    TextColumn(what),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("events"),
+                    TimeRemainingColumn(),
+                    console=Console(stderr=True),
+                    transient=False,
+                )
                 task = bar.add_task(what, total=total)
                 bar.start()
         if bar is not None and task is not None:

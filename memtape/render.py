@@ -3,6 +3,7 @@
 The data come from `audit.audit_run` and `explain.explain_item` (plain
 dicts); nothing here reads the ledger.
 """
+
 from __future__ import annotations
 
 import html
@@ -51,60 +52,113 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or _console()
     run = data.get("run") or {}
     out = data.get("outcome") or {}
-    console.print(Text.assemble((f"Run {data['run_id']}", "bold"), (
-        f": {run.get('goal', '?')!r} on {run.get('domain') or '-'} "
-        f"(mode {run.get('mode', '?')}, memory {'on' if run.get('memory_enabled', True) else 'off'}"
-        + (f", parent {run['parent_run_id']}" if run.get("parent_run_id") else "") + ")"
-        + (f" -> {'success' if out.get('success') else 'failure'} in {out.get('turns')} turns" if out else ""))))
+    console.print(
+        Text.assemble(
+            (f"Run {data['run_id']}", "bold"),
+            (
+                f": {run.get('goal', '?')!r} on {run.get('domain') or '-'} "
+                f"(mode {run.get('mode', '?')}, memory {'on' if run.get('memory_enabled', True) else 'off'}"
+                + (f", parent {run['parent_run_id']}" if run.get("parent_run_id") else "")
+                + ")"
+                + (f" -> {'success' if out.get('success') else 'failure'} in {out.get('turns')} turns" if out else "")
+            ),
+        )
+    )
     for s in data["steps"]:
         console.rule(_x(f"step {s['step']}  (memory as of seq {s['as_of_seq']}, {s.get('domain') or '-'})"))
         for p in s["prompt"]:
-            t = Table(title=_x(f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"
-                               + _counted(p) + _read(p)), title_justify="left")
+            t = Table(
+                title=_x(
+                    f"{p['prompt']} prompt at seq {p['seq']}: {p['total_tokens']}/{p['budget']} tokens"
+                    + _counted(p)
+                    + _read(p)
+                ),
+                title_justify="left",
+            )
             for c in ("source", "prio", "tokens", "text", "came from"):
                 t.add_column(c, overflow="fold", no_wrap=c in ("prio", "tokens"))
             for it in p["items"]:
-                t.add_row(_x(it["source"]), str(it["priority"]), str(it["tokens"]), _x(clip(it["text"], 120)),
-                          _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
+                t.add_row(
+                    _x(it["source"]),
+                    str(it["priority"]),
+                    str(it["tokens"]),
+                    _x(clip(it["text"], 120)),
+                    _x("; ".join(_origin(o) for o in it["origins"]) or "-"),
+                )
             for it in p["trimmed"]:
-                t.add_row(_x(f"trimmed: {it['source']}", "dim"), str(it["priority"]), str(it["tokens"]),
-                          _x(clip(it["text"], 120), "dim"), _x("; ".join(_origin(o) for o in it["origins"]) or "-"))
+                t.add_row(
+                    _x(f"trimmed: {it['source']}", "dim"),
+                    str(it["priority"]),
+                    str(it["tokens"]),
+                    _x(clip(it["text"], 120), "dim"),
+                    _x("; ".join(_origin(o) for o in it["origins"]) or "-"),
+                )
             console.print(t)
         mem = s["memory"]
         t = Table(title="memory", title_justify="left")
         for c in ("kind", "item", "detail", "taught by"):
             t.add_column(c, overflow="fold")
         for l in mem["tier1"]:
-            t.add_row("Tier 1", _x(clip(l["lesson"], 100)), _x(f"{l['category']}, used {l['use_count']}x"), _x(_origin(l["taught_by"])))
+            t.add_row(
+                "Tier 1",
+                _x(clip(l["lesson"], 100)),
+                _x(f"{l['category']}, used {l['use_count']}x"),
+                _x(_origin(l["taught_by"])),
+            )
         for r in mem["recalled"]:
             label = f"{r['kind']} recall (seq {r['seq']})"
             if not r["lessons"]:
                 t.add_row(label, "[dim]no match[/dim]", "", "")
             for l in r["lessons"]:
-                t.add_row(label, _x(clip(l.get("lesson") or l["lesson_id"], 100)), _x(l.get("category") or ""),
-                          _x(_origin(l.get("taught_by"))))
+                t.add_row(
+                    label,
+                    _x(clip(l.get("lesson") or l["lesson_id"], 100)),
+                    _x(l.get("category") or ""),
+                    _x(_origin(l.get("taught_by"))),
+                )
         if mem["trajectory"]:
             tr = mem["trajectory"]
-            t.add_row("trajectory", _x(f"{tr['trajectory_id']}: {tr.get('matched_goal')}"),
-                      f"similarity {tr.get('similarity')}{', replayed' if tr.get('replay') else ''}",
-                      _x(_origin(tr.get("taught_by"))))
+            t.add_row(
+                "trajectory",
+                _x(f"{tr['trajectory_id']}: {tr.get('matched_goal')}"),
+                f"similarity {tr.get('similarity')}{', replayed' if tr.get('replay') else ''}",
+                _x(_origin(tr.get("taught_by"))),
+            )
         for f in mem["facts"]:
-            t.add_row("fact", _x(f"{f['fact_type']}:{f['key']} = {f['value']}"), f"confidence {f['confidence']}",
-                      _x(_origin(f["taught_by"])))
+            t.add_row(
+                "fact",
+                _x(f"{f['fact_type']}:{f['key']} = {f['value']}"),
+                f"confidence {f['confidence']}",
+                _x(_origin(f["taught_by"])),
+            )
         for sel in mem["selectors"]:
-            t.add_row("selector", _x(f"{sel['role']} {sel['name']!r} -> {sel['selector']}"),
-                      f"{sel['successes']} ok / {sel['failures']} failed", _x(_origin(sel["taught_by"])))
+            t.add_row(
+                "selector",
+                _x(f"{sel['role']} {sel['name']!r} -> {sel['selector']}"),
+                f"{sel['successes']} ok / {sel['failures']} failed",
+                _x(_origin(sel["taught_by"])),
+            )
         console.print(t)
         a = s.get("action")
         if a:
             result = ("ok", "green") if a["ok"] else ("error", "red")
-            console.print(Text.assemble(f"action (seq {a['seq']}): {a['command']} {a['args']} -> ", result,
-                                        "" if a["ok"] else f": {a.get('error')}",
-                                        f"   {a['url_before']} -> {a['url_after']}" if a.get("url_after") else ""))
+            console.print(
+                Text.assemble(
+                    f"action (seq {a['seq']}): {a['command']} {a['args']} -> ",
+                    result,
+                    "" if a["ok"] else f": {a.get('error')}",
+                    f"   {a['url_before']} -> {a['url_after']}" if a.get("url_after") else "",
+                )
+            )
         if s.get("grade"):
             g = s["grade"]
-            console.print(_x(f"grade: {g['outcome']}" + (f" — {g['reason']}" if g.get("reason") else "")
-                             + (f"; instead: {g['correction']}" if g.get("correction") else "")))
+            console.print(
+                _x(
+                    f"grade: {g['outcome']}"
+                    + (f" — {g['reason']}" if g.get("reason") else "")
+                    + (f"; instead: {g['correction']}" if g.get("correction") else "")
+                )
+            )
 
 
 def explain_text(data: dict[str, Any], console: Console | None = None) -> None:
@@ -117,8 +171,15 @@ def explain_text(data: dict[str, Any], console: Console | None = None) -> None:
         t.add_column(c, overflow="fold", no_wrap=c != "detail")  # the detail wraps, not every column
     for e in data["life"]:
         detail = e["detail"] + (f" (confidence {e['confidence']})" if e.get("confidence") is not None else "")
-        t.add_row(str(e["seq"]), e["at"][:19].replace("T", " "), _x(e["stage"]), _x(e["run_id"] or "-"),
-                  "-" if e["step"] is None else str(e["step"]), _x(e["domain"] or "-"), _x(detail))
+        t.add_row(
+            str(e["seq"]),
+            e["at"][:19].replace("T", " "),
+            _x(e["stage"]),
+            _x(e["run_id"] or "-"),
+            "-" if e["step"] is None else str(e["step"]),
+            _x(e["domain"] or "-"),
+            _x(detail),
+        )
     console.print(t)
 
 
@@ -139,38 +200,77 @@ def _table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>\n")
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>\n"
+    )
 
 
 def audit_html(data: dict[str, Any]) -> str:
     """A self-contained HTML page of an audit (no scripts, no external resources)."""
     run = data.get("run") or {}
-    parts = [f"<p>Goal {_e(run.get('goal'))} on {_e(run.get('domain'))}, mode {_e(run.get('mode'))}, memory "
-             f"{'on' if run.get('memory_enabled', True) else 'off'}.</p>"]
+    parts = [
+        f"<p>Goal {_e(run.get('goal'))} on {_e(run.get('domain'))}, mode {_e(run.get('mode'))}, memory "
+        f"{'on' if run.get('memory_enabled', True) else 'off'}.</p>"
+    ]
     for s in data["steps"]:
         parts.append(f"<h2>Step {s['step']} <span class=dim>(memory as of seq {s['as_of_seq']})</span></h2>")
         for p in s["prompt"]:
-            rows = [[_e(i["source"]), i["priority"], i["tokens"], _e(i["text"]),
-                     _e("; ".join(_origin(o) for o in i["origins"]))] for i in p["items"]]
-            rows += [[f"<span class=dim>trimmed: {_e(i['source'])}</span>", i["priority"], i["tokens"],
-                      f"<span class=dim>{_e(i['text'])}</span>", _e("; ".join(_origin(o) for o in i["origins"]))]
-                     for i in p["trimmed"]]
-            parts.append(f"<p>{_e(p['prompt'])} prompt (seq {p['seq']}): {p['total_tokens']}/{p['budget']} tokens"
-                         f"{_e(_counted(p) + _read(p))}</p>")
+            rows = [
+                [
+                    _e(i["source"]),
+                    i["priority"],
+                    i["tokens"],
+                    _e(i["text"]),
+                    _e("; ".join(_origin(o) for o in i["origins"])),
+                ]
+                for i in p["items"]
+            ]
+            rows += [
+                [
+                    f"<span class=dim>trimmed: {_e(i['source'])}</span>",
+                    i["priority"],
+                    i["tokens"],
+                    f"<span class=dim>{_e(i['text'])}</span>",
+                    _e("; ".join(_origin(o) for o in i["origins"])),
+                ]
+                for i in p["trimmed"]
+            ]
+            parts.append(
+                f"<p>{_e(p['prompt'])} prompt (seq {p['seq']}): {p['total_tokens']}/{p['budget']} tokens"
+                f"{_e(_counted(p) + _read(p))}</p>"
+            )
             parts.append(_table(["source", "priority", "tokens", "text", "came from"], rows, raw=True))
         mem = s["memory"]
         rows = [["Tier 1", l["lesson"], l["category"], _origin(l["taught_by"])] for l in mem["tier1"]]
-        rows += [[f"{r['kind']} recall", l.get("lesson") or l["lesson_id"], l.get("category"), _origin(l.get("taught_by"))]
-                 for r in mem["recalled"] for l in r["lessons"]]
+        rows += [
+            [f"{r['kind']} recall", l.get("lesson") or l["lesson_id"], l.get("category"), _origin(l.get("taught_by"))]
+            for r in mem["recalled"]
+            for l in r["lessons"]
+        ]
         if mem["trajectory"]:
             tr = mem["trajectory"]
-            rows.append(["trajectory", tr["trajectory_id"], f"similarity {tr.get('similarity')}",
-                         _origin(tr.get("taught_by"))])
-        rows += [["fact", f"{f['fact_type']}:{f['key']} = {f['value']}", f"confidence {f['confidence']}",
-                  _origin(f["taught_by"])] for f in mem["facts"]]
-        rows += [["selector", f"{x['role']} {x['name']} -> {x['selector']}", f"{x['successes']}/{x['failures']}",
-                  _origin(x["taught_by"])] for x in mem["selectors"]]
+            rows.append(
+                ["trajectory", tr["trajectory_id"], f"similarity {tr.get('similarity')}", _origin(tr.get("taught_by"))]
+            )
+        rows += [
+            [
+                "fact",
+                f"{f['fact_type']}:{f['key']} = {f['value']}",
+                f"confidence {f['confidence']}",
+                _origin(f["taught_by"]),
+            ]
+            for f in mem["facts"]
+        ]
+        rows += [
+            [
+                "selector",
+                f"{x['role']} {x['name']} -> {x['selector']}",
+                f"{x['successes']}/{x['failures']}",
+                _origin(x["taught_by"]),
+            ]
+            for x in mem["selectors"]
+        ]
         parts.append(_table(["memory", "item", "detail", "taught by"], rows))
         a = s.get("action")
         if a:
@@ -180,8 +280,19 @@ def audit_html(data: dict[str, Any]) -> str:
 
 
 def explain_html(data: dict[str, Any]) -> str:
-    rows = [[e["seq"], e["at"], e["stage"], e["run_id"] or "-", "-" if e["step"] is None else e["step"],
-             e["domain"] or "-", e["detail"]] for e in data["life"]]
-    body = f"<p>Status: {_e(data['status'])}</p>" + _table(["seq", "at", "stage", "run", "step", "domain", "detail"],
-                                                            rows)
+    rows = [
+        [
+            e["seq"],
+            e["at"],
+            e["stage"],
+            e["run_id"] or "-",
+            "-" if e["step"] is None else e["step"],
+            e["domain"] or "-",
+            e["detail"],
+        ]
+        for e in data["life"]
+    ]
+    body = f"<p>Status: {_e(data['status'])}</p>" + _table(
+        ["seq", "at", "stage", "run", "step", "domain", "detail"], rows
+    )
     return _page(f"{data['kind']} {data['item']}", body)

@@ -28,6 +28,7 @@ ledger and after a restart; the same key with another request answers 422
 refused request writes nothing, so it may be sent again with its key (and
 `POST /experiment`, which writes nothing, answers afresh).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -100,7 +101,7 @@ REFUSALS: dict[int, str] = {
     403: "A Host this server does not answer to, or a request from another origin",
     404: "No such run or item (and, on any path, no such route)",
     409: "A write the run no longer takes (it finished, or the step was recorded with other content), "
-         "or the ledger is locked",
+    "or the ledger is locked",
     413: "A body over 16 MB",
     415: "A body that is not application/json (application/x-ndjson for POST /events)",
     422: "A body or parameter of the wrong shape or type, or an Idempotency-Key sent with another request",
@@ -120,10 +121,14 @@ Every error, on every path (an unknown route and a wrong method included), is `{
 `Authorization: Bearer TOKEN` unless the server was started with --no-token. Every POST that writes
 takes an `Idempotency-Key` header: the same key with the same request gets the first answer again."""
 
-IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
-                   "description": "The same key with the same request gets the first answer again and writes nothing "
-                                  "(header Idempotent-Replayed: true); with another request, 422.",
-                   "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS}}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "The same key with the same request gets the first answer again and writes nothing "
+    "(header Idempotent-Replayed: true); with another request, 422.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS},
+}
 
 
 def _unqualified(spec: dict[str, Any]) -> dict[str, Any]:
@@ -216,13 +221,23 @@ def _status(exc: MemtapeError) -> int:
     return 400
 
 
-def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0.1", allow_hosts: Iterable[str] = (),
-               cors_origins: Iterable[str] = ()) -> FastAPI:
+def create_app(
+    memory: Memory,
+    token: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    allow_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
+) -> FastAPI:
     """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
     (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
     requests bearing it (None: to any local caller)."""
-    app = FastAPI(title="memtape", version=version("memtape"), description=DESCRIPTION,
-                  generate_unique_id_function=lambda route: route.name)  # operationId: the library call's name
+    app = FastAPI(
+        title="memtape",
+        version=version("memtape"),
+        description=DESCRIPTION,
+        generate_unique_id_function=lambda route: route.name,
+    )  # operationId: the library call's name
     app.router.route_class = JSONRoute
     live: dict[str, Run] = {}
     cors = tuple(cors_origins)
@@ -254,30 +269,47 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         run = live.get(run_id)
         return run if run is not None and not run.finished else memory.read_run(run_id)
 
-    def post(path: str, answer: Any, call: Callable[..., Any], status: int = 200,
-             **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def post(
+        path: str, answer: Any, call: Callable[..., Any], status: int = 200, **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A POST route answering `answer`, documented by the library call it makes."""
-        return app.post(path, response_model=answer, status_code=status, responses=refusals(BODY_REFUSALS),
-                        summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
-                        description=inspect.getdoc(call), **options)
+        return app.post(
+            path,
+            response_model=answer,
+            status_code=status,
+            responses=refusals(BODY_REFUSALS),
+            summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
+            description=inspect.getdoc(call),
+            **options,
+        )
 
     def get(path: str, answer: Any, call: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A GET route answering `answer`, documented by the library call it makes."""
-        return app.get(path, response_model=answer, responses=refusals(QUERY_REFUSALS),
-                       summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
-                       description=inspect.getdoc(call))
+        return app.get(
+            path,
+            response_model=answer,
+            responses=refusals(QUERY_REFUSALS),
+            summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
+            description=inspect.getdoc(call),
+        )
 
     # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
     app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
     if cors:
-        app.add_middleware(CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], max_age=600)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            max_age=600,
+        )
     app.add_middleware(OriginGate, host=host, allow_hosts=allow_hosts, cors_origins=cors)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = documented(get_openapi(title=app.title, version=app.version,
-                                                        description=app.description, routes=app.routes), token)
+            app.openapi_schema = documented(
+                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes), token
+            )
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -290,8 +322,10 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         if first.get("type") == "json_invalid":
-            return JSONResponse({"error": _one_line(f"request body is not JSON: {first.get('ctx', {}).get('error', '')}")},
-                                status_code=400)
+            return JSONResponse(
+                {"error": _one_line(f"request body is not JSON: {first.get('ctx', {}).get('error', '')}")},
+                status_code=400,
+            )
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         return JSONResponse({"error": _one_line(f"{where}: {first.get('msg', 'invalid request')}")}, status_code=422)
 
@@ -314,6 +348,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             run = memory.start_run(**body.model_dump())
             live[run.run_id] = run
             return StartedRun(run_id=run.run_id, session_id=run.session_id)
+
         return await answered(request, work, 201)
 
     @post("/runs/{run_id}/steps", RecordedStep, Run.record_step)
@@ -322,7 +357,9 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
 
     @post("/runs/{run_id}/lessons", RecordedLesson, Run.record_lesson)
     async def record_lesson(request: Request, run_id: str, body: LessonBody) -> Any:
-        return await answered(request, lambda: RecordedLesson(lesson_id=run_of(run_id).record_lesson(**body.model_dump())))
+        return await answered(
+            request, lambda: RecordedLesson(lesson_id=run_of(run_id).record_lesson(**body.model_dump()))
+        )
 
     @post("/runs/{run_id}/facts", ObservedFact, Run.observe_fact)
     async def observe_fact(request: Request, run_id: str, body: FactBody) -> Any:
@@ -331,6 +368,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             domain = body.domain if body.domain is not None else run.domain
             run.observe_fact(**body.model_dump())
             return ObservedFact(domain=domain, kind=body.kind, key=body.key)
+
         return await answered(request, work)
 
     @post("/runs/{run_id}/selectors", Recorded, Run.selector_result)
@@ -338,14 +376,21 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         def work() -> Recorded:
             run_of(run_id).selector_result(**body.model_dump())
             return Recorded()
+
         return await answered(request, work)
 
     @post("/runs/{run_id}/context", Recorded, Run.record_context)
     async def record_context(request: Request, run_id: str, body: ContextBody) -> Any:
         def work() -> Recorded:
-            run_of(run_id).record_context(**{**body.model_dump(), "items": [i.given() for i in body.items],
-                                             "trimmed": [i.given() for i in body.trimmed]})
+            run_of(run_id).record_context(
+                **{
+                    **body.model_dump(),
+                    "items": [i.given() for i in body.items],
+                    "trimmed": [i.given() for i in body.trimmed],
+                }
+            )
             return Recorded()
+
         return await answered(request, work)
 
     @post("/runs/{run_id}/finish", Finished, Run.finish)
@@ -354,6 +399,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             learned = run_of(run_id).finish(**body.model_dump())
             live.pop(run_id, None)
             return finished(run_id, body.success, learned)
+
         return await answered(request, work)
 
     # ---- runs: recall (each one an event) and plain reads ------------------------------------
@@ -367,8 +413,9 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         return run_of(run_id).recall_domain(step=step, domain=domain)
 
     @get("/runs/{run_id}/recall/error", list[Lesson], Run.recall_error)
-    async def recall_error(run_id: str, command: str, error: str, step: int | None = None,
-                           domain: str | None = None) -> Any:
+    async def recall_error(
+        run_id: str, command: str, error: str, step: int | None = None, domain: str | None = None
+    ) -> Any:
         return run_of(run_id).recall_error(command=command, error=error, step=step, domain=domain)
 
     @get("/runs/{run_id}/recall/trajectory", TrajectoryRecall | None, Run.recall_trajectory)
@@ -410,6 +457,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         def work() -> Recorded:
             run_of(run_id).give_context(body.context)
             return Recorded()
+
         return await answered(request, work)
 
     @post("/runs/{run_id}/scratch", Recorded, Run.set_scratch)
@@ -417,6 +465,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         def work() -> Recorded:
             run_of(run_id).set_scratch(**body.model_dump())
             return Recorded()
+
         return await answered(request, work)
 
     @get("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
@@ -433,6 +482,7 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         def work() -> Recorded:
             run_of(run_id).store_page_map(**body.model_dump())
             return Recorded()
+
         return await answered(request, work)
 
     @get("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
@@ -462,8 +512,9 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         return memory.recall_domain(domain, run_id=run_id, step=step)
 
     @get("/recall/error", list[Lesson], Memory.recall_error)
-    async def memory_recall_error(command: str, error: str, domain: str | None = None, run_id: str | None = None,
-                                  step: int | None = None) -> Any:
+    async def memory_recall_error(
+        command: str, error: str, domain: str | None = None, run_id: str | None = None, step: int | None = None
+    ) -> Any:
         return memory.recall_error(command, error, domain=domain, run_id=run_id, step=step)
 
     @get("/recall/trajectory", TrajectoryRecall | None, Memory.recall_trajectory)
@@ -477,13 +528,18 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             for run_id in abandoned:
                 live.pop(run_id, None)
             return AbandonedRuns(abandoned=abandoned)
+
         return await answered(request, work)
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 
     @get("/state/{kind}", list[dict[str, Any]], Memory.state)
-    async def state(kind: str, as_of: str | None = Query(default=None, description="a seq or an ISO time"),
-                    domain: str | None = None, run: str | None = None) -> Any:
+    async def state(
+        kind: str,
+        as_of: str | None = Query(default=None, description="a seq or an ISO time"),
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> Any:
         return memory.state(kind, as_of=as_of_point(as_of), domain=domain, run=run)
 
     @get("/audit/{run_id}", Audit, Memory.audit)
@@ -500,11 +556,27 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
         until = as_of_point(body.until) if isinstance(body.until, str) else body.until
         return memory.experiment(body.changes, until=until)
 
-    @app.post("/events", response_model=Appended, responses=refusals(BODY_REFUSALS), summary="memtape append",
-              description="Events as JSON Lines, exactly as `memtape append` takes them, appended in one transaction "
-                          "(no line that writes Tier 1 text: a seed, a promotion, a pin, a Tier 1 lesson).",
-              openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {
-                  "schema": {"type": "string", "description": "JSON Lines, exactly as `memtape append` takes them"}}}}})
+    @app.post(
+        "/events",
+        response_model=Appended,
+        responses=refusals(BODY_REFUSALS),
+        summary="memtape append",
+        description="Events as JSON Lines, exactly as `memtape append` takes them, appended in one transaction "
+        "(no line that writes Tier 1 text: a seed, a promotion, a pin, a Tier 1 lesson).",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-ndjson": {
+                        "schema": {
+                            "type": "string",
+                            "description": "JSON Lines, exactly as `memtape append` takes them",
+                        }
+                    }
+                },
+            }
+        },
+    )
     async def append(request: Request) -> Any:
         lines = parse_lines(await request.body())
         refusal = caller_refusal(lines)
@@ -517,14 +589,22 @@ def create_app(memory: Memory, token: str | None = None, *, host: str = "127.0.0
             if not recorded:
                 return Appended(appended=0)
             return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
+
         return await answered(request, work)
 
     return app
 
 
-def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          allow_hosts: Iterable[str] = (), cors_origins: Iterable[str] = (),
-          announce: Callable[[str], None] = print) -> None:
+def serve(
+    memory: Memory,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    allow_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
+    announce: Callable[[str], None] = print,
+) -> None:
     """Serve `memory` until interrupted (uvicorn, one process). The port is bound before anything
     is said: `announce` gets the URL only once the server can answer on it."""
     sock = listen(host, port)

@@ -21,6 +21,7 @@ Example:
     result = fit([BudgetItem("page_state", PRIORITIES["page_state"], text)], budget=2000)
     result.kept, result.trimmed, result.total_tokens
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,18 +41,18 @@ CHARS_PER_TOKEN: dict[str, float] = {"text": 4.0, "code": 3.5, "json": 3.0, "htm
 #: selectors, 25, serve tools that take selectors: the bundled agent's take element refs, so it has no such section)
 PRIORITIES: dict[str, int] = {
     "repeated_failure": 95,  # the action just chosen already failed on this page: choose another (seed 003)
-    "last_error": 90,        # the failure the next action must react to, with its tips
-    "page_state": 80,        # what is on the page now: without it no action is possible
-    "domain_tips": 60,       # Trigger B lessons for this site
-    "session_history": 50,   # seed 000
+    "last_error": 90,  # the failure the next action must react to, with its tips
+    "page_state": 80,  # what is on the page now: without it no action is possible
+    "domain_tips": 60,  # Trigger B lessons for this site
+    "session_history": 50,  # seed 000
     "reference_trajectory": 40,  # seed 000
-    "recent_actions": 35,    # short-term memory and loop warnings (seed 003)
-    "app_knowledge": 30,     # seed 000
-    "step_memories": 20,     # REPEAT/AVOID (seed 002)
-    "context": 55,           # user context and what was inferred on this site (seed 003)
+    "recent_actions": 35,  # short-term memory and loop warnings (seed 003)
+    "app_knowledge": 30,  # seed 000
+    "step_memories": 20,  # REPEAT/AVOID (seed 002)
+    "context": 55,  # user context and what was inferred on this site (seed 003)
     "learned_patterns": 45,  # long-term patterns that worked on this site (seed 003)
-    "working_memory": 33,    # navigation path, visited URLs, actions known to fail here (seed 003)
-    "extracted_data": 28,    # extraction results, budgeted and compressed (seed 003)
+    "working_memory": 33,  # navigation path, visited URLs, actions known to fail here (seed 003)
+    "extracted_data": 28,  # extraction results, budgeted and compressed (seed 003)
 }
 #: tokens per step prompt: a real page (1,500 to 4,000 tokens) with room for what memory adds
 DEFAULT_BUDGET = 8000
@@ -112,8 +113,10 @@ def longest_cut(cut: Callable[[int], str], chars: int, tokens: int, content_type
 
 
 _TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9-]*(?:[ \t][^<>\n]*)?/?>")
-_CODE = re.compile(r"(?m)^\s*(?:def |class |function |const |let |var |import |from \S+ import |return\b|if\s*\(|for\s*\()"
-                   r"|[;{}]\s*$|=>|\)\s*\{")
+_CODE = re.compile(
+    r"(?m)^\s*(?:def |class |function |const |let |var |import |from \S+ import |return\b|if\s*\(|for\s*\()"
+    r"|[;{}]\s*$|=>|\)\s*\{"
+)
 
 
 def detect_content_type(text: str) -> tuple[str, float]:
@@ -187,7 +190,9 @@ def truncate(item: BudgetItem, tokens: int) -> BudgetItem:
     def head_and_tail(keep: int) -> str:
         head = keep * 2 // 3
         tail = keep - head
-        return text[:head] + f"\n[... {len(text) - head - tail} characters trimmed ...]\n" + (text[-tail:] if tail else "")
+        return (
+            text[:head] + f"\n[... {len(text) - head - tail} characters trimmed ...]\n" + (text[-tail:] if tail else "")
+        )
 
     keep = min(int(tokens * CHARS_PER_TOKEN.get(kind, 4.0)) - 40, len(text) - 1)  # room for the marker
     cut = longest_cut(head_and_tail, keep, tokens, kind) if keep > 40 else None
@@ -204,8 +209,12 @@ def shed(item: BudgetItem, left: int) -> BudgetItem | None:
         if not kept:
             return None
         lines = [item.parts[j][1] for j in sorted(kept)]
-        cut = replace(item, text=item.render(lines), parts=tuple(item.parts[j] for j in sorted(kept)),  # type: ignore[misc]
-                      truncated=True)
+        cut = replace(
+            item,
+            text=item.render(lines),  # type: ignore[misc]
+            parts=tuple(item.parts[j] for j in sorted(kept)),
+            truncated=True,
+        )
         if cut.tokens <= left:
             return cut
     return None

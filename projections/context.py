@@ -9,6 +9,7 @@ many words of its key and value the goal shares. The extraction cache keeps the 
 is still fresh is a read-time rule on occurred time (`fresh_extraction`), so
 the fold stays pure.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,14 @@ import orjson
 from memtape.ledger.events import RecordedEvent
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
 
-TYPES = ("run_started", "context_given", "context_inferred", "extraction_recorded", "extraction_served",
-         "subject_forgotten")
+TYPES = (
+    "run_started",
+    "context_given",
+    "context_inferred",
+    "extraction_recorded",
+    "extraction_served",
+    "subject_forgotten",
+)
 SECONDS_PER_DAY = 86400.0
 
 
@@ -70,28 +77,49 @@ def apply(state: ContextState, ev: RecordedEvent, policy: Any = None) -> Context
         kind = "user" if t == "context_given" else "inferred"
         slot = _slot(kind, (ev.run_id or "") if kind == "user" else domain, d["key"])
         state.entries[slot] = ContextEntry(
-            kind=kind, key=d["key"], value=d["value"], source=d.get("source") or "user", run_id=ev.run_id,
-            domain=domain, occurred_at=ev.occurred_at, event_ids=(ev.id,),
-            session_id=state.session_of.get(ev.run_id or ""))
+            kind=kind,
+            key=d["key"],
+            value=d["value"],
+            source=d.get("source") or "user",
+            run_id=ev.run_id,
+            domain=domain,
+            occurred_at=ev.occurred_at,
+            event_ids=(ev.id,),
+            session_id=state.session_of.get(ev.run_id or ""),
+        )
     elif t == "extraction_recorded":
         state.entries[_slot("extraction", "", d["key"])] = ContextEntry(
-            kind="extraction", key=d["key"], value=d.get("text", ""), source=d["tool"], run_id=ev.run_id,
-            domain=domain, occurred_at=ev.occurred_at, event_ids=(ev.id,),
-            session_id=state.session_of.get(ev.run_id or ""), url=d.get("url", ""), title=d.get("title", ""),
-            links=tuple(d.get("links") or ()), section_count=int(d.get("section_count", 0)))
+            kind="extraction",
+            key=d["key"],
+            value=d.get("text", ""),
+            source=d["tool"],
+            run_id=ev.run_id,
+            domain=domain,
+            occurred_at=ev.occurred_at,
+            event_ids=(ev.id,),
+            session_id=state.session_of.get(ev.run_id or ""),
+            url=d.get("url", ""),
+            title=d.get("title", ""),
+            links=tuple(d.get("links") or ()),
+            section_count=int(d.get("section_count", 0)),
+        )
     elif t == "extraction_served":
         slot = _slot("extraction", "", d["key"])
         old = state.entries.get(slot)
         if old is not None:
-            state.entries[slot] = evolve(old, served_count=old.served_count + 1,
-                                         event_ids=add_event_id(old.event_ids, ev.id))
+            state.entries[slot] = evolve(
+                old, served_count=old.served_count + 1, event_ids=add_event_id(old.event_ids, ev.id)
+            )
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
         runs = forgotten_runs(d) if kind in ("run", "session") else set()
         if kind == "session":
             runs |= {r for r, s in state.session_of.items() if s == subject}
-        for slot in [k for k, e in state.entries.items()
-                     if (kind == "domain" and domain_matches(e.domain, subject)) or (e.run_id in runs)]:
+        for slot in [
+            k
+            for k, e in state.entries.items()
+            if (kind == "domain" and domain_matches(e.domain, subject)) or (e.run_id in runs)
+        ]:
             del state.entries[slot]
         for r in runs:
             state.session_of.pop(r, None)
@@ -100,8 +128,11 @@ def apply(state: ContextState, ev: RecordedEvent, policy: Any = None) -> Context
 
 def entries(state: ContextState, run_id: str | None = None, domain: str | None = None) -> list[ContextEntry]:
     """Every entry (user, inferred, extraction), in recording order, filtered by run and domain."""
-    return [e for e in state.entries.values()
-            if (run_id is None or e.run_id == run_id) and (domain is None or domain_matches(e.domain, domain))]
+    return [
+        e
+        for e in state.entries.values()
+        if (run_id is None or e.run_id == run_id) and (domain is None or domain_matches(e.domain, domain))
+    ]
 
 
 def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | None) -> list[ContextEntry]:
@@ -110,7 +141,13 @@ def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | N
     goal_words = words(goal)
     scored = []
     for i, e in enumerate(state.entries.values()):
-        if e.kind == "user" and e.run_id == run_id or e.kind == "inferred" and domain and domain_matches(e.domain, domain):
+        if (
+            e.kind == "user"
+            and e.run_id == run_id
+            or e.kind == "inferred"
+            and domain
+            and domain_matches(e.domain, domain)
+        ):
             score = len(goal_words & words(f"{e.key} {e.value}"))
             if score:
                 scored.append((-score, i, e))
@@ -124,8 +161,11 @@ def for_prompt(state: ContextState, run_id: str | None, domain: str | None) -> l
     the budget's call, by the section's priority: no word of it need be in the goal."""
     given = [e for e in state.entries.values() if e.kind == "user" and e.run_id == run_id]
     keys = {e.key for e in given}
-    inferred = [e for e in state.entries.values() if e.kind == "inferred" and e.key not in keys
-                and domain and domain_matches(e.domain, domain)]
+    inferred = [
+        e
+        for e in state.entries.values()
+        if e.kind == "inferred" and e.key not in keys and domain and domain_matches(e.domain, domain)
+    ]
     return given + inferred
 
 
@@ -138,14 +178,34 @@ def fresh_extraction(state: ContextState, key: str, now: str, ttl_seconds: float
 
 
 def decode(raw: dict[str, Any]) -> ContextState:
-    return ContextState(entries={k: build(ContextEntry, r, event_ids=tuple(r["event_ids"]), links=tuple(r["links"]))
-                                 for k, r in raw.get("entries", {}).items()},
-                        session_of=dict(raw.get("session_of", {})))
+    return ContextState(
+        entries={
+            k: build(ContextEntry, r, event_ids=tuple(r["event_ids"]), links=tuple(r["links"]))
+            for k, r in raw.get("entries", {}).items()
+        },
+        session_of=dict(raw.get("session_of", {})),
+    )
 
 
 def tables(state: ContextState) -> dict[str, list[dict[str, Any]]]:
-    return {"context": [{
-        "slot": k.replace("\x1f", "|"), "kind": e.kind, "key": e.key, "value": e.value, "source": e.source,
-        "run_id": e.run_id, "domain": e.domain, "occurred_at": e.occurred_at, "url": e.url, "title": e.title,
-        "links": orjson.dumps(e.links).decode(), "section_count": e.section_count, "served_count": e.served_count,
-        "event_ids": orjson.dumps(e.event_ids).decode()} for k, e in state.entries.items()]}
+    return {
+        "context": [
+            {
+                "slot": k.replace("\x1f", "|"),
+                "kind": e.kind,
+                "key": e.key,
+                "value": e.value,
+                "source": e.source,
+                "run_id": e.run_id,
+                "domain": e.domain,
+                "occurred_at": e.occurred_at,
+                "url": e.url,
+                "title": e.title,
+                "links": orjson.dumps(e.links).decode(),
+                "section_count": e.section_count,
+                "served_count": e.served_count,
+                "event_ids": orjson.dumps(e.event_ids).decode(),
+            }
+            for k, e in state.entries.items()
+        ]
+    }

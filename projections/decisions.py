@@ -16,6 +16,7 @@ each lesson the event counts (`lessons.counted`), sets last_used and adds the
 event's domain to triggered_domains, so `decide` evaluates promotion on those
 recalls too (a command-only match never promotes).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -39,18 +40,28 @@ from memtape.projections.text import older_than
 from memtape.projections.trajectories import expired
 
 #: event types that are decisions of the policy step (everything else is an observation)
-DECISION_TYPES = frozenset({
-    "lesson_deduplicated", "lesson_promoted", "lessons_pruned", "fact_contradicted",
-    "facts_pruned", "trajectories_expired", "lesson_seeded", "patterns_pruned",
-})
+DECISION_TYPES = frozenset(
+    {
+        "lesson_deduplicated",
+        "lesson_promoted",
+        "lessons_pruned",
+        "fact_contradicted",
+        "facts_pruned",
+        "trajectories_expired",
+        "lesson_seeded",
+        "patterns_pruned",
+    }
+)
 
 
 def promotable(lesson: Lesson, policy: Policy) -> bool:
     """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
-    return (lesson.category == "error_recovery"
-            and lesson.scope_domain is None
-            and lesson.use_count >= policy.promotion_min_uses
-            and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains)
+    return (
+        lesson.category == "error_recovery"
+        and lesson.scope_domain is None
+        and lesson.use_count >= policy.promotion_min_uses
+        and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains
+    )
 
 
 def _envelope(new: NewEvent) -> dict[str, Any]:
@@ -62,10 +73,17 @@ def _after_use(lesson: Lesson, domain: str | None) -> Lesson:
 
 
 def _promotion(lesson: Lesson, new: NewEvent) -> NewEvent:
-    return NewEvent(LessonPromoted(
-        lesson_id=lesson.lesson_id, lesson=lesson.lesson, use_count=lesson.use_count,
-        triggered_domains=list(lesson.triggered_domains), from_category="error_recovery",
-        to_category="best_practice"), **_envelope(new))
+    return NewEvent(
+        LessonPromoted(
+            lesson_id=lesson.lesson_id,
+            lesson=lesson.lesson,
+            use_count=lesson.use_count,
+            triggered_domains=list(lesson.triggered_domains),
+            from_category="error_recovery",
+            to_category="best_practice",
+        ),
+        **_envelope(new),
+    )
 
 
 def lesson_id_taken(state: MemoryState, new: NewEvent) -> str | None:
@@ -76,11 +94,14 @@ def lesson_id_taken(state: MemoryState, new: NewEvent) -> str | None:
         return None
     data = new.payload.model_dump(mode="json")
     other = state.lessons.lessons.get(data.get("lesson_id") or "")
-    if other is None or key_of(other) == dedup_key(data.get("failed_command"), data.get("error_pattern"),
-                                                       data.get("scope_domain"), data["lesson"]):
+    if other is None or key_of(other) == dedup_key(
+        data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), data["lesson"]
+    ):
         return None
-    return (f"{new.type}: lesson_id {other.lesson_id!r} already names another lesson "
-            f"({other.lesson[:60]!r}); choose a new id or leave it empty")
+    return (
+        f"{new.type}: lesson_id {other.lesson_id!r} already names another lesson "
+        f"({other.lesson[:60]!r}); choose a new id or leave it empty"
+    )
 
 
 def pin_refused(state: MemoryState, new: NewEvent) -> str | None:
@@ -105,17 +126,26 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
     if lesson_id_taken(state, new) is not None:
         return out  # a stored hijack attempt (raw append, old log) decides nothing for the other lesson
     if t == "lesson_recorded":
-        key = dedup_key(data.get("failed_command"), data.get("error_pattern"),
-                          data.get("scope_domain"), data["lesson"])
+        key = dedup_key(data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), data["lesson"])
         existing_id = state.lessons.by_key.get(key)
         if existing_id is not None:
             lesson = state.lessons.lessons[existing_id]
             after = _after_use(lesson, new.domain)
-            out.append(NewEvent(LessonDeduplicated(
-                lesson_id=lesson.lesson_id, lesson=lesson.lesson, category=lesson.category,  # type: ignore[arg-type]
-                failed_command=lesson.failed_command, error_pattern=lesson.error_pattern,
-                scope_domain=lesson.scope_domain, new_use_count=after.use_count,
-                learned_from=list(data.get("learned_from") or [])), **_envelope(new)))
+            out.append(
+                NewEvent(
+                    LessonDeduplicated(
+                        lesson_id=lesson.lesson_id,
+                        lesson=lesson.lesson,
+                        category=lesson.category,  # type: ignore[arg-type]
+                        failed_command=lesson.failed_command,
+                        error_pattern=lesson.error_pattern,
+                        scope_domain=lesson.scope_domain,
+                        new_use_count=after.use_count,
+                        learned_from=list(data.get("learned_from") or []),
+                    ),
+                    **_envelope(new),
+                )
+            )
             if promotable(after, policy):
                 out.append(_promotion(after, new))
         else:
@@ -148,8 +178,16 @@ def _pattern_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], 
     if data["pattern_id"] in state.patterns.patterns or len(state.patterns.patterns) + 1 <= policy.max_patterns:
         return []
     gone = patterns_mod.to_prune(state.patterns, policy.max_patterns, adding=1)
-    return [NewEvent(PatternsPruned(pattern_ids=gone, max_patterns=policy.max_patterns,
-                                    remaining_count=len(state.patterns.patterns) + 1 - len(gone)), **_envelope(new))]
+    return [
+        NewEvent(
+            PatternsPruned(
+                pattern_ids=gone,
+                max_patterns=policy.max_patterns,
+                remaining_count=len(state.patterns.patterns) + 1 - len(gone),
+            ),
+            **_envelope(new),
+        )
+    ]
 
 
 def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
@@ -159,15 +197,39 @@ def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], pol
     if not same or any(f.value == data["value"] for f in same):
         return []
     old = sorted(same, key=lambda f: f.fact_id)
-    out = [NewEvent(FactContradicted(
-        fact_type=data["fact_type"], key=data["key"], old_values=[f.value for f in old],
-        new_value=data["value"], factor=policy.fact_decay), **_envelope(new))]
+    out = [
+        NewEvent(
+            FactContradicted(
+                fact_type=data["fact_type"],
+                key=data["key"],
+                old_values=[f.value for f in old],
+                new_value=data["value"],
+                factor=policy.fact_decay,
+            ),
+            **_envelope(new),
+        )
+    ]
     dropped = [f for f in old if f.confidence * policy.fact_decay < policy.fact_prune_below]
     if dropped:
-        out.append(NewEvent(FactsPruned(facts=[{
-            "fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key, "value": f.value,
-            "confidence": f.confidence * policy.fact_decay} for f in dropped],
-            threshold=policy.fact_prune_below), **_envelope(new)))
+        out.append(
+            NewEvent(
+                FactsPruned(
+                    facts=[
+                        {
+                            "fact_id": f.fact_id,
+                            "domain": f.domain,
+                            "fact_type": f.fact_type,
+                            "key": f.key,
+                            "value": f.value,
+                            "confidence": f.confidence * policy.fact_decay,
+                        }
+                        for f in dropped
+                    ],
+                    threshold=policy.fact_prune_below,
+                ),
+                **_envelope(new),
+            )
+        )
     return out
 
 
@@ -181,22 +243,57 @@ def on_open(state: MemoryState, run_id: str, started_at: str, policy: Policy = D
     if not state.lessons.seeded:
         out.extend(NewEvent(e.payload, **env) for e in seed_lessons())
     lessons = state.lessons.lessons
-    stale = sorted(l.lesson_id for l in lessons.values()
-                   if l.source != "seed" and l.use_count < policy.prune_min_uses
-                   and older_than(l.last_used, started_at, policy.prune_max_age_days))
+    stale = sorted(
+        l.lesson_id
+        for l in lessons.values()
+        if l.source != "seed"
+        and l.use_count < policy.prune_min_uses
+        and older_than(l.last_used, started_at, policy.prune_max_age_days)
+    )
     if stale:
-        out.append(NewEvent(LessonsPruned(
-            lesson_ids=stale, pruned_count=len(stale), remaining_count=len(lessons) - len(stale),
-            as_of=started_at, max_age_days=int(policy.prune_max_age_days), min_uses=policy.prune_min_uses), **env))
-    low = [f for facts in state.knowledge.current.values() for f in facts.values()
-           if f.confidence < policy.fact_prune_below]
+        out.append(
+            NewEvent(
+                LessonsPruned(
+                    lesson_ids=stale,
+                    pruned_count=len(stale),
+                    remaining_count=len(lessons) - len(stale),
+                    as_of=started_at,
+                    max_age_days=int(policy.prune_max_age_days),
+                    min_uses=policy.prune_min_uses,
+                ),
+                **env,
+            )
+        )
+    low = [
+        f
+        for facts in state.knowledge.current.values()
+        for f in facts.values()
+        if f.confidence < policy.fact_prune_below
+    ]
     if low:
         low.sort(key=lambda f: (f.domain, f.fact_id))
-        out.append(NewEvent(FactsPruned(facts=[{
-            "fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key, "value": f.value,
-            "confidence": f.confidence} for f in low], threshold=policy.fact_prune_below), **env))
+        out.append(
+            NewEvent(
+                FactsPruned(
+                    facts=[
+                        {
+                            "fact_id": f.fact_id,
+                            "domain": f.domain,
+                            "fact_type": f.fact_type,
+                            "key": f.key,
+                            "value": f.value,
+                            "confidence": f.confidence,
+                        }
+                        for f in low
+                    ],
+                    threshold=policy.fact_prune_below,
+                ),
+                **env,
+            )
+        )
     gone = expired(state.trajectories, started_at, policy.trace_ttl_days)
     if gone:
-        out.append(NewEvent(TrajectoriesExpired(trajectory_ids=gone, ttl_days=policy.trace_ttl_days,
-                                                as_of=started_at), **env))
+        out.append(
+            NewEvent(TrajectoriesExpired(trajectory_ids=gone, ttl_days=policy.trace_ttl_days, as_of=started_at), **env)
+        )
     return out

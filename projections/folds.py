@@ -5,6 +5,7 @@ loses `decode` or changes `apply`'s arguments fails the type check, not a catch-
 The projections filed as validity intervals (`projections.cache.intervals`) also meet
 `IndexedFold`: the layout of their state and the paths an event may touch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -21,6 +21,7 @@ Usage::
                     projections_path=Path(".agent-memory/projections.db"))
     print(result.seq, result.removed)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,8 +84,15 @@ def _row_counts(state: MemoryState) -> dict[str, int]:
     return counts
 
 
-def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
-           projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY) -> ForgetResult:
+def forget(
+    store: Store,
+    kind: str,
+    subject: str,
+    reason: str | None = None,
+    *,
+    projections_path: Path | None = None,
+    policy: Policy = DEFAULT_POLICY,
+) -> ForgetResult:
     """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
 
     Appends through the policy writer, so any decision the forget causes lands
@@ -92,14 +100,19 @@ def forget(store: Store, kind: str, subject: str, reason: str | None = None, *,
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
     before = _row_counts(state)
-    runs = sorted(r.run_id for r in state.runs.runs.values()
-                  if kind != "run" and covered(kind, subject, r.run_id, r.session_id, r.domain))
-    recorded = MemoryWriter(store, policy, projections_path).append([NewEvent(SubjectForgotten(
-        subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))])  # type: ignore[arg-type]
+    runs = sorted(
+        r.run_id
+        for r in state.runs.runs.values()
+        if kind != "run" and covered(kind, subject, r.run_id, r.session_id, r.domain)
+    )
+    recorded = MemoryWriter(store, policy, projections_path).append(
+        [NewEvent(SubjectForgotten(subject_kind=kind, subject=subject, reason=reason or None, run_ids=runs))]  # type: ignore[arg-type]
+    )
     seq = next(ev.seq for ev in recorded if ev.type == "subject_forgotten")
     after = _row_counts(load_state(store, projections_path, policy))
-    result = ForgetResult(kind, subject, seq,
-                          removed={t: n - after.get(t, 0) for t, n in before.items() if n > after.get(t, 0)})
+    result = ForgetResult(
+        kind, subject, seq, removed={t: n - after.get(t, 0) for t, n in before.items() if n > after.get(t, 0)}
+    )
     if projections_path is not None:
         result.snapshots_dropped = scrub_projections(Path(projections_path), seq)
         result.projections_scrubbed = True
@@ -123,8 +136,10 @@ def drop_mirror(projections: Path) -> bool:
         except OSError as exc:
             stuck.append(f"{path} ({exc.strerror})")
     if stuck:
-        raise LedgerError(f"forgotten, but the analytics mirror could not be deleted: {', '.join(stuck)}; "
-                          "move it out of the memory directory")
+        raise LedgerError(
+            f"forgotten, but the analytics mirror could not be deleted: {', '.join(stuck)}; "
+            "move it out of the memory directory"
+        )
     return found
 
 

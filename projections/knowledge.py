@@ -12,6 +12,7 @@ recorded_at is when the ledger learned the fact.
 A prompt shows a fact as `fact_line`, and leaves out a fact a site tip already
 says (`restated`: every element the fact quotes is quoted by one tip).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -74,34 +75,57 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
         old = facts.get(fid)
         if old is not None:
             c = old.confidence + policy.fact_confirm_rate * (1.0 - old.confidence)
-            facts[fid] = evolve(old, confidence=c, sources=min(old.sources + 1, INT64_MAX), last_seen=ev.occurred_at,
-                                 event_ids=add_event_id(old.event_ids, ev.id))
+            facts[fid] = evolve(
+                old,
+                confidence=c,
+                sources=min(old.sources + 1, INT64_MAX),
+                last_seen=ev.occurred_at,
+                event_ids=add_event_id(old.event_ids, ev.id),
+            )
         else:
             conf = d.get("confidence")
             facts[fid] = Fact(
-                fact_id=fid, domain=domain, fact_type=d["fact_type"], key=d["key"], value=d["value"],
+                fact_id=fid,
+                domain=domain,
+                fact_type=d["fact_type"],
+                key=d["key"],
+                value=d["value"],
                 confidence=float(conf) if conf is not None else policy.fact_initial_confidence,
-                sources=int(d.get("sources") or 1), valid_from=ev.occurred_at, valid_to=None,
-                recorded_at=ev.recorded_at, last_seen=ev.occurred_at, closed=False, event_ids=(ev.id,),
-                first_run=ev.run_id)
+                sources=int(d.get("sources") or 1),
+                valid_from=ev.occurred_at,
+                valid_to=None,
+                recorded_at=ev.recorded_at,
+                last_seen=ev.occurred_at,
+                closed=False,
+                event_ids=(ev.id,),
+                first_run=ev.run_id,
+            )
     elif t == "fact_contradicted":
         facts = state.current.get(domain, {})
         old_values = set(d.get("old_values") or ())
         factor = float(d["factor"])
         for fid, f in list(facts.items()):
-            if f.fact_type == d["fact_type"] and f.key == d["key"] and f.value != d["new_value"] \
-                    and (not old_values or f.value in old_values):
+            if (
+                f.fact_type == d["fact_type"]
+                and f.key == d["key"]
+                and f.value != d["new_value"]
+                and (not old_values or f.value in old_values)
+            ):
                 facts[fid] = evolve(f, confidence=f.confidence * factor, event_ids=add_event_id(f.event_ids, ev.id))
     elif t == "facts_pruned":
         for item in d.get("facts") or ():
             fdomain = item.get("domain", domain) or ""
-            fid = item.get("fact_id") or fact_id_for(fdomain, item.get("fact_type", ""), item.get("key", ""),
-                                                     item.get("value", ""))
+            fid = item.get("fact_id") or fact_id_for(
+                fdomain, item.get("fact_type", ""), item.get("key", ""), item.get("value", "")
+            )
             held = state.current.get(fdomain)
             pruned = held.pop(fid, None) if held is not None else None
             if pruned is not None:
-                state.closed.setdefault(fdomain, []).append(evolve(
-                    pruned, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(pruned.event_ids, ev.id)))
+                state.closed.setdefault(fdomain, []).append(
+                    evolve(
+                        pruned, valid_to=ev.occurred_at, closed=True, event_ids=add_event_id(pruned.event_ids, ev.id)
+                    )
+                )
     elif t == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.current if domain_matches(k, d["subject"])]:
             del state.current[dom]
@@ -140,11 +164,13 @@ def touched(state: KnowledgeState, ev: RecordedEvent) -> list[tuple[str, ...]] |
     return None
 
 
-def current_facts(state: KnowledgeState, domain: str, min_confidence: float | None = None,
-                  include_closed: bool = False) -> list[Fact]:
+def current_facts(
+    state: KnowledgeState, domain: str, min_confidence: float | None = None, include_closed: bool = False
+) -> list[Fact]:
     """Current facts of one domain, most confident first (closed ones appended on request)."""
-    facts = [f for f in state.current.get(domain, {}).values()
-             if min_confidence is None or f.confidence >= min_confidence]
+    facts = [
+        f for f in state.current.get(domain, {}).values() if min_confidence is None or f.confidence >= min_confidence
+    ]
     facts.sort(key=lambda f: (-f.confidence, f.fact_type, f.key, f.value))
     if include_closed:
         facts.extend(state.closed.get(domain, []))
@@ -168,18 +194,32 @@ def restated(fact: Fact, tips: Iterable[str]) -> bool:
 def decode(raw: dict[str, Any]) -> KnowledgeState:
     def fact(row: dict[str, Any]) -> Fact:
         return build(Fact, row, event_ids=tuple(row["event_ids"]))
+
     return KnowledgeState(
         current={dom: {fid: fact(r) for fid, r in facts.items()} for dom, facts in raw.get("current", {}).items()},
-        closed={dom: [fact(r) for r in facts] for dom, facts in raw.get("closed", {}).items()})
+        closed={dom: [fact(r) for r in facts] for dom, facts in raw.get("closed", {}).items()},
+    )
 
 
 def tables(state: KnowledgeState) -> dict[str, list[dict[str, Any]]]:
     rows = []
     for facts in [*(list(v.values()) for v in state.current.values()), *state.closed.values()]:
         for f in facts:
-            rows.append({"fact_id": f.fact_id, "domain": f.domain, "fact_type": f.fact_type, "key": f.key,
-                         "value": f.value, "confidence": f.confidence, "sources": f.sources,
-                         "valid_from": f.valid_from, "valid_to": f.valid_to, "recorded_at": f.recorded_at,
-                         "last_seen": f.last_seen, "closed": int(f.closed),
-                         "event_ids": orjson.dumps(f.event_ids).decode()})
+            rows.append(
+                {
+                    "fact_id": f.fact_id,
+                    "domain": f.domain,
+                    "fact_type": f.fact_type,
+                    "key": f.key,
+                    "value": f.value,
+                    "confidence": f.confidence,
+                    "sources": f.sources,
+                    "valid_from": f.valid_from,
+                    "valid_to": f.valid_to,
+                    "recorded_at": f.recorded_at,
+                    "last_seen": f.last_seen,
+                    "closed": int(f.closed),
+                    "event_ids": orjson.dumps(f.event_ids).decode(),
+                }
+            )
     return {"facts": rows}

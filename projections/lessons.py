@@ -10,6 +10,7 @@ Two domains, never confused: `scope_domain` is the site a lesson applies to
 (None = universal); an event's `domain` is where it happened, and feeds
 `triggered_domains`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,17 @@ from memtape.ledger.events import INT64_MAX, RecordedEvent
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
-TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lesson_pinned", "lessons_pruned",
-         "error_recall", "domain_recall", "subject_forgotten")
+TYPES = (
+    "lesson_seeded",
+    "lesson_recorded",
+    "lesson_deduplicated",
+    "lesson_promoted",
+    "lesson_pinned",
+    "lessons_pruned",
+    "error_recall",
+    "domain_recall",
+    "subject_forgotten",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +94,12 @@ def ranked_matches(matches: Iterable[Match]) -> list[Match]:
 
 def recall_payload(matches: Sequence[Match]) -> dict[str, Any]:
     """What a recall event records of what it offered: the lessons, and those it counts as a use."""
-    return {"matched": len(matches), "lessons": [m.lesson.lesson for m in matches],
-            "lesson_ids": [m.lesson.lesson_id for m in matches],
-            "counted_ids": [m.lesson.lesson_id for m in matches if m.counts]}
+    return {
+        "matched": len(matches),
+        "lessons": [m.lesson.lesson for m in matches],
+        "lesson_ids": [m.lesson.lesson_id for m in matches],
+        "counted_ids": [m.lesson.lesson_id for m in matches if m.counts],
+    }
 
 
 def counted(data: dict[str, Any]) -> list[str]:
@@ -140,8 +153,9 @@ def dedup_key(failed_command: str | None, error_pattern: str | None, scope_domai
     return orjson.dumps(["text", (scope_domain or "").lower(), normalize_text(lesson)]).decode()
 
 
-def lesson_id_for(failed_command: str | None, error_pattern: str | None, scope_domain: str | None,
-                  lesson_text: str) -> str:
+def lesson_id_for(
+    failed_command: str | None, error_pattern: str | None, scope_domain: str | None, lesson_text: str
+) -> str:
     """The deterministic id of a lesson: sha256 of its dedup key."""
     key = dedup_key(failed_command, error_pattern, scope_domain, lesson_text)
     return "lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -149,8 +163,12 @@ def lesson_id_for(failed_command: str | None, error_pattern: str | None, scope_d
 
 def lesson_id_in(data: dict[str, Any]) -> str:
     """The lesson a lesson payload names: its `lesson_id`, or when empty the one its dedup key gives."""
-    return str(data.get("lesson_id") or lesson_id_for(
-        data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), str(data.get("lesson", ""))))
+    return str(
+        data.get("lesson_id")
+        or lesson_id_for(
+            data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), str(data.get("lesson", ""))
+        )
+    )
 
 
 def key_of(lesson: Lesson) -> str:
@@ -165,19 +183,35 @@ def _domains(initial: list[str] | tuple[str, ...], extra: str | None) -> tuple[s
     return tuple(out)
 
 
-def new_lesson(data: dict[str, Any], domain: str | None, occurred: str, event_id: str, source: str,
-               run_id: str | None, step: int | None) -> Lesson:
+def new_lesson(
+    data: dict[str, Any],
+    domain: str | None,
+    occurred: str,
+    event_id: str,
+    source: str,
+    run_id: str | None,
+    step: int | None,
+) -> Lesson:
     """The lesson a `lesson_recorded`/`lesson_seeded` payload creates."""
     lid = lesson_id_in(data)
     src = data.get("source") or source or "learned"
     use_count = int(data["use_count"]) if data.get("use_count") is not None else (0 if src == "seed" else 1)
     return Lesson(
-        lesson_id=lid, lesson=data["lesson"], category=data["category"],
-        failed_command=data.get("failed_command"), error_pattern=data.get("error_pattern"),
-        scope_domain=data.get("scope_domain"), use_count=use_count,
-        created_at=data.get("created_at") or occurred, last_used=data.get("last_used") or occurred,
-        source=src, triggered_domains=_domains(data.get("triggered_domains") or [], domain),
-        event_ids=(event_id,) if event_id else (), taught_by_run=run_id, taught_at_step=step)
+        lesson_id=lid,
+        lesson=data["lesson"],
+        category=data["category"],
+        failed_command=data.get("failed_command"),
+        error_pattern=data.get("error_pattern"),
+        scope_domain=data.get("scope_domain"),
+        use_count=use_count,
+        created_at=data.get("created_at") or occurred,
+        last_used=data.get("last_used") or occurred,
+        source=src,
+        triggered_domains=_domains(data.get("triggered_domains") or [], domain),
+        event_ids=(event_id,) if event_id else (),
+        taught_by_run=run_id,
+        taught_at_step=step,
+    )
 
 
 def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson:
@@ -185,9 +219,13 @@ def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson
     tds = lesson.triggered_domains
     if domain and domain not in tds:
         tds = (*tds, domain)
-    return evolve(lesson, use_count=min(lesson.use_count + 1, INT64_MAX), last_used=when or lesson.last_used,
-                   triggered_domains=tds,
-                   event_ids=add_event_id(lesson.event_ids, event_id) if event_id else lesson.event_ids)
+    return evolve(
+        lesson,
+        use_count=min(lesson.use_count + 1, INT64_MAX),
+        last_used=when or lesson.last_used,
+        triggered_domains=tds,
+        event_ids=add_event_id(lesson.event_ids, event_id) if event_id else lesson.event_ids,
+    )
 
 
 def _add(state: LessonsState, lesson: Lesson) -> None:
@@ -215,19 +253,31 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
         if key in state.by_key:
             return state  # a duplicate observation: only a lesson_deduplicated decision changes it
-        lesson = new_lesson(d, ev.domain, ev.occurred_at, ev.id, "seed" if t == "lesson_seeded" else "learned",
-                            ev.run_id, ev.step)
+        lesson = new_lesson(
+            d, ev.domain, ev.occurred_at, ev.id, "seed" if t == "lesson_seeded" else "learned", ev.run_id, ev.step
+        )
         if lesson.lesson_id not in state.lessons:
             _add(state, lesson)
     elif t == "lesson_deduplicated":
         lid = d["lesson_id"]
         if lid not in state.lessons:
-            lid = state.by_key.get(dedup_key(d.get("failed_command"), d.get("error_pattern"),
-                                             d.get("scope_domain"), d["lesson"]), "")
+            lid = state.by_key.get(
+                dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"]), ""
+            )
         onto = state.lessons.get(lid)
         if onto is None:  # deduplicated onto a lesson forgotten meanwhile: it comes back
-            _add(state, new_lesson({**d, "use_count": d.get("new_use_count", 1)}, ev.domain, ev.occurred_at,
-                                   ev.id, "learned", ev.run_id, ev.step))
+            _add(
+                state,
+                new_lesson(
+                    {**d, "use_count": d.get("new_use_count", 1)},
+                    ev.domain,
+                    ev.occurred_at,
+                    ev.id,
+                    "learned",
+                    ev.run_id,
+                    ev.step,
+                ),
+            )
         else:
             state.lessons[lid] = used(onto, ev.domain, ev.occurred_at, ev.id)
     elif t == "error_recall" or t == "domain_recall":
@@ -239,8 +289,10 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         promoted = state.lessons.get(d["lesson_id"])
         if promoted is not None:
             state.lessons[promoted.lesson_id] = evolve(
-                promoted, category=d.get("to_category", "best_practice"),
-                event_ids=add_event_id(promoted.event_ids, ev.id))
+                promoted,
+                category=d.get("to_category", "best_practice"),
+                event_ids=add_event_id(promoted.event_ids, ev.id),
+            )
     elif t == "lessons_pruned":
         for lid in d.get("lesson_ids") or ():
             _remove(state, lid)
@@ -266,8 +318,10 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         return [("lessons", d["lesson_id"])]
     if t == "lessons_pruned":
         ids = d.get("lesson_ids") or ()
-        return [*(("lessons", lid) for lid in ids),
-                *(("by_key", key_of(state.lessons[lid])) for lid in ids if lid in state.lessons)]
+        return [
+            *(("lessons", lid) for lid in ids),
+            *(("by_key", key_of(state.lessons[lid])) for lid in ids if lid in state.lessons),
+        ]
     return None
 
 
@@ -286,8 +340,10 @@ def forget(state: LessonsState, kind: str, subject: str, runs: set[str] | frozen
         if removed_by(kind, subject, lid, lesson.scope_domain):
             _remove(state, lid)
         elif kind == "domain" and any(domain_matches(td, subject) for td in lesson.triggered_domains):
-            state.lessons[lid] = evolve(lesson, triggered_domains=tuple(
-                td for td in lesson.triggered_domains if not domain_matches(td, subject)))
+            state.lessons[lid] = evolve(
+                lesson,
+                triggered_domains=tuple(td for td in lesson.triggered_domains if not domain_matches(td, subject)),
+            )
 
 
 def removed_by(kind: str, subject: str, lesson_id: str | None, scope_domain: str | None) -> bool:
@@ -300,8 +356,10 @@ def removed_by(kind: str, subject: str, lesson_id: str | None, scope_domain: str
 
 
 def decode(raw: dict[str, Any]) -> LessonsState:
-    lessons = {lid: build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]),
-                          event_ids=tuple(row["event_ids"])) for lid, row in raw.get("lessons", {}).items()}
+    lessons = {
+        lid: build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]), event_ids=tuple(row["event_ids"]))
+        for lid, row in raw.get("lessons", {}).items()
+    }
     by_key = raw.get("by_key")
     if by_key is None or len(by_key) != len(lessons):
         by_key = {key_of(lesson): lid for lid, lesson in lessons.items()}
@@ -312,12 +370,24 @@ def decode(raw: dict[str, Any]) -> LessonsState:
 def tables(state: LessonsState) -> dict[str, list[dict[str, Any]]]:
     rows = []
     for lesson in state.lessons.values():
-        rows.append({
-            "lesson_id": lesson.lesson_id, "lesson": lesson.lesson, "category": lesson.category,
-            "tier": lesson.tier, "failed_command": lesson.failed_command, "error_pattern": lesson.error_pattern,
-            "scope_domain": lesson.scope_domain, "use_count": lesson.use_count, "created_at": lesson.created_at,
-            "last_used": lesson.last_used, "source": lesson.source,
-            "triggered_domains": orjson.dumps(lesson.triggered_domains).decode(),
-            "event_ids": orjson.dumps(lesson.event_ids).decode(), "taught_by_run": lesson.taught_by_run,
-            "taught_at_step": lesson.taught_at_step, "recorded_order": lesson.recorded_order})
+        rows.append(
+            {
+                "lesson_id": lesson.lesson_id,
+                "lesson": lesson.lesson,
+                "category": lesson.category,
+                "tier": lesson.tier,
+                "failed_command": lesson.failed_command,
+                "error_pattern": lesson.error_pattern,
+                "scope_domain": lesson.scope_domain,
+                "use_count": lesson.use_count,
+                "created_at": lesson.created_at,
+                "last_used": lesson.last_used,
+                "source": lesson.source,
+                "triggered_domains": orjson.dumps(lesson.triggered_domains).decode(),
+                "event_ids": orjson.dumps(lesson.event_ids).decode(),
+                "taught_by_run": lesson.taught_by_run,
+                "taught_at_step": lesson.taught_at_step,
+                "recorded_order": lesson.recorded_order,
+            }
+        )
     return {"lessons": rows}

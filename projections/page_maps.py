@@ -7,6 +7,7 @@ stored). Maps belong to their run, kept after it completes as every projection i
 run or session drops its maps, forgetting a domain drops the maps of its pages and of the runs
 started there.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,13 +58,22 @@ def apply(state: PageMapsState, ev: RecordedEvent, policy: Any = None) -> PageMa
     elif t == "page_map_stored" and ev.run_id:
         maps = state.by_run.setdefault(ev.run_id, {})
         old = maps.get(d["url"])
-        fresh = PageMap(run_id=ev.run_id, url=d["url"], domain=ev.domain or "", title=d.get("title", ""),
-                        summary=d.get("summary", ""), total_width=int(d.get("total_width", 0)),
-                        total_height=int(d.get("total_height", 0)),
-                        regions=tuple(dict(r) for r in d.get("regions") or ()), step=ev.step,
-                        occurred_at=ev.occurred_at, event_ids=(ev.id,))
-        maps[d["url"]] = fresh if old is None else evolve(
-            fresh, stored=old.stored + 1, event_ids=add_event_id(old.event_ids, ev.id))
+        fresh = PageMap(
+            run_id=ev.run_id,
+            url=d["url"],
+            domain=ev.domain or "",
+            title=d.get("title", ""),
+            summary=d.get("summary", ""),
+            total_width=int(d.get("total_width", 0)),
+            total_height=int(d.get("total_height", 0)),
+            regions=tuple(dict(r) for r in d.get("regions") or ()),
+            step=ev.step,
+            occurred_at=ev.occurred_at,
+            event_ids=(ev.id,),
+        )
+        maps[d["url"]] = (
+            fresh if old is None else evolve(fresh, stored=old.stored + 1, event_ids=add_event_id(old.event_ids, ev.id))
+        )
     elif t == "subject_forgotten":
         forget_per_run(state.by_run, state.session_of, d)
     return state
@@ -77,19 +87,42 @@ def of_run(state: PageMapsState, run_id: str) -> dict[str, PageMap]:
 def listed(state: PageMapsState, run_id: str | None = None, domain: str | None = None) -> list[PageMap]:
     """Every map (of one run, of one domain and its subdomains), runs in the order they first stored one."""
     runs = [run_id] if run_id is not None else list(state.by_run)
-    return [m for r in runs for m in state.by_run.get(r, {}).values() if domain is None or domain_matches(m.domain, domain)]
+    return [
+        m for r in runs for m in state.by_run.get(r, {}).values() if domain is None or domain_matches(m.domain, domain)
+    ]
 
 
 def decode(raw: dict[str, Any]) -> PageMapsState:
-    return PageMapsState(by_run={r: {u: build(PageMap, m, event_ids=tuple(m["event_ids"]), regions=tuple(m["regions"]))
-                                     for u, m in maps.items()} for r, maps in raw.get("by_run", {}).items()},
-                         session_of=dict(raw.get("session_of", {})))
+    return PageMapsState(
+        by_run={
+            r: {
+                u: build(PageMap, m, event_ids=tuple(m["event_ids"]), regions=tuple(m["regions"]))
+                for u, m in maps.items()
+            }
+            for r, maps in raw.get("by_run", {}).items()
+        },
+        session_of=dict(raw.get("session_of", {})),
+    )
 
 
 def tables(state: PageMapsState) -> dict[str, list[dict[str, Any]]]:
-    return {"page_maps": [{
-        "run_id": m.run_id, "url": m.url, "domain": m.domain, "title": m.title, "summary": m.summary,
-        "total_width": m.total_width, "total_height": m.total_height,
-        "regions": orjson.dumps(m.regions, option=orjson.OPT_SORT_KEYS).decode(), "step": m.step,
-        "occurred_at": m.occurred_at, "stored": m.stored, "event_ids": orjson.dumps(m.event_ids).decode()}
-        for maps in state.by_run.values() for m in maps.values()]}
+    return {
+        "page_maps": [
+            {
+                "run_id": m.run_id,
+                "url": m.url,
+                "domain": m.domain,
+                "title": m.title,
+                "summary": m.summary,
+                "total_width": m.total_width,
+                "total_height": m.total_height,
+                "regions": orjson.dumps(m.regions, option=orjson.OPT_SORT_KEYS).decode(),
+                "step": m.step,
+                "occurred_at": m.occurred_at,
+                "stored": m.stored,
+                "event_ids": orjson.dumps(m.event_ids).decode(),
+            }
+            for maps in state.by_run.values()
+            for m in maps.values()
+        ]
+    }

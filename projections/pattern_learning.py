@@ -7,6 +7,7 @@ navigation is the run's page-changing clicks when there are at least two and
 no form. Typed values become placeholders named after their field (`{password}`
 for a password field), so a pattern never holds what was typed.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,9 @@ def _step(s: Any) -> PatternStep:
     value = placeholder(s.name, s.sensitive) if s.command in FIELD_COMMANDS else None
     if s.command == "press":
         value = str(s.args.get("key", ""))
-    return PatternStep(command=s.command, role=s.role, name=(s.name or None) and s.name[:300], value=value,
-                       url=s.url_before[:2000])
+    return PatternStep(
+        command=s.command, role=s.role, name=(s.name or None) and s.name[:300], value=value, url=s.url_before[:2000]
+    )
 
 
 def _describe(kind: str, steps: Sequence[Any], domain: str) -> str:
@@ -63,8 +65,14 @@ def learn_patterns(steps: Sequence[Any], domain: str) -> list[PatternLearned]:
             if used[j - 1].url_after != page:
                 break
         segment = used[i:j]
-        opener = used[i - 1] if i > 0 and used[i - 1].command == "click" and used[i - 1].url_after == page \
-            and used[i - 1].url_before != page else None
+        opener = (
+            used[i - 1]
+            if i > 0
+            and used[i - 1].command == "click"
+            and used[i - 1].url_after == page
+            and used[i - 1].url_before != page
+            else None
+        )
         submitted = segment[-1].command in ("click", "press") and segment[-1].url_after != page
         if submitted:
             kind = "login_flow" if any(x.sensitive for x in segment) else "form_fill"
@@ -81,8 +89,12 @@ def learn_patterns(steps: Sequence[Any], domain: str) -> list[PatternLearned]:
 def _pattern(kind: str, flow: Sequence[Any], domain: str) -> PatternLearned:
     steps = [_step(s) for s in flow]
     dumped = [s.model_dump(mode="json") for s in steps]
-    return PatternLearned(pattern_id=pattern_id_for(domain, kind, dumped), description=_describe(kind, flow, domain),
-                          pattern_type=cast(PatternType, kind), steps=steps)
+    return PatternLearned(
+        pattern_id=pattern_id_for(domain, kind, dumped),
+        description=_describe(kind, flow, domain),
+        pattern_type=cast(PatternType, kind),
+        steps=steps,
+    )
 
 
 def fill_placeholders(pattern_steps: Sequence[dict[str, Any]], user: str, password: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ step types into a password field, `form_fill` when steps fill or select,
 `max_patterns`, the `patterns_pruned` decision removes the bottom 20% by
 (success_rate, last_used), as seed 003's `_prune_patterns` does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,8 +66,14 @@ def rate(success: int, failure: int) -> float:
 
 def _counted(p: Pattern, ok: bool, at: str, event_id: str) -> Pattern:
     s, f = p.success_count + ok, p.failure_count + (not ok)
-    return evolve(p, success_count=s, failure_count=f, success_rate=rate(s, f), last_used=at,
-                  event_ids=add_event_id(p.event_ids, event_id))
+    return evolve(
+        p,
+        success_count=s,
+        failure_count=f,
+        success_rate=rate(s, f),
+        last_used=at,
+        event_ids=add_event_id(p.event_ids, event_id),
+    )
 
 
 def apply(state: PatternsState, ev: RecordedEvent, policy: Any = None) -> PatternsState:
@@ -78,10 +85,19 @@ def apply(state: PatternsState, ev: RecordedEvent, policy: Any = None) -> Patter
             state.patterns[d["pattern_id"]] = _counted(old, True, ev.occurred_at, ev.id)
         else:
             state.patterns[d["pattern_id"]] = Pattern(
-                pattern_id=d["pattern_id"], domain=ev.domain or "", description=d["description"],
-                pattern_type=d["pattern_type"], steps=tuple(d["steps"]), success_count=1, failure_count=0,
-                success_rate=1.0, last_used=ev.occurred_at, learned_at=ev.occurred_at, event_ids=(ev.id,),
-                first_run=ev.run_id)
+                pattern_id=d["pattern_id"],
+                domain=ev.domain or "",
+                description=d["description"],
+                pattern_type=d["pattern_type"],
+                steps=tuple(d["steps"]),
+                success_count=1,
+                failure_count=0,
+                success_rate=1.0,
+                last_used=ev.occurred_at,
+                learned_at=ev.occurred_at,
+                event_ids=(ev.id,),
+                first_run=ev.run_id,
+            )
     elif t == "pattern_used":
         old = state.patterns.get(d["pattern_id"])
         if old is not None:
@@ -92,8 +108,11 @@ def apply(state: PatternsState, ev: RecordedEvent, policy: Any = None) -> Patter
     elif t == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
         runs = forgotten_runs(d) if kind in ("run", "session") else set()
-        for pid in [pid for pid, p in state.patterns.items()
-                    if (kind == "domain" and domain_matches(p.domain, subject)) or p.first_run in runs]:
+        for pid in [
+            pid
+            for pid, p in state.patterns.items()
+            if (kind == "domain" and domain_matches(p.domain, subject)) or p.first_run in runs
+        ]:
             del state.patterns[pid]
     return state
 
@@ -121,13 +140,30 @@ def _neg(text: str) -> tuple[int, ...]:
 
 
 def decode(raw: dict[str, Any]) -> PatternsState:
-    return PatternsState(patterns={pid: build(Pattern, r, steps=tuple(r["steps"]), event_ids=tuple(r["event_ids"]))
-                                   for pid, r in raw.get("patterns", {}).items()})
+    return PatternsState(
+        patterns={
+            pid: build(Pattern, r, steps=tuple(r["steps"]), event_ids=tuple(r["event_ids"]))
+            for pid, r in raw.get("patterns", {}).items()
+        }
+    )
 
 
 def tables(state: PatternsState) -> dict[str, list[dict[str, Any]]]:
-    return {"patterns": [{
-        "pattern_id": p.pattern_id, "domain": p.domain, "description": p.description, "pattern_type": p.pattern_type,
-        "steps": orjson.dumps(p.steps).decode(), "success_count": p.success_count, "failure_count": p.failure_count,
-        "success_rate": p.success_rate, "last_used": p.last_used, "learned_at": p.learned_at,
-        "event_ids": orjson.dumps(p.event_ids).decode()} for p in state.patterns.values()]}
+    return {
+        "patterns": [
+            {
+                "pattern_id": p.pattern_id,
+                "domain": p.domain,
+                "description": p.description,
+                "pattern_type": p.pattern_type,
+                "steps": orjson.dumps(p.steps).decode(),
+                "success_count": p.success_count,
+                "failure_count": p.failure_count,
+                "success_rate": p.success_rate,
+                "last_used": p.last_used,
+                "learned_at": p.learned_at,
+                "event_ids": orjson.dumps(p.event_ids).decode(),
+            }
+            for p in state.patterns.values()
+        ]
+    }

@@ -10,6 +10,7 @@ Usage::
     recorded = pin(store, "lsn_0123456789abcdef", pinned_by="ada", reason="reviewed",
                    projections_path=Path(".agent-memory/projections.db"))
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,9 +33,11 @@ def tier1_refusal(category: str) -> str | None:
     """The one-line refusal of a Tier 1 category from an agent's call (None: the category is a caller's)."""
     if category not in TIER1_CATEGORIES:
         return None
-    return (f"category {category!r} is Tier 1 (it goes into every system prompt): a caller records "
-            f"{' or '.join(CALLER_CATEGORIES)}; a person puts a lesson in Tier 1 with "
-            "`memtape lessons pin LESSON --by NAME --reason TEXT`")
+    return (
+        f"category {category!r} is Tier 1 (it goes into every system prompt): a caller records "
+        f"{' or '.join(CALLER_CATEGORIES)}; a person puts a lesson in Tier 1 with "
+        "`memtape lessons pin LESSON --by NAME --reason TEXT`"
+    )
 
 
 #: events that put text into Tier 1 by themselves (a lesson_recorded does when its category is Tier 1)
@@ -49,16 +52,28 @@ def caller_refusal(events: Sequence[NewEvent]) -> str | None:
     for i, ev in enumerate(events, 1):
         category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
         if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
-            return (f"event {i} ({ev.type}): a caller cannot write Tier 1 text (every system prompt); "
-                    "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`")
+            return (
+                f"event {i} ({ev.type}): a caller cannot write Tier 1 text (every system prompt); "
+                "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`"
+            )
         if ev.type in DECISION_TYPES:
-            return (f"event {i}: {ev.type} is a decision of the memory policy, which makes it itself; "
-                    "append observations (`memtape append --raw` records a log as given)")
+            return (
+                f"event {i}: {ev.type} is a decision of the memory policy, which makes it itself; "
+                "append observations (`memtape append --raw` records a log as given)"
+            )
     return None
 
 
-def pin(store: Store, lesson_id: str, *, pinned_by: str, reason: str, category: str = "best_practice",
-        projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY) -> RecordedEvent:
+def pin(
+    store: Store,
+    lesson_id: str,
+    *,
+    pinned_by: str,
+    reason: str,
+    category: str = "best_practice",
+    projections_path: Path | None = None,
+    policy: Policy = DEFAULT_POLICY,
+) -> RecordedEvent:
     """Append `lesson_pinned` for `lesson_id` (which memory must hold: the writer checks it again
     inside its transaction) and return it."""
     for what, text in (("pinned_by", pinned_by), ("reason", reason)):
@@ -72,7 +87,16 @@ def pin(store: Store, lesson_id: str, *, pinned_by: str, reason: str, category: 
         raise UnknownItem(f"no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)")
     if lesson.category == category:
         raise InvalidEvent(f"lesson {lesson_id!r} is already {category} (Tier 1): nothing to pin")
-    event = NewEvent(LessonPinned.model_validate({"lesson_id": lesson_id, "pinned_by": pinned_by, "reason": reason,
-                                                  "from_category": lesson.category, "to_category": category}))
+    event = NewEvent(
+        LessonPinned.model_validate(
+            {
+                "lesson_id": lesson_id,
+                "pinned_by": pinned_by,
+                "reason": reason,
+                "from_category": lesson.category,
+                "to_category": category,
+            }
+        )
+    )
     recorded = MemoryWriter(store, policy, projections_path).append([event])
     return next(ev for ev in recorded if ev.type == "lesson_pinned")

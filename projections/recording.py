@@ -25,6 +25,7 @@ Example:
         run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
         run.finish(success=True, outcome="bought")
 """
+
 from __future__ import annotations
 
 import copy
@@ -112,16 +113,25 @@ from memtape.projections.writer import MemoryWriter, RunSoFar, run_finished
 
 #: seed 001's known error phrases, in the order its agent tries them: the first one an error
 #: contains is the lesson's error_pattern ("... not visible; Timeout 5000ms exceeded" is `timeout`)
-KNOWN_PATTERNS = ("too many arguments", "intercepts pointer events", "timeout", "element is not visible",
-                  "element is not enabled", "frame was detached", "target closed", "navigation interrupted")
+KNOWN_PATTERNS = (
+    "too many arguments",
+    "intercepts pointer events",
+    "timeout",
+    "element is not visible",
+    "element is not enabled",
+    "frame was detached",
+    "target closed",
+    "navigation interrupted",
+)
 DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
 SAFE_KEYS = {"Enter", "Escape", "Tab", "ArrowDown", "ArrowUp", "PageDown", "PageUp", "Space", "Backspace"}
 #: a run with no event for this long is abandoned when the next run starts (its process died)
 STALE_AFTER = timedelta(hours=1)
 #: `role "name"`, the way prompts and lessons name an element (quotes escaped as in `quoted_name`)
 ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)
-CONTEXT_ITEM_KEYS = frozenset({"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated",
-                               "tokens"})
+CONTEXT_ITEM_KEYS = frozenset(
+    {"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated", "tokens"}
+)
 
 
 #: errors that only say the element was not there (seed 001's agent skips them): they teach nothing
@@ -223,13 +233,23 @@ class StepRecord:
         d = ev.data
         action, target = d["action"], d.get("target") or {}
         role = target.get("role") or None
-        return cls(step=ev.step or 0, command=action["command"], args=dict(action.get("args") or {}), ok=d["ok"],
-                   error=d.get("error"), url_before=(d.get("env_before") or {}).get("url", ""),
-                   url_after=(d.get("env_after") or {}).get("url", ""), role=role, name=target.get("name") if role else None,
-                   selector=target.get("selector"), in_shadow=bool(target.get("in_shadow")),
-                   sensitive=bool(action.get("sensitive")),
-                   duration_ms=float(d.get("duration_ms") or 0.0), decided_by=d.get("decided_by", "policy"),
-                   event_id=ev.id)
+        return cls(
+            step=ev.step or 0,
+            command=action["command"],
+            args=dict(action.get("args") or {}),
+            ok=d["ok"],
+            error=d.get("error"),
+            url_before=(d.get("env_before") or {}).get("url", ""),
+            url_after=(d.get("env_after") or {}).get("url", ""),
+            role=role,
+            name=target.get("name") if role else None,
+            selector=target.get("selector"),
+            in_shadow=bool(target.get("in_shadow")),
+            sensitive=bool(action.get("sensitive")),
+            duration_ms=float(d.get("duration_ms") or 0.0),
+            decided_by=d.get("decided_by", "policy"),
+            event_id=ev.id,
+        )
 
 
 @dataclass
@@ -278,11 +298,20 @@ class Lesson:
 
     @classmethod
     def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> Lesson:
-        return cls(lesson_id=lesson.lesson_id, text=lesson.lesson, category=lesson.category,
-                   use_count=lesson.use_count, triggered_domains=lesson.triggered_domains,
-                   event_ids=lesson.event_ids, failed_command=lesson.failed_command,
-                   error_pattern=lesson.error_pattern, scope_domain=lesson.scope_domain, source=lesson.source,
-                   score=match.score if match else 0.0, matched=match.matched if match else None)
+        return cls(
+            lesson_id=lesson.lesson_id,
+            text=lesson.lesson,
+            category=lesson.category,
+            use_count=lesson.use_count,
+            triggered_domains=lesson.triggered_domains,
+            event_ids=lesson.event_ids,
+            failed_command=lesson.failed_command,
+            error_pattern=lesson.error_pattern,
+            scope_domain=lesson.scope_domain,
+            source=lesson.source,
+            score=match.score if match else 0.0,
+            matched=match.matched if match else None,
+        )
 
     @classmethod
     def recalled(cls, match: lessons_mod.Match) -> Lesson:
@@ -342,7 +371,9 @@ def check_point(value: Any, what: str) -> int | str | None:
 
 def plain(value: Any) -> Any:
     """The value exactly as the command line's `--json` prints it."""
-    return orjson.loads(orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v)))
+    return orjson.loads(
+        orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v))
+    )
 
 
 EMBEDDING: TypeAdapter[list[float]] = TypeAdapter(Embedding)
@@ -367,8 +398,16 @@ def _check_flag(value: Any, what: str) -> bool:
 class Memory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 
-    def __init__(self, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY, *,
-                 enabled: bool = True, stale_after: timedelta = STALE_AFTER, keepers: Sequence[Keeper] = ()):
+    def __init__(
+        self,
+        store: Store,
+        projections_path: Path | None = None,
+        policy: Policy = DEFAULT_POLICY,
+        *,
+        enabled: bool = True,
+        stale_after: timedelta = STALE_AFTER,
+        keepers: Sequence[Keeper] = (),
+    ):
         if not isinstance(policy, Policy):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
         self.store = store
@@ -443,8 +482,15 @@ class Memory:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
                     return int(first.data["status"]), first.data["response"], True
                 status, body = answer()
-                self.append([self.event(RequestAnswered, {"request_sha256": request, "status": status, "response": body},
-                                        stream=stream)])
+                self.append(
+                    [
+                        self.event(
+                            RequestAnswered,
+                            {"request_sha256": request, "status": status, "response": body},
+                            stream=stream,
+                        )
+                    ]
+                )
         except BaseException:
             self.view = None  # it may have folded what was rolled back
             raise
@@ -452,8 +498,16 @@ class Memory:
             self._dirty = True
         return status, body, False
 
-    def event(self, cls: type[Payload], fields: dict[str, Any], *, run_id: str | None = None,
-              step: int | None = None, domain: str | None = None, stream: str | None = None) -> NewEvent:
+    def event(
+        self,
+        cls: type[Payload],
+        fields: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        domain: str | None = None,
+        stream: str | None = None,
+    ) -> NewEvent:
         """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
         _check_text(domain, "domain", empty=True, optional=True)
         try:
@@ -467,10 +521,21 @@ class Memory:
 
     # ---- runs ------------------------------------------------------------------------
 
-    def start_run(self, *, goal: str, start_url: str, session_id: str | None = None, run_id: str | None = None,
-                  parent_run_id: str | None = None, mode: str = "new", isolation: str = "shared",
-                  case_id: str | None = None, agent: str = "external", rep: int | None = None,
-                  step_memory_scope: str = "session") -> Run:
+    def start_run(
+        self,
+        *,
+        goal: str,
+        start_url: str,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        mode: str = "new",
+        isolation: str = "shared",
+        case_id: str | None = None,
+        agent: str = "external",
+        rep: int | None = None,
+        step_memory_scope: str = "session",
+    ) -> Run:
         """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
 
@@ -490,11 +555,26 @@ class Memory:
         previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []
         run.rep = rep if rep is not None else len(previous) + 1
         run.step_memory_runs = None if step_memory_scope == "all" else previous
-        started = run._event(RunStarted, {
-            "session_id": session_id, "parent_run_id": parent_run_id, "mode": mode, "goal": goal,
-            "start_url": start_url, "memory_enabled": self.enabled, "isolation": isolation,
-            "policy": {"decision_policy": agent, "step_memory_scope": step_memory_scope, "fingerprint": self.policy.fingerprint(),
-                       **self.policy.model_dump(mode="json")}, "case_id": case_id}, domain=domain_of(start_url))
+        started = run._event(
+            RunStarted,
+            {
+                "session_id": session_id,
+                "parent_run_id": parent_run_id,
+                "mode": mode,
+                "goal": goal,
+                "start_url": start_url,
+                "memory_enabled": self.enabled,
+                "isolation": isolation,
+                "policy": {
+                    "decision_policy": agent,
+                    "step_memory_scope": step_memory_scope,
+                    "fingerprint": self.policy.fingerprint(),
+                    **self.policy.model_dump(mode="json"),
+                },
+                "case_id": case_id,
+            },
+            domain=domain_of(start_url),
+        )
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
         with run.timed():
@@ -531,12 +611,21 @@ class Memory:
     def _handle(self, manifest: RunManifest) -> Run:
         """A Run on `manifest`'s run as the ledger holds it: its rep, steps, embedding and URL."""
         run_id = manifest.run_id
-        run = Run(self, run_id, manifest.goal, manifest.start_url or "", manifest.session_id or run_id,
-                  enabled=manifest.memory_enabled)
+        run = Run(
+            self,
+            run_id,
+            manifest.goal,
+            manifest.start_url or "",
+            manifest.session_id or run_id,
+            enabled=manifest.memory_enabled,
+        )
         run.started_at = manifest.started_at
         if manifest.session_id:  # its rep: the session's runs that started before it
-            earlier = [r.run_id for r in self.current().runs(session_id=manifest.session_id)
-                       if r.run_id != run_id and r.started_at <= manifest.started_at]
+            earlier = [
+                r.run_id
+                for r in self.current().runs(session_id=manifest.session_id)
+                if r.run_id != run_id and r.started_at <= manifest.started_at
+            ]
             run.rep, run.step_memory_runs = len(earlier) + 1, earlier
         recorded = list(self.store.read(run_id=run_id, types=["step_recorded"]))
         run.steps = [StepRecord.from_event(ev) for ev in recorded]
@@ -565,8 +654,12 @@ class Memory:
             last = self._last_activity(manifest)
             if parse_ts(last) <= limit:
                 try:
-                    self.finish_run(manifest.run_id, success=False, outcome=f"abandoned: no activity since {last}",
-                                    reason="abandoned")
+                    self.finish_run(
+                        manifest.run_id,
+                        success=False,
+                        outcome=f"abandoned: no activity since {last}",
+                        reason="abandoned",
+                    )
                 except RunConflict:  # another process finished it meanwhile
                     continue
                 done.append(manifest.run_id)
@@ -584,9 +677,21 @@ class Memory:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
         lessons = self.current().tier1()
-        self.append([self.event(Tier1Loaded, {
-            "count": len(lessons), "lessons": [l.lesson for l in lessons], "lesson_ids": [l.lesson_id for l in lessons]},
-            run_id=run_id, step=_check_step(step), domain=domain)])
+        self.append(
+            [
+                self.event(
+                    Tier1Loaded,
+                    {
+                        "count": len(lessons),
+                        "lessons": [l.lesson for l in lessons],
+                        "lesson_ids": [l.lesson_id for l in lessons],
+                    },
+                    run_id=run_id,
+                    step=_check_step(step),
+                    domain=domain,
+                )
+            ]
+        )
         return [Lesson.of(l) for l in lessons]
 
     def recall_domain(self, domain: str, *, run_id: str | None = None, step: int | None = None) -> list[Lesson]:
@@ -598,22 +703,38 @@ class Memory:
         self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
         return [Lesson.recalled(m) for m in matches]
 
-    def recall_error(self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None,
-                     step: int | None = None) -> list[Lesson]:
+    def recall_error(
+        self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None, step: int | None = None
+    ) -> list[Lesson]:
         """Trigger A: lessons matching a failed command or its error (site lessons only on their
         site); logs error_recall."""
         _check_text(command, "command")
         _check_text(error, "error", empty=True)
-        probe = self.event(ErrorRecall, {"command": command, "error_snippet": error[:300], "matched": 0},
-                           run_id=run_id, step=_check_step(step), domain=domain)
+        probe = self.event(
+            ErrorRecall,
+            {"command": command, "error_snippet": error[:300], "matched": 0},
+            run_id=run_id,
+            step=_check_step(step),
+            domain=domain,
+        )
         self._known_run(run_id)
         matches = self.current().error_matches(command, error, probe.domain)
-        self.append([self.event(ErrorRecall, {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
-                                run_id=run_id, step=step, domain=probe.domain)])
+        self.append(
+            [
+                self.event(
+                    ErrorRecall,
+                    {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                    run_id=run_id,
+                    step=step,
+                    domain=probe.domain,
+                )
+            ]
+        )
         return [Lesson.recalled(m) for m in matches]
 
-    def recall_trajectory(self, goal: str, url: str, *, run_id: str | None = None,
-                          step: int | None = None) -> TrajectoryRecall | None:
+    def recall_trajectory(
+        self, goal: str, url: str, *, run_id: str | None = None, step: int | None = None
+    ) -> TrajectoryRecall | None:
         """The reference trajectory for `goal` on the host of `url` (seed 000); logs trajectory_recalled."""
         _check_text(goal, "goal")
         _check_text(url, "url")
@@ -621,21 +742,39 @@ class Memory:
         probe = self.event(TrajectoryRecalled, {"goal": goal}, run_id=run_id, step=_check_step(step), domain=domain)
         self._known_run(run_id)
         match = self.current().match_trajectory(goal, probe.domain or "", self.now())
-        replay = bool(match and match.similarity >= self.policy.replay_min_similarity
-                      and match.trajectory.origin == origin_of(url) and match.trajectory.steps)
+        replay = bool(
+            match
+            and match.similarity >= self.policy.replay_min_similarity
+            and match.trajectory.origin == origin_of(url)
+            and match.trajectory.steps
+        )
         t = match.trajectory if match else None
-        self.append([self.event(TrajectoryRecalled, {
-            "goal": goal, "trajectory_id": t.trajectory_id if t else None,
-            "matched_goal": t.goal if t else None, "similarity": round(match.similarity, 6) if match else 0.0,
-            "score": round(match.score, 6) if match else None, "steps": len(t.steps) if t else 0,
-            "replay": replay}, run_id=run_id, step=step, domain=probe.domain)])
+        self.append(
+            [
+                self.event(
+                    TrajectoryRecalled,
+                    {
+                        "goal": goal,
+                        "trajectory_id": t.trajectory_id if t else None,
+                        "matched_goal": t.goal if t else None,
+                        "similarity": round(match.similarity, 6) if match else 0.0,
+                        "score": round(match.score, 6) if match else None,
+                        "steps": len(t.steps) if t else 0,
+                        "replay": replay,
+                    },
+                    run_id=run_id,
+                    step=step,
+                    domain=probe.domain,
+                )
+            ]
+        )
         return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
-
 
     # ---- what memory holds ---------------------------------------------------------------
 
-    def state(self, kind: str, as_of: int | str | None = None, domain: str | None = None,
-              run: str | None = None) -> list[dict[str, Any]]:
+    def state(
+        self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[dict[str, Any]]:
         """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
         short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger
         knew it at seq / ISO time `as_of`, of one domain and one run when given: the fields of
@@ -646,8 +785,9 @@ class Memory:
             raise InvalidEvent(f"domain must be a string, got {type(domain).__name__}")
         if run is not None and not isinstance(run, str):
             raise InvalidEvent(f"run must be a string, got {type(run).__name__}")
-        _head, items = open_state(self.store, self.projections_path, kind, domain,
-                                  check_point(as_of, "as_of"), self.policy, run=run)
+        _head, items = open_state(
+            self.store, self.projections_path, kind, domain, check_point(as_of, "as_of"), self.policy, run=run
+        )
         return plain(items)  # type: ignore[no-any-return]
 
 
@@ -659,8 +799,9 @@ class Run:
     failed with reason "unfinished". `url` follows the last recorded step.
     """
 
-    def __init__(self, memory: Memory, run_id: str, goal: str, start_url: str, session_id: str, *,
-                 enabled: bool = True):
+    def __init__(
+        self, memory: Memory, run_id: str, goal: str, start_url: str, session_id: str, *, enabled: bool = True
+    ):
         self.memory = memory
         self.run_id = run_id
         self.goal = goal
@@ -692,8 +833,9 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.finished:
             return
         try:
@@ -751,10 +893,10 @@ class Run:
             self.secrets.append(value)
             self.secrets.sort(key=len, reverse=True)
 
-    def _event(self, cls: type[Payload], fields: dict[str, Any], *, step: int | None = None,
-               domain: str | None = None) -> NewEvent:
-        return self.memory.event(cls, self.scrub(fields), run_id=self.run_id, step=_check_step(step),
-                                 domain=domain)
+    def _event(
+        self, cls: type[Payload], fields: dict[str, Any], *, step: int | None = None, domain: str | None = None
+    ) -> NewEvent:
+        return self.memory.event(cls, self.scrub(fields), run_id=self.run_id, step=_check_step(step), domain=domain)
 
     def _live(self, what: str = "events") -> None:
         """Refuse early what this handle knows the run no longer takes (the writer checks the ledger)."""
@@ -781,17 +923,22 @@ class Run:
         with self.timed():
             return self.memory.recall_domain(domain, run_id=self.run_id, step=step)
 
-    def recall_error(self, command: str, error: str, step: int | None = None,
-                     domain: str | None = None) -> list[Lesson]:
+    def recall_error(
+        self, command: str, error: str, step: int | None = None, domain: str | None = None
+    ) -> list[Lesson]:
         """Trigger A for a failed command on the current site (or `domain`); logs error_recall."""
         self._live()
         if not self.enabled:
             _check_text(command, "command")
             return []
         with self.timed():
-            return self.memory.recall_error(command, self.scrub(error) if isinstance(error, str) else error,
-                                            domain=domain if domain is not None else (self.domain or None),
-                                            run_id=self.run_id, step=step)
+            return self.memory.recall_error(
+                command,
+                self.scrub(error) if isinstance(error, str) else error,
+                domain=domain if domain is not None else (self.domain or None),
+                run_id=self.run_id,
+                step=step,
+            )
 
     def recall_trajectory(self, step: int | None = None, url: str | None = None) -> TrajectoryRecall | None:
         """The reference trajectory for this run's goal on the current site (or `url`'s); logs
@@ -800,8 +947,9 @@ class Run:
         if not self.enabled:
             return None
         with self.timed():
-            return self.memory.recall_trajectory(self.safe_goal, url if url is not None else self.url,
-                                                 run_id=self.run_id, step=step)
+            return self.memory.recall_trajectory(
+                self.safe_goal, url if url is not None else self.url, run_id=self.run_id, step=step
+            )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
 
@@ -815,8 +963,9 @@ class Run:
         if not self.enabled:
             return []
         with self.timed():
-            return self.memory.current().facts(domain if domain is not None else self.domain,
-                                               min_confidence=self.memory.policy.fact_prompt_min)
+            return self.memory.current().facts(
+                domain if domain is not None else self.domain, min_confidence=self.memory.policy.fact_prompt_min
+            )
 
     def selectors(self, domain: str | None = None) -> list[Any]:
         """Known-good selectors of the site (seed 000: each succeeded at least once), most successful first."""
@@ -832,9 +981,14 @@ class Run:
         if not self.enabled or self.rep <= 1:
             return []
         with self.timed():
-            return self.memory.current().step_memories(elements, intent, exclude_run=self.run_id,
-                                                       runs=self.step_memory_runs, embedding=self.state_embedding,
-                                                       embedding_model=self.embedding_model)
+            return self.memory.current().step_memories(
+                elements,
+                intent,
+                exclude_run=self.run_id,
+                runs=self.step_memory_runs,
+                embedding=self.state_embedding,
+                embedding_model=self.embedding_model,
+            )
 
     def use_embedding(self, vector: Sequence[float], model: str) -> None:
         """The vector of this run's internal state (its goal, as memory stores it) by `model`,
@@ -877,40 +1031,50 @@ class Run:
     def repeated_failure(self, signature: str, action: str, url: str, response: str, step: int) -> None:
         """Log what the agent did about an action known to fail: chose otherwise, or went ahead warned."""
         self._live()
-        ev = self._event(RepeatedFailureDetected, {"signature": signature, "action": action[:500],
-                                                   "url": url[:2000], "response": response},
-                         step=step, domain=domain_of(url) or None)
+        ev = self._event(
+            RepeatedFailureDetected,
+            {"signature": signature, "action": action[:500], "url": url[:2000], "response": response},
+            step=step,
+            domain=domain_of(url) or None,
+        )
         with self.timed():
             self.memory.append([ev])
 
     def give_context(self, context: Mapping[str, str]) -> None:
         """User context given to this run (`memtape run --context key=value`)."""
         self._live()
-        events = [self._event(ContextGiven, {"key": k, "value": v}, domain=domain_of(self.start_url) or None)
-                  for k, v in context.items()]
+        events = [
+            self._event(ContextGiven, {"key": k, "value": v}, domain=domain_of(self.start_url) or None)
+            for k, v in context.items()
+        ]
         with self.timed():
             self.memory.append(events)
 
-    def infer_context(self, key: str, value: str, source: str, step: int | None = None,
-                      domain: str | None = None) -> bool:
+    def infer_context(
+        self, key: str, value: str, source: str, step: int | None = None, domain: str | None = None
+    ) -> bool:
         """Context learned during execution; recorded once per (domain, key, value)."""
         self._live()
         domain = domain if domain is not None else self.domain
         if not self.enabled or not domain:
             return False
         with self.timed():
-            if any(e.kind == "inferred" and e.key == key and e.value == value and e.domain == domain
-                   for e in self.memory.current().context(None, domain)):
+            if any(
+                e.kind == "inferred" and e.key == key and e.value == value and e.domain == domain
+                for e in self.memory.current().context(None, domain)
+            ):
                 return False
-            self.memory.append([self._event(ContextInferred, {"key": key, "value": value, "source": source},
-                                            step=step, domain=domain)])
+            self.memory.append(
+                [self._event(ContextInferred, {"key": key, "value": value, "source": source}, step=step, domain=domain)]
+            )
             return True
 
     def relevant_context(self, domain: str | None = None) -> list[Any]:
         """This run's user context and the site's inferred context that share words with the goal."""
         with self.timed():
-            found = self.memory.current().relevant_context(self.safe_goal, self.run_id,
-                                                           domain if domain is not None else self.domain)
+            found = self.memory.current().relevant_context(
+                self.safe_goal, self.run_id, domain if domain is not None else self.domain
+            )
             return [e for e in found if self.enabled or e.kind == "user"]
 
     def prompt_context(self, domain: str | None = None) -> list[Any]:
@@ -943,20 +1107,60 @@ class Run:
             cached = self.memory.current().cached_extraction(key, self.memory.now()) if self.enabled else None
             if cached is not None:
                 age = max((parse_ts(self.memory.now()) - parse_ts(cached.occurred_at)).total_seconds(), 0.0)
-                self.memory.append([self._event(ExtractionServed, {
-                    "key": key, "extraction_id": cached.event_ids[0], "age_seconds": round(age, 3),
-                    "ttl_seconds": self.memory.policy.extraction_ttl_seconds}, step=step, domain=domain)])
-                return Extraction(key, cached.source, cached.url, cached.title, cached.value, cached.links,
-                                  cached.section_count, True, cached.event_ids[0])
+                self.memory.append(
+                    [
+                        self._event(
+                            ExtractionServed,
+                            {
+                                "key": key,
+                                "extraction_id": cached.event_ids[0],
+                                "age_seconds": round(age, 3),
+                                "ttl_seconds": self.memory.policy.extraction_ttl_seconds,
+                            },
+                            step=step,
+                            domain=domain,
+                        )
+                    ]
+                )
+                return Extraction(
+                    key,
+                    cached.source,
+                    cached.url,
+                    cached.title,
+                    cached.value,
+                    cached.links,
+                    cached.section_count,
+                    True,
+                    cached.event_ids[0],
+                )
         data = extract()
-        ev = self._event(ExtractionRecorded, {
-            "key": key, "tool": tool, "url": url, "text": str(data.get("text", ""))[:50_000],
-            "title": str(data.get("title", ""))[:500], "links": list(data.get("links") or [])[:500],
-            "section_count": int(data.get("section_count", 0))}, step=step, domain=domain)
+        ev = self._event(
+            ExtractionRecorded,
+            {
+                "key": key,
+                "tool": tool,
+                "url": url,
+                "text": str(data.get("text", ""))[:50_000],
+                "title": str(data.get("title", ""))[:500],
+                "links": list(data.get("links") or [])[:500],
+                "section_count": int(data.get("section_count", 0)),
+            },
+            step=step,
+            domain=domain,
+        )
         with self.timed():
             recorded = self.memory.append([ev])[0]
-            return Extraction(key, tool, url, recorded.data["title"], recorded.data["text"],
-                              tuple(recorded.data["links"]), recorded.data["section_count"], False, recorded.id)
+            return Extraction(
+                key,
+                tool,
+                url,
+                recorded.data["title"],
+                recorded.data["text"],
+                tuple(recorded.data["links"]),
+                recorded.data["section_count"],
+                False,
+                recorded.id,
+            )
 
     def extractions(self, domain: str | None = None) -> list[Any]:
         """The site's cached extractions, oldest first (the prompt budget and compression decide how
@@ -967,16 +1171,27 @@ class Run:
         with self.timed():
             return [e for e in self.memory.current().context(None, domain) if e.kind == "extraction"]
 
-    def snapshot(self, url: str, title: str, summary: str, form_state: Mapping[str, str], scroll: tuple[int, int],
-                 step: int) -> str:
+    def snapshot(
+        self, url: str, title: str, summary: str, form_state: Mapping[str, str], scroll: tuple[int, int], step: int
+    ) -> str:
         """Seed 003's StateSnapshot at a navigation (secret form values are already redacted)."""
         self._live()
         snapshot_id = f"snap_{self.run_id}_{step}"
-        ev = self._event(SnapshotTaken, {
-            "snapshot_id": snapshot_id, "url": url[:2000], "title": title[:500],
-            "visible_elements_summary": summary[:2000], "form_state": dict(form_state),
-            "scroll_x": max(0, scroll[0]), "scroll_y": max(0, scroll[1]), "associated_step": step},
-            step=step, domain=domain_of(url) or None)
+        ev = self._event(
+            SnapshotTaken,
+            {
+                "snapshot_id": snapshot_id,
+                "url": url[:2000],
+                "title": title[:500],
+                "visible_elements_summary": summary[:2000],
+                "form_state": dict(form_state),
+                "scroll_x": max(0, scroll[0]),
+                "scroll_y": max(0, scroll[1]),
+                "associated_step": step,
+            },
+            step=step,
+            domain=domain_of(url) or None,
+        )
         with self.timed():
             self.memory.append([ev])
         return snapshot_id
@@ -986,13 +1201,23 @@ class Run:
         with self.timed():
             return self.memory.current().snapshots(self.run_id)
 
-    def backtracked(self, snapshot_id: str, from_url: str, to_url: str, reason: str, avoided: Sequence[str],
-                    step: int) -> None:
+    def backtracked(
+        self, snapshot_id: str, from_url: str, to_url: str, reason: str, avoided: Sequence[str], step: int
+    ) -> None:
         """Stuck: the agent went back to a snapshot, avoiding what led to the dead end."""
         self._live()
-        ev = self._event(Backtracked, {"snapshot_id": snapshot_id, "from_url": from_url[:2000], "to_url": to_url[:2000],
-                                       "reason": reason[:500], "avoided": [a[:300] for a in avoided][:100]},
-                         step=step, domain=domain_of(to_url) or None)
+        ev = self._event(
+            Backtracked,
+            {
+                "snapshot_id": snapshot_id,
+                "from_url": from_url[:2000],
+                "to_url": to_url[:2000],
+                "reason": reason[:500],
+                "avoided": [a[:300] for a in avoided][:100],
+            },
+            step=step,
+            domain=domain_of(to_url) or None,
+        )
         with self.timed():
             self.memory.append([ev])
 
@@ -1031,7 +1256,9 @@ class Run:
         self._live()
         _check_text(url, "url")
         if not isinstance(page_map, Mapping):
-            raise InvalidEvent(f"page_map must be a mapping of title, summary, regions..., got {type(page_map).__name__}")
+            raise InvalidEvent(
+                f"page_map must be a mapping of title, summary, regions..., got {type(page_map).__name__}"
+            )
         ev = self._event(PageMapStored, {**page_map, "url": url}, step=step, domain=domain_of(url) or None)
         with self.timed():
             self.memory.append([ev])
@@ -1057,22 +1284,48 @@ class Run:
     # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
 
     def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
-        self._explored(ExplorationStarted, {"homepage_url": homepage_url, "max_depth": max_depth,
-                                            "max_pages": max_pages}, homepage_url)
+        self._explored(
+            ExplorationStarted,
+            {"homepage_url": homepage_url, "max_depth": max_depth, "max_pages": max_pages},
+            homepage_url,
+        )
 
     def sitemap_links(self, parent_url: str, depth: int, links: Sequence[Mapping[str, str]], step: int) -> None:
-        self._explored(SitemapLinksDiscovered, {"parent_url": parent_url, "depth": depth,
-                                                "links": [dict(l) for l in links][:1000]}, parent_url, step)
+        self._explored(
+            SitemapLinksDiscovered,
+            {"parent_url": parent_url, "depth": depth, "links": [dict(l) for l in links][:1000]},
+            parent_url,
+            step,
+        )
 
     def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
-        self._explored(SitemapPageVisited, {"url": url, "title": title[:500], "summary": summary[:2000],
-                                            "section_count": section_count, "depth": depth}, url, step)
+        self._explored(
+            SitemapPageVisited,
+            {
+                "url": url,
+                "title": title[:500],
+                "summary": summary[:2000],
+                "section_count": section_count,
+                "depth": depth,
+            },
+            url,
+            step,
+        )
 
-    def exploration_completed(self, homepage_url: str, visited: int, discovered: int, complete: bool,
-                              summary: str) -> None:
-        self._explored(ExplorationCompleted, {"homepage_url": homepage_url, "pages_visited": visited,
-                                              "pages_discovered": discovered, "complete": complete,
-                                              "summary": summary[:20_000]}, homepage_url)
+    def exploration_completed(
+        self, homepage_url: str, visited: int, discovered: int, complete: bool, summary: str
+    ) -> None:
+        self._explored(
+            ExplorationCompleted,
+            {
+                "homepage_url": homepage_url,
+                "pages_visited": visited,
+                "pages_discovered": discovered,
+                "complete": complete,
+                "summary": summary[:20_000],
+            },
+            homepage_url,
+        )
 
     def _explored(self, cls: type[Payload], fields: dict[str, Any], url: str, step: int | None = None) -> None:
         self._live()
@@ -1087,12 +1340,27 @@ class Run:
 
     # ---- what happened ------------------------------------------------------------------
 
-    def record_step(self, step: int, action: str, target: str | None = None, url: str | None = None,
-                    ok: bool = True, error: str | None = None, *, args: Mapping[str, Any] | None = None,
-                    url_after: str | None = None, selector: str | None = None, sensitive: bool = False,
-                    duration_ms: float = 0.0, think: str | None = None, page_before: Mapping[str, Any] | None = None,
-                    page_after: Mapping[str, Any] | None = None, decided_by: str = "policy",
-                    in_shadow: bool = False, memory_ms: float = 0.0) -> str:
+    def record_step(
+        self,
+        step: int,
+        action: str,
+        target: str | None = None,
+        url: str | None = None,
+        ok: bool = True,
+        error: str | None = None,
+        *,
+        args: Mapping[str, Any] | None = None,
+        url_after: str | None = None,
+        selector: str | None = None,
+        sensitive: bool = False,
+        duration_ms: float = 0.0,
+        think: str | None = None,
+        page_before: Mapping[str, Any] | None = None,
+        page_after: Mapping[str, Any] | None = None,
+        decided_by: str = "policy",
+        in_shadow: bool = False,
+        memory_ms: float = 0.0,
+    ) -> str:
         """One action the agent took on the page at `url` (default the current URL), ending on
         `url_after` (default `url`); `target` names the element as `role "name"`. `page_before`
         and `page_after` describe the page (url, title, page_type, elements) for step memories.
@@ -1118,22 +1386,41 @@ class Run:
                 raise InvalidEvent(f"{what} must be a mapping, got {type(value).__name__}")
         role, name = parse_element(target)
         # a value typed into a password, PIN, OTP, secret, token or card field is a secret, said or not
-        sensitive = sensitive or secret_field(action, role, name, selector,
-                                              *(v for k in LOCATOR_ARGS if isinstance(v := (args or {}).get(k), str)))
+        sensitive = sensitive or secret_field(
+            action, role, name, selector, *(v for k in LOCATOR_ARGS if isinstance(v := (args or {}).get(k), str))
+        )
         with self.timed():
             if sensitive:
                 self.add_secret(str((args or {}).get("value", (args or {}).get("text", ""))))
-            ev = self._event(StepRecorded, {
-                "env_before": dict(page_before) if page_before is not None else {"url": url},
-                "env_after": dict(page_after) if page_after is not None else {"url": after},
-                "think": (think or "")[:2000] or None, "internal_state": self.internal_state or None,
-                "internal_state_embedding": list(self.state_embedding), "embedding_model": self.embedding_model,
-                "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
-                "target": {"role": role or "", "name": name or "", "selector": selector,
-                           **({"in_shadow": True} if in_shadow else {})} if role or name else None,
-                "target_text": name or None, "ok": ok, "error": error,
-                "duration_ms": round(duration_ms, 3), "memory_ms": round(memory_ms, 3),
-                "decided_by": decided_by, "rep": self.rep}, step=step, domain=domain_of(url) or domain_of(after) or None)
+            ev = self._event(
+                StepRecorded,
+                {
+                    "env_before": dict(page_before) if page_before is not None else {"url": url},
+                    "env_after": dict(page_after) if page_after is not None else {"url": after},
+                    "think": (think or "")[:2000] or None,
+                    "internal_state": self.internal_state or None,
+                    "internal_state_embedding": list(self.state_embedding),
+                    "embedding_model": self.embedding_model,
+                    "action": {"command": action, "args": dict(args or {}), "sensitive": sensitive},
+                    "target": {
+                        "role": role or "",
+                        "name": name or "",
+                        "selector": selector,
+                        **({"in_shadow": True} if in_shadow else {}),
+                    }
+                    if role or name
+                    else None,
+                    "target_text": name or None,
+                    "ok": ok,
+                    "error": error,
+                    "duration_ms": round(duration_ms, 3),
+                    "memory_ms": round(memory_ms, 3),
+                    "decided_by": decided_by,
+                    "rep": self.rep,
+                },
+                step=step,
+                domain=domain_of(url) or domain_of(after) or None,
+            )
             written = self.memory.append([ev])
             if not written:  # recorded before (a retry): the first event answers
                 return self.memory.writer.runs[self.run_id].steps[step].id
@@ -1144,9 +1431,16 @@ class Run:
             self.url = after
             return stored.event_id or ""
 
-    def record_lesson(self, text: str, category: str = "error_recovery", *, failed_command: str | None = None,
-                      error_pattern: str | None = None, scope_domain: str | None = None,
-                      step: int | None = None) -> str:
+    def record_lesson(
+        self,
+        text: str,
+        category: str = "error_recovery",
+        *,
+        failed_command: str | None = None,
+        error_pattern: str | None = None,
+        scope_domain: str | None = None,
+        step: int | None = None,
+    ) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
         prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`."""
@@ -1155,19 +1449,30 @@ class Run:
         if refusal is not None:
             raise InvalidEvent(refusal)
         _check_text(text, "text")
-        for what, value in (("failed_command", failed_command), ("error_pattern", error_pattern),
-                            ("scope_domain", scope_domain)):
+        for what, value in (
+            ("failed_command", failed_command),
+            ("error_pattern", error_pattern),
+            ("scope_domain", scope_domain),
+        ):
             _check_text(value, what, empty=True, optional=True)
-        ev = self._event(LessonRecorded, {
-            "lesson_id": lesson_id_for(failed_command, error_pattern, scope_domain, text),
-            "lesson": text, "category": category, "failed_command": failed_command, "error_pattern": error_pattern,
-            "scope_domain": scope_domain}, step=step, domain=self.domain)
+        ev = self._event(
+            LessonRecorded,
+            {
+                "lesson_id": lesson_id_for(failed_command, error_pattern, scope_domain, text),
+                "lesson": text,
+                "category": category,
+                "failed_command": failed_command,
+                "error_pattern": error_pattern,
+                "scope_domain": scope_domain,
+            },
+            step=step,
+            domain=self.domain,
+        )
         with self.timed():
             self.memory.append([ev])
         return ev.payload.lesson_id  # type: ignore[attr-defined,no-any-return]
 
-    def observe_fact(self, kind: str, key: str, value: str, step: int | None = None,
-                     domain: str | None = None) -> None:
+    def observe_fact(self, kind: str, key: str, value: str, step: int | None = None, domain: str | None = None) -> None:
         """App knowledge about the current site (or `domain`): kind is timing, selector, pattern or
         quirk. The same value confirms a fact, a different one contradicts it."""
         self._live()
@@ -1178,8 +1483,17 @@ class Run:
         with self.timed():
             self.memory.append([ev])
 
-    def selector_result(self, element: str, selector: str, ok: bool, step: int | None = None, *,
-                        error: str | None = None, url: str | None = None, healed_from: str | None = None) -> None:
+    def selector_result(
+        self,
+        element: str,
+        selector: str,
+        ok: bool,
+        step: int | None = None,
+        *,
+        error: str | None = None,
+        url: str | None = None,
+        healed_from: str | None = None,
+    ) -> None:
         """Whether `selector` found `element` (`role "name"`) on the current page (or `url`)."""
         self._live()
         _check_text(element, "element")
@@ -1195,9 +1509,17 @@ class Run:
         with self.timed():
             self.memory.append([ev])
 
-    def record_context(self, items: Sequence[Mapping[str, Any]], step: int, budget: int = DEFAULT_BUDGET, *,
-                       trimmed: Sequence[Mapping[str, Any]] = (), prompt: str = "step",
-                       domain: str | None = None, counted_by: str | None = None) -> None:
+    def record_context(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        step: int,
+        budget: int = DEFAULT_BUDGET,
+        *,
+        trimmed: Sequence[Mapping[str, Any]] = (),
+        prompt: str = "step",
+        domain: str | None = None,
+        counted_by: str | None = None,
+    ) -> None:
         """What one prompt held: each item's source, priority, text and the event ids it came from
         (and what the budget trimmed), as a context_built event. Audits show exactly this.
 
@@ -1208,14 +1530,24 @@ class Run:
         kept, cut = _items(items, "items"), _items(trimmed, "trimmed")
         counted_here = any("tokens" not in i for i in [*kept, *cut])
         if counted_by is not None and counted_here:
-            raise InvalidEvent("context_built: counted_by names what counted the items' tokens; give every item its tokens")
+            raise InvalidEvent(
+                "context_built: counted_by names what counted the items' tokens; give every item its tokens"
+            )
         kept_items = [self._context_item(i) for i in kept]
         cut_items = [self._context_item(i) for i in cut]
-        ev = self._event(ContextBuilt, {
-            "prompt": prompt, "budget": budget, "total_tokens": sum(i.tokens for i in kept_items),
-            "items": kept_items, "trimmed": cut_items,
-            "counted_by": token_counter() if counted_here else counted_by}, step=step,
-            domain=domain if domain is not None else (self.domain or None))
+        ev = self._event(
+            ContextBuilt,
+            {
+                "prompt": prompt,
+                "budget": budget,
+                "total_tokens": sum(i.tokens for i in kept_items),
+                "items": kept_items,
+                "trimmed": cut_items,
+                "counted_by": token_counter() if counted_here else counted_by,
+            },
+            step=step,
+            domain=domain if domain is not None else (self.domain or None),
+        )
         with self.timed():
             self.memory.append([ev])
 
@@ -1223,14 +1555,25 @@ class Run:
         try:
             text, kind = item["text"], item.get("content_type", "text")
             # the agent's own count (its tokenizer) when it gives one, else this process's counter
-            tokens = item["tokens"] if "tokens" in item else (
-                count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
-            return ContextItem(**self.scrub({
-                "source": item["source"], "priority": item["priority"], "tokens": tokens, "content_type": kind,
-                "confidence": item.get("confidence", 1.0),
-                "text": text[:20000] if isinstance(text, str) else text,
-                "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
-                "truncated": item.get("truncated", False)}))
+            tokens = (
+                item["tokens"]
+                if "tokens" in item
+                else (count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
+            )
+            return ContextItem(
+                **self.scrub(
+                    {
+                        "source": item["source"],
+                        "priority": item["priority"],
+                        "tokens": tokens,
+                        "content_type": kind,
+                        "confidence": item.get("confidence", 1.0),
+                        "text": text[:20000] if isinstance(text, str) else text,
+                        "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
+                        "truncated": item.get("truncated", False),
+                    }
+                )
+            )
         except KeyError as exc:
             raise InvalidEvent(f"context_built: an item needs {exc.args[0]!r}") from None
         except (ValidationError, TypeError) as exc:
@@ -1239,15 +1582,28 @@ class Run:
     def progress(self, turn: int, url: str) -> None:
         """Seed 000's run registry: where the run is, every few turns."""
         with self.timed():
-            self.memory.append([self._event(RunProgress, {"turn": turn, "current_url": url},
-                                            domain=domain_of(url) or None)])
+            self.memory.append(
+                [self._event(RunProgress, {"turn": turn, "current_url": url}, domain=domain_of(url) or None)]
+            )
 
     # ---- the end ------------------------------------------------------------------------
 
-    def finish(self, success: bool, outcome: str = "", *, reason: str | None = None, result: str | None = None,
-               final_url: str | None = None, turns: int | None = None, tokens_in: int = 0, tokens_out: int = 0,
-               duration_ms: float | None = None, policy_decisions: int | None = None,
-               replayed_steps: int | None = None, learn: bool = True) -> Learned:
+    def finish(
+        self,
+        success: bool,
+        outcome: str = "",
+        *,
+        reason: str | None = None,
+        result: str | None = None,
+        final_url: str | None = None,
+        turns: int | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        duration_ms: float | None = None,
+        policy_decisions: int | None = None,
+        replayed_steps: int | None = None,
+        learn: bool = True,
+    ) -> Learned:
         """Post-run learning (lessons from failure→recovery, facts, selectors, the trajectory and the
         patterns of a success), the uses of learned patterns, the session entry, graded steps and
         run_completed, in one transaction. `learn=False` (an exploration) learns nothing from the steps.
@@ -1259,8 +1615,13 @@ class Run:
         _check_text(outcome, "outcome", empty=True)
         for what, text in (("reason", reason), ("result", result), ("final_url", final_url)):
             _check_text(text, what, empty=True, optional=True)
-        for what, count in (("turns", turns), ("tokens_in", tokens_in), ("tokens_out", tokens_out),
-                            ("policy_decisions", policy_decisions), ("replayed_steps", replayed_steps)):
+        for what, count in (
+            ("turns", turns),
+            ("tokens_in", tokens_in),
+            ("tokens_out", tokens_out),
+            ("policy_decisions", policy_decisions),
+            ("replayed_steps", replayed_steps),
+        ):
             _check_amount(count, what, whole=True)
         _check_amount(duration_ms, "duration_ms")
         learned = Learned()
@@ -1268,15 +1629,30 @@ class Run:
         def build(so_far: RunSoFar) -> list[NewEvent]:
             steps = [StepRecord.from_event(ev) for ev in so_far.step_events()]  # the ledger's, whoever recorded them
             last_url = next((s.url_after for s in reversed(steps) if s.url_after), self.url)
-            run = cast(RunCompleted, self.memory.event(RunCompleted, {  # the outcome as run_completed records it (memory_ms: at the end)
-                "success": success, "summary": outcome[:2000], "result": result, "reason": reason,
-                "final_url": final_url if final_url is not None else last_url,
-                "turns": turns if turns is not None else len(steps), "tokens_in": tokens_in, "tokens_out": tokens_out,
-                "duration_ms": round(duration_ms if duration_ms is not None else self._elapsed_ms(), 3),
-                "policy_decisions": policy_decisions if policy_decisions is not None
-                else sum(1 for s in steps if s.decided_by == "policy"),
-                "replayed_steps": replayed_steps if replayed_steps is not None
-                else sum(1 for s in steps if s.decided_by == "replay")}, run_id=self.run_id).payload)
+            run = cast(
+                RunCompleted,
+                self.memory.event(
+                    RunCompleted,
+                    {  # the outcome as run_completed records it (memory_ms: at the end)
+                        "success": success,
+                        "summary": outcome[:2000],
+                        "result": result,
+                        "reason": reason,
+                        "final_url": final_url if final_url is not None else last_url,
+                        "turns": turns if turns is not None else len(steps),
+                        "tokens_in": tokens_in,
+                        "tokens_out": tokens_out,
+                        "duration_ms": round(duration_ms if duration_ms is not None else self._elapsed_ms(), 3),
+                        "policy_decisions": policy_decisions
+                        if policy_decisions is not None
+                        else sum(1 for s in steps if s.decided_by == "policy"),
+                        "replayed_steps": replayed_steps
+                        if replayed_steps is not None
+                        else sum(1 for s in steps if s.decided_by == "replay"),
+                    },
+                    run_id=self.run_id,
+                ).payload,
+            )
             return self._learning(steps, run, learned, learn)
 
         with self.timed():
@@ -1284,15 +1660,19 @@ class Run:
         self.finished = True
         return learned
 
-    def _learning(self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool) -> list[NewEvent]:
+    def _learning(
+        self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool
+    ) -> list[NewEvent]:
         """The events of finishing the run with `steps`: what it learned (into `learned`), the uses of
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
         run_completed: it neither reads nor writes memory a later run retrieves)."""
         events: list[NewEvent] = []
         run_domain = domain_of(self.start_url)
         if self.enabled:
-            events += [self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
-                       for pid in self.patterns_used]
+            events += [
+                self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
+                for pid in self.patterns_used
+            ]
         if self.enabled and learn:
             if run.success:
                 for pattern in learn_patterns(steps, run_domain):
@@ -1312,20 +1692,45 @@ class Run:
                     learned.trajectory = traj
                     events.append(self._event(TrajectoryRecorded, traj.model_dump(), domain=run_domain))
         if self.enabled:
-            events.append(self._event(SessionRecorded, {
-                "session_id": self.session_id, "goal": self.goal, "outcome": run.summary[:500],
-                "success": run.success, "final_url": run.final_url, "timestamp": self.memory.now(),
-                "turns_used": run.turns, "duration_ms": round(run.duration_ms, 3)}, domain=run_domain))
+            events.append(
+                self._event(
+                    SessionRecorded,
+                    {
+                        "session_id": self.session_id,
+                        "goal": self.goal,
+                        "outcome": run.summary[:500],
+                        "success": run.success,
+                        "final_url": run.final_url,
+                        "timestamp": self.memory.now(),
+                        "turns_used": run.turns,
+                        "duration_ms": round(run.duration_ms, 3),
+                    },
+                    domain=run_domain,
+                )
+            )
         if self.enabled:  # a baseline run's graded steps would be memory a later run retrieves
             for step, grade in grade_steps(steps, run):
                 events.append(self._event(StepGraded, grade, step=step, domain=None))
-        events.append(self._event(RunCompleted, {
-            "success": run.success, "summary": run.summary[:2000], "result": run.result,
-            "reason": run.reason, "final_url": run.final_url, "turns": run.turns,
-            "tokens_in": run.tokens_in, "tokens_out": run.tokens_out,
-            "duration_ms": round(run.duration_ms, 3), "policy_decisions": run.policy_decisions,
-            "replayed_steps": run.replayed_steps, "memory_ms": round(self.ms_total, 3)},
-            domain=domain_of(run.final_url or "") or run_domain))
+        events.append(
+            self._event(
+                RunCompleted,
+                {
+                    "success": run.success,
+                    "summary": run.summary[:2000],
+                    "result": run.result,
+                    "reason": run.reason,
+                    "final_url": run.final_url,
+                    "turns": run.turns,
+                    "tokens_in": run.tokens_in,
+                    "tokens_out": run.tokens_out,
+                    "duration_ms": round(run.duration_ms, 3),
+                    "policy_decisions": run.policy_decisions,
+                    "replayed_steps": run.replayed_steps,
+                    "memory_ms": round(self.ms_total, 3),
+                },
+                domain=domain_of(run.final_url or "") or run_domain,
+            )
+        )
         return events
 
     def _elapsed_ms(self) -> float:
@@ -1339,12 +1744,29 @@ class Run:
             if not s.selector or not s.role or s.decided_by == "approval":
                 continue
             if s.ok:
-                out.append(self._event(SelectorSucceeded, {"role": s.role, "name": s.name or "", "selector": s.selector,
-                                                           "url": s.url_before}, step=s.step, domain=s.domain))
+                out.append(
+                    self._event(
+                        SelectorSucceeded,
+                        {"role": s.role, "name": s.name or "", "selector": s.selector, "url": s.url_before},
+                        step=s.step,
+                        domain=s.domain,
+                    )
+                )
             else:
-                out.append(self._event(SelectorFailed, {"role": s.role, "name": s.name or "", "selector": s.selector,
-                                                        "url": s.url_before, "error": (s.error or "")[:300]},
-                                       step=s.step, domain=s.domain))
+                out.append(
+                    self._event(
+                        SelectorFailed,
+                        {
+                            "role": s.role,
+                            "name": s.name or "",
+                            "selector": s.selector,
+                            "url": s.url_before,
+                            "error": (s.error or "")[:300],
+                        },
+                        step=s.step,
+                        domain=s.domain,
+                    )
+                )
         return out
 
     def _trajectory(self, steps: Sequence[StepRecord], outcome: RunCompleted) -> TrajectoryRecorded | None:
@@ -1357,13 +1779,31 @@ class Run:
             if s.sensitive:
                 args = masked_args(args)
             effect = f"url:{s.url_after}" if s.url_after and s.url_after != s.url_before else None
-            tsteps.append(TrajectoryStep(command=s.command, args=args, role=s.role, name=s.name, selector=s.selector,
-                                         url=s.url_before, verified=s.ok, effect=effect,
-                                         duration_ms=round(s.duration_ms, 3)))
-        tsteps.append(TrajectoryStep(command="finish", args={"result": "done"}, url=outcome.final_url or "", verified=True))
-        return TrajectoryRecorded(trajectory_id=f"traj_{self.run_id}", goal=self.safe_goal,
-                                  origin=origin_of(self.start_url), steps=tsteps, success=True,
-                                  duration_ms=round(outcome.duration_ms, 3), turns=outcome.turns)
+            tsteps.append(
+                TrajectoryStep(
+                    command=s.command,
+                    args=args,
+                    role=s.role,
+                    name=s.name,
+                    selector=s.selector,
+                    url=s.url_before,
+                    verified=s.ok,
+                    effect=effect,
+                    duration_ms=round(s.duration_ms, 3),
+                )
+            )
+        tsteps.append(
+            TrajectoryStep(command="finish", args={"result": "done"}, url=outcome.final_url or "", verified=True)
+        )
+        return TrajectoryRecorded(
+            trajectory_id=f"traj_{self.run_id}",
+            goal=self.safe_goal,
+            origin=origin_of(self.start_url),
+            steps=tsteps,
+            success=True,
+            duration_ms=round(outcome.duration_ms, 3),
+            turns=outcome.turns,
+        )
 
 
 def _items(items: Any, what: str) -> list[Mapping[str, Any]]:
@@ -1374,12 +1814,14 @@ def _items(items: Any, what: str) -> list[Mapping[str, Any]]:
             raise InvalidEvent(f"context_built: each of {what} must be a mapping, got {type(item).__name__}")
         unknown = set(item) - CONTEXT_ITEM_KEYS
         if unknown:
-            raise InvalidEvent(f"context_built: unknown item key {sorted(unknown)[0]!r}; "
-                               f"known: {', '.join(sorted(CONTEXT_ITEM_KEYS))}")
+            raise InvalidEvent(
+                f"context_built: unknown item key {sorted(unknown)[0]!r}; known: {', '.join(sorted(CONTEXT_ITEM_KEYS))}"
+            )
     return list(items)
 
 
 # ---- post-run learning (pure functions over the steps) -----------------------------------------
+
 
 def _describe_recovery(steps: Sequence[StepRecord], i: int) -> str:
     """What step i did, in tool syntax, without page text (lessons are universal)."""
@@ -1391,9 +1833,16 @@ def _describe_recovery(steps: Sequence[StepRecord], i: int) -> str:
     if command == "press":
         key = str(s.args.get("key", ""))
         return f"press(key='{key}')" if key in SAFE_KEYS else "press(key)"
-    return {"click": "click(ref) on a different element", "type": "type(text)", "fill": "fill(ref, value)",
-            "wait": "wait() for the page to settle", "scroll": "scroll(direction)", "back": "back()",
-            "goto": "goto(url)", "select": "select(ref, value)"}.get(command, f"{command}()")
+    return {
+        "click": "click(ref) on a different element",
+        "type": "type(text)",
+        "fill": "fill(ref, value)",
+        "wait": "wait() for the page to settle",
+        "scroll": "scroll(direction)",
+        "back": "back()",
+        "goto": "goto(url)",
+        "select": "select(ref, value)",
+    }.get(command, f"{command}()")
 
 
 def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonRecorded]]:
@@ -1414,15 +1863,33 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     for i in range(len(steps) - 1):
         a, b = steps[i], steps[i + 1]
         failed, recovery = command_name(a.command), command_name(b.command)
-        if (a.ok or not b.ok or a.decided_by == "approval" or not failed or not recovery or failed == recovery
-                or not substantive(a.error)):
+        if (
+            a.ok
+            or not b.ok
+            or a.decided_by == "approval"
+            or not failed
+            or not recovery
+            or failed == recovery
+            or not substantive(a.error)
+        ):
             continue
         pattern = error_pattern(a.error or "")
         text = f"When {failed} fails with '{quoted_error(a.error or '')}', try {_describe_recovery(steps, i + 1)}."
         lid = lesson_id_for(failed, pattern, None, text)
-        out.append((a.domain, a.step, LessonRecorded(
-            lesson_id=lid, lesson=text, category="error_recovery", failed_command=failed, error_pattern=pattern,
-            learned_from=[x for x in (a.event_id, b.event_id) if x])))
+        out.append(
+            (
+                a.domain,
+                a.step,
+                LessonRecorded(
+                    lesson_id=lid,
+                    lesson=text,
+                    category="error_recovery",
+                    failed_command=failed,
+                    error_pattern=pattern,
+                    learned_from=[x for x in (a.event_id, b.event_id) if x],
+                ),
+            )
+        )
     for i, a in enumerate(steps):
         if a.ok or a.command != "click" or "intercepts pointer events" not in (a.error or ""):
             continue
@@ -1430,17 +1897,29 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
             m = steps[j]
             if not (m.ok and m.command == "click" and m.name and DISMISS.search(m.name) and m.identity != a.identity):
                 continue
-            if not any(k.ok and k.identity == a.identity for k in steps[j + 1:]) or not a.domain:
+            if not any(k.ok and k.identity == a.identity for k in steps[j + 1 :]) or not a.domain:
                 break
             name = quoted_name(m.name, 60)
-            text = (f"An overlay on this site intercepts clicks until its {m.role} {name} is clicked: "
-                    f"click {m.role} {name} first.")
+            text = (
+                f"An overlay on this site intercepts clicks until its {m.role} {name} is clicked: "
+                f"click {m.role} {name} first."
+            )
             lid = lesson_id_for(None, None, a.domain, text)
             if lid not in seen:
                 seen.add(lid)
-                out.append((a.domain, a.step, LessonRecorded(
-                    lesson_id=lid, lesson=text, category="site_specific", scope_domain=a.domain,
-                    learned_from=[x for x in (a.event_id, m.event_id) if x])))
+                out.append(
+                    (
+                        a.domain,
+                        a.step,
+                        LessonRecorded(
+                            lesson_id=lid,
+                            lesson=text,
+                            category="site_specific",
+                            scope_domain=a.domain,
+                            learned_from=[x for x in (a.event_id, m.event_id) if x],
+                        ),
+                    )
+                )
             break
     return out
 
@@ -1454,8 +1933,14 @@ def effective_steps(steps: Sequence[StepRecord]) -> list[StepRecord]:
             continue
         prev = steps[i - 1] if i > 0 else None
         nxt = steps[i + 1] if i + 1 < len(steps) else None
-        if (prev is not None and not prev.ok and nxt is not None and not nxt.ok
-                and nxt.command == prev.command and nxt.identity == prev.identity):
+        if (
+            prev is not None
+            and not prev.ok
+            and nxt is not None
+            and not nxt.ok
+            and nxt.command == prev.command
+            and nxt.identity == prev.identity
+        ):
             continue
         kept.append(s)
     return kept
@@ -1467,28 +1952,52 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
 
     def add(domain: str, kind: str, key: str, value: str) -> None:
         if domain:
-            out.setdefault((domain, kind, key), FactObserved(fact_type=cast(FactType, kind), key=key[:200], value=value[:300]))
+            out.setdefault(
+                (domain, kind, key), FactObserved(fact_type=cast(FactType, kind), key=key[:200], value=value[:300])
+            )
 
     for i, s in enumerate(steps):
-        if not s.ok and s.command == "fill" and "is not an <input>" in (s.error or "") and s.name and any(k.ok and k.command == "type" for k in steps[i + 1:i + 4]):
+        if (
+            not s.ok
+            and s.command == "fill"
+            and "is not an <input>" in (s.error or "")
+            and s.name
+            and any(k.ok and k.command == "type" for k in steps[i + 1 : i + 4])
+        ):
             add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
             path = url_parts(s.url_after).path or "/"
-            add(domain_of(s.url_after), "timing", f"load time {path[:80]}", f"page load takes about {round(s.duration_ms / 1000)} s")
+            add(
+                domain_of(s.url_after),
+                "timing",
+                f"load time {path[:80]}",
+                f"page load takes about {round(s.duration_ms / 1000)} s",
+            )
         if s.ok and s.in_shadow:
             add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
     for i, a in enumerate(steps):
         if not a.ok and "intercepts pointer events" in (a.error or ""):
-            m = next((k for k in steps[i + 1:] if k.ok and k.command == "click" and k.name and DISMISS.search(k.name)), None)
+            m = next(
+                (k for k in steps[i + 1 :] if k.ok and k.command == "click" and k.name and DISMISS.search(k.name)), None
+            )
             if m is not None:
-                add(a.domain, "quirk", "blocking overlay", f"{m.role} {quoted_name(m.name or '', 60)} must be clicked first")
+                add(
+                    a.domain,
+                    "quirk",
+                    "blocking overlay",
+                    f"{m.role} {quoted_name(m.name or '', 60)} must be clicked first",
+                )
     if success:
         login = [s for s in steps if s.ok and s.command in ("fill", "type", "click")]
         sens = next((k for k, s in enumerate(login) if s.sensitive), None)
         if sens is not None:
-            flow = login[max(0, sens - 1): sens + 2]
-            add(flow[0].domain, "pattern", "auth flow",
-                " → ".join(f"{s.command} {quoted_name(s.name or '', 40)}" for s in flow))
+            flow = login[max(0, sens - 1) : sens + 2]
+            add(
+                flow[0].domain,
+                "pattern",
+                "auth flow",
+                " → ".join(f"{s.command} {quoted_name(s.name or '', 40)}" for s in flow),
+            )
     return [(k[0], v) for k, v in out.items()]
 
 
@@ -1498,19 +2007,34 @@ def grade_steps(steps: Sequence[StepRecord], outcome: RunCompleted) -> list[tupl
     useful = {id(s) for s in effective_steps(steps)}
     grades: list[tuple[int, dict[str, Any]]] = []
     for i, s in enumerate(steps):
-        fix = next((k for k in steps[i + 1:] if k.ok and id(k) in useful
-                    and (k.identity != s.identity or k.command != s.command)), None)
+        fix = next(
+            (
+                k
+                for k in steps[i + 1 :]
+                if k.ok and id(k) in useful and (k.identity != s.identity or k.command != s.command)
+            ),
+            None,
+        )
         correction = _correction(fix) if fix is not None else None
         if not s.ok:
-            g = {"outcome": "failure", "reason": f"failed: {error_pattern(s.error or '')}"[:300], "correction": correction}
+            g = {
+                "outcome": "failure",
+                "reason": f"failed: {error_pattern(s.error or '')}"[:300],
+                "correction": correction,
+            }
         elif id(s) not in useful and s.command != "finish":
-            g = {"outcome": "failure", "reason": "did not clear the obstacle; the next attempt failed the same way",
-                 "correction": correction}
+            g = {
+                "outcome": "failure",
+                "reason": "did not clear the obstacle; the next attempt failed the same way",
+                "correction": correction,
+            }
         else:
             moved = s.url_after != s.url_before
-            g = {"outcome": "success",
-                 "reason": f"worked: navigated to {url_parts(s.url_after).path or '/'}" if moved else "worked",
-                 "correction": None}
+            g = {
+                "outcome": "success",
+                "reason": f"worked: navigated to {url_parts(s.url_after).path or '/'}" if moved else "worked",
+                "correction": None,
+            }
         if i == len(steps) - 1 and not outcome.success:
             g["task_incomplete"] = (outcome.reason or outcome.summary or "task not completed")[:300]
         grades.append((s.step, g))

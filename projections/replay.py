@@ -20,6 +20,7 @@ Usage::
     if not result.ok:
         print(result.first_bad_seq, result.reason)
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -41,14 +42,22 @@ OPEN_TYPES = frozenset({"lesson_seeded", "lessons_pruned", "trajectories_expired
 def opens_run(ev: RecordedEvent, prev: RecordedEvent | None) -> bool:
     """Whether decision `ev` is one of memory's opening for a run: an `on_open` kind, or facts
     pruned right after something other than a fact observation or contradiction."""
-    return ev.type in OPEN_TYPES or (ev.type == "facts_pruned" and (
-        prev is None or prev.type not in ("fact_contradicted", "fact_observed")))
+    return ev.type in OPEN_TYPES or (
+        ev.type == "facts_pruned" and (prev is None or prev.type not in ("fact_contradicted", "fact_observed"))
+    )
 
 
 def as_new(ev: RecordedEvent) -> NewEvent:
     """A stored event as the writer was given it (what `decide` sees)."""
-    return NewEvent(ev.payload, run_id=ev.run_id, step=ev.step, domain=ev.domain, stream=ev.stream,
-                    occurred_at=ev.occurred_at, id=ev.id)
+    return NewEvent(
+        ev.payload,
+        run_id=ev.run_id,
+        step=ev.step,
+        domain=ev.domain,
+        stream=ev.stream,
+        occurred_at=ev.occurred_at,
+        id=ev.id,
+    )
 
 
 class PolicyMemory:
@@ -88,15 +97,20 @@ class DecisionCheck:
 def _same(ev: RecordedEvent, new: NewEvent, redactor: Any) -> bool:
     """`ev` is exactly `new` as the store would have recorded it (secrets redacted the same way)."""
     new = redacted_envelope(new, redactor)
-    return (ev.type == new.type and ev.schema_version == new.payload.schema_version
-            and ev.payload_json == serialize_payload(new.payload, redactor)
-            and (ev.run_id, ev.step, ev.domain, ev.stream) == (new.run_id, new.step, new.domain, new.resolved_stream)
-            and ev.occurred_at == (normalize_ts(new.occurred_at) if new.occurred_at is not None else ev.occurred_at))
+    return (
+        ev.type == new.type
+        and ev.schema_version == new.payload.schema_version
+        and ev.payload_json == serialize_payload(new.payload, redactor)
+        and (ev.run_id, ev.step, ev.domain, ev.stream) == (new.run_id, new.step, new.domain, new.resolved_stream)
+        and ev.occurred_at == (normalize_ts(new.occurred_at) if new.occurred_at is not None else ev.occurred_at)
+    )
 
 
 def _describe(new: NewEvent) -> str:
     data = new.payload.model_dump(mode="json")
-    item = data.get("lesson_id") or data.get("key") or ",".join(data.get("lesson_ids") or data.get("trajectory_ids") or [])
+    item = (
+        data.get("lesson_id") or data.get("key") or ",".join(data.get("lesson_ids") or data.get("trajectory_ids") or [])
+    )
     return f"{new.type} {item}".strip()
 
 
@@ -125,8 +139,12 @@ def verify_decisions(store: Store) -> DecisionCheck:
     for ev in store.read():
         if ev.type == "memory_imported":
             if expected:
-                return DecisionCheck(False, checked, ev.seq,
-                                     f"the policy's decision {_describe(expected[0])} is missing before this event")
+                return DecisionCheck(
+                    False,
+                    checked,
+                    ev.seq,
+                    f"the policy's decision {_describe(expected[0])} is missing before this event",
+                )
             imported_at = ev.recorded_at
         elif imported_at is not None and ev.recorded_at != imported_at:
             imported_at = None
@@ -138,20 +156,25 @@ def verify_decisions(store: Store) -> DecisionCheck:
                 return DecisionCheck(False, checked, ev.seq, f"{ev.type}: a decision the policy did not make here")
             want = expected.popleft()
             if not _same(ev, want, redactor):
-                return DecisionCheck(False, checked, ev.seq,
-                                     f"{ev.type}: the policy decides {_describe(want)} here, not this")
+                return DecisionCheck(
+                    False, checked, ev.seq, f"{ev.type}: the policy decides {_describe(want)} here, not this"
+                )
             checked += 1
         elif ev.type not in DECISION_TYPES and imported_at is None:
             if expected:
-                return DecisionCheck(False, checked, ev.seq,
-                                     f"the policy's decision {_describe(expected[0])} is missing before this event")
+                return DecisionCheck(
+                    False,
+                    checked,
+                    ev.seq,
+                    f"the policy's decision {_describe(expected[0])} is missing before this event",
+                )
             mem = memory(ev.run_id)
             expected.extend(decide(mem.state, as_new(ev), mem.policy))
         for m in memories.values():
             m.fold(ev)
         seen, prev = ev.seq, ev
     if expected:
-        return DecisionCheck(False, checked, seen + 1,
-                             f"the policy's decision {_describe(expected[0])} is missing at the end of the log")
+        return DecisionCheck(
+            False, checked, seen + 1, f"the policy's decision {_describe(expected[0])} is missing at the end of the log"
+        )
     return DecisionCheck(True, checked)
-

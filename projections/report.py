@@ -5,6 +5,7 @@ Library functions (the CLI only renders their results):
     state_items(view, "tier1")                  -> list of records
     memory_diff(view.as_of(10), view.as_of(50))  -> list of changes
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,25 +18,74 @@ from memtape.projections.cache.materialize import resolve_seq
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.view import MemoryView
 
-STATE_KINDS = ("lessons", "tier1", "facts", "sessions", "selectors", "trajectories", "runs",
-               "short-term", "patterns", "context", "snapshots", "sitemap", "scratch", "page-maps")
+STATE_KINDS = (
+    "lessons",
+    "tier1",
+    "facts",
+    "sessions",
+    "selectors",
+    "trajectories",
+    "runs",
+    "short-term",
+    "patterns",
+    "context",
+    "snapshots",
+    "sitemap",
+    "scratch",
+    "page-maps",
+)
 
 #: columns the rich tables show per kind (--json prints every field)
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "lessons": ("lesson_id", "category", "use_count", "triggered_domains", "scope_domain", "last_used", "source", "lesson"),
+    "lessons": (
+        "lesson_id",
+        "category",
+        "use_count",
+        "triggered_domains",
+        "scope_domain",
+        "last_used",
+        "source",
+        "lesson",
+    ),
     "tier1": ("lesson_id", "category", "use_count", "source", "lesson"),
     "facts": ("domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
     "sessions": ("domain", "session_id", "run_id", "success", "goal", "outcome", "final_url", "turns_used"),
     "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
     "trajectories": ("domain", "trajectory_id", "goal", "steps", "occurred_at", "duration_ms", "run_id"),
     "runs": ("run_id", "status", "domain", "session_id", "parent_run_id", "goal", "turn_count", "started_at"),
-    "short-term": ("run_id", "domain", "cycle_count", "completed", "current_url", "navigation_path",
-                   "failed_signatures", "loop_warnings"),
-    "patterns": ("pattern_id", "domain", "pattern_type", "description", "steps", "success_count", "failure_count",
-                 "success_rate", "last_used"),
+    "short-term": (
+        "run_id",
+        "domain",
+        "cycle_count",
+        "completed",
+        "current_url",
+        "navigation_path",
+        "failed_signatures",
+        "loop_warnings",
+    ),
+    "patterns": (
+        "pattern_id",
+        "domain",
+        "pattern_type",
+        "description",
+        "steps",
+        "success_count",
+        "failure_count",
+        "success_rate",
+        "last_used",
+    ),
     "context": ("kind", "key", "value", "source", "run_id", "domain", "occurred_at", "served_count"),
-    "snapshots": ("run_id", "snapshot_id", "associated_step", "url", "title", "visible_elements_summary",
-                  "scroll_y", "restored", "dead_ends"),
+    "snapshots": (
+        "run_id",
+        "snapshot_id",
+        "associated_step",
+        "url",
+        "title",
+        "visible_elements_summary",
+        "scroll_y",
+        "restored",
+        "dead_ends",
+    ),
     "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
     "scratch": ("run_id", "key", "value", "domain", "step", "writes", "occurred_at"),
     "page-maps": ("run_id", "url", "title", "summary", "total_height", "regions", "stored"),
@@ -78,9 +128,15 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 
-def open_state(store: Store, projections_path: Path | None, kind: str, domain: str | None = None,
-               as_of: int | str | None = None, policy: Policy = DEFAULT_POLICY,
-               run: str | None = None) -> tuple[int, list[Any]]:
+def open_state(
+    store: Store,
+    projections_path: Path | None,
+    kind: str,
+    domain: str | None = None,
+    as_of: int | str | None = None,
+    policy: Policy = DEFAULT_POLICY,
+    run: str | None = None,
+) -> tuple[int, list[Any]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
     view = MemoryView.open(store, projections_path, policy, as_of=as_of)
     return view.head, state_items(view, kind, domain, run)
@@ -117,8 +173,14 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
             kind = "promoted" if l.tier < old.tier else "demoted" if l.tier > old.tier else "changed"
             out.append(Change(kind, "lessons", lid, f"{old.category} -> {l.category}: {l.lesson}"))
         if old.use_count != l.use_count:
-            out.append(Change("used", "lessons", lid, f"use_count {old.use_count} -> {l.use_count}, "
-                                                     f"{len(l.triggered_domains)} domains"))
+            out.append(
+                Change(
+                    "used",
+                    "lessons",
+                    lid,
+                    f"use_count {old.use_count} -> {l.use_count}, {len(l.triggered_domains)} domains",
+                )
+            )
     out.extend(Change("lost", "lessons", lid, l.lesson) for lid, l in a.items() if lid not in b)
     fa = {(d, fid): f for d, fs in before.state.knowledge.current.items() for fid, f in fs.items()}
     fb = {(d, fid): f for d, fs in after.state.knowledge.current.items() for fid, f in fs.items()}
@@ -127,19 +189,30 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
         if was is None:
             out.append(Change("gained", "facts", _fact_label(f), f"confidence {f.confidence:.3f}"))
         elif f.confidence > was.confidence:
-            out.append(Change("confirmed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}"))
+            out.append(
+                Change("confirmed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
+            )
         elif f.confidence < was.confidence:
-            out.append(Change("decayed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}"))
-    out.extend(Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb)
-    for proj, ia, ib in (("trajectories", _trajectories(before), _trajectories(after)),
-                         ("runs", dict(before.state.runs.runs), dict(after.state.runs.runs))):
+            out.append(
+                Change("decayed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
+            )
+    out.extend(
+        Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb
+    )
+    for proj, ia, ib in (
+        ("trajectories", _trajectories(before), _trajectories(after)),
+        ("runs", dict(before.state.runs.runs), dict(after.state.runs.runs)),
+    ):
         for item_id, item in ib.items():
             if item_id not in ia:
                 out.append(Change("gained", proj, item_id, getattr(item, "goal", "")))
             elif proj == "runs" and ia[item_id].status != item.status:
                 out.append(Change("changed", proj, item_id, f"{ia[item_id].status} -> {item.status}"))
-        out.extend(Change("lost", proj, gone_id, getattr(gone, "goal", "")) for gone_id, gone in ia.items()
-                   if gone_id not in ib)
+        out.extend(
+            Change("lost", proj, gone_id, getattr(gone, "goal", ""))
+            for gone_id, gone in ia.items()
+            if gone_id not in ib
+        )
     sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
     for e in after.selectors():
         key = (e.domain, e.role, e.name, e.selector)
@@ -148,20 +221,31 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
         if earlier is None:
             out.append(Change("gained", "selectors", label, f"{e.successes} ok / {e.failures} failed"))
         elif (earlier.successes, earlier.failures) != (e.successes, e.failures):
-            out.append(Change("changed", "selectors", label,
-                              f"{earlier.successes}/{earlier.failures} -> {e.successes}/{e.failures} ok/failed"))
+            out.append(
+                Change(
+                    "changed",
+                    "selectors",
+                    label,
+                    f"{earlier.successes}/{earlier.failures} -> {e.successes}/{e.failures} ok/failed",
+                )
+            )
     out.extend(Change("lost", "selectors", f"{e.domain} {e.role} {e.name!r} {e.selector}", "") for e in sa.values())
     return out
 
 
-def diff_between(store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str,
-                 policy: Policy = DEFAULT_POLICY) -> list[Change]:
+def diff_between(
+    store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str, policy: Policy = DEFAULT_POLICY
+) -> list[Change]:
     """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
     start, end = resolve_seq(store, from_seq, "diff start"), resolve_seq(store, to_seq, "diff end")
     if start > end:
-        raise LedgerError(f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
-                          "a diff runs forward; swap them")
+        raise LedgerError(
+            f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
+            "a diff runs forward; swap them"
+        )
     from_seq, to_seq = start, end
     view = MemoryView.open(store, projections_path, policy)
-    return memory_diff(view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
-                       view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq))
+    return memory_diff(
+        view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
+        view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq),
+    )

@@ -1,5 +1,6 @@
 """Selector cache (seed 000): element identity (role + accessible name) -> selectors,
 ranked by success count; failures are counted too."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,11 +52,17 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
         ok = ev.type == "selector_succeeded"
         old = entries.get(key)
         if old is None:
-            entries[key] = SelectorEntry(domain, d["role"], d["name"], d["selector"], int(ok), int(not ok),
-                                         ev.occurred_at, (ev.id,), ev.run_id)
+            entries[key] = SelectorEntry(
+                domain, d["role"], d["name"], d["selector"], int(ok), int(not ok), ev.occurred_at, (ev.id,), ev.run_id
+            )
         else:
-            entries[key] = evolve(old, successes=old.successes + ok, failures=old.failures + (not ok),
-                                   last_used=ev.occurred_at, event_ids=add_event_id(old.event_ids, ev.id))
+            entries[key] = evolve(
+                old,
+                successes=old.successes + ok,
+                failures=old.failures + (not ok),
+                last_used=ev.occurred_at,
+                event_ids=add_event_id(old.event_ids, ev.id),
+            )
     elif ev.type == "subject_forgotten" and d["subject_kind"] == "domain":
         for dom in [k for k in state.by_domain if domain_matches(k, d["subject"])]:
             del state.by_domain[dom]
@@ -95,14 +102,27 @@ def known_good(entries: list[SelectorEntry]) -> list[SelectorEntry]:
 
 
 def decode(raw: dict[str, Any]) -> SelectorsState:
-    return SelectorsState(by_domain={
-        dom: {k: build(SelectorEntry, r, event_ids=tuple(r["event_ids"])) for k, r in rows.items()}
-        for dom, rows in raw.get("by_domain", {}).items()})
+    return SelectorsState(
+        by_domain={
+            dom: {k: build(SelectorEntry, r, event_ids=tuple(r["event_ids"])) for k, r in rows.items()}
+            for dom, rows in raw.get("by_domain", {}).items()
+        }
+    )
 
 
 def tables(state: SelectorsState) -> dict[str, list[dict[str, Any]]]:
-    rows = [{"domain": e.domain, "role": e.role, "name": e.name, "selector": e.selector,
-             "successes": e.successes, "failures": e.failures, "last_used": e.last_used,
-             "event_ids": orjson.dumps(e.event_ids).decode()}
-            for entries in state.by_domain.values() for e in entries.values()]
+    rows = [
+        {
+            "domain": e.domain,
+            "role": e.role,
+            "name": e.name,
+            "selector": e.selector,
+            "successes": e.successes,
+            "failures": e.failures,
+            "last_used": e.last_used,
+            "event_ids": orjson.dumps(e.event_ids).decode(),
+        }
+        for entries in state.by_domain.values()
+        for e in entries.values()
+    ]
     return {"selectors": rows}

@@ -4,6 +4,7 @@ successes and failures, in the order their completion was recorded in the log.
 A prompt shows a site's sessions only where they continue the run (`continued`): runs of
 its own session, the run it resumes or forks, and runs of the same goal; of those, the
 `session_full_detail` newest in full (`history_lines`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,11 +47,20 @@ def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState
     d = ev.data
     if ev.type == "session_recorded":
         entries = state.by_domain.setdefault(ev.domain or "", [])
-        entries.append(SessionEntry(
-            session_id=d["session_id"], run_id=ev.run_id, goal=d["goal"], outcome=d.get("outcome", ""),
-            success=bool(d["success"]), final_url=d.get("final_url", ""), timestamp=d["timestamp"],
-            turns_used=int(d.get("turns_used", 0)), duration_ms=float(d.get("duration_ms", 0)),
-            event_ids=(ev.id,)))
+        entries.append(
+            SessionEntry(
+                session_id=d["session_id"],
+                run_id=ev.run_id,
+                goal=d["goal"],
+                outcome=d.get("outcome", ""),
+                success=bool(d["success"]),
+                final_url=d.get("final_url", ""),
+                timestamp=d["timestamp"],
+                turns_used=int(d.get("turns_used", 0)),
+                duration_ms=float(d.get("duration_ms", 0)),
+                event_ids=(ev.id,),
+            )
+        )
         if len(entries) > policy.session_history:
             del entries[: len(entries) - policy.session_history]
     elif ev.type == "subject_forgotten":
@@ -79,19 +89,34 @@ def touched(state: SessionsState, ev: RecordedEvent) -> list[tuple[str, ...]] | 
 
 
 def decode(raw: dict[str, Any]) -> SessionsState:
-    return SessionsState(by_domain={
-        dom: [build(SessionEntry, r, event_ids=tuple(r["event_ids"])) for r in rows]
-        for dom, rows in raw.get("by_domain", {}).items()})
+    return SessionsState(
+        by_domain={
+            dom: [build(SessionEntry, r, event_ids=tuple(r["event_ids"])) for r in rows]
+            for dom, rows in raw.get("by_domain", {}).items()
+        }
+    )
 
 
 def tables(state: SessionsState) -> dict[str, list[dict[str, Any]]]:
     rows = []
     for dom, entries in state.by_domain.items():
         for i, e in enumerate(entries):
-            rows.append({"domain": dom, "position": i, "session_id": e.session_id, "run_id": e.run_id,
-                         "goal": e.goal, "outcome": e.outcome, "success": int(e.success),
-                         "final_url": e.final_url, "timestamp": e.timestamp, "turns_used": e.turns_used,
-                         "duration_ms": e.duration_ms, "event_ids": orjson.dumps(e.event_ids).decode()})
+            rows.append(
+                {
+                    "domain": dom,
+                    "position": i,
+                    "session_id": e.session_id,
+                    "run_id": e.run_id,
+                    "goal": e.goal,
+                    "outcome": e.outcome,
+                    "success": int(e.success),
+                    "final_url": e.final_url,
+                    "timestamp": e.timestamp,
+                    "turns_used": e.turns_used,
+                    "duration_ms": e.duration_ms,
+                    "event_ids": orjson.dumps(e.event_ids).decode(),
+                }
+            )
     return {"sessions": rows}
 
 
@@ -101,13 +126,19 @@ def same_goal(a: str, b: str) -> bool:
     return bool(key) and key == " ".join(b.lower().split())
 
 
-def continued(entries: list[SessionEntry], *, session_id: str | None, parent_run_id: str | None,
-              goal: str) -> list[SessionEntry]:
+def continued(
+    entries: list[SessionEntry], *, session_id: str | None, parent_run_id: str | None, goal: str
+) -> list[SessionEntry]:
     """The sessions a run continues, oldest first: those of its own session, the run it resumes
     or forks, and runs of the same goal. Another task's session on the same site tells the next
     decision nothing (seed 000 chains runs by session id)."""
-    return [e for e in entries if (session_id and e.session_id == session_id)
-            or (parent_run_id and e.run_id == parent_run_id) or same_goal(e.goal, goal)]
+    return [
+        e
+        for e in entries
+        if (session_id and e.session_id == session_id)
+        or (parent_run_id and e.run_id == parent_run_id)
+        or same_goal(e.goal, goal)
+    ]
 
 
 def history_lines(entries: list[SessionEntry], full_detail: int) -> list[str]:
@@ -117,9 +148,11 @@ def history_lines(entries: list[SessionEntry], full_detail: int) -> list[str]:
     for i, s in enumerate(entries):
         status = "success" if s.success else "failed"
         if i >= len(entries) - full_detail:
-            lines.append(f"- {status}: goal: {fenced(s.goal, 200)}\n  outcome: {fenced(s.outcome, 200)}\n"
-                         f"  final URL: {fenced(s.final_url, 200)}\n  turns: {s.turns_used}, "
-                         f"duration: {s.duration_ms / 1000:.1f}s, session: {fenced(s.session_id, 80)}")
+            lines.append(
+                f"- {status}: goal: {fenced(s.goal, 200)}\n  outcome: {fenced(s.outcome, 200)}\n"
+                f"  final URL: {fenced(s.final_url, 200)}\n  turns: {s.turns_used}, "
+                f"duration: {s.duration_ms / 1000:.1f}s, session: {fenced(s.session_id, 80)}"
+            )
         else:
             lines.append(f"- {status}: {fenced(s.goal, 80)} ({s.turns_used} turns)")
     return lines

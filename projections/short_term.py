@@ -11,6 +11,7 @@ form, NORMAL for other successful actions, LOW for routine ones (wait, scroll,
 a key press without a target). When more than MAX_RECENT entries are kept,
 the oldest entry of the lowest priority goes first; CRITICAL entries are
 never pruned."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -110,8 +111,9 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
     d = ev.data
     t = ev.type
     if t == "run_started" and ev.run_id:
-        state.by_run[ev.run_id] = evolve(empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""),
-                                          session_id=d.get("session_id"))
+        state.by_run[ev.run_id] = evolve(
+            empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""), session_id=d.get("session_id")
+        )
     elif t == "step_recorded" and ev.run_id:
         st = state.by_run.get(ev.run_id) or empty_run(ev.run_id, "", ev.domain or "")
         action = d["action"]
@@ -120,8 +122,15 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
         key = action_key(action)
         sig = action_signature(action, before)
         # keys in sorted order, as the canonical JSON of a stored version gives them back
-        entry = {"error": d.get("error"), "key": key, "ok": bool(d["ok"]), "priority": priority_of(d, before, after),
-                 "signature": sig, "step": ev.step, "url": before}
+        entry = {
+            "error": d.get("error"),
+            "key": key,
+            "ok": bool(d["ok"]),
+            "priority": priority_of(d, before, after),
+            "signature": sig,
+            "step": ev.step,
+            "url": before,
+        }
         recent = trim((*st.recent, entry))
         freq = dict(st.action_frequency)
         freq[key] = freq.get(key, 0) + 1
@@ -133,11 +142,17 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
             if url and url not in visited:
                 visited = (*visited, url)
         state.by_run[ev.run_id] = evolve(
-            st, recent=recent, failed_signatures=failed, action_frequency=freq,
+            st,
+            recent=recent,
+            failed_signatures=failed,
+            action_frequency=freq,
             loop_warnings=loop_warnings(recent, policy.loop_threshold, policy.loop_window),
-            navigation_path=path, visited_urls=visited, current_url=after or st.current_url,
+            navigation_path=path,
+            visited_urls=visited,
+            current_url=after or st.current_url,
             cycle_count=st.cycle_count + 1,
-            event_ids=add_event_id(st.event_ids, ev.id))
+            event_ids=add_event_id(st.event_ids, ev.id),
+        )
     elif t == "run_completed" and ev.run_id and ev.run_id in state.by_run:
         state.by_run[ev.run_id] = evolve(state.by_run[ev.run_id], completed=True)
     elif t == "subject_forgotten":
@@ -166,19 +181,40 @@ def touched(state: ShortTermState, ev: RecordedEvent) -> list[tuple[str, ...]] |
 
 
 def decode(raw: dict[str, Any]) -> ShortTermState:
-    return ShortTermState(by_run={rid: build(
-        ShortTerm, r, recent=tuple(r["recent"]), failed_signatures=tuple(r["failed_signatures"]),
-        loop_warnings=tuple(r["loop_warnings"]), navigation_path=tuple(r["navigation_path"]),
-        visited_urls=tuple(r.get("visited_urls") or ()), event_ids=tuple(r["event_ids"])) for rid, r in raw.get("by_run", {}).items()})
+    return ShortTermState(
+        by_run={
+            rid: build(
+                ShortTerm,
+                r,
+                recent=tuple(r["recent"]),
+                failed_signatures=tuple(r["failed_signatures"]),
+                loop_warnings=tuple(r["loop_warnings"]),
+                navigation_path=tuple(r["navigation_path"]),
+                visited_urls=tuple(r.get("visited_urls") or ()),
+                event_ids=tuple(r["event_ids"]),
+            )
+            for rid, r in raw.get("by_run", {}).items()
+        }
+    )
 
 
 def tables(state: ShortTermState) -> dict[str, list[dict[str, Any]]]:
-    rows = [{"run_id": st.run_id, "goal": st.goal, "domain": st.domain, "cycle_count": st.cycle_count,
-             "current_url": st.current_url, "failed_signatures": orjson.dumps(st.failed_signatures).decode(),
-             "action_frequency": orjson.dumps(st.action_frequency, option=orjson.OPT_SORT_KEYS).decode(),
-             "loop_warnings": orjson.dumps(st.loop_warnings).decode(),
-             "navigation_path": orjson.dumps(st.navigation_path).decode(),
-             "visited_urls": orjson.dumps(st.visited_urls).decode(), "completed": int(st.completed),
-             "recent": orjson.dumps(st.recent).decode(),
-             "event_ids": orjson.dumps(st.event_ids).decode()} for st in state.by_run.values()]
+    rows = [
+        {
+            "run_id": st.run_id,
+            "goal": st.goal,
+            "domain": st.domain,
+            "cycle_count": st.cycle_count,
+            "current_url": st.current_url,
+            "failed_signatures": orjson.dumps(st.failed_signatures).decode(),
+            "action_frequency": orjson.dumps(st.action_frequency, option=orjson.OPT_SORT_KEYS).decode(),
+            "loop_warnings": orjson.dumps(st.loop_warnings).decode(),
+            "navigation_path": orjson.dumps(st.navigation_path).decode(),
+            "visited_urls": orjson.dumps(st.visited_urls).decode(),
+            "completed": int(st.completed),
+            "recent": orjson.dumps(st.recent).decode(),
+            "event_ids": orjson.dumps(st.event_ids).decode(),
+        }
+        for st in state.by_run.values()
+    ]
     return {"short_term": rows}

@@ -19,6 +19,7 @@ default here is a deterministic text similarity that needs no service and no pac
 A vector is a pure function of its texts, so retrieval is the same in every process, at
 every seq and in every replay.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,43 @@ from memtape.projections.text import WORD_RE
 
 #: English function words that say nothing about a page or a task ("the", "to", "my"...)
 STOP_WORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "then", "this", "to", "up", "was", "we", "with", "you", "your"])
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "this",
+        "to",
+        "up",
+        "was",
+        "we",
+        "with",
+        "you",
+        "your",
+    ]
+)
 #: the key prefix that tells a character 3-gram from a word in one vector
 GRAM = "\x00"
 
@@ -46,7 +83,7 @@ def terms(text: str) -> dict[str, int]:
         out[word] = out.get(word, 0) + 1
         padded = f" {word} "
         for i in range(len(padded) - 2):
-            gram = GRAM + padded[i:i + 3]
+            gram = GRAM + padded[i : i + 3]
             out[gram] = out.get(gram, 0) + 1
     return out
 

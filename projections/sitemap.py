@@ -9,6 +9,7 @@ the depth limit, shallowest first, then in discovery order — until
 `max_pages` pages were visited in this exploration; `complete` says when
 there is none. `exploration_completed` records the summary.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,13 @@ import orjson
 from memtape.ledger.events import RecordedEvent
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
-TYPES = ("exploration_started", "sitemap_links_discovered", "sitemap_page_visited", "exploration_completed",
-         "subject_forgotten")
+TYPES = (
+    "exploration_started",
+    "sitemap_links_discovered",
+    "sitemap_page_visited",
+    "exploration_completed",
+    "subject_forgotten",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +82,16 @@ def apply(state: SitemapState, ev: RecordedEvent, policy: Any = None) -> Sitemap
         home = d["homepage_url"]
         if home not in pages:
             pages[home] = SitePage(home, domain, 0, "", "", 0, False, "", "homepage", None, len(pages), (ev.id,))
-        state.by_domain[domain] = evolve(site, homepage_url=home, max_depth=int(d["max_depth"]),
-                                         max_pages=int(d["max_pages"]), visited_this_exploration=0,
-                                         explorations=site.explorations + 1, complete=False, pages=pages)
+        state.by_domain[domain] = evolve(
+            site,
+            homepage_url=home,
+            max_depth=int(d["max_depth"]),
+            max_pages=int(d["max_pages"]),
+            visited_this_exploration=0,
+            explorations=site.explorations + 1,
+            complete=False,
+            pages=pages,
+        )
     elif t == "sitemap_links_discovered":
         site = _site(state, domain)
         pages = dict(site.pages)
@@ -87,21 +100,41 @@ def apply(state: SitemapState, ev: RecordedEvent, policy: Any = None) -> Sitemap
             url = link["url"]
             old = pages.get(url)
             if old is None:
-                pages[url] = SitePage(url, domain, depth, "", "", 0, False, link.get("text", ""),
-                                      link.get("link_type", "content"), d["parent_url"], len(pages), (ev.id,))
+                pages[url] = SitePage(
+                    url,
+                    domain,
+                    depth,
+                    "",
+                    "",
+                    0,
+                    False,
+                    link.get("text", ""),
+                    link.get("link_type", "content"),
+                    d["parent_url"],
+                    len(pages),
+                    (ev.id,),
+                )
             elif depth < old.depth:
-                pages[url] = evolve(old, depth=depth, discovered_from=d["parent_url"],
-                                    event_ids=add_event_id(old.event_ids, ev.id))
+                pages[url] = evolve(
+                    old, depth=depth, discovered_from=d["parent_url"], event_ids=add_event_id(old.event_ids, ev.id)
+                )
         state.by_domain[domain] = evolve(site, pages=pages)
     elif t == "sitemap_page_visited":
         site = _site(state, domain)
         pages = dict(site.pages)
         url = d["url"]
-        old = pages.get(url) or SitePage(url, domain, int(d.get("depth", 0)), "", "", 0, False, "", "content", None,
-                                         len(pages), ())
-        pages[url] = evolve(old, title=d.get("title", ""), summary=d.get("summary", ""),
-                            section_count=int(d.get("section_count", 0)), visited=True, visited_at=ev.occurred_at,
-                            event_ids=add_event_id(old.event_ids, ev.id))
+        old = pages.get(url) or SitePage(
+            url, domain, int(d.get("depth", 0)), "", "", 0, False, "", "content", None, len(pages), ()
+        )
+        pages[url] = evolve(
+            old,
+            title=d.get("title", ""),
+            summary=d.get("summary", ""),
+            section_count=int(d.get("section_count", 0)),
+            visited=True,
+            visited_at=ev.occurred_at,
+            event_ids=add_event_id(old.event_ids, ev.id),
+        )
         state.by_domain[domain] = evolve(site, pages=pages, visited_this_exploration=site.visited_this_exploration + 1)
     elif t == "exploration_completed":
         site = _site(state, domain)
@@ -125,8 +158,9 @@ def summary_text(site: SiteMap) -> str:
     """Seed 003's format_site_exploration_summary: the visited pages, shallowest first."""
     visited = sorted((p for p in site.pages.values() if p.visited), key=lambda p: (p.depth, p.order))
     lines = [f"Explored pages ({len(visited)} total) of {site.domain}:"]
-    lines += [f"  - {p.title or p.url}: {p.summary[:120]} ({p.section_count} sections, depth {p.depth})"
-              for p in visited]
+    lines += [
+        f"  - {p.title or p.url}: {p.summary[:120]} ({p.section_count} sections, depth {p.depth})" for p in visited
+    ]
     return "\n".join(lines)
 
 
@@ -136,14 +170,35 @@ def pages(state: SitemapState, domain: str | None = None) -> list[SitePage]:
 
 
 def decode(raw: dict[str, Any]) -> SitemapState:
-    return SitemapState(by_domain={dom: build(SiteMap, s, pages={u: build(SitePage, p, event_ids=tuple(p["event_ids"]))
-                                                                  for u, p in s["pages"].items()})
-                                   for dom, s in raw.get("by_domain", {}).items()})
+    return SitemapState(
+        by_domain={
+            dom: build(
+                SiteMap,
+                s,
+                pages={u: build(SitePage, p, event_ids=tuple(p["event_ids"])) for u, p in s["pages"].items()},
+            )
+            for dom, s in raw.get("by_domain", {}).items()
+        }
+    )
 
 
 def tables(state: SitemapState) -> dict[str, list[dict[str, Any]]]:
-    return {"sitemap": [{
-        "domain": p.domain, "url": p.url, "depth": p.depth, "title": p.title, "summary": p.summary,
-        "section_count": p.section_count, "visited": int(p.visited), "link_text": p.link_text,
-        "link_type": p.link_type, "discovered_from": p.discovered_from, "visited_at": p.visited_at,
-        "event_ids": orjson.dumps(p.event_ids).decode()} for p in pages(state)]}
+    return {
+        "sitemap": [
+            {
+                "domain": p.domain,
+                "url": p.url,
+                "depth": p.depth,
+                "title": p.title,
+                "summary": p.summary,
+                "section_count": p.section_count,
+                "visited": int(p.visited),
+                "link_text": p.link_text,
+                "link_type": p.link_type,
+                "discovered_from": p.discovered_from,
+                "visited_at": p.visited_at,
+                "event_ids": orjson.dumps(p.event_ids).decode(),
+            }
+            for p in pages(state)
+        ]
+    }

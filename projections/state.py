@@ -8,6 +8,7 @@ a catch-up agree.
 A state serializes with orjson (dataclasses natively) to canonical JSON, which is
 what snapshots store and what digests hash.
 """
+
 from __future__ import annotations
 
 import dis
@@ -121,12 +122,18 @@ FOLD_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, Over
 
 def unfoldable(ev: RecordedEvent, projection: str, exc: Exception) -> UnreadableEvent:
     """The one-line error naming the event a projection could not fold."""
-    return UnreadableEvent(f"seq {ev.seq}: {ev.type} cannot be folded into {projection} "
-                           f"({type(exc).__name__}: {str(exc)[:80]}); run `memtape verify`")
+    return UnreadableEvent(
+        f"seq {ev.seq}: {ev.type} cannot be folded into {projection} "
+        f"({type(exc).__name__}: {str(exc)[:80]}); run `memtape verify`"
+    )
 
 
-def fold(state: MemoryState, events: Iterable[RecordedEvent], policy: Policy = DEFAULT_POLICY,
-         names: Iterable[str] | None = None) -> MemoryState:
+def fold(
+    state: MemoryState,
+    events: Iterable[RecordedEvent],
+    policy: Policy = DEFAULT_POLICY,
+    names: Iterable[str] | None = None,
+) -> MemoryState:
     """Fold events (in seq order, after state.head) into every (or the named) projection."""
     active = PROJECTIONS if names is None else tuple(names)
     table = _DISPATCH.get(active)
@@ -259,8 +266,11 @@ def _is_module(name: str) -> bool:
         return False
     try:
         parent = importlib.util.find_spec(name.rpartition(".")[0])
-        return parent is not None and parent.submodule_search_locations is not None \
+        return (
+            parent is not None
+            and parent.submodule_search_locations is not None
             and importlib.util.find_spec(name) is not None
+        )
     except ModuleNotFoundError:
         return False
 

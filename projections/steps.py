@@ -20,6 +20,7 @@ intent make up for another page). Memories scoring at least
 when both kinds matched and two or more are offered (seed 002's example shows one of each).
 A prompt shows those whose target is on the current page (`on_page`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -81,8 +82,11 @@ class StepMemory:
 def action_signature(action: dict[str, Any], url: str, target: str = "") -> str:
     """Seed 003's action signature: tool, sorted parameters and URL, hashed; with the step's
     target when it has one (seed 002's deduplication)."""
-    parts = [action.get("command", ""), orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(),
-             url]
+    parts = [
+        action.get("command", ""),
+        orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(),
+        url,
+    ]
     body = ":".join([*parts, target] if target else parts)
     return hashlib.md5(body.encode()).hexdigest()[:16]
 
@@ -110,17 +114,36 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
         step = ev.step if ev.step is not None else len(steps)
         intent = d.get("internal_state") or d.get("think") or d.get("target_text") or ""
         steps[str(step)] = StepMemory(
-            run_id=ev.run_id, step=step, env_before=d.get("env_before") or {}, env_after=d.get("env_after") or {},
-            action=d["action"], target_text=d.get("target_text"), outcome="pending", reason=None, correction=None,
-            page_similarity=0.0, intent_similarity=0.0, score=0.0, event_ids=(ev.id,), intent=intent,
-            rep=int(d.get("rep", 1)), domain=ev.domain or "", think=d.get("think") or "",
-            embedding=tuple(d.get("internal_state_embedding") or ()), embedding_model=d.get("embedding_model"))
+            run_id=ev.run_id,
+            step=step,
+            env_before=d.get("env_before") or {},
+            env_after=d.get("env_after") or {},
+            action=d["action"],
+            target_text=d.get("target_text"),
+            outcome="pending",
+            reason=None,
+            correction=None,
+            page_similarity=0.0,
+            intent_similarity=0.0,
+            score=0.0,
+            event_ids=(ev.id,),
+            intent=intent,
+            rep=int(d.get("rep", 1)),
+            domain=ev.domain or "",
+            think=d.get("think") or "",
+            embedding=tuple(d.get("internal_state_embedding") or ()),
+            embedding_model=d.get("embedding_model"),
+        )
     elif ev.type == "step_graded" and ev.run_id:
         mem = state.by_run.get(ev.run_id, {}).get(str(ev.step))
         if mem is not None:
             state.by_run[ev.run_id][str(ev.step)] = evolve(
-                mem, outcome=d["outcome"], reason=d.get("reason"), correction=d.get("correction"),
-                event_ids=add_event_id(mem.event_ids, ev.id))
+                mem,
+                outcome=d["outcome"],
+                reason=d.get("reason"),
+                correction=d.get("correction"),
+                event_ids=add_event_id(mem.event_ids, ev.id),
+            )
     elif ev.type == "subject_forgotten":
         kind, subject = d["subject_kind"], d["subject"]
         if kind == "run":
@@ -155,8 +178,15 @@ def touched(state: StepsState, ev: RecordedEvent) -> list[tuple[str, ...]] | Non
     return None
 
 
-def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, exclude_run: str | None,
-             policy: Any, embedding: Sequence[float] = (), embedding_model: str | None = None) -> list[StepMemory]:
+def retrieve(
+    memories: Iterable[StepMemory],
+    elements: list[str],
+    intent: str,
+    exclude_run: str | None,
+    policy: Any,
+    embedding: Sequence[float] = (),
+    embedding_model: str | None = None,
+) -> list[StepMemory]:
     """Seed 002's retrieval over candidate memories (see the module docstring); `embedding` is the
     current intent's vector by `embedding_model`, when the agent has one."""
     if not elements or not intent.strip():
@@ -171,7 +201,7 @@ def retrieve(memories: Iterable[StepMemory], elements: list[str], intent: str, e
         page = page_similarity(elements, before)
         vectors = embedding_similarity(embedding, m.embedding) if m.embedding_model == embedding_model else None
         isim = vectors if vectors is not None else text_similarity((intent,), m.intents)
-        score = page ** PAGE_WEIGHT * isim ** INTENT_WEIGHT
+        score = page**PAGE_WEIGHT * isim**INTENT_WEIGHT
         if score < policy.step_memory_min_similarity or score == 0:
             continue
         scored.append(evolve(m, page_similarity=page, intent_similarity=isim, score=score))
@@ -209,18 +239,36 @@ def on_page(memories: Iterable[StepMemory], elements: Iterable[str]) -> list[Ste
 
 
 def decode(raw: dict[str, Any]) -> StepsState:
-    return StepsState(by_run={rid: {k: build(StepMemory, r, event_ids=tuple(r["event_ids"]),
-                                             embedding=tuple(r.get("embedding") or ()))
-                                    for k, r in steps.items()}
-                              for rid, steps in raw.get("by_run", {}).items()},
-                      session_of=dict(raw.get("session_of", {})))
+    return StepsState(
+        by_run={
+            rid: {
+                k: build(StepMemory, r, event_ids=tuple(r["event_ids"]), embedding=tuple(r.get("embedding") or ()))
+                for k, r in steps.items()
+            }
+            for rid, steps in raw.get("by_run", {}).items()
+        },
+        session_of=dict(raw.get("session_of", {})),
+    )
 
 
 def tables(state: StepsState) -> dict[str, list[dict[str, Any]]]:
-    rows = [{"run_id": m.run_id, "step": m.step, "domain": m.domain, "rep": m.rep,
-             "env_before": orjson.dumps(m.env_before).decode(), "env_after": orjson.dumps(m.env_after).decode(),
-             "action": orjson.dumps(m.action).decode(), "target_text": m.target_text, "intent": m.intent,
-             "outcome": m.outcome, "reason": m.reason, "correction": m.correction,
-             "event_ids": orjson.dumps(m.event_ids).decode()}
-            for steps in state.by_run.values() for m in steps.values()]
+    rows = [
+        {
+            "run_id": m.run_id,
+            "step": m.step,
+            "domain": m.domain,
+            "rep": m.rep,
+            "env_before": orjson.dumps(m.env_before).decode(),
+            "env_after": orjson.dumps(m.env_after).decode(),
+            "action": orjson.dumps(m.action).decode(),
+            "target_text": m.target_text,
+            "intent": m.intent,
+            "outcome": m.outcome,
+            "reason": m.reason,
+            "correction": m.correction,
+            "event_ids": orjson.dumps(m.event_ids).decode(),
+        }
+        for steps in state.by_run.values()
+        for m in steps.values()
+    ]
     return {"step_memories": rows}

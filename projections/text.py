@@ -3,6 +3,7 @@
 Kept in one place so that every projection (and the indexes in view.py)
 tokenizes and compares exactly the same way.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,6 +68,7 @@ def quoted_name(name: str, limit: int = CAP_NAME) -> str:
 
 # ---- memory text in a prompt: data, never instructions ------------------------------------------
 
+
 def data_line(text: str | None, limit: int | None = None) -> str:
     """`text` as one line of data (at most `limit` characters of it, cut with "…"): every control,
     format and separator character (line and paragraph breaks, tabs, escapes, bidi overrides,
@@ -129,7 +131,7 @@ def parent_domains(host: str) -> list[str]:
     out = [host]
     i = host.find(".")
     while i >= 0 and site is not None:
-        host = host[i + 1:]
+        host = host[i + 1 :]
         if len(host_name(host)) < len(site):
             break
         out.append(host)
@@ -170,8 +172,9 @@ def evolve(obj: Record, **changes: Any) -> Record:
     cls: Any = type(obj)
     slots = _SLOTS.get(cls)
     if slots is None:
-        slots = _SLOTS[cls] = tuple((f.name, cls.__dict__[f.name].__set__, cls.__dict__[f.name].__get__)
-                                    for f in fields(cls))
+        slots = _SLOTS[cls] = tuple(
+            (f.name, cls.__dict__[f.name].__set__, cls.__dict__[f.name].__get__) for f in fields(cls)
+        )
     new = object.__new__(cls)
     for name, put, get in slots:
         put(new, changes[name] if name in changes else get(obj))

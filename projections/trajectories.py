@@ -14,6 +14,7 @@ A prompt shows a match's steps only as far as they apply to the run's goal
 (`applicable_steps`): a trajectory of another goal stops before its first step
 that serves only that goal.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,10 +97,18 @@ def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> Tr
             return state
         domain = ev.domain or ""
         state.by_domain.setdefault(domain, {})[d["trajectory_id"]] = Trajectory(
-            trajectory_id=d["trajectory_id"], domain=domain, goal=d["goal"], origin=d.get("origin", ""),
-            steps=tuple(_step(s) for s in d.get("steps") or ()), recorded_at=ev.recorded_at,
-            occurred_at=ev.occurred_at, duration_ms=float(d.get("duration_ms", 0)), turns=int(d.get("turns", 0)),
-            run_id=ev.run_id, event_ids=(ev.id,))
+            trajectory_id=d["trajectory_id"],
+            domain=domain,
+            goal=d["goal"],
+            origin=d.get("origin", ""),
+            steps=tuple(_step(s) for s in d.get("steps") or ()),
+            recorded_at=ev.recorded_at,
+            occurred_at=ev.occurred_at,
+            duration_ms=float(d.get("duration_ms", 0)),
+            turns=int(d.get("turns", 0)),
+            run_id=ev.run_id,
+            event_ids=(ev.id,),
+        )
     elif ev.type == "trajectories_expired":
         drop = set(d.get("trajectory_ids") or ())
         for dom in list(state.by_domain):
@@ -141,8 +150,12 @@ def touched(state: TrajectoriesState, ev: RecordedEvent) -> list[tuple[str, ...]
 
 def expired(state: TrajectoriesState, now: str, ttl_days: float) -> list[str]:
     """Ids of trajectories MORE than ttl_days old at `now` (sorted)."""
-    return sorted(t.trajectory_id for items in state.by_domain.values() for t in items.values()
-                  if older_than(t.occurred_at, now, ttl_days))
+    return sorted(
+        t.trajectory_id
+        for items in state.by_domain.values()
+        for t in items.values()
+        if older_than(t.occurred_at, now, ttl_days)
+    )
 
 
 def speed(duration_ms: float) -> float:
@@ -201,16 +214,35 @@ def _neg(text: str) -> tuple[int, ...]:
 
 
 def decode(raw: dict[str, Any]) -> TrajectoriesState:
-    return TrajectoriesState(by_domain={
-        dom: {tid: build(Trajectory, r, steps=tuple(_step(s) for s in r["steps"]),
-                         event_ids=tuple(r["event_ids"])) for tid, r in items.items()}
-        for dom, items in raw.get("by_domain", {}).items()}, session_of=dict(raw.get("session_of", {})))
+    return TrajectoriesState(
+        by_domain={
+            dom: {
+                tid: build(Trajectory, r, steps=tuple(_step(s) for s in r["steps"]), event_ids=tuple(r["event_ids"]))
+                for tid, r in items.items()
+            }
+            for dom, items in raw.get("by_domain", {}).items()
+        },
+        session_of=dict(raw.get("session_of", {})),
+    )
 
 
 def tables(state: TrajectoriesState) -> dict[str, list[dict[str, Any]]]:
-    rows = [{"trajectory_id": t.trajectory_id, "domain": t.domain, "goal": t.goal, "origin": t.origin,
-             "steps": orjson.dumps(t.steps).decode(), "step_count": len(t.steps), "recorded_at": t.recorded_at,
-             "occurred_at": t.occurred_at, "duration_ms": t.duration_ms, "turns": t.turns, "run_id": t.run_id,
-             "event_ids": orjson.dumps(t.event_ids).decode()}
-            for items in state.by_domain.values() for t in items.values()]
+    rows = [
+        {
+            "trajectory_id": t.trajectory_id,
+            "domain": t.domain,
+            "goal": t.goal,
+            "origin": t.origin,
+            "steps": orjson.dumps(t.steps).decode(),
+            "step_count": len(t.steps),
+            "recorded_at": t.recorded_at,
+            "occurred_at": t.occurred_at,
+            "duration_ms": t.duration_ms,
+            "turns": t.turns,
+            "run_id": t.run_id,
+            "event_ids": orjson.dumps(t.event_ids).decode(),
+        }
+        for items in state.by_domain.values()
+        for t in items.values()
+    ]
     return {"trajectories": rows}

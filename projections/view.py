@@ -9,6 +9,7 @@ appended since. Queries use indexes built lazily from the state (by failed
 command, by error-pattern trigram, by scope domain, by goal word), so recall
 stays well under a millisecond with 100,000 lessons.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -86,7 +87,7 @@ class ErrorIndex:
             if len(pattern) < 3:
                 self.short_patterns.append(pattern)
                 continue
-            g = sorted({pattern[i:i + 3] for i in range(len(pattern) - 2)})
+            g = sorted({pattern[i : i + 3] for i in range(len(pattern) - 2)})
             grams[pattern] = g
             for x in g:
                 freq[x] += 1
@@ -100,7 +101,7 @@ class ErrorIndex:
         if len(by_gram) < len(text):
             found.extend(p for gram, ps in by_gram.items() if gram in text for p in ps if p in text)
         else:
-            for gram in {text[i:i + 3] for i in range(len(text) - 2)}:
+            for gram in {text[i : i + 3] for i in range(len(text) - 2)}:
                 for p in by_gram.get(gram, ()):
                     if p in text:
                         found.append(p)
@@ -110,8 +111,14 @@ class ErrorIndex:
 class MemoryView:
     """Every projection at one point of the log, and the queries over them."""
 
-    def __init__(self, state: MemoryState, policy: Policy = DEFAULT_POLICY, store: Store | None = None,
-                 projections_path: Path | None = None, pinned: bool = False):
+    def __init__(
+        self,
+        state: MemoryState,
+        policy: Policy = DEFAULT_POLICY,
+        store: Store | None = None,
+        projections_path: Path | None = None,
+        pinned: bool = False,
+    ):
         self.state = state
         self.policy = policy
         self.store = store
@@ -123,8 +130,13 @@ class MemoryView:
     # ---- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, store: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY,
-             as_of: int | str | None = None) -> MemoryView:
+    def open(
+        cls,
+        store: Store,
+        projections_path: Path | None = None,
+        policy: Policy = DEFAULT_POLICY,
+        as_of: int | str | None = None,
+    ) -> MemoryView:
         """Catch projections.db up with the ledger (when given) and return a view at its head,
         or at `as_of` (a seq, or an ISO time meaning recorded time)."""
         state = load_state(store, projections_path, policy, as_of=as_of)
@@ -191,6 +203,7 @@ class MemoryView:
 
         def here(lesson: Lesson) -> bool:
             return lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)
+
         by_pattern: dict[str, Match] = {}
         for pattern in idx.patterns_in((error or "").lower()):
             for lesson in idx.by_pattern[pattern]:
@@ -217,13 +230,18 @@ class MemoryView:
         if not domain:
             return []
         by_scope = self._cached("scopes", lambda: scope_index(self.state.lessons.lessons.values()))
-        cands = [Match(l, "domain" if i else "host") for i, d in enumerate(parent_domains(domain)) for l in by_scope.get(d, ())]
+        cands = [
+            Match(l, "domain" if i else "host")
+            for i, d in enumerate(parent_domains(domain))
+            for l in by_scope.get(d, ())
+        ]
         return ranked_matches(cands)[: self.policy.recall_top_k]
 
     def lessons(self, domain: str | None = None) -> list[Lesson]:
         """Every lesson (or those scoped to `domain` or a parent), Tier 1 first, most used first."""
-        lessons = [l for l in self.state.lessons.lessons.values()
-                   if domain is None or domain_matches(domain, l.scope_domain)]
+        lessons = [
+            l for l in self.state.lessons.lessons.values() if domain is None or domain_matches(domain, l.scope_domain)
+        ]
         lessons.sort(key=lambda l: (l.tier, -l.use_count, l.recorded_order))
         return lessons
 
@@ -257,6 +275,7 @@ class MemoryView:
                 for w in goal_words(t.goal):
                     index[w].append(t)
             return index
+
         return self._cached("goals:" + domain, build)
 
     def match_trajectory(self, goal: str, domain: str, now: str) -> TrajectoryMatch | None:
@@ -279,9 +298,15 @@ class MemoryView:
 
     # ---- step memories and short-term (seeds 002, 003) ----------------------------
 
-    def step_memories(self, elements: list[str], intent: str, exclude_run: str | None = None,
-                      runs: Iterable[str] | None = None, embedding: Sequence[float] = (),
-                      embedding_model: str | None = None) -> list[StepMemory]:
+    def step_memories(
+        self,
+        elements: list[str],
+        intent: str,
+        exclude_run: str | None = None,
+        runs: Iterable[str] | None = None,
+        embedding: Sequence[float] = (),
+        embedding_model: str | None = None,
+    ) -> list[StepMemory]:
         """Graded memories of other runs (of `runs` only, when given: seed 002's previous reps of a
         session) for this page and intent (and the intent's `embedding` by `embedding_model`,
         when the caller has one): one REPEAT and one AVOID when both match. Every candidate is
@@ -296,16 +321,26 @@ class MemoryView:
         """The vector `model` gave `internal_state` for a step already recorded, if any: an
         agent reads it back instead of asking its embeddings endpoint again."""
         by_run: dict[str, dict[str, StepMemory]] = self.state.step_memories.by_run
-        return next((m.embedding for steps in by_run.values() for m in steps.values()
-                     if m.embedding and m.embedding_model == model and m.intent == internal_state), None)
+        return next(
+            (
+                m.embedding
+                for steps in by_run.values()
+                for m in steps.values()
+                if m.embedding and m.embedding_model == model and m.intent == internal_state
+            ),
+            None,
+        )
 
     def short_term(self, run_id: str) -> ShortTerm:
         return self.state.short_term.by_run.get(run_id) or empty_run(run_id)
 
     def short_terms(self, run_id: str | None = None, domain: str | None = None) -> list[ShortTerm]:
         """Short-term memory of one run, or of every run (on a domain), in run order."""
-        return [st for rid, st in self.state.short_term.by_run.items()
-                if (run_id is None or rid == run_id) and (domain is None or domain_matches(st.domain, domain))]
+        return [
+            st
+            for rid, st in self.state.short_term.by_run.items()
+            if (run_id is None or rid == run_id) and (domain is None or domain_matches(st.domain, domain))
+        ]
 
     # ---- layered memory (seed 003) ------------------------------------------------
 
@@ -353,8 +388,13 @@ class MemoryView:
 
     # ---- runs ----------------------------------------------------------------
 
-    def runs(self, session_id: str | None = None, domain: str | None = None, status: str | None = None,
-             limit: int | None = None) -> list[RunManifest]:
+    def runs(
+        self,
+        session_id: str | None = None,
+        domain: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunManifest]:
         return runs_mod.listed(self.state.runs, session_id, domain, status, limit)
 
     def run(self, run_id: str) -> RunManifest | None:
@@ -369,11 +409,19 @@ class MemoryView:
     def resume_scenario(self, run_id: str, goal: str) -> dict[str, Any]:
         """Seed 000: continue where a run left off (its final URL), same session, lineage kept."""
         run = self._require(run_id)
-        return {"goal": goal, "startUrl": run.final_url or run.current_url or run.start_url,
-                "sessionId": run.session_id, "parentRunId": run.run_id}
+        return {
+            "goal": goal,
+            "startUrl": run.final_url or run.current_url or run.start_url,
+            "sessionId": run.session_id,
+            "parentRunId": run.run_id,
+        }
 
     def fork_scenario(self, run_id: str, goal: str) -> dict[str, Any]:
         """Seed 000: branch off a run with a new session id (`fork_...`)."""
         run = self._require(run_id)
-        return {"goal": goal, "startUrl": run.final_url or run.current_url or run.start_url,
-                "sessionId": short_id("fork"), "parentRunId": run.run_id}
+        return {
+            "goal": goal,
+            "startUrl": run.final_url or run.current_url or run.start_url,
+            "sessionId": short_id("fork"),
+            "parentRunId": run.run_id,
+        }

@@ -10,6 +10,7 @@ process or handle remembers. So any number of processes may record into one run;
 takes nothing more; a step number recorded again with the same content is not written twice
 (the first event stands), and with other content is refused.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -30,8 +31,9 @@ from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
 #: what a finished run still takes: logged reads of memory (a recall names the run it served) and
 #: grades given after the fact; every other observation of the run is refused
-AFTER_FINISH = frozenset({"tier1_loaded", "domain_recall", "error_recall", "trajectory_recalled", "step_graded",
-                          "subject_forgotten"})
+AFTER_FINISH = frozenset(
+    {"tier1_loaded", "domain_recall", "error_recall", "trajectory_recalled", "step_graded", "subject_forgotten"}
+)
 _TAKES = {"step_recorded": "steps", "lesson_recorded": "lessons"}
 
 
@@ -84,8 +86,14 @@ def touched(types: Collection[str] | None) -> set[str]:
 class MemoryWriter:
     """Appends observations with their policy decisions atomically (one BEGIN IMMEDIATE)."""
 
-    def __init__(self, store: Store, policy: Policy = DEFAULT_POLICY, projections_path: Path | None = None, *,
-                 check_runs: bool = True):
+    def __init__(
+        self,
+        store: Store,
+        policy: Policy = DEFAULT_POLICY,
+        projections_path: Path | None = None,
+        *,
+        check_runs: bool = True,
+    ):
         """`check_runs=False` writes histories live recording can no longer make (a run's events
         after its end, a step number twice: old logs, property tests of the folds over any log)."""
         self.check_runs = check_runs
@@ -155,8 +163,9 @@ class MemoryWriter:
         mine = redacted_envelope(obs, self.store.redactor)
         if first.payload_json == serialize_payload(obs.payload, self.store.redactor) and first.domain == mine.domain:
             return first
-        raise RunConflict(f"run {obs.run_id} already has a step {obs.step} with other content; "
-                          "a step number is recorded once")
+        raise RunConflict(
+            f"run {obs.run_id} already has a step {obs.step} with other content; a step number is recorded once"
+        )
 
     def _append_in(self, tx: Transaction, state: MemoryState, events: Sequence[NewEvent]) -> list[RecordedEvent]:
         out: list[RecordedEvent] = []

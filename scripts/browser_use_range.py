@@ -14,6 +14,7 @@ Prints one line per version and exits non-zero when any version fails.
 browser-use 0.6 to 0.13.9 import pydantic_settings without declaring it (mcp used to bring
 it), so the extra names it too; the venvs get it the same way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def name_of(requirement: str) -> str:
 
 
 def pip(venv: Path, *args: str) -> None:
-    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-                   check=True)
+    subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=True
+    )
 
 
 def prepare(venv: Path, version: str) -> str:
@@ -55,8 +57,12 @@ def prepare(venv: Path, version: str) -> str:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extra = [r for r in project["optional-dependencies"]["browser-use"] if name_of(r) != "browser-use"]
     pip(venv, "browser-use" if version == "newest" else f"browser-use=={version}", *extra, *TOOLS)
-    listed = subprocess.run([str(venv / "bin/python"), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
-                            check=True, capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     installed = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(listed)}
     missing = [r for r in project["dependencies"] if name_of(r) not in installed]
     if missing:
@@ -75,10 +81,13 @@ def main() -> int:
         venv = args.dir / f"browser-use-{version}"
         installed = prepare(venv, version)
         # the project's addopts spread the suite over the cores (pytest-xdist, not in these venvs)
-        run = subprocess.run([str(venv / "bin/python"), "-m", "pytest", "-q", "-o", "addopts=-p no:cacheprovider", *TESTS],
-                             cwd=ROOT, env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}",
-                                            "PYTHONPATH": str(ROOT)},
-                             capture_output=True, text=True)
+        run = subprocess.run(
+            [str(venv / "bin/python"), "-m", "pytest", "-q", "-o", "addopts=-p no:cacheprovider", *TESTS],
+            cwd=ROOT,
+            env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+        )
         summary = (run.stdout.strip().splitlines() or ["no output"])[-1]
         print(f"browser-use {installed}: {'passed' if run.returncode == 0 else 'FAILED'} ({summary})", flush=True)
         if run.returncode != 0:

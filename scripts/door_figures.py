@@ -5,6 +5,7 @@ an adversary would try; how many `append --raw` refuses (one line, nothing writt
 
     .venv/bin/python scripts/door_figures.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -30,8 +31,10 @@ def main() -> None:
             if ok != VALIDATOR.is_valid(line):
                 disagree += 1
                 print("schema and append disagree:", line)
-    print(f"{tried} lines tried ({len(TYPES)} types), {refused} refused in one line with nothing written, "
-          f"{tried - refused} accepted; schema and append disagree on {disagree}")
+    print(
+        f"{tried} lines tried ({len(TYPES)} types), {refused} refused in one line with nothing written, "
+        f"{tried - refused} accepted; schema and append disagree on {disagree}"
+    )
     sys.exit(1 if disagree else 0)
 
 

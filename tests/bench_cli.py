@@ -1,6 +1,7 @@
 """The bench scripts run as a person runs them (`python bench/NAME.py ... --json`): tests and bench
 are independent (neither imports the other; import-linter checks it), so a test that keeps a bench
 runnable and honest reads its printed JSON."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_bench(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`python bench/NAME.py ARGS...` from the repository root, with this interpreter."""
-    return subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def bench_json(name: str, *args: str, timeout: float = 600) -> dict[str, Any]:

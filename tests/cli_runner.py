@@ -1,4 +1,5 @@
 """Run `memtape` in-process (fast) and capture exit code, stdout and stderr."""
+
 from __future__ import annotations
 
 import io

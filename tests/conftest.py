@@ -1,4 +1,5 @@
 """Shared fixtures: small, named, and usable by every test module."""
+
 from __future__ import annotations
 
 import os
@@ -74,6 +75,7 @@ def fresh_ledger(ledger_path: Path, clock: SteppingClock) -> Iterator[SqliteStor
 
 # ---- the bundled sites and one Chromium per test module (the browser tests) ----
 
+
 @pytest.fixture(scope="module")
 def sites() -> Iterator[SitesServer]:
     """The bundled sites (shop.test, ...) on 127.0.0.1, behind their proxy."""
@@ -98,10 +100,12 @@ def ledger(tmp_path: Path) -> Iterator[tuple[SqliteStore, Path]]:
 
 # ---- PostgreSQL: a real server from Debian's binaries, one per session (so one per xdist worker) ----
 
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[TempPostgres]:
     """A throw-away PostgreSQL on 127.0.0.1; fails (never skips) when the binaries are missing."""
     from devtools.pg import PostgresMissing, TempPostgres
+
     try:
         server = TempPostgres().start()
     except PostgresMissing as exc:

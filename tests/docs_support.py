@@ -1,5 +1,6 @@
 """The documentation as the tests read it: the README, then the pages of docs/ in the order of
 mkdocs.yml's `nav` (the order a reader meets them), and their fenced code blocks."""
+
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ def nav_pages() -> list[Path]:
                         walk(value)
                     else:
                         names.append(value)
+
     walk(config["nav"])
     return [DOCS / name for name in names]
 

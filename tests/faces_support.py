@@ -5,6 +5,7 @@ each and the ledger and the answers come out the same.
 A call is (name, arguments): `name` is the library method (a `Run`'s, or the memory's for
 `start_run`, `state`, `audit`, `explain`, `experiment`), its HTTP route and, but for `finish`
 (`finish_run`), its MCP tool; run calls go to the run the last `start_run` started."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,19 @@ PAGE = ["button Buy", "link Home", "button Accept cookies"]
 
 #: calls made on the memory -> the `Memory` method; every other call is made on the current run
 #: (`memory_tier1` and the memory's recalls: the memory's own, outside a run or for any run by id)
-MEMORY_CALLS = {"start_run": "start_run", "state": "state", "audit": "audit", "explain": "explain",
-                "experiment": "experiment", "memory_tier1": "tier1", "memory_recall_domain": "recall_domain",
-                "memory_recall_error": "recall_error", "memory_recall_trajectory": "recall_trajectory",
-                "abandon_stale_runs": "abandon_stale_runs", "finish_run": "finish_run"}
+MEMORY_CALLS = {
+    "start_run": "start_run",
+    "state": "state",
+    "audit": "audit",
+    "explain": "explain",
+    "experiment": "experiment",
+    "memory_tier1": "tier1",
+    "memory_recall_domain": "recall_domain",
+    "memory_recall_error": "recall_error",
+    "memory_recall_trajectory": "recall_trajectory",
+    "abandon_stale_runs": "abandon_stale_runs",
+    "finish_run": "finish_run",
+}
 #: calls whose route and tool are another call's, taking more (`finish_run` by id is `finish`'s)
 SHARED = {"finish_run": "finish"}
 
@@ -75,93 +85,304 @@ ROUTES: dict[str, tuple[str, str]] = {
 TOOLS = {name: "finish_run" if name == "finish" else name for name in ROUTES}
 
 FLOW: list[tuple[str, dict[str, Any]]] = [
-    ("start_run", {"goal": "Buy wool socks", "start_url": SHOP, "session_id": "sess-faces", "run_id": "run_faces_a",
-                   "parent_run_id": None, "mode": "new", "isolation": "shared", "case_id": "case-7",
-                   "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
+    (
+        "start_run",
+        {
+            "goal": "Buy wool socks",
+            "start_url": SHOP,
+            "session_id": "sess-faces",
+            "run_id": "run_faces_a",
+            "parent_run_id": None,
+            "mode": "new",
+            "isolation": "shared",
+            "case_id": "case-7",
+            "agent": "faces-agent",
+            "rep": None,
+            "step_memory_scope": "session",
+        },
+    ),
     ("tier1", {}),
     ("recall_domain", {"step": 1, "domain": "shop.example"}),
     ("give_context", {"context": {"size": "wool socks in size 42", "budget": "under 20 EUR"}}),
-    ("record_step", {"step": 1, "action": "click", "target": 'button "Buy"', "url": SHOP + "socks", "ok": False,
-                     "error": BLOCKED, "args": {"ref": "e12", "button": "left"}, "url_after": SHOP + "socks",
-                     "selector": "#buy", "sensitive": False, "duration_ms": 41.5, "think": "buy the wool socks",
-                     "page_before": {"url": SHOP + "socks", "title": "Socks", "page_type": "product", "elements": PAGE},
-                     "page_after": {"url": SHOP + "socks", "title": "Socks", "page_type": "product", "elements": PAGE},
-                     "decided_by": "policy", "in_shadow": False, "memory_ms": 1.25}),
+    (
+        "record_step",
+        {
+            "step": 1,
+            "action": "click",
+            "target": 'button "Buy"',
+            "url": SHOP + "socks",
+            "ok": False,
+            "error": BLOCKED,
+            "args": {"ref": "e12", "button": "left"},
+            "url_after": SHOP + "socks",
+            "selector": "#buy",
+            "sensitive": False,
+            "duration_ms": 41.5,
+            "think": "buy the wool socks",
+            "page_before": {"url": SHOP + "socks", "title": "Socks", "page_type": "product", "elements": PAGE},
+            "page_after": {"url": SHOP + "socks", "title": "Socks", "page_type": "product", "elements": PAGE},
+            "decided_by": "policy",
+            "in_shadow": False,
+            "memory_ms": 1.25,
+        },
+    ),
     ("recall_error", {"command": "click", "error": BLOCKED, "step": 1, "domain": "shop.example"}),
-    ("record_step", {"step": 2, "action": "type", "target": 'textbox "Gift note"', "url": SHOP + "socks", "ok": True,
-                     "error": None, "args": {"text": SECRET}, "url_after": None, "selector": "#note",
-                     "sensitive": True, "duration_ms": 12.0, "think": None, "page_before": None, "page_after": None,
-                     "decided_by": "policy", "in_shadow": False, "memory_ms": 0.5}),
-    ("record_step", {"step": 3, "action": "click", "target": 'button "Accept cookies"', "url": None, "ok": True,
-                     "error": None, "args": None, "url_after": SHOP + "cart", "selector": "#accept", "sensitive": False,
-                     "duration_ms": 30.0, "think": "the banner first", "page_before": None, "page_after": None,
-                     "decided_by": "replay", "in_shadow": True, "memory_ms": 0.0}),
-    ("record_lesson", {"text": "Accept the cookie banner before clicking Buy", "category": "site_specific",
-                       "failed_command": "click", "error_pattern": "intercepts pointer events",
-                       "scope_domain": "shop.example", "step": 3}),
-    ("observe_fact", {"kind": "quirk", "key": "cookie banner", "value": "blocks clicks until accepted", "step": 3,
-                      "domain": "shop.example"}),
-    ("selector_result", {"element": 'button "Checkout"', "selector": "#checkout", "ok": False, "step": 3,
-                         "error": "no element matches #checkout", "url": SHOP + "cart", "healed_from": None}),
-    ("selector_result", {"element": 'button "Checkout"', "selector": "button.checkout", "ok": True, "step": 3,
-                         "error": None, "url": SHOP + "cart", "healed_from": "#checkout"}),
-    ("record_context", {"items": [{"source": "domain_tips", "text": "Accept cookies first", "priority": 60,
-                                   "event_ids": ["evt-one"], "tokens": 7, "content_type": "text", "confidence": 0.9,
-                                   "truncated": False},
-                                  {"source": "goal", "text": "Buy wool socks", "priority": 100}],
-                        "step": 3, "budget": 1200, "trimmed": [{"source": "history", "text": "old", "priority": 10}],
-                        "prompt": "step", "domain": "shop.example"}),
+    (
+        "record_step",
+        {
+            "step": 2,
+            "action": "type",
+            "target": 'textbox "Gift note"',
+            "url": SHOP + "socks",
+            "ok": True,
+            "error": None,
+            "args": {"text": SECRET},
+            "url_after": None,
+            "selector": "#note",
+            "sensitive": True,
+            "duration_ms": 12.0,
+            "think": None,
+            "page_before": None,
+            "page_after": None,
+            "decided_by": "policy",
+            "in_shadow": False,
+            "memory_ms": 0.5,
+        },
+    ),
+    (
+        "record_step",
+        {
+            "step": 3,
+            "action": "click",
+            "target": 'button "Accept cookies"',
+            "url": None,
+            "ok": True,
+            "error": None,
+            "args": None,
+            "url_after": SHOP + "cart",
+            "selector": "#accept",
+            "sensitive": False,
+            "duration_ms": 30.0,
+            "think": "the banner first",
+            "page_before": None,
+            "page_after": None,
+            "decided_by": "replay",
+            "in_shadow": True,
+            "memory_ms": 0.0,
+        },
+    ),
+    (
+        "record_lesson",
+        {
+            "text": "Accept the cookie banner before clicking Buy",
+            "category": "site_specific",
+            "failed_command": "click",
+            "error_pattern": "intercepts pointer events",
+            "scope_domain": "shop.example",
+            "step": 3,
+        },
+    ),
+    (
+        "observe_fact",
+        {
+            "kind": "quirk",
+            "key": "cookie banner",
+            "value": "blocks clicks until accepted",
+            "step": 3,
+            "domain": "shop.example",
+        },
+    ),
+    (
+        "selector_result",
+        {
+            "element": 'button "Checkout"',
+            "selector": "#checkout",
+            "ok": False,
+            "step": 3,
+            "error": "no element matches #checkout",
+            "url": SHOP + "cart",
+            "healed_from": None,
+        },
+    ),
+    (
+        "selector_result",
+        {
+            "element": 'button "Checkout"',
+            "selector": "button.checkout",
+            "ok": True,
+            "step": 3,
+            "error": None,
+            "url": SHOP + "cart",
+            "healed_from": "#checkout",
+        },
+    ),
+    (
+        "record_context",
+        {
+            "items": [
+                {
+                    "source": "domain_tips",
+                    "text": "Accept cookies first",
+                    "priority": 60,
+                    "event_ids": ["evt-one"],
+                    "tokens": 7,
+                    "content_type": "text",
+                    "confidence": 0.9,
+                    "truncated": False,
+                },
+                {"source": "goal", "text": "Buy wool socks", "priority": 100},
+            ],
+            "step": 3,
+            "budget": 1200,
+            "trimmed": [{"source": "history", "text": "old", "priority": 10}],
+            "prompt": "step",
+            "domain": "shop.example",
+        },
+    ),
     *[("record_step", {"step": n, "action": "scroll", "args": {"direction": "down"}}) for n in (4, 5, 6)],
     ("loop_warnings", {}),
     ("set_scratch", {"key": "cart", "value": {"items": [{"sku": "WS-42", "qty": 1}], "total": 12.5}, "step": 6}),
     ("set_scratch", {"key": "coupon", "value": "WOOL10", "step": 6}),
     ("get_scratch", {"key": "cart", "default": None}),
     ("scratch", {}),
-    ("store_page_map", {"url": SHOP + "cart", "step": 6, "page_map": {
-        "title": "Cart", "summary": "The cart: one pair of wool socks, a checkout button", "total_width": 1280,
-        "total_height": 2400, "regions": [
-            {"kind": "header", "name": "Top bar", "description": "logo and search", "elements": ['link "Home"'],
-             "start_y": 0, "end_y": 80},
-            {"kind": "content", "name": "Cart lines", "description": "items", "elements": ['button "Checkout"'],
-             "start_y": 80, "end_y": 900}]}}),
+    (
+        "store_page_map",
+        {
+            "url": SHOP + "cart",
+            "step": 6,
+            "page_map": {
+                "title": "Cart",
+                "summary": "The cart: one pair of wool socks, a checkout button",
+                "total_width": 1280,
+                "total_height": 2400,
+                "regions": [
+                    {
+                        "kind": "header",
+                        "name": "Top bar",
+                        "description": "logo and search",
+                        "elements": ['link "Home"'],
+                        "start_y": 0,
+                        "end_y": 80,
+                    },
+                    {
+                        "kind": "content",
+                        "name": "Cart lines",
+                        "description": "items",
+                        "elements": ['button "Checkout"'],
+                        "start_y": 80,
+                        "end_y": 900,
+                    },
+                ],
+            },
+        },
+    ),
     ("get_page_map", {"url": SHOP + "cart"}),
     ("has_page_map", {"url": SHOP + "cart"}),
     ("get_all_page_maps", {}),
     ("get_page_summary", {"url": SHOP + "cart"}),
     ("prompt_context", {"domain": None}),
     ("relevant_context", {"domain": "shop.example"}),
-    ("finish", {"success": True, "outcome": "socks in the cart", "reason": None, "result": "1 pair",
-                "final_url": SHOP + "cart", "turns": 3, "tokens_in": 1500, "tokens_out": 90, "duration_ms": 2500.0,
-                "policy_decisions": 2, "replayed_steps": 1, "learn": True}),
-    ("start_run", {"goal": "Buy wool socks again", "start_url": SHOP, "session_id": "sess-faces",
-                   "run_id": "run_faces_b", "parent_run_id": "run_faces_a", "mode": "new", "isolation": "shared",
-                   "case_id": None, "agent": "faces-agent", "rep": 2, "step_memory_scope": "all"}),
+    (
+        "finish",
+        {
+            "success": True,
+            "outcome": "socks in the cart",
+            "reason": None,
+            "result": "1 pair",
+            "final_url": SHOP + "cart",
+            "turns": 3,
+            "tokens_in": 1500,
+            "tokens_out": 90,
+            "duration_ms": 2500.0,
+            "policy_decisions": 2,
+            "replayed_steps": 1,
+            "learn": True,
+        },
+    ),
+    (
+        "start_run",
+        {
+            "goal": "Buy wool socks again",
+            "start_url": SHOP,
+            "session_id": "sess-faces",
+            "run_id": "run_faces_b",
+            "parent_run_id": "run_faces_a",
+            "mode": "new",
+            "isolation": "shared",
+            "case_id": None,
+            "agent": "faces-agent",
+            "rep": 2,
+            "step_memory_scope": "all",
+        },
+    ),
     ("recall_trajectory", {"step": 1, "url": SHOP}),
     ("recall_domain", {"step": 1, "domain": None}),
     ("sessions", {"domain": "shop.example"}),
     ("facts", {"domain": None}),
     ("selectors", {"domain": "shop.example"}),
     ("step_memories", {"elements": PAGE, "intent": "buy the wool socks"}),
-    ("finish", {"success": False, "outcome": "out of stock", "reason": "gave up", "result": None, "final_url": None,
-                "turns": None, "tokens_in": 0, "tokens_out": 0, "duration_ms": 900.0, "policy_decisions": None,
-                "replayed_steps": None, "learn": False}),
+    (
+        "finish",
+        {
+            "success": False,
+            "outcome": "out of stock",
+            "reason": "gave up",
+            "result": None,
+            "final_url": None,
+            "turns": None,
+            "tokens_in": 0,
+            "tokens_out": 0,
+            "duration_ms": 900.0,
+            "policy_decisions": None,
+            "replayed_steps": None,
+            "learn": False,
+        },
+    ),
     ("state", {"kind": "sessions", "as_of": None, "domain": "shop.example", "run": None}),
     ("audit", {"run_id": "run_faces_a", "step": 1}),
     ("explain", {"item": "#checkout", "domain": None}),
     ("experiment", {"changes": {"promotion_min_uses": 2}, "until": None}),
     ("memory_tier1", {"run_id": None, "step": None, "domain": "shop.example"}),
     ("memory_recall_domain", {"domain": "shop.example", "run_id": "run_faces_b", "step": 2}),
-    ("memory_recall_error", {"command": "click", "error": BLOCKED, "domain": "shop.example", "run_id": None,
-                             "step": None}),
+    (
+        "memory_recall_error",
+        {"command": "click", "error": BLOCKED, "domain": "shop.example", "run_id": None, "step": None},
+    ),
     ("memory_recall_trajectory", {"goal": "Buy wool socks", "url": SHOP, "run_id": "run_faces_a", "step": 7}),
-    ("start_run", {"goal": "Return the socks", "start_url": SHOP, "session_id": None, "run_id": "run_faces_c",
-                   "parent_run_id": None, "mode": "new", "isolation": "shared", "case_id": None,
-                   "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
+    (
+        "start_run",
+        {
+            "goal": "Return the socks",
+            "start_url": SHOP,
+            "session_id": None,
+            "run_id": "run_faces_c",
+            "parent_run_id": None,
+            "mode": "new",
+            "isolation": "shared",
+            "case_id": None,
+            "agent": "faces-agent",
+            "rep": None,
+            "step_memory_scope": "session",
+        },
+    ),
     ("record_step", {"step": 1, "action": "click", "target": 'link "Returns"'}),
     ("abandon_stale_runs", {"older_than": 0}),
-    ("start_run", {"goal": "Track the parcel", "start_url": SHOP, "session_id": None, "run_id": "run_faces_d",
-                   "parent_run_id": None, "mode": "new", "isolation": "shared", "case_id": None,
-                   "agent": "faces-agent", "rep": None, "step_memory_scope": "session"}),
+    (
+        "start_run",
+        {
+            "goal": "Track the parcel",
+            "start_url": SHOP,
+            "session_id": None,
+            "run_id": "run_faces_d",
+            "parent_run_id": None,
+            "mode": "new",
+            "isolation": "shared",
+            "case_id": None,
+            "agent": "faces-agent",
+            "rep": None,
+            "step_memory_scope": "session",
+        },
+    ),
     ("record_step", {"step": 1, "action": "click", "target": 'link "Track"', "ok": False, "error": BLOCKED}),
     ("record_step", {"step": 2, "action": "click", "target": 'link "Track"', "url_after": SHOP + "track"}),
     ("finish_run", {"run_id": "run_faces_d", "success": True, "outcome": "tracked", "reason": None}),
@@ -174,14 +395,48 @@ def library_call(name: str) -> Callable[..., Any]:
     """The library method a call makes: the memory's or a run's."""
     return getattr(Memory, MEMORY_CALLS[name]) if name in MEMORY_CALLS else getattr(Run, name)  # type: ignore[no-any-return]
 
+
 #: calls that write (their answers are compared by the events they logged)
-WRITES = frozenset({"start_run", "record_step", "record_lesson", "observe_fact", "selector_result", "record_context",
-                    "finish", "give_context", "set_scratch", "store_page_map", "finish_run"})
+WRITES = frozenset(
+    {
+        "start_run",
+        "record_step",
+        "record_lesson",
+        "observe_fact",
+        "selector_result",
+        "record_context",
+        "finish",
+        "give_context",
+        "set_scratch",
+        "store_page_map",
+        "finish_run",
+    }
+)
 
 #: values that differ between two memories given the same calls: event ids, clocks, measured time
-VOLATILE = frozenset({"id", "event_id", "event_ids", "at", "recorded_at", "occurred_at", "timestamp", "valid_from",
-                      "valid_to", "last_seen", "last_used", "created_at", "started_at", "updated_at", "memory_ms",
-                      "policy_fingerprint", "learned_from", "source_event_ids", "first_seen"})
+VOLATILE = frozenset(
+    {
+        "id",
+        "event_id",
+        "event_ids",
+        "at",
+        "recorded_at",
+        "occurred_at",
+        "timestamp",
+        "valid_from",
+        "valid_to",
+        "last_seen",
+        "last_used",
+        "created_at",
+        "started_at",
+        "updated_at",
+        "memory_ms",
+        "policy_fingerprint",
+        "learned_from",
+        "source_event_ids",
+        "first_seen",
+    }
+)
 
 
 def plain(value: Any) -> Any:
@@ -229,8 +484,11 @@ def answers_equal(face: list[Any], library: list[Any], unwrap: Callable[[str, An
 def run_events(location: Path) -> list[tuple[Any, ...]]:
     """Every event of the FLOW's two runs as (type, run, step, domain, payload without VOLATILE)."""
     with memtape.open(location) as mem:
-        return [(ev.type, ev.run_id, ev.step, ev.domain, steady(_unclocked(ev.run_id, ev.data))) for ev in mem.store.read()
-                if ev.run_id in FLOW_RUNS]
+        return [
+            (ev.type, ev.run_id, ev.step, ev.domain, steady(_unclocked(ev.run_id, ev.data)))
+            for ev in mem.store.read()
+            if ev.run_id in FLOW_RUNS
+        ]
 
 
 FLOW_RUNS = ("run_faces_a", "run_faces_b", "run_faces_c", "run_faces_d")
@@ -240,8 +498,10 @@ def _unclocked(run_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
     """An event without what the clock gave: an abandoned run's time of its last event, and the
     measured duration of the runs ended without one given (abandoned, or finished by id)."""
     kept = {key: value for key, value in data.items() if not (key == "duration_ms" and run_id in MEASURED_RUNS)}
-    return {key: ABANDONED if isinstance(value, str) and value.startswith(ABANDONED) else value
-            for key, value in kept.items()}
+    return {
+        key: ABANDONED if isinstance(value, str) and value.startswith(ABANDONED) else value
+        for key, value in kept.items()
+    }
 
 
 MEASURED_RUNS = ("run_faces_c", "run_faces_d")
@@ -255,16 +515,27 @@ def raw_bytes(folder: Path) -> bytes:
 
 #: every read of a run, with its arguments: a finished run answers each as the run did
 RUN_READS: list[tuple[str, dict[str, Any]]] = [
-    ("scratch", {}), ("get_scratch", {"key": "cart"}), ("get_all_page_maps", {}), ("get_page_map", {"url": SHOP}),
-    ("has_page_map", {"url": SHOP}), ("get_page_summary", {"url": SHOP}), ("sessions", {"domain": None}),
-    ("facts", {"domain": None}), ("selectors", {"domain": None}), ("loop_warnings", {}),
-    ("prompt_context", {"domain": None}), ("relevant_context", {"domain": None}),
+    ("scratch", {}),
+    ("get_scratch", {"key": "cart"}),
+    ("get_all_page_maps", {}),
+    ("get_page_map", {"url": SHOP}),
+    ("has_page_map", {"url": SHOP}),
+    ("get_page_summary", {"url": SHOP}),
+    ("sessions", {"domain": None}),
+    ("facts", {"domain": None}),
+    ("selectors", {"domain": None}),
+    ("loop_warnings", {}),
+    ("prompt_context", {"domain": None}),
+    ("relevant_context", {"domain": None}),
     ("step_memories", {"elements": PAGE, "intent": "accept the cookie banner"}),
 ]
 #: calls a finished run refuses: its recall (an event of the run) and its writes
 RUN_REFUSED: list[tuple[str, dict[str, Any]]] = [
-    ("recall_domain", {}), ("tier1", {}), ("record_step", {"step": 9, "action": "click"}),
-    ("record_lesson", {"text": "Accept cookies first"}), ("set_scratch", {"key": "k", "value": 1}),
+    ("recall_domain", {}),
+    ("tier1", {}),
+    ("record_step", {"step": 9, "action": "click"}),
+    ("record_lesson", {"text": "Accept cookies first"}),
+    ("set_scratch", {"key": "k", "value": 1}),
     ("finish", {"success": True}),
 ]
 
@@ -274,9 +545,14 @@ def finished_run(location: Path) -> tuple[str, list[Any]]:
     answers of RUN_READS by the handle that finished it (each finds something)."""
     with memtape.open(location) as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP, session_id="sess-done") as first:
-            first.record_step(step=1, action="click", target='button "Accept cookies"', url=SHOP,
-                              think="accept the cookie banner",
-                              page_before={"url": SHOP, "title": "Shop", "page_type": "home", "elements": PAGE})
+            first.record_step(
+                step=1,
+                action="click",
+                target='button "Accept cookies"',
+                url=SHOP,
+                think="accept the cookie banner",
+                page_before={"url": SHOP, "title": "Shop", "page_type": "home", "elements": PAGE},
+            )
             first.finish(success=True, outcome="accepted")
         run = mem.start_run(goal="Buy wool socks", start_url=SHOP, session_id="sess-done", run_id="run_done")
         run.give_context({"size": "wool socks in size 42"})
@@ -286,8 +562,17 @@ def finished_run(location: Path) -> tuple[str, list[Any]]:
         run.observe_fact(kind="quirk", key="cookie banner", value="blocks clicks until accepted", step=4)
         run.selector_result(element='button "Buy"', selector="#buy", ok=True, step=4)
         run.set_scratch("cart", {"sku": "WS-42"}, step=4)
-        run.store_page_map(SHOP, {"title": "Shop", "summary": "The shop's front page", "total_width": 1280,
-                                  "total_height": 900, "regions": []}, step=4)
+        run.store_page_map(
+            SHOP,
+            {
+                "title": "Shop",
+                "summary": "The shop's front page",
+                "total_width": 1280,
+                "total_height": 900,
+                "regions": [],
+            },
+            step=4,
+        )
         run.finish(success=False, outcome="blocked")
         answers = [plain(getattr(run, name)(**arguments)) for name, arguments in RUN_READS]
     for (name, _), answer in zip(RUN_READS, answers, strict=True):

@@ -1,5 +1,6 @@
 """A site the bundled agent can run on without a browser: pages of named elements, a cookie
 banner that intercepts clicks until it is accepted, links that navigate."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,10 @@ from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
 from memtape.projections.recording import Memory
 
-INTERCEPT = ('Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
-             'intercepts pointer events')
+INTERCEPT = (
+    'Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
+    "intercepts pointer events"
+)
 ACCEPT = "Accept all cookies"
 
 
@@ -29,8 +32,9 @@ class CookieSite:
     A cookie banner (its button "Accept all cookies" on every page until clicked, each run's
     page anew) intercepts every click on another element of the start page."""
 
-    def __init__(self, pages: dict[str, list[tuple[str, str]]], links: dict[str, str],
-                 origin: str = "http://cookies.test") -> None:
+    def __init__(
+        self, pages: dict[str, list[tuple[str, str]]], links: dict[str, str], origin: str = "http://cookies.test"
+    ) -> None:
         self.pages, self.links, self.origin = pages, links, origin
         self.page = FakePage()
         self.accepted = False
@@ -45,8 +49,7 @@ class CookieSite:
         if not self.accepted and path == "/":
             named.append(("button", ACCEPT))
         elements = tuple(Element(f"e{i}", role, name) for i, (role, name) in enumerate(named, 1))
-        return Observation(url=self.page.url, title="Fake", elements=elements, text="", summary="",
-                           page_type="content")
+        return Observation(url=self.page.url, title="Fake", elements=elements, text="", summary="", page_type="content")
 
     def execute(self, command: str, args: dict[str, Any], element: Element | None = None) -> ActionResult:
         before = self.page.url
@@ -58,12 +61,21 @@ class CookieSite:
             if element.name == ACCEPT:
                 self.accepted = True
             elif not self.accepted and before.removeprefix(self.origin) in ("", "/"):
-                return ActionResult(command, args, False, INTERCEPT, target=element, selector=selector,
-                                    url_before=before, url_after=before)
+                return ActionResult(
+                    command,
+                    args,
+                    False,
+                    INTERCEPT,
+                    target=element,
+                    selector=selector,
+                    url_before=before,
+                    url_after=before,
+                )
             elif element.name in self.links:
                 self.page.url = self.origin + self.links[element.name]
-        return ActionResult(command, args, True, target=element, selector=selector, url_before=before,
-                            url_after=self.page.url)
+        return ActionResult(
+            command, args, True, target=element, selector=selector, url_before=before, url_after=self.page.url
+        )
 
     def page_text(self) -> str:
         return ""
@@ -82,13 +94,19 @@ class CookieSite:
 
 
 #: the cookie site of `cookie_runs`: a start page whose "Go" leads to a page with "Profile" and "Settings"
-COOKIE_PAGES = {"/": [("button", "Go"), ("link", "Help"), ("link", "About"), ("link", "Contact")],
-                "/done": [("link", "Home"), ("link", "Profile"), ("link", "Settings")],
-                "/profile": [("link", "Home")], "/settings": [("link", "Home")]}
+COOKIE_PAGES = {
+    "/": [("button", "Go"), ("link", "Help"), ("link", "About"), ("link", "Contact")],
+    "/done": [("link", "Home"), ("link", "Profile"), ("link", "Settings")],
+    "/profile": [("link", "Home")],
+    "/settings": [("link", "Home")],
+}
 COOKIE_LINKS = {"Go": "/done", "Profile": "/profile", "Settings": "/settings"}
 #: (goal, session) of the runs `cookie_runs` makes, in order
-COOKIE_GOALS = (('Click "Go" and open "Profile"', "s1"), ('Click "Go" and open "Settings"', "s1"),
-                ('Open "Help"', "s2"))
+COOKIE_GOALS = (
+    ('Click "Go" and open "Profile"', "s1"),
+    ('Click "Go" and open "Settings"', "s1"),
+    ('Open "Help"', "s2"),
+)
 
 
 def cookie_runs(directory: Path) -> tuple[SqliteStore, list[RunResult]]:
@@ -98,7 +116,16 @@ def cookie_runs(directory: Path) -> tuple[SqliteStore, list[RunResult]]:
     another session's, of another goal."""
     store = SqliteStore.open(directory / "ledger.db")
     site = CookieSite(COOKIE_PAGES, COOKIE_LINKS)
-    runs = [run_task(site, Memory(store, directory / "projections.db"), ScriptedPolicy(), goal=goal,
-                     start_url="http://cookies.test/", session_id=session) for goal, session in COOKIE_GOALS]
+    runs = [
+        run_task(
+            site,
+            Memory(store, directory / "projections.db"),
+            ScriptedPolicy(),
+            goal=goal,
+            start_url="http://cookies.test/",
+            session_id=session,
+        )
+        for goal, session in COOKIE_GOALS
+    ]
     assert all(r.outcome.success for r in runs)
     return store, runs

@@ -1,6 +1,7 @@
 """Helpers for the interop tests: a fresh ledger, import/export in one call, and the
 "equivalent source" comparison (parsed content, times as instants, the fields the
 ledger does not keep left out)."""
+
 from __future__ import annotations
 
 import tempfile
@@ -85,12 +86,14 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
             domain = k.domain
             entry["facts"] = sorted(
                 ({**f.model_dump(), "lastSeen": _t(f.lastSeen)} for f in k.facts),
-                key=lambda f: (f["type"], f["key"], f["value"]))
+                key=lambda f: (f["type"], f["key"], f["value"]),
+            )
             entry["sessions"] = [{**s.model_dump(), "timestamp": _t(s.timestamp)} for s in k.sessions]
         if s_file.exists():
             s = Seed000Selectors.model_validate(orjson.loads(s_file.read_bytes()))
-            entry["selectors"] = {key: {**e.model_dump(exclude={"selectors"}), "lastUsed": _t(e.lastUsed)}
-                                  for key, e in s.entries.items()}
+            entry["selectors"] = {
+                key: {**e.model_dump(exclude={"selectors"}), "lastUsed": _t(e.lastUsed)} for key, e in s.entries.items()
+            }
         if t_dir.is_dir():
             for f in sorted(t_dir.iterdir()):
                 t = Seed000Trajectory.model_validate(orjson.loads(f.read_bytes()))
@@ -101,6 +104,7 @@ def norm_agent_memory(root: Path) -> dict[str, Any]:
                 entry["trajectories"][t.id] = d
         if domain is None:
             from memtape.projections.interop.importers import _dir_domain
+
             domain = _dir_domain(ddir.name)
         if any(entry.values()):
             out["domains"][domain] = entry

@@ -1,5 +1,6 @@
 """Hypothesis strategies built from `memtape schema` itself: lines the schema calls valid (extremes
 included), and hostile mutations of them. Used by the schema round-trip and the read-path tests."""
+
 from __future__ import annotations
 
 import json
@@ -26,30 +27,58 @@ TYPES = sorted(name.removeprefix("line_") for name in DEFS if name.startswith("l
 
 #: small pools, so that generated events meet each other (a recall of a recorded lesson, a run's steps)
 RUN_IDS = ["r1", "r2", "R-3.x:y@z"]
-IDENTS = st.one_of(st.sampled_from([*RUN_IDS, "L1", "L2", "t1", "s1"]),
-                   st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,12}", fullmatch=True),
-                   st.just("x" * 200))
+IDENTS = st.one_of(
+    st.sampled_from([*RUN_IDS, "L1", "L2", "t1", "s1"]),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,12}", fullmatch=True),
+    st.just("x" * 200),
+)
 LABEL = st.from_regex(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,6}[A-Za-z0-9])?", fullmatch=True)
 DOMAINS = st.one_of(
     st.sampled_from(["a.com", "shop.test", "www.shop.test", "A.COM", "localhost:1", "b.com:65535"]),
-    st.builds(lambda parts, port: ".".join(parts) + port, st.lists(LABEL, min_size=1, max_size=3),
-              st.sampled_from(["", ":1", ":80", ":65535"])))
+    st.builds(
+        lambda parts, port: ".".join(parts) + port,
+        st.lists(LABEL, min_size=1, max_size=3),
+        st.sampled_from(["", ":1", ":80", ":65535"]),
+    ),
+)
 TIMES = st.builds(
     lambda dt, shape: dt.strftime(shape),
     st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(8999, 12, 31, 23, 59, 59)),
-    st.sampled_from(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S.%f",
-                     "%Y-%m-%dT%H:%M:%S+05:30", "%Y-%m-%dT%H:%M:%S-23:59"]))
-TEXT = st.one_of(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
-                 st.sampled_from(["click", "intercepts pointer events", "https://a.com/p?q=1", "ü\u200b𝄞"]))
+    st.sampled_from(
+        [
+            "%Y-%m-%d",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%dT%H:%M:%SZ",
+            "%Y-%m-%d %H:%M:%S.%f",
+            "%Y-%m-%dT%H:%M:%S+05:30",
+            "%Y-%m-%dT%H:%M:%S-23:59",
+        ]
+    ),
+)
+TEXT = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
+    st.sampled_from(["click", "intercepts pointer events", "https://a.com/p?q=1", "ü\u200b𝄞"]),
+)
 NUMBERS_EDGE = [INT64_MIN, INT64_MAX, 0, 1, -1]
 JSON_VALUE = st.recursive(
-    st.one_of(st.none(), st.booleans(), TEXT, st.integers(INT64_MIN, INT64_MAX), st.sampled_from(NUMBERS_EDGE),
-              st.floats(float(INT64_MIN), math.nextafter(2.0**63, 0), allow_nan=False)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        TEXT,
+        st.integers(INT64_MIN, INT64_MAX),
+        st.sampled_from(NUMBERS_EDGE),
+        st.floats(float(INT64_MIN), math.nextafter(2.0**63, 0), allow_nan=False),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(TEXT, inner, max_size=3)),
-    max_leaves=6)
+    max_leaves=6,
+)
 
-PATTERNS = {IDENT_PATTERN: IDENTS, STREAM_PATTERN: st.one_of(IDENTS, st.just("s" * 204)),
-            DOMAIN_PATTERN: DOMAINS, TIME_PATTERN: TIMES}
+PATTERNS = {
+    IDENT_PATTERN: IDENTS,
+    STREAM_PATTERN: st.one_of(IDENTS, st.just("s" * 204)),
+    DOMAIN_PATTERN: DOMAINS,
+    TIME_PATTERN: TIMES,
+}
 
 
 def _string(node: dict[str, Any]) -> st.SearchStrategy[str]:
@@ -101,8 +130,11 @@ def from_schema(node: Any, depth: int = 0) -> st.SearchStrategy[Any]:
     if kind == "null":
         return st.none()
     if kind == "array":
-        return st.lists(from_schema(node.get("items", {"$ref": "#/$defs/JsonValue"}), depth + 1),
-                        min_size=node.get("minItems", 0), max_size=2 if depth else 3)
+        return st.lists(
+            from_schema(node.get("items", {"$ref": "#/$defs/JsonValue"}), depth + 1),
+            min_size=node.get("minItems", 0),
+            max_size=2 if depth else 3,
+        )
     if kind == "object":
         if "properties" not in node:
             extra = node.get("additionalProperties", {"$ref": "#/$defs/JsonValue"})
@@ -122,6 +154,7 @@ def _object(node: dict[str, Any], depth: int) -> st.SearchStrategy[dict[str, Any
             if name in required or draw(st.booleans()):
                 out[name] = draw(strategy)
         return out
+
     return build()
 
 
@@ -129,12 +162,64 @@ LINES = {t: from_schema(DEFS[f"line_{t}"]) for t in TYPES}
 any_line = st.sampled_from(TYPES).flatmap(lambda t: LINES[t])
 
 #: values an adversary would try in any field
-HOSTILE = [True, False, "3", "", "\x00", "\ud800", 3.0, 3.5, -1, 0, INT64_MAX, INT64_MAX + 1, INT64_MIN,
-           INT64_MIN - 1, 2**64, 18446744073709551615, 1e300, -1e300, None, [], {}, {"k": INT64_MAX + 1},
-           ["\x00"], "a.com:99999", "a.com:0", "A.COM", "r1\n", "r 1", "0001-01-01", "1969-12-31T23:59:59Z",
-           "9000-01-01", "2026-01-01T10:00Z", "2026-01-01T24:00", "x" * 201, {"\x00": 1}]
-KEYS = ["type", "turn", "step", "run_id", "domain", "scope_domain", "occurred_at", "recorded_at", "schema_version",
-        "use_count", "id", "stream", "goal", "policy", "lesson_id", "action", "items", "unknown_field", "sources"]
+HOSTILE = [
+    True,
+    False,
+    "3",
+    "",
+    "\x00",
+    "\ud800",
+    3.0,
+    3.5,
+    -1,
+    0,
+    INT64_MAX,
+    INT64_MAX + 1,
+    INT64_MIN,
+    INT64_MIN - 1,
+    2**64,
+    18446744073709551615,
+    1e300,
+    -1e300,
+    None,
+    [],
+    {},
+    {"k": INT64_MAX + 1},
+    ["\x00"],
+    "a.com:99999",
+    "a.com:0",
+    "A.COM",
+    "r1\n",
+    "r 1",
+    "0001-01-01",
+    "1969-12-31T23:59:59Z",
+    "9000-01-01",
+    "2026-01-01T10:00Z",
+    "2026-01-01T24:00",
+    "x" * 201,
+    {"\x00": 1},
+]
+KEYS = [
+    "type",
+    "turn",
+    "step",
+    "run_id",
+    "domain",
+    "scope_domain",
+    "occurred_at",
+    "recorded_at",
+    "schema_version",
+    "use_count",
+    "id",
+    "stream",
+    "goal",
+    "policy",
+    "lesson_id",
+    "action",
+    "items",
+    "unknown_field",
+    "sources",
+]
 
 
 @st.composite

@@ -6,6 +6,7 @@ state blobs of any projections.db found (states, snapshots and version blocks ar
 raw scan alone could miss a compressed secret) and every value of the analytics
 mirror (analytics.duckdb: DuckDB compresses its columns).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -27,57 +28,128 @@ from memtape.projections.recording import Memory, StepRecord
 from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 
-EXPORT_FILES = {"agent-memory": "agent-memory", "memory-json": "memory.json", "memory-events": "memory-events",
-                "json": "steps.json",
-                "csv": "steps.csv", "prompt": "prompt.txt"}
+EXPORT_FILES = {
+    "agent-memory": "agent-memory",
+    "memory-json": "memory.json",
+    "memory-events": "memory-events",
+    "json": "steps.json",
+    "csv": "steps.csv",
+    "prompt": "prompt.txt",
+}
 
 
-def step(n: int, command: str, url: str, name: str | None = None, role: str | None = "button", ok: bool = True,
-         error: str | None = None, args: dict[str, Any] | None = None, url_after: str | None = None,
-         sensitive: bool = False) -> StepRecord:
-    return StepRecord(step=n, command=command, args=args or ({"ref": f"e{n}"} if name else {}), ok=ok, error=error,
-                      url_before=url, url_after=url_after or url, role=role if name else None, name=name,
-                      selector=f"role={role}[name=\"{name}\"]" if name else None, sensitive=sensitive,
-                      duration_ms=12.0)
+def step(
+    n: int,
+    command: str,
+    url: str,
+    name: str | None = None,
+    role: str | None = "button",
+    ok: bool = True,
+    error: str | None = None,
+    args: dict[str, Any] | None = None,
+    url_after: str | None = None,
+    sensitive: bool = False,
+) -> StepRecord:
+    return StepRecord(
+        step=n,
+        command=command,
+        args=args or ({"ref": f"e{n}"} if name else {}),
+        ok=ok,
+        error=error,
+        url_before=url,
+        url_after=url_after or url,
+        role=role if name else None,
+        name=name,
+        selector=f'role={role}[name="{name}"]' if name else None,
+        sensitive=sensitive,
+        duration_ms=12.0,
+    )
 
 
-def play(mem: Memory, run_id: str, goal: str, url: str, steps: Sequence[StepRecord], *,
-         session_id: str | None = None, page_text: str = "", success: bool = True) -> None:
+def play(
+    mem: Memory,
+    run_id: str,
+    goal: str,
+    url: str,
+    steps: Sequence[StepRecord],
+    *,
+    session_id: str | None = None,
+    page_text: str = "",
+    success: bool = True,
+) -> None:
     """One run as the agent loop would log it: recalls, a prompt, the steps, post-run learning."""
     domain = domain_of(url)
     run = mem.start_run(goal=goal, start_url=url, session_id=session_id, run_id=run_id, agent="scripted")
     run.tier1()
     run.recall_domain(1, domain)
     run.recall_trajectory(1, url)
-    env = EnvState(url=url, title=page_text[:60], page_type="content",
-                   elements=[f"{s.role}:{s.name}" for s in steps if s.name])
+    env = EnvState(
+        url=url, title=page_text[:60], page_type="content", elements=[f"{s.role}:{s.name}" for s in steps if s.name]
+    )
     for s in steps:
-        item = BudgetItem(source="page_state", priority=80, text=f"<<<PAGE DATA\n{page_text}\nPAGE DATA>>>",
-                          content_type="text", event_ids=())
+        item = BudgetItem(
+            source="page_state",
+            priority=80,
+            text=f"<<<PAGE DATA\n{page_text}\nPAGE DATA>>>",
+            content_type="text",
+            event_ids=(),
+        )
         record_prompt(run, "step", 4000, [item], [], step=s.step, domain=domain)
         if not s.ok:
             run.recall_error(s.command, s.error or "", s.step, domain)
         record_step(run, s, env, env, think=f"step {s.step} of {goal}", memory_ms=0.1)
     final = steps[-1].url_after if steps else url
-    finish_run(run, RunCompleted(success=success, summary=f"done: {goal}", reason=None if success else "failed",
-                                 final_url=final, turns=len(steps), tokens_in=100, tokens_out=10, duration_ms=500.0,
-                                 policy_decisions=len(steps), replayed_steps=0))
+    finish_run(
+        run,
+        RunCompleted(
+            success=success,
+            summary=f"done: {goal}",
+            reason=None if success else "failed",
+            final_url=final,
+            turns=len(steps),
+            tokens_in=100,
+            tokens_out=10,
+            duration_ms=500.0,
+            policy_decisions=len(steps),
+            replayed_steps=0,
+        ),
+    )
 
 
-def overlay_run(mem: Memory, run_id: str, goal: str, url: str, target: str, dismiss: str, *,
-                session_id: str | None = None, page_text: str = "", typed: str | None = None) -> None:
+def overlay_run(
+    mem: Memory,
+    run_id: str,
+    goal: str,
+    url: str,
+    target: str,
+    dismiss: str,
+    *,
+    session_id: str | None = None,
+    page_text: str = "",
+    typed: str | None = None,
+) -> None:
     """A click intercepted by an overlay, a dismiss, the click again (a site lesson, a fact,
     selectors, a trajectory, a session entry, graded step memories), optionally a fill."""
-    steps = [step(1, "click", url, target, "link", ok=False,
-                  error=f"<div id=overlay>{page_text[:40]}</div> intercepts pointer events"),
-             step(2, "click", url, dismiss),
-             step(3, "click", url, target, "link", url_after=url.rstrip("/") + "/item")]
+    steps = [
+        step(
+            1,
+            "click",
+            url,
+            target,
+            "link",
+            ok=False,
+            error=f"<div id=overlay>{page_text[:40]}</div> intercepts pointer events",
+        ),
+        step(2, "click", url, dismiss),
+        step(3, "click", url, target, "link", url_after=url.rstrip("/") + "/item"),
+    ]
     if typed is not None:
         steps.append(step(4, "fill", url.rstrip("/") + "/item", "Note", "textbox", args={"ref": "e9", "value": typed}))
     play(mem, run_id, goal, url, steps, session_id=session_id, page_text=page_text)
 
 
 # ---- outputs -------------------------------------------------------------------------------
+
 
 def produce_outputs(memory_dir: Path, out: Path) -> list[str]:
     """Every export format, the report and `audit --json` of every run memory still lists,
@@ -101,6 +173,7 @@ def produce_outputs(memory_dir: Path, out: Path) -> list[str]:
 
 
 # ---- scanning ------------------------------------------------------------------------------
+
 
 def _db_blobs(db: Path) -> Iterable[bytes]:
     """Decompressed state blobs of a projections.db (read from a copy: never touch the original)."""

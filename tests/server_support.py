@@ -1,4 +1,5 @@
 """`memtape serve` as a real process on a free loopback port, for tests and benchmarks."""
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,15 @@ class Served:
 
 
 @contextmanager
-def live_server(memory_dir: Path, token: str | None = None, *, no_token: bool = False, args: Sequence[str] = (),
-                environ: Mapping[str, str] | None = None, port: int | None = None) -> Iterator[Served]:
+def live_server(
+    memory_dir: Path,
+    token: str | None = None,
+    *,
+    no_token: bool = False,
+    args: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[Served]:
     """Start `memtape --memory-dir DIR serve` (with `environ` as its only MEMTAPE_ variables) and
     yield it once it answers. Without `token` the server makes its own and the client reads it
     from DIR/serve.token, as a local agent would (with MEMTAPE_TOKEN in `environ`, that one)."""
@@ -66,7 +74,9 @@ def live_server(memory_dir: Path, token: str | None = None, *, no_token: bool = 
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"memtape serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''!r}")
+                raise RuntimeError(
+                    f"memtape serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''!r}"
+                )
             try:
                 httpx.get(f"{base}/openapi.json", timeout=2)
                 break

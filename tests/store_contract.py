@@ -9,6 +9,7 @@ triggers, filters, subscribe, monotonic recorded time, several processes
 appending at once, where projections.db lives, and one truth per run (a run's
 state read inside the write transaction, whichever connection wrote it).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -41,7 +42,7 @@ class Raw:
     def __init__(self, kind: str, url: str):
         self.kind = kind
         if kind == "sqlite":
-            self.conn: Any = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+            self.conn: Any = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
         else:
             self.conn = psycopg.connect(url, autocommit=True)
 
@@ -77,8 +78,13 @@ def mixed() -> list[NewEvent]:
         lesson(1, "a.example.com"),
         progress(1, "r1", domain="a.example.com", step=0),
         event(FactObserved(fact_type="quirk", key="k", value="v"), domain="b.example.com"),
-        event(StepGraded(outcome="failure", reason="no button", correction="scroll"), run_id="r2", step=3,
-              domain="b.example.com", occurred_at="2025-12-31T23:00:00Z"),
+        event(
+            StepGraded(outcome="failure", reason="no button", correction="scroll"),
+            run_id="r2",
+            step=3,
+            domain="b.example.com",
+            occurred_at="2025-12-31T23:00:00Z",
+        ),
         progress(2, "r1", domain="a.example.com", step=1),
         lesson(2),
     ]
@@ -136,7 +142,6 @@ class StoreContract:
         assert store.kind == self.kind
         assert store.url == store_url
 
-
     def test_append_read_round_trip(self, store: Store) -> None:
         batch = mixed()
         recorded = store.append(batch)
@@ -156,7 +161,6 @@ class StoreContract:
         assert st.count == 6 and st.by_type["lesson_seeded"] == 2 and st.by_run == {"r1": 2, "r2": 1}
         assert st.by_domain == {"a.example.com": 3, "b.example.com": 2} and st.file_bytes > 0
 
-
     def test_same_events_hash_identically_in_both_stores(self, store: Store, tmp_path: Path) -> None:
         """The chain is the store-independent part: same input and clock, same hashes."""
         batch = [lesson(1), progress(1), lesson(2)]
@@ -165,7 +169,6 @@ class StoreContract:
         with open_store(url=f"sqlite:///{tmp_path / 'ref' / 'ledger.db'}", clock=SteppingClock()) as ref:
             theirs = ref.append(batch)
         assert [e.hash for e in mine] == [e.hash for e in theirs]
-
 
     def test_a_bad_event_writes_nothing_of_its_batch(self, store: Store) -> None:
         store.append([lesson(1)])
@@ -181,7 +184,6 @@ class StoreContract:
         assert [e.seq for e in store.append([lesson(5)])] == [2]
         assert store.verify().ok
 
-
     def test_stale_expected_version_is_refused(self, store: Store, store_url: str) -> None:
         store.append([progress(1), progress(2)], expected_version=0)
         with pytest.raises(ConcurrencyConflict, match="run-r1"):
@@ -195,7 +197,6 @@ class StoreContract:
             other.close()
         store.append([progress(4)], expected_version=3)
         assert [e.stream_version for e in store.read(stream="run-r1")] == [1, 2, 3, 4]
-
 
     def test_seq_stays_gapless_across_connections_and_failures(self, store: Store, store_url: str) -> None:
         other = open_store(url=store_url)
@@ -211,15 +212,16 @@ class StoreContract:
         assert [e.seq for e in store.read()] == list(range(1, 11))
         assert store.verify().ok
 
-
     def test_update_and_delete_are_refused(self, store: Store, raw: Raw) -> None:
         store.append([lesson(1), lesson(2)])
-        for sql in ("UPDATE events SET payload = '{}' WHERE seq = 1", "DELETE FROM events WHERE seq = 2",
-                    "DELETE FROM events"):
+        for sql in (
+            "UPDATE events SET payload = '{}' WHERE seq = 1",
+            "DELETE FROM events WHERE seq = 2",
+            "DELETE FROM events",
+        ):
             with pytest.raises(Exception, match="ledger is append-only"):
                 raw.execute(sql)
         assert store.head() == 2 and store.verify().ok
-
 
     def test_verify_names_an_edited_payload(self, store: Store, raw: Raw) -> None:
         store.append([lesson(i) for i in range(5)])
@@ -228,14 +230,12 @@ class StoreContract:
         assert (result.ok, result.first_bad_seq, result.count) == (False, 3, 2)
         assert "hash" in (result.reason or "")
 
-
     def test_verify_names_a_removed_row(self, store: Store, raw: Raw) -> None:
         store.append([lesson(i) for i in range(5)])
         raw.tamper("DELETE FROM events WHERE seq = 3")
         result = store.verify()
         assert (result.ok, result.first_bad_seq) == (False, 3)
         assert "missing" in (result.reason or "")
-
 
     def test_read_filters(self, store: Store, clock: SteppingClock) -> None:
         store.append(mixed()[:3])
@@ -254,17 +254,21 @@ class StoreContract:
         assert store.seq_at_time("2026-01-01T00:30:00Z") == 3
         assert store.seq_at_time("2025-01-01") == 0
 
-
     def test_recorded_at_never_goes_backwards(self, store_url: str) -> None:
-        times = iter([datetime(2026, 1, 1, 12, tzinfo=UTC), datetime(2026, 1, 1, 11, tzinfo=UTC),
-                      datetime(2025, 6, 1, tzinfo=UTC), datetime(2026, 1, 1, 13, tzinfo=UTC)])
+        times = iter(
+            [
+                datetime(2026, 1, 1, 12, tzinfo=UTC),
+                datetime(2026, 1, 1, 11, tzinfo=UTC),
+                datetime(2025, 6, 1, tzinfo=UTC),
+                datetime(2026, 1, 1, 13, tzinfo=UTC),
+            ]
+        )
         with open_store(url=store_url, clock=lambda: next(times)) as s:
             for i in range(4):
                 s.append([lesson(i)])
             rec = [e.recorded_at for e in s.read()]
         assert rec == sorted(rec)
         assert rec[1] == rec[2] == "2026-01-01T12:00:00.000000Z" and rec[3] == "2026-01-01T13:00:00.000000Z"
-
 
     def test_subscribe_delivers_new_events(self, store: Store, store_url: str) -> None:
         store.append([lesson(1), lesson(2)])
@@ -292,7 +296,6 @@ class StoreContract:
             follower.close()
         assert seen == [2, 3, 4, 5, 6, 7, 8]
 
-
     def test_four_processes_lose_nothing(self, store: Store, store_url: str) -> None:
         ctx = multiprocessing.get_context("fork")
         start = ctx.Event()
@@ -313,7 +316,6 @@ class StoreContract:
         result = store.verify()
         assert result.ok and result.count == 120
 
-
     def test_a_transaction_reads_its_own_appends(self, store: Store) -> None:
         store.append([lesson(1)])
         with store.atomic() as tx:
@@ -325,20 +327,52 @@ class StoreContract:
         assert [e.stream_version for e in store.read(stream="memory")] == [1, 2, 3]
         assert store.verify().ok
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors])
-    @given(texts=st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40), min_size=1, max_size=4),
-           step=st.none() | st.integers(0, 2**63 - 1), occurred=st.booleans())
-    def test_any_text_is_hashed_by_the_chain_rule(self, store: Store, texts: list[str], step: int | None,
-                                                  occurred: bool) -> None:
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors],
+    )
+    @given(
+        texts=st.lists(
+            st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40),
+            min_size=1,
+            max_size=4,
+        ),
+        step=st.none() | st.integers(0, 2**63 - 1),
+        occurred=st.booleans(),
+    )
+    def test_any_text_is_hashed_by_the_chain_rule(
+        self, store: Store, texts: list[str], step: int | None, occurred: bool
+    ) -> None:
         """Quotes, backslashes, control characters, NUL, astral planes: each row's hash is
         `chain_hash` over the row as stored (PostgreSQL hashes in the server)."""
-        batch = [event(LessonSeeded(lesson_id=f"l{i}", lesson=text, category="best_practice"), run_id="r1", step=step,
-                       occurred_at="2025-06-01T12:00:00Z" if occurred else None) for i, text in enumerate(texts)]
+        batch = [
+            event(
+                LessonSeeded(lesson_id=f"l{i}", lesson=text, category="best_practice"),
+                run_id="r1",
+                step=step,
+                occurred_at="2025-06-01T12:00:00Z" if occurred else None,
+            )
+            for i, text in enumerate(texts)
+        ]
         recorded = store.append(batch)
         assert len(recorded) == len(texts)
         for e in recorded:
-            row = (e.seq, e.id, e.stream, e.stream_version, e.type, e.schema_version, e.recorded_at, e.occurred_at,
-                   e.run_id, e.step, e.domain, e.payload_json, e.prev_hash)
+            row = (
+                e.seq,
+                e.id,
+                e.stream,
+                e.stream_version,
+                e.type,
+                e.schema_version,
+                e.recorded_at,
+                e.occurred_at,
+                e.run_id,
+                e.step,
+                e.domain,
+                e.payload_json,
+                e.prev_hash,
+            )
             assert e.hash == chain_hash(e.prev_hash, row)
             assert store.get(e.id) == e
         assert list(store.read(from_seq=recorded[0].seq)) == recorded
@@ -352,11 +386,19 @@ class StoreContract:
 
     def test_append_observations_catches_projections_db_up(self, store: Store, home: Path) -> None:
         """`memtape append` folds into projections.db (on PostgreSQL too: no refold of the whole log each time)."""
-        append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")])
+        append_observations(
+            store, [event(FactObserved(fact_type="quirk", key="banner", value="blocks clicks"), domain="a.test")]
+        )
         first = store.head()
-        append_observations(store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")])
-        remembered = ProjectionsHead(cache_home(store) / PROJECTIONS_FILE).load()  # the second call caught it up to the first's head
-        assert remembered is not None and remembered.seq >= first > 0 and remembered.hash == store.hash_at(remembered.seq)
+        append_observations(
+            store, [event(FactObserved(fact_type="quirk", key="banner", value="gone"), domain="a.test")]
+        )
+        remembered = ProjectionsHead(
+            cache_home(store) / PROJECTIONS_FILE
+        ).load()  # the second call caught it up to the first's head
+        assert (
+            remembered is not None and remembered.seq >= first > 0 and remembered.hash == store.hash_at(remembered.seq)
+        )
 
     def test_a_transaction_selects_a_run_or_a_stream_with_its_own_appends(self, store: Store) -> None:
         store.append([progress(0, run="r1"), progress(0, run="r2")])
@@ -373,11 +415,20 @@ class StoreContract:
         with open_store(url=store_url) as other:
             there_memory = Memory(other)
             run = here.start_run(goal="Open the socks page", start_url="https://shop.example/")
-            first = run.record_step(step=1, action="click", target='link "Socks"', ok=False,
-                                    error="element <div> intercepts pointer events")
+            first = run.record_step(
+                step=1, action="click", target='link "Socks"', ok=False, error="element <div> intercepts pointer events"
+            )
             there = there_memory.run(run.run_id)
-            assert there.record_step(step=1, action="click", target='link "Socks"', ok=False,
-                                     error="element <div> intercepts pointer events") == first
+            assert (
+                there.record_step(
+                    step=1,
+                    action="click",
+                    target='link "Socks"',
+                    ok=False,
+                    error="element <div> intercepts pointer events",
+                )
+                == first
+            )
             there.record_step(step=2, action="press", args={"key": "Escape"})
             learned = run.finish(success=True, outcome="done")
             assert [l.failed_command for l in learned.lessons] == ["click"]

@@ -7,6 +7,7 @@ free-form values nested as deeply as the door allows: appended through the polic
 they give as-of answers from the index equal to the fold at every seq, and the readers (state,
 audit, explain, rebuild) answer them without an internal error.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,22 @@ from tests.test_projections_intervals import checked_by_index
 
 INTS = [INT64_MAX, INT64_MIN, 0, -1, 1, 2**53 + 1, 1_000_000, 1_000_001]
 FLOATS = [REAL_MAX, -REAL_MAX, 5e-324, -5e-324, 1e-300, 0.0, -0.0, 0.1, 1.0, 2.0**53]
-TEXTS = ["", " ", "\x1f", "\x1e\x1f\n", "a\u2028b\u2029c", "\u202eevil\u202c", "\U0010ffff" * 3, "e\u0301",
-         "'; DROP TABLE _intervals; --", "../../etc/passwd", "%s%n{0}", "\\", "\ufeff", "NULL"]
+TEXTS = [
+    "",
+    " ",
+    "\x1f",
+    "\x1e\x1f\n",
+    "a\u2028b\u2029c",
+    "\u202eevil\u202c",
+    "\U0010ffff" * 3,
+    "e\u0301",
+    "'; DROP TABLE _intervals; --",
+    "../../etc/passwd",
+    "%s%n{0}",
+    "\\",
+    "\ufeff",
+    "NULL",
+]
 LONG = ["x" * MAX_TEXT, "\U0001f600" * MAX_TEXT]
 IDENTS = ["a..b", "9..", "a:b@c", "1e5", "A" * 200, "run-1", "0", "SELECT", "NULL", "a.-_:@", "e..:..:etc"]
 DOMAINS = ["a.b:65535", "x" * 63 + ".com", ".".join(["a" * 61] * 4), "xn--bcher-kva.example", "1.2.3.4"]
@@ -87,13 +102,20 @@ def extreme_events(draw: Any) -> NewEvent:
             _set(data, path, old)
     payload = PAYLOAD_ADAPTER.validate_python(data)
     run_id = draw(st.sampled_from(IDENTS)) if payload.NEEDS_RUN else draw(st.none() | st.sampled_from(IDENTS))
-    return NewEvent(payload=payload, run_id=run_id, step=draw(st.none() | st.sampled_from([0, 1, INT64_MAX])),
-                    domain=draw(st.none() | st.sampled_from(DOMAINS)))
+    return NewEvent(
+        payload=payload,
+        run_id=run_id,
+        step=draw(st.none() | st.sampled_from([0, 1, INT64_MAX])),
+        domain=draw(st.none() | st.sampled_from(DOMAINS)),
+    )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(items=st.lists(extreme_events() | memory_events(), min_size=1, max_size=25),
-       cut=st.integers(0, 25), points=st.lists(st.integers(0, 60), min_size=1, max_size=4))
+@given(
+    items=st.lists(extreme_events() | memory_events(), min_size=1, max_size=25),
+    cut=st.integers(0, 25),
+    points=st.lists(st.integers(0, 60), min_size=1, max_size=4),
+)
 def test_extreme_events_as_of_by_index_equal_the_fold(items: list[Any], cut: int, points: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
@@ -111,24 +133,57 @@ def test_readers_answer_the_longest_texts_and_the_largest_numbers(memory_path: P
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
     writer = MemoryWriter(store)
     long_text = "\U0001f600" * MAX_TEXT
-    writer.append([step("r" * 200, INT64_MAX, args={"n": INT64_MIN, "x": -REAL_MAX, "t": long_text},
-                        domain="x" * 63 + ".com")])
-    store.append([NewEvent(payload=PAYLOAD_ADAPTER.validate_python(
-        {"type": "lesson_recorded", **fill(SAMPLES["lesson_recorded"], long_text)}), domain="a.b:65535")])
+    writer.append(
+        [step("r" * 200, INT64_MAX, args={"n": INT64_MIN, "x": -REAL_MAX, "t": long_text}, domain="x" * 63 + ".com")]
+    )
+    store.append(
+        [
+            NewEvent(
+                payload=PAYLOAD_ADAPTER.validate_python(
+                    {"type": "lesson_recorded", **fill(SAMPLES["lesson_recorded"], long_text)}
+                ),
+                domain="a.b:65535",
+            )
+        ]
+    )
     store.close()
-    raw = [{"type": "lesson_promoted", "lesson_id": "l2", "lesson": "\u202eevil\u202c", "use_count": INT64_MAX,
-            "triggered_domains": DOMAINS},
-           {"type": "facts_pruned", "facts": [{"key": "\x1f", "confidence": 5e-324}], "threshold": 1.0},
-           {"type": "lessons_pruned", "lesson_ids": ["l2"], "pruned_count": INT64_MAX, "remaining_count": 0,
-            "as_of": "8999-12-31T23:59:59.999999Z"}]
-    r = run_cli("--memory-dir", str(memory_path), "append", "--raw", "-",
-                stdin="".join(json.dumps(line) + "\n" for line in raw).encode())
+    raw = [
+        {
+            "type": "lesson_promoted",
+            "lesson_id": "l2",
+            "lesson": "\u202eevil\u202c",
+            "use_count": INT64_MAX,
+            "triggered_domains": DOMAINS,
+        },
+        {"type": "facts_pruned", "facts": [{"key": "\x1f", "confidence": 5e-324}], "threshold": 1.0},
+        {
+            "type": "lessons_pruned",
+            "lesson_ids": ["l2"],
+            "pruned_count": INT64_MAX,
+            "remaining_count": 0,
+            "as_of": "8999-12-31T23:59:59.999999Z",
+        },
+    ]
+    r = run_cli(
+        "--memory-dir",
+        str(memory_path),
+        "append",
+        "--raw",
+        "-",
+        stdin="".join(json.dumps(line) + "\n" for line in raw).encode(),
+    )
     assert r.code == 0, r.err
     with SqliteStore.open(memory_path / "ledger.db") as store:
         head = store.head()
-    for command in (("state", "short-term", "--json"), ("state", "lessons", "--as-of", str(head - 1), "--json"),
-                    ("audit", "r" * 200, "--json"), ("audit", "r" * 200, "--step", str(INT64_MAX), "--json"),
-                    ("explain", "l2", "--json"), ("rebuild",), ("state", "lessons", "--json")):
+    for command in (
+        ("state", "short-term", "--json"),
+        ("state", "lessons", "--as-of", str(head - 1), "--json"),
+        ("audit", "r" * 200, "--json"),
+        ("audit", "r" * 200, "--step", str(INT64_MAX), "--json"),
+        ("explain", "l2", "--json"),
+        ("rebuild",),
+        ("state", "lessons", "--json"),
+    ):
         r = run_cli("--memory-dir", str(memory_path), *command)
         assert r.code == 0 and "internal error" not in r.err, (command[:2], r.err[-300:])
     r = run_cli("--memory-dir", str(memory_path), "state", "short-term", "--json")
@@ -162,13 +217,26 @@ def test_the_deepest_payload_the_door_accepts_breaks_no_reader(memory_path: Path
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
     MemoryWriter(store).append([step("r1", 1, args=_nested(depth)), step("r1", 2)])
     store.close()
-    for command in (("state", "short-term", "--json"), ("audit", "r1", "--json"), ("audit", "r1", "--step", "1"),
-                    ("rebuild",), ("state", "short-term", "--as-of", "1", "--json")):
+    for command in (
+        ("state", "short-term", "--json"),
+        ("audit", "r1", "--json"),
+        ("audit", "r1", "--step", "1"),
+        ("rebuild",),
+        ("state", "short-term", "--as-of", "1", "--json"),
+    ):
         r = run_cli("--memory-dir", str(memory_path), *command)
         assert r.code == 0, (command, r.err[-300:])
-    line = json.dumps({"type": "step_recorded", "run_id": "r2", "step": 1, "env_before": {"url": "https://x.com/"},
-                       "env_after": {"url": "https://x.com/"}, "ok": True,
-                       "action": {"command": "click", "args": _nested(depth + 1)}})
+    line = json.dumps(
+        {
+            "type": "step_recorded",
+            "run_id": "r2",
+            "step": 1,
+            "env_before": {"url": "https://x.com/"},
+            "env_after": {"url": "https://x.com/"},
+            "ok": True,
+            "action": {"command": "click", "args": _nested(depth + 1)},
+        }
+    )
     r = run_cli("--memory-dir", str(memory_path), "append", "-", stdin=(line + "\n").encode())
     assert r.code == 1 and r.err.count("\n") == 1 and "nested more than" in r.err and "nothing was written" in r.err
     with pytest.raises((InvalidEvent, pydantic.ValidationError)) as refused:
@@ -183,10 +251,17 @@ def test_points_and_names_at_the_limits_get_an_answer_or_one_line(memory_path: P
     latest = run_cli("--memory-dir", str(memory_path), "state", "short-term", "--json")
     r = run_cli("--memory-dir", str(memory_path), "state", "short-term", "--as-of", str(INT64_MAX), "--json")
     assert r.code == 0 and r.out == latest.out  # a seq beyond the head is the head
-    refused = [("state", "short-term", "--as-of", str(INT64_MAX + 1)), ("state", "short-term", "--as-of", "10" * 30),
-               ("state", "short-term", "--as-of", "-1"), ("audit", "r1", "--step", str(INT64_MAX + 1)),
-               ("audit", "'; DROP TABLE _intervals; --"), ("audit", "x" * 5000),
-               ("explain", "'; DROP TABLE _intervals; --"), ("explain", "../../etc/passwd"), ("explain", "")]
+    refused = [
+        ("state", "short-term", "--as-of", str(INT64_MAX + 1)),
+        ("state", "short-term", "--as-of", "10" * 30),
+        ("state", "short-term", "--as-of", "-1"),
+        ("audit", "r1", "--step", str(INT64_MAX + 1)),
+        ("audit", "'; DROP TABLE _intervals; --"),
+        ("audit", "x" * 5000),
+        ("explain", "'; DROP TABLE _intervals; --"),
+        ("explain", "../../etc/passwd"),
+        ("explain", ""),
+    ]
     for command in refused:
         r = run_cli("--memory-dir", str(memory_path), *command)
         assert r.code in (1, 2) and r.err.count("\n") == 1 and r.err.startswith("error: "), (command[:2], r.err)

@@ -7,6 +7,7 @@ of a seq (MemoryView.as_of, `IndexedMemory`, the catch-up after new events) is t
 ledger: the file's stamp no longer holds, it is checked whole against its sealed digest, and the
 edit is caught and the file rebuilt, never served, never sealed again as this memory's own.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -39,8 +40,16 @@ def _memory(mem: Path) -> tuple[SqliteStore, Path, int]:
     store = SqliteStore.open(mem / "ledger.db", clock=SteppingClock())
     writer = MemoryWriter(store)
     writer.open_for_run("r1", T0)
-    writer.append([run_started("r1", domain="a.com"), lesson(domain="a.com", fc="type"), fact("x", "a.com"),
-                   fact("y", "a.com", key="k2"), fact("z", "b.com"), step("r1", 1, domain="a.com")])
+    writer.append(
+        [
+            run_started("r1", domain="a.com"),
+            lesson(domain="a.com", fc="type"),
+            fact("x", "a.com"),
+            fact("y", "a.com", key="k2"),
+            fact("z", "b.com"),
+            step("r1", 1, domain="a.com"),
+        ]
+    )
     path = mem / "projections.db"
     materialize.caught_up(store, path)
     lid = next(l for l, v in MemoryView.open(store).state.lessons.lessons.items() if v.source != "seed")
@@ -57,9 +66,11 @@ def _editor(path: Path) -> sqlite3.Connection:
 
 
 def _alive_version(conn: sqlite3.Connection, seq: int, projection: str = "knowledge") -> tuple[Any, ...]:
-    return conn.execute("SELECT rowid, k1, k2, valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? "
-                        "AND block IS NOT NULL AND valid_from <= ? AND valid_to > ? ORDER BY valid_from, k2 LIMIT 1",
-                        (projection, seq, seq)).fetchone()
+    return conn.execute(
+        "SELECT rowid, k1, k2, valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? "
+        "AND block IS NOT NULL AND valid_from <= ? AND valid_to > ? ORDER BY valid_from, k2 LIMIT 1",
+        (projection, seq, seq),
+    ).fetchone()
 
 
 def delete_a_valid_version(conn: sqlite3.Connection, seq: int) -> None:
@@ -81,14 +92,20 @@ def delete_the_closed_versions(conn: sqlite3.Connection, seq: int) -> None:
 
 def duplicate_a_version_under_another_seq(conn: sqlite3.Connection, seq: int) -> None:
     rowid = _alive_version(conn, seq)[0]
-    conn.execute("INSERT INTO _intervals SELECT projection, field, k1, k2, valid_from - 1, valid_to, o1, o2, facet, "
-                 "block, slot FROM _intervals WHERE rowid = ?", (rowid,))
+    conn.execute(
+        "INSERT INTO _intervals SELECT projection, field, k1, k2, valid_from - 1, valid_to, o1, o2, facet, "
+        "block, slot FROM _intervals WHERE rowid = ?",
+        (rowid,),
+    )
 
 
 def duplicate_a_version_under_another_key(conn: sqlite3.Connection, seq: int) -> None:
     rowid = _alive_version(conn, seq)[0]
-    conn.execute("INSERT INTO _intervals SELECT projection, field, 'evil.com', k2, valid_from, valid_to, o1, o2, facet, "
-                 "block, slot FROM _intervals WHERE rowid = ?", (rowid,))
+    conn.execute(
+        "INSERT INTO _intervals SELECT projection, field, 'evil.com', k2, valid_from, valid_to, o1, o2, facet, "
+        "block, slot FROM _intervals WHERE rowid = ?",
+        (rowid,),
+    )
 
 
 def move_a_version_to_another_key(conn: sqlite3.Connection, seq: int) -> None:
@@ -104,13 +121,13 @@ def start_a_version_later(conn: sqlite3.Connection, seq: int) -> None:
 
 
 def flip_a_bit_of_the_sealed_digest(conn: sqlite3.Connection, seq: int) -> None:
-    (digest,), = conn.execute("SELECT digest FROM _seal").fetchall()
+    ((digest,),) = conn.execute("SELECT digest FROM _seal").fetchall()
     conn.execute("UPDATE _seal SET digest = ?", (digest[:-1] + chr(ord(digest[-1]) ^ 1),))
 
 
 def edit_a_value_in_its_block(conn: sqlite3.Connection, seq: int) -> None:
     _, _, _, _, _, block, _ = _alive_version(conn, seq)
-    (data,), = conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchall()
+    ((data,),) = conn.execute("SELECT data FROM _blocks WHERE id = ?", (block,)).fetchall()
     conn.execute("UPDATE _blocks SET data = ? WHERE id = ?", (bytes(data[:-1]) + bytes([data[-1] ^ 1]), block))
 
 
@@ -145,8 +162,10 @@ def delete_every_mention(conn: sqlite3.Connection, seq: int) -> None:
 
 def add_a_trigger_that_moves_new_versions(conn: sqlite3.Connection, seq: int) -> None:
     """Nothing served is edited now: the trigger would move every version a later catch-up files."""
-    conn.execute("CREATE TRIGGER later AFTER INSERT ON _intervals BEGIN "
-                 "UPDATE _intervals SET k1 = 'evil.com' WHERE rowid = NEW.rowid; END")
+    conn.execute(
+        "CREATE TRIGGER later AFTER INSERT ON _intervals BEGIN "
+        "UPDATE _intervals SET k1 = 'evil.com' WHERE rowid = NEW.rowid; END"
+    )
 
 
 def drop_an_index(conn: sqlite3.Connection, seq: int) -> None:
@@ -157,11 +176,28 @@ def add_a_table(conn: sqlite3.Connection, seq: int) -> None:
     conn.execute("CREATE TABLE notes AS SELECT 'planted' AS x")
 
 
-EDITS = [delete_a_valid_version, delete_every_version_of_a_projection, delete_every_version_and_its_blocks,
-         delete_the_closed_versions, duplicate_a_version_under_another_seq, duplicate_a_version_under_another_key,
-         move_a_version_to_another_key, widen_a_closed_version, start_a_version_later, edit_a_value_in_its_block,
-         swap_two_blocks, renumber_two_blocks, delete_every_block, delete_an_item, delete_a_mention,
-         delete_every_mention, flip_a_bit_of_the_sealed_digest, add_a_trigger_that_moves_new_versions, drop_an_index, add_a_table]
+EDITS = [
+    delete_a_valid_version,
+    delete_every_version_of_a_projection,
+    delete_every_version_and_its_blocks,
+    delete_the_closed_versions,
+    duplicate_a_version_under_another_seq,
+    duplicate_a_version_under_another_key,
+    move_a_version_to_another_key,
+    widen_a_closed_version,
+    start_a_version_later,
+    edit_a_value_in_its_block,
+    swap_two_blocks,
+    renumber_two_blocks,
+    delete_every_block,
+    delete_an_item,
+    delete_a_mention,
+    delete_every_mention,
+    flip_a_bit_of_the_sealed_digest,
+    add_a_trigger_that_moves_new_versions,
+    drop_an_index,
+    add_a_table,
+]
 
 
 def _edited(mem: Path, edit: Edit) -> tuple[SqliteStore, Path, int]:
@@ -202,8 +238,9 @@ def test_a_hand_edit_is_not_sealed_again_by_the_next_catch_up(memory_path: Path,
     """New events touch the edited items: the catch-up closes their current versions and files
     new ones. It must not seal what it found (the edit would then pass as this memory's own)."""
     store, path, seq = _edited(memory_path, edit)
-    MemoryWriter(store).append([fact("x", "a.com"), fact("y", "a.com", key="k2"), fact("z", "b.com"),
-                                fact("t", "evil.com")])
+    MemoryWriter(store).append(
+        [fact("x", "a.com"), fact("y", "a.com", key="k2"), fact("z", "b.com"), fact("t", "evil.com")]
+    )
     materialize.caught_up(store, path)
     head = store.head()
     for at in (seq, head - 1, head):
@@ -223,9 +260,11 @@ def test_a_version_pointed_at_another_items_value_is_not_laundered_by_its_close(
     (its seal left stale), then a.com's fact confirmed — closing that version sealed it anew."""
     store, path, seq = _memory(memory_path)
     conn = _editor(path)
-    (ka, kb), = conn.execute(f"SELECT a.rowid, b.slot FROM _intervals a JOIN _intervals b ON a.block = b.block "
-                             f"WHERE a.projection = 'knowledge' AND a.k1 = 'a.com' AND b.k1 <> 'a.com' "
-                             f"AND a.valid_to = {OPEN} AND b.valid_to = {OPEN} LIMIT 1").fetchall()
+    ((ka, kb),) = conn.execute(
+        f"SELECT a.rowid, b.slot FROM _intervals a JOIN _intervals b ON a.block = b.block "
+        f"WHERE a.projection = 'knowledge' AND a.k1 = 'a.com' AND b.k1 <> 'a.com' "
+        f"AND a.valid_to = {OPEN} AND b.valid_to = {OPEN} LIMIT 1"
+    ).fetchall()
     conn.execute("UPDATE _intervals SET slot = ? WHERE rowid = ?", (kb, ka))
     conn.commit()
     conn.close()
@@ -239,8 +278,14 @@ def test_a_version_pointed_at_another_items_value_is_not_laundered_by_its_close(
 
 #: one edit of each table the readers read (versions, the checkpoint, blocks, mentions): the command
 #: line over each (the library tests above take every edit)
-CLI_EDITS = [delete_a_valid_version, delete_an_item, flip_a_bit_of_the_sealed_digest, swap_two_blocks,
-             delete_a_mention, delete_every_mention]
+CLI_EDITS = [
+    delete_a_valid_version,
+    delete_an_item,
+    flip_a_bit_of_the_sealed_digest,
+    swap_two_blocks,
+    delete_a_mention,
+    delete_every_mention,
+]
 
 
 @pytest.mark.parametrize("edit", CLI_EDITS)
@@ -248,8 +293,13 @@ def test_audit_and_explain_on_the_command_line_answer_as_before(memory_path: Pat
     store, path, seq = _memory(memory_path)
     lid = next(l for l, v in MemoryView.open(store, path).state.lessons.lessons.items() if v.source != "seed")
     store.close()
-    commands = [("audit", "r1", "--json"), ("audit", "r1", "--step", "2", "--json"), ("explain", lid, "--json"),
-                ("explain", "k2", "--domain", "a.com", "--json"), ("state", "facts", "--as-of", str(seq), "--json")]
+    commands = [
+        ("audit", "r1", "--json"),
+        ("audit", "r1", "--step", "2", "--json"),
+        ("explain", lid, "--json"),
+        ("explain", "k2", "--domain", "a.com", "--json"),
+        ("state", "facts", "--as-of", str(seq), "--json"),
+    ]
     before = {c: run_cli("--memory-dir", str(memory_path), *c) for c in commands}
     assert all(r.code == 0 for r in before.values()), {c: r.err for c, r in before.items()}
     conn = _editor(path)
@@ -271,8 +321,9 @@ def _lazy_memory(mem: Path) -> tuple[str, int]:
     MemoryView.open(store, path)
     store.close()
     conn = sqlite3.connect(path)
-    lazy = conn.execute("SELECT s.projection FROM _states s JOIN _checkpoints c ON c.projection = s.projection "
-                        "WHERE s.seq < c.seq").fetchall()
+    lazy = conn.execute(
+        "SELECT s.projection FROM _states s JOIN _checkpoints c ON c.projection = s.projection WHERE s.seq < c.seq"
+    ).fetchall()
     conn.close()
     assert ("runs",) in lazy and ("lessons",) in lazy  # the test can fail: the states were left lazy
     return lid, seq
@@ -280,7 +331,7 @@ def _lazy_memory(mem: Path) -> tuple[str, int]:
 
 def _garble_a_lazy_state(path: Path) -> None:
     conn = _editor(path)
-    (blob,), = conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchall()
+    ((blob,),) = conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchall()
     state = compression.unpacker()(blob).replace(b'"a.com"', b'"evil.com"')
     conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'", (compression.packer()(state),))
     conn.commit()
@@ -312,11 +363,17 @@ def _empty(path: Path) -> None:
 
 
 @pytest.mark.parametrize("edit", [_garble_a_lazy_state, _move_a_checkpoint, _truncate, _garbage, _text, _empty])
-def test_every_reader_answers_as_before_whatever_the_file_became(memory_path: Path, edit: Callable[[Path], Any]) -> None:
+def test_every_reader_answers_as_before_whatever_the_file_became(
+    memory_path: Path, edit: Callable[[Path], Any]
+) -> None:
     lid, seq = _lazy_memory(memory_path)
     path = memory_path / "projections.db"
-    commands = [("state", "runs", "--json"), ("state", "lessons", "--as-of", str(seq), "--json"),
-                ("audit", "r1", "--step", "2", "--json"), ("explain", lid, "--json")]
+    commands = [
+        ("state", "runs", "--json"),
+        ("state", "lessons", "--as-of", str(seq), "--json"),
+        ("audit", "r1", "--step", "2", "--json"),
+        ("explain", lid, "--json"),
+    ]
     before = {c: run_cli("--memory-dir", str(memory_path), *c) for c in commands}
     assert all(r.code == 0 for r in before.values()), {c: r.err for c, r in before.items()}
     with SqliteStore.open(memory_path / "ledger.db") as store:
@@ -356,8 +413,9 @@ def _a_directory(path: Path) -> None:
 
 
 @pytest.mark.parametrize("put", [_another_applications_database, _a_directory])
-def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(memory_path: Path,
-                                                                            put: Callable[[Path], Any]) -> None:
+def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(
+    memory_path: Path, put: Callable[[Path], Any]
+) -> None:
     """Not ours (another application's database, a directory): neither read nor deleted."""
     _memory(memory_path)[0].close()
     path = memory_path / "projections.db"
@@ -377,8 +435,14 @@ def test_what_is_not_a_projections_database_is_refused_in_one_line_and_kept(memo
 
 
 #: what audits, explain and bench/projections.py ask by key
-KEYED_FIELDS = [("lessons", "lessons"), ("knowledge", "current"), ("selectors", "by_domain"),
-                ("trajectories", "by_domain"), ("runs", "runs"), ("sessions", "by_domain")]
+KEYED_FIELDS = [
+    ("lessons", "lessons"),
+    ("knowledge", "current"),
+    ("selectors", "by_domain"),
+    ("trajectories", "by_domain"),
+    ("runs", "runs"),
+    ("sessions", "by_domain"),
+]
 
 
 @pytest.mark.parametrize(("name", "field"), KEYED_FIELDS)
@@ -390,8 +454,13 @@ def test_an_item_read_by_key_is_selected_alone(memory_path: Path, name: str, fie
     materialize.caught_up(store, path)
     with readable(path) as cache:
         blocks = intervals.Blocks(cache.conn)
-        keys = {k1 for (k1,) in cache.conn.execute("SELECT k1 FROM _intervals WHERE projection = ? AND field = ? "
-                                                   "AND valid_from <= ? AND valid_to > ?", (name, field, seq, seq))}
+        keys = {
+            k1
+            for (k1,) in cache.conn.execute(
+                "SELECT k1 FROM _intervals WHERE projection = ? AND field = ? AND valid_from <= ? AND valid_to > ?",
+                (name, field, seq, seq),
+            )
+        }
         assert keys  # the memory holds items of this field: the test can fail
         for k1 in keys:
             rows = intervals.rows_at(blocks, name, seq, field, k1)
@@ -399,8 +468,9 @@ def test_an_item_read_by_key_is_selected_alone(memory_path: Path, name: str, fie
     store.close()
 
 
-def test_a_run_read_by_key_is_not_served_when_its_version_was_deleted(memory_path: Path,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_run_read_by_key_is_not_served_when_its_version_was_deleted(
+    memory_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store, path, seq = _memory(memory_path)
     conn = _editor(path)
     conn.execute("DELETE FROM _intervals WHERE projection = 'runs' AND field = 'runs' AND k1 = 'r1'")

@@ -1,4 +1,5 @@
 """End-to-end in real headless Chromium on the bundled sites (one browser for the module)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,16 @@ CASES = {c["id"]: c for c in load_cases()}
 PASSWORD = b"correct-horse-battery"
 
 
-def run(browser: Browser, ledger: tuple[SqliteStore, Path], goal: str, url: str = "http://shop.test/",
-        enabled: bool = True, check: dict[str, Any] | None = None, policy: Any = None, **kw: Any) -> RunResult:
+def run(
+    browser: Browser,
+    ledger: tuple[SqliteStore, Path],
+    goal: str,
+    url: str = "http://shop.test/",
+    enabled: bool = True,
+    check: dict[str, Any] | None = None,
+    policy: Any = None,
+    **kw: Any,
+) -> RunResult:
     store, proj = ledger
     memory = Memory(store, proj, enabled=enabled)
     return run_task(browser, memory, policy or ScriptedPolicy(), goal=goal, start_url=url, success_check=check, **kw)
@@ -71,25 +80,43 @@ def test_replay_heals_selectors_and_hands_back(chromium: Browser, ledger: tuple[
     goal = 'Open "Wool Socks"'
     run(chromium, ledger, goal)
     again = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
-    assert again.outcome.success and again.outcome.policy_decisions == 0 and again.outcome.replayed_steps == again.outcome.turns
+    assert (
+        again.outcome.success
+        and again.outcome.policy_decisions == 0
+        and again.outcome.replayed_steps == again.outcome.turns
+    )
     recalled = events(store, again.run_id, "trajectory_recalled")[0].data
     assert recalled["replay"] and recalled["similarity"] == 1.0
 
     view = MemoryView.open(store, proj)
     traj = view.trajectories("shop.test")[0]
-    steps = [s.model_copy() for s in TrajectoryRecorded.model_validate(
-        {k: v for k, v in store.get(traj.event_ids[0]).data.items()}).steps]
+    steps = [
+        s.model_copy()
+        for s in TrajectoryRecorded.model_validate({k: v for k, v in store.get(traj.event_ids[0]).data.items()}).steps
+    ]
     stale = [s.model_copy(update={"selector": "#stale-id"}) if s.name == "Wool Socks" else s for s in steps]
-    store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_stale", goal=goal, origin="http://shop.test",
-                                              steps=stale), domain="shop.test")])
+    store.append(
+        [
+            NewEvent(
+                TrajectoryRecorded(trajectory_id="traj_stale", goal=goal, origin="http://shop.test", steps=stale),
+                domain="shop.test",
+            )
+        ]
+    )
     healed = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
     assert healed.outcome.success and healed.outcome.policy_decisions == 0
     fix = [e.data for e in events(store, healed.run_id, "selector_succeeded") if e.data.get("healed_from")]
     assert fix == [{**fix[0], "healed_from": "#stale-id", "selector": "#p-socks", "role": "link", "name": "Wool Socks"}]
 
     gone = [s.model_copy(update={"name": "Wool Sox"}) if s.name == "Wool Socks" else s for s in steps]
-    store.append([NewEvent(TrajectoryRecorded(trajectory_id="traj_gone", goal=goal, origin="http://shop.test",
-                                              steps=gone), domain="shop.test")])
+    store.append(
+        [
+            NewEvent(
+                TrajectoryRecorded(trajectory_id="traj_gone", goal=goal, origin="http://shop.test", steps=gone),
+                domain="shop.test",
+            )
+        ]
+    )
     back = run(chromium, ledger, goal, check={"url_pattern": "/product/socks$"})
     assert back.outcome.success and back.outcome.replayed_steps >= 1 and back.outcome.policy_decisions >= 1
     assert back.handback and "no longer on the page" in back.handback
@@ -159,9 +186,24 @@ class _Model(BaseHTTPRequestHandler):
             call = ("click", {"ref": ref("Accept all cookies")})
         else:
             call = ("click", {"ref": ref("Wool Socks")})
-        out = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": call[0], "arguments": json.dumps(call[1])}}]}}],
-            "usage": {"prompt_tokens": len(step) // 4, "completion_tokens": 9}}
+        out = {
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c",
+                                "type": "function",
+                                "function": {"name": call[0], "arguments": json.dumps(call[1])},
+                            }
+                        ],
+                    }
+                }
+            ],
+            "usage": {"prompt_tokens": len(step) // 4, "completion_tokens": 9},
+        }
         data = json.dumps(out).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -175,8 +217,14 @@ def test_openai_policy_drives_the_browser_via_a_stub_model(chromium: Browser, le
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         policy = OpenAIPolicy(base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="stub", api_key="k")
-        r = run(chromium, ledger, 'Open "Wool Socks"', enabled=False, policy=policy,
-                check={"url_pattern": "/product/socks$"})
+        r = run(
+            chromium,
+            ledger,
+            'Open "Wool Socks"',
+            enabled=False,
+            policy=policy,
+            check={"url_pattern": "/product/socks$"},
+        )
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -188,6 +236,7 @@ def _cli(tmp: Path, *args: str) -> Any:
     """Invoke the CLI in-process, on its own thread: the module's browser owns this thread's
     Playwright loop, and the command starts a browser of its own."""
     from memtape.cli import cli
+
     box: list[Any] = []
     t = threading.Thread(target=lambda: box.append(CliRunner().invoke(cli, ["--memory-dir", str(tmp), *args])))
     t.start()
@@ -288,14 +337,19 @@ def _calls(built: list[Any]) -> dict[int, dict[str, Any]]:
         if e.data["prompt"] == "system":
             system = e.data
         else:
-            calls[e.step] = {"items": [*system["items"], *e.data["items"]], "trimmed": [*system["trimmed"], *e.data["trimmed"]],
-                             "step": e.data}
+            calls[e.step] = {
+                "items": [*system["items"], *e.data["items"]],
+                "trimmed": [*system["trimmed"], *e.data["trimmed"]],
+                "step": e.data,
+            }
     return calls
 
 
-def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browser,
-                                                                ledger: tuple[SqliteStore, Path]) -> None:
+def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(
+    chromium: Browser, ledger: tuple[SqliteStore, Path]
+) -> None:
     from memtape.agent.loop import RunConfig
+
     store, _ = ledger
     run(chromium, ledger, 'Open "Wool Socks"')  # teaches the cookie tip, a trajectory, facts, selectors
     trimmed_memory = 0
@@ -308,17 +362,20 @@ def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(chromium: Browse
             built = prompts[step]  # what the call read: the system prompt in force and the step's message
             kept = {i["source"]: i["text"] for i in built["items"]}
             assert ctx.step_prompt.startswith(kept["page_state"][:40])
-            for source, got, line in (("domain_tips", ctx.domain_tips, P.tip_line),
-                                      ("last_error", ctx.error_tips, P.tip_line)):
+            for source, got, line in (
+                ("domain_tips", ctx.domain_tips, P.tip_line),
+                ("last_error", ctx.error_tips, P.tip_line),
+            ):
                 assert all(P.shows(kept[source], line(t)) for t in got) if got else True
                 if source not in kept:
                     assert got == []
             if "reference_trajectory" not in kept:
                 assert ctx.trajectory_steps == []
             else:
-                assert all(P.shows(kept["reference_trajectory"], P.trajectory_line(i, s))
-                           for i, s in enumerate(ctx.trajectory_steps, 1)) or any(
-                    k["truncated"] for k in built["items"] if k["source"] == "reference_trajectory")
+                assert all(
+                    P.shows(kept["reference_trajectory"], P.trajectory_line(i, s))
+                    for i, s in enumerate(ctx.trajectory_steps, 1)
+                ) or any(k["truncated"] for k in built["items"] if k["source"] == "reference_trajectory")
             if "app_knowledge" not in kept:
                 assert ctx.facts == []
             assert all(P.shows(kept["page_state"], P.element_line(e)) for e in ctx.observation.elements)
@@ -336,7 +393,9 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
     # the budget holds each call's memory and page sections, in the system prompt and the step's message
     # together (the instruction, Tier 1 and the goal are outside it)
     budgeted = [[i for i in c["items"] if i["source"] not in ("system", "tier1", "goal")] for c in calls]
-    assert calls and all(c["step"]["budget"] == 200 and sum(i["tokens"] for i in b) <= 200 for c, b in zip(calls, budgeted))
+    assert calls and all(
+        c["step"]["budget"] == 200 and sum(i["tokens"] for i in b) <= 200 for c, b in zip(calls, budgeted)
+    )
     for c, b in zip(calls, budgeted):
         for t in c["trimmed"]:
             assert all(k["priority"] >= t["priority"] for k in b)
@@ -345,8 +404,10 @@ def test_run_context_budget_flag_keeps_priorities_strict(tmp_path: Path) -> None
     assert all(s["budget"] == DEFAULT_BUDGET for s in default)
     store.close()
     from memtape.cli import cli
-    bad = CliRunner().invoke(cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/",
-                                   "--context-budget", "0"])
+
+    bad = CliRunner().invoke(
+        cli, ["--memory-dir", str(mem), "run", "--goal", "x", "--url", "http://shop.test/", "--context-budget", "0"]
+    )
     assert bad.exit_code == 2 and "--context-budget" in bad.output
 
 
@@ -360,8 +421,12 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
         return {e.data["rep"] for e in events(store, r.run_id, "step_recorded")}
 
     def memory_items(r: RunResult) -> list[Any]:
-        return [i for e in events(store, r.run_id, "context_built") for i in e.data["items"]
-                if i["source"] == "step_memories"]
+        return [
+            i
+            for e in events(store, r.run_id, "context_built")
+            for i in e.data["items"]
+            if i["source"] == "step_memories"
+        ]
 
     assert (reps(a), reps(b), reps(c)) == ({1}, {1}, {2})
     assert memory_items(a) == [] and memory_items(b) == []  # rep 1 is the baseline: no retrieval
@@ -372,8 +437,7 @@ def test_trayn_reps_within_a_session(chromium: Browser, ledger: tuple[SqliteStor
     after = events(store, a.run_id, "step_recorded")[0].data["env_after"]
     assert after["page_type"] and after["elements"] and after["url"].startswith("http://shop.test/")
     # session T's run is the closest match to this goal: only the widened scope may retrieve it
-    wide = run(chromium, ledger, 'Open "Rain Jacket" please', session_id="S",
-               config=RunConfig(step_memory_scope="all"))
+    wide = run(chromium, ledger, 'Open "Rain Jacket" please', session_id="S", config=RunConfig(step_memory_scope="all"))
     assert reps(wide) == {3}
     widened = {store.get(i).run_id for item in memory_items(wide) for i in item["event_ids"]}
     assert b.run_id in widened, "the widened scope retrieves from other sessions too"

@@ -2,6 +2,7 @@
 nothing is lost, seq is gapless, the chain verifies, incremental projections equal a rebuild,
 and throughput is reported beside the same cases in one process. `python bench/agents_load.py`
 runs the whole suite with 3 agents; this runs it with 2 agents and 3 cases."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,5 +23,7 @@ def test_agents_sharing_one_memory_dir_lose_nothing(capsys: pytest.CaptureFixtur
     rates = {f["name"]: f for f in out["figures"]}
     assert rates["2 agents: runs/s"]["value"] > 0 and rates["2 agents: runs/s"]["baseline_value"] > 0
     with capsys.disabled():
-        print(f"\n2 agents x {len(CASES)} cases: {rates['2 agents: runs/s']['value']:.2f} runs/s, "
-              f"{rates['2 agents: events/s']['value']:.0f} events/s ({shared['events']} events in {shared['seconds']:.1f} s)")
+        print(
+            f"\n2 agents x {len(CASES)} cases: {rates['2 agents: runs/s']['value']:.2f} runs/s, "
+            f"{rates['2 agents: events/s']['value']:.0f} events/s ({shared['events']} events in {shared['seconds']:.1f} s)"
+        )

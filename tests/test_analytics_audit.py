@@ -1,4 +1,5 @@
 """Audit and explain against a hand-built ledger: a known sequence of events, a known answer per step."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,17 +65,22 @@ def test_audit_answers_every_step(hand: tuple[SqliteStore, dict[int, str]]) -> N
     assert [(i["source"], [_where(o) for o in i["origins"]]) for i in p["items"]] == [
         ("domain_recall", [("r1", 2, 6, "lesson_recorded")]),
         ("trajectory", [("r1", None, 9, "trajectory_recorded")]),
-        ("knowledge", [("r1", None, 7, "fact_observed")])]
+        ("knowledge", [("r1", None, 7, "fact_observed")]),
+    ]
     assert [(i["source"], i["tokens"], [_where(o) for o in i["origins"]]) for i in p["trimmed"]] == [
-        ("selectors", 12, [("r1", 2, 8, "selector_succeeded")])]
+        ("selectors", 12, [("r1", 2, 8, "selector_succeeded")])
+    ]
     assert (s1["action"]["seq"], s1["action"]["command"], s1["action"]["ok"]) == (17, "click", True)
 
     # step 2: the fact was confirmed at seq 18 (0.6 + 0.2 * 0.4); the error recall names the seed
     assert s2["as_of_seq"] == 18
     assert [f["confidence"] for f in s2["memory"]["facts"]] == [pytest.approx(0.68)]
     (recall,) = s2["memory"]["recalled"]
-    assert (recall["kind"], recall["command"], [l["lesson_id"] for l in recall["lessons"]]) == \
-        ("error", "fill", ["seed1"])
+    assert (recall["kind"], recall["command"], [l["lesson_id"] for l in recall["lessons"]]) == (
+        "error",
+        "fill",
+        ["seed1"],
+    )
     assert (s2["action"]["command"], s2["action"]["ok"], s2["action"]["error"]) == ("fill", False, "too many arguments")
 
 
@@ -84,8 +90,9 @@ def test_memory_per_step_equals_memoryview_as_of(hand: tuple[SqliteStore, dict[i
     for s in audit_run(store, "r2")["steps"]:
         at = view.as_of(s["as_of_seq"])
         assert [l["lesson_id"] for l in s["memory"]["tier1"]] == [l.lesson_id for l in at.tier1()]
-        assert [(f["fact_id"], f["confidence"]) for f in s["memory"]["facts"]] == \
-            [(f.fact_id, round(f.confidence, 6)) for f in at.facts("x.test")]
+        assert [(f["fact_id"], f["confidence"]) for f in s["memory"]["facts"]] == [
+            (f.fact_id, round(f.confidence, 6)) for f in at.facts("x.test")
+        ]
         assert [x["selector"] for x in s["memory"]["selectors"]] == [x.selector for x in at.selectors("x.test")]
 
 
@@ -128,16 +135,23 @@ def test_explain_each_kind_of_item(hand: tuple[SqliteStore, dict[int, str]]) -> 
     seed = explain_item(store, "seed1")
     assert seed["kind"] == "lesson" and seed["status"].startswith("Tier 1")
     assert [(e["seq"], e["stage"]) for e in seed["life"]] == [
-        (1, "seeded"), (4, "recalled"), (12, "in Tier 1"), (20, "recalled")]
+        (1, "seeded"),
+        (4, "recalled"),
+        (12, "in Tier 1"),
+        (20, "recalled"),
+    ]
     assert seed["recalled_in_runs"] == ["r1", "r2"] and seed["now"]["use_count"] == 2
     fact = explain_item(store, "load")
     assert fact["kind"] == "fact" and fact["status"] == "current"
     assert [(e["seq"], e["stage"], e["confidence"]) for e in fact["life"]] == [
-        (7, "recorded", 0.6), (18, "confirmed", pytest.approx(0.68))]
+        (7, "recorded", 0.6),
+        (18, "confirmed", pytest.approx(0.68)),
+    ]
     assert explain_item(store, fact["fact_ids"][0])["life"] == fact["life"]
     sel = explain_item(store, "#buy")
     assert sel["kind"] == "selector" and [(e["seq"], e["stage"], e["run_id"]) for e in sel["life"]] == [
-        (8, "succeeded", "r1")]
+        (8, "succeeded", "r1")
+    ]
     traj = explain_item(store, "T1")
     assert traj["kind"] == "trajectory" and traj["recalled_in_runs"] == ["r2"]
     assert [(e["seq"], e["stage"]) for e in traj["life"]] == [(9, "recorded"), (15, "recalled")]
@@ -149,18 +163,25 @@ def test_explain_reads_now_from_the_intervals_with_the_folds_answer(hand: tuple[
     """With projections.db, each item as it stands now is read by key from the intervals: the
     same answer as folding the whole log."""
     from memtape.projections.cache import materialize
+
     store, _ = hand
     path = Path(store.path).with_name("projections.db")
     reads: list[str] = []
     projection = materialize.IndexedMemory.projection
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(materialize.IndexedMemory, "projection", lambda self, name, *a: reads.append(name) or projection(self, name, *a))
+        mp.setattr(
+            materialize.IndexedMemory,
+            "projection",
+            lambda self, name, *a: reads.append(name) or projection(self, name, *a),
+        )
         for item in ("L1", "seed1", "load", "#buy", "T1"):
             assert explain_item(store, item, projections_path=path) == explain_item(store, item), item
     assert {"lessons", "knowledge", "selectors", "trajectories"} <= set(reads)
 
 
-def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path) -> None:
+def test_audit_and_explain_commands(
+    hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path
+) -> None:
     m = str(memory_path)
     res = run_cli("--memory-dir", m, "audit", "r2", "--json")
     assert res.code == 0, res.err
@@ -180,23 +201,39 @@ def test_audit_and_explain_commands(hand: tuple[SqliteStore, dict[int, str]], me
 
 def test_runs_lineage_from_the_hand_ledger(hand: tuple[SqliteStore, dict[int, str]]) -> None:
     from memtape.analytics.answers import analyse
+
     store, _ = hand
     rep = analyse("runs", store)
-    assert rep.sections["lineage"].records() == [{
-        "parent_run_id": "r1", "run_id": "r2", "mode": "resume", "session_id": None, "parent_session_id": None,
-        "root_run_id": "r1", "depth": 1, "goal": "buy milk"}]
+    assert rep.sections["lineage"].records() == [
+        {
+            "parent_run_id": "r1",
+            "run_id": "r2",
+            "mode": "resume",
+            "session_id": None,
+            "parent_session_id": None,
+            "root_run_id": "r1",
+            "depth": 1,
+            "goal": "buy milk",
+        }
+    ]
     assert [(r["run_id"], r["status"], r["started_seq"]) for r in rep.sections["runs"].records()] == [
-        ("r1", "completed", 2), ("r2", "completed", 11)]
+        ("r1", "completed", 2),
+        ("r2", "completed", 11),
+    ]
 
 
-def test_audit_from_intervals_equals_audit_from_seq_1(hand: tuple[SqliteStore, dict[int, str]],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_audit_from_intervals_equals_audit_from_seq_1(
+    hand: tuple[SqliteStore, dict[int, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Reading each step's memory by key from projections.db's intervals gives the same answer
     as folding from seq 1 (and the intervals really answered)."""
     from memtape.projections.cache import materialize
+
     reads: list[int] = []
     indexed_at = materialize.IndexedMemory.at
-    monkeypatch.setattr(materialize.IndexedMemory, "at", lambda self, seq, *a: reads.append(seq) or indexed_at(self, seq, *a))
+    monkeypatch.setattr(
+        materialize.IndexedMemory, "at", lambda self, seq, *a: reads.append(seq) or indexed_at(self, seq, *a)
+    )
     store, _ = hand
     runs = sorted({e.run_id for e in store.read() if e.run_id})
     assert len(runs) >= 2
@@ -208,12 +245,15 @@ def test_audit_from_intervals_equals_audit_from_seq_1(hand: tuple[SqliteStore, d
     assert sorted(set(reads)) == sorted({s["as_of_seq"] for r in runs for s in audit_run(store, r)["steps"]})
 
 
-def test_audit_and_explain_as_tables(hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path) -> None:
+def test_audit_and_explain_as_tables(
+    hand: tuple[SqliteStore, dict[int, str]], memory_path: Path, tmp_path: Path
+) -> None:
     """`--format table|json|csv|parquet` flattens the audit (steps, prompt items, memory) and a life."""
     import csv
     import io
 
     import pyarrow.parquet as pq
+
     m = str(memory_path)
     full = orjson.loads(run_cli("--memory-dir", m, "audit", "r2", "--json").out)
     tables = orjson.loads(run_cli("--memory-dir", m, "audit", "r2", "--format", "json").out)
@@ -236,5 +276,6 @@ def test_audit_and_explain_as_tables(hand: tuple[SqliteStore, dict[int, str]], m
     assert res.code == 2 and "choose one of" in res.err
     life = orjson.loads(run_cli("--memory-dir", m, "explain", "seed1", "--format", "json").out)
     assert set(life) == {"life", "now", "recalled_in_runs"} and life["now"][0]["lesson_id"] == "seed1"
-    assert [r["seq"] for r in life["life"]] == [e["seq"] for e in orjson.loads(
-        run_cli("--memory-dir", m, "explain", "seed1", "--json").out)["life"]]
+    assert [r["seq"] for r in life["life"]] == [
+        e["seq"] for e in orjson.loads(run_cli("--memory-dir", m, "explain", "seed1", "--json").out)["life"]
+    ]

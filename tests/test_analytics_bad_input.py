@@ -1,6 +1,7 @@
 """Bad input to the analytics commands (and every `--out`): one `error:` line, a non-zero exit, and
 nothing written — above all, no answer written over ledger.db or any other file of the memory
 directory, whatever `--out` names there."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,10 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def _refused(r: object, code: int | None = None) -> None:
@@ -36,20 +39,41 @@ def _refused(r: object, code: int | None = None) -> None:
 
 
 #: what a slip of `--out` can name in the memory directory
-MEMORY_NAMES = ["ledger.db", "ledger.db-wal", "ledger.db-shm", "ledger.head", "projections.db", "projections.db-wal",
-                "projections.key", "analytics.duckdb", "analytics.duckdb.wal", "analytics.duckdb.seal", "fork.json",
-                "answer.json"]
+MEMORY_NAMES = [
+    "ledger.db",
+    "ledger.db-wal",
+    "ledger.db-shm",
+    "ledger.head",
+    "projections.db",
+    "projections.db-wal",
+    "projections.key",
+    "analytics.duckdb",
+    "analytics.duckdb.wal",
+    "analytics.duckdb.seal",
+    "fork.json",
+    "answer.json",
+]
 #: commands that write an answer to `--out FILE`
 WRITERS = [("analytics", name, "--format", fmt) for name in ANALYSES for fmt in ("json", "csv", "parquet", "table")] + [
-    ("audit", "run_keep_0", "--json"), ("audit", "run_keep_0", "--format", "csv"),
-    ("explain", "lsn_axolotl_tip", "--format", "json"), ("experiment", "--format", "json"),
-    ("export", "--format", "memory-json"), ("export", "--format", "csv"), ("runs", "--format", "json"),
-    ("events", "--format", "json"), ("state", "--format", "json")]
+    ("audit", "run_keep_0", "--json"),
+    ("audit", "run_keep_0", "--format", "csv"),
+    ("explain", "lsn_axolotl_tip", "--format", "json"),
+    ("experiment", "--format", "json"),
+    ("export", "--format", "memory-json"),
+    ("export", "--format", "csv"),
+    ("runs", "--format", "json"),
+    ("events", "--format", "json"),
+    ("state", "--format", "json"),
+]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(MEMORY_NAMES), writer=st.sampled_from(WRITERS), via=st.sampled_from(["plain", "dot", "store"]))
-def test_no_answer_is_written_over_the_memorys_files(memory: Path, name: str, writer: tuple[str, ...], via: str) -> None:
+@given(
+    name=st.sampled_from(MEMORY_NAMES), writer=st.sampled_from(WRITERS), via=st.sampled_from(["plain", "dot", "store"])
+)
+def test_no_answer_is_written_over_the_memorys_files(
+    memory: Path, name: str, writer: tuple[str, ...], via: str
+) -> None:
     before = _files(memory)
     out = {"plain": str(memory / name), "dot": f"{memory}/./{name}", "store": str(memory / name)}[via]
     store = ("--store", f"sqlite:///{memory / 'ledger.db'}") if via == "store" else ()
@@ -72,13 +96,21 @@ _weird = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_siz
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(args=st.one_of(
-    st.tuples(st.just("--section"), st.one_of(_weird, st.sampled_from(["'; DROP TABLE events; --", "runs; SELECT 1",
-                                                                        "../../etc/passwd", "x" * 10_000]))),
-    st.tuples(st.just("--format"), _weird.filter(lambda f: f not in ("table", "json", "csv", "parquet"))),
-    st.tuples(st.sampled_from(["--limit", "--as-of", "--step", "--run"]), st.integers(-(2**70), 2**70).map(str)),
-    st.tuples(_weird.filter(lambda a: not a.startswith("-"))),
-), name=st.sampled_from(sorted(ANALYSES)))
+@given(
+    args=st.one_of(
+        st.tuples(
+            st.just("--section"),
+            st.one_of(
+                _weird,
+                st.sampled_from(["'; DROP TABLE events; --", "runs; SELECT 1", "../../etc/passwd", "x" * 10_000]),
+            ),
+        ),
+        st.tuples(st.just("--format"), _weird.filter(lambda f: f not in ("table", "json", "csv", "parquet"))),
+        st.tuples(st.sampled_from(["--limit", "--as-of", "--step", "--run"]), st.integers(-(2**70), 2**70).map(str)),
+        st.tuples(_weird.filter(lambda a: not a.startswith("-"))),
+    ),
+    name=st.sampled_from(sorted(ANALYSES)),
+)
 def test_bad_arguments_are_one_line_and_write_nothing(memory: Path, args: tuple[str, ...], name: str) -> None:
     before = _files(memory)
     r = run_cli("--memory-dir", str(memory), "analytics", name, *args)
@@ -89,8 +121,12 @@ def test_bad_arguments_are_one_line_and_write_nothing(memory: Path, args: tuple[
 
 @pytest.mark.parametrize("place", ["missing", "empty", "a file", "a file inside"])
 def test_no_memory_is_one_line_and_creates_nothing(tmp_path: Path, place: str) -> None:
-    target = {"missing": tmp_path / "nowhere", "empty": tmp_path / "empty", "a file": tmp_path / "plain.txt",
-              "a file inside": tmp_path / "plain.txt" / "memory"}[place]
+    target = {
+        "missing": tmp_path / "nowhere",
+        "empty": tmp_path / "empty",
+        "a file": tmp_path / "plain.txt",
+        "a file inside": tmp_path / "plain.txt" / "memory",
+    }[place]
     if place == "empty":
         target.mkdir()
     if place.startswith("a file"):

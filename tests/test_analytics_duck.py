@@ -1,5 +1,6 @@
 """DuckDB over the analytics mirror (and the offline attach of the ledger itself): typed views, and answers equal to the same computation
 over `projections` in Python (on hand-built ledgers)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -39,7 +40,8 @@ def test_views_count_every_event_type(learned: tuple[SqliteStore, Built]) -> Non
     # typed views carry typed columns
     assert con.sql("SELECT count(*) FROM step_recorded WHERE NOT ok").fetchone()[0] == 6
     assert con.sql("SELECT sum(turns) FROM run_completed").fetchone()[0] == sum(
-        e.data["turns"] for e in store.read(types=["run_completed"]))
+        e.data["turns"] for e in store.read(types=["run_completed"])
+    )
     con.close()
 
 
@@ -47,6 +49,7 @@ def test_attach_is_read_only(learned: tuple[SqliteStore, Built]) -> None:
     """The offline recipe (analytics.duck) attaches the ledger itself read-only, scanner loaded from its
     package; the mirror is a file of its own, so analytics never writes the ledger."""
     import duckdb
+
     store, _ = learned
     con, events = attach(store.path)
     assert con.execute(f"SELECT count(*) FROM {events}").fetchone()[0] == store.head()
@@ -66,8 +69,14 @@ def test_runs_equal_the_runs_projection(learned: tuple[SqliteStore, Built]) -> N
     assert set(rows) == set(manifests)
     for rid, m in manifests.items():
         r = rows[rid]
-        assert (r["status"], r["success"], r["turns"], r["mode"], r["session_id"], r["memory_enabled"]) == \
-            (m.status, m.success, m.turn_count, m.mode, m.session_id, m.memory_enabled)
+        assert (r["status"], r["success"], r["turns"], r["mode"], r["session_id"], r["memory_enabled"]) == (
+            m.status,
+            m.success,
+            m.turn_count,
+            m.mode,
+            m.session_id,
+            m.memory_enabled,
+        )
         assert r["tokens_in"] == m.tokens_in and r["duration_ms"] == m.duration_ms
     outcomes = {r["domain"]: r for r in analyse("runs", store).sections["outcomes"].records()}
     by_dom = Counter(m.domain for m in manifests.values())
@@ -120,13 +129,16 @@ def test_memory_effect_equals_python_over_run_manifests(learned: tuple[SqliteSto
             seen_on.add(key)
     rows = {r["run_id"]: r for r in analyse("memory-effect", store).sections["runs"].records()}
     assert {rid: r["condition"] for rid, r in rows.items()} == cond
-    summary = {(r["comparison"], r["condition"]): r for r in analyse("memory-effect", store).sections["summary"].records()}
+    summary = {
+        (r["comparison"], r["condition"]): r for r in analyse("memory-effect", store).sections["summary"].records()
+    }
     on = [m for m in runs if m.memory_enabled]
     assert summary[("off vs on", "on")]["runs"] == len(on)
     assert summary[("off vs on", "on")]["avg_turns"] == pytest.approx(sum(m.turn_count for m in on) / len(on), abs=0.01)
     warm = [m for m in runs if cond[m.run_id] == "warm"]
     assert summary[("cold vs warm", "warm")]["pass_rate"] == pytest.approx(
-        sum(1 for m in warm if m.success) / len(warm), abs=1e-4)
+        sum(1 for m in warm if m.success) / len(warm), abs=1e-4
+    )
 
 
 def _contradicting_ledger(path: Path) -> SqliteStore:
@@ -134,15 +146,29 @@ def _contradicting_ledger(path: Path) -> SqliteStore:
     clock = SteppingClock()
     store = SqliteStore.open(path, clock=clock)
     writer = MemoryWriter(store)
-    obs = [("shop.test", "load", "5s"), ("shop.test", "load", "5s"), ("shop.test", "load", "8s"),
-           ("shop.test", "load", "5s"), ("shop.test", "load", "9s"), ("shop.test", "load", "5s"),
-           ("shop.test", "modal", "shadow dom"), ("news.test", "load", "1s"), ("shop.test", "load", "9s"),
-           ("shop.test", "load", "2s"), ("shop.test", "load", "3s"), ("shop.test", "load", "8s")]
+    obs = [
+        ("shop.test", "load", "5s"),
+        ("shop.test", "load", "5s"),
+        ("shop.test", "load", "8s"),
+        ("shop.test", "load", "5s"),
+        ("shop.test", "load", "9s"),
+        ("shop.test", "load", "5s"),
+        ("shop.test", "modal", "shadow dom"),
+        ("news.test", "load", "1s"),
+        ("shop.test", "load", "9s"),
+        ("shop.test", "load", "2s"),
+        ("shop.test", "load", "3s"),
+        ("shop.test", "load", "8s"),
+    ]
     for dom, key, value in obs:
         clock.advance(timedelta(hours=1))
         writer.append([event(FactObserved(fact_type="timing", key=key, value=value), domain=dom)])
-    writer.append([event(RunStarted(goal="g"), run_id="r1", domain="shop.test"),
-                   event(RunCompleted(success=True), run_id="r1", domain="shop.test")])
+    writer.append(
+        [
+            event(RunStarted(goal="g"), run_id="r1", domain="shop.test"),
+            event(RunCompleted(success=True), run_id="r1", domain="shop.test"),
+        ]
+    )
     writer.open_for_run("r2", "2026-02-01T00:00:00Z")
     return store
 
@@ -156,8 +182,9 @@ def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path, policy:
     assert rep.sections["pruned"].rows, "the ledger must hold pruned facts"
     facts = {(r["domain"], r["fact_type"], r["key"], r["value"]): r for r in rep.sections["facts"].records()}
     view = MemoryView.from_events(store.read(), policy)
-    current = {(f.domain, f.fact_type, f.key, f.value): f for dom in ("shop.test", "news.test")
-               for f in view.facts(dom)}
+    current = {
+        (f.domain, f.fact_type, f.key, f.value): f for dom in ("shop.test", "news.test") for f in view.facts(dom)
+    }
     for key, f in current.items():
         assert facts[key]["status"] == "current"
         assert facts[key]["confidence"] == pytest.approx(f.confidence, abs=1e-12)
@@ -168,8 +195,11 @@ def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path, policy:
         by_seq.setdefault(r["seq"], {})[(r["domain"], r["fact_type"], r["key"], r["value"])] = r
     for seq, rows in by_seq.items():
         at = MemoryView.from_events(store.read(to_seq=seq), policy)
-        now = {(f.domain, f.fact_type, f.key, f.value): f.confidence for dom in ("shop.test", "news.test")
-               for f in at.facts(dom)}
+        now = {
+            (f.domain, f.fact_type, f.key, f.value): f.confidence
+            for dom in ("shop.test", "news.test")
+            for f in at.facts(dom)
+        }
         for key, r in rows.items():
             if r["alive"]:
                 assert now[key] == pytest.approx(r["confidence"], abs=1e-6), (seq, key)
@@ -199,6 +229,7 @@ def test_forgotten_subjects_appear_in_no_answer(tmp_path: Path) -> None:
 def test_the_same_answers_over_a_postgresql_ledger(learned: tuple[SqliteStore, Built], pg_url: str) -> None:
     from memtape.ledger.copy import copy_ledger
     from memtape.ledger.pgstore import PostgresStore
+
     store, _ = learned
     copy_ledger(store.url, pg_url)
     with PostgresStore.open(pg_url) as pg:

@@ -1,5 +1,6 @@
 """Experiments replay observations under another policy: the default policy reproduces reality
 exactly; changed thresholds decide earlier, later or not at all, at the expected seq. And `fork`."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -44,8 +45,9 @@ def aged(tmp_path_factory: pytest.TempPathFactory) -> tuple[SqliteStore, Built]:
     writer.open_for_run("late", clock.now.isoformat())
     writer.append([event(RunStarted(goal="late run"), run_id="late", domain="a.test")])
     for value in ("5s", "5s", "8s", "5s", "9s", "2s", "3s"):
-        writer.append([event(FactObserved(fact_type="timing", key="load", value=value), run_id="late",
-                             domain="a.test")])
+        writer.append(
+            [event(FactObserved(fact_type="timing", key="load", value=value), run_id="late", domain="a.test")]
+        )
     writer.append([event(RunCompleted(success=True), run_id="late", domain="a.test")])
     types = [e.type for e in store.read()]
     assert {"lessons_pruned", "trajectories_expired", "fact_contradicted", "facts_pruned"} <= set(types)
@@ -109,7 +111,10 @@ def test_pruning_expiry_and_decay_parameters(aged: tuple[SqliteStore, Built]) ->
 
 def test_settings_are_typed_and_checked() -> None:
     assert parse_settings(["promotion_min_uses=3", "fact-decay=0.3", "trace_scoring=true"]) == {
-        "promotion_min_uses": 3, "fact_decay": 0.3, "trace_scoring": True}
+        "promotion_min_uses": 3,
+        "fact_decay": 0.3,
+        "trace_scoring": True,
+    }
     for bad in (["nope=1"], ["promotion_min_uses=x"], ["fact_decay"]):
         with pytest.raises(LedgerError):
             parse_settings(bad)
@@ -144,6 +149,7 @@ def test_fork_copies_verbatim_and_keeps_the_chain(learned: tuple[SqliteStore, Bu
 
 
 # ---- counterfactual recall --------------------------------------------------------------
+
 
 def test_recall_top_k_remakes_recalls_and_their_prompt_items(learned: tuple[SqliteStore, Built]) -> None:
     store, built = learned
@@ -188,13 +194,27 @@ def test_session_history_length_changes_the_sessions_prompts_held(tmp_path: Path
 
 def test_a_recall_the_real_policy_does_not_reproduce_is_kept_as_recorded(tmp_path: Path) -> None:
     from memtape.ledger.events import ErrorRecall
+
     store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
     writer = MemoryWriter(store)
     writer.open_for_run("r1", "2026-01-01T00:00:00Z")
-    writer.append([event(RunStarted(goal="g"), run_id="r1", domain="a.test"),
-                   event(ErrorRecall(command="click", error_snippet="nothing matches this", matched=1,
-                                     lessons=["made up"], lesson_ids=["lsn_elsewhere"]), run_id="r1", step=1,
-                         domain="a.test")])
+    writer.append(
+        [
+            event(RunStarted(goal="g"), run_id="r1", domain="a.test"),
+            event(
+                ErrorRecall(
+                    command="click",
+                    error_snippet="nothing matches this",
+                    matched=1,
+                    lessons=["made up"],
+                    lesson_ids=["lsn_elsewhere"],
+                ),
+                run_id="r1",
+                step=1,
+                domain="a.test",
+            ),
+        ]
+    )
     result = run_experiment(store, {"recall_top_k": 1})
     assert result.recalls_kept_as_recorded == 1 and result.prompts == [] and result.differences == 0
     store.close()

@@ -3,6 +3,7 @@ every analytics answer that has a projection counterpart equals the projection f
 decay's facts (status and confidence) equal projections.knowledge, the lessons the mirror shows
 equal projections.lessons, and the runs answer equals projections.runs. What a forget removes is
 decided once, by the projections' own rules."""
+
 from __future__ import annotations
 
 import tempfile
@@ -31,8 +32,13 @@ op = st.one_of(
     st.tuples(st.just("end"), st.booleans()),
     # a fact seen on a domain by the current run (or by no run), its value one of a few: new
     # values contradict the old ones, and three contradictions prune a fact
-    st.tuples(st.just("fact"), st.sampled_from(DOMAINS), st.sampled_from(("load", "modal")),
-              st.sampled_from(("1s", "2s", "3s")), st.booleans()),
+    st.tuples(
+        st.just("fact"),
+        st.sampled_from(DOMAINS),
+        st.sampled_from(("load", "modal")),
+        st.sampled_from(("1s", "2s", "3s")),
+        st.booleans(),
+    ),
     st.tuples(st.just("lesson"), st.sampled_from(("click", "fill")), st.sampled_from((None, *DOMAINS))),
     st.tuples(st.just("forget"), st.sampled_from(("run", "session", "domain", "lesson")), st.integers(0, 9)),
 )
@@ -57,15 +63,30 @@ def _write(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
             rid = current[0] if current is not None and o[4] else None
             writer.append([event(FactObserved(fact_type="timing", key=o[2], value=o[3]), run_id=rid, domain=o[1])])
         elif kind == "lesson":
-            (ev, *_) = writer.append([event(LessonRecorded(
-                lesson_id="", lesson=f"when {o[1]} fails on {o[2] or 'any site'}, wait",
-                category="site_specific" if o[2] else "error_recovery", failed_command=o[1],
-                error_pattern="timeout", scope_domain=o[2]), run_id=current[0] if current else None,
-                domain=current[1] if current else DOMAINS[0])])
+            (ev, *_) = writer.append(
+                [
+                    event(
+                        LessonRecorded(
+                            lesson_id="",
+                            lesson=f"when {o[1]} fails on {o[2] or 'any site'}, wait",
+                            category="site_specific" if o[2] else "error_recovery",
+                            failed_command=o[1],
+                            error_pattern="timeout",
+                            scope_domain=o[2],
+                        ),
+                        run_id=current[0] if current else None,
+                        domain=current[1] if current else DOMAINS[0],
+                    )
+                ]
+            )
             lessons.append(ev)
         elif kind == "forget":
-            subjects: dict[str, list[str]] = {"run": runs, "session": list(SESSIONS), "domain": ["a.test", "b.test"],
-                                              "lesson": [lid for ev in lessons if (lid := lesson_id_of(ev))]}
+            subjects: dict[str, list[str]] = {
+                "run": runs,
+                "session": list(SESSIONS),
+                "domain": ["a.test", "b.test"],
+                "lesson": [lid for ev in lessons if (lid := lesson_id_of(ev))],
+            }
             if subjects[o[1]]:
                 forget(store, o[1], subjects[o[1]][o[2] % len(subjects[o[1]])])
 
@@ -77,15 +98,38 @@ def _facts(records: list[dict[str, Any]], status: str) -> dict[tuple[str, str, s
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=24))
 # a forgotten run confirmed a fact another run first saw: the fact stays, confirmed
-@example([("run", "a.test", None), ("fact", "a.test", "load", "1s", True), ("end", True),
-          ("run", "b.test", "s1"), ("fact", "a.test", "load", "1s", True), ("forget", "run", 1)])
+@example(
+    [
+        ("run", "a.test", None),
+        ("fact", "a.test", "load", "1s", True),
+        ("end", True),
+        ("run", "b.test", "s1"),
+        ("fact", "a.test", "load", "1s", True),
+        ("forget", "run", 1),
+    ]
+)
 # a forgotten run first saw a fact another run confirmed, then contradicted: the fact goes, the other value stays
-@example([("run", "a.test", "s1"), ("fact", "a.test", "load", "1s", True), ("end", True),
-          ("run", "b.test", None), ("fact", "a.test", "load", "1s", True), ("fact", "a.test", "load", "2s", True),
-          ("forget", "session", 0)])
+@example(
+    [
+        ("run", "a.test", "s1"),
+        ("fact", "a.test", "load", "1s", True),
+        ("end", True),
+        ("run", "b.test", None),
+        ("fact", "a.test", "load", "1s", True),
+        ("fact", "a.test", "load", "2s", True),
+        ("forget", "session", 0),
+    ]
+)
 # what is learned after a forget is new: a fact and a run on the forgotten domain
-@example([("fact", "a.test", "load", "1s", False), ("forget", "domain", 0), ("run", "www.a.test", None),
-          ("fact", "a.test", "load", "1s", True), ("fact", "a.test", "load", "2s", True)])
+@example(
+    [
+        ("fact", "a.test", "load", "1s", False),
+        ("forget", "domain", 0),
+        ("run", "www.a.test", None),
+        ("fact", "a.test", "load", "1s", True),
+        ("fact", "a.test", "load", "2s", True),
+    ]
+)
 # a universal lesson merged into one scoped to the forgotten domain goes with it
 @example([("lesson", "click", "a.test"), ("lesson", "click", None), ("forget", "domain", 0)])
 def test_after_any_forgets_analytics_answers_equal_the_projections(ops: list[tuple[Any, ...]]) -> None:
@@ -97,16 +141,24 @@ def test_after_any_forgets_analytics_answers_equal_the_projections(ops: list[tup
             answers = analyse_all(store)
             # decay is the knowledge fold: the facts it calls current, and the ones it calls closed
             facts = answers["decay"].sections["facts"].records()
-            current = {(f.domain, f.key, f.value): round(f.confidence, 9)
-                       for held in state.knowledge.current.values() for f in held.values()}
-            closed = {(f.domain, f.key, f.value): round(f.confidence, 9)
-                      for held in state.knowledge.closed.values() for f in held}
+            current = {
+                (f.domain, f.key, f.value): round(f.confidence, 9)
+                for held in state.knowledge.current.values()
+                for f in held.values()
+            }
+            closed = {
+                (f.domain, f.key, f.value): round(f.confidence, 9)
+                for held in state.knowledge.closed.values()
+                for f in held
+            }
             assert _facts(facts, "current") == current
             assert _facts(facts, "closed") == {k: c for k, c in closed.items() if k not in current}
             # the lessons the mirror's events show
             con = connect(store)
-            shown = con.execute("SELECT DISTINCT lesson_id FROM events WHERE type IN ('lesson_recorded', "
-                                "'lesson_seeded') AND lesson_id NOT IN (SELECT lesson_id FROM lessons_pruned)").fetchall()
+            shown = con.execute(
+                "SELECT DISTINCT lesson_id FROM events WHERE type IN ('lesson_recorded', "
+                "'lesson_seeded') AND lesson_id NOT IN (SELECT lesson_id FROM lessons_pruned)"
+            ).fetchall()
             con.close()
             assert {lid for (lid,) in shown} == set(state.lessons.lessons)
             # the runs answer
@@ -120,8 +172,12 @@ def _contradictions_shown(store: SqliteStore) -> list[dict[str, Any]]:
     """The payloads of the `fact_contradicted` events analytics shows, in log order."""
     con = connect(store)
     try:
-        return [orjson.loads(p) for (p,) in con.execute(
-            "SELECT payload FROM events WHERE type = 'fact_contradicted' ORDER BY seq").fetchall()]
+        return [
+            orjson.loads(p)
+            for (p,) in con.execute(
+                "SELECT payload FROM events WHERE type = 'fact_contradicted' ORDER BY seq"
+            ).fetchall()
+        ]
     finally:
         con.close()
 
@@ -130,9 +186,18 @@ def test_a_contradiction_that_stays_shows_no_value_a_forget_removed(tmp_path: Pa
     """A contradiction of two values, one first seen by a run later forgotten: it still changed
     the other fact, so it stays — without the forgotten fact's value in its `old_values`."""
     with SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock()) as store:
-        _write(store, [("run", "a.test", None), ("fact", "a.test", "load", "1s", True), ("end", True),
-                       ("fact", "a.test", "load", "2s", False),
-                       ("run", "a.test", None), ("fact", "a.test", "load", "3s", True), ("end", True)])
+        _write(
+            store,
+            [
+                ("run", "a.test", None),
+                ("fact", "a.test", "load", "1s", True),
+                ("end", True),
+                ("fact", "a.test", "load", "2s", False),
+                ("run", "a.test", None),
+                ("fact", "a.test", "load", "3s", True),
+                ("end", True),
+            ],
+        )
         contradictions = [e.data for e in store.read(types=["fact_contradicted"])]
         assert ["1s", "2s"] in [sorted(d["old_values"]) for d in contradictions]  # what the ledger keeps
         forget(store, "run", "r1")
@@ -145,8 +210,15 @@ def test_a_contradiction_by_a_forgotten_runs_value_does_not_show_that_value(tmp_
     """A forgotten run's value contradicted a fact that survives it: the contradiction stays (the
     fact's confidence fell), but neither analytics nor `explain` names the forgotten value."""
     with SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock()) as store:
-        _write(store, [("fact", "a.test", "load", "1s", False),
-                       ("run", "a.test", None), ("fact", "a.test", "load", "2s", True), ("end", True)])
+        _write(
+            store,
+            [
+                ("fact", "a.test", "load", "1s", False),
+                ("run", "a.test", None),
+                ("fact", "a.test", "load", "2s", True),
+                ("end", True),
+            ],
+        )
         assert [e.data["new_value"] for e in store.read(types=["fact_contradicted"])] == ["2s"]
         forget(store, "run", "r1")
         shown = _contradictions_shown(store)

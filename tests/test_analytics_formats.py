@@ -1,4 +1,5 @@
 """Every analytics command answers in every `--format` (table, json, csv, parquet)."""
+
 from __future__ import annotations
 
 import csv
@@ -69,8 +70,7 @@ def test_csv_is_the_main_section(memory: Path, answers: dict[str, dict[str, list
 
 
 @pytest.mark.parametrize("name", list(ANALYSES))
-def test_parquet_to_a_file(memory: Path, answers: dict[str, dict[str, list[dict]]], name: str,
-                           tmp_path: Path) -> None:
+def test_parquet_to_a_file(memory: Path, answers: dict[str, dict[str, list[dict]]], name: str, tmp_path: Path) -> None:
     out = tmp_path / f"{name}.parquet"
     res = run_cli("--memory-dir", str(memory), "analytics", name, "--format", "parquet", "--out", str(out))
     assert res.code == 0, res.err
@@ -88,8 +88,18 @@ def test_section_selects_one_table(memory: Path, tmp_path: Path) -> None:
     res = run_cli("--memory-dir", str(memory), "analytics", "runs", "--format", "json", "--section", "lineage")
     assert res.code == 0 and orjson.loads(res.out) == []
     out = tmp_path / "s.csv"
-    res = run_cli("--memory-dir", str(memory), "analytics", "recall", "--format", "csv", "--section", "never_recalled",
-                  "--out", str(out))
+    res = run_cli(
+        "--memory-dir",
+        str(memory),
+        "analytics",
+        "recall",
+        "--format",
+        "csv",
+        "--section",
+        "never_recalled",
+        "--out",
+        str(out),
+    )
     assert res.code == 0 and out.read_text().startswith("lesson_id,lesson,category")
 
 
@@ -111,6 +121,7 @@ def test_parquet_to_stdout_writes_bytes(memory: Path) -> None:
     report = analyse("runs", store)
     store.close()
     import sys
+
     old, sys.stdout = sys.stdout, Sink()
     try:
         emit(report, "parquet")

@@ -1,5 +1,6 @@
 """The analytics mirror (analytics.duckdb): caught up incrementally, equal to a rebuild, rebuilt when
 tampered with or stale, and its `memory_at_step` view equal to the projections folded in Python."""
+
 from __future__ import annotations
 
 import logging
@@ -44,11 +45,14 @@ def _answers(store: SqliteStore) -> str:
 def _mirror_rows(store: SqliteStore) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     con = connect(store)
     try:
-        return (con.execute("SELECT * FROM events ORDER BY seq").fetchall(),
-                con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall(),
-                con.execute("SELECT * FROM step_as_of ORDER BY ALL").fetchall(),
-                con.execute("SELECT run_id, valid_from, valid_to, to_json(value) FROM short_term_intervals "
-                            "ORDER BY ALL").fetchall())
+        return (
+            con.execute("SELECT * FROM events ORDER BY seq").fetchall(),
+            con.execute("SELECT * FROM intervals ORDER BY ALL").fetchall(),
+            con.execute("SELECT * FROM step_as_of ORDER BY ALL").fetchall(),
+            con.execute(
+                "SELECT run_id, valid_from, valid_to, to_json(value) FROM short_term_intervals ORDER BY ALL"
+            ).fetchall(),
+        )
     finally:
         con.close()
 
@@ -80,8 +84,10 @@ def _digests(mirror: Path) -> tuple[str, str]:
     """The digest the mirror's checkpoint holds, and the one its rows give now."""
     con = duckdb.connect(str(mirror), read_only=True)
     try:
-        return (str(con.execute("SELECT digest FROM _mirror").fetchone()[0]),
-                str(_rows_digest(con, _row_key(mirror.with_name("projections.db")))))
+        return (
+            str(con.execute("SELECT digest FROM _mirror").fetchone()[0]),
+            str(_rows_digest(con, _row_key(mirror.with_name("projections.db")))),
+        )
     finally:
         con.close()
 
@@ -116,19 +122,23 @@ def test_a_forget_rebuilds_the_mirror_without_the_subject(learned: tuple[SqliteS
     assert rows == _rebuilt(store)
 
 
-@pytest.mark.parametrize("edit", [
-    "UPDATE events SET payload = '{\"lesson\": \"forged\"}' WHERE type = 'lesson_recorded'",
-    "DELETE FROM intervals WHERE projection = 'lessons'",
-    "UPDATE short_term_intervals SET value = {'run_id': 'forged', 'goal': value.goal, 'domain': value.domain, "
-    "'recent': value.recent, 'failed_signatures': [], 'action_frequency': value.action_frequency, "
-    "'loop_warnings': value.loop_warnings, 'navigation_path': value.navigation_path, 'current_url': value.current_url, "
-    "'cycle_count': value.cycle_count, 'event_ids': value.event_ids, 'session_id': value.session_id, "
-    "'visited_urls': value.visited_urls, 'completed': value.completed} WHERE valid_to IS NULL",
-    "UPDATE _mirror SET seq = seq - 3",
-    "INSERT INTO events SELECT * FROM events LIMIT 1",
-])
-def test_a_tampered_mirror_is_rebuilt_with_a_warning(learned: tuple[SqliteStore, Built, SteppingClock], edit: str,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE events SET payload = '{\"lesson\": \"forged\"}' WHERE type = 'lesson_recorded'",
+        "DELETE FROM intervals WHERE projection = 'lessons'",
+        "UPDATE short_term_intervals SET value = {'run_id': 'forged', 'goal': value.goal, 'domain': value.domain, "
+        "'recent': value.recent, 'failed_signatures': [], 'action_frequency': value.action_frequency, "
+        "'loop_warnings': value.loop_warnings, 'navigation_path': value.navigation_path, 'current_url': value.current_url, "
+        "'cycle_count': value.cycle_count, 'event_ids': value.event_ids, 'session_id': value.session_id, "
+        "'visited_urls': value.visited_urls, 'completed': value.completed} WHERE valid_to IS NULL",
+        "UPDATE _mirror SET seq = seq - 3",
+        "INSERT INTO events SELECT * FROM events LIMIT 1",
+    ],
+)
+def test_a_tampered_mirror_is_rebuilt_with_a_warning(
+    learned: tuple[SqliteStore, Built, SteppingClock], edit: str, caplog: pytest.LogCaptureFixture
+) -> None:
     store, _, _ = learned
     honest = _answers(store)
     rows = _mirror_rows(store)
@@ -138,13 +148,15 @@ def test_a_tampered_mirror_is_rebuilt_with_a_warning(learned: tuple[SqliteStore,
     con.close()
     with caplog.at_level(logging.WARNING, logger="memtape"):
         assert _answers(store) == honest
-    assert any(f"{mirror}:" in r.getMessage() and "rebuilding from the ledger" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        f"{mirror}:" in r.getMessage() and "rebuilding from the ledger" in r.getMessage() for r in caplog.records
+    )
     assert _mirror_rows(store) == rows
 
 
-def test_a_mirror_that_is_not_a_database_is_rebuilt(learned: tuple[SqliteStore, Built, SteppingClock],
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_a_mirror_that_is_not_a_database_is_rebuilt(
+    learned: tuple[SqliteStore, Built, SteppingClock], caplog: pytest.LogCaptureFixture
+) -> None:
     store, _, _ = learned
     honest = _answers(store)
     mirror = Path(store.path).parent / MIRROR_FILE
@@ -177,8 +189,11 @@ def test_memory_at_step_is_what_the_projections_held(learned: tuple[SqliteStore,
     assert memory_at_step_equals_the_fold(store, built.step_seq) == sum(len(s) for s in built.step_seq.values())
     con = connect(store)
     run, step = built.runs[-1], max(built.step_seq[built.runs[-1]])
-    lessons = con.execute("SELECT item, value ->> 'use_count' FROM memory_at_step WHERE run_id = ? AND step = ? "
-                          "AND projection = 'lessons' AND field = 'lessons'", (run, step)).fetchall()
+    lessons = con.execute(
+        "SELECT item, value ->> 'use_count' FROM memory_at_step WHERE run_id = ? AND step = ? "
+        "AND projection = 'lessons' AND field = 'lessons'",
+        (run, step),
+    ).fetchall()
     con.close()
     seq = built.step_seq[run][step]
     used = MemoryView.from_events(store.read(to_seq=seq - 1)).lesson(built.lesson_id)
@@ -203,9 +218,20 @@ def test_a_lesson_without_an_id_gets_the_projections_id(tmp_path: Path) -> None:
     """The mirror fills an empty lesson id in Python, as the lessons projection does (no SQL copy of the hash)."""
     clock = SteppingClock()
     with SqliteStore.open(tmp_path / "ledger.db", clock=clock) as store:
-        MemoryWriter(store).append([event(LessonRecorded(lesson_id="", lesson="Wait for the list", category="error_recovery",
-                                                         failed_command="click", error_pattern="detached"),
-                                          domain="a.test")])
+        MemoryWriter(store).append(
+            [
+                event(
+                    LessonRecorded(
+                        lesson_id="",
+                        lesson="Wait for the list",
+                        category="error_recovery",
+                        failed_command="click",
+                        error_pattern="detached",
+                    ),
+                    domain="a.test",
+                )
+            ]
+        )
         clock.advance(timedelta(hours=1))
         con = connect(store)
         got = con.execute("SELECT lesson_id FROM lesson_recorded").fetchall()
@@ -218,9 +244,17 @@ def test_a_mirror_another_process_holds_is_not_waited_for(learned: tuple[SqliteS
     store, _, _ = learned
     honest = _answers(store)
     mirror = Path(store.path).parent / MIRROR_FILE
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; con = duckdb.connect(sys.argv[1]); "
-                               "print('holding', flush=True); sys.stdin.read()", str(mirror)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('holding', flush=True); sys.stdin.read()",
+            str(mirror),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         with pytest.raises(duckdb.IOException, match="lock"):
@@ -231,7 +265,8 @@ def test_a_mirror_another_process_holds_is_not_waited_for(learned: tuple[SqliteS
 
 
 def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
-        learned: tuple[SqliteStore, Built, SteppingClock], caplog: pytest.LogCaptureFixture) -> None:
+    learned: tuple[SqliteStore, Built, SteppingClock], caplog: pytest.LogCaptureFixture
+) -> None:
     """Untouched since this memory wrote it (its sealed stamp holds): opened read-only, the file left as it
     was. Touched (its ctime moved, rows intact): its rows' digest is checked, it is kept and sealed again."""
     store, _, _ = learned
@@ -245,7 +280,11 @@ def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
     con.close()
     after = os.stat(mirror)
     assert (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (
-        before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ctime_ns,
+    )
     assert seal.read_text() == stamp
     os.utime(mirror)  # rows unchanged, the file's times not
     with caplog.at_level(logging.WARNING, logger="memtape"):
@@ -276,8 +315,9 @@ def test_the_docs_memory_at_step_example_prints_what_the_docs_say(tmp_path: Path
     found = re.search(r"^```python\n((?:(?!^```).)*?memory_at_step.*?)^```\n\nIt prints (.*?)\n\n", docs, re.S | re.M)
     assert found is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    done = subprocess.run([sys.executable, "-"], input=found.group(1), cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-"], input=found.group(1), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     promised = re.findall(r"`([^`]+)`", found.group(2))
     assert len(promised) == 3 and "short_term" in found.group(1)

@@ -3,6 +3,7 @@ its WAL or its seal, every `memtape analytics ...` command either answers exactl
 mirror answers (after rebuilding it, with a warning) or fails with one `error:` line and exit 1 —
 never a tampered number, never a traceback, never a hang, never a byte of ledger.db changed, never a
 half-built copy left behind."""
+
 from __future__ import annotations
 
 import os
@@ -78,7 +79,7 @@ def _edit(memory: Path, *sql: str) -> None:
 # ---- forging a row that keeps DuckDB's hash() -----------------------------------------------
 
 _M = (1 << 64) - 1
-_C = 0xd6e8feb86659fd93  # DuckDB's MurmurHash64 multiplier (hash of an integer; CombineHash)
+_C = 0xD6E8FEB86659FD93  # DuckDB's MurmurHash64 multiplier (hash of an integer; CombineHash)
 _C_INV = pow(_C, -1, 1 << 64)
 
 
@@ -111,16 +112,22 @@ def forge_keeping_hash(con: duckdb.DuckDBPyConnection, table: str, where: str, c
     prefix = hashes[0]  # ... and forward to the state before it
     for i in range(1, k):
         prefix = ((prefix ^ (prefix >> 32)) * _C & _M) ^ hashes[i]
-    con.execute(f"UPDATE {table} SET {free} = ? WHERE rowid = ?",
-                (_unhash(after ^ ((prefix ^ (prefix >> 32)) * _C & _M)), rowid))
+    con.execute(
+        f"UPDATE {table} SET {free} = ? WHERE rowid = ?",
+        (_unhash(after ^ ((prefix ^ (prefix >> 32)) * _C & _M)), rowid),
+    )
     assert con.execute(f"SELECT hash(t) FROM {table} t WHERE rowid = ?", (rowid,)).fetchone()[0] == before
 
 
 def _forged_row(memory: Path) -> None:
     con = duckdb.connect(str(memory / MIRROR_FILE))
-    forge_keeping_hash(con, "events", "type = 'run_completed' AND run_id = 'run_keep_0'",
-                       "payload = replace(CAST(payload AS VARCHAR), '\"success\":true', '\"success\":false')",
-                       "stream_version")
+    forge_keeping_hash(
+        con,
+        "events",
+        "type = 'run_completed' AND run_id = 'run_keep_0'",
+        "payload = replace(CAST(payload AS VARCHAR), '\"success\":true', '\"success\":false')",
+        "stream_version",
+    )
     con.close()
 
 
@@ -144,8 +151,12 @@ TAMPERS = {
     "a macro rewritten": lambda m: _edit(m, "CREATE OR REPLACE MACRO j(p, k) AS NULL"),
     "a view dropped": lambda m: _edit(m, "DROP VIEW run_started"),
     "a view replaced by a table": lambda m: _edit(
-        m, "CREATE TABLE forged AS SELECT * FROM run_completed", "UPDATE forged SET success = NOT success",
-        "DROP VIEW run_completed", "ALTER TABLE forged RENAME TO run_completed"),
+        m,
+        "CREATE TABLE forged AS SELECT * FROM run_completed",
+        "UPDATE forged SET success = NOT success",
+        "DROP VIEW run_completed",
+        "ALTER TABLE forged RENAME TO run_completed",
+    ),
     "a table added": lambda m: _edit(m, "CREATE TABLE notes AS SELECT 'planted' AS x"),
     "a column added": lambda m: _edit(m, "ALTER TABLE events ADD COLUMN extra INTEGER"),
     "a second checkpoint row": lambda m: _edit(m, "INSERT INTO _mirror SELECT * FROM _mirror"),
@@ -157,8 +168,9 @@ TAMPERS = {
     "a FIFO": lambda m: _replace(m / MIRROR_FILE, os.mkfifo),
     "a FIFO as its WAL": lambda m: os.mkfifo(m / f"{MIRROR_FILE}.wal"),
     "a garbage WAL": lambda m: (m / f"{MIRROR_FILE}.wal").write_bytes(b"\x01" * 5000),
-    "an edit left in its WAL": lambda m: _edit(m, "PRAGMA disable_checkpoint_on_shutdown",
-                                               "UPDATE events SET run_id = 'forged' WHERE type = 'run_started'"),
+    "an edit left in its WAL": lambda m: _edit(
+        m, "PRAGMA disable_checkpoint_on_shutdown", "UPDATE events SET run_id = 'forged' WHERE type = 'run_started'"
+    ),
     "a FIFO as its seal": lambda m: _replace(m / f"{MIRROR_FILE}.seal", os.mkfifo),
     "a binary seal": lambda m: (m / f"{MIRROR_FILE}.seal").write_bytes(b"\xff\xfe\x00" * 40),
     "no seal": lambda m: (m / f"{MIRROR_FILE}.seal").unlink(),
@@ -175,8 +187,7 @@ def _half_built(memory: Path) -> list[str]:
 
 @pytest.mark.timeout(60)  # a FIFO once blocked the first read forever
 @pytest.mark.parametrize("tamper", list(TAMPERS))
-def test_a_tampered_mirror_never_serves_its_numbers(honest: Honest, tmp_path: Path,
-                                                    tamper: str) -> None:
+def test_a_tampered_mirror_never_serves_its_numbers(honest: Honest, tmp_path: Path, tamper: str) -> None:
     memory = _copy(honest, tmp_path)
     ledger = _ledger_bytes(memory)
     TAMPERS[tamper](memory)
@@ -197,7 +208,9 @@ LINKS = {
 
 
 @pytest.mark.parametrize("tamper", list(LINKS))
-def test_a_link_in_the_mirrors_place_is_refused_and_followed_nowhere(honest: Honest, tmp_path: Path, tamper: str) -> None:
+def test_a_link_in_the_mirrors_place_is_refused_and_followed_nowhere(
+    honest: Honest, tmp_path: Path, tamper: str
+) -> None:
     """A link in the memory directory is refused in one line before anything is opened: neither
     the mirror nor the ledger it points at is read or written through it."""
     memory = _copy(honest, tmp_path)
@@ -221,8 +234,7 @@ def test_a_memory_under_a_path_that_says_lock_rebuilds_its_mirror(honest: Honest
 
 
 @pytest.mark.parametrize("blocked", [MIRROR_FILE, f"{MIRROR_FILE}.seal", f"{MIRROR_FILE}.wal"])
-def test_a_directory_in_the_mirrors_place_is_one_clear_error(honest: Honest, tmp_path: Path,
-                                                            blocked: str) -> None:
+def test_a_directory_in_the_mirrors_place_is_one_clear_error(honest: Honest, tmp_path: Path, blocked: str) -> None:
     """A directory cannot be replaced (and is not deleted): exit 1, one line naming it, no copy of the
     rebuilt mirror left beside it, the ledger untouched."""
     memory = _copy(honest, tmp_path)
@@ -248,8 +260,9 @@ _value = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=30), st.no
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(table=st.sampled_from(MIRROR_TABLES), row=st.integers(0, 10**6), column=st.integers(0, 20), value=_value)
-def test_any_single_cell_edit_is_caught(honest: Honest, tmp_path_factory: pytest.TempPathFactory,
-                                        table: str, row: int, column: int, value: Any) -> None:
+def test_any_single_cell_edit_is_caught(
+    honest: Honest, tmp_path_factory: pytest.TempPathFactory, table: str, row: int, column: int, value: Any
+) -> None:
     """Any one cell of any mirror table set to any value (extremes included): the answers stay honest."""
     memory = _copy(honest, tmp_path_factory.mktemp("cell"))
     con = duckdb.connect(str(memory / MIRROR_FILE))
@@ -257,8 +270,9 @@ def test_any_single_cell_edit_is_caught(honest: Honest, tmp_path_factory: pytest
     name, kind = cols[column % len(cols)]
     rowids = [r[0] for r in con.execute(f"SELECT rowid FROM {table} ORDER BY rowid").fetchall()]
     try:
-        con.execute(f'UPDATE {table} SET "{name}" = TRY_CAST(? AS {kind}) WHERE rowid = ?',
-                    (value, rowids[row % len(rowids)]))
+        con.execute(
+            f'UPDATE {table} SET "{name}" = TRY_CAST(? AS {kind}) WHERE rowid = ?', (value, rowids[row % len(rowids)])
+        )
     except duckdb.Error:
         pass  # the value does not fit the column (NOT NULL): the file is as it was, bar its times
     con.close()

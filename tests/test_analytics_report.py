@@ -1,4 +1,5 @@
 """The HTML report opened in real Chromium, and `watch` keeping projections.db current."""
+
 from __future__ import annotations
 
 import re
@@ -18,8 +19,15 @@ from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.mark.browser
@@ -30,8 +38,15 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db", clock=clock)
     learning_ledger(store, clock, runs=5, forget_domain="d.test")
     long_goal = "Open the archive, " + "then find the article about the river clean-up and read it, " * 6 + "done"
-    store.append([event(RunStarted(goal=long_goal, start_url="http://news.test/" + "a" * 200), run_id="long_run",
-                        domain="news.test")])
+    store.append(
+        [
+            event(
+                RunStarted(goal=long_goal, start_url="http://news.test/" + "a" * 200),
+                run_id="long_run",
+                domain="news.test",
+            )
+        ]
+    )
     store.close()
     out = tmp_path / "report"
     res = run_cli("--memory-dir", str(memory_path), "report", "--out", str(out))
@@ -41,7 +56,8 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     assert "d.test" not in text and "run3" not in text  # forgotten, with the runs on it
     assert "<script" not in text and "src='http" not in text and 'src="http' not in text  # self-contained
     assert sorted(p.name for p in out.glob("*.png")) == sorted(
-        ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png"])
+        ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png"]
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
@@ -59,7 +75,9 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
                 return [h.textContent, next.tagName, next.tagName === 'TABLE' ? next.rows.length : 0,
                         next.textContent];
             })""")
-            empty_tables = page.evaluate("Array.from(document.querySelectorAll('table')).filter(t => t.rows.length < 2).length")
+            empty_tables = page.evaluate(
+                "Array.from(document.querySelectorAll('table')).filter(t => t.rows.length < 2).length"
+            )
             goal_cell = page.evaluate("""(() => { const td = Array.from(document.querySelectorAll('td'))
                 .find(c => c.textContent.startsWith('Open the archive')); return [td.offsetHeight, td.offsetWidth]; })()""")
             shot = tmp_path / "report.png"
@@ -75,7 +93,9 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     titles = [title for title, *_ in sections]
     assert len(titles) == len(set(titles))  # one title per table
     assert goal_cell[0] > 30 and goal_cell[1] < 900  # the long goal wraps in its column
-    assert "no rows" not in text and not re.search(r"<td[^>]*>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\.\d", text)  # human times
+    assert "no rows" not in text and not re.search(
+        r"<td[^>]*>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\.\d", text
+    )  # human times
     assert shot.stat().st_size > 10_000
 
 
@@ -85,8 +105,10 @@ def test_report_of_an_empty_ledger_still_draws(memory_path: Path, tmp_path: Path
     store.close()
     page = path.read_text()
     assert path.exists() and "no rows" not in page and "No run was started in this ledger." in page
-    assert all((tmp_path / "r" / f"{n}.png").read_bytes()[:4] == b"\x89PNG"
-               for n in ("promotions", "decay", "recall", "memory-effect", "runs"))
+    assert all(
+        (tmp_path / "r" / f"{n}.png").read_bytes()[:4] == b"\x89PNG"
+        for n in ("promotions", "decay", "recall", "memory-effect", "runs")
+    )
 
 
 def test_watch_keeps_projections_current(memory_path: Path) -> None:
@@ -99,16 +121,30 @@ def test_watch_keeps_projections_current(memory_path: Path) -> None:
     changes: list[Change] = []
     stop = threading.Event()
     n_new = 3
-    thread = threading.Thread(target=lambda: follow_projections(reader, proj, on_change=changes.append, stop=stop,
-                                                                max_events=n_new), daemon=True)
+    thread = threading.Thread(
+        target=lambda: follow_projections(reader, proj, on_change=changes.append, stop=stop, max_events=n_new),
+        daemon=True,
+    )
     thread.start()
     time.sleep(0.5)
     lid = "lsn_watch"
-    appended = writer_store.append([event(LessonRecorded(lesson_id=lid, lesson="Scroll first", category="site_specific",
-                                                         scope_domain="a.test"), domain="a.test")])
-    appended += writer_store.append([event(LessonRecorded(lesson_id="lsn_other", lesson="Wait", category="best_practice",
-                                                          failed_command="wait"), domain="a.test"),
-                                     event(SubjectForgotten(subject_kind="lesson", subject=lid))])
+    appended = writer_store.append(
+        [
+            event(
+                LessonRecorded(lesson_id=lid, lesson="Scroll first", category="site_specific", scope_domain="a.test"),
+                domain="a.test",
+            )
+        ]
+    )
+    appended += writer_store.append(
+        [
+            event(
+                LessonRecorded(lesson_id="lsn_other", lesson="Wait", category="best_practice", failed_command="wait"),
+                domain="a.test",
+            ),
+            event(SubjectForgotten(subject_kind="lesson", subject=lid)),
+        ]
+    )
     thread.join(timeout=20)
     stop.set()
     assert not thread.is_alive()

@@ -1,5 +1,6 @@
 """The public API (`memtape.open`): the contract calls as the README spells them, what each one
 logs, two runs where the second recalls what the first learned, stale runs, bad arguments."""
+
 from __future__ import annotations
 
 import json
@@ -33,17 +34,29 @@ def the_contract(mem: Any) -> str:
         tier1 = run.tier1()
         assert tier1 and all(isinstance(l, memtape.Lesson) for l in tier1)
         assert run.recall_domain(step=1) == []
-        run.record_step(step=1, action="click", target='button "Buy"', url="https://shop.example/p/1",
-                        ok=False, error="element intercepts pointer events")
+        run.record_step(
+            step=1,
+            action="click",
+            target='button "Buy"',
+            url="https://shop.example/p/1",
+            ok=False,
+            error="element intercepts pointer events",
+        )
         assert run.url == "https://shop.example/p/1"
         hits = run.recall_error(command="click", error="element intercepts pointer events", step=1)
         assert all(isinstance(l, memtape.Lesson) for l in hits)
-        run.record_lesson("Accept the cookie banner before clicking Buy", category="error_recovery",
-                          failed_command="click", error_pattern="intercepts pointer events", step=2)
+        run.record_lesson(
+            "Accept the cookie banner before clicking Buy",
+            category="error_recovery",
+            failed_command="click",
+            error_pattern="intercepts pointer events",
+            step=2,
+        )
         run.observe_fact(kind="quirk", key="cookie banner", value="blocks clicks until accepted", step=2)
         run.selector_result(element='button "Buy"', selector="#buy", ok=True, step=3)
-        run.record_context(items=[{"source": "domain_tips", "text": "...", "priority": 60, "event_ids": []}],
-                           step=1, budget=2500)
+        run.record_context(
+            items=[{"source": "domain_tips", "text": "...", "priority": 60, "event_ids": []}], step=1, budget=2500
+        )
         run.finish(success=True, outcome="bought")
     return run.run_id
 
@@ -54,8 +67,19 @@ def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
     logged = types(mem)
     assert logged[:4] == ["lesson_seeded"] * 3 + ["run_started"]  # the start-of-run policy, then the run
     run_types = types(mem, run_id)
-    for t in ("tier1_loaded", "domain_recall", "step_recorded", "error_recall", "lesson_recorded", "fact_observed",
-              "selector_succeeded", "context_built", "session_recorded", "step_graded", "run_completed"):
+    for t in (
+        "tier1_loaded",
+        "domain_recall",
+        "step_recorded",
+        "error_recall",
+        "lesson_recorded",
+        "fact_observed",
+        "selector_succeeded",
+        "context_built",
+        "session_recorded",
+        "step_graded",
+        "run_completed",
+    ):
         assert t in run_types, t
     step = next(e for e in mem.store.read(types=["step_recorded"]))
     assert step.data["target"] == {"role": "button", "name": "Buy", "selector": None}
@@ -82,7 +106,9 @@ def test_state_audit_experiment_equal_their_json_commands(tmp_path: Path) -> Non
     assert early == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--as-of", "3", "--json").out)
     assert len(early) == 3 and len(lessons) == 4
     assert [(l["source"], l["error_pattern"]) for l in lessons if l["failed_command"] == "click"] == [
-        ("seed", "intercepts pointer"), ("learned", "intercepts pointer events")]
+        ("seed", "intercepts pointer"),
+        ("learned", "intercepts pointer events"),
+    ]
     assert audit == json.loads(run_cli("--memory-dir", d, "audit", run_id, "--json").out)
     assert [s["step"] for s in audit["steps"]] == [0, 1]  # system prompt, then the one action
     cli = json.loads(run_cli("--memory-dir", d, "experiment", "--set", "promotion_min_uses=3", "--json").out)
@@ -117,7 +143,8 @@ def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
         assert [(l.source, l.failed_command, l.error_pattern, l.matched, l.score) for l in fix] == [
             ("learned", "click", "intercepts pointer events", "pattern+command", 5.0),
             ("seed", "click", "intercepts pointer", "pattern+command", 5.0),
-            ("seed", None, "intercepts pointer", "pattern", 3.0)]
+            ("seed", None, "intercepts pointer", "pattern", 3.0),
+        ]
         assert fix[0].use_count == 1 and fix[0].triggered_domains == ("shop.example",)
         recalled = second.recall_trajectory(step=1)
         assert recalled is not None and recalled.replay and recalled.similarity == 1.0
@@ -158,8 +185,10 @@ def test_a_run_finished_in_another_process_learns_what_it_would_have_learned_in_
         assert reattached.url == SHOP + "socks" and len(reattached.steps) == 4
         learned_there = reattached.finish(success=True, outcome="socks page open")
         run.finished = True  # the other process finished it
+
     def learned(l: Any) -> Any:
         return ([x.model_dump(exclude={"learned_from"}) for x in l.lessons], l.facts, l.trajectory.steps)
+
     assert learned(learned_there) == learned(learned_here)
     step_ids = [e.id for e in there.store.read(run_id=run.run_id, types=["step_recorded"])]
     assert learned_there.lessons[0].learned_from == step_ids[:2]  # the failure and its recovery
@@ -238,8 +267,12 @@ def test_bad_arguments_raise_one_line_and_write_nothing(tmp_path: Path, method: 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(goal=st.one_of(st.just(""), st.just("   "), st.integers(), st.none(), st.text(max_size=3).map(lambda t: t + "\x00")),
-       url=st.one_of(st.just(SHOP), st.none(), st.integers()))
+@given(
+    goal=st.one_of(
+        st.just(""), st.just("   "), st.integers(), st.none(), st.text(max_size=3).map(lambda t: t + "\x00")
+    ),
+    url=st.one_of(st.just(SHOP), st.none(), st.integers()),
+)
 def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: Any) -> None:
     d = tmp_path / "mem"
     with memtape.open(d) as mem, pytest.raises(memtape.MemtapeError) as err:
@@ -249,9 +282,11 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path: Path, goal: Any, url: 
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(step=st.one_of(st.integers(max_value=-1), st.booleans(), st.floats(), st.text(max_size=4), st.none()),
-       target=st.one_of(st.none(), st.text(max_size=30)),
-       error=st.one_of(st.none(), st.text(max_size=30)))
+@given(
+    step=st.one_of(st.integers(max_value=-1), st.booleans(), st.floats(), st.text(max_size=4), st.none()),
+    target=st.one_of(st.none(), st.text(max_size=30)),
+    error=st.one_of(st.none(), st.text(max_size=30)),
+)
 def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, target: Any, error: Any) -> None:
     """Any step/target/error either records exactly one event or raises MemtapeError having written none."""
     with memtape.open(tmp_path / f"mem{abs(hash((repr(step), target, error)))}") as mem:
@@ -269,18 +304,30 @@ def test_record_step_accepts_or_refuses_cleanly(tmp_path: Path, step: Any, targe
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(vector=st.one_of(
-    st.lists(st.floats(min_value=-9e18, max_value=9e18), min_size=1, max_size=5),
-    st.lists(st.one_of(st.floats(), st.booleans(), st.text(max_size=3), st.none(), st.integers()), max_size=5),
-    st.just([0.5] * 8193), st.just([1e19]), st.text(max_size=5), st.integers(), st.none()),
-    model=st.one_of(st.just("m1"), st.just(""), st.none(), st.integers()))
+@given(
+    vector=st.one_of(
+        st.lists(st.floats(min_value=-9e18, max_value=9e18), min_size=1, max_size=5),
+        st.lists(st.one_of(st.floats(), st.booleans(), st.text(max_size=3), st.none(), st.integers()), max_size=5),
+        st.just([0.5] * 8193),
+        st.just([1e19]),
+        st.text(max_size=5),
+        st.integers(),
+        st.none(),
+    ),
+    model=st.one_of(st.just("m1"), st.just(""), st.none(), st.integers()),
+)
 def test_use_embedding_accepts_or_refuses_cleanly(tmp_path: Path, vector: Any, model: Any) -> None:
     """A vector of 1 to 8,192 finite numbers within the ledger's range, with a model name, is
     recorded in every later step; anything else is refused in one line and no step carries it."""
     with memtape.open(tmp_path / f"mem{abs(hash((repr(vector), repr(model))))}") as mem:
         run = mem.start_run(goal="Buy wool socks", start_url=SHOP)
-        good = (isinstance(vector, list) and 0 < len(vector) <= 8192 and isinstance(model, str) and model.strip() != ""
-                and all(type(x) in (int, float) and abs(x) <= 9e18 for x in vector))
+        good = (
+            isinstance(vector, list)
+            and 0 < len(vector) <= 8192
+            and isinstance(model, str)
+            and model.strip() != ""
+            and all(type(x) in (int, float) and abs(x) <= 9e18 for x in vector)
+        )
         try:
             run.use_embedding(vector, model)
         except memtape.MemtapeError as exc:
@@ -291,17 +338,24 @@ def test_use_embedding_accepts_or_refuses_cleanly(tmp_path: Path, vector: Any, m
         recorded = [e.data for e in mem.store.read(types=["step_recorded"])][0]
         assert recorded["internal_state"] == "Buy wool socks"
         assert (recorded["internal_state_embedding"], recorded["embedding_model"]) == (
-            ([float(x) for x in vector], model) if good else ([], None))
+            ([float(x) for x in vector], model) if good else ([], None)
+        )
         run.finished = True
 
 
 def test_bad_questions_to_memory_raise_one_line(tmp_path: Path) -> None:
     with memtape.open(tmp_path / "mem") as mem:
-        for call in (lambda: mem.state("moods"), lambda: mem.state("lessons", as_of=-1),
-                     lambda: mem.state("lessons", as_of=True), lambda: mem.audit("run_nope"),
-                     lambda: mem.audit("", step=1), lambda: mem.experiment({"promotion_min_uses": "many"}),
-                     lambda: mem.experiment({"no_such_knob": 1}), lambda: mem.run("run_nope"),
-                     lambda: mem.recall_error("click", "x", run_id="run_nope")):
+        for call in (
+            lambda: mem.state("moods"),
+            lambda: mem.state("lessons", as_of=-1),
+            lambda: mem.state("lessons", as_of=True),
+            lambda: mem.audit("run_nope"),
+            lambda: mem.audit("", step=1),
+            lambda: mem.experiment({"promotion_min_uses": "many"}),
+            lambda: mem.experiment({"no_such_knob": 1}),
+            lambda: mem.run("run_nope"),
+            lambda: mem.recall_error("click", "x", run_id="run_nope"),
+        ):
             with pytest.raises(memtape.MemtapeError) as err:
                 call()
             assert "\n" not in str(err.value)
@@ -328,6 +382,7 @@ def test_a_policy_is_applied_and_recorded(tmp_path: Path) -> None:
 
 def test_the_api_names_no_bundled_agent_types() -> None:
     import inspect
+
     forbidden = ("StepRecord", "EnvState", "BudgetItem", "RunResult")
     for cls in (memtape.Memory, memtape.Run):
         for name, fn in inspect.getmembers(cls, inspect.isfunction):
@@ -336,13 +391,38 @@ def test_the_api_names_no_bundled_agent_types() -> None:
                 assert not any(f in sig for f in forbidden), (cls.__name__, name, sig)
 
 
-HOSTILE = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.just(2**70), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.sampled_from(["\x00", "", " ", "click", "shop.example", "quirk"]),
-                    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+HOSTILE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.just(2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["\x00", "", " ", "click", "shop.example", "quirk"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 RUN_METHODS = {
-    "record_step": (("step", "action"), ("target", "url", "ok", "error", "args", "url_after", "selector", "sensitive",
-                                         "duration_ms", "think", "page_before", "page_after", "decided_by",
-                                         "in_shadow", "memory_ms")),  # rep: the run's own (start_run)
+    "record_step": (
+        ("step", "action"),
+        (
+            "target",
+            "url",
+            "ok",
+            "error",
+            "args",
+            "url_after",
+            "selector",
+            "sensitive",
+            "duration_ms",
+            "think",
+            "page_before",
+            "page_after",
+            "decided_by",
+            "in_shadow",
+            "memory_ms",
+        ),
+    ),  # rep: the run's own (start_run)
     "record_lesson": (("text",), ("category", "failed_command", "error_pattern", "scope_domain", "step")),
     "observe_fact": (("kind", "key", "value"), ("step", "domain")),
     "selector_result": (("element", "selector", "ok"), ("step", "error", "url", "healed_from")),
@@ -350,8 +430,21 @@ RUN_METHODS = {
     "recall_error": (("command", "error"), ("step", "domain")),
     "recall_domain": ((), ("step", "domain")),
     "recall_trajectory": ((), ("step", "url")),
-    "finish": (("success",), ("outcome", "reason", "result", "final_url", "turns", "tokens_in", "tokens_out",
-                              "duration_ms", "policy_decisions", "replayed_steps")),
+    "finish": (
+        ("success",),
+        (
+            "outcome",
+            "reason",
+            "result",
+            "final_url",
+            "turns",
+            "tokens_in",
+            "tokens_out",
+            "duration_ms",
+            "policy_decisions",
+            "replayed_steps",
+        ),
+    ),
 }
 
 
@@ -393,14 +486,17 @@ def test_memory_on_a_postgresql_ledger(pg_url: str) -> None:
         assert [l.lesson_id for l in site] == [l.lesson_id for l in learned.lessons if l.scope_domain]
         assert recalled is not None and recalled.replay
         assert [r["status"] for r in mem.state("runs")] == ["completed", "completed"]
-        shown = next(r for r in mem.audit(second.run_id, step=1)["steps"][0]["memory"]["recalled"]
-                     if r["kind"] == "domain")
+        shown = next(
+            r for r in mem.audit(second.run_id, step=1)["steps"][0]["memory"]["recalled"] if r["kind"] == "domain"
+        )
         assert shown["lessons"][0]["taught_by"]["run_id"] == first.run_id
 
 
 MEMORY_METHODS = {
-    "start_run": (("goal", "start_url"), ("session_id", "run_id", "parent_run_id", "mode", "isolation", "case_id",
-                                          "agent")),
+    "start_run": (
+        ("goal", "start_url"),
+        ("session_id", "run_id", "parent_run_id", "mode", "isolation", "case_id", "agent"),
+    ),
     "recall_error": (("command", "error"), ("domain", "run_id", "step")),
     "recall_domain": (("domain",), ("run_id", "step")),
     "tier1": ((), ("run_id", "step", "domain")),
@@ -413,8 +509,9 @@ MEMORY_METHODS = {
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), method=st.sampled_from(sorted(MEMORY_METHODS)))
-def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shared_memory: Any, data: Any,
-                                                                           method: str) -> None:
+def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(
+    shared_memory: Any, data: Any, method: str
+) -> None:
     """The calls behind `memtape start-run|finish-run|recall`, with whatever an agent passes."""
     required, optional = MEMORY_METHODS[method]
     kwargs = {name: data.draw(HOSTILE, label=name) for name in required}
@@ -432,10 +529,15 @@ def test_any_argument_to_memory_is_answered_or_refused_with_nothing_written(shar
 def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trimmed(tmp_path: Path) -> None:
     with memtape.open(tmp_path / "mem") as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
-            run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 120},
-                                      {"source": "facts", "text": "x" * 40, "priority": 30, "content_type": "json"}],
-                               trimmed=[{"source": "step_memories", "text": "old", "priority": 20, "tokens": 900}],
-                               step=2, budget=200)
+            run.record_context(
+                items=[
+                    {"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 120},
+                    {"source": "facts", "text": "x" * 40, "priority": 30, "content_type": "json"},
+                ],
+                trimmed=[{"source": "step_memories", "text": "old", "priority": 20, "tokens": 900}],
+                step=2,
+                budget=200,
+            )
             run.finish(success=True)
         ctx = next(e for e in mem.store.read(types=["context_built"]))
         facts = count_tokens("x" * 40, "json")  # counted here: the agent gave no count

@@ -1,4 +1,5 @@
 """Hostile input to the ledger's commands: one-line error, non-zero exit, nothing written, no stray files."""
+
 from __future__ import annotations
 
 import os
@@ -74,6 +75,7 @@ def with_bad_line(bad: bytes, data: st.DataObject) -> bytes:
 
 # ---- append ----------------------------------------------------------------------------------
 
+
 @FUZZ
 @given(st.binary(min_size=1, max_size=60).filter(lambda b: b"\n" not in b and b.strip() != b""), st.data())
 def test_malformed_or_non_utf8_lines(bad: bytes, data: st.DataObject) -> None:
@@ -97,7 +99,9 @@ def test_wrong_types(type_: str, data: st.DataObject) -> None:
     if isinstance(value, bool):
         wrong = data.draw(st.sampled_from(["yes", [True], {"a": 1}]))
     elif isinstance(value, (int, float)):
-        wrong = data.draw(st.sampled_from(["many", [1], {"n": 1}, -1 if isinstance(value, int) and key != "priority" else "x"]))
+        wrong = data.draw(
+            st.sampled_from(["many", [1], {"n": 1}, -1 if isinstance(value, int) and key != "priority" else "x"])
+        )
     elif isinstance(value, str):
         wrong = data.draw(st.sampled_from([123, True, ["a"], {"s": "a"}]))
     elif isinstance(value, list):
@@ -124,13 +128,34 @@ def test_unknown_types(type_: str, data: st.DataObject) -> None:
 @given(st.sampled_from(["lesson_seeded", "fact_observed", "run_started", "error_recall"]), st.data())
 def test_huge_fields(type_: str, data: st.DataObject) -> None:
     line = sample_line(type_)
-    key = next(k for k, v in line.items() if isinstance(v, str) and k not in ("type", "run_id", "category", "fact_type"))
+    key = next(
+        k for k, v in line.items() if isinstance(v, str) and k not in ("type", "run_id", "category", "fact_type")
+    )
     append_refused(with_bad_line(orjson.dumps({**line, key: "z" * (MAX_TEXT + 1)}), data))
 
 
 hostile_names = st.one_of(
-    st.sampled_from(["../../etc", "../x", "/etc/passwd", "a/b", "exa mple.com", "a\x00b.com", "x.com\x00", ".",
-                     "..", "", "a..b", "-a.com", "a.com/../../x", "C:\\win", "a\nb", "a\tb.com", "\u202eevil.com"]),
+    st.sampled_from(
+        [
+            "../../etc",
+            "../x",
+            "/etc/passwd",
+            "a/b",
+            "exa mple.com",
+            "a\x00b.com",
+            "x.com\x00",
+            ".",
+            "..",
+            "",
+            "a..b",
+            "-a.com",
+            "a.com/../../x",
+            "C:\\win",
+            "a\nb",
+            "a\tb.com",
+            "\u202eevil.com",
+        ]
+    ),
     st.text(min_size=1, max_size=12).map(lambda t: f"../{t}"),
     st.text(min_size=1, max_size=12).map(lambda t: f"{t}\x00"),
 )
@@ -156,17 +181,25 @@ def test_raw_control_characters_inside_json_strings(ch: str, data: st.DataObject
 def test_escaped_control_characters_in_free_text_are_kept_verbatim(memory_path: Path) -> None:
     """Escaped control characters (other than NUL) are legitimate page text: stored exactly, printed escaped."""
     text = "tab\there bell\x07 esc\x1b[31m"
-    r = run_cli("--memory-dir", str(memory_path), "append", "--raw", "-",
-                stdin=orjson.dumps(sample_line("lesson_seeded", text=text)))
+    r = run_cli(
+        "--memory-dir",
+        str(memory_path),
+        "append",
+        "--raw",
+        "-",
+        stdin=orjson.dumps(sample_line("lesson_seeded", text=text)),
+    )
     assert r.code == 0, r.err
     out = run_cli("--memory-dir", str(memory_path), "events", "--json").out
     assert orjson.loads(out)["payload"]["lesson"] == text
 
 
 def test_nul_anywhere_is_refused() -> None:
-    for line in (b'{"type":"lesson_seeded","lesson_id":"l","lesson":"a\\u0000b","category":"best_practice"}',
-                 b'{"type":"run_started","run_id":"r\\u0000","goal":"g"}',
-                 b'{"type":"run_started","run_id":"r","goal":"g","policy":{"k":["\\u0000"]}}'):
+    for line in (
+        b'{"type":"lesson_seeded","lesson_id":"l","lesson":"a\\u0000b","category":"best_practice"}',
+        b'{"type":"run_started","run_id":"r\\u0000","goal":"g"}',
+        b'{"type":"run_started","run_id":"r","goal":"g","policy":{"k":["\\u0000"]}}',
+    ):
         append_refused(line + b"\n")
 
 
@@ -179,14 +212,28 @@ def test_bad_line_error_names_the_line() -> None:
 
 # ---- every option of the ledger commands ----------------------------------------------------------
 
-option_values = st.one_of(hostile_names, st.text(max_size=20), st.sampled_from(["-1", "0", "1e9", "nan", "99999999999999999999999"]))
+option_values = st.one_of(
+    hostile_names, st.text(max_size=20), st.sampled_from(["-1", "0", "1e9", "nan", "99999999999999999999999"])
+)
 
 
 @FUZZ
-@given(st.sampled_from([
-    ["events", "--from-seq"], ["events", "--to-seq"], ["events", "--type"], ["events", "--run"],
-    ["events", "--domain"], ["schema"], ["append"], ["stats", "--bogus"], ["verify", "--bogus"],
-]), option_values)
+@given(
+    st.sampled_from(
+        [
+            ["events", "--from-seq"],
+            ["events", "--to-seq"],
+            ["events", "--type"],
+            ["events", "--run"],
+            ["events", "--domain"],
+            ["schema"],
+            ["append"],
+            ["stats", "--bogus"],
+            ["verify", "--bogus"],
+        ]
+    ),
+    option_values,
+)
 def test_every_option_with_hostile_values(args: list[str], value: str) -> None:
     with ledger_with_two_events() as (root, memory):
         # besides the ledger's own -wal/-shm, a read writes only the head it saw (ledger.head)
@@ -214,9 +261,21 @@ def test_hostile_memory_dir(value: str) -> None:
 
 
 @FUZZ
-@given(st.one_of(st.binary(max_size=40), st.sampled_from([
-    b"{}", b'{"until": -1, "memory_isolation": "per-run"}', b'{"until": "x", "memory_isolation": "shared"}',
-    b'{"until": 3, "memory_isolation": "everyone"}', b"[1, 2]", b"null"])))
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.sampled_from(
+            [
+                b"{}",
+                b'{"until": -1, "memory_isolation": "per-run"}',
+                b'{"until": "x", "memory_isolation": "shared"}',
+                b'{"until": 3, "memory_isolation": "everyone"}',
+                b"[1, 2]",
+                b"null",
+            ]
+        ),
+    )
+)
 def test_damaged_fork_record_is_one_line(raw: bytes) -> None:
     """A hand-edited fork.json: `memtape run` refuses in one line before it starts anything."""
     with ledger_with_two_events() as (root, memory):

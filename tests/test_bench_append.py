@@ -1,5 +1,6 @@
 """bench/append.py stays runnable: every figure is measured, positive, and beside its baseline, its
 ratio read as "times better" whichever way the figure goes."""
+
 from __future__ import annotations
 
 from tests.bench_cli import assert_honest, bench_json

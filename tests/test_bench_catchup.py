@@ -1,5 +1,6 @@
 """bench/catchup.py runs on a small ledger: both workloads are caught up in new processes on fresh
 copies, beside the baseline measured on the same copies, and every figure is read honestly."""
+
 from __future__ import annotations
 
 from tests.bench_cli import assert_honest, bench_json

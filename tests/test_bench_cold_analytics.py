@@ -1,6 +1,7 @@
 """bench/cold_analytics.py runs on a small ledger: the command, the same SQL run directly and the bare
 interpreter are each timed in new processes, the command's phases are all measured, and the aim is
 read off the median honestly."""
+
 from __future__ import annotations
 
 from tests.bench_cli import assert_honest, bench_json

@@ -1,6 +1,7 @@
 """bench/duck_queries.py stays honest and runnable: DuckDB (native and through the scanner) and SQLite
 give the same answers, including on the cases the synthetic log never produces, and every figure is
 measured and positive."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,16 +33,18 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = build_ledger(path, 3_000)
     lid = next(store.read(types=["lesson_recorded"])).data["lesson_id"]
     env = {"run_id": "extra1", "domain": "www.extra.test"}
-    store.append([
-        NewEvent(RunStarted(goal="g"), **env),
-        NewEvent(DomainRecall(matched=3, lesson_ids=[lid, "lsn_other"]), **env),
-        NewEvent(ErrorRecall(command="click", error_snippet="x", matched=1, lesson_ids=[lid]), step=0, **env),
-        NewEvent(RunCompleted(success=False, summary="no", turns=3), **env),
-        NewEvent(RunCompleted(success=True, summary="yes on retry", turns=5), **env),
-        NewEvent(LessonDeduplicated(lesson_id=lid, lesson="l", category="error_recovery", new_use_count=2), **env),
-        NewEvent(LessonPromoted(lesson_id=lid, lesson="l", use_count=5, triggered_domains=["a", "b", "c"]), **env),
-        NewEvent(RunStarted(goal="still going"), run_id="extra2", domain="www.extra.test"),
-    ])
+    store.append(
+        [
+            NewEvent(RunStarted(goal="g"), **env),
+            NewEvent(DomainRecall(matched=3, lesson_ids=[lid, "lsn_other"]), **env),
+            NewEvent(ErrorRecall(command="click", error_snippet="x", matched=1, lesson_ids=[lid]), step=0, **env),
+            NewEvent(RunCompleted(success=False, summary="no", turns=3), **env),
+            NewEvent(RunCompleted(success=True, summary="yes on retry", turns=5), **env),
+            NewEvent(LessonDeduplicated(lesson_id=lid, lesson="l", category="error_recovery", new_use_count=2), **env),
+            NewEvent(LessonPromoted(lesson_id=lid, lesson="l", use_count=5, triggered_domains=["a", "b", "c"]), **env),
+            NewEvent(RunStarted(goal="still going"), run_id="extra2", domain="www.extra.test"),
+        ]
+    )
     store.close()
     return bench_json("duck_queries", "--ledger", str(path), "--repeat", "1")
 

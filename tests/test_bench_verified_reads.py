@@ -1,5 +1,6 @@
 """bench/verified_reads.py runs on a tiny ledger, and both rebuilds give the same projections (the
 bench exits non-zero when they do not)."""
+
 from __future__ import annotations
 
 from tests.bench_cli import assert_honest, bench_json

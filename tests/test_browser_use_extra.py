@@ -1,5 +1,6 @@
 """Without the browser-use extra (or with a browser-use older than the adapter's range),
 importing the adapter is one line that names the install command."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,14 +17,16 @@ INSTALL = "pip install 'memtape[browser-use]'"
 
 def test_without_browser_use_importing_the_adapter_names_the_extra() -> None:
     """A fresh interpreter where browser_use cannot be imported (as when it is not installed)."""
-    code = ("import sys\n"
-            "sys.modules['browser_use'] = None\n"
-            "from memtape import MemtapeError\n"
-            "try:\n"
-            "    import memtape.integrations.browser_use\n"
-            "except MemtapeError as exc:\n"
-            "    print(exc)\n"
-            "    sys.exit(3)\n")
+    code = (
+        "import sys\n"
+        "sys.modules['browser_use'] = None\n"
+        "from memtape import MemtapeError\n"
+        "try:\n"
+        "    import memtape.integrations.browser_use\n"
+        "except MemtapeError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 3, run.stderr
     assert run.stdout == f"memtape browser-use integration needs the browser-use extra: {INSTALL}\n"

@@ -7,6 +7,7 @@ the file is never deleted under the others. (Before one read transaction held a 
 what it seals, a catch-up read them apart, took another process's save for an edit and
 discarded the file: dozens of times in such a round.)
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -48,8 +49,9 @@ print(reads, len(inodes))
 
 
 def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_writers_and_a_reader_at_once_raise_no_alarm(tmp_path: Path) -> None:
@@ -71,8 +73,12 @@ def test_writers_and_a_reader_at_once_raise_no_alarm(tmp_path: Path) -> None:
     errors.append(err)
     assert reader.returncode == 0, err
     reads, inodes = map(int, out.split())
-    alarms = [line for err in errors for line in err.splitlines()
-              if "sealed digest" in line or "discarded" in line or "rebuilding" in line]
+    alarms = [
+        line
+        for err in errors
+        for line in err.splitlines()
+        if "sealed digest" in line or "discarded" in line or "rebuilding" in line
+    ]
     assert not alarms, alarms
     assert inodes == 1 and (memory / "projections.db").stat().st_ino == inode  # never deleted
     with memtape.open(memory) as mem:  # every run recorded

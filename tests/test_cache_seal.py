@@ -6,6 +6,7 @@ checked whole after any of them matches the checkpoint it seals, so a file memta
 never taken for an edit. A file touched by someone who changed nothing is checked whole once,
 kept and sealed again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,17 +45,22 @@ def _checked_whole(path: Path) -> None:
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(items=st.lists(memory_events(), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 10), max_size=5),
-       alone=st.sampled_from(PROJECTIONS), flush_rows=st.sampled_from([1, 20_000]))
-def test_every_write_keeps_the_digest_the_checkpoint_seals(items: list[Any], cuts: list[int], alone: str,
-                                                           flush_rows: int) -> None:
+@given(
+    items=st.lists(memory_events(), min_size=1, max_size=40),
+    cuts=st.lists(st.integers(1, 10), max_size=5),
+    alone=st.sampled_from(PROJECTIONS),
+    flush_rows=st.sampled_from([1, 20_000]),
+)
+def test_every_write_keeps_the_digest_the_checkpoint_seals(
+    items: list[Any], cuts: list[int], alone: str, flush_rows: int
+) -> None:
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(intervals, "FLUSH_ROWS", flush_rows):
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
         writer = MemoryWriter(store, check_runs=False)
         path = Path(tmp) / "projections.db"
         i = 0
         for n in [*cuts, len(items)]:  # catch-ups in chunks: versions closed, dropped below forgets
-            _write(store, writer, items[i:i + n])
+            _write(store, writer, items[i : i + n])
             i += n
             materialize.caught_up(store, path)
             _checked_whole(path)
@@ -80,8 +86,9 @@ def test_a_forget_and_its_scrub_keep_the_digest(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_touched_file_is_checked_whole_once_kept_and_sealed_again(tmp_path: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_a_touched_file_is_checked_whole_once_kept_and_sealed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
     _populated(store)
     path = tmp_path / "projections.db"

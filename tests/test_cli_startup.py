@@ -2,6 +2,7 @@
 summaries (kept equal here to each command's own short help) without importing a command's module,
 a read command loads no extra, each command's module imports only the extra memtape.cli names for it,
 and bench/cli_startup.py measures both beside `python -c pass`."""
+
 from __future__ import annotations
 
 import importlib
@@ -34,24 +35,36 @@ def _name(text: str) -> str:
 def _brought_by(extra: str) -> set[str]:
     """The top-level modules of every distribution `pip install 'memtape[extra]'` installs
     (the extra's requirements and theirs, recursively, as installed here)."""
-    pending = [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-               ["optional-dependencies"][extra]]
+    pending = [
+        Requirement(r)
+        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    ]
     seen: set[str] = set()
     while pending:
         req = pending.pop()
         if req.name == "memtape":
-            pending += [Requirement(r) for e in req.extras for r in
-                        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][e]]
+            pending += [
+                Requirement(r)
+                for e in req.extras
+                for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][e]
+            ]
             continue
         if _name(req.name) in seen:
             continue
         seen.add(_name(req.name))
         for text in importlib.metadata.requires(req.name) or []:
             dep = Requirement(text)
-            if dep.marker is None or dep.marker.evaluate({"extra": ""}) or any(dep.marker.evaluate({"extra": e}) for e in req.extras):
+            if (
+                dep.marker is None
+                or dep.marker.evaluate({"extra": ""})
+                or any(dep.marker.evaluate({"extra": e}) for e in req.extras)
+            ):
                 pending.append(dep)
-    return {module for module, dists in importlib.metadata.packages_distributions().items()
-            if any(_name(d) in seen for d in dists)}
+    return {
+        module
+        for module, dists in importlib.metadata.packages_distributions().items()
+        if any(_name(d) in seen for d in dists)
+    }
 
 
 def _command(name: str) -> click.Command:
@@ -102,11 +115,27 @@ def test_help_imports_click_and_no_command() -> None:
 
 def test_a_read_command_loads_no_extra(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
-    started = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "start-run",
-                              "--goal", "open the shop", "--url", "https://shop.test/"],
-                             capture_output=True, text=True, timeout=120)
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memtape",
+            "--memory-dir",
+            str(memory),
+            "start-run",
+            "--goal",
+            "open the shop",
+            "--url",
+            "https://shop.test/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert started.returncode == 0, started.stderr
-    loaded = _modules_after(f"    from memtape.cli import main\n    main({['--memory-dir', str(memory), 'recall', 'tier1', '--json']!r})")
+    loaded = _modules_after(
+        f"    from memtape.cli import main\n    main({['--memory-dir', str(memory), 'recall', 'tier1', '--json']!r})"
+    )
     assert "memtape.commands.runs" in loaded
     assert not _tops(loaded) & {"numpy", "sqlite_utils", *EXTRA_MODULES}
 

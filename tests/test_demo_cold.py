@@ -1,5 +1,6 @@
 """`memtape demo` always measures a cold start: run twice on one directory, it says the memory is
 there, runs in a fresh `demo-N/` beside it and prints the same table (the README's main command)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,11 @@ pytestmark = pytest.mark.browser
 
 def _totals(out: str) -> list[list[str]]:
     """The Totals rows without the columns that are timings (memory share, wall time)."""
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()
-            if re.match(r"│ memory (off|on #\d)", line)]
+    rows = [
+        [c.strip() for c in line.split("│")[1:-1]]
+        for line in out.splitlines()
+        if re.match(r"│ memory (off|on #\d)", line)
+    ]
     return [row[:-2] for row in rows]
 
 
@@ -30,8 +34,7 @@ def _memory(out: str) -> list[list[str]]:
 
 def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -> None:
     cases = tmp_path / "cases.json"
-    cases.write_text(json.dumps([c for c in json.loads(Path(CASES_FILE).read_text())
-                                 if c["id"] == "shop-add-shoes"]))
+    cases.write_text(json.dumps([c for c in json.loads(Path(CASES_FILE).read_text()) if c["id"] == "shop-add-shoes"]))
     memory = tmp_path / ".agent-memory"
     first = run_cli("--memory-dir", str(memory), "demo", "--cases", str(cases), "--no-audit")
     assert first.code == 0, first.err
@@ -40,8 +43,9 @@ def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -
         head = store.head()
     second = run_cli("--memory-dir", str(memory), "demo", "--cases", str(cases), "--no-audit")
     assert second.code == 0, second.err
-    assert f"{memory} already holds memory ({head} events); the demo starts cold in {memory / 'demo-2'}" in \
-        " ".join(second.out.split())
+    assert f"{memory} already holds memory ({head} events); the demo starts cold in {memory / 'demo-2'}" in " ".join(
+        second.out.split()
+    )
     assert _totals(first.out) == _totals(second.out) and len(_totals(first.out)) == 3
     assert _memory(first.out) == _memory(second.out)
     sources = [row[0] for row in _memory(first.out)]
@@ -51,8 +55,11 @@ def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -
     assert "counted by the BPE tokenizer cl100k_base" in " ".join(first.out.split())
     with SqliteStore.open(memory / "ledger.db") as store:
         assert store.head() == head  # the first memory is left as it was
-        system = [[(i["source"], bool(i["event_ids"])) for i in e.data["items"]]
-                  for e in store.read(types=["context_built"]) if e.data["prompt"] == "system"]
+        system = [
+            [(i["source"], bool(i["event_ids"])) for i in e.data["items"]]
+            for e in store.read(types=["context_built"])
+            if e.data["prompt"] == "system"
+        ]
         # the instruction and the goal are the agent's own text; Tier 1, memory, is an item of its own (none
         # with memory off); a pass that replays every step asks no model, so records no system prompt
         assert system == [[("system", False), ("goal", False)], [("system", False), ("tier1", True), ("goal", False)]]

@@ -1,6 +1,7 @@
 """The documentation documents everything and stays in its place: every command has its section in
 docs/cli.md, every event type its line in docs/events.md, every HTTP route of the server its row in
 docs/http.md; the README opens with the two commands and stays short (the rest is in docs/)."""
+
 from __future__ import annotations
 
 import re

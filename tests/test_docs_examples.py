@@ -2,6 +2,7 @@
 then the pages in mkdocs.yml's nav order), in one fresh directory with the installed `memtape` on
 PATH — except the few marked `<!-- docs-test: skip (reason) -->`, which install from PyPI, drive
 Chromium for minutes or need a PostgreSQL server (each names the test that covers it)."""
+
 from __future__ import annotations
 
 import os
@@ -26,9 +27,17 @@ def test_every_bash_example_runs_as_written(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_") and k != "COLUMNS"}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HOME=str(tmp_path))
     for block in runnable:
-        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0 and "error:" not in done.stderr, f"{block.where}\n{block.code}\n--- stderr:\n{done.stderr}"
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.code],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0 and "error:" not in done.stderr, (
+            f"{block.where}\n{block.code}\n--- stderr:\n{done.stderr}"
+        )
     # what the examples promise is there
     assert (work / "exported" / ".agent-memory").is_dir() and (work / "exported" / "prompt.txt").exists()
     assert (work / "effect.parquet").exists() and (work / "report" / "report.html").exists()

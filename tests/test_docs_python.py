@@ -1,5 +1,6 @@
 """Every ```python block of the README and of docs/ runs as written: each in a fresh empty
 directory, in its own interpreter (no state shared between blocks or with the test process)."""
+
 from __future__ import annotations
 
 import os
@@ -32,6 +33,7 @@ def test_the_readme_shows_the_api_with_python() -> None:
 @pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.where)
 def test_python_block_runs(tmp_path: Path, block: Block) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    done = subprocess.run([sys.executable, "-"], input=block.code, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-"], input=block.code, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, f"{block.where}: the block failed:\n{done.stderr[-3000:]}"

@@ -2,6 +2,7 @@
 snippet, a docstring mkdocstrings cannot read fails it), into a temporary folder, and what is
 generated from the code is there: the API from the docstrings, the command reference from the click
 commands, the OpenAPI schema from the server's app."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,24 @@ from tests.docs_support import ROOT
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("docs")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-                           "--site-dir", str(work / "site")], cwd=work, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(work / "site"),
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return work / "site"
 
@@ -38,8 +55,17 @@ def test_the_command_reference_lists_every_command(site: Path) -> None:
 
 def test_the_api_page_documents_the_public_names(site: Path) -> None:
     html = (site / "api" / "index.html").read_text()
-    for name in ("memtape.open", "memtape.Memory", "memtape.Run", "memtape.Lesson", "memtape.Policy", "memtape.MemtapeError",
-                 "memtape.Run.record_step", "memtape.Memory.start_run", "memtape.Memory.audit"):
+    for name in (
+        "memtape.open",
+        "memtape.Memory",
+        "memtape.Run",
+        "memtape.Lesson",
+        "memtape.Policy",
+        "memtape.MemtapeError",
+        "memtape.Run.record_step",
+        "memtape.Memory.start_run",
+        "memtape.Memory.audit",
+    ):
         assert f'id="{name}"' in html, name
 
 

@@ -1,5 +1,6 @@
 """Domain scope by the public-suffix list bundled in tldextract (no network): a scope that is a
 public suffix is refused in one line; matching stops at the registrable domain."""
+
 from __future__ import annotations
 
 import socket
@@ -27,7 +28,12 @@ def test_sites_come_from_the_bundled_list_without_network(monkeypatch: pytest.Mo
     site_of.cache_clear()
     assert site_of("www.amazon.co.uk") == "amazon.co.uk" and site_of("a.b.github.io") == "b.github.io"
     assert [is_public_suffix(h) for h in ("com", "co.uk", "github.io", "amazon.com", "shop.test")] == [
-        True, True, True, False, False]
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert site_of("www.shop.test:8080") == "shop.test" and site_of("127.0.0.1") == "127.0.0.1"
 
 
@@ -55,8 +61,10 @@ def test_a_scope_never_reaches_past_the_hosts_site(host: str, scope: str) -> Non
 
 @pytest.mark.parametrize("scope", ["com", "co.uk", "github.io", "COM"])
 def test_a_public_suffix_scope_is_refused_in_one_line(tmp_path: Path, scope: str) -> None:
-    line = ('{"type":"lesson_recorded","lesson_id":"l1","lesson":"Accept cookies first","category":"site_specific",'
-            f'"scope_domain":"{scope}"}}\n').encode()
+    line = (
+        '{"type":"lesson_recorded","lesson_id":"l1","lesson":"Accept cookies first","category":"site_specific",'
+        f'"scope_domain":"{scope}"}}\n'
+    ).encode()
     r = run_cli("--memory-dir", str(tmp_path / "m"), "append", "-", stdin=line)
     assert r.code == 1 and r.err.count("\n") == 1
     assert f"scope '{scope.lower()}' is a public suffix" in r.err and not (tmp_path / "m").exists()
@@ -66,9 +74,19 @@ def test_a_public_suffix_scope_is_refused_in_one_line(tmp_path: Path, scope: str
 
 def test_recall_on_domain_keeps_sites_apart(tmp_path: Path) -> None:
     with SqliteStore.open(tmp_path / "ledger.db") as store:
-        store.append([event(LessonRecorded(lesson_id=f"l_{site}", lesson=f"On {site}, accept cookies first",
-                                           category="site_specific", scope_domain=site))
-                      for site in ("a.co.uk", "amazon.com", "b.github.io")])
+        store.append(
+            [
+                event(
+                    LessonRecorded(
+                        lesson_id=f"l_{site}",
+                        lesson=f"On {site}, accept cookies first",
+                        category="site_specific",
+                        scope_domain=site,
+                    )
+                )
+                for site in ("a.co.uk", "amazon.com", "b.github.io")
+            ]
+        )
         view = MemoryView.from_events(store.read())
         assert [l.lesson_id for l in view.recall_on_domain("www.a.co.uk")] == ["l_a.co.uk"]
         assert view.recall_on_domain("b.co.uk") == [] and view.recall_on_domain("c.github.io") == []

@@ -1,6 +1,7 @@
 """What the door admits, every read survives: no storable event breaks a read, no traceback on a
 read path, and the smaller holes (diff backwards, refused files touched, forget's leftovers, policy
 ranges, decisions appended as observations), each reproduced as the crash it once was."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -33,9 +34,20 @@ def one_line(r: CliResult) -> str:
 
 #: every read a hostile event once broke, as commands (the memory dir is prepended)
 def reads(tmp: Path) -> list[list[str]]:
-    return [["state", "runs"], ["state", "lessons"], ["runs"], ["rebuild"], ["events"], ["events", "--json"],
-            ["export", "--format", "agent-memory", "--out", str(tmp / "exp")], ["audit", "r1"],
-            ["report", "--out", str(tmp / "report")], ["diff", "--from", "0", "--to", "9"], ["stats"], ["verify"]]
+    return [
+        ["state", "runs"],
+        ["state", "lessons"],
+        ["runs"],
+        ["rebuild"],
+        ["events"],
+        ["events", "--json"],
+        ["export", "--format", "agent-memory", "--out", str(tmp / "exp")],
+        ["audit", "r1"],
+        ["report", "--out", str(tmp / "report")],
+        ["diff", "--from", "0", "--to", "9"],
+        ["stats"],
+        ["verify"],
+    ]
 
 
 @pytest.fixture
@@ -47,33 +59,38 @@ def memory(tmp_path: Path) -> Iterator[Path]:
 
 # ---- item 1: the crashes of "Why", each refused at the door --------------------------------------
 
-@pytest.mark.parametrize("line, reason", [
-    (TURN_U64, "turn"),
-    (LESSON + ',"use_count":9223372036854775808}', "64-bit"),
-    (SEED + ',"step":9223372036854775808}', "step"),
-    (SEED + ',"schema_version":-1}', "schema_version -1"),
-    (SEED + ',"schema_version":0}', "schema_version 0"),
-    (SEED + ',"schema_version":99}', "written by a newer memtape"),
-    (SEED + ',"occurred_at":"0001-01-01"}', "occurred_at"),
-    (SEED + ',"occurred_at":"9999-12-31T23:59:59-05:00"}', "occurred_at"),
-    ('{"type":"run_progress","run_id":"r1","turn":true,"current_url":"u"}', "turn"),
-    ('{"type":"run_progress","run_id":"r1","turn":"3","current_url":"u"}', "turn"),
-    ('{"type":"run_progress","run_id":"r1","turn":3,"turn":4,"current_url":"u"}', "duplicate key 'turn'"),
-    (SEED + ',"domain":"a.com:99999"}', "domain"),
-    (SEED + ',"scope_domain":"a.com:99999"}', "scope_domain"),
-    (SEED + ',"domain":"a.com:0"}', "domain"),
-    (SEED + ',"run_id":"r1\\n"}', "run_id"),
-    (SEED + ',"policy_note":{"n":1}}', "policy_note"),
-    ('{"type":"run_started","run_id":"r1","goal":"g","policy":{"n":18446744073709551615}}', "64-bit"),
-    ('{"type":"run_completed","run_id":"r1","success":true,"duration_ms":1e300}', "duration_ms"),
-    ('{"type":"run_completed","run_id":"r1","success":true,"memory_ms":9223372036854775807}', "memory_ms"),
-    ('{"type":"run_completed","run_id":"r1","success":1}', "success"),
-    ('{"type":"run_completed","run_id":"r1","success":true,"duration_ms":"5"}', "duration_ms"),
-    (SEED + ',"recorded_at":"yesterday","occurred_at":null}', "recorded_at"),
-    ('{"type":"step_recorded","run_id":"r1","ok":true,"action":{"command":"x","args":{"\\u0000":1}}}', "NUL"),
-])
-def test_bad_lines_are_refused_in_one_line_and_reads_still_work(memory: Path, tmp_path: Path, line: str,
-                                                                  reason: str) -> None:
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (TURN_U64, "turn"),
+        (LESSON + ',"use_count":9223372036854775808}', "64-bit"),
+        (SEED + ',"step":9223372036854775808}', "step"),
+        (SEED + ',"schema_version":-1}', "schema_version -1"),
+        (SEED + ',"schema_version":0}', "schema_version 0"),
+        (SEED + ',"schema_version":99}', "written by a newer memtape"),
+        (SEED + ',"occurred_at":"0001-01-01"}', "occurred_at"),
+        (SEED + ',"occurred_at":"9999-12-31T23:59:59-05:00"}', "occurred_at"),
+        ('{"type":"run_progress","run_id":"r1","turn":true,"current_url":"u"}', "turn"),
+        ('{"type":"run_progress","run_id":"r1","turn":"3","current_url":"u"}', "turn"),
+        ('{"type":"run_progress","run_id":"r1","turn":3,"turn":4,"current_url":"u"}', "duplicate key 'turn'"),
+        (SEED + ',"domain":"a.com:99999"}', "domain"),
+        (SEED + ',"scope_domain":"a.com:99999"}', "scope_domain"),
+        (SEED + ',"domain":"a.com:0"}', "domain"),
+        (SEED + ',"run_id":"r1\\n"}', "run_id"),
+        (SEED + ',"policy_note":{"n":1}}', "policy_note"),
+        ('{"type":"run_started","run_id":"r1","goal":"g","policy":{"n":18446744073709551615}}', "64-bit"),
+        ('{"type":"run_completed","run_id":"r1","success":true,"duration_ms":1e300}', "duration_ms"),
+        ('{"type":"run_completed","run_id":"r1","success":true,"memory_ms":9223372036854775807}', "memory_ms"),
+        ('{"type":"run_completed","run_id":"r1","success":1}', "success"),
+        ('{"type":"run_completed","run_id":"r1","success":true,"duration_ms":"5"}', "duration_ms"),
+        (SEED + ',"recorded_at":"yesterday","occurred_at":null}', "recorded_at"),
+        ('{"type":"step_recorded","run_id":"r1","ok":true,"action":{"command":"x","args":{"\\u0000":1}}}', "NUL"),
+    ],
+)
+def test_bad_lines_are_refused_in_one_line_and_reads_still_work(
+    memory: Path, tmp_path: Path, line: str, reason: str
+) -> None:
     assert cli(memory, "append", "--raw", "-", stdin=START + "\n").code == 0
     for raw in (["--raw"], []):
         err = one_line(cli(memory, "append", *raw, "-", stdin=line + "\n"))
@@ -87,25 +104,34 @@ def test_bad_lines_are_refused_in_one_line_and_reads_still_work(memory: Path, tm
 
 def test_the_extremes_the_door_admits_can_be_read_by_everything(memory: Path, tmp_path: Path) -> None:
     big = 2**63 - 1
-    lines = [START,
-             f'{{"type":"run_progress","run_id":"r1","turn":{big},"current_url":"u","step":{big}}}',
-             f'{{"type":"lesson_recorded","lesson_id":"L1","lesson":"x","category":"error_recovery",'
-             f'"use_count":{big},"failed_command":"click","error_pattern":"blocked","domain":"a.com:65535"}}',
-             '{"type":"lesson_recorded","lesson_id":"L2","lesson":"x","category":"error_recovery",'
-             '"failed_command":"click","error_pattern":"blocked","occurred_at":"1970-01-01"}',
-             '{"type":"error_recall","command":"click","error_snippet":"blocked","matched":1,"lesson_ids":["L1"],'
-             '"run_id":"r1","step":3.0,"domain":"A.COM"}',
-             f'{{"type":"fact_observed","fact_type":"quirk","key":"k","value":"v","sources":{big},"domain":"a.com"}}',
-             '{"type":"fact_observed","fact_type":"quirk","key":"k","value":"w","domain":"a.com",'
-             '"occurred_at":"8999-12-31T23:59:59.999999+00:00"}',
-             f'{{"type":"run_completed","run_id":"r1","success":true,"turns":{big},"tokens_in":{big},'
-             f'"tokens_out":{big},"duration_ms":9e18,"policy_decisions":{big},"replayed_steps":{big},"memory_ms":0}}']
+    lines = [
+        START,
+        f'{{"type":"run_progress","run_id":"r1","turn":{big},"current_url":"u","step":{big}}}',
+        f'{{"type":"lesson_recorded","lesson_id":"L1","lesson":"x","category":"error_recovery",'
+        f'"use_count":{big},"failed_command":"click","error_pattern":"blocked","domain":"a.com:65535"}}',
+        '{"type":"lesson_recorded","lesson_id":"L2","lesson":"x","category":"error_recovery",'
+        '"failed_command":"click","error_pattern":"blocked","occurred_at":"1970-01-01"}',
+        '{"type":"error_recall","command":"click","error_snippet":"blocked","matched":1,"lesson_ids":["L1"],'
+        '"run_id":"r1","step":3.0,"domain":"A.COM"}',
+        f'{{"type":"fact_observed","fact_type":"quirk","key":"k","value":"v","sources":{big},"domain":"a.com"}}',
+        '{"type":"fact_observed","fact_type":"quirk","key":"k","value":"w","domain":"a.com",'
+        '"occurred_at":"8999-12-31T23:59:59.999999+00:00"}',
+        f'{{"type":"run_completed","run_id":"r1","success":true,"turns":{big},"tokens_in":{big},'
+        f'"tokens_out":{big},"duration_ms":9e18,"policy_decisions":{big},"replayed_steps":{big},"memory_ms":0}}',
+    ]
     for line in lines:  # one at a time through the policy, so dedup and recall add to the extremes
         r = cli(memory, "append", "-", stdin=line + "\n")
         assert r.code == 0, (line, r.err)
-    for args in [*reads(tmp_path), ["explain", "L1"], ["experiment", "--set", "promotion_min_uses=1"],
-                 ["analytics", "runs"], ["analytics", "recall"], ["analytics", "memory-effect"],
-                 ["analytics", "promotions"], ["analytics", "decay"]]:
+    for args in [
+        *reads(tmp_path),
+        ["explain", "L1"],
+        ["experiment", "--set", "promotion_min_uses=1"],
+        ["analytics", "runs"],
+        ["analytics", "recall"],
+        ["analytics", "memory-effect"],
+        ["analytics", "promotions"],
+        ["analytics", "decay"],
+    ]:
         r = cli(memory, *args)
         assert r.code == 0, (args, r.err)
     lessons = orjson.loads(cli(memory, "state", "lessons", "--json").out)
@@ -114,28 +140,46 @@ def test_the_extremes_the_door_admits_can_be_read_by_everything(memory: Path, tm
 
 # ---- item 2: no traceback on a read path --------------------------------------------------------
 
+
 def insert_row(path: Path, type_: str, payload: str, schema_version: int = 1) -> int:
     """A row written behind the door's back (INSERT is not guarded; the chain is kept linked)."""
     conn = sqlite3.connect(path)
     seq, prev = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    body = (seq + 1, f"forged-{seq + 1}", "memory", seq + 1000, type_, schema_version, "2026-01-01T00:00:00.000000Z",
-            "2026-01-01T00:00:00.000000Z", None, None, None, payload, prev)
+    body = (
+        seq + 1,
+        f"forged-{seq + 1}",
+        "memory",
+        seq + 1000,
+        type_,
+        schema_version,
+        "2026-01-01T00:00:00.000000Z",
+        "2026-01-01T00:00:00.000000Z",
+        None,
+        None,
+        None,
+        payload,
+        prev,
+    )
     conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (*body, chain_hash(prev, body)))
     conn.commit()
     conn.close()
     return seq + 1
 
 
-@pytest.mark.parametrize("type_, payload, version", [
-    ("lesson_seeded", "{not json", 1),
-    ("lesson_seeded", "[1, 2]", 1),
-    ("lesson_seeded", '{"lesson_id":"L9","lesson":"x","category":"best_practice"}', 99),
-    ("lesson_seeded", '{"lesson_id":"L9","lesson":"x","category":"best_practice"}', 0),
-    ("lesson_promoted", '{"lesson_id":"L9","use_count":"many"}', 1),
-    ("fact_observed", '{"fact_type":"quirk"}', 1),
-])
-def test_an_unreadable_stored_event_is_named_by_its_seq(memory: Path, tmp_path: Path, type_: str, payload: str,
-                                                         version: int) -> None:
+@pytest.mark.parametrize(
+    "type_, payload, version",
+    [
+        ("lesson_seeded", "{not json", 1),
+        ("lesson_seeded", "[1, 2]", 1),
+        ("lesson_seeded", '{"lesson_id":"L9","lesson":"x","category":"best_practice"}', 99),
+        ("lesson_seeded", '{"lesson_id":"L9","lesson":"x","category":"best_practice"}', 0),
+        ("lesson_promoted", '{"lesson_id":"L9","use_count":"many"}', 1),
+        ("fact_observed", '{"fact_type":"quirk"}', 1),
+    ],
+)
+def test_an_unreadable_stored_event_is_named_by_its_seq(
+    memory: Path, tmp_path: Path, type_: str, payload: str, version: int
+) -> None:
     assert cli(memory, "append", "--raw", "-", stdin=START + "\n").code == 0
     seq = insert_row(memory / "ledger.db", type_, payload, version)
     failed = 0
@@ -161,6 +205,7 @@ def test_an_unexpected_exception_is_one_line(memory: Path, monkeypatch: pytest.M
 
     def boom(*_: object) -> None:
         raise IndexError("list index out of range")
+
     monkeypatch.setattr(commands, "format_line", boom)
     assert cli(memory, "append", "--raw", "-", stdin=START + "\n").code == 0
     err = one_line(cli(memory, "events"))
@@ -168,6 +213,7 @@ def test_an_unexpected_exception_is_one_line(memory: Path, monkeypatch: pytest.M
 
 
 # ---- item 8: the smaller ones -----------------------------------------------------------------
+
 
 def two_runs_then_forget(memory: Path, *subjects: str) -> None:
     lines = [START, '{"type":"run_started","run_id":"r2","goal":"find hats","domain":"b.com"}']
@@ -182,9 +228,14 @@ def test_diff_backwards_is_refused(memory: Path) -> None:
     assert "seq 2" in err and "seq 1" in err and "swap" in err
 
 
-@pytest.mark.parametrize("args", [["--from", "99999999999999999999", "--to", "1"],
-                                  ["--from", "1", "--to", "99999999999999999999"],
-                                  ["--from", "9223372036854775808", "--to", "9223372036854775808"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--from", "99999999999999999999", "--to", "1"],
+        ["--from", "1", "--to", "99999999999999999999"],
+        ["--from", "9223372036854775808", "--to", "9223372036854775808"],
+    ],
+)
 def test_diff_at_a_seq_no_ledger_holds_is_one_line(memory: Path, args: list[str]) -> None:
     two_runs_then_forget(memory)
     err = one_line(cli(memory, "diff", *args))
@@ -229,9 +280,11 @@ def test_a_file_with_the_mark_but_no_events_table_is_refused_and_untouched(tmp_p
 
 @pytest.mark.parametrize("forget", [["--domain", "shop.test"], ["--session", "s1"], ["--run", "r1"]])
 def test_forget_leaves_no_forgotten_run_in_lesson_provenance(memory: Path, forget: list[str]) -> None:
-    lines = ['{"type":"run_started","run_id":"r1","session_id":"s1","goal":"g","domain":"shop.test"}',
-             '{"type":"lesson_recorded","lesson_id":"L1","lesson":"Accept the banner first","category":"error_recovery",'
-             '"failed_command":"click","error_pattern":"intercepts","run_id":"r1","step":2,"domain":"cdn.other.test"}']
+    lines = [
+        '{"type":"run_started","run_id":"r1","session_id":"s1","goal":"g","domain":"shop.test"}',
+        '{"type":"lesson_recorded","lesson_id":"L1","lesson":"Accept the banner first","category":"error_recovery",'
+        '"failed_command":"click","error_pattern":"intercepts","run_id":"r1","step":2,"domain":"cdn.other.test"}',
+    ]
     assert cli(memory, "append", "-", stdin="\n".join(lines) + "\n").code == 0
     before = orjson.loads(cli(memory, "state", "lessons", "--json").out)
     assert {row["lesson_id"]: row["taught_by_run"] for row in before}["L1"] == "r1"
@@ -243,20 +296,42 @@ def test_forget_leaves_no_forgotten_run_in_lesson_provenance(memory: Path, forge
     assert "r1" not in cli(memory, "state", "lessons", "--json").out
 
 
-@pytest.mark.parametrize("setting", ["promotion_min_uses=-5", "promotion_min_uses=0", "fact_decay=0",
-                                     "fact_decay=1.5", "trace_ttl_days=-1", "trace_ttl_days=1e9",
-                                     "prune_max_age_days=nan", "loop_window=0", "tier1_cap=-1",
-                                     "promotion_min_uses=99999999999999999999"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "promotion_min_uses=-5",
+        "promotion_min_uses=0",
+        "fact_decay=0",
+        "fact_decay=1.5",
+        "trace_ttl_days=-1",
+        "trace_ttl_days=1e9",
+        "prune_max_age_days=nan",
+        "loop_window=0",
+        "tier1_cap=-1",
+        "promotion_min_uses=99999999999999999999",
+    ],
+)
 def test_experiment_settings_are_range_checked(memory: Path, setting: str) -> None:
     two_runs_then_forget(memory)
     err = one_line(cli(memory, "experiment", "--set", setting))
     assert setting.split("=")[0] in err
 
 
-@pytest.mark.parametrize("decision", ["lesson_seeded", "lesson_promoted", "lesson_deduplicated", "lessons_pruned",
-                                      "fact_contradicted", "facts_pruned", "trajectories_expired"])
+@pytest.mark.parametrize(
+    "decision",
+    [
+        "lesson_seeded",
+        "lesson_promoted",
+        "lesson_deduplicated",
+        "lessons_pruned",
+        "fact_contradicted",
+        "facts_pruned",
+        "trajectories_expired",
+    ],
+)
 def test_decisions_are_refused_by_append_without_raw(memory: Path, decision: str) -> None:
     from tests.ledger_samples import sample_line
+
     line = orjson.dumps(sample_line(decision)).decode()
     err = one_line(cli(memory, "append", "-", stdin=line + "\n"))
     # a seed or a promotion is Tier 1 text too, and that is the first reason given

@@ -1,5 +1,6 @@
 """`explain ITEM` reads the life of an item by projections.db's index of mentions: for random logs,
 the same answer as scanning every event of the item's types, and no such scan is made."""
+
 from __future__ import annotations
 
 import tempfile

@@ -1,5 +1,6 @@
 """An external agent: a separate interpreter that imports only `memtape`, two runs where the
 second recalls what the first learned, then an audit — and the README's quick start says the same."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 from memtape.projections.seeds import SEEDS
 from tests.test_docs_python import python_blocks
 
-AGENT = r'''
+AGENT = r"""
 import json, sys
 import memtape
 
@@ -50,13 +51,14 @@ print(json.dumps({
     "layers": sorted(m for m in sys.modules if m.split(".")[0] in ("agent", "analytics", "ledger", "projections")),
 }))
 mem.close()
-'''
+"""
 
 
 def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    return subprocess.run([sys.executable, "-"], input=code, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=240)
+    return subprocess.run(
+        [sys.executable, "-"], input=code, cwd=cwd, env=env, capture_output=True, text=True, timeout=240
+    )
 
 
 def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: Path) -> None:
@@ -64,8 +66,11 @@ def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: P
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)
     assert out["site"][0] == "Close the consent dialog before buying"
-    assert out["fix"] == ["When click fails with '<div id=consent> intercepts pointer events', try press(key='Escape').",
-                          SEEDS[1][0], SEEDS[2][0]]
+    assert out["fix"] == [
+        "When click fails with '<div id=consent> intercepts pointer events', try press(key='Escape').",
+        SEEDS[1][0],
+        SEEDS[2][0],
+    ]
     assert out["replay"] and out["ref_steps"] == ["press", "click", "finish"]
     assert ["consent dialog", "blocks the Buy button"] in out["facts"]
     assert out["prompt_from"] == [out["first"]]  # the audit names the run that taught the tip
@@ -81,7 +86,8 @@ def test_the_readme_example_prints_what_it_says(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("site tips: ['An overlay on this site intercepts clicks until its button")
     assert lines[1] == "replay: True ['click', 'click', 'finish']"
-    assert lines[2] == "on this error: " + repr(["If a banner intercepts a click, accept the banner, then click again.",
-                                                 SEEDS[1][0], SEEDS[2][0]])
+    assert lines[2] == "on this error: " + repr(
+        ["If a banner intercepts a click, accept the banner, then click again.", SEEDS[1][0], SEEDS[2][0]]
+    )
     assert lines[3].startswith("domain_tips <- ['run_") and lines[3].count("run_") == 1
     assert len(lines) == 5

@@ -1,6 +1,7 @@
 """ledger/extras.py: the one place an optional dependency is asked for. A missing one is a
 MissingExtra (a LedgerError, so the face prints it as its one line and the API raises it as
 MemtapeError) naming the extra to install; a module that is there but broken is not hidden."""
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_extra_named_here_is_one_of_pyproject() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert set(EXTRAS) <= set(extras) and {"agent", "analytics", "server", "mcp", "postgres", "browser-use", "all"} <= set(extras)
+    assert set(EXTRAS) <= set(extras) and {
+        "agent",
+        "analytics",
+        "server",
+        "mcp",
+        "postgres",
+        "browser-use",
+        "all",
+    } <= set(extras)
 
 
 def test_a_missing_module_is_one_line_naming_its_extra() -> None:

@@ -1,5 +1,6 @@
 """The command line lives in the face (memtape/commands/) and loads a command's module only
 when that command runs: `memtape stats` never imports the HTTP server or the MCP SDK."""
+
 from __future__ import annotations
 
 import importlib
@@ -31,9 +32,11 @@ def test_help_lists_every_command() -> None:
 
 def _modules_after(memory: Path, *args: str) -> set[str]:
     """Every module imported by `memtape ARGS` run in a fresh interpreter."""
-    script = ("import json, sys\nfrom memtape.cli import main\n"
-              f"try:\n    main({['--memory-dir', str(memory), *args]!r})\nexcept SystemExit:\n    pass\n"
-              "print(json.dumps(sorted(sys.modules)))")
+    script = (
+        "import json, sys\nfrom memtape.cli import main\n"
+        f"try:\n    main({['--memory-dir', str(memory), *args]!r})\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -48,8 +51,12 @@ def _loaded_after(memory: Path, *args: str) -> set[str]:
 def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: list[str]) -> None:
     memory = tmp_path / "memory"
     line = b'{"type":"run_started","run_id":"r1","goal":"buy socks","domain":"a.com"}\n'
-    appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
-                              input=line, capture_output=True, timeout=120)
+    appended = subprocess.run(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
+        input=line,
+        capture_output=True,
+        timeout=120,
+    )
     assert appended.returncode == 0, appended.stderr
     assert _loaded_after(memory, *args) == set()
 
@@ -63,19 +70,38 @@ def test_serving_loads_the_server(tmp_path: Path) -> None:
 #: experiments, the audit and explain commands, filling the mirror (Arrow, numpy), creating a ledger
 #: (sqlite-utils), following one (watchfiles), progress bars, and rich's console and tables (a piped
 #: table is drawn by memtape.output itself)
-NOT_FOR_A_COLD_ANALYSIS = ("memtape.api", "memtape.agent", "memtape.analytics.experiment",
-                           "memtape.analytics.explain", "memtape.commands.audit",
-                           "memtape.commands.experiment", "pyarrow", "numpy", "sqlite_utils", "watchfiles",
-                           "rich.progress", "rich.console", "rich.table", "matplotlib", "playwright", "fastapi",
-                           "mcp")
+NOT_FOR_A_COLD_ANALYSIS = (
+    "memtape.api",
+    "memtape.agent",
+    "memtape.analytics.experiment",
+    "memtape.analytics.explain",
+    "memtape.commands.audit",
+    "memtape.commands.experiment",
+    "pyarrow",
+    "numpy",
+    "sqlite_utils",
+    "watchfiles",
+    "rich.progress",
+    "rich.console",
+    "rich.table",
+    "matplotlib",
+    "playwright",
+    "fastapi",
+    "mcp",
+)
 
 
 def test_a_cold_analysis_loads_duckdb_and_little_else(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
-    lines = b"".join(b'{"type":"run_started","run_id":"r%d","goal":"buy socks","domain":"a.com"}\n' % i
-                     for i in range(3))
-    appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
-                              input=lines, capture_output=True, timeout=120)
+    lines = b"".join(
+        b'{"type":"run_started","run_id":"r%d","goal":"buy socks","domain":"a.com"}\n' % i for i in range(3)
+    )
+    appended = subprocess.run(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "--raw", "-"],
+        input=lines,
+        capture_output=True,
+        timeout=120,
+    )
     assert appended.returncode == 0, appended.stderr
     first = _modules_after(memory, "analytics", "runs")  # builds the mirror: Arrow carries the rows in
     assert "pyarrow" in first

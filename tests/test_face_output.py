@@ -3,6 +3,7 @@ every command that lists things, `--json` as its synonym, tables sized to the te
 when piped) that wrap their widest text column and never cut a hash, `no memory at DIR` for a
 read on a typo, `--version`, `--list-params`, section names in `--help`, quiet SIGPIPE, and both
 forms of a SQLite store URL."""
+
 from __future__ import annotations
 
 import csv
@@ -33,8 +34,10 @@ from memtape.projections.state import PROJECTIONS, digests
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 
-LONG = ("When the autocomplete list covers the submit button press Escape first so the list closes and then click "
-        "the button again instead of waiting for the list to go away by itself which it never does on this site")
+LONG = (
+    "When the autocomplete list covers the submit button press Escape first so the list closes and then click "
+    "the button again instead of waiting for the list to go away by itself which it never does on this site"
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +46,17 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d.mkdir(mode=0o700)
     with SqliteStore.open(d / "ledger.db", clock=SteppingClock()) as store:
         hand_ledger(store)
-        store.append([event(LessonRecorded(lesson_id="long1", lesson=LONG, category="site_specific",
-                                           scope_domain="search.test"), run_id="r2", domain="search.test")])
+        store.append(
+            [
+                event(
+                    LessonRecorded(
+                        lesson_id="long1", lesson=LONG, category="site_specific", scope_domain="search.test"
+                    ),
+                    run_id="r2",
+                    domain="search.test",
+                )
+            ]
+        )
     return d
 
 
@@ -58,16 +70,28 @@ def cli(memory: Path, *args: str, columns: int | None = None) -> str:
     return r.out
 
 
-LISTINGS = [["state", "lessons"], ["state", "facts"], ["runs"], ["diff", "--from", "1", "--to", "22"],
-            ["events"], ["stats"], ["analytics", "runs"], ["audit", "r2"], ["explain", "L1"]]
+LISTINGS = [
+    ["state", "lessons"],
+    ["state", "facts"],
+    ["runs"],
+    ["diff", "--from", "1", "--to", "22"],
+    ["events"],
+    ["stats"],
+    ["analytics", "runs"],
+    ["audit", "r2"],
+    ["explain", "L1"],
+]
 
 
 @pytest.mark.parametrize("args", LISTINGS, ids=lambda a: " ".join(a[:2]))
 def test_every_listing_takes_every_format_and_out(memory: Path, args: list[str], tmp_path: Path) -> None:
     table = cli(memory, *args, "--format", "table")
     assert table.strip() and max(len(line) for line in table.splitlines()) <= 120  # piped: 120 columns
-    data = orjson.loads(cli(memory, *args, "--format", "json")) if args[0] != "events" else [
-        orjson.loads(line) for line in cli(memory, *args, "--format", "json").splitlines()]
+    data = (
+        orjson.loads(cli(memory, *args, "--format", "json"))
+        if args[0] != "events"
+        else [orjson.loads(line) for line in cli(memory, *args, "--format", "json").splitlines()]
+    )
     rows = list(csv.DictReader(io.StringIO(cli(memory, *args, "--format", "csv"))))
     if args[0] == "stats":  # json: one object of counts; csv: its first table, the summary
         assert len(rows) == 1 and rows[0]["events"] == str(data["count"]) == "22"
@@ -118,8 +142,14 @@ def test_cut_text_ends_with_an_ellipsis(memory: Path) -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.text(alphabet="abc de", max_size=90), st.integers(), st.text(alphabet="xy z", max_size=40)),
-                min_size=1, max_size=8), st.integers(min_value=20, max_value=200))
+@given(
+    st.lists(
+        st.tuples(st.text(alphabet="abc de", max_size=90), st.integers(), st.text(alphabet="xy z", max_size=40)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(min_value=20, max_value=200),
+)
 def test_layout_fits_when_it_can_and_keeps_numbers_and_hashes(rows: list, width: int) -> None:
     digest = "ab" * 32
     table = Table(["text", "count", "note", "digest"], [(*r, digest) for r in rows])
@@ -141,10 +171,23 @@ def test_analytics_table_to_a_file(memory: Path, tmp_path: Path) -> None:
 
 # ---- no accidental memory ---------------------------------------------------------------
 
-READS = {"events": [], "verify": [], "stats": [], "rebuild": [], "state": ["lessons"], "runs": [],
-         "diff": ["--from", "1", "--to", "2"], "analytics": ["runs"], "audit": ["r1"], "explain": ["L1"],
-         "experiment": ["--set", "promotion_min_uses=3"], "fork": ["--until", "1", "--out", "forked"],
-         "report": ["--out", "rep"], "watch": ["--timeout", "1"], "export": ["--format", "json", "--out", "x.json"]}
+READS = {
+    "events": [],
+    "verify": [],
+    "stats": [],
+    "rebuild": [],
+    "state": ["lessons"],
+    "runs": [],
+    "diff": ["--from", "1", "--to", "2"],
+    "analytics": ["runs"],
+    "audit": ["r1"],
+    "explain": ["L1"],
+    "experiment": ["--set", "promotion_min_uses=3"],
+    "fork": ["--until", "1", "--out", "forked"],
+    "report": ["--out", "rep"],
+    "watch": ["--timeout", "1"],
+    "export": ["--format", "json", "--out", "x.json"],
+}
 
 
 def test_reads_on_a_typo_say_no_memory_and_create_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,8 +212,10 @@ def test_writes_create_memory(tmp_path: Path) -> None:
 
 # ---- version, parameters, sections, pipes, store URLs ---------------------------------------
 
+
 def test_version() -> None:
     from importlib.metadata import version
+
     r = run_cli("--version")
     assert r.code == 0 and r.out == f"memtape {version('memtape')}\n"
     assert re.fullmatch(r"memtape \d+\.\d+\.\d+\n", r.out)
@@ -181,9 +226,13 @@ def test_list_params_names_defaults_and_ranges() -> None:
     assert r.code == 0
     rows = {p["name"]: p for p in orjson.loads(r.out)}
     assert list(rows) == list(Policy.model_fields)
-    assert rows["promotion_min_uses"] == {"name": "promotion_min_uses", "type": "int", "default": 5,
-                                          "range": "1 to 1000000000",
-                                          "meaning": Policy.model_fields["promotion_min_uses"].description}
+    assert rows["promotion_min_uses"] == {
+        "name": "promotion_min_uses",
+        "type": "int",
+        "default": 5,
+        "range": "1 to 1000000000",
+        "meaning": Policy.model_fields["promotion_min_uses"].description,
+    }
     assert rows["fact_decay"]["range"] == "above 0 to 1" and rows["trace_scoring"]["range"] == "true or false"
     assert rows["fact_confirm_rate"]["range"] == "0 to 1"
     assert all(p["meaning"] for p in rows.values())
@@ -199,18 +248,24 @@ def test_help_lists_the_section_names() -> None:
     for name, (file, _) in ANALYSES.items():
         text = " ".join(run_cli("analytics", name, "--help").out.split())
         assert all(section in text for section in sections(file)), name
-    for command, names in (("audit", "steps, prompt_items, memory"), ("explain", "life, now, recalled_in_runs"),
-                           ("experiment", "decisions, timeline, final, sizes"),
-                           ("stats", "summary, by_type, by_domain, by_run")):
+    for command, names in (
+        ("audit", "steps, prompt_items, memory"),
+        ("explain", "life, now, recalled_in_runs"),
+        ("experiment", "decisions, timeline, final, sizes"),
+        ("stats", "summary, by_type, by_domain, by_run"),
+    ):
         assert names in " ".join(run_cli(command, "--help").out.split()), command
 
 
 def test_a_closed_pipe_exits_quietly(memory: Path) -> None:
     for args in (["events"], ["state", "lessons"], ["events", "--json"]):
-        cmd = f"{sys.executable} -m memtape --memory-dir {memory} {' '.join(args)} | head -c 10 >/dev/null; " \
-              "echo ${PIPESTATUS[0]}"
-        done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "COLUMNS": "40"})
+        cmd = (
+            f"{sys.executable} -m memtape --memory-dir {memory} {' '.join(args)} | head -c 10 >/dev/null; "
+            "echo ${PIPESTATUS[0]}"
+        )
+        done = subprocess.run(
+            ["bash", "-c", cmd], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "40"}
+        )
         assert done.stdout.strip() == "0" and done.stderr == "", (args, done.stderr)
 
 
@@ -228,15 +283,26 @@ def test_sqlite_urls_absolute_relative_and_bare(memory: Path, monkeypatch: pytes
 
 def test_explain_never_merges_two_domains_facts_into_one_life(tmp_path: Path) -> None:
     from memtape.ledger.events import FactObserved
+
     with SqliteStore.open(tmp_path / "ledger.db") as store:
-        store.append([event(FactObserved(fact_type="quirk", key="blocking overlay", value=value), domain=domain)
-                      for domain, value in (("shop.test", 'click "Accept all cookies" first'),
-                                            ("news.test", 'click "Close" first'))])
+        store.append(
+            [
+                event(FactObserved(fact_type="quirk", key="blocking overlay", value=value), domain=domain)
+                for domain, value in (
+                    ("shop.test", 'click "Accept all cookies" first'),
+                    ("news.test", 'click "Close" first'),
+                )
+            ]
+        )
     r = run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay")
-    assert (r.code, r.err) == (1, "error: fact key 'blocking overlay' is on 2 domains (news.test, shop.test): "
-                                  "name the domain or give a fact id\n")
-    life = orjson.loads(run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay", "--domain",
-                                "news.test", "--json").out)["life"]
+    assert (r.code, r.err) == (
+        1,
+        "error: fact key 'blocking overlay' is on 2 domains (news.test, shop.test): "
+        "name the domain or give a fact id\n",
+    )
+    life = orjson.loads(
+        run_cli("--memory-dir", str(tmp_path), "explain", "blocking overlay", "--domain", "news.test", "--json").out
+    )["life"]
     assert [e["domain"] for e in life] == ["news.test"] and "Close" in life[0]["detail"]
 
 
@@ -252,15 +318,18 @@ def test_recall_takes_every_format_through_the_same_code(tmp_path: Path) -> None
     assert all(l["lesson_id"] in table for l in as_json) and max(len(x) for x in table.splitlines()) <= 120
     out = tmp_path / "t1.parquet"
     assert run_cli(*base, "--format", "parquet", "--out", str(out)).code == 0 and pq.read_table(out).num_rows == 3
-    steps = run_cli("--memory-dir", mem, "recall", "trajectory", "--goal", "x", "--url", "http://shop.test/",
-                    "--format", "table")
+    steps = run_cli(
+        "--memory-dir", mem, "recall", "trajectory", "--goal", "x", "--url", "http://shop.test/", "--format", "table"
+    )
     assert steps.code == 0 and "no trajectory" in steps.out
 
 
 def test_hashes_printed_for_comparison_are_whole(tmp_path: Path) -> None:
     source = tmp_path / "memory.json"
-    source.write_text('{"version": 1, "lessons": [{"lesson": "Wait for the page", "category": "best_practice", '
-                      '"created_at": "2026-03-12", "last_used": "2026-03-12"}]}')
+    source.write_text(
+        '{"version": 1, "lessons": [{"lesson": "Wait for the page", "category": "best_practice", '
+        '"created_at": "2026-03-12", "last_used": "2026-03-12"}]}'
+    )
     mem = str(tmp_path / "m")
     assert run_cli("--memory-dir", mem, "import", str(source)).code == 0
     again = run_cli("--memory-dir", mem, "import", str(source)).out

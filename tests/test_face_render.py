@@ -2,6 +2,7 @@
 rich: it must print exactly what rich prints for the same `rich_table`, for any table — wide and
 zero-width characters, grapheme clusters, empty cells, words longer than any line, tabs, newlines,
 control codes and text rich would read as markup included."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,9 +21,46 @@ from memtape.output import console, emit, print_report, report_text
 
 #: characters that stress the layout: wide (CJK, emoji), zero-width (combining, ZWJ, VS16), spaces
 #: that are not " " (tab, no-break, ideographic), the control codes rich strips or keeps, markup
-ODD = ["a", "b", "Z", " ", " ", "\t", "\n", "\r", "\x07", "\x08", "\x0b", "\x0c", "\x1b", "\x00", "\x7f",
-       "[", "]", "[bold]", "[/]", ":smile:", "-", ".", "é", "e\u0301", "\u0301", "中", "文", "ｱ", "😀",
-       "👨\u200d👩\u200d👧", "\u200d", "\ufe0f", "❤\ufe0f", "\u3000", "\u00a0", "…", "─", "│"]
+ODD = [
+    "a",
+    "b",
+    "Z",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r",
+    "\x07",
+    "\x08",
+    "\x0b",
+    "\x0c",
+    "\x1b",
+    "\x00",
+    "\x7f",
+    "[",
+    "]",
+    "[bold]",
+    "[/]",
+    ":smile:",
+    "-",
+    ".",
+    "é",
+    "e\u0301",
+    "\u0301",
+    "中",
+    "文",
+    "ｱ",
+    "😀",
+    "👨\u200d👩\u200d👧",
+    "\u200d",
+    "\ufe0f",
+    "❤\ufe0f",
+    "\u3000",
+    "\u00a0",
+    "…",
+    "─",
+    "│",
+]
 
 words = st.one_of(
     st.lists(st.sampled_from(ODD), max_size=12).map("".join),
@@ -31,13 +69,32 @@ words = st.one_of(
     st.sampled_from(["", " ", "\n", "\t\t", "lsn_1381735f897a909b", "ab" * 32, "2026-01-02T00:14:00.000000Z"]),
 )
 values = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-10**12, max_value=10**12),
-    st.floats(allow_nan=True, allow_infinity=True), st.datetimes(min_value=dt.datetime(2000, 1, 1)),
-    st.lists(words, max_size=3), words, st.lists(words, min_size=1, max_size=4).map(" ".join),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.datetimes(min_value=dt.datetime(2000, 1, 1)),
+    st.lists(words, max_size=3),
+    words,
+    st.lists(words, min_size=1, max_size=4).map(" ".join),
 )
-names = st.one_of(st.sampled_from(["id", "lesson_id", "run_hash", "digest", "lesson", "category", "domain",
-                                   "hours_to_promotion", "use_count", "x"]),
-                  st.text(alphabet="abcxyz_中 ", min_size=1, max_size=30))
+names = st.one_of(
+    st.sampled_from(
+        [
+            "id",
+            "lesson_id",
+            "run_hash",
+            "digest",
+            "lesson",
+            "category",
+            "domain",
+            "hours_to_promotion",
+            "use_count",
+            "x",
+        ]
+    ),
+    st.text(alphabet="abcxyz_中 ", min_size=1, max_size=30),
+)
 
 
 @st.composite
@@ -66,7 +123,9 @@ def drawn_by_rich(report: Report, section: str | None, width: int) -> str:
 @example((Report("a report", {"t": Table(["a", "b"], [(None, ""), ("", None)])}), None), 40)
 @example((Report("", {"t": Table(["note"], [("[bold]not markup[/] \t tab\r\n\n e\u0301 中文 ❤\ufe0f",)])}), "t"), 20)
 @example((Report("中中中中中中 x", {"a": Table(["中中中中中中中中 中"], [("x",)]), "b": Table(["n"], [])}), None), 12)
-@example((Report("", {"t": Table(["lesson"], [(None,), (["\u200d\u200daaaa[bold]:smile:"],)])}), None), 12)  # joins at seams
+@example(
+    (Report("", {"t": Table(["lesson"], [(None,), (["\u200d\u200daaaa[bold]:smile:"],)])}), None), 12
+)  # joins at seams
 def test_the_renderer_prints_what_rich_prints(drawn: tuple[Report, str | None], width: int) -> None:
     report, section = drawn
     assert report_text(report, section, width) == drawn_by_rich(report, section, width)
@@ -83,12 +142,14 @@ def test_the_renderer_draws_rich_box_and_wraps_the_widest_text() -> None:
 
 def test_emit_draws_piped_tables_without_rich(tmp_path: Path) -> None:
     """Piped output and --out go through the renderer: a table printed that way loads no rich.console."""
-    script = ("import sys\n"
-              "from memtape.analytics.output import Report, Table\n"
-              "from memtape.output import emit\n"
-              "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table')\n"
-              "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table', sys.argv[1])\n"
-              "assert 'rich.console' not in sys.modules, 'rich.console loaded'\n")
+    script = (
+        "import sys\n"
+        "from memtape.analytics.output import Report, Table\n"
+        "from memtape.output import emit\n"
+        "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table')\n"
+        "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table', sys.argv[1])\n"
+        "assert 'rich.console' not in sys.modules, 'rich.console loaded'\n"
+    )
     out = tmp_path / "table.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")}
     run = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, env=env, timeout=60)

@@ -1,4 +1,5 @@
 """Faults: crashes, disk trouble and a held lock end in one-line errors and an intact ledger."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -39,6 +40,7 @@ def one_line_error(err: str) -> bool:
 
 # ---- crash: SIGKILL while appending ---------------------------------------------------------
 
+
 def _crash_writer(path: str, name: str, log: str, seed: int) -> None:
     """Append batches forever; log each batch only AFTER append returned (the crash may come anywhere)."""
     rng = random.Random(seed)
@@ -48,9 +50,23 @@ def _crash_writer(path: str, name: str, log: str, seed: int) -> None:
     while True:
         n = rng.randint(1, 25)
         tag = f"{name}-{b}"
-        store.append([*(NewEvent(payload=RunProgress(turn=i, current_url=f"{tag}/{i}/{n + 1}"), run_id=name) for i in range(n)),
-                      NewEvent(payload=LessonRecorded(lesson_id=tag, lesson=f"{tag}/{n}/{n + 1}", category="site_specific",
-                                                      scope_domain=f"{name}.example.com"), domain=f"{name}.example.com")])
+        store.append(
+            [
+                *(
+                    NewEvent(payload=RunProgress(turn=i, current_url=f"{tag}/{i}/{n + 1}"), run_id=name)
+                    for i in range(n)
+                ),
+                NewEvent(
+                    payload=LessonRecorded(
+                        lesson_id=tag,
+                        lesson=f"{tag}/{n}/{n + 1}",
+                        category="site_specific",
+                        scope_domain=f"{name}.example.com",
+                    ),
+                    domain=f"{name}.example.com",
+                ),
+            ]
+        )
         os.write(fd, f"{tag} {n}\n".encode())
         b += 1
 
@@ -63,6 +79,7 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
     logs: dict[str, Path] = {}
     rng = random.Random(7)
     from memtape.projections.view import MemoryView
+
     projections = tmp_path / "projections.db"
     for rnd in range(6):
         procs = {}
@@ -85,8 +102,9 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
         incremental = MemoryView.open(store, projections)
         assert incremental.head == len(events)
         assert incremental.digests() == MemoryView.from_events(events).digests()  # rebuild == incremental
-        assert {lesson.lesson_id for lesson in incremental.lessons()} == {e.data["lesson_id"] for e in events
-                                                                          if e.type == "lesson_recorded"}
+        assert {lesson.lesson_id for lesson in incremental.lessons()} == {
+            e.data["lesson_id"] for e in events if e.type == "lesson_recorded"
+        }
     assert result.ok, result
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     batches: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -110,6 +128,7 @@ def test_sigkilled_writers_lose_nothing_that_returned(tmp_path: Path) -> None:
 
 
 # ---- disk trouble ----------------------------------------------------------------------
+
 
 @contextmanager
 def read_only(directory: Path) -> Iterator[None]:
@@ -152,8 +171,14 @@ def test_read_only_parent_cannot_create_a_memory_directory(tmp_path: Path) -> No
     parent = tmp_path / "ro"
     parent.mkdir()
     with read_only(parent):
-        r = run_cli("--memory-dir", str(parent / "mem"), "append", "--raw", "-",
-                    stdin=orjson.dumps(sample_line("lesson_seeded")))
+        r = run_cli(
+            "--memory-dir",
+            str(parent / "mem"),
+            "append",
+            "--raw",
+            "-",
+            stdin=orjson.dumps(sample_line("lesson_seeded")),
+        )
         assert r.code == 1 and one_line_error(r.err), r.err
         assert list(parent.iterdir()) == []
 
@@ -182,6 +207,7 @@ def _limited(limit: int):  # type: ignore[no-untyped-def]
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead of killing us
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -191,10 +217,16 @@ def test_full_disk_from_the_cli(memory_path: Path, tmp_path: Path) -> None:
         store.append([sample_event("lesson_seeded")])
     before = snapshot(memory_path / "ledger.db")
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b"".join(orjson.dumps(sample_line("step_recorded", text=f"{i} " + "y" * 5000)) + b"\n"
-                             for i in range(200)))
-    done = subprocess.run([*MEMTAPE, "--memory-dir", str(memory_path), "append", "--raw", str(big)],
-                          capture_output=True, text=True, timeout=120, preexec_fn=_limited(256 * 1024))
+    big.write_bytes(
+        b"".join(orjson.dumps(sample_line("step_recorded", text=f"{i} " + "y" * 5000)) + b"\n" for i in range(200))
+    )
+    done = subprocess.run(
+        [*MEMTAPE, "--memory-dir", str(memory_path), "append", "--raw", str(big)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limited(256 * 1024),
+    )
     assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
     assert "disk" in done.stderr
     assert snapshot(memory_path / "ledger.db") == before
@@ -208,16 +240,24 @@ def test_lock_held_beyond_the_busy_timeout(memory_path: Path, tmp_path: Path, mo
         store.append([sample_event("lesson_seeded")])
     before = snapshot(db)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time\n"
-         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-         "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(60)", str(db)],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(60)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         monkeypatch.setenv("MEMTAPE_BUSY_TIMEOUT", "0.3")
         t0 = time.monotonic()
-        r = run_cli("--memory-dir", str(memory_path), "append", "--raw", "-",
-                    stdin=orjson.dumps(sample_line("lesson_seeded")))
+        r = run_cli(
+            "--memory-dir", str(memory_path), "append", "--raw", "-", stdin=orjson.dumps(sample_line("lesson_seeded"))
+        )
         assert time.monotonic() - t0 < 10
         assert r.code == 1 and one_line_error(r.err) and "locked" in r.err, r.err
         r = run_cli("--memory-dir", str(memory_path), "events", "--json")  # readers are not blocked (WAL)
@@ -234,7 +274,11 @@ def test_lock_held_beyond_the_busy_timeout(memory_path: Path, tmp_path: Path, mo
 
 
 def test_damaged_ledgers_from_the_cli(tmp_path: Path) -> None:
-    cases = {"random": os.urandom(20000), "text": b"not a database\n" * 100, "empty-header": b"SQLite format 3\x00" + b"\x00" * 84}
+    cases = {
+        "random": os.urandom(20000),
+        "text": b"not a database\n" * 100,
+        "empty-header": b"SQLite format 3\x00" + b"\x00" * 84,
+    }
     for name, data in cases.items():
         d = tmp_path / name
         d.mkdir()
@@ -251,8 +295,9 @@ def test_damaged_ledgers_from_the_cli(tmp_path: Path) -> None:
             r = run_cli("--memory-dir", str(d), *args)
             assert r.code == 1 and one_line_error(r.err), (kind, args, r.err)
         assert (d / "ledger.db").read_bytes() == data
-    done = subprocess.run([*MEMTAPE, "--memory-dir", str(tmp_path / "random"), "verify"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [*MEMTAPE, "--memory-dir", str(tmp_path / "random"), "verify"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
 
 
@@ -273,8 +318,13 @@ def test_interrupted_transaction_is_rolled_back(ledger_path: Path) -> None:
 def small_disk(directory: Path, size_kb: int) -> Iterator[bool]:
     """A real full disk: a small tmpfs mounted on `directory` (yields False where mounting is not allowed)."""
     directory.mkdir(exist_ok=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0700", "tmpfs",
-                                            str(directory)], capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k,mode=0700", "tmpfs", str(directory)], capture_output=True
+        ).returncode
+        != 0
+    ):
         yield False
         return
     try:
@@ -290,15 +340,23 @@ def test_full_tmpfs_from_the_cli(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     with small_disk(disk, 320) as mounted:
         memory = disk / "mem"
-        first = run_cli("--memory-dir", str(memory), "append", "--raw", "-", stdin=orjson.dumps(sample_line("lesson_seeded")))
+        first = run_cli(
+            "--memory-dir", str(memory), "append", "--raw", "-", stdin=orjson.dumps(sample_line("lesson_seeded"))
+        )
         assert first.code == 0, first.err
         before = snapshot(memory / "ledger.db")
         big = tmp_path / "big.jsonl"
-        big.write_bytes(b"".join(orjson.dumps(sample_line("fact_observed", text=f"{i} " + "v" * 8000)) + b"\n"
-                                 for i in range(100)))
+        big.write_bytes(
+            b"".join(orjson.dumps(sample_line("fact_observed", text=f"{i} " + "v" * 8000)) + b"\n" for i in range(100))
+        )
         limit = None if mounted else _limited(320 * 1024)
-        done = subprocess.run([*MEMTAPE, "--memory-dir", str(memory), "append", "--raw", str(big)],
-                              capture_output=True, text=True, timeout=120, preexec_fn=limit)
+        done = subprocess.run(
+            [*MEMTAPE, "--memory-dir", str(memory), "append", "--raw", str(big)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=limit,
+        )
         assert done.returncode == 1 and one_line_error(done.stderr), done.stderr
         assert "disk" in done.stderr
         assert snapshot(memory / "ledger.db") == before

@@ -1,5 +1,6 @@
 """A projection's fingerprint covers everything its fold executes: editing a helper the
 fold calls, an upcaster or clock parsing changes the fingerprint, and a catch-up then rebuilds it."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -47,8 +48,16 @@ def edited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable
     _forget_cached_versions()
 
 
-@pytest.mark.parametrize("helper", ["memtape.projections.steps", "memtape.ledger.events", "memtape.ledger.clock",
-                                    "memtape.projections.text", "memtape.projections.state"])
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "memtape.projections.steps",
+        "memtape.ledger.events",
+        "memtape.ledger.clock",
+        "memtape.projections.text",
+        "memtape.projections.state",
+    ],
+)
 def test_editing_what_the_short_term_fold_runs_changes_its_fingerprint(helper: str, edited) -> None:
     before = state.code_version("short_term")
     edited(helper)
@@ -80,9 +89,11 @@ def test_finding_a_closure_runs_none_of_it() -> None:
     """The mirror's closure holds ledger.location, which imports pgstore when a PostgreSQL URL is
     opened: its digest covers pgstore.py without running it (nor psycopg), as a name such as
     `memtape.ledger.pgstore.PostgresStore` is looked for only inside packages."""
-    script = ("import json, sys\nfrom memtape.projections import state\n"
-              "files = [p.name for p in state._fold_sources('memtape.analytics.mirror')]\n"
-              "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memtape.ledger.pgstore')))]))")
+    script = (
+        "import json, sys\nfrom memtape.projections import state\n"
+        "files = [p.name for p in state._fold_sources('memtape.analytics.mirror')]\n"
+        "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memtape.ledger.pgstore')))]))"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     files, loaded = json.loads(done.stdout.strip().splitlines()[-1])

@@ -2,6 +2,7 @@
 (agent/sites/memory_cases.json): a login learned then reused as a pattern, a dead end left by
 backtracking to the last good snapshot, a small site explored (sitemap, extraction cache,
 extraction budget and compression)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,12 +26,21 @@ CASES = {c["id"]: c for c in load_cases(MEMORY_CASES_FILE)}
 CLUB_PASSWORD = b"oar-and-river-9"
 
 
-def case(browser: Browser, ledger: tuple[SqliteStore, Path], case_id: str, enabled: bool = True,
-         **kw: Any) -> RunResult:
+def case(
+    browser: Browser, ledger: tuple[SqliteStore, Path], case_id: str, enabled: bool = True, **kw: Any
+) -> RunResult:
     store, proj = ledger
     c = CASES[case_id]
-    return run_task(browser, Memory(store, proj, enabled=enabled), ScriptedPolicy(), goal=c["goal"],
-                    start_url=c["start_url"], success_check=c["success"], case_id=case_id, **kw)
+    return run_task(
+        browser,
+        Memory(store, proj, enabled=enabled),
+        ScriptedPolicy(),
+        goal=c["goal"],
+        start_url=c["start_url"],
+        success_check=c["success"],
+        case_id=case_id,
+        **kw,
+    )
 
 
 def events(store: SqliteStore, run_id: str, *types: str) -> list[Any]:
@@ -50,11 +60,16 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
     assert len(login) == 1 and login[0].domain == "club.test"
     steps = login[0].data["steps"]
     assert [(s["command"], s["name"]) for s in steps] == [
-        ("click", "Member area"), ("fill", "Username (member number)"), ("fill", "Password"), ("click", "Sign in")]
+        ("click", "Member area"),
+        ("fill", "Username (member number)"),
+        ("fill", "Password"),
+        ("click", "Sign in"),
+    ]
     assert [s["value"] for s in steps] == [None, "{username_member_number}", "{password}", None]
     inferred = [e.data for e in events(store, first.run_id, "context_inferred")]
-    assert {"key": "login_required", "value": "true", "source": "login form at /members/login"} in \
-        [{k: d[k] for k in ("key", "value", "source")} for d in inferred]
+    assert {"key": "login_required", "value": "true", "source": "login form at /members/login"} in [
+        {k: d[k] for k in ("key", "value", "source")} for d in inferred
+    ]
 
     # the second task says only "log in": without the pattern the scripted policy finds no sign-in form
     second = case(chromium, ledger, "club-reuse-login")
@@ -95,14 +110,23 @@ def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger
     back = events(store, r.run_id, "backtracked")
     assert len(back) == 1
     b = back[0].data
-    assert (b["from_url"], b["to_url"], b["avoided"]) == ("http://help.test/more", "http://help.test/", ["link:More help"])
+    assert (b["from_url"], b["to_url"], b["avoided"]) == (
+        "http://help.test/more",
+        "http://help.test/",
+        ["link:More help"],
+    )
     assert b["reason"].startswith("repeated failure: click failed again")
     warned = events(store, r.run_id, "repeated_failure_detected")
     assert warned and all(e.data["response"] == "warned" and e.data["url"] == "http://help.test/more" for e in warned)
     assert warned[0].seq < back[0].seq
     snaps = view(ledger).snapshots(r.run_id)
-    assert [s.url for s in snaps] == ["http://help.test/", "http://help.test/more", "http://help.test/",
-                                      "http://help.test/older", "http://help.test/return-form"]
+    assert [s.url for s in snaps] == [
+        "http://help.test/",
+        "http://help.test/more",
+        "http://help.test/",
+        "http://help.test/older",
+        "http://help.test/return-form",
+    ]
     assert snaps[0].restored == 1 and snaps[0].dead_ends == ("http://help.test/more",)
     assert snaps[0].snapshot_id == b["snapshot_id"] and snaps[-1].title.startswith("Return form")
     assert all(s.scroll_x == 0 and s.associated_step >= 1 for s in snaps)
@@ -131,12 +155,17 @@ def test_dead_end_backtracks_to_the_last_good_snapshot(chromium: Browser, ledger
 
 
 def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
-        chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+    chromium: Browser, ledger: tuple[SqliteStore, Path]
+) -> None:
     store, proj = ledger
-    done = explore(chromium, Memory(store, proj), "http://docs.test/", max_depth=2, max_pages=50,
-                   session_id="docs_1")
-    depth1 = {"http://docs.test/guides", "http://docs.test/api", "http://docs.test/about",
-              "http://docs.test/privacy", "http://docs.test/guides/install"}
+    done = explore(chromium, Memory(store, proj), "http://docs.test/", max_depth=2, max_pages=50, session_id="docs_1")
+    depth1 = {
+        "http://docs.test/guides",
+        "http://docs.test/api",
+        "http://docs.test/about",
+        "http://docs.test/privacy",
+        "http://docs.test/guides/install",
+    }
     depth2 = {"http://docs.test/guides/config", "http://docs.test/api/events", "http://docs.test/changelog"}
     assert done.visited[0] == "http://docs.test/" and set(done.visited[1:6]) == depth1
     assert set(done.visited[6:]) == depth2 and done.complete and not done.served_from_cache
@@ -150,7 +179,9 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     assert home.visited and home.title == "Ledger Docs — Ledger Docs" and home.section_count == 3
     assert "Documentation for the ledger" in home.summary
     completed = events(store, done.run_id, "exploration_completed")[0].data
-    assert completed["complete"] and completed["pages_visited"] == 9 and "Explored pages (9 total)" in completed["summary"]
+    assert (
+        completed["complete"] and completed["pages_visited"] == 9 and "Explored pages (9 total)" in completed["summary"]
+    )
     assert len(events(store, done.run_id, "snapshot_taken")) == 9
 
     again = explore(chromium, Memory(store, proj), "http://docs.test/", session_id="docs_1")
@@ -160,8 +191,15 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     assert not events(store, again.run_id, "step_recorded")  # nothing was loaded again
     assert view(ledger).sitemap("docs.test").explorations == 2
 
-    r = run_task(chromium, Memory(store, proj), ScriptedPolicy(), goal='Open "Guides"',
-                 start_url="http://docs.test/", session_id="docs_1", config=RunConfig(budget=20_000))
+    r = run_task(
+        chromium,
+        Memory(store, proj),
+        ScriptedPolicy(),
+        goal='Open "Guides"',
+        start_url="http://docs.test/",
+        session_id="docs_1",
+        config=RunConfig(budget=20_000),
+    )
     assert r.outcome.success
     prompt = next(e.data for e in events(store, r.run_id, "context_built") if e.data["prompt"] == "step")
     extracted = [i for i in prompt["items"] if i["source"] == "extracted_data"]
@@ -169,7 +207,10 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     assert extracted and sum(i["tokens"] for i in extracted) <= min(4000, int((20_000 - others) * 0.2))
     changelog = next(i for i in extracted if "docs.test/changelog" in i["text"].splitlines()[0])
     assert "tier 2" in changelog["text"] and "compressed" in changelog["text"]  # same session, > 2,000 tokens
-    source = next(e.data["text"] for e in store.read(types=["extraction_recorded"])
-                  if e.data["url"] == "http://docs.test/changelog")
+    source = next(
+        e.data["text"]
+        for e in store.read(types=["extraction_recorded"])
+        if e.data["url"] == "http://docs.test/changelog"
+    )
     assert estimate_tokens(source) > 2000
     assert len(urls_in(source)) > 60 and all(u in changelog["text"] for u in urls_in(source))  # every URL kept

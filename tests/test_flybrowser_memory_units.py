@@ -2,6 +2,7 @@
 context store and extraction cache, snapshots, the sitemap graph, memory priorities, token
 estimation by content type, the extraction budget and compression (property tests), and
 `memtape state` for each new projection."""
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,20 @@ from tests.cli_runner import run_cli
 from tests.projections_support import T0, at, run_started
 
 
-def rec(step: int, command: str, url: str, after: str | None = None, role: str | None = None, name: str | None = None,
-        ok: bool = True, sensitive: bool = False, **args: Any) -> StepRecord:
-    return StepRecord(step, command, dict(args), ok, None if ok else "boom", url, after or url, role, name,
-                      sensitive=sensitive)
+def rec(
+    step: int,
+    command: str,
+    url: str,
+    after: str | None = None,
+    role: str | None = None,
+    name: str | None = None,
+    ok: bool = True,
+    sensitive: bool = False,
+    **args: Any,
+) -> StepRecord:
+    return StepRecord(
+        step, command, dict(args), ok, None if ok else "boom", url, after or url, role, name, sensitive=sensitive
+    )
 
 
 LOGIN_RUN = [
@@ -58,21 +69,29 @@ LOGIN_RUN = [
 
 # ---- long-term patterns --------------------------------------------------------------------
 
+
 def test_login_flow_is_learned_with_placeholders_and_typed_by_its_steps() -> None:
     (p,) = learn_patterns(LOGIN_RUN, "a.test")
     assert p.pattern_type == "login_flow" and p.description == "Login flow for a.test"
     assert [(s.command, s.name, s.value) for s in p.steps] == [
-        ("click", "Sign in here", None), ("fill", "E-mail", "{e_mail}"), ("fill", "Password", "{password}"),
-        ("click", "Log in", None)]
+        ("click", "Sign in here", None),
+        ("fill", "E-mail", "{e_mail}"),
+        ("fill", "Password", "{password}"),
+        ("click", "Log in", None),
+    ]
     assert "hunter2" not in p.model_dump_json() and "ann@a.test" not in p.model_dump_json()
     filled = fill_placeholders([s.model_dump() for s in p.steps], "bob", "pw")
     assert [s["value"] for s in filled] == [None, "bob", "pw", None]
-    form = [rec(1, "fill", "https://a.test/s", role="textbox", name="Query", value="x"),
-            rec(2, "press", "https://a.test/s", "https://a.test/r", key="Enter")]
+    form = [
+        rec(1, "fill", "https://a.test/s", role="textbox", name="Query", value="x"),
+        rec(2, "press", "https://a.test/s", "https://a.test/r", key="Enter"),
+    ]
     (f,) = learn_patterns(form, "a.test")
     assert f.pattern_type == "form_fill" and [s.value for s in f.steps] == ["{query}", "Enter"]
-    nav = [rec(1, "click", "https://a.test/", "https://a.test/1", "link", "One"),
-           rec(2, "click", "https://a.test/1", "https://a.test/2", "link", "Two")]
+    nav = [
+        rec(1, "click", "https://a.test/", "https://a.test/1", "link", "One"),
+        rec(2, "click", "https://a.test/1", "https://a.test/2", "link", "Two"),
+    ]
     (n,) = learn_patterns(nav, "a.test")
     assert n.pattern_type == "navigation" and n.description == 'Navigate a.test: "One" → "Two"'
     assert learn_patterns(nav[:1], "a.test") == []  # one click is no pattern
@@ -80,9 +99,17 @@ def test_login_flow_is_learned_with_placeholders_and_typed_by_its_steps() -> Non
 
 
 def pattern(pid: str, domain: str = "a.test", when: str = T0, run_id: str | None = None) -> NewEvent:
-    return NewEvent(PatternLearned(pattern_id=pid, description=f"flow {pid}", pattern_type="navigation",
-                                   steps=[{"command": "click", "role": "link", "name": pid}]),
-                    domain=domain, occurred_at=when, run_id=run_id)
+    return NewEvent(
+        PatternLearned(
+            pattern_id=pid,
+            description=f"flow {pid}",
+            pattern_type="navigation",
+            steps=[{"command": "click", "role": "link", "name": pid}],
+        ),
+        domain=domain,
+        occurred_at=when,
+        run_id=run_id,
+    )
 
 
 def used(pid: str, ok: bool, when: str) -> NewEvent:
@@ -92,7 +119,9 @@ def used(pid: str, ok: bool, when: str) -> NewEvent:
 def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> None:
     w = MemoryWriter(fresh_ledger, Policy(max_patterns=5))
     w.append([pattern(f"p{i}", when=at(i)) for i in range(5)])
-    w.append([used("p0", False, at(10)), used("p1", True, at(11)), used("p1", False, at(12)), pattern("p2", when=at(13))])
+    w.append(
+        [used("p0", False, at(10)), used("p1", True, at(11)), used("p1", False, at(12)), pattern("p2", when=at(13))]
+    )
     v = MemoryView.open(fresh_ledger, None)
     p1 = next(p for p in v.patterns() if p.pattern_id == "p1")
     assert (p1.success_count, p1.failure_count, p1.success_rate, p1.last_used) == (2, 1, 2 / 3, at(12))
@@ -106,13 +135,20 @@ def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> N
     assert MemoryView.open(fresh_ledger, None).patterns() == []
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 50)), min_size=0, max_size=30),
-       st.integers(1, 20))
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 50)), min_size=0, max_size=30),
+    st.integers(1, 20),
+)
 @settings(max_examples=60, deadline=None)
 def test_pruning_removes_the_bottom_by_rate_then_recency(uses: list[tuple[int, int, int]], cap: int) -> None:
     from memtape.projections.patterns import Pattern, PatternsState, rate
-    state = PatternsState({f"p{i}": Pattern(f"p{i}", "a.test", "d", "navigation", (), s, f, rate(s, f), at(t), T0, ())
-                           for i, (s, f, t) in enumerate(uses)})
+
+    state = PatternsState(
+        {
+            f"p{i}": Pattern(f"p{i}", "a.test", "d", "navigation", (), s, f, rate(s, f), at(t), T0, ())
+            for i, (s, f, t) in enumerate(uses)
+        }
+    )
     gone = to_prune(state, cap)
     if len(uses) <= cap:
         assert gone == []
@@ -120,20 +156,27 @@ def test_pruning_removes_the_bottom_by_rate_then_recency(uses: list[tuple[int, i
     assert len(state.patterns) - len(gone) == int(cap * 0.8)
     kept = [p for pid, p in state.patterns.items() if pid not in gone]
     worst_kept = min((p.success_rate, p.last_used) for p in kept) if kept else None
-    assert all(worst_kept is None or (state.patterns[g].success_rate, state.patterns[g].last_used) <= worst_kept
-               for g in gone)
+    assert all(
+        worst_kept is None or (state.patterns[g].success_rate, state.patterns[g].last_used) <= worst_kept for g in gone
+    )
 
 
 # ---- context store and extraction cache -----------------------------------------------------------
 
+
 def test_relevant_context_by_keyword_overlap(fresh_ledger: SqliteStore) -> None:
-    MemoryWriter(fresh_ledger).append([
-        run_started("r1", goal="log in and list the products", domain="a.test"),
-        NewEvent(ContextGiven(key="preferred_language", value="English"), run_id="r1", domain="a.test"),
-        NewEvent(ContextGiven(key="max_products", value="100"), run_id="r1", domain="a.test"),
-        NewEvent(ContextInferred(key="login_required", value="true", source="login form at /login"), domain="a.test"),
-        NewEvent(ContextInferred(key="login_required", value="true", source="login form"), domain="b.test"),
-        NewEvent(ContextGiven(key="products_wanted", value="all"), run_id="r2", domain="a.test")])
+    MemoryWriter(fresh_ledger).append(
+        [
+            run_started("r1", goal="log in and list the products", domain="a.test"),
+            NewEvent(ContextGiven(key="preferred_language", value="English"), run_id="r1", domain="a.test"),
+            NewEvent(ContextGiven(key="max_products", value="100"), run_id="r1", domain="a.test"),
+            NewEvent(
+                ContextInferred(key="login_required", value="true", source="login form at /login"), domain="a.test"
+            ),
+            NewEvent(ContextInferred(key="login_required", value="true", source="login form"), domain="b.test"),
+            NewEvent(ContextGiven(key="products_wanted", value="all"), run_id="r2", domain="a.test"),
+        ]
+    )
     v = MemoryView.open(fresh_ledger, None)
     got = v.relevant_context("login to the website and list the products", "r1", "a.test")
     assert [(e.kind, e.key) for e in got] == [("user", "max_products"), ("inferred", "login_required")]
@@ -167,16 +210,29 @@ def test_extraction_cache_serves_within_the_ttl_and_logs_it(tmp_path: Path) -> N
 
 # ---- snapshots, sitemap ------------------------------------------------------------------------
 
+
 def test_sitemap_picks_shallowest_first_within_the_limits(fresh_ledger: SqliteStore) -> None:
     home = "https://s.test/"
     links = [{"url": f"https://s.test/{n}", "text": n, "link_type": "main_nav"} for n in ("a", "b")]
     w = MemoryWriter(fresh_ledger)
-    w.append([NewEvent(ExplorationStarted(homepage_url=home, max_depth=1, max_pages=3), domain="s.test"),
-              NewEvent(SitemapPageVisited(url=home, title="Home", summary="hi", section_count=2), domain="s.test"),
-              NewEvent(SitemapLinksDiscovered(parent_url=home, depth=0, links=links), domain="s.test"),
-              NewEvent(SitemapLinksDiscovered(parent_url="https://s.test/a", depth=1, links=[
-                  {"url": "https://s.test/a/deep", "text": "deep"}, {"url": "https://s.test/b", "text": "again"}]),
-                  domain="s.test")])
+    w.append(
+        [
+            NewEvent(ExplorationStarted(homepage_url=home, max_depth=1, max_pages=3), domain="s.test"),
+            NewEvent(SitemapPageVisited(url=home, title="Home", summary="hi", section_count=2), domain="s.test"),
+            NewEvent(SitemapLinksDiscovered(parent_url=home, depth=0, links=links), domain="s.test"),
+            NewEvent(
+                SitemapLinksDiscovered(
+                    parent_url="https://s.test/a",
+                    depth=1,
+                    links=[
+                        {"url": "https://s.test/a/deep", "text": "deep"},
+                        {"url": "https://s.test/b", "text": "again"},
+                    ],
+                ),
+                domain="s.test",
+            ),
+        ]
+    )
     site = MemoryView.open(fresh_ledger, None).sitemap("s.test")
     assert next_page(site, {home}).url == "https://s.test/a"
     assert next_page(site, {home, "https://s.test/a"}).url == "https://s.test/b"
@@ -192,9 +248,22 @@ def test_sitemap_picks_shallowest_first_within_the_limits(fresh_ledger: SqliteSt
 
 def test_snapshots_fold_and_forget(fresh_ledger: SqliteStore) -> None:
     w = MemoryWriter(fresh_ledger)
-    w.append([run_started("r1", session_id="s1", domain="a.test"),
-              NewEvent(SnapshotTaken(snapshot_id="snap_r1_1", url="https://a.test/", form_state={"q": "shoes"},
-                                     scroll_y=500, associated_step=1), run_id="r1", domain="a.test")])
+    w.append(
+        [
+            run_started("r1", session_id="s1", domain="a.test"),
+            NewEvent(
+                SnapshotTaken(
+                    snapshot_id="snap_r1_1",
+                    url="https://a.test/",
+                    form_state={"q": "shoes"},
+                    scroll_y=500,
+                    associated_step=1,
+                ),
+                run_id="r1",
+                domain="a.test",
+            ),
+        ]
+    )
     (s,) = MemoryView.open(fresh_ledger, None).snapshots("r1")
     assert (s.url, s.form_state, s.scroll_y, s.associated_step) == ("https://a.test/", {"q": "shoes"}, 500, 1)
     w.append([NewEvent(SubjectForgotten(subject_kind="session", subject="s1", run_ids=["r1"]))])
@@ -202,6 +271,7 @@ def test_snapshots_fold_and_forget(fresh_ledger: SqliteStore) -> None:
 
 
 # ---- priorities -------------------------------------------------------------------------------
+
 
 def step_data(command: str, ok: bool = True, **args: Any) -> dict[str, Any]:
     return {"action": {"command": command, "args": args}, "ok": ok}
@@ -229,14 +299,20 @@ def test_trimming_never_drops_critical_and_drops_low_first(levels: list[str], li
     rank = {"critical": 0, "high": 1, "normal": 2, "low": 3}
     dropped = [e for e in entries if e not in kept]
     for d in dropped:  # nothing kept is of lower priority than something dropped, or older at the same level
-        assert all(rank[k["priority"]] < rank[d["priority"]] or
-                   (k["priority"] == d["priority"] and k["i"] > d["i"]) for k in kept if k["priority"] != "critical"
-                   and rank[k["priority"]] >= rank[d["priority"]])
+        assert all(
+            rank[k["priority"]] < rank[d["priority"]] or (k["priority"] == d["priority"] and k["i"] > d["i"])
+            for k in kept
+            if k["priority"] != "critical" and rank[k["priority"]] >= rank[d["priority"]]
+        )
     assert [e["i"] for e in kept] == sorted(e["i"] for e in kept)
 
 
 def test_prompt_budget_sheds_routine_lines_before_errors() -> None:
-    lines = ["1. [Success] wait" + " x" * 40, "2. [Failed] click button \"Go\" (see error)", "3. [Success] scroll" + " y" * 40]
+    lines = [
+        "1. [Success] wait" + " x" * 40,
+        '2. [Failed] click button "Go" (see error)',
+        "3. [Success] scroll" + " y" * 40,
+    ]
     item = recent_actions(lines, ["Warning: click repeated 3 times"], priorities=["low", "critical", "low"])
     whole = item.tokens
     fewer = shed(item, whole - 10)
@@ -250,6 +326,7 @@ def test_prompt_budget_sheds_routine_lines_before_errors() -> None:
 
 # ---- token estimation by content type -----------------------------------------------------------
 
+
 def test_content_type_detection_and_estimates() -> None:
     assert detect_content_type('{"a": [1, 2], "b": null}') == ("json", 0.95)
     kind, conf = detect_content_type("<ul><li>a</li><li>b</li></ul>")
@@ -257,7 +334,7 @@ def test_content_type_detection_and_estimates() -> None:
     kind, conf = detect_content_type("def f(x):\n    return x\nimport os\nclass A:\n    pass")
     assert kind == "code" and 0.5 < conf <= 0.9
     assert detect_content_type("Plain words about a shop. Nothing else.") == ("text", 1.0)
-    assert detect_content_type("a {b} <c> line\nanother one") [0] == "text"
+    assert detect_content_type("a {b} <c> line\nanother one")[0] == "text"
     text = "x" * 100
     assert [estimate_tokens(text, k) for k in ("text", "code", "json", "html")] == [25, 29, 34, 40]
     item = BudgetItem("s", 1, '{"k": "' + "v" * 93 + '"}')
@@ -270,9 +347,12 @@ def test_content_type_detection_and_estimates() -> None:
 
 WORD = st.text(st.characters(whitelist_categories=("Ll", "Lu", "Nd", "Zs", "Po")), max_size=12)
 URL = st.from_regex(r"\Ahttps?://[a-z]{1,8}\.test(/[a-z0-9_-]{0,10}){0,3}\Z")
-SELECTOR = st.one_of(st.from_regex(r"\A#[a-z][a-z0-9_-]{0,10}\Z"), st.from_regex(r"\A\.[a-z][a-z0-9_-]{2,10}\Z"),
-                     st.from_regex(r'\A\[data-[a-z]{1,6}="[a-z0-9 ]{0,8}"\]\Z'),
-                     st.from_regex(r'\Arole=(button|link)\[name="[A-Za-z ]{0,10}"s\]\Z'))
+SELECTOR = st.one_of(
+    st.from_regex(r"\A#[a-z][a-z0-9_-]{0,10}\Z"),
+    st.from_regex(r"\A\.[a-z][a-z0-9_-]{2,10}\Z"),
+    st.from_regex(r'\A\[data-[a-z]{1,6}="[a-z0-9 ]{0,8}"\]\Z'),
+    st.from_regex(r'\Arole=(button|link)\[name="[A-Za-z ]{0,10}"s\]\Z'),
+)
 
 
 @given(st.lists(st.one_of(WORD, URL, SELECTOR, st.just("\n"), st.just("  ")), max_size=80), st.sampled_from([1, 2]))
@@ -303,8 +383,9 @@ def test_extraction_limits_and_url_critical_results() -> None:
     assert prepared.compressed and len(prepared.text) <= C.MAX_SINGLE_CHARS
     critical = C.prepare(big, "get_page_state", 3)
     assert not critical.compressed and critical.truncated and len(critical.text) <= C.MAX_SINGLE_CHARS
-    assert critical.text.startswith("Row 0 ") and critical.text.endswith("Row 399 has the value 2793 and some filler "
-                                                                          "text to make it long enough")
+    assert critical.text.startswith("Row 0 ") and critical.text.endswith(
+        "Row 399 has the value 2793 and some filler text to make it long enough"
+    )
     recent = C.prepare(big, "extract_text", 1)
     assert not recent.compressed and recent.text == C.head_tail(big, C.MAX_SINGLE_CHARS)
     assert C.allowance(100_000) == 4000 and C.allowance(5000) == 1000 and C.allowance(0) == 0
@@ -332,27 +413,42 @@ def test_head_tail_keeps_both_ends_within_the_limit(text: str, limit: int) -> No
 
 # ---- memtape state for each projection --------------------------------------------------------
 
+
 def test_state_commands_for_the_new_projections(memory_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
     w = MemoryWriter(store)
-    w.append([run_started("r1", domain="a.test"), pattern("p1", run_id="r1"),
-              NewEvent(ContextGiven(key="lang", value="en"), run_id="r1", domain="a.test"),
-              NewEvent(SnapshotTaken(snapshot_id="snap_r1_1", url="https://a.test/", associated_step=1),
-                       run_id="r1", domain="a.test"),
-              NewEvent(ExplorationStarted(homepage_url="https://a.test/", max_depth=2, max_pages=5), domain="a.test"),
-              run_started("r2", domain="b.test"),
-              NewEvent(SnapshotTaken(snapshot_id="snap_r2_1", url="https://b.test/"), run_id="r2", domain="b.test")])
+    w.append(
+        [
+            run_started("r1", domain="a.test"),
+            pattern("p1", run_id="r1"),
+            NewEvent(ContextGiven(key="lang", value="en"), run_id="r1", domain="a.test"),
+            NewEvent(
+                SnapshotTaken(snapshot_id="snap_r1_1", url="https://a.test/", associated_step=1),
+                run_id="r1",
+                domain="a.test",
+            ),
+            NewEvent(ExplorationStarted(homepage_url="https://a.test/", max_depth=2, max_pages=5), domain="a.test"),
+            run_started("r2", domain="b.test"),
+            NewEvent(SnapshotTaken(snapshot_id="snap_r2_1", url="https://b.test/"), run_id="r2", domain="b.test"),
+        ]
+    )
     store.close()
     mem = str(memory_path)
-    out = {k: json.loads(run_cli("--memory-dir", mem, "state", k, "--json").out)
-           for k in ("patterns", "context", "snapshots", "sitemap", "short-term")}
+    out = {
+        k: json.loads(run_cli("--memory-dir", mem, "state", k, "--json").out)
+        for k in ("patterns", "context", "snapshots", "sitemap", "short-term")
+    }
     assert out["patterns"][0]["pattern_id"] == "p1" and out["patterns"][0]["success_rate"] == 1.0
     assert out["context"][0]["key"] == "lang" and out["sitemap"][0]["url"] == "https://a.test/"
     assert {s["run_id"] for s in out["snapshots"]} == {"r1", "r2"}
-    assert [s["snapshot_id"] for s in json.loads(run_cli("--memory-dir", mem, "state", "snapshots", "--run", "r2",
-                                                         "--json").out)] == ["snap_r2_1"]
-    assert json.loads(run_cli("--memory-dir", mem, "state", "snapshots", "--domain", "a.test", "--json").out)[0][
-        "run_id"] == "r1"
+    assert [
+        s["snapshot_id"]
+        for s in json.loads(run_cli("--memory-dir", mem, "state", "snapshots", "--run", "r2", "--json").out)
+    ] == ["snap_r2_1"]
+    assert (
+        json.loads(run_cli("--memory-dir", mem, "state", "snapshots", "--domain", "a.test", "--json").out)[0]["run_id"]
+        == "r1"
+    )
     assert json.loads(run_cli("--memory-dir", mem, "state", "patterns", "--as-of", "1", "--json").out) == []
     table = run_cli("--memory-dir", mem, "state", "patterns")
     assert table.code == 0 and "patterns at seq" in table.out and "p1" in table.out
@@ -360,6 +456,7 @@ def test_state_commands_for_the_new_projections(memory_path: Path) -> None:
 
 def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> None:
     import memtape
+
     mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="find the price list", start_url="https://p.test/") as run:
         run.give_context({"price_currency": "EUR"})
@@ -367,14 +464,22 @@ def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> 
         assert not run.infer_context("pagination_type", "numbered", "page analysis", step=2)  # once
         run.snapshot("https://p.test/", "Prices", "3 links", {"q": "list"}, (0, 120), step=1)
         run.record_step(1, "click", 'link "Price list"', "https://p.test/", True, url_after="https://p.test/prices")
-        got = run.extraction("prices", "extract_text", "https://p.test/prices",
-                             lambda: {"title": "Prices", "text": "Socks 4 EUR", "links": []}, step=2)
+        got = run.extraction(
+            "prices",
+            "extract_text",
+            "https://p.test/prices",
+            lambda: {"title": "Prices", "text": "Socks 4 EUR", "links": []},
+            step=2,
+        )
         assert not got.served_from_cache
         assert [e.key for e in run.relevant_context()] == ["price_currency"]
         run.finish(success=True, outcome="read the prices")
     rid = run.run_id
     assert {(c["kind"], c["key"]) for c in mem.state("context", run=rid)} == {
-        ("user", "price_currency"), ("inferred", "pagination_type"), ("extraction", "prices")}
+        ("user", "price_currency"),
+        ("inferred", "pagination_type"),
+        ("extraction", "prices"),
+    }
     assert mem.state("snapshots", run=rid)[0]["scroll_y"] == 120
     assert mem.state("short-term", run=rid)[0]["completed"] is True
     assert mem.state("snapshots", run="nobody") == []
@@ -382,6 +487,7 @@ def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> 
 
 def test_an_experiment_replays_the_pattern_pruning_under_another_cap(fresh_ledger: SqliteStore) -> None:
     from memtape.analytics.experiment import run_experiment
+
     MemoryWriter(fresh_ledger).append([pattern(f"p{i}", when=at(i)) for i in range(6)])
     assert not list(fresh_ledger.read(types=["patterns_pruned"]))  # 6 <= 100
     result = run_experiment(fresh_ledger, {"max_patterns": 5})

@@ -1,18 +1,26 @@
 """Imports point one way and form no circle: every first-party import of the library and the face
 sits at the top of its module (none hidden in a function to dodge a circle), and the graph of
 those imports has no cycle."""
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"ledger": "memtape.ledger", "projections": "memtape.projections", "agent": "memtape.agent",
-           "analytics": "memtape.analytics", "memtape": "memtape"}
+FOLDERS = {
+    "ledger": "memtape.ledger",
+    "projections": "memtape.projections",
+    "agent": "memtape.agent",
+    "analytics": "memtape.analytics",
+    "memtape": "memtape",
+}
 #: first-party imports deliberately made when first needed, and why
-LAZY = {("memtape.ledger.location", "memtape.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
-        ("memtape", "memtape.api"): "the API loads on first use: `memtape.cli`, a module of the package, "
-                                        "starts without the agent, the audit and the experiment"}
+LAZY = {
+    ("memtape.ledger.location", "memtape.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
+    ("memtape", "memtape.api"): "the API loads on first use: `memtape.cli`, a module of the package, "
+    "starts without the agent, the audit and the experiment",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -78,7 +86,7 @@ def test_the_import_graph_has_no_cycle() -> None:
         stack.append(module)
         for target in sorted(edges[module]):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target)
                 if cycle:

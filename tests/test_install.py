@@ -4,6 +4,7 @@ package index or pip's cache) it brings none of the heavy packages and stays und
 two runs, recall and the audit work through `import memtape` beside a project with its own `agent`
 and `analytics` packages, the core commands answer, and a command whose extra is missing exits 1
 with the one line naming it. With `[all]` the commands of every extra start."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "lock.txt"
-SOURCE_IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", "out",
-                                       ".agent-memory", ".hypothesis", "*.db", ".mypy_cache", ".ruff_cache",
-                                       ".import_linter_cache")
+SOURCE_IGNORE = shutil.ignore_patterns(
+    ".venv",
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "out",
+    ".agent-memory",
+    ".hypothesis",
+    "*.db",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".import_linter_cache",
+)
 #: distributions the core must not install (the issue's list)
 HEAVY = {"playwright", "duckdb", "pyarrow", "fastapi", "uvicorn", "matplotlib", "openai", "mcp", "browser-use"}
 #: the core's site-packages (memtape and its dependencies), in bytes
@@ -41,7 +54,7 @@ NEEDS_EXTRA = [
 
 #: two runs through the public API (the second recalls what the first learned), then the audit;
 #: run from a project whose own `agent` and `analytics` packages must stay its own
-TWO_RUNS = r'''
+TWO_RUNS = r"""
 import json, sys
 import agent, agent.loop, analytics
 import memtape
@@ -75,12 +88,14 @@ heavy = sorted({m.split(".")[0] for m in sys.modules} & {"duckdb", "pyarrow", "n
 print(json.dumps({"tips": [t.text for t in tips], "fixes": [l.text for l in fixes], "run": run.run_id,
                   "audit_steps": len(audit["steps"]), "lessons": [l["lesson_id"] for l in lessons], "heavy": heavy,
                   "memtape": memtape.__file__}))
-'''
+"""
 
 
 def _clean_env() -> dict[str, str]:
     """The environment without what would point the fresh venv at this checkout or at some memory."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMTAPE_DIR", "MEMTAPE_STORE", "VIRTUAL_ENV")}
+    return {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMTAPE_DIR", "MEMTAPE_STORE", "VIRTUAL_ENV")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +103,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=SOURCE_IGNORE)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp / "dist")], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (built,) = (tmp / "dist").glob("memtape-*.whl")
     return built
 
@@ -98,15 +128,25 @@ def _venv(where: Path, wheel: Path, extras: str = "") -> Path:
     """A fresh virtualenv (no pip of its own) with the wheel and its dependencies at the lock's versions."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=300)
     py = where / "bin" / "python"
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "-c", str(LOCK),
-                           f"{wheel}{extras}"], capture_output=True, text=True, timeout=1500, env=_clean_env())
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "-c", str(LOCK), f"{wheel}{extras}"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=_clean_env(),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return py
 
 
 def _site_packages(py: Path) -> Path:
-    out = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         check=True, capture_output=True, text=True, env=_clean_env()).stdout
+    out = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+    ).stdout
     return Path(out.strip())
 
 
@@ -128,16 +168,23 @@ def _project(tmp: Path) -> Path:
 
 
 def _two_runs(py: Path, project: Path, memory: Path) -> dict[str, object]:
-    done = subprocess.run([str(py), "-c", TWO_RUNS, str(memory)], cwd=project, capture_output=True, text=True,
-                          timeout=300, env=_clean_env())
+    done = subprocess.run(
+        [str(py), "-c", TWO_RUNS, str(memory)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_clean_env(),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 
 
 def _memtape(py: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(py.parent / "memtape"), *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env=_clean_env())
+    return subprocess.run(
+        [str(py.parent / "memtape"), *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=_clean_env()
+    )
 
 
 def test_the_wheel_holds_one_import_name_and_its_metadata(wheel: Path) -> None:
@@ -172,9 +219,14 @@ def test_the_core_install_is_small_and_answers_without_any_extra(tmp_path: Path,
     mem = ["--memory-dir", str(memory)]
     recall = _memtape(py, project, *mem, "recall", "tier1", "--json")
     assert recall.returncode == 0 and isinstance(json.loads(recall.stdout), list), recall.stderr
-    for args in (["audit", str(out["run"])], ["explain", str(out["lessons"][0])], ["state", "lessons", "--as-of", "5"],
-                 ["verify"], ["experiment", "--set", "promotion_min_uses=1"],
-                 ["export", "--format", "memory-json", "--out", str(tmp_path / "memory.json")]):
+    for args in (
+        ["audit", str(out["run"])],
+        ["explain", str(out["lessons"][0])],
+        ["state", "lessons", "--as-of", "5"],
+        ["verify"],
+        ["experiment", "--set", "promotion_min_uses=1"],
+        ["export", "--format", "memory-json", "--out", str(tmp_path / "memory.json")],
+    ):
         done = _memtape(py, project, *mem, *args)
         assert done.returncode == 0 and done.stdout, (args, done.stderr)
     imported = _memtape(py, project, "--memory-dir", str(tmp_path / "other"), "import", str(tmp_path / "memory.json"))
@@ -188,14 +240,27 @@ def test_the_core_install_is_small_and_answers_without_any_extra(tmp_path: Path,
         assert (done.returncode, done.stdout, done.stderr) == (1, "", line), args
     assert not (project / "rep").exists() and not (project / "runs.parquet").exists()
 
-    adapter = subprocess.run([str(py), "-c", "import memtape.integrations.browser_use"], cwd=project, capture_output=True,
-                             text=True, timeout=120, env=_clean_env())
+    adapter = subprocess.run(
+        [str(py), "-c", "import memtape.integrations.browser_use"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_clean_env(),
+    )
     assert adapter.returncode == 1 and adapter.stderr.strip().endswith(
-        "MissingExtra: memtape browser-use integration needs the browser-use extra: pip install 'memtape[browser-use]'")
-    script = ("import memtape\ntry:\n    memtape.open('postgresql://memtape@localhost/memtape')\n"
-              "except memtape.MemtapeError as exc:\n    print(exc)")
-    opened = subprocess.run([str(py), "-c", script], cwd=project, capture_output=True, text=True, timeout=120, env=_clean_env())
-    assert opened.stdout == "memtape postgresql:// store needs the postgres extra: pip install 'memtape[postgres]'\n", opened.stderr
+        "MissingExtra: memtape browser-use integration needs the browser-use extra: pip install 'memtape[browser-use]'"
+    )
+    script = (
+        "import memtape\ntry:\n    memtape.open('postgresql://memtape@localhost/memtape')\n"
+        "except memtape.MemtapeError as exc:\n    print(exc)"
+    )
+    opened = subprocess.run(
+        [str(py), "-c", script], cwd=project, capture_output=True, text=True, timeout=120, env=_clean_env()
+    )
+    assert opened.stdout == "memtape postgresql:// store needs the postgres extra: pip install 'memtape[postgres]'\n", (
+        opened.stderr
+    )
 
 
 @pytest.mark.stress
@@ -220,6 +285,12 @@ def test_with_every_extra_the_command_line_starts_each_command(tmp_path: Path, w
         assert done.returncode == 0 and done.stdout.startswith(f"Usage: memtape {command}"), (command, done.stderr)
     postgres = _memtape(py, project, "--store", "postgresql://memtape@127.0.0.1:1/memtape", "stats")
     assert postgres.returncode == 1 and "needs the" not in postgres.stderr and len(postgres.stderr.splitlines()) == 1
-    adapter = subprocess.run([str(py), "-c", "import memtape.integrations.browser_use as b; print(b.BrowserUseMemory.__name__)"],
-                             cwd=project, capture_output=True, text=True, timeout=300, env=_clean_env())
+    adapter = subprocess.run(
+        [str(py), "-c", "import memtape.integrations.browser_use as b; print(b.BrowserUseMemory.__name__)"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_clean_env(),
+    )
     assert (adapter.returncode, adapter.stdout) == (0, "BrowserUseMemory\n"), adapter.stderr[-2000:]

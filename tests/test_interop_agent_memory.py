@@ -1,6 +1,7 @@
 """Seed 000's `.agent-memory` folder from memory the agent wrote: each selector keeps its own
 counts, runs/ holds a suite summary per finished run, hints.json the feedback the folder supports,
 and export -> import into a fresh memory -> export is byte-identical."""
+
 from __future__ import annotations
 
 import tempfile
@@ -46,19 +47,32 @@ def test_each_selector_keeps_its_own_counts(tmp_path: Path) -> None:
     entry = orjson.loads(first[f"domains/{SITE}/selectors.json"])["entries"]['button "Send"']
     assert (entry["stableSelector"], entry["successCount"], entry["failureCount"]) == ("#s1", 3, 2)
     assert {k: (v["successCount"], v.get("failureCount", 0)) for k, v in entry["selectors"].items()} == {
-        "#s1": (2, 0), "#s2": (1, 2)}
+        "#s1": (2, 0),
+        "#s2": (1, 2),
+    }
     # the imported memory credits each selector with its own uses, not the best one with all
     assert _selector_counts(again) == _selector_counts(mem.store) == {"#s1": (2, 0), "#s2": (1, 2)}
     run_id = orjson.loads(first[next(k for k in first if k.startswith("agent-runs/"))])["runId"]
     summary = orjson.loads(first[f"runs/{run_id}.json"])
-    assert summary == {"id": run_id, "model": "external", "timestamp": summary["timestamp"], "total": 1, "passed": 1,
-                       "failed": 0, "passRate": 1, "avgTurns": 0, "avgDurationMs": 1500, "totalDurationMs": 1500,
-                       "tests": [{"id": "form-1", "name": "send the form", "verified": True, "turnsUsed": 0,
-                                  "durationMs": 1500}]}
+    assert summary == {
+        "id": run_id,
+        "model": "external",
+        "timestamp": summary["timestamp"],
+        "total": 1,
+        "passed": 1,
+        "failed": 0,
+        "passRate": 1,
+        "avgTurns": 0,
+        "avgDurationMs": 1500,
+        "totalDurationMs": 1500,
+        "tests": [{"id": "form-1", "name": "send the form", "verified": True, "turnsUsed": 0, "durationMs": 1500}],
+    }
     # #s2 failed 2 of 3 times: the hint seed 000's analyzer gives for a failing action
     hints = orjson.loads(first["hints.json"])
-    assert hints["hints"] == ('FEEDBACK FROM PREVIOUS RUNS:\n- HIGH-FAILURE SELECTORS: button "Send" on "#s2" fails '
-                              "67% of the time (2/3). Try alternative approaches.")
+    assert hints["hints"] == (
+        'FEEDBACK FROM PREVIOUS RUNS:\n- HIGH-FAILURE SELECTORS: button "Send" on "#s2" fails '
+        "67% of the time (2/3). Try alternative approaches."
+    )
 
 
 def test_seed_000s_own_files_still_import(tmp_path: Path) -> None:
@@ -67,32 +81,89 @@ def test_seed_000s_own_files_still_import(tmp_path: Path) -> None:
     root = tmp_path / ".agent-memory"
     (root / "domains" / SITE).mkdir(parents=True)
     (root / "runs").mkdir()
-    (root / "domains" / SITE / "selectors.json").write_bytes(orjson.dumps({"entries": {'button "Go"': {
-        "element": 'button "Go"', "stableSelector": "#go", "successCount": 2, "lastUsed": "2026-03-10T10:00:00.000Z"}},
-        "updatedAt": "2026-03-10T10:00:00.000Z"}))
-    (root / "runs" / "run_1710543210000_ab12.json").write_bytes(orjson.dumps({
-        "id": "run_1710543210000_ab12", "model": "gpt-4o", "timestamp": "2026-03-10T10:00:00.000Z", "total": 2,
-        "passed": 1, "failed": 1, "passRate": 0.5, "avgTurns": 7, "avgDurationMs": 900.5, "totalDurationMs": 1801,
-        "tests": [{"id": "a", "name": "A", "verified": True, "turnsUsed": 5, "durationMs": 800},
-                  {"id": "b", "name": "B", "verified": False, "turnsUsed": 9, "durationMs": 1001}]}))
-    (root / "hints.json").write_bytes(orjson.dumps({"hints": "FEEDBACK FROM PREVIOUS RUNS:\n- STUCK LOOPS DETECTED",
-                                                    "updatedAt": "2026-03-10T10:00:00.000Z"}))
+    (root / "domains" / SITE / "selectors.json").write_bytes(
+        orjson.dumps(
+            {
+                "entries": {
+                    'button "Go"': {
+                        "element": 'button "Go"',
+                        "stableSelector": "#go",
+                        "successCount": 2,
+                        "lastUsed": "2026-03-10T10:00:00.000Z",
+                    }
+                },
+                "updatedAt": "2026-03-10T10:00:00.000Z",
+            }
+        )
+    )
+    (root / "runs" / "run_1710543210000_ab12.json").write_bytes(
+        orjson.dumps(
+            {
+                "id": "run_1710543210000_ab12",
+                "model": "gpt-4o",
+                "timestamp": "2026-03-10T10:00:00.000Z",
+                "total": 2,
+                "passed": 1,
+                "failed": 1,
+                "passRate": 0.5,
+                "avgTurns": 7,
+                "avgDurationMs": 900.5,
+                "totalDurationMs": 1801,
+                "tests": [
+                    {"id": "a", "name": "A", "verified": True, "turnsUsed": 5, "durationMs": 800},
+                    {"id": "b", "name": "B", "verified": False, "turnsUsed": 9, "durationMs": 1001},
+                ],
+            }
+        )
+    )
+    (root / "hints.json").write_bytes(
+        orjson.dumps(
+            {"hints": "FEEDBACK FROM PREVIOUS RUNS:\n- STUCK LOOPS DETECTED", "updatedAt": "2026-03-10T10:00:00.000Z"}
+        )
+    )
     mem, _clock = memory_at(tmp_path / "a")
     result = import_source(mem.store, root)
     assert (result.counts["selectors"], result.counts["suites_not_kept"], result.counts["derived_files"]) == (1, 1, 1)
     assert _selector_counts(mem.store) == {"#go": (2, 0)}
 
 
-@pytest.mark.parametrize(("rel", "obj", "expected"), [
-    (f"domains/{SITE}/selectors.json", {"entries": {'button "Go"': {
-        "element": 'button "Go"', "stableSelector": "#go", "successCount": 3, "lastUsed": "2026-03-10T10:00:00Z",
-        "selectors": {"#go": {"successCount": 2, "lastUsed": "2026-03-10T10:00:00Z"}}}}},
-     "entries['button \"Go\"']: selectors: their counts do not add up"),
-    ("runs/run_x.json", {"id": "run_x", "timestamp": "2026-03-10T10:00:00Z", "total": 2, "passed": 1, "failed": 0,
-                         "passRate": 0.5, "avgTurns": 1, "avgDurationMs": 1, "totalDurationMs": 2, "tests": []},
-     "total, passed and failed do not match tests"),
-    ("hints.json", {"hints": 3, "updatedAt": "2026-03-10T10:00:00Z"}, "hints.json: hints: "),
-])
+@pytest.mark.parametrize(
+    ("rel", "obj", "expected"),
+    [
+        (
+            f"domains/{SITE}/selectors.json",
+            {
+                "entries": {
+                    'button "Go"': {
+                        "element": 'button "Go"',
+                        "stableSelector": "#go",
+                        "successCount": 3,
+                        "lastUsed": "2026-03-10T10:00:00Z",
+                        "selectors": {"#go": {"successCount": 2, "lastUsed": "2026-03-10T10:00:00Z"}},
+                    }
+                }
+            },
+            "entries['button \"Go\"']: selectors: their counts do not add up",
+        ),
+        (
+            "runs/run_x.json",
+            {
+                "id": "run_x",
+                "timestamp": "2026-03-10T10:00:00Z",
+                "total": 2,
+                "passed": 1,
+                "failed": 0,
+                "passRate": 0.5,
+                "avgTurns": 1,
+                "avgDurationMs": 1,
+                "totalDurationMs": 2,
+                "tests": [],
+            },
+            "total, passed and failed do not match tests",
+        ),
+        ("hints.json", {"hints": 3, "updatedAt": "2026-03-10T10:00:00Z"}, "hints.json: hints: "),
+    ],
+)
 def test_bad_new_files_are_refused(tmp_path: Path, rel: str, obj: Any, expected: str) -> None:
     root = tmp_path / ".agent-memory"
     (root / "domains").mkdir(parents=True)
@@ -111,17 +182,30 @@ ELEMENTS = ('button "Buy"', 'textbox "Search"', "link")
 SELECTORS = ("#buy", "@e3", "[data-testid='q']", "@e9")
 step = st.one_of(
     st.tuples(st.just("selector"), st.sampled_from(ELEMENTS), st.sampled_from(SELECTORS), st.booleans()),
-    st.tuples(st.just("fact"), st.sampled_from(["timing", "quirk"]), st.sampled_from(["cart", "modal"]),
-              st.sampled_from(["2s", "4s", "shadow DOM"])),
+    st.tuples(
+        st.just("fact"),
+        st.sampled_from(["timing", "quirk"]),
+        st.sampled_from(["cart", "modal"]),
+        st.sampled_from(["2s", "4s", "shadow DOM"]),
+    ),
     st.tuples(st.just("step"), st.sampled_from(["click", "type", "press"]), st.sampled_from(ELEMENTS), st.booleans()),
 )
-runs = st.lists(st.tuples(st.sampled_from(["buy a lamp", "search for socks"]), st.lists(step, max_size=6),
-                          st.booleans(), st.sampled_from([0, 1, 40]), st.none() | st.sampled_from(["c1", "c2"])),
-                min_size=1, max_size=4)
+runs = st.lists(
+    st.tuples(
+        st.sampled_from(["buy a lamp", "search for socks"]),
+        st.lists(step, max_size=6),
+        st.booleans(),
+        st.sampled_from([0, 1, 40]),
+        st.none() | st.sampled_from(["c1", "c2"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
-def _run(mem: Memory, clock: SteppingClock, goal: str, plan: list[Any], success: bool, gap: int,
-         case_id: str | None) -> None:
+def _run(
+    mem: Memory, clock: SteppingClock, goal: str, plan: list[Any], success: bool, gap: int, case_id: str | None
+) -> None:
     clock.advance(timedelta(days=gap))
     with mem.start_run(goal=goal, start_url=f"https://{SITE}/", case_id=case_id) as run:
         n = 0
@@ -132,14 +216,22 @@ def _run(mem: Memory, clock: SteppingClock, goal: str, plan: list[Any], success:
             elif kind == "fact":
                 run.observe_fact(a, b, f"{b} takes {c}" if a == "timing" else c, step=n)
             else:
-                run.record_step(step=n, action=a, target=b if b != "link" else None, ok=c,
-                                error=None if c else "Timeout 5000ms exceeded", selector="#buy" if b != "link" else None,
-                                url_after=f"https://{SITE}/{n}", duration_ms=12.5)
+                run.record_step(
+                    step=n,
+                    action=a,
+                    target=b if b != "link" else None,
+                    ok=c,
+                    error=None if c else "Timeout 5000ms exceeded",
+                    selector="#buy" if b != "link" else None,
+                    url_after=f"https://{SITE}/{n}",
+                    duration_ms=12.5,
+                )
         run.finish(success=success, outcome="done" if success else "the cart never loaded", duration_ms=1000.0 + n)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(runs)
 def test_generated_memory_round_trips_byte_for_byte(tmp_path_factory: pytest.TempPathFactory, plan: list[Any]) -> None:
     tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))

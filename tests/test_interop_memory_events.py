@@ -1,6 +1,7 @@
 """Seed 001's per-run memory_events.jsonl as a live view of the ledger: the lines seed 001's agent
 writes (one `lesson_deduplicated` for a lesson learned again), for any run at any time, and
 export -> import into a fresh memory -> export gives the same files, byte for byte."""
+
 from __future__ import annotations
 
 import tempfile
@@ -53,8 +54,14 @@ def _walkthrough(mem: Memory) -> str:
         run.tier1()
         run.recall_domain(step=1)
         error = "too many arguments: expected 2, received 3"
-        run.record_step(step=3, action="fill", target='combobox "Search"', ok=False, error=error,
-                        args={"ref": "e37", "value": "padel rackets"})
+        run.record_step(
+            step=3,
+            action="fill",
+            target='combobox "Search"',
+            ok=False,
+            error=error,
+            args={"ref": "e37", "value": "padel rackets"},
+        )
         run.recall_error("fill", error, step=3)
         run.record_step(step=4, action="click", target='combobox "Search"', args={"ref": "e37"})
         run.record_step(step=5, action="type", args={"text": "padel rackets"})
@@ -71,15 +78,21 @@ def test_the_walkthrough_exports_the_documents_lines(tmp_path: Path) -> None:
     assert [{k: v for k, v in line.items() if k != "ts"} for line in lines] == [
         {"event": "tier1_loaded", "count": 3, "lessons": SEED_TEXTS},
         {"event": "domain_recall", "domain": "www.google.com", "matched": 0, "lessons": []},
-        {"event": "error_recall", "command": "fill", "error_snippet": "too many arguments: expected 2, received 3",
-         "matched": 1, "lessons": [FILL_SEED]},
+        {
+            "event": "error_recall",
+            "command": "fill",
+            "error_snippet": "too many arguments: expected 2, received 3",
+            "matched": 1,
+            "lessons": [FILL_SEED],
+        },
         # the recall was one use, learning the seed's pattern again the second: one line, not two
         {"event": "lesson_deduplicated", "lesson": FILL_SEED, "new_use_count": 2},
     ]
     # written as seed 001's agent writes them (json.dumps), the occurred time last
     assert data.startswith(b'{"event": "tier1_loaded", "count": 3, "lessons": ["If fill fails, ')
-    assert lines[0]["ts"] == "2026-03-12T14:30:00.750Z" and data.endswith(b'"new_use_count": 2, "ts": "'
-                                                                          + lines[-1]["ts"].encode() + b'"}\n')
+    assert lines[0]["ts"] == "2026-03-12T14:30:00.750Z" and data.endswith(
+        b'"new_use_count": 2, "ts": "' + lines[-1]["ts"].encode() + b'"}\n'
+    )
     first, second, again = _round_trip(mem.store, tmp_path)
     assert list(first) == [f"{run_id}/memory_events.jsonl"] and second == first
     # the seeds are in the imported memory, and the dedup landed on the seed (no new lesson)
@@ -103,13 +116,15 @@ def test_cli_exports_and_imports_the_logs(tmp_path: Path) -> None:
     mem, _clock = memory_at(tmp_path / "mem")
     run_id = _walkthrough(mem)
     mem.close()
-    out = run_cli("--memory-dir", str(tmp_path / "mem"), "export", "--format", "memory-events",
-                  "--out", str(tmp_path / "runs"))
+    out = run_cli(
+        "--memory-dir", str(tmp_path / "mem"), "export", "--format", "memory-events", "--out", str(tmp_path / "runs")
+    )
     assert out.code == 0 and "1 file(s) (runs 1, lines 4)" in out.out, out.out + out.err
     back = run_cli("--memory-dir", str(tmp_path / "fresh"), "import", str(tmp_path / "runs"))
     assert back.code == 0 and "seed_lessons 3" in back.out, back.out + back.err
-    again = run_cli("--memory-dir", str(tmp_path / "fresh"), "export", "--format", "memory-events",
-                    "--out", str(tmp_path / "runs2"))
+    again = run_cli(
+        "--memory-dir", str(tmp_path / "fresh"), "export", "--format", "memory-events", "--out", str(tmp_path / "runs2")
+    )
     assert again.code == 0, again.err
     assert files_of(tmp_path / "runs2") == files_of(tmp_path / "runs") and (tmp_path / "runs" / run_id).is_dir()
 
@@ -117,8 +132,12 @@ def test_cli_exports_and_imports_the_logs(tmp_path: Path) -> None:
 # ---- generated runs ----------------------------------------------------------------------
 
 SITES = ("www.google.com", "www.bing.com", "shop.test")
-ERRORS = (("fill", "too many arguments: expected 2, received 3"), ("click", "element intercepts pointer events"),
-          ("click", "Timeout 5000ms exceeded waiting for selector"), ("goto", "net::ERR_NAME_NOT_RESOLVED"))
+ERRORS = (
+    ("fill", "too many arguments: expected 2, received 3"),
+    ("click", "element intercepts pointer events"),
+    ("click", "Timeout 5000ms exceeded waiting for selector"),
+    ("goto", "net::ERR_NAME_NOT_RESOLVED"),
+)
 RECOVERIES = ("click", "type", "press", "scroll")
 LESSONS = (
     ("Wait for the cart badge before checking out.", "error_recovery", "click", "timeout"),
@@ -126,15 +145,23 @@ LESSONS = (
     ("Retry the search after the page settles.", "error_recovery", "fill", "detached"),
 )
 
-steps = st.lists(st.one_of(
-    st.tuples(st.just("recover"), st.sampled_from(ERRORS), st.sampled_from(RECOVERIES)),
-    st.tuples(st.just("recall_domain"), st.none(), st.none()),
-    st.tuples(st.just("lesson"), st.sampled_from(LESSONS), st.booleans()),
-), max_size=5)
-runs = st.lists(st.tuples(st.sampled_from(SITES), st.sampled_from([0, 1, 91, 120]), steps, st.booleans()),
-                min_size=1, max_size=4)
-forgets = st.none() | st.tuples(st.just("lesson"), st.sampled_from(LESSONS)) | st.tuples(st.just("run"), st.integers(0, 3)) \
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("recover"), st.sampled_from(ERRORS), st.sampled_from(RECOVERIES)),
+        st.tuples(st.just("recall_domain"), st.none(), st.none()),
+        st.tuples(st.just("lesson"), st.sampled_from(LESSONS), st.booleans()),
+    ),
+    max_size=5,
+)
+runs = st.lists(
+    st.tuples(st.sampled_from(SITES), st.sampled_from([0, 1, 91, 120]), steps, st.booleans()), min_size=1, max_size=4
+)
+forgets = (
+    st.none()
+    | st.tuples(st.just("lesson"), st.sampled_from(LESSONS))
+    | st.tuples(st.just("run"), st.integers(0, 3))
     | st.tuples(st.just("domain"), st.sampled_from(SITES))
+)
 
 
 def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list[Any], success: bool) -> str:
@@ -154,17 +181,25 @@ def _run(mem: Memory, clock: SteppingClock, site: str, gap_days: int, plan: list
                 run.recall_domain(step=n)
             else:
                 text, category, command, pattern = what
-                run.record_lesson(text, category, failed_command=command, error_pattern=pattern,
-                                  scope_domain=site if extra and category == "site_specific" else None, step=n)
+                run.record_lesson(
+                    text,
+                    category,
+                    failed_command=command,
+                    error_pattern=pattern,
+                    scope_domain=site if extra and category == "site_specific" else None,
+                    step=n,
+                )
         run.finish(success=success, outcome="done" if success else "stuck")
         return run.run_id
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(runs, forgets)
-def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, plan: list[Any],
-                                   forget_one: tuple[str, Any] | None) -> None:
+def test_generated_runs_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, plan: list[Any], forget_one: tuple[str, Any] | None
+) -> None:
     tmp = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
     mem, clock = memory_at(tmp / "a")
     run_ids = []
@@ -172,8 +207,11 @@ def test_generated_runs_round_trip(tmp_path_factory: pytest.TempPathFactory, pla
         run_ids.append(_run(mem, clock, site, gap, run_steps, success))
     if forget_one is not None:
         kind, what = forget_one
-        subject = {"lesson": lambda: lesson_id_for(what[2], what[3], None, what[0]),
-                   "run": lambda: run_ids[what % len(run_ids)], "domain": lambda: what}[kind]()
+        subject = {
+            "lesson": lambda: lesson_id_for(what[2], what[3], None, what[0]),
+            "run": lambda: run_ids[what % len(run_ids)],
+            "domain": lambda: what,
+        }[kind]()
         forget(mem.store, kind, subject)
     if not files_of(export_of(mem.store, "memory-events", tmp / "probe")):
         assert forget_one is not None  # every run forgotten: nothing to say, nothing to import
@@ -208,11 +246,14 @@ def test_a_pruned_lesson_keeps_its_lines_and_a_forgotten_one_loses_them(tmp_path
     mem.close()
     assert run_cli("--memory-dir", str(tmp_path / "mem"), "forget", "--lesson", gone).code == 0
     mem, _clock = memory_at(tmp_path / "mem")
-    files = {k.split("/")[0]: _lines(v) for k, v in files_of(export_of(mem.store, "memory-events", tmp_path / "x")).items()}
+    files = {
+        k.split("/")[0]: _lines(v) for k, v in files_of(export_of(mem.store, "memory-events", tmp_path / "x")).items()
+    }
     # the pruned lesson was said when it was learned and stays said; the forgotten one is gone
     assert [x["lesson"] for x in files[first_run] if x["event"] == "lesson_recorded"] == ["Wait for the cart badge."]
     assert [(x["event"], x["pruned_count"]) for x in files[run.run_id] if x["event"] == "lessons_pruned"] == [
-        ("lessons_pruned", 1)]
+        ("lessons_pruned", 1)
+    ]
     first, second, again = _round_trip(mem.store, tmp_path)
     assert second == first
     # the import pruned the same lesson (the line's count matched the rule's)
@@ -225,8 +266,10 @@ def test_a_line_about_a_lesson_the_logs_never_recorded_brings_it_back(tmp_path: 
     still names it, and the import brings it back with the line's count instead of refusing."""
     log = tmp_path / "runs" / "run_20260313T091500Z" / "memory_events.jsonl"
     log.parent.mkdir(parents=True)
-    log.write_bytes(b'{"event": "lesson_deduplicated", "lesson": "Never recorded here.", "new_use_count": 3, '
-                    b'"ts": "2026-03-13T09:15:00.000Z"}\n')
+    log.write_bytes(
+        b'{"event": "lesson_deduplicated", "lesson": "Never recorded here.", "new_use_count": 3, '
+        b'"ts": "2026-03-13T09:15:00.000Z"}\n'
+    )
     mem, _clock = memory_at(tmp_path / "a")
     result = import_source(mem.store, tmp_path / "runs")
     assert result.counts["lessons_not_in_log"] == 1

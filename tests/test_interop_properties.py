@@ -2,6 +2,7 @@
 export gives an equivalent source; export -> import -> export is stable), and any
 corruption of one field of one record is refused whole, naming the file and the field,
 with nothing written."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,10 +24,21 @@ BAD = {"bad": 1}  # no field of any seed format accepts this object
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=24)
 word_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=24)
-domains = st.sampled_from(["example.com", "www.example.com", "shop.test", "a.b.c", "localhost:5173",
-                           "amazon.com", "news.local", "x-y.example.org"])
-dates = st.dates(min_value=__import__("datetime").date(2020, 1, 1),
-                 max_value=__import__("datetime").date(2030, 12, 31)).map(lambda d: d.isoformat())
+domains = st.sampled_from(
+    [
+        "example.com",
+        "www.example.com",
+        "shop.test",
+        "a.b.c",
+        "localhost:5173",
+        "amazon.com",
+        "news.local",
+        "x-y.example.org",
+    ]
+)
+dates = st.dates(
+    min_value=__import__("datetime").date(2020, 1, 1), max_value=__import__("datetime").date(2030, 12, 31)
+).map(lambda d: d.isoformat())
 ms = st.integers(min_value=1_577_836_800_000, max_value=1_924_991_999_999)
 js_times = ms.map(lambda m: js_time(ms_to_ts(m)))
 urls = st.sampled_from(["https://example.com", "https://www.example.com/a?b=1", "http://localhost:5173/x", ""])
@@ -34,20 +46,25 @@ urls = st.sampled_from(["https://example.com", "https://www.example.com/a?b=1", 
 
 # ---- seed 001 ----------------------------------------------------------------------------
 
-lessons = st.fixed_dictionaries({
-    "lesson": word_text,
-    "category": st.sampled_from(["tool_fallback", "best_practice", "error_recovery", "site_specific"]),
-    "failed_command": st.none() | st.sampled_from(["fill", "click", "press", "goto"]),
-    "error_pattern": st.none() | text,
-    "domain": st.none() | domains,
-    "use_count": st.integers(0, 99),
-    "created_at": dates,
-    "last_used": dates,
-    "source": st.sampled_from(["seed", "learned"]),
-    "triggered_domains": st.lists(domains, unique=True, max_size=4),
-})
-memory_docs = st.lists(lessons, max_size=8, unique_by=lambda d: dedup_key(
-    d["failed_command"], d["error_pattern"], d["domain"], d["lesson"])).map(lambda ls: {"version": 1, "lessons": ls})
+lessons = st.fixed_dictionaries(
+    {
+        "lesson": word_text,
+        "category": st.sampled_from(["tool_fallback", "best_practice", "error_recovery", "site_specific"]),
+        "failed_command": st.none() | st.sampled_from(["fill", "click", "press", "goto"]),
+        "error_pattern": st.none() | text,
+        "domain": st.none() | domains,
+        "use_count": st.integers(0, 99),
+        "created_at": dates,
+        "last_used": dates,
+        "source": st.sampled_from(["seed", "learned"]),
+        "triggered_domains": st.lists(domains, unique=True, max_size=4),
+    }
+)
+memory_docs = st.lists(
+    lessons,
+    max_size=8,
+    unique_by=lambda d: dedup_key(d["failed_command"], d["error_pattern"], d["domain"], d["lesson"]),
+).map(lambda ls: {"version": 1, "lessons": ls})
 
 
 def _tmp(factory: pytest.TempPathFactory) -> Path:
@@ -71,7 +88,9 @@ def test_memory_json_round_trips(tmp_path_factory: pytest.TempPathFactory, doc: 
 
 @SETTINGS
 @given(memory_docs.filter(lambda d: d["lessons"]), st.data())
-def test_corrupted_memory_json_is_refused(tmp_path_factory: pytest.TempPathFactory, doc: dict[str, Any], data: st.DataObject) -> None:
+def test_corrupted_memory_json_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, doc: dict[str, Any], data: st.DataObject
+) -> None:
     i = data.draw(st.integers(0, len(doc["lessons"]) - 1))
     field = data.draw(st.sampled_from(sorted(doc["lessons"][i])))
     doc["lessons"][i][field] = BAD
@@ -87,14 +106,35 @@ def test_corrupted_memory_json_is_refused(tmp_path_factory: pytest.TempPathFacto
 
 # ---- seed 000 ----------------------------------------------------------------------------
 
-facts = st.lists(st.fixed_dictionaries({
-    "type": st.sampled_from(["timing", "selector", "pattern", "quirk"]), "key": word_text, "value": word_text,
-    "confidence": st.floats(0, 1, allow_nan=False), "sources": st.integers(1, 20), "lastSeen": js_times,
-}), max_size=4, unique_by=lambda f: (f["type"], f["key"], f["value"]))
-sessions = st.lists(st.fixed_dictionaries({
-    "id": word_text, "goal": text, "outcome": text, "success": st.booleans(), "finalUrl": urls,
-    "timestamp": js_times, "turnsUsed": st.integers(0, 50), "durationMs": st.integers(0, 10**6),
-}), max_size=5)
+facts = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["timing", "selector", "pattern", "quirk"]),
+            "key": word_text,
+            "value": word_text,
+            "confidence": st.floats(0, 1, allow_nan=False),
+            "sources": st.integers(1, 20),
+            "lastSeen": js_times,
+        }
+    ),
+    max_size=4,
+    unique_by=lambda f: (f["type"], f["key"], f["value"]),
+)
+sessions = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": word_text,
+            "goal": text,
+            "outcome": text,
+            "success": st.booleans(),
+            "finalUrl": urls,
+            "timestamp": js_times,
+            "turnsUsed": st.integers(0, 50),
+            "durationMs": st.integers(0, 10**6),
+        }
+    ),
+    max_size=5,
+)
 
 
 @st.composite
@@ -122,10 +162,19 @@ def selector_entries(draw: st.DrawFn) -> dict[str, Any]:
 
 actions = st.fixed_dictionaries(
     {"action": st.sampled_from(["click", "type", "press", "scroll", "navigate", "wait", "select"])},
-    optional={"selector": st.from_regex(r"@[a-z0-9]{1,5}", fullmatch=True), "text": text, "key": text,
-              "ms": st.integers(0, 5000), "direction": st.sampled_from(["up", "down"]), "url": urls})
-steps = st.fixed_dictionaries({"url": urls, "action": actions, "verified": st.booleans()},
-                              optional={"snapshotHash": st.from_regex(r"[0-9]{1,8}", fullmatch=True)})
+    optional={
+        "selector": st.from_regex(r"@[a-z0-9]{1,5}", fullmatch=True),
+        "text": text,
+        "key": text,
+        "ms": st.integers(0, 5000),
+        "direction": st.sampled_from(["up", "down"]),
+        "url": urls,
+    },
+)
+steps = st.fixed_dictionaries(
+    {"url": urls, "action": actions, "verified": st.booleans()},
+    optional={"snapshotHash": st.from_regex(r"[0-9]{1,8}", fullmatch=True)},
+)
 
 
 @st.composite
@@ -133,8 +182,14 @@ def trajectories(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = draw(st.lists(st.from_regex(r"traj_[0-9]{4}_[a-z0-9]{3}", fullmatch=True), unique=True, max_size=2))
     out = []
     for tid in ids:
-        t = {"id": tid, "goal": draw(text), "steps": draw(st.lists(steps, max_size=4)), "success": True,
-             "durationMs": draw(st.integers(0, 10**6)), "timestamp": draw(js_times)}
+        t = {
+            "id": tid,
+            "goal": draw(text),
+            "steps": draw(st.lists(steps, max_size=4)),
+            "success": True,
+            "durationMs": draw(st.integers(0, 10**6)),
+            "timestamp": draw(js_times),
+        }
         origin = draw(st.none() | st.sampled_from(["https://example.com", "http://localhost:5173"]))
         if origin:
             t["origin"] = origin
@@ -151,8 +206,14 @@ def runs(draw: st.DrawFn) -> list[dict[str, Any]]:
     for rid in ids:
         started = draw(ms)
         status = draw(st.sampled_from(["running", "completed", "failed"]))
-        m: dict[str, Any] = {"runId": rid, "status": status, "goal": draw(text), "domain": draw(domains),
-                             "startedAt": js_time(ms_to_ts(started)), "artifactPaths": []}
+        m: dict[str, Any] = {
+            "runId": rid,
+            "status": status,
+            "goal": draw(text),
+            "domain": draw(domains),
+            "startedAt": js_time(ms_to_ts(started)),
+            "artifactPaths": [],
+        }
         for key, strat in (("sessionId", word_text), ("startUrl", urls), ("parentRunId", st.just("run_000000_root"))):
             if draw(st.booleans()):
                 m[key] = draw(strat)
@@ -192,6 +253,7 @@ def agent_memories(draw: st.DrawFn) -> dict[str, Any]:
 
 def _dir_name_round_trips(domain: str) -> bool:
     from memtape.projections.interop.importers import _dir_domain
+
     return _dir_domain(safe_name(domain)) == domain
 
 
@@ -218,7 +280,9 @@ def test_agent_memory_round_trips(tmp_path_factory: pytest.TempPathFactory, tree
 
 @SETTINGS
 @given(agent_memories().filter(bool), st.data())
-def test_corrupted_agent_memory_is_refused(tmp_path_factory: pytest.TempPathFactory, tree: dict[str, Any], data: st.DataObject) -> None:
+def test_corrupted_agent_memory_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, tree: dict[str, Any], data: st.DataObject
+) -> None:
     rel = data.draw(st.sampled_from(sorted(tree)))
     obj = tree[rel]
     lists = [k for k in ("facts", "sessions", "steps") if obj.get(k)]
@@ -243,9 +307,14 @@ def test_corrupted_agent_memory_is_refused(tmp_path_factory: pytest.TempPathFact
 
 # ---- seed 002 ----------------------------------------------------------------------------
 
-envs = st.fixed_dictionaries({"url": urls, "title": text, "pageType": st.sampled_from(["", "list", "form"]),
-                              "elements": st.lists(st.sampled_from(["button:A", "link:B", "textbox:C", "option:D"]),
-                                                   unique=True, max_size=4)})
+envs = st.fixed_dictionaries(
+    {
+        "url": urls,
+        "title": text,
+        "pageType": st.sampled_from(["", "list", "form"]),
+        "elements": st.lists(st.sampled_from(["button:A", "link:B", "textbox:C", "option:D"]), unique=True, max_size=4),
+    }
+)
 
 
 @st.composite
@@ -255,11 +324,18 @@ def trayn_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
     for i in ids:
         outcome = draw(st.sampled_from(["pending", "success", "failure"]))
         e: dict[str, Any] = {
-            "id": i, "envPre": draw(envs), "internalState": draw(text),
+            "id": i,
+            "envPre": draw(envs),
+            "internalState": draw(text),
             "internalStateEmbedding": draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=4)),
             "action": draw(st.sampled_from(["click('42')", "fill('7', 'x')", "press('Enter')", "scroll down"])),
-            "actionElementText": draw(text), "envPost": draw(envs), "outcome": outcome, "createdAt": draw(ms),
-            "stepNum": draw(st.integers(0, 5)), "rep": draw(st.integers(1, 3))}
+            "actionElementText": draw(text),
+            "envPost": draw(envs),
+            "outcome": outcome,
+            "createdAt": draw(ms),
+            "stepNum": draw(st.integers(0, 5)),
+            "rep": draw(st.integers(1, 3)),
+        }
         if draw(st.booleans()):
             e["stepId"] = draw(word_text)
         if draw(st.booleans()):
@@ -289,7 +365,9 @@ def test_trayn_json_round_trips(tmp_path_factory: pytest.TempPathFactory, entrie
 
 @SETTINGS
 @given(trayn_entries().filter(bool), st.data())
-def test_corrupted_trayn_json_is_refused(tmp_path_factory: pytest.TempPathFactory, entries: list[dict[str, Any]], data: st.DataObject) -> None:
+def test_corrupted_trayn_json_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[dict[str, Any]], data: st.DataObject
+) -> None:
     i = data.draw(st.integers(0, len(entries) - 1))
     field = data.draw(st.sampled_from(sorted(entries[i])))
     entries[i][field] = BAD
@@ -307,20 +385,46 @@ def test_corrupted_trayn_json_is_refused(tmp_path_factory: pytest.TempPathFactor
 
 KNOWN = "If fill fails, click(ref) to focus the input, then type(text) to enter text."
 log_lines = st.one_of(
-    st.fixed_dictionaries({"event": st.just("tier1_loaded"), "count": st.integers(0, 9),
-                           "lessons": st.lists(st.sampled_from([KNOWN, "unknown tip"]), max_size=3)}),
-    st.fixed_dictionaries({"event": st.just("error_recall"), "command": word_text, "error_snippet": text,
-                           "matched": st.integers(0, 3), "lessons": st.lists(st.just(KNOWN), max_size=1)}),
-    st.fixed_dictionaries({"event": st.just("domain_recall"), "domain": domains, "matched": st.integers(0, 3),
-                           "lessons": st.lists(st.just(KNOWN), max_size=1)}),
-    st.fixed_dictionaries({"event": st.just("lesson_recorded"), "lesson": word_text,
-                           "category": st.sampled_from(["error_recovery", "site_specific"]),
-                           "failed_command": st.none() | word_text, "error_pattern": st.none() | text,
-                           "domain": st.none() | domains}),
-    st.fixed_dictionaries({"event": st.just("lesson_deduplicated"), "lesson": st.just(KNOWN),
-                           "new_use_count": st.integers(1, 9)}),
-    st.fixed_dictionaries({"event": st.just("lessons_pruned"), "pruned_count": st.integers(0, 3),
-                           "remaining_count": st.integers(0, 9)}),
+    st.fixed_dictionaries(
+        {
+            "event": st.just("tier1_loaded"),
+            "count": st.integers(0, 9),
+            "lessons": st.lists(st.sampled_from([KNOWN, "unknown tip"]), max_size=3),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "event": st.just("error_recall"),
+            "command": word_text,
+            "error_snippet": text,
+            "matched": st.integers(0, 3),
+            "lessons": st.lists(st.just(KNOWN), max_size=1),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "event": st.just("domain_recall"),
+            "domain": domains,
+            "matched": st.integers(0, 3),
+            "lessons": st.lists(st.just(KNOWN), max_size=1),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "event": st.just("lesson_recorded"),
+            "lesson": word_text,
+            "category": st.sampled_from(["error_recovery", "site_specific"]),
+            "failed_command": st.none() | word_text,
+            "error_pattern": st.none() | text,
+            "domain": st.none() | domains,
+        }
+    ),
+    st.fixed_dictionaries(
+        {"event": st.just("lesson_deduplicated"), "lesson": st.just(KNOWN), "new_use_count": st.integers(1, 9)}
+    ),
+    st.fixed_dictionaries(
+        {"event": st.just("lessons_pruned"), "pruned_count": st.integers(0, 3), "remaining_count": st.integers(0, 9)}
+    ),
 )
 logs = st.lists(st.lists(log_lines, min_size=1, max_size=6), min_size=1, max_size=3)
 
@@ -337,7 +441,9 @@ def _write_logs(root: Path, runs_: list[list[dict[str, Any]]]) -> list[str]:
 
 @SETTINGS
 @given(logs)
-def test_event_logs_import_every_line(tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]]) -> None:
+def test_event_logs_import_every_line(
+    tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]]
+) -> None:
     tmp = _tmp(tmp_path_factory)
     _write_logs(tmp / "src", runs_)
     store = new_store(tmp / "a")
@@ -352,8 +458,9 @@ def test_event_logs_import_every_line(tmp_path_factory: pytest.TempPathFactory, 
 
 @SETTINGS
 @given(logs, st.data())
-def test_corrupted_event_logs_are_refused(tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]],
-                                          data: st.DataObject) -> None:
+def test_corrupted_event_logs_are_refused(
+    tmp_path_factory: pytest.TempPathFactory, runs_: list[list[dict[str, Any]]], data: st.DataObject
+) -> None:
     f = data.draw(st.integers(0, len(runs_) - 1))
     i = data.draw(st.integers(0, len(runs_[f]) - 1))
     field = data.draw(st.sampled_from(sorted(k for k in runs_[f][i] if k != "event")))

@@ -1,5 +1,6 @@
 """Malformed sources are refused whole (one line naming the file and the field, nothing
 written), and exports never write outside --out, whatever the names in memory contain."""
+
 from __future__ import annotations
 
 import os
@@ -42,19 +43,43 @@ def _refused(tmp_path: Path, source: Path, fmt: str = "auto") -> str:
     return message
 
 
-@pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda d: d["lessons"][2].__setitem__("category", "wisdom"), "memory.json: lessons[2].category: Input should be"),
-    (lambda d: d.__setitem__("version", 2), "memory.json: version: Input should be 1"),
-    (lambda d: d["lessons"][1].pop("lesson"), "memory.json: lessons[1].lesson: Field required"),
-    (lambda d: d["lessons"][0].__setitem__("use_count", "3"), "memory.json: lessons[0].use_count: Input should be a valid integer"),
-    (lambda d: d["lessons"][3].__setitem__("use_count", -1), "memory.json: lessons[3].use_count: Input should be greater than or equal to 0"),
-    (lambda d: d["lessons"][0].__setitem__("colour", "red"), "memory.json: lessons[0].colour: unknown field"),
-    (lambda d: d["lessons"][2].__setitem__("domain", "../../etc"), "memory.json: lessons[2].domain: invalid domain"),
-    (lambda d: d["lessons"][1].__setitem__("created_at", "last tuesday"), "memory.json: lessons[1].created_at: not an ISO date"),
-    (lambda d: d["lessons"][1].__setitem__("triggered_domains", "google.com"), "memory.json: lessons[1].triggered_domains: Input should be a valid list"),
-    (lambda d: d["lessons"].append(dict(d["lessons"][0])), "memory.json: lessons[4]: same lesson as lessons[0]"),
-    (lambda d: d["lessons"][0].__setitem__("lesson", "tab\x00nul"), "memory.json: lessons[0].lesson: text contains a NUL character"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda d: d["lessons"][2].__setitem__("category", "wisdom"),
+            "memory.json: lessons[2].category: Input should be",
+        ),
+        (lambda d: d.__setitem__("version", 2), "memory.json: version: Input should be 1"),
+        (lambda d: d["lessons"][1].pop("lesson"), "memory.json: lessons[1].lesson: Field required"),
+        (
+            lambda d: d["lessons"][0].__setitem__("use_count", "3"),
+            "memory.json: lessons[0].use_count: Input should be a valid integer",
+        ),
+        (
+            lambda d: d["lessons"][3].__setitem__("use_count", -1),
+            "memory.json: lessons[3].use_count: Input should be greater than or equal to 0",
+        ),
+        (lambda d: d["lessons"][0].__setitem__("colour", "red"), "memory.json: lessons[0].colour: unknown field"),
+        (
+            lambda d: d["lessons"][2].__setitem__("domain", "../../etc"),
+            "memory.json: lessons[2].domain: invalid domain",
+        ),
+        (
+            lambda d: d["lessons"][1].__setitem__("created_at", "last tuesday"),
+            "memory.json: lessons[1].created_at: not an ISO date",
+        ),
+        (
+            lambda d: d["lessons"][1].__setitem__("triggered_domains", "google.com"),
+            "memory.json: lessons[1].triggered_domains: Input should be a valid list",
+        ),
+        (lambda d: d["lessons"].append(dict(d["lessons"][0])), "memory.json: lessons[4]: same lesson as lessons[0]"),
+        (
+            lambda d: d["lessons"][0].__setitem__("lesson", "tab\x00nul"),
+            "memory.json: lessons[0].lesson: text contains a NUL character",
+        ),
+    ],
+)
 def test_malformed_memory_json_is_refused(tmp_path: Path, mutate: Any, expected: str) -> None:
     assert _refused(tmp_path, _memory_json(tmp_path, mutate)).startswith(expected)
 
@@ -75,22 +100,31 @@ def _event_logs(tmp_path: Path, second_run_lines: list[bytes]) -> Path:
 
 
 def test_a_bad_line_in_any_log_refuses_every_log(tmp_path: Path) -> None:
-    root = _event_logs(tmp_path, [
-        b'{"event": "domain_recall", "domain": "www.google.com", "matched": 0, "lessons": []}',
-        b'',
-        b'{"event": "lesson_recorded", "lesson": "x", "category": "clever", "domain": null}',
-    ])
+    root = _event_logs(
+        tmp_path,
+        [
+            b'{"event": "domain_recall", "domain": "www.google.com", "matched": 0, "lessons": []}',
+            b"",
+            b'{"event": "lesson_recorded", "lesson": "x", "category": "clever", "domain": null}',
+        ],
+    )
     message = _refused(tmp_path, root)
     assert message.startswith("run_20260313T091500Z/memory_events.jsonl: line 3: lesson_recorded.category: ")
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    (b'{"event": "lesson_forgotten", "lesson": "x"}', "line 1: event: Input tag 'lesson_forgotten'"),
-    (b'{"event": "error_recall", "command": "fill", "matched": 1, "lessons": []}', "line 1: error_recall.error_snippet: Field required"),
-    (b'{"event": "domain_recall", "domain": "a b", "matched": 0}', "line 1: domain_recall.domain: invalid domain"),
-    (b'[1, 2]', "line 1: Input should be a valid dictionary"),
-    (b'{"event": "tier1_loaded", "count": 1', "line 1: malformed JSON"),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"event": "lesson_forgotten", "lesson": "x"}', "line 1: event: Input tag 'lesson_forgotten'"),
+        (
+            b'{"event": "error_recall", "command": "fill", "matched": 1, "lessons": []}',
+            "line 1: error_recall.error_snippet: Field required",
+        ),
+        (b'{"event": "domain_recall", "domain": "a b", "matched": 0}', "line 1: domain_recall.domain: invalid domain"),
+        (b"[1, 2]", "line 1: Input should be a valid dictionary"),
+        (b'{"event": "tier1_loaded", "count": 1', "line 1: malformed JSON"),
+    ],
+)
 def test_malformed_event_lines(tmp_path: Path, line: bytes, expected: str) -> None:
     message = _refused(tmp_path, _event_logs(tmp_path, [line]))
     assert message.startswith(f"run_20260313T091500Z/memory_events.jsonl: {expected}"), message
@@ -108,31 +142,63 @@ def _edit(path: Path, mutate: Any) -> None:
     path.write_bytes(orjson.dumps(doc))
 
 
-@pytest.mark.parametrize(("rel", "mutate", "expected"), [
-    ("domains/www.example.com/knowledge.json", lambda d: d["facts"][1].__setitem__("confidence", 1.5),
-     "facts[1].confidence: Input should be less than or equal to 1"),
-    ("domains/www.example.com/knowledge.json", lambda d: d["facts"][0].__setitem__("type", "rumour"),
-     "facts[0].type: Input should be"),
-    ("domains/www.example.com/knowledge.json", lambda d: d["sessions"][1].pop("success"),
-     "sessions[1].success: Field required"),
-    ("domains/www.example.com/knowledge.json", lambda d: d.__setitem__("domain", "/etc"),
-     "domain: invalid domain"),
-    ("domains/www.example.com/knowledge.json", lambda d: d["facts"].append(dict(d["facts"][0])),
-     "facts[5] repeats facts[0]"),
-    ("domains/www.example.com/selectors.json", lambda d: d["entries"]['button "Search"'].__setitem__("successCount", 0),
-     "entries['button \"Search\"']: successCount + failureCount must be at least 1"),
-    ("domains/www.example.com/selectors.json", lambda d: d["entries"]['link "Sign in"'].__setitem__("lastRef", "#id"),
-     "entries['link \"Sign in\"']: lastRef must be an @ref"),
-    ("domains/aliexpress.com/trajectories/traj_1773400000000_ab12cd.json",
-     lambda d: d["steps"][3]["action"].pop("action"), "steps[3].action.action: Field required"),
-    ("domains/aliexpress.com/trajectories/traj_1773400000000_ab12cd.json",
-     lambda d: d.__setitem__("timestamp", "soon"), "timestamp: not an ISO date"),
-    ("agent-runs/run_1710543999_def.json", lambda d: d.__setitem__("status", "done"), "status: Input should be"),
-    ("agent-runs/run_1710543999_def.json", lambda d: d.__setitem__("success", True),
-     "success=True contradicts status 'failed'"),
-    ("agent-runs/run_1710544500_f0rk01.json", lambda d: d.__setitem__("runId", "../../etc/passwd"),
-     "runId: invalid id"),
-])
+@pytest.mark.parametrize(
+    ("rel", "mutate", "expected"),
+    [
+        (
+            "domains/www.example.com/knowledge.json",
+            lambda d: d["facts"][1].__setitem__("confidence", 1.5),
+            "facts[1].confidence: Input should be less than or equal to 1",
+        ),
+        (
+            "domains/www.example.com/knowledge.json",
+            lambda d: d["facts"][0].__setitem__("type", "rumour"),
+            "facts[0].type: Input should be",
+        ),
+        (
+            "domains/www.example.com/knowledge.json",
+            lambda d: d["sessions"][1].pop("success"),
+            "sessions[1].success: Field required",
+        ),
+        ("domains/www.example.com/knowledge.json", lambda d: d.__setitem__("domain", "/etc"), "domain: invalid domain"),
+        (
+            "domains/www.example.com/knowledge.json",
+            lambda d: d["facts"].append(dict(d["facts"][0])),
+            "facts[5] repeats facts[0]",
+        ),
+        (
+            "domains/www.example.com/selectors.json",
+            lambda d: d["entries"]['button "Search"'].__setitem__("successCount", 0),
+            "entries['button \"Search\"']: successCount + failureCount must be at least 1",
+        ),
+        (
+            "domains/www.example.com/selectors.json",
+            lambda d: d["entries"]['link "Sign in"'].__setitem__("lastRef", "#id"),
+            "entries['link \"Sign in\"']: lastRef must be an @ref",
+        ),
+        (
+            "domains/aliexpress.com/trajectories/traj_1773400000000_ab12cd.json",
+            lambda d: d["steps"][3]["action"].pop("action"),
+            "steps[3].action.action: Field required",
+        ),
+        (
+            "domains/aliexpress.com/trajectories/traj_1773400000000_ab12cd.json",
+            lambda d: d.__setitem__("timestamp", "soon"),
+            "timestamp: not an ISO date",
+        ),
+        ("agent-runs/run_1710543999_def.json", lambda d: d.__setitem__("status", "done"), "status: Input should be"),
+        (
+            "agent-runs/run_1710543999_def.json",
+            lambda d: d.__setitem__("success", True),
+            "success=True contradicts status 'failed'",
+        ),
+        (
+            "agent-runs/run_1710544500_f0rk01.json",
+            lambda d: d.__setitem__("runId", "../../etc/passwd"),
+            "runId: invalid id",
+        ),
+    ],
+)
 def test_malformed_agent_memory_names_the_file_and_field(tmp_path: Path, rel: str, mutate: Any, expected: str) -> None:
     root = _agent_memory(tmp_path)
     _edit(root / rel, mutate)
@@ -176,14 +242,45 @@ def test_cli_refusal_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
 
 # ---- exports stay under --out -------------------------------------------------------
 
-HOSTILE = ["../../evil", "/etc/cron.d/x", "a/../../b", "..", ".", ".hidden", "x\x00y", "ü/../ß", "c:\\windows",
-           "a" * 400, "~root", "$(touch pwned)", "domains", "agent-runs"]
+HOSTILE = [
+    "../../evil",
+    "/etc/cron.d/x",
+    "a/../../b",
+    "..",
+    ".",
+    ".hidden",
+    "x\x00y",
+    "ü/../ß",
+    "c:\\windows",
+    "a" * 400,
+    "~root",
+    "$(touch pwned)",
+    "domains",
+    "agent-runs",
+]
 
 
-def _rec(seq: int, type_: str, data: dict[str, Any], domain: str | None = None, run_id: str | None = None) -> RecordedEvent:
+def _rec(
+    seq: int, type_: str, data: dict[str, Any], domain: str | None = None, run_id: str | None = None
+) -> RecordedEvent:
     ts = f"2026-02-01T00:00:{seq % 60:02d}.000000Z"
-    return RecordedEvent(seq, f"ev{seq}", "memory", seq, type_, 1, ts, ts, run_id, None, domain, data,
-                         orjson.dumps(data).decode(), "0" * 64, "0" * 64)
+    return RecordedEvent(
+        seq,
+        f"ev{seq}",
+        "memory",
+        seq,
+        type_,
+        1,
+        ts,
+        ts,
+        run_id,
+        None,
+        domain,
+        data,
+        orjson.dumps(data).decode(),
+        "0" * 64,
+        "0" * 64,
+    )
 
 
 def _hostile_state() -> MemoryState:
@@ -192,7 +289,12 @@ def _hostile_state() -> MemoryState:
         n = len(events) + 1
         events += [
             _rec(n, "fact_observed", {"fact_type": "quirk", "key": name, "value": name}, domain=name),
-            _rec(n + 1, "session_recorded", {"session_id": name, "goal": name, "success": True, "timestamp": "2026-02-01"}, domain=name),
+            _rec(
+                n + 1,
+                "session_recorded",
+                {"session_id": name, "goal": name, "success": True, "timestamp": "2026-02-01"},
+                domain=name,
+            ),
             _rec(n + 2, "selector_succeeded", {"role": name, "name": name, "selector": name}, domain=name),
             _rec(n + 3, "trajectory_recorded", {"trajectory_id": name, "goal": name, "steps": []}, domain=name),
             _rec(n + 4, "run_started", {"goal": name}, domain=name, run_id=name),
@@ -215,8 +317,10 @@ def test_hostile_names_never_leave_out(tmp_path: Path) -> None:
     after = _all_files(tmp_path)
     created = after - before
     real_out = Path(os.path.realpath(out))
-    assert created and all(p == real_out.parent or p == real_out or real_out in Path(os.path.realpath(p)).parents
-                           for p in created - {sandbox / "deep"})
+    assert created and all(
+        p == real_out.parent or p == real_out or real_out in Path(os.path.realpath(p)).parents
+        for p in created - {sandbox / "deep"}
+    )
     # one directory per domain, one file per run and trajectory: nothing collapsed, nothing lost
     assert len(list((out / "domains").iterdir())) == len(HOSTILE)
     assert len(list((out / "agent-runs").iterdir())) == len(HOSTILE)
@@ -244,6 +348,7 @@ def test_symlinked_out_is_refused(tmp_path: Path) -> None:
     store = new_store(tmp_path / "mem")
     import_source(store, DATA / "seed000" / "agent-memory")
     from tests.interop_support import export_of
+
     target = tmp_path / "elsewhere"
     target.mkdir()
     os.symlink(target, tmp_path / "link")

@@ -1,6 +1,7 @@
 """Interop on hand-written samples of every seed format (tests/data/interop, from the seed
 documents' own examples): import -> export gives the source back, export -> import -> export
 is stable, a second import adds nothing, the CLI prints what happened, files are private."""
+
 from __future__ import annotations
 
 import os
@@ -45,9 +46,15 @@ def test_memory_json_round_trip_keeps_every_lesson_field(tmp_path: Path) -> None
     lessons = {les.lesson.split(",")[0]: les for les in MemoryView.open(store).lessons()}
     fill = lessons["If fill fails"]
     assert (fill.use_count, fill.source, fill.triggered_domains, fill.created_at) == (
-        3, "seed", ("google.com", "amazon.com"), "2026-03-12")
-    assert lessons["Click the cookie acceptance banner before interacting with product elements."].scope_domain \
+        3,
+        "seed",
+        ("google.com", "amazon.com"),
+        "2026-03-12",
+    )
+    assert (
+        lessons["Click the cookie acceptance banner before interacting with product elements."].scope_domain
         == "amazon.com"
+    )
     # a lesson promoted in the source stays promoted; nothing is re-decided on the way in
     assert lessons["When click fails with 'intercepts pointer events'"].category == "best_practice"
 
@@ -78,11 +85,14 @@ def test_trayn_json_round_trip_and_grades(tmp_path: Path) -> None:
     assert len({e.run_id for e in recorded}) == 2  # rep 1 and rep 2 are two runs
 
 
-@pytest.mark.parametrize(("source", "fmt", "norm", "name"), [
-    (MEMORY_JSON, "memory-json", norm_memory_json, "memory.json"),
-    (AGENT_MEMORY, "agent-memory", norm_agent_memory, "agent-memory"),
-    (TRAYN, "json", norm_trayn, "memories.json"),
-])
+@pytest.mark.parametrize(
+    ("source", "fmt", "norm", "name"),
+    [
+        (MEMORY_JSON, "memory-json", norm_memory_json, "memory.json"),
+        (AGENT_MEMORY, "agent-memory", norm_agent_memory, "agent-memory"),
+        (TRAYN, "json", norm_trayn, "memories.json"),
+    ],
+)
 def test_export_import_export_is_stable(tmp_path: Path, source: Path, fmt: str, norm, name: str) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -124,8 +134,10 @@ def test_memory_events_logs(tmp_path: Path) -> None:
     # the seed lessons memory.json did not hold (by dedup key: its Enter lesson has none, ours is
     # keyed click / "intercepts pointer") come first, as a run would write them
     seeded = [e for e in events if e.type == "lesson_seeded"]
-    assert [e.data["lesson"][:13] for e in seeded] == ["After enterin", "If an overlay"] and events[:len(seeded)] == seeded
-    events = events[len(seeded):]
+    assert [e.data["lesson"][:13] for e in seeded] == ["After enterin", "If an overlay"] and events[
+        : len(seeded)
+    ] == seeded
+    events = events[len(seeded) :]
     # the run directory names the run and its time
     assert {e.run_id for e in events} == {"run_20260312T143000Z", "run_20260313T091500Z"}
     assert events[0].occurred_at == "2026-03-12T14:30:00.000000Z"
@@ -152,10 +164,24 @@ def test_memory_events_resolve_the_seed_lessons_on_an_empty_ledger(tmp_path: Pat
 
 def test_prompt_is_seed_002s_text_exactly() -> None:
     items = [
-        PromptItem("REPEAT", "https://desk.example.com/tickets", 0.85, "click", "Priority dropdown",
-                   "Correctly opened the priority selector", None),
-        PromptItem("AVOID", "https://desk.example.com/tickets", 0.72, "click", "Delete button",
-                   "Wrong action — task was to change priority", 'Select "High" from the priority dropdown'),
+        PromptItem(
+            "REPEAT",
+            "https://desk.example.com/tickets",
+            0.85,
+            "click",
+            "Priority dropdown",
+            "Correctly opened the priority selector",
+            None,
+        ),
+        PromptItem(
+            "AVOID",
+            "https://desk.example.com/tickets",
+            0.72,
+            "click",
+            "Delete button",
+            "Wrong action — task was to change priority",
+            'Select "High" from the priority dropdown',
+        ),
     ]
     assert render_prompt(items) == (DATA / "seed002" / "prompt.txt").read_text()
 
@@ -170,6 +196,7 @@ def test_prompt_export_lists_graded_memories(tmp_path: Path) -> None:
 
 def test_csv_export_has_one_row_per_memory(tmp_path: Path) -> None:
     import csv
+
     store = new_store(tmp_path / "mem")
     import_source(store, TRAYN)
     rows = list(csv.DictReader(export_of(store, "csv", tmp_path / "m.csv").open(newline="")))
@@ -216,14 +243,25 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
     assert norm_agent_memory(out) == norm_agent_memory(AGENT_MEMORY)
     r = run_cli("--memory-dir", mem, "export", "--format", "agent-memory", "--out", str(out))
     assert r.code == 1 and r.err.startswith("error: ") and "not empty" in r.err
-    r = run_cli("--memory-dir", mem, "export", "--format", "memory-json", "--out", str(tmp_path / "m.json"),
-                "--as-of", "1")
+    r = run_cli(
+        "--memory-dir", mem, "export", "--format", "memory-json", "--out", str(tmp_path / "m.json"), "--as-of", "1"
+    )
     assert r.code == 0 and orjson.loads((tmp_path / "m.json").read_bytes()) == {"version": 1, "lessons": []}
-    r = run_cli("--memory-dir", mem, "export", "--format", "json", "--out", str(tmp_path / "t.json"),
-                "--as-of", "2026-01-01T00:00:00Z")
+    r = run_cli(
+        "--memory-dir",
+        mem,
+        "export",
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path / "t.json"),
+        "--as-of",
+        "2026-01-01T00:00:00Z",
+    )
     assert r.code == 0 and orjson.loads((tmp_path / "t.json").read_bytes()) == []
-    r = run_cli("--memory-dir", mem, "export", "--format", "json", "--out", str(tmp_path / "t.json"),
-                "--as-of", "yesterday")
+    r = run_cli(
+        "--memory-dir", mem, "export", "--format", "json", "--out", str(tmp_path / "t.json"), "--as-of", "yesterday"
+    )
     assert r.code == 1 and r.err.startswith("error: --as-of 'yesterday'")
 
 
@@ -241,8 +279,10 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
     from memtape.ledger.redact import Redactor
     from memtape.ledger.store import SqliteStore
     from memtape.projections.interop.importers import previous_import, stored_digest
-    store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock(),
-                             redactor=Redactor(extra_patterns=["11076251501687"]))
+
+    store = SqliteStore.open(
+        tmp_path / "ledger.db", clock=SteppingClock(), redactor=Redactor(extra_patterns=["11076251501687"])
+    )
     digest = "bcf3c1bc6b5363ea55ff339bd12a607f36eefc9153308a11076251501687d629"
     assert stored_digest(store, digest) != digest
     store.append([NewEvent(MemoryImported(source_format="memory-json", source_path="/x", source_digest=digest))])
@@ -252,11 +292,16 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
 
 def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
     from memtape.ledger.events import NewEvent, SubjectForgotten
+
     store = new_store(tmp_path / "mem")
     import_source(store, AGENT_MEMORY)
     import_source(store, TRAYN)
-    store.append([NewEvent(SubjectForgotten(subject_kind="domain", subject="example.com")),
-                  NewEvent(SubjectForgotten(subject_kind="domain", subject="desk.example.com"))])
+    store.append(
+        [
+            NewEvent(SubjectForgotten(subject_kind="domain", subject="example.com")),
+            NewEvent(SubjectForgotten(subject_kind="domain", subject="desk.example.com")),
+        ]
+    )
     am = norm_agent_memory(export_of(store, "agent-memory", tmp_path / "export"))
     assert set(am["domains"]) == {"aliexpress.com", "localhost:5173"} and am["runs"] == {}
     assert orjson.loads(export_of(store, "json", tmp_path / "t.json").read_bytes()) == []
@@ -268,9 +313,14 @@ def test_prompt_export_never_shows_an_empty_target_or_a_made_up_similarity() -> 
     from types import SimpleNamespace
 
     from memtape.projections.interop.exporters import _what
+
     press = SimpleNamespace(target_text=None, action={"command": "press", "args": {"key": "Escape"}})
     assert _what(press) == "Escape"
-    text = render_prompt([PromptItem("REPEAT", "http://shop.test/", None, "press", _what(press), "closed it", None),
-                          PromptItem("AVOID", "", None, "back", "", "lost the form", None)])
+    text = render_prompt(
+        [
+            PromptItem("REPEAT", "http://shop.test/", None, "press", _what(press), "closed it", None),
+            PromptItem("AVOID", "", None, "back", "", "lost the form", None),
+        ]
+    )
     assert "1. REPEAT: [shop.test/] press: 'Escape'\n" in text and "2. AVOID: [/] back\n" in text
     assert "''" not in text and "%]" not in text

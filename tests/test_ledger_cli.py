@@ -1,4 +1,5 @@
 """The ledger's commands: append, events, verify, stats, schema (in-process, a few end-to-end)."""
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ def count(memory: Path) -> int:
 
 # ---- append --------------------------------------------------------------------------
 
+
 def test_append_raw_writes_exactly_the_lines(memory_path: Path, tmp_path: Path) -> None:
     lines = [sample_line(t) for t in sorted(SAMPLES)]
     src = tmp_path / "in.jsonl"
@@ -60,8 +62,12 @@ def test_append_from_stdin_with_envelope_fields(memory_path: Path) -> None:
 
 @pytest.mark.parametrize("raw", [True, False])
 def test_append_bad_line_writes_nothing(memory_path: Path, tmp_path: Path, raw: bool) -> None:
-    lines = jsonl(sample_line("lesson_seeded"), sample_line("run_started"),
-                  {"type": "fact_observed", "fact_type": "quirk", "key": "k"}, sample_line("run_progress"))
+    lines = jsonl(
+        sample_line("lesson_seeded"),
+        sample_line("run_started"),
+        {"type": "fact_observed", "fact_type": "quirk", "key": "k"},
+        sample_line("run_progress"),
+    )
     src = tmp_path / "in.jsonl"
     src.write_bytes(lines)
     r = run_cli("--memory-dir", str(memory_path), "append", *(["--raw"] if raw else []), str(src))
@@ -83,14 +89,19 @@ def test_append_through_the_default_writer(memory_path: Path, tmp_path: Path) ->
 
 # ---- events ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def filled(memory_path: Path) -> Path:
     with SqliteStore.open(memory_path / "ledger.db") as store:
-        store.append([sample_event("run_started", run_id="r1", domain="a.com"),
-                      sample_event("lesson_seeded", text="seed lesson"),
-                      sample_event("step_recorded", run_id="r1", step=1, domain="a.com"),
-                      sample_event("run_started", run_id="r2", domain="b.com"),
-                      sample_event("run_completed", run_id="r2", domain="b.com")])
+        store.append(
+            [
+                sample_event("run_started", run_id="r1", domain="a.com"),
+                sample_event("lesson_seeded", text="seed lesson"),
+                sample_event("step_recorded", run_id="r1", step=1, domain="a.com"),
+                sample_event("run_started", run_id="r2", domain="b.com"),
+                sample_event("run_completed", run_id="r2", domain="b.com"),
+            ]
+        )
     return memory_path
 
 
@@ -107,16 +118,34 @@ def test_events_filters_and_json_envelope(filled: Path) -> None:
     assert seqs("--domain", "b.com") == [4, 5]
     assert seqs("--from-seq", "2", "--to-seq", "4") == [2, 3, 4]
     line = orjson.loads(run_cli("--memory-dir", str(filled), "events", "--json", "--to-seq", "1").out)
-    assert set(line) == {"seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at",
-                         "occurred_at", "run_id", "step", "domain", "prev_hash", "hash", "payload"}
+    assert set(line) == {
+        "seq",
+        "id",
+        "stream",
+        "stream_version",
+        "type",
+        "schema_version",
+        "recorded_at",
+        "occurred_at",
+        "run_id",
+        "step",
+        "domain",
+        "prev_hash",
+        "hash",
+        "payload",
+    }
     assert line["payload"]["goal"] == "sample text" and line["run_id"] == "r1"
     text = run_cli("--memory-dir", str(filled), "events", "--type", "lesson_seeded").out
     assert "lesson_seeded" in text and "seed lesson" in text and len(text.splitlines()) == 1
 
 
 def test_events_follow_picks_up_another_process(filled: Path) -> None:
-    proc = subprocess.Popen([*MEMTAPE, "--memory-dir", str(filled), "events", "--follow", "--json", "--from-seq", "5"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [*MEMTAPE, "--memory-dir", str(filled), "events", "--follow", "--json", "--from-seq", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -146,6 +175,7 @@ def test_events_follow_picks_up_another_process(filled: Path) -> None:
 
 
 # ---- verify, stats, schema ------------------------------------------------------------------
+
 
 def test_verify_ok_and_broken(filled: Path) -> None:
     r = run_cli("--memory-dir", str(filled), "verify")
@@ -181,8 +211,9 @@ def test_schema_of_each_type_is_valid_and_describes_whole_lines(type_: str) -> N
     schema = orjson.loads(r.out)
     Draft202012Validator.check_schema(schema)
     validator = Draft202012Validator(schema)
-    good = sample_line(type_, run_id="r1", step=1, domain="example.com", id="e-1", stream="s-1",
-                       occurred_at="2026-01-01T00:00:00Z")
+    good = sample_line(
+        type_, run_id="r1", step=1, domain="example.com", id="e-1", stream="s-1", occurred_at="2026-01-01T00:00:00Z"
+    )
     assert validator.is_valid(good), list(validator.iter_errors(good))[:1]
     assert not validator.is_valid({**good, "unexpected_field": 1})
     assert not validator.is_valid({**good, "type": "something_else"})

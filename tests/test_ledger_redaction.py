@@ -1,4 +1,5 @@
 """Nothing secret at rest: typed passwords and secret-looking strings never reach the ledger's bytes."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,12 +23,18 @@ SECRETS = [PASSWORD, API_KEY, AWS_KEY, BEARER, "abcDEF123.ghiJKL456-mno", CARD, 
 
 
 def secret_steps() -> list[NewEvent]:
-    typed = StepRecorded(action=Action(command="type", args={"selector": "#password", "value": PASSWORD}, sensitive=True),
-                         ok=True, target_text="Password")
+    typed = StepRecorded(
+        action=Action(command="type", args={"selector": "#password", "value": PASSWORD}, sensitive=True),
+        ok=True,
+        target_text="Password",
+    )
     keyed = StepRecorded(action=Action(command="fill", args={"password": PASSWORD, "selector": "#pw"}), ok=True)
-    leaky = StepRecorded(action=Action(command="click", args={"selector": "#pay"}), ok=False,
-                         error=f"401 for key {API_KEY} and {AWS_KEY}; header Authorization: {BEARER}",
-                         think=f"pay with card {CARD} then {CARD_DIGITS}")
+    leaky = StepRecorded(
+        action=Action(command="click", args={"selector": "#pay"}),
+        ok=False,
+        error=f"401 for key {API_KEY} and {AWS_KEY}; header Authorization: {BEARER}",
+        think=f"pay with card {CARD} then {CARD_DIGITS}",
+    )
     return [NewEvent(payload=p, run_id="r1", step=i) for i, p in enumerate((typed, keyed, leaky))]
 
 
@@ -55,15 +62,29 @@ def test_secrets_never_reach_the_files(memory_path: Path) -> None:
 
 
 def test_non_card_numbers_are_kept(fresh_ledger: SqliteStore) -> None:
-    (ev,) = fresh_ledger.append([NewEvent(payload=StepRecorded(
-        action=Action(command="type", args={"value": "1234 5678 9012 3456"}), ok=True), run_id="r1")])
+    (ev,) = fresh_ledger.append(
+        [
+            NewEvent(
+                payload=StepRecorded(action=Action(command="type", args={"value": "1234 5678 9012 3456"}), ok=True),
+                run_id="r1",
+            )
+        ]
+    )
     assert ev.data["action"]["args"]["value"] == "1234 5678 9012 3456"  # fails the Luhn check: not a card
 
 
 def test_secrets_through_cli_append(memory_path: Path, tmp_path: Path) -> None:
     lines = [
-        {"type": "step_recorded", "run_id": "r1", "ok": True,
-         "action": {"command": "type", "args": {"selector": "input[type=password]", "value": PASSWORD}, "sensitive": True}},
+        {
+            "type": "step_recorded",
+            "run_id": "r1",
+            "ok": True,
+            "action": {
+                "command": "type",
+                "args": {"selector": "input[type=password]", "value": PASSWORD},
+                "sensitive": True,
+            },
+        },
         {"type": "fact_observed", "fact_type": "quirk", "key": "auth", "value": f"send {BEARER} with {API_KEY}"},
         {"type": "run_completed", "run_id": "r1", "success": True, "summary": f"paid with {CARD}"},
     ]
@@ -74,16 +95,32 @@ def test_secrets_through_cli_append(memory_path: Path, tmp_path: Path) -> None:
     assert scan(memory_path) == []
 
 
-SNIPPETS = [API_KEY, AWS_KEY, BEARER, "bearer\tabcdefghij", CARD, CARD_DIGITS, "4111-1111-1111-1111",
-            "ghp_" + "a" * 24, "xoxb-1234567890ab", "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK", "\nsk-" + "b" * 20]
+SNIPPETS = [
+    API_KEY,
+    AWS_KEY,
+    BEARER,
+    "bearer\tabcdefghij",
+    CARD,
+    CARD_DIGITS,
+    "4111-1111-1111-1111",
+    "ghp_" + "a" * 24,
+    "xoxb-1234567890ab",
+    "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK",
+    "\nsk-" + "b" * 20,
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["\n", "\\", '"', " ", "-"])),
-                max_size=6).map("".join),
-       st.sampled_from(["value", "password", "Token", "note", "api-key", "card_number"]))
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["\n", "\\", '"', " ", "-"])),
+        max_size=6,
+    ).map("".join),
+    st.sampled_from(["value", "password", "Token", "note", "api-key", "card_number"]),
+)
 def test_fast_screen_never_misses_what_the_full_walk_redacts(text: str, key: str) -> None:
     from memtape.ledger.redact import default_redactor
+
     r = default_redactor()
     data = {"outer": {key: text, "list": [text]}, "plain": text}
     if r.value(data) != data:
@@ -92,6 +129,7 @@ def test_fast_screen_never_misses_what_the_full_walk_redacts(text: str, key: str
 
 def test_one_secret_in_a_large_batch(fresh_ledger: SqliteStore) -> None:
     from tests.ledger_samples import sample_event
+
     batch = [sample_event("fact_observed", text=f"benign {i}") for i in range(50)]
     batch[37] = sample_event("fact_observed", text=f"token {API_KEY}")
     recorded = fresh_ledger.append(batch)
@@ -104,6 +142,7 @@ def test_hex_digests_and_ids_are_not_card_numbers() -> None:
     import hashlib
 
     from memtape.ledger.redact import default_redactor
+
     r = default_redactor()
     digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5000)]
     assert [d for d in digests if r.text(d) != d] == []
@@ -112,12 +151,17 @@ def test_hex_digests_and_ids_are_not_card_numbers() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["key", "pass", "\u200b", " "])),
-                max_size=4).map("".join))
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=20), st.sampled_from(SNIPPETS), st.sampled_from(["key", "pass", "\u200b", " "])),
+        max_size=4,
+    ).map("".join)
+)
 def test_a_remembered_clean_verdict_changes_no_answer(text: str) -> None:
     """A redactor remembers the short strings it found clean (a fact's "key" field passes the screen
     but holds nothing): asked again it answers as a fresh redactor does, and keeps no secret."""
     from memtape.ledger.redact import CLEAN_CACHE_TEXT, Redactor
+
     r = Redactor()
     first = r.text(text)
     assert r.text(text) == first == Redactor().text(text)

@@ -1,4 +1,5 @@
 """Property tests: what goes into the ledger comes out byte for byte, and bad batches write nothing."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -40,7 +41,7 @@ def test_valid_sequences_round_trip_byte_for_byte(batch: list[NewEvent], chunks:
             returned = []
             size = max(1, len(batch) // chunks)
             for i in range(0, len(batch), size):
-                returned += store.append(batch[i:i + size])
+                returned += store.append(batch[i : i + size])
             back = list(store.read())
             assert [e.as_dict() for e in back] == [e.as_dict() for e in returned]
             assert [e.seq for e in back] == list(range(1, len(batch) + 1))
@@ -96,7 +97,11 @@ def test_invalid_sequences_write_nothing(batch: list[NewEvent], which: int, data
 
 
 def test_duplicate_ids_inside_one_batch_write_nothing(fresh_ledger: SqliteStore) -> None:
-    batch = [sample_event("lesson_seeded", id="same"), sample_event("run_started"), sample_event("lesson_seeded", id="same")]
+    batch = [
+        sample_event("lesson_seeded", id="same"),
+        sample_event("run_started"),
+        sample_event("lesson_seeded", id="same"),
+    ]
     with pytest.raises(LedgerError):
         fresh_ledger.append(batch)
     assert fresh_ledger.head() == 0
@@ -105,8 +110,18 @@ def test_duplicate_ids_inside_one_batch_write_nothing(fresh_ledger: SqliteStore)
 @FAST
 @given(st.lists(new_events(), min_size=1, max_size=12), st.lists(st.integers(1, 5), min_size=1, max_size=12))
 def test_chunking_does_not_change_hashes(batch: list[NewEvent], sizes: list[int]) -> None:
-    batch = [NewEvent(payload=e.payload, run_id=e.run_id, step=e.step, domain=e.domain, stream=e.stream,
-                      occurred_at=e.occurred_at, id=f"ev-{i}") for i, e in enumerate(batch)]
+    batch = [
+        NewEvent(
+            payload=e.payload,
+            run_id=e.run_id,
+            step=e.step,
+            domain=e.domain,
+            stream=e.stream,
+            occurred_at=e.occurred_at,
+            id=f"ev-{i}",
+        )
+        for i, e in enumerate(batch)
+    ]
     with tempfile.TemporaryDirectory() as d:
         with SqliteStore.open(Path(d) / "one.db", clock=fixed_clock) as one:
             whole = [(e.seq, e.id, e.stream_version, e.hash) for e in one.append(batch)]
@@ -114,7 +129,7 @@ def test_chunking_does_not_change_hashes(batch: list[NewEvent], sizes: list[int]
             i, k = 0, 0
             while i < len(batch):
                 n = sizes[k % len(sizes)]
-                many.append(batch[i:i + n])
+                many.append(batch[i : i + n])
                 i, k = i + n, k + 1
             chunked = [(e.seq, e.id, e.stream_version, e.hash) for e in many.read()]
         assert chunked == whole

@@ -1,4 +1,5 @@
 """The store's promises: append-only, tamper-evident, gapless under concurrency, private files, clear errors."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -23,13 +24,16 @@ def _fill(store: SqliteStore, n: int = 5) -> None:
 
 # ---- append-only and tamper evidence -------------------------------------------------
 
-@pytest.mark.parametrize("sql", ["UPDATE events SET payload = '{}' WHERE seq = 2", "DELETE FROM events WHERE seq = 2",
-                                 "DELETE FROM events"])
+
+@pytest.mark.parametrize(
+    "sql", ["UPDATE events SET payload = '{}' WHERE seq = 2", "DELETE FROM events WHERE seq = 2", "DELETE FROM events"]
+)
 def test_update_and_delete_are_refused(fresh_ledger: SqliteStore, ledger_path: Path, sql: str) -> None:
     _fill(fresh_ledger)
     with sqlite3.connect(ledger_path) as raw, pytest.raises(sqlite3.IntegrityError, match="ledger is append-only"):
         raw.execute(sql)
     from memtape.ledger.errors import translated
+
     with pytest.raises(AppendOnlyViolation, match="ledger is append-only"), translated(str(ledger_path)):
         fresh_ledger.conn.execute(sql)
     assert fresh_ledger.head() == 5 and fresh_ledger.verify().ok
@@ -89,14 +93,34 @@ def test_payload_that_is_not_json_is_named(fresh_ledger: SqliteStore, ledger_pat
 
 # ---- upcasting ---------------------------------------------------------------------------
 
+
 def test_lesson_recorded_v1_is_upcast_on_read(fresh_ledger: SqliteStore, ledger_path: Path) -> None:
     _fill(fresh_ledger, 1)
     head = next(fresh_ledger.read())
-    v1 = {"lesson_id": "old-1", "lesson": "use wait_for before click", "category": "error_recovery",
-          "failed_command": "click", "error_pattern": "timeout", "domain": "shop.example.com", "use_count": 2}
-    body = (2, "v1-event", "memory", 2, "lesson_recorded", 1, "2025-06-01T00:00:00.000000Z",
-            "2025-06-01T00:00:00.000000Z", None, None, None, orjson.dumps(v1, option=orjson.OPT_SORT_KEYS).decode(),
-            head.hash)
+    v1 = {
+        "lesson_id": "old-1",
+        "lesson": "use wait_for before click",
+        "category": "error_recovery",
+        "failed_command": "click",
+        "error_pattern": "timeout",
+        "domain": "shop.example.com",
+        "use_count": 2,
+    }
+    body = (
+        2,
+        "v1-event",
+        "memory",
+        2,
+        "lesson_recorded",
+        1,
+        "2025-06-01T00:00:00.000000Z",
+        "2025-06-01T00:00:00.000000Z",
+        None,
+        None,
+        None,
+        orjson.dumps(v1, option=orjson.OPT_SORT_KEYS).decode(),
+        head.hash,
+    )
     with sqlite3.connect(ledger_path) as raw:
         raw.execute(f"INSERT INTO events VALUES ({', '.join('?' * 14)})", (*body, chain_hash(head.hash, body)))
     ev = fresh_ledger.get("v1-event")
@@ -112,6 +136,7 @@ def test_lesson_recorded_v1_is_upcast_on_read(fresh_ledger: SqliteStore, ledger_
 
 # ---- optimistic concurrency and reads ------------------------------------------------------
 
+
 def test_stale_expected_version_is_refused(fresh_ledger: SqliteStore) -> None:
     fresh_ledger.append([sample_event("run_started", run_id="r1")], expected_version=0)
     fresh_ledger.append([sample_event("run_progress", run_id="r1")], expected_version=1)
@@ -121,8 +146,9 @@ def test_stale_expected_version_is_refused(fresh_ledger: SqliteStore) -> None:
 
 
 def test_read_filters(fresh_ledger: SqliteStore, clock) -> None:  # type: ignore[no-untyped-def]
-    fresh_ledger.append([sample_event("run_started", run_id="r1", domain="a.com"),
-                         sample_event("lesson_seeded", domain="b.com")])
+    fresh_ledger.append(
+        [sample_event("run_started", run_id="r1", domain="a.com"), sample_event("lesson_seeded", domain="b.com")]
+    )
     fresh_ledger.append([sample_event("run_progress", run_id="r2", domain="a.com", step=1)])
     fresh_ledger.append([sample_event(t, run_id="r2") for t in ("step_recorded", "run_completed")])
     assert [e.seq for e in fresh_ledger.read(types=["run_started", "run_completed"])] == [1, 5]
@@ -141,11 +167,13 @@ def test_read_filters(fresh_ledger: SqliteStore, clock) -> None:  # type: ignore
 
 # ---- several processes ---------------------------------------------------------------------
 
+
 def _writer(path: str, name: str, batches: int) -> None:
     with SqliteStore.open(path, busy_timeout=30) as store:
         for b in range(batches):
-            store.append([sample_event("run_progress", run_id=name, step=b * 3 + i, text=f"{name}-{b}-{i}")
-                          for i in range(3)])
+            store.append(
+                [sample_event("run_progress", run_id=name, step=b * 3 + i, text=f"{name}-{b}-{i}") for i in range(3)]
+            )
 
 
 def test_four_processes_append_concurrently(ledger_path: Path) -> None:
@@ -166,13 +194,14 @@ def test_four_processes_append_concurrently(ledger_path: Path) -> None:
             assert [e.step for e in mine] == list(range(120))  # each writer's order kept, nothing lost
             assert [e.stream_version for e in mine] == list(range(1, 121))
             for b in range(40):  # each batch is contiguous in seq
-                seqs = [e.seq for e in mine[b * 3:b * 3 + 3]]
+                seqs = [e.seq for e in mine[b * 3 : b * 3 + 3]]
                 assert seqs == list(range(seqs[0], seqs[0] + 3))
         result = store.verify()
         assert result.ok and result.count == 480
 
 
 # ---- files on disk -------------------------------------------------------------------------------
+
 
 def test_files_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
@@ -212,12 +241,23 @@ def _damaged(tmp_path: Path, kind: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind,error", [("random", NotALedger), ("text", NotALedger), ("other-sqlite", NotALedger),
-                                        ("truncated", NotALedger), ("newer", NewerSchema)])
+@pytest.mark.parametrize(
+    "kind,error",
+    [
+        ("random", NotALedger),
+        ("text", NotALedger),
+        ("other-sqlite", NotALedger),
+        ("truncated", NotALedger),
+        ("newer", NewerSchema),
+    ],
+)
 def test_damaged_files_give_one_line_errors(tmp_path: Path, kind: str, error: type[LedgerError]) -> None:
     path = _damaged(tmp_path, kind)
     before = path.read_bytes()
-    with pytest.raises(error) as info, SqliteStore.open(path) as store:  # a truncated file may open; reading it must fail cleanly
+    with (
+        pytest.raises(error) as info,
+        SqliteStore.open(path) as store,
+    ):  # a truncated file may open; reading it must fail cleanly
         list(store.read())
         store.verify()
     assert "\n" not in str(info.value) and str(path) in str(info.value)

@@ -1,5 +1,6 @@
 """Which lessons a recall offers and which it counts as a use, through the public API, and seed
 001's three walkthroughs (the fill fallback, the Amazon cookie banner, a promotion) end to end."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,12 @@ def lesson_state(mem: Any, lesson_id: str) -> dict[str, Any]:
 def test_a_command_only_match_is_offered_only_when_nothing_else_matches_and_never_counts(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="Pick a size", start_url="https://shop0.test/") as run:
-        select = run.record_lesson("When select fails with 'option list collapsed', open the list first.",
-                                   failed_command="select", error_pattern="option list collapsed", step=1)
+        select = run.record_lesson(
+            "When select fails with 'option list collapsed', open the list first.",
+            failed_command="select",
+            error_pattern="option list collapsed",
+            step=1,
+        )
         run.finish(success=True)
     for i in range(1, 6):
         with mem.start_run(goal="Pick a size", start_url=f"https://shop{i}.test/") as run:
@@ -44,8 +49,9 @@ def test_a_command_only_match_is_offered_only_when_nothing_else_matches_and_neve
     assert events(mem, "lesson_promoted") == []
     assert all(e.data["lesson_ids"] == [select] and e.data["counted_ids"] == [] for e in events(mem, "error_recall"))
     with mem.start_run(goal="Pick a size", start_url="https://shop6.test/") as run:
-        timeout = run.record_lesson("When select times out, wait for the page first.", failed_command="click",
-                                    error_pattern="Timeout", step=1)
+        timeout = run.record_lesson(
+            "When select times out, wait for the page first.", failed_command="click", error_pattern="Timeout", step=1
+        )
         got = run.recall_error(command="select", error=TIMEOUT, step=2)
         assert [(l.lesson_id, l.matched, l.score) for l in got] == [(timeout, "pattern", 3.0)]
         run.finish(success=True)
@@ -56,8 +62,12 @@ def test_a_command_only_match_is_offered_only_when_nothing_else_matches_and_neve
 def test_pattern_matches_recalled_on_three_domains_promote_without_any_prompt_recorded(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="Open the offer", start_url="https://google.com/") as run:
-        learned = run.record_lesson("When click fails with 'intercepts pointer events', press Escape first.",
-                                    failed_command="click", error_pattern="intercepts pointer events", step=1)
+        learned = run.record_lesson(
+            "When click fails with 'intercepts pointer events', press Escape first.",
+            failed_command="click",
+            error_pattern="intercepts pointer events",
+            step=1,
+        )
         run.finish(success=True)
     for site in ["bing.com", "amazon.com", "bing.com", "yahoo.com"]:
         with mem.start_run(goal="Open the offer", start_url=f"https://{site}/") as run:
@@ -75,15 +85,21 @@ def test_pattern_matches_recalled_on_three_domains_promote_without_any_prompt_re
 def test_recall_on_domain_puts_a_tip_for_the_host_before_its_parent_domains_tips(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="Browse", start_url="https://www.amazon.com/") as run:
-        parent = [run.record_lesson(f"Amazon tip {i}", category="site_specific", scope_domain="amazon.com", step=i)
-                  for i in range(3)]
-        host = run.record_lesson("Use the search box on www.", category="site_specific",
-                                 scope_domain="www.amazon.com", step=3)
+        parent = [
+            run.record_lesson(f"Amazon tip {i}", category="site_specific", scope_domain="amazon.com", step=i)
+            for i in range(3)
+        ]
+        host = run.record_lesson(
+            "Use the search box on www.", category="site_specific", scope_domain="www.amazon.com", step=3
+        )
         for step in range(4, 8):
             run.recall_domain(step=step, domain="amazon.com")
         got = run.recall_domain(step=8)
         assert [(l.lesson_id, l.matched, l.score) for l in got] == [
-            (host, "host", 2.0), (parent[0], "domain", 1.0), (parent[1], "domain", 1.0)]
+            (host, "host", 2.0),
+            (parent[0], "domain", 1.0),
+            (parent[1], "domain", 1.0),
+        ]
         run.finish(success=True)
     assert lesson_state(mem, host)["use_count"] == 2 and lesson_state(mem, parent[0])["use_count"] == 6
     assert events(mem, "domain_recall")[-1].data["counted_ids"] == [host, parent[0], parent[1]]
@@ -94,22 +110,35 @@ def test_a_recall_written_before_counted_ids_counts_every_lesson_it_lists(fresh_
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com", when=T0)])
     (lid,) = [l.lesson_id for l in MemoryView.open(fresh_ledger).lessons()]
-    w.append([NewEvent(ErrorRecall(command="click", error_snippet="boom", matched=1, lesson_ids=[lid]), domain="b.com"),
-              NewEvent(DomainRecall(matched=1, lesson_ids=[lid]), domain="c.com"),
-              NewEvent(ErrorRecall(command="click", error_snippet="boom", matched=1, lesson_ids=[lid], counted_ids=[]),
-                       domain="d.com")])
+    w.append(
+        [
+            NewEvent(ErrorRecall(command="click", error_snippet="boom", matched=1, lesson_ids=[lid]), domain="b.com"),
+            NewEvent(DomainRecall(matched=1, lesson_ids=[lid]), domain="c.com"),
+            NewEvent(
+                ErrorRecall(command="click", error_snippet="boom", matched=1, lesson_ids=[lid], counted_ids=[]),
+                domain="d.com",
+            ),
+        ]
+    )
     only = MemoryView.open(fresh_ledger).lesson(lid)
     assert (only.use_count, only.triggered_domains) == (3, ("a.com", "b.com", "c.com"))
 
 
 # ---- seed 001's walkthroughs -----------------------------------------------------------------
 
+
 def test_walkthrough_fill_fails_the_seed_answers_and_post_run_learning_dedups_onto_it(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     fill_seed = lesson_id_for("fill", "too many arguments", None, SEEDS[0][0])
     with mem.start_run(goal='Search "padel rackets" on Google', start_url="https://www.google.com/") as run:
-        run.record_step(step=3, action="fill", target='combobox "Search"', ok=False, error=FILL_ERROR,
-                        args={"ref": "e37", "value": "padel rackets"})
+        run.record_step(
+            step=3,
+            action="fill",
+            target='combobox "Search"',
+            ok=False,
+            error=FILL_ERROR,
+            args={"ref": "e37", "value": "padel rackets"},
+        )
         (tip,) = run.recall_error(command="fill", error=FILL_ERROR, step=3)
         assert (tip.lesson_id, tip.text, tip.matched, tip.score) == (fill_seed, SEEDS[0][0], "pattern+command", 5.0)
         run.record_step(step=4, action="click", target='combobox "Search"')
@@ -118,7 +147,9 @@ def test_walkthrough_fill_fails_the_seed_answers_and_post_run_learning_dedups_on
         learned = run.finish(success=True, outcome="search submitted")
     (recorded,) = learned.lessons
     assert (recorded.failed_command, recorded.error_pattern) == ("fill", "too many arguments")
-    assert recorded.lesson == f"When fill fails with '{FILL_ERROR}', try click(ref) to focus the element, then type(text)."
+    assert (
+        recorded.lesson == f"When fill fails with '{FILL_ERROR}', try click(ref) to focus the element, then type(text)."
+    )
     (dedup,) = events(mem, "lesson_deduplicated")
     assert dedup.data["lesson_id"] == fill_seed and dedup.data["new_use_count"] == 2
     seed = lesson_state(mem, fill_seed)
@@ -162,6 +193,8 @@ def test_walkthrough_a_recovery_learned_on_five_sites_is_promoted_on_the_fifth(t
         tier1 = run.tier1()
         assert lesson_id in [l.lesson_id for l in tier1] and {(l.matched, l.score) for l in tier1} == {(None, 0.0)}
         run.finish(success=True)
-    assert {l["error_pattern"] for l in mem.state("lessons") if l["source"] == "seed"} == {"too many arguments",
-                                                                                            "intercepts pointer"}
+    assert {l["error_pattern"] for l in mem.state("lessons") if l["source"] == "seed"} == {
+        "too many arguments",
+        "intercepts pointer",
+    }
     mem.close()

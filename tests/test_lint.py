@@ -1,4 +1,5 @@
 """The linters and the layer contracts run inside the suite, from the repository root, as a developer would."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-CHECKS = [["ruff", "check", "."], ["mypy"], ["lint-imports"]]
+CHECKS = [["ruff", "format", "--check", "."], ["ruff", "check", "."], ["mypy"], ["lint-imports"]]
 
 
 @pytest.mark.parametrize("command", CHECKS, ids=" ".join)
@@ -53,8 +54,11 @@ def test_the_layers_contract_names_the_whole_face() -> None:
     layers = _contract("layers")["layers"]
     face = {m.strip() for m in layers[0].split(":")}
     found = {f"memtape.{p.stem}" for p in (ROOT / "memtape").glob("*.py") if p.stem != "__init__"}
-    found |= {f"memtape.{p.name}" for p in (ROOT / "memtape").iterdir()
-              if p.is_dir() and not p.is_symlink() and (p / "__init__.py").exists()}
+    found |= {
+        f"memtape.{p.name}"
+        for p in (ROOT / "memtape").iterdir()
+        if p.is_dir() and not p.is_symlink() and (p / "__init__.py").exists()
+    }
     assert face == found
     assert layers[1:] == ["memtape.agent | memtape.analytics", "memtape.projections", "memtape.ledger"]
 

@@ -2,6 +2,7 @@
 its tool, with the library's default; an agent's two runs made with every argument through
 `memtape mcp` over stdio (the SDK's own client) log the events the library logs and get the same
 answers; an argument no tool has is refused in one line and nothing is recorded."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,20 +40,39 @@ from tests.faces_support import (
 )
 
 #: the single key each list answer comes under (a tool answers one JSON object)
-LISTED = {"tier1": "lessons", "recall_domain": "lessons", "recall_error": "lessons", "recall_trajectory": "recall",
-          "sessions": "sessions", "facts": "facts", "selectors": "selectors", "step_memories": "step_memories",
-          "loop_warnings": "warnings", "state": "items", "prompt_context": "context", "relevant_context": "context",
-          "get_scratch": "value", "scratch": "scratch", "get_page_map": "page_map", "has_page_map": "has_page_map",
-          "get_all_page_maps": "page_maps", "get_page_summary": "summary", "memory_tier1": "lessons",
-          "memory_recall_domain": "lessons", "memory_recall_error": "lessons", "memory_recall_trajectory": "recall",
-          "abandon_stale_runs": "abandoned"}
+LISTED = {
+    "tier1": "lessons",
+    "recall_domain": "lessons",
+    "recall_error": "lessons",
+    "recall_trajectory": "recall",
+    "sessions": "sessions",
+    "facts": "facts",
+    "selectors": "selectors",
+    "step_memories": "step_memories",
+    "loop_warnings": "warnings",
+    "state": "items",
+    "prompt_context": "context",
+    "relevant_context": "context",
+    "get_scratch": "value",
+    "scratch": "scratch",
+    "get_page_map": "page_map",
+    "has_page_map": "has_page_map",
+    "get_all_page_maps": "page_maps",
+    "get_page_summary": "summary",
+    "memory_tier1": "lessons",
+    "memory_recall_domain": "lessons",
+    "memory_recall_error": "lessons",
+    "memory_recall_trajectory": "recall",
+    "abandon_stale_runs": "abandoned",
+}
 
 
 def _server(memory_dir: Path) -> StdioServerParameters:
     """`memtape mcp` with this process's environment (the SDK passes only a few variables on, and
     PYTHONPATH may name the memtape under test)."""
-    return StdioServerParameters(command=sys.executable, args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"],
-                                 env=dict(os.environ))
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"], env=dict(os.environ)
+    )
 
 
 def _unwrap(name: str, answer: Any) -> Any:
@@ -92,8 +112,11 @@ def test_two_runs_with_every_argument_over_stdio_log_what_the_library_logs(tmp_p
         else:
             assert set(taken) == set(wanted), tool
         for field, default in wanted.items():  # required where the library requires it, else its default
-            expected = ... if default is inspect.Parameter.empty else (list(default) if isinstance(default, tuple)
-                                                                       else default)
+            expected = (
+                ...
+                if default is inspect.Parameter.empty
+                else (list(default) if isinstance(default, tuple) else default)
+            )
             assert taken[field] == expected, (tool, field)
     answers_equal(answers, through_library(tmp_path / "library"), _unwrap)
     assert run_events(tmp_path / "mcp") == run_events(tmp_path / "library")
@@ -147,8 +170,14 @@ def test_an_unknown_argument_is_refused_and_nothing_is_recorded(tmp_path: Path) 
         run_id = mem.start_run(goal="Log in", start_url=SHOP).run_id
     before = _count(memory_dir)
     # a misspelt `sensitive`: the password would be stored if the argument were dropped
-    error = asyncio.run(_unknown(memory_dir, run_id, "record_step", {
-        "step": 1, "action": "type", "target": 'textbox "Nickname"', "args": {"text": SECRET}, "sensitve": True}))
+    error = asyncio.run(
+        _unknown(
+            memory_dir,
+            run_id,
+            "record_step",
+            {"step": 1, "action": "type", "target": 'textbox "Nickname"', "args": {"text": SECRET}, "sensitve": True},
+        )
+    )
     assert error.startswith("Error executing tool record_step: unknown argument 'sensitve'; known: run_id, step,")
     assert "\n" not in error
     assert _count(memory_dir) == before
@@ -156,8 +185,10 @@ def test_an_unknown_argument_is_refused_and_nothing_is_recorded(tmp_path: Path) 
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tool=st.sampled_from(sorted(set(TOOLS.values()))),
-       extra=st.text(min_size=1, max_size=40).filter(lambda k: k not in {"run_id", "goal", "step", "text", "kind"}))
+@given(
+    tool=st.sampled_from(sorted(set(TOOLS.values()))),
+    extra=st.text(min_size=1, max_size=40).filter(lambda k: k not in {"run_id", "goal", "step", "text", "kind"}),
+)
 def test_any_unknown_argument_of_any_tool_writes_nothing(tmp_path_factory: Any, tool: str, extra: str) -> None:
     memory_dir = tmp_path_factory.mktemp("mem")
     with memtape.open(memory_dir) as mem:

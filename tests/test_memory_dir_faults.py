@@ -1,5 +1,6 @@
 """Faults at the memory directory are named as faults: a full disk, a damaged head write, links and
 foreign files in the directory, and several ledgers used from one folder."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs of its own, so that filling it fills nothing else (the tests run as root)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode:
         pytest.fail(f"cannot mount a tmpfs for the full-disk tests: {done.stderr.strip()}", pytrace=False)
     try:
@@ -128,9 +131,13 @@ def _small_files() -> None:
 def test_a_head_write_that_fails_midway_leaves_the_old_head(tmp_path: Path) -> None:
     path = tmp_path / "ledger.head"
     HeadFile(path).save(Anchor(5, "a" * 64))
-    code = ("import sys; from memtape.ledger.anchor import Anchor, HeadFile; "
-            "HeadFile(sys.argv[1]).save(Anchor(9, 'b' * 64))")
-    done = subprocess.run([sys.executable, "-c", code, str(path)], preexec_fn=_small_files, capture_output=True, text=True)
+    code = (
+        "import sys; from memtape.ledger.anchor import Anchor, HeadFile; "
+        "HeadFile(sys.argv[1]).save(Anchor(9, 'b' * 64))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], preexec_fn=_small_files, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert HeadFile(path).load() == Anchor(5, "a" * 64, path.name)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.head"]
@@ -192,7 +199,9 @@ def test_two_postgresql_ledgers_and_a_sqlite_one_share_a_folder(tmp_path: Path, 
     urls = [pg_server.create_database(), pg_server.create_database()]
     for round_ in range(2):
         for url in urls:
-            started = run_cli("--memory-dir", str(memory), "--store", url, "start-run", "--goal", f"Buy socks {round_}", "--url", SHOP)
+            started = run_cli(
+                "--memory-dir", str(memory), "--store", url, "start-run", "--goal", f"Buy socks {round_}", "--url", SHOP
+            )
             assert started.code == 0, started.err
             runs = run_cli("--memory-dir", str(memory), "--store", url, "state", "runs")
             assert runs.code == 0, runs.err
@@ -226,7 +235,10 @@ def test_any_as_of_string_is_one_line_on_every_face_of_the_library(tmp_path: Pat
     with memtape.open(memory) as mem, pytest.raises(memtape.MemtapeError) as caught:
         mem.state("runs", as_of=as_of)
     assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
-    for args in (("state", "runs", "--as-of", as_of), ("export", "--format", "memory-events", "--out", str(tmp_path / "x"), "--as-of", as_of)):
+    for args in (
+        ("state", "runs", "--as-of", as_of),
+        ("export", "--format", "memory-events", "--out", str(tmp_path / "x"), "--as-of", as_of),
+    ):
         result = run_cli("--memory-dir", str(memory), *args)
         assert result.code in (1, 2) and "internal error" not in result.err, (args, result)
         one_line(result.err)

@@ -1,5 +1,6 @@
 """What memory costs the prompts and what of it the decisions used (analytics/memory_use.py), the same
 in the library, in `memtape analytics memory-effect` and in the demo's table."""
+
 from __future__ import annotations
 
 import json
@@ -31,13 +32,16 @@ def _run(mem: Any, think_first: str) -> str:
     may name an item with `{tier1}` (the Tier 1 item's first event id)."""
     with mem.start_run(goal="Buy wool socks", start_url=SHOP, case_id="socks") as run:
         seed_ids = [e.id for e in mem.store.read(types=["lesson_seeded"])]  # written with the first run
-        run.record_context([_item("system", 200), _item("tier1", T1, seed_ids[:1])], step=0, prompt="system",
-                           counted_by="agent")
-        run.record_context([_item("page_state", 900), _item("domain_tips", 40, seed_ids[1:2])], step=1,
-                           counted_by="agent")
+        run.record_context(
+            [_item("system", 200), _item("tier1", T1, seed_ids[:1])], step=0, prompt="system", counted_by="agent"
+        )
+        run.record_context(
+            [_item("page_state", 900), _item("domain_tips", 40, seed_ids[1:2])], step=1, counted_by="agent"
+        )
         run.record_step(1, "click", 'button "Accept"', SHOP, think=think_first.format(tier1=seed_ids[0]))
-        run.record_context([_item("page_state", 900), _item("session_history", 300, seed_ids[2:3])], step=2,
-                           counted_by="agent")
+        run.record_context(
+            [_item("page_state", 900), _item("session_history", 300, seed_ids[2:3])], step=2, counted_by="agent"
+        )
         run.record_step(2, "click", 'link "Wool Socks"', SHOP, think="click 'Wool Socks' (goal step 1/1)")
         run.record_step(3, "finish", None, SHOP, decided_by="replay", think="replay: recorded trajectory complete")
         run.finish(success=True)
@@ -69,24 +73,36 @@ def test_memory_effect_gives_the_same_figures(tmp_path: Path) -> None:
     mem, (cold, warm) = _ledger(tmp_path)
     expected = {cond: memory_use(mem.store, [rid]) for cond, rid in (("cold", cold), ("warm", warm))}
     report = analyse("memory-effect", mem.store)
-    by_source = {(r["condition"], r["source"]): (r["tokens"], r["used_tokens"])
-                 for r in report.sections["memory_by_source"].records()}
-    assert by_source == {(cond, s): (t, use.used_by_source.get(s, 0))
-                         for cond, use in expected.items() for s, t in use.by_source.items()}
+    by_source = {
+        (r["condition"], r["source"]): (r["tokens"], r["used_tokens"])
+        for r in report.sections["memory_by_source"].records()
+    }
+    assert by_source == {
+        (cond, s): (t, use.used_by_source.get(s, 0)) for cond, use in expected.items() for s, t in use.by_source.items()
+    }
     decisions = {r["condition"]: r for r in report.sections["memory_decisions"].records()}
     for cond, use in expected.items():
         row = decisions[cond]
-        assert (row["decisions"], row["replayed"], row["decisions_using_memory"]) == (use.decisions, 1,
-                                                                                      use.decisions_using_memory)
+        assert (row["decisions"], row["replayed"], row["decisions_using_memory"]) == (
+            use.decisions,
+            1,
+            use.decisions_using_memory,
+        )
         assert (row["memory_tokens"], row["used_memory_tokens"]) == (use.tokens, use.used_tokens)
     mem.close()
     path = str(tmp_path / "mem")
-    done = run_cli("--memory-dir", path, "analytics", "memory-effect", "--section", "memory_by_source", "--format", "json")
+    done = run_cli(
+        "--memory-dir", path, "analytics", "memory-effect", "--section", "memory_by_source", "--format", "json"
+    )
     assert done.code == 0, done.err
     rows = json.loads(done.out)
-    assert {(r["condition"], r["source"], r["tokens"]) for r in rows} == {(c, s, t) for (c, s), (t, _) in by_source.items()}
+    assert {(r["condition"], r["source"], r["tokens"]) for r in rows} == {
+        (c, s, t) for (c, s), (t, _) in by_source.items()
+    }
     table = run_cli("--memory-dir", path, "analytics", "memory-effect", "--section", "memory_decisions")
-    assert table.code == 0 and re.search(r"│ cold\s*│\s*3 │\s*1 │\s*2 │", table.out), table.out  # decisions, replayed, using
+    assert table.code == 0 and re.search(r"│ cold\s*│\s*3 │\s*1 │\s*2 │", table.out), (
+        table.out
+    )  # decisions, replayed, using
 
 
 def test_an_empty_ledger_has_no_memory_figures(tmp_path: Path) -> None:
@@ -113,37 +129,82 @@ def test_the_scripted_policy_names_the_section_it_followed() -> None:
     accept, socks = Element("e1", "button", "Accept all cookies"), Element("e2", "link", "Wool Socks")
     policy = ScriptedPolicy()
     policy.start('Open "Wool Socks"')
-    decision = policy.decide(DecisionContext(goal='Open "Wool Socks"', observation=_observation(socks, accept), history=[],
-                                             domain_tips=['Click "Accept all cookies" first on this site.']))
+    decision = policy.decide(
+        DecisionContext(
+            goal='Open "Wool Socks"',
+            observation=_observation(socks, accept),
+            history=[],
+            domain_tips=['Click "Accept all cookies" first on this site.'],
+        )
+    )
     assert decision.target == accept and names(decision.think, {"source": "domain_tips"})
     box = Element("e3", "combobox", "Search")
     policy = ScriptedPolicy()
     policy.start('Search for "padel"')
     typed = StepView("fill", {"ref": "e3", "value": "padel"}, True, role="combobox", name="Search")
-    decision = policy.decide(DecisionContext(goal='Search for "padel"', observation=_observation(box), history=[typed],
-                                             tier1=["Press Enter to submit searches."]))
+    decision = policy.decide(
+        DecisionContext(
+            goal='Search for "padel"',
+            observation=_observation(box),
+            history=[typed],
+            tier1=["Press Enter to submit searches."],
+        )
+    )
     assert decision.command == "press" and names(decision.think, {"source": "tier1"})
     plain = ScriptedPolicy()
     plain.start('Open "Wool Socks"')
-    without = plain.decide(DecisionContext(goal='Open "Wool Socks"', observation=_observation(socks, accept), history=[]))
+    without = plain.decide(
+        DecisionContext(goal='Open "Wool Socks"', observation=_observation(socks, accept), history=[])
+    )
     assert without.target == socks and "memory" not in without.think  # nothing read from memory, nothing named
 
 
 _SOURCES = st.sampled_from(["page_state", "tier1", "domain_tips", "session_history", "app_knowledge"])
 
 
-@given(st.lists(st.tuples(st.integers(1, 6), st.lists(st.tuples(_SOURCES, st.integers(0, 500), st.booleans()), max_size=4),
-                          st.sampled_from(["policy", "replay", "approval", "backtrack"]), st.text(max_size=40)),
-                max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 6),
+            st.lists(st.tuples(_SOURCES, st.integers(0, 500), st.booleans()), max_size=4),
+            st.sampled_from(["policy", "replay", "approval", "backtrack"]),
+            st.text(max_size=40),
+        ),
+        max_size=8,
+    )
+)
 @settings(max_examples=80, deadline=None)
-def test_what_was_used_never_exceeds_what_was_read(steps: list[tuple[int, list[tuple[str, int, bool]], str, str]]) -> None:
+def test_what_was_used_never_exceeds_what_was_read(
+    steps: list[tuple[int, list[tuple[str, int, bool]], str, str]],
+) -> None:
     events: list[RecordedEvent] = []
     for n, (step, items, decided_by, reason) in enumerate(steps):
-        data = {"prompt": "step", "items": [{"source": s, "tokens": t, "event_ids": ["e"] if mem else []}
-                                            for s, t, mem in items]}
-        events.append(RecordedEvent(2 * n + 1, f"c{n}", "run-r", n, "context_built", 1, "", "", "r", step, None, data, "", "", ""))
-        events.append(RecordedEvent(2 * n + 2, f"s{n}", "run-r", n, "step_recorded", 1, "", "", "r", step, None,
-                                    {"decided_by": decided_by, "think": reason}, "", "", ""))
+        data = {
+            "prompt": "step",
+            "items": [{"source": s, "tokens": t, "event_ids": ["e"] if mem else []} for s, t, mem in items],
+        }
+        events.append(
+            RecordedEvent(2 * n + 1, f"c{n}", "run-r", n, "context_built", 1, "", "", "r", step, None, data, "", "", "")
+        )
+        events.append(
+            RecordedEvent(
+                2 * n + 2,
+                f"s{n}",
+                "run-r",
+                n,
+                "step_recorded",
+                1,
+                "",
+                "",
+                "r",
+                step,
+                None,
+                {"decided_by": decided_by, "think": reason},
+                "",
+                "",
+                "",
+            )
+        )
     use = run_memory_use(events)
     assert use.used_tokens <= use.tokens and 0 <= use.decisions_using_memory <= use.decisions
     assert set(use.used_by_source) <= set(use.by_source)

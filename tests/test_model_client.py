@@ -1,6 +1,7 @@
 """The OpenAI-compatible policy against a local stub that replays failures: 429 and 500 are retried
 with growing backoff until the answer comes; a 400 is not retried; a slow endpoint times out; each
 failure the caller sees is one line."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,30 @@ import pytest
 from memtape.agent.browser import Element, Observation
 from memtape.agent.policy import DecisionContext, OpenAIPolicy, PolicyError
 
-ANSWER = {"id": "c1", "object": "chat.completion", "created": 0, "model": "stub",
-          "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
-          "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-              "role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function", "function": {
-                  "name": "click", "arguments": json.dumps({"ref": "e1"})}}]}}]}
+ANSWER = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "stub",
+    "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "click", "arguments": json.dumps({"ref": "e1"})},
+                    }
+                ],
+            },
+        }
+    ],
+}
 
 
 class Replay(BaseHTTPRequestHandler):
@@ -58,10 +78,15 @@ def replay() -> Iterator[str]:
 
 
 def context() -> DecisionContext:
-    page = Observation(url="http://shop.test/", title="Shop", elements=(Element("e1", "button", "Buy"),), text="",
-                       summary="", page_type="page")
-    return DecisionContext(goal='Click "Buy"', observation=page, history=[], system_prompt="SYSTEM",
-                           step_prompt="STEP")
+    page = Observation(
+        url="http://shop.test/",
+        title="Shop",
+        elements=(Element("e1", "button", "Buy"),),
+        text="",
+        summary="",
+        page_type="page",
+    )
+    return DecisionContext(goal='Click "Buy"', observation=page, history=[], system_prompt="SYSTEM", step_prompt="STEP")
 
 
 def test_429_and_500_are_retried_with_backoff_until_success(replay: str) -> None:
@@ -70,7 +95,9 @@ def test_429_and_500_are_retried_with_backoff_until_success(replay: str) -> None
     assert (d.command, d.args, d.target.name, d.tokens_in, d.tokens_out) == ("click", {"ref": "e1"}, "Buy", 40, 5)
     assert len(Replay.seen) == 3
     first, second = Replay.seen[1] - Replay.seen[0], Replay.seen[2] - Replay.seen[1]
-    assert first >= 0.35 and second >= 0.7  # backoff: 0.5 s then 1 s, jittered to 75-100% (lower bounds hold under load)
+    assert (
+        first >= 0.35 and second >= 0.7
+    )  # backoff: 0.5 s then 1 s, jittered to 75-100% (lower bounds hold under load)
 
 
 def test_retries_run_out_into_one_line(replay: str) -> None:

@@ -2,6 +2,7 @@
 built-in fetch, no packages), and examples/typescript-agent.ts through a client generated from
 `/openapi.json` by openapi-typescript, whose types refuse a misspelt field. Each runs twice; the
 second run recalls what the first taught."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,9 @@ def test_node_agent_second_run_recalls_the_first(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     with live_server(memory) as served:  # the token the server made and kept in the memory directory
         assert served.token
-        done = subprocess.run([node, str(EXAMPLE), served.base, served.token], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [node, str(EXAMPLE), served.base, served.token], capture_output=True, text=True, timeout=120
+        )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["first"]["recalled"] == [] and result["first"]["errors"] == 1
@@ -40,8 +43,12 @@ def test_node_agent_second_run_recalls_the_first(tmp_path: Path) -> None:
 
 
 #: the generator, its fetch client and the compiler, pinned: the cache is keyed by these versions
-NODE_PACKAGES = {"openapi-typescript": "7.13.0", "openapi-fetch": "0.17.0", "typescript": "5.9.3",
-                 "@types/node": "20.19.39"}
+NODE_PACKAGES = {
+    "openapi-typescript": "7.13.0",
+    "openapi-fetch": "0.17.0",
+    "typescript": "5.9.3",
+    "@types/node": "20.19.39",
+}
 TS_AGENT = EXAMPLE.parent / "typescript-agent.ts"
 #: what the generated types refuse to compile: each line marked with the error tsc must name there
 WRONG = """import createClient from "openapi-fetch";
@@ -58,9 +65,18 @@ export async function wrong(): Promise<void> {
   console.log(nope, uses);
 }
 """
-TSCONFIG = {"compilerOptions": {"target": "es2022", "module": "nodenext", "moduleResolution": "nodenext",
-                                "strict": True, "outDir": "out", "lib": ["es2022", "dom"], "types": ["node"]},
-            "files": ["agent.ts", "wrong.ts"]}
+TSCONFIG = {
+    "compilerOptions": {
+        "target": "es2022",
+        "module": "nodenext",
+        "moduleResolution": "nodenext",
+        "strict": True,
+        "outDir": "out",
+        "lib": ["es2022", "dom"],
+        "types": ["node"],
+    },
+    "files": ["agent.ts", "wrong.ts"],
+}
 
 
 def node_tools(npm: str) -> Path:
@@ -75,8 +91,13 @@ def node_tools(npm: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=home, prefix=".installing-"))
     (staging / "package.json").write_text(manifest)
-    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=staging,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=staging,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (staging / "installed").write_text(manifest)
     try:
@@ -88,7 +109,9 @@ def node_tools(npm: str) -> Path:
 
 def test_a_typescript_client_generated_from_the_openapi_document_runs_two_runs(tmp_path: Path) -> None:
     node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "Node.js 18+ and npm are needed for the TypeScript client test (Debian: apt-get install nodejs npm)"
+    assert node and npm, (
+        "Node.js 18+ and npm are needed for the TypeScript client test (Debian: apt-get install nodejs npm)"
+    )
     tools = node_tools(npm) / "node_modules"
     work = tmp_path / "client"
     work.mkdir()
@@ -99,19 +122,42 @@ def test_a_typescript_client_generated_from_the_openapi_document_runs_two_runs(t
     (work / "wrong.ts").write_text(WRONG)
     memory = tmp_path / "memory"
     with live_server(memory) as served:
-        generated = subprocess.run([node, str(tools / ".bin" / "openapi-typescript"), f"{served.base}/openapi.json",
-                                    "--default-non-nullable", "false", "-o", str(work / "memtape-api.ts")],
-                                   capture_output=True, text=True, timeout=300)
+        generated = subprocess.run(
+            [
+                node,
+                str(tools / ".bin" / "openapi-typescript"),
+                f"{served.base}/openapi.json",
+                "--default-non-nullable",
+                "false",
+                "-o",
+                str(work / "memtape-api.ts"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert generated.returncode == 0, generated.stderr
-        compiled = subprocess.run([node, str(tools / "typescript" / "bin" / "tsc"), "-p", str(work)], cwd=work,
-                                  capture_output=True, text=True, timeout=600)
+        compiled = subprocess.run(
+            [node, str(tools / "typescript" / "bin" / "tsc"), "-p", str(work)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         errors = sorted(set(re.findall(r"^(\S+)\((\d+),\d+\): error (TS\d+)", compiled.stdout, re.M)))
-        marked = sorted(("wrong.ts", str(n), m.group(1)) for n, line in enumerate(WRONG.splitlines(), 1)
-                        if (m := re.search(r"// (TS\d+)", line)))
+        marked = sorted(
+            ("wrong.ts", str(n), m.group(1))
+            for n, line in enumerate(WRONG.splitlines(), 1)
+            if (m := re.search(r"// (TS\d+)", line))
+        )
         assert errors == marked, compiled.stdout  # the agent compiles; each wrong use is refused by type
         assert served.token
-        done = subprocess.run([node, str(work / "out" / "agent.js"), served.base, served.token], capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [node, str(work / "out" / "agent.js"), served.base, served.token],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     first, second = result["first"], result["second"]

@@ -1,5 +1,6 @@
 """Nothing above `ledger` knows which store it talks to: the agent, projections, audit, analytics
 and `watch` run unchanged on a real PostgreSQL ledger (`--store postgresql://...`)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,13 @@ CASES = str(Path(__file__).resolve().parent.parent / "agent" / "sites" / "cases.
 def memtape(memory: Path, url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The real command in its own process, on the PostgreSQL store."""
     env = {**os.environ, "MEMTAPE_STORE": url}
-    done = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if check:
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
     return done
@@ -58,20 +64,43 @@ def test_agent_projections_analytics_and_watch_on_postgresql(pg_url: str, tmp_pa
     # watch follows the server with LISTEN/NOTIFY and keeps a projections.db of its own current
     watched = tmp_path / "watcher"
     env = {**os.environ, "MEMTAPE_STORE": pg_url}
-    watcher = subprocess.Popen([sys.executable, "-m", "memtape", "--memory-dir", str(watched), "watch",
-                                "--max-events", "2", "--timeout", "120"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memtape",
+            "--memory-dir",
+            str(watched),
+            "watch",
+            "--max-events",
+            "2",
+            "--timeout",
+            "120",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (watched / "projections.db").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.5)
-        lines = (b'{"type": "fact_observed", "domain": "shop.test", "fact_type": "quirk", "key": "banner", '
-                 b'"value": "cookie banner on first visit"}\n'
-                 b'{"type": "selector_succeeded", "domain": "shop.test", "role": "button", "name": "Accept", '
-                 b'"selector": "#accept"}\n')
-        appended = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "-"],
-                                  input=lines.decode(), capture_output=True, text=True, env=env, timeout=60)
+        lines = (
+            b'{"type": "fact_observed", "domain": "shop.test", "fact_type": "quirk", "key": "banner", '
+            b'"value": "cookie banner on first visit"}\n'
+            b'{"type": "selector_succeeded", "domain": "shop.test", "role": "button", "name": "Accept", '
+            b'"selector": "#accept"}\n'
+        )
+        appended = subprocess.run(
+            [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "append", "-"],
+            input=lines.decode(),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert appended.returncode == 0, appended.stderr
         out, err = watcher.communicate(timeout=120)
     finally:

@@ -1,4 +1,5 @@
 """What only the PostgreSQL store has: its schema marker, its errors, copying, DuckDB, the CLI on a URL."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -20,9 +21,12 @@ from tests.cli_runner import run_cli
 
 
 def some_events(n: int) -> list:  # type: ignore[type-arg]
-    return [event(RunProgress(turn=i, current_url=f"http://a.test/{i}"), run_id=f"r{i % 3}", domain="a.test")
-            if i % 2 else event(LessonSeeded(lesson_id=f"l{i}", lesson=f"lesson {i}", category="best_practice"))
-            for i in range(n)]
+    return [
+        event(RunProgress(turn=i, current_url=f"http://a.test/{i}"), run_id=f"r{i % 3}", domain="a.test")
+        if i % 2
+        else event(LessonSeeded(lesson_id=f"l{i}", lesson=f"lesson {i}", category="best_practice"))
+        for i in range(n)
+    ]
 
 
 def test_open_store_dispatches_a_postgresql_url(pg_url: str) -> None:
@@ -96,7 +100,7 @@ def test_copy_refuses_a_broken_source_and_writes_nothing(pg_url: str, tmp_path: 
         store.append(some_events(6))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER events_no_update")
-        conn.execute("UPDATE events SET payload = '{\"lesson\": \"edited\"}' WHERE seq = 4")
+        conn.execute('UPDATE events SET payload = \'{"lesson": "edited"}\' WHERE seq = 4')
     with pytest.raises(LedgerError, match="source chain broken at seq 4"):
         copy_ledger(f"sqlite:///{path}", pg_url)
     with open_store(url=pg_url) as store:
@@ -122,6 +126,7 @@ def test_cli_copy_and_commands_on_a_postgresql_url(pg_url: str, tmp_path: Path) 
 def test_duckdb_reads_the_postgres_ledger_through_the_scanner(pg_server: TempPostgres) -> None:
     """The offline recipe: LOAD the extension from its PyPI package, ATTACH read-only, query."""
     import duckdb_extension_postgres_scanner as pkg
+
     url = pg_server.create_database()
     with PostgresStore.open(url) as store:
         store.append(some_events(11))
@@ -143,6 +148,7 @@ def test_duckdb_reads_the_postgres_ledger_through_the_scanner(pg_server: TempPos
 
 def test_missing_postgresql_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import devtools.pg as pg
+
     monkeypatch.setattr(pg.glob, "glob", lambda _pattern: [])
     monkeypatch.setattr(pg.shutil, "which", lambda _name: None)
     with pytest.raises(pg.PostgresMissing, match=r"apt-get install -y postgresql"):
@@ -154,8 +160,11 @@ def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tm
     from memtape.ledger.events import FactObserved
     from memtape.projections.view import MemoryView
     from memtape.projections.writer import MemoryWriter
-    observations = [event(FactObserved(fact_type="quirk", key="cookie banner", value=v), domain="shop.test")
-                    for v in ("top", "top", "bottom", "bottom")]
+
+    observations = [
+        event(FactObserved(fact_type="quirk", key="cookie banner", value=v), domain="shop.test")
+        for v in ("top", "top", "bottom", "bottom")
+    ]
     results = []
     for url in (pg_url, f"sqlite:///{tmp_path / 'm' / 'ledger.db'}"):
         with open_store(url=url, clock=SteppingClock()) as store:
@@ -163,8 +172,12 @@ def test_the_memory_policy_writes_the_same_ledger_on_both_stores(pg_url: str, tm
             for ob in observations:
                 writer.append([ob])
             view = MemoryView.open(store)
-            results.append(([(e.seq, e.type, e.data, e.recorded_at) for e in store.read()],
-                            [(f.value, f.confidence, f.closed) for f in view.facts("shop.test", include_closed=True)]))
+            results.append(
+                (
+                    [(e.seq, e.type, e.data, e.recorded_at) for e in store.read()],
+                    [(f.value, f.confidence, f.closed) for f in view.facts("shop.test", include_closed=True)],
+                )
+            )
     assert results[0] == results[1]
     assert len(results[0][0]) > len(observations)  # the policy's decisions were appended too
 
@@ -173,6 +186,7 @@ def test_a_waiting_writer_reads_the_head_after_the_lock_is_granted(pg_url: str) 
     """The head and stream versions are read in statements after the lock's: never a stale snapshot."""
     import threading
     import time
+
     first_writer, second_writer = PostgresStore.open(pg_url), PostgresStore.open(pg_url)
     holding, release = threading.Event(), threading.Event()
     firsts: list = []  # type: ignore[type-arg]
@@ -220,6 +234,7 @@ def test_a_dropped_connection_is_reopened_for_the_next_call(pg_url: str) -> None
 
 def test_a_writer_held_up_past_the_busy_timeout_gets_ledger_locked(pg_url: str) -> None:
     from memtape.ledger.errors import LedgerLocked
+
     with PostgresStore.open(pg_url) as holder, PostgresStore.open(pg_url, busy_timeout=0.2) as waiter:
         with holder.atomic() as tx:
             tx.append(some_events(1))

@@ -5,6 +5,7 @@ The ledger is devtools/synthetic.py's synthetic agent log (MEMTAPE_KILL_EVENTS e
 default 40,000; 200,000 works too, slower). Each kill lands at a random moment
 of the fold or of the snapshot/table writes, and the test checks the process really was
 cut short (the checkpoints never reached the head)."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,13 @@ def kill_midway(ledger: Path, proj: Path, mode: str, window: float, rng: random.
     """Run a catch-up ("catchup") or full rebuild ("rebuild") in a child and SIGKILL it at a
     random moment within `window` seconds of its start; returns when it was killed."""
     for _ in range(5):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger), str(proj), mode], cwd=ROOT,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(ledger), str(proj), mode],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert child.stdout is not None and child.stdout.readline().strip() == "go"
         delay = rng.uniform(0.05, window)
         time.sleep(delay)

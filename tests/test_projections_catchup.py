@@ -2,6 +2,7 @@
 neither decoded nor written again (their checkpoint moves on, their state left as it was), and what
 is then served still equals a full fold, as of any seq, and a hand edit of a state left in place is
 still caught when it is next read."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -33,8 +34,12 @@ def _stored(path: Path) -> dict[str, tuple[int, int, bytes]]:
     """projection -> (seq of its stored state row, its checkpoint's seq, the stored state)."""
     conn = sqlite3.connect(path)
     try:
-        return {name: (state_seq, cp_seq, state) for name, state_seq, cp_seq, state in conn.execute(
-            "SELECT s.projection, s.seq, c.seq, s.state FROM _states s JOIN _checkpoints c USING (projection)")}
+        return {
+            name: (state_seq, cp_seq, state)
+            for name, state_seq, cp_seq, state in conn.execute(
+                "SELECT s.projection, s.seq, c.seq, s.state FROM _states s JOIN _checkpoints c USING (projection)"
+            )
+        }
     finally:
         conn.close()
 
@@ -92,19 +97,24 @@ def test_an_edited_state_left_in_place_is_caught_when_next_read(fresh_ledger, me
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
     materialize.caught_up(fresh_ledger, path)  # runs: not loaded, its checkpoint moved on
     conn = sqlite3.connect(path)
-    raw = orjson.loads(zstandard.decompress(conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0]))
+    raw = orjson.loads(
+        zstandard.decompress(conn.execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0])
+    )
     for run in raw["runs"].values():
         run["summary"] = "FORGED"
-    conn.execute("UPDATE _states SET state = ? WHERE projection = 'runs'",
-                 (zstandard.compress(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)),))
+    conn.execute(
+        "UPDATE _states SET state = ? WHERE projection = 'runs'",
+        (zstandard.compress(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)),),
+    )
     conn.commit()
     conn.close()
     view = MemoryView.open(fresh_ledger, path)  # current: nothing to catch up, runs read when used
     assert all(r.summary != "FORGED" for r in view.state.runs.runs.values())
     assert digests(view.state, ["runs"])["runs"] == good_runs
     assert any("_states rows are not the ones its checkpoint seals" in r.getMessage() for r in caplog.records)
-    assert b"FORGED" not in zstandard.decompress(sqlite3.connect(path).execute(
-        "SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0])
+    assert b"FORGED" not in zstandard.decompress(
+        sqlite3.connect(path).execute("SELECT state FROM _states WHERE projection = 'runs'").fetchone()[0]
+    )
 
 
 def test_a_snapshot_due_in_the_range_is_taken_of_an_untouched_projection(fresh_ledger, memory_path):
@@ -118,18 +128,21 @@ def test_a_snapshot_due_in_the_range_is_taken_of_an_untouched_projection(fresh_l
         fresh_ledger.append([fact(f"v{i}", "google.com", key=f"k{i}") for i in range(12)])
         due = (start // 10 + 1) * 10
         materialize.caught_up(fresh_ledger, path)
-        snaps = {r[0] for r in sqlite3.connect(path).execute(
-            "SELECT projection FROM _snapshots WHERE seq = ?", (due,))}
+        snaps = {r[0] for r in sqlite3.connect(path).execute("SELECT projection FROM _snapshots WHERE seq = ?", (due,))}
         assert "context" in snaps
         view = MemoryView.open(fresh_ledger, path)
         assert view.as_of(due).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, due), Policy()))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(items=st.lists(memory_events(), min_size=1, max_size=40), cuts=st.lists(st.integers(1, 6), max_size=8),
-       points=st.lists(st.integers(0, 60), min_size=1, max_size=4))
-def test_catch_ups_of_few_events_equal_the_fold_now_and_as_of(items: list[Any], cuts: list[int],
-                                                              points: list[int]) -> None:
+@given(
+    items=st.lists(memory_events(), min_size=1, max_size=40),
+    cuts=st.lists(st.integers(1, 6), max_size=8),
+    points=st.lists(st.integers(0, 60), min_size=1, max_size=4),
+)
+def test_catch_ups_of_few_events_equal_the_fold_now_and_as_of(
+    items: list[Any], cuts: list[int], points: list[int]
+) -> None:
     """Small chunks (most touch a few projections), snapshots due every 3 events, forgets among
     the events: after every catch-up each projection equals the fold of the log so far, and so
     does memory as of any seq."""
@@ -139,7 +152,7 @@ def test_catch_ups_of_few_events_equal_the_fold_now_and_as_of(items: list[Any], 
         path = Path(tmp) / "projections.db"
         i = 0
         for n in [*cuts, len(items)]:
-            _write(store, writer, items[i:i + n])
+            _write(store, writer, items[i : i + n])
             i += n
             view = MemoryView.open(store, path)
             assert view.head == store.head()
@@ -168,8 +181,13 @@ def test_a_catch_up_waits_for_another_process_writing_then_builds_on_it(fresh_le
     _populated(fresh_ledger)
     MemoryView.open(fresh_ledger, path)
     fresh_ledger.append([fact("v9", "google.com", key="k_b")])
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         catching_up = threading.Thread(target=materialize.caught_up, args=(fresh_ledger, path))
@@ -182,5 +200,6 @@ def test_a_catch_up_waits_for_another_process_writing_then_builds_on_it(fresh_le
     assert not catching_up.is_alive()
     assert {cp_seq for _, cp_seq, _ in _stored(path).values()} == {fresh_ledger.head()}
     assert MemoryView.open(fresh_ledger, path).digests() == digests(
-        fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
+        fold(MemoryState.empty(), fresh_ledger.read(), Policy())
+    )
     assert not [r for r in caplog.records if "discarded" in r.getMessage()]

@@ -1,4 +1,5 @@
 """`memtape rebuild|state|runs|diff` end to end (in-process)."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,18 @@ def _memory(memory_path: Path) -> str:
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
     w = MemoryWriter(store)
     w.open_for_run("r1", T0)
-    w.append([run_started("r1", domain="amazon.com", session_id="proj_123"), lesson(domain="google.com", fc="type"),
-              lesson("cookie banner first", "amazon.com", fc=None, ep=None, scope="amazon.com",
-                     category="site_specific"),
-              fact("shadow dom", "amazon.com"), session(1, "amazon.com"), trajectory("t1", "buy shoes", "amazon.com"),
-              run_completed("r1", domain="amazon.com"), run_started("r2", domain="ebay.com")])
+    w.append(
+        [
+            run_started("r1", domain="amazon.com", session_id="proj_123"),
+            lesson(domain="google.com", fc="type"),
+            lesson("cookie banner first", "amazon.com", fc=None, ep=None, scope="amazon.com", category="site_specific"),
+            fact("shadow dom", "amazon.com"),
+            session(1, "amazon.com"),
+            trajectory("t1", "buy shoes", "amazon.com"),
+            run_completed("r1", domain="amazon.com"),
+            run_started("r2", domain="ebay.com"),
+        ]
+    )
     for d in ["bing.com", "yahoo.com", "reddit.com", "x.com"]:
         w.append([lesson(domain=d, fc="type")])  # not the Enter seed's (click, intercepts) key
     store.close()
@@ -43,23 +51,29 @@ def test_state_as_of_seq_and_time(memory_path):
     mem = _memory(memory_path)
     early = json.loads(run_cli("--memory-dir", mem, "state", "lessons", "--as-of", "3", "--json").out)
     assert len(early) == 3 and all(l["source"] == "seed" for l in early)
-    assert json.loads(run_cli("--memory-dir", mem, "state", "lessons", "--as-of", "2025-01-01T00:00:00Z",
-                              "--json").out) == []
+    assert (
+        json.loads(run_cli("--memory-dir", mem, "state", "lessons", "--as-of", "2025-01-01T00:00:00Z", "--json").out)
+        == []
+    )
     for kind in ("facts", "sessions", "selectors", "trajectories", "runs"):
         res = run_cli("--memory-dir", mem, "state", kind, "--json")
         assert res.code == 0, (kind, res.err)
-    assert json.loads(run_cli("--memory-dir", mem, "state", "facts", "--domain", "amazon.com", "--json").out)[0][
-        "value"] == "shadow dom"
+    assert (
+        json.loads(run_cli("--memory-dir", mem, "state", "facts", "--domain", "amazon.com", "--json").out)[0]["value"]
+        == "shadow dom"
+    )
 
 
 def test_runs_filters(memory_path):
     mem = _memory(memory_path)
     runs = json.loads(run_cli("--memory-dir", mem, "runs", "--json").out)
     assert [r["run_id"] for r in runs] == ["r2", "r1"]
-    assert [r["run_id"] for r in json.loads(run_cli("--memory-dir", mem, "runs", "--session-id", "proj_123",
-                                                    "--json").out)] == ["r1"]
-    assert [r["run_id"] for r in json.loads(run_cli("--memory-dir", mem, "runs", "--status", "running",
-                                                    "--json").out)] == ["r2"]
+    assert [
+        r["run_id"] for r in json.loads(run_cli("--memory-dir", mem, "runs", "--session-id", "proj_123", "--json").out)
+    ] == ["r1"]
+    assert [
+        r["run_id"] for r in json.loads(run_cli("--memory-dir", mem, "runs", "--status", "running", "--json").out)
+    ] == ["r2"]
     assert len(json.loads(run_cli("--memory-dir", mem, "runs", "--limit", "1", "--json").out)) == 1
     assert "r1" in run_cli("--memory-dir", mem, "runs", "--domain", "amazon.com").out
 
@@ -96,9 +110,20 @@ def test_bad_as_of_is_one_line_error(memory_path):
 def test_append_goes_through_the_policy_writer(memory_path, tmp_path):
     mem = _memory(memory_path)
     src = tmp_path / "e.jsonl"
-    src.write_text(json.dumps({"type": "lesson_recorded", "lesson_id": "", "lesson": "again", "category":
-                               "error_recovery", "failed_command": "click", "error_pattern": "intercepts pointer",
-                               "domain": "q.com"}) + "\n")
+    src.write_text(
+        json.dumps(
+            {
+                "type": "lesson_recorded",
+                "lesson_id": "",
+                "lesson": "again",
+                "category": "error_recovery",
+                "failed_command": "click",
+                "error_pattern": "intercepts pointer",
+                "domain": "q.com",
+            }
+        )
+        + "\n"
+    )
     res = run_cli("--memory-dir", mem, "append", str(src))
     assert res.code == 0, res.err
     assert "appended 2 events" in res.out

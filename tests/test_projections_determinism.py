@@ -1,6 +1,7 @@
 """Projections are deterministic folds: rebuild == incremental catch-up over any chunking,
 as_of(n) == a rebuild of the first n events, digests independent of PYTHONHASHSEED,
 and projections.db is disposable (tampering, garbage, a new policy or ledger rebuild it)."""
+
 from __future__ import annotations
 
 import json
@@ -56,28 +57,60 @@ def _lesson_ids() -> list[str]:
 @st.composite
 def memory_events(draw: Any) -> Any:
     """One observation (or ('open', day) for MemoryWriter.open_for_run) from a small universe."""
-    kind = draw(st.sampled_from(["lesson", "lesson", "recall", "fact", "session", "selector", "trajectory",
-                                 "run", "step", "forget", "open", "raw"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "lesson",
+                "lesson",
+                "recall",
+                "fact",
+                "session",
+                "selector",
+                "trajectory",
+                "run",
+                "step",
+                "forget",
+                "open",
+                "raw",
+            ]
+        )
+    )
     dom = draw(st.sampled_from(DOMAINS))
     day = draw(st.integers(0, 200))
     if kind == "lesson":
         scope = draw(st.sampled_from([None, None, "a.com"]))
-        return lesson(draw(st.sampled_from(TEXTS)), dom, fc=draw(st.sampled_from(COMMANDS)),
-                      ep=draw(st.sampled_from(PATTERNS)), scope=scope, when=at(day),
-                      category=draw(st.sampled_from(["error_recovery", "site_specific", "best_practice"])))
+        return lesson(
+            draw(st.sampled_from(TEXTS)),
+            dom,
+            fc=draw(st.sampled_from(COMMANDS)),
+            ep=draw(st.sampled_from(PATTERNS)),
+            scope=scope,
+            when=at(day),
+            category=draw(st.sampled_from(["error_recovery", "site_specific", "best_practice"])),
+        )
     if kind == "recall":
         return recall(draw(st.lists(st.sampled_from(_lesson_ids()), max_size=3)), dom, when=at(day))
     if kind == "fact":
-        return fact(draw(st.sampled_from(["x", "y", "z"])), dom, key=draw(st.sampled_from(["k1", "k2"])),
-                    confidence=draw(st.sampled_from([None, 0.15, 0.9])), when=at(day))
+        return fact(
+            draw(st.sampled_from(["x", "y", "z"])),
+            dom,
+            key=draw(st.sampled_from(["k1", "k2"])),
+            confidence=draw(st.sampled_from([None, 0.15, 0.9])),
+            when=at(day),
+        )
     if kind == "session":
         return session(draw(st.integers(0, 9)), dom, success=draw(st.booleans()))
     if kind == "selector":
         cls = draw(st.sampled_from([SelectorSucceeded, SelectorFailed]))
         return NewEvent(cls(role="button", name="Go", selector=draw(st.sampled_from(["#a", "#b"]))), domain=dom)
     if kind == "trajectory":
-        return trajectory(f"t{draw(st.integers(0, 5))}", draw(st.sampled_from(["buy shoes", "buy red shoes", "find"])),
-                          dom, when=at(day), run_id=draw(st.sampled_from(["r1", "r2", None])))
+        return trajectory(
+            f"t{draw(st.integers(0, 5))}",
+            draw(st.sampled_from(["buy shoes", "buy red shoes", "find"])),
+            dom,
+            when=at(day),
+            run_id=draw(st.sampled_from(["r1", "r2", None])),
+        )
     if kind == "run":
         rid = draw(st.sampled_from(["r1", "r2", "r3"]))
         if draw(st.booleans()):
@@ -88,8 +121,14 @@ def memory_events(draw: Any) -> Any:
         n = draw(st.integers(0, 3))
         if draw(st.booleans()):
             return graded(rid, n, draw(st.sampled_from(["success", "failure"])))
-        return step(rid, n, args={"ref": draw(st.sampled_from(["e1", "e2"]))}, ok=draw(st.booleans()),
-                    elements=draw(st.lists(st.sampled_from(["b:1", "b:2", "b:3", "l:4"]), max_size=4)), domain=dom)
+        return step(
+            rid,
+            n,
+            args={"ref": draw(st.sampled_from(["e1", "e2"]))},
+            ok=draw(st.booleans()),
+            elements=draw(st.lists(st.sampled_from(["b:1", "b:2", "b:3", "l:4"]), max_size=4)),
+            domain=dom,
+        )
     if kind == "forget":
         k = draw(st.sampled_from(["domain", "run", "session", "lesson"]))
         subject = {"domain": dom, "run": "r1", "session": "s1", "lesson": draw(st.sampled_from(_lesson_ids()))}[k]
@@ -116,10 +155,17 @@ def _versions(path: Path) -> list[tuple[Any, ...]]:
     """Every interval version projections.db holds, its value read from its block (block ids left
     out: they depend on how the writes were batched)."""
     with db.readable(path) as cache:
-        rows = intervals.resolved(intervals.Blocks(cache.conn), cache.conn.execute(
-            f"SELECT {intervals._COLS}, projection, facet FROM _intervals").fetchall())
-    return sorted(((projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value)
-                   for field, k1, k2, o1, o2, value, valid_from, valid_to, projection, facet in rows), key=repr)
+        rows = intervals.resolved(
+            intervals.Blocks(cache.conn),
+            cache.conn.execute(f"SELECT {intervals._COLS}, projection, facet FROM _intervals").fetchall(),
+        )
+    return sorted(
+        (
+            (projection, field, k1, k2, valid_from, valid_to, o1, o2, facet, value)
+            for field, k1, k2, o1, o2, value, valid_from, valid_to, projection, facet in rows
+        ),
+        key=repr,
+    )
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -131,7 +177,7 @@ def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any],
         path = Path(tmp) / "projections.db"
         i = 0
         for n in cuts:
-            _write(store, writer, items[i:i + n])
+            _write(store, writer, items[i : i + n])
             i += n
             MemoryView.open(store, path)  # incremental catch-up, written back to projections.db
         _write(store, writer, items[i:])
@@ -147,8 +193,10 @@ def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any],
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(items=st.lists(memory_events(), min_size=1, max_size=40), points=st.lists(st.integers(0, 60), min_size=1,
-                                                                                   max_size=4))
+@given(
+    items=st.lists(memory_events(), min_size=1, max_size=40),
+    points=st.lists(st.integers(0, 60), min_size=1, max_size=4),
+)
 def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(materialize, "SNAPSHOT_EVERY", 4):
         store = SqliteStore.open(Path(tmp) / "ledger.db", clock=SteppingClock())
@@ -182,11 +230,20 @@ def _populated(store: SqliteStore) -> None:
     w = MemoryWriter(store)
     w.open_for_run("r0", at(0))
     for i, d in enumerate(["google.com", "bing.com", "amazon.com", "yahoo.com", "reddit.com", "x.io", "y.io"]):
-        w.append([run_started(f"r{i}", domain=d, session_id=f"s{i % 2}"), lesson(domain=d),
-                  lesson(f"tip {i}", d, fc=None, ep=None, scope=d), fact(f"v{i % 3}", d), fact("v0", "a.com"),
-                  session(i, d), trajectory(f"t{i}", f"buy thing {i}", d, run_id=f"r{i}"),
-                  step(f"r{i}", 1, elements=["b:1", "b:2"], intent="buy"), graded(f"r{i}", 1, "success"),
-                  recall([lesson_id_for("click", "intercepts pointer events", None, "")], d)])
+        w.append(
+            [
+                run_started(f"r{i}", domain=d, session_id=f"s{i % 2}"),
+                lesson(domain=d),
+                lesson(f"tip {i}", d, fc=None, ep=None, scope=d),
+                fact(f"v{i % 3}", d),
+                fact("v0", "a.com"),
+                session(i, d),
+                trajectory(f"t{i}", f"buy thing {i}", d, run_id=f"r{i}"),
+                step(f"r{i}", 1, elements=["b:1", "b:2"], intent="buy"),
+                graded(f"r{i}", 1, "success"),
+                recall([lesson_id_for("click", "intercepts pointer events", None, "")], d),
+            ]
+        )
         if i % 2:
             w.append([run_completed(f"r{i}", domain=d)])
 
@@ -196,14 +253,21 @@ def test_two_processes_with_different_hash_seeds_give_the_same_digests(fresh_led
     outs = []
     for seed in ("1", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-c", SCRIPT, str(ledger_path)], capture_output=True, text=True,
-                              env=env, cwd=Path(__file__).resolve().parent.parent, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(ledger_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         outs.append(json.loads(proc.stdout))
     assert outs[0] == outs[1] == MemoryView.open(fresh_ledger).digests()
 
 
 # ---- projections.db is disposable ------------------------------------------------------
+
 
 def test_a_hand_edit_is_detected_and_rebuilt(fresh_ledger, memory_path):
     _populated(fresh_ledger)
@@ -252,8 +316,12 @@ ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # how every Zstandard frame begins
 def _stored_blobs(path: Path) -> list[bytes]:
     conn = sqlite3.connect(path)
     try:
-        return [r[0] for r in conn.execute("SELECT state FROM _states UNION ALL "
-                                           "SELECT state FROM _snapshots WHERE state IS NOT NULL")]
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT state FROM _states UNION ALL SELECT state FROM _snapshots WHERE state IS NOT NULL"
+            )
+        ]
     finally:
         conn.close()
 
@@ -271,14 +339,19 @@ def test_a_projections_db_of_the_zlib_format_is_rebuilt_without_a_word(fresh_led
         rows = conn.execute(f"SELECT {key}, state FROM {table} WHERE state IS NOT NULL").fetchall()
         assert rows
         for *where, blob in rows:
-            conn.execute(f"UPDATE {table} SET state = ? WHERE ({key}) = ({', '.join('?' * len(where))})",
-                         (zlib.compress(zstandard.decompress(blob), 1), *where))
+            conn.execute(
+                f"UPDATE {table} SET state = ? WHERE ({key}) = ({', '.join('?' * len(where))})",
+                (zlib.compress(zstandard.decompress(blob), 1), *where),
+            )
     conn.execute("PRAGMA user_version = 11")
     conn.close()
     assert not any(blob.startswith(ZSTD_FRAME) for blob in _stored_blobs(path))
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
-    assert MemoryView.open(fresh_ledger, path).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(),
-                                                                         Policy())) != good
+    assert (
+        MemoryView.open(fresh_ledger, path).digests()
+        == digests(fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
+        != good
+    )
     assert not caplog.records
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
     assert all(blob.startswith(ZSTD_FRAME) for blob in _stored_blobs(path))

@@ -1,4 +1,5 @@
 """Facts, sessions, selectors and trajectories at their boundaries."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,7 @@ def view(store, policy: Policy = DEFAULT_POLICY) -> MemoryView:  # type: ignore[
 
 
 # ---- facts ---------------------------------------------------------------------
+
 
 def test_a_new_fact_starts_at_0_6_and_confirmation_moves_20_percent_toward_1(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
@@ -71,6 +73,7 @@ def test_facts_keep_both_clocks(fresh_ledger):
 
 # ---- sessions ------------------------------------------------------------------
 
+
 def test_the_sixth_session_pushes_out_the_oldest(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
     w.append([session(i, success=i % 2 == 0) for i in range(1, 6)])
@@ -90,18 +93,21 @@ def test_sessions_follow_log_order_not_timestamps(fresh_ledger):
 
 # ---- selectors -----------------------------------------------------------------
 
+
 def test_selectors_ranked_by_successes_with_failures_counted(fresh_ledger):
     def ok(sel: str) -> NewEvent:
         return NewEvent(SelectorSucceeded(role="button", name="Search", selector=sel), domain="example.com")
 
     def bad(sel: str) -> NewEvent:
         return NewEvent(SelectorFailed(role="button", name="Search", selector=sel), domain="example.com")
+
     MemoryWriter(fresh_ledger).append([ok("#a"), ok("#b"), ok("#b"), bad("#a"), bad("#c")])
     got = [(s.selector, s.successes, s.failures) for s in view(fresh_ledger).selectors("example.com")]
     assert got == [("#b", 2, 0), ("#a", 1, 1), ("#c", 0, 1)]
 
 
 # ---- trajectories --------------------------------------------------------------
+
 
 def test_jaccard_exactly_half_matches_and_below_does_not(fresh_ledger):
     MemoryWriter(fresh_ledger).append([trajectory("t1", "Search watch", when=T0)])
@@ -116,8 +122,12 @@ def test_goal_words_are_tokenized_as_seed_000s_agent_does(fresh_ledger):
     assert goal_words("Find a Hotel in N.Y.!") == {"find", "hotel", "in", "ny"}
     assert goal_words("Sign up by e-mail") == {"sign", "up", "by", "email"}
     assert goal_words("a b c ! ?") == frozenset()
-    MemoryWriter(fresh_ledger).append([trajectory("t1", "Find a Hotel in N.Y.!", when=T0),
-                                       trajectory("t2", "e-mail the host", domain="b.com", when=T0)])
+    MemoryWriter(fresh_ledger).append(
+        [
+            trajectory("t1", "Find a Hotel in N.Y.!", when=T0),
+            trajectory("t2", "e-mail the host", domain="b.com", when=T0),
+        ]
+    )
     v = view(fresh_ledger)
     m = v.match_trajectory("find hotel in ny", "example.com", at(1))
     assert m is not None and m.similarity == 1.0 and m.trajectory.trajectory_id == "t1"
@@ -143,8 +153,10 @@ def test_trajectories_are_scoped_by_host_and_failures_are_not_kept(fresh_ledger)
     w = MemoryWriter(fresh_ledger)
     w.append([trajectory("t1", "buy shoes", domain="www.shop.com", when=T0)])
     from memtape.ledger.events import TrajectoryRecorded
-    w.append([NewEvent(TrajectoryRecorded(trajectory_id="t2", goal="buy shoes", steps=[], success=False),
-                       domain="shop.com")])
+
+    w.append(
+        [NewEvent(TrajectoryRecorded(trajectory_id="t2", goal="buy shoes", steps=[], success=False), domain="shop.com")]
+    )
     v = view(fresh_ledger)
     assert v.match_trajectory("buy shoes", "shop.com", at(1)) is None
     assert v.match_trajectory("buy shoes", "www.shop.com", at(1)) is not None
@@ -152,18 +164,24 @@ def test_trajectories_are_scoped_by_host_and_failures_are_not_kept(fresh_ledger)
 
 def test_filter_then_rank_and_trace_scoring(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([trajectory("old-fast", "search smart watch reviews", when=T0, duration_ms=1000, verified=2),
-              trajectory("new-slow", "search smart watch reviews", when=at(20), duration_ms=4000, verified=0),
-              trajectory("closer", "search smart watch", when=T0)])
+    w.append(
+        [
+            trajectory("old-fast", "search smart watch reviews", when=T0, duration_ms=1000, verified=2),
+            trajectory("new-slow", "search smart watch reviews", when=at(20), duration_ms=4000, verified=0),
+            trajectory("closer", "search smart watch", when=T0),
+        ]
+    )
     plain = view(fresh_ledger)
     m = plain.match_trajectory("search smart watch", "example.com", at(21))
     assert m.trajectory.trajectory_id == "closer" and m.score == m.similarity == 1.0
     ranked = plain.match_trajectories("search smart watch reviews", "example.com", at(21))
     assert [x.trajectory.trajectory_id for x in ranked] == ["new-slow", "old-fast", "closer"]  # ties: newest first
     scored = view(fresh_ledger, Policy(trace_scoring=True)).match_trajectories(
-        "search smart watch reviews", "example.com", at(21))
+        "search smart watch reviews", "example.com", at(21)
+    )
     by_id = {x.trajectory.trajectory_id: x for x in scored}
     import math
+
     # speed is absolute: 1 / (1 + minutes)
     assert by_id["old-fast"].score == pytest.approx(0.6 + 0.2 * math.exp(-21 / 14) + 0.1 / (1 + 1 / 60) + 0.1 * 1.0)
     assert by_id["new-slow"].score == pytest.approx(0.6 + 0.2 * math.exp(-1 / 14) + 0.1 / (1 + 4 / 60) + 0.0)
@@ -172,8 +190,12 @@ def test_filter_then_rank_and_trace_scoring(fresh_ledger):
 
 def test_trace_scoring_speed_is_absolute_a_lone_candidate_gets_no_full_credit(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([trajectory("slow", "search smart watch", when=T0, duration_ms=180_000, verified=2),
-              trajectory("fast", "search smart watch", domain="b.com", when=T0, duration_ms=0, verified=2)])
+    w.append(
+        [
+            trajectory("slow", "search smart watch", when=T0, duration_ms=180_000, verified=2),
+            trajectory("fast", "search smart watch", domain="b.com", when=T0, duration_ms=0, verified=2),
+        ]
+    )
     v = view(fresh_ledger, Policy(trace_scoring=True))
     (slow,) = v.match_trajectories("search smart watch", "example.com", at(0))
     (fast,) = v.match_trajectories("search smart watch", "b.com", at(0))
@@ -183,17 +205,22 @@ def test_trace_scoring_speed_is_absolute_a_lone_candidate_gets_no_full_credit(fr
 
 def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger):
     words_ = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
-    events = [trajectory(f"t{i}", " ".join(words_[j] for j in range(8) if (i >> j) & 1 or j == i % 8), when=T0)
-              for i in range(150)]
+    events = [
+        trajectory(f"t{i}", " ".join(words_[j] for j in range(8) if (i >> j) & 1 or j == i % 8), when=T0)
+        for i in range(150)
+    ]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
     from memtape.projections.trajectories import rank
+
     for goal in ["alpha beta", "gamma delta eps", "theta", "alpha beta gamma delta"]:
-        assert v.match_trajectories(goal, "example.com", at(1)) == rank(v.trajectories("example.com"), goal, at(1),
-                                                                         v.policy)
+        assert v.match_trajectories(goal, "example.com", at(1)) == rank(
+            v.trajectories("example.com"), goal, at(1), v.policy
+        )
 
 
 # ---- runs ------------------------------------------------------------------------
+
 
 def test_runs_are_listed_newest_updated_first(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
@@ -208,10 +235,15 @@ def test_runs_are_listed_newest_updated_first(fresh_ledger):
 
 def test_runs_registry_list_resume_fork(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([run_started("r1", session_id="proj_123", when=T0), run_completed("r1", when=at(0.5)),
-              run_started("r2", session_id="proj_123", when=at(1), parent_run_id="r1", mode="resume"),
-              run_started("r3", domain="other.com", when=at(2)),
-              run_completed("r3", success=False, domain="other.com", when=at(2.5))])
+    w.append(
+        [
+            run_started("r1", session_id="proj_123", when=T0),
+            run_completed("r1", when=at(0.5)),
+            run_started("r2", session_id="proj_123", when=at(1), parent_run_id="r1", mode="resume"),
+            run_started("r3", domain="other.com", when=at(2)),
+            run_completed("r3", success=False, domain="other.com", when=at(2.5)),
+        ]
+    )
     v = view(fresh_ledger)
     assert [r.run_id for r in v.runs()] == ["r3", "r2", "r1"]
     assert [r.run_id for r in v.runs(session_id="proj_123")] == ["r2", "r1"]
@@ -222,23 +254,36 @@ def test_runs_registry_list_resume_fork(fresh_ledger):
     assert (r1.status, r1.success, r1.final_url, r1.turn_count) == ("completed", True, "https://example.com/end", 3)
     assert v.run("r2").parent_run_id == "r1" and v.run("r2").status == "running"
     assert v.resume_scenario("r1", "Add dark mode") == {
-        "goal": "Add dark mode", "startUrl": "https://example.com/end", "sessionId": "proj_123", "parentRunId": "r1"}
+        "goal": "Add dark mode",
+        "startUrl": "https://example.com/end",
+        "sessionId": "proj_123",
+        "parentRunId": "r1",
+    }
     fork = v.fork_scenario("r1", "Build auth instead")
     assert fork["sessionId"].startswith("fork_") and fork["parentRunId"] == "r1"
     from memtape.ledger.errors import UnknownItem
+
     with pytest.raises(UnknownItem):
         v.resume_scenario("nope", "x")
 
 
 # ---- forgetting ------------------------------------------------------------------
 
+
 def test_subject_forgotten_removes_a_domain_from_every_projection(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([lesson("amazon tip", "amazon.com", fc=None, ep=None, scope="amazon.com"),
-              lesson(domain="www.amazon.com"), fact("x", domain="www.amazon.com"), session(1, domain="amazon.com"),
-              NewEvent(SelectorSucceeded(role="button", name="Buy", selector="#buy"), domain="amazon.com"),
-              trajectory("t1", "buy", domain="amazon.com"), run_started("r1", domain="amazon.com"),
-              fact("y", domain="ebay.com")])
+    w.append(
+        [
+            lesson("amazon tip", "amazon.com", fc=None, ep=None, scope="amazon.com"),
+            lesson(domain="www.amazon.com"),
+            fact("x", domain="www.amazon.com"),
+            session(1, domain="amazon.com"),
+            NewEvent(SelectorSucceeded(role="button", name="Buy", selector="#buy"), domain="amazon.com"),
+            trajectory("t1", "buy", domain="amazon.com"),
+            run_started("r1", domain="amazon.com"),
+            fact("y", domain="ebay.com"),
+        ]
+    )
     w.append([NewEvent(SubjectForgotten(subject_kind="domain", subject="amazon.com"))])
     v = view(fresh_ledger)
     learned = [l for l in v.lessons() if l.source != "seed"]  # run_started r1 brought the seeds
@@ -251,11 +296,21 @@ def test_subject_forgotten_removes_a_domain_from_every_projection(fresh_ledger):
 
 def test_subject_forgotten_run_session_and_lesson(fresh_ledger):
     w = MemoryWriter(fresh_ledger)
-    w.append([run_started("r1", session_id="s"), trajectory("t1", "buy", run_id="r1"), run_started("r2"),
-              lesson(domain="a.com", fc="type")])  # not a seed's key (click / intercepts is the Enter seed's)
+    w.append(
+        [
+            run_started("r1", session_id="s"),
+            trajectory("t1", "buy", run_id="r1"),
+            run_started("r2"),
+            lesson(domain="a.com", fc="type"),
+        ]
+    )  # not a seed's key (click / intercepts is the Enter seed's)
     (lid,) = [l.lesson_id for l in view(fresh_ledger).lessons() if l.source != "seed"]  # r1 brought the seeds
-    w.append([NewEvent(SubjectForgotten(subject_kind="session", subject="s")),
-              NewEvent(SubjectForgotten(subject_kind="lesson", subject=lid))])
+    w.append(
+        [
+            NewEvent(SubjectForgotten(subject_kind="session", subject="s")),
+            NewEvent(SubjectForgotten(subject_kind="lesson", subject=lid)),
+        ]
+    )
     v = view(fresh_ledger)
     assert [r.run_id for r in v.runs()] == ["r2"] and v.trajectories() == []
     assert [l.source for l in v.lessons()] == ["seed"] * 3
@@ -272,13 +327,22 @@ def test_forgetting_a_run_or_session_drops_the_facts_and_selectors_it_introduced
         return dataclasses.replace(ev, run_id=run_id)
 
     def sel(name: str, run_id: str) -> NewEvent:
-        return NewEvent(SelectorSucceeded(role="button", name=name, selector=f"#{name}"), domain="shop.com",
-                        run_id=run_id)
+        return NewEvent(
+            SelectorSucceeded(role="button", name=name, selector=f"#{name}"), domain="shop.com", run_id=run_id
+        )
 
-    w.append([in_run(fact("kept", domain="shop.com"), "r0"), sel("Kept", "r0"),
-              in_run(fact("secret-a", domain="shop.com", key="a"), "ra"), sel("Secret A", "ra"),
-              in_run(fact("kept", domain="shop.com"), "ra"), sel("Kept", "ra"),
-              in_run(fact("secret-s", domain="shop.com", key="s"), "rs1"), sel("Secret S", "rs2")])
+    w.append(
+        [
+            in_run(fact("kept", domain="shop.com"), "r0"),
+            sel("Kept", "r0"),
+            in_run(fact("secret-a", domain="shop.com", key="a"), "ra"),
+            sel("Secret A", "ra"),
+            in_run(fact("kept", domain="shop.com"), "ra"),
+            sel("Kept", "ra"),
+            in_run(fact("secret-s", domain="shop.com", key="s"), "rs1"),
+            sel("Secret S", "rs2"),
+        ]
+    )
     w.append([NewEvent(SubjectForgotten(subject_kind="run", subject="ra"))])
     v = view(fresh_ledger)
     assert {f.value for f in v.facts("shop.com")} == {"kept", "secret-s"}

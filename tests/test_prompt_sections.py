@@ -1,6 +1,7 @@
 """The bundled agent's prompts hold no section the decision cannot use, and record everything
 the decision read: site memory in the system prompt (once per site), the step's message per
 call, a warning for an action that already failed as a prompt of its own."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,24 +42,35 @@ def _item(event: Any, source: str) -> dict[str, Any] | None:
 
 
 def test_site_memory_is_in_the_system_prompt_once_and_every_call_reads_it(
-        cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
+    cookies: tuple[SqliteStore, Path, list[RunResult]],
+) -> None:
     store, _, (_, second, _) = cookies
     (system,) = _prompts(store, second, "system")  # one site, one system prompt: at the first decision
     assert system.step == 1
     assert [i["source"] for i in system.data["items"]] == [
-        "system", "tier1", "domain_tips", "learned_patterns", "session_history", "reference_trajectory", "goal"]
+        "system",
+        "tier1",
+        "domain_tips",
+        "learned_patterns",
+        "session_history",
+        "reference_trajectory",
+        "goal",
+    ]
     steps = _prompts(store, second, "step")
     assert len(steps) == second.outcome.policy_decisions == 4
     assert not {i["source"] for e in steps for i in e.data["items"]} & P.SYSTEM_SECTIONS
     audited = [p for s in audit_run(store, second.run_id)["steps"] for p in s["prompt"] if p["prompt"] == "step"]
     assert [(p["system_seq"], p["read_tokens"]) for p in audited] == [
-        (system.seq, system.data["total_tokens"] + e.data["total_tokens"]) for e in steps]
+        (system.seq, system.data["total_tokens"] + e.data["total_tokens"]) for e in steps
+    ]
 
 
 def test_the_bundled_agent_shows_no_known_selectors(cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
     store, projections, runs = cookies
     assert MemoryView.open(store, projections).selectors("cookies.test")  # memory has them: its tools take refs
-    assert not [i for r in runs for e in _prompts(store, r) for i in e.data["items"] if i["source"] == "known_selectors"]
+    assert not [
+        i for r in runs for e in _prompts(store, r) for i in e.data["items"] if i["source"] == "known_selectors"
+    ]
 
 
 def test_a_fact_a_site_tip_restates_is_shown_once(cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
@@ -71,7 +83,8 @@ def test_a_fact_a_site_tip_restates_is_shown_once(cookies: tuple[SqliteStore, Pa
 
 
 def test_a_trajectory_of_another_goal_shows_its_steps_as_far_as_they_apply(
-        cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
+    cookies: tuple[SqliteStore, Path, list[RunResult]],
+) -> None:
     store, _, (first, second, _) = cookies
     (recalled,) = [e.data for e in store.read(run_id=second.run_id, types=["trajectory_recalled"])]
     assert recalled["matched_goal"] == first.goal and not recalled["replay"] and recalled["steps"] == 4
@@ -81,7 +94,9 @@ def test_a_trajectory_of_another_goal_shows_its_steps_as_far_as_they_apply(
     assert 'click button "Go"' in trajectory["text"] and "Profile" not in trajectory["text"].split("Steps (", 1)[1]
 
 
-def test_session_history_shows_only_the_runs_a_run_continues(cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
+def test_session_history_shows_only_the_runs_a_run_continues(
+    cookies: tuple[SqliteStore, Path, list[RunResult]],
+) -> None:
     store, projections, (first, second, third) = cookies
     assert len(MemoryView.open(store, projections).sessions("cookies.test")) == 3
     (system,) = _prompts(store, second, "system")
@@ -95,23 +110,47 @@ def test_step_memories_only_for_elements_on_the_page(tmp_path: Path) -> None:
     elements): the prompt leaves it out there, and keeps the AVOID of "Go", which is on it."""
     page = [f"{role}:{name}" for role, name in [*COOKIE_PAGES["/"], ("button", ACCEPT)]]
     with memtape.open(tmp_path) as mem, mem.start_run(goal='Click "Go"', start_url=START, session_id="s9") as run:
-        run.record_step(step=1, action="click", target='button "Go"', ok=False, error="intercepts pointer events",
-                        args={"ref": "e1"}, page_before={"url": START, "elements": page})
-        run.record_step(step=2, action="click", target=f'button "{ACCEPT}"', args={"ref": "e5"},
-                        page_before={"url": START, "elements": page})
+        run.record_step(
+            step=1,
+            action="click",
+            target='button "Go"',
+            ok=False,
+            error="intercepts pointer events",
+            args={"ref": "e1"},
+            page_before={"url": START, "elements": page},
+        )
+        run.record_step(
+            step=2,
+            action="click",
+            target=f'button "{ACCEPT}"',
+            args={"ref": "e5"},
+            page_before={"url": START, "elements": page},
+        )
         run.record_lesson(f'Click "{ACCEPT}" first.', category="site_specific", scope_domain="cookies.test")
         run.finish(success=True)
     store = SqliteStore.open(tmp_path / "ledger.db")
-    second = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), Memory(store, tmp_path / "projections.db"),
-                      ScriptedPolicy(), goal='Click "Go" now', start_url=START, session_id="s9")
+    second = run_task(
+        CookieSite(COOKIE_PAGES, COOKIE_LINKS),
+        Memory(store, tmp_path / "projections.db"),
+        ScriptedPolicy(),
+        goal='Click "Go" now',
+        start_url=START,
+        session_id="s9",
+    )
     shown = {e.step: (_item(e, "step_memories") or {}).get("text", "") for e in _prompts(store, second, "step")}
-    pages = {e.step: e.data["env_before"]["elements"] for e in store.read(run_id=second.run_id, types=["step_recorded"])}
+    pages = {
+        e.step: e.data["env_before"]["elements"] for e in store.read(run_id=second.run_id, types=["step_recorded"])
+    }
     store.close()
     assert f"button:{ACCEPT}" in pages[1] and f"button:{ACCEPT}" not in pages[2]
+
     # with the banner both targets are on the page; without it, the REPEAT of its button is left out
     def lines(step: int) -> list[str]:
-        return [line.split("]", 1)[0].split(" [")[0] + line.split("]", 1)[1] for line in shown[step].splitlines()
-                if line[:1].isdigit()]
+        return [
+            line.split("]", 1)[0].split(" [")[0] + line.split("]", 1)[1]
+            for line in shown[step].splitlines()
+            if line[:1].isdigit()
+        ]
 
     assert lines(1) == ['1. AVOID: click: "Go"', f'2. REPEAT: click: "{ACCEPT}"']
     assert lines(2) == ['1. AVOID: click: "Go"']
@@ -136,26 +175,49 @@ class Insisting:
 def test_the_warning_for_an_action_that_already_failed_is_a_recorded_prompt(tmp_path: Path) -> None:
     store = SqliteStore.open(tmp_path / "ledger.db")
     policy = Insisting()
-    r = run_task(CookieSite(COOKIE_PAGES, COOKIE_LINKS), Memory(store, tmp_path / "projections.db"), policy,
-                 goal='Click "Go"', start_url=START)
+    r = run_task(
+        CookieSite(COOKIE_PAGES, COOKIE_LINKS),
+        Memory(store, tmp_path / "projections.db"),
+        policy,
+        goal='Click "Go"',
+        start_url=START,
+    )
     steps = [e for e in store.read(run_id=r.run_id, types=["context_built"]) if e.data["prompt"] == "step"]
     store.close()
     assert r.outcome.reason == "repeated_action" and r.outcome.policy_decisions == 5
     # every call's prompt is recorded, the warned ones with their warning: steps 2 and 3 ask twice
     assert [e.step for e in steps] == [1, 2, 2, 3, 3]
     assert [bool(_item(e, "repeated_failure")) for e in steps] == [False, False, True, False, True]
-    assert policy.prompts == [P.render_step([BudgetItem(i["source"], i["priority"], i["text"]) for i in e.data["items"]])
-                              for e in steps]
+    assert policy.prompts == [
+        P.render_step([BudgetItem(i["source"], i["priority"], i["text"]) for i in e.data["items"]]) for e in steps
+    ]
     assert P.REPEATED_FAILURE in policy.prompts[2]
 
 
 def test_a_learned_pattern_reaches_the_policy_as_far_as_its_section_shows_it() -> None:
     fields = ["Name", "Street", "City", "Postcode", "Country", "Phone", "E-mail", "Company"]
     steps = tuple({"command": "fill", "role": "textbox", "name": f, "value": "{" + f.lower() + "}"} for f in fields)
-    pattern = Pattern("pat_1", "shop.test", "Fill the address form", "form_fill", steps, 2, 0, 1.0,
-                      "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", ("ev1",))
-    page = Observation(url="http://shop.test/address", title="Address", elements=(Element("e1", "textbox", "Name"),),
-                       text="", summary="", page_type="form")
+    pattern = Pattern(
+        "pat_1",
+        "shop.test",
+        "Fill the address form",
+        "form_fill",
+        steps,
+        2,
+        0,
+        1.0,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z",
+        ("ev1",),
+    )
+    page = Observation(
+        url="http://shop.test/address",
+        title="Address",
+        elements=(Element("e1", "textbox", "Name"),),
+        text="",
+        summary="",
+        page_type="form",
+    )
     whole = P.learned_patterns([pattern])
     (full,) = seen_by_policy([whole], page, [], [], (), [], [pattern])["patterns"]
     assert full.steps == steps
@@ -169,7 +231,11 @@ def test_a_learned_pattern_reaches_the_policy_as_far_as_its_section_shows_it() -
         k = len(seen.steps)
         assert 1 <= k < len(steps) and seen.steps == steps[:k]
         assert P.shows(cut.text, P.pattern_block(pattern, k)) and not P.shows(cut.text, P.pattern_block(pattern, k + 1))
-    header_only = [c for c in cuts if P.shows(c.text, P.pattern_block(pattern, 0))
-                   and not P.shows(c.text, P.pattern_block(pattern, 1))]
-    assert header_only and all(seen_by_policy([c], page, [], [], (), [], [pattern])["patterns"][0].steps == ()
-                               for c in header_only)
+    header_only = [
+        c
+        for c in cuts
+        if P.shows(c.text, P.pattern_block(pattern, 0)) and not P.shows(c.text, P.pattern_block(pattern, 1))
+    ]
+    assert header_only and all(
+        seen_by_policy([c], page, [], [], (), [], [pattern])["patterns"][0].steps == () for c in header_only
+    )

@@ -1,6 +1,7 @@
 """One truth per run (DESIGN invariant 10): a run's state is the ledger's, read inside the write
 transaction, so two handles or two processes may record into one run, `finish` learns from every
 step any of them recorded, a finished run refuses more, and a step recorded twice is one step."""
+
 from __future__ import annotations
 
 import asyncio
@@ -49,20 +50,36 @@ def overlay_step(run: Any, n: int) -> str:
     """Step n of tests.test_api.overlay_steps: a click an overlay intercepts, Escape, the overlay
     accepted, the click again."""
     if n == 1:
-        return str(run.record_step(step=1, action="click", target='link "Wool Socks"', ok=False, error=INTERCEPT,
-                                   selector="#socks", url=SHOP))
+        return str(
+            run.record_step(
+                step=1,
+                action="click",
+                target='link "Wool Socks"',
+                ok=False,
+                error=INTERCEPT,
+                selector="#socks",
+                url=SHOP,
+            )
+        )
     if n == 2:
         return str(run.record_step(step=2, action="press", args={"key": "Escape"}, url=SHOP))
     if n == 3:
-        return str(run.record_step(step=3, action="click", target='button "Accept all cookies"', selector="#accept",
-                                   url=SHOP))
-    return str(run.record_step(step=4, action="click", target='link "Wool Socks"', selector="#socks", url=SHOP,
-                               url_after=SHOP + "socks"))
+        return str(
+            run.record_step(step=3, action="click", target='button "Accept all cookies"', selector="#accept", url=SHOP)
+        )
+    return str(
+        run.record_step(
+            step=4, action="click", target='link "Wool Socks"', selector="#socks", url=SHOP, url_after=SHOP + "socks"
+        )
+    )
 
 
 def learned_view(learned: Any) -> Any:
-    return ([x.model_dump(exclude={"learned_from"}) for x in learned.lessons], learned.facts,
-            learned.trajectory.steps if learned.trajectory else None)
+    return (
+        [x.model_dump(exclude={"learned_from"}) for x in learned.lessons],
+        learned.facts,
+        learned.trajectory.steps if learned.trajectory else None,
+    )
 
 
 def test_finish_on_one_handle_learns_the_steps_recorded_through_another(tmp_path: Path) -> None:
@@ -87,11 +104,11 @@ def test_finish_on_another_handle_learns_what_the_steps_said_about_the_page(tmp_
     DOM whichever handle (or process, or face) finishes the run."""
     a, b = memtape.open(tmp_path / "mem"), memtape.open(tmp_path / "mem")
     run = a.start_run(goal=GOAL, start_url=SHOP)
-    run.record_step(step=1, action="click", target='button "Close dialog"', selector="#close", url=SHOP,
-                    in_shadow=True)
+    run.record_step(step=1, action="click", target='button "Close dialog"', selector="#close", url=SHOP, in_shadow=True)
     learned = b.run(run.run_id).finish(success=True, outcome="dialog closed")
     assert [(f.key, f.value) for f in learned.facts if f.fact_type == "quirk"] == [
-        ("shadow DOM", "uses shadow DOM for modals")]
+        ("shadow DOM", "uses shadow DOM for modals")
+    ]
     step = next(a.store.read(run_id=run.run_id, types=["step_recorded"]))
     assert step.data["target"] == {"role": "button", "name": "Close dialog", "selector": "#close", "in_shadow": True}
 
@@ -206,6 +223,7 @@ def _hold_then_step(location: str, run_id: str, conn: Any) -> None:
 
 # ---- over HTTP: two real servers on one memory directory ------------------------------------------
 
+
 def _events(location: Path) -> list[Any]:
     with memtape.open(location) as mem:
         return list(mem.store.read())
@@ -214,11 +232,18 @@ def _events(location: Path) -> list[Any]:
 def test_two_servers_share_one_run_and_a_finished_run_answers_409(tmp_path: Path) -> None:
     location = tmp_path / "mem"
     memtape.open(location).close()
-    with live_server(location) as served_a, live_server(location) as served_b, served_a.client() as a, served_b.client() as b:
+    with (
+        live_server(location) as served_a,
+        live_server(location) as served_b,
+        served_a.client() as a,
+        served_b.client() as b,
+    ):
         run_id = a.post("/runs", json={"goal": GOAL, "start_url": SHOP}).json()["run_id"]
-        steps = [{"step": 1, "action": "click", "target": 'link "Wool Socks"', "url": SHOP, "ok": False, "error": INTERCEPT},
-                 {"step": 2, "action": "press", "url": SHOP, "ok": True},
-                 {"step": 3, "action": "click", "target": 'link "Wool Socks"', "url": SHOP + "socks", "ok": True}]
+        steps = [
+            {"step": 1, "action": "click", "target": 'link "Wool Socks"', "url": SHOP, "ok": False, "error": INTERCEPT},
+            {"step": 2, "action": "press", "url": SHOP, "ok": True},
+            {"step": 3, "action": "click", "target": 'link "Wool Socks"', "url": SHOP + "socks", "ok": True},
+        ]
         assert a.post(f"/runs/{run_id}/steps", json=steps[0]).status_code == 200
         assert b.post(f"/runs/{run_id}/steps", json=steps[1]).status_code == 200
         assert a.post(f"/runs/{run_id}/steps", json=steps[2]).status_code == 200
@@ -226,7 +251,8 @@ def test_two_servers_share_one_run_and_a_finished_run_answers_409(tmp_path: Path
         assert again.status_code == 200
         other = b.post(f"/runs/{run_id}/steps", json={**steps[1], "ok": False, "error": "gone"})
         assert other.status_code == 409 and other.json() == {
-            "error": f"run {run_id} already has a step 2 with other content; a step number is recorded once"}
+            "error": f"run {run_id} already has a step 2 with other content; a step number is recorded once"
+        }
         assert a.post(f"/runs/{run_id}/finish", json={"success": True, "outcome": "done"}).status_code == 200
         late = b.post(f"/runs/{run_id}/steps", json={**steps[2], "step": 4})
         assert late.status_code == 409 and late.json() == {"error": f"run {run_id} is finished; it takes no more steps"}
@@ -246,7 +272,12 @@ def test_an_idempotency_key_is_answered_once_by_any_server_and_after_a_restart(t
     location = tmp_path / "mem"
     memtape.open(location).close()
     start = {"goal": GOAL, "start_url": SHOP}
-    with live_server(location) as served_a, live_server(location) as served_b, served_a.client() as a, served_b.client() as b:
+    with (
+        live_server(location) as served_a,
+        live_server(location) as served_b,
+        served_a.client() as a,
+        served_b.client() as b,
+    ):
         first = a.post("/runs", json=start, headers={"Idempotency-Key": "start-1"})
         assert first.status_code == 201 and "idempotent-replayed" not in first.headers
         count = len(_events(location))
@@ -265,13 +296,15 @@ def test_an_idempotency_key_is_answered_once_by_any_server_and_after_a_restart(t
         assert (retried.status_code, retried.json()) == (200, finish.json())  # the first answer, not a 409
         assert len(_events(location)) == count
         lines = b'{"type": "fact_observed", "fact_type": "quirk", "key": "k", "value": "v", "domain": "shop.example"}\n'
-        appended = a.post("/events", content=lines, headers={"Idempotency-Key": "e1",
-                                                                     "Content-Type": "application/x-ndjson"})
+        appended = a.post(
+            "/events", content=lines, headers={"Idempotency-Key": "e1", "Content-Type": "application/x-ndjson"}
+        )
         assert appended.status_code == 200 and appended.json()["appended"] == 1
     count = len(_events(location))
     with live_server(location) as served_c, served_c.client() as c:  # a restart remembers every key
-        again = c.post("/events", content=lines, headers={"Idempotency-Key": "e1",
-                                                                  "Content-Type": "application/x-ndjson"})
+        again = c.post(
+            "/events", content=lines, headers={"Idempotency-Key": "e1", "Content-Type": "application/x-ndjson"}
+        )
         assert (again.status_code, again.json()) == (200, appended.json())
         retried = c.post(f"/runs/{run_id}/finish", json={"success": True}, headers={"Idempotency-Key": "f1"})
         assert (retried.status_code, retried.json()) == (200, finish.json())
@@ -286,20 +319,36 @@ def test_an_idempotency_key_is_answered_once_by_any_server_and_after_a_restart(t
 
 # ---- over MCP: two stdio servers on one memory directory ------------------------------------------
 
+
 async def _two_mcp_servers(location: Path) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    async with stdio_client(mcp_server(location)) as (r1, w1), ClientSession(r1, w1) as one, \
-            stdio_client(mcp_server(location)) as (r2, w2), ClientSession(r2, w2) as two:
+    async with (
+        stdio_client(mcp_server(location)) as (r1, w1),
+        ClientSession(r1, w1) as one,
+        stdio_client(mcp_server(location)) as (r2, w2),
+        ClientSession(r2, w2) as two,
+    ):
         await one.initialize()
         await two.initialize()
         run_id = (await call(one, "start_run", goal=GOAL, start_url=SHOP))["run_id"]
         seen["run_id"] = run_id
-        await call(one, "record_step", run_id=run_id, step=1, action="click", target='link "Wool Socks"', ok=False,
-                   error=INTERCEPT, url=SHOP)
+        await call(
+            one,
+            "record_step",
+            run_id=run_id,
+            step=1,
+            action="click",
+            target='link "Wool Socks"',
+            ok=False,
+            error=INTERCEPT,
+            url=SHOP,
+        )
         await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
         seen["retry"] = await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
         seen["finished"] = await call(one, "finish_run", run_id=run_id, success=True, outcome="done")
-        seen["late_step"] = error_text(await two.call_tool("record_step", {"run_id": run_id, "step": 3, "action": "press"}))
+        seen["late_step"] = error_text(
+            await two.call_tool("record_step", {"run_id": run_id, "step": 3, "action": "press"})
+        )
         seen["second_finish"] = error_text(await two.call_tool("finish_run", {"run_id": run_id, "success": False}))
     return seen
 

@@ -12,6 +12,7 @@ lesson's text, command and pattern, a fact's key and value, and typed values wit
 UUID, hex digest or run id is touched, card numbers are redacted exactly when the Luhn check passes,
 and whatever the policy would type as a password is what the scrubber hides.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,24 +65,73 @@ def planted_lines() -> list[dict[str, object]]:
     and a URL; single-token shapes as dict keys; values under secret-named keys; secret envelopes."""
     lines: list[dict[str, object]] = []
     for i, shape in enumerate(S.SHAPES):
-        lines.append({"type": "fact_observed", "domain": "shop.test", "fact_type": "pattern", "key": f"shape {i}",
-                      "value": f"seen on the page: {shape.text} (end)"})
-        lines.append({"type": "step_recorded", "run_id": "run_planted", "step": i, "domain": "shop.test", "ok": False,
-                      "error": f"request failed with {shape.text}", "think": f"the page said {shape.text}",
-                      "env_after": {"url": "http://shop.test/", "title": shape.text[:200]},
-                      "action": {"command": "click", "args": {"ref": "e1", "note": shape.text}}})
-    lines.append({"type": "step_recorded", "run_id": "run_planted", "step": 99, "ok": True,
-                  "action": {"command": "fill", "args": {**{t: "value under a secret key" for t in TOKENS},
-                                                          **S.SECRET_KEYED, "ref": "e2"}}})
-    lines.append({"type": "run_started", "run_id": SECRET_RUN, "goal": 'Open "Catalog"',
-                  "start_url": "http://shop.test/"})
+        lines.append(
+            {
+                "type": "fact_observed",
+                "domain": "shop.test",
+                "fact_type": "pattern",
+                "key": f"shape {i}",
+                "value": f"seen on the page: {shape.text} (end)",
+            }
+        )
+        lines.append(
+            {
+                "type": "step_recorded",
+                "run_id": "run_planted",
+                "step": i,
+                "domain": "shop.test",
+                "ok": False,
+                "error": f"request failed with {shape.text}",
+                "think": f"the page said {shape.text}",
+                "env_after": {"url": "http://shop.test/", "title": shape.text[:200]},
+                "action": {"command": "click", "args": {"ref": "e1", "note": shape.text}},
+            }
+        )
+    lines.append(
+        {
+            "type": "step_recorded",
+            "run_id": "run_planted",
+            "step": 99,
+            "ok": True,
+            "action": {
+                "command": "fill",
+                "args": {**{t: "value under a secret key" for t in TOKENS}, **S.SECRET_KEYED, "ref": "e2"},
+            },
+        }
+    )
+    lines.append(
+        {"type": "run_started", "run_id": SECRET_RUN, "goal": 'Open "Catalog"', "start_url": "http://shop.test/"}
+    )
     lines.append({"type": "run_progress", "run_id": SECRET_RUN, "turn": 1, "current_url": "http://shop.test/"})
-    lines.append({"type": "step_recorded", "run_id": SECRET_RUN, "step": 1, "ok": True,
-                  "action": {"command": "click", "args": {"ref": "e5"}}})
-    lines.append({"type": "fact_observed", "stream": SECRET_STREAM, "id": SECRET_ID, "domain": SECRET_DOMAINS[0],
-                  "fact_type": "quirk", "key": "envelope", "value": "secrets in the envelope"})
-    lines.append({"type": "fact_observed", "domain": SECRET_DOMAINS[1], "fact_type": "quirk", "key": "domain",
-                  "value": "an AWS key id as a host name"})
+    lines.append(
+        {
+            "type": "step_recorded",
+            "run_id": SECRET_RUN,
+            "step": 1,
+            "ok": True,
+            "action": {"command": "click", "args": {"ref": "e5"}},
+        }
+    )
+    lines.append(
+        {
+            "type": "fact_observed",
+            "stream": SECRET_STREAM,
+            "id": SECRET_ID,
+            "domain": SECRET_DOMAINS[0],
+            "fact_type": "quirk",
+            "key": "envelope",
+            "value": "secrets in the envelope",
+        }
+    )
+    lines.append(
+        {
+            "type": "fact_observed",
+            "domain": SECRET_DOMAINS[1],
+            "fact_type": "quirk",
+            "key": "domain",
+            "value": "an AWS key id as a host name",
+        }
+    )
     return lines
 
 
@@ -90,13 +140,18 @@ def agent_run(store: SqliteStore, settings: Settings) -> None:
     and a page that shows every shape, through the memory facade the agent uses."""
     url = "http://portal.test/login"
     page = "\n".join(s.text for s in S.SHAPES)
-    fields = [step(10 + i, "fill", url, label, "textbox", args={"ref": f"f{i}", "value": value})
-              for i, (label, value) in enumerate(S.FIELD_SECRETS.items())]  # sensitive left False
-    steps = [step(1, "fill", url, "Username", "textbox", args={"ref": "e1", "value": "ada"}),
-             step(2, "fill", url, "Password", "textbox", args={"ref": "e2", "value": S.LOGIN_PASSWORD}, sensitive=True),
-             step(3, "fill", url, "API key", "textbox", args={"ref": "e3", "value": S.OPENAI}),
-             step(4, "type", url, "Notes", "textbox", args={"ref": "e4", "text": S.GITHUB, "delay": 5}, sensitive=True),
-             *fields, step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard")]
+    fields = [
+        step(10 + i, "fill", url, label, "textbox", args={"ref": f"f{i}", "value": value})
+        for i, (label, value) in enumerate(S.FIELD_SECRETS.items())
+    ]  # sensitive left False
+    steps = [
+        step(1, "fill", url, "Username", "textbox", args={"ref": "e1", "value": "ada"}),
+        step(2, "fill", url, "Password", "textbox", args={"ref": "e2", "value": S.LOGIN_PASSWORD}, sensitive=True),
+        step(3, "fill", url, "API key", "textbox", args={"ref": "e3", "value": S.OPENAI}),
+        step(4, "type", url, "Notes", "textbox", args={"ref": "e4", "text": S.GITHUB, "delay": 5}, sensitive=True),
+        *fields,
+        step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard"),
+    ]
     goal = f'Log in as "ada" using "{S.LOGIN_PASSWORD}", set "API key" to "{S.OPENAI}" and click "Save"'
     play(Memory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
 
@@ -106,14 +161,48 @@ def face_calls(shape: Shape, i: int) -> list[tuple[str, dict[str, Any]]]:
     text = shape.text
     return [
         ("start_run", {"goal": f"Check the page that said {text}", "start_url": "http://shop.test/?q=" + quote(text)}),
-        ("record_step", {"step": 1, "action": "click", "target": 'link "' + text.replace('"', '\\"') + '"', "url": "http://shop.test/" + quote(text),
-                         "ok": False, "error": f"failed: {text}", "args": {"note": text}}),
-        ("record_step", {"step": 2, "action": "fill", "target": 'textbox "Notes"', "ok": True,
-                         "args": {"ref": "e2", "value": text}, "sensitive": True}),
-        ("record_step", {"step": 3, "action": "type", "target": f'textbox "{list(S.FIELD_SECRETS)[i % len(S.FIELD_SECRETS)]}"',
-                         "ok": True, "args": {"ref": "e3", "text": list(S.FIELD_SECRETS.values())[i % len(S.FIELD_SECRETS)]}}),
-        ("record_lesson", {"text": f"When it says {text}, retry", "category": "error_recovery", "failed_command": f"click {text}",
-                           "error_pattern": f"failed: {text}"}),
+        (
+            "record_step",
+            {
+                "step": 1,
+                "action": "click",
+                "target": 'link "' + text.replace('"', '\\"') + '"',
+                "url": "http://shop.test/" + quote(text),
+                "ok": False,
+                "error": f"failed: {text}",
+                "args": {"note": text},
+            },
+        ),
+        (
+            "record_step",
+            {
+                "step": 2,
+                "action": "fill",
+                "target": 'textbox "Notes"',
+                "ok": True,
+                "args": {"ref": "e2", "value": text},
+                "sensitive": True,
+            },
+        ),
+        (
+            "record_step",
+            {
+                "step": 3,
+                "action": "type",
+                "target": f'textbox "{list(S.FIELD_SECRETS)[i % len(S.FIELD_SECRETS)]}"',
+                "ok": True,
+                "args": {"ref": "e3", "text": list(S.FIELD_SECRETS.values())[i % len(S.FIELD_SECRETS)]},
+            },
+        ),
+        (
+            "record_lesson",
+            {
+                "text": f"When it says {text}, retry",
+                "category": "error_recovery",
+                "failed_command": f"click {text}",
+                "error_pattern": f"failed: {text}",
+            },
+        ),
         ("observe_fact", {"kind": "quirk", "key": f"over a face {i} {text[:60]}", "value": f"the page shows {text}"}),
     ]
 
@@ -144,7 +233,9 @@ def plant_over_mcp(memory_dir: Path) -> None:
                         assert not result.is_error, (shape.name, what, result.content)
                         if what == "start_run":
                             run_id = orjson.loads(result.content[0].text)["run_id"]  # type: ignore[union-attr]
-                    result = await client.call_tool("finish_run", {"run_id": run_id, "success": False, "outcome": shape.text})
+                    result = await client.call_tool(
+                        "finish_run", {"run_id": run_id, "success": False, "outcome": shape.text}
+                    )
                     assert not result.is_error, result.content
 
     anyio.run(calls)
@@ -187,8 +278,15 @@ def test_no_secret_in_any_byte(world: World) -> None:
     hits = scan(world.memory_dir, S.needles() + SECRET_DOMAINS)
     assert hits == []
     files = {p.name for p in world.memory_dir.rglob("*") if p.is_file()}
-    assert {"ledger.db", "ledger.db-wal", "projections.db", "analytics.duckdb", "report.html", "memory.json",
-            "steps.csv"} <= files  # the analytics mirror too (its values scanned as text)
+    assert {
+        "ledger.db",
+        "ledger.db-wal",
+        "projections.db",
+        "analytics.duckdb",
+        "report.html",
+        "memory.json",
+        "steps.csv",
+    } <= files  # the analytics mirror too (its values scanned as text)
     assert any(name.startswith("run_agent_login") for name in files)  # the audit of the agent's run
 
 
@@ -214,7 +312,9 @@ def test_envelope_fields_are_redacted_and_still_group(world: World) -> None:
     events = list(world.store.read())
     runs = {e.run_id for e in events if e.run_id}
     assert "run_planted" in runs and "run_agent_login" in runs
-    secret_runs = [e for e in events if e.type in ("run_started", "run_progress") and (e.run_id or "").startswith("redacted-")]
+    secret_runs = [
+        e for e in events if e.type in ("run_started", "run_progress") and (e.run_id or "").startswith("redacted-")
+    ]
     assert len(secret_runs) == 2 and len({e.run_id for e in secret_runs}) == 1  # the run's two events stay one run
     redacted_run = secret_runs[0].run_id
     assert redacted_run is not None and redacted_run.startswith("redacted-")
@@ -236,6 +336,7 @@ def test_ids_hashes_and_chain_are_untouched(world: World) -> None:
 
 # ---- one parser for logins ---------------------------------------------------------------------
 
+
 def test_the_agent_logs_in_with_what_the_scrubber_hides() -> None:
     goal = 'Log in as "demo" using "correct-horse-battery"'
     (login,) = parse_goal(goal)
@@ -247,17 +348,24 @@ def test_the_agent_logs_in_with_what_the_scrubber_hides() -> None:
     assert [s.kind for s in parse_goal(line)] != ["login"] and default_redactor().text(line) == line
 
 
-_QUOTABLE = st.text(st.characters(blacklist_characters='"\n\r\x00\x01\x02', blacklist_categories=("Cs",)),
-                    min_size=1, max_size=30).filter(lambda s: s.strip() != "")
+_QUOTABLE = st.text(
+    st.characters(blacklist_characters='"\n\r\x00\x01\x02', blacklist_categories=("Cs",)), min_size=1, max_size=30
+).filter(lambda s: s.strip() != "")
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["Log in", "log in", "Login", "Sign in", "sign in"]),
-       st.sampled_from(["as", "with", "for", "to"]), st.sampled_from(["using", "with password", "and password", "/"]),
-       _QUOTABLE, _QUOTABLE, st.sampled_from(["", 'Open "Home", then ', 'Accept "Cookies" and ']),
-       st.sampled_from(["", ', open "Profile"', " and then click \"Save\"", ".\nWait for \"Done\""]))
-def test_every_password_the_policy_types_is_scrubbed(verb: str, prep: str, joint: str, user: str, password: str,
-                                                      before: str, after: str) -> None:
+@given(
+    st.sampled_from(["Log in", "log in", "Login", "Sign in", "sign in"]),
+    st.sampled_from(["as", "with", "for", "to"]),
+    st.sampled_from(["using", "with password", "and password", "/"]),
+    _QUOTABLE,
+    _QUOTABLE,
+    st.sampled_from(["", 'Open "Home", then ', 'Accept "Cookies" and ']),
+    st.sampled_from(["", ', open "Profile"', ' and then click "Save"', '.\nWait for "Done"']),
+)
+def test_every_password_the_policy_types_is_scrubbed(
+    verb: str, prep: str, joint: str, user: str, password: str, before: str, after: str
+) -> None:
     goal = f'{before}{verb} {prep} "{user}" {joint} "{password}"{after}'
     logins = [s for s in parse_goal(goal) if s.kind == "login"]
     stored = default_redactor().text(goal).replace(MARKER, "")
@@ -268,6 +376,7 @@ def test_every_password_the_policy_types_is_scrubbed(verb: str, prep: str, joint
 
 # ---- detectors --------------------------------------------------------------------------------
 
+
 def test_every_shape_is_caught_alone_and_in_a_sentence() -> None:
     r = default_redactor()
     for shape in S.SHAPES:
@@ -277,11 +386,36 @@ def test_every_shape_is_caught_alone_and_in_a_sentence() -> None:
 
 
 def test_secret_names_are_patterns_and_schema_fields_are_not_secrets() -> None:
-    for name in [*S.SECRET_KEYED, "PASSWORD", "userPassword", "db-passwd", "X-Auth-Token", "csrftoken", "clientSecret",
-                 "privateKey", "JSESSIONID", "PHPSESSID", "set-cookie", "proxy_authorization", "stripe_secret_key"]:
+    for name in [
+        *S.SECRET_KEYED,
+        "PASSWORD",
+        "userPassword",
+        "db-passwd",
+        "X-Auth-Token",
+        "csrftoken",
+        "clientSecret",
+        "privateKey",
+        "JSESSIONID",
+        "PHPSESSID",
+        "set-cookie",
+        "proxy_authorization",
+        "stripe_secret_key",
+    ]:
         assert secret_named(name), name
-    ordinary = {"tokens", "tokens_in", "total_tokens", "session_id", "session_history", "key", "author", "keyboard",
-                "passed", "selector", "value", "text"}
+    ordinary = {
+        "tokens",
+        "tokens_in",
+        "total_tokens",
+        "session_id",
+        "session_history",
+        "key",
+        "author",
+        "keyboard",
+        "passed",
+        "selector",
+        "value",
+        "text",
+    }
     assert not [n for n in ordinary if secret_named(n)]
     fields: set[str] = set()
     for cls in EVENT_TYPES.values():
@@ -290,8 +424,9 @@ def test_secret_names_are_patterns_and_schema_fields_are_not_secrets() -> None:
 
 
 def test_a_sensitive_action_masks_every_argument() -> None:
-    action = Action(command="type", args={"ref": "e4", "text": "x", "delay": 50, "keys": "y", "secret": "z"},
-                    sensitive=True)
+    action = Action(
+        command="type", args={"ref": "e4", "text": "x", "delay": 50, "keys": "y", "secret": "z"}, sensitive=True
+    )
     assert action.args == {"ref": MARKER, "text": MARKER, "delay": MARKER, "keys": MARKER, "secret": MARKER}
     assert Action(command="type", args={"text": "x"}).args == {"text": "x"}
 
@@ -313,8 +448,14 @@ def test_cards_are_redacted_exactly_when_luhn_passes(digits: str) -> None:
 def test_no_false_positive_on_digests_uuids_and_run_ids(data: bytes, algo: str) -> None:
     r = default_redactor()
     digest = hashlib.new(algo, data).hexdigest()
-    samples = [digest, str(uuid.UUID(bytes=hashlib.md5(data).digest())), uuid7(), short_id("run"),
-               f"seq 42 hash {digest}", f"http://shop.test/item/{digest[:12]}?page=2&sort=price"]
+    samples = [
+        digest,
+        str(uuid.UUID(bytes=hashlib.md5(data).digest())),
+        uuid7(),
+        short_id("run"),
+        f"seq 42 hash {digest}",
+        f"http://shop.test/item/{digest[:12]}?page=2&sort=price",
+    ]
     assert [s for s in samples if r.text(s) != s] == []
     assert r.ident(uuid7()) is not None and UUID.match(str(r.ident(uuid7())))
 
@@ -323,13 +464,32 @@ _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([
-    ("sk-", 20, 48), ("sk-proj-", 20, 60), ("sk-ant-api03-", 30, 60), ("sk_live_", 16, 40), ("rk_live_", 16, 40),
-    ("AIza", 35, 35), ("ghp_", 36, 36), ("gho_", 36, 36), ("github_pat_", 40, 60), ("xoxb-", 20, 40),
-    ("glpat-", 20, 20), ("npm_", 36, 36), ("hf_", 34, 34), ("whsec_", 24, 32)]),
-    st.data(), st.integers(0, 10), st.booleans())
-def test_generated_tokens_are_caught_even_split_by_a_zero_width_space(shape: tuple[str, int, int], data: st.DataObject,
-                                                                     cut: int, split: bool) -> None:
+@given(
+    st.sampled_from(
+        [
+            ("sk-", 20, 48),
+            ("sk-proj-", 20, 60),
+            ("sk-ant-api03-", 30, 60),
+            ("sk_live_", 16, 40),
+            ("rk_live_", 16, 40),
+            ("AIza", 35, 35),
+            ("ghp_", 36, 36),
+            ("gho_", 36, 36),
+            ("github_pat_", 40, 60),
+            ("xoxb-", 20, 40),
+            ("glpat-", 20, 20),
+            ("npm_", 36, 36),
+            ("hf_", 34, 34),
+            ("whsec_", 24, 32),
+        ]
+    ),
+    st.data(),
+    st.integers(0, 10),
+    st.booleans(),
+)
+def test_generated_tokens_are_caught_even_split_by_a_zero_width_space(
+    shape: tuple[str, int, int], data: st.DataObject, cut: int, split: bool
+) -> None:
     prefix, lo, hi = shape
     body = data.draw(st.text(_B64, min_size=lo, max_size=hi))
     token = prefix + body
@@ -347,9 +507,17 @@ def test_aws_key_ids_and_random_secrets(key_id: str, secret: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=20), st.sampled_from([s.text for s in S.SHAPES]),
-                          st.sampled_from(["\n", "\\", '"', " ", "-", S.ZW, "="])), max_size=6).map("".join),
-       st.sampled_from([*S.SECRET_KEYED, "value", "note", "Token", "tokens", "myTokenS", "session"]))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=20),
+            st.sampled_from([s.text for s in S.SHAPES]),
+            st.sampled_from(["\n", "\\", '"', " ", "-", S.ZW, "="]),
+        ),
+        max_size=6,
+    ).map("".join),
+    st.sampled_from([*S.SECRET_KEYED, "value", "note", "Token", "tokens", "myTokenS", "session"]),
+)
 def test_the_fast_screen_never_misses_what_the_walk_redacts(text: str, key: str) -> None:
     r = default_redactor()
     data = {"outer": {key: text, "list": [text], text: 1}, "plain": text}
@@ -358,6 +526,7 @@ def test_the_fast_screen_never_misses_what_the_walk_redacts(text: str, key: str)
 
 
 # ---- MEMTAPE_SECRET_PATTERNS -------------------------------------------------------------------
+
 
 def test_extra_patterns_are_used() -> None:
     r = Redactor(["ACME-[0-9]{6}"])
@@ -369,8 +538,13 @@ def test_a_bad_secret_pattern_is_one_line_and_nothing_is_written(tmp_path: Path,
     memory_dir = tmp_path / "mem"
     env = {**os.environ, "MEMTAPE_SECRET_PATTERNS": patterns}
     line = b'{"type": "fact_observed", "fact_type": "quirk", "key": "k", "value": "v"}\n'
-    proc = subprocess.run([sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "append", "-"],
-                          input=line, capture_output=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory_dir), "append", "-"],
+        input=line,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     err = proc.stderr.decode()
     assert proc.returncode != 0
     assert err.count("\n") == 1 and err.startswith("error: ") and "MEMTAPE_SECRET_PATTERNS line" in err, err
@@ -386,10 +560,12 @@ def test_the_docs_count_what_is_covered() -> None:
 
 # ---- detect-secrets ----------------------------------------------------------------------------
 
+
 def test_the_vendored_patterns_are_detect_secrets_own() -> None:
     """ledger/vendored_secrets.py copies detect-secrets' plugin patterns: the installed package's
     plugins have exactly these (an upstream change fails here, naming the plugin)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
     plugins = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
     assert set(PLUGINS) | set(LEFT_OUT) == set(plugins)
     for name in PLUGINS:
@@ -404,6 +580,7 @@ def test_whatever_detect_secrets_finds_in_the_corpus_the_door_hides() -> None:
     secret (words of the sentence), which the door keeps on purpose."""
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
+
     r = default_redactor()
     missed = []
     with default_settings():
@@ -419,19 +596,40 @@ def test_whatever_detect_secrets_finds_in_the_corpus_the_door_hides() -> None:
     assert missed == []
 
 
-@pytest.mark.parametrize("label,selector", [("Password", None), ("PIN code", None), ("One-time passcode", None),
-                                            ("Security code", None), ("Card number", None), ("Search", "#password"),
-                                            ("", "input[name=otp]"), ("API token", None), ("Client secret", None)])
+@pytest.mark.parametrize(
+    "label,selector",
+    [
+        ("Password", None),
+        ("PIN code", None),
+        ("One-time passcode", None),
+        ("Security code", None),
+        ("Card number", None),
+        ("Search", "#password"),
+        ("", "input[name=otp]"),
+        ("API token", None),
+        ("Client secret", None),
+    ],
+)
 def test_a_value_typed_into_a_secret_field_is_masked_without_sensitive(label: str, selector: str | None) -> None:
     from memtape.ledger.events import ElementRef, StepRecorded
-    typed = StepRecorded(action=Action(command="fill", args={"ref": "e7", "value": "Ivory-Crest-9051"}),
-                         target=ElementRef(role="textbox", name=label, selector=selector), ok=True)
+
+    typed = StepRecorded(
+        action=Action(command="fill", args={"ref": "e7", "value": "Ivory-Crest-9051"}),
+        target=ElementRef(role="textbox", name=label, selector=selector),
+        ok=True,
+    )
     assert typed.action.sensitive and "Ivory-Crest-9051" not in str(typed.model_dump())
-    plain = StepRecorded(action=Action(command="fill", args={"ref": "e7", "value": "trail shoes"}),
-                         target=ElementRef(role="textbox", name="Search"), ok=True)
+    plain = StepRecorded(
+        action=Action(command="fill", args={"ref": "e7", "value": "trail shoes"}),
+        target=ElementRef(role="textbox", name="Search"),
+        ok=True,
+    )
     assert not plain.action.sensitive and plain.action.args["value"] == "trail shoes"
-    clicked = StepRecorded(action=Action(command="click", args={"ref": "e8"}),
-                           target=ElementRef(role="button", name="Show password"), ok=True)
+    clicked = StepRecorded(
+        action=Action(command="click", args={"ref": "e8"}),
+        target=ElementRef(role="button", name="Show password"),
+        ok=True,
+    )
     assert clicked.action.args == {"ref": "e8"}  # a click types nothing
 
 

@@ -1,6 +1,7 @@
 """Secrets never at rest, with the real agent: `memtape run` in Chromium on the bundled portal logs
 in with a goal that names its password without the word "password", then types an API key and a
 GitHub token into an ordinary field the page then shows; nothing of them is in any byte written."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,13 +19,21 @@ pytestmark = pytest.mark.browser
 PASSWORD = "correct-horse-battery"
 DISPLAY = f"{S.OPENAI} {S.GITHUB}"
 CASES = [
-    {"id": "login-using", "site": "portal.test", "start_url": "/login",
-     "goal": f'Log in as "demo" using "{PASSWORD}"',
-     "success": {"url_pattern": "/dashboard$", "text": "Welcome, demo"}},
-    {"id": "profile-secret", "site": "portal.test", "start_url": "/login",
-     "goal": f'Sign in as "demo" using "{PASSWORD}", open "Profile", set "Display name" to "{DISPLAY}" '
-             'and click "Save profile"',
-     "success": {"url_pattern": "/profile$", "text": "Profile saved"}},
+    {
+        "id": "login-using",
+        "site": "portal.test",
+        "start_url": "/login",
+        "goal": f'Log in as "demo" using "{PASSWORD}"',
+        "success": {"url_pattern": "/dashboard$", "text": "Welcome, demo"},
+    },
+    {
+        "id": "profile-secret",
+        "site": "portal.test",
+        "start_url": "/login",
+        "goal": f'Sign in as "demo" using "{PASSWORD}", open "Profile", set "Display name" to "{DISPLAY}" '
+        'and click "Save profile"',
+        "success": {"url_pattern": "/profile$", "text": "Profile saved"},
+    },
 ]
 
 
@@ -39,8 +48,11 @@ def test_a_real_run_stores_no_secret(tmp_path: Path) -> None:
     assert sorted((row["case_id"], row["success"]) for row in runs) == [("login-using", True), ("profile-secret", True)]
     store = SqliteStore.open(memory_dir / "ledger.db")
     try:
-        fills = [e.data["action"]["args"] for e in store.read(types=["step_recorded"])
-                 if e.data["action"]["command"] in ("fill", "type")]
+        fills = [
+            e.data["action"]["args"]
+            for e in store.read(types=["step_recorded"])
+            if e.data["action"]["command"] in ("fill", "type")
+        ]
         assert {"value": MARKER, "ref": MARKER} in fills  # the password, typed into the password field
         assert any(a.get("value") == f"{MARKER} {MARKER}" for a in fills)  # the display name's two tokens
         goals = [e.data["goal"] for e in store.read(types=["run_started"])]

@@ -6,6 +6,7 @@ link carry an API key, a bearer token and a Luhn-valid card number (and
 instruction-like text everywhere), a goal and a fact with the same secrets; then
 every export format, the report and the audits. Then every byte is scanned.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,10 @@ PASSWORD = "correct-horse-battery"
 LOGIN = next(c for c in load_cases() if c["id"] == "portal-login")
 #: a goal and a fact that carry the secret patterns
 SECRET_GOAL = f'Open "Catalog" with api key {H.API_KEY} and header "Authorization: {H.BEARER}", pay with {H.CARD}'
-SECRET_FACT = ('{"type": "fact_observed", "domain": "evil-a.test", "fact_type": "pattern", "key": "api access", '
-               f'"value": "send {H.BEARER} with key {H.API_KEY}; card {H.CARD.replace(" ", "-")}"}}\n')
+SECRET_FACT = (
+    '{"type": "fact_observed", "domain": "evil-a.test", "fact_type": "pattern", "key": "api access", '
+    f'"value": "send {H.BEARER} with key {H.API_KEY}; card {H.CARD.replace(" ", "-")}"}}\n'
+)
 
 
 @dataclass
@@ -57,10 +60,21 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     store = settings.store()
     with H.HostileSites() as sites, Browser(proxy=sites.proxy) as browser:
         case = H.CASES[0]
-        hostile = run_task(browser, Memory(store, settings.projections_path), ScriptedPolicy(),
-                           goal=case["goal"], start_url=case["start_url"], success_check=case["success"])
-    play(Memory(store, settings.projections_path), "run_secret_goal", SECRET_GOAL, "http://evil-b.test/",
-         [step(1, "click", "http://evil-b.test/", "Catalog", "link", url_after="http://evil-b.test/catalog")])
+        hostile = run_task(
+            browser,
+            Memory(store, settings.projections_path),
+            ScriptedPolicy(),
+            goal=case["goal"],
+            start_url=case["start_url"],
+            success_check=case["success"],
+        )
+    play(
+        Memory(store, settings.projections_path),
+        "run_secret_goal",
+        SECRET_GOAL,
+        "http://evil-b.test/",
+        [step(1, "click", "http://evil-b.test/", "Catalog", "link", url_after="http://evil-b.test/catalog")],
+    )
     r = run_cli("--memory-dir", str(memory_dir), "append", "-", stdin=SECRET_FACT.encode())
     assert r.code == 0, r.err
     outputs = memory_dir / "out"
@@ -72,15 +86,25 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def test_the_runs_really_met_the_secrets(world: World) -> None:
     assert [r.outcome.success for r in world.login] == [True, True]
     assert world.hostile.outcome.success
-    fills = [e.data["action"] for e in world.store.read(types=["step_recorded"])
-             if e.data["action"]["command"] == "fill" and e.data["action"]["sensitive"]]
+    fills = [
+        e.data["action"]
+        for e in world.store.read(types=["step_recorded"])
+        if e.data["action"]["command"] == "fill" and e.data["action"]["sensitive"]
+    ]
     assert fills and all(a["args"]["value"] == MARKER for a in fills)
-    catalog = [e for e in world.store.read(run_id=world.hostile.run_id, types=["step_recorded"])
-               if e.data["env_after"]["url"].endswith("/catalog")]
+    catalog = [
+        e
+        for e in world.store.read(run_id=world.hostile.run_id, types=["step_recorded"])
+        if e.data["env_after"]["url"].endswith("/catalog")
+    ]
     assert catalog, "the agent reached the page that shows the secrets"
     assert MARKER in catalog[-1].data["env_after"]["title"]  # the title's API key, redacted
-    page = [i["text"] for e in world.store.read(run_id=world.hostile.run_id, types=["context_built"])
-            for i in e.data["items"] if i["source"] == "page_state"]
+    page = [
+        i["text"]
+        for e in world.store.read(run_id=world.hostile.run_id, types=["context_built"])
+        for i in e.data["items"]
+        if i["source"] == "page_state"
+    ]
     assert any("Developer note" in t and MARKER in t for t in page)  # the page text, its secrets redacted
     per_run = list((world.memory_dir / "runs").glob("*/ledger.db"))
     assert len(per_run) == 1
@@ -104,8 +128,15 @@ def test_memory_files_0600_and_dirs_0700(world: World) -> None:
         mode = stat.S_IMODE(p.lstat().st_mode)
         assert mode == (0o700 if p.is_dir() else 0o600), f"{p.relative_to(world.memory_dir)}: {oct(mode)}"
         seen.add(re.sub(r"run_[0-9a-z_]+", "RUN", str(p.relative_to(world.memory_dir))))
-    for name in ("ledger.db", "projections.db", "runs/RUN/ledger.db", "runs/RUN/projections.db",
-                 "out/exports/memory.json", "out/exports/agent-memory", "out/report/report.html"):
+    for name in (
+        "ledger.db",
+        "projections.db",
+        "runs/RUN/ledger.db",
+        "runs/RUN/projections.db",
+        "out/exports/memory.json",
+        "out/exports/agent-memory",
+        "out/report/report.html",
+    ):
         assert name in seen, name
     assert any(s.endswith("-wal") for s in seen) and any(s.endswith("-shm") for s in seen)
 

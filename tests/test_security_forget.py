@@ -1,6 +1,7 @@
 """`memtape forget`: after it, nothing of the subject is in projections.db (tables, states,
 snapshots, free pages, WAL), the analytics mirror (analytics.duckdb), any export format, the report or any audit answer — scanned
 as bytes — while the ledger keeps its events and the chain verifies."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,24 +33,76 @@ def build_memory(memory_dir: Path) -> None:
     """Kept runs on bakery.test and news.test, plus one of each subject to forget."""
     store = SqliteStore.open(memory_dir / "ledger.db")
     proj = memory_dir / "projections.db"
-    MemoryWriter(store).append([event(LessonRecorded(
-        lesson_id=LESSON_ID, lesson="When scroll fails with 'axolotl banner', wait for the Salamander mascot to leave.",
-        category="error_recovery", failed_command="scroll", error_pattern="axolotl banner"))])
+    MemoryWriter(store).append(
+        [
+            event(
+                LessonRecorded(
+                    lesson_id=LESSON_ID,
+                    lesson="When scroll fails with 'axolotl banner', wait for the Salamander mascot to leave.",
+                    category="error_recovery",
+                    failed_command="scroll",
+                    error_pattern="axolotl banner",
+                )
+            )
+        ]
+    )
     mem = Memory(store, proj)
     for i in range(2):
-        overlay_run(mem, f"run_keep_{i}", 'Open "Rye Bread"', "http://bakery.test/", "Rye Bread", "Accept all cookies",
-                    page_text="Fresh bread every morning")
-    overlay_run(mem, "run_zebra", 'Open "Zebrafjord Lantern"', "http://zebrafjord.test/", "Zebrafjord Lantern",
-                "Accept zebrafjord cookies", page_text="Zebrafjord harbour lanterns")
-    overlay_run(mem, "run_quokka", 'Open "Muffin of the day" and note "quokkaberry"', "http://bakery.test/",
-                "Muffin of the day", "Accept all cookies", typed="quokkaberry-note")
+        overlay_run(
+            mem,
+            f"run_keep_{i}",
+            'Open "Rye Bread"',
+            "http://bakery.test/",
+            "Rye Bread",
+            "Accept all cookies",
+            page_text="Fresh bread every morning",
+        )
+    overlay_run(
+        mem,
+        "run_zebra",
+        'Open "Zebrafjord Lantern"',
+        "http://zebrafjord.test/",
+        "Zebrafjord Lantern",
+        "Accept zebrafjord cookies",
+        page_text="Zebrafjord harbour lanterns",
+    )
+    overlay_run(
+        mem,
+        "run_quokka",
+        'Open "Muffin of the day" and note "quokkaberry"',
+        "http://bakery.test/",
+        "Muffin of the day",
+        "Accept all cookies",
+        typed="quokkaberry-note",
+    )
     for i in range(2):
-        overlay_run(mem, f"run_narwhal_{i}", f'Open "Croissant" and note "narwhalpudding {i}"', "http://news.test/",
-                    "Croissant", "Close", session_id="sess_narwhal", typed=f"narwhalpudding-{i}")
-    play(mem, "run_scroll", 'Scroll to "Prices"', "http://news.test/",
-         [step(1, "scroll", "http://news.test/", ok=False, error="scroll failed: axolotl banner in the way",
-               args={"direction": "down"}),
-          step(2, "wait", "http://news.test/", args={"seconds": 1})])
+        overlay_run(
+            mem,
+            f"run_narwhal_{i}",
+            f'Open "Croissant" and note "narwhalpudding {i}"',
+            "http://news.test/",
+            "Croissant",
+            "Close",
+            session_id="sess_narwhal",
+            typed=f"narwhalpudding-{i}",
+        )
+    play(
+        mem,
+        "run_scroll",
+        'Scroll to "Prices"',
+        "http://news.test/",
+        [
+            step(
+                1,
+                "scroll",
+                "http://news.test/",
+                ok=False,
+                error="scroll failed: axolotl banner in the way",
+                args={"direction": "down"},
+            ),
+            step(2, "wait", "http://news.test/", args={"seconds": 1}),
+        ],
+    )
     MemoryView.open(store, proj)  # catch projections.db up: snapshots every few events
     store.close()
 
@@ -77,8 +130,12 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
     snaps_before = _snapshot_count(mem_dir)
     assert snaps_before > 10
 
-    for flag, value in (("--domain", "ZebraFjord.test"), ("--run", "run_quokka"), ("--session", "sess_narwhal"),
-                        ("--lesson", LESSON_ID)):
+    for flag, value in (
+        ("--domain", "ZebraFjord.test"),
+        ("--run", "run_quokka"),
+        ("--session", "sess_narwhal"),
+        ("--lesson", LESSON_ID),
+    ):
         r = run_cli("--memory-dir", str(mem_dir), "forget", flag, value, "--reason", "user asked")
         assert r.code == 0, r.err
         assert r.out.startswith(f"forgot {flag[2:]} ") and "removed" in r.out and "scrubbed" in r.out
@@ -120,6 +177,7 @@ def test_forget_each_kind_leaves_no_bytes_behind(tmp_path: Path, small_snapshots
 
 def _snapshot_seqs(mem_dir: Path) -> list[int]:
     import sqlite3
+
     conn = sqlite3.connect(mem_dir / "projections.db")
     try:
         return [r[0] for r in conn.execute("SELECT seq FROM _snapshots")]
@@ -140,12 +198,21 @@ def test_forget_library_counts_and_refusals(tmp_path: Path) -> None:
         assert r.removed.get("lessons") == 1 and r.removed.get("runs") == 1 and r.removed.get("trajectories") == 1
         assert r.removed.get("facts", 0) >= 1 and r.projections_scrubbed
         ev = store.get(next(e.id for e in store.read(types=["subject_forgotten"])))
-        assert ev is not None and ev.data == {"subject_kind": "domain", "subject": "zebrafjord.test", "reason": None,
-                                              "run_ids": ["run_zebra"]}  # the runs started there
+        assert ev is not None and ev.data == {
+            "subject_kind": "domain",
+            "subject": "zebrafjord.test",
+            "reason": None,
+            "run_ids": ["run_zebra"],
+        }  # the runs started there
         again = forget(store, "domain", "zebrafjord.test", projections_path=mem_dir / "projections.db")
         assert again.total_removed == 0  # idempotent: nothing left to remove
-    for args in ((), ("--domain", "a.test", "--run", "r1"), ("--domain", " "), ("--domain", "../../etc"),
-                 ("--run", "x\x01y")):
+    for args in (
+        (),
+        ("--domain", "a.test", "--run", "r1"),
+        ("--domain", " "),
+        ("--domain", "../../etc"),
+        ("--run", "x\x01y"),
+    ):
         r = run_cli("--memory-dir", str(mem_dir), "forget", *args)
         assert r.code == 1 and r.err.startswith("error: ") and r.err.count("\n") == 1, (args, r.err)
     with SqliteStore.open(mem_dir / "ledger.db") as store:

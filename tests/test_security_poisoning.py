@@ -2,6 +2,7 @@
 titles, element names, overlay HTML (so in Playwright's errors) and error messages. Enough runs
 to promote a lesson: the injected text never reaches Tier 1, is never recalled on another
 domain, and every prompt quotes or fences it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,19 +26,32 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
     store = SqliteStore.open(tmp_path / "ledger.db")
     proj = tmp_path / "projections.db"
     bundled = {c["id"]: c for c in load_cases(CASES_FILE)}
-    cases = [c for c in H.CASES if c["id"].endswith("-catalog")] + load_cases(HOSTILE_CASES_FILE) \
+    cases = (
+        [c for c in H.CASES if c["id"].endswith("-catalog")]
+        + load_cases(HOSTILE_CASES_FILE)
         + [bundled["shop-view-socks"], H.CASES[0]]
+    )
     runs: list[tuple[str, str]] = []
     with H.HostileSites() as sites, Browser(proxy=sites.proxy) as browser:
         for c in cases:
-            r = run_task(browser, Memory(store, proj), ScriptedPolicy(), goal=c["goal"],
-                         start_url=c["start_url"], success_check=c.get("success"), case_id=c["id"])
+            r = run_task(
+                browser,
+                Memory(store, proj),
+                ScriptedPolicy(),
+                goal=c["goal"],
+                start_url=c["start_url"],
+                success_check=c.get("success"),
+                case_id=c["id"],
+            )
             assert r.outcome.success, (c["id"], r.outcome.reason)
             runs.append((c["id"], r.run_id))
 
     view = MemoryView.open(store, proj)
-    universal = [e for e in store.read(types=["lesson_promoted", "lesson_deduplicated"])
-                 if (l := view.lesson(e.data["lesson_id"])) is not None and l.tier == 1 and l.scope_domain is None]
+    universal = [
+        e
+        for e in store.read(types=["lesson_promoted", "lesson_deduplicated"])
+        if (l := view.lesson(e.data["lesson_id"])) is not None and l.tier == 1 and l.scope_domain is None
+    ]
     # a click an overlay intercepts is the Enter seed's own failure, so what the hostile runs teach
     # about it reinforces that Tier 1 seed (or, without seeds, is promoted)
     assert universal, "the runs were enough to promote or reinforce a universal lesson"
@@ -53,8 +67,11 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
             if lid in by_id:
                 assert domain_matches(ev.domain, by_id[lid].scope_domain), (ev.type, ev.domain, by_id[lid].scope_domain)
     shop = dict(runs)["shop-view-socks"]
-    assert all(H.INJECTION not in t.lower() for ev in store.read(run_id=shop, types=["domain_recall"])
-               for t in ev.data["lessons"])
+    assert all(
+        H.INJECTION not in t.lower()
+        for ev in store.read(run_id=shop, types=["domain_recall"])
+        for t in ev.data["lessons"]
+    )
     # the last run, back on evil-a.test, got its site tip: the text was recalled there, quoted
     tips = [t for ev in store.read(run_id=runs[-1][1], types=["domain_recall"]) for t in ev.data["lessons"]]
     assert any(H.INJECTION in t.lower() for t in tips)

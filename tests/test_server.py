@@ -1,6 +1,7 @@
 """`memtape serve`: every route through a real HTTP client against a live server, logging
 what the library call of the same name logs; bad input is a 4xx with one line and writes
 nothing; a token guards every route; concurrent clients lose nothing."""
+
 from __future__ import annotations
 
 import json
@@ -36,22 +37,45 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
     served, _ = server
     spec = httpx.get(f"{served.base}/openapi.json").json()
     assert spec["openapi"].startswith("3.")
-    wanted = {("post", "/runs"), ("post", "/runs/{run_id}/steps"), ("post", "/runs/{run_id}/lessons"),
-              ("post", "/runs/{run_id}/facts"), ("post", "/runs/{run_id}/selectors"),
-              ("post", "/runs/{run_id}/context"), ("post", "/runs/{run_id}/finish"),
-              ("get", "/runs/{run_id}/recall/error"), ("get", "/runs/{run_id}/recall/domain"),
-              ("get", "/runs/{run_id}/recall/trajectory"), ("get", "/runs/{run_id}/tier1"),
-              ("get", "/runs/{run_id}/sessions"), ("get", "/runs/{run_id}/facts"), ("get", "/runs/{run_id}/selectors"),
-              ("get", "/runs/{run_id}/step_memories"), ("get", "/runs/{run_id}/loop_warnings"),
-              ("get", "/runs/{run_id}/prompt_context"), ("get", "/runs/{run_id}/relevant_context"),
-              ("post", "/runs/{run_id}/user_context"), ("post", "/runs/{run_id}/scratch"),
-              ("get", "/runs/{run_id}/scratch"), ("get", "/runs/{run_id}/scratch/{key}"),
-              ("post", "/runs/{run_id}/page_maps"), ("get", "/runs/{run_id}/page_maps"),
-              ("get", "/runs/{run_id}/page_map"), ("get", "/runs/{run_id}/has_page_map"),
-              ("get", "/runs/{run_id}/page_summary"),
-              ("get", "/state/{kind}"), ("get", "/audit/{run_id}"), ("get", "/explain/{item}"),
-              ("post", "/experiment"), ("post", "/events"), ("get", "/tier1"), ("get", "/recall/domain"),
-              ("get", "/recall/error"), ("get", "/recall/trajectory"), ("post", "/runs/abandon_stale")}
+    wanted = {
+        ("post", "/runs"),
+        ("post", "/runs/{run_id}/steps"),
+        ("post", "/runs/{run_id}/lessons"),
+        ("post", "/runs/{run_id}/facts"),
+        ("post", "/runs/{run_id}/selectors"),
+        ("post", "/runs/{run_id}/context"),
+        ("post", "/runs/{run_id}/finish"),
+        ("get", "/runs/{run_id}/recall/error"),
+        ("get", "/runs/{run_id}/recall/domain"),
+        ("get", "/runs/{run_id}/recall/trajectory"),
+        ("get", "/runs/{run_id}/tier1"),
+        ("get", "/runs/{run_id}/sessions"),
+        ("get", "/runs/{run_id}/facts"),
+        ("get", "/runs/{run_id}/selectors"),
+        ("get", "/runs/{run_id}/step_memories"),
+        ("get", "/runs/{run_id}/loop_warnings"),
+        ("get", "/runs/{run_id}/prompt_context"),
+        ("get", "/runs/{run_id}/relevant_context"),
+        ("post", "/runs/{run_id}/user_context"),
+        ("post", "/runs/{run_id}/scratch"),
+        ("get", "/runs/{run_id}/scratch"),
+        ("get", "/runs/{run_id}/scratch/{key}"),
+        ("post", "/runs/{run_id}/page_maps"),
+        ("get", "/runs/{run_id}/page_maps"),
+        ("get", "/runs/{run_id}/page_map"),
+        ("get", "/runs/{run_id}/has_page_map"),
+        ("get", "/runs/{run_id}/page_summary"),
+        ("get", "/state/{kind}"),
+        ("get", "/audit/{run_id}"),
+        ("get", "/explain/{item}"),
+        ("post", "/experiment"),
+        ("post", "/events"),
+        ("get", "/tier1"),
+        ("get", "/recall/domain"),
+        ("get", "/recall/error"),
+        ("get", "/recall/trajectory"),
+        ("post", "/runs/abandon_stale"),
+    }
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}
     assert have == wanted
     assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
@@ -59,7 +83,10 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
     error = {"$ref": "#/components/schemas/Error"}
     for method, path in wanted:
         answers = spec["paths"][path][method]["responses"]
-        assert all(answers[s]["content"]["application/json"]["schema"] == error for s in ("401", "404", "422")), (path, answers)
+        assert all(answers[s]["content"]["application/json"]["schema"] == error for s in ("401", "404", "422")), (
+            path,
+            answers,
+        )
 
 
 def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[Served, Path]) -> None:
@@ -68,17 +95,44 @@ def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[S
         first = http.post("/runs", json={"goal": "Buy wool socks", "start_url": SHOP}).json()["run_id"]
         assert http.get(f"/runs/{first}/tier1").status_code == 200
         assert http.get(f"/runs/{first}/recall/domain", params={"step": 1}).json() == []
-        assert http.post(f"/runs/{first}/steps", json={"step": 1, "action": "click", "target": 'button "Buy"',
-                                                      "url": SHOP + "p/1", "ok": False, "error": BLOCKED}).status_code == 200
+        assert (
+            http.post(
+                f"/runs/{first}/steps",
+                json={
+                    "step": 1,
+                    "action": "click",
+                    "target": 'button "Buy"',
+                    "url": SHOP + "p/1",
+                    "ok": False,
+                    "error": BLOCKED,
+                },
+            ).status_code
+            == 200
+        )
         http.get(f"/runs/{first}/recall/error", params={"command": "click", "error": BLOCKED, "step": 1})
-        lesson = http.post(f"/runs/{first}/lessons", json={
-            "text": "Accept the cookie banner before clicking Buy", "category": "site_specific",
-            "scope_domain": "shop.example", "step": 2}).json()["lesson_id"]
+        lesson = http.post(
+            f"/runs/{first}/lessons",
+            json={
+                "text": "Accept the cookie banner before clicking Buy",
+                "category": "site_specific",
+                "scope_domain": "shop.example",
+                "step": 2,
+            },
+        ).json()["lesson_id"]
         assert lesson
-        assert http.post(f"/runs/{first}/facts", json={"kind": "quirk", "key": "cookie banner",
-                                                      "value": "blocks clicks until accepted", "step": 2}).status_code == 200
-        assert http.post(f"/runs/{first}/selectors", json={"element": 'button "Buy"', "selector": "#buy",
-                                                          "ok": True, "step": 3}).status_code == 200
+        assert (
+            http.post(
+                f"/runs/{first}/facts",
+                json={"kind": "quirk", "key": "cookie banner", "value": "blocks clicks until accepted", "step": 2},
+            ).status_code
+            == 200
+        )
+        assert (
+            http.post(
+                f"/runs/{first}/selectors", json={"element": 'button "Buy"', "selector": "#buy", "ok": True, "step": 3}
+            ).status_code
+            == 200
+        )
         assert http.post(f"/runs/{first}/finish", json={"success": True, "outcome": "bought"}).status_code == 200
 
         second = http.post("/runs", json={"goal": "Buy wool socks", "start_url": SHOP}).json()["run_id"]
@@ -86,30 +140,59 @@ def test_two_runs_over_http_second_recalls_what_the_first_taught(server: tuple[S
         assert [l["text"] for l in site] == ["Accept the cookie banner before clicking Buy"]
         assert site[0]["lesson_id"] == lesson and site[0]["event_ids"]
         assert (site[0]["matched"], site[0]["score"]) == ("host", 2.0)
-        assert http.post(f"/runs/{second}/context", json={"items": [{
-            "source": "domain_tips", "text": site[0]["text"], "priority": 60, "event_ids": site[0]["event_ids"]}],
-            "step": 1, "budget": 2500}).status_code == 200
+        assert (
+            http.post(
+                f"/runs/{second}/context",
+                json={
+                    "items": [
+                        {
+                            "source": "domain_tips",
+                            "text": site[0]["text"],
+                            "priority": 60,
+                            "event_ids": site[0]["event_ids"],
+                        }
+                    ],
+                    "step": 1,
+                    "budget": 2500,
+                },
+            ).status_code
+            == 200
+        )
         http.post(f"/runs/{second}/finish", json={"success": True})
 
         audit = http.get(f"/audit/{second}", params={"step": 1}).json()
         origins = {o["run_id"] for i in audit["steps"][0]["prompt"][0]["items"] for o in i["origins"]}
         assert origins == {first}
         assert http.get("/state/lessons").json() and any(
-            f["key"] == "cookie banner" for f in http.get("/state/facts", params={"domain": "shop.example"}).json())
+            f["key"] == "cookie banner" for f in http.get("/state/facts", params={"domain": "shop.example"}).json()
+        )
         runs = {r["run_id"]: r["status"] for r in http.get("/state/runs").json()}
         assert runs[first] == runs[second] == "completed"
     # the same events the library logs for the same calls
     first_types = _types(memory, first)
-    for t in ("run_started", "tier1_loaded", "domain_recall", "step_recorded", "error_recall", "lesson_recorded",
-              "fact_observed", "run_completed"):
+    for t in (
+        "run_started",
+        "tier1_loaded",
+        "domain_recall",
+        "step_recorded",
+        "error_recall",
+        "lesson_recorded",
+        "fact_observed",
+        "run_completed",
+    ):
         assert t in first_types, t
     assert "context_built" in _types(memory, second)
 
 
 def test_events_route_takes_append_lines(server: tuple[Served, Path]) -> None:
     served, memory = server
-    line = {"type": "fact_observed", "domain": "news.example", "fact_type": "quirk", "key": "paywall",
-            "value": "after 3 articles"}
+    line = {
+        "type": "fact_observed",
+        "domain": "news.example",
+        "fact_type": "quirk",
+        "key": "paywall",
+        "value": "after 3 articles",
+    }
     with served.client() as http:
         answer = http.post("/events", content=json.dumps(line) + "\n", headers={"Content-Type": "application/x-ndjson"})
         assert answer.status_code == 200, answer.text
@@ -161,9 +244,18 @@ def _event_count(memory: Path) -> int:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.dictionaries(st.sampled_from(["step", "action", "target", "url", "ok", "error", "x"]),
-                            st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
-                                      st.text(max_size=30), st.floats(allow_nan=False, allow_infinity=False))))
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["step", "action", "target", "url", "ok", "error", "x"]),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(min_value=-(2**70), max_value=2**70),
+            st.text(max_size=30),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+    )
+)
 def test_any_step_body_is_recorded_or_refused_cleanly(server: tuple[Served, Path], body: dict[str, object]) -> None:
     served, memory = server
     with served.client() as http:
@@ -182,8 +274,9 @@ def test_token_required_when_set(tmp_path: Path) -> None:
         assert httpx.post(f"{base}/runs", json={"goal": "g", "start_url": SHOP}).status_code == 401
         wrong = httpx.get(f"{base}/state/lessons", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and wrong.json() == {"error": "missing or wrong bearer token"}
-        ok = httpx.post(f"{base}/runs", json={"goal": "g", "start_url": SHOP},
-                        headers={"Authorization": "Bearer s3cret"})
+        ok = httpx.post(
+            f"{base}/runs", json={"goal": "g", "start_url": SHOP}, headers={"Authorization": "Bearer s3cret"}
+        )
         assert ok.status_code == 201
         assert httpx.get(f"{base}/openapi.json").status_code == 200
 
@@ -192,17 +285,21 @@ def test_eight_concurrent_clients_lose_nothing(tmp_path: Path) -> None:
     memory = tmp_path / "memory"
     per_client = 200
     with live_server(memory) as served:
+
         def client(n: int) -> tuple[str, int]:
             with served.client(timeout=120) as http:
                 run = http.post("/runs", json={"goal": f"Client {n} buys socks", "start_url": SHOP}).json()["run_id"]
                 done = 1
                 for i in range(1, per_client - 1):
                     if i % 2:
-                        answer = http.post(f"/runs/{run}/steps", json={"step": i, "action": "click",
-                                                                       "target": f'button "B{i}"', "ok": True})
+                        answer = http.post(
+                            f"/runs/{run}/steps",
+                            json={"step": i, "action": "click", "target": f'button "B{i}"', "ok": True},
+                        )
                     else:
-                        answer = http.get(f"/runs/{run}/recall/error",
-                                          params={"command": "click", "error": BLOCKED, "step": i})
+                        answer = http.get(
+                            f"/runs/{run}/recall/error", params={"command": "click", "error": BLOCKED, "step": i}
+                        )
                     assert answer.status_code == 200, answer.text
                     done += 1
                 assert http.post(f"/runs/{run}/finish", json={"success": True}).status_code == 200

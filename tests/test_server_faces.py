@@ -2,6 +2,7 @@
 route, with the library's default; an agent's two runs made with every field over a real
 `memtape serve` (uvicorn) log the events the library logs for the same calls and get the same
 answers; every answer, refusals and unknown routes included, is what `/openapi.json` declares."""
+
 from __future__ import annotations
 
 import inspect
@@ -76,8 +77,11 @@ def _fields(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:
     """Every field a route takes (path, query, body) -> its declared default (`...` when required;
     an optional field declared without one defaults to null)."""
     operation = _operation(spec, method, path)
-    fields = {p["name"]: p.get("schema", {}).get("default") if not p.get("required") else ...
-              for p in operation.get("parameters", []) if p["in"] in ("path", "query")}
+    fields = {
+        p["name"]: p.get("schema", {}).get("default") if not p.get("required") else ...
+        for p in operation.get("parameters", [])
+        if p["in"] in ("path", "query")
+    }
     body = operation.get("requestBody", {}).get("content", {}).get("application/json")
     if body is not None:
         schema = _resolved(spec, body["schema"])
@@ -88,9 +92,12 @@ def _fields(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:
 
 def _library_fields(name: str) -> dict[str, Any]:
     method = library_call(name)
-    return {p.name: ... if p.default is inspect.Parameter.empty else (list(p.default) if isinstance(p.default, tuple)
-                                                                     else p.default)
-            for p in list(inspect.signature(method).parameters.values())[1:]}
+    return {
+        p.name: ...
+        if p.default is inspect.Parameter.empty
+        else (list(p.default) if isinstance(p.default, tuple) else p.default)
+        for p in list(inspect.signature(method).parameters.values())[1:]
+    }
 
 
 def test_every_library_argument_is_a_route_field_with_its_default(served: tuple[Served, Path, dict[str, Any]]) -> None:
@@ -107,7 +114,8 @@ def test_every_library_argument_is_a_route_field_with_its_default(served: tuple[
 
 
 def test_the_document_declares_answers_errors_the_bearer_scheme_and_idempotency(
-        served: tuple[Served, Path, dict[str, Any]]) -> None:
+    served: tuple[Served, Path, dict[str, Any]],
+) -> None:
     _, _, spec = served
     assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
     assert spec["security"] == [{"bearer": []}]
@@ -122,11 +130,17 @@ def test_the_document_declares_answers_errors_the_bearer_scheme_and_idempotency(
             schema = answers[ok[0]]["content"]["application/json"]["schema"]
             assert set(schema) - {"title", "description"}, (path, method, "answers an undeclared shape")
             with_body = "requestBody" in operation
-            refusals = {"400", "401", "403", "404", "409", "422", "500", "507"} | ({"413", "415"} if with_body else set())
+            refusals = {"400", "401", "403", "404", "409", "422", "500", "507"} | (
+                {"413", "415"} if with_body else set()
+            )
             assert set(answers) - set(ok) == refusals, (path, method)
-            assert all(answers[s]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
-                       for s in refusals)
-            keys = [p for p in operation.get("parameters", []) if p["in"] == "header" and p["name"] == "Idempotency-Key"]
+            assert all(
+                answers[s]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+                for s in refusals
+            )
+            keys = [
+                p for p in operation.get("parameters", []) if p["in"] == "header" and p["name"] == "Idempotency-Key"
+            ]
             assert len(keys) == (method == "post"), (path, method)
 
 
@@ -157,21 +171,34 @@ def _through_http(http: httpx.Client, spec: dict[str, Any]) -> list[Any]:
     return answers
 
 
-def test_two_runs_with_every_field_log_what_the_library_logs(served: tuple[Served, Path, dict[str, Any]],
-                                                              tmp_path: Path) -> None:
+def test_two_runs_with_every_field_log_what_the_library_logs(
+    served: tuple[Served, Path, dict[str, Any]], tmp_path: Path
+) -> None:
     _, _, spec = served
     memory = tmp_path / "served"  # a fresh memory: the answers hold seqs, sessions and the head
     with live_server(memory) as server, server.client() as http:
         answers = _through_http(http, spec)
     library = tmp_path / "library"
-    answers_equal(answers, through_library(library), lambda name, answer: answer[UNWRAPPED[name]] if name in UNWRAPPED
-                  else answer)
+    answers_equal(
+        answers, through_library(library), lambda name, answer: answer[UNWRAPPED[name]] if name in UNWRAPPED else answer
+    )
     events = run_events(memory)
     assert events == run_events(library)
     types = [e[0] for e in events]
-    for wanted in ("step_recorded", "error_recall", "domain_recall", "tier1_loaded", "lesson_recorded",
-                   "fact_observed", "selector_failed", "selector_succeeded", "context_built", "trajectory_recalled",
-                   "session_recorded", "run_completed"):
+    for wanted in (
+        "step_recorded",
+        "error_recall",
+        "domain_recall",
+        "tier1_loaded",
+        "lesson_recorded",
+        "fact_observed",
+        "selector_failed",
+        "selector_succeeded",
+        "context_built",
+        "trajectory_recalled",
+        "session_recorded",
+        "run_completed",
+    ):
         assert wanted in types, wanted
     steps = [e[4] for e in events if e[0] == "step_recorded"]
     assert steps[0]["env_before"]["elements"] and steps[0]["think"] == "buy the wool socks"
@@ -181,7 +208,8 @@ def test_two_runs_with_every_field_log_what_the_library_logs(served: tuple[Serve
 
 
 def test_a_finished_run_is_read_as_the_library_reads_it_and_refuses_writes(
-        served: tuple[Served, Path, dict[str, Any]], tmp_path: Path) -> None:
+    served: tuple[Served, Path, dict[str, Any]], tmp_path: Path
+) -> None:
     _, _, spec = served
     memory = tmp_path / "memory"
     run, library = finished_run(memory)
@@ -210,18 +238,29 @@ def test_finish_answers_what_was_learned_not_python_reprs(served: tuple[Served, 
     server, _, spec = served
     with server.client() as http:
         run = http.post("/runs", json={"goal": "Open the sale page", "start_url": SHOP}).json()["run_id"]
-        http.post(f"/runs/{run}/steps", json={"step": 1, "action": "click", "target": 'link "Sale"', "ok": False,
-                                              "error": "Timeout 5000ms exceeded waiting for locator"})
+        http.post(
+            f"/runs/{run}/steps",
+            json={
+                "step": 1,
+                "action": "click",
+                "target": 'link "Sale"',
+                "ok": False,
+                "error": "Timeout 5000ms exceeded waiting for locator",
+            },
+        )
         http.post(f"/runs/{run}/steps", json={"step": 2, "action": "scroll", "args": {"direction": "down"}})
-        http.post(f"/runs/{run}/steps", json={"step": 3, "action": "click", "target": 'link "Sale"',
-                                              "url_after": SHOP + "sale"})
+        http.post(
+            f"/runs/{run}/steps",
+            json={"step": 3, "action": "click", "target": 'link "Sale"', "url_after": SHOP + "sale"},
+        )
         answer = http.post(f"/runs/{run}/finish", json={"success": True, "outcome": "on the sale page"})
     answered_as_declared(spec, "post", "/runs/{run}/finish", answer)
     learned = answer.json()
     assert learned["run_id"] == run and learned["success"] is True
     assert learned["trajectory"]["steps"][-1]["command"] == "finish"
-    assert all(lesson["type"] == "lesson_recorded" and lesson["lesson_id"].startswith("lsn_")
-               for lesson in learned["lessons"])
+    assert all(
+        lesson["type"] == "lesson_recorded" and lesson["lesson_id"].startswith("lsn_") for lesson in learned["lessons"]
+    )
 
 
 REFUSED: list[tuple[str, str, str, dict[str, str], Any, int]] = [
@@ -233,8 +272,14 @@ REFUSED: list[tuple[str, str, str, dict[str, str], Any, int]] = [
     ("post", "/runs/{run}/lessons", "/runs/{run}/lessons", {"Origin": "https://evil.example"}, {"text": "x"}, 403),
     ("get", "/explain/{item}", "/explain/no-such-item", {}, None, 404),
     ("get", "/runs/{run}/loop_warnings", "/runs/run_nope/loop_warnings", {}, None, 404),
-    ("post", "/runs/{run}/context", "/runs/{run}/context", {}, {"items": [{"source": "s", "text": "t"}], "step": 1},
-     422),
+    (
+        "post",
+        "/runs/{run}/context",
+        "/runs/{run}/context",
+        {},
+        {"items": [{"source": "s", "text": "t"}], "step": 1},
+        422,
+    ),
     ("get", "/runs/{run}/step_memories", "/runs/{run}/step_memories", {}, None, 422),
     ("post", "/experiment", "/experiment", {"Content-Type": "text/plain"}, "{}", 415),
     ("post", "/runs/{run}/selectors", "/runs/{run}/selectors", {}, "x" * (16 * 1024 * 1024 + 1), 413),
@@ -246,7 +291,9 @@ REFUSED: list[tuple[str, str, str, dict[str, str], Any, int]] = [
 ]
 
 
-def test_every_refusal_is_declared_on_its_route_with_the_shape_sent(served: tuple[Served, Path, dict[str, Any]]) -> None:
+def test_every_refusal_is_declared_on_its_route_with_the_shape_sent(
+    served: tuple[Served, Path, dict[str, Any]],
+) -> None:
     server, _, spec = served
     with server.client() as http:
         run = http.post("/runs", json={"goal": "Refusals", "start_url": SHOP}).json()["run_id"]
@@ -255,14 +302,19 @@ def test_every_refusal_is_declared_on_its_route_with_the_shape_sent(served: tupl
         for method, route, url, headers, body, status in REFUSED:
             url = url.replace("{run}", run).replace("{finished}", done)
             if isinstance(body, str):
-                answer = http.request(method, url, content=body, headers={"Content-Type": "application/json", **headers})
+                answer = http.request(
+                    method, url, content=body, headers={"Content-Type": "application/json", **headers}
+                )
             else:
                 answer = http.request(method, url, json=body, headers=headers)
             assert answer.status_code == status, (url, answer.status_code, answer.text)
             answered_as_declared(spec, method, route, answer)
             assert "\n" not in answer.json()["error"]
         # an unknown route and a wrong method answer the same shape
-        for answer, status in ((http.get("/no/such/route"), 404), (http.post("/runs/x/nope", json={}), 404),
-                               (http.delete(f"/runs/{run}/steps"), 405)):
+        for answer, status in (
+            (http.get("/no/such/route"), 404),
+            (http.post("/runs/x/nope", json={}), 404),
+            (http.delete(f"/runs/{run}/steps"), 405),
+        ):
             assert answer.status_code == status
             conforms(spec, {"$ref": "#/components/schemas/Error"}, answer.json())

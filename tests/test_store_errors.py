@@ -1,5 +1,6 @@
 """Driver errors become the ledger's own, by type, at one boundary per driver: each mapping, provoked
 for real where a test can, else raised as the driver raises it (an error class with its code)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -33,6 +34,7 @@ def lesson(n: int, id: str | None = None) -> NewEvent:
 
 
 # ---- SQLite: by result code ----------------------------------------------------------------
+
 
 def test_sqlite_trigger_refusal_is_append_only(fresh_ledger: SqliteStore) -> None:
     fresh_ledger.append([lesson(1)])
@@ -83,8 +85,10 @@ def test_sqlite_not_a_database_is_not_a_ledger(tmp_path: Path) -> None:
         SqliteStore.open(tmp_path / "ledger.db")
 
 
-@pytest.mark.parametrize(("code", "error"), [(SQLITE_IOERR, DiskFull), (SQLITE_IOERR | (3 << 8), DiskFull),
-                                             (SQLITE_CORRUPT, NotALedger), (1, LedgerError)])
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [(SQLITE_IOERR, DiskFull), (SQLITE_IOERR | (3 << 8), DiskFull), (SQLITE_CORRUPT, NotALedger), (1, LedgerError)],
+)
 def test_sqlite_codes_a_test_cannot_provoke(code: int, error: type[LedgerError]) -> None:
     """Disk I/O errors (extended codes included), a corrupt page, and any other code."""
     exc = sqlite3.OperationalError("the driver's message")
@@ -99,6 +103,7 @@ def test_sqlite_message_alone_decides_nothing() -> None:
 
 
 # ---- PostgreSQL: by exception class (SQLSTATE) ----------------------------------------------
+
 
 def test_pg_trigger_refusal_is_append_only(pg_url: str) -> None:
     with PostgresStore.open(pg_url) as store:
@@ -149,14 +154,20 @@ def test_pg_cancelled_statement_is_named(pg_url: str) -> None:
             store.conn.execute("SELECT pg_sleep(1)")
 
 
-@pytest.mark.parametrize(("exc", "error", "words"), [
-    (pg_errors.DiskFull("could not extend file"), DiskFull, "server out of space"),
-    (pg_errors.OutOfMemory("out of memory"), DiskFull, "server out of space"),
-    (pg_errors.InsufficientPrivilege("permission denied for table events"), LedgerReadOnly, "cannot write"),
-    (pg_errors.InvalidCatalogName('database "x" does not exist'), LedgerError, "does not exist"),
-    (psycopg.OperationalError("connection failed: FATAL:  password authentication failed"), LedgerError,
-     "cannot use the PostgreSQL server: password authentication failed"),
-])
+@pytest.mark.parametrize(
+    ("exc", "error", "words"),
+    [
+        (pg_errors.DiskFull("could not extend file"), DiskFull, "server out of space"),
+        (pg_errors.OutOfMemory("out of memory"), DiskFull, "server out of space"),
+        (pg_errors.InsufficientPrivilege("permission denied for table events"), LedgerReadOnly, "cannot write"),
+        (pg_errors.InvalidCatalogName('database "x" does not exist'), LedgerError, "does not exist"),
+        (
+            psycopg.OperationalError("connection failed: FATAL:  password authentication failed"),
+            LedgerError,
+            "cannot use the PostgreSQL server: password authentication failed",
+        ),
+    ],
+)
 def test_pg_classes_a_test_cannot_provoke(exc: psycopg.Error, error: type[LedgerError], words: str) -> None:
     mapped = describe_pg_error(exc, "postgresql://db/memory")
     assert type(mapped) is error and words in str(mapped) and "\n" not in str(mapped)

@@ -1,5 +1,6 @@
 """The store contract (tests/store_contract.py) on the PostgreSQL store (a real, throw-away
 server: devtools/pg.py), and what only PostgreSQL does: the group commit of threads appending at once."""
+
 from __future__ import annotations
 
 import select
@@ -87,9 +88,25 @@ class TestPostgresStore(StoreContract):
             with psycopg.connect(store_url, autocommit=True) as raw:
                 last = raw.execute("SELECT * FROM events WHERE seq = 2").fetchone()
                 assert last is not None
-                body = (3, "forged", "forged", 1, last[4], last[5], last[6], last[7], None, None, None, last[11], "0" * 64)
-                raw.execute("INSERT INTO events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            (*body, chain_hash("0" * 64, body)))
+                body = (
+                    3,
+                    "forged",
+                    "forged",
+                    1,
+                    last[4],
+                    last[5],
+                    last[6],
+                    last[7],
+                    None,
+                    None,
+                    None,
+                    last[11],
+                    "0" * 64,
+                )
+                raw.execute(
+                    "INSERT INTO events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (*body, chain_hash("0" * 64, body)),
+                )
             deadline = time.monotonic() + 10
             while not errors and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -177,8 +194,9 @@ class TestPostgresStoreDurable(TestPostgresStore):
         assert [e.seq for e in store.append([progress(1, run="d")], expected_version=1)] == [2]
         assert [e.data["turn"] for e in store.read()] == [0, 1] and store.verify().ok
 
-    def test_an_append_interrupted_while_it_waits_closes_its_connection(self, store: Store,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_an_append_interrupted_while_it_waits_closes_its_connection(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """A Ctrl-C while the message's answer is awaited closes the connection rather than leave it
         half read; the next append reconnects. (The interrupted append was sent: it may commit.)"""
         assert isinstance(store, PostgresStore)

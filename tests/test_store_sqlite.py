@@ -1,4 +1,5 @@
 """The store contract (tests/store_contract.py) on the SQLite store."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,6 +2,7 @@
 of its own with no MEMTAPE_* variable (tests/conftest.py), so the README's main command (the demo,
 which leaves its memory in `.agent-memory` there) followed by its test command passes, and leaves
 that memory as it was."""
+
 from __future__ import annotations
 
 import os
@@ -47,9 +48,19 @@ def test_the_readme_test_command_after_its_demo_leaves_the_demo_memory_alone(tmp
     plant(checkout / ".agent-memory")
     plant(elsewhere / "memory")
     before = files(tmp_path)
-    env = {**os.environ, "MEMTAPE_DIR": str(elsewhere / "memory"), "MEMTAPE_TOKEN": "planted-token",
-           "MEMTAPE_STORE": f"sqlite:///{elsewhere / 'memory' / 'ledger.db'}"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", *(str(ROOT / t) for t in PICKY)],
-                          cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "MEMTAPE_DIR": str(elsewhere / "memory"),
+        "MEMTAPE_TOKEN": "planted-token",
+        "MEMTAPE_STORE": f"sqlite:///{elsewhere / 'memory' / 'ledger.db'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", *(str(ROOT / t) for t in PICKY)],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert files(tmp_path) == before

@@ -1,5 +1,6 @@
 """Token counts: a real BPE tokenizer (the `tokens` extra), seed 003's estimate only when the extra is
 missing, and every prompt event naming which of the two counted it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -38,8 +39,10 @@ def test_with_the_extra_a_prompt_is_counted_by_cl100k_base() -> None:
 
 
 def test_the_tokenizer_is_loaded_on_the_first_count_not_on_import() -> None:
-    probe = ("import sys; import memtape.projections.budget as b; before = 'tiktoken' in sys.modules; "
-             "b.count_tokens('a b'); print(before, 'tiktoken' in sys.modules)")
+    probe = (
+        "import sys; import memtape.projections.budget as b; before = 'tiktoken' in sys.modules; "
+        "b.count_tokens('a b'); print(before, 'tiktoken' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
@@ -51,12 +54,15 @@ def test_without_the_extra_the_estimate_by_content_type_counts(without_the_extra
     assert [count_tokens(text, kind) for kind in ("text", "code", "json", "html")] == [25, 29, 34, 40]
     item = BudgetItem("page_state", 80, '{"k": "' + "v" * 93 + '"}')
     assert item.content_type == "json" and item.tokens == 34
-    assert [i.source for i in fit([item, BudgetItem("app_knowledge", 30, "w" * 400)], 134).kept] == \
-        ["page_state", "app_knowledge"]  # 34 + 100 estimated tokens fit exactly
+    assert [i.source for i in fit([item, BudgetItem("app_knowledge", 30, "w" * 400)], 134).kept] == [
+        "page_state",
+        "app_knowledge",
+    ]  # 34 + 100 estimated tokens fit exactly
 
 
-def test_a_prompt_event_names_the_counter_that_counted_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         without_the_extra: None) -> None:
+def test_a_prompt_event_names_the_counter_that_counted_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_the_extra: None
+) -> None:
     with memtape.open(tmp_path / "mem") as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
             run.record_context(items=[{"source": "page_state", "text": "x" * 100, "priority": 80}], step=1)
@@ -65,8 +71,10 @@ def test_a_prompt_event_names_the_counter_that_counted_it(tmp_path: Path, monkey
             run.record_context(items=[{"source": "page_state", "text": "x" * 100, "priority": 80}], step=2)
             run.finish(success=True)
         built = [e.data for e in mem.store.read(types=["context_built"])]
-        assert [(b["counted_by"], b["total_tokens"]) for b in built] == \
-            [("estimate", 25), ("cl100k_base", count_tokens("x" * 100))]
+        assert [(b["counted_by"], b["total_tokens"]) for b in built] == [
+            ("estimate", 25),
+            ("cl100k_base", count_tokens("x" * 100)),
+        ]
         audit = mem.audit(run.run_id)
         assert [p["counted_by"] for s in audit["steps"] for p in s["prompt"]] == ["estimate", "cl100k_base"]
 
@@ -74,15 +82,25 @@ def test_a_prompt_event_names_the_counter_that_counted_it(tmp_path: Path, monkey
 def test_an_agent_names_the_tokenizer_that_counted_its_items(tmp_path: Path) -> None:
     with memtape.open(tmp_path / "mem") as mem:
         with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
-            run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3}],
-                               step=1, counted_by="o200k_base")
+            run.record_context(
+                items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3}],
+                step=1,
+                counted_by="o200k_base",
+            )
             before = mem.store.head()
             with pytest.raises(memtape.MemtapeError, match="give every item its tokens"):
-                run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3},
-                                          {"source": "facts", "text": "a fact", "priority": 30}],
-                                   step=2, counted_by="o200k_base")
+                run.record_context(
+                    items=[
+                        {"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3},
+                        {"source": "facts", "text": "a fact", "priority": 30},
+                    ],
+                    step=2,
+                    counted_by="o200k_base",
+                )
             assert mem.store.head() == before
-            run.record_context(items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3}], step=3)
+            run.record_context(
+                items=[{"source": "page_state", "text": "Buy page", "priority": 80, "tokens": 3}], step=3
+            )
             run.finish(success=True)
         assert [e.data["counted_by"] for e in mem.store.read(types=["context_built"])] == ["o200k_base", None]
 

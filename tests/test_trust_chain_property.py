@@ -1,5 +1,6 @@
 """A tamper-evident chain, as a property: whatever single row is edited — any column, re-hashed or not, the
 tail included — `verify` (the chain walk, then the remembered head) names exactly that seq."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,9 +27,22 @@ EDITABLE = COLUMNS[1:13]  # every column but seq and the row's own hash
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("chain")
     with SqliteStore.open(d / "ledger.db", clock=SteppingClock()) as store:
-        store.append([sample_event(t, run_id="r1", domain="a.com") for t in
-                      ("run_started", "lesson_recorded", "fact_observed", "run_progress", "lesson_recorded",
-                       "selector_succeeded", "run_progress", "fact_observed", "run_completed")])
+        store.append(
+            [
+                sample_event(t, run_id="r1", domain="a.com")
+                for t in (
+                    "run_started",
+                    "lesson_recorded",
+                    "fact_observed",
+                    "run_progress",
+                    "lesson_recorded",
+                    "selector_succeeded",
+                    "run_progress",
+                    "fact_observed",
+                    "run_completed",
+                )
+            ]
+        )
         remember_head(store, [HeadFile(d / "ledger.head")])
     return d
 
@@ -49,7 +63,9 @@ def _changed(value: object, column: str) -> object:
 @example(seq=N - 1, column="payload", rehashed=True)  # the row before the tail: its successor tells
 @example(seq=1, column="prev_hash", rehashed=True)
 @example(seq=N, column="payload", rehashed=True)
-def test_any_single_edit_is_named_exactly(template: Path, tmp_path: Path, seq: int, column: str, rehashed: bool) -> None:
+def test_any_single_edit_is_named_exactly(
+    template: Path, tmp_path: Path, seq: int, column: str, rehashed: bool
+) -> None:
     d = Path(tempfile.mkdtemp(dir=tmp_path)) / "memory"
     shutil.copytree(template, d)
     conn = sqlite3.connect(d / "ledger.db")
@@ -81,10 +97,15 @@ def _outcome(check: Any, rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seq=st.integers(1, N), column=st.sampled_from((*EDITABLE, "seq", "hash")), rehashed=st.booleans(),
-       dropped=st.booleans())
-def test_a_page_is_checked_exactly_as_row_by_row(template: Path, seq: int, column: str, rehashed: bool,
-                                                  dropped: bool) -> None:
+@given(
+    seq=st.integers(1, N),
+    column=st.sampled_from((*EDITABLE, "seq", "hash")),
+    rehashed=st.booleans(),
+    dropped=st.booleans(),
+)
+def test_a_page_is_checked_exactly_as_row_by_row(
+    template: Path, seq: int, column: str, rehashed: bool, dropped: bool
+) -> None:
     """`check_page`, the hot path of every verified read, names the same break (or none) as `check`
     row by row, whatever single row is edited, re-hashed or dropped, on either side of a page."""
     conn = sqlite3.connect(template / "ledger.db")
@@ -96,8 +117,11 @@ def test_a_page_is_checked_exactly_as_row_by_row(template: Path, seq: int, colum
         del rows[seq - 1]
     else:
         i = COLUMNS.index(column)
-        rows[seq - 1][i] = _changed(rows[seq - 1][i], column) if column not in ("seq", "hash") else (
-            rows[seq - 1][i] + 100 if column == "seq" else "f" * 64)
+        rows[seq - 1][i] = (
+            _changed(rows[seq - 1][i], column)
+            if column not in ("seq", "hash")
+            else (rows[seq - 1][i] + 100 if column == "seq" else "f" * 64)
+        )
         if rehashed and column != "hash":
             rows[seq - 1][13] = chain_hash(rows[seq - 1][12], rows[seq - 1][:13])
     pages = [tuple(r) for r in rows]

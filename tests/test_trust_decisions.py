@@ -3,6 +3,7 @@
 The log is replayed under the policy each run recorded; a decision the policy would not have made
 (appended with --raw), one made differently, or one missing is named by its seq.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -33,19 +34,38 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with SqliteStore.open(mem / "ledger.db", clock=clock) as store:
         learning_ledger(store, clock, runs=5)
         writer = MemoryWriter(store)
-        writer.append([event(LessonRecorded(lesson_id="", lesson="Scroll the element into view first",
-                                            category="error_recovery", failed_command="scroll",
-                                            error_pattern="not visible"), domain="a.test")])  # outside a run: run4 is finished
+        writer.append(
+            [
+                event(
+                    LessonRecorded(
+                        lesson_id="",
+                        lesson="Scroll the element into view first",
+                        category="error_recovery",
+                        failed_command="scroll",
+                        error_pattern="not visible",
+                    ),
+                    domain="a.test",
+                )
+            ]
+        )  # outside a run: run4 is finished
         clock.advance(timedelta(days=100))
         writer.open_for_run("late", clock.now.isoformat())
         writer.append([event(RunStarted(goal="late run"), run_id="late", domain="a.test")])
         for value in ("5s", "8s", "5s", "9s", "2s", "3s"):
-            writer.append([event(FactObserved(fact_type="timing", key="load", value=value), run_id="late",
-                                 domain="a.test")])
+            writer.append(
+                [event(FactObserved(fact_type="timing", key="load", value=value), run_id="late", domain="a.test")]
+            )
         writer.append([event(RunCompleted(success=True), run_id="late", domain="a.test")])
         types = {e.type for e in store.read()}
-    assert {"lesson_seeded", "lesson_deduplicated", "lesson_promoted", "lessons_pruned", "trajectories_expired",
-            "fact_contradicted", "facts_pruned"} <= types
+    assert {
+        "lesson_seeded",
+        "lesson_deduplicated",
+        "lesson_promoted",
+        "lessons_pruned",
+        "trajectories_expired",
+        "fact_contradicted",
+        "facts_pruned",
+    } <= types
     return mem
 
 
@@ -66,9 +86,20 @@ def events(mem: Path) -> list[dict[str, Any]]:
 
 def test_a_log_written_by_the_policy_re_derives(mem: Path) -> None:
     r = cli(mem, "verify", "--decisions")
-    n = sum(1 for e in events(mem) if e["type"] in {"lesson_seeded", "lesson_deduplicated", "lesson_promoted",
-                                                      "lessons_pruned", "trajectories_expired", "fact_contradicted",
-                                                      "facts_pruned"})
+    n = sum(
+        1
+        for e in events(mem)
+        if e["type"]
+        in {
+            "lesson_seeded",
+            "lesson_deduplicated",
+            "lesson_promoted",
+            "lessons_pruned",
+            "trajectories_expired",
+            "fact_contradicted",
+            "facts_pruned",
+        }
+    )
     assert r.code == 0, r.err
     assert f", {n} decisions re-derived; head " in r.out
 
@@ -79,9 +110,18 @@ def _raw(mem: Path, line: dict[str, Any]) -> Any:
 
 def test_a_raw_promotion_the_policy_would_not_make_is_named(mem: Path) -> None:
     lesson = next(e for e in events(mem) if e["type"] == "lesson_seeded")["payload"]
-    r = _raw(mem, {"type": "lesson_promoted", "lesson_id": lesson["lesson_id"], "lesson": lesson["lesson"],
-                   "use_count": 1, "triggered_domains": ["a.test"], "from_category": "error_recovery",
-                   "to_category": "best_practice"})
+    r = _raw(
+        mem,
+        {
+            "type": "lesson_promoted",
+            "lesson_id": lesson["lesson_id"],
+            "lesson": lesson["lesson"],
+            "use_count": 1,
+            "triggered_domains": ["a.test"],
+            "from_category": "error_recovery",
+            "to_category": "best_practice",
+        },
+    )
     assert r.code == 0, r.err
     seq = events(mem)[-1]["seq"]
     r = cli(mem, "verify", "--decisions")
@@ -93,11 +133,19 @@ def test_a_raw_promotion_the_policy_would_not_make_is_named(mem: Path) -> None:
 def test_a_decision_made_differently_is_named(mem: Path, tmp_path: Path) -> None:
     """A raw lesson_recorded that repeats a known lesson, followed by a dedup with the wrong count."""
     known = next(e for e in events(mem) if e["type"] == "lesson_recorded")
-    lines = [{"type": "lesson_recorded", **{k: v for k, v in known["payload"].items()}, "domain": "z.test"},
-             {"type": "lesson_deduplicated", "lesson_id": known["payload"]["lesson_id"],
-              "lesson": known["payload"]["lesson"], "category": "error_recovery",
-              "failed_command": known["payload"]["failed_command"], "error_pattern": known["payload"]["error_pattern"],
-              "new_use_count": 99, "domain": "z.test"}]
+    lines = [
+        {"type": "lesson_recorded", **{k: v for k, v in known["payload"].items()}, "domain": "z.test"},
+        {
+            "type": "lesson_deduplicated",
+            "lesson_id": known["payload"]["lesson_id"],
+            "lesson": known["payload"]["lesson"],
+            "category": "error_recovery",
+            "failed_command": known["payload"]["failed_command"],
+            "error_pattern": known["payload"]["error_pattern"],
+            "new_use_count": 99,
+            "domain": "z.test",
+        },
+    ]
     assert cli(mem, "append", "--raw", "-", stdin=b"\n".join(orjson.dumps(l) for l in lines) + b"\n").code == 0
     seq = events(mem)[-1]["seq"]
     r = cli(mem, "verify", "--decisions")
@@ -119,9 +167,21 @@ def _run_with_policy(store: SqliteStore, policy: Policy, recorded: dict[str, Any
     writer.open_for_run("p1", "2026-02-01T00:00:00Z")
     writer.append([event(RunStarted(goal="g", policy=recorded), run_id="p1", domain="a.test")])
     for dom in ("a.test", "b.test"):
-        writer.append([event(LessonRecorded(lesson_id="", lesson="Press Escape first", category="error_recovery",
-                                            failed_command="click", error_pattern="blocked"), run_id="p1",
-                             domain=dom)])
+        writer.append(
+            [
+                event(
+                    LessonRecorded(
+                        lesson_id="",
+                        lesson="Press Escape first",
+                        category="error_recovery",
+                        failed_command="click",
+                        error_pattern="blocked",
+                    ),
+                    run_id="p1",
+                    domain=dom,
+                )
+            ]
+        )
 
 
 def test_each_run_is_replayed_under_the_policy_it_recorded(tmp_path: Path) -> None:
@@ -139,6 +199,7 @@ def test_each_run_is_replayed_under_the_policy_it_recorded(tmp_path: Path) -> No
 
 def test_an_edited_ledger_is_refused_before_any_replay(mem: Path) -> None:
     import sqlite3
+
     conn = sqlite3.connect(mem / "ledger.db")
     conn.execute("DROP TRIGGER events_no_update")
     conn.execute("UPDATE events SET payload = payload || ' ' WHERE seq = 7")
@@ -161,7 +222,19 @@ def test_imported_decisions_are_folded_not_checked(tmp_path: Path) -> None:
     # opening decides only the pruning
     assert r.code == 0 and ", 1 decisions re-derived;" in r.out, r
     lesson = next(e for e in events(mem) if e["type"] == "lesson_recorded")["payload"]
-    assert _raw(mem, {"type": "lesson_promoted", "lesson_id": lesson["lesson_id"], "lesson": lesson["lesson"],
-                      "use_count": 1, "triggered_domains": [], "from_category": "error_recovery",
-                      "to_category": "best_practice"}).code == 0
+    assert (
+        _raw(
+            mem,
+            {
+                "type": "lesson_promoted",
+                "lesson_id": lesson["lesson_id"],
+                "lesson": lesson["lesson"],
+                "use_count": 1,
+                "triggered_domains": [],
+                "from_category": "error_recovery",
+                "to_category": "best_practice",
+            },
+        ).code
+        == 0
+    )
     assert f"seq {events(mem)[-1]['seq']}: lesson_promoted" in cli(mem, "verify", "--decisions").err

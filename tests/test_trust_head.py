@@ -3,6 +3,7 @@
 Every tamper case below is named: `verify` exits 1 naming exactly the seq that was edited, removed
 or cut, and every other command refuses (or stops) with one line instead of serving or rebuilding.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ def cli(mem: Path, *args: str, stdin: bytes | None = None) -> Any:
 def named(r: Any, seq: int) -> bool:
     """Exit 1 and one error line naming `seq` (rebuild's progress bar may precede it)."""
     errors = [line for line in r.err.splitlines() if line.startswith("error: ")]
-    return r.code == 1 and len(errors) == 1 and r.err.endswith(errors[0] + "\n") and f"seq {seq}" in errors[0] \
+    return (
+        r.code == 1
+        and len(errors) == 1
+        and r.err.endswith(errors[0] + "\n")
+        and f"seq {seq}" in errors[0]
         and "Traceback" not in r.err
+    )
 
 
 @pytest.fixture
@@ -46,15 +52,18 @@ def head_of(mem: Path) -> int:
 
 # ---- the tamper cases, each named exactly by verify --------------------------------------------
 
+
 def _set(col: int, value: Any) -> Any:
     def edit(row: list[Any]) -> None:
         row[col] = value
+
     return edit
 
 
 TAMPER_CASES: dict[str, Any] = {
     "payload edited": lambda led, n: behind_the_back(
-        led, f"UPDATE events SET payload = replace(payload, '}}', ',\"forged\":1}}') WHERE seq = {n}"),
+        led, f"UPDATE events SET payload = replace(payload, '}}', ',\"forged\":1}}') WHERE seq = {n}"
+    ),
     "payload edited and the row re-hashed": lambda led, n: rehash(led, n, payload_editor),
     "envelope edited": lambda led, n: behind_the_back(led, f"UPDATE events SET domain = 'evil.com' WHERE seq = {n}"),
     "envelope edited and the row re-hashed": lambda led, n: rehash(led, n, _set(10, "evil.com")),
@@ -67,7 +76,9 @@ TAIL_CASES: dict[str, Any] = {
     "last row removed": lambda led, h: (behind_the_back(led, f"DELETE FROM events WHERE seq = {h}"), h)[1],
     "last 5 rows removed": lambda led, h: (behind_the_back(led, f"DELETE FROM events WHERE seq > {h - 5}"), h - 4)[1],
     "last row edited and re-hashed": lambda led, h: (rehash(led, h, payload_editor), h)[1],
-    "every row from seq 5 re-hashed to the end": lambda led, h: (rehash(led, 5, payload_editor, through_tail=True), h)[1],
+    "every row from seq 5 re-hashed to the end": lambda led, h: (rehash(led, 5, payload_editor, through_tail=True), h)[
+        1
+    ],
     "ledger emptied": lambda led, h: (behind_the_back(led, "DELETE FROM events"), 1)[1],
 }
 
@@ -93,8 +104,14 @@ def test_every_other_command_refuses_a_cut_ledger_instead_of_rebuilding(mem: Pat
     before = (mem / "projections.db").read_bytes()
     expected = TAIL_CASES[case](mem / "ledger.db", head_of(mem))
     line = b'{"type":"run_progress","run_id":"r9","turn":1,"current_url":"http://a.com/"}\n'
-    for args in (["state", "tier1"], ["events"], ["rebuild"], ["runs"], ["stats"],
-                 ["export", "--format", "memory-json", "--out", str(mem.parent / "x.json")]):
+    for args in (
+        ["state", "tier1"],
+        ["events"],
+        ["rebuild"],
+        ["runs"],
+        ["stats"],
+        ["export", "--format", "memory-json", "--out", str(mem.parent / "x.json")],
+    ):
         r = cli(mem, *args)
         assert named(r, expected) and "cut or rewritten" in r.err, (args, r)
     r = cli(mem, "append", "-", stdin=line)
@@ -145,8 +162,15 @@ def test_a_longer_ledger_is_fine_and_moves_the_head(mem: Path) -> None:
 
 # ---- verified reads ------------------------------------------------------------------------------
 
-READS = (["events"], ["events", "--json"], ["state", "lessons"], ["state", "tier1", "--json"], ["rebuild"],
-         ["runs"], ["diff", "--from", "1", "--to", "20"])
+READS = (
+    ["events"],
+    ["events", "--json"],
+    ["state", "lessons"],
+    ["state", "tier1", "--json"],
+    ["rebuild"],
+    ["runs"],
+    ["diff", "--from", "1", "--to", "20"],
+)
 
 
 @pytest.mark.parametrize("rehashed", [False, True], ids=["edited", "edited-and-re-hashed"])
@@ -213,11 +237,14 @@ def test_the_trust_page_counts_these_cases() -> None:
 
 # ---- the same on PostgreSQL ----------------------------------------------------------------------
 
+
 def test_postgresql_cut_tail_and_edited_payload_are_named(pg_url: str, tmp_path: Path) -> None:
     import psycopg
+
     mem = tmp_path / "memory"
-    lines = b"".join(b'{"type":"run_progress","run_id":"r1","turn":%d,"current_url":"http://a.com/"}\n' % i
-                     for i in range(8))
+    lines = b"".join(
+        b'{"type":"run_progress","run_id":"r1","turn":%d,"current_url":"http://a.com/"}\n' % i for i in range(8)
+    )
     pg = ("--store", pg_url)
     assert run_cli("--memory-dir", str(mem), *pg, "append", "--raw", "-", stdin=lines).code == 0
     assert run_cli("--memory-dir", str(mem), *pg, "state", "runs").code == 0
@@ -240,6 +267,7 @@ def test_postgresql_cut_tail_and_edited_payload_are_named(pg_url: str, tmp_path:
 
 def test_the_python_api_remembers_and_checks_the_head(tmp_path: Path) -> None:
     import memtape
+
     mem = tmp_path / "memory"
     with memtape.open(mem) as m, m.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
         run.finish(success=True, outcome="bought")

@@ -2,6 +2,7 @@
 key for the run) and PageMaps (per URL: regions and their elements), as events, projections, Run
 methods and `memtape state scratch|page-maps`; user context in the prompt by priority, not by
 shared words with the goal; compression that keeps every URL that fits and numbers distinct."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ from tests.cli_runner import run_cli
 from tests.projections_support import run_started
 
 PRICES = "https://p.test/prices"
-NAV = {"kind": "navigation", "name": "Main menu", "description": "top bar",
-       "elements": ['link "Home"', 'link "Prices"'], "start_y": 0, "end_y": 80}
+NAV = {
+    "kind": "navigation",
+    "name": "Main menu",
+    "description": "top bar",
+    "elements": ['link "Home"', 'link "Prices"'],
+    "start_y": 0,
+    "end_y": 80,
+}
 LIST = {"kind": "content", "name": "Price list", "elements": ['row "Socks 4 EUR"'], "start_y": 80, "end_y": 2400}
 
 
@@ -41,6 +48,7 @@ def events_in(path: Path) -> int:
 
 
 # ---- the scratch pad --------------------------------------------------------------------------
+
 
 def test_the_scratch_pad_sets_and_gets_by_key_for_the_run(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
@@ -65,27 +73,45 @@ def test_the_scratch_pad_sets_and_gets_by_key_for_the_run(tmp_path: Path) -> Non
         other.finish(success=True)
     rows = mem.state("scratch", run=run.run_id)
     assert [(r["key"], r["value"], r["writes"]) for r in rows] == [
-        ("extracted_items", [{"name": "Socks", "price": 4}], 2), ("current_page", 2, 2), ("password", MARKER, 1)]
+        ("extracted_items", [{"name": "Socks", "price": 4}], 2),
+        ("current_page", 2, 2),
+        ("password", MARKER, 1),
+    ]
     assert rows[1]["step"] == 2 and rows[1]["domain"] == "p.test"
     assert "hunter2" not in (tmp_path / "mem" / "ledger.db").read_bytes().decode("latin-1")
     mem.close()
 
 
 def test_the_scratch_pad_works_with_memory_off(ledger_path: Path) -> None:
-    run = Memory(SqliteStore.open(ledger_path), None, enabled=False).start_run(goal="count the pages",
-                                                                            start_url="https://p.test/")
+    run = Memory(SqliteStore.open(ledger_path), None, enabled=False).start_run(
+        goal="count the pages", start_url="https://p.test/"
+    )
     run.set_scratch("pages", 3)
     assert run.get_scratch("pages") == 3
 
 
-KEYS = st.one_of(st.text(alphabet="abcdefghijklmnop _-.0123", max_size=210),
-                 st.sampled_from(["", " ", "\x00", "a\x00b", "\ud800", "k" * 200, "k" * 201, "pin", "api_token"]))
-LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(),
-                   st.text(alphabet="abc xyz", max_size=8), st.sampled_from(["\x00", "\udfff", 2**63 - 1, -(2**63)]))
-VALUES = st.one_of(st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                                 st.dictionaries(st.text("abc", max_size=3), inner,
-                                                                                 max_size=3)), max_leaves=8),
-                   st.sampled_from([{1, 2}, (1, 2), object(), {1: "x"}]))
+KEYS = st.one_of(
+    st.text(alphabet="abcdefghijklmnop _-.0123", max_size=210),
+    st.sampled_from(["", " ", "\x00", "a\x00b", "\ud800", "k" * 200, "k" * 201, "pin", "api_token"]),
+)
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.floats(),
+    st.text(alphabet="abc xyz", max_size=8),
+    st.sampled_from(["\x00", "\udfff", 2**63 - 1, -(2**63)]),
+)
+VALUES = st.one_of(
+    st.recursive(
+        LEAVES,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.text("abc", max_size=3), inner, max_size=3)
+        ),
+        max_leaves=8,
+    ),
+    st.sampled_from([{1, 2}, (1, 2), object(), {1: "x"}]),
+)
 
 
 def deep(levels: int) -> Any:
@@ -141,24 +167,39 @@ def test_the_schema_bounds_a_scratch_value_as_the_door_does() -> None:
 
 # ---- PageMaps ---------------------------------------------------------------------------------
 
+
 def test_page_maps_are_stored_per_url_with_regions_and_elements(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     with mem.start_run(goal="read the prices", start_url="https://p.test/") as run:
         assert not run.has_page_map(PRICES) and run.get_page_map(PRICES) is None and run.get_page_summary(PRICES) == ""
-        run.store_page_map(PRICES, {"title": "Prices", "summary": "A price list", "total_width": 1280,
-                                    "total_height": 2400, "regions": [NAV]}, step=1)
+        run.store_page_map(
+            PRICES,
+            {"title": "Prices", "summary": "A price list", "total_width": 1280, "total_height": 2400, "regions": [NAV]},
+            step=1,
+        )
         run.store_page_map("https://p.test/", {"title": "Home", "regions": []}, step=1)
-        run.store_page_map(PRICES, {"title": "Prices", "summary": "The full price list", "total_height": 2400,
-                                    "regions": [NAV, LIST]}, step=2)  # stored again: replaces the first map
+        run.store_page_map(
+            PRICES,
+            {"title": "Prices", "summary": "The full price list", "total_height": 2400, "regions": [NAV, LIST]},
+            step=2,
+        )  # stored again: replaces the first map
         page = run.get_page_map(PRICES)
         assert page is not None and run.has_page_map(PRICES) and run.get_page_summary(PRICES) == "The full price list"
         assert [(r["kind"], r["name"], r["elements"]) for r in page.regions] == [
-            ("navigation", "Main menu", ['link "Home"', 'link "Prices"']), ("content", "Price list", ['row "Socks 4 EUR"'])]
+            ("navigation", "Main menu", ['link "Home"', 'link "Prices"']),
+            ("content", "Price list", ['row "Socks 4 EUR"']),
+        ]
         assert (page.total_width, page.total_height, page.stored, page.step) == (0, 2400, 2, 2)
         assert list(run.get_all_page_maps()) == [PRICES, "https://p.test/"]
         before = events_in(tmp_path / "mem")
-        for bad in ({"regions": [{"kind": "banner", "name": "x"}]}, {"regions": [{"name": ""}]}, {"colour": "red"},
-                    {"regions": "not a list"}, {"total_height": -1}, "a title"):
+        for bad in (
+            {"regions": [{"kind": "banner", "name": "x"}]},
+            {"regions": [{"name": ""}]},
+            {"colour": "red"},
+            {"regions": "not a list"},
+            {"total_height": -1},
+            "a title",
+        ):
             with pytest.raises(memtape.MemtapeError) as refused:
                 run.store_page_map(PRICES, bad)  # type: ignore[arg-type]
             assert "\n" not in str(refused.value)
@@ -173,17 +214,27 @@ def test_page_maps_are_stored_per_url_with_regions_and_elements(tmp_path: Path) 
 
 # ---- the folds: forgetting, and `memtape state` ------------------------------------------------
 
+
 def working(run_id: str, domain: str) -> list[NewEvent]:
-    return [NewEvent(ScratchSet(key="page", value=1), run_id=run_id, domain=domain),
-            NewEvent(PageMapStored(url=f"https://{domain}/", regions=[NAV]), run_id=run_id, domain=domain)]
+    return [
+        NewEvent(ScratchSet(key="page", value=1), run_id=run_id, domain=domain),
+        NewEvent(PageMapStored(url=f"https://{domain}/", regions=[NAV]), run_id=run_id, domain=domain),
+    ]
 
 
 def test_forgetting_a_run_a_session_or_a_domain_drops_its_working_memory(fresh_ledger: SqliteStore) -> None:
     w = MemoryWriter(fresh_ledger)
-    w.append([run_started("r1", session_id="s1", domain="a.test"), *working("r1", "a.test"),
-              run_started("r2", session_id="s2", domain="b.test"), *working("r2", "b.test"),
-              NewEvent(ScratchSet(key="elsewhere", value=2), run_id="r2", domain="shop.a.test"),
-              run_started("r3", session_id="s3", domain="c.test"), *working("r3", "c.test")])
+    w.append(
+        [
+            run_started("r1", session_id="s1", domain="a.test"),
+            *working("r1", "a.test"),
+            run_started("r2", session_id="s2", domain="b.test"),
+            *working("r2", "b.test"),
+            NewEvent(ScratchSet(key="elsewhere", value=2), run_id="r2", domain="shop.a.test"),
+            run_started("r3", session_id="s3", domain="c.test"),
+            *working("r3", "c.test"),
+        ]
+    )
     view = MemoryView.open(fresh_ledger, None)
     assert {e.run_id for e in view.scratch_entries()} == {"r1", "r2", "r3"} and len(view.page_map_entries()) == 3
     w.append([NewEvent(SubjectForgotten(subject_kind="session", subject="s1", run_ids=["r1"]))])
@@ -197,16 +248,24 @@ def test_forgetting_a_run_a_session_or_a_domain_drops_its_working_memory(fresh_l
 
 def test_memtape_state_scratch_and_page_maps(memory_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db", clock=SteppingClock())
-    MemoryWriter(store).append([run_started("r1", domain="a.test"), *working("r1", "a.test"),
-                                run_started("r2", domain="b.test"), *working("r2", "b.test")])
+    MemoryWriter(store).append(
+        [
+            run_started("r1", domain="a.test"),
+            *working("r1", "a.test"),
+            run_started("r2", domain="b.test"),
+            *working("r2", "b.test"),
+        ]
+    )
     store.close()
     mem = str(memory_path)
     scratch = json.loads(run_cli("--memory-dir", mem, "state", "scratch", "--json").out)
     assert [(s["run_id"], s["key"], s["value"]) for s in scratch] == [("r1", "page", 1), ("r2", "page", 1)]
     maps = json.loads(run_cli("--memory-dir", mem, "state", "page-maps", "--run", "r2", "--json").out)
     assert [(m["url"], m["regions"][0]["name"]) for m in maps] == [("https://b.test/", "Main menu")]
-    assert json.loads(run_cli("--memory-dir", mem, "state", "page-maps", "--domain", "a.test", "--json").out)[0][
-        "run_id"] == "r1"
+    assert (
+        json.loads(run_cli("--memory-dir", mem, "state", "page-maps", "--domain", "a.test", "--json").out)[0]["run_id"]
+        == "r1"
+    )
     assert json.loads(run_cli("--memory-dir", mem, "state", "scratch", "--as-of", "1", "--json").out) == []
     table = run_cli("--memory-dir", mem, "state", "scratch")
     assert table.code == 0 and "scratch at seq" in table.out and "page" in table.out
@@ -215,15 +274,22 @@ def test_memtape_state_scratch_and_page_maps(memory_path: Path) -> None:
 
 # ---- user context by priority ----------------------------------------------------------------
 
+
 def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(ledger_path: Path) -> None:
-    run = Memory(SqliteStore.open(ledger_path), None).start_run(goal="Open the return form",
-                                                                 start_url="https://help.test/")
+    run = Memory(SqliteStore.open(ledger_path), None).start_run(
+        goal="Open the return form", start_url="https://help.test/"
+    )
     run.give_context({"order_number": "A-1234", "preferred_language": "English"})
     run.infer_context("login_required", "true", "login form at /login", 1, "help.test")
-    obs = Observation(url="https://help.test/", title="Help", elements=(Element("e1", "link", "Returns"),),
-                      text="", summary="", page_type="content")
-    (context,) = [i for i in step_items(obs, run, [], None, [])
-                  if i.source == "context"]
+    obs = Observation(
+        url="https://help.test/",
+        title="Help",
+        elements=(Element("e1", "link", "Returns"),),
+        text="",
+        summary="",
+        page_type="content",
+    )
+    (context,) = [i for i in step_items(obs, run, [], None, []) if i.source == "context"]
     assert "order_number" in context.text and "A-1234" in context.text and "preferred_language" in context.text
     assert "login_required" in context.text and context.priority == 55
     assert [e.key for e in run.prompt_context()] == ["order_number", "preferred_language", "login_required"]
@@ -232,9 +298,13 @@ def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(le
 
 # ---- compression: every URL that fits, numbers distinct -----------------------------------------
 
+
 def catalogue(n: int) -> str:
-    return "\n".join(f"Product {i}: warm wool socks, hand knitted in the valley, sizes 36 to 46, see "
-                     f"https://shop.test/item/{i} for the colours" for i in range(n))
+    return "\n".join(
+        f"Product {i}: warm wool socks, hand knitted in the valley, sizes 36 to 46, see "
+        f"https://shop.test/item/{i} for the colours"
+        for i in range(n)
+    )
 
 
 @pytest.mark.parametrize("tier", [2, 3])
@@ -269,13 +339,22 @@ def test_lines_differing_only_in_numbers_are_not_duplicates(tier: int) -> None:
     assert all(f"Item {i} costs {i * 3 + 2} EUR\n" in prepared.text + "\n" for i in range(200))
 
 
-@given(st.lists(st.one_of(st.from_regex(r"\Ahttps://[a-z]{1,6}\.test/[a-z0-9]{0,12}\Z"),
-                          st.text(st.characters(whitelist_categories=("Ll", "Nd", "Zs")), max_size=40),
-                          st.just("\n")), max_size=120),
-       st.sampled_from([2, 3]), st.integers(20, 3000))
+@given(
+    st.lists(
+        st.one_of(
+            st.from_regex(r"\Ahttps://[a-z]{1,6}\.test/[a-z0-9]{0,12}\Z"),
+            st.text(st.characters(whitelist_categories=("Ll", "Nd", "Zs")), max_size=40),
+            st.just("\n"),
+        ),
+        max_size=120,
+    ),
+    st.sampled_from([2, 3]),
+    st.integers(20, 3000),
+)
 @settings(max_examples=200, deadline=None)
-def test_compression_within_a_limit_keeps_every_url_the_list_has_room_for(parts: list[str], tier: int,
-                                                                          limit: int) -> None:
+def test_compression_within_a_limit_keeps_every_url_the_list_has_room_for(
+    parts: list[str], tier: int, limit: int
+) -> None:
     text = " ".join(parts)
     out = C.compress(text, tier, limit)
     assert len(out) <= limit

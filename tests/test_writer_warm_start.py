@@ -2,6 +2,7 @@
 `memtape.open()` (or of `forget`) folds inside its BEGIN IMMEDIATE only the events appended since
 projections.db was read, never the whole log, so a big memory's first write does not hold every
 other writer behind the lock while it replays the ledger."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -59,8 +60,13 @@ def a_memory(path: Path, runs: int = 3) -> int:
         for i in range(runs):
             with mem.start_run(goal=f"buy socks {i}", start_url=SHOP) as run:
                 run.record_step(step=1, action="click", target='button "Add to cart"', ok=False, error="blocked")
-                run.record_lesson(f"accept the banner first ({i})", category="error_recovery", failed_command="click",
-                                  error_pattern="blocked", step=1)
+                run.record_lesson(
+                    f"accept the banner first ({i})",
+                    category="error_recovery",
+                    failed_command="click",
+                    error_pattern="blocked",
+                    step=1,
+                )
                 run.observe_fact(kind="quirk", key=f"banner {i}", value="blocks clicks", step=1)
                 run.finish(success=True, outcome="done")
         mem.state("lessons")
@@ -81,11 +87,16 @@ def test_first_write_after_open_folds_nothing_old_inside_the_lock(tmp_path: Path
 
 
 def test_events_appended_behind_the_writers_back_are_folded_outside_the_lock(
-        tmp_path: Path, inside_lock: list[int]) -> None:
+    tmp_path: Path, inside_lock: list[int]
+) -> None:
     head = a_memory(tmp_path / "memory")
     with SqliteStore.open(tmp_path / "memory" / "ledger.db", create=False) as other:  # another process, no projections
-        other.append([NewEvent(FactObserved(fact_type="timing", key=f"k{i}", value="v"), domain="shop.example")
-                      for i in range(50)])
+        other.append(
+            [
+                NewEvent(FactObserved(fact_type="timing", key=f"k{i}", value="v"), domain="shop.example")
+                for i in range(50)
+            ]
+        )
     inside_lock.clear()
     with memtape.open(tmp_path / "memory") as mem:
         with mem.start_run(goal="buy socks again", start_url=SHOP) as run:
@@ -105,13 +116,19 @@ def test_forget_writes_from_projections_db(tmp_path: Path, inside_lock: list[int
     assert inside_lock == []
 
 
-def test_a_first_fact_decodes_only_what_it_touches_and_nothing_inside_the_lock(tmp_path: Path, inside_lock: list[str]) -> None:
+def test_a_first_fact_decodes_only_what_it_touches_and_nothing_inside_the_lock(
+    tmp_path: Path, inside_lock: list[str]
+) -> None:
     a_memory(tmp_path / "memory")
     inside_lock.clear()
     with memtape.open(tmp_path / "memory") as mem:
-        mem.append([mem.event(FactObserved, {"fact_type": "timing", "key": "slow", "value": "yes"}, domain="shop.example")])
+        mem.append(
+            [mem.event(FactObserved, {"fact_type": "timing", "key": "slow", "value": "yes"}, domain="shop.example")]
+        )
         state = mem.writer.state
         assert state is not None
-        loaded = {name for name in ("lessons", "knowledge", "trajectories", "patterns") if vars(state)[name] is not None}
+        loaded = {
+            name for name in ("lessons", "knowledge", "trajectories", "patterns") if vars(state)[name] is not None
+        }
         assert loaded == {"knowledge"}  # lessons and trajectories are left encoded: a fact never reads them
     assert inside_lock == []

@@ -1,4 +1,5 @@
 """Edits an adversary makes behind the ledger's back, and a small memory to make them on."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -19,9 +20,16 @@ def small_memory(memory: Path) -> Path:
     store = SqliteStore.open(memory / "ledger.db", clock=SteppingClock())
     w = MemoryWriter(store)
     w.open_for_run("r1", T0)
-    w.append([run_started("r1", domain="amazon.com", session_id="s1"), lesson(domain="google.com"),
-              fact("shadow dom", "amazon.com"), session(1, "amazon.com"), trajectory("t1", "buy shoes", "amazon.com"),
-              run_completed("r1", domain="amazon.com")])
+    w.append(
+        [
+            run_started("r1", domain="amazon.com", session_id="s1"),
+            lesson(domain="google.com"),
+            fact("shadow dom", "amazon.com"),
+            session(1, "amazon.com"),
+            trajectory("t1", "buy shoes", "amazon.com"),
+            run_completed("r1", domain="amazon.com"),
+        ]
+    )
     for d in ["bing.com", "yahoo.com", "reddit.com", "x.com"]:
         w.append([lesson(domain=d)])
     store.close()
@@ -70,7 +78,7 @@ def rehash(ledger: Path, seq: int, edit: Callable[[list[Any]], None], *, through
     all_rows = rows(ledger)
     changed = []
     prev = all_rows[seq - 2][13] if seq > 1 else "0" * 64
-    for row in all_rows[seq - 1:]:
+    for row in all_rows[seq - 1 :]:
         if row[0] == seq:
             edit(row)
         elif not through_tail:

@@ -1,4 +1,5 @@
 """Bundled local sites with real-world quirks, and the cases that exercise them."""
+
 from memtape.agent.sites.server import (
     CASES_FILE,
     HOSTILE_CASES_FILE,

@@ -21,6 +21,7 @@ Example:
     with SitesServer() as sites:
         print(sites.url("shop.test", "/"))   # http://shop.test/
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,9 @@ HOSTS: dict[str, str] = {
     "news.test": "news",
     "portal.test": "portal",
     "forum.test": "forum",
-    "club.test": "club",    # a login behind a link: learned once as a pattern, then reused
-    "help.test": "help",    # a dead end that needs backtracking
-    "docs.test": "docs",    # a small site to explore (sitemap)
+    "club.test": "club",  # a login behind a link: learned once as a pattern, then reused
+    "help.test": "help",  # a dead end that needs backtracking
+    "docs.test": "docs",  # a small site to explore (sitemap)
 }
 #: paths whose page the server delays (seconds): the slow page quirk
 SLOW_PATHS: dict[str, float] = {"/article/election-results": 1.2}
@@ -59,8 +60,9 @@ _INCLUDE = re.compile(r'<!--#include "([a-z0-9-]+\.html)" -->')
 
 def _assemble(page: Path, site: Path) -> bytes:
     """A page as served: each include line replaced by the site's part of that name."""
-    return _INCLUDE.sub(lambda m: (site / "_parts" / m.group(1)).read_text(encoding="utf-8"),
-                        page.read_text(encoding="utf-8")).encode()
+    return _INCLUDE.sub(
+        lambda m: (site / "_parts" / m.group(1)).read_text(encoding="utf-8"), page.read_text(encoding="utf-8")
+    ).encode()
 
 
 def _resolve(host: str, path: str) -> Path | None:
@@ -165,8 +167,9 @@ class SitesServer:
         return f"http://{host}{path if path.startswith('/') else '/' + path}"
 
     def start(self) -> SitesServer:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                       name="memtape-sites", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="memtape-sites", daemon=True
+        )
         self.thread.start()
         return self
 

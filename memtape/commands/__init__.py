@@ -4,6 +4,7 @@ one of its commands runs.
 Each command parses its arguments, calls one library function and prints the answer; the
 library layers know nothing of click or rich.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,25 @@ from memtape.progress import fold_progress_bar
 from memtape.projections.cache.materialize import ProjectionsHead, fold_progress
 
 #: commands that only read memory: on a place with no ledger they say `no memory at DIR` and create nothing
-READS_ONLY = frozenset({"events", "verify", "stats", "rebuild", "state", "runs", "diff", "analytics", "audit",
-                        "explain", "experiment", "fork", "report", "watch", "export"})
+READS_ONLY = frozenset(
+    {
+        "events",
+        "verify",
+        "stats",
+        "rebuild",
+        "state",
+        "runs",
+        "diff",
+        "analytics",
+        "audit",
+        "explain",
+        "experiment",
+        "fork",
+        "report",
+        "watch",
+        "export",
+    }
+)
 #: commands over items memory must already hold (`lessons pin`): no ledger is created for them either
 NEEDS_MEMORY = READS_ONLY | {"lessons"}
 
@@ -27,8 +45,12 @@ def current_settings() -> Settings:
     the first call from the top-level context's options, and closed with it, its fold progress bar too."""
     root = click.get_current_context().find_root()
     if not isinstance(root.obj, Settings):
-        settings = Settings(memory=root.params.get("memory_dir"), store_url=root.params.get("store_url"),
-                            reads_only=root.invoked_subcommand in NEEDS_MEMORY, keeper_factories=[_projections_head])
+        settings = Settings(
+            memory=root.params.get("memory_dir"),
+            store_url=root.params.get("store_url"),
+            reads_only=root.invoked_subcommand in NEEDS_MEMORY,
+            keeper_factories=[_projections_head],
+        )
         root.obj = settings
         root.call_on_close(settings.close)
         progress = fold_progress.set(root.with_resource(fold_progress_bar()))
@@ -48,6 +70,12 @@ def _allow_broken(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 
 def allow_broken_option(command: Any) -> Any:
     """`--allow-broken` on a read command: forensics on an edited ledger (see Settings.allow_broken)."""
-    return click.option("--allow-broken", is_flag=True, expose_value=False, is_eager=True, callback=_allow_broken,
-                        help="Forensics: read even a ledger whose chain or remembered head is broken "
-                             "(nothing is checked; projections.db is neither read nor written).")(command)
+    return click.option(
+        "--allow-broken",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_allow_broken,
+        help="Forensics: read even a ledger whose chain or remembered head is broken "
+        "(nothing is checked; projections.db is neither read nor written).",
+    )(command)

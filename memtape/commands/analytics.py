@@ -5,6 +5,7 @@ Each command parses its arguments and calls one public function; errors are
 commands/audit.py, `experiment` and `fork` in commands/experiment.py, so that a
 cold `memtape analytics ...` loads none of their modules.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -38,20 +39,38 @@ def _analysis_command(name: str, doc: str) -> click.Command:
     return click.command(name=name)(command)
 
 
-analytics.help = inspect.cleandoc(analytics.help or "") + "\n\n\b\nSections (--section NAME):\n" + "\n".join(
-    f"  {name}: {', '.join(sections(file))}" for name, (file, _) in ANALYSES.items())
+analytics.help = (
+    inspect.cleandoc(analytics.help or "")
+    + "\n\n\b\nSections (--section NAME):\n"
+    + "\n".join(f"  {name}: {', '.join(sections(file))}" for name, (file, _) in ANALYSES.items())
+)
 
 for _name, _doc in (
-    ("promotions", "The lesson funnel recorded → deduplicated → promoted, time to promotion, by category and domain.\n\n"
-                   "Example: memtape analytics promotions --section time_to_promotion --format csv"),
-    ("decay", "Fact confidence over time, contradictions and pruning.\n\n"
-              "Example: memtape analytics decay --section timeline --format json"),
-    ("recall", "Hit rate of error and domain recall; lessons never recalled.\n\n"
-               "Example: memtape analytics recall --section never_recalled"),
-    ("memory-effect", "Turns, tokens, duration and pass rate for the same goals: memory off vs on, cold vs warm.\n\n"
-                      "Example: memtape analytics memory-effect --format parquet --out effect.parquet"),
-    ("runs", "Runs, their outcomes, sessions and lineage (resume / fork).\n\n"
-             "Example: memtape analytics runs --section lineage"),
+    (
+        "promotions",
+        "The lesson funnel recorded → deduplicated → promoted, time to promotion, by category and domain.\n\n"
+        "Example: memtape analytics promotions --section time_to_promotion --format csv",
+    ),
+    (
+        "decay",
+        "Fact confidence over time, contradictions and pruning.\n\n"
+        "Example: memtape analytics decay --section timeline --format json",
+    ),
+    (
+        "recall",
+        "Hit rate of error and domain recall; lessons never recalled.\n\n"
+        "Example: memtape analytics recall --section never_recalled",
+    ),
+    (
+        "memory-effect",
+        "Turns, tokens, duration and pass rate for the same goals: memory off vs on, cold vs warm.\n\n"
+        "Example: memtape analytics memory-effect --format parquet --out effect.parquet",
+    ),
+    (
+        "runs",
+        "Runs, their outcomes, sessions and lineage (resume / fork).\n\n"
+        "Example: memtape analytics runs --section lineage",
+    ),
 ):
     analytics.add_command(_analysis_command(_name, _doc))
 
@@ -60,8 +79,14 @@ COMMANDS: list[click.Command] = [analytics]
 
 
 @click.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
-              help="Directory for report.html and its PNG plots.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Directory for report.html and its PNG plots.",
+)
 @allow_broken_option
 def report(out_dir: str) -> None:
     """A self-contained HTML page with PNG plots of every analysis.
@@ -77,8 +102,13 @@ COMMANDS.append(report)
 
 @click.command()
 @click.option("--max-events", type=click.IntRange(min=1), default=None, help="Stop after this many new events.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Stop after this long (default: until Ctrl-C).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Stop after this long (default: until Ctrl-C).",
+)
 def watch(max_events: int | None, timeout: float | None) -> None:
     """Follow the ledger, keep projections.db current and print what each new event changed.
 
@@ -94,8 +124,9 @@ def watch(max_events: int | None, timeout: float | None) -> None:
         timer.start()
     click.echo(f"watching {store.where} (projections: {projections})")
     try:
-        follow_projections(store, projections, on_change=lambda c: click.echo(c.line()), stop=stop,
-                           max_events=max_events)
+        follow_projections(
+            store, projections, on_change=lambda c: click.echo(c.line()), stop=stop, max_events=max_events
+        )
     except KeyboardInterrupt:
         stop.set()
     finally:

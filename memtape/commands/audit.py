@@ -3,6 +3,7 @@
 Each command parses its arguments and calls one public function; errors are
 `LedgerError`s, printed by the CLI as one line.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -32,11 +33,22 @@ def _write_or_echo(text: str, out: str | None) -> None:
 
 def table_formats(names: tuple[str, ...]) -> Callable[[Any], Any]:
     """`--format` and `--section` for commands whose default output is a readable page, not a table."""
+
     def decorate(func: Any) -> Any:
-        func = click.option("--section", default=None, metavar="NAME",
-                            help=f"One table: {', '.join(names)} (csv and parquet write the first by default).")(func)
-        return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                            help="The answer as tables: table, json, csv or parquet (see `--section`).")(func)
+        func = click.option(
+            "--section",
+            default=None,
+            metavar="NAME",
+            help=f"One table: {', '.join(names)} (csv and parquet write the first by default).",
+        )(func)
+        return click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default=None,
+            help="The answer as tables: table, json, csv or parquet (see `--section`).",
+        )(func)
+
     return decorate
 
 
@@ -50,12 +62,18 @@ def _one_output(as_json: bool, as_html: bool, fmt: str | None) -> None:
 @click.option("--step", type=click.IntRange(min=0), default=None, help="Only this step.")
 @click.option("--json", "as_json", is_flag=True, help="The audit as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
-@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
-              help="Write the JSON, HTML or --format output to FILE instead of stdout.")
+@click.option(
+    "--out",
+    type=AnswerPath(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the JSON, HTML or --format output to FILE instead of stdout.",
+)
 @table_formats(AUDIT_SECTIONS)
 @allow_broken_option
-def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
-          section: str | None) -> None:
+def audit(
+    run_id: str, step: int | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None, section: str | None
+) -> None:
     """What the agent knew at each step of RUN: prompt items, memory as of the step, the action —
     and for every item the run and step that taught it. `--format` gives the sections steps,
     prompt_items and memory as tables.
@@ -76,16 +94,26 @@ def audit(run_id: str, step: int | None, as_json: bool, as_html: bool, out: str 
 
 @click.command()
 @click.argument("item")
-@click.option("--domain", default=None, metavar="D",
-              help="For a fact key used on several domains: the domain whose fact to explain.")
+@click.option(
+    "--domain",
+    default=None,
+    metavar="D",
+    help="For a fact key used on several domains: the domain whose fact to explain.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The life as one JSON object.")
 @click.option("--html", "as_html", is_flag=True, help="A self-contained HTML page.")
-@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
-              help="With --format: write to FILE instead of stdout.")
+@click.option(
+    "--out",
+    type=AnswerPath(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="With --format: write to FILE instead of stdout.",
+)
 @table_formats(EXPLAIN_SECTIONS)
 @allow_broken_option
-def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None,
-            section: str | None) -> None:
+def explain(
+    item: str, domain: str | None, as_json: bool, as_html: bool, out: str | None, fmt: str | None, section: str | None
+) -> None:
     """The whole life of one lesson, fact (id or key), selector or trajectory: recorded, deduplicated,
     recalled (in which runs), promoted, decayed, pruned, forgotten. `--format` gives the sections
     life, now and recalled_in_runs as tables.
@@ -108,5 +136,3 @@ def explain(item: str, domain: str | None, as_json: bool, as_html: bool, out: st
 
 
 COMMANDS.extend([audit, explain])
-
-

@@ -3,6 +3,7 @@
 Each command parses its arguments and calls one public function; errors are
 `LedgerError`s, printed by the CLI as one line.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,20 +33,42 @@ COMMANDS: list[click.Command] = []
 
 
 @click.command()
-@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="A policy parameter to change (repeatable), e.g. promotion_min_uses=3; see --list-params.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A policy parameter to change (repeatable), e.g. promotion_min_uses=3; see --list-params.",
+)
 @click.option("--until", default=None, metavar="SEQ|TIME", help="Replay events up to this seq (or ISO time).")
-@click.option("--list-params", is_flag=True,
-              help="List the policy parameters (name, type, default, range, meaning) and exit.")
+@click.option(
+    "--list-params", is_flag=True, help="List the policy parameters (name, type, default, range, meaning) and exit."
+)
 @click.option("--json", "as_json", is_flag=True, help="The whole answer as one JSON object.")
-@click.option("--section", default=None, metavar="NAME",
-              help=f"One table of the answer: {', '.join(EXPERIMENT_SECTIONS)} (csv and parquet write the first by default).")
-@click.option("--out", type=AnswerPath(dir_okay=False), default=None, metavar="FILE",
-              help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).")
+@click.option(
+    "--section",
+    default=None,
+    metavar="NAME",
+    help=f"One table of the answer: {', '.join(EXPERIMENT_SECTIONS)} (csv and parquet write the first by default).",
+)
+@click.option(
+    "--out",
+    type=AnswerPath(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write to FILE instead of stdout (parquet: needed when stdout is a terminal).",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
 @allow_broken_option
-def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, as_json: bool, fmt: str,
-               out: str | None, section: str | None) -> None:
+def experiment(
+    settings: tuple[str, ...],
+    until: str | None,
+    list_params: bool,
+    as_json: bool,
+    fmt: str,
+    out: str | None,
+    section: str | None,
+) -> None:
     """Replay the log's observations under a changed policy and diff against what really happened.
 
     Example: memtape experiment --set promotion_min_uses=3 --set fact_decay=0.3 --until 500
@@ -55,8 +78,9 @@ def experiment(settings: tuple[str, ...], until: str | None, list_params: bool, 
         return
     overrides = parse_settings(settings)
     make_policy(Policy(), overrides)  # a value out of range is refused before memory is opened
-    result = _with_progress("replaying", lambda progress: run_experiment(current_settings().store(), overrides, until,
-                                                                          progress=progress))
+    result = _with_progress(
+        "replaying", lambda progress: run_experiment(current_settings().store(), overrides, until, progress=progress)
+    )
     if as_json:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
         return
@@ -101,11 +125,22 @@ def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None
 
 @click.command()
 @click.option("--until", required=True, metavar="SEQ|TIME", help="Last seq (or ISO time) to copy.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
-              help="Directory for the new ledger (gets DIR/ledger.db).")
-@click.option("--memory-isolation", "isolation", type=click.Choice(["shared", "per-run"]), default="shared",
-              help="How runs in the fork use it: shared (they append to it) or per-run (each starts from the "
-                   "forked memory in runs/<run_id>/; nothing leaks between runs).")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Directory for the new ledger (gets DIR/ledger.db).",
+)
+@click.option(
+    "--memory-isolation",
+    "isolation",
+    type=click.Choice(["shared", "per-run"]),
+    default="shared",
+    help="How runs in the fork use it: shared (they append to it) or per-run (each starts from the "
+    "forked memory in runs/<run_id>/; nothing leaks between runs).",
+)
 def fork(until: str, out_dir: str, isolation: str) -> None:
     """A new ledger with the events up to SEQ, rows verbatim so the hash chain verifies (for A/B runs).
 
@@ -113,10 +148,10 @@ def fork(until: str, out_dir: str, isolation: str) -> None:
     memtape --memory-dir ab/memory-b run --cases agent/sites/cases.json
     """
     result = fork_ledger(current_settings().store(), until, out_dir, isolation)
-    click.echo(f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "
-               f"memory isolation {result.isolation}")
+    click.echo(
+        f"forked {result.count} events (seq 1..{result.head}) into {result.path}; chain verified; "
+        f"memory isolation {result.isolation}"
+    )
 
 
 COMMANDS.extend([experiment, fork])
-
-

@@ -1,4 +1,5 @@
 """`memtape forget`: a thin command over `projections.forget.forget`."""
+
 from __future__ import annotations
 
 import click
@@ -9,14 +10,21 @@ from memtape.projections.forget import forget
 
 
 @click.command("forget")
-@click.option("--domain", default=None, metavar="D", help="A site (and its subdomains): its lessons, facts, selectors, "
-                                                          "trajectories, sessions, runs and steps.")
-@click.option("--run", "run_id", default=None, metavar="R", help="One run: its manifest, steps, trajectory, session entry.")
+@click.option(
+    "--domain",
+    default=None,
+    metavar="D",
+    help="A site (and its subdomains): its lessons, facts, selectors, trajectories, sessions, runs and steps.",
+)
+@click.option(
+    "--run", "run_id", default=None, metavar="R", help="One run: its manifest, steps, trajectory, session entry."
+)
 @click.option("--session", default=None, metavar="S", help="Every run of a session.")
 @click.option("--lesson", default=None, metavar="L", help="One lesson, by id.")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (recorded in the event).")
-def forget_cmd(domain: str | None, run_id: str | None, session: str | None, lesson: str | None,
-               reason: str | None) -> None:
+def forget_cmd(
+    domain: str | None, run_id: str | None, session: str | None, lesson: str | None, reason: str | None
+) -> None:
     """Forget one subject: append `subject_forgotten`, so no projection, export, report or audit
     answer holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the
     analytics mirror (rebuilt without the subject by the next analytics command).
@@ -24,15 +32,20 @@ def forget_cmd(domain: str | None, run_id: str | None, session: str | None, less
 
     Example: memtape forget --domain shop.test --reason "user asked"
     """
-    chosen = [(k, v) for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
-              if v is not None]
+    chosen = [
+        (k, v)
+        for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
+        if v is not None
+    ]
     if len(chosen) != 1:
         raise LedgerError("give exactly one of --domain, --run, --session, --lesson")
-    (kind, subject), = chosen
+    ((kind, subject),) = chosen
     settings = current_settings()
     r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path)
     removed = ", ".join(f"{n} {t}" for t, n in sorted(r.removed.items())) or "nothing was in memory"
-    scrubbed = f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""
+    scrubbed = (
+        f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""
+    )
     if r.mirror_dropped:
         scrubbed += "; analytics mirror dropped"
     click.echo(f"forgot {kind} {r.subject} (subject_forgotten at seq {r.seq}): removed {removed}{scrubbed}")

@@ -1,4 +1,5 @@
 """`memtape import` and `memtape export`: thin commands over importers/exporters."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,10 +45,16 @@ def run_export(settings: Settings, fmt: str, out: Path, as_of: int | str | None)
 
 @click.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
-              help="memory-json: mycompagent's memory.json; memory-events: a folder of mycompagent's "
-                   "memory_events.jsonl logs; agent-memory: bad's .agent-memory folder; trayn-json: Trayn's JSON "
-                   "export of MemoryEntry records. auto: guessed from the path.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", *FORMATS]),
+    default="auto",
+    show_default=True,
+    help="memory-json: mycompagent's memory.json; memory-events: a folder of mycompagent's "
+    "memory_events.jsonl logs; agent-memory: bad's .agent-memory folder; trayn-json: Trayn's JSON "
+    "export of MemoryEntry records. auto: guessed from the path.",
+)
 def import_cmd(path: Path, fmt: str) -> None:
     """Import another agent's memory: mycompagent's memory.json or memory_events.jsonl logs, bad's
     .agent-memory folder, or Trayn's JSON export (refused whole if any file is malformed; twice = once).
@@ -59,23 +66,40 @@ def import_cmd(path: Path, fmt: str) -> None:
         r = run_import(current_settings(), path, fmt)
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items() if v)
     if r.already_imported_seq is not None:
-        click.echo(f"already imported (memory_imported at seq {r.already_imported_seq}, sha256 {r.digest}): "
-                   "nothing appended")
+        click.echo(
+            f"already imported (memory_imported at seq {r.already_imported_seq}, sha256 {r.digest}): nothing appended"
+        )
         return
-    click.echo(f"imported {r.source_format} {r.source_path}: appended {r.appended} events "
-               f"(seq {r.first_seq}..{r.last_seq}; {counts or 'nothing to add'})")
+    click.echo(
+        f"imported {r.source_format} {r.source_path}: appended {r.appended} events "
+        f"(seq {r.first_seq}..{r.last_seq}; {counts or 'nothing to add'})"
+    )
 
 
 @click.command("export")
-@click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), required=True,
-              help="agent-memory: bad's .agent-memory folder; memory-json: mycompagent's memory.json; "
-                   "memory-events: mycompagent's per-run memory_events.jsonl logs (a folder); "
-                   "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.")
-@click.option("--out", type=AnswerPath(path_type=Path), required=True,
-              help="Directory (agent-memory, memory-events; new or empty) or file to write (missing parents are created); "
-                   "nothing outside it is written.")
-@click.option("--as-of", "as_of", default=None, metavar="SEQ|TIME",
-              help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(EXPORT_FORMATS)),
+    required=True,
+    help="agent-memory: bad's .agent-memory folder; memory-json: mycompagent's memory.json; "
+    "memory-events: mycompagent's per-run memory_events.jsonl logs (a folder); "
+    "json/csv: Trayn's MemoryEntry records; prompt: Trayn's REPEAT/AVOID text.",
+)
+@click.option(
+    "--out",
+    type=AnswerPath(path_type=Path),
+    required=True,
+    help="Directory (agent-memory, memory-events; new or empty) or file to write (missing parents are created); "
+    "nothing outside it is written.",
+)
+@click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="SEQ|TIME",
+    help="Export memory as of this seq (or ISO time: what the ledger had recorded by then).",
+)
 @allow_broken_option
 def export_cmd(fmt: str, out: Path, as_of: str | None) -> None:
     """Export memory in another agent's format: bad, mycompagent or Trayn (files 0600, directories 0700).

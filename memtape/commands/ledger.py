@@ -1,4 +1,5 @@
 """`memtape append|events|verify|stats|schema|copy`: thin commands over the store."""
+
 from __future__ import annotations
 
 import sys
@@ -58,14 +59,27 @@ def _where(ev: RecordedEvent) -> str:
 def format_line(ev: RecordedEvent, width: int = PIPED_WIDTH) -> str:
     """One event as a line of `events --format table` (streamed, so a log of any length prints at
     once): the summary fills what the terminal has left, cut with "…"."""
-    head = (f"{ev.seq:>7} {cell_text(ev.recorded_at)} {ev.type:<20} {_where(ev):<20} "
-            f"{ev.domain or '-':<18} ")
+    head = f"{ev.seq:>7} {cell_text(ev.recorded_at)} {ev.type:<20} {_where(ev):<20} {ev.domain or '-':<18} "
     return head + clip(summarize(ev), max(width - len(head), 10))
 
 
 #: `events --format csv|parquet`: one row per event with the whole envelope and the payload as JSON
-ENVELOPE_COLUMNS = ("seq", "id", "stream", "stream_version", "type", "schema_version", "recorded_at", "occurred_at",
-                    "run_id", "step", "domain", "prev_hash", "hash", "payload")
+ENVELOPE_COLUMNS = (
+    "seq",
+    "id",
+    "stream",
+    "stream_version",
+    "type",
+    "schema_version",
+    "recorded_at",
+    "occurred_at",
+    "run_id",
+    "step",
+    "domain",
+    "prev_hash",
+    "hash",
+    "payload",
+)
 
 
 def events_report(events: Iterable[RecordedEvent]) -> Report:
@@ -93,7 +107,11 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
     events = parse_lines(source.read())
     store = current_settings().store()
     recorded = store.append(events) if raw else append_observations(store, events)
-    click.echo(f"appended {len(recorded)} events (seq {recorded[0].seq}..{recorded[-1].seq})" if recorded else "appended 0 events")
+    click.echo(
+        f"appended {len(recorded)} events (seq {recorded[0].seq}..{recorded[-1].seq})"
+        if recorded
+        else "appended 0 events"
+    )
 
 
 @click.command()
@@ -105,8 +123,16 @@ def append(source: click.utils.LazyFile, raw: bool) -> None:
 @click.option("--follow", is_flag=True, help="Keep printing events as other processes append them (table or json).")
 @listing_options(json_help="Same as --format json: one JSON object per line, with the envelope.")
 @allow_broken_option
-def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run_id: str | None,
-           domain: str | None, follow: bool, fmt: str, out: str | None) -> None:
+def events(
+    from_seq: int | None,
+    to_seq: int | None,
+    types: tuple[str, ...],
+    run_id: str | None,
+    domain: str | None,
+    follow: bool,
+    fmt: str,
+    out: str | None,
+) -> None:
     """Print events in seq order, filtered. `--format json` prints one object per line (envelope and
     payload); csv and parquet one row per event with the envelope and the payload as JSON.
 
@@ -143,7 +169,11 @@ def events(from_seq: int | None, to_seq: int | None, types: tuple[str, ...], run
         for ev in store.subscribe(from_seq or 1, stop):
             if to_seq is not None and ev.seq > to_seq:
                 break
-            if (types_set and ev.type not in types_set) or (run_id and ev.run_id != run_id) or (domain and ev.domain != domain):
+            if (
+                (types_set and ev.type not in types_set)
+                or (run_id and ev.run_id != run_id)
+                or (domain and ev.domain != domain)
+            ):
                 continue
             emit_line(ev)
     except KeyboardInterrupt:
@@ -158,10 +188,19 @@ def _anchor_option(_ctx: click.Context, _param: click.Parameter, values: tuple[s
 
 
 @click.command()
-@click.option("--head", "heads", multiple=True, metavar="SEQ:HASH", callback=_anchor_option,
-              help="Also check a head kept elsewhere (as printed by an earlier verify); repeatable.")
-@click.option("--decisions", is_flag=True,
-              help="Also replay the log under each run's recorded policy and check every decision event.")
+@click.option(
+    "--head",
+    "heads",
+    multiple=True,
+    metavar="SEQ:HASH",
+    callback=_anchor_option,
+    help="Also check a head kept elsewhere (as printed by an earlier verify); repeatable.",
+)
+@click.option(
+    "--decisions",
+    is_flag=True,
+    help="Also replay the log under each run's recorded policy and check every decision event.",
+)
 def verify(heads: list[Anchor], decisions: bool) -> None:
     """Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq.
 
@@ -203,10 +242,15 @@ def stats(fmt: str, out: str | None, section: str | None) -> None:
         else:
             click.echo(text, nl=False)
         return
-    summary = Table(["events", "bytes", "first_recorded_at", "last_recorded_at"],
-                    [(st.count, st.file_bytes, st.first_recorded_at, st.last_recorded_at)], "summary")
-    tables = [summary] + [Table([title, "events"], list(counts.items()), f"by {title}")
-                          for title, counts in (("type", st.by_type), ("domain", st.by_domain), ("run", st.by_run))]
+    summary = Table(
+        ["events", "bytes", "first_recorded_at", "last_recorded_at"],
+        [(st.count, st.file_bytes, st.first_recorded_at, st.last_recorded_at)],
+        "summary",
+    )
+    tables = [summary] + [
+        Table([title, "events"], list(counts.items()), f"by {title}")
+        for title, counts in (("type", st.by_type), ("domain", st.by_domain), ("run", st.by_run))
+    ]
     emit(Report("", dict(zip(STATS_SECTIONS, tables))), fmt, out, section)
 
 
@@ -221,8 +265,12 @@ def schema(event_type: str | None) -> None:
 
 
 @click.command(name="copy")
-@click.option("--from", "from_url", required=True, metavar="URL", help="Source ledger: sqlite:///path or postgresql://...")
-@click.option("--to", "to_url", required=True, metavar="URL", help="Empty target ledger: sqlite:///path or postgresql://...")
+@click.option(
+    "--from", "from_url", required=True, metavar="URL", help="Source ledger: sqlite:///path or postgresql://..."
+)
+@click.option(
+    "--to", "to_url", required=True, metavar="URL", help="Empty target ledger: sqlite:///path or postgresql://..."
+)
 def copy_command(from_url: str, to_url: str) -> None:
     """Copy a ledger between stores, rows verbatim, chain verified at the end.
 
@@ -230,9 +278,13 @@ def copy_command(from_url: str, to_url: str) -> None:
     """
     with Progress(transient=True) as bar:
         task = bar.add_task("copying", total=None)
-        result = copy_ledger(from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total))
-    click.echo(f"copied {result.count} events from {display_url(from_url)} to {display_url(to_url)}; "
-               f"chain verified (head {result.head_hash})")
+        result = copy_ledger(
+            from_url, to_url, on_progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    click.echo(
+        f"copied {result.count} events from {display_url(from_url)} to {display_url(to_url)}; "
+        f"chain verified (head {result.head_hash})"
+    )
 
 
 COMMANDS = [append, events, verify, stats, schema, copy_command]

@@ -1,4 +1,5 @@
 """`memtape mcp`: this memory as a Model Context Protocol server over stdio (memtape/mcp_server.py)."""
+
 from __future__ import annotations
 
 import click

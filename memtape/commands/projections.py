@@ -3,6 +3,7 @@
 Each command parses its arguments, calls one library function and renders
 the result as a rich table (or JSON with --json).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +47,13 @@ def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) ->
 
 
 @click.command()
-@click.option("--projection", "projection", type=click.Choice(PROJECTIONS), multiple=True,
-              help="Rebuild only this projection (repeatable); default all.")
+@click.option(
+    "--projection",
+    "projection",
+    type=click.Choice(PROJECTIONS),
+    multiple=True,
+    help="Rebuild only this projection (repeatable); default all.",
+)
 def rebuild(projection: tuple[str, ...]) -> None:
     """Rebuild projections.db from the ledger, with a progress bar.
 
@@ -55,19 +61,33 @@ def rebuild(projection: tuple[str, ...]) -> None:
     """
     s = current_settings()
     with fold_progress_bar(always=True) as progress:
-        state = rebuild_projections(s.store(), projections_file(s.store()), projections=projection or None, progress=progress)
+        state = rebuild_projections(
+            s.store(), projections_file(s.store()), projections=projection or None, progress=progress
+        )
     rows = list(digests(state, projection or PROJECTIONS).items())
-    emit(Report(f"projections rebuilt at seq {state.head}", {"digests": Table(["projection", "digest (sha256)"], rows)}),
-         "table")
+    emit(
+        Report(f"projections rebuilt at seq {state.head}", {"digests": Table(["projection", "digest (sha256)"], rows)}),
+        "table",
+    )
 
 
 @click.command()
 @click.argument("kind", type=click.Choice(STATE_KINDS))
 @click.option("--domain", default=None, help="Only this domain (and its subdomains where it applies).")
-@click.option("--run", "run", default=None, metavar="RUN",
-              help="Only this run (runs, short-term, context, snapshots, scratch, page-maps).")
-@click.option("--as-of", "as_of", default=None, metavar="SEQ|ISO-TIME",
-              help="Memory as the ledger knew it at this seq or recorded time.")
+@click.option(
+    "--run",
+    "run",
+    default=None,
+    metavar="RUN",
+    help="Only this run (runs, short-term, context, snapshots, scratch, page-maps).",
+)
+@click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="SEQ|ISO-TIME",
+    help="Memory as the ledger knew it at this seq or recorded time.",
+)
 @listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")
 @allow_broken_option
 def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
@@ -88,8 +108,9 @@ def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt
 @click.option("--limit", type=click.IntRange(min=0), default=None)
 @listing_options(json_help="Same as --format json: an array of run manifests with every field.")
 @allow_broken_option
-def runs(session_id: str | None, domain: str | None, status: str | None, limit: int | None, fmt: str,
-         out: str | None) -> None:
+def runs(
+    session_id: str | None, domain: str | None, status: str | None, limit: int | None, fmt: str, out: str | None
+) -> None:
     """List run manifests, newest first (what `bad runs` lists from bad's .agent-memory).
 
     Example: memtape runs --session-id proj_123 --json
@@ -111,8 +132,16 @@ def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     """
     s = current_settings()
     changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)
-    emit(_report(f"memory changes from {from_seq} to {to_seq}", tuple(f.name for f in dataclasses.fields(Change)),
-                 changes, fmt), fmt, out)
+    emit(
+        _report(
+            f"memory changes from {from_seq} to {to_seq}",
+            tuple(f.name for f in dataclasses.fields(Change)),
+            changes,
+            fmt,
+        ),
+        fmt,
+        out,
+    )
 
 
 COMMANDS = [rebuild, state, runs, diff]

@@ -6,6 +6,7 @@ logs is exactly what the library call logs. An agent records its steps with
 `memtape append` (step_recorded lines carrying the run id) between
 `start-run` and `finish-run`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, fields
@@ -66,15 +67,21 @@ def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -
     if as_json:
         _echo_json(summary)
         return
-    click.echo(f"{run_id} finished ({'success' if success else 'failure'}): {len(learned.lessons)} lessons, "
-               f"{len(learned.facts)} facts, " + ("a trajectory" if learned.trajectory else "no trajectory"))
+    click.echo(
+        f"{run_id} finished ({'success' if success else 'failure'}): {len(learned.lessons)} lessons, "
+        f"{len(learned.facts)} facts, " + ("a trajectory" if learned.trajectory else "no trajectory")
+    )
 
 
 def finished(run_id: str, success: bool, learned: Learned) -> dict[str, Any]:
     """What finishing a run produced, as `finish-run --json` prints it (and the MCP tool returns it)."""
-    return {"run_id": run_id, "success": success, "lessons": [l.lesson_id for l in learned.lessons],
-            "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
-            "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None}
+    return {
+        "run_id": run_id,
+        "success": success,
+        "lessons": [l.lesson_id for l in learned.lessons],
+        "facts": [f"{f.fact_type}: {f.key}" for f in learned.facts],
+        "trajectory": learned.trajectory.trajectory_id if learned.trajectory else None,
+    }
 
 
 def _where(run_id: str | None, step: int | None) -> dict[str, Any]:
@@ -114,8 +121,9 @@ def recall() -> None:
 @click.option("--error", required=True, help="Its error message.")
 @click.option("--domain", default=None, help="The site it failed on (site lessons apply only there).")
 @_where_options
-def recall_error(command: str, error: str, domain: str | None, run_id: str | None, step: int | None,
-                 fmt: str | None, out: str | None) -> None:
+def recall_error(
+    command: str, error: str, domain: str | None, run_id: str | None, step: int | None, fmt: str | None, out: str | None
+) -> None:
     """Trigger A: lessons for a failed command (logs error_recall)."""
     _show_lessons(_memory().recall_error(command, error, domain=domain, **_where(run_id, step)), fmt, out)
 
@@ -134,16 +142,18 @@ def recall_domain(domain: str, run_id: str | None, step: int | None, fmt: str | 
 def recall_tier1(domain: str | None, run_id: str | None, step: int | None, fmt: str | None, out: str | None) -> None:
     """Tier 1: the lessons for a system prompt (logs tier1_loaded)."""
     where = _where(run_id, step)
-    _show_lessons(_memory().tier1(run_id=where["run_id"], step=step if step is not None else 0, domain=domain),
-                  fmt, out)
+    _show_lessons(
+        _memory().tier1(run_id=where["run_id"], step=step if step is not None else 0, domain=domain), fmt, out
+    )
 
 
 @recall.command("trajectory")
 @click.option("--goal", required=True, help="The goal to match.")
 @click.option("--url", required=True, help="The page the run is on (its host scopes the match).")
 @_where_options
-def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None, fmt: str | None,
-                      out: str | None) -> None:
+def recall_trajectory(
+    goal: str, url: str, run_id: str | None, step: int | None, fmt: str | None, out: str | None
+) -> None:
     """The reference trajectory for a goal on a site (logs trajectory_recalled). `--format json` is
     the match as one object (null when none); table, csv and parquet list its steps."""
     found = _memory().recall_trajectory(goal, url, **_where(run_id, step))
@@ -155,8 +165,14 @@ def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None,
             click.echo(text, nl=False)
         return
     if fmt is not None:
-        title = (f"trajectory {found.trajectory.trajectory_id} (similarity {found.similarity:.2f}, replay "
-                 f"{'yes' if found.replay else 'no'})") if found else "no trajectory"
+        title = (
+            (
+                f"trajectory {found.trajectory.trajectory_id} (similarity {found.similarity:.2f}, replay "
+                f"{'yes' if found.replay else 'no'})"
+            )
+            if found
+            else "no trajectory"
+        )
         steps = [asdict(s) for s in found.trajectory.steps] if found else []
         emit(Report(title, {"steps": Table.from_records(steps)}), fmt, out)
         return
@@ -164,8 +180,10 @@ def recall_trajectory(goal: str, url: str, run_id: str | None, step: int | None,
         click.echo("no trajectory")
         return
     t = found.trajectory
-    click.echo(f"{t.trajectory_id}  similarity {found.similarity:.2f}  replay {'yes' if found.replay else 'no'}  "
-               f"goal {t.goal!r}")
+    click.echo(
+        f"{t.trajectory_id}  similarity {found.similarity:.2f}  replay {'yes' if found.replay else 'no'}  "
+        f"goal {t.goal!r}"
+    )
     for i, s in enumerate(t.steps, 1):
         target = f" {s.role} {s.name!r}" if s.role else ""
         click.echo(f"  {i}. {s.command}{target} {orjson.dumps(s.args).decode()} at {s.url}")
@@ -175,9 +193,16 @@ def _trajectory(found: TrajectoryRecall | None) -> dict[str, Any] | None:
     if found is None:
         return None
     t = found.trajectory
-    return {"trajectory_id": t.trajectory_id, "goal": t.goal, "origin": t.origin, "similarity": found.similarity,
-            "score": found.score, "replay": found.replay, "steps": [asdict(s) for s in t.steps],
-            "event_ids": list(t.event_ids)}
+    return {
+        "trajectory_id": t.trajectory_id,
+        "goal": t.goal,
+        "origin": t.origin,
+        "similarity": found.similarity,
+        "score": found.score,
+        "replay": found.replay,
+        "steps": [asdict(s) for s in t.steps],
+        "event_ids": list(t.event_ids),
+    }
 
 
 COMMANDS = [start_run, finish_run, recall]

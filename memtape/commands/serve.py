@@ -1,4 +1,5 @@
 """`memtape serve`: the HTTP JSON API (memtape/server.py) on a local port."""
+
 from __future__ import annotations
 
 import click
@@ -10,20 +11,41 @@ from memtape.server import serve as serve_memory
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind (loopback unless told otherwise; any other needs a token).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind (loopback unless told otherwise; any other needs a token).",
+)
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
-@click.option("--token", envvar="MEMTAPE_TOKEN", default=None,
-              help="The bearer token to require (env MEMTAPE_TOKEN); default: the one in DIR/serve.token, "
-                   "made on first start.")
-@click.option("--no-token", is_flag=True,
-              help="Require no token (loopback only): any process or user on this machine can then read and write.")
-@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
-              help="Also answer requests whose Host header is NAME (a reverse proxy's name; repeatable).")
-@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
-              help="Let web pages of ORIGIN (e.g. http://localhost:3000) call the API, with CORS (repeatable).")
-def serve(host: str, port: int, token: str | None, no_token: bool, allow_hosts: tuple[str, ...],
-          cors_origins: tuple[str, ...]) -> None:
+@click.option(
+    "--token",
+    envvar="MEMTAPE_TOKEN",
+    default=None,
+    help="The bearer token to require (env MEMTAPE_TOKEN); default: the one in DIR/serve.token, made on first start.",
+)
+@click.option(
+    "--no-token",
+    is_flag=True,
+    help="Require no token (loopback only): any process or user on this machine can then read and write.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests whose Host header is NAME (a reverse proxy's name; repeatable).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let web pages of ORIGIN (e.g. http://localhost:3000) call the API, with CORS (repeatable).",
+)
+def serve(
+    host: str, port: int, token: str | None, no_token: bool, allow_hosts: tuple[str, ...], cors_origins: tuple[str, ...]
+) -> None:
     """Serve this memory as an HTTP JSON API for agents in any language.
 
     Connect: the OpenAPI document is at http://HOST:PORT/openapi.json (docs at /docs). Every other
@@ -54,15 +76,26 @@ def serve(host: str, port: int, token: str | None, no_token: bool, allow_hosts: 
     def announce(url: str) -> None:
         click.echo(f"memtape: serving {settings.where()} on {url} (OpenAPI at /openapi.json)", err=True)
         if no_token:
-            click.echo("memtape: warning: no token (--no-token): any process or user on this machine can read "
-                       "and write this memory", err=True)
+            click.echo(
+                "memtape: warning: no token (--no-token): any process or user on this machine can read "
+                "and write this memory",
+                err=True,
+            )
         elif kept:
             made = "made and kept" if created else "kept"
-            click.echo(f"memtape: token ({made} in {token_file(settings.dir)}): send "
-                       f"Authorization: Bearer {secret}", err=True)
+            click.echo(
+                f"memtape: token ({made} in {token_file(settings.dir)}): send Authorization: Bearer {secret}", err=True
+            )
 
-    serve_memory(memory, host=host, port=port, token=secret, allow_hosts=allow_hosts, cors_origins=cors_origins,
-                 announce=announce)  # the store is closed with the command's settings, its head remembered
+    serve_memory(
+        memory,
+        host=host,
+        port=port,
+        token=secret,
+        allow_hosts=allow_hosts,
+        cors_origins=cors_origins,
+        announce=announce,
+    )  # the store is closed with the command's settings, its head remembered
 
 
 COMMANDS = [serve]

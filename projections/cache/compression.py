@@ -5,6 +5,7 @@ A compression context is costly to set up (~14 µs, against ~1 µs to compress a
 one already made) and is not safe to share between threads: whoever compresses or decompresses
 many blobs asks for one context here and keeps it for all of them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -12,6 +12,7 @@ A file that fails is discarded with a one-line warning and rebuilt from the ledg
 older layout is replaced without a word; one that is not a memtape projections database (another
 application's, a directory) is refused in one line and left alone.
 """
+
 from __future__ import annotations
 
 import functools
@@ -88,8 +89,9 @@ class Cache:
     """An open projections.db inside one transaction: its sealed checkpoint, every projection's
     progress, and (to a writer) the digest it keeps as it writes."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, key: Key, sealed: Checkpoint,
-                 checkpoints: dict[str, Checkpointed]):
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, key: Key, sealed: Checkpoint, checkpoints: dict[str, Checkpointed]
+    ):
         self.path = path
         self.conn = conn
         self.key = key
@@ -177,8 +179,9 @@ def _create(conn: sqlite3.Connection, stamp: Stamp) -> None:
                 for ddl in DDL:
                     conn.execute(ddl)
                 empty = Checkpoint(0, "", str(SCHEMA_VERSION), str(Digest(TABLES)))
-                conn.execute("INSERT INTO _seal VALUES (?, ?, ?, ?, ?)",
-                             (*empty.parts(SOURCE)[1:], empty.mac(stamp.key, SOURCE)))
+                conn.execute(
+                    "INSERT INTO _seal VALUES (?, ?, ?, ?, ?)", (*empty.parts(SOURCE)[1:], empty.mac(stamp.key, SOURCE))
+                )
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("COMMIT")
@@ -207,8 +210,10 @@ def _load(path: Path, conn: sqlite3.Connection, key: Key, whole: bool) -> Cache:
         wrong = found.differs(Digest(TABLES, sealed.digest))
         if wrong is not None:
             raise Tampered(f"{path}: its {wrong} rows are not the ones its checkpoint seals")
-    checkpoints = {r[0]: Checkpointed(*r) for r in conn.execute(
-        "SELECT projection, seq, fingerprint, ledger_hash FROM _checkpoints")}
+    checkpoints = {
+        r[0]: Checkpointed(*r)
+        for r in conn.execute("SELECT projection, seq, fingerprint, ledger_hash FROM _checkpoints")
+    }
     return Cache(path, conn, key, sealed, checkpoints)
 
 
@@ -325,8 +330,10 @@ def writable(path: Path, vacuum: bool = False) -> Iterator[Cache]:
             try:
                 yield cache
                 sealed = cache.checkpoint()
-                conn.execute("UPDATE _seal SET seq = ?, ledger_hash = ?, version = ?, digest = ?, mac = ?",
-                             (*sealed.parts(SOURCE)[1:], sealed.mac(cache.key, SOURCE)))
+                conn.execute(
+                    "UPDATE _seal SET seq = ?, ledger_hash = ?, version = ?, digest = ?, mac = ?",
+                    (*sealed.parts(SOURCE)[1:], sealed.mac(cache.key, SOURCE)),
+                )
                 conn.execute("COMMIT")
                 if vacuum:
                     _compact(path, conn)
@@ -343,8 +350,12 @@ def _compact(path: Path, conn: sqlite3.Connection) -> None:
         conn.execute("VACUUM")
         busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
     except sqlite3.OperationalError as exc:
-        raise LedgerError(f"{path}: forgotten, but cannot compact projections.db now ({exc}); "
-                          "run `memtape rebuild` when no other process uses it") from exc
+        raise LedgerError(
+            f"{path}: forgotten, but cannot compact projections.db now ({exc}); "
+            "run `memtape rebuild` when no other process uses it"
+        ) from exc
     if busy:
-        raise LedgerError(f"{path}: forgotten, but another process holds projections.db open; "
-                          "old pages may remain until `memtape rebuild`")
+        raise LedgerError(
+            f"{path}: forgotten, but another process holds projections.db open; "
+            "old pages may remain until `memtape rebuild`"
+        )

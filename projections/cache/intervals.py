@@ -19,6 +19,7 @@ Every row written or deleted goes into (or out of) its table's digest (`seal.Dig
 which projections.db's sealed checkpoint holds: the rows themselves carry no seal, and
 are read as they are (the file is checked whole when someone else touched it).
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -61,8 +62,12 @@ DDL = (
 TABLES = tuple(COLUMNS)
 _ROW = ", ".join(COLUMNS["_intervals"])
 _INSERT = f"INSERT INTO _intervals ({_ROW}) VALUES ({', '.join('?' * len(COLUMNS['_intervals']))})"
-_OPEN_ROW = f"SELECT {_ROW} FROM _intervals WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}"
-_CLOSE = "UPDATE _intervals SET valid_to = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
+_OPEN_ROW = (
+    f"SELECT {_ROW} FROM _intervals WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_to = {OPEN}"
+)
+_CLOSE = (
+    "UPDATE _intervals SET valid_to = ? WHERE projection = ? AND field = ? AND k1 = ? AND k2 = ? AND valid_from = ?"
+)
 #: what a read selects: the columns a state is built from (the value as block and slot), then the seqs
 _COLS = "field, k1, k2, o1, o2, block, slot, valid_from, valid_to"
 #: every version of a projection valid at a seq, by one of two indexes, the other bound checked in
@@ -70,8 +75,10 @@ _COLS = "field, k1, k2, o1, o2, block, slot, valid_from, valid_to"
 #: `valid_to > seq` to the end (the versions current now and the few closed since); early, from
 #: the start to `valid_from <= seq` (the few begun by then). Either walk alone would read nearly
 #: every version of the projection at the other end of the log, for an answer of a few
-_ALIVE = {late: f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? AND valid_to > ? "
-                "AND valid_from <= ?" for late, index in ((True, "_intervals_to"), (False, "_intervals_from"))}
+_ALIVE = {
+    late: f"SELECT {_COLS} FROM _intervals INDEXED BY {index} WHERE projection = ? AND valid_to > ? AND valid_from <= ?"
+    for late, index in ((True, "_intervals_to"), (False, "_intervals_from"))
+}
 #: what a whole projection as of a seq reads of each version: where it goes and where its value is
 _PLACED = {late: query.replace(_COLS, "field, k1, k2, o1, o2, block, slot") for late, query in _ALIVE.items()}
 #: the last seq a projection's versions reach (by `_intervals_from`: one step of the index)
@@ -90,9 +97,10 @@ class Blocks:
         wanted = sorted({i for i in ids if i is not None and i not in self.values})
         unpack, values = self.unpack, self.values
         for at in range(0, len(wanted), 500):
-            chunk = wanted[at:at + 500]
+            chunk = wanted[at : at + 500]
             for bid, data in self.conn.execute(
-                    f"SELECT id, data FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                f"SELECT id, data FROM _blocks WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            ):
                 values[bid] = unpack(data).split(_SEP)
 
     def value(self, block: int | None, slot: int | None) -> bytes | None:
@@ -111,6 +119,7 @@ def resolved(blocks: Blocks, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...
     blocks.load(r[5] for r in rows)
     value = blocks.value
     return [(f, k1, k2, o1, o2, value(b, s), *rest) for f, k1, k2, o1, o2, b, s, *rest in rows]
+
 
 Path_ = tuple[str, ...]
 
@@ -171,8 +180,15 @@ class Tracker:
     """Records the interval rows of the indexed projections while they are folded (see module doc),
     and writes them (`flush`) inside the caller's write transaction, each into `digest`."""
 
-    def __init__(self, conn: sqlite3.Connection, key: Key, digest: Digest, names: Iterable[str], floor: int = 0,
-                 mentions_after: int = 0):
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        key: Key,
+        digest: Digest,
+        names: Iterable[str],
+        floor: int = 0,
+        mentions_after: int = 0,
+    ):
         self.conn = conn
         self.key = key
         self.digest = digest
@@ -181,7 +197,8 @@ class Tracker:
         self.floor = floor  # versions closed at or before the last forget are not kept
         #: per projection: its `touched`, its LAYOUT, the paths of every field, its `facet`
         self.specs: dict[str, tuple[Any, dict[str, int], list[Path_], Any]] = {
-            n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], FACETS.get(n)) for n, m in self.mods.items()}
+            n: (m.touched, m.LAYOUT, [(f,) for f in m.LAYOUT], FACETS.get(n)) for n, m in self.mods.items()
+        }
         #: per projection, live item / inner dict -> (o1, o2)
         self.pos: dict[str, dict[Path_, tuple[int, int]]] = {n: {} for n in self.names}
         self.rows: list[list[Any]] = []
@@ -235,8 +252,9 @@ class Tracker:
             counter = self._file(name, p, seq, old.get(p, _MISSING), v, counter, facet)
         return state
 
-    def _fold_item(self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any, p: Path_,
-                   facet: Any) -> Any:
+    def _fold_item(
+        self, name: str, apply: Any, state: Any, ev: RecordedEvent, policy: Any, p: Path_, facet: Any
+    ) -> Any:
         """`fold` when the event touches one item (most do: a step, a selector, a fact, a run):
         what `fold` records, without capturing into dicts and sets."""
         field, k1 = p[0], p[1]
@@ -290,8 +308,10 @@ class Tracker:
     @staticmethod
     def _order_hint(state: Any) -> Any:
         """Inner dicts created by one event, in their dict's order."""
+
         def key(c: Path_) -> tuple[str, int]:
             return c[0], list(getattr(state, c[0])).index(c[1])
+
         return key
 
     def _position(self, name: str, p: Path_) -> tuple[int, int]:
@@ -306,12 +326,25 @@ class Tracker:
         """The current version of an item (projection, field, k1, k2), every column, as stored."""
         return self.conn.execute(_OPEN_ROW, key).fetchone()  # type: ignore[no-any-return]
 
-    def _open(self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None,
-              facet: str | None) -> None:
+    def _open(
+        self, name: str, p: Path_, seq: int, pos: tuple[int, int], value: bytes | None, facet: str | None
+    ) -> None:
         self.pos[name][p] = pos
         self.open_rows[name][p] = len(self.rows)
-        self.rows.append([name, p[0], p[1] if len(p) > 1 else NO_KEY, p[2] if len(p) > 2 else NO_KEY,
-                          seq, OPEN, pos[0], pos[1], facet, value])
+        self.rows.append(
+            [
+                name,
+                p[0],
+                p[1] if len(p) > 1 else NO_KEY,
+                p[2] if len(p) > 2 else NO_KEY,
+                seq,
+                OPEN,
+                pos[0],
+                pos[1],
+                facet,
+                value,
+            ]
+        )
 
     def _close(self, name: str, p: Path_, seq: int) -> None:
         self.pos[name].pop(p, None)
@@ -381,16 +414,25 @@ class Tracker:
         """Drop the versions of `name` that ended at or before the last forget (they may hold the
         forgotten subject), and their values from the blocks that held them."""
         conn = self.conn
-        hit = [b for (b,) in conn.execute("SELECT DISTINCT block FROM _intervals WHERE projection = ? AND valid_to <= ? "
-                                          "AND block IS NOT NULL", (name, floor))]
+        hit = [
+            b
+            for (b,) in conn.execute(
+                "SELECT DISTINCT block FROM _intervals WHERE projection = ? AND valid_to <= ? AND block IS NOT NULL",
+                (name, floor),
+            )
+        ]
         self._delete("_intervals", "projection = ? AND valid_to <= ?", (name, floor))
         if not hit:
             return
         live: dict[int, set[int]] = {b: set() for b in hit}
         marks = ", ".join("?" * len(hit)) if len(hit) <= 500 else None
-        rows = conn.execute(f"SELECT block, slot FROM _intervals WHERE projection = ? AND block IN ({marks})",
-                            (name, *hit)) if marks else conn.execute(
-            "SELECT block, slot FROM _intervals WHERE projection = ? AND block IS NOT NULL", (name,))
+        rows = (
+            conn.execute(
+                f"SELECT block, slot FROM _intervals WHERE projection = ? AND block IN ({marks})", (name, *hit)
+            )
+            if marks
+            else conn.execute("SELECT block, slot FROM _intervals WHERE projection = ? AND block IS NOT NULL", (name,))
+        )
         for block, slot in rows:
             if block in live:
                 live[block].add(slot)
@@ -409,22 +451,43 @@ class Tracker:
 
 # ---- reading ---------------------------------------------------------------------------
 
-def rows_at(blocks: Blocks, name: str, seq: int, field: str | None = None, k1: str | None = None,
-            k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
+
+def rows_at(
+    blocks: Blocks,
+    name: str,
+    seq: int,
+    field: str | None = None,
+    k1: str | None = None,
+    k2: str | None = None,
+    facet: str | None = None,
+) -> list[tuple[Any, ...]]:
     """The versions of projection `name` valid at `seq`: all of them, or one field's, one key's
     (and its inner dict's), or those of one facet (values read through `blocks`)."""
     return rows_during(blocks, name, seq, seq, field, k1, k2, facet)
 
 
-def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None = None, k1: str | None = None,
-                k2: str | None = None, facet: str | None = None) -> list[tuple[Any, ...]]:
+def rows_during(
+    blocks: Blocks,
+    name: str,
+    lo: int,
+    hi: int,
+    field: str | None = None,
+    k1: str | None = None,
+    k2: str | None = None,
+    facet: str | None = None,
+) -> list[tuple[Any, ...]]:
     """`rows_at` for every seq from `lo` to `hi` at once: the versions valid at any of them (a
     reader asking about several close seqs selects once, then keeps those `valid(row, seq)`)."""
     conn = blocks.conn
     if facet is not None:
-        return resolved(blocks, conn.execute(
-            f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_facet WHERE projection = ? "
-            f"AND facet = ? AND valid_to > ? AND valid_from <= ?", (name, facet, lo, hi)).fetchall())
+        return resolved(
+            blocks,
+            conn.execute(
+                f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_facet WHERE projection = ? "
+                f"AND facet = ? AND valid_to > ? AND valid_from <= ?",
+                (name, facet, lo, hi),
+            ).fetchall(),
+        )
     if field is not None and k1 is not None:
         where = "projection = ? AND field = ? AND k1 = ?"
         params: list[Any] = [name, field, k1]
@@ -432,9 +495,13 @@ def rows_during(blocks: Blocks, name: str, lo: int, hi: int, field: str | None =
             where += " AND k2 IN (?, ?)"
             params += [k2, NO_KEY]
         # by key (the primary key's prefix); `+` keeps the planner off the seq indexes
-        return resolved(blocks, conn.execute(
-            f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
-            (*params, hi, lo)).fetchall())
+        return resolved(
+            blocks,
+            conn.execute(
+                f"SELECT {_COLS} FROM _intervals WHERE {where} AND +valid_from <= ? AND +valid_to > ?",
+                (*params, hi, lo),
+            ).fetchall(),
+        )
     last = conn.execute(_LAST, (name,)).fetchone()[0] or 0
     rows = conn.execute(_ALIVE[2 * hi > last], (name, lo, hi)).fetchall()
     return resolved(blocks, [r for r in rows if r[0] == field] if field is not None else rows)
@@ -453,8 +520,13 @@ def state_at(blocks: Blocks, name: str, seq: int) -> Any:
     rows = conn.execute(_PLACED[2 * seq > last], (name, seq, seq)).fetchall()
     blocks.load({r[5] for r in rows})
     values = blocks.values
-    return state_from_rows(name, [(field, k1, k2, o1, o2, None if block is None else values[block][slot])
-                                  for field, k1, k2, o1, o2, block, slot in rows])
+    return state_from_rows(
+        name,
+        [
+            (field, k1, k2, o1, o2, None if block is None else values[block][slot])
+            for field, k1, k2, o1, o2, block, slot in rows
+        ],
+    )
 
 
 def changed(blocks: Blocks, name: str, after: int, head: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -466,10 +538,13 @@ def changed(blocks: Blocks, name: str, after: int, head: int) -> Iterator[list[t
     cursor = blocks.conn.execute(
         f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
         f"AND valid_from <= ? AND block IS NOT NULL AND (valid_from > ? OR valid_to <> {OPEN})",
-        (name, after, head, after))
+        (name, after, head, after),
+    )
     while stored := cursor.fetchmany(FLUSH_ROWS):
-        yield [(field, k1, k2, valid_from, None if valid_to > head else valid_to, value)
-               for field, k1, k2, _o1, _o2, value, valid_from, valid_to in resolved(blocks, stored)]
+        yield [
+            (field, k1, k2, valid_from, None if valid_to > head else valid_to, value)
+            for field, k1, k2, _o1, _o2, value, valid_from, valid_to in resolved(blocks, stored)
+        ]
 
 
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
@@ -505,7 +580,10 @@ def state_from_rows(name: str, rows: Iterable[tuple[Any, ...]]) -> Any:
 
 def history(blocks: Blocks, name: str, field: str, k1: str, k2: str = NO_KEY) -> list[tuple[int, int | None, Any]]:
     """Every version of one item, oldest first: (valid_from, valid_to or None while current, item JSON)."""
-    rows = blocks.conn.execute("SELECT valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? AND field = ? "
-                        "AND k1 = ? AND k2 = ? ORDER BY valid_from", (name, field, k1, k2)).fetchall()
+    rows = blocks.conn.execute(
+        "SELECT valid_from, valid_to, block, slot FROM _intervals WHERE projection = ? AND field = ? "
+        "AND k1 = ? AND k2 = ? ORDER BY valid_from",
+        (name, field, k1, k2),
+    ).fetchall()
     blocks.load(r[2] for r in rows)
     return [(f, None if t == OPEN else t, _decode(blocks.value(b, s) or b"null")) for f, t, b, s in rows]

@@ -21,6 +21,7 @@ with a one-line warning. A checkpoint whose ledger hash the ledger no longer hol
 not rebuilt around: the ledger was cut or rewritten, and reading stops with one line
 naming the seq.
 """
+
 from __future__ import annotations
 
 import functools
@@ -135,9 +136,16 @@ def forget_floor(store: Store, head: int) -> int:
     return floor
 
 
-def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[RecordedEvent], policy: Policy,
-              snapshot: Any = None, progress: _Counter | None = None, tracker: Tracker | None = None,
-              flush: Any = None) -> MemoryState:
+def fold_from(
+    state: MemoryState,
+    starts: dict[str, int],
+    events: Iterable[RecordedEvent],
+    policy: Policy,
+    snapshot: Any = None,
+    progress: _Counter | None = None,
+    tracker: Tracker | None = None,
+    flush: Any = None,
+) -> MemoryState:
     """Fold events into each projection after its own start seq; call `snapshot(seq, hash)` at
     every multiple of SNAPSHOT_EVERY; `tracker` records the validity intervals of the indexed
     projections (`flush()` is called whenever it holds FLUSH_ROWS rows).
@@ -169,8 +177,11 @@ def fold_from(state: MemoryState, starts: dict[str, int], events: Iterable[Recor
                             setattr(state, name, fn(getattr(state, name), ev, policy))
             except FOLD_ERRORS as exc:
                 raise unfoldable(ev, name, exc) from exc
-        if tracker is not None and (steps is not None or t in mentioned) and len(tracker.rows) + len(tracker.closes) \
-                + len(tracker.mentions.rows) >= flush_rows:
+        if (
+            tracker is not None
+            and (steps is not None or t in mentioned)
+            and len(tracker.rows) + len(tracker.closes) + len(tracker.mentions.rows) >= flush_rows
+        ):
             flush()
         head = seq
         if snapshot is not None and seq % SNAPSHOT_EVERY == 0:
@@ -193,9 +204,13 @@ def _plan(names: Iterable[str], tracker: Tracker | None) -> dict[str, tuple[tupl
     """event type -> (projection, apply, the tracker's fold or None) for the projections that
     fold it, in fold order: an event no projection folds costs one lookup."""
     tracked = frozenset(tracker.names) if tracker is not None else frozenset()
-    return {t: tuple((name, fn, tracker.fold if name in tracked else None)  # type: ignore[union-attr]
-                     for name, fn in entries)
-            for t, entries in dispatch(names).items()}
+    return {
+        t: tuple(
+            (name, fn, tracker.fold if name in tracked else None)  # type: ignore[union-attr]
+            for name, fn in entries
+        )
+        for t, entries in dispatch(names).items()
+    }
 
 
 @contextmanager
@@ -225,11 +240,19 @@ def collector_paused() -> Iterator[None]:
 
 # ---- catching up -------------------------------------------------------------------
 
+
 class Catchup:
     """One catch-up of projections.db to the ledger's head (see `load_state`)."""
 
-    def __init__(self, store: Store, path: Path, policy: Policy, only: Iterable[str] | None = None,
-                 rebuild: bool = False, progress: FoldProgress | None = None):
+    def __init__(
+        self,
+        store: Store,
+        path: Path,
+        policy: Policy,
+        only: Iterable[str] | None = None,
+        rebuild: bool = False,
+        progress: FoldProgress | None = None,
+    ):
         self.store = store
         self.path = path
         self.policy = policy
@@ -264,8 +287,9 @@ class Catchup:
         """The projection's stored state: the row may have been written at an earlier seq than its
         checkpoint (a catch-up that folds none of a projection's events moves its checkpoint on,
         not its state)."""
-        return decode(name, self.unpack(conn.execute("SELECT state FROM _states WHERE projection = ?",
-                                                     (name,)).fetchone()[0]))
+        return decode(
+            name, self.unpack(conn.execute("SELECT state FROM _states WHERE projection = ?", (name,)).fetchone()[0])
+        )
 
     def _folds_any(self, name: str, start: int, head: int) -> bool:
         """Whether an event after `start` up to `head` is one projection `name` folds."""
@@ -304,8 +328,10 @@ class Catchup:
             if name in INDEXED:
                 tracker.reset(name)
         for name in PROJECTIONS:
-            row = conn.execute("SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? "
-                               "ORDER BY seq DESC LIMIT 1", (name,)).fetchone()
+            row = conn.execute(
+                "SELECT seq, digest, size, same_as FROM _snapshots WHERE projection = ? ORDER BY seq DESC LIMIT 1",
+                (name,),
+            ).fetchone()
             if row:
                 self.last_snap[name] = (row[0], row[1], row[2])
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
@@ -336,8 +362,9 @@ class Catchup:
             what = "rebuilding projections" if lo == 0 else "catching up projections"
             counter = _Counter(self.progress, what, head - lo) if self.progress is not None else None
             with collector_paused():
-                fold_from(state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker,
-                          tracker.flush)
+                fold_from(
+                    state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker, tracker.flush
+                )
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
             self._save(cache, state, fp, head)
         out = LazyState(lambda name: current_projection(self.store, self.path, self.policy, name, head), head)
@@ -368,8 +395,13 @@ class Catchup:
         cache.bind(head, ledger_hash)
 
 
-def load_state(store: Store, projections_path: Path | None, policy: Policy = DEFAULT_POLICY,
-               as_of: int | str | None = None, progress: FoldProgress | None = None) -> MemoryState:
+def load_state(
+    store: Store,
+    projections_path: Path | None,
+    policy: Policy = DEFAULT_POLICY,
+    as_of: int | str | None = None,
+    progress: FoldProgress | None = None,
+) -> MemoryState:
     """Every projection at the ledger's head (catching projections.db up first), or at `as_of`.
 
     When projections.db is already current (and for `as_of`), each projection is loaded
@@ -391,8 +423,9 @@ def _current(store: Store, path: Path, policy: Policy, head: int) -> bool:
     """projections.db holds every projection at `head`, for this policy, code and ledger."""
     with readable(path) as cache:
         cps = cache.checkpoints
-        current = all(n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy)
-                      for n in PROJECTIONS)
+        current = all(
+            n in cps and cps[n].seq == head and cps[n].fingerprint == fingerprint(n, policy) for n in PROJECTIONS
+        )
         return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
 
 
@@ -408,7 +441,12 @@ def current_projection(store: Store, path: Path, policy: Policy, name: str, head
     with readable(path) as cache:
         cp = cache.checkpoints.get(name)
         row = cache.conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-        if cp is not None and row is not None and row[0] <= cp.seq == head and cp.fingerprint == fingerprint(name, policy):
+        if (
+            cp is not None
+            and row is not None
+            and row[0] <= cp.seq == head
+            and cp.fingerprint == fingerprint(name, policy)
+        ):
             with collector_paused():  # the state built is acyclic (see `projection_at`)
                 return decode(name, compression.unpacker()(row[1]))
     return projection_at(store, path, policy, name, head)
@@ -419,8 +457,13 @@ def indexed_at(cache: Cache, store: Store, policy: Policy, name: str, seq: int) 
     checkpoint is this code's and policy's and reaches `seq`, and no forget since `seq` dropped
     the versions that held then."""
     cp = cache.checkpoints.get(name)
-    return name in INDEXED and cp is not None and cp.seq >= seq and cp.fingerprint == fingerprint(name, policy) \
+    return (
+        name in INDEXED
+        and cp is not None
+        and cp.seq >= seq
+        and cp.fingerprint == fingerprint(name, policy)
         and forget_floor(store, cp.seq) <= seq
+    )
 
 
 def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
@@ -438,12 +481,15 @@ def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int
             return intervals.state_at(intervals.Blocks(cache.conn), name, seq)
         row = cache.conn.execute(
             "SELECT seq, state, same_as, ledger_hash FROM _snapshots WHERE projection = ? AND seq <= ? "
-            "AND fingerprint = ? ORDER BY seq DESC LIMIT 1", (name, seq, fingerprint(name, policy))).fetchone()
+            "AND fingerprint = ? ORDER BY seq DESC LIMIT 1",
+            (name, seq, fingerprint(name, policy)),
+        ).fetchone()
         if row is not None:
             snap_seq, blob, same_as, ledger_hash = row
             if blob is None:
-                blob = cache.conn.execute("SELECT state FROM _snapshots WHERE projection = ? AND seq = ?",
-                                          (name, same_as)).fetchone()[0]
+                blob = cache.conn.execute(
+                    "SELECT state FROM _snapshots WHERE projection = ? AND seq = ?", (name, same_as)
+                ).fetchone()[0]
             require_anchor(store, Anchor(snap_seq, ledger_hash, SOURCE))
             state, start = decode(name, compression.unpacker()(blob)), snap_seq
     if seq > start:
@@ -453,8 +499,13 @@ def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int
     return state
 
 
-def rebuild(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, projections: Iterable[str] | None = None,
-            progress: FoldProgress | None = None) -> MemoryState:
+def rebuild(
+    store: Store,
+    path: Path,
+    policy: Policy = DEFAULT_POLICY,
+    projections: Iterable[str] | None = None,
+    progress: FoldProgress | None = None,
+) -> MemoryState:
     """Rebuild the named projections (all by default) from the log, telling `progress` as it goes."""
     names = tuple(projections) if projections else PROJECTIONS
     unknown = [n for n in names if n not in PROJECTIONS]
@@ -463,8 +514,9 @@ def rebuild(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, projectio
     return Catchup(store, Path(path), policy, only=names, rebuild=True, progress=progress).run()
 
 
-def changed_versions(path: Path, names: Iterable[str], after: int, head: int
-                     ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+def changed_versions(
+    path: Path, names: Iterable[str], after: int, head: int
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
     """(projection, batch) of the versions of the indexed projections `names` that began or
     ended after `after`, as of `head` (`intervals.changed`): what a copy of them kept up to `after`
     (the analytics mirror) reads to reach `head`, all in one read of projections.db."""
@@ -525,11 +577,16 @@ class IndexedMemory:
 
     def answers(self, seq: int, names: Iterable[str]) -> bool:
         return seq >= self.floor and all(
-            n in INDEXED and n in self.cps and self.cps[n].seq >= seq
-            and self.cps[n].fingerprint == fingerprint(n, self.policy) for n in names)
+            n in INDEXED
+            and n in self.cps
+            and self.cps[n].seq >= seq
+            and self.cps[n].fingerprint == fingerprint(n, self.policy)
+            for n in names
+        )
 
-    def at(self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (),
-           trajectory_ids: Iterable[str] = ()) -> MemoryState:
+    def at(
+        self, seq: int, domain: str | None, lesson_ids: Iterable[str] = (), trajectory_ids: Iterable[str] = ()
+    ) -> MemoryState:
         """Lessons (Tier 1 and `lesson_ids`), knowledge and selectors (of `domain`) and
         trajectories (`trajectory_ids`) as of `seq`; everything else is left out."""
         rows_at = functools.partial(self._rows, seq)
@@ -542,17 +599,27 @@ class IndexedMemory:
             if not any(r[2] == tid for r in found):  # filed under another host: look at them all
                 found = [r for r in rows_at("trajectories", "by_domain") if r[2] == tid]
             trajectories += found
-        rows = {"lessons": lessons, "trajectories": trajectories,
-                "knowledge": rows_at("knowledge", "current", domain) if domain else [],
-                "selectors": rows_at("selectors", "by_domain", domain) if domain else []}
+        rows = {
+            "lessons": lessons,
+            "trajectories": trajectories,
+            "knowledge": rows_at("knowledge", "current", domain) if domain else [],
+            "selectors": rows_at("selectors", "by_domain", domain) if domain else [],
+        }
         state = MemoryState.empty(rows)
         for name, found in rows.items():
             setattr(state, name, self._state(name, found))
         state.head = seq
         return state
 
-    def _rows(self, seq: int, name: str, field: str | None = None, k1: str | None = None, k2: str | None = None,
-              facet: str | None = None) -> list[tuple[Any, ...]]:
+    def _rows(
+        self,
+        seq: int,
+        name: str,
+        field: str | None = None,
+        k1: str | None = None,
+        k2: str | None = None,
+        facet: str | None = None,
+    ) -> list[tuple[Any, ...]]:
         """The versions a question selects at `seq` (selected once for the whole window when `seq`
         is in it)."""
         if self.window is None or not self.window[0] <= seq <= self.window[1]:
@@ -561,8 +628,9 @@ class IndexedMemory:
             question = (name, field, k1, facet)
             selected = self.selected.get(question)
             if selected is None:
-                selected = self.selected[question] = intervals.rows_during(self.blocks, name, *self.window, field, k1,
-                                                                           None, facet)
+                selected = self.selected[question] = intervals.rows_during(
+                    self.blocks, name, *self.window, field, k1, None, facet
+                )
             found = [r for r in selected if intervals.valid(r, seq)]
         return [r for r in found if r[2] in (k2, intervals.NO_KEY)] if k2 is not None else found
 
@@ -593,8 +661,9 @@ class IndexedMemory:
 
 
 @contextmanager
-def indexed_memory(store: Store, path: Path, policy: Policy = DEFAULT_POLICY,
-                   window: tuple[int, int] | None = None) -> Iterator[IndexedMemory]:
+def indexed_memory(
+    store: Store, path: Path, policy: Policy = DEFAULT_POLICY, window: tuple[int, int] | None = None
+) -> Iterator[IndexedMemory]:
     """projections.db caught up, and an `IndexedMemory` over it (asked mostly within `window`):
     every answer read in one read transaction."""
     caught_up(store, path, policy)

@@ -11,6 +11,7 @@ deleted from the file is not taken for an event that never named it. Keys are
 stored as the memory's keyed hash of the item (a fact key or a selector of a
 forgotten domain is never kept in clear beside the ledger).
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -75,8 +76,11 @@ def keys(ev: RecordedEvent) -> list[str]:
         group = fact_group(dom, str(d.get("fact_type")), str(d.get("key")))
         if t == "fact_contradicted":
             return [group]
-        return [group, fact(str(d.get("key"))),
-                fact(fact_id_for(dom, str(d.get("fact_type")), str(d.get("key")), str(d.get("value"))))]
+        return [
+            group,
+            fact(str(d.get("key"))),
+            fact(fact_id_for(dom, str(d.get("fact_type")), str(d.get("key")), str(d.get("value")))),
+        ]
     if t in SELECTOR_TYPES:
         return [selector(str(d.get("selector")))]
     if t in TRAJECTORY_TYPES:
@@ -93,8 +97,9 @@ KEY_BYTES = 8
 
 def hashed(key: Key, item: str) -> int:
     """An item as the index files it: the memory's keyed hash, as a signed 64-bit integer."""
-    return int.from_bytes(key.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"), KEY_BYTES), "little",
-                          signed=True)
+    return int.from_bytes(
+        key.tag(b"mention\x1f" + item.encode("utf-8", "surrogatepass"), KEY_BYTES), "little", signed=True
+    )
 
 
 TYPES = frozenset((*LESSON_TYPES, *RECALL_TYPES, *FACT_TYPES, *SELECTOR_TYPES, *TRAJECTORY_TYPES))
@@ -137,8 +142,12 @@ def seqs(conn: sqlite3.Connection, key: Key, items: Iterable[str], up_to: int) -
     """The seqs (ascending, at most `up_to`) of the events that name any of `items`."""
     found: set[int] = set()
     for item in dict.fromkeys(items):
-        found.update(s for (s,) in conn.execute("SELECT seq FROM _mentions WHERE item = ? AND seq <= ?",
-                                                (hashed(key, item), up_to)))
+        found.update(
+            s
+            for (s,) in conn.execute(
+                "SELECT seq FROM _mentions WHERE item = ? AND seq <= ?", (hashed(key, item), up_to)
+            )
+        )
     return sorted(found)
 
 

@@ -22,6 +22,7 @@ trusted only as far as this memory's key (`projections.key`, 0600, beside them) 
 What fails is never served: the file is discarded and rebuilt from the ledger with a one-line
 warning (logger `memtape`).
 """
+
 from __future__ import annotations
 
 import errno
@@ -275,14 +276,17 @@ class Stamp:
             try:
                 os.unlink(self.path)
             except OSError as exc:
-                raise LedgerError(f"{self.path}: cannot keep the cache's seal there ({exc.strerror}); "
-                                  "move it out of the memory directory") from None
+                raise LedgerError(
+                    f"{self.path}: cannot keep the cache's seal there ({exc.strerror}); "
+                    "move it out of the memory directory"
+                ) from None
         try:
             return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             why = os.strerror(exc.errno or errno.EIO)
-            raise LedgerError(f"{self.path}: cannot keep the cache's seal there ({why}); "
-                              "move it out of the memory directory") from None
+            raise LedgerError(
+                f"{self.path}: cannot keep the cache's seal there ({why}); move it out of the memory directory"
+            ) from None
 
 
 def warn(message: str) -> None:

@@ -25,6 +25,7 @@ Usage::
     view = MemoryView.open(store, projections_path, as_of=120)
     export_memory(view.state, store, "agent-memory", Path("out/.agent-memory"))
 """
+
 from __future__ import annotations
 
 import csv
@@ -53,8 +54,23 @@ from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
 RUN_FILE_RE = re.compile(r"[^A-Za-z0-9_-]")
-CSV_COLUMNS = ("id", "stepId", "stepNum", "rep", "createdAt", "outcome", "action", "actionElementText",
-               "outcomeReason", "correction", "taskIncomplete", "internalState", "think", "envPre", "envPost")
+CSV_COLUMNS = (
+    "id",
+    "stepId",
+    "stepNum",
+    "rep",
+    "createdAt",
+    "outcome",
+    "action",
+    "actionElementText",
+    "outcomeReason",
+    "correction",
+    "taskIncomplete",
+    "internalState",
+    "think",
+    "envPre",
+    "envPost",
+)
 PROMPT_HEADER = (
     "# Lessons From Previous Attempt\n"
     "\n"
@@ -92,22 +108,38 @@ def _drop_none(obj: dict[str, Any]) -> dict[str, Any]:
 
 # ---- seed 001 -----------------------------------------------------------------------
 
+
 def memory_json(state: Any) -> dict[str, Any]:
     """Seed 001's memory.json: every lesson, in the order the ledger learned them."""
     lessons = []
     for les in state.lessons.lessons.values():
-        lessons.append({
-            "lesson": les.lesson, "category": les.category, "failed_command": les.failed_command,
-            "error_pattern": les.error_pattern, "domain": les.scope_domain, "use_count": les.use_count,
-            "created_at": _date(les.created_at), "last_used": _date(les.last_used),
-            "source": "seed" if les.source == "seed" else "learned",
-            "triggered_domains": list(les.triggered_domains)})
+        lessons.append(
+            {
+                "lesson": les.lesson,
+                "category": les.category,
+                "failed_command": les.failed_command,
+                "error_pattern": les.error_pattern,
+                "domain": les.scope_domain,
+                "use_count": les.use_count,
+                "created_at": _date(les.created_at),
+                "last_used": _date(les.last_used),
+                "source": "seed" if les.source == "seed" else "learned",
+                "triggered_domains": list(les.triggered_domains),
+            }
+        )
     return {"version": 1, "lessons": lessons}
 
 
 #: ledger event -> the fields of seed 001's memory_events.jsonl line
-MEMORY_EVENT_TYPES = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
-                      "lesson_promoted", "lessons_pruned")
+MEMORY_EVENT_TYPES = (
+    "tier1_loaded",
+    "error_recall",
+    "domain_recall",
+    "lesson_recorded",
+    "lesson_deduplicated",
+    "lesson_promoted",
+    "lessons_pruned",
+)
 
 
 def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] | None:
@@ -130,8 +162,13 @@ def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] 
         if hidden(lesson_id_in(d)):
             return None
         if t == "lesson_recorded":
-            line.update(lesson=d["lesson"], category=d["category"], failed_command=d.get("failed_command"),
-                        error_pattern=d.get("error_pattern"), domain=d.get("scope_domain"))
+            line.update(
+                lesson=d["lesson"],
+                category=d["category"],
+                failed_command=d.get("failed_command"),
+                error_pattern=d.get("error_pattern"),
+                domain=d.get("scope_domain"),
+            )
         elif t == "lesson_deduplicated":
             line.update(lesson=d["lesson"], new_use_count=d["new_use_count"])
         else:
@@ -171,14 +208,18 @@ class Forgotten:
 
     def lesson(self, lesson_id: str, scope: str | None, seq: int) -> bool:
         return self.lessons.get(lesson_id, 0) > seq or any(
-            s > seq and removed_by("domain", dom, lesson_id, scope) for dom, s in self.domains)
+            s > seq and removed_by("domain", dom, lesson_id, scope) for dom, s in self.domains
+        )
 
     def domain(self, domain: str | None, seq: int) -> bool:
         return bool(domain) and any(s > seq and domain_matches(domain, dom) for dom, s in self.domains)
 
 
-def memory_events_files(state: Any, store: Store, only_run: str | None = None,
-                        ) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
+def memory_events_files(
+    state: Any,
+    store: Store,
+    only_run: str | None = None,
+) -> tuple[list[tuple[list[str], bytes]], dict[str, int]]:
     """Seed 001's per-run logs, `run_<id>/memory_events.jsonl`, for every run with memory events up
     to the state's head (a live view: any run, running or finished, at any seq).
 
@@ -205,8 +246,11 @@ def memory_events_files(state: Any, store: Store, only_run: str | None = None,
             continue
         if ev.type in ("tier1_loaded", "error_recall", "domain_recall") and gone.domain(ev.domain, ev.seq):
             continue  # what happened on a forgotten domain; a lesson's own lines follow the lesson
-        if ev.type == "lesson_recorded" and dedup_key(d.get("failed_command"), d.get("error_pattern"),
-                                                      d.get("scope_domain"), d["lesson"]) in logs.by_key:
+        if (
+            ev.type == "lesson_recorded"
+            and dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+            in logs.by_key
+        ):
             continue  # it only confirmed a lesson: its lesson_deduplicated is the line
         seq = ev.seq
         line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
@@ -240,6 +284,7 @@ def run_memory_events(store: Store, run_id: str, head: int | None = None) -> byt
 
 # ---- seed 000 -----------------------------------------------------------------------
 
+
 def _unique(name: str, raw: str, taken: set[str]) -> str:
     if name in taken:
         name = f"{name[:160]}_{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
@@ -248,13 +293,30 @@ def _unique(name: str, raw: str, taken: set[str]) -> str:
 
 
 def knowledge_json(state: Any, domain: str) -> dict[str, Any]:
-    facts = [{"type": f.fact_type, "key": f.key, "value": f.value, "confidence": f.confidence,
-              "sources": f.sources, "lastSeen": js_time(f.last_seen)}
-             for f in current_facts(state.knowledge, domain)]
-    sessions = [{"id": s.session_id, "goal": s.goal, "outcome": s.outcome, "success": s.success,
-                 "finalUrl": s.final_url, "timestamp": s.timestamp, "turnsUsed": s.turns_used,
-                 "durationMs": _num(s.duration_ms)}
-                for s in state.sessions.by_domain.get(domain, [])]
+    facts = [
+        {
+            "type": f.fact_type,
+            "key": f.key,
+            "value": f.value,
+            "confidence": f.confidence,
+            "sources": f.sources,
+            "lastSeen": js_time(f.last_seen),
+        }
+        for f in current_facts(state.knowledge, domain)
+    ]
+    sessions = [
+        {
+            "id": s.session_id,
+            "goal": s.goal,
+            "outcome": s.outcome,
+            "success": s.success,
+            "finalUrl": s.final_url,
+            "timestamp": s.timestamp,
+            "turnsUsed": s.turns_used,
+            "durationMs": _num(s.duration_ms),
+        }
+        for s in state.sessions.by_domain.get(domain, [])
+    ]
     times = cast(list[str], [f["lastSeen"] for f in facts] + [s["timestamp"] for s in sessions])
     updated = max(times, key=lambda t: parse_ts(t)) if times else None
     return _drop_none({"domain": domain, "facts": facts, "sessions": sessions, "updatedAt": updated})
@@ -276,11 +338,23 @@ def selectors_json(state: Any, domain: str) -> dict[str, Any] | None:
         stable = next((e.selector for e in best if not e.selector.startswith("@")), None)
         last = max((e.last_used for e in items), key=lambda t: parse_ts(t))
         failures = sum(e.failures for e in items)
-        own = {e.selector: _drop_none({"successCount": e.successes, "failureCount": e.failures or None,
-                                       "lastUsed": js_time(e.last_used)}) for e in items}
-        entries[element] = _drop_none({"element": element, "lastRef": ref, "stableSelector": stable,
-                                       "successCount": sum(e.successes for e in items),
-                                       "failureCount": failures or None, "lastUsed": js_time(last), "selectors": own})
+        own = {
+            e.selector: _drop_none(
+                {"successCount": e.successes, "failureCount": e.failures or None, "lastUsed": js_time(e.last_used)}
+            )
+            for e in items
+        }
+        entries[element] = _drop_none(
+            {
+                "element": element,
+                "lastRef": ref,
+                "stableSelector": stable,
+                "successCount": sum(e.successes for e in items),
+                "failureCount": failures or None,
+                "lastUsed": js_time(last),
+                "selectors": own,
+            }
+        )
     updated = max((e["lastUsed"] for e in entries.values()), key=lambda t: parse_ts(t))
     return {"entries": entries, "updatedAt": updated}
 
@@ -304,16 +378,22 @@ def hints_json(state: Any) -> dict[str, Any] | None:
                 failing.append((e.failures / uses, e, uses))
     failing.sort(key=lambda f: -f[0])  # stable: domain, then first seen
     if failing:
-        parts = [f'{join_element(e.role, e.name)} on "{e.selector}" fails {rate * 100:.0f}% of the time '
-                 f"({e.failures}/{uses})" for rate, e, uses in failing[:3]]
+        parts = [
+            f'{join_element(e.role, e.name)} on "{e.selector}" fails {rate * 100:.0f}% of the time '
+            f"({e.failures}/{uses})"
+            for rate, e, uses in failing[:3]
+        ]
         hints.append(f"HIGH-FAILURE SELECTORS: {'; '.join(parts)}. Try alternative approaches.")
         times += [e.last_used for _rate, e, _uses in failing]
     finished = [r for r in state.runs.runs.values() if r.status != "running"]
     goals: dict[str, list[Any]] = {}
     for r in finished:
         goals.setdefault(r.goal.split("\n")[0][:80], []).append(r)
-    slow = [(sum(r.turn_count for r in rs) / len(rs), prefix, rs) for prefix, rs in goals.items()
-            if len(rs) >= SLOW_GOAL_MIN_RUNS and sum(r.turn_count for r in rs) / len(rs) > SLOW_GOAL_TURNS]
+    slow = [
+        (sum(r.turn_count for r in rs) / len(rs), prefix, rs)
+        for prefix, rs in goals.items()
+        if len(rs) >= SLOW_GOAL_MIN_RUNS and sum(r.turn_count for r in rs) / len(rs) > SLOW_GOAL_TURNS
+    ]
     slow.sort(key=lambda g: -g[0])
     if slow:
         parts = [f'"{prefix}" averages {avg:.0f} turns' for avg, prefix, _rs in slow[:2]]
@@ -339,12 +419,29 @@ def run_summary_json(run: Any) -> dict[str, Any]:
     passed = 1 if run.success else 0
     model = run.policy.get("decision_policy")
     duration = _num(run.duration_ms)
-    return _drop_none({
-        "id": run.run_id, "model": model if isinstance(model, str) else None, "timestamp": js_time(run.started_at),
-        "total": 1, "passed": passed, "failed": 1 - passed, "passRate": passed, "avgTurns": run.turn_count,
-        "avgDurationMs": duration, "totalDurationMs": duration,
-        "tests": [{"id": run.case_id or run.run_id, "name": run.goal, "verified": bool(run.success),
-                   "turnsUsed": run.turn_count, "durationMs": duration}]})
+    return _drop_none(
+        {
+            "id": run.run_id,
+            "model": model if isinstance(model, str) else None,
+            "timestamp": js_time(run.started_at),
+            "total": 1,
+            "passed": passed,
+            "failed": 1 - passed,
+            "passRate": passed,
+            "avgTurns": run.turn_count,
+            "avgDurationMs": duration,
+            "totalDurationMs": duration,
+            "tests": [
+                {
+                    "id": run.case_id or run.run_id,
+                    "name": run.goal,
+                    "verified": bool(run.success),
+                    "turnsUsed": run.turn_count,
+                    "durationMs": duration,
+                }
+            ],
+        }
+    )
 
 
 def trajectory_json(t: Any) -> dict[str, Any]:
@@ -355,8 +452,17 @@ def trajectory_json(t: Any) -> dict[str, Any]:
             action["selector"] = s.selector
         action.update({k: v for k, v in (s.args or {}).items() if k not in ("action", "selector")})
         steps.append({"url": s.url, "action": action, "verified": s.verified})
-    return _drop_none({"id": t.trajectory_id, "goal": t.goal, "origin": t.origin or None, "steps": steps,
-                       "success": True, "durationMs": _num(t.duration_ms), "timestamp": js_time(t.occurred_at)})
+    return _drop_none(
+        {
+            "id": t.trajectory_id,
+            "goal": t.goal,
+            "origin": t.origin or None,
+            "steps": steps,
+            "success": True,
+            "durationMs": _num(t.duration_ms),
+            "timestamp": js_time(t.occurred_at),
+        }
+    )
 
 
 def _last_progress_url(store: Store, run_id: str, head: int) -> str | None:
@@ -367,22 +473,49 @@ def _last_progress_url(store: Store, run_id: str, head: int) -> str | None:
 
 
 def run_manifest_json(run: Any, current_url: str | None) -> dict[str, Any]:
-    return _drop_none({
-        "runId": run.run_id, "sessionId": run.session_id, "parentRunId": run.parent_run_id, "status": run.status,
-        "goal": run.goal, "domain": run.domain, "startUrl": run.start_url, "finalUrl": run.final_url,
-        "currentUrl": current_url, "startedAt": js_time(run.started_at), "updatedAt": js_time(run.updated_at),
-        "completedAt": js_time(run.completed_at) if run.completed_at else None,
-        "success": run.success, "summary": run.summary or None, "artifactPaths": list(run.artifact_paths),
-        "turnCount": run.turn_count, "result": run.result, "reason": run.reason})
+    return _drop_none(
+        {
+            "runId": run.run_id,
+            "sessionId": run.session_id,
+            "parentRunId": run.parent_run_id,
+            "status": run.status,
+            "goal": run.goal,
+            "domain": run.domain,
+            "startUrl": run.start_url,
+            "finalUrl": run.final_url,
+            "currentUrl": current_url,
+            "startedAt": js_time(run.started_at),
+            "updatedAt": js_time(run.updated_at),
+            "completedAt": js_time(run.completed_at) if run.completed_at else None,
+            "success": run.success,
+            "summary": run.summary or None,
+            "artifactPaths": list(run.artifact_paths),
+            "turnCount": run.turn_count,
+            "result": run.result,
+            "reason": run.reason,
+        }
+    )
 
 
 def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], Any]], dict[str, int]]:
     """(path parts under the root, JSON object) for seed 000's folder, and what went in."""
     files: list[tuple[list[str], Any]] = []
-    counts = {"domains": 0, "facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "summaries": 0,
-              "hints": 0}
-    domains = set(state.knowledge.current) | set(state.sessions.by_domain) | set(state.selectors.by_domain) \
+    counts = {
+        "domains": 0,
+        "facts": 0,
+        "sessions": 0,
+        "selectors": 0,
+        "trajectories": 0,
+        "runs": 0,
+        "summaries": 0,
+        "hints": 0,
+    }
+    domains = (
+        set(state.knowledge.current)
+        | set(state.sessions.by_domain)
+        | set(state.selectors.by_domain)
         | set(state.trajectories.by_domain)
+    )
     domains.discard("")
     taken: set[str] = set()
     for domain in sorted(domains):
@@ -408,8 +541,9 @@ def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], 
     head = state.head
     for run in state.runs.runs.values():
         name = _unique(RUN_FILE_RE.sub("_", run.run_id)[:MAX_NAME] or "run", run.run_id, run_names)
-        files.append((["agent-runs", f"{name}.json"],
-                      run_manifest_json(run, _last_progress_url(store, run.run_id, head))))
+        files.append(
+            (["agent-runs", f"{name}.json"], run_manifest_json(run, _last_progress_url(store, run.run_id, head)))
+        )
         counts["runs"] += 1
         if run.status != "running":
             files.append((["runs", f"{name}.json"], run_summary_json(run)))
@@ -423,9 +557,14 @@ def agent_memory_files(state: Any, store: Store) -> tuple[list[tuple[list[str], 
 
 # ---- seed 002 ---------------------------------------------------------------------------
 
+
 def _env_json(env: dict[str, Any]) -> dict[str, Any]:
-    return {"url": env.get("url", ""), "title": env.get("title", ""), "pageType": env.get("page_type", ""),
-            "elements": list(env.get("elements") or [])}
+    return {
+        "url": env.get("url", ""),
+        "title": env.get("title", ""),
+        "pageType": env.get("page_type", ""),
+        "elements": list(env.get("elements") or []),
+    }
 
 
 def _action_text(action: dict[str, Any]) -> str:
@@ -452,8 +591,9 @@ def step_entries(state: Any, store: Store) -> list[dict[str, Any]]:
 
     An imported record keeps its id; other steps are numbered after the largest one, run by
     run and step by step."""
-    memories = [m for steps in state.step_memories.by_run.values()
-                for m in sorted(steps.values(), key=lambda m: m.step)]
+    memories = [
+        m for steps in state.step_memories.by_run.values() for m in sorted(steps.values(), key=lambda m: m.step)
+    ]
     wanted = [m.action.get("args", {}).get("record_id") for m in memories]
     kept: set[int] = set()
     ids: list[int | None] = []
@@ -474,15 +614,23 @@ def step_entries(state: Any, store: Store) -> list[dict[str, Any]]:
         rec = recorded.data if recorded is not None else {}
         args = m.action.get("args") or {}
         entry = {
-            "id": rid, "stepId": args.get("step_id") if isinstance(args.get("step_id"), str) else None,
+            "id": rid,
+            "stepId": args.get("step_id") if isinstance(args.get("step_id"), str) else None,
             "envPre": _env_json(m.env_before),
             "internalState": (rec.get("internal_state") if recorded is not None else m.intent) or "",
-            "think": rec.get("think"), "internalStateEmbedding": rec.get("internal_state_embedding") or [], "action": _action_text(m.action),
-            "actionElementText": m.target_text or "", "envPost": _env_json(m.env_after), "outcome": m.outcome,
-            "outcomeReason": m.reason, "correction": m.correction,
+            "think": rec.get("think"),
+            "internalStateEmbedding": rec.get("internal_state_embedding") or [],
+            "action": _action_text(m.action),
+            "actionElementText": m.target_text or "",
+            "envPost": _env_json(m.env_after),
+            "outcome": m.outcome,
+            "outcomeReason": m.reason,
+            "correction": m.correction,
             "taskIncomplete": graded.data.get("task_incomplete") if graded is not None else None,
             "createdAt": ts_to_ms(recorded.occurred_at) if recorded is not None else 0,
-            "stepNum": m.step, "rep": m.rep}
+            "stepNum": m.step,
+            "rep": m.rep,
+        }
         entries.append(_drop_none(entry))
     entries.sort(key=lambda e: e["id"])  # record ids are creation order, as Trayn's store lists them
     return entries
@@ -532,8 +680,17 @@ def prompt_items(state: Any) -> list[PromptItem]:
         for m in sorted(steps.values(), key=lambda m: m.step):
             if m.outcome == "pending":
                 continue
-            items.append(PromptItem(m.kind, m.env_before.get("url", ""), None, m.action.get("command", ""),
-                                    _what(m), m.reason, m.correction))
+            items.append(
+                PromptItem(
+                    m.kind,
+                    m.env_before.get("url", ""),
+                    None,
+                    m.action.get("command", ""),
+                    _what(m),
+                    m.reason,
+                    m.correction,
+                )
+            )
     return items
 
 
@@ -545,8 +702,11 @@ def render_prompt(items: Iterable[PromptItem]) -> str:
     for n, it in enumerate(items, start=1):
         parts = url_parts(it.url) if it.url else None
         path = (parts.path or "/") if parts else "/"
-        where = f"{path} {round(it.similarity * 100)}%" if it.similarity is not None else (
-            f"{parts.netloc}{path}" if parts and parts.netloc else path)
+        where = (
+            f"{path} {round(it.similarity * 100)}%"
+            if it.similarity is not None
+            else (f"{parts.netloc}{path}" if parts and parts.netloc else path)
+        )
         what = f": '{it.target}'" if it.target else ""
         lines.append(f"{n}. {it.kind}: [{where}] {it.command}{what}\n")
         if it.kind == "REPEAT":
@@ -563,6 +723,7 @@ def render_prompt(items: Iterable[PromptItem]) -> str:
 
 
 # ---- the export --------------------------------------------------------------------------
+
 
 def export_memory(state: Any, store: Store, fmt: str, out: Path) -> ExportResult:
     """Write `state` in format `fmt` at `out` (a directory for agent-memory, else one file)."""

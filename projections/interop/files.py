@@ -6,6 +6,7 @@ created one level at a time with mode 0700 and never followed when they are
 symlinks, files are opened with O_NOFOLLOW and mode 0600, and the resolved
 path is checked to lie under the resolved root before anything is written.
 """
+
 from __future__ import annotations
 
 import hashlib

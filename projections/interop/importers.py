@@ -22,6 +22,7 @@ Usage::
     result = import_source(store, Path("~/.browser_agent/memory.json").expanduser())
     print(result.appended, result.counts)
 """
+
 from __future__ import annotations
 
 import copy
@@ -98,8 +99,15 @@ from memtape.projections.state import MemoryState, fold
 from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 
-SEED001_EVENTS = ("tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
-                  "lesson_promoted", "lessons_pruned")
+SEED001_EVENTS = (
+    "tier1_loaded",
+    "error_recall",
+    "domain_recall",
+    "lesson_recorded",
+    "lesson_deduplicated",
+    "lesson_promoted",
+    "lessons_pruned",
+)
 FORMATS = ("memory-json", "memory-events", "agent-memory", "trayn-json")
 MAX_SOURCE_BYTES = 512 * 1024 * 1024
 RUN_DIR_TIME_RE = re.compile(r"(\d{8}T\d{6}(?:\.\d+)?Z)")
@@ -161,8 +169,10 @@ class LessonIndex:
         else the first memory holds, else the first known."""
         candidates = self.by_text.get(text, [])
         held = [k for k in candidates if k.lesson_id in self.state.lessons]
-        return next((k for k in held if fits(self.state.lessons[k.lesson_id])), held[0] if held else (
-            candidates[0] if candidates else None))
+        return next(
+            (k for k in held if fits(self.state.lessons[k.lesson_id])),
+            held[0] if held else (candidates[0] if candidates else None),
+        )
 
     def has_key(self, failed_command: str | None, error_pattern: str | None, scope: str | None, text: str) -> bool:
         return dedup_key(failed_command, error_pattern, scope, text) in self.keys
@@ -173,6 +183,7 @@ IndexSource = Callable[[], LessonIndex]
 
 
 # ---- reading files -------------------------------------------------------------
+
 
 def _read(path: Path, rel: str) -> bytes:
     try:
@@ -195,7 +206,9 @@ def detect_format(path: Path) -> str:
             return "memory-events"
         if (path / "memory.json").is_file():
             return "memory-json"
-        raise LedgerError(f"{path}: no seed memory found (domains/, agent-runs/, memory_events.jsonl or memory.json); name its format")
+        raise LedgerError(
+            f"{path}: no seed memory found (domains/, agent-runs/, memory_events.jsonl or memory.json); name its format"
+        )
     if not path.exists():
         raise LedgerError(f"{path}: no such file or directory")
     if path.name.endswith(".jsonl"):
@@ -214,6 +227,7 @@ def _time_of(ts: str) -> str:
 
 # ---- seed 001: memory.json -------------------------------------------------------
 
+
 def plan_memory_json(path: Path, lessons: IndexSource) -> ImportPlan:
     if path.is_dir():
         path = path / "memory.json"
@@ -224,8 +238,11 @@ def plan_memory_json(path: Path, lessons: IndexSource) -> ImportPlan:
     for i, les in enumerate(memory.lessons):
         key = dedup_key(les.failed_command, les.error_pattern, les.domain, les.lesson)
         if key in seen:
-            raise refuse(rel, f"lessons[{i}]: same lesson as lessons[{seen[key]}] "
-                              "(same failed_command and error_pattern, or same domain and text)")
+            raise refuse(
+                rel,
+                f"lessons[{i}]: same lesson as lessons[{seen[key]}] "
+                "(same failed_command and error_pattern, or same domain and text)",
+            )
         seen[key] = i
     index = lessons()
     events: list[NewEvent] = []
@@ -235,17 +252,32 @@ def plan_memory_json(path: Path, lessons: IndexSource) -> ImportPlan:
             existing += 1
             continue
         lid = lesson_id_for(les.failed_command, les.error_pattern, les.domain, les.lesson)
-        events.append(NewEvent(LessonRecorded(
-            lesson_id=lid, lesson=les.lesson, category=les.category, failed_command=les.failed_command,
-            error_pattern=les.error_pattern, scope_domain=les.domain, source=les.source, use_count=les.use_count,
-            triggered_domains=list(les.triggered_domains), created_at=les.created_at, last_used=les.last_used),
-            occurred_at=_time_of(les.created_at)))
+        events.append(
+            NewEvent(
+                LessonRecorded(
+                    lesson_id=lid,
+                    lesson=les.lesson,
+                    category=les.category,
+                    failed_command=les.failed_command,
+                    error_pattern=les.error_pattern,
+                    scope_domain=les.domain,
+                    source=les.source,
+                    use_count=les.use_count,
+                    triggered_domains=list(les.triggered_domains),
+                    created_at=les.created_at,
+                    last_used=les.last_used,
+                ),
+                occurred_at=_time_of(les.created_at),
+            )
+        )
     counts = {"lessons": len(events), "lessons_existing": existing}
-    return ImportPlan("memory-json", str(path.resolve()), digest_of("memory-json", [("memory.json", obj)]),
-                      events, counts)
+    return ImportPlan(
+        "memory-json", str(path.resolve()), digest_of("memory-json", [("memory.json", obj)]), events, counts
+    )
 
 
 # ---- seed 001: memory_events.jsonl -------------------------------------------------
+
 
 def _run_dir_time(path: Path) -> str | None:
     m = RUN_DIR_TIME_RE.search(path.parent.name)
@@ -286,9 +318,12 @@ def selector_plan(entry: Any) -> list[tuple[type, str, str]]:
     @ref, the @ref gets one use (a success when there is one, else a failure) and the stable
     selector the rest; with one, it gets every success and failure."""
     if entry.selectors is not None:
-        return [(cls, name, _time_of(use.lastUsed)) for name, use in entry.selectors.items()
-                for cls, n in ((SelectorSucceeded, use.successCount), (SelectorFailed, use.failureCount))
-                for _ in range(n)]
+        return [
+            (cls, name, _time_of(use.lastUsed))
+            for name, use in entry.selectors.items()
+            for cls, n in ((SelectorSucceeded, use.successCount), (SelectorFailed, use.failureCount))
+            for _ in range(n)
+        ]
     when = _time_of(entry.lastUsed)
     return [(cls, selector, when) for cls, selector in _total_plan(entry)]
 
@@ -377,19 +412,40 @@ def _fold_planned(state: LessonsState, new: NewEvent) -> None:
     data = new.payload.model_dump(mode="json")
     data.pop("type", None)
     when = normalize_ts(new.occurred_at) if new.occurred_at is not None else ""
-    lessons_projection.apply(state, RecordedEvent(
-        seq=0, id="", stream="", stream_version=0, type=new.type, schema_version=new.payload.schema_version,
-        recorded_at=when, occurred_at=when, run_id=new.run_id, step=new.step, domain=new.domain, data=data,
-        payload_json="", prev_hash="", hash=""))
+    lessons_projection.apply(
+        state,
+        RecordedEvent(
+            seq=0,
+            id="",
+            stream="",
+            stream_version=0,
+            type=new.type,
+            schema_version=new.payload.schema_version,
+            recorded_at=when,
+            occurred_at=when,
+            run_id=new.run_id,
+            step=new.step,
+            domain=new.domain,
+            data=data,
+            payload_json="",
+            prev_hash="",
+            hash="",
+        ),
+    )
 
 
 def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> list[str]:
     """The lessons seed 001's pruning takes at `when` (learned, unused for more than 90 days, fewer
     than 5 uses), when they are as many as the log says; else none (another rule pruned them)."""
     policy = DEFAULT_POLICY
-    stale = sorted(les.lesson_id for les in state.lessons.values()
-                   if les.source != "seed" and les.use_count < policy.prune_min_uses and les.last_used
-                   and older_than(les.last_used, when, policy.prune_max_age_days))
+    stale = sorted(
+        les.lesson_id
+        for les in state.lessons.values()
+        if les.source != "seed"
+        and les.use_count < policy.prune_min_uses
+        and les.last_used
+        and older_than(les.last_used, when, policy.prune_max_age_days)
+    )
     if len(stale) == pruned and len(state.lessons) - pruned == remaining:
         return stale
     return []
@@ -398,24 +454,42 @@ def _pruned_at(state: LessonsState, when: str, pruned: int, remaining: int) -> l
 def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> tuple[Any, str | None] | None:
     """The ledger payload (and envelope domain) of one seed 001 memory event."""
     if isinstance(line, Tier1LoadedLine):
-        return Tier1Loaded(count=line.count, lessons=line.lessons,
-                           lesson_ids=_lesson_ids(line.lessons, index, lambda les: les.tier == 1)), None
+        return Tier1Loaded(
+            count=line.count,
+            lessons=line.lessons,
+            lesson_ids=_lesson_ids(line.lessons, index, lambda les: les.tier == 1),
+        ), None
     if isinstance(line, ErrorRecallLine):
         ids = _lesson_ids(line.lessons, index, lambda les: bool(les.failed_command or les.error_pattern))
         snippet = line.error_snippet.lower()
-        return ErrorRecall(command=line.command, error_snippet=line.error_snippet, matched=line.matched,
-                           lessons=line.lessons, lesson_ids=ids, counted_ids=[  # a use only where the pattern matched
-                               i for i in ids if _pattern_in(index.state.lessons.get(i), snippet)]), None
+        return ErrorRecall(
+            command=line.command,
+            error_snippet=line.error_snippet,
+            matched=line.matched,
+            lessons=line.lessons,
+            lesson_ids=ids,
+            counted_ids=[  # a use only where the pattern matched
+                i for i in ids if _pattern_in(index.state.lessons.get(i), snippet)
+            ],
+        ), None
     if isinstance(line, DomainRecallLine):
-        return DomainRecall(matched=line.matched, lessons=line.lessons,
-                            lesson_ids=_lesson_ids(line.lessons, index, lambda les: domain_matches(
-                                line.domain, les.scope_domain))), line.domain
+        return DomainRecall(
+            matched=line.matched,
+            lessons=line.lessons,
+            lesson_ids=_lesson_ids(line.lessons, index, lambda les: domain_matches(line.domain, les.scope_domain)),
+        ), line.domain
     if isinstance(line, LessonRecordedLine):
         lid = lesson_id_for(line.failed_command, line.error_pattern, line.domain, line.lesson)
         index.add(KnownLesson(lid, line.lesson, line.category, line.failed_command, line.error_pattern, line.domain))
-        return LessonRecorded(lesson_id=lid, lesson=line.lesson, category=line.category,
-                              failed_command=line.failed_command, error_pattern=line.error_pattern,
-                              scope_domain=line.domain, source="learned"), None
+        return LessonRecorded(
+            lesson_id=lid,
+            lesson=line.lesson,
+            category=line.category,
+            failed_command=line.failed_command,
+            error_pattern=line.error_pattern,
+            scope_domain=line.domain,
+            source="learned",
+        ), None
     if isinstance(line, LessonDeduplicatedLine | LessonPromotedLine):
         if isinstance(line, LessonDeduplicatedLine):
             new_count = line.new_use_count
@@ -423,25 +497,40 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
         else:
             known = index.pick(line.lesson, lambda les: les.category == "error_recovery" and les.scope_domain is None)
         if known is None:  # learned where this log does not show (a forgotten run, memory.json)
-            known = KnownLesson(lesson_id_for(None, None, None, line.lesson), line.lesson, "error_recovery",
-                                None, None, None)
+            known = KnownLesson(
+                lesson_id_for(None, None, None, line.lesson), line.lesson, "error_recovery", None, None, None
+            )
             index.add(known)
             index.unseen += 1
         if isinstance(line, LessonDeduplicatedLine):
             return LessonDeduplicated(
-                lesson_id=known.lesson_id, lesson=known.lesson, category=known.category,  # type: ignore[arg-type]
-                failed_command=known.failed_command, error_pattern=known.error_pattern,
-                scope_domain=known.scope_domain, new_use_count=line.new_use_count), None
-        return LessonPromoted(lesson_id=known.lesson_id, lesson=known.lesson, use_count=line.use_count,
-                              triggered_domains=line.triggered_domains), None
+                lesson_id=known.lesson_id,
+                lesson=known.lesson,
+                category=known.category,  # type: ignore[arg-type]
+                failed_command=known.failed_command,
+                error_pattern=known.error_pattern,
+                scope_domain=known.scope_domain,
+                new_use_count=line.new_use_count,
+            ), None
+        return LessonPromoted(
+            lesson_id=known.lesson_id,
+            lesson=known.lesson,
+            use_count=line.use_count,
+            triggered_domains=line.triggered_domains,
+        ), None
     assert isinstance(line, LessonsPrunedLine)
     if when is None:  # which lessons went is not in the log; without a time there is nothing to keep
         return None
-    return LessonsPruned(lesson_ids=_pruned_at(index.state, when, line.pruned_count, line.remaining_count),
-                         pruned_count=line.pruned_count, remaining_count=line.remaining_count, as_of=when), None
+    return LessonsPruned(
+        lesson_ids=_pruned_at(index.state, when, line.pruned_count, line.remaining_count),
+        pruned_count=line.pruned_count,
+        remaining_count=line.remaining_count,
+        as_of=when,
+    ), None
 
 
 # ---- seed 000: the .agent-memory folder ----------------------------------------------
+
 
 def _dir_domain(name: str) -> str | None:
     """A seed 000 domain directory name back to a host (`localhost_5173` -> `localhost:5173`)."""
@@ -460,8 +549,17 @@ def _dir_domain(name: str) -> str | None:
 def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     parts: list[tuple[str, Any]] = []
     events: list[NewEvent] = []
-    counts = {"facts": 0, "sessions": 0, "selectors": 0, "trajectories": 0, "runs": 0, "run_summaries": 0,
-              "suites_not_kept": 0, "derived_files": 0, "ignored_files": 0}
+    counts = {
+        "facts": 0,
+        "sessions": 0,
+        "selectors": 0,
+        "trajectories": 0,
+        "runs": 0,
+        "run_summaries": 0,
+        "suites_not_kept": 0,
+        "derived_files": 0,
+        "ignored_files": 0,
+    }
     domains_dir = path / "domains"
     if domains_dir.is_symlink():
         raise refuse("domains", "is a symbolic link; refusing to follow it")
@@ -477,15 +575,22 @@ def plan_agent_memory(path: Path, lessons: IndexSource) -> ImportPlan:
     summaries = _run_summaries(path, parts, counts)
     hints_file = path / "hints.json"
     if hints_file.exists():  # derived from the rest of the folder (see exporters.hints_json): checked, not kept
-        parts.append(("hints.json", parse_model(Seed000Hints, load_json(_read(hints_file, "hints.json"), "hints.json"),
-                                                "hints.json").model_dump()))
+        parts.append(
+            (
+                "hints.json",
+                parse_model(
+                    Seed000Hints, load_json(_read(hints_file, "hints.json"), "hints.json"), "hints.json"
+                ).model_dump(),
+            )
+        )
         counts["derived_files"] += 1
     runs_dir = path / "agent-runs"
     if runs_dir.is_symlink():
         raise refuse("agent-runs", "is a symbolic link; refusing to follow it")
     if runs_dir.is_dir():
-        manifests: list[Seed000RunManifest] = _json_folder(runs_dir, "agent-runs", Seed000RunManifest, "runId", "run",
-                                                           parts, counts)
+        manifests: list[Seed000RunManifest] = _json_folder(
+            runs_dir, "agent-runs", Seed000RunManifest, "runId", "run", parts, counts
+        )
         manifests.sort(key=lambda m: (_time_of(m.startedAt), m.runId))
         for manifest in manifests:
             summary = summaries.pop(manifest.runId, None)
@@ -509,15 +614,37 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         parts.append((rel, obj))
         domain = knowledge.domain
         for fact in knowledge.facts:
-            events.append(NewEvent(FactObserved(fact_type=fact.type, key=fact.key, value=fact.value,
-                                                confidence=fact.confidence, sources=fact.sources),
-                                   domain=domain, occurred_at=_time_of(fact.lastSeen)))
+            events.append(
+                NewEvent(
+                    FactObserved(
+                        fact_type=fact.type,
+                        key=fact.key,
+                        value=fact.value,
+                        confidence=fact.confidence,
+                        sources=fact.sources,
+                    ),
+                    domain=domain,
+                    occurred_at=_time_of(fact.lastSeen),
+                )
+            )
             counts["facts"] += 1
         for s in knowledge.sessions:
-            events.append(NewEvent(SessionRecorded(
-                session_id=s.id, goal=s.goal, outcome=s.outcome, success=s.success, final_url=s.finalUrl,
-                timestamp=s.timestamp, turns_used=s.turnsUsed, duration_ms=s.durationMs),
-                domain=domain, occurred_at=_time_of(s.timestamp)))
+            events.append(
+                NewEvent(
+                    SessionRecorded(
+                        session_id=s.id,
+                        goal=s.goal,
+                        outcome=s.outcome,
+                        success=s.success,
+                        final_url=s.finalUrl,
+                        timestamp=s.timestamp,
+                        turns_used=s.turnsUsed,
+                        duration_ms=s.durationMs,
+                    ),
+                    domain=domain,
+                    occurred_at=_time_of(s.timestamp),
+                )
+            )
             counts["sessions"] += 1
     selectors_file = ddir / "selectors.json"
     traj_dir = ddir / "trajectories"
@@ -530,24 +657,46 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
         parts.append((rel, obj))
         for entry in selectors.entries.values():
             role, name = split_element(entry.element)
-            events.extend(NewEvent(cls(role=role, name=name, selector=selector), domain=domain, occurred_at=when)
-                          for cls, selector, when in selector_plan(entry))
+            events.extend(
+                NewEvent(cls(role=role, name=name, selector=selector), domain=domain, occurred_at=when)
+                for cls, selector, when in selector_plan(entry)
+            )
             counts["selectors"] += 1
     if traj_dir.is_symlink():
         raise refuse(f"{rel_dir}/trajectories", "is a symbolic link; refusing to follow it")
     if traj_dir.is_dir():
-        trajectories: list[Seed000Trajectory] = _json_folder(traj_dir, f"{rel_dir}/trajectories", Seed000Trajectory,
-                                                             "id", "trajectory", parts, counts)
+        trajectories: list[Seed000Trajectory] = _json_folder(
+            traj_dir, f"{rel_dir}/trajectories", Seed000Trajectory, "id", "trajectory", parts, counts
+        )
         trajectories.sort(key=lambda t: (_time_of(t.timestamp), t.id))
         for traj in trajectories:
             steps = []
             for st in traj.steps:
                 args = dict(st.action.model_extra or {})
-                steps.append(TrajectoryStep(command=st.action.action, args=args, selector=st.action.selector,
-                                            url=st.url, verified=st.verified))
-            events.append(NewEvent(TrajectoryRecorded(
-                trajectory_id=traj.id, goal=traj.goal, origin=traj.origin or "", steps=steps, success=traj.success,
-                duration_ms=traj.durationMs, turns=len(steps)), domain=domain, occurred_at=_time_of(traj.timestamp)))
+                steps.append(
+                    TrajectoryStep(
+                        command=st.action.action,
+                        args=args,
+                        selector=st.action.selector,
+                        url=st.url,
+                        verified=st.verified,
+                    )
+                )
+            events.append(
+                NewEvent(
+                    TrajectoryRecorded(
+                        trajectory_id=traj.id,
+                        goal=traj.goal,
+                        origin=traj.origin or "",
+                        steps=steps,
+                        success=traj.success,
+                        duration_ms=traj.durationMs,
+                        turns=len(steps),
+                    ),
+                    domain=domain,
+                    occurred_at=_time_of(traj.timestamp),
+                )
+            )
             counts["trajectories"] += 1
     for other in sorted(ddir.iterdir()):
         if other.name not in ("knowledge.json", "selectors.json", "trajectories"):
@@ -555,8 +704,15 @@ def _plan_domain(ddir: Path, rel_dir: str, parts: list[tuple[str, Any]], counts:
     return events
 
 
-def _json_folder(folder: Path, rel_dir: str, model: Any, id_field: str, what: str,
-                 parts: list[tuple[str, Any]], counts: dict[str, int]) -> list[Any]:
+def _json_folder(
+    folder: Path,
+    rel_dir: str,
+    model: Any,
+    id_field: str,
+    what: str,
+    parts: list[tuple[str, Any]],
+    counts: dict[str, int],
+) -> list[Any]:
     """Every `*.json` of a seed 000 folder (agent-runs/, trajectories/) parsed as `model`, in file
     name order; other entries are counted as ignored; a second file with the same id is refused."""
     items: list[Any] = []
@@ -597,18 +753,49 @@ def _run_events(m: Seed000RunManifest, summary: Seed000RunSummary | None = None)
     test = summary.tests[0] if summary is not None and len(summary.tests) == 1 else None
     case_id = test.id if test is not None and test.id != m.runId else None
     policy = {"decision_policy": summary.model} if summary is not None and summary.model is not None else {}
-    out = [NewEvent(RunStarted(session_id=m.sessionId, parent_run_id=m.parentRunId, mode=mode, goal=m.goal,  # type: ignore[arg-type]
-                               start_url=m.startUrl, case_id=case_id, policy=policy),
-                    run_id=m.runId, domain=domain, occurred_at=_time_of(m.startedAt))]
+    out = [
+        NewEvent(
+            RunStarted(
+                session_id=m.sessionId,
+                parent_run_id=m.parentRunId,
+                mode=mode,  # type: ignore[arg-type]
+                goal=m.goal,
+                start_url=m.startUrl,
+                case_id=case_id,
+                policy=policy,
+            ),
+            run_id=m.runId,
+            domain=domain,
+            occurred_at=_time_of(m.startedAt),
+        )
+    ]
     if m.currentUrl is not None:
-        out.append(NewEvent(RunProgress(turn=m.turnCount, current_url=m.currentUrl), run_id=m.runId,
-                            domain=domain, occurred_at=_time_of(m.updatedAt)))
+        out.append(
+            NewEvent(
+                RunProgress(turn=m.turnCount, current_url=m.currentUrl),
+                run_id=m.runId,
+                domain=domain,
+                occurred_at=_time_of(m.updatedAt),
+            )
+        )
     if m.status != "running":
-        out.append(NewEvent(RunCompleted(
-            success=m.status == "completed", summary=m.summary or "", result=m.result, reason=m.reason,
-            final_url=m.finalUrl, turns=m.turnCount, artifact_paths=list(m.artifactPaths),
-            duration_ms=test.durationMs if test is not None else 0.0),
-            run_id=m.runId, domain=domain, occurred_at=_time_of(m.completedAt or m.updatedAt)))
+        out.append(
+            NewEvent(
+                RunCompleted(
+                    success=m.status == "completed",
+                    summary=m.summary or "",
+                    result=m.result,
+                    reason=m.reason,
+                    final_url=m.finalUrl,
+                    turns=m.turnCount,
+                    artifact_paths=list(m.artifactPaths),
+                    duration_ms=test.durationMs if test is not None else 0.0,
+                ),
+                run_id=m.runId,
+                domain=domain,
+                occurred_at=_time_of(m.completedAt or m.updatedAt),
+            )
+        )
     return out
 
 
@@ -648,16 +835,42 @@ def plan_trayn_json(path: Path, lessons: IndexSource) -> ImportPlan:
         if e.stepId is not None:
             args["step_id"] = e.stepId
         when = ms_to_ts(e.createdAt)
-        events.append(NewEvent(StepRecorded(
-            env_before=_env(e.envPre), env_after=_env(e.envPost), think=e.think, internal_state=e.internalState,
-            internal_state_embedding=list(e.internalStateEmbedding),
-            action=Action(command=m.group(1) if m else e.action, args=args), target_text=e.actionElementText,
-            ok=True, rep=e.rep), run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
+        events.append(
+            NewEvent(
+                StepRecorded(
+                    env_before=_env(e.envPre),
+                    env_after=_env(e.envPost),
+                    think=e.think,
+                    internal_state=e.internalState,
+                    internal_state_embedding=list(e.internalStateEmbedding),
+                    action=Action(command=m.group(1) if m else e.action, args=args),
+                    target_text=e.actionElementText,
+                    ok=True,
+                    rep=e.rep,
+                ),
+                run_id=run_id,
+                step=e.stepNum,
+                domain=_host(e.envPre.url),
+                occurred_at=when,
+            )
+        )
         counts["steps"] += 1
         if e.outcome != "pending":
-            events.append(NewEvent(StepGraded(outcome=e.outcome, reason=e.outcomeReason, correction=e.correction,
-                                              task_incomplete=e.taskIncomplete, grader="import"),
-                                   run_id=run_id, step=e.stepNum, domain=_host(e.envPre.url), occurred_at=when))
+            events.append(
+                NewEvent(
+                    StepGraded(
+                        outcome=e.outcome,
+                        reason=e.outcomeReason,
+                        correction=e.correction,
+                        task_incomplete=e.taskIncomplete,
+                        grader="import",
+                    ),
+                    run_id=run_id,
+                    step=e.stepNum,
+                    domain=_host(e.envPre.url),
+                    occurred_at=when,
+                )
+            )
             counts["graded"] += 1
     counts["runs"] = runs
     return ImportPlan("trayn-json", str(path.resolve()), digest, events, counts)
@@ -694,17 +907,28 @@ def lesson_index(store: Store, seeds: Iterable[NewEvent] = (), projections_path:
     if projections_path is not None:
         lessons_state = MemoryView.open(store, projections_path).state.lessons
     else:
-        lessons_state = fold(MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES),
-                             names=["lessons"]).lessons
+        lessons_state = fold(
+            MemoryState.empty(["lessons"]), store.read(types=lessons_projection.TYPES), names=["lessons"]
+        ).lessons
     index = LessonIndex(state=copy.deepcopy(lessons_state))
     for les in lessons_state.lessons.values():
-        index.add(KnownLesson(les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern,
-                              les.scope_domain))
+        index.add(
+            KnownLesson(
+                les.lesson_id, les.lesson, les.category, les.failed_command, les.error_pattern, les.scope_domain
+            )
+        )
     for new in seeds:
         d = new.payload.model_dump()
-        index.by_text.setdefault(d["lesson"], []).append(KnownLesson(
-            d["lesson_id"], d["lesson"], d["category"], d.get("failed_command"), d.get("error_pattern"),
-            d.get("scope_domain")))
+        index.by_text.setdefault(d["lesson"], []).append(
+            KnownLesson(
+                d["lesson_id"],
+                d["lesson"],
+                d["category"],
+                d.get("failed_command"),
+                d.get("error_pattern"),
+                d.get("scope_domain"),
+            )
+        )
     return index
 
 
@@ -742,14 +966,22 @@ def import_source(store: Store, path: Path, fmt: str = "auto", projections_path:
     earlier = previous_import(store, plan.digest)
     if earlier is not None:
         return ImportResult(plan.source_format, plan.source_path, plan.digest, 0, None, None, plan.counts, earlier)
-    marker = NewEvent(MemoryImported(source_format=plan.source_format, source_path=plan.source_path,
-                                     source_digest=plan.digest, counts=plan.counts))
+    marker = NewEvent(
+        MemoryImported(
+            source_format=plan.source_format,
+            source_path=plan.source_path,
+            source_digest=plan.digest,
+            counts=plan.counts,
+        )
+    )
     with store.atomic() as tx:
         wanted = {plan.digest, stored_digest(store, plan.digest)}
         for ev in tx.read(head + 1):  # another process may have imported it meanwhile
             if ev.type == "memory_imported" and ev.data.get("source_digest") in wanted:
-                return ImportResult(plan.source_format, plan.source_path, plan.digest, 0, None, None,
-                                    plan.counts, ev.seq)
+                return ImportResult(
+                    plan.source_format, plan.source_path, plan.digest, 0, None, None, plan.counts, ev.seq
+                )
         recorded = tx.append([marker, *plan.events])
-    return ImportResult(plan.source_format, plan.source_path, plan.digest, len(recorded), recorded[0].seq,
-                        recorded[-1].seq, plan.counts)
+    return ImportResult(
+        plan.source_format, plan.source_path, plan.digest, len(recorded), recorded[0].seq, recorded[-1].seq, plan.counts
+    )

@@ -12,6 +12,7 @@ implementations: seed 000's selectors.json (`{entries: {element: {...}},
 updatedAt}`) and trajectory files (`{id, goal, origin, steps: [{url, action,
 snapshotHash, verified}], success, durationMs, model, timestamp}`).
 """
+
 from __future__ import annotations
 
 import math
@@ -154,8 +155,13 @@ class LessonsPrunedLine(_Seed001Event):
 
 
 Seed001Line = Annotated[
-    Tier1LoadedLine | ErrorRecallLine | DomainRecallLine | LessonRecordedLine | LessonDeduplicatedLine
-    | LessonPromotedLine | LessonsPrunedLine,
+    Tier1LoadedLine
+    | ErrorRecallLine
+    | DomainRecallLine
+    | LessonRecordedLine
+    | LessonDeduplicatedLine
+    | LessonPromotedLine
+    | LessonsPrunedLine,
     Field(discriminator="event"),
 ]
 
@@ -251,8 +257,10 @@ class Seed000SelectorEntry(Strict):
             raise ValueError("needs lastRef or stableSelector")
         if self.selectors is not None:
             own = list(self.selectors.values())
-            if sum(u.successCount for u in own) != self.successCount or \
-                    sum(u.failureCount for u in own) != self.failureCount:
+            if (
+                sum(u.successCount for u in own) != self.successCount
+                or sum(u.failureCount for u in own) != self.failureCount
+            ):
                 raise ValueError("selectors: their counts do not add up to successCount and failureCount")
             for name in (self.lastRef, self.stableSelector):
                 if name is not None and name not in self.selectors:
@@ -265,8 +273,9 @@ class Seed000SelectorEntry(Strict):
         if uses < 1:
             raise ValueError("successCount + failureCount must be at least 1")
         if self.lastRef is not None and self.stableSelector is not None and uses < 2:
-            raise ValueError("successCount + failureCount must be at least 2 when both lastRef and "
-                             "stableSelector are set")
+            raise ValueError(
+                "successCount + failureCount must be at least 2 when both lastRef and stableSelector are set"
+            )
         return self
 
 
@@ -397,6 +406,7 @@ class Seed000RunManifest(Strict):
 
 # ---- seed 002: Trayn MemoryEntry ---------------------------------------------------
 
+
 class TraynEnv(Strict):
     url: Text = ""
     title: Text = ""
@@ -445,6 +455,7 @@ def js_time(ts: str) -> str:
 
 # ---- parsing with one-line errors ------------------------------------------------
 
+
 def field_path(loc: tuple[Any, ...]) -> str:
     """('lessons', 2, 'category') -> 'lessons[2].category'."""
     out = ""
@@ -461,10 +472,26 @@ def field_path(loc: tuple[Any, ...]) -> str:
 def describe(exc: ValidationError, skip: int = 0) -> str:
     """The first problem of a validation error as `field.path: message`."""
     err = exc.errors()[0]
-    loc = tuple(p for p in err.get("loc", ())[skip:]
-                if not (isinstance(p, str) and (p.startswith("function-") or p in (
-                    "tier1_loaded", "error_recall", "domain_recall", "lesson_recorded", "lesson_deduplicated",
-                    "lesson_promoted", "lessons_pruned"))))
+    loc = tuple(
+        p
+        for p in err.get("loc", ())[skip:]
+        if not (
+            isinstance(p, str)
+            and (
+                p.startswith("function-")
+                or p
+                in (
+                    "tier1_loaded",
+                    "error_recall",
+                    "domain_recall",
+                    "lesson_recorded",
+                    "lesson_deduplicated",
+                    "lesson_promoted",
+                    "lessons_pruned",
+                )
+            )
+        )
+    )
     msg = str(err.get("msg", "invalid")).replace("Value error, ", "").replace("Assertion failed, ", "")
     if err.get("type") == "extra_forbidden":
         msg = "unknown field"

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, cast
 
 from annotated_types import Ge, Le
 from pydantic import (
@@ -1140,22 +1140,56 @@ class RecordedEvent:
 
 
 # A frozen dataclass's __init__ sets every field through object.__setattr__, ~5x slower than plain
-# stores, and reads build one RecordedEvent per row. The store builds them through a plain slotted twin
-# with the identical slot layout, then retags the instance as a RecordedEvent (same fields, same
-# equality, still frozen afterwards).
-_RecordedTwin = make_dataclass(
-    "_RecordedTwin",
-    [
-        (f.name, Any) if f.default_factory is MISSING else (f.name, Any, field(default_factory=f.default_factory))
-        for f in fields(RecordedEvent)
-    ],
-    slots=True,
-)
-assert _RecordedTwin.__slots__ == RecordedEvent.__slots__  # type: ignore[attr-defined]
+# stores, and reads build one RecordedEvent per row (the folds build and evolve their records as
+# often). A frozen slotted dataclass is built through a plain slotted twin with the identical slot
+# layout, then the instance is retagged as the frozen class (same fields, same equality and hash,
+# still frozen afterwards).
+Frozen = TypeVar("Frozen")
+
+
+_TWINS: dict[type, type] = {}
+
+
+def twin(cls: type) -> type:
+    """The plain slotted twin of the frozen slotted dataclass `cls`: its fields, defaults and slot
+    layout, not frozen; an instance of it whose `__class__` is then set to `cls` is a `cls`."""
+    made = _TWINS.get(cls)
+    if made is not None:
+        return made
+    made = make_dataclass(
+        f"_{cls.__name__}Twin",
+        [
+            (f.name, Any)
+            if f.default is MISSING and f.default_factory is MISSING
+            else (f.name, Any, field(default=f.default, default_factory=f.default_factory))
+            for f in fields(cls)
+        ],
+        slots=True,
+    )
+    if made.__slots__ != cls.__slots__ or hasattr(cls, "__post_init__"):  # type: ignore[attr-defined]
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass built by its fields alone")
+    _TWINS[cls] = made
+    return made
+
+
+def constructor(cls: type[Frozen]) -> type[Frozen]:
+    """`cls(...)` for a frozen slotted dataclass, fast (see `twin`); typed as the class, so a
+    call is checked against its fields."""
+    built = twin(cls)
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        obj = built(*args, **kwargs)
+        obj.__class__ = cls
+        return obj
+
+    return cast(type[Frozen], make)
+
+
+_RecordedTwin = twin(RecordedEvent)
 
 
 def recorded_event(*values: Any) -> RecordedEvent:
-    """`RecordedEvent(*values)`, fast (see `_RecordedTwin`)."""
+    """`RecordedEvent(*values)`, fast (see `twin`)."""
     ev: Any = _RecordedTwin(*values)
     ev.__class__ = RecordedEvent
     return cast(RecordedEvent, ev)

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.credentials import QUOTED
-from memtape.ledger.events import INT64_MAX, RecordedEvent
+from memtape.ledger.events import INT64_MAX, RecordedEvent, constructor
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, fenced, forgotten_runs
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
@@ -46,6 +46,9 @@ class Fact:
     event_ids: tuple[str, ...]
     #: the run that first observed it (its value came from that run's pages)
     first_run: str | None = None
+
+
+_fact = constructor(Fact)
 
 
 @dataclass
@@ -84,7 +87,7 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
             )
         else:
             conf = d.get("confidence")
-            facts[fid] = Fact(
+            facts[fid] = _fact(
                 fact_id=fid,
                 domain=domain,
                 fact_type=d["fact_type"],

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
-from memtape.ledger.events import INT64_MAX, RecordedEvent
+from memtape.ledger.events import INT64_MAX, RecordedEvent, constructor
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
@@ -59,6 +59,9 @@ class Lesson:
     @property
     def tier(self) -> int:
         return 1 if self.category in TIER1_CATEGORIES else 2
+
+
+_lesson = constructor(Lesson)
 
 
 #: what a recall matched of a lesson, and the score it ranks by: recall on error (the error pattern
@@ -196,7 +199,7 @@ def new_lesson(
     lid = lesson_id_in(data)
     src = data.get("source") or source or "learned"
     use_count = int(data["use_count"]) if data.get("use_count") is not None else (0 if src == "seed" else 1)
-    return Lesson(
+    return _lesson(
         lesson_id=lid,
         lesson=data["lesson"],
         category=data["category"],

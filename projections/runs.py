@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent, constructor
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
@@ -49,6 +49,9 @@ class RunManifest:
     updated_seq: int = 0
 
 
+_run_manifest = constructor(RunManifest)
+
+
 @dataclass
 class RunsState:
     #: run_id -> manifest, in the order runs started
@@ -64,7 +67,7 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
     d = ev.data
     t = ev.type
     if t == "run_started" and ev.run_id:
-        state.runs[ev.run_id] = RunManifest(
+        state.runs[ev.run_id] = _run_manifest(
             run_id=ev.run_id,
             session_id=d.get("session_id"),
             parent_run_id=d.get("parent_run_id"),

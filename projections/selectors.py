@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent, constructor
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")
@@ -26,6 +26,9 @@ class SelectorEntry:
     event_ids: tuple[str, ...]
     #: the run that first used it (its element name came from that run's pages)
     first_run: str | None = None
+
+
+_selector_entry = constructor(SelectorEntry)
 
 
 @dataclass
@@ -52,7 +55,7 @@ def apply(state: SelectorsState, ev: RecordedEvent, policy: Any = None) -> Selec
         ok = ev.type == "selector_succeeded"
         old = entries.get(key)
         if old is None:
-            entries[key] = SelectorEntry(
+            entries[key] = _selector_entry(
                 domain, d["role"], d["name"], d["selector"], int(ok), int(not ok), ev.occurred_at, (ev.id,), ev.run_id
             )
         else:

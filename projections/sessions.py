@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent, constructor
 from memtape.projections.text import build, domain_matches, fenced
 
 TYPES = ("session_recorded", "subject_forgotten")
@@ -32,6 +32,9 @@ class SessionEntry:
     event_ids: tuple[str, ...]
 
 
+_session_entry = constructor(SessionEntry)
+
+
 @dataclass
 class SessionsState:
     #: domain -> entries, oldest..newest, at most policy.session_history
@@ -48,7 +51,7 @@ def apply(state: SessionsState, ev: RecordedEvent, policy: Any) -> SessionsState
     if ev.type == "session_recorded":
         entries = state.by_domain.setdefault(ev.domain or "", [])
         entries.append(
-            SessionEntry(
+            _session_entry(
                 session_id=d["session_id"],
                 run_id=ev.run_id,
                 goal=d["goal"],

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
-from memtape.projections.steps import action_signature
+from memtape.ledger.events import RecordedEvent, constructor
+from memtape.projections.steps import action_parts, signature
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")
@@ -51,8 +51,11 @@ class ShortTerm:
         return signature in self.failed_signatures
 
 
-def empty_run(run_id: str, goal: str = "", domain: str = "") -> ShortTerm:
-    return ShortTerm(run_id, goal, domain, (), (), {}, (), (), "", 0, ())
+_short_term = constructor(ShortTerm)
+
+
+def empty_run(run_id: str, goal: str = "", domain: str = "", session_id: str | None = None) -> ShortTerm:
+    return _short_term(run_id, goal, domain, (), (), {}, (), (), "", 0, (), session_id)
 
 
 @dataclass
@@ -83,6 +86,8 @@ def priority_of(d: dict[str, Any], before: str, after: str) -> str:
 
 def trim(recent: tuple[dict[str, Any], ...], limit: int = MAX_RECENT) -> tuple[dict[str, Any], ...]:
     """At most `limit` entries: drop the oldest of the lowest priority first, never a critical one."""
+    if len(recent) <= limit:
+        return recent
     out = list(recent)
     while len(out) > limit:
         victims = [(PRIORITY_RANK[e["priority"]], -i) for i, e in enumerate(out) if e["priority"] != "critical"]
@@ -92,18 +97,16 @@ def trim(recent: tuple[dict[str, Any], ...], limit: int = MAX_RECENT) -> tuple[d
     return tuple(out)
 
 
-def action_key(action: dict[str, Any]) -> str:
-    """`click({"selector":"#submit"})`: the action as loop detection and frequency count it."""
-    args = orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode()
-    return f"{action.get('command', '')}({args})"
-
-
 def loop_warnings(recent: tuple[dict[str, Any], ...], threshold: int, window: int) -> tuple[str, ...]:
     counts: dict[str, int] = {}
     for entry in recent[-window:]:
-        counts[entry["key"]] = counts.get(entry["key"], 0) + 1
-    hits = sorted(((n, k) for k, n in counts.items() if n >= threshold), key=lambda x: (-x[0], x[1]))
-    return tuple(f"Warning: {k} repeated {n} times in last {window} actions!" for n, k in hits)
+        key = entry["key"]
+        counts[key] = counts.get(key, 0) + 1
+    hits = [(-n, k) for k, n in counts.items() if n >= threshold]
+    if not hits:
+        return ()
+    hits.sort()
+    return tuple(f"Warning: {k} repeated {-n} times in last {window} actions!" for n, k in hits)
 
 
 def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermState:
@@ -111,16 +114,15 @@ def apply(state: ShortTermState, ev: RecordedEvent, policy: Any) -> ShortTermSta
     d = ev.data
     t = ev.type
     if t == "run_started" and ev.run_id:
-        state.by_run[ev.run_id] = evolve(
-            empty_run(ev.run_id, d.get("goal", ""), ev.domain or ""), session_id=d.get("session_id")
-        )
+        state.by_run[ev.run_id] = empty_run(ev.run_id, d.get("goal", ""), ev.domain or "", d.get("session_id"))
     elif t == "step_recorded" and ev.run_id:
         st = state.by_run.get(ev.run_id) or empty_run(ev.run_id, "", ev.domain or "")
         action = d["action"]
         before = (d.get("env_before") or {}).get("url", "")
         after = (d.get("env_after") or {}).get("url", "") or before
-        key = action_key(action)
-        sig = action_signature(action, before)
+        command, args = action_parts(action)
+        key = f"{command}({args})"  # `click({"selector":"#submit"})`: as loop detection and frequency count it
+        sig = signature(command, args, before)
         # keys in sorted order, as the canonical JSON of a stored version gives them back
         entry = {
             "error": d.get("error"),

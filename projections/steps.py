@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent, constructor
 from memtape.projections.similarity import embedding_similarity, page_similarity, text_similarity
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
@@ -82,13 +82,22 @@ class StepMemory:
 def action_signature(action: dict[str, Any], url: str, target: str = "") -> str:
     """Seed 003's action signature: tool, sorted parameters and URL, hashed; with the step's
     target when it has one (seed 002's deduplication)."""
-    parts = [
-        action.get("command", ""),
-        orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode(),
-        url,
-    ]
-    body = ":".join([*parts, target] if target else parts)
+    return signature(*action_parts(action), url, target)
+
+
+def action_parts(action: dict[str, Any]) -> tuple[str, str]:
+    """The action's tool and its parameters as canonical JSON (sorted keys): what its signature
+    hashes and short-term memory counts (encoded once a step for both)."""
+    return action.get("command", ""), orjson.dumps(action.get("args") or {}, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def signature(command: str, args: str, url: str, target: str = "") -> str:
+    """`action_signature` of an action given as its `action_parts`."""
+    body = ":".join((command, args, url, target) if target else (command, args, url))
     return hashlib.md5(body.encode()).hexdigest()[:16]
+
+
+_step_memory = constructor(StepMemory)
 
 
 @dataclass
@@ -113,7 +122,7 @@ def apply(state: StepsState, ev: RecordedEvent, policy: Any = None) -> StepsStat
         steps = state.by_run.setdefault(ev.run_id, {})
         step = ev.step if ev.step is not None else len(steps)
         intent = d.get("internal_state") or d.get("think") or d.get("target_text") or ""
-        steps[str(step)] = StepMemory(
+        steps[str(step)] = _step_memory(
             run_id=ev.run_id,
             step=step,
             env_before=d.get("env_before") or {},

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, TypeVar, cast
 
 from memtape.ledger.clock import parse_ts
+from memtape.ledger.events import twin
 from memtape.ledger.suffixes import host_name, site_of
 from memtape.ledger.urls import url_parts
 
@@ -159,33 +160,41 @@ def normalize_text(text: str) -> str:
     return " ".join(WORD_RE.findall(text.lower()))
 
 
-_SLOTS: dict[type, tuple[tuple[str, Any, Any], ...]] = {}
-
-
 #: a frozen slots record of the folds (a Lesson, a Fact, ...)
 Record = TypeVar("Record")
 
+_EVOLVERS: dict[tuple[Any, ...], Any] = {}
+
 
 def evolve(obj: Record, **changes: Any) -> Record:
-    """`dataclasses.replace` for the frozen slots records in the folds' hot paths: copies
-    the slots directly (no __init__, no frozen __setattr__), about twice as fast."""
-    cls: Any = type(obj)
-    slots = _SLOTS.get(cls)
-    if slots is None:
-        slots = _SLOTS[cls] = tuple(
-            (f.name, cls.__dict__[f.name].__set__, cls.__dict__[f.name].__get__) for f in fields(cls)
-        )
-    new = object.__new__(cls)
-    for name, put, get in slots:
-        put(new, changes[name] if name in changes else get(obj))
-    return cast(Record, new)
+    """`dataclasses.replace` for the frozen slots records in the folds' hot paths: the fields are
+    copied into the record's plain twin (`ledger.events.twin`, no __init__, no frozen
+    __setattr__) by a function generated once per record class and set of changed fields."""
+    key = (type(obj), *changes)
+    copy = _EVOLVERS.get(key)
+    if copy is None:
+        copy = _EVOLVERS[key] = _evolver(type(obj), tuple(changes))
+    return cast(Record, copy(obj, changes))
+
+
+def _evolver(cls: type, changed: tuple[str, ...]) -> Any:
+    names = [f.name for f in fields(cls)]
+    unknown = set(changed) - set(names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+    lines = ["def copy(obj, changes):", "    o = new(twin)"]
+    lines += [f"    o.{n} = changes[{n!r}]" if n in changed else f"    o.{n} = obj.{n}" for n in names]
+    lines += ["    o.__class__ = cls", "    return o"]
+    env: dict[str, Any] = {"new": object.__new__, "twin": twin(cls), "cls": cls}
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass's own field names
+    return env["copy"]
 
 
 _BUILDERS: dict[type, Any] = {}
 
 
 def build(cls: type[Record], row: dict[str, Any], **override: Any) -> Record:
-    """A frozen slots record from its JSON row (no __init__: its slots are set directly by a
+    """A frozen slots record from its JSON row (no __init__: its twin's slots are set directly by a
     function generated once per class), for decoding snapshots quickly; fields missing from
     the row take their defaults."""
     make = _BUILDERS.get(cls)
@@ -199,13 +208,12 @@ def build(cls: type[Record], row: dict[str, Any], **override: Any) -> Record:
 
 def _builder(cls: type) -> Any:
     names = [f.name for f in fields(cls)]
-    env: dict[str, Any] = {"new": object.__new__, "cls": cls, "default": _default}
-    lines = ["def make(row):", "    o = new(cls)", "    get = row.get"]
-    for i, name in enumerate(names):
-        env[f"s{i}"] = cls.__dict__[name].__set__
+    env: dict[str, Any] = {"new": object.__new__, "twin": twin(cls), "cls": cls, "default": _default}
+    lines = ["def make(row):", "    o = new(twin)", "    get = row.get"]
+    for name in names:
         lines.append(f"    v = get({name!r}, row)")
-        lines.append(f"    s{i}(o, default(cls, {name!r}) if v is row else v)")
-    lines.append("    return o")
+        lines.append(f"    o.{name} = default(cls, {name!r}) if v is row else v")
+    lines += ["    o.__class__ = cls", "    return o"]
     exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass's own field names
     return env["make"]
 

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.credentials import QUOTED
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.events import RecordedEvent, constructor
 from memtape.projections.text import age_days, build, domain_matches, goal_words, jaccard, older_than
 
 TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")
@@ -63,6 +63,9 @@ class Trajectory:
         return sum(1 for s in self.steps if s.verified) / len(self.steps) if self.steps else 0.0
 
 
+_trajectory = constructor(Trajectory)
+
+
 @dataclass(frozen=True, slots=True)
 class TrajectoryMatch:
     trajectory: Trajectory
@@ -96,7 +99,7 @@ def apply(state: TrajectoriesState, ev: RecordedEvent, policy: Any = None) -> Tr
         if not d.get("success", True):
             return state
         domain = ev.domain or ""
-        state.by_domain.setdefault(domain, {})[d["trajectory_id"]] = Trajectory(
+        state.by_domain.setdefault(domain, {})[d["trajectory_id"]] = _trajectory(
             trajectory_id=d["trajectory_id"],
             domain=domain,
             goal=d["goal"],

@@ -141,13 +141,24 @@ def fold(
         table = _DISPATCH[active] = dispatch(active)
     get = table.get
     head = state.head
-    for ev in events:
-        try:
-            for name, fn in get(ev.type, ()):
-                setattr(state, name, fn(getattr(state, name), ev, policy))
-        except FOLD_ERRORS as exc:
-            raise unfoldable(ev, name, exc) from exc
-        head = ev.seq
+    # the states by name in a local dict while the events go by, each read from `state` when an
+    # event first needs it (a lazy state loads it then) and written back once at the end
+    states: dict[str, Any] = {}
+    try:
+        for ev in events:
+            try:
+                for name, fn in get(ev.type, ()):
+                    try:
+                        before = states[name]
+                    except KeyError:
+                        before = states[name] = getattr(state, name)
+                    states[name] = fn(before, ev, policy)
+            except FOLD_ERRORS as exc:
+                raise unfoldable(ev, name, exc) from exc
+            head = ev.seq
+    finally:
+        for name, value in states.items():
+            setattr(state, name, value)
     state.head = head
     for name in active:
         state.heads[name] = head

@@ -6,8 +6,10 @@ measured in the same run.
   vs a raw scan+decode of the same events (sqlite3 reading every row, orjson decoding every
   payload), and projections.db's size against the ledger's; what bounds a rebuild, each against
   the same scan: the ledger's verified read alone (every event's link and hash checked, as every
-  read does), the folds alone over the events already read into memory, and the two together
-  (a rebuild cannot be faster than reading and folding);
+  read does; also against its own floor, every column read and every row hashed with nothing
+  checked or built), the folds alone over the events already read into memory (and each
+  projection folded alone: where their time goes), and the two together (a rebuild cannot be
+  faster than reading and folding);
 - as-of latency at random seqs through the validity intervals (one projection's items by key, as
   an agent or audit asks; and whole projections) vs folding the first n events from scratch;
   every whole projection at every seq also vs decoding the same answer from one JSON document
@@ -24,7 +26,8 @@ Usage::
     python bench/projections.py --events 100000  # a quicker run
     python bench/projections.py --json           # one JSON object: events, rebuild_events_per_s,
                                                  # raw_scan_events_per_s, folds_alone_events_per_s,
-                                                 # verified_read_events_per_s, read_and_folds_events_per_s,
+                                                 # verified_read_events_per_s, verified_read_floor_events_per_s,
+                                                 # read_and_folds_events_per_s, fold_alone_us_per_event,
                                                  # asof_p99_ms, asof_whole_within_3x, checked_whole_ms, audit_ms,
                                                  # explain_ms, projections_db_bytes, ledger_bytes,
                                                  # figures
@@ -53,7 +56,7 @@ if __package__ in (None, ""):
 from bench import Figure, print_json, show
 from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
 from memtape.ledger.clock import format_ts, parse_ts
-from memtape.ledger.store import SqliteStore
+from memtape.ledger.store import COLUMNS, SqliteStore, chain_hash
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.cache.materialize import collector_paused, indexed_memory, projection_at, rebuild
 from memtape.projections.folds import FOLDS
@@ -241,17 +244,41 @@ def raw_scan(path: Path) -> int:
         conn.close()
 
 
-def read_and_folds(store: SqliteStore) -> tuple[float, float]:
-    """Seconds the ledger's verified read takes (every event read, its link and hash checked), and
+def verified_scan(path: Path) -> int:
+    """The floor of the ledger's verified read: sqlite3 reading every column, orjson decoding every
+    payload and the chain rule (`chain_hash`: each row re-encoded, sha256) run over every row —
+    no link compared, no event built."""
+    conn = sqlite3.connect(path)
+    try:
+        n = 0
+        loads = orjson.loads
+        for row in conn.execute(f"SELECT {', '.join(COLUMNS)} FROM events ORDER BY seq"):
+            loads(row[11])
+            chain_hash(row[12], row[:13])
+            n += 1
+        return n
+    finally:
+        conn.close()
+
+
+def read_and_folds(store: SqliteStore) -> tuple[float, float, dict[str, float]]:
+    """Seconds the ledger's verified read takes (every event read, its link and hash checked),
     seconds the folds take over every event already read into memory: what a rebuild costs at the
-    least, whatever it does about writing."""
+    least, whatever it does about writing; and each projection's seconds folded alone over the
+    same events (where the folds' time goes)."""
     with collector_paused():
         t0 = time.perf_counter()
         events = list(store.read())
         t_read = time.perf_counter() - t0
         t0 = time.perf_counter()
         fold(MemoryState.empty(), events, Policy())
-        return t_read, time.perf_counter() - t0
+        t_folds = time.perf_counter() - t0
+        alone = {}
+        for name in PROJECTIONS:
+            t0 = time.perf_counter()
+            fold(MemoryState.empty((name,)), events, Policy(), names=(name,))
+            alone[name] = time.perf_counter() - t0
+        return t_read, t_folds, alone
 
 
 def keyed_lookups(store: SqliteStore, head: int, rng: random.Random) -> list[tuple[str, str | None, str | None]]:
@@ -287,7 +314,11 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         scanned = raw_scan(tmp / "ledger.db")
         t_scan = time.perf_counter() - t0
         assert scanned == head
-        t_read, t_folds = read_and_folds(store)
+        t0 = time.perf_counter()
+        assert verified_scan(tmp / "ledger.db") == head
+        t_floor = time.perf_counter() - t0
+        t_read, t_folds, alone = read_and_folds(store)
+        shares = sorted(alone.items(), key=lambda kv: -kv[1])
         path = tmp / "projections.db"
         t0 = time.perf_counter()
         state = rebuild(store, path)
@@ -323,12 +354,25 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         figs.append(
             Figure(
                 BENCH,
+                "the ledger's verified read, against its own floor",
+                head / t_read,
+                "events/s",
+                "sqlite3 reading every column + orjson + the chain rule's sha256 (no check, no event built)",
+                head / t_floor,
+                note=f"the floor itself runs at {t_scan / t_floor:.2f}x the raw scan+decode",
+            )
+        )
+        figs.append(
+            Figure(
+                BENCH,
                 "the twelve folds alone, over events already read into memory",
                 head / t_folds,
                 "events/s",
                 "raw scan+decode (sqlite3 + orjson)",
                 head / t_scan,
-                note="no read, no verification, no versions written",
+                note="no read, no verification, no versions written; each projection folded alone: "
+                + ", ".join(f"{name} {1e6 * t / head:.2f}" for name, t in shares[:6])
+                + " µs an event",
             )
         )
         figs.append(
@@ -501,6 +545,8 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         "raw_scan_events_per_s": round(head / t_scan),
         "folds_alone_events_per_s": round(head / t_folds),
         "verified_read_events_per_s": round(head / t_read),
+        "verified_read_floor_events_per_s": round(head / t_floor),
+        "fold_alone_us_per_event": {name: round(1e6 * t / head, 3) for name, t in shares},
         "read_and_folds_events_per_s": round(head / (t_read + t_folds)),
         "asof_whole_within_3x": [len(within), len(calls)],
         "asof_p99_ms": round(p99(keyed), 2),

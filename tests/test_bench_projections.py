@@ -3,6 +3,7 @@ usage names (events, rebuild and raw-scan throughput, as-of p99, audit, sizes), 
 
 from __future__ import annotations
 
+from memtape.projections.state import PROJECTIONS
 from tests.bench_cli import assert_honest, bench_json
 
 
@@ -14,6 +15,7 @@ def test_projections_bench_on_a_small_ledger() -> None:
         "rebuild_events_per_s",
         "raw_scan_events_per_s",
         "folds_alone_events_per_s",
+        "verified_read_floor_events_per_s",
         "asof_p99_ms",
         "audit_ms",
         "projections_db_bytes",
@@ -22,4 +24,8 @@ def test_projections_bench_on_a_small_ledger() -> None:
         assert out[key] > 0, key
     # the folds alone do less than a rebuild (no read, no verification, no versions written)
     assert out["folds_alone_events_per_s"] > out["rebuild_events_per_s"]
+    # each projection folded alone, where the folds' time goes
+    assert set(out["fold_alone_us_per_event"]) == set(PROJECTIONS) and all(
+        v > 0 for v in out["fold_alone_us_per_event"].values()
+    )
     assert set(out["asof_whole_projection_p99_ms"]) == set(out["asof_whole_projection_items"])

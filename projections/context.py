@@ -6,9 +6,10 @@ where it was inferred (a later run on the site sees it too). A prompt gets all
 of the run's user context and the inferred context relevant to its goal
 (`for_prompt`), placed by the context budget's priority; relevance retrieval
 (`relevant`, seed 003's `get_relevant_context`) scores an entry by how many
-words of its key and value the goal shares, function words aside. The extraction cache keeps the latest extraction per key; whether it
-is still fresh is a read-time rule on occurred time (`fresh_extraction`), so
-the fold stays pure.
+words of its key and value the goal shares, function words aside. The
+extraction cache keeps the latest extraction per key; whether it is still
+fresh is a read-time rule on occurred time (`fresh_extraction`), so the fold
+stays pure.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memtape
 from memtape.agent import prompt as P
@@ -23,7 +25,7 @@ from memtape.projections.knowledge import Fact, fill_fails_key
 from memtape.projections.knowledge import for_prompt as prompt_facts
 from memtape.projections.patterns import Pattern, for_goal
 from memtape.projections.recording import Memory, TrajectoryRecall
-from memtape.projections.text import goal_names
+from memtape.projections.text import goal_names, goal_words
 from memtape.projections.trajectories import Trajectory, TrajectoryStep
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
@@ -376,3 +378,16 @@ def test_the_scripted_policy_names_every_section_that_told_it() -> None:
     alone = decide(patterns=[search])
     assert alone.command == "press" and names(alone.think, {"source": "learned_patterns"})
     assert decide().target == button  # no memory: the submit button
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.!", min_size=2, max_size=12)
+
+
+@given(name=st.lists(_WORD, min_size=1, max_size=4).map(" ".join), other=st.lists(_WORD, max_size=4).map(" ".join))
+@settings(max_examples=150, deadline=None)
+def test_a_pattern_is_offered_to_every_goal_that_names_one_of_its_steps(name: str, other: str) -> None:
+    pattern = _pattern("p", "navigation", [("click", "link", name), ("click", "link", "Next page")])
+    named = bool(goal_words(name))  # a name of one-character words only names nothing
+    assert for_goal([pattern], f'Open "{name}" and {other}') == ([pattern] if named else [])
+    if goal_words(other).isdisjoint(goal_words(f"{name} Next page")):  # another task's words only
+        assert for_goal([pattern], other) == []

@@ -47,7 +47,7 @@ from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
-from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
+from memtape.projections.interop.sources import SEED001_EVENTS, join_element, js_time, ts_to_ms
 from memtape.projections.knowledge import current_facts
 from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches
@@ -128,18 +128,6 @@ def memory_json(state: Any) -> dict[str, Any]:
             }
         )
     return {"version": 1, "lessons": lessons}
-
-
-#: ledger event -> the fields of seed 001's memory_events.jsonl line
-MEMORY_EVENT_TYPES = (
-    "tier1_loaded",
-    "error_recall",
-    "domain_recall",
-    "lesson_recorded",
-    "lesson_deduplicated",
-    "lesson_promoted",
-    "lessons_pruned",
-)
 
 
 def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] | None:
@@ -238,7 +226,7 @@ def memory_events_files(
     by_run: dict[str, list[bytes]] = {}
     ledger = lessons_projection.empty()  # the lessons as the ledger tells them, forgotten runs too
     relearned: str | None = None  # a lesson the previous line created in the logs and the ledger deduplicated
-    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *MEMORY_EVENT_TYPES})):
+    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *SEED001_EVENTS})):
         d = ev.data
         known = ev.type == "lesson_recorded" and _key_of(d) in ledger.by_key
         lessons_projection.apply(ledger, ev)

@@ -1166,7 +1166,7 @@ def twin(cls: type) -> type:
         ],
         slots=True,
     )
-    if made.__slots__ != cls.__slots__ or hasattr(cls, "__post_init__"):  # type: ignore[attr-defined]
+    if made.__slots__ != getattr(cls, "__slots__", None) or hasattr(cls, "__post_init__"):  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__} is not a slotted dataclass built by its fields alone")
     _TWINS[cls] = made
     return made

@@ -19,7 +19,9 @@ Besides logins, a password may be named by keyword: `password "p"`,
 `password is "p"`, `password: p`, `passwd=p`.
 
 Example:
-    [Clause(text='Log in as \\x010\\x02 using \\x011\\x02', args=('demo', 'pw'))] == clauses('Log in as "demo" using "pw"')
+    clauses('Log in as "demo" using "p\\\\"w"') == [
+        Clause(text='Log in as \\x010\\x02 using \\x011\\x02', args=('demo', 'p"w'), written=('demo', 'p\\\\"w'))
+    ]
     login_in(clauses('Log in as "demo" using "pw"')[0]) == Login(user="demo", password="pw")
     passwords('Sign in with "ada" and then...') == []
 """
@@ -60,7 +62,7 @@ class Clause:
 
     text: str
     args: tuple[str, ...]
-    written: tuple[str, ...] = ()
+    written: tuple[str, ...]
 
 
 @dataclass(frozen=True)

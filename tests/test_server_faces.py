@@ -19,7 +19,9 @@ import memtape
 from memtape.api import MemtapeError
 from tests.faces_support import (
     FLOW,
+    LOCAL_CALLS,
     MEMORY_CALLS,
+    ONE_FACE_CALLS,
     ROUTES,
     RUN_READS,
     RUN_REFUSED,
@@ -30,6 +32,8 @@ from tests.faces_support import (
     finished_run,
     library_call,
     plain,
+    public_calls,
+    qualified,
     raw_bytes,
     run_events,
     steady,
@@ -41,7 +45,13 @@ PATH_FIELDS = ("kind", "run_id", "item", "key")
 #: arguments a route leaves to its caller: get_scratch's default (a key never set answers null)
 CALLERS_OWN = {"get_scratch": "default"}
 #: answers that come as one object holding the library's value
-UNWRAPPED = {"get_scratch": "value", "abandon_stale_runs": "abandoned"}
+UNWRAPPED = {
+    "get_scratch": "value",
+    "abandon_stale_runs": "abandoned",
+    "infer_context": "recorded",
+    "known_failure": "signature",
+    "recorded_embedding": "vector",
+}
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +121,18 @@ def test_every_library_argument_is_a_route_field_with_its_default(served: tuple[
         if name in SHARED:  # the route of another call, taking more: every argument of this one
             fields = {field: fields.get(field, "missing") for field in wanted}
         assert fields == wanted, name
+
+
+def test_every_public_call_of_the_library_has_its_route(served: tuple[Served, Path, dict[str, Any]]) -> None:
+    """A public method added to `Run` or `Memory` fails here until it has a route (or a reason not to)."""
+    _, _, spec = served
+    offered = {qualified(name) for name in ROUTES}
+    assert public_calls() - LOCAL_CALLS.keys() - ONE_FACE_CALLS.keys() == offered
+    assert offered.isdisjoint(LOCAL_CALLS) and set(LOCAL_CALLS) <= public_calls()
+    for name, (method, path) in ROUTES.items():
+        operation = _operation(spec, method, path)
+        assert operation["operationId"] == SHARED.get(name, name), name
+    assert "/events" in spec["paths"]  # Memory.append
 
 
 def test_the_document_declares_answers_errors_the_bearer_scheme_and_idempotency(

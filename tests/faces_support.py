@@ -16,6 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 import memtape
 from memtape.api import Memory, Run
 
@@ -505,7 +507,7 @@ LOCAL_CALLS = {
     "Memory.read_run": "a handle to read from: a face's run calls take the run_id",
 }
 #: public calls offered by one face only, and where
-ONE_FACE_CALLS = {"Memory.append": "HTTP's POST /events takes JSON Lines, as `memtape append` does"}
+X
 
 
 def public_calls() -> set[str]:
@@ -735,3 +737,27 @@ def finished_run(location: Path) -> tuple[str, list[Any]]:
     for (name, _), answer in zip(RUN_READS, answers, strict=True):
         assert answer, name
     return "run_done", answers
+
+
+#: the run calls that take a body over HTTP (every one that records, and known_failure), each with
+#: arguments the library takes (the FLOW's last)
+RECORDING = {
+    name: arguments
+    for name, arguments in FLOW
+    if name not in MEMORY_CALLS and name != "finish" and (name in WRITES or ROUTES[name][0] == "post")
+}
+
+
+def extremes() -> st.SearchStrategy[Any]:
+    """JSON values a caller may send where another was expected: extremes of each type, text a
+    field refuses (NUL, past MAX_TEXT), nested values."""
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+        st.sampled_from(["", "nul\x00here", "x" * 100_001, "javascript:alert(1)"]),
+        st.lists(st.integers(min_value=-(2**65), max_value=2**65), max_size=3),
+        st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers()), max_size=2),
+    )

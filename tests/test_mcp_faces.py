@@ -10,9 +10,11 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.client import Client
@@ -20,12 +22,13 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import memtape
-from memtape.mcp_server import build_server
+from memtape.mcp_server import MemoryServer, build_server
 from tests.faces_support import (
     FLOW,
     LOCAL_CALLS,
     MEMORY_CALLS,
     ONE_FACE_CALLS,
+    RECORDING,
     RUN_READS,
     RUN_REFUSED,
     SECRET,
@@ -33,6 +36,7 @@ from tests.faces_support import (
     SHOP,
     TOOLS,
     answers_equal,
+    extremes,
     finished_run,
     library_call,
     public_calls,
@@ -223,3 +227,32 @@ def test_any_unknown_argument_of_any_tool_writes_nothing(tmp_path_factory: Any, 
         assert result.is_error and "unknown argument" in result.content[0].text, result.content
         assert "\n" not in result.content[0].text
     assert _count(memory_dir) == before
+
+
+@pytest.fixture(scope="module")
+def open_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[memtape.Memory, MemoryServer]]:
+    """One memory and its server for many calls (building a server's tools takes a while)."""
+    with memtape.open(tmp_path_factory.mktemp("any") / "mem") as mem:
+        yield mem, build_server(mem)
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(RECORDING)), field=st.data(), value=extremes())
+def test_any_value_in_any_argument_of_a_recording_tool_is_taken_or_refused_in_one_line(
+    open_memory: tuple[memtape.Memory, MemoryServer], name: str, field: st.DataObject, value: Any
+) -> None:
+    """Never a crash: a tool's answer, or a tool error in one line that writes nothing."""
+    arguments = dict(RECORDING[name])
+    arguments[field.draw(st.sampled_from(sorted(arguments)), label="field")] = value
+    memory, server = open_memory
+    run_id = memory.start_run(goal="Any value", start_url=SHOP).run_id
+    before = memory.store.head()
+
+    async def call() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(TOOLS[name], {"run_id": run_id, **arguments})
+
+    result = asyncio.run(call())
+    if result.is_error:
+        assert "\n" not in result.content[0].text and result.content[0].text.startswith("Error executing tool")
+        assert memory.store.head() == before, (name, arguments, result.content[0].text)

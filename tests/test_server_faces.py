@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import memtape
@@ -22,6 +24,7 @@ from tests.faces_support import (
     LOCAL_CALLS,
     MEMORY_CALLS,
     ONE_FACE_CALLS,
+    RECORDING,
     ROUTES,
     RUN_READS,
     RUN_REFUSED,
@@ -29,6 +32,7 @@ from tests.faces_support import (
     SHARED,
     SHOP,
     answers_equal,
+    extremes,
     finished_run,
     library_call,
     plain,
@@ -340,3 +344,28 @@ def test_every_refusal_is_declared_on_its_route_with_the_shape_sent(
         ):
             assert answer.status_code == status
             conforms(spec, {"$ref": "#/components/schemas/Error"}, answer.json())
+
+
+def _head(memory: Path) -> int:
+    with memtape.open(memory) as mem:
+        return int(mem.store.head())
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(RECORDING)), field=st.data(), value=extremes())
+def test_any_value_in_any_field_of_a_recording_route_is_taken_or_refused_in_one_line(
+    served: tuple[Served, Path, dict[str, Any]], name: str, field: st.DataObject, value: Any
+) -> None:
+    """Never a crash: an answer the route declares, and a refusal (4xx, one line) writes nothing."""
+    server, memory, spec = served
+    arguments = dict(RECORDING[name])
+    arguments[field.draw(st.sampled_from(sorted(arguments)), label="field")] = value
+    with server.client() as http:
+        run = http.post("/runs", json={"goal": "Any value", "start_url": SHOP}).json()["run_id"]
+        before = _head(memory)
+        answer = _call(http, name, arguments, run)
+    answered_as_declared(spec, *ROUTES[name], answer)
+    assert answer.status_code in (200, 400, 422), (name, arguments, answer.text)
+    if answer.status_code != 200:
+        assert "\n" not in answer.json()["error"]
+        assert _head(memory) == before, (name, arguments)

@@ -429,7 +429,7 @@ class InferredContext(Answer):
 
 
 class RecordedEmbedding(Answer):
-    vector: list[float] | None = Field(description="Null when no step of a run with this goal carries one.")
+    vector: tuple[float, ...] | None = Field(description="Null when no step of a run with this goal carries one.")
 
 
 class TakenSnapshot(Answer):

@@ -507,7 +507,10 @@ LOCAL_CALLS = {
     "Memory.read_run": "a handle to read from: a face's run calls take the run_id",
 }
 #: public calls offered by one face only, and where
-X
+ONE_FACE_CALLS = {
+    "Memory.append": "raw events, an importer's call rather than an agent's: HTTP's POST /events takes them as "
+    "JSON Lines, as `memtape append` does; MCP has no tool for it"
+}
 
 
 def public_calls() -> set[str]:

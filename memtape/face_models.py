@@ -580,9 +580,13 @@ class RunHandles:
         return run
 
     def writing(self, run_id: str) -> Run:
-        """The handle to record into (a run no longer running is refused by `memory.run`)."""
+        """The handle to record into and recall for: a run this memory saw finish (abandoned when
+        another started, say) is opened again, so `memory.run` refuses it."""
         run = self.live.get(run_id)
-        return run if run is not None and not run.finished else self.keep(self.memory.run(run_id))
+        manifest = self.memory.current().run(run_id) if run is not None else None
+        if run is None or run.finished or manifest is None or manifest.status != "running":
+            return self.keep(self.memory.run(run_id))
+        return run
 
     def reading(self, run_id: str) -> Run:
         """The run to read from: its live handle, or (a finished run's too) the ledger's."""

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,24 @@ def test_any_value_in_any_argument_of_a_recording_tool_is_taken_or_refused_in_on
     if result.is_error:
         assert "\n" not in result.content[0].text and result.content[0].text.startswith("Error executing tool")
         assert memory.store.head() == before, (name, arguments, result.content[0].text)
+
+
+def test_a_run_abandoned_when_another_starts_is_refused_by_its_tools(tmp_path: Path) -> None:
+    """The server's handle on a run does not outlive the run: once `start_run` abandoned it as
+    stale, its recall and writes are tool errors naming it, as `memory.run` refuses it."""
+    with memtape.open(tmp_path / "mem", stale_after=timedelta(0)) as mem:
+
+        async def calls() -> list[Any]:
+            async with Client(build_server(mem)) as client:
+                first = (await client.call_tool("start_run", {"goal": "g", "start_url": SHOP})).structured_content
+                await client.call_tool("record_step", {"run_id": first["run_id"], "step": 1, "action": "click"})
+                await client.call_tool("start_run", {"goal": "h", "start_url": SHOP})  # abandons the first
+                return [
+                    await client.call_tool(tool, {"run_id": first["run_id"], **arguments})
+                    for tool, arguments in (("tier1", {}), ("record_step", {"step": 2, "action": "click"}))
+                ]
+
+        results = asyncio.run(calls())
+        assert [e.type for e in mem.store.read(types=["tier1_loaded", "step_recorded"])] == ["step_recorded"]
+    for result in results:
+        assert result.is_error and "is already failed" in result.content[0].text, result.content

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import memtape
 from memtape.api import MemtapeError
+from memtape.server import create_app
 from tests.faces_support import (
     FLOW,
     LOCAL_CALLS,
@@ -369,3 +372,22 @@ def test_any_value_in_any_field_of_a_recording_route_is_taken_or_refused_in_one_
     if answer.status_code != 200:
         assert "\n" not in answer.json()["error"]
         assert _head(memory) == before, (name, arguments)
+
+
+def test_a_run_abandoned_when_another_starts_is_refused_by_its_routes(tmp_path: Path) -> None:
+    """The server's handle on a run does not outlive the run: once a start abandoned it as stale,
+    its recall and writes are 409 naming it, and log nothing."""
+    with memtape.open(tmp_path / "mem", stale_after=timedelta(0)) as mem:
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            first = http.post("/runs", json={"goal": "g", "start_url": SHOP}).json()["run_id"]
+            http.post(f"/runs/{first}/steps", json={"step": 1, "action": "click"}).raise_for_status()
+            http.post("/runs", json={"goal": "h", "start_url": SHOP}).raise_for_status()  # abandons the first
+            answers = [
+                http.get(f"/runs/{first}/tier1"),
+                http.post(f"/runs/{first}/progress", json={"turn": 2, "url": SHOP}),
+            ]
+        assert [e.type for e in mem.store.read(types=["tier1_loaded", "step_recorded", "run_progress"])] == [
+            "step_recorded"
+        ]
+    for answer in answers:
+        assert answer.status_code == 409 and first in answer.json()["error"], answer.text

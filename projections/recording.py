@@ -96,6 +96,7 @@ from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
+from memtape.projections.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -1079,9 +1080,12 @@ class Run:
 
     def prompt_context(self, domain: str | None = None) -> list[Any]:
         """What a prompt's context section holds: all of this run's user context, then what was
-        inferred on the site (with memory on); the context budget places it by priority."""
+        inferred on the site that is relevant to the goal (with memory on); the context budget
+        places it by priority."""
         with self.timed():
-            found = self.memory.current().prompt_context(self.run_id, domain if domain is not None else self.domain)
+            found = self.memory.current().prompt_context(
+                self.run_id, domain if domain is not None else self.domain, self.safe_goal
+            )
             return [e for e in found if self.enabled or e.kind == "user"]
 
     def patterns(self, domain: str | None = None) -> list[Any]:
@@ -1964,17 +1968,17 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             and s.name
             and any(k.ok and k.command == "type" for k in steps[i + 1 : i + 4])
         ):
-            add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
+            add(s.domain, "quirk", fill_fails_key(s.name[:80]), "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
             path = url_parts(s.url_after).path or "/"
             add(
                 domain_of(s.url_after),
                 "timing",
-                f"load time {path[:80]}",
+                f"{LOAD_TIME}{path[:80]}",
                 f"page load takes about {round(s.duration_ms / 1000)} s",
             )
         if s.ok and s.in_shadow:
-            add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
+            add(s.domain, "quirk", SHADOW_DOM, "uses shadow DOM for modals")
     for i, a in enumerate(steps):
         if not a.ok and "intercepts pointer events" in (a.error or ""):
             m = next(

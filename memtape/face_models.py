@@ -280,7 +280,7 @@ class ExplorationStartBody(Body):
 
 
 class SitemapLinksBody(Body):
-    """`run.sitemap_links`: links found on `parent_url` (each a mapping such as url, text, type)."""
+    """`run.sitemap_links`: links found on `parent_url`, each with `url`, and `text`, `link_type`."""
 
     parent_url: str
     depth: int

@@ -25,6 +25,7 @@ from memtape.mcp_server import build_server
 from memtape.projections.report import STATE_KINDS
 from memtape.server import create_app
 from tests.cli_runner import CliResult, run_cli
+from tests.server_support import live_server
 
 SHOP = "https://shop.test/p?q=1"
 
@@ -156,6 +157,37 @@ def test_nesting_fifty_thousand_deep_is_one_line_from_the_library(tmp_path: Path
         run.record_step(step=1, action="click", args=deep(62))  # the deepest the door takes
         run.finish(success=True)  # the trajectory carries them one level deeper
     assert run_cli("--memory-dir", str(tmp_path / "mem"), "verify", "--decisions").code == 0
+
+
+def test_nesting_fifty_thousand_deep_is_one_line_over_http(tmp_path: Path) -> None:
+    """A body past the parser's recursion is refused as the door refuses it: how deep, in one line."""
+    memory = tmp_path / "mem"
+    with live_server(memory) as server, server.client() as http:
+        run = http.post("/runs", json={"goal": "g", "start_url": SHOP}).json()["run_id"]
+        before = events_in(memory)
+        answers = [
+            http.post(
+                f"/runs/{run}/{route}",
+                content=head + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"}",
+                headers={"Content-Type": "application/json"},
+            )
+            for route, head in (
+                ("steps", b'{"step":1,"action":"click","args":'),
+                ("scratch", b'{"key":"deep","value":'),
+                (
+                    "snapshots",
+                    b'{"url":"https://shop.test/","title":"t","summary":"s","scroll":[0,0],"step":1,"form_state":',
+                ),
+            )
+        ]
+        fine = http.post(f"/runs/{run}/steps", json={"step": 1, "action": "click", "args": deep(62)})
+        assert events_in(memory) == before + 1  # only the last step
+    for answer in answers:
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "error": "the request body nests 50001 levels deep; memtape reads at most 64; nothing was written"
+        }
+    assert fine.status_code == 200, fine.text
 
 
 SCRIPT_URLS = [

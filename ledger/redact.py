@@ -675,8 +675,9 @@ class Redactor:
         found = passwords(value) + encoded_passwords(value)
         if visible != value:
             found += passwords(visible) + encoded_passwords(visible)
-        # the longest first: a password typed `C:\` is written `C:\\`
-        for secret in sorted({INVISIBLE.sub("", s) for s in found}, key=len, reverse=True):
+        # the longest first, then the first found (a text is always scrubbed alike): a password typed
+        # `C:\` is written `C:\\`
+        for secret in sorted(dict.fromkeys(INVISIBLE.sub("", s) for s in found), key=len, reverse=True):
             if secret.strip() and secret not in (MARKER, marker):
                 out = out.replace(secret, marker)
         low = out.lower()

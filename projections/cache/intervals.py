@@ -248,7 +248,6 @@ class Tracker:
         """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
         `touched` names are captured before and after, and only what changed is filed."""
         touched, layout, every, facet = self.specs[name]
-        self.upto = ev.seq
         paths = touched(state, ev)
         if paths is None:
             paths = every

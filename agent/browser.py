@@ -32,7 +32,8 @@ from memtape.ledger.redact import MARKER
 from memtape.projections.text import domain_of, origin_of
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
+#: Debian's Chromium as this machine runs it: no sandbox (root), no GPU, nothing fetched on its own
+LAUNCH_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -40,8 +41,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--host-resolver-rules=MAP *.test 127.0.0.1",
 ]
+CHROMIUM_ARGS = [*LAUNCH_FLAGS, "--host-resolver-rules=MAP *.test 127.0.0.1"]
 #: roles a policy may act on
 INTERACTIVE_ROLES = frozenset(
     {

@@ -35,7 +35,9 @@ from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memtape.projections.knowledge import fact_line, restated
+from memtape.projections.knowledge import fact_line
+from memtape.projections.knowledge import for_prompt as prompt_facts
+from memtape.projections.patterns import for_goal, shown_by
 from memtape.projections.recording import Learned, Memory, Run, StepRecord, element_text, goal_secrets
 from memtape.projections.sessions import continued
 from memtape.projections.short_term import ShortTerm, priority_of
@@ -239,7 +241,7 @@ def site_sections(
         )
     if sessions:
         items.append(P.session_history(sessions, run.memory.policy.session_full_detail))
-    if match is not None and trajectory_steps:
+    if match is not None and trajectory_steps and not shown_by(trajectory_steps, patterns):
         items.append(
             P.reference_trajectory(
                 match.trajectory.goal,
@@ -571,9 +573,10 @@ class TaskRun:
                 parent_run_id=self.parent_run_id,
                 goal=run.safe_goal,
             )
-            tips = [l.text for l in self.domain_lessons]
-            self.facts = [f for f in run.facts(self.current_domain) if not restated(f, tips)]
-            self.patterns = run.patterns(self.current_domain)
+            self.patterns = for_goal(run.patterns(self.current_domain), run.safe_goal)[: P.PATTERNS_SHOWN]
+            self.facts = prompt_facts(
+                run.facts(self.current_domain), run.safe_goal, [l.text for l in self.domain_lessons], self.patterns
+            )
         if obs.url != self.snapshot_url:  # a navigation: seed 003's state snapshot, and what the page tells
             self.snapshot_url = obs.url
             run.snapshot(

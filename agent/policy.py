@@ -13,8 +13,9 @@ implementations:
   knowledge. Without memory it explores generic fallbacks after a failure
   (Escape, a dismiss-like button, Enter, click then type), which costs turns;
   with memory it acts right the first time. That difference is what the demo
-  measures. A decision that follows memory names the prompt section it read
-  (`memory (domain_tips): ...`), so the log tells which decisions used memory.
+  measures. A decision that follows memory names every prompt section that
+  told it so (`memory (domain_tips): ...`, `memory (tier1, learned_patterns):
+  ...`), so the log tells which decisions used memory.
 - `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool
   calls over HTTP (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL,
   MEMTAPE_LLM_API_KEY).
@@ -40,6 +41,7 @@ from memtape.agent.browser import Element, Observation
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
 from memtape.projections.budget import count_tokens
+from memtape.projections.knowledge import fill_fails_key
 from memtape.projections.pattern_learning import fill_placeholders
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
@@ -337,27 +339,33 @@ class ScriptedPolicy:
         return None
 
     def _prefers_enter(self, ctx: DecisionContext) -> str | None:
-        """The prompt section that says to submit with Enter (a tip, or the reference trajectory), if any."""
-        source = self._tip_source(ctx, r"press enter")
-        if source is None and any(
-            getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter" for s in ctx.trajectory_steps
-        ):
-            source = "reference_trajectory"
-        return source
+        """The prompt sections that say to submit with Enter (a tip, a learned pattern or the
+        reference trajectory that pressed it), if any, comma-separated."""
+        sources = [s for s in (self._tip_source(ctx, r"press enter"),) if s is not None]
+        sources += [
+            source
+            for source, steps in _recorded(ctx)
+            if any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter" for s in steps)
+        ]
+        return ", ".join(dict.fromkeys(sources)) or None
 
     def _types_into(self, ctx: DecisionContext, field_name: str) -> str | None:
-        """The prompt section that knows `fill` fails on this field (a fact, or the reference
-        trajectory typed into it), if any."""
-        for kind, key, _value in ctx.facts:
-            if kind == "quirk" and key.lower() == f"fill fails on {field_name}".lower():
-                return "app_knowledge"
-        steps = ctx.trajectory_steps
-        if any(
-            getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
-            for i, s in enumerate(steps)
-        ):
-            return "reference_trajectory"
-        return None
+        """The prompt sections that know `fill` fails on this field (a fact, or a learned pattern or
+        the reference trajectory that typed into it after focusing it), if any, comma-separated."""
+        sources = [
+            "app_knowledge"
+            for kind, key, _value in ctx.facts
+            if kind == "quirk" and key.lower() == fill_fails_key(field_name).lower()
+        ]
+        sources += [
+            source
+            for source, steps in _recorded(ctx)
+            if any(
+                getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
+                for i, s in enumerate(steps)
+            )
+        ]
+        return ", ".join(dict.fromkeys(sources)) or None
 
     def _primary(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView], index: int) -> Decision:
         obs = ctx.observation
@@ -447,18 +455,9 @@ class ScriptedPolicy:
         pattern = next((p for p in ctx.patterns if p.pattern_type == "login_flow"), None)
         if pattern is None or done:
             return None
-        steps = fill_placeholders(pattern.steps, sub.a, sub.b)
         self.queue = [
-            Planned(
-                s["command"],
-                {}
-                if s.get("value") is None
-                else {"text" if s["command"] == "type" else "key" if s["command"] == "press" else "value": s["value"]},
-                s.get("role"),
-                s.get("name"),
-                f"memory (learned_patterns): learned pattern {pattern.pattern_id}",
-            )
-            for s in steps
+            _planned(s, f"memory (learned_patterns): learned pattern {pattern.pattern_id}")
+            for s in fill_placeholders(pattern.steps, sub.a, sub.b)
         ]
         d = self._next_queued(ctx.observation)
         if d is not None:
@@ -534,6 +533,21 @@ class ScriptedPolicy:
             if s.ok and s.command in ("fill", "type") and s.name:
                 return ctx.observation.by_identity(s.role or "", s.name)
         return None
+
+
+def _planned(step: dict[str, Any], note: str = "") -> Planned:
+    """A learned pattern's step as an action to take (its value as the argument its command takes)."""
+    command, value = str(step.get("command", "")), step.get("value")
+    arg = "text" if command == "type" else "key" if command == "press" else "value"
+    return Planned(command, {} if value is None else {arg: value}, step.get("role"), step.get("name"), note)
+
+
+def _recorded(ctx: DecisionContext) -> list[tuple[str, list[Any]]]:
+    """The recorded step lists this decision's prompt shows, with the section that shows them:
+    the reference trajectory's steps, and each learned pattern's."""
+    return [("reference_trajectory", list(ctx.trajectory_steps))] + [
+        ("learned_patterns", [_planned(s) for s in p.steps]) for p in ctx.patterns
+    ]
 
 
 def _plain(args: dict[str, Any]) -> dict[str, Any]:

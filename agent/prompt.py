@@ -291,8 +291,13 @@ def step_memories(memories: Sequence[Any]) -> BudgetItem:
     return BudgetItem("step_memories", PRIORITIES["step_memories"], listing(head, lines), event_ids=tuple(ids))
 
 
-def learned_patterns(patterns: Sequence[Any], limit: int = 5) -> BudgetItem:
-    """Seed 003's long-term patterns for this site; {placeholders} stand for typed values."""
+#: how many learned patterns a LEARNED PATTERNS section lists
+PATTERNS_SHOWN = 5
+
+
+def learned_patterns(patterns: Sequence[Any], limit: int = PATTERNS_SHOWN) -> BudgetItem:
+    """Seed 003's long-term patterns for this site (those of them the goal can follow: see
+    `projections.patterns.for_goal`); {placeholders} stand for typed values."""
     lines: list[str] = []
     ids: list[str] = []
     for p in list(patterns)[:limit]:

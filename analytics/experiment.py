@@ -63,7 +63,8 @@ from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
-from memtape.projections.knowledge import current_facts, fact_line, restated
+from memtape.projections.knowledge import current_facts, fact_line
+from memtape.projections.knowledge import for_prompt as prompt_facts
 from memtape.projections.lessons import TIER1_CATEGORIES, recall_payload
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.replay import PolicyMemory, as_new, opens_run
@@ -299,15 +300,17 @@ class Prompts:
         return out
 
     def _site(self, domain: str, run_id: str, real_tips: list[str], exp_tips: list[str]) -> None:
-        """A domain change also brings the site's app knowledge (less what its tips restate) and
+        """A domain change also brings the site's app knowledge (the facts a decision of the run's goal
+        can act on, less what its tips restate: `knowledge.for_prompt`) and
         the history of the sessions the run continues."""
         d = self.run_started[run_id].data
         sides = []
         for side, tips in ((self.real_side, real_tips), (self.exp_side, exp_tips)):
             items: Items = {
                 ("app_knowledge", f.fact_id): fact_line(f)
-                for f in current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min)
-                if not restated(f, tips)
+                for f in prompt_facts(
+                    current_facts(side.state.knowledge, domain, side.policy.fact_prompt_min), d.get("goal") or "", tips
+                )
             }
             sessions = continued(
                 side.state.sessions.by_domain.get(domain, []),

@@ -11,6 +11,7 @@ A module without `run` is still executed by `bench/run_all.py` as a script
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -152,3 +153,35 @@ def over_memory(
     head = prepare(memory)
     figs, metrics = measure(memory)
     return figs, {"events": head, **metrics}
+
+
+def memory_command(
+    argv: list[str] | None,
+    doc: str,
+    measured: Callable[..., tuple[list[Figure], dict[str, Any]]],
+    *,
+    events: int,
+    quick_events: int,
+    repeat: int,
+    repeat_means: str,
+    memory_means: str,
+) -> tuple[list[Figure], dict[str, Any]] | None:
+    """The command line of a benchmark over one memory directory (`--events`, `--memory-dir`,
+    `--repeat`, `--quick`, `--json`): runs `measured` and prints `--json` itself; else returns the
+    figures and metrics for the caller's own table (None after `--json`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--events", type=int, default=None, help=f"events in the ledger (default {events:,})")
+    ap.add_argument("--memory-dir", type=Path, default=None, metavar="DIR", help=memory_means)
+    ap.add_argument("--repeat", type=int, default=None, help=f"{repeat_means}, the median reported (default {repeat})")
+    ap.add_argument("--quick", action="store_true", help=f"{quick_events:,} events")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = ap.parse_args(argv)
+    if args.events is not None and args.events < 1:
+        ap.error("--events must be at least 1")
+    if args.repeat is not None and args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    figs, metrics = measured(quick=args.quick, events=args.events, repeat=args.repeat, memory=args.memory_dir)
+    if args.json:
+        print_json(figs, **metrics)
+        return None
+    return figs, metrics

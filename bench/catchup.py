@@ -22,7 +22,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, over_memory, print_json, show
+from bench import Figure, memory_command, over_memory, show
 from devtools.synthetic import ensure_memory
 from memtape.ledger.jsonl import parse_event
 from memtape.ledger.location import LEDGER_FILE
@@ -180,23 +179,19 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=None, help="events in the ledger (default 100,000)")
-    ap.add_argument(
-        "--memory-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="measure over copies of DIR (its ledger built with --events events when it has none)",
+    done = memory_command(
+        argv,
+        __doc__ or "",
+        measured,
+        events=100_000,
+        quick_events=5_000,
+        repeat=3,
+        repeat_means="copies per workload",
+        memory_means="measure over copies of DIR (its ledger built with --events events when it has none)",
     )
-    ap.add_argument("--repeat", type=int, default=None, help="copies per workload, the median reported (default 3)")
-    ap.add_argument("--quick", action="store_true", help="5,000 events")
-    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    args = ap.parse_args(argv)
-    figs, metrics = measured(quick=args.quick, events=args.events, repeat=args.repeat, memory=args.memory_dir)
-    if args.json:
-        print_json(figs, **metrics)
+    if done is None:
         return
+    figs, metrics = done
     show(
         f"catch-up after a few events at {metrics['events']:,} events "
         f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})",

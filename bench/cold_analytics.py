@@ -25,7 +25,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -38,7 +37,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, over_memory, print_json, show
+from bench import Figure, memory_command, over_memory, show
 from devtools.synthetic import ensure_ledger
 from memtape.analytics.queries import ANALYSES, sections
 from memtape.ledger.location import MIRROR_FILE
@@ -181,23 +180,19 @@ def run(quick: bool = False) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=None, help="events in the ledger (default 1,000,000)")
-    ap.add_argument(
-        "--memory-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="measure over DIR (its ledger built with --events events when it has none) and keep it",
+    done = memory_command(
+        argv,
+        __doc__ or "",
+        measured,
+        events=1_000_000,
+        quick_events=20_000,
+        repeat=7,
+        repeat_means="new processes per side",
+        memory_means="measure over DIR (its ledger built with --events events when it has none) and keep it",
     )
-    ap.add_argument("--repeat", type=int, default=None, help="new processes per side, the median reported (default 7)")
-    ap.add_argument("--quick", action="store_true", help="20,000 events")
-    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    args = ap.parse_args(argv)
-    figs, metrics = measured(quick=args.quick, events=args.events, repeat=args.repeat, memory=args.memory_dir)
-    if args.json:
-        print_json(figs, **metrics)
+    if done is None:
         return
+    figs, metrics = done
     console = show(
         f"cold `memtape analytics {ANALYSIS}` at {metrics['events']:,} events "
         f"(median of {metrics['repeat']}; load average {metrics['load_average']:.1f})",

@@ -3,11 +3,13 @@ inferred during execution (with its source), and the extraction cache.
 
 User context belongs to the run it was given to; inferred context to the domain
 where it was inferred (a later run on the site sees it too). A prompt gets all
-of it (`for_prompt`), placed by the context budget's priority; relevance
-retrieval (`relevant`, seed 003's `get_relevant_context`) scores an entry by how
-many words of its key and value the goal shares. The extraction cache keeps the latest extraction per key; whether it
-is still fresh is a read-time rule on occurred time (`fresh_extraction`), so
-the fold stays pure.
+of the run's user context and the inferred context relevant to its goal
+(`for_prompt`), placed by the context budget's priority; relevance retrieval
+(`relevant`, seed 003's `get_relevant_context`) scores an entry by how many
+words of its key and value the goal shares, function words aside. The
+extraction cache keeps the latest extraction per key; whether it is still
+fresh is a read-time rule on occurred time (`fresh_extraction`), so the fold
+stays pure.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.events import RecordedEvent
+from memtape.projections.similarity import STOP_WORDS
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
 
 TYPES = (
@@ -135,10 +138,16 @@ def entries(state: ContextState, run_id: str | None = None, domain: str | None =
     ]
 
 
+def _shared_words(goal_words: frozenset[str], e: ContextEntry) -> int:
+    """How many words of an entry's key and value the goal has, function words aside (a
+    `with` in both says nothing about either)."""
+    return len(goal_words & words(f"{e.key} {e.value}"))
+
+
 def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | None) -> list[ContextEntry]:
     """Seed 003's get_relevant_context: the run's user context and the domain's inferred context
     whose key or value shares words with the goal, most shared words first (then recording order)."""
-    goal_words = words(goal)
+    goal_words = words(goal) - STOP_WORDS
     scored = []
     for i, e in enumerate(state.entries.values()):
         if (
@@ -148,23 +157,32 @@ def relevant(state: ContextState, goal: str, run_id: str | None, domain: str | N
             and domain
             and domain_matches(e.domain, domain)
         ):
-            score = len(goal_words & words(f"{e.key} {e.value}"))
+            score = _shared_words(goal_words, e)
             if score:
                 scored.append((-score, i, e))
     return [e for _, _, e in sorted(scored, key=lambda x: (x[0], x[1]))]
 
 
-def for_prompt(state: ContextState, run_id: str | None, domain: str | None) -> list[ContextEntry]:
+def for_prompt(state: ContextState, run_id: str | None, domain: str | None, goal: str) -> list[ContextEntry]:
     """What a prompt's context section holds (seed 003's `format_for_prompt` of the context store):
-    all of the run's user context, then the site's inferred context under keys the user did not
-    give (given context wins, as `get_all` has it), each in recording order. Whether it fits is
-    the budget's call, by the section's priority: no word of it need be in the goal."""
+    all of the run's user context (the user's own constraints: no word of it need be in the goal),
+    then the site's inferred context relevant to `goal` (seed 003's `get_relevant_context`: its key
+    or value shares a word with the goal, function words aside) under keys the user did not give
+    (given context wins, as `get_all` has it), each in recording order. What a page showed about
+    its site (`pagination_type`, `login_required`) changes no decision of a task that names none
+    of it, so it stays out of that task's prompts. Whether it fits is the budget's call, by the
+    section's priority."""
     given = [e for e in state.entries.values() if e.kind == "user" and e.run_id == run_id]
     keys = {e.key for e in given}
+    goal_words = words(goal) - STOP_WORDS
     inferred = [
         e
         for e in state.entries.values()
-        if e.kind == "inferred" and e.key not in keys and domain and domain_matches(e.domain, domain)
+        if e.kind == "inferred"
+        and e.key not in keys
+        and domain
+        and domain_matches(e.domain, domain)
+        and _shared_words(goal_words, e)
     ]
     return given + inferred
 

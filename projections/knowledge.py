@@ -9,8 +9,9 @@ fall below 0.1 are pruned by a `facts_pruned` decision, which *closes* them
 history keeps them. valid_from/valid_to are occurred (valid) time;
 recorded_at is when the ledger learned the fact.
 
-A prompt shows a fact as `fact_line`, and leaves out a fact a site tip already
-says (`restated`: every element the fact quotes is quoted by one tip).
+A prompt shows a fact as `fact_line`, and only a fact that can change the
+decision (`for_prompt`): not one a site tip or a learned pattern already says
+(`restated`), not another task's field, not what the browser handles itself.
 """
 
 from __future__ import annotations
@@ -24,7 +25,20 @@ import orjson
 
 from memtape.ledger.credentials import QUOTED
 from memtape.ledger.events import INT64_MAX, RecordedEvent
-from memtape.projections.text import add_event_id, build, domain_matches, evolve, fenced, forgotten_runs
+from memtape.projections.text import (
+    add_event_id,
+    build,
+    domain_matches,
+    evolve,
+    fenced,
+    forgotten_runs,
+    goal_names,
+)
+
+#: the keys of the facts the bundled agent records itself (`recording.observe_facts`)
+FILL_FAILS = "fill fails on "  # then the field's name
+SHADOW_DOM = "shadow DOM"
+LOAD_TIME = "load time "  # then the page's path
 
 TYPES = ("fact_observed", "fact_contradicted", "facts_pruned", "subject_forgotten")
 
@@ -182,13 +196,48 @@ def fact_line(f: Fact) -> str:
     return f"- {f.fact_type}: {fenced(f.key, 80)}: {fenced(f.value, 160)} (confidence {f.confidence:.2f})"
 
 
-def restated(fact: Fact, tips: Iterable[str]) -> bool:
-    """Whether one of `tips` already says what `fact` says: it quotes every element the fact
-    quotes (at least one). `blocking overlay: button "Accept all cookies" must be clicked first`
-    restates the site tip that says to click "Accept all cookies" first; a fact that quotes
-    nothing (a timing, a quirk of a named field) is never taken for a tip."""
+def restated(fact: Fact, tips: Iterable[str], patterns: Iterable[Any] = ()) -> bool:
+    """Whether one of `tips`, or one of the learned `patterns` a prompt shows, already says what
+    `fact` says: it quotes (a pattern: acts on) every element the fact quotes (at least one).
+    `blocking overlay: button "Accept all cookies" must be clicked first` restates the site tip
+    that says to click "Accept all cookies" first; `auth flow: fill "Username" → fill "Password" →
+    click "Sign in"` restates the login flow that fills and clicks them; a fact that quotes
+    nothing (a timing, a quirk of a named field) is never taken for either."""
     names = set(QUOTED.findall(f"{fact.key} {fact.value}"))
-    return bool(names) and any(names <= set(QUOTED.findall(tip)) for tip in tips)
+    return bool(names) and (
+        any(names <= set(QUOTED.findall(tip)) for tip in tips)
+        or any(names <= {s.get("name") for s in p.steps} for p in patterns)
+    )
+
+
+def fill_fails_key(field_name: str) -> str:
+    """The key of the quirk the bundled agent records for a field where `fill` fails (`fill fails
+    on Display name`), and reads back to click the field and type instead."""
+    return f"{FILL_FAILS}{field_name}"
+
+
+def for_prompt(facts: Iterable[Fact], goal: str, tips: Iterable[str], patterns: Iterable[Any] = ()) -> list[Fact]:
+    """The facts an APP KNOWLEDGE section shows to an agent whose tools take element refs and whose
+    browser waits for each page to load (the bundled agent), in their order: each fact that can
+    change one of its decisions for `goal`. Left out: a fact a site tip or a shown learned pattern
+    restates (`restated`); a field's quirk (`fill fails on X`) when the goal does not name the field
+    (`text.goal_names`: another task's field); and what the browser already handles, as known
+    selectors are left out for tools that take refs: `shadow DOM` (a ref reaches into a shadow root)
+    and a page's `load time` the agent measured (every action waits for the page it opens). A fact
+    of any other kind or key (another agent's, imported) is shown."""
+    tips, patterns = list(tips), list(patterns)
+    out = []
+    for f in facts:
+        if (
+            restated(f, tips, patterns)
+            or f.key == SHADOW_DOM
+            or (f.fact_type == "timing" and f.key.startswith(LOAD_TIME))
+        ):
+            continue
+        if f.fact_type == "quirk" and f.key.startswith(FILL_FAILS) and not goal_names(goal, f.key[len(FILL_FAILS) :]):
+            continue
+        out.append(f)
+    return out
 
 
 def decode(raw: dict[str, Any]) -> KnowledgeState:

@@ -15,13 +15,14 @@ step types into a password field, `form_fill` when steps fill or select,
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
+from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, goal_names
 
 TYPES = ("pattern_learned", "pattern_used", "patterns_pruned", "subject_forgotten")
 
@@ -133,6 +134,32 @@ def for_domain(state: PatternsState, domain: str | None) -> list[Pattern]:
     out = [p for p in state.patterns.values() if domain is None or domain_matches(p.domain, domain)]
     out.sort(key=lambda p: (-p.success_rate, -p.success_count, _neg(p.last_used), p.pattern_id))
     return out
+
+
+def for_goal(patterns: Iterable[Pattern], goal: str) -> list[Pattern]:
+    """The patterns a run with `goal` can follow (seed 003's relevance-based retrieval): those with a
+    step on an element the goal names (`text.goal_names`), in their order. A login flow (its
+    "Password" field) goes to a goal that logs in "with password"; the path Archive → Next page →
+    "Local bakery wins award" is another task's, and a goal that opens an election article gets
+    none of it."""
+    return [p for p in patterns if any(goal_names(goal, s.get("name")) for s in p.steps)]
+
+
+def _step_key(command: str, role: str | None, name: str | None) -> tuple[str, str, str]:
+    """A step as a pattern and a recorded trajectory both list it: its command and its target
+    (typed values aside: a pattern holds placeholders where a trajectory holds what was typed)."""
+    return command, role or "", name or ""
+
+
+def shown_by(steps: Sequence[Any], patterns: Iterable[Pattern]) -> bool:
+    """Whether one of `patterns` lists every one of `steps` (recorded trajectory steps, at least
+    one): a reference trajectory whose steps are a learned login flow says nothing the pattern
+    does not, so a prompt shows it once, as the pattern the policy follows."""
+    wanted = {_step_key(s.command, s.role, s.name) for s in steps}
+    return bool(wanted) and any(
+        wanted <= {_step_key(str(x.get("command", "")), x.get("role"), x.get("name")) for x in p.steps}
+        for p in patterns
+    )
 
 
 def _neg(text: str) -> tuple[int, ...]:

@@ -96,6 +96,7 @@ from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
+from memtape.projections.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -1079,9 +1080,12 @@ class Run:
 
     def prompt_context(self, domain: str | None = None) -> list[Any]:
         """What a prompt's context section holds: all of this run's user context, then what was
-        inferred on the site (with memory on); the context budget places it by priority."""
+        inferred on the site that is relevant to the goal (with memory on); the context budget
+        places it by priority."""
         with self.timed():
-            found = self.memory.current().prompt_context(self.run_id, domain if domain is not None else self.domain)
+            found = self.memory.current().prompt_context(
+                self.run_id, domain if domain is not None else self.domain, self.safe_goal
+            )
             return [e for e in found if self.enabled or e.kind == "user"]
 
     def patterns(self, domain: str | None = None) -> list[Any]:
@@ -1284,6 +1288,7 @@ class Run:
     # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
 
     def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
+        """A sitemap exploration of the site of `homepage_url` begins, within these bounds."""
         self._explored(
             ExplorationStarted,
             {"homepage_url": homepage_url, "max_depth": max_depth, "max_pages": max_pages},
@@ -1291,6 +1296,7 @@ class Run:
         )
 
     def sitemap_links(self, parent_url: str, depth: int, links: Sequence[Mapping[str, str]], step: int) -> None:
+        """Links the exploration found on `parent_url` (each with `url`, and `text`, `link_type`)."""
         self._explored(
             SitemapLinksDiscovered,
             {"parent_url": parent_url, "depth": depth, "links": [dict(l) for l in links][:1000]},
@@ -1299,6 +1305,7 @@ class Run:
         )
 
     def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
+        """A page the exploration visited, as the agent summarized it."""
         self._explored(
             SitemapPageVisited,
             {
@@ -1315,6 +1322,8 @@ class Run:
     def exploration_completed(
         self, homepage_url: str, visited: int, discovered: int, complete: bool, summary: str
     ) -> None:
+        """How the exploration of the site of `homepage_url` ended: pages visited and found, whether
+        it covered the site, and the agent's summary of it."""
         self._explored(
             ExplorationCompleted,
             {
@@ -1964,17 +1973,17 @@ def observe_facts(steps: Sequence[StepRecord], success: bool) -> list[tuple[str,
             and s.name
             and any(k.ok and k.command == "type" for k in steps[i + 1 : i + 4])
         ):
-            add(s.domain, "quirk", f"fill fails on {s.name[:80]}", "click the field, then type")
+            add(s.domain, "quirk", fill_fails_key(s.name[:80]), "click the field, then type")
         if s.ok and s.command in ("click", "goto") and s.url_after != s.url_before and s.duration_ms > 1000:
             path = url_parts(s.url_after).path or "/"
             add(
                 domain_of(s.url_after),
                 "timing",
-                f"load time {path[:80]}",
+                f"{LOAD_TIME}{path[:80]}",
                 f"page load takes about {round(s.duration_ms / 1000)} s",
             )
         if s.ok and s.in_shadow:
-            add(s.domain, "quirk", "shadow DOM", "uses shadow DOM for modals")
+            add(s.domain, "quirk", SHADOW_DOM, "uses shadow DOM for modals")
     for i, a in enumerate(steps):
         if not a.ok and "intercepts pointer events" in (a.error or ""):
             m = next(

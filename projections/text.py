@@ -41,6 +41,16 @@ def goal_words(text: str | None) -> frozenset[str]:
     return frozenset(w for w in NOT_WORD.sub("", text.lower()).split() if len(w) > 1)
 
 
+def goal_names(goal: str, name: str | None) -> bool:
+    """Whether `goal` names the element called `name`: every word of the name (as goal similarity
+    tokenizes words) is a word of the goal. `Open "Local bakery wins award"` names the link of
+    that name, a goal that logs in "with password" the field "Password"; a goal that only opens an
+    article names neither "Archive" nor "Next page". The rule by which memory about an element
+    (a learned pattern's step, a field's quirk) goes into a prompt only for a goal that acts on it."""
+    said = goal_words(name)
+    return bool(said) and said <= goal_words(goal)
+
+
 def clip(text: str | None, limit: int) -> str:
     """`text` in at most `limit` characters; a cut ends with "…" (at a word boundary when one is near)."""
     text = text or ""

@@ -355,9 +355,10 @@ class MemoryView:
         """The run's user context and the domain's inferred context sharing words with the goal."""
         return context_mod.relevant(self.state.context, goal, run_id, domain)
 
-    def prompt_context(self, run_id: str | None, domain: str | None) -> list[ContextEntry]:
-        """The run's user context, then the domain's inferred context: a prompt's context section."""
-        return context_mod.for_prompt(self.state.context, run_id, domain)
+    def prompt_context(self, run_id: str | None, domain: str | None, goal: str) -> list[ContextEntry]:
+        """The run's user context, then the domain's inferred context relevant to `goal`: a prompt's
+        context section."""
+        return context_mod.for_prompt(self.state.context, run_id, domain, goal)
 
     def cached_extraction(self, key: str, now: str) -> ContextEntry | None:
         """The extraction for `key` when it is at most `extraction_ttl_seconds` old at `now`."""

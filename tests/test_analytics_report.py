@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memtape.agent.browser import CHROMIUM, LAUNCH_FLAGS
 from memtape.analytics.report import build_report
 from memtape.analytics.watch import Change, follow_projections
 from memtape.ledger.clock import SteppingClock
@@ -17,17 +18,6 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger
 from tests.cli_runner import run_cli
-
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.mark.browser
@@ -59,7 +49,7 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
         ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png"]
     )
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []

@@ -4,21 +4,29 @@ call, a warning for an action that already failed as a prompt of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memtape
 from memtape.agent import prompt as P
 from memtape.agent.browser import Element, Observation
-from memtape.agent.loop import run_task, seen_by_policy
-from memtape.agent.policy import Decision, DecisionContext, ScriptedPolicy
+from memtape.agent.loop import run_task, seen_by_policy, site_sections
+from memtape.agent.policy import Decision, DecisionContext, ScriptedPolicy, StepView
 from memtape.analytics.audit import audit_run
+from memtape.analytics.memory_use import names
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
-from memtape.projections.patterns import Pattern
-from memtape.projections.recording import Memory
+from memtape.projections.knowledge import Fact, fill_fails_key
+from memtape.projections.knowledge import for_prompt as prompt_facts
+from memtape.projections.patterns import Pattern, for_goal
+from memtape.projections.recording import Memory, TrajectoryRecall
+from memtape.projections.text import goal_names, goal_words
+from memtape.projections.trajectories import Trajectory, TrajectoryStep
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 
@@ -239,3 +247,147 @@ def test_a_learned_pattern_reaches_the_policy_as_far_as_its_section_shows_it() -
     assert header_only and all(
         seen_by_policy([c], page, [], [], (), [], [pattern])["patterns"][0].steps == () for c in header_only
     )
+
+
+# ---- memory about another goal, or that no decision can act on, stays out ---------------------------
+
+PORTAL_GOAL = 'Log in as "demo" with password "[REDACTED]", open "Settings" and click "Save settings"'
+
+
+def _pattern(pattern_id: str, pattern_type: str, steps: list[tuple[str, str, str]]) -> Pattern:
+    return Pattern(
+        pattern_id,
+        "portal.test",
+        pattern_id,
+        pattern_type,
+        tuple({"command": c, "role": r, "name": n, "value": None} for c, r, n in steps),
+        1,
+        0,
+        1.0,
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z",
+        (f"ev_{pattern_id}",),
+    )
+
+
+LOGIN = _pattern(
+    "login",
+    "login_flow",
+    [("fill", "textbox", "Username"), ("fill", "textbox", "Password"), ("click", "button", "Sign in")],
+)
+ARCHIVE = _pattern(
+    "archive",
+    "navigation",
+    [("click", "link", "Archive"), ("click", "link", "Next page"), ("click", "link", "Local bakery wins award")],
+)
+
+
+def _fact(fact_type: str, key: str, value: str) -> Fact:
+    at = "2026-01-01T00:00:00Z"
+    return Fact(f"f_{key}", "portal.test", fact_type, key, value, 0.6, 1, at, None, at, at, False, (f"ev_{key}",))
+
+
+def test_learned_patterns_only_those_the_goal_can_follow() -> None:
+    assert for_goal([ARCHIVE, LOGIN], PORTAL_GOAL) == [LOGIN]  # it names the "Password" field
+    assert for_goal([ARCHIVE, LOGIN], 'Open "Election results are in"') == []  # another task's path
+    assert for_goal([ARCHIVE, LOGIN], 'Open "Archive" and find "Local bakery wins award"') == [ARCHIVE]
+    assert goal_names(PORTAL_GOAL, "Password") and not goal_names(PORTAL_GOAL, "Sign in")
+    assert not goal_names(PORTAL_GOAL, "") and not goal_names(PORTAL_GOAL, None)
+
+
+def test_app_knowledge_only_the_facts_a_decision_can_act_on() -> None:
+    facts = [
+        _fact("pattern", "auth flow", 'fill "Username" → fill "Password" → click "Sign in"'),
+        _fact("quirk", fill_fails_key("Display name"), "click the field, then type"),
+        _fact("quirk", fill_fails_key("Settings"), "click the field, then type"),
+        _fact("quirk", "shadow DOM", "uses shadow DOM for modals"),
+        _fact("timing", "load time /article/election-results", "page load takes about 1 s"),
+        _fact("timing", "after submit", "the results appear 5 s after submit"),
+        _fact("quirk", "blocking overlay", 'button "Close" must be clicked first'),
+    ]
+    shown = prompt_facts(facts, PORTAL_GOAL, [], [LOGIN])
+    # the login flow restates the auth flow; Display name is another task's field; the browser reaches
+    # into shadow roots and waits for every page it opens; an imported timing and an overlay stay
+    assert [f.key for f in shown] == [fill_fails_key("Settings"), "after submit", "blocking overlay"]
+    assert [f.key for f in prompt_facts(facts, PORTAL_GOAL, ['Click "Close" first.'], [])][:2] == [
+        "auth flow",
+        fill_fails_key("Settings"),
+    ]
+    assert "blocking overlay" not in [f.key for f in prompt_facts(facts, PORTAL_GOAL, ['Click "Close" first.'], [])]
+
+
+def test_a_trajectory_a_shown_learned_pattern_lists_whole_is_left_out(tmp_path: Path) -> None:
+    run = Memory(SqliteStore.open(tmp_path / "ledger.db"), None).start_run(
+        goal=PORTAL_GOAL, start_url="http://portal.test/login"
+    )
+    login = tuple(
+        TrajectoryStep(c, {"value": "x"}, r, n, url="http://portal.test/login")
+        for c, r, n in (
+            ("fill", "textbox", "Username"),
+            ("fill", "textbox", "Password"),
+            ("click", "button", "Sign in"),
+        )
+    )
+    trajectory = Trajectory(
+        "t1", "portal.test", "Log in and open Profile", "http://portal.test", login, "", "", 0, 3, None, ("ev_t",)
+    )
+    match = TrajectoryRecall(trajectory, 0.52, 0.52, False)
+    with_pattern = [i.source for i in site_sections(run, [], [], match, login, [], [LOGIN])]
+    assert with_pattern == ["learned_patterns"]  # the same three steps once: as the pattern the policy follows
+    assert [i.source for i in site_sections(run, [], [], match, login, [], [])] == ["reference_trajectory"]
+    more = (*login, TrajectoryStep("click", {}, "link", "Settings"))
+    assert [i.source for i in site_sections(run, [], [], match, more, [], [LOGIN])] == [
+        "learned_patterns",
+        "reference_trajectory",
+    ]
+
+
+def test_another_goals_path_is_not_in_the_prompt(cookies: tuple[SqliteStore, Path, list[RunResult]]) -> None:
+    """The third run opens "Help": the path Go → Profile learned on the site is another task's."""
+    store, projections, (first, second, third) = cookies
+    learned = MemoryView.open(store, projections).patterns("cookies.test")
+    assert learned and {p.pattern_type for p in learned} == {"navigation"}  # paths through "Go"
+    assert _item(_prompts(store, second, "system")[0], "learned_patterns") is not None  # it clicks "Go" too
+    assert not [e for e in _prompts(store, third) if _item(e, "learned_patterns")]
+
+
+def test_the_scripted_policy_names_every_section_that_told_it() -> None:
+    """A search's Enter: Tier 1 says so and the learned pattern pressed it; the decision names both,
+    and the pattern alone is enough to change it (without memory the policy clicks the button)."""
+    box, button = Element("e3", "combobox", "Search"), Element("e4", "button", "Search")
+    search = replace(
+        _pattern("search", "form_fill", [("fill", "combobox", "Search"), ("press", "combobox", "Search")]),
+        steps=(
+            {"command": "fill", "role": "combobox", "name": "Search", "value": "{search}"},
+            {"command": "press", "role": "combobox", "name": "Search", "value": "Enter"},
+        ),
+    )
+    typed = StepView("fill", {"ref": "e3", "value": "padel"}, True, role="combobox", name="Search")
+    page = Observation(
+        url="http://search.test/", title="", elements=(box, button), text="", summary="", page_type="search"
+    )
+
+    def decide(**memory: Any) -> Decision:
+        policy = ScriptedPolicy()
+        policy.start('Search for "padel"')
+        return policy.decide(DecisionContext(goal='Search for "padel"', observation=page, history=[typed], **memory))
+
+    both = decide(tier1=["Press Enter to submit searches."], patterns=[search])
+    assert both.command == "press" and "memory (tier1, learned_patterns)" in both.think
+    assert names(both.think, {"source": "tier1"}) and names(both.think, {"source": "learned_patterns"})
+    alone = decide(patterns=[search])
+    assert alone.command == "press" and names(alone.think, {"source": "learned_patterns"})
+    assert decide().target == button  # no memory: the submit button
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.!", min_size=2, max_size=12)
+
+
+@given(name=st.lists(_WORD, min_size=1, max_size=4).map(" ".join), other=st.lists(_WORD, max_size=4).map(" ".join))
+@settings(max_examples=150, deadline=None)
+def test_a_pattern_is_offered_to_every_goal_that_names_one_of_its_steps(name: str, other: str) -> None:
+    pattern = _pattern("p", "navigation", [("click", "link", name), ("click", "link", "Next page")])
+    named = bool(goal_words(name))  # a name of one-character words only names nothing
+    assert for_goal([pattern], f'Open "{name}" and {other}') == ([pattern] if named else [])
+    if goal_words(other).isdisjoint(goal_words(f"{name} Next page")):  # another task's words only
+        assert for_goal([pattern], other) == []

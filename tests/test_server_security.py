@@ -21,21 +21,12 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 import memtape
+from memtape.agent.browser import CHROMIUM, LAUNCH_FLAGS
 from memtape.http_guard import token_file
 from tests.cli_runner import run_cli
 from tests.server_support import Served, free_port, live_server
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP rebind.test 127.0.0.1",
-]
+FLAGS = [*LAUNCH_FLAGS, "--host-resolver-rules=MAP rebind.test 127.0.0.1"]
 SHOP = "https://shop.example/"
 NDJSON = {"Content-Type": "application/x-ndjson"}
 LESSON = json.dumps(

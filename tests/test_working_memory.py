@@ -281,6 +281,8 @@ def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(le
     )
     run.give_context({"order_number": "A-1234", "preferred_language": "English"})
     run.infer_context("login_required", "true", "login form at /login", 1, "help.test")
+    run.infer_context("return_window", "30 days", "page analysis of /returns", 1, "help.test")
+    run.infer_context("pagination_type", "numbered pages with next links", "page analysis of /faq", 1, "help.test")
     obs = Observation(
         url="https://help.test/",
         title="Help",
@@ -291,9 +293,23 @@ def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(le
     )
     (context,) = [i for i in step_items(obs, run, [], None, []) if i.source == "context"]
     assert "order_number" in context.text and "A-1234" in context.text and "preferred_language" in context.text
-    assert "login_required" in context.text and context.priority == 55
-    assert [e.key for e in run.prompt_context()] == ["order_number", "preferred_language", "login_required"]
-    assert run.relevant_context() == []  # the goal shares no word with any of it: retrieval by words finds none
+    assert context.priority == 55
+    # what a page showed about the site goes in only when it shares a word with the goal ("return"):
+    # a login form and pagination change no decision of a task that names neither
+    assert "return_window" in context.text and "login_required" not in context.text
+    assert [e.key for e in run.prompt_context()] == ["order_number", "preferred_language", "return_window"]
+    assert [e.key for e in run.relevant_context()] == ["return_window"]
+
+
+def test_inferred_context_that_shares_only_function_words_with_the_goal_stays_out(ledger_path: Path) -> None:
+    run = Memory(SqliteStore.open(ledger_path), None).start_run(
+        goal='Log in as "demo" with password "pw" and open "Profile"', start_url="https://portal.test/"
+    )
+    run.infer_context("login_required", "true", "login form at /login", 1, "portal.test")
+    run.infer_context("pagination_type", "numbered pages with next links", "page analysis of /a", 1, "portal.test")
+    assert run.prompt_context() == [] and run.relevant_context() == []  # "with" and "in" say nothing
+    obs = Observation(url="https://portal.test/login", title="", elements=(), text="", summary="", page_type="login")
+    assert not [i for i in step_items(obs, run, [], None, []) if i.source == "context"]
 
 
 # ---- compression: every URL that fits, numbers distinct -----------------------------------------

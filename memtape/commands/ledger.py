@@ -18,7 +18,7 @@ from memtape.ledger.errors import ChainBroken, InvalidEvent, LedgerError
 from memtape.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
 from memtape.ledger.jsonl import parse_lines
 from memtape.ledger.location import projections_path
-from memtape.ledger.store import Store
+from memtape.ledger.store import COLUMNS, Store
 from memtape.ledger.urls import display_url
 from memtape.output import PIPED_WIDTH, emit, listing_options, terminal_width
 from memtape.projections.pin import caller_refusal
@@ -63,23 +63,8 @@ def format_line(ev: RecordedEvent, width: int = PIPED_WIDTH) -> str:
     return head + clip(summarize(ev), max(width - len(head), 10))
 
 
-#: `events --format csv|parquet`: one row per event with the whole envelope and the payload as JSON
-ENVELOPE_COLUMNS = (
-    "seq",
-    "id",
-    "stream",
-    "stream_version",
-    "type",
-    "schema_version",
-    "recorded_at",
-    "occurred_at",
-    "run_id",
-    "step",
-    "domain",
-    "prev_hash",
-    "hash",
-    "payload",
-)
+#: `events --format csv|parquet`: one row per event with the whole envelope, then the payload as JSON
+ENVELOPE_COLUMNS = (*(c for c in COLUMNS if c != "payload"), "payload")
 
 
 def events_report(events: Iterable[RecordedEvent]) -> Report:

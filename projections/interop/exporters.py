@@ -47,7 +47,7 @@ from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
 from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
-from memtape.projections.interop.sources import join_element, js_time, ts_to_ms
+from memtape.projections.interop.sources import SEED001_EVENTS, join_element, js_time, ts_to_ms
 from memtape.projections.knowledge import current_facts
 from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches
@@ -128,18 +128,6 @@ def memory_json(state: Any) -> dict[str, Any]:
             }
         )
     return {"version": 1, "lessons": lessons}
-
-
-#: ledger event -> the fields of seed 001's memory_events.jsonl line
-MEMORY_EVENT_TYPES = (
-    "tier1_loaded",
-    "error_recall",
-    "domain_recall",
-    "lesson_recorded",
-    "lesson_deduplicated",
-    "lesson_promoted",
-    "lessons_pruned",
-)
 
 
 def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] | None:
@@ -227,16 +215,25 @@ def memory_events_files(
     again is a `lesson_recorded` followed by the `lesson_deduplicated` it caused. Seed 001's log
     has one line for it, so a `lesson_recorded` is a line only when it creates a lesson in the
     logs themselves: the lessons fold replayed over the seeds and the lines written so far, which
-    is what an import of the logs replays. Forgotten runs, and lines about forgotten lessons and
-    domains, are left out, and a pruning counts the lessons the logs hold; the seed lessons have
-    no line (seed 001 seeds silently). `only_run`: that run's file only."""
+    is what an import of the logs replays (a lesson first learned in a forgotten run is created by
+    the next run's line, and the dedup the ledger made of that line is left out). Forgotten runs,
+    and lines about forgotten lessons and domains, are left out, and a pruning counts the lessons
+    the logs hold; the seed lessons have no line (seed 001 seeds silently). `only_run`: that run's file only."""
     head = state.head
     gone = Forgotten.read(store, head)
     logs = lessons_projection.empty()  # the lessons as the logs tell them
     scope_of: dict[str, str | None] = {}
     by_run: dict[str, list[bytes]] = {}
-    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *MEMORY_EVENT_TYPES})):
+    ledger = lessons_projection.empty()  # the lessons as the ledger tells them, forgotten runs too
+    relearned: str | None = None  # a lesson the previous line created in the logs and the ledger deduplicated
+    for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *SEED001_EVENTS})):
         d = ev.data
+        known = ev.type == "lesson_recorded" and _key_of(d) in ledger.by_key
+        lessons_projection.apply(ledger, ev)
+        if ev.type == "lesson_deduplicated" and relearned is not None and lesson_id_in(d) == relearned:
+            relearned = None
+            continue  # the dedup the ledger made of the lesson_recorded line that created it in the logs
+        relearned = None
         if ev.type in ("lesson_recorded", "lesson_seeded"):
             scope_of.setdefault(lesson_id_in(d), d.get("scope_domain"))
         if ev.type == "lesson_seeded":
@@ -246,12 +243,10 @@ def memory_events_files(
             continue
         if ev.type in ("tier1_loaded", "error_recall", "domain_recall") and gone.domain(ev.domain, ev.seq):
             continue  # what happened on a forgotten domain; a lesson's own lines follow the lesson
-        if (
-            ev.type == "lesson_recorded"
-            and dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
-            in logs.by_key
-        ):
+        if ev.type == "lesson_recorded" and _key_of(d) in logs.by_key:
             continue  # it only confirmed a lesson: its lesson_deduplicated is the line
+        if known:
+            relearned = lesson_id_in(d)  # first learned in a forgotten run: this line creates it
         seq = ev.seq
         line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
         if line is None:
@@ -268,6 +263,11 @@ def memory_events_files(
     for run_id, lines in by_run.items():
         files.append(([run_dir_name(run_id), "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
     return files, {"runs": len(files), "lines": sum(len(v) for v in by_run.values())}
+
+
+def _key_of(d: dict[str, Any]) -> Any:
+    """The dedup key a `lesson_recorded` payload lands on."""
+    return dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
 
 
 def run_dir_name(run_id: str) -> str:

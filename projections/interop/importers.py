@@ -68,6 +68,7 @@ from memtape.ledger.store import Store
 from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import digest_of
 from memtape.projections.interop.sources import (
+    SEED001_EVENTS,
     SEED001_LINE,
     DomainRecallLine,
     ErrorRecallLine,
@@ -99,15 +100,6 @@ from memtape.projections.state import MemoryState, fold
 from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 
-SEED001_EVENTS = (
-    "tier1_loaded",
-    "error_recall",
-    "domain_recall",
-    "lesson_recorded",
-    "lesson_deduplicated",
-    "lesson_promoted",
-    "lessons_pruned",
-)
 FORMATS = ("memory-json", "memory-events", "agent-memory", "trayn-json")
 MAX_SOURCE_BYTES = 512 * 1024 * 1024
 RUN_DIR_TIME_RE = re.compile(r"(\d{8}T\d{6}(?:\.\d+)?Z)")

@@ -27,6 +27,18 @@ from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import MAX_TEXT, Embedding, check_domain, check_ident
 
+#: the event kinds of seed 001's memory_events.jsonl, each a ledger event type of the same name
+SEED001_EVENTS = (
+    "tier1_loaded",
+    "error_recall",
+    "domain_recall",
+    "lesson_recorded",
+    "lesson_deduplicated",
+    "lesson_promoted",
+    "lessons_pruned",
+)
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_EPOCH_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 
@@ -475,22 +487,7 @@ def describe(exc: ValidationError, skip: int = 0) -> str:
     loc = tuple(
         p
         for p in err.get("loc", ())[skip:]
-        if not (
-            isinstance(p, str)
-            and (
-                p.startswith("function-")
-                or p
-                in (
-                    "tier1_loaded",
-                    "error_recall",
-                    "domain_recall",
-                    "lesson_recorded",
-                    "lesson_deduplicated",
-                    "lesson_promoted",
-                    "lessons_pruned",
-                )
-            )
-        )
+        if not (isinstance(p, str) and (p.startswith("function-") or p in SEED001_EVENTS))
     )
     msg = str(err.get("msg", "invalid")).replace("Value error, ", "").replace("Assertion failed, ", "")
     if err.get("type") == "extra_forbidden":

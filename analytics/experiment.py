@@ -21,7 +21,7 @@ ones whose use counts grow (so promotions follow), and each run's prompt items
 knowledge at `fact_prompt_min` (less the facts a tip restates), session history
 at `session_history` and `session_full_detail` (the sessions the run continues),
 step memories (REPEAT/AVOID, re-retrieved at each step prompt of a rep 2+ run
-from the page its step recorded, at `step_memory_min_similarity`, `step_memory_top`
+from the page and the goal's vector its step recorded, at `step_memory_min_similarity`, `step_memory_top`
 and `step_memory_count`)
 — are compared with reality's, by id and by the text the prompt shows: `prompts`
 lists per run what would have been added, removed or changed. A recording the
@@ -215,7 +215,8 @@ class Prompts:
 
     def step_memories(self, ev: RecordedEvent) -> None:
         """The step memories a rep 2+ run's prompt of this step held, re-retrieved on both sides
-        from the page the step recorded and the run's goal (seed 002's retrieval, `on_page`)."""
+        from the page the step recorded, the run's goal and the goal's vector the step recorded
+        (seed 002's retrieval, `on_page`)."""
         run_id = str(ev.run_id)
         recorded = self.shown_memories.pop((run_id, ev.step if ev.step is not None else -1), None)
         started = self.run_started[run_id]
@@ -228,10 +229,18 @@ class Prompts:
             else self.earlier.get(run_id, [])
         )
 
+        vector = tuple(ev.data.get("internal_state_embedding") or ())  # the run's, when it had one
+
         def again(view: MemoryView) -> Items:
-            mems = on_page(
-                view.step_memories(page, started.data.get("goal") or "", exclude_run=run_id, runs=scope), page
+            found = view.step_memories(
+                page,
+                started.data.get("goal") or "",
+                exclude_run=run_id,
+                runs=scope,
+                embedding=vector,
+                embedding_model=ev.data.get("embedding_model"),
             )
+            mems = on_page(found, page)
             return {
                 ("step_memories", f"{m.run_id}#{m.step}"): f"{m.kind}: {m.action.get('command', '')} "
                 f"{m.target_text or ''}".strip()

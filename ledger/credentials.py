@@ -8,11 +8,20 @@ text with this same grammar; a second, looser copy of it would let a phrasing
 through that the agent still acts on. It lives in `ledger`, the lowest layer, so
 that both the agent and the store import it.
 
+A quoted string ends at the first quote not escaped by a backslash, and
+starts at one: `"fill \\"Password\\" → click \\"Sign in\\""` (how a prompt
+renders a fact that quotes element names) is one string, so "Sign in" is no
+login verb there. Inside one, `\\"` is a quote and `\\\\` a backslash (what
+`projections.text.fenced` writes); any other backslash is kept as written
+(`"C:\\Users"`). The scrubber hides a password both as typed and as written.
+
 Besides logins, a password may be named by keyword: `password "p"`,
 `password is "p"`, `password: p`, `passwd=p`.
 
 Example:
-    [Clause(text='Log in as \\x010\\x02 using \\x011\\x02', args=('demo', 'pw'))] == clauses('Log in as "demo" using "pw"')
+    clauses('Log in as "demo" using "p\\\\"w"') == [
+        Clause(text='Log in as \\x010\\x02 using \\x011\\x02', args=('demo', 'p"w'), written=('demo', 'p\\\\"w'))
+    ]
     login_in(clauses('Log in as "demo" using "pw"')[0]) == Login(user="demo", password="pw")
     passwords('Sign in with "ada" and then...') == []
 """
@@ -22,11 +31,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-QUOTED = re.compile(r'"([^"]{1,200})"')
+#: a quoted string: from a quote to the next one, a backslash escaping the character after it; a
+#: quote escaped by an odd run of backslashes neither opens nor closes one (an even run is taken
+#: with the quote it stands before)
+QUOTED = re.compile(r'(?<!\\)(?:\\\\)*"((?:[^"\\]|\\[\s\S]){1,200})"')
 #: a goal is a list of clauses: separated by commas, "and", "then" or line breaks
 CLAUSE_SPLIT = re.compile(r"\s*\n\s*|\s*,\s*(?:and\s+|then\s+)*|\s+and\s+(?:then\s+)?|\s+then\s+", re.I)
 #: a login verb is a word of the sentence, not part of a path or host (`http://portal.test/login`)
 LOGIN_VERB = re.compile(r"(?<![\w/.-])(?:log ?in|sign in)(?![\w/-])", re.I)
+#: the escapes a quoted string's text is read with: a quote, a backslash
+_ESCAPED = re.compile(r'\\(["\\])')
 _PLACEHOLDER = re.compile(r"\x01(\d+)\x02")
 _WORD = r"\b(?:password|passwd|passphrase|pwd)"
 #: a password named by keyword: quoted (`password "p"`, `password is "p"`, `password: "p"`) or
@@ -34,7 +48,7 @@ _WORD = r"\b(?:password|passwd|passphrase|pwd)"
 #: separator, so that `"Forgot password" "Sign in"` (a page's element names) names nothing
 KEYWORD_PASSWORD = re.compile(
     _WORD
-    + r"(?:[ \t]+is[ \t]*|[ \t]*[:=][ \t]*|[ \t]+)\"([^\"\n]{1,200})\"|"
+    + r"(?:[ \t]+is[ \t]*|[ \t]*[:=][ \t]*|[ \t]+)\"((?:[^\"\\\n]|\\[^\n]){1,200})\"|"
     + _WORD
     + r"[ \t]*[:=][ \t]*([^\s\"'&;,<>]+)",
     re.I,
@@ -43,10 +57,12 @@ KEYWORD_PASSWORD = re.compile(
 
 @dataclass(frozen=True)
 class Clause:
-    """One clause of a goal: its text with each quoted string replaced by \\x01N\\x02, and those strings."""
+    """One clause of a goal: its text with each quoted string replaced by \\x01N\\x02, and those strings
+    (`args` as meant, `written` as the text writes them, escapes included)."""
 
     text: str
     args: tuple[str, ...]
+    written: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -68,8 +84,14 @@ def clauses(text: str) -> list[Clause]:
     out: list[Clause] = []
     for part in CLAUSE_SPLIT.split(masked):
         if part.strip():
-            out.append(Clause(part, tuple(quotes[int(i)] for i in _PLACEHOLDER.findall(part))))
+            written = tuple(quotes[int(i)] for i in _PLACEHOLDER.findall(part))
+            out.append(Clause(part, tuple(unescaped(q) for q in written), written))
     return out
+
+
+def unescaped(quoted: str) -> str:
+    """A quoted string's text as meant: `\\"` is a quote, `\\\\` a backslash, any other backslash itself."""
+    return _ESCAPED.sub(r"\1", quoted) if "\\" in quoted else quoted
 
 
 def login_in(clause: Clause) -> Login | None:
@@ -84,9 +106,13 @@ def logins(text: str) -> list[Login]:
 
 
 def passwords(text: str) -> list[str]:
-    """Every password `text` gives (its logins' and the keyword-named ones), first seen first, once each."""
+    """Every password `text` gives (its logins' and the keyword-named ones), first seen first, once each:
+    as typed and, when a quote or backslash in it is escaped in `text`, as written there too."""
     found: list[str] = []
     if LOGIN_VERB.search(text):
-        found += [login.password for login in logins(text)]
-    found += [quoted or bare for quoted, bare in KEYWORD_PASSWORD.findall(text)]
+        for clause in clauses(text):
+            if login_in(clause) is not None:
+                found += [clause.args[1], clause.written[1]]
+    for quoted, bare in KEYWORD_PASSWORD.findall(text):
+        found += [unescaped(quoted), quoted] if quoted else [bare]
     return [p for p in dict.fromkeys(found) if p.strip()]

@@ -126,13 +126,14 @@ def _navigable(value: str) -> str:
     if SCRIPT_URL_RE.search(value):
         raise ValueError(
             f"{', '.join(s + ':' for s in SCRIPT_SCHEMES)} URLs carry the code they open, "
-            "so no run starts at one; give the site's address (https://...)"
+            "so memtape sends no browser to one; give the site's address (https://...)"
         )
     return value
 
 
-#: where a run's browser goes first (the bundled agent and replays open it)
-StartUrl = Annotated[
+#: where memtape sends a browser: a run's start (the bundled agent and replays open it), an
+#: exploration's home page and the links it goes on to (where a page was is what happened: any URL)
+NavigableUrl = Annotated[
     str, AfterValidator(_navigable), WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})
 ]
 
@@ -268,7 +269,7 @@ class RunStarted(Payload):
     parent_run_id: str | None = None
     mode: Literal["new", "resume", "fork"] = "new"
     goal: str
-    start_url: StartUrl | None = None
+    start_url: NavigableUrl | None = None
     memory_enabled: bool = True
     isolation: Literal["shared", "per-run"] = "shared"
     policy: dict[str, Any] = Field(default_factory=dict)
@@ -820,14 +821,14 @@ class RepeatedFailureDetected(Payload):
 
 class SitemapLink(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-    url: str = Field(min_length=1, max_length=2000)
+    url: NavigableUrl = Field(min_length=1, max_length=2000)
     text: str = Field(default="", max_length=300)
     link_type: Literal["main_nav", "content", "footer"] = "content"
 
 
 class ExplorationStarted(Payload):
     type: Literal["exploration_started"] = "exploration_started"
-    homepage_url: str = Field(min_length=1, max_length=2000)
+    homepage_url: NavigableUrl = Field(min_length=1, max_length=2000)
     max_depth: int = Field(ge=0, le=100)
     max_pages: int = Field(ge=1, le=100_000)
 

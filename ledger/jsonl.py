@@ -7,6 +7,7 @@ reported as one line naming its number and the problem.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -14,7 +15,16 @@ from pydantic import ValidationError
 
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import ENVELOPE_KEYS, EVENT_TYPES, INT64_MAX, NewEvent, check_domain, check_time, integral
+from memtape.ledger.events import (
+    ENVELOPE_KEYS,
+    EVENT_TYPES,
+    INT64_MAX,
+    MAX_DEPTH,
+    NewEvent,
+    check_domain,
+    check_time,
+    integral,
+)
 
 
 def first_error(exc: ValidationError) -> str:
@@ -103,3 +113,46 @@ def parse_lines(data: bytes) -> list[NewEvent]:
             reason = str(exc).splitlines()[0][:200].encode("unicode_escape").decode("ascii")
             raise InvalidEvent(f"line {number}: {reason}; nothing was written") from None
     return events
+
+
+#: a JSON string or one of JSON's structural characters (numbers and literals lie between them)
+JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]')
+
+
+def outline(line: str) -> tuple[dict[str, Any], int]:
+    """A JSON object's top-level members whose value is a number, a string, true, false or null, and
+    how deeply the line nests, read without recursion: a line too deep (or otherwise unreadable) for
+    a parser still names the request it carries."""
+    raw: dict[str, str] = {}
+    depth = deepest = 0
+    key: str | None = None
+    start = -1
+    for token in JSON_TOKEN.finditer(line):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1 and start < 0:
+                key = mark
+        elif mark == ":":
+            start = token.end() if depth == 1 else start
+        elif mark in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            if depth == 1 and key is not None and start >= 0:
+                raw[key] = line[start : token.start()].strip()
+                key, start = None, -1
+            depth -= mark != ","
+    members: dict[str, Any] = {}
+    for name, value in raw.items():
+        if value[:1] not in ("{", "["):
+            try:
+                members[json.loads(name)] = json.loads(value)
+            except ValueError:
+                continue
+    return members, deepest
+
+
+def nested_too_deep(what: str, deepest: int) -> str:
+    """The one-line refusal of JSON text nested past what the door reads (`outline` measures it
+    where a parser gives up)."""
+    return f"{what} nests {deepest} levels deep; memtape reads at most {MAX_DEPTH}; nothing was written"

@@ -13,7 +13,9 @@ What is replaced:
 - dict keys that are themselves secrets;
 - every argument of an action marked `sensitive` (`masked_args`);
 - passwords a text gives the way the agent reads them (`ledger.credentials`,
-  the parser the scripted policy logs in with);
+  the parser the scripted policy logs in with), as typed and as written; and
+  those of a goal JSON-encoded in the text (`Log in as \\"demo\\" using
+  \\"pw\\"` in a recorded request body): each JSON string is read decoded too;
 - the shapes in `DETECTORS`, wherever they occur in a string: memtape's own and
   detect-secrets' plugin patterns (`ledger.vendored_secrets`); a detector with a
   check (Luhn for card numbers, a `user:password` inside Basic auth, the look of
@@ -37,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -528,10 +531,57 @@ def may_hold_secret(text: str) -> bool:
     raw = text.encode()
     if len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH)):
         return True
+    if "\\u" in low:
+        # a stem spelled with \uXXXX escapes in a JSON-encoded goal (`encoded_passwords`)
+        unescaped = json_decoded(text)
+        if unescaped != text and may_hold_secret(unescaped):
+            return True
     if "%" in text:
         decoded = percent_decoded(text)
         return decoded != text and (may_hold_secret(decoded) or may_hold_secret(url_spaced(decoded)))
     return False
+
+
+#: a JSON string escape: how a goal reads inside a recorded request body, tool call or log line
+_JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_JSON_SHORT = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+#: a backslash escape or a quote: a quote outside an escape starts or ends a JSON string
+_ESCAPE_OR_QUOTE = re.compile(r'\\[\s\S]|"')
+#: how many times a JSON-encoded text is read decoded (a goal in a JSON string inside a JSON string)
+JSON_ROUNDS = 6
+
+
+def json_decoded(text: str) -> str:
+    """`text` with the escapes of a JSON string decoded once (`\\"`, `\\\\`, `\\n`, `\\u0041`...)."""
+    return _JSON_ESCAPE.sub(lambda m: chr(int(m[1], 16)) if m[1] else _JSON_SHORT.get(m[2], m[2]), text)
+
+
+def _json_pieces(text: str) -> list[str]:
+    """The pieces of `text` between the quotes no backslash escapes: the contents of its JSON strings
+    (and what lies between them), or the whole text when it is a fragment of one."""
+    pieces, start = [], 0
+    for m in _ESCAPE_OR_QUOTE.finditer(text):
+        if m.group() == '"':
+            pieces.append(text[start : m.start()])
+            start = m.end()
+    pieces.append(text[start:])
+    return pieces
+
+
+def encoded_passwords(text: str, rounds: int = JSON_ROUNDS) -> list[str]:
+    """The passwords of the goals `text` holds JSON-encoded, as `text` writes them: each JSON string
+    (a piece between quotes no backslash escapes) read decoded, as the policy reads the goal it
+    encodes. The text itself is read with the quotes it has (`ledger.credentials`): a prompt that
+    renders `"fill \\"Password\\" → click \\"Sign in\\""` names no login."""
+    found: list[str] = []
+    if rounds == 0 or "\\" not in text:
+        return found
+    for piece in _json_pieces(text):
+        if "\\" in piece:
+            decoded = json_decoded(piece)
+            for secret in passwords(decoded) + encoded_passwords(decoded, rounds - 1):
+                found += [secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]]
+    return list(dict.fromkeys(found))
 
 
 #: what separates the parts of a URL: read as spaces, a decoded path or query reads as the sentence it encodes
@@ -622,8 +672,12 @@ class Redactor:
         replaced by `marker`."""
         out = visible
         # the policy reads the text as given, invisible characters included: parse both forms
-        for secret in dict.fromkeys(passwords(value) + (passwords(visible) if visible != value else [])):
-            secret = INVISIBLE.sub("", secret)
+        found = passwords(value) + encoded_passwords(value)
+        if visible != value:
+            found += passwords(visible) + encoded_passwords(visible)
+        # the longest first, then the first found (a text is always scrubbed alike): a password typed
+        # `C:\` is written `C:\\`
+        for secret in sorted(dict.fromkeys(INVISIBLE.sub("", s) for s in found), key=len, reverse=True):
             if secret.strip() and secret not in (MARKER, marker):
                 out = out.replace(secret, marker)
         low = out.lower()

@@ -16,15 +16,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memtape.api import Lesson, TrajectoryRecall
+from memtape.api import Lesson, Memory, Run, TrajectoryRecall
 from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
 from memtape.projections.page_maps import PageMap
-from memtape.projections.recording import Learned
+from memtape.projections.patterns import Pattern
+from memtape.projections.recording import Extraction, Learned
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
+from memtape.projections.short_term import ShortTerm
+from memtape.projections.sitemap import SiteMap
+from memtape.projections.snapshots import Snapshot
 from memtape.projections.steps import StepMemory
 
 
@@ -32,6 +36,10 @@ class Body(BaseModel):
     """Request bodies take exactly their fields, with JSON's own types (no "3" for 3)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    def arguments(self) -> dict[str, Any]:
+        """The library call's keyword arguments."""
+        return self.model_dump()
 
 
 class RunStart(Body):
@@ -141,6 +149,13 @@ class ContextBody(Body):
     #: what counted the items' `tokens` (the agent's tokenizer); items without a count are counted by the server
     counted_by: str | None = None
 
+    def arguments(self) -> dict[str, Any]:
+        return {
+            **self.model_dump(),
+            "items": [i.given() for i in self.items],
+            "trimmed": [i.given() for i in self.trimmed],
+        }
+
 
 class FinishBody(Body):
     """`run.finish`: post-run learning and run_completed; the figures default to what the ledger holds."""
@@ -179,6 +194,144 @@ class PageMapBody(Body):
     url: str
     page_map: dict[str, Any]
     step: int | None = None
+
+
+class InferredContextBody(Body):
+    """`run.infer_context`: context learned during the run, recorded once per (domain, key, value)."""
+
+    key: str
+    value: str
+    source: str
+    step: int | None = None
+    domain: str | None = Field(default=None, description="Default: the run's current site.")
+
+
+class PatternUsedBody(Body):
+    """`run.pattern_used`: the agent followed a learned pattern; counted when the run finishes
+    through this server (the server's handle keeps it until then)."""
+
+    pattern_id: str
+
+
+class EmbeddingBody(Body):
+    """`run.use_embedding`: the vector of the run's internal state by `model`; every step recorded
+    from now on carries it (the server's handle keeps it until a step records it)."""
+
+    vector: list[float]
+    model: str
+
+
+class ExtractedPage(Body):
+    """What the library's `extract()` returns: the page as the agent extracted it."""
+
+    title: str = ""
+    text: str = ""
+    links: list[dict[str, str]] = []
+    section_count: int = 0
+
+
+class ExtractionBody(Body):
+    """`run.extraction`: `extract` is what the library's `extract()` would return; it is recorded
+    only when no extraction under `key` is younger than the policy's extraction TTL (then the
+    cached one is answered, and logged as served)."""
+
+    key: str
+    tool: str
+    url: str
+    extract: ExtractedPage
+    step: int | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        page = self.extract.model_dump()
+        return {**self.model_dump(), "extract": lambda: page}
+
+
+class SnapshotBody(Body):
+    """`run.snapshot`: seed 003's StateSnapshot at a navigation; `scroll` is [x, y]."""
+
+    url: str
+    title: str
+    summary: str
+    form_state: dict[str, str]
+    scroll: list[int] = Field(min_length=2, max_length=2, description="[x, y]")
+    step: int
+
+    def arguments(self) -> dict[str, Any]:
+        return {**self.model_dump(), "scroll": (self.scroll[0], self.scroll[1])}
+
+
+class BacktrackBody(Body):
+    """`run.backtracked`: the agent went back to snapshot `snapshot_id`, avoiding `avoided`."""
+
+    snapshot_id: str
+    from_url: str
+    to_url: str
+    reason: str
+    avoided: list[str]
+    step: int
+
+
+class ExplorationStartBody(Body):
+    """`run.exploration_started`: a sitemap exploration of the site of `homepage_url` begins."""
+
+    homepage_url: str
+    max_depth: int
+    max_pages: int
+
+
+class SitemapLinksBody(Body):
+    """`run.sitemap_links`: links found on `parent_url`, each with `url`, and `text`, `link_type`."""
+
+    parent_url: str
+    depth: int
+    links: list[dict[str, str]]
+    step: int
+
+
+class SitemapVisitBody(Body):
+    """`run.sitemap_visited`: a page the exploration visited."""
+
+    url: str
+    title: str
+    summary: str
+    section_count: int
+    depth: int
+    step: int
+
+
+class ExplorationEndBody(Body):
+    """`run.exploration_completed`: how the exploration of the site of `homepage_url` ended."""
+
+    homepage_url: str
+    visited: int
+    discovered: int
+    complete: bool
+    summary: str
+
+
+class ProgressBody(Body):
+    """`run.progress`: where the run is (seed 000's run registry), every few turns."""
+
+    turn: int
+    url: str
+
+
+class KnownFailureBody(Body):
+    """`run.known_failure`: whether this action already failed in the run (it writes nothing)."""
+
+    command: str
+    args: dict[str, Any]
+    url: str
+
+
+class RepeatedFailureBody(Body):
+    """`run.repeated_failure`: what the agent did about an action known to fail."""
+
+    signature: str
+    action: str
+    url: str
+    response: str
+    step: int
 
 
 #: the longest `older_than` a face takes, in seconds (about 31,700 years: any longer abandons nothing either)
@@ -269,6 +422,22 @@ class Error(Answer):
     """Every error the server answers, whatever its status and route (an unknown route included)."""
 
     error: str = Field(description="One line saying what was wrong.")
+
+
+class InferredContext(Answer):
+    recorded: bool = Field(description="False: already known, or memory is off for the run.")
+
+
+class RecordedEmbedding(Answer):
+    vector: tuple[float, ...] | None = Field(description="Null when no step of a run with this goal carries one.")
+
+
+class TakenSnapshot(Answer):
+    snapshot_id: str
+
+
+class KnownFailure(Answer):
+    signature: str | None = Field(description="The action's signature when it already failed in this run.")
 
 
 class Audit(BaseModel):
@@ -370,6 +539,64 @@ class PageMaps(Answer):
 
 class PageSummary(Answer):
     summary: str
+
+
+class Patterns(Answer):
+    patterns: list[Pattern]
+
+
+class Extractions(Answer):
+    extractions: list[ContextEntry]
+
+
+class Extracted(Answer):
+    extraction: Extraction
+
+
+class Snapshots(Answer):
+    snapshots: list[Snapshot]
+
+
+class Sitemap(Answer):
+    sitemap: SiteMap | None
+
+
+class ShortTermMemory(Answer):
+    short_term: ShortTerm
+
+
+class RunHandles:
+    """Both faces' handles on runs, by id: a `Run` keeps what the ledger does not (an embedding
+    before a step carries it, the patterns followed), so a face records into the handle it
+    started or first opened, as a Python caller does. The ledger stays the truth: a handle whose
+    run finished is opened again, and every write is checked against the run as the ledger holds it."""
+
+    def __init__(self, memory: Memory):
+        self.memory = memory
+        self.live: dict[str, Run] = {}
+
+    def keep(self, run: Run) -> Run:
+        self.live[run.run_id] = run
+        return run
+
+    def writing(self, run_id: str) -> Run:
+        """The handle to record into and recall for: a run this memory saw finish (abandoned when
+        another started, say) is opened again, so `memory.run` refuses it."""
+        run = self.live.get(run_id)
+        manifest = self.memory.current().run(run_id) if run is not None else None
+        if run is None or run.finished or manifest is None or manifest.status != "running":
+            return self.keep(self.memory.run(run_id))
+        return run
+
+    def reading(self, run_id: str) -> Run:
+        """The run to read from: its live handle, or (a finished run's too) the ledger's."""
+        run = self.live.get(run_id)
+        return run if run is not None and not run.finished else self.memory.read_run(run_id)
+
+    def drop(self, run_ids: list[str] | None = None) -> None:
+        """Forget these runs' handles (None: every handle, when a write was rolled back)."""
+        for run_id in list(self.live) if run_ids is None else run_ids:
+            self.live.pop(run_id, None)
 
 
 def finished(run_id: str, success: bool, learned: Learned) -> Finished:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -31,32 +30,44 @@ from memtape.face_models import (
     Audit,
     ContextEntries,
     Explained,
+    Extracted,
+    ExtractedPage,
+    Extractions,
     Facts,
     Finished,
     FoundPageMap,
     HasPageMap,
+    InferredContext,
+    KnownFailure,
     LoopWarnings,
     ObservedFact,
     PageMaps,
     PageSummary,
+    Patterns,
     PromptItem,
     RecalledTrajectory,
     Recorded,
+    RecordedEmbedding,
     RecordedLesson,
     RecordedStep,
+    RunHandles,
     ScratchPad,
     ScratchValue,
     Selectors,
     Sessions,
+    ShortTermMemory,
+    Sitemap,
+    Snapshots,
     StartedRun,
     StateItems,
     StepMemories,
+    TakenSnapshot,
     finished,
     stale_limit,
 )
 from memtape.face_models import Lessons as LessonsAnswer
 from memtape.ledger.events import MAX_DEPTH, check_value
-from memtape.ledger.jsonl import first_error
+from memtape.ledger.jsonl import first_error, nested_too_deep, outline
 from memtape.projections.budget import DEFAULT_BUDGET
 
 INSTRUCTIONS = (
@@ -65,49 +76,13 @@ INSTRUCTIONS = (
     "record_step after each action, record_lesson when you learn something, and finish_run at the end "
     "(post-run learning turns failure->recovery into lessons). sessions, facts, selectors, step_memories, "
     "loop_warnings and prompt_context read what memory holds for a prompt; record_context says what the prompt "
-    "held. set_scratch and store_page_map keep the run's own working memory. audit "
+    "held. set_scratch and store_page_map keep the run's own working memory; infer_context, extraction, "
+    "snapshot, backtracked, progress and the exploration tools record the rest of a run's layered memory. audit "
     "shows what a run knew and where it came from, explain the life of one lesson, fact or selector."
 )
 
 #: a float argument also takes a whole number, as JSON does (3 for 3.0)
 Number = StrictFloat | StrictInt
-
-
-#: a JSON string or one of JSON's structural characters (numbers and literals lie between them)
-JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]')
-
-
-def outline(line: str) -> tuple[dict[str, Any], int]:
-    """A JSON object's top-level members whose value is a number, a string, true, false or null, and
-    how deeply the line nests, read without recursion: a line too deep (or otherwise unreadable) for
-    a parser still names the request it carries."""
-    raw: dict[str, str] = {}
-    depth = deepest = 0
-    key: str | None = None
-    start = -1
-    for token in JSON_TOKEN.finditer(line):
-        mark = token.group()
-        if mark[0] == '"':
-            if depth == 1 and start < 0:
-                key = mark
-        elif mark == ":":
-            start = token.end() if depth == 1 else start
-        elif mark in "{[":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            if depth == 1 and key is not None and start >= 0:
-                raw[key] = line[start : token.start()].strip()
-                key, start = None, -1
-            depth -= mark != ","
-    members: dict[str, Any] = {}
-    for name, value in raw.items():
-        if value[:1] not in ("{", "["):
-            try:
-                members[json.loads(name)] = json.loads(value)
-            except ValueError:
-                continue
-    return members, deepest
 
 
 def _request_id(value: Any) -> int | str | None:
@@ -117,7 +92,7 @@ def _request_id(value: Any) -> int | str | None:
 def _unreadable(line: str, deepest: int, reason: str) -> str:
     """Why the SDK could not read `line`, in the door's words."""
     if deepest > MAX_DEPTH:
-        return f"the message nests {deepest} levels deep; memtape reads at most {MAX_DEPTH}; nothing was written"
+        return nested_too_deep("the message", deepest)
     try:
         check_value(json.loads(line))
     except json.JSONDecodeError:
@@ -223,6 +198,7 @@ def build_server(memory: Memory) -> MemoryServer:
     applied one at a time in the order they arrive. Each takes the library call's arguments, with
     its defaults, plus the run's `run_id`."""
     server = MemoryServer("memtape", instructions=INSTRUCTIONS, log_level="WARNING")
+    handles = RunHandles(memory)
 
     # ---- runs: what happened ----------------------------------------------------------------
 
@@ -255,6 +231,7 @@ def build_server(memory: Memory) -> MemoryServer:
             rep=rep,
             step_memory_scope=step_memory_scope,
         )
+        handles.keep(run)
         return StartedRun(run_id=run.run_id, session_id=run.session_id)
 
     @server.tool()
@@ -284,7 +261,7 @@ def build_server(memory: Memory) -> MemoryServer:
         (a value typed into a password field) masks every argument. Returns the step_recorded event
         id; the same step again with the same content is one step."""
         return RecordedStep(
-            event_id=memory.run(run_id).record_step(
+            event_id=handles.writing(run_id).record_step(
                 step=step,
                 action=action,
                 target=target,
@@ -319,7 +296,7 @@ def build_server(memory: Memory) -> MemoryServer:
         error_recovery or site_specific. With failed_command and error_pattern, recall_error finds
         it after the same failure."""
         return RecordedLesson(
-            lesson_id=memory.run(run_id).record_lesson(
+            lesson_id=handles.writing(run_id).record_lesson(
                 text,
                 category=category,
                 failed_command=failed_command,
@@ -340,7 +317,7 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> ObservedFact:
         """App knowledge about the run's site (or `domain`): kind is timing, selector, pattern or quirk.
         The same value confirms a fact, a different one contradicts it."""
-        run = memory.run(run_id)
+        run = handles.writing(run_id)
         run.observe_fact(kind=kind, key=key, value=value, step=step, domain=domain)
         return ObservedFact(domain=domain if domain is not None else run.domain, kind=kind, key=key)
 
@@ -356,7 +333,7 @@ def build_server(memory: Memory) -> MemoryServer:
         healed_from: StrictStr | None = None,
     ) -> Recorded:
         """Whether `selector` found `element` (`role "name"`) on the current page (or `url`)."""
-        memory.run(run_id).selector_result(
+        handles.writing(run_id).selector_result(
             element=element, selector=selector, ok=ok, step=step, error=error, url=url, healed_from=healed_from
         )
         return Recorded()
@@ -374,7 +351,7 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> Recorded:
         """What one prompt held: each item's source, priority, text and the event ids it came from
         (and what the budget trimmed), as a context_built event. Audits show exactly this."""
-        memory.run(run_id).record_context(
+        handles.writing(run_id).record_context(
             items=_items(items),
             step=step,
             budget=budget,
@@ -404,7 +381,7 @@ def build_server(memory: Memory) -> MemoryServer:
         """Finish the run: post-run learning from every step the ledger holds for it (lessons, facts,
         selectors, the trajectory and patterns of a success), the session entry and run_completed.
         Returns what was learned. A finished run takes no more steps, lessons or finish."""
-        learned = memory.run(run_id).finish(
+        learned = handles.writing(run_id).finish(
             success=success,
             outcome=outcome,
             reason=reason,
@@ -418,6 +395,7 @@ def build_server(memory: Memory) -> MemoryServer:
             replayed_steps=replayed_steps,
             learn=learn,
         )
+        handles.drop([run_id])
         return finished(run_id, success, learned)
 
     # ---- runs: recall (each one an event) and plain reads ------------------------------------
@@ -425,14 +403,14 @@ def build_server(memory: Memory) -> MemoryServer:
     @server.tool()
     async def tier1(run_id: StrictStr) -> LessonsAnswer:
         """The Tier 1 lessons for the system prompt of run `run_id` (logs tier1_loaded)."""
-        return LessonsAnswer(lessons=memory.run(run_id).tier1())
+        return LessonsAnswer(lessons=handles.writing(run_id).tier1())
 
     @server.tool()
     async def recall_domain(
         run_id: StrictStr, step: StrictInt | None = None, domain: StrictStr | None = None
     ) -> LessonsAnswer:
         """Lessons for the site the run is on (or `domain`), on entering it (logs domain_recall)."""
-        return LessonsAnswer(lessons=memory.run(run_id).recall_domain(step=step, domain=domain))
+        return LessonsAnswer(lessons=handles.writing(run_id).recall_domain(step=step, domain=domain))
 
     @server.tool()
     async def recall_error(
@@ -444,7 +422,7 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> LessonsAnswer:
         """Lessons for a failed command and its error message on the run's site (logs error_recall)."""
         return LessonsAnswer(
-            lessons=memory.run(run_id).recall_error(command=command, error=error, step=step, domain=domain)
+            lessons=handles.writing(run_id).recall_error(command=command, error=error, step=step, domain=domain)
         )
 
     @server.tool()
@@ -453,68 +431,68 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> RecalledTrajectory:
         """The reference trajectory for the run's goal on the current site (or `url`'s), and whether
         it is close enough to replay; `recall` is null when none matches (logs trajectory_recalled)."""
-        return RecalledTrajectory(recall=memory.run(run_id).recall_trajectory(step=step, url=url))
+        return RecalledTrajectory(recall=handles.writing(run_id).recall_trajectory(step=step, url=url))
 
     @server.tool()
     async def sessions(run_id: StrictStr, domain: StrictStr | None = None) -> Sessions:
         """The last completed runs on the run's site (or `domain`), oldest first."""
-        return Sessions(sessions=memory.read_run(run_id).sessions(domain=domain))
+        return Sessions(sessions=handles.reading(run_id).sessions(domain=domain))
 
     @server.tool()
     async def facts(run_id: StrictStr, domain: StrictStr | None = None) -> Facts:
         """The site's current facts confident enough for a prompt, most confident first."""
-        return Facts(facts=memory.read_run(run_id).facts(domain=domain))
+        return Facts(facts=handles.reading(run_id).facts(domain=domain))
 
     @server.tool()
     async def selectors(run_id: StrictStr, domain: StrictStr | None = None) -> Selectors:
         """Known-good selectors of the site, most successful first."""
-        return Selectors(selectors=memory.read_run(run_id).selectors(domain=domain))
+        return Selectors(selectors=handles.reading(run_id).selectors(domain=domain))
 
     @server.tool()
     async def step_memories(run_id: StrictStr, elements: list[StrictStr], intent: StrictStr) -> StepMemories:
         """Graded steps on a page like this one (REPEAT / AVOID): none on rep 1, the baseline."""
-        return StepMemories(step_memories=memory.read_run(run_id).step_memories(elements, intent))
+        return StepMemories(step_memories=handles.reading(run_id).step_memories(elements, intent))
 
     @server.tool()
     async def loop_warnings(run_id: StrictStr) -> LoopWarnings:
         """This run's loop warnings (an action that already failed, repeated)."""
-        return LoopWarnings(warnings=list(memory.read_run(run_id).loop_warnings()))
+        return LoopWarnings(warnings=list(handles.reading(run_id).loop_warnings()))
 
     @server.tool()
     async def prompt_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
         """What a prompt's context section holds: all of this run's user context, then what was
         inferred on the site (with memory on)."""
-        return ContextEntries(context=memory.read_run(run_id).prompt_context(domain=domain))
+        return ContextEntries(context=handles.reading(run_id).prompt_context(domain=domain))
 
     @server.tool()
     async def relevant_context(run_id: StrictStr, domain: StrictStr | None = None) -> ContextEntries:
         """This run's user context and the site's inferred context that share words with the goal."""
-        return ContextEntries(context=memory.read_run(run_id).relevant_context(domain=domain))
+        return ContextEntries(context=handles.reading(run_id).relevant_context(domain=domain))
 
     # ---- runs: working memory (the run's own) ------------------------------------------------
 
     @server.tool()
     async def give_context(run_id: StrictStr, context: dict[StrictStr, StrictStr]) -> Recorded:
         """What the user told this run, key -> value (`memtape run --context key=value`)."""
-        memory.run(run_id).give_context(context)
+        handles.writing(run_id).give_context(context)
         return Recorded()
 
     @server.tool()
     async def set_scratch(run_id: StrictStr, key: StrictStr, value: Any, step: StrictInt | None = None) -> Recorded:
         """Put any JSON value on this run's scratch pad under `key` (replaced when set again; a key
         naming a secret keeps it redacted)."""
-        memory.run(run_id).set_scratch(key, value, step=step)
+        handles.writing(run_id).set_scratch(key, value, step=step)
         return Recorded()
 
     @server.tool()
     async def get_scratch(run_id: StrictStr, key: StrictStr, default: Any = None) -> ScratchValue:
         """The value last set under `key` on this run's scratch pad, else `default`."""
-        return ScratchValue(value=memory.read_run(run_id).get_scratch(key, default))
+        return ScratchValue(value=handles.reading(run_id).get_scratch(key, default))
 
     @server.tool()
     async def scratch(run_id: StrictStr) -> ScratchPad:
         """This run's whole scratch pad, key -> value."""
-        return ScratchPad(scratch=memory.read_run(run_id).scratch())
+        return ScratchPad(scratch=handles.reading(run_id).scratch())
 
     @server.tool()
     async def store_page_map(
@@ -522,28 +500,201 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> Recorded:
         """This run's understanding of the page at `url`: title, summary, total_width, total_height
         and regions (kind, name, description, elements, start_y, end_y); replaces an earlier map."""
-        memory.run(run_id).store_page_map(url, page_map, step=step)
+        handles.writing(run_id).store_page_map(url, page_map, step=step)
         return Recorded()
 
     @server.tool()
     async def get_page_map(run_id: StrictStr, url: StrictStr) -> FoundPageMap:
         """The PageMap this run stored for `url` (null without one)."""
-        return FoundPageMap(page_map=memory.read_run(run_id).get_page_map(url))
+        return FoundPageMap(page_map=handles.reading(run_id).get_page_map(url))
 
     @server.tool()
     async def has_page_map(run_id: StrictStr, url: StrictStr) -> HasPageMap:
         """Whether this run stored a PageMap for `url`."""
-        return HasPageMap(has_page_map=memory.read_run(run_id).has_page_map(url))
+        return HasPageMap(has_page_map=handles.reading(run_id).has_page_map(url))
 
     @server.tool()
     async def get_all_page_maps(run_id: StrictStr) -> PageMaps:
         """Every PageMap of this run, URL -> map."""
-        return PageMaps(page_maps=memory.read_run(run_id).get_all_page_maps())
+        return PageMaps(page_maps=handles.reading(run_id).get_all_page_maps())
 
     @server.tool()
     async def get_page_summary(run_id: StrictStr, url: StrictStr) -> PageSummary:
         """The summary of the page at `url` from its PageMap ("" without one)."""
-        return PageSummary(summary=memory.read_run(run_id).get_page_summary(url))
+        return PageSummary(summary=handles.reading(run_id).get_page_summary(url))
+
+    # ---- runs: layered memory (seed 003): context, patterns, extractions, snapshots, sitemaps ----
+
+    @server.tool()
+    async def progress(run_id: StrictStr, turn: StrictInt, url: StrictStr) -> Recorded:
+        """Where the run is (seed 000's run registry), every few turns."""
+        handles.writing(run_id).progress(turn, url)
+        return Recorded()
+
+    @server.tool()
+    async def infer_context(
+        run_id: StrictStr,
+        key: StrictStr,
+        value: StrictStr,
+        source: StrictStr,
+        step: StrictInt | None = None,
+        domain: StrictStr | None = None,
+    ) -> InferredContext:
+        """Context learned during the run on its site (or `domain`), recorded once per (domain, key,
+        value); `recorded` is false when it was already known or memory is off for the run."""
+        return InferredContext(
+            recorded=handles.writing(run_id).infer_context(key, value, source, step=step, domain=domain)
+        )
+
+    @server.tool()
+    async def patterns(run_id: StrictStr, domain: StrictStr | None = None) -> Patterns:
+        """Learned patterns for the run's site (or `domain`), best first."""
+        return Patterns(patterns=handles.reading(run_id).patterns(domain=domain))
+
+    @server.tool()
+    async def pattern_used(run_id: StrictStr, pattern_id: StrictStr) -> Recorded:
+        """The agent followed a learned pattern: its success or failure is counted when the run
+        finishes through this server (which keeps it until then)."""
+        handles.writing(run_id).pattern_used(pattern_id)
+        return Recorded()
+
+    @server.tool()
+    async def extraction(
+        run_id: StrictStr,
+        key: StrictStr,
+        tool: StrictStr,
+        url: StrictStr,
+        extract: ExtractedPage,
+        step: StrictInt | None = None,
+    ) -> Extracted:
+        """An extraction through the cache: `extract` is the page as the agent extracted it (title,
+        text, links, section_count), recorded unless an extraction under `key` is younger than the
+        policy's TTL: then that one is answered (`served_from_cache`) and logged as served."""
+        page = extract.model_dump()
+        return Extracted(extraction=handles.writing(run_id).extraction(key, tool, url, lambda: page, step=step))
+
+    @server.tool()
+    async def extractions(run_id: StrictStr, domain: StrictStr | None = None) -> Extractions:
+        """The site's cached extractions, oldest first."""
+        return Extractions(extractions=handles.reading(run_id).extractions(domain=domain))
+
+    @server.tool()
+    async def snapshot(
+        run_id: StrictStr,
+        url: StrictStr,
+        title: StrictStr,
+        summary: StrictStr,
+        form_state: dict[StrictStr, StrictStr],
+        scroll: Annotated[list[StrictInt], Field(min_length=2, max_length=2)],
+        step: StrictInt,
+    ) -> TakenSnapshot:
+        """Seed 003's StateSnapshot at a navigation (`scroll` is [x, y]); returns its snapshot_id."""
+        return TakenSnapshot(
+            snapshot_id=handles.writing(run_id).snapshot(url, title, summary, form_state, (scroll[0], scroll[1]), step)
+        )
+
+    @server.tool()
+    async def snapshots(run_id: StrictStr) -> Snapshots:
+        """This run's snapshots, in the order they were taken."""
+        return Snapshots(snapshots=handles.reading(run_id).snapshots())
+
+    @server.tool()
+    async def backtracked(
+        run_id: StrictStr,
+        snapshot_id: StrictStr,
+        from_url: StrictStr,
+        to_url: StrictStr,
+        reason: StrictStr,
+        avoided: list[StrictStr],
+        step: StrictInt,
+    ) -> Recorded:
+        """Stuck: the agent went back to a snapshot, avoiding what led to the dead end."""
+        handles.writing(run_id).backtracked(snapshot_id, from_url, to_url, reason, avoided, step)
+        return Recorded()
+
+    @server.tool()
+    async def known_failure(
+        run_id: StrictStr, command: StrictStr, args: dict[str, Any], url: StrictStr
+    ) -> KnownFailure:
+        """The action's signature when it already failed in this run, else null (writes nothing)."""
+        return KnownFailure(signature=handles.reading(run_id).known_failure(command, args, url))
+
+    @server.tool()
+    async def repeated_failure(
+        run_id: StrictStr, signature: StrictStr, action: StrictStr, url: StrictStr, response: StrictStr, step: StrictInt
+    ) -> Recorded:
+        """What the agent did about an action known to fail: chose otherwise, or went ahead warned."""
+        handles.writing(run_id).repeated_failure(signature, action, url, response, step)
+        return Recorded()
+
+    @server.tool()
+    async def short_term(run_id: StrictStr) -> ShortTermMemory:
+        """This run's short-term memory: recent actions, failed signatures, loop warnings, path."""
+        return ShortTermMemory(short_term=handles.reading(run_id).short_term())
+
+    @server.tool()
+    async def use_embedding(run_id: StrictStr, vector: list[Number], model: StrictStr) -> Recorded:
+        """The vector of this run's internal state (its goal) by `model`: every step recorded from
+        now on carries it, and step-memory retrieval compares intents by it."""
+        handles.writing(run_id).use_embedding(vector, model)
+        return Recorded()
+
+    @server.tool()
+    async def recorded_embedding(run_id: StrictStr, model: StrictStr) -> RecordedEmbedding:
+        """This run's internal state as `model` embedded it for an earlier step (null if none did)."""
+        return RecordedEmbedding(vector=handles.reading(run_id).recorded_embedding(model))
+
+    @server.tool()
+    async def exploration_started(
+        run_id: StrictStr, homepage_url: StrictStr, max_depth: StrictInt, max_pages: StrictInt
+    ) -> Recorded:
+        """A sitemap exploration of the site of `homepage_url` begins."""
+        handles.writing(run_id).exploration_started(homepage_url, max_depth, max_pages)
+        return Recorded()
+
+    @server.tool()
+    async def sitemap_links(
+        run_id: StrictStr,
+        parent_url: StrictStr,
+        depth: StrictInt,
+        links: list[dict[StrictStr, StrictStr]],
+        step: StrictInt,
+    ) -> Recorded:
+        """Links found on `parent_url` during an exploration."""
+        handles.writing(run_id).sitemap_links(parent_url, depth, links, step)
+        return Recorded()
+
+    @server.tool()
+    async def sitemap_visited(
+        run_id: StrictStr,
+        url: StrictStr,
+        title: StrictStr,
+        summary: StrictStr,
+        section_count: StrictInt,
+        depth: StrictInt,
+        step: StrictInt,
+    ) -> Recorded:
+        """A page the exploration visited."""
+        handles.writing(run_id).sitemap_visited(url, title, summary, section_count, depth, step)
+        return Recorded()
+
+    @server.tool()
+    async def exploration_completed(
+        run_id: StrictStr,
+        homepage_url: StrictStr,
+        visited: StrictInt,
+        discovered: StrictInt,
+        complete: StrictBool,
+        summary: StrictStr,
+    ) -> Recorded:
+        """How the exploration of the site of `homepage_url` ended."""
+        handles.writing(run_id).exploration_completed(homepage_url, visited, discovered, complete, summary)
+        return Recorded()
+
+    @server.tool()
+    async def sitemap(run_id: StrictStr, domain: StrictStr | None = None) -> Sitemap:
+        """The site's graph of pages (null before its first exploration)."""
+        return Sitemap(sitemap=handles.reading(run_id).sitemap(domain=domain))
 
     # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
 
@@ -587,7 +738,9 @@ def build_server(memory: Memory) -> MemoryServer:
     ) -> AbandonedRuns:
         """Finish as failed (reason "abandoned") every running run with no event for `older_than`
         seconds (default: the memory's stale_after, one hour); returns the run ids finished."""
-        return AbandonedRuns(abandoned=memory.abandon_stale_runs(stale_limit(older_than)))
+        abandoned = memory.abandon_stale_runs(stale_limit(older_than))
+        handles.drop(abandoned)
+        return AbandonedRuns(abandoned=abandoned)
 
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
 

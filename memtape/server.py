@@ -37,7 +37,8 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from importlib.metadata import version
-from typing import Any
+from inspect import Parameter
+from typing import Any, get_origin, get_type_hints
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
@@ -56,25 +57,44 @@ from memtape.face_models import (
     AbandonedRuns,
     Appended,
     Audit,
+    BacktrackBody,
+    Body,
     ContextBody,
+    EmbeddingBody,
     Error,
     ExperimentBody,
     Explained,
+    ExplorationEndBody,
+    ExplorationStartBody,
+    ExtractionBody,
     FactBody,
     FinishBody,
     Finished,
+    InferredContext,
+    InferredContextBody,
+    KnownFailure,
+    KnownFailureBody,
     LessonBody,
     ObservedFact,
     PageMapBody,
+    PatternUsedBody,
+    ProgressBody,
     Recorded,
+    RecordedEmbedding,
     RecordedLesson,
     RecordedStep,
+    RepeatedFailureBody,
+    RunHandles,
     RunStart,
     ScratchBody,
     ScratchValue,
     SelectorBody,
+    SitemapLinksBody,
+    SitemapVisitBody,
+    SnapshotBody,
     StartedRun,
     StepBody,
+    TakenSnapshot,
     UserContextBody,
     finished,
     stale_limit,
@@ -82,13 +102,18 @@ from memtape.face_models import (
 from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
-from memtape.ledger.jsonl import parse_lines
+from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
 from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
 from memtape.projections.page_maps import PageMap
+from memtape.projections.patterns import Pattern
 from memtape.projections.pin import caller_refusal
+from memtape.projections.recording import Extraction
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
+from memtape.projections.short_term import ShortTerm
+from memtape.projections.sitemap import SiteMap
+from memtape.projections.snapshots import Snapshot
 from memtape.projections.steps import StepMemory
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -176,11 +201,18 @@ def _not_a_json_number(name: str) -> Any:
 
 
 class JSONRequest(Request):
-    """A request whose JSON body is standard JSON: Python's parser would take NaN and Infinity."""
+    """A request whose JSON body is standard JSON: Python's parser would take NaN and Infinity.
+    A body nested past what its parser's recursion reaches is refused as the door refuses it,
+    in one line saying how deep it nests (FastAPI would answer a bare "error parsing the body")."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = json.loads(await self.body(), parse_constant=_not_a_json_number)
+            body = await self.body()
+            try:
+                self._json = json.loads(body, parse_constant=_not_a_json_number)
+            except RecursionError:
+                _members, deepest = outline(body.decode("utf-8", "replace"))
+                raise HTTPException(400, nested_too_deep("the request body", deepest)) from None
         return self._json
 
 
@@ -239,7 +271,7 @@ def create_app(
         generate_unique_id_function=lambda route: route.name,
     )  # operationId: the library call's name
     app.router.route_class = JSONRoute
-    live: dict[str, Run] = {}
+    handles = RunHandles(memory)
     cors = tuple(cors_origins)
 
     async def answered(request: Request, work: Callable[[], BaseModel], status: int = 200) -> JSONResponse:
@@ -253,21 +285,9 @@ def create_app(
         try:
             code, body, replayed = memory.once(key, asked, lambda: (status, jsonable_encoder(work())))
         except BaseException:
-            live.clear()  # a run object may hold what was rolled back
+            handles.drop()  # a run object may hold what was rolled back
             raise
         return JSONResponse(body, status_code=code, headers={"Idempotent-Replayed": "true"} if replayed else None)
-
-    def run_of(run_id: str) -> Run:
-        run = live.get(run_id)
-        if run is None or run.finished:
-            run = memory.run(run_id)
-            live[run_id] = run
-        return run
-
-    def read_of(run_id: str) -> Run:
-        """The run to read from: its live handle, or (a finished run's too) the ledger's."""
-        run = live.get(run_id)
-        return run if run is not None and not run.finished else memory.read_run(run_id)
 
     def post(
         path: str, answer: Any, call: Callable[..., Any], status: int = 200, **options: Any
@@ -283,7 +303,9 @@ def create_app(
             **options,
         )
 
-    def get(path: str, answer: Any, call: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def get(
+        path: str, answer: Any, call: Callable[..., Any], **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A GET route answering `answer`, documented by the library call it makes."""
         return app.get(
             path,
@@ -291,7 +313,56 @@ def create_app(
             responses=refusals(QUERY_REFUSALS),
             summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
             description=inspect.getdoc(call),
+            **options,
         )
+
+    def run_read(
+        path: str,
+        answer: Any,
+        call: Callable[..., Any],
+        handle: Callable[[str], Run] = handles.reading,
+        reply: Callable[[Any], Any] = lambda value: value,
+    ) -> None:
+        """GET `path`: `call` on the run's handle (`handles.writing` for a recall, which logs an
+        event), its arguments the library's with their defaults as query parameters (a list one
+        repeated), answering `reply` of its value as `answer`."""
+        hints = get_type_hints(call)
+        taken = [Parameter("run_id", Parameter.KEYWORD_ONLY, annotation=str)]
+        for p in list(inspect.signature(call).parameters.values())[1:]:
+            default = p.default
+            if get_origin(hints[p.name]) is list:  # a query parameter, not a body
+                default = Query() if default is Parameter.empty else Query(default)
+            taken.append(Parameter(p.name, Parameter.KEYWORD_ONLY, annotation=hints[p.name], default=default))
+
+        async def read(run_id: str, **arguments: Any) -> Any:
+            return reply(getattr(handle(run_id), call.__name__)(**arguments))
+
+        read.__signature__ = inspect.Signature(taken)  # type: ignore[attr-defined]
+        get(path, answer, call, name=call.__name__)(read)
+
+    def run_write(
+        path: str,
+        call: Callable[..., Any],
+        body: type[Body],
+        answer: Any = Recorded,
+        reply: Callable[[Any], Any] = lambda _: Recorded(),
+    ) -> None:
+        """POST `path`: `call` on the run's handle to record into, with `body` (exactly the
+        library's arguments), once per Idempotency-Key, answering `reply` of its value as `answer`."""
+
+        async def write(request: Request, run_id: str, body: Body) -> Any:
+            return await answered(
+                request, lambda: reply(getattr(handles.writing(run_id), call.__name__)(**body.arguments()))
+            )
+
+        write.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+                Parameter("run_id", Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+                Parameter("body", Parameter.POSITIONAL_OR_KEYWORD, annotation=body),
+            ]
+        )
+        post(path, answer, call, name=call.__name__)(write)
 
     # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
     app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
@@ -345,161 +416,105 @@ def create_app(
     @post("/runs", StartedRun, Memory.start_run, status=201)
     async def start_run(request: Request, body: RunStart) -> Any:
         def work() -> StartedRun:
-            run = memory.start_run(**body.model_dump())
-            live[run.run_id] = run
+            run = handles.keep(memory.start_run(**body.model_dump()))
             return StartedRun(run_id=run.run_id, session_id=run.session_id)
 
         return await answered(request, work, 201)
 
-    @post("/runs/{run_id}/steps", RecordedStep, Run.record_step)
-    async def record_step(request: Request, run_id: str, body: StepBody) -> Any:
-        return await answered(request, lambda: RecordedStep(event_id=run_of(run_id).record_step(**body.model_dump())))
-
-    @post("/runs/{run_id}/lessons", RecordedLesson, Run.record_lesson)
-    async def record_lesson(request: Request, run_id: str, body: LessonBody) -> Any:
-        return await answered(
-            request, lambda: RecordedLesson(lesson_id=run_of(run_id).record_lesson(**body.model_dump()))
-        )
+    run_write("/runs/{run_id}/steps", Run.record_step, StepBody, RecordedStep, lambda e: RecordedStep(event_id=e))
+    run_write(
+        "/runs/{run_id}/lessons", Run.record_lesson, LessonBody, RecordedLesson, lambda i: RecordedLesson(lesson_id=i)
+    )
 
     @post("/runs/{run_id}/facts", ObservedFact, Run.observe_fact)
     async def observe_fact(request: Request, run_id: str, body: FactBody) -> Any:
         def work() -> ObservedFact:
-            run = run_of(run_id)
+            run = handles.writing(run_id)
             domain = body.domain if body.domain is not None else run.domain
             run.observe_fact(**body.model_dump())
             return ObservedFact(domain=domain, kind=body.kind, key=body.key)
 
         return await answered(request, work)
 
-    @post("/runs/{run_id}/selectors", Recorded, Run.selector_result)
-    async def selector_result(request: Request, run_id: str, body: SelectorBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).selector_result(**body.model_dump())
-            return Recorded()
-
-        return await answered(request, work)
-
-    @post("/runs/{run_id}/context", Recorded, Run.record_context)
-    async def record_context(request: Request, run_id: str, body: ContextBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).record_context(
-                **{
-                    **body.model_dump(),
-                    "items": [i.given() for i in body.items],
-                    "trimmed": [i.given() for i in body.trimmed],
-                }
-            )
-            return Recorded()
-
-        return await answered(request, work)
+    run_write("/runs/{run_id}/selectors", Run.selector_result, SelectorBody)
+    run_write("/runs/{run_id}/context", Run.record_context, ContextBody)
 
     @post("/runs/{run_id}/finish", Finished, Run.finish)
     async def finish(request: Request, run_id: str, body: FinishBody) -> Any:
         def work() -> Finished:
-            learned = run_of(run_id).finish(**body.model_dump())
-            live.pop(run_id, None)
+            learned = handles.writing(run_id).finish(**body.model_dump())
+            handles.drop([run_id])
             return finished(run_id, body.success, learned)
 
         return await answered(request, work)
 
+    run_write("/runs/{run_id}/progress", Run.progress, ProgressBody)
+
     # ---- runs: recall (each one an event) and plain reads ------------------------------------
 
-    @get("/runs/{run_id}/tier1", list[Lesson], Run.tier1)
-    async def tier1(run_id: str) -> Any:
-        return run_of(run_id).tier1()
+    run_read("/runs/{run_id}/tier1", list[Lesson], Run.tier1, handles.writing)
+    run_read("/runs/{run_id}/recall/domain", list[Lesson], Run.recall_domain, handles.writing)
+    run_read("/runs/{run_id}/recall/error", list[Lesson], Run.recall_error, handles.writing)
+    run_read("/runs/{run_id}/recall/trajectory", TrajectoryRecall | None, Run.recall_trajectory, handles.writing)
+    run_read("/runs/{run_id}/sessions", list[SessionEntry], Run.sessions)
+    run_read("/runs/{run_id}/facts", list[Fact], Run.facts)
+    run_read("/runs/{run_id}/selectors", list[SelectorEntry], Run.selectors)
+    run_read("/runs/{run_id}/step_memories", list[StepMemory], Run.step_memories)
+    run_read("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
+    run_read("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
+    run_read("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
+    run_read("/runs/{run_id}/patterns", list[Pattern], Run.patterns)
+    run_read("/runs/{run_id}/extractions", list[ContextEntry], Run.extractions)
+    run_read("/runs/{run_id}/snapshots", list[Snapshot], Run.snapshots)
+    run_read("/runs/{run_id}/sitemap", SiteMap | None, Run.sitemap)
+    run_read("/runs/{run_id}/short_term", ShortTerm, Run.short_term)
+    run_read(
+        "/runs/{run_id}/embedding",
+        RecordedEmbedding,
+        Run.recorded_embedding,
+        reply=lambda v: RecordedEmbedding(vector=v),
+    )
 
-    @get("/runs/{run_id}/recall/domain", list[Lesson], Run.recall_domain)
-    async def recall_domain(run_id: str, step: int | None = None, domain: str | None = None) -> Any:
-        return run_of(run_id).recall_domain(step=step, domain=domain)
+    @post("/runs/{run_id}/known_failure", KnownFailure, Run.known_failure)
+    async def known_failure(run_id: str, body: KnownFailureBody) -> Any:
+        # it writes nothing, so an Idempotency-Key changes nothing (as for /experiment)
+        return KnownFailure(signature=handles.reading(run_id).known_failure(**body.arguments()))
 
-    @get("/runs/{run_id}/recall/error", list[Lesson], Run.recall_error)
-    async def recall_error(
-        run_id: str, command: str, error: str, step: int | None = None, domain: str | None = None
-    ) -> Any:
-        return run_of(run_id).recall_error(command=command, error=error, step=step, domain=domain)
+    # ---- runs: working memory and layered memory (seed 003) ----------------------------------
 
-    @get("/runs/{run_id}/recall/trajectory", TrajectoryRecall | None, Run.recall_trajectory)
-    async def recall_trajectory(run_id: str, step: int | None = None, url: str | None = None) -> Any:
-        return run_of(run_id).recall_trajectory(step=step, url=url)
-
-    @get("/runs/{run_id}/sessions", list[SessionEntry], Run.sessions)
-    async def sessions(run_id: str, domain: str | None = None) -> Any:
-        return read_of(run_id).sessions(domain=domain)
-
-    @get("/runs/{run_id}/facts", list[Fact], Run.facts)
-    async def facts(run_id: str, domain: str | None = None) -> Any:
-        return read_of(run_id).facts(domain=domain)
-
-    @get("/runs/{run_id}/selectors", list[SelectorEntry], Run.selectors)
-    async def selectors(run_id: str, domain: str | None = None) -> Any:
-        return read_of(run_id).selectors(domain=domain)
-
-    @get("/runs/{run_id}/step_memories", list[StepMemory], Run.step_memories)
-    async def step_memories(run_id: str, elements: list[str] = Query(), intent: str = Query()) -> Any:
-        return read_of(run_id).step_memories(elements, intent)
-
-    @get("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
-    async def loop_warnings(run_id: str) -> Any:
-        return list(read_of(run_id).loop_warnings())
-
-    @get("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
-    async def prompt_context(run_id: str, domain: str | None = None) -> Any:
-        return read_of(run_id).prompt_context(domain=domain)
-
-    @get("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
-    async def relevant_context(run_id: str, domain: str | None = None) -> Any:
-        return read_of(run_id).relevant_context(domain=domain)
-
-    # ---- runs: working memory (the run's own) ------------------------------------------------
-
-    @post("/runs/{run_id}/user_context", Recorded, Run.give_context)
-    async def give_context(request: Request, run_id: str, body: UserContextBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).give_context(body.context)
-            return Recorded()
-
-        return await answered(request, work)
-
-    @post("/runs/{run_id}/scratch", Recorded, Run.set_scratch)
-    async def set_scratch(request: Request, run_id: str, body: ScratchBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).set_scratch(**body.model_dump())
-            return Recorded()
-
-        return await answered(request, work)
-
-    @get("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
-    async def scratch(run_id: str) -> Any:
-        return read_of(run_id).scratch()
+    run_write("/runs/{run_id}/user_context", Run.give_context, UserContextBody)
+    run_write(
+        "/runs/{run_id}/inferred_context",
+        Run.infer_context,
+        InferredContextBody,
+        InferredContext,
+        lambda recorded: InferredContext(recorded=recorded),
+    )
+    run_write("/runs/{run_id}/scratch", Run.set_scratch, ScratchBody)
+    run_read("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
 
     # a key holds anything, a slash too; `default` is the caller's own (a key never set answers null)
     @get("/runs/{run_id}/scratch/{key:path}", ScratchValue, Run.get_scratch)
     async def get_scratch(run_id: str, key: str) -> Any:
-        return ScratchValue(value=read_of(run_id).get_scratch(key))
+        return ScratchValue(value=handles.reading(run_id).get_scratch(key))
 
-    @post("/runs/{run_id}/page_maps", Recorded, Run.store_page_map)
-    async def store_page_map(request: Request, run_id: str, body: PageMapBody) -> Any:
-        def work() -> Recorded:
-            run_of(run_id).store_page_map(**body.model_dump())
-            return Recorded()
-
-        return await answered(request, work)
-
-    @get("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
-    async def get_all_page_maps(run_id: str) -> Any:
-        return read_of(run_id).get_all_page_maps()
-
-    @get("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
-    async def get_page_map(run_id: str, url: str) -> Any:
-        return read_of(run_id).get_page_map(url)
-
-    @get("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
-    async def has_page_map(run_id: str, url: str) -> Any:
-        return read_of(run_id).has_page_map(url)
-
-    @get("/runs/{run_id}/page_summary", str, Run.get_page_summary)
-    async def get_page_summary(run_id: str, url: str) -> Any:
-        return read_of(run_id).get_page_summary(url)
+    run_write("/runs/{run_id}/page_maps", Run.store_page_map, PageMapBody)
+    run_read("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
+    run_read("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
+    run_read("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
+    run_read("/runs/{run_id}/page_summary", str, Run.get_page_summary)
+    run_write("/runs/{run_id}/patterns_used", Run.pattern_used, PatternUsedBody)
+    run_write("/runs/{run_id}/embedding", Run.use_embedding, EmbeddingBody)
+    run_write("/runs/{run_id}/extractions", Run.extraction, ExtractionBody, Extraction, lambda found: found)
+    run_write(
+        "/runs/{run_id}/snapshots", Run.snapshot, SnapshotBody, TakenSnapshot, lambda i: TakenSnapshot(snapshot_id=i)
+    )
+    run_write("/runs/{run_id}/backtracked", Run.backtracked, BacktrackBody)
+    run_write("/runs/{run_id}/repeated_failure", Run.repeated_failure, RepeatedFailureBody)
+    run_write("/runs/{run_id}/exploration/started", Run.exploration_started, ExplorationStartBody)
+    run_write("/runs/{run_id}/sitemap/links", Run.sitemap_links, SitemapLinksBody)
+    run_write("/runs/{run_id}/sitemap/visited", Run.sitemap_visited, SitemapVisitBody)
+    run_write("/runs/{run_id}/exploration/completed", Run.exploration_completed, ExplorationEndBody)
 
     # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
 
@@ -525,8 +540,7 @@ def create_app(
     async def abandon_stale_runs(request: Request, body: AbandonBody) -> Any:
         def work() -> AbandonedRuns:
             abandoned = memory.abandon_stale_runs(stale_limit(body.older_than))
-            for run_id in abandoned:
-                live.pop(run_id, None)
+            handles.drop(abandoned)
             return AbandonedRuns(abandoned=abandoned)
 
         return await answered(request, work)
@@ -585,7 +599,7 @@ def create_app(
 
         def work() -> Appended:
             recorded = memory.append(lines)
-            live.clear()  # a run finished by these lines must not be recorded into from a stale object
+            handles.drop()  # a run finished by these lines must not be recorded into from a stale object
             if not recorded:
                 return Appended(appended=0)
             return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)

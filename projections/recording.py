@@ -1288,6 +1288,7 @@ class Run:
     # ---- sitemap exploration (seed 003's SitemapGraph) -------------------------------------------
 
     def exploration_started(self, homepage_url: str, max_depth: int, max_pages: int) -> None:
+        """A sitemap exploration of the site of `homepage_url` begins, within these bounds."""
         self._explored(
             ExplorationStarted,
             {"homepage_url": homepage_url, "max_depth": max_depth, "max_pages": max_pages},
@@ -1295,6 +1296,7 @@ class Run:
         )
 
     def sitemap_links(self, parent_url: str, depth: int, links: Sequence[Mapping[str, str]], step: int) -> None:
+        """Links the exploration found on `parent_url` (each with `url`, and `text`, `link_type`)."""
         self._explored(
             SitemapLinksDiscovered,
             {"parent_url": parent_url, "depth": depth, "links": [dict(l) for l in links][:1000]},
@@ -1303,6 +1305,7 @@ class Run:
         )
 
     def sitemap_visited(self, url: str, title: str, summary: str, section_count: int, depth: int, step: int) -> None:
+        """A page the exploration visited, as the agent summarized it."""
         self._explored(
             SitemapPageVisited,
             {
@@ -1319,6 +1322,8 @@ class Run:
     def exploration_completed(
         self, homepage_url: str, visited: int, discovered: int, complete: bool, summary: str
     ) -> None:
+        """How the exploration of the site of `homepage_url` ended: pages visited and found, whether
+        it covered the site, and the agent's summary of it."""
         self._explored(
             ExplorationCompleted,
             {

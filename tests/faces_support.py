@@ -8,12 +8,15 @@ A call is (name, arguments): `name` is the library method (a `Run`'s, or the mem
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from hypothesis import strategies as st
 
 import memtape
 from memtape.api import Memory, Run
@@ -22,6 +25,15 @@ SHOP = "https://shop.example/"
 BLOCKED = "element <div class=cookies> intercepts pointer events"
 SECRET = "hunter2-Wool-Socks-77"
 PAGE = ["button Buy", "link Home", "button Accept cookies"]
+#: what an agent's extract() gave for the cart page
+PAGE_TEXT = {
+    "title": "Cart",
+    "text": "1 x wool socks, 12.50 EUR",
+    "links": [{"url": SHOP, "text": "Home"}],
+    "section_count": 2,
+}
+#: the pattern the first run's success learns (its id is a hash of the domain and the steps)
+LEARNED_PATTERN = "pat_6463ff69d17e83cd"
 
 #: calls made on the memory -> the `Memory` method; every other call is made on the current run
 #: (`memory_tier1` and the memory's recalls: the memory's own, outside a run or for any run by id)
@@ -80,6 +92,25 @@ ROUTES: dict[str, tuple[str, str]] = {
     "memory_recall_trajectory": ("get", "/recall/trajectory"),
     "abandon_stale_runs": ("post", "/runs/abandon_stale"),
     "finish_run": ("post", "/runs/{run_id}/finish"),
+    "progress": ("post", "/runs/{run}/progress"),
+    "infer_context": ("post", "/runs/{run}/inferred_context"),
+    "patterns": ("get", "/runs/{run}/patterns"),
+    "pattern_used": ("post", "/runs/{run}/patterns_used"),
+    "extraction": ("post", "/runs/{run}/extractions"),
+    "extractions": ("get", "/runs/{run}/extractions"),
+    "snapshot": ("post", "/runs/{run}/snapshots"),
+    "snapshots": ("get", "/runs/{run}/snapshots"),
+    "backtracked": ("post", "/runs/{run}/backtracked"),
+    "known_failure": ("post", "/runs/{run}/known_failure"),
+    "repeated_failure": ("post", "/runs/{run}/repeated_failure"),
+    "short_term": ("get", "/runs/{run}/short_term"),
+    "use_embedding": ("post", "/runs/{run}/embedding"),
+    "recorded_embedding": ("get", "/runs/{run}/embedding"),
+    "exploration_started": ("post", "/runs/{run}/exploration/started"),
+    "sitemap_links": ("post", "/runs/{run}/sitemap/links"),
+    "sitemap_visited": ("post", "/runs/{run}/sitemap/visited"),
+    "exploration_completed": ("post", "/runs/{run}/exploration/completed"),
+    "sitemap": ("get", "/runs/{run}/sitemap"),
 }
 #: the MCP tool of each call
 TOOLS = {name: "finish_run" if name == "finish" else name for name in ROUTES}
@@ -239,8 +270,73 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
             "domain": "shop.example",
         },
     ),
+    ("progress", {"turn": 3, "url": SHOP + "cart"}),
+    (
+        "infer_context",
+        {"key": "shipping", "value": "free over 20 EUR", "source": "cart page", "step": 3, "domain": None},
+    ),
+    (
+        "infer_context",
+        {"key": "shipping", "value": "free over 20 EUR", "source": "cart page", "step": 4, "domain": None},
+    ),
+    ("use_embedding", {"vector": [0.25, -1, 0.5], "model": "faces-embed"}),
     *[("record_step", {"step": n, "action": "scroll", "args": {"direction": "down"}}) for n in (4, 5, 6)],
+    ("recorded_embedding", {"model": "faces-embed"}),
     ("loop_warnings", {}),
+    ("known_failure", {"command": "click", "args": {"ref": "e12", "button": "left"}, "url": SHOP + "socks"}),
+    (
+        "repeated_failure",
+        {
+            "signature": "click on Buy",
+            "action": "accepted the cookies instead",
+            "url": SHOP + "socks",
+            "response": "chose_otherwise",
+            "step": 4,
+        },
+    ),
+    ("short_term", {}),
+    (
+        "snapshot",
+        {
+            "url": SHOP + "cart",
+            "title": "Cart",
+            "summary": "one pair of wool socks",
+            "form_state": {"qty": "1"},
+            "scroll": [0, 120],
+            "step": 5,
+        },
+    ),
+    (
+        "backtracked",
+        {
+            "snapshot_id": "snap_run_faces_a_5",
+            "from_url": SHOP + "checkout",
+            "to_url": SHOP + "cart",
+            "reason": "the checkout asked for an account",
+            "avoided": ['button "Checkout"'],
+            "step": 6,
+        },
+    ),
+    ("snapshots", {}),
+    *[
+        ("extraction", {"key": "cart lines", "tool": "extract", "url": SHOP + "cart", "extract": PAGE_TEXT, "step": n})
+        for n in (5, 6)  # the second is served from the cache
+    ],
+    ("extractions", {"domain": None}),
+    ("exploration_started", {"homepage_url": SHOP, "max_depth": 2, "max_pages": 10}),
+    (
+        "sitemap_links",
+        {"parent_url": SHOP, "depth": 0, "links": [{"url": SHOP + "socks", "text": "Socks"}], "step": 6},
+    ),
+    (
+        "sitemap_visited",
+        {"url": SHOP + "socks", "title": "Socks", "summary": "wool socks", "section_count": 3, "depth": 1, "step": 6},
+    ),
+    (
+        "exploration_completed",
+        {"homepage_url": SHOP, "visited": 1, "discovered": 1, "complete": True, "summary": "a shop of socks"},
+    ),
+    ("sitemap", {"domain": None}),
     ("set_scratch", {"key": "cart", "value": {"items": [{"sku": "WS-42", "qty": 1}], "total": 12.5}, "step": 6}),
     ("set_scratch", {"key": "coupon", "value": "WOOL10", "step": 6}),
     ("get_scratch", {"key": "cart", "default": None}),
@@ -317,6 +413,8 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
     ),
     ("recall_trajectory", {"step": 1, "url": SHOP}),
     ("recall_domain", {"step": 1, "domain": None}),
+    ("patterns", {"domain": None}),
+    ("pattern_used", {"pattern_id": LEARNED_PATTERN}),
     ("sessions", {"domain": "shop.example"}),
     ("facts", {"domain": None}),
     ("selectors", {"domain": "shop.example"}),
@@ -389,6 +487,45 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
 ]
 
 FIRST_DOMAIN_RECALL = 2
+#: the second `infer_context` of the same value records nothing: it answers False
+ALREADY_INFERRED = [i for i, (name, _) in enumerate(FLOW) if name == "infer_context"][1]
+
+#: the public calls of `memtape.Run` and `memtape.Memory` that no face offers, and why: each one
+#: is about the caller's own process (its objects, clock, timings, transactions), not the memory
+LOCAL_CALLS = {
+    "Run.timed": "times the caller's own code in memory_ms",
+    "Run.take_step_ms": "reads the caller's own timer (a face's caller sends memory_ms)",
+    "Run.scrub": "a string operation on the caller's values with the handle's secrets",
+    "Run.add_secret": "a secret held by one process's handle; a face's caller marks a step `sensitive`",
+    "Memory.close": "the caller's connection (a server closes its own)",
+    "Memory.current": "the in-process view object (the faces read it through `state`)",
+    "Memory.event": "builds an event object for `append` (a face's caller sends JSON Lines to POST /events)",
+    "Memory.append_to_run": "takes a Python function",
+    "Memory.once": "the idempotency transaction the HTTP face wraps each POST in (Idempotency-Key)",
+    "Memory.now": "the ledger clock's reading, for the library's own use",
+    "Memory.run": "a handle to record into: a face's run calls take the run_id",
+    "Memory.read_run": "a handle to read from: a face's run calls take the run_id",
+}
+#: public calls offered by one face only, and where
+ONE_FACE_CALLS = {
+    "Memory.append": "raw events, an importer's call rather than an agent's: HTTP's POST /events takes them as "
+    "JSON Lines, as `memtape append` does; MCP has no tool for it"
+}
+
+
+def public_calls() -> set[str]:
+    """Every public method of the library's `Run` and `Memory`, as `Run.name` / `Memory.name`."""
+    return {
+        f"{cls.__name__}.{name}"
+        for cls in (memtape.Run, memtape.Memory)
+        for name, _ in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_")
+    }
+
+
+def qualified(name: str) -> str:
+    """The library call a face's call makes, as `Run.name` / `Memory.name`."""
+    return f"Memory.{MEMORY_CALLS[name]}" if name in MEMORY_CALLS else f"Run.{name}"
 
 
 def library_call(name: str) -> Callable[..., Any]:
@@ -410,6 +547,16 @@ WRITES = frozenset(
         "set_scratch",
         "store_page_map",
         "finish_run",
+        "progress",
+        "pattern_used",
+        "snapshot",
+        "backtracked",
+        "repeated_failure",
+        "use_embedding",
+        "exploration_started",
+        "sitemap_links",
+        "sitemap_visited",
+        "exploration_completed",
     }
 )
 
@@ -435,6 +582,10 @@ VOLATILE = frozenset(
         "learned_from",
         "source_event_ids",
         "first_seen",
+        "visited_at",
+        "learned_at",
+        "age_seconds",
+        "extraction_id",
     }
 )
 
@@ -465,6 +616,8 @@ def through_library(location: Path) -> list[Any]:
                 continue
             if name == "abandon_stale_runs":  # seconds over the faces, a timedelta in Python
                 arguments = {"older_than": timedelta(seconds=arguments["older_than"])}
+            if name == "extraction":  # the page over the faces, the function giving it in Python
+                arguments = {**arguments, "extract": lambda page=arguments["extract"]: page}
             target: Any = mem if name in MEMORY_CALLS else run
             answer = getattr(target, MEMORY_CALLS.get(name, name))(**arguments)
             answers.append(None if name in WRITES else plain(answer))
@@ -478,7 +631,7 @@ def answers_equal(face: list[Any], library: list[Any], unwrap: Callable[[str, An
         if name in WRITES:
             continue
         assert steady(unwrap(name, got)) == steady(want), name
-        assert want or i == FIRST_DOMAIN_RECALL, name
+        assert want or i in (FIRST_DOMAIN_RECALL, ALREADY_INFERRED), name
 
 
 def run_events(location: Path) -> list[tuple[Any, ...]]:
@@ -528,6 +681,9 @@ RUN_READS: list[tuple[str, dict[str, Any]]] = [
     ("prompt_context", {"domain": None}),
     ("relevant_context", {"domain": None}),
     ("step_memories", {"elements": PAGE, "intent": "accept the cookie banner"}),
+    ("snapshots", {}),
+    ("short_term", {}),
+    ("known_failure", {"command": "click", "args": {}, "url": SHOP}),
 ]
 #: calls a finished run refuses: its recall (an event of the run) and its writes
 RUN_REFUSED: list[tuple[str, dict[str, Any]]] = [
@@ -537,6 +693,11 @@ RUN_REFUSED: list[tuple[str, dict[str, Any]]] = [
     ("record_lesson", {"text": "Accept cookies first"}),
     ("set_scratch", {"key": "k", "value": 1}),
     ("finish", {"success": True}),
+    ("progress", {"turn": 5, "url": SHOP}),
+    ("infer_context", {"key": "k", "value": "v", "source": "page"}),
+    ("use_embedding", {"vector": [0.5], "model": "m"}),
+    ("snapshot", {"url": SHOP, "title": "Shop", "summary": "s", "form_state": {}, "scroll": [0, 0], "step": 9}),
+    ("exploration_started", {"homepage_url": SHOP, "max_depth": 1, "max_pages": 5}),
 ]
 
 
@@ -573,8 +734,33 @@ def finished_run(location: Path) -> tuple[str, list[Any]]:
             },
             step=4,
         )
+        run.snapshot(SHOP, "Shop", "the front page, a cookie banner", {}, (0, 0), step=4)
         run.finish(success=False, outcome="blocked")
         answers = [plain(getattr(run, name)(**arguments)) for name, arguments in RUN_READS]
     for (name, _), answer in zip(RUN_READS, answers, strict=True):
         assert answer, name
     return "run_done", answers
+
+
+#: the run calls that take a body over HTTP (every one that records, and known_failure), each with
+#: arguments the library takes (the FLOW's last)
+RECORDING = {
+    name: arguments
+    for name, arguments in FLOW
+    if name not in MEMORY_CALLS and name != "finish" and (name in WRITES or ROUTES[name][0] == "post")
+}
+
+
+def extremes() -> st.SearchStrategy[Any]:
+    """JSON values a caller may send where another was expected: extremes of each type, text a
+    field refuses (NUL, past MAX_TEXT), nested values."""
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+        st.sampled_from(["", "nul\x00here", "x" * 100_001, "javascript:alert(1)"]),
+        st.lists(st.integers(min_value=-(2**65), max_value=2**65), max_size=3),
+        st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=5), st.integers()), max_size=2),
+    )

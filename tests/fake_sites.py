@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.agent.browser import ActionResult, Element, Observation
-from memtape.agent.loop import RunResult, run_task
+from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
 from memtape.projections.recording import Memory
@@ -109,7 +109,7 @@ COOKIE_GOALS = (
 )
 
 
-def cookie_runs(directory: Path) -> tuple[SqliteStore, list[RunResult]]:
+def cookie_runs(directory: Path, config: RunConfig | None = None) -> tuple[SqliteStore, list[RunResult]]:
     """The bundled agent (scripted policy, memory on) on the cookie site, three runs: the first
     learns the banner the hard way; the second, the same session's next rep, has the site's tip,
     its session, a reference trajectory of the first goal and its graded steps; the third is
@@ -124,6 +124,7 @@ def cookie_runs(directory: Path) -> tuple[SqliteStore, list[RunResult]]:
             goal=goal,
             start_url="http://cookies.test/",
             session_id=session,
+            config=config,
         )
         for goal, session in COOKIE_GOALS
     ]

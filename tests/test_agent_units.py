@@ -43,11 +43,7 @@ from memtape.projections.recording import (
     observe_facts,
 )
 from memtape.projections.view import MemoryView
-
-INTERCEPT = (
-    'Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
-    "intercepts pointer events"
-)
+from tests.fake_sites import INTERCEPT, FakePage
 
 
 def obs(url: str = "http://shop.test/", *elements: tuple[str, str, str], text: str = "") -> Observation:
@@ -474,14 +470,6 @@ def test_scripted_policy_fill_fallback_uses_error_tips() -> None:
 
 
 # ---- the loop against a fake browser --------------------------------------------------------
-
-
-class FakePage:
-    def __init__(self) -> None:
-        self.url = "about:blank"
-
-    def title(self) -> str:
-        return "Fake"
 
 
 class FakeBrowser:

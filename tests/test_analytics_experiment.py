@@ -9,6 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from memtape.agent.embeddings import Embeddings
+from memtape.agent.loop import RunConfig
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.fork import fork_ledger
 from memtape.commands.experiment import parse_settings
@@ -19,7 +21,7 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
 from tests.cli_runner import run_cli
-from tests.fake_sites import RunResult, cookie_runs
+from tests.fake_sites import COOKIE_GOALS, RunResult, cookie_runs
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +258,30 @@ def test_prompt_items_are_compared_by_their_text(cookie_site: tuple[SqliteStore,
     assert (row.run_id, row.change, row.source, row.item) == (second.run_id, "changed", "session_history", first.run_id)
     assert row.was is not None and "final URL" in row.was and "final URL" not in row.label
     assert result.differences == 1
+
+
+class GoalVectors(Embeddings):
+    """An embeddings endpoint that puts each goal on its own axis: no two goals alike, however
+    many words they share."""
+
+    def __init__(self) -> None:
+        self.model, self.asked = "axes", {}
+
+    def embed(self, text: str) -> list[float]:
+        axis = [goal for goal, _ in COOKIE_GOALS].index(text)
+        return [1.0 if k == axis else 0.0 for k in range(len(COOKIE_GOALS))]
+
+
+def test_step_memories_are_retrieved_again_with_the_steps_recorded_embedding(tmp_path: Path) -> None:
+    """The rep 2 run's goal shares most words with rep 1's, but their vectors differ: its prompts
+    held no step memory, and the experiment re-retrieves with the vector its steps recorded."""
+    store, (first, second, _) = cookie_runs(tmp_path, RunConfig(embeddings=GoalVectors()))
+    try:
+        steps = [ev for ev in store.read(types=["step_recorded"]) if ev.run_id == second.run_id]
+        assert steps and all(ev.data["embedding_model"] == "axes" for ev in steps)
+        same = run_experiment(store, {})
+        assert same.differences == 0 and same.recalls_kept_as_recorded == 0 and same.recalls_remade >= len(steps)
+        text_only = run_experiment(store, {"step_memory_min_similarity": 0.0})
+        assert text_only.differences == 0  # still the vectors decide: orthogonal, under any floor
+    finally:
+        store.close()

@@ -116,3 +116,45 @@ def test_a_touched_file_is_checked_whole_once_kept_and_sealed_again(
 def test_a_digest_not_ours_matches_no_file() -> None:
     assert Digest(db.TABLES, "not a digest") != Digest(db.TABLES)
     assert Digest(db.TABLES, str(Digest(db.TABLES))) == Digest(db.TABLES)
+
+
+def test_a_rebuild_makes_the_seq_indexes_again_and_one_that_fails_keeps_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rebuild drops the seq indexes of `_intervals` while it inserts: it makes them again
+    before its commit, and one that fails before that (here, just before) rolls back to the file
+    as it was, indexes and seal included."""
+    store = SqliteStore.open(tmp_path / "ledger.db", clock=SteppingClock())
+    _populated(store)
+    path = tmp_path / "projections.db"
+    want = MemoryView.open(store, path).digests()
+    materialize.rebuild(store, path)
+    _checked_whole(path)  # every table, index and digest as this code makes them
+
+    def indexes(conn: sqlite3.Connection) -> set[str]:
+        return {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+    during: list[set[str]] = []
+
+    def killed(tracker: intervals.Tracker) -> None:
+        tracker.flush()
+        during.append(indexes(tracker.conn))
+        raise RuntimeError("killed")
+
+    with mock.patch.object(intervals.Tracker, "finish", killed), pytest.raises(RuntimeError, match="killed"):
+        materialize.rebuild(store, path)
+    assert during and not set(intervals.INDEXES) & during[0]  # every version in, the indexes not yet
+    conn = sqlite3.connect(path)
+    try:
+        assert set(intervals.INDEXES) <= indexes(conn)
+    finally:
+        conn.close()
+    _checked_whole(path)
+    with caplog.at_level(logging.WARNING, logger="memtape"):
+        view = MemoryView.open(store, path)
+        assert view.digests() == want
+        assert (
+            view.as_of(store.head() // 2).digests() == MemoryView.open(store, None).as_of(store.head() // 2).digests()
+        )
+    assert not caplog.records
+    store.close()

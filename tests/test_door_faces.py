@@ -25,6 +25,7 @@ from memtape.mcp_server import build_server
 from memtape.projections.report import STATE_KINDS
 from memtape.server import create_app
 from tests.cli_runner import CliResult, run_cli
+from tests.server_support import live_server
 
 SHOP = "https://shop.test/p?q=1"
 
@@ -158,6 +159,37 @@ def test_nesting_fifty_thousand_deep_is_one_line_from_the_library(tmp_path: Path
     assert run_cli("--memory-dir", str(tmp_path / "mem"), "verify", "--decisions").code == 0
 
 
+def test_nesting_fifty_thousand_deep_is_one_line_over_http(tmp_path: Path) -> None:
+    """A body past the parser's recursion is refused as the door refuses it: how deep, in one line."""
+    memory = tmp_path / "mem"
+    with live_server(memory) as server, server.client() as http:
+        run = http.post("/runs", json={"goal": "g", "start_url": SHOP}).json()["run_id"]
+        before = events_in(memory)
+        answers = [
+            http.post(
+                f"/runs/{run}/{route}",
+                content=head + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"}",
+                headers={"Content-Type": "application/json"},
+            )
+            for route, head in (
+                ("steps", b'{"step":1,"action":"click","args":'),
+                ("scratch", b'{"key":"deep","value":'),
+                (
+                    "snapshots",
+                    b'{"url":"https://shop.test/","title":"t","summary":"s","scroll":[0,0],"step":1,"form_state":',
+                ),
+            )
+        ]
+        fine = http.post(f"/runs/{run}/steps", json={"step": 1, "action": "click", "args": deep(62)})
+        assert events_in(memory) == before + 1  # only the last step
+    for answer in answers:
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "error": "the request body nests 50001 levels deep; memtape reads at most 64; nothing was written"
+        }
+    assert fine.status_code == 200, fine.text
+
+
 SCRIPT_URLS = [
     "javascript:alert(1)",
     " JavaScript:alert(document.cookie)",
@@ -193,6 +225,46 @@ def test_a_script_url_starts_no_run_on_any_face(tmp_path: Path, start_url: str) 
         )
     )
     assert events_in(memory) == 0
+
+
+@pytest.mark.parametrize("url", SCRIPT_URLS[::2])
+def test_an_exploration_goes_to_no_script_url_on_any_face(tmp_path: Path, url: str) -> None:
+    """Where an exploration starts and the links it goes on to are where a browser is sent next."""
+    memory = tmp_path / "mem"
+    link = {"url": url, "text": "next"}
+    with memtape.open(memory) as mem:
+        run = mem.start_run(goal="g", start_url=SHOP)
+        before = sum(1 for _ in mem.store.read())
+        with pytest.raises(memtape.MemtapeError, match="homepage_url: javascript:, vbscript:, data: URLs carry"):
+            run.exploration_started(url, 2, 10)
+        with pytest.raises(memtape.MemtapeError, match=r"links\.0\.url: javascript:, vbscript:, data: URLs carry"):
+            run.sitemap_links(SHOP, 0, [link], step=1)
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            started = http.post(
+                f"/runs/{run.run_id}/exploration/started", json={"homepage_url": url, "max_depth": 2, "max_pages": 10}
+            )
+            links = http.post(
+                f"/runs/{run.run_id}/sitemap/links", json={"parent_url": SHOP, "depth": 0, "links": [link], "step": 1}
+            )
+            for answer, field in ((started, "homepage_url"), (links, "url")):
+                assert answer.status_code == 400 and field in answer.json()["error"], answer.text
+
+        async def over_mcp() -> list[str]:
+            async with Client(build_server(mem)) as client:
+                calls = [
+                    ("exploration_started", {"homepage_url": url, "max_depth": 2, "max_pages": 10}),
+                    ("sitemap_links", {"parent_url": SHOP, "depth": 0, "links": [link], "step": 1}),
+                ]
+                out = []
+                for tool, args in calls:
+                    result = await client.call_tool(tool, {"run_id": run.run_id, **args})
+                    assert result.is_error
+                    out.append(str(result.content[0].text))  # type: ignore[union-attr]
+                return out
+
+        assert [("homepage_url" in a, "url" in b) for a, b in [anyio.run(over_mcp)]] == [(True, True)]
+        assert sum(1 for _ in mem.store.read()) == before
+        run.sitemap_links(SHOP, 0, [{"url": "https://shop.test/javascript:x", "text": "a path"}], step=1)
 
 
 def test_a_script_scheme_elsewhere_in_a_url_is_an_address(tmp_path: Path) -> None:

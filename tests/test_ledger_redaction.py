@@ -8,9 +8,10 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtape.ledger.events import Action, NewEvent, StepRecorded
+from memtape.ledger.events import Action, ContextBuilt, ContextItem, NewEvent, StepRecorded
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
+from memtape.projections.knowledge import Fact, fact_line
 from tests.cli_runner import run_cli
 
 PASSWORD = "hunter2-Corr3ct-Horse"
@@ -168,3 +169,23 @@ def test_a_remembered_clean_verdict_changes_no_answer(text: str) -> None:
     assert (text in r._clean) == (first == text and len(text) <= CLEAN_CACHE_TEXT and r.may_contain_secrets(text))
     assert r.text("key") == "key" and "key" in r._clean
     assert r.text(API_KEY) == MARKER and API_KEY not in r._clean
+
+
+def test_a_prompt_quoting_element_names_in_a_fact_is_recorded_as_the_model_saw_it(
+    fresh_ledger: SqliteStore,
+) -> None:
+    """APP KNOWLEDGE renders a fact as JSON-quoted text: the escaped quotes around "Sign in" are inside
+    one string, so the grammar finds no login there and the ledger keeps the prompt byte for byte."""
+    fact = Fact(
+        "f1", "portal.test", "pattern", "auth flow", 'fill "Username" → fill "Password" → click "Sign in"',
+        0.6, 1, "t", None, "t", "t", False, (),
+    )  # fmt: skip
+    line = fact_line(fact)
+    assert line == (
+        '- pattern: "auth flow": "fill \\"Username\\" → fill \\"Password\\" → click \\"Sign in\\"" (confidence 0.60)'
+    )
+    item = ContextItem(source="app_knowledge", priority=50, tokens=30, text=f"APP KNOWLEDGE:\n{line}")
+    payload = ContextBuilt(prompt="step", budget=400, total_tokens=30, items=[item])
+    (recorded,) = fresh_ledger.append([NewEvent(payload=payload, run_id="r1", step=1)])
+    assert recorded.data["items"][0]["text"] == f"APP KNOWLEDGE:\n{line}"
+    assert list(fresh_ledger.read())[-1].data["items"][0]["text"] == f"APP KNOWLEDGE:\n{line}"

@@ -203,3 +203,25 @@ def test_a_catch_up_waits_for_another_process_writing_then_builds_on_it(fresh_le
         fold(MemoryState.empty(), fresh_ledger.read(), Policy())
     )
     assert not [r for r in caplog.records if "discarded" in r.getMessage()]
+
+
+def test_a_small_state_is_snapshotted_at_every_multiple_a_larger_one_less_often(fresh_ledger, memory_path):
+    """Snapshots of a small state fall on every multiple of SNAPSHOT_EVERY (as of a seq then folds
+    at most that many events after one); a state over SMALL_STATE_BYTES waits LARGE_EVERY times as
+    long. Either way, memory as of any seq equals the fold."""
+    _populated(fresh_ledger)
+    head = fresh_ledger.head()
+    events = list(fresh_ledger.read())
+    for small, spaced in ((10**9, 10), (0, 10 * materialize.LARGE_EVERY)):
+        path = memory_path / f"projections-{small}.db"
+        with (
+            mock.patch.object(materialize, "SNAPSHOT_EVERY", 10),
+            mock.patch.object(materialize, "SMALL_STATE_BYTES", small),
+        ):
+            view = MemoryView.open(fresh_ledger, path)
+            seqs = [
+                r[0] for r in sqlite3.connect(path).execute("SELECT seq FROM _snapshots WHERE projection = 'context'")
+            ]
+            assert seqs == list(range(10, head + 1, spaced))
+            for n in (9, 10, 11, 25, 49, 51, head):
+                assert view.as_of(n).digests() == digests(fold(MemoryState.empty(), events[:n], Policy()))

@@ -16,6 +16,7 @@ and whatever the policy would type as a password is what the scrubber hides.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -349,8 +350,19 @@ def test_the_agent_logs_in_with_what_the_scrubber_hides() -> None:
 
 
 _QUOTABLE = st.text(
-    st.characters(blacklist_characters='"\n\r\x00\x01\x02', blacklist_categories=("Cs",)), min_size=1, max_size=30
+    st.characters(blacklist_characters="\n\r\x00\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=200
 ).filter(lambda s: s.strip() != "")
+
+
+def written(text: str) -> str:
+    """`text` inside a goal's quotes: a quote and a backslash escaped (as a prompt fences memory text)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def hidden(secret: str, stored: str) -> bool:
+    """Whether no part of `stored` left between markers holds `secret` (invisible characters aside)."""
+    visible = re.sub("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]", "", secret)
+    return visible.strip() == "" or all(visible not in part for part in stored.split(MARKER))
 
 
 @settings(max_examples=300, deadline=None)
@@ -360,18 +372,65 @@ _QUOTABLE = st.text(
     st.sampled_from(["using", "with password", "and password", "/"]),
     _QUOTABLE,
     _QUOTABLE,
-    st.sampled_from(["", 'Open "Home", then ', 'Accept "Cookies" and ']),
-    st.sampled_from(["", ', open "Profile"', ' and then click "Save"', '.\nWait for "Done"']),
+    st.sampled_from(["", 'Open "Home", then ', 'Accept "Cookies" and ', 'Open "C:\\\\", then ']),
+    st.sampled_from(
+        ["", ', open "Profile"', ' and then click "Save"', '.\nWait for "Done"', ', click "\\"Sign in\\""']
+    ),
 )
 def test_every_password_the_policy_types_is_scrubbed(
     verb: str, prep: str, joint: str, user: str, password: str, before: str, after: str
 ) -> None:
-    goal = f'{before}{verb} {prep} "{user}" {joint} "{password}"{after}'
-    logins = [s for s in parse_goal(goal) if s.kind == "login"]
-    stored = default_redactor().text(goal).replace(MARKER, "")
-    for login in logins:
-        visible = re.sub("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]", "", login.b)
-        assert visible.strip() == "" or visible not in stored, (goal, login)
+    """Quotes and backslashes in the user name and password, escaped as a quoted string writes them:
+    the policy types what they mean, and the scrubber hides it (as typed and as written)."""
+    goal = f'{before}{verb} {prep} "{written(user)}" {joint} "{written(password)}"{after}'
+    logins = [(s.a, s.b) for s in parse_goal(goal) if s.kind == "login"]
+    # " and " ends a clause: `password "p"` is then named by keyword, which the policy does not type
+    assert logins == ([] if joint == "and password" else [(user, password)])
+    assert password in goal_secrets(goal)
+    stored = default_redactor().text(goal)
+    assert hidden(password, stored) and hidden(written(password), stored), (goal, stored)
+
+
+_GOAL_PARTS = st.sampled_from(
+    ['"', "\\", '\\"', "\\\\", "Log in", "sign in", " as ", " using ", " password ", ", ", " and ", " then ", "\n"]
+    + ["demo", "pw", ":", "=", " ", ".", "\\u0022", "x" * 199, "\u200b"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_GOAL_PARTS, st.text(max_size=6)), max_size=24).map("".join))
+def test_the_policy_and_the_scrubber_read_any_goal_alike(goal: str) -> None:
+    """Any text, quotes escaped or not, backslashes anywhere, strings at the length limit: every
+    password the policy would type is one the scrubber finds, and it is hidden in the goal as given,
+    JSON-encoded in a request body, and encoded again inside that."""
+    typed = [s.b for s in parse_goal(goal) if s.kind == "login"]
+    assert set(typed) <= set(goal_secrets(goal))
+    r = default_redactor()
+    body = orjson.dumps({"messages": [{"content": goal}]}).decode()
+    for stored in (r.text(goal), r.text(body), r.text(orjson.dumps(body).decode())):
+        for password in typed:
+            encoded = orjson.dumps(password).decode()[1:-1]
+            assert hidden(password, stored) and hidden(encoded, stored), (goal, stored)
+            assert hidden(orjson.dumps(encoded).decode()[1:-1], stored)
+
+
+def test_a_password_in_escaped_quotes_is_hidden_where_the_policy_would_type_it() -> None:
+    r = default_redactor()
+    goal = 'Log in as "demo" using "hunter2"'
+    body = json.dumps({"goal": goal})
+    # the goal in a recorded request body, in one nested inside it, in a fragment of one, and with
+    # its quotes written as \u0022 (.NET's encoder); the policy reading the goal types hunter2
+    for stored in (body, json.dumps(body), body[9:-2], json.dumps(goal).replace('\\"', "\\u0022")):
+        assert "hunter2" not in r.text(stored), stored
+    assert r.text(body) == '{"goal": "Log in as \\"demo\\" using \\"[REDACTED]\\""}'
+    # a goal holding backslashes: the password is typed as meant and hidden as typed and as written
+    goal = 'Log in as "demo" using "C:\\\\temp\\\\ & \\"x\\"" then open "Home"'
+    assert [(s.kind, s.b) for s in parse_goal(goal)] == [("login", 'C:\\temp\\ & "x"'), ("click", "")]
+    assert r.text(goal) == f'Log in as "demo" using "{MARKER}" then open "Home"'
+    assert goal_secrets(goal) == ['C:\\temp\\ & "x"', 'C:\\\\temp\\\\ & \\"x\\"']
+    # a quote escaped outside any string opens none: the policy logs in with nothing, nothing is hidden
+    fragment = 'Log in as \\"demo\\" using \\"hunter2'
+    assert parse_goal(fragment) == [] and goal_secrets(fragment) == []
 
 
 # ---- detectors --------------------------------------------------------------------------------
@@ -512,7 +571,10 @@ def test_aws_key_ids_and_random_secrets(key_id: str, secret: str) -> None:
         st.one_of(
             st.text(max_size=20),
             st.sampled_from([s.text for s in S.SHAPES]),
-            st.sampled_from(["\n", "\\", '"', " ", "-", S.ZW, "="]),
+            st.sampled_from(["\n", "\\", '"', " ", "-", S.ZW, "=", '\\"', "\\u0020", "\\u0022", "\\\\u0069"]),
+            st.sampled_from(
+                ['Log in as \\"a\\" using \\"pw1\\"', "Log\\u0020in as \\u0022a\\u0022 using \\u0022pw2\\u0022"]
+            ),
         ),
         max_size=6,
     ).map("".join),

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import memtape
 from tests.cli_runner import run_cli
+from tests.faces_support import ROUTES
 from tests.server_support import Served, live_server
 
 SHOP = "https://shop.example/"
@@ -37,45 +38,8 @@ def test_openapi_lists_every_route(server: tuple[Served, Path]) -> None:
     served, _ = server
     spec = httpx.get(f"{served.base}/openapi.json").json()
     assert spec["openapi"].startswith("3.")
-    wanted = {
-        ("post", "/runs"),
-        ("post", "/runs/{run_id}/steps"),
-        ("post", "/runs/{run_id}/lessons"),
-        ("post", "/runs/{run_id}/facts"),
-        ("post", "/runs/{run_id}/selectors"),
-        ("post", "/runs/{run_id}/context"),
-        ("post", "/runs/{run_id}/finish"),
-        ("get", "/runs/{run_id}/recall/error"),
-        ("get", "/runs/{run_id}/recall/domain"),
-        ("get", "/runs/{run_id}/recall/trajectory"),
-        ("get", "/runs/{run_id}/tier1"),
-        ("get", "/runs/{run_id}/sessions"),
-        ("get", "/runs/{run_id}/facts"),
-        ("get", "/runs/{run_id}/selectors"),
-        ("get", "/runs/{run_id}/step_memories"),
-        ("get", "/runs/{run_id}/loop_warnings"),
-        ("get", "/runs/{run_id}/prompt_context"),
-        ("get", "/runs/{run_id}/relevant_context"),
-        ("post", "/runs/{run_id}/user_context"),
-        ("post", "/runs/{run_id}/scratch"),
-        ("get", "/runs/{run_id}/scratch"),
-        ("get", "/runs/{run_id}/scratch/{key}"),
-        ("post", "/runs/{run_id}/page_maps"),
-        ("get", "/runs/{run_id}/page_maps"),
-        ("get", "/runs/{run_id}/page_map"),
-        ("get", "/runs/{run_id}/has_page_map"),
-        ("get", "/runs/{run_id}/page_summary"),
-        ("get", "/state/{kind}"),
-        ("get", "/audit/{run_id}"),
-        ("get", "/explain/{item}"),
-        ("post", "/experiment"),
-        ("post", "/events"),
-        ("get", "/tier1"),
-        ("get", "/recall/domain"),
-        ("get", "/recall/error"),
-        ("get", "/recall/trajectory"),
-        ("post", "/runs/abandon_stale"),
-    }
+    # every call of the faces' flow (one route each, finish_run sharing finish's) and `memtape append`
+    wanted = {(method, path.replace("{run}", "{run_id}")) for method, path in ROUTES.values()} | {("post", "/events")}
     have = {(method, path) for path, ops in spec["paths"].items() for method in ops}
     assert have == wanted
     assert spec["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}

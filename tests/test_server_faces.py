@@ -7,19 +7,27 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import memtape
 from memtape.api import MemtapeError
+from memtape.server import create_app
 from tests.faces_support import (
     FLOW,
+    LOCAL_CALLS,
     MEMORY_CALLS,
+    ONE_FACE_CALLS,
+    RECORDING,
     ROUTES,
     RUN_READS,
     RUN_REFUSED,
@@ -27,9 +35,12 @@ from tests.faces_support import (
     SHARED,
     SHOP,
     answers_equal,
+    extremes,
     finished_run,
     library_call,
     plain,
+    public_calls,
+    qualified,
     raw_bytes,
     run_events,
     steady,
@@ -41,7 +52,13 @@ PATH_FIELDS = ("kind", "run_id", "item", "key")
 #: arguments a route leaves to its caller: get_scratch's default (a key never set answers null)
 CALLERS_OWN = {"get_scratch": "default"}
 #: answers that come as one object holding the library's value
-UNWRAPPED = {"get_scratch": "value", "abandon_stale_runs": "abandoned"}
+UNWRAPPED = {
+    "get_scratch": "value",
+    "abandon_stale_runs": "abandoned",
+    "infer_context": "recorded",
+    "known_failure": "signature",
+    "recorded_embedding": "vector",
+}
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +128,18 @@ def test_every_library_argument_is_a_route_field_with_its_default(served: tuple[
         if name in SHARED:  # the route of another call, taking more: every argument of this one
             fields = {field: fields.get(field, "missing") for field in wanted}
         assert fields == wanted, name
+
+
+def test_every_public_call_of_the_library_has_its_route(served: tuple[Served, Path, dict[str, Any]]) -> None:
+    """A public method added to `Run` or `Memory` fails here until it has a route (or a reason not to)."""
+    _, _, spec = served
+    offered = {qualified(name) for name in ROUTES}
+    assert public_calls() - LOCAL_CALLS.keys() - ONE_FACE_CALLS.keys() == offered
+    assert offered.isdisjoint(LOCAL_CALLS) and set(LOCAL_CALLS) <= public_calls()
+    for name, (method, path) in ROUTES.items():
+        operation = _operation(spec, method, path)
+        assert operation["operationId"] == SHARED.get(name, name), name
+    assert "/events" in spec["paths"]  # Memory.append
 
 
 def test_the_document_declares_answers_errors_the_bearer_scheme_and_idempotency(
@@ -318,3 +347,47 @@ def test_every_refusal_is_declared_on_its_route_with_the_shape_sent(
         ):
             assert answer.status_code == status
             conforms(spec, {"$ref": "#/components/schemas/Error"}, answer.json())
+
+
+def _head(memory: Path) -> int:
+    with memtape.open(memory) as mem:
+        return int(mem.store.head())
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(RECORDING)), field=st.data(), value=extremes())
+def test_any_value_in_any_field_of_a_recording_route_is_taken_or_refused_in_one_line(
+    served: tuple[Served, Path, dict[str, Any]], name: str, field: st.DataObject, value: Any
+) -> None:
+    """Never a crash: an answer the route declares, and a refusal (4xx, one line) writes nothing."""
+    server, memory, spec = served
+    arguments = dict(RECORDING[name])
+    arguments[field.draw(st.sampled_from(sorted(arguments)), label="field")] = value
+    with server.client() as http:
+        run = http.post("/runs", json={"goal": "Any value", "start_url": SHOP}).json()["run_id"]
+        before = _head(memory)
+        answer = _call(http, name, arguments, run)
+    answered_as_declared(spec, *ROUTES[name], answer)
+    assert answer.status_code in (200, 400, 422), (name, arguments, answer.text)
+    if answer.status_code != 200:
+        assert "\n" not in answer.json()["error"]
+        assert _head(memory) == before, (name, arguments)
+
+
+def test_a_run_abandoned_when_another_starts_is_refused_by_its_routes(tmp_path: Path) -> None:
+    """The server's handle on a run does not outlive the run: once a start abandoned it as stale,
+    its recall and writes are 409 naming it, and log nothing."""
+    with memtape.open(tmp_path / "mem", stale_after=timedelta(0)) as mem:
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            first = http.post("/runs", json={"goal": "g", "start_url": SHOP}).json()["run_id"]
+            http.post(f"/runs/{first}/steps", json={"step": 1, "action": "click"}).raise_for_status()
+            http.post("/runs", json={"goal": "h", "start_url": SHOP}).raise_for_status()  # abandons the first
+            answers = [
+                http.get(f"/runs/{first}/tier1"),
+                http.post(f"/runs/{first}/progress", json={"turn": 2, "url": SHOP}),
+            ]
+        assert [e.type for e in mem.store.read(types=["tier1_loaded", "step_recorded", "run_progress"])] == [
+            "step_recorded"
+        ]
+    for answer in answers:
+        assert answer.status_code == 409 and first in answer.json()["error"], answer.text

@@ -60,6 +60,10 @@ DDL = (
     "CREATE INDEX _intervals_facet ON _intervals (projection, facet, valid_to) WHERE facet IS NOT NULL",
 )
 TABLES = tuple(COLUMNS)
+#: the indexes a whole projection as of a seq is read by, name -> how it is made: a rebuild into
+#: an empty table makes them once after its last insert (sorting every version once) rather than
+#: keeping each up to date through every insert and close
+INDEXES = {ddl.split()[2]: ddl for ddl in DDL if ddl.startswith("CREATE INDEX")}
 _ROW = ", ".join(COLUMNS["_intervals"])
 _INSERT = f"INSERT INTO _intervals ({_ROW}) VALUES ({', '.join('?' * len(COLUMNS['_intervals']))})"
 _OPEN_ROW = (
@@ -209,11 +213,30 @@ class Tracker:
         #: index already holds those before)
         self.mentions = Mentions(conn, key, digest, mentions_after)
         self.pack = compression.packer()  # one context for every block (not per call)
+        self.deferred = False  # the seq indexes dropped until `finish` (see `defer_indexes`)
 
     def reset(self, name: str) -> None:
         """Forget every stored version of a projection (it is being rebuilt)."""
         self._delete("_intervals", "projection = ?", (name,))
         self._delete("_blocks", "projection = ?", (name,))
+
+    def defer_indexes(self) -> None:
+        """Before folding into an empty `_intervals` (a rebuild, a first catch-up): drop its `INDEXES`,
+        which `finish` makes again, in the same transaction, once every version is in. Not after a
+        forget: dropping the versions it reaches reads them by `valid_to` at every flush."""
+        if self.floor or self.conn.execute("SELECT 1 FROM _intervals LIMIT 1").fetchone() is not None:
+            return
+        for index in INDEXES:
+            self.conn.execute(f"DROP INDEX IF EXISTS {index}")
+        self.deferred = True
+
+    def finish(self) -> None:
+        """Write what is left to write, and make again the indexes `defer_indexes` dropped."""
+        self.flush()
+        if self.deferred:
+            for ddl in INDEXES.values():
+                self.conn.execute(ddl)
+            self.deferred = False
 
     def _delete(self, table: str, where: str, params: tuple[Any, ...]) -> None:
         """Delete the rows of `table` that `where` selects, out of its digest first."""
@@ -225,7 +248,6 @@ class Tracker:
         """`apply(state, ev, policy)`, recording the versions it opens and closes: the paths
         `touched` names are captured before and after, and only what changed is filed."""
         touched, layout, every, facet = self.specs[name]
-        self.upto = ev.seq
         paths = touched(state, ev)
         if paths is None:
             paths = every

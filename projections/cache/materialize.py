@@ -4,7 +4,7 @@ Per projection it keeps a checkpoint (last seq folded, the fingerprint of the
 projection's code and the policy, the ledger's hash at that seq), the latest state
 (compressed canonical JSON), the validity intervals of the indexed projections
 (intervals.py: as-of by index) and, for the others, periodic snapshots every
-`SNAPSHOT_EVERY` events (less often for a large state), from which `as_of` folds
+`SNAPSHOT_EVERY` events (less often for a larger state, see `spacing`), from which `as_of` folds
 forward only the events of the projections a query touches. Readable tables for
 DuckDB are the analytics mirror's (analytics/mirror.py), not this file's: it holds
 only what memory is served from.
@@ -65,7 +65,14 @@ from memtape.projections.state import (
     unfoldable,
 )
 
-SNAPSHOT_EVERY = 10_000
+#: how often a small state is snapshotted (and every snapshot falls on a multiple of it): as of a
+#: seq, such a state is read from its snapshot and at most this many events after it
+SNAPSHOT_EVERY = 2_500
+#: a state larger than this (canonical JSON) is snapshotted every `LARGE_EVERY` snapshots' spacing
+#: at most: a copy every `SNAPSHOT_EVERY` events would cost more space than folding those events
+#: costs time
+SMALL_STATE_BYTES = 256 * 1024
+LARGE_EVERY = 4
 #: a projection whose state is S bytes is snapshotted at most every S / this many events, so a
 #: large state costs about as much to load as the events folded after it (and storage stays bounded)
 SNAPSHOT_BYTES_PER_EVENT = 500
@@ -126,6 +133,15 @@ class _Counter:
     def advance(self, n: int) -> None:
         self.done += n
         self.report(self.what, self.done, self.total)
+
+
+def spacing(size: int) -> int:
+    """How many events after a snapshot of `size` bytes the next one of the same projection falls
+    due: `SNAPSHOT_EVERY` for a small state (its as-of then folds few events after it), more for a
+    larger one."""
+    if size <= SMALL_STATE_BYTES:
+        return SNAPSHOT_EVERY
+    return max(LARGE_EVERY * SNAPSHOT_EVERY, size // SNAPSHOT_BYTES_PER_EVENT)
 
 
 def forget_floor(store: Store, head: int) -> int:
@@ -295,13 +311,20 @@ class Catchup:
         """Whether an event after `start` up to `head` is one projection `name` folds."""
         return next(iter(self.store.read(start + 1, head, types=FOLDS[name].TYPES, batch=1)), None) is not None
 
+    def _due(self, name: str, seq: int) -> bool:
+        """Whether a snapshot of projection `name` falls due at `seq` (a multiple of SNAPSHOT_EVERY)."""
+        prev = self.last_snap.get(name)
+        return prev is None or seq - prev[0] >= spacing(prev[2])
+
     def _needed(self, name: str, start: int, head: int) -> bool:
         """Whether this catch-up must load projection `name`'s state: it is rebuilt, an event to
-        fold names it, or (not indexed) a snapshot falls due in the range. Otherwise its state at
-        `head` is the stored one: it is neither decoded nor written again."""
+        fold names it, or (not indexed) a snapshot falls due in the range (the range's last multiple
+        of SNAPSHOT_EVERY, the furthest from its last snapshot). Otherwise its state at `head` is
+        the stored one: it is neither decoded nor written again."""
         if start == 0 or start >= head:
             return start == 0
-        if name not in INDEXED and head // SNAPSHOT_EVERY > start // SNAPSHOT_EVERY:
+        last = head // SNAPSHOT_EVERY * SNAPSHOT_EVERY
+        if name not in INDEXED and last > start and self._due(name, last):
             return True
         return self._folds_any(name, start, head)
 
@@ -313,10 +336,6 @@ class Catchup:
         starts: dict[str, int] = {}
         for name in PROJECTIONS:
             starts[name] = self._start(checkpoints.get(name), name)
-        loaded = [n for n in PROJECTIONS if self._needed(n, starts[n], head)]
-        with collector_paused():  # decoding builds as many objects as a fold does (3x slower collected)
-            for name in loaded:  # the others stay None: nothing in the range reaches them
-                setattr(state, name, self._stored(conn, name) if starts[name] else FOLDS[name].empty())
         rebuilt = [n for n in PROJECTIONS if starts[n] == 0 and (n in checkpoints or n in self.only and self.rebuild)]
         lo = min(starts.values())
         floor = forget_floor(self.store, head)
@@ -335,6 +354,10 @@ class Catchup:
             if row:
                 self.last_snap[name] = (row[0], row[1], row[2])
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
+        loaded = [n for n in PROJECTIONS if self._needed(n, starts[n], head)]
+        with collector_paused():  # decoding builds as many objects as a fold does (3x slower collected)
+            for name in loaded:  # the others stay None: nothing in the range reaches them
+                setattr(state, name, self._stored(conn, name) if starts[name] else FOLDS[name].empty())
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
 
@@ -344,9 +367,9 @@ class Catchup:
             for name in PROJECTIONS:
                 if seq <= starts[name] or name in INDEXED:  # the indexed ones answer as-of from intervals
                     continue
-                prev = self.last_snap.get(name)
-                if prev is not None and seq - prev[0] < max(SNAPSHOT_EVERY, prev[2] // SNAPSHOT_BYTES_PER_EVENT):
+                if not self._due(name, seq):
                     continue
+                prev = self.last_snap.get(name)
                 raw = encode(getattr(state, name))
                 dig = hashlib.sha256(raw).hexdigest()
                 if prev is not None and prev[1] == dig:  # unchanged: point at the stored one
@@ -359,6 +382,7 @@ class Catchup:
                 self._flush_snapshots(cache)
 
         if head > lo:
+            tracker.defer_indexes()  # made again by `_save`, which follows any fold
             what = "rebuilding projections" if lo == 0 else "catching up projections"
             counter = _Counter(self.progress, what, head - lo) if self.progress is not None else None
             with collector_paused():
@@ -384,7 +408,7 @@ class Catchup:
         self._flush_snapshots(cache)
         ledger_hash = _hash_at(self.store, head)
         if self.tracker is not None:
-            self.tracker.flush()
+            self.tracker.finish()
         for name in PROJECTIONS:
             new = getattr(state, name)
             if new is not None:

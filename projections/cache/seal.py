@@ -110,16 +110,32 @@ class Key:
         return self._blake(body, key=self._key, digest_size=size).digest()
 
     def row(self, row: Sequence[Any]) -> int:
-        """A row's keyed 64-bit hash. Its columns (text, integers, NULL) as one JSON array, and a
+        """A row's keyed 64-bit hash (of `_body`)."""
+        return int.from_bytes(self._blake(self._body(row), key=self._key, digest_size=8).digest(), "little")
+
+    def hashes(self, rows: Iterable[Sequence[Any]]) -> tuple[int, int]:
+        """How many rows, and the sum of their `row` hashes: one keyed hasher, copied for each row
+        (keying a hasher afresh costs as much as hashing a short row)."""
+        keyed = self._blake(key=self._key, digest_size=8)
+        body, from_bytes = self._body, int.from_bytes
+        n = total = 0
+        for r in rows:
+            h = keyed.copy()
+            h.update(body(r))
+            total += from_bytes(h.digest(), "little")
+            n += 1
+        return n, total
+
+    def _body(self, row: Sequence[Any]) -> bytes:
+        """What a row's hash covers: its columns (text, integers, NULL) as one JSON array, and a
         last column of bytes after it: JSON arrays of scalars are prefix-free, so no two rows of
         one table share an encoding. Text JSON cannot hold (a lone surrogate) is encoded by `repr`,
         which begins with '(' where JSON begins with '['."""
         last = row[-1] if row else None
         try:
-            body = self._dumps(row[:-1]) + last if isinstance(last, bytes) else self._dumps(row)
+            return self._dumps(row[:-1]) + last if isinstance(last, bytes) else self._dumps(row)
         except TypeError:
-            body = repr(tuple(row)).encode("utf-8", "surrogatepass")
-        return int.from_bytes(self._blake(body, key=self._key, digest_size=8).digest(), "little")
+            return repr(tuple(row)).encode("utf-8", "surrogatepass")
 
 
 class Digest:
@@ -146,12 +162,7 @@ class Digest:
 
     def rows(self, key: Key, table: str, rows: Iterable[Sequence[Any]], sign: int = 1) -> None:
         """Add (or take out) rows as stored, hashed by `key`."""
-        h = key.row
-        n = total = 0
-        for r in rows:
-            n += 1
-            total += h(r)
-        self.add(table, n, total, sign)
+        self.add(table, *key.hashes(rows), sign)
 
     def __str__(self) -> str:
         return "/".join(f"{n}:{total}" for n, total in self.parts.values())

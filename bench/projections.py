@@ -365,7 +365,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         figs.append(
             Figure(
                 BENCH,
-                "the twelve folds alone, over events already read into memory",
+                f"the {len(FOLDS)} folds alone, over events already read into memory",
                 head / t_folds,
                 "events/s",
                 "raw scan+decode (sqlite3 + orjson)",

@@ -134,7 +134,7 @@ def _navigable(value: str) -> str:
 #: where memtape sends a browser: a run's start (the bundled agent and replays open it), an
 #: exploration's home page and the links it goes on to (where a page was is what happened: any URL)
 NavigableUrl = Annotated[
-    str, AfterValidator(_navigable), WithJsonSchema({"type": "string", "not": {"pattern": SCRIPT_URL_PATTERN}})
+    str, AfterValidator(_navigable), Field(json_schema_extra={"not": {"pattern": SCRIPT_URL_PATTERN}})
 ]
 
 

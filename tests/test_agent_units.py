@@ -621,6 +621,15 @@ def test_goal_password_is_scrubbed_from_every_event(tmp_path: Any) -> None:
 # ---- the OpenAI-compatible client against a stub server -------------------------------------
 
 
+def answer_json(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    """A stub endpoint's JSON answer."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _Stub(BaseHTTPRequestHandler):
     requests: list[dict[str, Any]] = []
     headers_seen: list[dict[str, str]] = []
@@ -659,12 +668,7 @@ class _Stub(BaseHTTPRequestHandler):
                 }
             ],
         }
-        data = json.dumps(out).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, 200, json.dumps(out).encode())
 
 
 @pytest.fixture
@@ -736,11 +740,7 @@ class _Embeddings(BaseHTTPRequestHandler):
                 "data": [{"object": "embedding", "index": 0, "embedding": EMBEDDED}],
             }
         ).encode()
-        self.send_response(200 if ok else type(self).status if self.path == "/v1/embeddings" else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, 200 if ok else type(self).status if self.path == "/v1/embeddings" else 404, data)
 
 
 @pytest.fixture

@@ -164,6 +164,11 @@ def lesson_id_for(
     return "lsn_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def key_in(data: dict[str, Any]) -> str:
+    """The dedup key of a lesson payload (`lesson_recorded`, `lesson_seeded`, ...)."""
+    return dedup_key(data.get("failed_command"), data.get("error_pattern"), data.get("scope_domain"), data["lesson"])
+
+
 def lesson_id_in(data: dict[str, Any]) -> str:
     """The lesson a lesson payload names: its `lesson_id`, or when empty the one its dedup key gives."""
     return str(
@@ -253,7 +258,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
     if t == "lesson_recorded" or t == "lesson_seeded":
         if t == "lesson_seeded":
             state.seeded = True
-        key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        key = key_in(d)
         if key in state.by_key:
             return state  # a duplicate observation: only a lesson_deduplicated decision changes it
         lesson = new_lesson(
@@ -264,9 +269,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
     elif t == "lesson_deduplicated":
         lid = d["lesson_id"]
         if lid not in state.lessons:
-            lid = state.by_key.get(
-                dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"]), ""
-            )
+            lid = state.by_key.get(key_in(d), "")
         onto = state.lessons.get(lid)
         if onto is None:  # deduplicated onto a lesson forgotten meanwhile: it comes back
             _add(
@@ -312,7 +315,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
     """The paths `apply` may change for this event (None: any)."""
     t, d = ev.type, ev.data
     if t == "lesson_recorded" or t == "lesson_seeded" or t == "lesson_deduplicated":
-        key = dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
+        key = key_in(d)
         lid = lesson_id_in(d)
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":

@@ -49,7 +49,7 @@ from memtape.projections import lessons as lessons_projection
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import SEED001_EVENTS, join_element, js_time, ts_to_ms
 from memtape.projections.knowledge import current_facts
-from memtape.projections.lessons import dedup_key, lesson_id_in, removed_by
+from memtape.projections.lessons import key_in, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
@@ -228,7 +228,7 @@ def memory_events_files(
     relearned: str | None = None  # a lesson the previous line created in the logs and the ledger deduplicated
     for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *SEED001_EVENTS})):
         d = ev.data
-        known = ev.type == "lesson_recorded" and _key_of(d) in ledger.by_key
+        known = ev.type == "lesson_recorded" and key_in(d) in ledger.by_key
         lessons_projection.apply(ledger, ev)
         if ev.type == "lesson_deduplicated" and relearned is not None and lesson_id_in(d) == relearned:
             relearned = None
@@ -243,7 +243,7 @@ def memory_events_files(
             continue
         if ev.type in ("tier1_loaded", "error_recall", "domain_recall") and gone.domain(ev.domain, ev.seq):
             continue  # what happened on a forgotten domain; a lesson's own lines follow the lesson
-        if ev.type == "lesson_recorded" and _key_of(d) in logs.by_key:
+        if ev.type == "lesson_recorded" and key_in(d) in logs.by_key:
             continue  # it only confirmed a lesson: its lesson_deduplicated is the line
         if known:
             relearned = lesson_id_in(d)  # first learned in a forgotten run: this line creates it
@@ -263,11 +263,6 @@ def memory_events_files(
     for run_id, lines in by_run.items():
         files.append(([run_dir_name(run_id), "memory_events.jsonl"], b"\n".join(lines) + b"\n"))
     return files, {"runs": len(files), "lines": sum(len(v) for v in by_run.values())}
-
-
-def _key_of(d: dict[str, Any]) -> Any:
-    """The dedup key a `lesson_recorded` payload lands on."""
-    return dedup_key(d.get("failed_command"), d.get("error_pattern"), d.get("scope_domain"), d["lesson"])
 
 
 def run_dir_name(run_id: str) -> str:

@@ -23,7 +23,7 @@ from memtape.projections.context import ContextEntry
 from memtape.projections.knowledge import Fact
 from memtape.projections.page_maps import PageMap
 from memtape.projections.patterns import Pattern
-from memtape.projections.recording import Extraction, Learned
+from memtape.projections.recording.values import Extraction, Learned
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
 from memtape.projections.short_term import ShortTerm

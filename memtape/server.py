@@ -108,7 +108,7 @@ from memtape.projections.knowledge import Fact
 from memtape.projections.page_maps import PageMap
 from memtape.projections.patterns import Pattern
 from memtape.projections.pin import caller_refusal
-from memtape.projections.recording import Extraction
+from memtape.projections.recording.values import Extraction
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
 from memtape.projections.short_term import ShortTerm

@@ -33,7 +33,8 @@ from memtape.projections.context import fresh_extraction
 from memtape.projections.parameters import Policy
 from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
 from memtape.projections.patterns import to_prune
-from memtape.projections.recording import Memory, StepRecord
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.short_term import priority_of, trim
 from memtape.projections.sitemap import next_page
 from memtape.projections.view import MemoryView

@@ -229,7 +229,7 @@ def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_p
 
 
 def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
-    from memtape.projections.recording import Memory
+    from memtape.projections.recording.memory import Memory
 
     store = _native_ledger(tmp_path / "native")
     MemoryWriter(store).append(

@@ -24,7 +24,8 @@ from memtape.projections.budget import BudgetItem, truncate
 from memtape.projections.knowledge import Fact, fill_fails_key
 from memtape.projections.knowledge import for_prompt as prompt_facts
 from memtape.projections.patterns import Pattern, for_goal
-from memtape.projections.recording import Memory, TrajectoryRecall
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import TrajectoryRecall
 from memtape.projections.text import goal_names, goal_words
 from memtape.projections.trajectories import Trajectory, TrajectoryStep
 from memtape.projections.view import MemoryView

@@ -47,7 +47,8 @@ from memtape.agent.prompt import describe_step
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.extras import require
 from memtape.projections.budget import DEFAULT_BUDGET, PRIORITIES
-from memtape.projections.recording import Lesson, Run
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Lesson
 from memtape.projections.text import cap, data_line, quoted_name
 from memtape.projections.trajectories import applicable_steps
 

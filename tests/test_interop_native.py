@@ -24,8 +24,8 @@ from memtape.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.interop.importers import import_source
-from memtape.projections.lessons import lesson_id_for
 from memtape.projections.writer import MemoryWriter
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 

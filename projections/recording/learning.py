@@ -26,8 +26,8 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.redact import masked_args
 from memtape.ledger.urls import url_parts
-from memtape.projections.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.pattern_learning import learn_patterns
 from memtape.projections.recording.values import (
     Learned,

@@ -45,7 +45,8 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
-from memtape.projections.lessons import recall_payload
+from memtape.projections.folds.lessons import recall_payload
+from memtape.projections.folds.runs import RunManifest
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.recording.checks import (
     check_point,
@@ -62,7 +63,6 @@ from memtape.projections.recording.values import (
     TrajectoryRecall,
 )
 from memtape.projections.report import STATE_KINDS, open_state
-from memtape.projections.runs import RunManifest
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar

@@ -51,8 +51,11 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.redact import MARKER, secret_field
 from memtape.projections.budget import DEFAULT_BUDGET, token_counter
-from memtape.projections.lessons import lesson_id_for
-from memtape.projections.page_maps import PageMap
+from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.selectors import known_good
+from memtape.projections.folds.short_term import ShortTerm
+from memtape.projections.folds.steps import action_signature
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.recording.checks import (
     check_amount,
@@ -78,9 +81,6 @@ from memtape.projections.recording.values import (
     TrajectoryRecall,
     parse_element,
 )
-from memtape.projections.selectors import known_good
-from memtape.projections.short_term import ShortTerm
-from memtape.projections.steps import action_signature
 from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 

@@ -14,10 +14,10 @@ from memtape.ledger.events import (
     RecordedEvent,
     TrajectoryRecorded,
 )
-from memtape.projections import lessons as lessons_mod
-from memtape.projections.context import ContextEntry
+from memtape.projections.folds import lessons as lessons_mod
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.trajectories import Trajectory
 from memtape.projections.text import domain_of
-from memtape.projections.trajectories import Trajectory
 
 #: `role "name"`, the way prompts and lessons name an element (quotes escaped as in `quoted_name`)
 ELEMENT = re.compile(r'^([A-Za-z][A-Za-z0-9_-]*) "((?:[^"\\]|\\.)*)"$', re.S)

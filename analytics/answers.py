@@ -22,7 +22,7 @@ import duckdb
 
 from memtape.analytics import decay, memory_reads
 from memtape.analytics.mirror import connect
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.analytics.queries import ANALYSES, sections
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from memtape.analytics.forget import fact_changes
+from memtape.analytics.forget_filter import fact_changes
 from memtape.analytics.mirror import arrow_table, mirrored_events
 from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.folds import knowledge

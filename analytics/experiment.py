@@ -55,9 +55,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memtape.analytics.forget import Forgotten
+from memtape.analytics.forget_filter import Forgotten
 from memtape.analytics.fork import resolve_seq
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError

@@ -53,7 +53,7 @@ import duckdb
 import orjson
 
 from memtape.analytics.asof import STEP_TYPES, as_of_seq
-from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.forget_filter import Forgotten, lesson_id_of
 from memtape.analytics.queries import sql_text
 from memtape.ledger import location
 from memtape.ledger.envelope import RecordedEvent

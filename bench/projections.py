@@ -60,7 +60,7 @@ from memtape.ledger.store import COLUMNS, SqliteStore, chain_hash
 from memtape.projections.cache.materialize import collector_paused, indexed_memory, projection_at, rebuild
 from memtape.projections.folds import FOLDS
 from memtape.projections.folds import lessons as lessons_mod
-from memtape.projections.folds.lessons import Lesson, LessonsState
+from memtape.projections.folds.lessons import LessonEntry, LessonsState
 from memtape.projections.folds.state import PROJECTIONS, MemoryState, decode, encode, fold
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep, rank
 from memtape.projections.parameters import Policy
@@ -73,7 +73,7 @@ BENCH = "projections"
 # ---- recall at scale ----------------------------------------------------------------
 
 
-def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView, list[Lesson], list[Trajectory]]:
+def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView, list[LessonEntry], list[Trajectory]]:
     """A view over `n_lessons` lessons and `n_traj` trajectories (built directly, no ledger)."""
     rng = random.Random(seed)
     state = MemoryState.empty()
@@ -84,7 +84,7 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
         ep = f"{rng.choice(ERRORS)} code{rng.randrange(20000)}" if rng.random() < 0.8 else None
         scope = rng.choice(scopes) if rng.random() < 0.5 else None
         text = f"lesson {i}"
-        lesson = Lesson(
+        lesson = LessonEntry(
             lesson_id=f"lsn_{i:08d}",
             lesson=text,
             category="site_specific" if scope else "error_recovery",
@@ -121,7 +121,9 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
     return MemoryView(state, Policy()), list(ls.lessons.values()), trajs
 
 
-def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | None, k: int = 3) -> list[Lesson]:
+def linear_error(
+    lessons: list[LessonEntry], command: str, error: str, domain: str | None, k: int = 3
+) -> list[LessonEntry]:
     cmd, err = command.lower(), error.lower()
     here = [l for l in lessons if l.scope_domain is None or domain_matches(domain, l.scope_domain)]
     scored = [
@@ -136,7 +138,7 @@ def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | 
     return [l for _, l in scored[:k]]
 
 
-def linear_domain(lessons: list[Lesson], domain: str, k: int = 3) -> list[Lesson]:
+def linear_domain(lessons: list[LessonEntry], domain: str, k: int = 3) -> list[LessonEntry]:
     hits = sorted((l for l in lessons if domain_matches(domain, l.scope_domain)), key=lambda l: l.recorded_order)
     hits.sort(key=lambda l: ((l.scope_domain or "").lower() == domain.lower(), l.use_count, l.last_used), reverse=True)
     return hits[:k]

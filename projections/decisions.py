@@ -32,7 +32,7 @@ from memtape.ledger.events import (
     TrajectoriesExpired,
 )
 from memtape.projections.folds import patterns as patterns_mod
-from memtape.projections.folds.lessons import Lesson, counted, dedup_key, key_of, new_lesson, used
+from memtape.projections.folds.lessons import LessonEntry, counted, dedup_key, key_of, new_lesson, used
 from memtape.projections.folds.state import MemoryState
 from memtape.projections.folds.trajectories import expired
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
@@ -54,7 +54,7 @@ DECISION_TYPES = frozenset(
 )
 
 
-def promotable(lesson: Lesson, policy: Policy) -> bool:
+def promotable(lesson: LessonEntry, policy: Policy) -> bool:
     """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
     return (
         lesson.category == "error_recovery"
@@ -68,11 +68,11 @@ def _envelope(new: NewEvent) -> dict[str, Any]:
     return {"run_id": new.run_id, "step": new.step, "domain": new.domain, "occurred_at": new.occurred_at}
 
 
-def _after_use(lesson: Lesson, domain: str | None) -> Lesson:
+def _after_use(lesson: LessonEntry, domain: str | None) -> LessonEntry:
     return used(lesson, domain, lesson.last_used, "")
 
 
-def _promotion(lesson: Lesson, new: NewEvent) -> NewEvent:
+def _promotion(lesson: LessonEntry, new: NewEvent) -> NewEvent:
     return NewEvent(
         LessonPromoted(
             lesson_id=lesson.lesson_id,

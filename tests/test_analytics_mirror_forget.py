@@ -17,7 +17,7 @@ import pytest
 
 from memtape.agent import prompt as P
 from memtape.agent.records import finish_run, record_prompt
-from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.analytics.forget_filter import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
 from memtape.ledger.envelope import event
@@ -25,7 +25,7 @@ from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.recording.memory import Memory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

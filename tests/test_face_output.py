@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtape.analytics.output import Table
+from memtape.analytics.tabular import Table
 from memtape.analytics.queries import ANALYSES, sections
 from memtape.commands import READS_ONLY
 from memtape.ledger.clock import SteppingClock

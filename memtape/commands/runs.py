@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands import current_settings
 from memtape.output import emit, listing_options
 from memtape.projections.recording.memory import Memory

@@ -50,7 +50,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
-from memtape.projections.report import STATE_KINDS, open_state
+from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar

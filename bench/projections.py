@@ -63,7 +63,7 @@ from memtape.projections.folds import lessons as lessons_mod
 from memtape.projections.folds.lessons import LessonEntry, LessonsState
 from memtape.projections.folds.state import PROJECTIONS, MemoryState, decode, encode, fold
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep, rank
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 from memtape.projections.text import domain_matches
 from memtape.projections.view import MemoryView
 
@@ -118,7 +118,7 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
         )
         state.trajectories.by_domain.setdefault(host, {})[t.trajectory_id] = t
         trajs.append(t)
-    return MemoryView(state, Policy()), list(ls.lessons.values()), trajs
+    return MemoryView(state, Thresholds()), list(ls.lessons.values()), trajs
 
 
 def linear_error(
@@ -144,7 +144,7 @@ def linear_domain(lessons: list[LessonEntry], domain: str, k: int = 3) -> list[L
     return hits[:k]
 
 
-def linear_traj(trajs: list[Trajectory], goal: str, domain: str, now: str, policy: Policy) -> Any:
+def linear_traj(trajs: list[Trajectory], goal: str, domain: str, now: str, policy: Thresholds) -> Any:
     m = rank([t for t in trajs if t.domain == domain], goal, now, policy)
     return m[0] if m else None
 
@@ -273,12 +273,12 @@ def read_and_folds(store: SqliteStore) -> tuple[float, float, dict[str, float]]:
         events = list(store.read())
         t_read = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fold(MemoryState.empty(), events, Policy())
+        fold(MemoryState.empty(), events, Thresholds())
         t_folds = time.perf_counter() - t0
         alone = {}
         for name in PROJECTIONS:
             t0 = time.perf_counter()
-            fold(MemoryState.empty((name,)), events, Policy(), names=(name,))
+            fold(MemoryState.empty((name,)), events, Thresholds(), names=(name,))
             alone[name] = time.perf_counter() - t0
         return t_read, t_folds, alone
 
@@ -452,7 +452,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         base = []
         for s in few:
             t0 = time.perf_counter()
-            fold(MemoryState.empty(), store.read(1, s), Policy())
+            fold(MemoryState.empty(), store.read(1, s), Thresholds())
             base.append((time.perf_counter() - t0) * 1e3)
         figs.append(
             Figure(
@@ -471,11 +471,11 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         floor: dict[str, list[float]] = {}  # the same answer decoded from one JSON document
         items: dict[str, int] = {}
         for name in PROJECTIONS:  # the fingerprints (read once a process) are not what is measured
-            projection_at(store, path, Policy(), name, head)
+            projection_at(store, path, Thresholds(), name, head)
         for s in seqs[: max(3, points // 5)]:
             for name in PROJECTIONS:
                 t0 = time.perf_counter()
-                got = projection_at(store, path, Policy(), name, s)
+                got = projection_at(store, path, Thresholds(), name, s)
                 whole.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
                 raw = encode(got)
                 with collector_paused():

@@ -47,7 +47,7 @@ from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.state import MemoryState, digests, fold
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.text import domain_matches, goal_words, parent_domains
 
 SMALL = 64  # below this many candidates a plain scan beats an index
@@ -114,7 +114,7 @@ class MemoryView:
     def __init__(
         self,
         state: MemoryState,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         store: Store | None = None,
         projections_path: Path | None = None,
         pinned: bool = False,
@@ -134,7 +134,7 @@ class MemoryView:
         cls,
         store: Store,
         projections_path: Path | None = None,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         as_of: int | str | None = None,
     ) -> MemoryView:
         """Catch projections.db up with the ledger (when given) and return a view at its head,
@@ -143,7 +143,7 @@ class MemoryView:
         return cls(state, policy, store, projections_path, pinned=as_of is not None)
 
     @classmethod
-    def from_events(cls, events: Iterable[Any], policy: Policy = DEFAULT_POLICY) -> MemoryView:
+    def from_events(cls, events: Iterable[Any], policy: Thresholds = DEFAULT_POLICY) -> MemoryView:
         """A view folded from events in memory (tests, experiments)."""
         return cls(fold(MemoryState.empty(), events, policy), policy)
 

@@ -21,7 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "analytics": ("duckdb", "duckdb_extension_sqlite_scanner", "pyarrow", "matplotlib"),
     "postgres": ("psycopg",),
     "postgres-analytics": ("duckdb", "psycopg", "duckdb_extension_postgres_scanner"),
-    "server": ("fastapi", "uvicorn"),
+    "server": ("fastapi", "uvicorn", "jinja2"),
     "mcp": ("mcp",),
     "browser-use": ("browser_use",),
 }

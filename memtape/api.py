@@ -37,6 +37,7 @@ from memtape.projections.cache.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
 from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall, check_point, plain
+from memtape.projections.report import diff_between
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
 
@@ -76,6 +77,21 @@ class Memory(recording.Memory):
         if domain is not None and not isinstance(domain, str):
             raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
+
+    def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
+        """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a
+        run id (the end of that run: a diff from 0 to a run shows what memory held once it ended):
+        one record per change (change, projection, item, detail), the content of `diff --json`."""
+        for name, point in (("start", start), ("end", end)):
+            if (
+                isinstance(point, bool)
+                or not isinstance(point, (int, str))
+                or (isinstance(point, str) and not point.strip())
+            ):
+                raise MemtapeError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+            if isinstance(point, int) and point < 0:
+                raise MemtapeError(f"{name} must be a seq >= 0, got {point}")
+        return plain(diff_between(self.store, self.projections_path, start, end, self.policy))  # type: ignore[no-any-return]
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)

@@ -44,8 +44,22 @@ def _environment() -> Environment:
     )
     env.filters["segment"] = lambda value: quote(str(value), safe="")
     env.filters["query"] = lambda values: urlencode({k: v for k, v in values.items() if v not in (None, "")})
+    env.filters["shown"] = shown
     env.globals["ui"] = PREFIX
     return env
+
+
+def shown(value: Any) -> str:
+    """A record's field as a person reads it: nothing as a dash, yes/no, a float to 3 places, a list joined."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "—"
+    return str(value)
 
 
 class Gatekeeper:

@@ -190,7 +190,7 @@ def test_without_the_cookie_the_viewer_shows_no_memory(world: World, fresh: Brow
         assert s.learner not in text and "Wool Socks" not in text and "shop.example" not in text
         csp = answer.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp
-    assert "open the link" in page.locator("main").inner_text()
+    assert "open the viewer link" in page.locator("main").inner_text()
     shot(world, page, "login-refused")
     # Chromium logs each refused page itself (the 401 asked for); nothing else went wrong
     assert trouble == ["console Failed to load resource: the server responded with a status of 401 (Unauthorized)"] * 4

@@ -55,12 +55,12 @@ def judge(token: str | None, path: str, query: list[tuple[str, str]], headers: H
         if len(given) == 1 and hmac.compare_digest(given[0].encode(), token.encode()):
             target = path + (f"?{urlencode(rest)}" if rest else "")
             return Verdict(False, redirect=target, cookie=expected)
-        return Verdict(False, reason="the login link's token is wrong: open the link `memtape serve` printed")
+        return Verdict(False, reason="the login link's token is wrong: open the viewer link that memtape serve printed")
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
         if name == COOKIE and hmac.compare_digest(value.encode(), expected.encode()):
             return Verdict(True)
-    return Verdict(False, reason="not logged in: open the link `memtape serve` printed (…/ui/?token=…)")
+    return Verdict(False, reason="not logged in: open the viewer link that memtape serve printed (…/ui/?token=…)")
 
 
 class SecurityHeaders:

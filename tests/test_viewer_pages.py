@@ -5,12 +5,17 @@ query an adversary or a careless person types, and the diff by run id it reads t
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -235,3 +240,31 @@ def test_no_token_opens_the_viewer_to_loopback_callers(memory: Memory, sample: A
     with TestClient(create_app(memory, None), base_url="http://127.0.0.1") as open_http:
         assert sample[1].learner in open_http.get("/ui/").text
         assert open_http.get("/ui/", headers={"Host": "evil.example"}).status_code == 403  # the Host check holds
+
+
+def test_memtape_ui_serves_on_a_free_port_and_opens_the_login_link(tmp_path: Path, sample: Any) -> None:
+    """The browser is the one $BROWSER names: here a script that writes down what it was asked to open."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.chmod(0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")} | {"BROWSER": f"{browser} %s"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(sample[0]), "ui"], env=env, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not opened.exists() or not opened.read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        link = opened.read_text().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ui/\?token=\S+", link)
+        answer = httpx.get(link, follow_redirects=False, timeout=30)
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/"
+        cookie = answer.headers["set-cookie"].split(";")[0]
+        runs = httpx.get(link.split("?")[0], headers={"Cookie": cookie}, timeout=30)
+        assert runs.status_code == 200 and sample[1].learner in runs.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert proc.stderr is not None and f"memtape: viewer: {link}" in proc.stderr.read().decode()

@@ -109,10 +109,13 @@ def _serve(
             click.echo(
                 f"memtape: token ({made} in {token_file(settings.dir)}): send Authorization: Bearer {secret}", err=True
             )
-        link = login_link(url, secret)
-        click.echo(f"memtape: viewer: {link}", err=True)
-        if open_browser:
-            _open(link)
+        if kept or no_token:
+            link = login_link(url, secret)
+            click.echo(f"memtape: viewer: {link}", err=True)
+            if open_browser:
+                _open(link)
+        else:  # a token the user gave is never printed
+            click.echo(f"memtape: viewer: {url}/ui/?token=TOKEN (the token given)", err=True)
 
     serve_memory(
         memory,

@@ -29,7 +29,9 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
+from memtape.ledger.errors import InvalidEvent, RunConflict, UnknownItem
 from memtape.ledger.errors import LedgerError as MemtapeError
+from memtape.ledger.extras import MissingExtra
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
 from memtape.projections import recording
@@ -38,7 +40,19 @@ from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
 from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall, check_point, plain
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
+]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 

@@ -20,12 +20,13 @@ from memtape.agent.records import finish_run, record_prompt
 from memtape.analytics.forget import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
-from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem
 from memtape.projections.forget import forget
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan

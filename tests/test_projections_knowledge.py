@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.text import goal_words
 from memtape.projections.view import MemoryView
@@ -211,7 +212,7 @@ def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger
     ]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
-    from memtape.projections.trajectories import rank
+    from memtape.projections.folds.trajectories import rank
 
     for goal in ["alpha beta", "gamma delta eps", "theta", "alpha beta gamma delta"]:
         assert v.match_trajectories(goal, "example.com", at(1)) == rank(

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from memtape.ledger.credentials import QUOTED
-from memtape.ledger.events import INT64_MAX, RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.projections.text import (
     add_event_id,
     build,
@@ -35,7 +36,7 @@ from memtape.projections.text import (
     goal_names,
 )
 
-#: the keys of the facts the bundled agent records itself (`recording.observe_facts`)
+#: the keys of the facts the bundled agent records itself (`recording.learning.observe_facts`)
 FILL_FAILS = "fill fails on "  # then the field's name
 SHADOW_DOM = "shadow DOM"
 LOAD_TIME = "load time "  # then the page's path

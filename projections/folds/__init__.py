@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from memtape.ledger.events import RecordedEvent
-from memtape.projections import (
+from memtape.ledger.envelope import RecordedEvent
+from memtape.projections.folds import (
     context,
     knowledge,
     lessons,

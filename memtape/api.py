@@ -29,7 +29,9 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
+from memtape.ledger.errors import InvalidEvent, RunConflict, UnknownItem
 from memtape.ledger.errors import LedgerError as MemtapeError
+from memtape.ledger.extras import MissingExtra
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
 from memtape.projections.cache.materialize import ProjectionsHead
@@ -42,7 +44,19 @@ from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
 from memtape.projections.report import diff_between
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
+]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 

@@ -29,7 +29,9 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
+from memtape.ledger.errors import InvalidEvent, RunConflict, UnknownItem
 from memtape.ledger.errors import LedgerError as MemtapeError
+from memtape.ledger.extras import MissingExtra
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
 from memtape.projections.cache.materialize import ProjectionsHead
@@ -39,8 +41,21 @@ from memtape.projections.recording.checks import check_point, plain
 from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
+from memtape.projections.report import diff_between
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
+]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 
@@ -78,6 +93,21 @@ class Memory(memory.RecordingMemory):
         if domain is not None and not isinstance(domain, str):
             raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
+
+    def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
+        """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a
+        run id (the end of that run: a diff from 0 to a run shows what memory held once it ended):
+        one record per change (change, projection, item, detail), the content of `diff --json`."""
+        for name, point in (("start", start), ("end", end)):
+            if (
+                isinstance(point, bool)
+                or not isinstance(point, (int, str))
+                or (isinstance(point, str) and not point.strip())
+            ):
+                raise MemtapeError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+            if isinstance(point, int) and point < 0:
+                raise MemtapeError(f"{name} must be a seq >= 0, got {point}")
+        return plain(diff_between(self.store, self.projections_path, start, end, self.policy))  # type: ignore[no-any-return]
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)

@@ -121,8 +121,8 @@ def runs(
 
 
 @click.command()
-@click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME")
-@click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME")
+@click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME|RUN")
+@click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME|RUN")
 @listing_options(json_help="Same as --format json: an array of changes.")
 @allow_broken_option
 def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:

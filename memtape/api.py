@@ -41,7 +41,7 @@ from memtape.projections.recording.checks import check_point, plain
 from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
-from memtape.projections.report import diff_between
+from memtape.projections.state_rows import diff_between
 
 __all__ = [
     "open",

@@ -29,6 +29,7 @@ from memtape.ledger.errors import UnreadableEvent
 from memtape.ledger.events import RecordedEvent
 from memtape.projections import folds
 from memtape.projections.context import ContextState
+from memtape.projections.credit import CreditState
 from memtape.projections.folds import FOLDS
 from memtape.projections.knowledge import KnowledgeState
 from memtape.projections.lessons import LessonsState
@@ -70,6 +71,7 @@ class MemoryState:
     sitemap: SitemapState = UNLOADED
     scratch: ScratchState = UNLOADED
     page_maps: PageMapsState = UNLOADED
+    credit: CreditState = UNLOADED
     head: int = 0
     heads: dict[str, int] = field(default_factory=dict)
 

@@ -42,7 +42,7 @@ from memtape.ledger.events import ItemCredited, RecordedEvent
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import SqliteStore
 from memtape.projections.parameters import Policy
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 
 #: told what is being credited (a run, an item), the runs done and the runs in all
 CreditProgress = Callable[[str, int, int], None]

@@ -31,18 +31,18 @@ from memtape.ledger.events import RunCompleted
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
-from memtape.projections.recording import (
+from memtape.projections.recording.learning import (
     KNOWN_PATTERNS,
-    Memory,
-    StepRecord,
     effective_steps,
     error_pattern,
     extract_lessons,
-    recovery_of,
     goal_secrets,
     grade_steps,
     observe_facts,
+    recovery_of,
 )
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from tests.fake_sites import INTERCEPT, FakePage
 

@@ -35,11 +35,12 @@ from typing import Any
 from memtape.agent.browser import Browser
 from memtape.agent.loop import MemoryItem, RunConfig, RunResult, run_task
 from memtape.agent.policy import Decision, make_policy
-from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, MEMORY_CASES_FILE, SitesServer, load_cases
+from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, MEMORY_CASES_FILE, SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import ItemCredited, RecordedEvent
 from memtape.ledger.ids import short_id
+from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
 from memtape.projections.parameters import Policy
 from memtape.projections.recording.memory import Memory
@@ -142,7 +143,7 @@ class _Task:
     start_seq: int
     goal: str
     start_url: str
-    case_id: str
+    case_id: str | None
     check: dict[str, Any] | None
     session_id: str | None
     policy_name: str
@@ -166,9 +167,15 @@ def _task(store: Any, run_id: str, cases: dict[str, dict[str, Any]]) -> _Task | 
     name = settings.get("decision_policy")
     if name not in ("scripted", "openai"):
         return f"not the bundled agent's ({name or 'external'})"
-    case = cases.get(d.get("case_id") or "")
-    if case is None or not case.get("goal"):
-        return "no bundled case to run again"
+    case = cases.get(d.get("case_id") or "") or {
+        "id": None,
+        "goal": d.get("goal") or "",
+        "start_url": d.get("start_url"),
+    }
+    if not case["start_url"] or not is_bundled(case["start_url"]):
+        return "not on the bundled sites"
+    if not case["goal"] or MARKER in case["goal"]:
+        return "its goal holds a redacted secret and it is no bundled case"
     budget = next((e.data["budget"] for e in events if e.type == "context_built"), None)
     return _Task(
         run_id=run_id,
@@ -229,6 +236,9 @@ def credit(
     cases = bundled_cases()
     report = CreditReport()
     tasks: list[_Task] = []
+    for run_id in runs:
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise LedgerError(f"a run to credit is a run id, got {run_id!r:.60}")
     for run_id in dict.fromkeys(runs):
         found = _task(store, run_id, cases)
         if isinstance(found, str):
@@ -242,7 +252,7 @@ def credit(
         browser: Browser | None = None
         for done, task in enumerate(tasks):
             if progress is not None:
-                progress(f"{task.case_id}: {task.run_id}", done, len(tasks))
+                progress(f"{task.case_id or task.goal[:40]}: {task.run_id}", done, len(tasks))
             if browser is None:
                 sites = stack.enter_context(SitesServer())
                 browser = stack.enter_context(Browser(proxy=sites.proxy))

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
     LessonPromoted,
     LessonsPruned,
-    NewEvent,
     PatternsPruned,
     TrajectoriesExpired,
 )

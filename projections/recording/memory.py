@@ -31,13 +31,12 @@ from pydantic import ValidationError
 
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
-    NewEvent,
     Payload,
-    RecordedEvent,
     RequestAnswered,
     RunStarted,
     Tier1Loaded,
@@ -48,20 +47,9 @@ from memtape.ledger.store import Store
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.recording.checks import (
-    check_point,
-    check_step,
-    check_text,
-    one_line,
-    plain,
-)
+from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
-from memtape.projections.recording.values import (
-    Learned,
-    Lesson,
-    StepRecord,
-    TrajectoryRecall,
-)
+from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
 from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView

@@ -37,8 +37,9 @@ from memtape.agent.loop import MemoryItem, RunConfig, RunResult, run_task
 from memtape.agent.policy import Decision, make_policy
 from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, MEMORY_CASES_FILE, SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import ItemCredited, RecordedEvent
+from memtape.ledger.events import ItemCredited
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore

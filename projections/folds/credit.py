@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches
 
 TYPES = ("item_credited", "subject_forgotten")

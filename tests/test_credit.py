@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import memtape
 from memtape.ledger.store import SqliteStore
 from tests.cli_runner import CliResult, run_cli
 
@@ -127,3 +128,27 @@ def test_a_run_with_memory_off_is_skipped_with_why(learned_twice: Path) -> None:
     off = runs_of(mem)[-1]
     assert json.loads(ok(mem, "credit", "--run", off, "--json")) == {"decisions": 0, "reproduced": 0, "items": []}
     assert "memory off" in invoke(mem, "credit", "--run", off).err
+
+
+def test_the_library_answers_as_the_command_and_refuses_what_the_command_refuses(learned_twice: Path) -> None:
+    mem = learned_twice
+    _, second = runs_of(mem)[:2]
+    with memtape.open(mem) as memory:
+        before = credited(mem)
+        for runs, rerun, why in (
+            ("run_x", True, "runs must be a list"),
+            ([""], True, "run id"),
+            (["run_nosuch"], True, "no run 'run_nosuch'"),
+            ([second], "yes", "rerun must be True or False"),
+        ):
+            with pytest.raises(memtape.MemtapeError, match=why):
+                memory.credit(runs, rerun=rerun)  # type: ignore[arg-type]
+        assert credited(mem) == before
+        answer = memory.credit([second], rerun=False)
+    by_cli = json.loads(ok(mem, "credit", "--run", second, "--no-rerun", "--json"))
+
+    def same(report: dict[str, Any]) -> dict[str, Any]:
+        """The report without the ids of the runs asked again (new ones each time)."""
+        return {**report, "items": [{**i, "runs": i["runs"][:1]} for i in report["items"]]}
+
+    assert same(answer) == same(by_cli) and answer["decisions"] == answer["reproduced"] > 0

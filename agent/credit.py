@@ -15,7 +15,7 @@ turns and tokens the run without it took beyond the run with it (the unmasked ru
 sides are measured by the same code), and whether success changed. An item that changed no decision
 leaves every decision, so the run, as it was: it saved nothing, and is not run again.
 
-Each (item, run) is recorded as an `item_credited` event in the ledger (`Memory.credit_item`), so credit is
+Each (item, run) is recorded as an `item_credited` event in the ledger, so credit is
 audited, replayed and read as-of like all memory (`state credit`, `explain ITEM`, `analytics credit`).
 
 Example:
@@ -43,8 +43,8 @@ from memtape.ledger.events import ItemCredited
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
-from memtape.projections.parameters import Policy
-from memtape.projections.recording.memory import Memory
+from memtape.projections.parameters import Thresholds
+from memtape.projections.recording.memory import RecordingMemory
 
 #: told what is being credited (a run, an item), the runs done and the runs in all
 CreditProgress = Callable[[str, int, int], None]
@@ -148,7 +148,7 @@ class _Task:
     check: dict[str, Any] | None
     session_id: str | None
     policy_name: str
-    policy: Policy
+    policy: Thresholds
     budget: int
     recorded: tuple[tuple[Any, ...], ...]
 
@@ -187,7 +187,7 @@ def _task(store: Any, run_id: str, cases: dict[str, dict[str, Any]]) -> _Task | 
         check=case.get("success"),
         session_id=d.get("session_id"),
         policy_name=name,
-        policy=Policy(**{k: v for k, v in settings.items() if k in Policy.model_fields}),
+        policy=Thresholds(**{k: v for k, v in settings.items() if k in Thresholds.model_fields}),
         budget=int(budget) if budget is not None else RunConfig().budget,
         recorded=tuple(
             step_key(e) for e in events if e.type == "step_recorded" and e.data.get("decided_by") == "policy"
@@ -196,18 +196,18 @@ def _task(store: Any, run_id: str, cases: dict[str, dict[str, Any]]) -> _Task | 
 
 
 @contextmanager
-def _fork(store: Any, until: int, policy: Policy) -> Iterator[Memory]:
+def _fork(store: Any, until: int, policy: Thresholds) -> Iterator[RecordingMemory]:
     """Memory as it stood before event `until`, in a ledger of its own that is thrown away."""
     with tempfile.TemporaryDirectory(prefix="memtape-credit-") as tmp:
         fork = SqliteStore.open(Path(tmp) / "ledger.db")
         try:
             copy_events(store, fork, until - 1)
-            yield Memory(fork, Path(tmp) / "projections.db", policy)
+            yield RecordingMemory(fork, Path(tmp) / "projections.db", policy)
         finally:
             fork.close()
 
 
-def _again(browser: Browser, memory: Memory, task: _Task, config: RunConfig) -> RunResult:
+def _again(browser: Browser, memory: RecordingMemory, task: _Task, config: RunConfig) -> RunResult:
     return run_task(
         browser,
         memory,
@@ -223,7 +223,7 @@ def _again(browser: Browser, memory: Memory, task: _Task, config: RunConfig) -> 
 
 
 def credit(
-    memory: Memory,
+    memory: RecordingMemory,
     runs: Sequence[str] = (),
     *,
     rerun: bool = True,

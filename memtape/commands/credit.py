@@ -11,7 +11,7 @@ from memtape.agent.credit import credit
 from memtape.commands import current_settings
 from memtape.commands.agent import task_bar, wide_console
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 
 
 @click.command("credit")
@@ -29,7 +29,7 @@ def credit_cmd(runs: tuple[str, ...], rerun: bool, as_json: bool) -> None:
     Example: memtape --memory-dir .agent-memory credit --json
     """
     settings = current_settings()
-    memory = Memory(settings.store(), settings.projections_path, DEFAULT_POLICY)
+    memory = RecordingMemory(settings.store(), settings.projections_path, DEFAULT_POLICY)
     console = wide_console(stderr=True)
     with task_bar(console, "credit") as progress:
         report = credit(memory, list(runs), rerun=rerun, progress=progress)

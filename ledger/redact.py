@@ -598,6 +598,12 @@ _B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") 
 def may_hold_secret(text: str) -> bool:
     """False only when no rule of `Redactor` without extra patterns would change `text`, nor the value
     whose JSON encoding `text` is."""
+    return _screen(text, rules=True)
+
+
+def _screen(text: str, rules: bool) -> bool:
+    """`may_hold_secret`, with the vendored rule set's keywords looked for when `rules` is set (without,
+    what memtape's and detect-secrets' rules alone could change)."""
     low = text.lower()
     for stem in _STEMS:
         if stem in low:
@@ -610,7 +616,7 @@ def may_hold_secret(text: str) -> bool:
         return True
     if not text.isascii() and INVISIBLE.search(text):
         return True
-    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text) or rule_set().may_match(low):
+    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text) or (rules and rule_set().may_match(low)):
         return True
     if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text) or _ID_SHAPES.search(text):
         return True
@@ -622,11 +628,11 @@ def may_hold_secret(text: str) -> bool:
     if "\\u" in low:
         # a stem spelled with \uXXXX escapes in a JSON-encoded goal (`encoded_passwords`)
         unescaped = json_decoded(text)
-        if unescaped != text and may_hold_secret(unescaped):
+        if unescaped != text and _screen(unescaped, rules):
             return True
     if "%" in text:
         decoded = percent_decoded(text)
-        return decoded != text and (may_hold_secret(decoded) or may_hold_secret(url_spaced(decoded)))
+        return decoded != text and (_screen(decoded, rules) or _screen(url_spaced(decoded), rules))
     return False
 
 
@@ -731,6 +737,13 @@ class Redactor:
             return value
         if value in self._clean:
             return value
+        if not self.extra and "%" not in value and "\\" not in value and not _screen(value, rules=False):
+            # only a vendored rule's keyword is there ("they", "task" hold "ey" and "sk"): the rule set
+            # alone runs, not the whole scrub (no escape to read decoded, no invisible character)
+            out = _replace_spans(value, rule_set().spans(value), MARKER)
+            if out == value:
+                self._remember_clean(value)
+            return out
         visible = INVISIBLE.sub("", value)
         out = self._scrub(value, visible)
         if "%" in value:
@@ -749,11 +762,14 @@ class Redactor:
                     return scrubbed
         if out != visible:
             return out
+        self._remember_clean(value)
+        return value
+
+    def _remember_clean(self, value: str) -> None:
         if len(value) <= CLEAN_CACHE_TEXT:
             if len(self._clean) > 4096:
                 self._clean.clear()
             self._clean.add(value)
-        return value
 
     def _scrub(self, value: str, visible: str, marker: str = MARKER) -> str:
         """`visible` (`value` less its invisible characters) with every rule applied, each secret

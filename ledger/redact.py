@@ -363,9 +363,16 @@ _AUTH_LINK_PATH = (
     r"magic\w*|passwordless|otp|invit\w*|activat\w*|one-?time|token|callback|unsubscribe)"
 )
 #: names a random value after them is a secret by: a key, token, secret, password, PAT, private key...
+#: in lower case, upper case or capitalized (`apiKey`, `API_KEY`): spelled out, as `re.I` would make the
+#: search ~10x slower (it can no longer skip to the letters a name starts with)
+_KEY_WORDS = (
+    "key token secret password passwd pwd pass pat auth credential private signing signature cookie bearer "
+    "apikey salt nonce pin otp"
+).split()
 _KEY_LIKE = (
-    r"(?:key|token|secret|passw(?:or)?d|pwd|pass|pat|auth|credentials?|private|signing|signature|cookie|bearer|"
-    r"apikey|salt|nonce|pin|otp)"
+    "(?:"
+    + "|".join(sorted({w for k in _KEY_WORDS for w in (k, k.upper(), k.capitalize())}, key=len, reverse=True))
+    + ")"
 )
 
 
@@ -452,12 +459,9 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     _d(
         "random value after a key-like name",
-        r"(?<![A-Za-z0-9])[A-Za-z0-9_.-]{0,40}"
-        + _KEY_LIKE
-        + r"[A-Za-z0-9_.-]{0,20}[\"']?[ \t]*(?:=|:|=>|:=)?[ \t]*[\"']?"
-        r"(?:[A-Za-z-]+[ \t]+)?(?P<secret>[A-Za-z0-9_~+/=.-]{16,})",
+        _KEY_LIKE
+        + r"[A-Za-z0-9_.-]{0,20}[\"']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)[\"']?(?P<secret>[A-Za-z0-9_~+/=.-]{16,})",
         _high_entropy,
-        flags=re.I,
     ),
     _d("IBAN (mod-97)", r"\b(?P<secret>[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?)\b", _iban_ok),
     _d("US social security number", r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])"),
@@ -583,7 +587,11 @@ _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
 _HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
 _DOTTED_CARD = re.compile(r"\.\d{4,6}\.")
 #: what an IBAN, a US SSN, a UK NINO and a Spanish DNI/NIE hold, whatever surrounds them
-_ID_SHAPES = re.compile(r"[A-Z]{2}\d{2} ?[A-Z0-9]{4}|\d{3}-\d{2}-\d|[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]|\d{7}-?[A-Z]")
+#: (every branch starts with a digit, and the search skips to the digits: ~1 µs a payload, not ~20)
+_ID_SHAPES = re.compile(
+    r"\d(?:(?<=[A-Z]{2}\d)\d ?[A-Z0-9]{4}|\d\d-\d\d-\d|(?<=[A-Z]{2}\d)\d ?\d\d ?\d\d ?[A-D]"
+    r"|(?<=[A-Z]{2} \d)\d ?\d\d ?\d\d ?[A-D]|\d{6}-?[A-Z])"
+)
 #: a link whose path may say it signs in, verifies or resets, with a query
 _AUTH_LINK = re.compile(r"://[^\s?#]*" + _AUTH_LINK_PATH + r"[^\s?#]*\?", re.I)
 #: key-like names the stems above do not hold
@@ -733,9 +741,10 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """`value` with every secret replaced by the marker (unchanged, byte for byte, when it holds none)."""
-        if not self.extra and not may_hold_secret(value):
-            return value
         if value in self._clean:
+            return value
+        if not self.extra and not may_hold_secret(value):
+            self._remember_clean(value)  # keys and labels repeat from event to event
             return value
         if not self.extra and "%" not in value and "\\" not in value and not _screen(value, rules=False):
             # only a vendored rule's keyword is there ("they", "task" hold "ey" and "sk"): the rule set

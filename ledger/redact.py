@@ -365,10 +365,28 @@ _AUTH_LINK_PATH = (
 #: names a random value after them is a secret by: a key, token, secret, password, PAT, private key...
 #: in lower case, upper case or capitalized (`apiKey`, `API_KEY`): spelled out, as `re.I` would make the
 #: search ~10x slower (it can no longer skip to the letters a name starts with)
-_KEY_WORDS = (
-    "key token secret password passwd pwd pass pat auth credential private signing signature cookie bearer "
-    "apikey salt nonce pin otp"
-).split()
+_KEY_WORDS = [
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "pass",
+    "pat",
+    "auth",
+    "credential",
+    "private",
+    "signing",
+    "signature",
+    "cookie",
+    "bearer",
+    "apikey",
+    "salt",
+    "nonce",
+    "pin",
+    "otp",
+]
 _KEY_LIKE = (
     "(?:"
     + "|".join(sorted({w for k in _KEY_WORDS for w in (k, k.upper(), k.capitalize())}, key=len, reverse=True))

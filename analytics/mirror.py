@@ -22,7 +22,7 @@ ledger through the sqlite scanner:
 
 It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
 holds, the ledger's hash there, the code and projections it was built with, the
-digest of its tables), sealed as projections.db's is (`projections.cache.seal`: one
+digest of its tables), sealed as projections.db's is (`ledger.seal`: one
 mechanism for both caches: a keyed digest per table kept as rows come and go, a
 sealed checkpoint bound to the ledger head, a sealed stamp of the file so one
 nobody else touched is not read whole). DuckDB computes each row's keyed hash itself
@@ -53,19 +53,18 @@ import duckdb
 import orjson
 
 from memtape.analytics.asof import STEP_TYPES, as_of_seq
-from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.forget_filter import Forgotten, lesson_id_of
 from memtape.analytics.queries import sql_text
 from memtape.ledger import location
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EVENT_TYPES
+from memtape.ledger.seal import Checkpoint, Digest, Key, Stamp, regular, warn
 from memtape.ledger.store import Store
-from memtape.projections.cache.intervals import NO_KEY
-from memtape.projections.cache.materialize import caught_up, changed_versions
-from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, regular, warn
+from memtape.projections.cache.materialize import interval_versions
 from memtape.projections.folds import INDEXED
 from memtape.projections.folds.state import fingerprint, sources_digest
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -241,7 +240,7 @@ class MirrorStale(Exception):
     """The mirror cannot be caught up from where it is (it is rebuilt)."""
 
 
-def _code_version(policy: Policy) -> str:
+def _code_version(policy: Thresholds) -> str:
     """What the mirror's rows depend on: its layout, DuckDB's version (row hashes), the code that
     decides what events show (this module's import closure: forget, lesson ids, upcasters through
     the ledger's reads), the views it holds and the fingerprints of the projections whose
@@ -358,23 +357,16 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int, tally: _Tally) -> 
     tally.count(con, "step_as_of", theirs, (runs,))
 
 
-def _interval_rows(projections: Path, after: int, head: int) -> Iterator[tuple[str, pa.Table]]:
+def _interval_rows(
+    store: Store, projections: Path, policy: Thresholds, after: int, head: int
+) -> Iterator[tuple[str, pa.Table]]:
     """The interval versions projections.db holds that began after `after`, or ended after it
-    (closed since), as of `head` (`materialize.changed_versions`): a version still current at
-    `head` has no `valid_to`."""
-    for name, rows in changed_versions(projections, MIRRORED, after, head):
+    (closed since), as of `head` (`materialize.interval_versions`, the cache's door): a version
+    still current at `head` has no `valid_to`."""
+    for name, rows in interval_versions(store, projections, policy, MIRRORED, after, head):
         cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
-        for field, k1, k2, valid_from, valid_to, value in rows:
-            row = (
-                name,
-                field,
-                None if k1 == NO_KEY else k1,
-                None if k2 == NO_KEY else k2,
-                valid_from,
-                valid_to,
-                value.decode(),
-            )
-            for col, v in zip(cols, row):
+        for field, item, part, valid_from, valid_to, value in rows:
+            for col, v in zip(cols, (name, field, item, part, valid_from, valid_to, value.decode())):
                 col.append(v)
         yield name, arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols)
 
@@ -390,7 +382,7 @@ def _copy_intervals(
     con: duckdb.DuckDBPyConnection,
     store: Store,
     projections: Path,
-    policy: Policy,
+    policy: Thresholds,
     after: int,
     head: int,
     tally: _Tally,
@@ -399,7 +391,7 @@ def _copy_intervals(
     replace their open rows). Short-term versions are gathered first and go in ordered by run, then
     seq: a run's versions side by side share their urls, keys and event ids within a column segment
     (14 MB at 300,000 events, against 20 MB in the order projections.db gives them)."""
-    batches = _interval_rows(projections, after, head)
+    batches = _interval_rows(store, projections, policy, after, head)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
         "value VARCHAR)"
@@ -433,7 +425,7 @@ def _copy_intervals(
 
 
 def _fill(
-    con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Policy, after: int, head: int
+    con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Thresholds, after: int, head: int
 ) -> None:
     """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
@@ -466,7 +458,9 @@ def _fill(
 # ---- opening --------------------------------------------------------------------------
 
 
-def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, check_rows: bool) -> int:
+def _start(
+    con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Thresholds, check_rows: bool
+) -> int:
     """The seq the mirror holds, once its checkpoint, its rows (`check_rows`: their digest; else the
     file is known untouched) and the ledger agree; MirrorStale (why, for a warning; '' when only
     rebuilt) otherwise."""
@@ -506,7 +500,7 @@ def _catalog() -> list[tuple[Any, ...]]:
 
 
 def _stamp(target: Path, projections: Path) -> Stamp:
-    """The mirror file's sealed stamp (`projections.cache.seal.Stamp`)."""
+    """The mirror file's sealed stamp (`ledger.seal.Stamp`)."""
     return Stamp(target, Key.beside(projections), LOGS)
 
 
@@ -543,7 +537,7 @@ def _move(tmp: Path, path: Path, why: str) -> None:
         raise LedgerError(f"{path}: {why} ({exc.strerror}); move it out of the memory directory") from None
 
 
-def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None:
+def _rebuild(store: Store, projections: Path, policy: Thresholds, head: int) -> None:
     """A new mirror up to `head`, written beside the old one and moved over it."""
     target = location.mirror_path(projections)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
@@ -574,13 +568,12 @@ def _held_elsewhere(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
-def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
+def _caught_up(store: Store, projections: Path, policy: Thresholds) -> duckdb.DuckDBPyConnection:
     """The mirror file at the ledger's head, opened read-only. A file left untouched since this
     memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
     is opened to write, checked whole, caught up, sealed again and reopened read-only."""
     target = location.mirror_path(projections)
     head = int(store.head())
-    caught_up(store, projections, policy)
     for attempt in (1, 2):
         con = None
         if os.path.lexists(target):
@@ -622,7 +615,7 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
 
 
 def connect(
-    source: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
+    source: Store, projections_path: Path | None = None, policy: Thresholds = DEFAULT_POLICY
 ) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection to the mirror of `source` (a store), caught up to the ledger's
     head, with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.location import projections_file
 from memtape.output import emit, listing_options
@@ -19,7 +19,7 @@ from memtape.progress import fold_progress_bar
 from memtape.projections.cache.materialize import rebuild as rebuild_projections
 from memtape.projections.cache.materialize import seq_or_time
 from memtape.projections.folds.state import PROJECTIONS, digests
-from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
+from memtape.projections.state_rows import COLUMNS, STATE_KINDS, Change, diff_between, open_state
 from memtape.projections.view import MemoryView
 
 

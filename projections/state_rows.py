@@ -15,7 +15,7 @@ from typing import Any
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import resolve_seq
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.view import MemoryView
 
 STATE_KINDS = (
@@ -134,7 +134,7 @@ def open_state(
     kind: str,
     domain: str | None = None,
     as_of: int | str | None = None,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
     run: str | None = None,
 ) -> tuple[int, list[Any]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
@@ -258,7 +258,11 @@ def diff_point(store: Store, point: int | str, what: str = "diff point") -> int:
 
 
 def diff_between(
-    store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str, policy: Policy = DEFAULT_POLICY
+    store: Store,
+    projections_path: Path | None,
+    from_seq: int | str,
+    to_seq: int | str,
+    policy: Thresholds = DEFAULT_POLICY,
 ) -> list[Change]:
     """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`),
     each a seq, an ISO time or a run id (`diff_point`)."""

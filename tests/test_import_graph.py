@@ -132,3 +132,10 @@ def test_the_analytics_mirror_reads_the_cache_through_one_door() -> None:
     assert _names_from("memtape.analytics.mirror", "memtape.projections.cache") == {
         ("memtape.projections.cache.materialize", "interval_versions")
     }
+
+
+def test_the_bundled_agent_reads_memory_only_through_the_api() -> None:
+    """The bundled agent uses what an external agent can: no module of agent/ opens `MemoryView`
+    (resume and fork are `Memory.resume_scenario` / `fork_scenario`)."""
+    agent = [m for m in MODULES if m == "memtape.agent" or m.startswith("memtape.agent.")]
+    assert agent and all(_names_from(m, "memtape.projections.view") == set() for m in agent)

@@ -208,7 +208,7 @@ class RequestGuard:
         self, app: ASGIApp, *, token: str | None, public_paths: frozenset[str], max_body: int, cors: bool = False
     ):
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.expected = token.encode() if token is not None else None
         self.public_paths = public_paths
         self.max_body = max_body
         self.cors = cors
@@ -216,8 +216,9 @@ class RequestGuard:
     def refusal(self, scope: Scope, headers: Headers) -> JSONResponse | None:
         preflight = self.cors and scope["method"] == "OPTIONS" and "access-control-request-method" in headers
         if self.expected is not None and scope["path"] not in self.public_paths and not preflight:
-            given = headers.get("authorization", "").encode("latin-1")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            # the scheme's name is case-insensitive (RFC 9110 11.1), the token itself is not
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode("latin-1"), self.expected):
                 return _refuse(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         if scope["method"] in BODY_METHODS or has_body:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtape.ledger import location
-from memtape.ledger.errors import LedgerError
+from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
@@ -37,6 +37,7 @@ from memtape.projections.folds import FOLDS
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.runs import covered
 from memtape.projections.state import PROJECTIONS, MemoryState
+from memtape.projections.text import domain_matches
 from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
@@ -76,6 +77,22 @@ def normalize_subject(kind: str, subject: str) -> str:
     return text
 
 
+def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
+    """Whether memory knows the subject: a lesson or run by its id, a session by one of its runs,
+    a domain (or a subdomain) by a run started there, a lesson scoped to it, or any event the log
+    files under it (facts, selectors, recalls: read until the first)."""
+    if kind == "lesson":
+        return subject in state.lessons.lessons
+    runs = state.runs.runs.values()
+    if any(covered(kind, subject, r.run_id, r.session_id, r.domain) for r in runs):
+        return True
+    if kind != "domain":
+        return False
+    if any(domain_matches(les.scope_domain, subject) for les in state.lessons.lessons.values()):
+        return True
+    return any(domain_matches(ev.domain, subject) for ev in store.read())
+
+
 def _row_counts(state: MemoryState) -> dict[str, int]:
     counts: dict[str, int] = {}
     for name in PROJECTIONS:
@@ -92,13 +109,20 @@ def forget(
     *,
     projections_path: Path | None = None,
     policy: Policy = DEFAULT_POLICY,
+    force: bool = False,
 ) -> ForgetResult:
     """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
 
-    Appends through the policy writer, so any decision the forget causes lands
-    in the same transaction."""
+    A subject memory does not hold (a typo) is refused with UnknownItem, since the event would
+    stay in the log for good; `force` records it anyway. Appends through the policy writer, so
+    any decision the forget causes lands in the same transaction."""
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
+    if not force and not holds(store, state, kind, subject):
+        raise UnknownItem(
+            f"no {kind} {subject!r} in memory, so nothing to forget; nothing was written "
+            "(--force, or force=True, records the forget anyway, for a subject an import may bring later)"
+        )
     before = _row_counts(state)
     runs = sorted(
         r.run_id

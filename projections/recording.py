@@ -48,6 +48,7 @@ from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
+    INT64_MAX,
     LOCATOR_ARGS,
     Backtracked,
     ContextBuilt,
@@ -93,7 +94,7 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.redact import MARKER, masked_args, secret_field
 from memtape.ledger.store import Store
-from memtape.ledger.urls import url_parts
+from memtape.ledger.urls import start_url_refusal, url_parts
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
 from memtape.projections.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
@@ -547,10 +548,14 @@ class Memory:
         _check_text(goal, "goal")
         _check_text(start_url, "start_url")
         _check_text(agent, "agent")
+        refusal = start_url_refusal(start_url)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
-        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
-            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
+            # every step records the rep: one its event cannot hold would leave a run that records no step
+            raise InvalidEvent(f"rep must be a whole number from 1 to 2**63-1, got {rep!r:.40}")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []

@@ -26,7 +26,9 @@ Usage::
 from __future__ import annotations
 
 import copy
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,7 @@ from pydantic import TypeAdapter
 
 from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.jsonl import read_source
 from memtape.ledger.events import (
     IDENT_RE,
     Action,
@@ -178,13 +181,20 @@ IndexSource = Callable[[], LessonIndex]
 
 
 def _read(path: Path, rel: str) -> bytes:
+    """A source file whole, bounded: a regular file of at most `MAX_SOURCE_BYTES` (a device such as
+    /dev/zero or a pipe has no size to trust and may never end, so it is refused before any read),
+    its lines at most `MAX_LINE_BYTES` each, as `memtape append` and HTTP take them."""
     try:
         if path.is_symlink():
             raise refuse(rel, "is a symbolic link; refusing to follow it")
-        size = path.stat().st_size
-        if size > MAX_SOURCE_BYTES:
-            raise refuse(rel, f"larger than {MAX_SOURCE_BYTES} bytes")
-        return path.read_bytes()
+        # not blocking: opening a pipe without a writer would wait forever (regular files ignore it)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as source:
+            info = os.fstat(source.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse(rel, "is not a regular file (a device, a pipe or a socket); give a file")
+            if info.st_size > MAX_SOURCE_BYTES:
+                raise refuse(rel, f"larger than {MAX_SOURCE_BYTES} bytes")
+            return read_source(source, rel)
     except OSError as exc:
         raise LedgerError(f"{rel}: cannot read ({exc.strerror})") from exc
 

@@ -28,7 +28,6 @@ from memtape.ledger.events import (
     integral,
 )
 
-
 #: the longest line, and the most a source that is not a regular file may give (a pipe, a device):
 #: what the HTTP face takes as one request body (`memtape serve` refuses more with 413)
 MAX_LINE_BYTES = 16 * 1024 * 1024

@@ -21,6 +21,7 @@ other error of the server.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -32,6 +33,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import orjson
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -148,6 +150,19 @@ def _host_name(value: str) -> str:
         end = value.find("]")
         return value[1:end] if end > 0 else value
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def request_digest(method: str, path: str, body: bytes) -> str:
+    """What an Idempotency-Key is bound to: the method, the path and the body as parsed JSON (keys
+    sorted), so the same request re-serialized with other spacing or key order is the same request;
+    a body that is no JSON object orjson reads (JSON Lines, big integers) counts by its bytes."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        canonical = body
+    else:
+        canonical = b"json:" + orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(f"{method} {path}\n".encode() + canonical).hexdigest()
 
 
 def _refuse(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -24,12 +24,16 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from memtape.ledger import location
 from memtape.ledger.errors import LedgerError, UnknownItem
-from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
+from memtape.ledger.events import NewEvent, RecordedEvent, SubjectForgotten, check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
@@ -91,6 +95,18 @@ def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
     if any(domain_matches(les.scope_domain, subject) for les in state.lessons.lessons.values()):
         return True
     return any(domain_matches(ev.domain, subject) for ev in store.read())
+
+
+def answer_forgotten(response: Any, forgets: Iterable[RecordedEvent]) -> RecordedEvent | None:
+    """The first of `forgets` (`subject_forgotten` events recorded after an answer was kept for an
+    idempotency key) whose subject the answer carries: its id, host or one of the runs it took
+    along appears anywhere in it. Such an answer is never given again (`Memory.once`)."""
+    text = orjson.dumps(response, default=str).decode().lower()
+    for ev in forgets:
+        names = (ev.data["subject"], *(ev.data.get("run_ids") or ()))
+        if any(name.lower() in text for name in names):
+            return ev
+    return None
 
 
 def _row_counts(state: MemoryState) -> dict[str, int]:

@@ -46,7 +46,7 @@ from pydantic import TypeAdapter, ValidationError
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.credentials import passwords
-from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
+from memtape.ledger.errors import AnswerGone, InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     INT64_MAX,
     LOCATOR_ARGS,
@@ -97,6 +97,7 @@ from memtape.ledger.store import Store
 from memtape.ledger.urls import start_url_refusal, url_parts
 from memtape.projections import lessons as lessons_mod
 from memtape.projections.budget import DEFAULT_BUDGET, count_tokens, token_counter
+from memtape.projections.forget import answer_forgotten
 from memtape.projections.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
 from memtape.projections.lessons import lesson_id_for, recall_payload
 from memtape.projections.page_maps import PageMap
@@ -482,6 +483,13 @@ class Memory:
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    forgets = self.store.read(first.seq + 1, types=["subject_forgotten"])
+                    gone = answer_forgotten(first.data["response"], forgets)
+                    if gone is not None:
+                        raise AnswerGone(
+                            f"idempotency key {key[:60]!r}: its answer held {gone.data['subject_kind']} "
+                            f"{gone.data['subject'][:60]!r}, forgotten at seq {gone.seq}; nothing was written"
+                        )
                     return int(first.data["status"]), first.data["response"], True
                 status, body = answer()
                 self.append(

@@ -203,8 +203,13 @@ def verify(heads: list[Anchor], decisions: bool) -> None:
     rederived = ""
     if decisions:
         check = verify_decisions(store)
-        if not check.ok:
-            raise LedgerError(f"decision differs at seq {check.first_bad_seq}: {check.reason}")
+        problems = [f"decision differs at seq {check.first_bad_seq}: {check.reason}"] if check.reason else []
+        if check.unmade:
+            problems.append(
+                f"{len(check.unmade)} Tier 1 entries no seed, promotion or pin command made: " + "; ".join(check.unmade)
+            )
+        if problems:
+            raise LedgerError(". ".join(problems))
         rederived = f", {check.decisions} decisions re-derived"
     head = f"{result.head_seq}:{result.head_hash}" if result.head_seq else "0 (empty)"
     click.echo(f"ok: {result.count} events, chain intact{rederived}; head {head}")

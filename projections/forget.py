@@ -35,6 +35,7 @@ from memtape.ledger import location
 from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.events import NewEvent, RecordedEvent, SubjectForgotten, check_domain
 from memtape.ledger.store import Store
+from memtape.projections import lessons as lessons_projection
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import FOLDS
@@ -82,11 +83,14 @@ def normalize_subject(kind: str, subject: str) -> str:
 
 
 def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
-    """Whether memory knows the subject: a lesson or run by its id, a session by one of its runs,
-    a domain (or a subdomain) by a run started there, a lesson scoped to it, or any event the log
-    files under it (facts, selectors, recalls: read until the first)."""
+    """Whether memory knows the subject: a lesson by its id (held, or named by a lesson event of
+    the log: a pruned lesson's lines are still in exports), a run by its id, a session by one of
+    its runs, a domain (or a subdomain) by a run started there, a lesson scoped to it, or any event
+    the log files under it (facts, selectors, recalls: read until the first)."""
     if kind == "lesson":
-        return subject in state.lessons.lessons
+        return subject in state.lessons.lessons or any(
+            subject in ev.payload_json for ev in store.read(types=lessons_projection.TYPES)
+        )
     runs = state.runs.runs.values()
     if any(covered(kind, subject, r.run_id, r.session_id, r.domain) for r in runs):
         return True

@@ -47,7 +47,8 @@ TIER1_WRITES = ("lesson_seeded", "lesson_promoted", "lesson_pinned")
 #: HTTP, MCP, import): a pin is a person's command, an answer is what the server itself answered
 #: (a planted one would answer another client's Idempotency-Key and write nothing)
 DOOR_ONLY = {
-    "lesson_pinned": "a person pins a lesson with `memtape lessons pin LESSON --by NAME --reason TEXT`",
+    "lesson_pinned": "a caller cannot write Tier 1 text; a person pins a lesson with "
+    "`memtape lessons pin LESSON --by NAME --reason TEXT`",
     "request_answered": "only the server records the answer it gave to an Idempotency-Key",
 }
 

@@ -21,7 +21,7 @@ from mcp.client import Client
 import memtape
 from memtape.ledger.jsonl import MAX_LINE_BYTES
 from memtape.mcp_server import build_server
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.pin import pin
 from memtape.server import create_app
 from tests.cli_runner import CliResult, run_cli

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable
 from typing import IO, Any
 
 import anyio
@@ -74,23 +73,25 @@ def _invalid(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def answers(line: str, valid: bool, unread: Callable[[], list[JSONRPCError]]) -> list[JSONRPCError]:
+def answers(line: str, valid: bool, unread: list[JSONRPCError]) -> list[JSONRPCError]:
     """What a line is owed beyond what the SDK answers: a refusal of invalid UTF-8 (the message is
     then not handed on), of a batch, or of an object with an id that is no valid request; else
-    `unread()` (the transport's own refusal of a line it could not read, or nothing)."""
+    `unread` (the transport's own refusal of a line it could not read, or nothing)."""
     if not valid:
         members, _ = outline(line)
         return [_error(request_id(members.get("id")), PARSE_ERROR, "not valid UTF-8; nothing was written")]
+    if unread:  # the transport could not read it (malformed, nested past the door): its refusal says why
+        return unread
     try:
         obj = json.loads(line)
-    except ValueError:
-        return unread()
+    except (ValueError, RecursionError):
+        return unread
     if isinstance(obj, list):
         ids = [request_id(m.get("id")) for m in obj if isinstance(m, dict) and request_id(m.get("id")) is not None]
-        why = "a batch (an array of messages): MCP takes one message per line; nothing was written"
-        return [_error(i, INVALID_REQUEST, why) for i in ids] or [_error(None, INVALID_REQUEST, why)]
+        batch = "a batch (an array of messages): MCP takes one message per line; nothing was written"
+        return [_error(i, INVALID_REQUEST, batch) for i in ids] or [_error(None, INVALID_REQUEST, batch)]
     if isinstance(obj, dict) and request_id(obj.get("id")) is not None:
         why = _invalid(obj)
         if why is not None:
             return [_error(request_id(obj["id"]), INVALID_REQUEST, f"{why}; nothing was written")]
-    return unread()
+    return unread

@@ -187,9 +187,7 @@ class MemoryServer(MCPServer):
                 async with screened_in:
                     async for item in lines:
                         line, valid = reader.taken()
-                        owed = frame_answers(
-                            line, valid, lambda item=item: [] if not isinstance(item, Exception) else _listed(item)
-                        )
+                        owed = frame_answers(line, valid, _listed(item) if isinstance(item, Exception) else [])
                         if owed:
                             for answer in owed:
                                 await answers.send(SessionMessage(answer))

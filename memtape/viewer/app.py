@@ -153,6 +153,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
             title=f"Run {run_id} step {here['step']}",
             audit=audit,
             s=here,
+            credit=reads.credit(),
             previous=steps[at - 1] if at > 0 else None,
             following=steps[at + 1] if at + 1 < len(steps) else None,
         )

@@ -71,6 +71,10 @@ class Reads:
     def diff(self, start: str, end: str) -> list[dict[str, Any]]:
         return self._kept(("diff", start, end), lambda: self.memory.diff(start, end))
 
+    def credit(self) -> dict[str, dict[str, Any]]:
+        """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
+        return self._kept(("credit",), lambda: {c["item"]: c for c in self.memory.state("credit")})
+
     def taught(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """run id -> what memory holds now that the run taught (one pass over four projections)."""
         return self._kept(("taught",), lambda: _taught(self))

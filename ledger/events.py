@@ -473,6 +473,36 @@ class TrajectoryRecalled(Payload):
     replay: bool = False
 
 
+#: the kinds of memory a search reads (`Memory.search`): the projections whose records carry text
+SearchKind = Literal["lessons", "facts", "patterns", "selectors", "trajectories", "sessions", "context"]
+#: the longest query a search takes: a query is words, and no memory item is longer than a page
+MAX_QUERY = 2_000
+
+
+class SearchHit(BaseModel):
+    """One item a search returned, by reference: its text stays in its own events (a forget hides
+    it there), the search keeps only which item it was and how well it ranked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    kind: SearchKind
+    item_id: str = Field(max_length=1_000)
+    score: Real
+
+
+class MemorySearched(Payload):
+    """A full-text search of memory (a recall by words): the query, its filters and the ranked hits.
+    The envelope's `domain` is the run's (or the filter's outside a run)."""
+
+    type: Literal["memory_searched"] = "memory_searched"
+    query: str = Field(min_length=1, max_length=MAX_QUERY)
+    kinds: list[SearchKind] | None = None
+    domain_filter: str | None = None
+    as_of: str | None = None
+    limit: Positive = 10
+    matched: Count = 0
+    hits: list[SearchHit] = Field(default_factory=list)
+
+
 class ContextItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     source: str
@@ -951,6 +981,7 @@ AnyPayload = Annotated[
     | ErrorRecall
     | DomainRecall
     | TrajectoryRecalled
+    | MemorySearched
     | ContextBuilt
     | LessonSeeded
     | LessonRecorded

@@ -94,6 +94,11 @@ COMMANDS: dict[str, Entry] = {
     "run": Entry("agent", "Run the browser agent on a goal or a cases file, with memory.", "agent"),
     "runs": Entry("projections", "List run manifests, newest first (what `bad runs` lists from bad's .agent-memory)."),
     "schema": Entry("ledger", "Print the JSON Schema of every event type (or one)."),
+    "search": Entry(
+        "search",
+        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best "
+        "first; logged as a memory_searched event.",
+    ),
     "serve": Entry("serve", "Serve this memory as an HTTP JSON API for agents in any language.", "server"),
     "start-run": Entry(
         "runs",

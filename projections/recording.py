@@ -64,6 +64,7 @@ from memtape.ledger.events import (
     FactObserved,
     FactType,
     LessonRecorded,
+    MemorySearched,
     NewEvent,
     PageMapStored,
     PatternLearned,
@@ -104,6 +105,7 @@ from memtape.projections.pattern_learning import learn_patterns
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.runs import RunManifest
+from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.selectors import known_good
 from memtape.projections.short_term import ShortTerm
 from memtape.projections.steps import action_signature
@@ -422,6 +424,8 @@ class Memory:
         self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
         self._dirty = True
+        #: (head, index) of the last search at the head: searches in a row share one index
+        self._search_index: tuple[int, SearchIndex] | None = None
 
     # ---- plumbing ------------------------------------------------------------------
 
@@ -771,6 +775,53 @@ class Memory:
         )
         return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
 
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        run_id: str | None = None,
+        step: int | None = None,
+        searched_from: str | None = None,
+    ) -> list[SearchResult]:
+        """Ranked full-text search (SQLite FTS5, BM25) over lessons, current facts, patterns,
+        selectors, trajectories, sessions and context, now or as the ledger knew it at seq / ISO
+        time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
+        search is a recall: it logs memory_searched with the query, filters and hits, against
+        `run_id` and `step` when given (`searched_from`: the domain the searching run is on)."""
+        query = check_query(query)
+        chosen = check_kinds(kinds)
+        limit = check_limit(limit)
+        _check_text(domain, "domain", optional=True)
+        point = check_point(as_of, "as_of")
+        fields: dict[str, Any] = {
+            "query": query,
+            "kinds": list(chosen) if chosen is not None else None,
+            "domain_filter": domain,
+            "as_of": None if point is None else str(point),
+            "limit": limit,
+        }
+        probe = self.event(MemorySearched, fields, run_id=run_id, step=_check_step(step), domain=searched_from or domain)
+        self._known_run(run_id)
+        if point is None:
+            view = self.current()
+            cached = self._search_index
+            index = cached[1] if cached is not None and cached[0] == view.head else view.search_index()
+        else:
+            view = MemoryView.open(self.store, self.projections_path, self.policy, as_of=point)
+            index = view.search_index()
+        hits = index.search(query, chosen, domain, limit)
+        searched = [{"kind": h.kind, "item_id": h.item_id, "score": h.score} for h in hits]
+        logged = self.append(
+            [self.event(MemorySearched, {**fields, "matched": len(hits), "hits": searched}, run_id=run_id, step=step, domain=probe.domain)]
+        )
+        if point is None:  # the search's own event changes no item: the index stays valid past it
+            self._search_index = (logged[-1].seq, index) if logged[-1].seq == view.head + 1 else None
+        return hits
+
     # ---- what memory holds ---------------------------------------------------------------
 
     def state(
@@ -950,6 +1001,36 @@ class Run:
         with self.timed():
             return self.memory.recall_trajectory(
                 self.safe_goal, url if url is not None else self.url, run_id=self.run_id, step=step
+            )
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        step: int | None = None,
+    ) -> list[SearchResult]:
+        """`Memory.search` logged against this run and `step` (the query's known secrets scrubbed)."""
+        self._live()
+        query = check_query(query)
+        if not self.enabled:
+            check_kinds(kinds)
+            check_limit(limit)
+            _check_step(step)
+            return []
+        with self.timed():
+            return self.memory.search(
+                str(self.scrub(query)),
+                kinds=kinds,
+                domain=domain,
+                as_of=as_of,
+                limit=limit,
+                run_id=self.run_id,
+                step=step,
+                searched_from=self.domain or None,
             )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
@@ -1452,7 +1533,9 @@ class Run:
     ) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
-        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`."""
+        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`.
+        A site_specific lesson without `scope_domain` is scoped to the run's domain: unscoped, no
+        domain recall would ever return it, not even on the site where it was learned."""
         self._live("lesson_recorded")
         refusal = tier1_refusal(category) if isinstance(category, str) else None
         if refusal is not None:
@@ -1464,6 +1547,8 @@ class Run:
             ("scope_domain", scope_domain),
         ):
             _check_text(value, what, empty=True, optional=True)
+        if category == "site_specific" and not scope_domain:
+            scope_domain = self.domain or None
         ev = self._event(
             LessonRecorded,
             {

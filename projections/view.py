@@ -13,7 +13,7 @@ stays well under a millisecond with 100,000 lessons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -40,6 +40,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.patterns import Pattern
 from memtape.projections.runs import RunManifest
 from memtape.projections.scratch import ScratchEntry
+from memtape.projections.search import Document, SearchIndex, documents
 from memtape.projections.selectors import SelectorEntry
 from memtape.projections.sessions import SessionEntry
 from memtape.projections.short_term import ShortTerm, empty_run
@@ -386,6 +387,23 @@ class MemoryView:
 
     def sitemap_pages(self, domain: str | None = None) -> list[SitePage]:
         return sitemap_mod.pages(self.state.sitemap, domain)
+
+    # ---- full-text search ------------------------------------------------------
+
+    def search_index(self) -> SearchIndex:
+        """The FTS5 index of this view's lessons, current facts, patterns, selectors, trajectories,
+        sessions and context (built once per head, like every index of a view)."""
+        return self._cached("search", lambda: SearchIndex(self._documents()))
+
+    def _documents(self) -> Iterator[Document]:
+        yield from documents("lessons", self.lessons())
+        yield from documents("facts", [f for d in sorted(self.state.knowledge.current) for f in self.facts(d)])
+        yield from documents("patterns", self.patterns())
+        yield from documents("selectors", self.selectors())
+        yield from documents("trajectories", self.trajectories())
+        for d in sorted(self.state.sessions.by_domain):
+            yield from documents("sessions", self.sessions(d), d or None)
+        yield from documents("context", self.context())
 
     # ---- runs ----------------------------------------------------------------
 

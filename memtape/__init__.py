@@ -9,6 +9,8 @@ The public API (see docs/api.md and the README's quick start):
         run.finish(success=True, outcome="bought")
     mem.audit(run.run_id)
 
+`memtape.open_async(path)` gives the same memory for async code, every method awaited.
+
 The command line is `memtape.cli`. The API's names load `memtape.api` on first use (PEP 562),
 so that the command line (`memtape.cli` is a module of this package) does not pay for the agent,
 the audit and the experiment on every start: `memtape analytics ...` needs none of them.
@@ -21,13 +23,30 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memtape.api import Lesson, Memory, MemtapeError, Policy, Run, TrajectoryRecall, open
+    from memtape.asynchronous import AsyncMemory, AsyncRun, open_async
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+#: public name -> the module that defines it
+_HOMES = {
+    **dict.fromkeys(["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"], "memtape.api"),
+    **dict.fromkeys(["open_async", "AsyncMemory", "AsyncRun"], "memtape.asynchronous"),
+}
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "open_async",
+    "AsyncMemory",
+    "AsyncRun",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("memtape.api"), name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'memtape' has no attribute {name!r}")
 
 

@@ -804,7 +804,9 @@ class Memory:
             "as_of": None if point is None else str(point),
             "limit": limit,
         }
-        probe = self.event(MemorySearched, fields, run_id=run_id, step=_check_step(step), domain=searched_from or domain)
+        probe = self.event(
+            MemorySearched, fields, run_id=run_id, step=_check_step(step), domain=searched_from or domain
+        )
         self._known_run(run_id)
         if point is None:
             view = self.current()
@@ -816,7 +818,15 @@ class Memory:
         hits = index.search(query, chosen, domain, limit)
         searched = [{"kind": h.kind, "item_id": h.item_id, "score": h.score} for h in hits]
         logged = self.append(
-            [self.event(MemorySearched, {**fields, "matched": len(hits), "hits": searched}, run_id=run_id, step=step, domain=probe.domain)]
+            [
+                self.event(
+                    MemorySearched,
+                    {**fields, "matched": len(hits), "hits": searched},
+                    run_id=run_id,
+                    step=step,
+                    domain=probe.domain,
+                )
+            ]
         )
         if point is None:  # the search's own event changes no item: the index stays valid past it
             self._search_index = (logged[-1].seq, index) if logged[-1].seq == view.head + 1 else None

@@ -154,7 +154,9 @@ class SearchIndex:
         self.docs = list(docs)
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
         self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, tokenize = 'porter unicode61')")
-        self.db.executemany("INSERT INTO docs(rowid, text) VALUES (?, ?)", ((i, d.text) for i, d in enumerate(self.docs)))
+        self.db.executemany(
+            "INSERT INTO docs(rowid, text) VALUES (?, ?)", ((i, d.text) for i, d in enumerate(self.docs))
+        )
 
     def search(
         self,

@@ -81,7 +81,14 @@ def test_run_search_is_logged_against_the_run_and_step(tmp_path: Path) -> None:
             run.finish(success=True)
         (step,) = [s for s in mem.audit(run.run_id)["steps"] if s["step"] == 3]
         assert step["searched"] == [
-            {"query": "csrf", "kinds": None, "domain": None, "as_of": None, "matched": len(hits), "hits": ev.data["hits"]}
+            {
+                "query": "csrf",
+                "kinds": None,
+                "domain": None,
+                "as_of": None,
+                "matched": len(hits),
+                "hits": ev.data["hits"],
+            }
         ]
 
 
@@ -145,7 +152,9 @@ def test_cli_search_json_finds_the_lesson(tmp_path: Path) -> None:
         (("search", "token", "--limit", "0"), "limit"),
     ],
 )
-def test_cli_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_cli_refuses_bad_input_in_one_line_and_writes_nothing(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     memory = tmp_path / "mem"
     with memtape.open(memory) as mem:
         teach(mem)
@@ -182,7 +191,19 @@ def test_library_refuses_bad_input_and_writes_nothing(tmp_path: Path, kwargs: di
         assert len(list(mem.store.read())) == before
 
 
-HOSTILE = ['"', "*", "NEAR(", "AND", "OR NOT", '"stale', "stale*", "token)", "^stale", "col:stale", "NEAR(stale token, 2)"]
+HOSTILE = [
+    '"',
+    "*",
+    "NEAR(",
+    "AND",
+    "OR NOT",
+    '"stale',
+    "stale*",
+    "token)",
+    "^stale",
+    "col:stale",
+    "NEAR(stale token, 2)",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -45,8 +45,10 @@ def search(
     fmt: str,
     out: str | None,
 ) -> None:
-    """Search lessons, facts, patterns, selectors, trajectories, sessions and context by words,
-    best first (SQLite FTS5, BM25); logged as a memory_searched event.
+    """Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best
+    first; logged as a memory_searched event.
+
+    The ranking is SQLite FTS5's BM25; the query is words, never search syntax.
 
     Example: memtape search "stale token" --kind lessons --json
     """

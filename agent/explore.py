@@ -23,8 +23,9 @@ from memtape.agent.browser import Browser
 from memtape.agent.records import finish_run, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
-from memtape.projections.recording import Memory, StepRecord
-from memtape.projections.sitemap import next_page, summary_text
+from memtape.projections.folds.sitemap import next_page, summary_text
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.text import domain_of
 
 

@@ -35,15 +35,18 @@ from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memtape.projections.knowledge import fact_line
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.patterns import for_goal, shown_by
-from memtape.projections.recording import Learned, Memory, Run, StepRecord, element_text, goal_secrets
-from memtape.projections.sessions import continued
-from memtape.projections.short_term import ShortTerm, priority_of
-from memtape.projections.steps import on_page
+from memtape.projections.folds.knowledge import fact_line
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.patterns import for_goal, shown_by
+from memtape.projections.folds.sessions import continued
+from memtape.projections.folds.short_term import ShortTerm, priority_of
+from memtape.projections.folds.steps import on_page
+from memtape.projections.folds.trajectories import applicable_steps
+from memtape.projections.recording.learning import goal_secrets
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Learned, StepRecord, element_text
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
-from memtape.projections.trajectories import applicable_steps
 
 Approval = Callable[[Decision, Observation], bool]
 

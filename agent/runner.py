@@ -37,7 +37,7 @@ from memtape.ledger.location import memory_dir, read_fork_info
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.parameters import Policy
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.text import clip
 from memtape.projections.view import MemoryView
 

@@ -47,8 +47,8 @@ from memtape.ledger.events import RecordedEvent
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import caught_up, indexed_memory, projection_at
+from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.state import MemoryState, fold
 from memtape.projections.view import MemoryView
 
 

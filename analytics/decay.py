@@ -1,7 +1,7 @@
 """The confidence walk of every fact, for `memtape analytics decay`: the knowledge fold itself.
 
 The walk is not re-derived in SQL: the mirror's fact events (as analytics may show
-them) are folded by `projections.knowledge.apply` under the answer's policy, and each
+them) are folded by `projections.folds.knowledge.apply` under the answer's policy, and each
 event that changed a fact gives one row with the fact as the fold left it. What a row
 says is read off the fold: a fact that was not current and now is was `observed`; one
 that changed under another observation was `confirmed`, under a contradiction
@@ -24,7 +24,7 @@ import duckdb
 from memtape.analytics.forget import fact_changes
 from memtape.analytics.mirror import arrow_table, mirrored_events
 from memtape.ledger.events import RecordedEvent
-from memtape.projections import knowledge
+from memtape.projections.folds import knowledge
 from memtape.projections.parameters import Policy
 
 RELATION = "fact_walk"

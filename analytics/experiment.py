@@ -63,13 +63,13 @@ from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
-from memtape.projections.knowledge import current_facts, fact_line
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.lessons import TIER1_CATEGORIES, recall_payload
+from memtape.projections.folds.knowledge import current_facts, fact_line
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.lessons import TIER1_CATEGORIES, recall_payload
+from memtape.projections.folds.sessions import continued, history_lines
+from memtape.projections.folds.steps import on_page
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.replay import PolicyMemory, as_new, opens_run
-from memtape.projections.sessions import continued, history_lines
-from memtape.projections.steps import on_page
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import WRITER_PROJECTIONS
 

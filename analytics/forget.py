@@ -11,9 +11,9 @@ name lessons (`projections.cache.mentions`), which, as in the lessons projection
 where a universal lesson survives the forgetting of a place it was used, stay
 with their run, step and domain masked and the forgotten subjects taken out of
 their payload. The runs a forget takes along are the ones the runs projection
-drops (`projections.runs.covered`, for the runs started before it), a lesson
+drops (`projections.folds.runs.covered`, for the runs started before it), a lesson
 event's id is the one the lessons projection gives it
-(`projections.lessons.lesson_id_in`), and the lessons a forget removes are the
+(`projections.folds.lessons.lesson_id_in`), and the lessons a forget removes are the
 ones the lessons fold removes (`lessons.apply`, asked by `removed_lessons`): a
 lesson recorded without a scope but merged into one scoped to the forgotten
 domain goes with it.
@@ -21,7 +21,7 @@ domain goes with it.
 Knowledge is not decided by subject at all: the knowledge fold keeps a fact
 another run first saw when a forgotten run confirmed it, and drops a fact a
 forgotten run first saw along with every later confirmation of it. Which facts
-a forget removes is asked of the fold itself (`projections.knowledge.apply`
+a forget removes is asked of the fold itself (`projections.folds.knowledge.apply`
 over the log's fact events, `FactsForgotten`): a fact event is hidden when every
 fact it changed was later removed by a forget, and a `facts_pruned` that stays
 loses the removed facts from its payload.
@@ -41,12 +41,12 @@ from typing import Any
 
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import knowledge, lessons
 from memtape.projections.cache import mentions
-from memtape.projections.knowledge import Fact, KnowledgeState
-from memtape.projections.lessons import lesson_id_in
+from memtape.projections.folds import knowledge, lessons
+from memtape.projections.folds.knowledge import Fact, KnowledgeState
+from memtape.projections.folds.lessons import lesson_id_in
+from memtape.projections.folds.runs import covered
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.runs import covered
 from memtape.projections.text import domain_matches
 
 #: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)

@@ -63,8 +63,8 @@ from memtape.projections.cache.intervals import NO_KEY
 from memtape.projections.cache.materialize import caught_up, changed_versions
 from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, regular, warn
 from memtape.projections.folds import INDEXED
+from memtape.projections.folds.state import fingerprint, sources_digest
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import fingerprint, sources_digest
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,7 +76,7 @@ CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoload_known_extensions": False,
 }
 BATCH = 20_000
-#: a version of one run's short-term memory (`projections.short_term.ShortTerm` as its canonical JSON
+#: a version of one run's short-term memory (`projections.folds.short_term.ShortTerm` as its canonical JSON
 #: gives it): the cast from that JSON is strict, so a field added to ShortTerm fails the build loudly
 #: instead of being dropped
 SHORT_TERM_ITEM = (

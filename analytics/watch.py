@@ -27,9 +27,9 @@ from memtape.analytics.forget import lesson_id_of
 from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import Catchup
-from memtape.projections.lessons import dedup_key
+from memtape.projections.folds.lessons import dedup_key
+from memtape.projections.folds.state import fold
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.state import fold
 
 
 @dataclass

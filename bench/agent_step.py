@@ -98,7 +98,7 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     from memtape.agent.policy import make_policy
     from memtape.agent.sites import SitesServer, load_cases
     from memtape.ledger.store import SqliteStore
-    from memtape.projections.recording import Memory
+    from memtape.projections.recording.memory import Memory
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]

@@ -57,14 +57,14 @@ from bench import Figure, print_json, show
 from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.store import COLUMNS, SqliteStore, chain_hash
-from memtape.projections import lessons as lessons_mod
 from memtape.projections.cache.materialize import collector_paused, indexed_memory, projection_at, rebuild
 from memtape.projections.folds import FOLDS
-from memtape.projections.lessons import Lesson, LessonsState
+from memtape.projections.folds import lessons as lessons_mod
+from memtape.projections.folds.lessons import Lesson, LessonsState
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, decode, encode, fold
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep, rank
 from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, decode, encode, fold
 from memtape.projections.text import domain_matches
-from memtape.projections.trajectories import Trajectory, TrajectoryStep, rank
 from memtape.projections.view import MemoryView
 
 BENCH = "projections"

@@ -270,7 +270,7 @@ class Follower(threading.Thread):
         self.state: Any = None
         self.fold: Any = None
         try:
-            from memtape.projections.state import MemoryState, fold
+            from memtape.projections.folds.state import MemoryState, fold
 
             self.state, self.fold = MemoryState.empty(), fold
         except ImportError:

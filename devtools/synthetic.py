@@ -43,7 +43,7 @@ from memtape.ledger.events import (
 from memtape.ledger.location import LEDGER_FILE, PROJECTIONS_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache.materialize import caught_up
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.lessons import lesson_id_for
 
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
 ERRORS = [

@@ -9,8 +9,8 @@
             run.finish(success=True, outcome="bought")
         mem.audit(run.run_id)
 
-`Memory` and `Run` are `memtape.projections.recording`'s: runs, recall, post-run
-learning and `state` (the bundled agent is one more client of them). This module
+`Memory` and `Run` are `memtape.projections.recording`'s (`memory.Memory`, `run.Run`): runs,
+recall, post-run learning and `state` (the bundled agent is one more client of them). This module
 adds what only the face may compose: opening a store from a directory or URL, and
 the answers that need the analytics layer (`audit`, `explain`, `experiment`) as plain data
 equal to their `--json`. Every error is a `MemtapeError` with a one-line message; nothing is written
@@ -32,11 +32,14 @@ from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
 from memtape.ledger.errors import LedgerError as MemtapeError
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
-from memtape.projections import recording
 from memtape.projections.cache.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.parameters import Policy as PolicyFields
-from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall, check_point, plain
+from memtape.projections.recording import memory
+from memtape.projections.recording.checks import check_point, plain
+from memtape.projections.recording.memory import STALE_AFTER
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Lesson, TrajectoryRecall
 
 __all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
 
@@ -54,8 +57,8 @@ class Policy(PolicyFields):
             raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
-class Memory(recording.Memory):
-    """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.Memory`),
+class Memory(memory.Memory):
+    """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.memory.Memory`),
     and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:

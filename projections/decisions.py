@@ -31,13 +31,13 @@ from memtape.ledger.events import (
     PatternsPruned,
     TrajectoriesExpired,
 )
-from memtape.projections import patterns as patterns_mod
-from memtape.projections.lessons import Lesson, counted, dedup_key, key_of, new_lesson, used
+from memtape.projections.folds import patterns as patterns_mod
+from memtape.projections.folds.lessons import Lesson, counted, dedup_key, key_of, new_lesson, used
+from memtape.projections.folds.state import MemoryState
+from memtape.projections.folds.trajectories import expired
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.state import MemoryState
 from memtape.projections.text import older_than
-from memtape.projections.trajectories import expired
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset(

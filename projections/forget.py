@@ -34,9 +34,9 @@ from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import FOLDS
+from memtape.projections.folds.runs import covered
+from memtape.projections.folds.state import PROJECTIONS, MemoryState
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.runs import covered
-from memtape.projections.state import PROJECTIONS, MemoryState
 from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")

@@ -21,7 +21,7 @@ from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import DECISION_TYPES
-from memtape.projections.lessons import TIER1_CATEGORIES
+from memtape.projections.folds.lessons import TIER1_CATEGORIES
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.writer import MemoryWriter
 

@@ -31,8 +31,8 @@ from memtape.ledger.clock import normalize_ts
 from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
+from memtape.projections.folds.state import MemoryState, dispatch
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import MemoryState, dispatch
 from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)

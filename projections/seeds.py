@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memtape.ledger.events import Category, LessonSeeded, NewEvent
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.lessons import lesson_id_for
 
 SEEDS: tuple[tuple[str, Category, str | None, str], ...] = (
     (

@@ -20,36 +20,36 @@ from typing import Any, TypeVar, cast
 from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
-from memtape.projections import context as context_mod
-from memtape.projections import knowledge
-from memtape.projections import page_maps as page_maps_mod
-from memtape.projections import patterns as patterns_mod
-from memtape.projections import runs as runs_mod
-from memtape.projections import scratch as scratch_mod
-from memtape.projections import selectors as selectors_mod
-from memtape.projections import sitemap as sitemap_mod
-from memtape.projections import snapshots as snapshots_mod
-from memtape.projections import steps as steps_mod
-from memtape.projections import trajectories as traj_mod
 from memtape.projections.cache.materialize import load_state
-from memtape.projections.context import ContextEntry
-from memtape.projections.knowledge import Fact
-from memtape.projections.lessons import Lesson, Match, ranked, ranked_matches, tier1
-from memtape.projections.page_maps import PageMap
+from memtape.projections.folds import context as context_mod
+from memtape.projections.folds import knowledge
+from memtape.projections.folds import page_maps as page_maps_mod
+from memtape.projections.folds import patterns as patterns_mod
+from memtape.projections.folds import runs as runs_mod
+from memtape.projections.folds import scratch as scratch_mod
+from memtape.projections.folds import selectors as selectors_mod
+from memtape.projections.folds import sitemap as sitemap_mod
+from memtape.projections.folds import snapshots as snapshots_mod
+from memtape.projections.folds import steps as steps_mod
+from memtape.projections.folds import trajectories as traj_mod
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.knowledge import Fact
+from memtape.projections.folds.lessons import Lesson, Match, ranked, ranked_matches, tier1
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.patterns import Pattern
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.folds.scratch import ScratchEntry
+from memtape.projections.folds.selectors import SelectorEntry
+from memtape.projections.folds.sessions import SessionEntry
+from memtape.projections.folds.short_term import ShortTerm, empty_run
+from memtape.projections.folds.sitemap import SiteMap, SitePage
+from memtape.projections.folds.snapshots import Snapshot
+from memtape.projections.folds.state import MemoryState, digests, fold
+from memtape.projections.folds.steps import StepMemory
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.patterns import Pattern
-from memtape.projections.runs import RunManifest
-from memtape.projections.scratch import ScratchEntry
 from memtape.projections.search import Document, SearchIndex, documents
-from memtape.projections.selectors import SelectorEntry
-from memtape.projections.sessions import SessionEntry
-from memtape.projections.short_term import ShortTerm, empty_run
-from memtape.projections.sitemap import SiteMap, SitePage
-from memtape.projections.snapshots import Snapshot
-from memtape.projections.state import MemoryState, digests, fold
-from memtape.projections.steps import StepMemory
 from memtape.projections.text import domain_matches, goal_words, parent_domains
-from memtape.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
 #: what `MemoryView._cached` keeps per head (an index, a ranking)

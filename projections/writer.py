@@ -24,8 +24,8 @@ from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, Transaction, redacted_envelope, serialize_payload
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, dispatch, fold
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")

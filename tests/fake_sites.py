@@ -10,7 +10,7 @@ from memtape.agent.browser import ActionResult, Element, Observation
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 
 INTERCEPT = (
     'Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '

@@ -24,7 +24,8 @@ from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.projections.budget import BudgetItem
-from memtape.projections.recording import Memory, StepRecord
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 

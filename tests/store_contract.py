@@ -33,7 +33,7 @@ from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgr
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
 from memtape.projections.cache.materialize import ProjectionsHead
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 
 
 class Raw:

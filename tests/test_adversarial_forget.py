@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import compression, materialize
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

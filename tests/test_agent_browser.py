@@ -20,7 +20,7 @@ from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.events import NewEvent, TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
 

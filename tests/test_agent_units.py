@@ -31,10 +31,8 @@ from memtape.ledger.events import RunCompleted
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
-from memtape.projections.recording import (
+from memtape.projections.recording.learning import (
     KNOWN_PATTERNS,
-    Memory,
-    StepRecord,
     effective_steps,
     error_pattern,
     extract_lessons,
@@ -42,6 +40,8 @@ from memtape.projections.recording import (
     grade_steps,
     observe_facts,
 )
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from tests.fake_sites import INTERCEPT, FakePage
 

@@ -1,7 +1,7 @@
 """Forget parity: after any forgets (runs, sessions, domains, lessons), at any point of a history,
 every analytics answer that has a projection counterpart equals the projection folded in Python —
-decay's facts (status and confidence) equal projections.knowledge, the lessons the mirror shows
-equal projections.lessons, and the runs answer equals projections.runs. What a forget removes is
+decay's facts (status and confidence) equal projections.folds.knowledge, the lessons the mirror shows
+equal projections.folds.lessons, and the runs answer equals projections.folds.runs. What a forget removes is
 decided once, by the projections' own rules."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem
 from memtape.projections.forget import forget
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan

@@ -29,8 +29,8 @@ from memtape.ledger.events import LessonRecorded, event
 from memtape.ledger.store import SqliteStore
 from memtape.output import layout
 from memtape.projections.cache.materialize import rebuild
+from memtape.projections.folds.state import PROJECTIONS, digests
 from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, digests
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 

@@ -18,7 +18,7 @@ from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import CHARS_PER_TOKEN, count_tokens, estimate_tokens, token_counter
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser

@@ -29,13 +29,14 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, count_tokens, detect_content_type, estimate_tokens, fit, shed
-from memtape.projections.context import fresh_extraction
+from memtape.projections.folds.context import fresh_extraction
+from memtape.projections.folds.patterns import to_prune
+from memtape.projections.folds.short_term import priority_of, trim
+from memtape.projections.folds.sitemap import next_page
 from memtape.projections.parameters import Policy
 from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
-from memtape.projections.patterns import to_prune
-from memtape.projections.recording import Memory, StepRecord
-from memtape.projections.short_term import priority_of, trim
-from memtape.projections.sitemap import next_page
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -141,7 +142,7 @@ def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> N
 )
 @settings(max_examples=60, deadline=None)
 def test_pruning_removes_the_bottom_by_rate_then_recency(uses: list[tuple[int, int, int]], cap: int) -> None:
-    from memtape.projections.patterns import Pattern, PatternsState, rate
+    from memtape.projections.folds.patterns import Pattern, PatternsState, rate
 
     state = PatternsState(
         {

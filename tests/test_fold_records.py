@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memtape.ledger.events import RecordedEvent, constructor, recorded_event
-from memtape.projections.runs import RunManifest
-from memtape.projections.short_term import ShortTerm, empty_run
-from memtape.projections.steps import StepMemory
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.folds.short_term import ShortTerm, empty_run
+from memtape.projections.folds.steps import StepMemory
 from memtape.projections.text import build, evolve
 
 texts = st.text(max_size=8)

@@ -24,8 +24,8 @@ from memtape.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.interop.importers import import_source
-from memtape.projections.lessons import lesson_id_for
 from memtape.projections.writer import MemoryWriter
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
@@ -229,7 +229,7 @@ def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_p
 
 
 def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
-    from memtape.projections.recording import Memory
+    from memtape.projections.recording.memory import Memory
 
     store = _native_ledger(tmp_path / "native")
     MemoryWriter(store).append(

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, digests, fold
 from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, digests, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact

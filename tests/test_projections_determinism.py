@@ -25,9 +25,9 @@ from memtape.ledger.errors import InvalidEvent, LedgerTampered
 from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import db, intervals, materialize
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.folds.state import MemoryState, digests, fold
 from memtape.projections.parameters import Policy
-from memtape.projections.state import MemoryState, digests, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.ledger_samples import new_events

@@ -19,8 +19,8 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import intervals, materialize
 from memtape.projections.cache.db import readable
 from memtape.projections.folds import FOLDS, INDEXED
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, digest_of, fold
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, digest_of, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact, lesson, recall, run_started, session

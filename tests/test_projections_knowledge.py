@@ -211,7 +211,7 @@ def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger
     ]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
-    from memtape.projections.trajectories import rank
+    from memtape.projections.folds.trajectories import rank
 
     for goal in ["alpha beta", "gamma delta eps", "theta", "alpha beta gamma delta"]:
         assert v.match_trajectories(goal, "example.com", at(1)) == rank(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memtape.ledger.events import DomainRecall, LessonRecorded, NewEvent
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.parameters import Policy
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.view import MemoryView
@@ -304,7 +304,7 @@ def test_experiment_and_view_rank_tier1_with_one_key():
 
     from memtape.analytics import experiment
     from memtape.projections import view as view_mod
-    from memtape.projections.lessons import tier1
+    from memtape.projections.folds.lessons import tier1
 
     assert "tier1(" in inspect.getsource(experiment.Side.summary)
     assert inspect.getsource(view_mod.MemoryView.tier1).count("sort") == 0
@@ -477,7 +477,7 @@ def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fres
 
 def test_decide_on_a_stored_hijack_attempt_promotes_nobody(fresh_ledger):
     from memtape.projections.decisions import decide
-    from memtape.projections.state import MemoryState, fold
+    from memtape.projections.folds.state import MemoryState, fold
 
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])

@@ -21,12 +21,13 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.memory_use import names
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
-from memtape.projections.knowledge import Fact, fill_fails_key
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.patterns import Pattern, for_goal
-from memtape.projections.recording import Memory, TrajectoryRecall
+from memtape.projections.folds.knowledge import Fact, fill_fails_key
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.patterns import Pattern, for_goal
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import TrajectoryRecall
 from memtape.projections.text import goal_names, goal_words
-from memtape.projections.trajectories import Trajectory, TrajectoryStep
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 

@@ -45,7 +45,8 @@ from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
 from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
-from memtape.projections.recording import Memory, goal_secrets
+from memtape.projections.recording.learning import goal_secrets
+from memtape.projections.recording.memory import Memory
 from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli

@@ -25,7 +25,7 @@ from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.redact import MARKER
 from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step

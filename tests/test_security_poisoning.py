@@ -14,7 +14,7 @@ from memtape.agent.loop import run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.text import domain_matches
 from memtape.projections.view import MemoryView
 from tests import hostile_sites as H

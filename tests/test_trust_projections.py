@@ -21,8 +21,8 @@ import zstandard
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import intervals, materialize
+from memtape.projections.folds.state import MemoryState, digest_of, fold
 from memtape.projections.parameters import Policy
-from memtape.projections.state import MemoryState, digest_of, fold
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

@@ -24,7 +24,7 @@ from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import estimate_tokens
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli

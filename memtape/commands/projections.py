@@ -18,8 +18,8 @@ from memtape.output import emit, listing_options
 from memtape.progress import fold_progress_bar
 from memtape.projections.cache.materialize import rebuild as rebuild_projections
 from memtape.projections.cache.materialize import seq_or_time
+from memtape.projections.folds.state import PROJECTIONS, digests
 from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
-from memtape.projections.state import PROJECTIONS, digests
 from memtape.projections.view import MemoryView
 
 

@@ -19,7 +19,8 @@ import orjson
 from memtape.analytics.output import Report, Table
 from memtape.commands import current_settings
 from memtape.output import emit, listing_options
-from memtape.projections.recording import Learned, Lesson, Memory, TrajectoryRecall
+from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.values import Learned, Lesson, TrajectoryRecall
 
 
 def _memory() -> Memory:

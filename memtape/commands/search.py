@@ -11,7 +11,7 @@ from memtape.analytics.output import Report, Table
 from memtape.commands import current_settings
 from memtape.output import emit, listing_options
 from memtape.projections.cache.materialize import seq_or_time
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import Memory
 from memtape.projections.search import MAX_LIMIT, SEARCH_KINDS, SearchResult
 
 COLUMNS = ("kind", "item_id", "domain", "score", "text")

@@ -51,8 +51,7 @@ from memtape.projections.cache.db import (
 from memtape.projections.cache.intervals import Tracker
 from memtape.projections.cache.mentions import TYPES as MENTIONED
 from memtape.projections.folds import FOLDS, INDEXED
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import (
+from memtape.projections.folds.state import (
     FOLD_ERRORS,
     PROJECTIONS,
     LazyState,
@@ -64,6 +63,7 @@ from memtape.projections.state import (
     fold,
     unfoldable,
 )
+from memtape.projections.parameters import DEFAULT_POLICY, Policy
 
 #: how often a small state is snapshotted (and every snapshot falls on a multiple of it): as of a
 #: seq, such a state is read from its snapshot and at most this many events after it

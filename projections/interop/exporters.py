@@ -45,11 +45,11 @@ from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
-from memtape.projections import lessons as lessons_projection
+from memtape.projections.folds import lessons as lessons_projection
+from memtape.projections.folds.knowledge import current_facts
+from memtape.projections.folds.lessons import key_in, lesson_id_in, removed_by
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import SEED001_EVENTS, join_element, js_time, ts_to_ms
-from memtape.projections.knowledge import current_facts
-from memtape.projections.lessons import key_in, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")

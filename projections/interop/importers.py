@@ -65,7 +65,9 @@ from memtape.ledger.events import (
     check_domain,
 )
 from memtape.ledger.store import Store
-from memtape.projections import lessons as lessons_projection
+from memtape.projections.folds import lessons as lessons_projection
+from memtape.projections.folds.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
+from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.interop.files import digest_of
 from memtape.projections.interop.sources import (
     SEED001_EVENTS,
@@ -92,11 +94,9 @@ from memtape.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memtape.projections.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.state import MemoryState, fold
 from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 

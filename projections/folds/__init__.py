@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from memtape.ledger.events import RecordedEvent
-from memtape.projections import (
+from memtape.projections.folds import (
     context,
     knowledge,
     lessons,

@@ -35,7 +35,7 @@ from memtape.projections.text import (
     goal_names,
 )
 
-#: the keys of the facts the bundled agent records itself (`recording.observe_facts`)
+#: the keys of the facts the bundled agent records itself (`recording.learning.observe_facts`)
 FILL_FAILS = "fill fails on "  # then the field's name
 SHADOW_DOM = "shadow DOM"
 LOAD_TIME = "load time "  # then the page's path

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.events import RecordedEvent, constructor
-from memtape.projections.steps import action_parts, signature
+from memtape.projections.folds.steps import action_parts, signature
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = ("run_started", "step_recorded", "run_completed", "subject_forgotten")

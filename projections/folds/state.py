@@ -28,22 +28,22 @@ import orjson
 from memtape.ledger.errors import UnreadableEvent
 from memtape.ledger.events import RecordedEvent
 from memtape.projections import folds
-from memtape.projections.context import ContextState
 from memtape.projections.folds import FOLDS
-from memtape.projections.knowledge import KnowledgeState
-from memtape.projections.lessons import LessonsState
-from memtape.projections.page_maps import PageMapsState
+from memtape.projections.folds.context import ContextState
+from memtape.projections.folds.knowledge import KnowledgeState
+from memtape.projections.folds.lessons import LessonsState
+from memtape.projections.folds.page_maps import PageMapsState
+from memtape.projections.folds.patterns import PatternsState
+from memtape.projections.folds.runs import RunsState
+from memtape.projections.folds.scratch import ScratchState
+from memtape.projections.folds.selectors import SelectorsState
+from memtape.projections.folds.sessions import SessionsState
+from memtape.projections.folds.short_term import ShortTermState
+from memtape.projections.folds.sitemap import SitemapState
+from memtape.projections.folds.snapshots import SnapshotsState
+from memtape.projections.folds.steps import StepsState
+from memtape.projections.folds.trajectories import TrajectoriesState
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.patterns import PatternsState
-from memtape.projections.runs import RunsState
-from memtape.projections.scratch import ScratchState
-from memtape.projections.selectors import SelectorsState
-from memtape.projections.sessions import SessionsState
-from memtape.projections.short_term import ShortTermState
-from memtape.projections.sitemap import SitemapState
-from memtape.projections.snapshots import SnapshotsState
-from memtape.projections.steps import StepsState
-from memtape.projections.trajectories import TrajectoriesState
 
 PROJECTIONS: tuple[str, ...] = tuple(FOLDS)
 #: the value of a projection not loaded yet (typed Any so each field keeps its state's type)

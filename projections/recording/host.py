@@ -68,5 +68,4 @@ class RunHost(Protocol):
         limit: int = 10,
         run_id: str | None = None,
         step: int | None = None,
-        searched_from: str | None = None,
     ) -> list[SearchResult]: ...

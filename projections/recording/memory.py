@@ -460,13 +460,12 @@ class Memory:
         limit: int = 10,
         run_id: str | None = None,
         step: int | None = None,
-        searched_from: str | None = None,
     ) -> list[SearchResult]:
         """Ranked full-text search (SQLite FTS5, BM25) over lessons, current facts, patterns,
         selectors, trajectories, sessions and context, now or as the ledger knew it at seq / ISO
         time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
         search is a recall: it logs memory_searched with the query, filters and hits, against
-        `run_id` and `step` when given (`searched_from`: the domain the searching run is on)."""
+        `run_id` and `step` when given (and the site that run is on)."""
         query = check_query(query)
         chosen = check_kinds(kinds)
         limit = check_limit(limit)
@@ -479,8 +478,10 @@ class Memory:
             "as_of": None if point is None else str(point),
             "limit": limit,
         }
-        probe = self.event(MemorySearched, fields, run_id=run_id, step=check_step(step), domain=searched_from or domain)
+        probe = self.event(MemorySearched, fields, run_id=run_id, step=check_step(step), domain=domain)
         self._known_run(run_id)
+        searcher = self.current().run(run_id) if run_id is not None else None
+        where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
         if point is None:
             view = self.current()
             cached = self._search_index
@@ -497,7 +498,7 @@ class Memory:
                     {**fields, "matched": len(hits), "hits": searched},
                     run_id=run_id,
                     step=step,
-                    domain=probe.domain,
+                    domain=where or None,
                 )
             ]
         )

@@ -273,7 +273,6 @@ class Run:
                 limit=limit,
                 run_id=self.run_id,
                 step=step,
-                searched_from=self.domain or None,
             )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.ledger.clock import normalize_ts
-from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.events import NewEvent, RecordedEvent, SeedLesson
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
 from memtape.projections.folds.state import MemoryState, dispatch
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.seeds import seeds_in
 from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
@@ -80,6 +81,16 @@ def recorded_policy(run_started: RecordedEvent) -> Policy:
     return Policy.model_validate({k: v for k, v in recorded.items() if k in Policy.model_fields})
 
 
+def run_seeds(store: Store, until: int | None = None) -> dict[str, tuple[SeedLesson, ...] | None]:
+    """run id -> the seed lessons its memory was opened with (None: seed 001's), read ahead as
+    `run_policies` is."""
+    return {
+        ev.run_id: seeds_in(ev.data.get("policy"))
+        for ev in store.read(to_seq=until, types=["run_started"])
+        if ev.run_id
+    }
+
+
 def run_policies(store: Store, until: int | None = None) -> dict[str, Policy]:
     """run id -> the policy it recorded (memory is opened before `run_started` is appended, so
     this is read ahead of the replay)."""
@@ -119,6 +130,7 @@ def verify_decisions(store: Store) -> DecisionCheck:
     what the policy yields there (or the first place a decision it yields is missing) is named."""
     redactor = store.redactor
     policies = run_policies(store)
+    seeds = run_seeds(store)
     memories: dict[str, PolicyMemory] = {}
 
     def memory(run_id: str | None) -> PolicyMemory:
@@ -151,7 +163,7 @@ def verify_decisions(store: Store) -> DecisionCheck:
         if ev.type in DECISION_TYPES and imported_at is None:
             if not expected and opens_run(ev, prev) and ev.run_id:
                 mem = memory(ev.run_id)
-                expected.extend(on_open(mem.state, ev.run_id, ev.occurred_at, mem.policy))
+                expected.extend(on_open(mem.state, ev.run_id, ev.occurred_at, mem.policy, seeds.get(ev.run_id)))
             if not expected:
                 return DecisionCheck(False, checked, ev.seq, f"{ev.type}: a decision the policy did not make here")
             want = expected.popleft()

@@ -8,7 +8,7 @@ import dataclasses
 import click
 
 from memtape.analytics.output import Report, Table
-from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.output import emit, listing_options
 from memtape.projections.cache.materialize import seq_or_time
 from memtape.projections.recording.memory import Memory
@@ -54,8 +54,7 @@ def search(
     """
     if step is not None and run_id is None:
         raise click.UsageError("--step needs --run")
-    settings = current_settings()
-    hits = Memory(settings.store(), settings.projections_path).search(
+    hits = open_memory(Memory).search(
         query,
         kinds=list(kinds) or None,
         domain=domain,

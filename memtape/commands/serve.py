@@ -6,6 +6,7 @@ import click
 
 from memtape.api import Memory
 from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
 from memtape.server import serve as serve_memory
 
@@ -71,7 +72,7 @@ def serve(
     created = False
     if kept:
         secret, created = load_token(settings.dir)
-    memory = Memory(settings.store(), settings.projections_path)
+    memory = open_memory(Memory)
 
     def announce(url: str) -> None:
         click.echo(f"memtape: serving {settings.where()} on {url} (OpenAPI at /openapi.json)", err=True)

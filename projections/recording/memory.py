@@ -41,6 +41,7 @@ from memtape.ledger.events import (
     RecordedEvent,
     RequestAnswered,
     RunStarted,
+    SeedLesson,
     Tier1Loaded,
     TrajectoryRecalled,
 )
@@ -65,6 +66,7 @@ from memtape.projections.recording.values import (
 )
 from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.seeds import recorded_seeds
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar
@@ -85,9 +87,17 @@ class Memory:
         enabled: bool = True,
         stale_after: timedelta = STALE_AFTER,
         keepers: Sequence[Keeper] = (),
+        seeds: Sequence[SeedLesson] | None = None,
     ):
         if not isinstance(policy, Policy):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
+        if seeds is not None and not all(isinstance(s, SeedLesson) for s in seeds):
+            raise InvalidEvent("seeds must be SeedLesson records (projections.seeds.choose_seeds reads them)")
+        #: the seed lessons this memory's first run writes (None: seed 001's); each run_started records them
+        self.seeds = tuple(seeds) if seeds is not None else None
+        #: whether the opener chose the seeds (`memtape.open(seeds=...)`): an integration with seeds
+        #: of its own (browser-use's) uses them only where the opener did not
+        self.seeds_chosen = seeds is not None
         self.store = store
         self.policy = policy
         self.enabled = enabled
@@ -250,6 +260,7 @@ class Memory:
                     "step_memory_scope": step_memory_scope,
                     "fingerprint": self.policy.fingerprint(),
                     **self.policy.model_dump(mode="json"),
+                    **recorded_seeds(self.seeds),
                 },
                 "case_id": case_id,
             },

@@ -42,8 +42,8 @@ from typing import Any
 
 from memtape.analytics.asof import STEP_TYPES, as_of_seq
 from memtape.analytics.forget import FORGOTTEN_TEXT, Forgotten
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import UnknownItem
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import caught_up, indexed_memory, projection_at

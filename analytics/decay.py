@@ -23,7 +23,7 @@ import duckdb
 
 from memtape.analytics.forget import fact_changes
 from memtape.analytics.mirror import arrow_table, mirrored_events
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.folds import knowledge
 from memtape.projections.parameters import Policy
 

@@ -59,8 +59,8 @@ from memtape.analytics.forget import Forgotten
 from memtape.analytics.fork import resolve_seq
 from memtape.analytics.output import Report, Table
 from memtape.ledger.clock import normalize_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
 from memtape.projections.folds.knowledge import current_facts, fact_line

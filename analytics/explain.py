@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError, UnknownItem
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache import mentions
 from memtape.projections.cache.materialize import indexed_memory

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache import mentions
 from memtape.projections.folds import knowledge, lessons

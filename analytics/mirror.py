@@ -56,8 +56,9 @@ from memtape.analytics.asof import STEP_TYPES, as_of_seq
 from memtape.analytics.forget import Forgotten, lesson_id_of
 from memtape.analytics.queries import sql_text
 from memtape.ledger import location
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import EVENT_TYPES, RecordedEvent
+from memtape.ledger.events import EVENT_TYPES
 from memtape.ledger.store import Store
 from memtape.projections.cache.intervals import NO_KEY
 from memtape.projections.cache.materialize import caught_up, changed_versions

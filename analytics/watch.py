@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.analytics.forget import lesson_id_of
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import Catchup
 from memtape.projections.folds.lessons import dedup_key

@@ -44,7 +44,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, print_json, table
-from memtape.ledger.events import FactObserved, NewEvent, RunProgress
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import FactObserved, RunProgress
 from memtape.ledger.location import open_store
 
 BENCH = "stores"

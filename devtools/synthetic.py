@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.clock import SteppingClock, format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     Action,
     ContextBuilt,
@@ -30,7 +31,6 @@ from memtape.ledger.events import (
     LessonDeduplicated,
     LessonPromoted,
     LessonRecorded,
-    NewEvent,
     RunCompleted,
     RunStarted,
     SelectorSucceeded,

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
     LessonPromoted,
     LessonsPruned,
-    NewEvent,
     PatternsPruned,
     SeedLesson,
     TrajectoriesExpired,

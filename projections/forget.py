@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtape.ledger import location
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import NewEvent, SubjectForgotten, check_domain
+from memtape.ledger.events import SubjectForgotten
+from memtape.ledger.field_rules import check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, UnknownItem
-from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
+from memtape.ledger.events import LessonPinned
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import DECISION_TYPES

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.ledger.clock import normalize_ts
-from memtape.ledger.events import NewEvent, RecordedEvent, SeedLesson
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.events import SeedLesson
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
 from memtape.projections.folds.state import MemoryState, dispatch

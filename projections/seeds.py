@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import SEED_LESSONS, Category, LessonSeeded, NewEvent, SeedLesson
+from memtape.ledger.events import SEED_LESSONS, Category, LessonSeeded, SeedLesson
 from memtape.ledger.jsonl import first_error
 from memtape.projections.folds.lessons import lesson_id_for
 

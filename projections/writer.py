@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtape.ledger.clock import format_ts, normalize_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, RunConflict
-from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, Transaction, redacted_envelope, serialize_payload
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from memtape.analytics.mirror import MIRRORED, connect
+from memtape.ledger.envelope import event
 from memtape.ledger.events import (
     Action,
     ContextBuilt,
@@ -38,7 +39,6 @@ from memtape.ledger.events import (
     TrajectoryRecalled,
     TrajectoryRecorded,
     TrajectoryStep,
-    event,
 )
 from memtape.ledger.store import Store
 from memtape.projections.folds import FOLDS, INDEXED

@@ -28,8 +28,9 @@ from hypothesis import strategies as st
 
 from memtape.commands.ledger import append_observations
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent, event
 from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, RunConflict
-from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
+from memtape.ledger.events import FactObserved, LessonSeeded, RunProgress, StepGraded
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
 from memtape.projections.cache.materialize import ProjectionsHead

@@ -17,7 +17,8 @@ from memtape.agent.browser import Browser
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
-from memtape.ledger.events import NewEvent, TrajectoryRecorded
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.recording.memory import Memory

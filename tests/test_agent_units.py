@@ -383,7 +383,7 @@ def test_the_same_recovery_twice_in_a_run_is_one_lesson_used_twice(fresh_ledger:
     ]
     lessons = [p for _, _, p in extract_lessons(twice) if p.category == "error_recovery"]
     assert len(lessons) == 2 and lessons[0].lesson == lessons[1].lesson
-    from memtape.ledger.events import NewEvent
+    from memtape.ledger.envelope import NewEvent
     from memtape.projections.view import MemoryView
     from memtape.projections.writer import MemoryWriter
 

@@ -14,7 +14,8 @@ from memtape.analytics.answers import analyse, analyse_all
 from memtape.analytics.duck import attach
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.view import MemoryView

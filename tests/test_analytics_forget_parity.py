@@ -19,7 +19,8 @@ from memtape.analytics.explain import explain_item
 from memtape.analytics.forget import lesson_id_of
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, RecordedEvent, RunCompleted, RunStarted, event
+from memtape.ledger.envelope import RecordedEvent, event
+from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
 from memtape.projections.forget import forget
 from memtape.projections.view import MemoryView

@@ -20,7 +20,8 @@ from memtape.analytics.answers import analyse_all
 from memtape.analytics.audit import audit_run
 from memtape.analytics.mirror import _row_key, _rows_digest, connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, LessonRecorded, SubjectForgotten
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.forget import forget

@@ -20,7 +20,8 @@ from memtape.agent.records import finish_run, record_prompt
 from memtape.analytics.forget import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
-from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem

@@ -17,6 +17,7 @@ from memtape.analytics.experiment import run_experiment
 from memtape.analytics.forget import lesson_id_of
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import event
 from memtape.ledger.events import (
     Action,
     EnvState,
@@ -30,7 +31,6 @@ from memtape.ledger.events import (
     StepRecorded,
     TrajectoryRecorded,
     TrajectoryStep,
-    event,
 )
 from memtape.ledger.store import SqliteStore
 from memtape.projections.forget import forget

@@ -13,7 +13,8 @@ from memtape.agent.browser import CHROMIUM, LAUNCH_FLAGS
 from memtape.analytics.report import build_report
 from memtape.analytics.watch import Change, follow_projections
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, RunStarted, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded, RunStarted, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger

@@ -25,7 +25,8 @@ from memtape.analytics.output import Table
 from memtape.analytics.queries import ANALYSES, sections
 from memtape.commands import READS_ONLY
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.output import layout
 from memtape.projections.cache.materialize import rebuild

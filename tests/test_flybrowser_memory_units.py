@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from memtape.agent import compress as C
 from memtape.agent.prompt import recent_actions
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     ContextGiven,
     ContextInferred,
     ExplorationStarted,
-    NewEvent,
     PatternLearned,
     PatternUsed,
     SitemapLinksDiscovered,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     Action,
     ElementRef,
@@ -12,7 +13,6 @@ from memtape.ledger.events import (
     ErrorRecall,
     FactObserved,
     LessonRecorded,
-    NewEvent,
     RunCompleted,
     RunProgress,
     RunStarted,

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import RecordedEvent
 from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.interop.exporters import export_memory
 from memtape.projections.interop.files import ExportTree, safe_name

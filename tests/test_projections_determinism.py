@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent, LedgerTampered
-from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.ledger.events import SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import db, intervals, materialize
 from memtape.projections.folds.lessons import lesson_id_for

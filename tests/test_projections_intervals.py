@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import LessonRecorded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import intervals, materialize
 from memtape.projections.cache.db import readable

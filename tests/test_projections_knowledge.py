@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
 from memtape.projections.text import goal_words
 from memtape.projections.view import MemoryView

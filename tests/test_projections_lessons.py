@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memtape.ledger.events import DomainRecall, LessonRecorded, NewEvent
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import DomainRecall, LessonRecorded
 from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.parameters import Policy
 from memtape.projections.seeds import seed_lessons

@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
 from memtape.projections.parameters import Policy
 from memtape.projections.replay import verify_decisions

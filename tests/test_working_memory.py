@@ -20,7 +20,10 @@ from memtape.agent import compress as C
 from memtape.agent.browser import Element, Observation
 from memtape.agent.loop import step_items
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet, SubjectForgotten, json_schema
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.event_schema import json_schema
+from memtape.ledger.events import PageMapStored, ScratchSet, SubjectForgotten
+from memtape.ledger.field_rules import MAX_DEPTH
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import estimate_tokens

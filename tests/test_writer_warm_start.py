@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import memtape
-from memtape.ledger.events import FactObserved, NewEvent, RecordedEvent
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.events import FactObserved
 from memtape.ledger.store import SqliteStore, Transaction
 from memtape.projections.cache import materialize
 from memtape.projections.forget import forget

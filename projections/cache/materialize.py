@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.anchor import Anchor, require_anchor
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache import compression, intervals, mentions
 from memtape.projections.cache.db import (

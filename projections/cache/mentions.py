@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.folds.knowledge import fact_id_for

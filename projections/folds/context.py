@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.similarity import STOP_WORDS
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, older_than, words
 

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from memtape.ledger.credentials import QUOTED
-from memtape.ledger.events import INT64_MAX, RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.projections.text import (
     add_event_id,
     build,

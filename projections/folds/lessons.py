@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 import orjson
 
-from memtape.ledger.events import INT64_MAX, RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs, goal_names
 
 TYPES = ("pattern_learned", "pattern_used", "patterns_pruned", "subject_forgotten")

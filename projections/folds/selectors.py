@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
 from memtape.projections.text import add_event_id, build, domain_matches, evolve, forgotten_runs
 
 TYPES = ("selector_succeeded", "selector_failed", "subject_forgotten")

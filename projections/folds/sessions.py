@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
 from memtape.projections.text import build, domain_matches, fenced
 
 TYPES = ("session_recorded", "subject_forgotten")

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
 from memtape.projections.folds.steps import action_parts, signature
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 
 TYPES = (

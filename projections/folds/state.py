@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import UnreadableEvent
-from memtape.ledger.events import RecordedEvent
 from memtape.projections import folds
 from memtape.projections.folds import FOLDS
 from memtape.projections.folds.context import ContextState

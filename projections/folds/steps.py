@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
 from memtape.projections.similarity import embedding_similarity, page_similarity, text_similarity
 from memtape.projections.text import add_event_id, build, domain_matches, evolve
 

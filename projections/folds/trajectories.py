@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from memtape.ledger.credentials import QUOTED
-from memtape.ledger.events import RecordedEvent, constructor
+from memtape.ledger.envelope import RecordedEvent, constructor
 from memtape.projections.text import age_days, build, domain_matches, goal_words, jaccard, older_than
 
 TYPES = ("run_started", "trajectory_recorded", "trajectories_expired", "subject_forgotten")

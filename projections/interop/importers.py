@@ -36,9 +36,9 @@ from urllib.parse import urlsplit
 from pydantic import TypeAdapter
 
 from memtape.ledger.clock import normalize_ts, parse_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import (
-    IDENT_RE,
     Action,
     DomainRecall,
     EnvState,
@@ -49,8 +49,6 @@ from memtape.ledger.events import (
     LessonRecorded,
     LessonsPruned,
     MemoryImported,
-    NewEvent,
-    RecordedEvent,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -62,8 +60,8 @@ from memtape.ledger.events import (
     Tier1Loaded,
     TrajectoryRecorded,
     TrajectoryStep,
-    check_domain,
 )
+from memtape.ledger.field_rules import IDENT_RE, check_domain
 from memtape.ledger.store import Store
 from memtape.projections.folds import lessons as lessons_projection
 from memtape.projections.folds.lessons import Lesson, LessonsState, dedup_key, lesson_id_for

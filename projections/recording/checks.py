@@ -11,10 +11,7 @@ import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import (
-    ContextItem,
-    Embedding,
-)
+from memtape.ledger.events import ContextItem, Embedding
 from memtape.ledger.jsonl import first_error
 from memtape.projections.budget import count_tokens
 

@@ -6,16 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from memtape.ledger.events import (
-    NewEvent,
-    Payload,
-    RecordedEvent,
-)
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.events import Payload
 from memtape.projections.parameters import Policy
-from memtape.projections.recording.values import (
-    Lesson,
-    TrajectoryRecall,
-)
+from memtape.projections.recording.values import Lesson, TrajectoryRecall
 from memtape.projections.search import SearchResult
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar

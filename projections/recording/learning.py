@@ -29,10 +29,7 @@ from memtape.ledger.urls import url_parts
 from memtape.projections.folds.knowledge import LOAD_TIME, SHADOW_DOM, fill_fails_key
 from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.pattern_learning import learn_patterns
-from memtape.projections.recording.values import (
-    Learned,
-    StepRecord,
-)
+from memtape.projections.recording.values import Learned, StepRecord
 from memtape.projections.text import domain_of, origin_of, quoted_name
 
 #: seed 001's known error phrases, in the order its agent tries them: the first one an error

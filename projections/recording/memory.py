@@ -31,14 +31,13 @@ from pydantic import ValidationError
 
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
     MemorySearched,
-    NewEvent,
     Payload,
-    RecordedEvent,
     RequestAnswered,
     RunStarted,
     SeedLesson,
@@ -50,20 +49,9 @@ from memtape.ledger.store import Store
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.recording.checks import (
-    check_point,
-    check_step,
-    check_text,
-    one_line,
-    plain,
-)
+from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
-from memtape.projections.recording.values import (
-    Learned,
-    Lesson,
-    StepRecord,
-    TrajectoryRecall,
-)
+from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
 from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.seeds import recorded_seeds

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from memtape.ledger.clock import parse_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent, RunConflict
 from memtape.ledger.events import (
     LOCATOR_ARGS,
@@ -32,7 +33,6 @@ from memtape.ledger.events import (
     ExtractionServed,
     FactObserved,
     LessonRecorded,
-    NewEvent,
     PageMapStored,
     PatternUsed,
     Payload,
@@ -68,11 +68,7 @@ from memtape.projections.recording.checks import (
     one_line,
 )
 from memtape.projections.recording.host import RunHost
-from memtape.projections.recording.learning import (
-    goal_secrets,
-    grade_steps,
-    learn_from,
-)
+from memtape.projections.recording.learning import goal_secrets, grade_steps, learn_from
 from memtape.projections.recording.values import (
     Extraction,
     Learned,

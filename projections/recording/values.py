@@ -7,13 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.ledger.events import (
-    FactObserved,
-    LessonRecorded,
-    PatternLearned,
-    RecordedEvent,
-    TrajectoryRecorded,
-)
+from memtape.ledger.envelope import RecordedEvent
+from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.folds import lessons as lessons_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.trajectories import Trajectory

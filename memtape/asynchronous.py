@@ -35,7 +35,7 @@ _NOT_AWAITED = frozenset({"close"})
 Wrapper = TypeVar("Wrapper", bound=type)
 
 
-class _Worker:
+class Worker:
     """One thread that makes a memory's calls, one at a time, in the order they were awaited."""
 
     def __init__(self) -> None:
@@ -71,7 +71,7 @@ def _generated(sync: type) -> Callable[[Wrapper], Wrapper]:
 class _Async:
     """What both async classes share: the sync object, its worker, attribute read-through."""
 
-    def __init__(self, sync: Any, worker: _Worker):
+    def __init__(self, sync: Any, worker: Worker):
         self._sync = sync
         self._worker = worker
 
@@ -132,6 +132,16 @@ class AsyncMemory(_Async):
     def __repr__(self) -> str:
         return f"AsyncMemory({self._sync.store!r})"
 
+    @property
+    def memory(self) -> Memory:
+        """The sync memory this one awaits (an integration that runs its own calls off the loop uses it)."""
+        return self._sync  # type: ignore[no-any-return]
+
+    @property
+    def worker(self) -> Worker:
+        """The one thread this memory's calls run on (`await mem.worker.call(fn, *args)`)."""
+        return self._worker
+
     @functools.wraps(Memory.start_run)
     def start_run(self, **fields: Any) -> _Starting:
         """`Memory.start_run`, awaited or used as `async with mem.start_run(...) as run:`."""
@@ -160,7 +170,7 @@ class _Opening:
         self._memory: AsyncMemory | None = None
 
     async def _open(self) -> AsyncMemory:
-        worker = _Worker()
+        worker = Worker()
         try:
             sync = await worker.call(api.open, self._location, **self._options)
         except BaseException:

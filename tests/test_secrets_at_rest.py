@@ -93,7 +93,7 @@ def planted_lines() -> list[dict[str, object]]:
         {
             "type": "step_recorded",
             "run_id": "run_planted",
-            "step": 99,
+            "step": 999,
             "ok": True,
             "action": {
                 "command": "fill",
@@ -297,7 +297,7 @@ def test_redacted_not_dropped(world: World) -> None:
     facts = [e for e in events if e.type == "fact_observed" and e.data["key"].startswith("shape ")]
     assert len(facts) == len(S.SHAPES)
     assert all(MARKER in e.data["value"] and e.data["value"].startswith("seen on the page: ") for e in facts)
-    keyed = next(e for e in events if e.type == "step_recorded" and e.step == 99)
+    keyed = next(e for e in events if e.type == "step_recorded" and e.step == 999)
     args = keyed.data["action"]["args"]
     assert args["ref"] == "e2" and all(args[k] == MARKER for k in S.SECRET_KEYED)
     assert not set(TOKENS) & set(args)  # secret dict keys are redacted, their values kept
@@ -439,7 +439,7 @@ def test_a_password_in_escaped_quotes_is_hidden_where_the_policy_would_type_it()
 
 def test_every_shape_is_caught_alone_and_in_a_sentence() -> None:
     r = default_redactor()
-    for shape in S.SHAPES:
+    for shape in S.OWN_SHAPES:
         for text in (shape.text, f"Note: {shape.text}, then continue", f"[{shape.text}]"):
             out = r.text(text).lower()
             assert not [n for n in shape.needles if n.lower() in out], (shape.name, text, out)

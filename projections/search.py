@@ -1,4 +1,5 @@
-"""Full-text search over what memory holds: SQLite FTS5 ranked by BM25.
+"""Full-text search over what memory holds: SQLite FTS5 ranked by BM25 (a PostgreSQL ledger:
+PostgreSQL's own full-text search, `ts_rank_cd`).
 
 The index is a disposable cache of one view (one head, or one as-of point): built in memory from
 the view's records, in a fixed order, so the same memory always gives the same ranking. Forgotten
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,16 +148,35 @@ def documents(kind: SearchKind, records: Iterable[Any], domain: str | None = Non
             yield Document(kind, f"{r.kind}:{scope}:{r.key}", r.domain or None, text, r.event_ids)
 
 
-class SearchIndex:
-    """An in-memory FTS5 table of documents (porter stemming over unicode61 words), ranked by BM25."""
+#: a server's own ranking of texts for any of some words (`Store.text_ranks`): (index, rank), best first
+Ranker = Callable[[Sequence[str], Sequence[str]], "list[tuple[int, float]] | None"]
 
-    def __init__(self, docs: Iterable[Document]):
+
+class SearchIndex:
+    """The documents of one view, ranked by the store's own full-text search where it has one
+    (PostgreSQL's), else by an in-memory FTS5 table (porter stemming over unicode61 words, BM25)."""
+
+    def __init__(self, docs: Iterable[Document], ranker: Ranker | None = None):
         self.docs = list(docs)
-        self.db = sqlite3.connect(":memory:", check_same_thread=False)
-        self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, tokenize = 'porter unicode61')")
-        self.db.executemany(
-            "INSERT INTO docs(rowid, text) VALUES (?, ?)", ((i, d.text) for i, d in enumerate(self.docs))
+        self.ranker = ranker if ranker is not None and ranker([], ["probe"]) is not None else None
+        self.db: sqlite3.Connection | None = None
+        if self.ranker is None:
+            self.db = sqlite3.connect(":memory:", check_same_thread=False)
+            self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, tokenize = 'porter unicode61')")
+            self.db.executemany(
+                "INSERT INTO docs(rowid, text) VALUES (?, ?)", ((i, d.text) for i, d in enumerate(self.docs))
+            )
+
+    def _ranked(self, words: Sequence[str]) -> Iterable[tuple[int, float]]:
+        """(document index, score: higher is better) of the documents holding any of `words`, best first."""
+        if self.ranker is not None:
+            return self.ranker([d.text for d in self.docs], words) or []
+        assert self.db is not None
+        rows = self.db.execute(
+            "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs), rowid",
+            (match_expression(words),),
         )
+        return ((rowid, -rank) for rowid, rank in rows)
 
     def search(
         self,
@@ -170,18 +190,14 @@ class SearchIndex:
         words = query_words(query)
         if not words or not self.docs:
             return []
-        rows = self.db.execute(
-            "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs), rowid",
-            (match_expression(words),),
-        )
         out: list[SearchResult] = []
-        for rowid, rank in rows:
-            d = self.docs[rowid]
+        for i, score in self._ranked(words):
+            d = self.docs[i]
             if kinds is not None and d.kind not in kinds:
                 continue
             if domain is not None and not (domain_matches(domain, d.domain) or domain_matches(d.domain, domain)):
                 continue
-            out.append(SearchResult(d.kind, d.item_id, d.text, d.domain, round(-rank, 6), d.event_ids))
+            out.append(SearchResult(d.kind, d.item_id, d.text, d.domain, round(score, 6), d.event_ids))
             if len(out) == limit:
                 break
         return out

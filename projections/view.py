@@ -391,9 +391,10 @@ class MemoryView:
     # ---- full-text search ------------------------------------------------------
 
     def search_index(self) -> SearchIndex:
-        """The FTS5 index of this view's lessons, current facts, patterns, selectors, trajectories,
-        sessions and context (built once per head, like every index of a view)."""
-        return self._cached("search", lambda: SearchIndex(self._documents()))
+        """The full-text index of this view's lessons, current facts, patterns, selectors,
+        trajectories, sessions and context (built once per head, like every index of a view)."""
+        ranker = self.store.text_ranks if self.store is not None else None
+        return self._cached("search", lambda: SearchIndex(self._documents(), ranker))
 
     def _documents(self) -> Iterator[Document]:
         yield from documents("lessons", self.lessons())

@@ -5,6 +5,7 @@ forgotten items never come back, and a query is words: FTS5 syntax is never read
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,29 @@ def test_extreme_queries(tmp_path: Path) -> None:
 
 def test_every_kind_is_a_state_kind() -> None:
     assert set(SEARCH_KINDS) <= set(STATE_KINDS)
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger_searches_with_postgresqls_full_text_search(pg_url: str, tmp_path: Path) -> None:
+    with memtape.open(pg_url) as mem:
+        ids = teach(mem)
+        ranks = mem.store.text_ranks
+        ranked = ranks(["Wool socks", "Reload the page: its CSRF tokens are stale"], ["token", "stale"])
+        assert [i for i, _ in ranked] == [1] and ranked[0][1] > 0
+        calls: list[list[str]] = []
+
+        def recorded(texts: Sequence[str], words: Sequence[str]) -> list[tuple[int, float]] | None:
+            calls.append(list(words))
+            return ranks(texts, words)
+
+        mem.store.text_ranks = recorded  # type: ignore[method-assign]
+        hits = mem.search("stale tokens")
+        assert hits[0].item_id == ids["stale"] and hits[0].text == STALE and hits[0].score > 0
+        assert calls[-1] == ["stale", "tokens"]  # ranked by the server, stemmed: "tokens" finds "token"
+        for query in HOSTILE:
+            mem.search(query)  # words only: never a tsquery syntax error
+        assert mem.search('" * NEAR( AND OR !') == []
+        assert len(searched(mem)) == 2 + len(HOSTILE)
+    result = run_cli("--store", pg_url, "--memory-dir", str(tmp_path / "dir"), "search", "stale token", "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)[0]["item_id"] == ids["stale"]

@@ -11,7 +11,7 @@ the first failed guard.
 
 Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        memory = Memory(store, projections_path)
+        memory = RecordingMemory(store, projections_path)
         result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
                           start_url="http://shop.test/")   # or TaskRun(...).run()
 """
@@ -43,7 +43,7 @@ from memtape.projections.folds.short_term import ShortTerm, priority_of
 from memtape.projections.folds.steps import on_page
 from memtape.projections.folds.trajectories import applicable_steps
 from memtape.projections.recording.learning import goal_secrets
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, StepRecord, element_text
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
@@ -59,7 +59,7 @@ class RunConfig:
     repeat_limit: int = 3
     progress_every: int = 3
     approve: Approval | None = None
-    #: seed 002's rep; None: numbered within the run's session (see Memory.start_run)
+    #: seed 002's rep; None: numbered within the run's session (see RecordingMemory.start_run)
     rep: int | None = None
     #: "session": rep 2+ retrieves the session's previous reps' step memories; "all": every other run's
     step_memory_scope: str = "session"
@@ -359,7 +359,7 @@ class TaskRun:
     def __init__(
         self,
         browser: Browser,
-        memory: Memory,
+        memory: RecordingMemory,
         policy: DecisionPolicy,
         *,
         goal: str,
@@ -837,7 +837,7 @@ class TaskRun:
 
 def run_task(
     browser: Browser,
-    memory: Memory,
+    memory: RecordingMemory,
     policy: DecisionPolicy,
     *,
     goal: str,

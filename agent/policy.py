@@ -1,7 +1,7 @@
 """Decision policies: who chooses the next browser action.
 
 `DecisionPolicy` is the protocol (named so it does not clash with
-`projections.parameters.Policy`, which holds memory thresholds). Two real
+`projections.parameters.Thresholds`, which holds memory thresholds). Two real
 implementations:
 
 - `ScriptedPolicy` (default, no model): parses the goal into sub-goals

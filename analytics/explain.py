@@ -24,7 +24,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.forget_filter import Forgotten, lesson_id_of
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.store import Store

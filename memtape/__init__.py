@@ -22,14 +22,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memtape.api import Lesson, Memory, MemtapeError, Policy, Run, TrajectoryRecall, open
+    from memtape.api import (
+        InvalidEvent,
+        Lesson,
+        Memory,
+        MemtapeError,
+        MissingExtra,
+        Policy,
+        Run,
+        RunConflict,
+        TrajectoryRecall,
+        UnknownItem,
+        open,
+    )
     from memtape.asynchronous import AsyncMemory, AsyncRun, open_async
 
-#: public name -> the module that defines it
-_HOMES = {
-    **dict.fromkeys(["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"], "memtape.api"),
-    **dict.fromkeys(["open_async", "AsyncMemory", "AsyncRun"], "memtape.asynchronous"),
-}
+# The errors a caller catches: MemtapeError is the base of all; InvalidEvent (a refused value),
+# RunConflict (a finished, abandoned or concurrently written run), UnknownItem (no such run, lesson,
+# fact, ...) and MissingExtra (an extra not installed; also an ImportError) are its kinds.
 __all__ = [
     "open",
     "Memory",
@@ -38,15 +48,23 @@ __all__ = [
     "TrajectoryRecall",
     "Policy",
     "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
     "open_async",
     "AsyncMemory",
     "AsyncRun",
 ]
 
 
+#: the async API's names live in their own module; every other public name in memtape.api
+_ASYNC = ("open_async", "AsyncMemory", "AsyncRun")
+
+
 def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
+    if name in __all__:
+        return getattr(importlib.import_module("memtape.asynchronous" if name in _ASYNC else "memtape.api"), name)
     raise AttributeError(f"module 'memtape' has no attribute {name!r}")
 
 

@@ -115,6 +115,8 @@ from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.pin import caller_refusal
 from memtape.projections.recording.values import Extraction
+from memtape.viewer import PREFIX as VIEWER
+from memtape.viewer import viewer_app
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -365,7 +367,15 @@ def create_app(
         post(path, answer, call, name=call.__name__)(write)
 
     # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
-    app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
+    app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
+    app.add_middleware(
+        RequestGuard,
+        token=token,
+        public_paths=PUBLIC_PATHS,
+        max_body=MAX_BODY_BYTES,
+        cors=bool(cors),
+        own_gates=(VIEWER,),
+    )
     if cors:
         app.add_middleware(
             CORSMiddleware,

@@ -33,7 +33,7 @@ from memtape.ledger.events import SeedLesson
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
 from memtape.projections.folds.state import MemoryState, dispatch
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seeds_in
 from memtape.projections.writer import WRITER_PROJECTIONS
 
@@ -65,7 +65,7 @@ def as_new(ev: RecordedEvent) -> NewEvent:
 class PolicyMemory:
     """The policy-relevant projections under one policy, folded event by event."""
 
-    def __init__(self, policy: Policy, names: tuple[str, ...] = WRITER_PROJECTIONS):
+    def __init__(self, policy: Thresholds, names: tuple[str, ...] = WRITER_PROJECTIONS):
         self.policy = policy
         self.state = MemoryState.empty(names)
         self.table = dispatch(names)
@@ -76,10 +76,10 @@ class PolicyMemory:
         self.state.head = ev.seq
 
 
-def recorded_policy(run_started: RecordedEvent) -> Policy:
+def recorded_policy(run_started: RecordedEvent) -> Thresholds:
     """The policy a run recorded in its `run_started` (its fields; the default for any left out)."""
     recorded = run_started.data.get("policy") or {}
-    return Policy.model_validate({k: v for k, v in recorded.items() if k in Policy.model_fields})
+    return Thresholds.model_validate({k: v for k, v in recorded.items() if k in Thresholds.model_fields})
 
 
 def run_seeds(store: Store, until: int | None = None) -> dict[str, tuple[SeedLesson, ...] | None]:
@@ -92,7 +92,7 @@ def run_seeds(store: Store, until: int | None = None) -> dict[str, tuple[SeedLes
     }
 
 
-def run_policies(store: Store, until: int | None = None) -> dict[str, Policy]:
+def run_policies(store: Store, until: int | None = None) -> dict[str, Thresholds]:
     """run id -> the policy it recorded (memory is opened before `run_started` is appended, so
     this is read ahead of the replay)."""
     return {ev.run_id: recorded_policy(ev) for ev in store.read(to_seq=until, types=["run_started"]) if ev.run_id}

@@ -34,7 +34,7 @@ from memtape.projections.folds import steps as steps_mod
 from memtape.projections.folds import trajectories as traj_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.knowledge import Fact
-from memtape.projections.folds.lessons import Lesson, Match, ranked, ranked_matches, tier1
+from memtape.projections.folds.lessons import LessonEntry, Match, ranked, ranked_matches, tier1
 from memtape.projections.folds.page_maps import PageMap
 from memtape.projections.folds.patterns import Pattern
 from memtape.projections.folds.runs import RunManifest
@@ -47,7 +47,7 @@ from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.state import MemoryState, digests, fold
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.search import Document, SearchIndex, documents
 from memtape.projections.text import domain_matches, goal_words, parent_domains
 
@@ -56,9 +56,9 @@ SMALL = 64  # below this many candidates a plain scan beats an index
 Cached = TypeVar("Cached")
 
 
-def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
+def scope_index(lessons: Iterable[LessonEntry]) -> dict[str, list[LessonEntry]]:
     """scope domain -> its lessons (recall on domain looks up the host and each parent)."""
-    by_scope: dict[str, list[Lesson]] = defaultdict(list)
+    by_scope: dict[str, list[LessonEntry]] = defaultdict(list)
     for lesson in lessons:
         if lesson.scope_domain:
             by_scope[lesson.scope_domain.lower()].append(lesson)
@@ -68,9 +68,9 @@ def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
 class ErrorIndex:
     """Lookup tables for recall on error over the lessons of one state (built once per view head)."""
 
-    def __init__(self, lessons: Iterable[Lesson]):
-        self.by_command: dict[str, list[Lesson]] = defaultdict(list)
-        by_pattern: dict[str, list[Lesson]] = defaultdict(list)
+    def __init__(self, lessons: Iterable[LessonEntry]):
+        self.by_command: dict[str, list[LessonEntry]] = defaultdict(list)
+        by_pattern: dict[str, list[LessonEntry]] = defaultdict(list)
         for lesson in lessons:
             if lesson.failed_command and lesson.failed_command.strip():
                 self.by_command[lesson.failed_command.strip().lower()].append(lesson)
@@ -115,7 +115,7 @@ class MemoryView:
     def __init__(
         self,
         state: MemoryState,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         store: Store | None = None,
         projections_path: Path | None = None,
         pinned: bool = False,
@@ -135,7 +135,7 @@ class MemoryView:
         cls,
         store: Store,
         projections_path: Path | None = None,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         as_of: int | str | None = None,
     ) -> MemoryView:
         """Catch projections.db up with the ledger (when given) and return a view at its head,
@@ -144,7 +144,7 @@ class MemoryView:
         return cls(state, policy, store, projections_path, pinned=as_of is not None)
 
     @classmethod
-    def from_events(cls, events: Iterable[Any], policy: Policy = DEFAULT_POLICY) -> MemoryView:
+    def from_events(cls, events: Iterable[Any], policy: Thresholds = DEFAULT_POLICY) -> MemoryView:
         """A view folded from events in memory (tests, experiments)."""
         return cls(fold(MemoryState.empty(), events, policy), policy)
 
@@ -184,12 +184,12 @@ class MemoryView:
 
     # ---- lessons (seed 001) ---------------------------------------------------
 
-    def tier1(self) -> list[Lesson]:
+    def tier1(self) -> list[LessonEntry]:
         """tool_fallback and best_practice lessons by use count, seeds before learned on equal
         counts, then first recorded (`lessons.tier1_order`); at most 10."""
         return tier1(self.state.lessons.lessons.values(), self.policy.tier1_cap)
 
-    def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
+    def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[LessonEntry]:
         """Trigger A: the lessons of `error_matches`."""
         return [m.lesson for m in self.error_matches(command, error, domain)]
 
@@ -202,7 +202,7 @@ class MemoryView:
         k = self.policy.recall_top_k
         cmd = (command or "").strip().lower()
 
-        def here(lesson: Lesson) -> bool:
+        def here(lesson: LessonEntry) -> bool:
             return lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)
 
         by_pattern: dict[str, Match] = {}
@@ -221,7 +221,7 @@ class MemoryView:
                     break
         return found
 
-    def recall_on_domain(self, domain: str) -> list[Lesson]:
+    def recall_on_domain(self, domain: str) -> list[LessonEntry]:
         """Trigger B: the lessons of `domain_matches`."""
         return [m.lesson for m in self.domain_matches(domain)]
 
@@ -238,7 +238,7 @@ class MemoryView:
         ]
         return ranked_matches(cands)[: self.policy.recall_top_k]
 
-    def lessons(self, domain: str | None = None) -> list[Lesson]:
+    def lessons(self, domain: str | None = None) -> list[LessonEntry]:
         """Every lesson (or those scoped to `domain` or a parent), Tier 1 first, most used first."""
         lessons = [
             l for l in self.state.lessons.lessons.values() if domain is None or domain_matches(domain, l.scope_domain)
@@ -246,8 +246,8 @@ class MemoryView:
         lessons.sort(key=lambda l: (l.tier, -l.use_count, l.recorded_order))
         return lessons
 
-    def lesson(self, lesson_id: str) -> Lesson | None:
-        return cast(Lesson | None, self.state.lessons.lessons.get(lesson_id))
+    def lesson(self, lesson_id: str) -> LessonEntry | None:
+        return cast(LessonEntry | None, self.state.lessons.lessons.get(lesson_id))
 
     # ---- knowledge, sessions, selectors (seed 000) ------------------------------
 

@@ -25,7 +25,7 @@ from memtape.ledger.store import Store, Transaction, redacted_envelope, serializ
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused
 from memtape.projections.folds.state import PROJECTIONS, MemoryState, dispatch, fold
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seeds_in
 
 #: the projections the policy step reads (the writer folds only these)
@@ -90,7 +90,7 @@ class MemoryWriter:
     def __init__(
         self,
         store: Store,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         projections_path: Path | None = None,
         *,
         check_runs: bool = True,

@@ -21,7 +21,7 @@ from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
 
@@ -41,7 +41,7 @@ def run(
     **kw: Any,
 ) -> RunResult:
     store, proj = ledger
-    memory = Memory(store, proj, enabled=enabled)
+    memory = RecordingMemory(store, proj, enabled=enabled)
     return run_task(browser, memory, policy or ScriptedPolicy(), goal=goal, start_url=url, success_check=check, **kw)
 
 

@@ -40,7 +40,7 @@ from memtape.projections.recording.learning import (
     grade_steps,
     observe_facts,
 )
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from tests.fake_sites import INTERCEPT, FakePage
@@ -523,9 +523,9 @@ class Stubborn:
         return Decision("click", {"ref": "e1"}, c.observation.elements[0], tokens_in=10)
 
 
-def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, Memory]:
+def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, RecordingMemory]:
     store = SqliteStore.open(tmp_path / "ledger.db")
-    return store, Memory(store, tmp_path / "projections.db", enabled=enabled)
+    return store, RecordingMemory(store, tmp_path / "projections.db", enabled=enabled)
 
 
 def test_repeated_action_aborts(tmp_path: Any) -> None:

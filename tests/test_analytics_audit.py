@@ -9,7 +9,7 @@ import pytest
 
 from memtape.analytics.audit import audit_run
 from memtape.analytics.explain import explain_item
-from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.analytics.forget_filter import FORGOTTEN_TEXT
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.envelope import event
 from memtape.ledger.errors import UnknownItem

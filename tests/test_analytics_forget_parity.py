@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from memtape.analytics.answers import analyse_all
 from memtape.analytics.explain import explain_item
-from memtape.analytics.forget import lesson_id_of
+from memtape.analytics.forget_filter import lesson_id_of
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.envelope import RecordedEvent, event
 from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 

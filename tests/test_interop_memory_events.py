@@ -18,7 +18,7 @@ from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.folds.lessons import lesson_id_for
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.interop.exporters import run_memory_events
 from memtape.projections.interop.importers import import_source
 from memtape.projections.seeds import SEEDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import DomainRecall, LessonRecorded
 from memtape.projections.folds.lessons import lesson_id_for
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -89,7 +89,7 @@ def test_import_with_enough_uses_promotes_on_record(fresh_ledger):
 
 
 def test_policy_thresholds_are_parameters(fresh_ledger):
-    w = MemoryWriter(fresh_ledger, Policy(promotion_min_uses=2, promotion_min_domains=2))
+    w = MemoryWriter(fresh_ledger, Thresholds(promotion_min_uses=2, promotion_min_domains=2))
     assert record_on(w, ["a.com", "b.com"])[-1] == "lesson_promoted"
 
 

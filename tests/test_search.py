@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import memtape
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import MAX_QUERY
-from memtape.projections.report import STATE_KINDS
 from memtape.projections.search import SEARCH_KINDS
+from memtape.projections.state_rows import STATE_KINDS
 from tests.cli_runner import run_cli
 
 LOGIN = "https://app.example/login"

@@ -46,7 +46,7 @@ from memtape.ledger.store import SqliteStore
 from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
 from memtape.projections.recording.learning import goal_secrets
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
@@ -155,7 +155,7 @@ def agent_run(store: SqliteStore, settings: Settings) -> None:
         step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard"),
     ]
     goal = f'Log in as "ada" using "{S.LOGIN_PASSWORD}", set "API key" to "{S.OPENAI}" and click "Save"'
-    play(Memory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
+    play(RecordingMemory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
 
 
 def face_calls(shape: Shape, i: int) -> list[tuple[str, dict[str, Any]]]:

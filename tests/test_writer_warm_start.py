@@ -17,7 +17,7 @@ from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.events import FactObserved
 from memtape.ledger.store import SqliteStore, Transaction
 from memtape.projections.cache import materialize
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 
 SHOP = "https://shop.example/"
 

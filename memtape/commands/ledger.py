@@ -10,7 +10,7 @@ import click
 import orjson
 from rich.progress import Progress
 
-from memtape.analytics.output import Report, Table, cell_text
+from memtape.analytics.tabular import Report, Table, cell_text
 from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.anchor import Anchor, parse_anchor, verify_ledger
 from memtape.ledger.copy import copy_ledger

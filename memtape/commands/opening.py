@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TypeVar
 
 from memtape.commands import current_settings
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.seeds import choose_seeds
 
-Opened = TypeVar("Opened", bound=Memory)
+Opened = TypeVar("Opened", bound=RecordingMemory)
 
 
 def open_memory(cls: type[Opened]) -> Opened:
-    """The command's memory as a `cls` (the library's `Memory`, or the API's with the audit)."""
+    """The command's memory as a `cls` (the library's `RecordingMemory`, or the API's `Memory`)."""
     settings = current_settings()
     seeds = choose_seeds(settings.seeds)
     memory = cls(settings.store(), settings.projections_path, seeds=seeds)

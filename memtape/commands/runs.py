@@ -1,7 +1,7 @@
 """`memtape start-run|finish-run|recall`: runs and recall for agents in other languages.
 
 Each command parses its arguments and calls one function of the library's
-`Memory` (memtape.projections.recording), the same the Python API calls, so what it
+`RecordingMemory` (memtape.projections.recording), the same the Python API calls, so what it
 logs is exactly what the library call logs. An agent records its steps with
 `memtape append` (step_recorded lines carrying the run id) between
 `start-run` and `finish-run`.
@@ -16,15 +16,15 @@ from typing import Any
 import click
 import orjson
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands.opening import open_memory
 from memtape.output import emit, listing_options
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import Learned, Lesson, TrajectoryRecall
 
 
-def _memory() -> Memory:
-    return open_memory(Memory)
+def _memory() -> RecordingMemory:
+    return open_memory(RecordingMemory)
 
 
 def _echo_json(value: Any) -> None:

@@ -7,11 +7,11 @@ import dataclasses
 
 import click
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands.opening import open_memory
 from memtape.output import emit, listing_options
 from memtape.projections.cache.materialize import seq_or_time
-from memtape.projections.recording.memory import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.search import MAX_LIMIT, SEARCH_KINDS, SearchResult
 
 COLUMNS = ("kind", "item_id", "domain", "score", "text")
@@ -54,7 +54,7 @@ def search(
     """
     if step is not None and run_id is None:
         raise click.UsageError("--step needs --run")
-    hits = open_memory(Memory).search(
+    hits = open_memory(RecordingMemory).search(
         query,
         kinds=list(kinds) or None,
         domain=domain,

@@ -39,7 +39,7 @@ TYPES = (
 
 
 @dataclass(frozen=True, slots=True)
-class Lesson:
+class LessonEntry:
     lesson_id: str
     lesson: str
     category: str
@@ -62,7 +62,7 @@ class Lesson:
         return 1 if self.category in TIER1_CATEGORIES else 2
 
 
-_lesson = constructor(Lesson)
+_lesson = constructor(LessonEntry)
 
 
 #: what a recall matched of a lesson, and the score it ranks by: recall on error (the error pattern
@@ -76,7 +76,7 @@ MATCH_SCORES: dict[str, float] = {"pattern+command": 5.0, "pattern": 3.0, "comma
 class Match:
     """A lesson a recall offers, what of it matched and its score (`MATCH_SCORES`)."""
 
-    lesson: Lesson
+    lesson: LessonEntry
     matched: MatchKind
 
     @property
@@ -115,18 +115,18 @@ def counted(data: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def tier1_order(lesson: Lesson) -> tuple[int, bool, int]:
+def tier1_order(lesson: LessonEntry) -> tuple[int, bool, int]:
     """Seed 001's Tier 1 order: most used first; seeds before learned only on equal counts;
     then the order the lessons were first recorded (never a hash)."""
     return (-lesson.use_count, lesson.source != "seed", lesson.recorded_order)
 
 
-def tier1(lessons: Iterable[Lesson], cap: int) -> list[Lesson]:
+def tier1(lessons: Iterable[LessonEntry], cap: int) -> list[LessonEntry]:
     """The Tier 1 lessons (tool_fallback, best_practice) in `tier1_order`, at most `cap`."""
     return sorted((l for l in lessons if l.category in TIER1_CATEGORIES), key=tier1_order)[:cap]
 
 
-def ranked(lessons: Iterable[Lesson]) -> list[Lesson]:
+def ranked(lessons: Iterable[LessonEntry]) -> list[LessonEntry]:
     """Recall order among equal matches: use_count, most recently used, then first recorded."""
     out = sorted(lessons, key=lambda l: l.recorded_order)
     out.sort(key=lambda l: (l.use_count, l.last_used), reverse=True)  # stable: recorded order breaks ties
@@ -135,7 +135,7 @@ def ranked(lessons: Iterable[Lesson]) -> list[Lesson]:
 
 @dataclass
 class LessonsState:
-    lessons: dict[str, Lesson] = field(default_factory=dict)
+    lessons: dict[str, LessonEntry] = field(default_factory=dict)
     #: dedup key -> lesson_id (derived from `lessons`, kept for O(1) dedup)
     by_key: dict[str, str] = field(default_factory=dict)
     #: the seed lessons were written once (they are not re-seeded after a forget)
@@ -180,7 +180,7 @@ def lesson_id_in(data: dict[str, Any]) -> str:
     )
 
 
-def key_of(lesson: Lesson) -> str:
+def key_of(lesson: LessonEntry) -> str:
     return dedup_key(lesson.failed_command, lesson.error_pattern, lesson.scope_domain, lesson.lesson)
 
 
@@ -200,7 +200,7 @@ def new_lesson(
     source: str,
     run_id: str | None,
     step: int | None,
-) -> Lesson:
+) -> LessonEntry:
     """The lesson a `lesson_recorded`/`lesson_seeded` payload creates."""
     lid = lesson_id_in(data)
     src = data.get("source") or source or "learned"
@@ -223,7 +223,7 @@ def new_lesson(
     )
 
 
-def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson:
+def used(lesson: LessonEntry, domain: str | None, when: str, event_id: str) -> LessonEntry:
     """One more use: use_count + 1, last_used, the domain where it happened."""
     tds = lesson.triggered_domains
     if domain and domain not in tds:
@@ -237,7 +237,7 @@ def used(lesson: Lesson, domain: str | None, when: str, event_id: str) -> Lesson
     )
 
 
-def _add(state: LessonsState, lesson: Lesson) -> None:
+def _add(state: LessonsState, lesson: LessonEntry) -> None:
     """A new lesson, numbered in the order lessons are first recorded."""
     lesson = evolve(lesson, recorded_order=state.recorded)
     state.recorded += 1
@@ -364,7 +364,9 @@ def removed_by(kind: str, subject: str, lesson_id: str | None, scope_domain: str
 
 def decode(raw: dict[str, Any]) -> LessonsState:
     lessons = {
-        lid: build(Lesson, row, triggered_domains=tuple(row["triggered_domains"]), event_ids=tuple(row["event_ids"]))
+        lid: build(
+            LessonEntry, row, triggered_domains=tuple(row["triggered_domains"]), event_ids=tuple(row["event_ids"])
+        )
         for lid, row in raw.get("lessons", {}).items()
     }
     by_key = raw.get("by_key")

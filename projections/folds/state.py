@@ -43,7 +43,7 @@ from memtape.projections.folds.sitemap import SitemapState
 from memtape.projections.folds.snapshots import SnapshotsState
 from memtape.projections.folds.steps import StepsState
 from memtape.projections.folds.trajectories import TrajectoriesState
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 PROJECTIONS: tuple[str, ...] = tuple(FOLDS)
 #: the value of a projection not loaded yet (typed Any so each field keeps its state's type)
@@ -100,7 +100,7 @@ class LazyState(MemoryState):
         return value
 
 
-Apply = Callable[[Any, RecordedEvent, Policy], Any]
+Apply = Callable[[Any, RecordedEvent, Thresholds], Any]
 
 
 def dispatch(names: Iterable[str] = PROJECTIONS) -> dict[str, list[tuple[str, Apply]]]:
@@ -131,7 +131,7 @@ def unfoldable(ev: RecordedEvent, projection: str, exc: Exception) -> Unreadable
 def fold(
     state: MemoryState,
     events: Iterable[RecordedEvent],
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
     names: Iterable[str] | None = None,
 ) -> MemoryState:
     """Fold events (in seq order, after state.head) into every (or the named) projection."""
@@ -290,5 +290,5 @@ _FIRST_PARTY = __name__.partition(".")[0]
 _REGISTRY = folds.__name__
 
 
-def fingerprint(name: str, policy: Policy) -> str:
+def fingerprint(name: str, policy: Thresholds) -> str:
     return f"{code_version(name)}-{policy.fingerprint()}"

@@ -1,4 +1,4 @@
-"""What a `Run` needs of the memory that opened it, as a protocol (`memory.Memory` is the one), so
+"""What a `Run` needs of the memory that opened it, as a protocol (`memory.RecordingMemory` is the one), so
 the run module does not import the memory module that imports it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.events import Payload
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
 from memtape.projections.search import SearchResult
 from memtape.projections.view import MemoryView
@@ -18,7 +18,7 @@ from memtape.projections.writer import MemoryWriter, RunSoFar
 class RunHost(Protocol):
     """The calls a run makes on its memory."""
 
-    policy: Policy
+    policy: Thresholds
     writer: MemoryWriter
 
     def now(self) -> str: ...

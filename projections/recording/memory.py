@@ -1,6 +1,6 @@
-"""`Memory`: one ledger under one policy — opens runs, answers recall outside a run; what `memtape.open` returns.
+"""`RecordingMemory`: one ledger under one policy — opens runs, answers recall outside a run (`memtape.Memory` adds the analytics answers).
 
-`Memory` opens runs on a store under one `Policy`; a `run.Run` records what the
+`RecordingMemory` opens runs on a store under one policy (`Thresholds`); a `run.Run` records what the
 agent did and recalls what memory holds. Every call appends its events
 through `projections.writer.MemoryWriter` (so the policy's decisions — dedup,
 promotion, pruning, contradiction, the start-of-run seeding and expiry — land
@@ -8,11 +8,11 @@ in the same transaction) and every read goes through
 `projections.view.MemoryView`; every recall is itself an event. Nothing here
 knows the bundled browser agent: its loop starts a `Run` and calls it as any
 agent does, so what an external agent gets is what the demo measures.
-`Memory.state` answers `memtape state`; `memtape.api` adds the answers that
+`RecordingMemory.state` answers `memtape state`; `memtape.api` adds the answers that
 need the analytics layer (audit, experiment).
 
 Example:
-    mem = Memory(store, projections_path)
+    mem = RecordingMemory(store, projections_path)
     with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
         run.recall_domain(step=1)
         run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
@@ -48,13 +48,13 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
-from memtape.projections.report import STATE_KINDS, open_state
 from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.seeds import recorded_seeds
+from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar
@@ -63,21 +63,21 @@ from memtape.projections.writer import MemoryWriter, RunSoFar
 STALE_AFTER = timedelta(hours=1)
 
 
-class Memory:
+class RecordingMemory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 
     def __init__(
         self,
         store: Store,
         projections_path: Path | None = None,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         *,
         enabled: bool = True,
         stale_after: timedelta = STALE_AFTER,
         keepers: Sequence[Keeper] = (),
         seeds: Sequence[SeedLesson] | None = None,
     ):
-        if not isinstance(policy, Policy):
+        if not isinstance(policy, Thresholds):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
         if seeds is not None and not all(isinstance(s, SeedLesson) for s in seeds):
             raise InvalidEvent("seeds must be SeedLesson records (projections.seeds.choose_seeds reads them)")
@@ -110,7 +110,7 @@ class Memory:
         finally:
             self.store.close()
 
-    def __enter__(self) -> Memory:
+    def __enter__(self) -> RecordingMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:

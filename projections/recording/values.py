@@ -155,7 +155,7 @@ class Lesson:
     matched: str | None = None
 
     @classmethod
-    def of(cls, lesson: lessons_mod.Lesson, match: lessons_mod.Match | None = None) -> Lesson:
+    def of(cls, lesson: lessons_mod.LessonEntry, match: lessons_mod.Match | None = None) -> Lesson:
         return cls(
             lesson_id=lesson.lesson_id,
             text=lesson.lesson,

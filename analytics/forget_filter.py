@@ -46,7 +46,7 @@ from memtape.projections.folds import knowledge, lessons
 from memtape.projections.folds.knowledge import Fact, KnowledgeState
 from memtape.projections.folds.lessons import lesson_id_in
 from memtape.projections.folds.runs import covered
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.text import domain_matches
 
 #: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)
@@ -74,7 +74,7 @@ def lesson_id_of(ev: RecordedEvent) -> str | None:
 
 
 def fact_changes(
-    state: KnowledgeState, ev: RecordedEvent, policy: Policy
+    state: KnowledgeState, ev: RecordedEvent, policy: Thresholds
 ) -> tuple[list[tuple[FactKey, Fact, bool]], dict[FactKey, Fact]]:
     """Fold `ev` into `state` (knowledge) and say what it did to the current facts: those it made
     or changed (key, the fact now, whether it is new) and those it removed (as they were)."""

@@ -38,7 +38,7 @@ from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import FOLDS
 from memtape.projections.folds.runs import covered
 from memtape.projections.folds.state import PROJECTIONS, MemoryState
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
@@ -93,7 +93,7 @@ def forget(
     reason: str | None = None,
     *,
     projections_path: Path | None = None,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
 ) -> ForgetResult:
     """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
 

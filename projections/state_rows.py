@@ -15,7 +15,7 @@ from typing import Any
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import resolve_seq
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.view import MemoryView
 
 STATE_KINDS = (
@@ -134,7 +134,7 @@ def open_state(
     kind: str,
     domain: str | None = None,
     as_of: int | str | None = None,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
     run: str | None = None,
 ) -> tuple[int, list[Any]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
@@ -233,11 +233,40 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
     return out
 
 
+def run_end(store: Store, run_id: str) -> int | None:
+    """The seq where run `run_id` ends as the ledger knows it now: its last event (its
+    `run_completed` and the learning written with it, or the latest event of a run still going);
+    None when no event names the run."""
+    last = None
+    for ev in store.read(run_id=run_id):
+        last = ev.seq
+    return last
+
+
+def diff_point(store: Store, point: int | str, what: str = "diff point") -> int:
+    """A point of the log as a person names it in a diff: a seq, an ISO time (recorded time), or
+    a run id (the end of that run, so that a diff up to a run shows what the run taught)."""
+    if isinstance(point, str) and not (point.strip().isascii() and point.strip().isdigit()):
+        end = run_end(store, point.strip())
+        if end is not None:
+            return end
+        try:
+            return resolve_seq(store, point, what)
+        except LedgerError:
+            raise LedgerError(f"{what} {point.strip()[:40]!r}: expected a seq, an ISO time or a run id") from None
+    return resolve_seq(store, point, what)
+
+
 def diff_between(
-    store: Store, projections_path: Path | None, from_seq: int | str, to_seq: int | str, policy: Policy = DEFAULT_POLICY
+    store: Store,
+    projections_path: Path | None,
+    from_seq: int | str,
+    to_seq: int | str,
+    policy: Thresholds = DEFAULT_POLICY,
 ) -> list[Change]:
-    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`)."""
-    start, end = resolve_seq(store, from_seq, "diff start"), resolve_seq(store, to_seq, "diff end")
+    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`),
+    each a seq, an ISO time or a run id (`diff_point`)."""
+    start, end = diff_point(store, from_seq, "diff start"), diff_point(store, to_seq, "diff end")
     if start > end:
         raise LedgerError(
             f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "

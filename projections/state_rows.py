@@ -33,6 +33,7 @@ STATE_KINDS = (
     "sitemap",
     "scratch",
     "page-maps",
+    "credit",
 )
 
 #: columns the rich tables show per kind (--json prints every field)
@@ -89,6 +90,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
     "scratch": ("run_id", "key", "value", "domain", "step", "writes", "occurred_at"),
     "page-maps": ("run_id", "url", "title", "summary", "total_height", "regions", "stored"),
+    "credit": ("item", "kind", "shown", "changed", "turns_saved", "tokens_saved", "success_saved", "method", "text"),
 }
 
 
@@ -125,6 +127,8 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
         return view.scratch_entries(run, domain)
     if kind == "page-maps":
         return view.page_map_entries(run, domain)
+    if kind == "credit":
+        return [c for c in view.credit() if run is None or run in c.runs]
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 

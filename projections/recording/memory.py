@@ -51,7 +51,7 @@ from memtape.projections.folds.runs import RunManifest
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
-from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
+from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
 from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
@@ -349,6 +349,31 @@ class RecordingMemory:
         for ev in self.store.read(run_id=manifest.run_id):
             last = max(last, ev.occurred_at)
         return last
+
+    def resume_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's resume: continue run `run_id` where it left off (its final URL), in its
+        session, lineage kept (`parent_run_id`), on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "resume")
+
+    def fork_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's fork: branch off run `run_id` from its final URL in a new session
+        (`fork_...`), lineage kept, on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "fork")
+
+    def _scenario(self, run_id: str, goal: str | None, mode: str) -> Scenario:
+        check_text(goal, "goal", optional=True)
+        manifest = self._manifest(run_id)
+        view = self.current()
+        chosen = goal if goal is not None else manifest.goal
+        seed = view.resume_scenario(run_id, chosen) if mode == "resume" else view.fork_scenario(run_id, chosen)
+        return Scenario(
+            goal=seed["goal"],
+            start_url=seed["startUrl"] or "",
+            session_id=seed["sessionId"],
+            parent_run_id=seed["parentRunId"],
+            mode=mode,
+            case_id=manifest.case_id,
+        )
 
     # ---- recall (each one is an event; run_id and step say where it happened) ------------------
 

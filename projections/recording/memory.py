@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
-from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
+from memtape.ledger.errors import AnswerGone, InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
@@ -44,10 +44,13 @@ from memtape.ledger.events import (
     Tier1Loaded,
     TrajectoryRecalled,
 )
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
+from memtape.ledger.urls import start_url_refusal
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
+from memtape.projections.forgetting import answer_forgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
@@ -158,6 +161,13 @@ class RecordingMemory:
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    forgets = self.store.read(first.seq + 1, types=["subject_forgotten"])
+                    gone = answer_forgotten(first.data["response"], forgets)
+                    if gone is not None:
+                        raise AnswerGone(
+                            f"idempotency key {key[:60]!r}: its answer held {gone.data['subject_kind']} "
+                            f"{gone.data['subject'][:60]!r}, forgotten at seq {gone.seq}; nothing was written"
+                        )
                     return int(first.data["status"]), first.data["response"], True
                 status, body = answer()
                 self.append(
@@ -224,10 +234,14 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
+        refusal = start_url_refusal(start_url)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
-        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
-            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
+            # every step records the rep: one its event cannot hold would leave a run that records no step
+            raise InvalidEvent(f"rep must be a whole number from 1 to 2**63-1, got {rep!r:.40}")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []

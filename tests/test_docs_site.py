@@ -5,6 +5,7 @@ commands, the OpenAPI schema from the server's app."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -72,6 +73,28 @@ def test_the_api_page_documents_the_public_names(site: Path) -> None:
         "memtape.Memory.audit",
     ):
         assert f'id="{name}"' in html, name
+
+
+def test_the_api_page_lists_public_names_only(site: Path) -> None:
+    """Plumbing of the memory and of a run (what a face or the runner uses) is not on the page, and
+    every name there is `memtape.NAME` or a public member of one."""
+    html = (site / "api" / "index.html").read_text()
+    documented = re.findall(r'id="(memtape\.[^"]+)"', html)
+    assert len(documented) >= 60 and not [n for n in documented if "._" in n]
+    for internal in ("once", "event", "append_to_run", "scrub", "current", "now", "timed", "take_step_ms"):
+        assert not [n for n in documented if n.endswith(f".{internal}")], internal
+    assert {n.split(".")[1] for n in documented} == set(memtape.__all__)
+
+
+def test_the_api_page_shows_start_run_with_every_parameter(site: Path) -> None:
+    html = (site / "api" / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    start = text.index("start_run(\n")  # the generated signature, one parameter a line
+    signature = text[start : text.index(") -&gt; Run", start)]
+    parameters = [p for p in inspect.signature(memtape.Memory.start_run).parameters if p != "self"]
+    assert len(parameters) == 11 and all(f"{p}:" in signature for p in parameters), signature
+    prose = (ROOT / "docs" / "api.md").read_text()
+    assert all(f"| `{p}` |" in prose for p in parameters)
 
 
 def test_the_openapi_document_is_the_apps(site: Path) -> None:

@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation
+from memtape.agent.conversation import Message, conversation
 from memtape.agent.embeddings import Embeddings, use_embeddings
-from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
+from memtape.agent.policy import Decision, DecisionPolicy, PolicyError
 from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
@@ -46,6 +47,21 @@ from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 from memtape.projections.trajectories import applicable_steps
 
 Approval = Callable[[Decision, Observation], bool]
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A past step as the loop keeps it (its prompt shows the last few: Recent Actions)."""
+
+    command: str
+    args: dict[str, Any]
+    ok: bool
+    error: str | None = None
+    role: str | None = None
+    name: str | None = None
+    url_before: str = ""
+    url_after: str = ""
+    decided_by: str = "policy"
 
 
 @dataclass
@@ -296,40 +312,6 @@ def step_items(
     return items
 
 
-def seen_by_policy(
-    kept: list[BudgetItem],
-    obs: Observation,
-    error_lessons: list[Any],
-    domain_lessons: list[Any],
-    trajectory_steps: Sequence[Any],
-    facts: list[Any],
-    patterns: Sequence[Any] = (),
-    avoid: Sequence[tuple[str, str]] = (),
-) -> dict[str, Any]:
-    """The memory a policy may read for one decision: only what the kept prompt items (system
-    and step) show (a trimmed section shows nothing; a truncated one, the entries still whole in
-    it, and a learned pattern as far as its steps are), so an audit of the call's `context_built`
-    events is exactly what the policy saw. Elements beyond the page section's cut are not offered
-    either."""
-    text = {i.source: i.text for i in kept}
-
-    def shown(source: str, entries: list[Any], line: Callable[[Any], str]) -> list[Any]:
-        return [e for e in entries if P.shows(text[source], line(e))] if source in text else []
-
-    numbered = shown("reference_trajectory", list(enumerate(trajectory_steps, 1)), lambda e: P.trajectory_line(*e))
-    return {
-        "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
-        "domain_tips": [cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
-        "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
-        "trajectory_steps": [s for _, s in numbered],
-        "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, fact_line)],
-        "patterns": [
-            p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None
-        ],
-        "avoid": shown("working_memory", list(avoid), lambda a: P.dead_end_line(*a)),
-    }
-
-
 def _pattern_shown(text: str, pattern: Any) -> Any:
     """`pattern` with the steps the LEARNED PATTERNS text shows whole under its header (None
     when the header is not shown)."""
@@ -409,6 +391,7 @@ class TaskRun:
         self.avoid: list[tuple[str, str]] = []
         self.first = True
         self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
+        self.replies: list[Message] = []  # the policy's replies so far, as recorded (its conversation)
 
     def run(self) -> RunResult:
         t_run = time.perf_counter()
@@ -455,7 +438,6 @@ class TaskRun:
         run.give_context(self.context)
         self.tier1 = run.tier1()
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
-        self.policy.start(self.goal, self.system)
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})
         if not nav.ok:
@@ -525,6 +507,7 @@ class TaskRun:
             decision = self._decided(obs, step_no)
             if decision is None:  # went back to the last good snapshot instead
                 return True
+            self.replies.append(decision.reply())
         self.turns += 1
 
         key = _action_key(decision, obs.url)
@@ -551,7 +534,7 @@ class TaskRun:
             self.history.append(
                 StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval")
             )
-            record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
+            record_step(self.memory_run, rec, env_before, env_before, decision.reasoning(), self._take())
             return True
 
         if decision.command == "finish":
@@ -616,16 +599,25 @@ class TaskRun:
             )
         return decision, "replay", tstep
 
-    def _ask(self, ctx: DecisionContext) -> Decision:
-        decision = self.policy.decide(ctx)
+    def _ask(self, obs: Observation, asked: tuple[tuple[Message, ...], list[Any]]) -> Decision:
+        """The policy's decision on its conversation, bound to the page: its ref to the element
+        observed, the learned pattern it follows (by its place in the prompt's list) to its id."""
+        messages, patterns = asked
+        decision = self.policy.decide(messages)
         self.decisions += 1
         self.tokens_in += decision.tokens_in
         self.tokens_out += decision.tokens_out
+        ref = decision.args.get("ref")
+        if ref is not None:
+            decision.target = next((e for e in obs.elements if e.ref == ref), None)
+        if decision.pattern is not None and 0 <= decision.pattern < len(patterns):
+            decision.pattern_id = patterns[decision.pattern].pattern_id
         return decision
 
-    def _prompt(self, obs: Observation, step_no: int, warned: bool = False) -> DecisionContext:
+    def _prompt(self, obs: Observation, step_no: int, warned: bool = False) -> tuple[tuple[Message, ...], list[Any]]:
         """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
-        sections change: at the first decision, on a new site) and the step's message."""
+        sections change: at the first decision, on a new site) and the step's message; returned
+        as the policy's conversation, with the learned patterns the prompt lists, in order."""
         run, cfg = self.memory_run, self.cfg
         sections = site_sections(
             run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
@@ -669,31 +661,15 @@ class TaskRun:
             step=step_no,
             domain=obs.domain or None,
         )
-        return DecisionContext(
-            goal=self.goal,
-            history=self.history,
-            system_prompt=self.system,
-            step_prompt=P.render_step(kept),
-            tier1=[cap(l.text, 300) for l in self.tier1],
-            last_error=self.last_error,
-            **seen_by_policy(
-                fitted.kept,
-                obs,
-                self.error_lessons,
-                self.domain_lessons,
-                self.trajectory_steps,
-                self.facts,
-                self.patterns,
-                self.avoid,
-            ),
-        )
+        listed = [p for p in (_pattern_shown(self.system, p) for p in self.patterns) if p is not None]
+        return conversation(self.system, self.replies, P.render_step(kept)), listed
 
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
         give up, went back to its last good snapshot instead. An action that already failed on
         this page is not taken blindly: the policy is asked again, told so in a prompt of its own."""
         run, cfg, history = self.memory_run, self.cfg, self.history
-        decision = self._ask(self._prompt(obs, step_no))
+        decision = self._ask(obs, self._prompt(obs, step_no))
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
@@ -712,7 +688,7 @@ class TaskRun:
                     step_no,
                 )
                 if again:
-                    decision = self._ask(self._prompt(obs, step_no, warned=True))
+                    decision = self._ask(obs, self._prompt(obs, step_no, warned=True))
         if decision.pattern_id:
             run.pattern_used(decision.pattern_id)
         target = (
@@ -754,7 +730,6 @@ class TaskRun:
         record_step(
             self.memory_run, rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take()
         )
-        self.policy.start(self.goal, self.system)
         self.stuck, self.last_error, self.error_lessons = None, None, []
 
     def _finished(
@@ -769,7 +744,7 @@ class TaskRun:
             self.success = False
         rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
         self.history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-        record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
+        record_step(self.memory_run, rec, env_before, env_before, decision.reasoning(), self._take())
         if decided_by == "replay":
             self.replayed += 1
         self.reason = None if self.success else ("check_failed" if decision.success else "gave_up")
@@ -824,7 +799,7 @@ class TaskRun:
                 decision.command, result.error or "", step_no, domain_of(result.url_before)
             )
         self.seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
-        record_step(run, rec, env_before, self.seen_after.env(), decision.think, self._take())
+        record_step(run, rec, env_before, self.seen_after.env(), decision.reasoning(), self._take())
         warnings = run.loop_warnings()
         if warnings and self.stuck is None:
             self.stuck = f"loop warning: {warnings[0]}"

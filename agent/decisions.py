@@ -23,7 +23,7 @@ from typing import Any
 from memtape.agent import prompt as P
 from memtape.agent.conversation import Message, conversation
 from memtape.agent.policy import Decision, DecisionPolicy, ScriptedPolicy
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import Store
 from memtape.projections.budget import BudgetItem

@@ -1,7 +1,7 @@
 """Decision policies: who chooses the next browser action.
 
 `DecisionPolicy` is the protocol (named so it does not clash with
-`projections.parameters.Policy`, which holds memory thresholds). A policy decides from its
+`projections.parameters.Thresholds`, which holds memory thresholds). A policy decides from its
 conversation alone (`memtape.agent.conversation`): the recorded system prompt, its own earlier
 replies in the run and the recorded step prompt. Nothing else reaches it, so the same recorded
 messages give the same decision and a decision can be asked again from the ledger
@@ -43,7 +43,7 @@ from memtape.agent.conversation import Message, Reading, RecentAction, read_prom
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
 from memtape.projections.budget import count_tokens
-from memtape.projections.knowledge import fill_fails_key
+from memtape.projections.folds.knowledge import fill_fails_key
 from memtape.projections.pattern_learning import fill_placeholders
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")

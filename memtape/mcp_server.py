@@ -66,7 +66,7 @@ from memtape.face_models import (
     stale_limit,
 )
 from memtape.face_models import Lessons as LessonsAnswer
-from memtape.ledger.events import MAX_DEPTH, check_value
+from memtape.ledger.field_rules import MAX_DEPTH, check_value
 from memtape.ledger.jsonl import first_error, nested_too_deep, outline
 from memtape.projections.budget import DEFAULT_BUDGET
 

@@ -103,18 +103,20 @@ from memtape.http_guard import OriginGate, RequestGuard, listen
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
-from memtape.projections.context import ContextEntry
-from memtape.projections.knowledge import Fact
-from memtape.projections.page_maps import PageMap
-from memtape.projections.patterns import Pattern
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.knowledge import Fact
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.patterns import Pattern
+from memtape.projections.folds.selectors import SelectorEntry
+from memtape.projections.folds.sessions import SessionEntry
+from memtape.projections.folds.short_term import ShortTerm
+from memtape.projections.folds.sitemap import SiteMap
+from memtape.projections.folds.snapshots import Snapshot
+from memtape.projections.folds.steps import StepMemory
 from memtape.projections.pin import caller_refusal
-from memtape.projections.recording import Extraction
-from memtape.projections.selectors import SelectorEntry
-from memtape.projections.sessions import SessionEntry
-from memtape.projections.short_term import ShortTerm
-from memtape.projections.sitemap import SiteMap
-from memtape.projections.snapshots import Snapshot
-from memtape.projections.steps import StepMemory
+from memtape.projections.recording.values import Extraction
+from memtape.viewer import PREFIX as VIEWER
+from memtape.viewer import viewer_app
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -365,7 +367,15 @@ def create_app(
         post(path, answer, call, name=call.__name__)(write)
 
     # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
-    app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
+    app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
+    app.add_middleware(
+        RequestGuard,
+        token=token,
+        public_paths=PUBLIC_PATHS,
+        max_body=MAX_BODY_BYTES,
+        cors=bool(cors),
+        own_gates=(VIEWER,),
+    )
     if cors:
         app.add_middleware(
             CORSMiddleware,

@@ -32,6 +32,7 @@ from memtape.agent.conversation import Message, conversation
 from memtape.agent.embeddings import Embeddings, use_embeddings
 from memtape.agent.policy import Decision, DecisionPolicy, PolicyError
 from memtape.agent.records import finish_run, record_prompt, record_step
+from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
@@ -83,6 +84,15 @@ class RunConfig:
     backtrack: bool = True
     #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
     embeddings: Embeddings | None = None
+    #: memory sections left out of every prompt (an ablation): names of `prompt.MEMORY_SECTIONS`
+    sections_off: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.sections_off) - set(P.MEMORY_SECTIONS))
+        if unknown:
+            raise LedgerError(
+                f"no memory section {unknown[0][:40]!r} to leave out; known: {', '.join(P.MEMORY_SECTIONS)}"
+            )
 
 
 @dataclass
@@ -621,25 +631,32 @@ class TaskRun:
         sections change: at the first decision, on a new site) and the step's message; returned
         as the policy's conversation, with the learned patterns the prompt lists, in order."""
         run, cfg = self.memory_run, self.cfg
-        sections = site_sections(
-            run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
-        )
+        off = cfg.sections_off
+        sections = [
+            i
+            for i in site_sections(
+                run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
+            )
+            if i.source not in off
+        ]
         items = step_items(
             obs,
             run,
             self.history,
             self.last_error,
-            self.error_lessons,
+            [] if "error_tips" in off else self.error_lessons,
             cfg.budget - sum(i.tokens for i in sections),
             self.avoid,
             warned,
         )
+        items = [i for i in items if i.source not in off]
         fitted = fit(sections + items, cfg.budget)
+        tier1 = [] if "tier1" in off else self.tier1
         system = P.system_items(
             self.goal,
-            [l.text for l in self.tier1],
+            [l.text for l in tier1],
             [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
-            [i for l in self.tier1 for i in l.event_ids[-2:]],
+            [i for l in tier1 for i in l.event_ids[-2:]],
         )
         self.system = "\n\n".join(i.text for i in system)
         if self.system != self.system_recorded:

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import (
+    NO_REPLAY,
     PASSES,
     DemoReport,
     RunOptions,
@@ -28,10 +29,14 @@ from memtape.agent.runner import (
 )
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.analytics.audit import audit_run
+from memtape.analytics.experiment import make_policy
 from memtape.analytics.memory_use import MemoryUse, memory_use
 from memtape.commands import current_settings
+from memtape.commands.experiment import parse_settings
 from memtape.ledger.settings import Settings
+from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
+from memtape.projections.parameters import Thresholds
 from memtape.projections.text import clip
 from memtape.render import audit_text
 
@@ -132,6 +137,14 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
 @click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
 @click.option(
+    "--set",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A memory parameter or switch for these runs (repeatable; the keys of `memtape experiment "
+    "--list-params`), e.g. replay=false, learned_patterns=false, seeds=false.",
+)
+@click.option(
     "--embeddings-url",
     default=None,
     metavar="URL",
@@ -161,6 +174,7 @@ def run(
     max_depth: int,
     max_pages: int,
     embeddings_url: str | None,
+    thresholds: tuple[str, ...],
 ) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
@@ -195,6 +209,7 @@ def run(
         max_depth=max_depth,
         max_pages=max_pages,
         embeddings_url=embeddings_url,
+        thresholds=checked_settings(thresholds).model_dump(exclude_defaults=True),
     )
     with task_bar(wide_console(stderr=True), "running") as progress:
         results = run_agent(_settings(memory_dir), opts, progress)
@@ -210,7 +225,14 @@ def run(
     help="Cases to run (default: the bundled suite).",
 )
 @click.option("--no-audit", is_flag=True, help="Skip the audit of one run at the end.")
-def demo(cases_file: str | None, no_audit: bool) -> None:
+@click.option(
+    "--set",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A memory parameter or switch for every pass (repeatable; the keys of `memtape experiment --list-params`).",
+)
+def demo(cases_file: str | None, no_audit: bool, thresholds: tuple[str, ...]) -> None:
     """Serve the bundled sites and run the suite with memory off, then twice with memory on;
     print passes, turns, policy decisions, tokens and memory's share of step time.
 
@@ -218,6 +240,7 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
     """
     settings = _settings()
     console = wide_console()
+    chosen = checked_settings(thresholds)
     cases = load_cases(cases_file or CASES_FILE)
     memory, fresh = cold_memory(settings)
     if fresh is not None:
@@ -229,20 +252,34 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
         )
     try:
         with task_bar(console, "demo") as progress:
-            report = run_demo(memory, cases, progress)
+            report = run_demo(memory, cases, progress, chosen)
         per, tot = demo_tables(report)
         console.print(per)
         console.print(tot)
-        console.print(
-            memory_table(
-                {label: memory_use(memory.store(), [r.run_id for r in rs]) for label, rs in report.passes.items()}
-            )
-        )
+        console.print(memory_table(demo_memory_use(memory, report)))
         if not no_audit:
             print_audit(memory, report, console)
     finally:
         if fresh is not None:
             memory.close()
+
+
+def checked_settings(pairs: tuple[str, ...]) -> Thresholds:
+    """`--set NAME=VALUE` pairs as memory thresholds: parsed and checked as `memtape experiment` does."""
+    return make_policy(Thresholds(), parse_settings(pairs))
+
+
+def demo_memory_use(settings: Settings, report: DemoReport) -> dict[str, MemoryUse]:
+    """Each pass's memory use, read off the ledger its runs wrote (the pass without replay: its fork)."""
+    out: dict[str, MemoryUse] = {}
+    for label, rs in report.passes.items():
+        ids = [r.run_id for r in rs]
+        if label == NO_REPLAY and report.no_replay_dir is not None:
+            with SqliteStore.open(report.no_replay_dir / "ledger.db") as store:
+                out[label] = memory_use(store, ids)
+        else:
+            out[label] = memory_use(settings.store(), ids)
+    return out
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -319,12 +356,12 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         title_justify="left",
     )
     per.add_column("task")
-    for label, _ in PASSES:
+    for label in (p.label for p in PASSES):
         per.add_column(label, justify="right")
-    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0][0]]]
+    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0].label]]
     for i, name in enumerate(names):
         cells = []
-        for label, _ in PASSES:
+        for label in (p.label for p in PASSES):
             r = report.passes[label][i]
             o = r.outcome
             cells.append(
@@ -344,8 +381,8 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         "memory share of step time",
         "wall time",
     ):
-        tot.add_column(col, justify="right" if col != "pass" else "left")
-    for label, _ in PASSES:
+        tot.add_column(col, justify="right" if col != "pass" else "left", no_wrap=col == "pass")
+    for label in (p.label for p in PASSES):
         s = _totals(report.passes[label])
         tot.add_row(
             label,

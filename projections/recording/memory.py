@@ -340,7 +340,7 @@ class RecordingMemory:
     def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
-        lessons = self.current().tier1()
+        lessons = [l for l in self.current().tier1() if self.policy.seeds or l.source != "seed"]
         self.append(
             [
                 self.event(
@@ -382,7 +382,11 @@ class RecordingMemory:
             domain=domain,
         )
         self._known_run(run_id)
-        matches = self.current().error_matches(command, error, probe.domain)
+        matches = [
+            m
+            for m in self.current().error_matches(command, error, probe.domain)
+            if self.policy.seeds or m.lesson.source != "seed"
+        ]
         self.append(
             [
                 self.event(
@@ -407,7 +411,8 @@ class RecordingMemory:
         self._known_run(run_id)
         match = self.current().match_trajectory(goal, probe.domain or "", self.now())
         replay = bool(
-            match
+            self.policy.replay
+            and match
             and match.similarity >= self.policy.replay_min_similarity
             and match.trajectory.origin == origin_of(url)
             and match.trajectory.steps

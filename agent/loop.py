@@ -37,6 +37,7 @@ from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
+from memtape.projections.folds.knowledge import fact_line
 from memtape.projections.folds.knowledge import for_prompt as prompt_facts
 from memtape.projections.folds.patterns import for_goal, shown_by
 from memtape.projections.folds.sessions import continued
@@ -67,6 +68,19 @@ class StepView:
     decided_by: str = "policy"
 
 
+@dataclass(frozen=True)
+class MemoryItem:
+    """One item of memory a prompt can show, as credit names it."""
+
+    item: str
+    kind: str  # lesson | fact | pattern | trajectory
+    text: str
+
+
+#: (step, the decision, {item: (the item, the decision without it)}) for each policy decision
+Probe = Callable[[int, "Decision", dict[str, tuple[MemoryItem, "Decision"]]], None]
+
+
 @dataclass
 class RunConfig:
     max_turns: int = 25
@@ -93,6 +107,13 @@ class RunConfig:
             raise LedgerError(
                 f"no memory section {unknown[0][:40]!r} to leave out; known: {', '.join(P.MEMORY_SECTIONS)}"
             )
+
+    #: memory items (lesson, fact, pattern or trajectory ids) left out of every prompt: the
+    #: counterfactual run `memtape credit` measures an item by
+    masked: frozenset[str] = frozenset()
+    #: told, for each policy decision, the decision and what the policy decides with each memory
+    #: item it was shown removed (item id -> that decision): `memtape credit`'s re-asking
+    probe: Probe | None = None
 
 
 @dataclass
@@ -324,6 +345,17 @@ def step_items(
     return items
 
 
+def _bound(decision: Decision, obs: Observation, patterns: Sequence[Any]) -> Decision:
+    """A policy's decision bound to the page it was asked on: its ref to the element observed, the
+    learned pattern it follows (by its place in the prompt's list) to that pattern's id."""
+    ref = decision.args.get("ref")
+    if ref is not None:
+        decision.target = next((e for e in obs.elements if e.ref == ref), None)
+    if decision.pattern is not None and 0 <= decision.pattern < len(patterns):
+        decision.pattern_id = patterns[decision.pattern].pattern_id
+    return decision
+
+
 def _pattern_shown(text: str, pattern: Any) -> Any:
     """`pattern` with the steps the LEARNED PATTERNS text shows whole under its header (None
     when the header is not shown)."""
@@ -448,7 +480,7 @@ class TaskRun:
             step_memory_scope=cfg.step_memory_scope,
         )
         run.give_context(self.context)
-        self.tier1 = run.tier1()
+        self.tier1 = [l for l in run.tier1() if l.lesson_id not in cfg.masked]
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})
@@ -581,6 +613,8 @@ class TaskRun:
         if self.first:
             self.first = False
             self.match = run.recall_trajectory(step_no, obs.url)
+            if self.match is not None and self.match.trajectory.trajectory_id in self.cfg.masked:
+                self.match = None
             if self.match is not None:
                 self.trajectory_steps = applicable_steps(self.match.trajectory, run.safe_goal)
             if self.match is not None and self.match.replay:
@@ -612,31 +646,48 @@ class TaskRun:
         return decision, "replay", tstep
 
     def _ask(self, obs: Observation, asked: tuple[tuple[Message, ...], list[Any]]) -> Decision:
-        """The policy's decision on its conversation, bound to the page: its ref to the element
-        observed, the learned pattern it follows (by its place in the prompt's list) to its id."""
+        """The policy's decision on its conversation, bound to the page."""
         messages, patterns = asked
-        decision = self.policy.decide(messages)
+        decision = _bound(self.policy.decide(messages), obs, patterns)
         self.decisions += 1
         self.tokens_in += decision.tokens_in
         self.tokens_out += decision.tokens_out
-        ref = decision.args.get("ref")
-        if ref is not None:
-            decision.target = next((e for e in obs.elements if e.ref == ref), None)
-        if decision.pattern is not None and 0 <= decision.pattern < len(patterns):
-            decision.pattern_id = patterns[decision.pattern].pattern_id
         return decision
 
-    def _prompt(self, obs: Observation, step_no: int, warned: bool = False) -> tuple[tuple[Message, ...], list[Any]]:
+    def items_offered(self) -> list[MemoryItem]:
+        """Every memory item the next prompt may show (before the budget), each once."""
+        lessons = [*self.tier1, *self.domain_lessons, *(self.error_lessons if self.last_error else [])]
+        offered = [MemoryItem(l.lesson_id, "lesson", l.text) for l in lessons]
+        offered += [MemoryItem(f.fact_id, "fact", fact_line(f)) for f in self.facts]
+        offered += [MemoryItem(p.pattern_id, "pattern", p.description) for p in self.patterns]
+        if self.match is not None and self.trajectory_steps:
+            t = self.match.trajectory
+            offered.append(MemoryItem(t.trajectory_id, "trajectory", f"reference trajectory: {t.goal}"))
+        return list({i.item: i for i in offered}.values())
+
+    def _prompt(
+        self, obs: Observation, step_no: int, warned: bool = False, masked: frozenset[str] = frozenset()
+    ) -> tuple[tuple[Message, ...], list[Any]]:
         """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
         sections change: at the first decision, on a new site) and the step's message; returned
-        as the policy's conversation, with the learned patterns the prompt lists, in order."""
+        as the policy's conversation, with the learned patterns the prompt lists, in order.
+        `masked` items (and the run's `RunConfig.masked`) are left out, and the sections of
+        `RunConfig.sections_off`; a prompt built with items masked beyond the run's own is a
+        counterfactual and is not recorded."""
         run, cfg = self.memory_run, self.cfg
+        record = not masked
+        masked = masked | cfg.masked
         off = cfg.sections_off
+        tier1 = [l for l in self.tier1 if l.lesson_id not in masked and "tier1" not in off]
+        domain_lessons = [l for l in self.domain_lessons if l.lesson_id not in masked]
+        error_lessons = [l for l in self.error_lessons if l.lesson_id not in masked and "error_tips" not in off]
+        facts = [f for f in self.facts if f.fact_id not in masked]
+        patterns = [p for p in self.patterns if p.pattern_id not in masked]
+        match = self.match if self.match is None or self.match.trajectory.trajectory_id not in masked else None
+        trajectory_steps = self.trajectory_steps if match is not None else ()
         sections = [
             i
-            for i in site_sections(
-                run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
-            )
+            for i in site_sections(run, domain_lessons, self.sessions, match, trajectory_steps, facts, patterns)
             if i.source not in off
         ]
         items = step_items(
@@ -644,21 +695,26 @@ class TaskRun:
             run,
             self.history,
             self.last_error,
-            [] if "error_tips" in off else self.error_lessons,
+            error_lessons,
             cfg.budget - sum(i.tokens for i in sections),
             self.avoid,
             warned,
         )
         items = [i for i in items if i.source not in off]
         fitted = fit(sections + items, cfg.budget)
-        tier1 = [] if "tier1" in off else self.tier1
         system = P.system_items(
             self.goal,
             [l.text for l in tier1],
             [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
             [i for l in tier1 for i in l.event_ids[-2:]],
         )
-        self.system = "\n\n".join(i.text for i in system)
+        system_text = "\n\n".join(i.text for i in system)
+        kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
+        listed = [p for p in (_pattern_shown(system_text, p) for p in patterns) if p is not None]
+        asked = conversation(system_text, self.replies, P.render_step(kept)), listed
+        if not record:
+            return asked
+        self.system = system_text
         if self.system != self.system_recorded:
             record_prompt(
                 run,
@@ -670,7 +726,6 @@ class TaskRun:
                 domain=obs.domain or None,
             )
             self.system_recorded = self.system
-        kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
         record_prompt(
             run,
             "step",
@@ -680,15 +735,17 @@ class TaskRun:
             step=step_no,
             domain=obs.domain or None,
         )
-        listed = [p for p in (_pattern_shown(self.system, p) for p in self.patterns) if p is not None]
-        return conversation(self.system, self.replies, P.render_step(kept)), listed
+        return asked
 
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
         give up, went back to its last good snapshot instead. An action that already failed on
         this page is not taken blindly: the policy is asked again, told so in a prompt of its own."""
         run, cfg, history = self.memory_run, self.cfg, self.history
-        decision = self._ask(obs, self._prompt(obs, step_no))
+        asked = self._prompt(obs, step_no)
+        decision = self._ask(obs, asked)
+        if self.cfg.probe is not None:
+            self.cfg.probe(step_no, decision, self._without_each(obs, step_no, asked))
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
@@ -719,6 +776,20 @@ class TaskRun:
             return decision
         self._backtrack(obs, *target, step_no)
         return None
+
+    def _without_each(
+        self, obs: Observation, step_no: int, asked: tuple[tuple[Message, ...], list[Any]]
+    ) -> dict[str, tuple[MemoryItem, Decision]]:
+        """What the policy decides on this conversation with each memory item it shows removed (a
+        policy decides from its conversation alone, so asking again leaves the run untouched). An
+        item the budget left out changes nothing and is not asked."""
+        out: dict[str, tuple[MemoryItem, Decision]] = {}
+        for item in self.items_offered():
+            messages, patterns = self._prompt(obs, step_no, masked=frozenset({item.item}))
+            if messages == asked[0]:
+                continue
+            out[item.item] = (item, _bound(self.policy.decide(messages), obs, patterns))
+        return out
 
     def _backtrack(self, obs: Observation, snap: Any, exit_step: StepRecord | None, step_no: int) -> None:
         """Stuck and about to give up: go back to the last good snapshot, avoiding the step that left it."""

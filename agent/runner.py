@@ -358,6 +358,22 @@ def run_demo(
     return DemoReport(passes=passes, no_replay_dir=fork_dir)
 
 
+def run_pass(
+    store: Any,
+    projections: Path | None,
+    cases: list[dict[str, Any]],
+    *,
+    memory: bool = True,
+    thresholds: Thresholds | None = None,
+    sections_off: frozenset[str] = frozenset(),
+) -> list[RunResult]:
+    """One pass of `cases` on the bundled sites with the memory of `store` (an ablation's arm:
+    some switches of `thresholds` off, some prompt sections left out)."""
+    recording = RecordingMemory(store, projections, thresholds or Thresholds(), enabled=memory)
+    with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
+        return [_demo_run(browser, recording, c, sections_off) for c in cases]
+
+
 def _demo_run(
     browser: Browser, memory: RecordingMemory, case: dict[str, Any], sections_off: frozenset[str]
 ) -> RunResult:

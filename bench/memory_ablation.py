@@ -3,7 +3,7 @@ from empty memory, with one section of the prompt (or one memory switch) off, be
 with every section on, measured in the same run.
 
 Arms: `all on`; each prompt section of `agent/prompt.py` `MEMORY_SECTIONS` left out; the
-`Thresholds` switches `seeds`, `learned_patterns` and `replay` off; and `memory off`. For each
+`Thresholds` switches `seed_lessons`, `learned_patterns` and `replay` off; and `memory off`. For each
 arm: passes, turns and tokens, and Δturns / Δtokens against `all on` (positive: the arm costs
 more, so the section saves that much). A pass starts from an empty ledger, so what a section
 is worth here is what it is worth to a first pass over the suite (memory learned from the
@@ -34,7 +34,7 @@ from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
 from memtape.projections.parameters import Thresholds
 
-SWITCHES = ("seeds", "learned_patterns", "replay")
+SWITCHES = ("seed_lessons", "learned_patterns", "replay")
 ARMS = ("all on", *MEMORY_SECTIONS, *(f"{s}=false" for s in SWITCHES), "memory off")
 
 

@@ -142,7 +142,7 @@ def _settings(memory_dir: str | None = None) -> Settings:
     multiple=True,
     metavar="NAME=VALUE",
     help="A memory parameter or switch for these runs (repeatable; the keys of `memtape experiment "
-    "--list-params`), e.g. replay=false, learned_patterns=false, seeds=false.",
+    "--list-params`), e.g. replay=false, learned_patterns=false, seed_lessons=false.",
 )
 @click.option(
     "--embeddings-url",

@@ -394,7 +394,7 @@ class RecordingMemory:
     def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
-        lessons = [l for l in self.current().tier1() if self.policy.seeds or l.source != "seed"]
+        lessons = [l for l in self.current().tier1() if self.policy.seed_lessons or l.source != "seed"]
         self.append(
             [
                 self.event(
@@ -439,7 +439,7 @@ class RecordingMemory:
         matches = [
             m
             for m in self.current().error_matches(command, error, probe.domain)
-            if self.policy.seeds or m.lesson.source != "seed"
+            if self.policy.seed_lessons or m.lesson.source != "seed"
         ]
         self.append(
             [

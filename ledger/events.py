@@ -410,6 +410,31 @@ class LessonPinned(Payload):
     to_category: Literal["tool_fallback", "best_practice"] = "best_practice"
 
 
+class LessonUnpinned(Payload):
+    """A person took a lesson out of Tier 1 (`memtape lessons unpin LESSON --by NAME --reason TEXT`),
+    a seed included: it stays in memory as a Tier 2 lesson, recalled on its error, and says who and why."""
+
+    type: Literal["lesson_unpinned"] = "lesson_unpinned"
+    lesson_id: str = Field(min_length=1, max_length=200)
+    unpinned_by: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=2000)
+    from_category: Literal["tool_fallback", "best_practice"]
+    to_category: Literal["error_recovery"] = "error_recovery"
+
+
+class LessonDemoted(Payload):
+    """Decision: a learned Tier 1 lesson whose measured credit turned negative (`item_credited`) leaves
+    Tier 1, so Tier 1 never holds a learned lesson that costs the runs it is shown to."""
+
+    type: Literal["lesson_demoted"] = "lesson_demoted"
+    lesson_id: str
+    lesson: str
+    turns_saved: Int64
+    success_saved: Int64 = 0
+    from_category: Literal["tool_fallback", "best_practice"] = "best_practice"
+    to_category: Literal["error_recovery"] = "error_recovery"
+
+
 class LessonsPruned(Payload):
     type: Literal["lessons_pruned"] = "lessons_pruned"
     lesson_ids: list[str]
@@ -418,6 +443,9 @@ class LessonsPruned(Payload):
     as_of: Timestamp
     max_age_days: Int64 = 90
     min_uses: Int64 = 5
+    #: those of `lesson_ids` pruned because their measured credit stayed at zero (no decision changed,
+    #: no turn saved) for more than `max_age_days` after it was first measured, whatever their uses
+    zero_credit_ids: list[str] = Field(default_factory=list)
 
 
 # ---- memory writes: facts, selectors, trajectories -------------------------
@@ -815,6 +843,8 @@ AnyPayload = Annotated[
     | LessonDeduplicated
     | LessonPromoted
     | LessonPinned
+    | LessonUnpinned
+    | LessonDemoted
     | LessonsPruned
     | FactObserved
     | FactContradicted

@@ -784,6 +784,12 @@ class SubjectForgotten(Payload):
     run_ids: list[str] = Field(default_factory=list)
 
 
+class ChangedStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    step: Count
+    sections: list[str] = Field(default_factory=list)
+
+
 class ItemCredited(Payload):
     """What one memory item was worth to one run, measured by counterfactual (`memtape credit`):
     the run's policy asked again on its recorded prompts with the item removed, and (where that
@@ -803,6 +809,9 @@ class ItemCredited(Payload):
     #: decisions whose prompt showed the item, and those the policy decides otherwise without it
     shown: Count = 0
     changed: Count = 0
+    #: the steps whose decision it changed (as the run asked again numbers them: the credited run's
+    #: own where every decision was reproduced), each with the prompt sections the item was in
+    changed_steps: list[ChangedStep] = Field(default_factory=list)
     #: turns and tokens the run without the item took beyond the run with it (negative: it cost)
     turns_saved: Int64 = 0
     tokens_saved: Int64 = 0

@@ -31,7 +31,6 @@ refused request writes nothing, so it may be sent again with its key (and
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import re
@@ -99,9 +98,17 @@ from memtape.face_models import (
     finished,
     stale_limit,
 )
-from memtape.http_guard import OriginGate, RequestGuard, listen
+from memtape.http_guard import OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
-from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
+from memtape.ledger.errors import (
+    AnswerGone,
+    ConcurrencyConflict,
+    DiskFull,
+    InvalidEvent,
+    KeyReused,
+    LedgerLocked,
+    UnknownItem,
+)
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.knowledge import Fact
@@ -252,6 +259,8 @@ def _status(exc: MemtapeError) -> int:
         return 409
     if isinstance(exc, DiskFull):
         return 507
+    if isinstance(exc, AnswerGone):
+        return 410
     return 400
 
 
@@ -283,7 +292,7 @@ def create_app(
             return JSONResponse(jsonable_encoder(work()), status_code=status)
         if not 0 < len(key) <= MAX_KEY_CHARS:
             raise InvalidEvent(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters")
-        asked = hashlib.sha256(f"{request.method} {request.url.path}\n".encode() + await request.body()).hexdigest()
+        asked = request_digest(request.method, request.url.path, await request.body())
         try:
             code, body, replayed = memory.once(key, asked, lambda: (status, jsonable_encoder(work())))
         except BaseException:

@@ -19,6 +19,7 @@ recalls too (a command-only match never promotes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memtape.ledger.envelope import NewEvent
@@ -30,6 +31,7 @@ from memtape.ledger.events import (
     LessonPromoted,
     LessonsPruned,
     PatternsPruned,
+    SeedLesson,
     TrajectoriesExpired,
 )
 from memtape.projections.folds import credit as credit_fold
@@ -39,7 +41,7 @@ from memtape.projections.folds.state import MemoryState
 from memtape.projections.folds.trajectories import expired
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.text import older_than
+from memtape.projections.text import instruction_like, older_than
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset(
@@ -58,12 +60,15 @@ DECISION_TYPES = frozenset(
 
 
 def promotable(lesson: LessonEntry, policy: Thresholds) -> bool:
-    """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
+    """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain; and
+    text that reads as a lesson, not as instructions to the model (`instruction_like`): recorded
+    by a caller on enough sites, such text would otherwise reach every system prompt."""
     return (
         lesson.category == "error_recovery"
         and lesson.scope_domain is None
         and lesson.use_count >= policy.promotion_min_uses
         and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains
+        and instruction_like(lesson.lesson) is None
     )
 
 
@@ -281,15 +286,21 @@ def _zero_credit_since(state: MemoryState, lesson_id: str, started_at: str, days
     )
 
 
-def on_open(state: MemoryState, run_id: str, started_at: str, policy: Thresholds = DEFAULT_POLICY) -> list[NewEvent]:
+def on_open(
+    state: MemoryState,
+    run_id: str,
+    started_at: str,
+    policy: Thresholds = DEFAULT_POLICY,
+    seeds: Sequence[SeedLesson] | None = None,
+) -> list[NewEvent]:
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
-    the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
+    the seed lessons on first use (`seeds`, the run's recorded choice; None: seed 001's); learned lessons unused for more than `prune_max_age_days`
     with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`
     pruned; trajectories older than `trace_ttl_days` expired (all from `policy`)."""
     env: dict[str, Any] = {"run_id": run_id, "occurred_at": started_at}
     out: list[NewEvent] = []
     if not state.lessons.seeded:
-        out.extend(NewEvent(e.payload, **env) for e in seed_lessons())
+        out.extend(NewEvent(e.payload, **env) for e in seed_lessons(seeds))
     lessons = state.lessons.lessons
     worthless = sorted(
         l.lesson_id

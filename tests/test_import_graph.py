@@ -20,6 +20,7 @@ LAZY = {
     ("memtape.ledger.location", "memtape.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
     ("memtape", "memtape.api"): "the API loads on first use: `memtape.cli`, a module of the package, "
     "starts without the agent, the audit and the experiment",
+    ("memtape", "memtape.asynchronous"): "the async API loads on first use, as the API does",
 }
 
 
@@ -132,3 +133,10 @@ def test_the_analytics_mirror_reads_the_cache_through_one_door() -> None:
     assert _names_from("memtape.analytics.mirror", "memtape.projections.cache") == {
         ("memtape.projections.cache.materialize", "interval_versions")
     }
+
+
+def test_the_bundled_agent_reads_memory_only_through_the_api() -> None:
+    """The bundled agent uses what an external agent can: no module of agent/ opens `MemoryView`
+    (resume and fork are `Memory.resume_scenario` / `fork_scenario`)."""
+    agent = [m for m in MODULES if m == "memtape.agent" or m.startswith("memtape.agent.")]
+    assert agent and all(_names_from(m, "memtape.projections.view") == set() for m in agent)

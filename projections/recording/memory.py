@@ -32,25 +32,32 @@ from pydantic import ValidationError
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
-from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
+from memtape.ledger.errors import AnswerGone, InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
+    MemorySearched,
     Payload,
     RequestAnswered,
     RunStarted,
+    SeedLesson,
     Tier1Loaded,
     TrajectoryRecalled,
 )
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
+from memtape.ledger.urls import start_url_refusal
 from memtape.projections.folds.credit import worth
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
+from memtape.projections.forgetting import answer_forgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
-from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
+from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
+from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
@@ -72,9 +79,17 @@ class RecordingMemory:
         enabled: bool = True,
         stale_after: timedelta = STALE_AFTER,
         keepers: Sequence[Keeper] = (),
+        seeds: Sequence[SeedLesson] | None = None,
     ):
         if not isinstance(policy, Thresholds):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
+        if seeds is not None and not all(isinstance(s, SeedLesson) for s in seeds):
+            raise InvalidEvent("seeds must be SeedLesson records (projections.seeds.choose_seeds reads them)")
+        #: the seed lessons this memory's first run writes (None: seed 001's); each run_started records them
+        self.seeds = tuple(seeds) if seeds is not None else None
+        #: whether the opener chose the seeds (`memtape.open(seeds=...)`): an integration with seeds
+        #: of its own (browser-use's) uses them only where the opener did not
+        self.seeds_chosen = seeds is not None
         self.store = store
         self.policy = policy
         self.enabled = enabled
@@ -86,6 +101,8 @@ class RecordingMemory:
         self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
         self._dirty = True
+        #: (head, index) of the last search at the head: searches in a row share one index
+        self._search_index: tuple[int, SearchIndex] | None = None
 
     # ---- plumbing ------------------------------------------------------------------
 
@@ -145,6 +162,13 @@ class RecordingMemory:
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    forgets = self.store.read(first.seq + 1, types=["subject_forgotten"])
+                    gone = answer_forgotten(first.data["response"], forgets)
+                    if gone is not None:
+                        raise AnswerGone(
+                            f"idempotency key {key[:60]!r}: its answer held {gone.data['subject_kind']} "
+                            f"{gone.data['subject'][:60]!r}, forgotten at seq {gone.seq}; nothing was written"
+                        )
                     return int(first.data["status"]), first.data["response"], True
                 status, body = answer()
                 self.append(
@@ -211,10 +235,14 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
+        refusal = start_url_refusal(start_url)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
-        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
-            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
+            # every step records the rep: one its event cannot hold would leave a run that records no step
+            raise InvalidEvent(f"rep must be a whole number from 1 to 2**63-1, got {rep!r:.40}")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []
@@ -235,6 +263,7 @@ class RecordingMemory:
                     "step_memory_scope": step_memory_scope,
                     "fingerprint": self.policy.fingerprint(),
                     **self.policy.model_dump(mode="json"),
+                    **recorded_seeds(self.seeds),
                 },
                 "case_id": case_id,
             },
@@ -335,6 +364,31 @@ class RecordingMemory:
         for ev in self.store.read(run_id=manifest.run_id):
             last = max(last, ev.occurred_at)
         return last
+
+    def resume_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's resume: continue run `run_id` where it left off (its final URL), in its
+        session, lineage kept (`parent_run_id`), on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "resume")
+
+    def fork_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's fork: branch off run `run_id` from its final URL in a new session
+        (`fork_...`), lineage kept, on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "fork")
+
+    def _scenario(self, run_id: str, goal: str | None, mode: str) -> Scenario:
+        check_text(goal, "goal", optional=True)
+        manifest = self._manifest(run_id)
+        view = self.current()
+        chosen = goal if goal is not None else manifest.goal
+        seed = view.resume_scenario(run_id, chosen) if mode == "resume" else view.fork_scenario(run_id, chosen)
+        return Scenario(
+            goal=seed["goal"],
+            start_url=seed["startUrl"] or "",
+            session_id=seed["sessionId"],
+            parent_run_id=seed["parentRunId"],
+            mode=mode,
+            case_id=manifest.case_id,
+        )
 
     # ---- recall (each one is an event; run_id and step say where it happened) ------------------
 
@@ -441,6 +495,62 @@ class RecordingMemory:
             ]
         )
         return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        run_id: str | None = None,
+        step: int | None = None,
+    ) -> list[SearchResult]:
+        """Ranked full-text search (SQLite FTS5, BM25) over lessons, current facts, patterns,
+        selectors, trajectories, sessions and context, now or as the ledger knew it at seq / ISO
+        time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
+        search is a recall: it logs memory_searched with the query, filters and hits, against
+        `run_id` and `step` when given (and the site that run is on)."""
+        query = check_query(query)
+        chosen = check_kinds(kinds)
+        limit = check_limit(limit)
+        check_text(domain, "domain", optional=True)
+        point = check_point(as_of, "as_of")
+        fields: dict[str, Any] = {
+            "query": query,
+            "kinds": list(chosen) if chosen is not None else None,
+            "domain_filter": domain,
+            "as_of": None if point is None else str(point),
+            "limit": limit,
+        }
+        probe = self.event(MemorySearched, fields, run_id=run_id, step=check_step(step), domain=domain)
+        self._known_run(run_id)
+        searcher = self.current().run(run_id) if run_id is not None else None
+        where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
+        if point is None:
+            view = self.current()
+            cached = self._search_index
+            index = cached[1] if cached is not None and cached[0] == view.head else view.search_index()
+        else:
+            view = MemoryView.open(self.store, self.projections_path, self.policy, as_of=point)
+            index = view.search_index()
+        hits = index.search(query, chosen, domain, limit)
+        searched = [{"kind": h.kind, "item_id": h.item_id, "score": h.score} for h in hits]
+        logged = self.append(
+            [
+                self.event(
+                    MemorySearched,
+                    {**fields, "matched": len(hits), "hits": searched},
+                    run_id=run_id,
+                    step=step,
+                    domain=where or None,
+                )
+            ]
+        )
+        if point is None:  # the search's own event changes no item: the index stays valid past it
+            self._search_index = (logged[-1].seq, index) if logged[-1].seq == view.head + 1 else None
+        return hits
 
     # ---- what memory holds ---------------------------------------------------------------
 

@@ -77,8 +77,17 @@ class MemoryItem:
     text: str
 
 
-#: (step, the decision, {item: (the item, the decision without it)}) for each policy decision
-Probe = Callable[[int, "Decision", dict[str, tuple[MemoryItem, "Decision"]]], None]
+@dataclass(frozen=True)
+class Without:
+    """What the policy decides on a prompt with one item removed, and the prompt sections the item was in."""
+
+    item: MemoryItem
+    decision: Decision
+    sections: tuple[str, ...]
+
+
+#: (step, the decision, {item: the decision without it}) for each policy decision
+Probe = Callable[[int, Decision, dict[str, Without]], None]
 
 
 @dataclass
@@ -436,6 +445,7 @@ class TaskRun:
         self.first = True
         self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
         self.replies: list[Message] = []  # the policy's replies so far, as recorded (its conversation)
+        self.shown_sections: dict[str, str] = {}  # the last prompt's sections (source -> text)
 
     def run(self) -> RunResult:
         t_run = time.perf_counter()
@@ -712,6 +722,7 @@ class TaskRun:
         kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
         listed = [p for p in (_pattern_shown(system_text, p) for p in patterns) if p is not None]
         asked = conversation(system_text, self.replies, P.render_step(kept)), listed
+        self.shown_sections = {i.source: i.text for i in [*system, *kept]}
         if not record:
             return asked
         self.system = system_text
@@ -779,16 +790,19 @@ class TaskRun:
 
     def _without_each(
         self, obs: Observation, step_no: int, asked: tuple[tuple[Message, ...], list[Any]]
-    ) -> dict[str, tuple[MemoryItem, Decision]]:
+    ) -> dict[str, Without]:
         """What the policy decides on this conversation with each memory item it shows removed (a
-        policy decides from its conversation alone, so asking again leaves the run untouched). An
-        item the budget left out changes nothing and is not asked."""
-        out: dict[str, tuple[MemoryItem, Decision]] = {}
+        policy decides from its conversation alone, so asking again leaves the run untouched), and
+        the sections the removal changed. An item the budget left out changes nothing and is not asked."""
+        shown = self.shown_sections
+        out: dict[str, Without] = {}
         for item in self.items_offered():
             messages, patterns = self._prompt(obs, step_no, masked=frozenset({item.item}))
             if messages == asked[0]:
                 continue
-            out[item.item] = (item, _bound(self.policy.decide(messages), obs, patterns))
+            sections = tuple(s for s, text in shown.items() if self.shown_sections.get(s) != text)
+            out[item.item] = Without(item, _bound(self.policy.decide(messages), obs, patterns), sections)
+        self.shown_sections = shown
         return out
 
     def _backtrack(self, obs: Observation, snap: Any, exit_step: StepRecord | None, step_no: int) -> None:

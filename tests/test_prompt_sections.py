@@ -21,7 +21,6 @@ from memtape.agent.conversation import Message, read_prompts
 from memtape.agent.loop import run_task, site_sections
 from memtape.agent.policy import Decision, ScriptedPolicy
 from memtape.analytics.audit import audit_run
-from memtape.analytics.memory_use import names
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
 from memtape.projections.folds.knowledge import Fact, fill_fails_key
@@ -32,6 +31,7 @@ from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import TrajectoryRecall
 from memtape.projections.text import goal_names, goal_words
 from memtape.projections.view import MemoryView
+from tests.analytics_builders import names
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 from tests.policy_support import asked
 

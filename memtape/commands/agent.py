@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from memtape.agent.credit import credit
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import (
     NO_REPLAY,
@@ -37,6 +39,7 @@ from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
 from memtape.projections.parameters import Thresholds
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import clip
 from memtape.render import audit_text
 
@@ -253,6 +256,8 @@ def demo(cases_file: str | None, no_audit: bool, thresholds: tuple[str, ...]) ->
     try:
         with task_bar(console, "demo") as progress:
             report = run_demo(memory, cases, progress, chosen)
+        with task_bar(console, "credit") as progress:  # which decisions memory changed: by counterfactual
+            credit_demo(memory, report, progress)
         per, tot = demo_tables(report)
         console.print(per)
         console.print(tot)
@@ -267,6 +272,22 @@ def demo(cases_file: str | None, no_audit: bool, thresholds: tuple[str, ...]) ->
 def checked_settings(pairs: tuple[str, ...]) -> Thresholds:
     """`--set NAME=VALUE` pairs as memory thresholds: parsed and checked as `memtape experiment` does."""
     return make_policy(Thresholds(), parse_settings(pairs))
+
+
+def credit_demo(settings: Settings, report: DemoReport, progress: Any) -> None:
+    """Credit the memory-on runs of every pass in the ledger they wrote (the pass without replay:
+    its fork), so the memory table counts the decisions memory changed."""
+    for label, rs in report.passes.items():
+        on = [r.run_id for r in rs if r.memory_enabled]
+        if not on:
+            continue
+        if label == NO_REPLAY and report.no_replay_dir is not None:
+            with SqliteStore.open(report.no_replay_dir / "ledger.db") as store:
+                credit(
+                    RecordingMemory(store, report.no_replay_dir / "projections.db"), on, rerun=False, progress=progress
+                )
+        else:
+            credit(RecordingMemory(settings.store(), settings.projections_path), on, rerun=False, progress=progress)
 
 
 def demo_memory_use(settings: Settings, report: DemoReport) -> dict[str, MemoryUse]:
@@ -399,12 +420,13 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
 
 
 def memory_table(passes: dict[str, MemoryUse]) -> Table:
-    """Memory in each pass's prompts: tokens by source (what the calls read), the share in sections a
-    decision used (its reason names them), and the decisions that used memory (or replayed)."""
+    """Memory in each pass's prompts: tokens by source (what the calls read), the share in sections
+    holding an item that changed a decision (`memtape credit`), and the decisions memory changed (or
+    replayed)."""
     t = Table(
-        title="Memory tokens by source (share in sections a decision used)",
-        caption="a decision uses memory when its reason names an item of its prompt, or when it replays a "
-        "recorded step",
+        title="Memory tokens by source (share in sections holding an item that changed a decision)",
+        caption="a decision uses memory when the policy, asked again without one item of its prompt, decides "
+        "otherwise (memtape credit), or when it replays a recorded step",
         title_justify="left",
     )
     t.add_column("source")

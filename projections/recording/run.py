@@ -34,7 +34,6 @@ from memtape.ledger.events import (
     FactObserved,
     LessonRecorded,
     PageMapStored,
-    PatternUsed,
     Payload,
     RepeatedFailureDetected,
     RunCompleted,
@@ -42,11 +41,9 @@ from memtape.ledger.events import (
     ScratchSet,
     SelectorFailed,
     SelectorSucceeded,
-    SessionRecorded,
     SitemapLinksDiscovered,
     SitemapPageVisited,
     SnapshotTaken,
-    StepGraded,
     StepRecorded,
 )
 from memtape.ledger.redact import MARKER, secret_field
@@ -68,7 +65,7 @@ from memtape.projections.recording.checks import (
     one_line,
 )
 from memtape.projections.recording.host import RunHost
-from memtape.projections.recording.learning import goal_secrets, grade_steps, learn_from
+from memtape.projections.recording.learning import finishing, goal_secrets
 from memtape.projections.recording.values import (
     Extraction,
     Learned,
@@ -951,45 +948,21 @@ class Run:
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
         run_completed: it neither reads nor writes memory a later run retrieves)."""
         events: list[NewEvent] = []
-        run_domain = domain_of(self.start_url)
-        if self.enabled:
-            events += [
-                self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
-                for pid in self.patterns_used
-            ]
-        if self.enabled and learn:
-            events += [
-                self._event(cls, fields, step=step, domain=domain)
-                for cls, fields, step, domain in learn_from(
-                    steps,
-                    run,
-                    learned,
-                    self.patterns_used,
-                    run_id=self.run_id,
-                    goal=self.safe_goal,
-                    start_url=self.start_url,
-                )
-            ]
-        if self.enabled:
-            events.append(
-                self._event(
-                    SessionRecorded,
-                    {
-                        "session_id": self.session_id,
-                        "goal": self.goal,
-                        "outcome": run.summary[:500],
-                        "success": run.success,
-                        "final_url": run.final_url,
-                        "timestamp": self.memory.now(),
-                        "turns_used": run.turns,
-                        "duration_ms": round(run.duration_ms, 3),
-                    },
-                    domain=run_domain,
-                )
-            )
-        if self.enabled:  # a baseline run's graded steps would be memory a later run retrieves
-            for step, grade in grade_steps(steps, run):
-                events.append(self._event(StepGraded, grade, step=step, domain=None))
+        if self.enabled:  # memory off: run_completed only (it neither reads nor writes memory)
+            for cls, fields, step, domain in finishing(
+                steps,
+                run,
+                learned,
+                learn=learn,
+                patterns_used=self.patterns_used,
+                run_id=self.run_id,
+                goal=self.goal,
+                safe_goal=self.safe_goal,
+                start_url=self.start_url,
+                session_id=self.session_id,
+                now=self.memory.now(),
+            ):
+                events.append(self._event(cls, fields, step=step, domain=domain))
         events.append(
             self._event(
                 RunCompleted,
@@ -1007,7 +980,7 @@ class Run:
                     "replayed_steps": run.replayed_steps,
                     "memory_ms": round(self.ms_total, 3),
                 },
-                domain=domain_of(run.final_url or "") or run_domain,
+                domain=domain_of(run.final_url or "") or domain_of(self.start_url),
             )
         )
         return events

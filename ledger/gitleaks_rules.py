@@ -192,6 +192,20 @@ def _allowlist(raw: dict[str, Any]) -> Allowlist:
     )
 
 
+#: memtape's one addition to the allowlists, for gitleaks' generic rule only: a UUID is an id (memtape's
+#: events, runs and idempotency keys are UUIDs; docs/trust.md promises they stay), not a key
+GENERIC = frozenset({"generic-api-key"})
+MEMTAPE_ALLOWLIST = (
+    Allowlist(
+        regexes=(re.compile(r"\A[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z"),),
+        stopwords=(),
+        target="secret",
+        every=False,
+        needs_path=False,
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One gitleaks rule, read as gitleaks reads it."""
@@ -308,7 +322,12 @@ class RuleSet:
         started = {id(r) for kw in self.keywords_in(text.lower()) for r in self.by_keyword[kw]}
         if not started:
             return []
-        return [span for rule in self.rules if id(rule) in started for span in rule.spans(text, self.allowlist)]
+        return [
+            span
+            for rule in self.rules
+            if id(rule) in started
+            for span in rule.spans(text, self.allowlist + (MEMTAPE_ALLOWLIST if rule.id in GENERIC else ()))
+        ]
 
 
 @cache

@@ -184,6 +184,9 @@ def test_an_iban_is_redacted_exactly_when_its_mod_97_check_holds(country: str, b
         ("https://shop.example.net/reset-password?uid=7&c=4f9a2c7e1b3d5f80", "4f9a2c7e1b3d5f80"),
         ('{"webhook_signing_key": "Zq8Wx7Cv6Bn5Mm4Ll3Kk2J"}', "Zq8Wx7Cv6Bn5Mm4Ll3Kk2J"),
         ("X-Api-Key: 9fK2mQ7xL4pZ8rT1vW6yB3nC", "9fK2mQ7xL4pZ8rT1vW6yB3nC"),
+        ("DEPLOY_SIGNING_KEY=Zq8Wx7Cv6Bn5Mm4Ll3Kk2J", "Zq8Wx7Cv6Bn5Mm4Ll3Kk2J"),
+        ("https://api.example.com/v1/items?apikey=Rt5Yu8Io2Pa4Sd6Fg9Hj", "Rt5Yu8Io2Pa4Sd6Fg9Hj"),
+        ("salt: Nb7Vc5Xz3Lk1Jh9Gf2Ds4A.", "Nb7Vc5Xz3Lk1Jh9Gf2Ds4A"),
     ],
 )
 def test_identifiers_and_link_tokens_are_redacted(text: str, secret: str) -> None:
@@ -203,6 +206,9 @@ def test_identifiers_and_link_tokens_are_redacted(text: str, secret: str) -> Non
         "the key is in the drawer",
         "order 2026-12-04 shipped",
         "GB has 12 34 56 members",
+        '{"key": "0190f5c2-7a1b-7c3d-9e4f-5a6b7c8d9e0f"}',  # an id's UUID under "key"
+        "Idempotency-Key: 0190f5c2-7a1b-7c3d-9e4f-5a6b7c8d9e0f",
+        "token budget: 12000 tokens per step",
     ],
 )
 def test_look_alikes_are_kept(text: str) -> None:

@@ -180,7 +180,7 @@ def tool_parameters(operation: Operation) -> list[inspect.Parameter]:
         taken.append(inspect.Parameter("run_id", inspect.Parameter.KEYWORD_ONLY, annotation=StrictStr))
     for argument in operation.arguments():
         field = Field(description=argument.description) if argument.description else Field()
-        annotation = Annotated[(strict(argument.annotation), *argument.metadata, field)]
+        annotation = Annotated[(strict(argument.annotation), *argument.metadata, field)]  # type: ignore[valid-type]
         taken.append(
             inspect.Parameter(
                 argument.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=argument.default
@@ -189,8 +189,11 @@ def tool_parameters(operation: Operation) -> list[inspect.Parameter]:
     return taken
 
 
-def add_tool(server: MemoryServer, operation: Operation, memory: Memory, handles: RunHandles) -> None:
-    """`operation` as a tool: the same library call with the same arguments, its answer one object."""
+def add_tool(
+    server: MemoryServer, operation: Operation, memory: Memory, handles: RunHandles, *, structured: bool = True
+) -> None:
+    """`operation` as a tool: the same library call with the same arguments, its answer one object
+    (as JSON text, and `structured` also as structured content declared by an output schema)."""
 
     async def tool(**given: Any) -> Any:
         arguments = given
@@ -203,21 +206,22 @@ def add_tool(server: MemoryServer, operation: Operation, memory: Memory, handles
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         tool_parameters(operation), return_annotation=operation.tool_answer or operation.answer
     )
-    server.add_tool(tool, operation.name, description=operation.doc)
+    server.add_tool(tool, operation.name, description=operation.doc, structured_output=structured)
 
 
 def build_server(
     memory: Memory, operations: Sequence[Operation] = OPERATIONS, *, tools: Literal["all", "compact"] = "all"
 ) -> MemoryServer:
     """The MCP server over one opened memory: a tool for each of `operations` (memtape/operations.py),
-    or only those of the compact set. Tools are coroutines that call the library in the event
-    loop's thread: the store's connection is never shared across threads, and calls are applied
-    one at a time in the order they arrive."""
+    or only those of the compact set, whose answers come as JSON text without output schemas (the
+    definitions every conversation carries stay under 16,000 characters). Tools are coroutines that
+    call the library in the event loop's thread: the store's connection is never shared across
+    threads, and calls are applied one at a time in the order they arrive."""
     offered = compact(operations) if tools == "compact" else operations
     server = MemoryServer(
         "memtape", instructions=COMPACT_INSTRUCTIONS if tools == "compact" else INSTRUCTIONS, log_level="WARNING"
     )
     handles = RunHandles(memory)
     for operation in offered:
-        add_tool(server, operation, memory, handles)
+        add_tool(server, operation, memory, handles, structured=tools == "all")
     return server

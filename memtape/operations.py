@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
@@ -788,6 +788,7 @@ OPERATIONS: list[Operation] = [
         "recalled (in which runs), promoted, decayed, pruned, forgotten.",
         answer=Explained,
         reply=_validated(Explained),
+        compact=True,
     ),
     Operation(
         "experiment",
@@ -802,6 +803,6 @@ OPERATIONS: list[Operation] = [
 ]
 
 
-def compact(operations: list[Operation]) -> list[Operation]:
+def compact(operations: Sequence[Operation]) -> list[Operation]:
     """The compact MCP set: what an agent calls in a run, and the audit of it."""
     return [operation for operation in operations if operation.compact]

@@ -251,31 +251,10 @@ def add_route(app: FastAPI, operation: Operation, memory: Memory, handles: RunHa
     )
 
 
-def create_app(
-    memory: Memory,
-    token: str | None = None,
-    *,
-    host: str = "127.0.0.1",
-    allow_hosts: Iterable[str] = (),
-    cors_origins: Iterable[str] = (),
-    operations: Sequence[Operation] = OPERATIONS,
-) -> FastAPI:
-    """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
-    (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
-    requests bearing it (None: to any local caller): a route for each of `operations`
-    (memtape/operations.py), and POST /events."""
-    app = FastAPI(
-        title="memtape",
-        version=version("memtape"),
-        description=DESCRIPTION,
-        generate_unique_id_function=lambda route: route.name,
-    )  # operationId: the library call's name
-    app.router.route_class = JSONRoute
-    handles = RunHandles(memory)
-    cors = tuple(cors_origins)
+def idempotent(memory: Memory, handles: RunHandles) -> Answered:
+    """How a POST that writes is answered: `work()` once per Idempotency-Key (see the module's docstring)."""
 
     async def answered(request: Request, work: Callable[[], Any], status: int = 200) -> JSONResponse:
-        """The answer of a POST: `work()` once per Idempotency-Key (see the module's docstring)."""
         key = request.headers.get("idempotency-key")
         if key is None:
             return JSONResponse(jsonable_encoder(work()), status_code=status)
@@ -289,7 +268,12 @@ def create_app(
             raise
         return JSONResponse(body, status_code=code, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
-    # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
+    return answered
+
+
+def add_guards(app: FastAPI, token: str | None, host: str, allow_hosts: Iterable[str], cors: tuple[str, ...]) -> None:
+    """The door's checks (memtape/http_guard.py): the last added runs first: the Host and origin,
+    then CORS (answering allowed preflights), then the token and body."""
     app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
     if cors:
         app.add_middleware(
@@ -301,14 +285,9 @@ def create_app(
         )
     app.add_middleware(OriginGate, host=host, allow_hosts=allow_hosts, cors_origins=cors)
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = documented(
-                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes), token
-            )
-        return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as `{"error": "<one line>"}`, its status from the exception's type."""
 
     @app.exception_handler(MemtapeError)
     async def refused(_request: Request, exc: MemtapeError) -> JSONResponse:
@@ -336,8 +315,9 @@ def create_app(
     async def failed(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
 
-    for operation in operations:
-        add_route(app, operation, memory, handles, answered)
+
+def add_append_route(app: FastAPI, memory: Memory, handles: RunHandles, answered: Answered) -> None:
+    """POST /events: raw events for an importer (HTTP only, so not a row of the table of operations)."""
 
     @app.post(
         "/events",
@@ -373,8 +353,45 @@ def create_app(
                 return Appended(appended=0)
             return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
 
-        return await answered(request, work)
+        return await answered(request, work, 200)
 
+
+def create_app(
+    memory: Memory,
+    token: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    allow_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
+    operations: Sequence[Operation] = OPERATIONS,
+) -> FastAPI:
+    """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
+    (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
+    requests bearing it (None: to any local caller): a route for each of `operations`
+    (memtape/operations.py), and POST /events."""
+    app = FastAPI(
+        title="memtape",
+        version=version("memtape"),
+        description=DESCRIPTION,
+        generate_unique_id_function=lambda route: route.name,
+    )  # operationId: the library call's name
+    app.router.route_class = JSONRoute
+    handles = RunHandles(memory)
+    answered = idempotent(memory, handles)
+    add_guards(app, token, host, allow_hosts, tuple(cors_origins))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = documented(
+                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes), token
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    add_error_handlers(app)
+    for operation in operations:
+        add_route(app, operation, memory, handles, answered)
+    add_append_route(app, memory, handles, answered)
     return app
 
 

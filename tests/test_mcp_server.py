@@ -267,7 +267,7 @@ def test_lines_the_sdk_cannot_read_are_answered_at_once_naming_the_request(tmp_p
         client.process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')  # type: ignore[union-attr]
         started = client.ask(_request(2, "start_run", '{"goal":"g","start_url":"http://shop.test/"}'))
         assert started is not None
-        run_id = started["result"]["structuredContent"]["run_id"]
+        run_id = json.loads(started["result"]["content"][0]["text"])["run_id"]  # the compact set answers as text
         surrogate = client.ask(_request(3, "record_step", f'{{"run_id":"{run_id}","step":1,"action":"cl\\ud800ick"}}'))
         deep = client.ask(
             _request(

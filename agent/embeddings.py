@@ -16,7 +16,7 @@ import os
 import openai
 
 from memtape.agent.policy import PolicyError, endpoint_call
-from memtape.projections.recording import Run
+from memtape.projections.recording.run import Run
 
 DEFAULT_MODEL = "text-embedding-3-small"
 

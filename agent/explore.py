@@ -10,7 +10,7 @@ domain across runs; the exploration ends with its summary.
 
 Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        result = explore(browser, Memory(store, path), "http://docs.test/", max_depth=2)
+        result = explore(browser, RecordingMemory(store, path), "http://docs.test/", max_depth=2)
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from memtape.agent.browser import Browser
 from memtape.agent.records import finish_run, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
-from memtape.projections.recording import Memory, StepRecord
-from memtape.projections.sitemap import next_page, summary_text
+from memtape.projections.folds.sitemap import next_page, summary_text
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.text import domain_of
 
 
@@ -50,7 +51,7 @@ def page_summary(extracted: Any) -> str:
 
 def explore(
     browser: Browser,
-    memory: Memory,
+    memory: RecordingMemory,
     homepage_url: str,
     *,
     max_depth: int = 2,

@@ -11,7 +11,7 @@ the first failed guard.
 
 Example:
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        memory = Memory(store, projections_path)
+        memory = RecordingMemory(store, projections_path)
         result = run_task(browser, memory, ScriptedPolicy(), goal='Open "Wool Socks"',
                           start_url="http://shop.test/")   # or TaskRun(...).run()
 """
@@ -35,15 +35,18 @@ from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
 from memtape.projections.budget import DEFAULT_BUDGET, BudgetItem, fit
-from memtape.projections.knowledge import fact_line
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.patterns import for_goal, shown_by
-from memtape.projections.recording import Learned, Memory, Run, StepRecord, element_text, goal_secrets
-from memtape.projections.sessions import continued
-from memtape.projections.short_term import ShortTerm, priority_of
-from memtape.projections.steps import on_page
+from memtape.projections.folds.knowledge import fact_line
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.patterns import for_goal, shown_by
+from memtape.projections.folds.sessions import continued
+from memtape.projections.folds.short_term import ShortTerm, priority_of
+from memtape.projections.folds.steps import on_page
+from memtape.projections.folds.trajectories import applicable_steps
+from memtape.projections.recording.learning import goal_secrets
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Learned, StepRecord, element_text
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
-from memtape.projections.trajectories import applicable_steps
 
 Approval = Callable[[Decision, Observation], bool]
 
@@ -56,7 +59,7 @@ class RunConfig:
     repeat_limit: int = 3
     progress_every: int = 3
     approve: Approval | None = None
-    #: seed 002's rep; None: numbered within the run's session (see Memory.start_run)
+    #: seed 002's rep; None: numbered within the run's session (see RecordingMemory.start_run)
     rep: int | None = None
     #: "session": rep 2+ retrieves the session's previous reps' step memories; "all": every other run's
     step_memory_scope: str = "session"
@@ -356,7 +359,7 @@ class TaskRun:
     def __init__(
         self,
         browser: Browser,
-        memory: Memory,
+        memory: RecordingMemory,
         policy: DecisionPolicy,
         *,
         goal: str,
@@ -834,7 +837,7 @@ class TaskRun:
 
 def run_task(
     browser: Browser,
-    memory: Memory,
+    memory: RecordingMemory,
     policy: DecisionPolicy,
     *,
     goal: str,

@@ -1,7 +1,7 @@
 """Decision policies: who chooses the next browser action.
 
 `DecisionPolicy` is the protocol (named so it does not clash with
-`projections.parameters.Policy`, which holds memory thresholds). Two real
+`projections.parameters.Thresholds`, which holds memory thresholds). Two real
 implementations:
 
 - `ScriptedPolicy` (default, no model): parses the goal into sub-goals
@@ -41,7 +41,7 @@ from memtape.agent.browser import Element, Observation
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
 from memtape.projections.budget import count_tokens
-from memtape.projections.knowledge import fill_fails_key
+from memtape.projections.folds.knowledge import fill_fails_key
 from memtape.projections.pattern_learning import fill_placeholders
 
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")

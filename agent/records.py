@@ -3,7 +3,7 @@
 The loop keeps a step as a `StepRecord`, a prompt as budgeted `BudgetItem`s and
 the run's end as a `RunCompleted`; an external agent passes the same facts as
 arguments. These functions only translate, so the bundled agent records exactly
-what any client of `memtape.projections.recording` records.
+what any client of `memtape.projections.recording` records (its `run.Run`).
 
 Example:
     run = memory.start_run(goal=goal, start_url=url, agent="scripted")
@@ -19,7 +19,8 @@ from typing import Any
 
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.projections.budget import BudgetItem, token_counter
-from memtape.projections.recording import Learned, Run, StepRecord, element_text
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Learned, StepRecord, element_text
 
 
 def context_item(item: BudgetItem) -> dict[str, Any]:

@@ -36,8 +36,8 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.location import memory_dir, read_fork_info
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.parameters import Policy
-from memtape.projections.recording import Memory
+from memtape.projections.parameters import Thresholds
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import clip
 from memtape.projections.view import MemoryView
 
@@ -72,14 +72,14 @@ class RunOptions:
     embeddings_url: str | None = None
 
 
-def memory_policy(opts: RunOptions) -> Policy:
+def memory_policy(opts: RunOptions) -> Thresholds:
     fields: dict[str, Any] = {"trace_scoring": opts.trace_scoring}
     if opts.trace_ttl_days is not None:
         fields["trace_ttl_days"] = opts.trace_ttl_days
-    return Policy(**fields)
+    return Thresholds(**fields)
 
 
-def _tasks(settings: Any, opts: RunOptions, policy: Policy) -> list[dict[str, Any]]:
+def _tasks(settings: Any, opts: RunOptions, policy: Thresholds) -> list[dict[str, Any]]:
     """The tasks to run: a cases file, a resume/fork of a recorded run, or one goal and URL."""
     if opts.resume_run and opts.fork_run:
         raise LedgerError("a run either resumes or forks an earlier run, not both")
@@ -159,12 +159,12 @@ def isolation_for(settings: Any, opts: RunOptions) -> tuple[str, dict[str, Any] 
 def _memory_for(
     settings: Any,
     opts: RunOptions,
-    policy: Policy,
+    policy: Thresholds,
     run_id: str,
     stack: ExitStack,
     isolation: str,
     fork: dict[str, Any] | None,
-) -> Memory:
+) -> RecordingMemory:
     """Shared: the directory's ledger. Per-run: a ledger of the run's own under runs/<run_id>/,
     holding the forked events when the directory is a fork (so every run starts from the same
     memory), else empty."""
@@ -174,8 +174,8 @@ def _memory_for(
         stack.callback(store.close)
         if fork is not None and fork["until"] > 0:
             copy_events(settings.store(), store, fork["until"])
-        return Memory(store, d / "projections.db", policy, enabled=opts.memory)
-    return Memory(settings.store(), settings.projections_path, policy, enabled=opts.memory)
+        return RecordingMemory(store, d / "projections.db", policy, enabled=opts.memory)
+    return RecordingMemory(settings.store(), settings.projections_path, policy, enabled=opts.memory)
 
 
 def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = None) -> list[RunResult]:
@@ -231,7 +231,7 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
     return results
 
 
-def _explored(browser: Browser, memory: Memory, task: dict[str, Any], run_id: str) -> RunResult:
+def _explored(browser: Browser, memory: RecordingMemory, task: dict[str, Any], run_id: str) -> RunResult:
     """An exploration, reported in the runs table like any run."""
     limits = task["explore"]
     t0 = time.perf_counter()
@@ -297,12 +297,12 @@ def cold_memory(settings: Any) -> tuple[Any, Path | None]:
 def run_demo(settings: Any, cases: list[dict[str, Any]], progress: TaskProgress | None = None) -> DemoReport:
     """Serve the bundled sites; run `cases` with memory off, then twice with memory on (one session
     per case: its reps), each pass on the memory of `settings`."""
-    policy = Policy()
+    policy = Thresholds()
     passes: dict[str, list[RunResult]] = {}
     total, done = len(cases) * len(PASSES), 0
     with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
         for label, enabled in PASSES:
-            memory = Memory(settings.store(), settings.projections_path, policy, enabled=enabled)
+            memory = RecordingMemory(settings.store(), settings.projections_path, policy, enabled=enabled)
             rs = []
             for c in cases:
                 if progress is not None:

@@ -3,7 +3,7 @@
 A `.sql` file holds several queries, each introduced by `-- name: SECTION`;
 the first is the answer's main table. A relation that needs a rule of memory
 is computed in Python and registered on the connection first (`COMPUTED`:
-decay's `fact_walk` is the knowledge fold, under the answer's `Policy`;
+decay's `fact_walk` is the knowledge fold, under the answer's policy;
 memory-effect's `memory_reads` and `memory_decisions` are what each model call
 read of memory and which decisions used it, analytics/memory_use.py).
 
@@ -22,16 +22,16 @@ import duckdb
 
 from memtape.analytics import decay, memory_reads
 from memtape.analytics.mirror import connect
-from memtape.analytics.output import Report, Table
 from memtape.analytics.queries import ANALYSES, sections
+from memtape.analytics.tabular import Report, Table
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 _SHOW = re.compile(r"^--\s*show:\s*(.+)$", re.M)
 _EMPTY = re.compile(r"^--\s*empty:\s*(.+)$", re.M)
 #: analysis -> registers the relations its SQL reads that Python computes
-COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Policy], None]] = {
+COMPUTED: dict[str, Callable[[duckdb.DuckDBPyConnection, Thresholds], None]] = {
     "decay": decay.register,
     "memory-effect": memory_reads.register,
 }
@@ -55,7 +55,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, title: str = "") -> Tabl
 
 
 def analyse(
-    name: str, source: Store, policy: Policy | None = None, con: duckdb.DuckDBPyConnection | None = None
+    name: str, source: Store, policy: Thresholds | None = None, con: duckdb.DuckDBPyConnection | None = None
 ) -> Report:
     """Answer one analysis (`promotions`, `decay`, `recall`, `memory-effect`, `runs`) over a ledger,
     from its analytics mirror (caught up first)."""
@@ -73,7 +73,7 @@ def analyse(
             con.close()
 
 
-def analyse_all(source: Store, policy: Policy | None = None) -> dict[str, Report]:
+def analyse_all(source: Store, policy: Thresholds | None = None) -> dict[str, Report]:
     """Every analysis over one DuckDB connection (the report uses this)."""
     con = connect(source)
     try:

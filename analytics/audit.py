@@ -19,7 +19,7 @@
 Every item carries `taught_by`: the run and step of the event that created
 it (the first of its `event_ids`), and context items list the `origins` of
 all their event ids. Events before a run's first step (step None) count as
-step 0. Forgotten subjects never appear (see analytics/forget.py).
+step 0. Forgotten subjects never appear (see analytics/forget_filter.py).
 
 The memory at each step is read by key from projections.db's validity
 intervals (Tier 1, the recalled lessons, the domain's facts and selectors, the
@@ -41,14 +41,14 @@ from contextlib import nullcontext
 from typing import Any
 
 from memtape.analytics.asof import STEP_TYPES, as_of_seq
-from memtape.analytics.forget import FORGOTTEN_TEXT, Forgotten
+from memtape.analytics.forget_filter import FORGOTTEN_TEXT, Forgotten
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import UnknownItem
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import caught_up, indexed_memory, projection_at
+from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.state import MemoryState, fold
 from memtape.projections.view import MemoryView
 
 

@@ -1,7 +1,7 @@
 """The confidence walk of every fact, for `memtape analytics decay`: the knowledge fold itself.
 
 The walk is not re-derived in SQL: the mirror's fact events (as analytics may show
-them) are folded by `projections.knowledge.apply` under the answer's policy, and each
+them) are folded by `projections.folds.knowledge.apply` under the answer's policy, and each
 event that changed a fact gives one row with the fact as the fold left it. What a row
 says is read off the fold: a fact that was not current and now is was `observed`; one
 that changed under another observation was `confirmed`, under a contradiction
@@ -21,11 +21,11 @@ from typing import Any
 
 import duckdb
 
-from memtape.analytics.forget import fact_changes
+from memtape.analytics.forget_filter import fact_changes
 from memtape.analytics.mirror import arrow_table, mirrored_events
-from memtape.ledger.events import RecordedEvent
-from memtape.projections import knowledge
-from memtape.projections.parameters import Policy
+from memtape.ledger.envelope import RecordedEvent
+from memtape.projections.folds import knowledge
+from memtape.projections.parameters import Thresholds
 
 RELATION = "fact_walk"
 #: the relation's columns and their Arrow types
@@ -44,7 +44,7 @@ _COLUMNS = {
 _CHANGED = {"fact_observed": "confirmed", "fact_contradicted": "contradicted"}
 
 
-def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any, ...]]:
+def walk(events: Iterator[RecordedEvent], policy: Thresholds) -> Iterator[tuple[Any, ...]]:
     """One row per (event, fact it changed), in `_COLUMNS` order, as the knowledge fold changes them."""
     state = knowledge.empty()
     for ev in events:
@@ -55,7 +55,7 @@ def walk(events: Iterator[RecordedEvent], policy: Policy) -> Iterator[tuple[Any,
             yield ev.seq, ev.occurred_at, f.domain, f.fact_type, f.key, f.value, kind, f.confidence, alive
 
 
-def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+def register(con: duckdb.DuckDBPyConnection, policy: Thresholds) -> None:
     """The relation `fact_walk` on `con` (a mirror connection), for the policy's fold."""
     cols: list[list[Any]] = [[] for _ in _COLUMNS]
     for row in walk(mirrored_events(con, knowledge.TYPES), policy):

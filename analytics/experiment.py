@@ -1,4 +1,4 @@
-"""Experiments: replay the log's observations under another `Policy` and diff against reality.
+"""Experiments: replay the log's observations under another policy (`Thresholds`) and diff against reality.
 
 Reality is the log as recorded (observations and the decisions the policy in
 force made), folded with the real policy. The experiment drops every decision
@@ -55,21 +55,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memtape.analytics.forget import Forgotten
+from memtape.analytics.forget_filter import Forgotten
 from memtape.analytics.fork import resolve_seq
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.ledger.clock import normalize_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
-from memtape.projections.knowledge import current_facts, fact_line
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.lessons import TIER1_CATEGORIES, recall_payload
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.folds.knowledge import current_facts, fact_line
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.lessons import TIER1_CATEGORIES, recall_payload
+from memtape.projections.folds.sessions import continued, history_lines
+from memtape.projections.folds.steps import on_page
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.replay import PolicyMemory, as_new, opens_run
-from memtape.projections.sessions import continued, history_lines
-from memtape.projections.steps import on_page
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import WRITER_PROJECTIONS
 
@@ -90,7 +90,7 @@ EXPERIMENT_SECTIONS = ("decisions", "timeline", "final", "sizes", "prompts", "li
 def policy_parameters() -> Report:
     """Every parameter `--set` accepts: name, type, default, allowed range and what it does."""
     rows = []
-    for name, info in Policy.model_fields.items():
+    for name, info in Thresholds.model_fields.items():
         bounds = {k: getattr(m, k) for m in info.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
         kind = getattr(info.annotation, "__name__", str(info.annotation))
         if kind == "bool":
@@ -531,7 +531,11 @@ class Experiment:
     """One replay of the log up to a seq under a changed policy, beside reality (see module doc)."""
 
     def __init__(
-        self, store: Store, overrides: dict[str, Any], until: int | str | None = None, real_policy: Policy | None = None
+        self,
+        store: Store,
+        overrides: dict[str, Any],
+        until: int | str | None = None,
+        real_policy: Thresholds | None = None,
     ):
         self.store = store
         self.overrides = overrides
@@ -746,7 +750,7 @@ def run_experiment(
     store: Store,
     overrides: dict[str, Any],
     until: int | str | None = None,
-    real_policy: Policy | None = None,
+    real_policy: Thresholds | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExperimentResult:
     """Replay observations 1..until under the changed policy (see module doc)."""

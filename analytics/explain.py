@@ -24,17 +24,17 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.forget_filter import Forgotten, lesson_id_of
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError, UnknownItem
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
-from memtape.projections import knowledge
 from memtape.projections.cache import mentions
 from memtape.projections.cache.materialize import indexed_memory
-from memtape.projections.knowledge import fact_id_for
-from memtape.projections.lessons import counted
+from memtape.projections.folds import knowledge
+from memtape.projections.folds.knowledge import fact_id_for
+from memtape.projections.folds.lessons import counted
+from memtape.projections.folds.selectors import ranked
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.selectors import ranked
 from memtape.projections.view import MemoryView
 
 #: the events of some types that name some items (`projections.cache.mentions` keys), in log order

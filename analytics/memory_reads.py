@@ -16,7 +16,7 @@ import duckdb
 
 from memtape.analytics.memory_use import TYPES, reads
 from memtape.analytics.mirror import arrow_table, mirrored_events
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 
 READS = "memory_reads"
 DECISIONS = "memory_decisions"
@@ -24,7 +24,7 @@ _READ_COLUMNS = {"run_id": "string", "step": "int64", "source": "string", "token
 _DECISION_COLUMNS = {"run_id": "string", "step": "int64", "decided_by": "string", "used_memory": "bool"}
 
 
-def register(con: duckdb.DuckDBPyConnection, policy: Policy) -> None:
+def register(con: duckdb.DuckDBPyConnection, policy: Thresholds) -> None:
     """Both relations on `con` (a mirror connection); the rule needs no memory policy."""
     got, decisions = reads(mirrored_events(con, TYPES))
     con.register(

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 
 #: the events the figures are read from

@@ -53,18 +53,19 @@ import duckdb
 import orjson
 
 from memtape.analytics.asof import STEP_TYPES, as_of_seq
-from memtape.analytics.forget import Forgotten, lesson_id_of
+from memtape.analytics.forget_filter import Forgotten, lesson_id_of
 from memtape.analytics.queries import sql_text
 from memtape.ledger import location
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import EVENT_TYPES, RecordedEvent
+from memtape.ledger.events import EVENT_TYPES
 from memtape.ledger.store import Store
 from memtape.projections.cache.intervals import NO_KEY
 from memtape.projections.cache.materialize import caught_up, changed_versions
 from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, regular, warn
 from memtape.projections.folds import INDEXED
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import fingerprint, sources_digest
+from memtape.projections.folds.state import fingerprint, sources_digest
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,7 +77,7 @@ CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoload_known_extensions": False,
 }
 BATCH = 20_000
-#: a version of one run's short-term memory (`projections.short_term.ShortTerm` as its canonical JSON
+#: a version of one run's short-term memory (`projections.folds.short_term.ShortTerm` as its canonical JSON
 #: gives it): the cast from that JSON is strict, so a field added to ShortTerm fails the build loudly
 #: instead of being dropped
 SHORT_TERM_ITEM = (
@@ -240,7 +241,7 @@ class MirrorStale(Exception):
     """The mirror cannot be caught up from where it is (it is rebuilt)."""
 
 
-def _code_version(policy: Policy) -> str:
+def _code_version(policy: Thresholds) -> str:
     """What the mirror's rows depend on: its layout, DuckDB's version (row hashes), the code that
     decides what events show (this module's import closure: forget, lesson ids, upcasters through
     the ledger's reads), the views it holds and the fingerprints of the projections whose
@@ -389,7 +390,7 @@ def _copy_intervals(
     con: duckdb.DuckDBPyConnection,
     store: Store,
     projections: Path,
-    policy: Policy,
+    policy: Thresholds,
     after: int,
     head: int,
     tally: _Tally,
@@ -432,7 +433,7 @@ def _copy_intervals(
 
 
 def _fill(
-    con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Policy, after: int, head: int
+    con: duckdb.DuckDBPyConnection, store: Store, projections: Path | None, policy: Thresholds, after: int, head: int
 ) -> None:
     """Events and intervals from `after` to `head`, the checkpoint and the views, in one transaction."""
     con.execute("BEGIN")
@@ -465,7 +466,9 @@ def _fill(
 # ---- opening --------------------------------------------------------------------------
 
 
-def _start(con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Policy, check_rows: bool) -> int:
+def _start(
+    con: duckdb.DuckDBPyConnection, store: Store, projections: Path, policy: Thresholds, check_rows: bool
+) -> int:
     """The seq the mirror holds, once its checkpoint, its rows (`check_rows`: their digest; else the
     file is known untouched) and the ledger agree; MirrorStale (why, for a warning; '' when only
     rebuilt) otherwise."""
@@ -542,7 +545,7 @@ def _move(tmp: Path, path: Path, why: str) -> None:
         raise LedgerError(f"{path}: {why} ({exc.strerror}); move it out of the memory directory") from None
 
 
-def _rebuild(store: Store, projections: Path, policy: Policy, head: int) -> None:
+def _rebuild(store: Store, projections: Path, policy: Thresholds, head: int) -> None:
     """A new mirror up to `head`, written beside the old one and moved over it."""
     target = location.mirror_path(projections)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
@@ -573,7 +576,7 @@ def _held_elsewhere(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
-def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDBPyConnection:
+def _caught_up(store: Store, projections: Path, policy: Thresholds) -> duckdb.DuckDBPyConnection:
     """The mirror file at the ledger's head, opened read-only. A file left untouched since this
     memory last wrote it is opened read-only straight away (no digest of its rows); otherwise it
     is opened to write, checked whole, caught up, sealed again and reopened read-only."""
@@ -621,7 +624,7 @@ def _caught_up(store: Store, projections: Path, policy: Policy) -> duckdb.DuckDB
 
 
 def connect(
-    source: Store, projections_path: Path | None = None, policy: Policy = DEFAULT_POLICY
+    source: Store, projections_path: Path | None = None, policy: Thresholds = DEFAULT_POLICY
 ) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection to the mirror of `source` (a store), caught up to the ledger's
     head, with the typed views of sql/views.sql. projections.db (and the mirror beside it) is found

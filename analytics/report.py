@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.analytics.answers import analyse_all
-from memtape.analytics.output import Report, Table, cell_text, header, plain, shown
+from memtape.analytics.tabular import Report, Table, cell_text, header, plain, shown
 from memtape.ledger.store import Store
 from memtape.projections.text import clip
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 
 #: the tables of `audit_report` and `explain_report`, the first being the main one
 AUDIT_SECTIONS = ("steps", "prompt_items", "memory")

@@ -23,17 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtape.analytics.forget import lesson_id_of
-from memtape.ledger.events import RecordedEvent
+from memtape.analytics.forget_filter import lesson_id_of
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import Catchup
-from memtape.projections.lessons import dedup_key
+from memtape.projections.folds.lessons import dedup_key
+from memtape.projections.folds.state import fold
 from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.state import fold
 
 
 @dataclass
-class Change:
+class ProjectedChange:
     """What one event changed, and when projections.db had it (time.perf_counter())."""
 
     seq: int
@@ -120,7 +120,7 @@ def follow_projections(
     store: Store,
     projections_path: Path,
     policy: Any | None = None,
-    on_change: Callable[[Change], None] | None = None,
+    on_change: Callable[[ProjectedChange], None] | None = None,
     stop: threading.Event | None = None,
     max_events: int | None = None,
 ) -> int:
@@ -129,11 +129,11 @@ def follow_projections(
     path = Path(projections_path)
     live = Catchup(store, path, policy).run()
     head = live.head
-    pending: list[Change] = []
+    pending: list[ProjectedChange] = []
     for seen, ev in enumerate(store.subscribe(head + 1, stop), 1):
         before = _snap(live, ev)
         fold(live, [ev], policy)
-        pending.append(Change(ev.seq, ev.type, ev.run_id, ev.domain, describe(before, _snap(live, ev), ev)))
+        pending.append(ProjectedChange(ev.seq, ev.type, ev.run_id, ev.domain, describe(before, _snap(live, ev), ev)))
         head = ev.seq
         done = max_events is not None and seen >= max_events
         if done or store.head() <= ev.seq:

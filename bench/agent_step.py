@@ -98,7 +98,7 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
     from memtape.agent.policy import make_policy
     from memtape.agent.sites import SitesServer, load_cases
     from memtape.ledger.store import SqliteStore
-    from memtape.projections.recording import Memory
+    from memtape.projections.recording.memory import RecordingMemory
 
     wanted = case_ids or (QUICK_CASES if quick else None)
     cases = [c for c in load_cases() if wanted is None or c["id"] in wanted]
@@ -111,7 +111,7 @@ def run(quick: bool = False, case_ids: tuple[str, ...] | None = None) -> list[Fi
         SqliteStore.open(Path(d) / "ledger.db") as store,
     ):
         for rep, label in enumerate(("cold", "warm"), 1):
-            memory = Memory(store, Path(d) / "projections.db")
+            memory = RecordingMemory(store, Path(d) / "projections.db")
             with instrumented(timings):
                 passes[label] = [
                     run_task(

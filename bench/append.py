@@ -34,15 +34,8 @@ if __package__ in (None, ""):
 import orjson
 
 from bench import Figure, print_json, table, timed
-from memtape.ledger.events import (
-    Action,
-    EnvState,
-    FactObserved,
-    LessonDeduplicated,
-    LessonRecorded,
-    NewEvent,
-    StepRecorded,
-)
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import Action, EnvState, FactObserved, LessonDeduplicated, LessonRecorded, StepRecorded
 from memtape.ledger.ids import uuid7
 from memtape.ledger.store import GENESIS_HASH, SqliteStore
 

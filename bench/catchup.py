@@ -63,7 +63,7 @@ READ_ALL = """
 import json, sys, time
 from pathlib import Path
 from memtape.ledger.store import SqliteStore
-from memtape.projections.state import PROJECTIONS
+from memtape.projections.folds.state import PROJECTIONS
 from memtape.projections.view import MemoryView
 store = SqliteStore.open(Path(sys.argv[1]) / "ledger.db", create=False)
 t0, c0 = time.perf_counter(), time.process_time()

@@ -57,14 +57,14 @@ from bench import Figure, print_json, show
 from devtools.synthetic import COMMANDS, ERRORS, VOCAB, build_ledger
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.store import COLUMNS, SqliteStore, chain_hash
-from memtape.projections import lessons as lessons_mod
 from memtape.projections.cache.materialize import collector_paused, indexed_memory, projection_at, rebuild
 from memtape.projections.folds import FOLDS
-from memtape.projections.lessons import Lesson, LessonsState
-from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, decode, encode, fold
+from memtape.projections.folds import lessons as lessons_mod
+from memtape.projections.folds.lessons import LessonEntry, LessonsState
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, decode, encode, fold
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep, rank
+from memtape.projections.parameters import Thresholds
 from memtape.projections.text import domain_matches
-from memtape.projections.trajectories import Trajectory, TrajectoryStep, rank
 from memtape.projections.view import MemoryView
 
 BENCH = "projections"
@@ -73,7 +73,7 @@ BENCH = "projections"
 # ---- recall at scale ----------------------------------------------------------------
 
 
-def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView, list[Lesson], list[Trajectory]]:
+def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView, list[LessonEntry], list[Trajectory]]:
     """A view over `n_lessons` lessons and `n_traj` trajectories (built directly, no ledger)."""
     rng = random.Random(seed)
     state = MemoryState.empty()
@@ -84,7 +84,7 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
         ep = f"{rng.choice(ERRORS)} code{rng.randrange(20000)}" if rng.random() < 0.8 else None
         scope = rng.choice(scopes) if rng.random() < 0.5 else None
         text = f"lesson {i}"
-        lesson = Lesson(
+        lesson = LessonEntry(
             lesson_id=f"lsn_{i:08d}",
             lesson=text,
             category="site_specific" if scope else "error_recovery",
@@ -118,10 +118,12 @@ def big_memory(n_lessons: int, n_traj: int, seed: int = 11) -> tuple[MemoryView,
         )
         state.trajectories.by_domain.setdefault(host, {})[t.trajectory_id] = t
         trajs.append(t)
-    return MemoryView(state, Policy()), list(ls.lessons.values()), trajs
+    return MemoryView(state, Thresholds()), list(ls.lessons.values()), trajs
 
 
-def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | None, k: int = 3) -> list[Lesson]:
+def linear_error(
+    lessons: list[LessonEntry], command: str, error: str, domain: str | None, k: int = 3
+) -> list[LessonEntry]:
     cmd, err = command.lower(), error.lower()
     here = [l for l in lessons if l.scope_domain is None or domain_matches(domain, l.scope_domain)]
     scored = [
@@ -136,13 +138,13 @@ def linear_error(lessons: list[Lesson], command: str, error: str, domain: str | 
     return [l for _, l in scored[:k]]
 
 
-def linear_domain(lessons: list[Lesson], domain: str, k: int = 3) -> list[Lesson]:
+def linear_domain(lessons: list[LessonEntry], domain: str, k: int = 3) -> list[LessonEntry]:
     hits = sorted((l for l in lessons if domain_matches(domain, l.scope_domain)), key=lambda l: l.recorded_order)
     hits.sort(key=lambda l: ((l.scope_domain or "").lower() == domain.lower(), l.use_count, l.last_used), reverse=True)
     return hits[:k]
 
 
-def linear_traj(trajs: list[Trajectory], goal: str, domain: str, now: str, policy: Policy) -> Any:
+def linear_traj(trajs: list[Trajectory], goal: str, domain: str, now: str, policy: Thresholds) -> Any:
     m = rank([t for t in trajs if t.domain == domain], goal, now, policy)
     return m[0] if m else None
 
@@ -271,12 +273,12 @@ def read_and_folds(store: SqliteStore) -> tuple[float, float, dict[str, float]]:
         events = list(store.read())
         t_read = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fold(MemoryState.empty(), events, Policy())
+        fold(MemoryState.empty(), events, Thresholds())
         t_folds = time.perf_counter() - t0
         alone = {}
         for name in PROJECTIONS:
             t0 = time.perf_counter()
-            fold(MemoryState.empty((name,)), events, Policy(), names=(name,))
+            fold(MemoryState.empty((name,)), events, Thresholds(), names=(name,))
             alone[name] = time.perf_counter() - t0
         return t_read, t_folds, alone
 
@@ -450,7 +452,7 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         base = []
         for s in few:
             t0 = time.perf_counter()
-            fold(MemoryState.empty(), store.read(1, s), Policy())
+            fold(MemoryState.empty(), store.read(1, s), Thresholds())
             base.append((time.perf_counter() - t0) * 1e3)
         figs.append(
             Figure(
@@ -469,11 +471,11 @@ def rebuild_figures(n: int, points: int) -> tuple[list[Figure], dict[str, Any]]:
         floor: dict[str, list[float]] = {}  # the same answer decoded from one JSON document
         items: dict[str, int] = {}
         for name in PROJECTIONS:  # the fingerprints (read once a process) are not what is measured
-            projection_at(store, path, Policy(), name, head)
+            projection_at(store, path, Thresholds(), name, head)
         for s in seqs[: max(3, points // 5)]:
             for name in PROJECTIONS:
                 t0 = time.perf_counter()
-                got = projection_at(store, path, Policy(), name, s)
+                got = projection_at(store, path, Thresholds(), name, s)
                 whole.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
                 raw = encode(got)
                 with collector_paused():

@@ -44,7 +44,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, print_json, table
-from memtape.ledger.events import FactObserved, NewEvent, RunProgress
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import FactObserved, RunProgress
 from memtape.ledger.location import open_store
 
 BENCH = "stores"
@@ -270,7 +271,7 @@ class Follower(threading.Thread):
         self.state: Any = None
         self.fold: Any = None
         try:
-            from memtape.projections.state import MemoryState, fold
+            from memtape.projections.folds.state import MemoryState, fold
 
             self.state, self.fold = MemoryState.empty(), fold
         except ImportError:

@@ -29,7 +29,7 @@ from bench import Figure, print_json, show
 from devtools.synthetic import build_ledger
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache.materialize import rebuild
-from memtape.projections.state import digests
+from memtape.projections.folds.state import digests
 
 BENCH = "verified_reads"
 

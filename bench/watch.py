@@ -26,7 +26,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Figure, table
-from memtape.ledger.events import FactObserved, LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, LessonRecorded
 from memtape.ledger.store import SqliteStore
 
 BENCH = "watch"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.clock import SteppingClock, format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     Action,
     ContextBuilt,
@@ -30,7 +31,6 @@ from memtape.ledger.events import (
     LessonDeduplicated,
     LessonPromoted,
     LessonRecorded,
-    NewEvent,
     RunCompleted,
     RunStarted,
     SelectorSucceeded,
@@ -43,7 +43,7 @@ from memtape.ledger.events import (
 from memtape.ledger.location import LEDGER_FILE, PROJECTIONS_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache.materialize import caught_up
-from memtape.projections.lessons import lesson_id_for
+from memtape.projections.folds.lessons import lesson_id_for
 
 COMMANDS = ["click", "fill", "type", "press", "goto", "scroll", "hover", "select"]
 ERRORS = [

@@ -21,14 +21,15 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "analytics": ("duckdb", "duckdb_extension_sqlite_scanner", "pyarrow", "matplotlib"),
     "postgres": ("psycopg",),
     "postgres-analytics": ("duckdb", "psycopg", "duckdb_extension_postgres_scanner"),
-    "server": ("fastapi", "uvicorn"),
+    "server": ("fastapi", "uvicorn", "jinja2"),
     "mcp": ("mcp",),
     "browser-use": ("browser_use",),
 }
 
 
-class MissingExtra(LedgerError):
-    """An optional dependency is not installed; the message names the extra that brings it."""
+class MissingExtra(LedgerError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it. It is an
+    ImportError too, so code written for a missing module (`except ImportError`) catches it as well."""
 
     def __init__(self, what: str, extra: str) -> None:
         super().__init__(f"memtape {what} needs the {extra} extra: pip install 'memtape[{extra}]'")

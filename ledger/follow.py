@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 
 
 def follow_file(

@@ -14,17 +14,10 @@ import orjson
 from pydantic import ValidationError
 
 from memtape.ledger.clock import normalize_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import (
-    ENVELOPE_KEYS,
-    EVENT_TYPES,
-    INT64_MAX,
-    MAX_DEPTH,
-    NewEvent,
-    check_domain,
-    check_time,
-    integral,
-)
+from memtape.ledger.events import ENVELOPE_KEYS, EVENT_TYPES
+from memtape.ledger.field_rules import INT64_MAX, MAX_DEPTH, check_domain, check_time, integral
 
 
 def first_error(exc: ValidationError) -> str:

@@ -64,6 +64,7 @@ from psycopg.pq import ConnStatus, Escaping, ExecStatus
 from psycopg.pq.abc import PGconn, PGresult
 
 from memtape.ledger.clock import Clock, format_ts, system_clock
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import (
     AppendOnlyViolation,
     ConcurrencyConflict,
@@ -76,7 +77,6 @@ from memtape.ledger.errors import (
     NoLedger,
     NotALedger,
 )
-from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.redact import Redactor, default_redactor
 from memtape.ledger.store import (
     APPLICATION_ID,

@@ -51,6 +51,7 @@ from urllib.parse import unquote
 
 from memtape.ledger.credentials import passwords
 from memtape.ledger.errors import LedgerError
+from memtape.ledger.gitleaks_rules import rule_set, shannon_entropy
 from memtape.ledger.vendored_secrets import PLUGIN_NEEDS, SCREEN_STEMS, VENDORED
 from memtape.ledger.vendored_secrets import SCREEN as VENDORED_SCREEN
 
@@ -312,6 +313,62 @@ def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = 
     return Detector(name, re.compile(pattern, flags), check)
 
 
+def _iban_ok(m: re.Match[str]) -> bool:
+    """An IBAN: 15 to 34 characters whose mod-97 check (country and check digits moved to the end,
+    letters as 10..35) leaves 1; a reference number that merely looks like one does not."""
+    iban = m.group("secret").replace(" ", "")
+    if not 15 <= len(iban) <= 34:
+        return False
+    return int("".join(str(int(c, 36)) for c in iban[4:] + iban[:4])) % 97 == 1
+
+
+def _dni_ok(m: re.Match[str]) -> bool:
+    """A Spanish DNI (or NIE: X, Y, Z for 0, 1, 2): its letter is the number's check letter mod 23."""
+    raw = m.group("secret").replace("-", "").upper()
+    number = "XYZ".index(raw[0]).__str__() + raw[1:-1] if raw[0] in "XYZ" else raw[:-1]
+    return "TRWAGMYFPDXBNJZSQVHLCKE"[int(number) % 23] == raw[-1]
+
+
+_WORDY = re.compile(r"[a-z]+(?:[-_. ][a-z0-9]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*")
+_UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def looks_random(value: str, length: int = 8) -> bool:
+    """A token rather than a word, a slug, an address or a number: at least `length` characters of
+    the URL-safe alphabet, letters and digits mixed, not words joined by separators."""
+    return (
+        len(value) >= length
+        and re.fullmatch(r"[A-Za-z0-9_~+/=-]+", value) is not None
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+        and _WORDY.fullmatch(value) is None
+    )
+
+
+def _link_token(m: re.Match[str]) -> bool:
+    """A query value of a sign-in, verify, reset or magic link that looks random."""
+    return looks_random(m.group("secret"))
+
+
+def _high_entropy(m: re.Match[str]) -> bool:
+    """A value after a key-like name that reads as random: 16+ characters, letters and digits
+    mixed, more than 3.5 bits a character (gitleaks' generic threshold); not an id's UUID shape."""
+    value = m.group("secret")
+    return looks_random(value, 16) and shannon_entropy(value) > 3.5 and _UUID_SHAPE.fullmatch(value) is None
+
+
+#: a link whose path says it signs in, verifies, resets or confirms: any random query value is a token
+_AUTH_LINK_PATH = (
+    r"(?:log-?in|sign-?in|sign_in|signon|sso|auth\w*|oauth\w*|verif\w*|confirm\w*|reset\w*|recover\w*|"
+    r"magic\w*|passwordless|otp|invit\w*|activat\w*|one-?time|token|callback|unsubscribe)"
+)
+#: names a random value after them is a secret by: a key, token, secret, password, PAT, private key...
+_KEY_LIKE = (
+    r"(?:key|token|secret|passw(?:or)?d|pwd|pass|pat|auth|credentials?|private|signing|signature|cookie|bearer|"
+    r"apikey|salt|nonce|pin|otp)"
+)
+
+
 _AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b")
 DETECTORS: tuple[Detector, ...] = (
     _d(
@@ -334,7 +391,7 @@ DETECTORS: tuple[Detector, ...] = (
     _d("JWT", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
     _d("Bearer token", r"\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", flags=re.I),
     _d("Basic auth", r"\bbasic\s+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})", _basic_credentials, flags=re.I),
-    _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]*://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
+    _d("credentials in a URL", r"\b[a-z][a-z0-9+.-]{0,31}://(?P<secret>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@", flags=re.I),
     _d(
         "credentials before a host",
         r"(?<=[A-Za-z0-9._+-]):(?P<secret>[^\s:@/\"'<>]{3,})@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)",
@@ -386,6 +443,29 @@ DETECTORS: tuple[Detector, ...] = (
         r"(?P<secret>[^\s&#\"'<>;,]+)",
         flags=re.I,
     ),
+    _d(
+        "random query value of a sign-in, verify, reset or magic link",
+        r"\bhttps?://[^\s/?#\"'<>]+(?:/[^\s?#\"'<>]*)?/[^\s?#\"'<>/]*" + _AUTH_LINK_PATH + r"[^\s?#\"'<>]*"
+        r"\?(?:[^\s#\"'<>]*?[&;])?[A-Za-z0-9_.-]+=(?P<secret>[^\s&;#\"'<>]+)",
+        _link_token,
+        flags=re.I,
+    ),
+    _d(
+        "random value after a key-like name",
+        r"(?<![A-Za-z0-9])[A-Za-z0-9_.-]{0,40}"
+        + _KEY_LIKE
+        + r"[A-Za-z0-9_.-]{0,20}[\"']?[ \t]*(?:=|:|=>|:=)?[ \t]*[\"']?"
+        r"(?:[A-Za-z-]+[ \t]+)?(?P<secret>[A-Za-z0-9_~+/=.-]{16,})",
+        _high_entropy,
+        flags=re.I,
+    ),
+    _d("IBAN (mod-97)", r"\b(?P<secret>[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?)\b", _iban_ok),
+    _d("US social security number", r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])"),
+    _d(
+        "UK national insurance number",
+        r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b",
+    ),
+    _d("Spanish DNI / NIE (check letter)", r"\b(?P<secret>[XYZ]?\d{7,8}-?[A-Z])\b", _dni_ok),
     *(
         Detector(
             f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin]
@@ -397,7 +477,7 @@ DETECTORS: tuple[Detector, ...] = (
     _d("AWS secret access key in a path or query", r"(?<=[/=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])", _random_looking),
     _d(
         "secret in a query or assignment",
-        r"\b[a-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
+        r"\b[a-z0-9_.-]{0,64}(?:pass(?:word|wd)?|pwd|token|secret|api[_-]?key|apikey|auth|credentials?|signature)"
         r"=(?P<secret>[^\s&#\"'<>;,]+)",
         flags=re.I,
     ),
@@ -502,6 +582,12 @@ _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
 #: grouped by dots, both without the context the detectors look behind for (JSON text escapes it)
 _HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
 _DOTTED_CARD = re.compile(r"\.\d{4,6}\.")
+#: what an IBAN, a US SSN, a UK NINO and a Spanish DNI/NIE hold, whatever surrounds them
+_ID_SHAPES = re.compile(r"[A-Z]{2}\d{2} ?[A-Z0-9]{4}|\d{3}-\d{2}-\d|[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]|\d{7}-?[A-Z]")
+#: a link whose path may say it signs in, verifies or resets, with a query
+_AUTH_LINK = re.compile(r"://[^\s?#]*" + _AUTH_LINK_PATH + r"[^\s?#]*\?", re.I)
+#: key-like names the stems above do not hold
+_KEY_STEMS = ("pat", "private", "signing", "signature", "salt", "nonce")
 #: how many times a percent-encoded text is decoded (a value encoded twice in a URL inside a URL)
 PERCENT_ROUNDS = 6
 _CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
@@ -524,9 +610,11 @@ def may_hold_secret(text: str) -> bool:
         return True
     if not text.isascii() and INVISIBLE.search(text):
         return True
-    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text):
+    if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text) or rule_set().may_match(low):
         return True
-    if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text):
+    if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text) or _ID_SHAPES.search(text):
+        return True
+    if any(stem in low for stem in _KEY_STEMS) or ("://" in low and "?" in low and _AUTH_LINK.search(low)):
         return True
     raw = text.encode()
     if len(raw) >= 13 and (_CARD_RUN in raw.translate(_CARDISH) or _B64_RUN in raw.translate(_B64ISH)):
@@ -685,6 +773,7 @@ class Redactor:
             if d.needs and not any(n in low for n in d.needs):
                 continue
             out = _apply(d, out, marker)
+        out = _replace_spans(out, rule_set().spans(out), marker)
         for p in self.extra:
             out = p.sub(marker.replace("\\", "\\\\"), out)
         return out
@@ -771,10 +860,21 @@ def _apply(d: Detector, text: str, marker: str = MARKER) -> str:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
             spans.append((start, end))
+    return _replace_spans(text, spans, marker)
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]], marker: str) -> str:
+    """`text` with each span (overlapping or touching spans as one) replaced by `marker`."""
     if not spans:
         return text
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
     out, pos = [], 0
-    for start, end in spans:
+    for start, end in merged:
         out += [text[pos:start], marker]
         pos = end
     out.append(text[pos:])

@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import orjson
 
 from memtape.ledger.clock import Clock, format_ts, normalize_ts, system_clock
+from memtape.ledger.envelope import NewEvent, RecordedEvent, recorded_event
 from memtape.ledger.errors import (
     ChainBroken,
     ConcurrencyConflict,
@@ -53,7 +54,7 @@ from memtape.ledger.errors import (
     UnreadableEvent,
     translated,
 )
-from memtape.ledger.events import EVENT_TYPES, NewEvent, Payload, RecordedEvent, recorded_event, upcast
+from memtape.ledger.events import EVENT_TYPES, Payload, upcast
 from memtape.ledger.follow import follow_file
 from memtape.ledger.ids import uuid7
 from memtape.ledger.redact import Redactor, default_redactor

@@ -20,9 +20,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memtape.api import Lesson, Memory, MemtapeError, Policy, Run, TrajectoryRecall, open
+    from memtape.api import (
+        InvalidEvent,
+        Lesson,
+        Memory,
+        MemtapeError,
+        MissingExtra,
+        Policy,
+        Run,
+        RunConflict,
+        TrajectoryRecall,
+        UnknownItem,
+        open,
+    )
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+# The errors a caller catches: MemtapeError is the base of all; InvalidEvent (a refused value),
+# RunConflict (a finished, abandoned or concurrently written run), UnknownItem (no such run, lesson,
+# fact, ...) and MissingExtra (an extra not installed; also an ImportError) are its kinds.
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,8 +9,8 @@
             run.finish(success=True, outcome="bought")
         mem.audit(run.run_id)
 
-`Memory` and `Run` are `memtape.projections.recording`'s: runs, recall, post-run
-learning and `state` (the bundled agent is one more client of them). This module
+`Memory` and `Run` are `memtape.projections.recording`'s (`memory.RecordingMemory`, `run.Run`): runs,
+recall, post-run learning and `state` (the bundled agent is one more client of them). This module
 adds what only the face may compose: opening a store from a directory or URL, and
 the answers that need the analytics layer (`audit`, `explain`, `experiment`) as plain data
 equal to their `--json`. Every error is a `MemtapeError` with a one-line message; nothing is written
@@ -29,21 +29,38 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
 from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
+from memtape.ledger.errors import InvalidEvent, RunConflict, UnknownItem
 from memtape.ledger.errors import LedgerError as MemtapeError
+from memtape.ledger.extras import MissingExtra
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
-from memtape.projections import recording
 from memtape.projections.cache.materialize import ProjectionsHead
-from memtape.projections.parameters import DEFAULT_POLICY
-from memtape.projections.parameters import Policy as PolicyFields
-from memtape.projections.recording import STALE_AFTER, Lesson, Run, TrajectoryRecall, check_point, plain
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.recording import memory
+from memtape.projections.recording.checks import check_point, plain
+from memtape.projections.recording.memory import STALE_AFTER
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Lesson, TrajectoryRecall
+from memtape.projections.state_rows import diff_between
 
-__all__ = ["open", "Memory", "Run", "Lesson", "TrajectoryRecall", "Policy", "MemtapeError"]
+__all__ = [
+    "open",
+    "Memory",
+    "Run",
+    "Lesson",
+    "TrajectoryRecall",
+    "Policy",
+    "MemtapeError",
+    "InvalidEvent",
+    "RunConflict",
+    "UnknownItem",
+    "MissingExtra",
+]
 
 STORE_URL_PREFIXES = ("postgresql://", "postgres://")
 
 
-class Policy(PolicyFields):
+class Policy(Thresholds):
     """Every threshold memory applies (promotion, pruning, TTL, recall top k, ...; the defaults are
     the seed documents' values). A bad value raises MemtapeError, like every bad argument."""
 
@@ -54,8 +71,8 @@ class Policy(PolicyFields):
             raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
-class Memory(recording.Memory):
-    """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.Memory`),
+class Memory(memory.RecordingMemory):
+    """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.memory.RecordingMemory`),
     and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
@@ -77,14 +94,29 @@ class Memory(recording.Memory):
             raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
 
+    def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
+        """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a
+        run id (the end of that run: a diff from 0 to a run shows what memory held once it ended):
+        one record per change (change, projection, item, detail), the content of `diff --json`."""
+        for name, point in (("start", start), ("end", end)):
+            if (
+                isinstance(point, bool)
+                or not isinstance(point, (int, str))
+                or (isinstance(point, str) and not point.strip())
+            ):
+                raise MemtapeError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+            if isinstance(point, int) and point < 0:
+                raise MemtapeError(f"{name} must be a seq >= 0, got {point}")
+        return plain(diff_between(self.store, self.projections_path, start, end, self.policy))  # type: ignore[no-any-return]
+
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)
         and diff against what really happened: the content of `experiment --set ... --json`."""
         if not isinstance(changes, dict):
             raise MemtapeError(f"changes must be a dict of policy parameters, got {type(changes).__name__}")
-        unknown = sorted(set(changes) - set(PolicyFields.model_fields))
+        unknown = sorted(set(changes) - set(Thresholds.model_fields))
         if unknown:
-            raise MemtapeError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(PolicyFields.model_fields)}")
+            raise MemtapeError(f"no policy parameter {unknown[0]!r:.60}; known: {', '.join(Thresholds.model_fields)}")
         return plain(
             run_experiment(
                 self.store,
@@ -106,7 +138,7 @@ def open(
     runs with no event for `stale_after` are finished as abandoned when a run starts."""
     if not isinstance(location, (str, Path)) or not str(location).strip():
         raise MemtapeError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
-    if policy is not None and not isinstance(policy, PolicyFields):
+    if policy is not None and not isinstance(policy, Thresholds):
         raise MemtapeError(f"policy must be a memtape.Policy, got {type(policy).__name__}")
     keepers: tuple[Keeper, ...] = ()
     if str(location).startswith(STORE_URL_PREFIXES):
@@ -122,6 +154,6 @@ def open(
         except BaseException:
             store.close()
             raise
-    # held as the library's own Policy, so that it compares equal to the default where it is the default
-    rules = PolicyFields.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
+    # held as the library's own Thresholds, so that it compares equal to the default where it is the default
+    rules = Thresholds.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
     return Memory(store, projections, rules, stale_after=stale_after, keepers=keepers)

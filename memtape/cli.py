@@ -102,6 +102,9 @@ COMMANDS: dict[str, Entry] = {
     ),
     "state": Entry("projections", "Show one projection's current (or past) state."),
     "stats": Entry("ledger", "Counts by type, domain and run; file size; time span."),
+    "ui": Entry(
+        "serve", "Open the web viewer of this memory: `serve` on a loopback port, the browser on its link.", "server"
+    ),
     "verify": Entry(
         "ledger", "Walk the hash chain and check the remembered head; exit 1 naming the first bad or missing seq."
     ),

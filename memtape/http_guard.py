@@ -10,7 +10,8 @@ server under its own name through DNS rebinding. So, in this order:
 - a request from another origin (its `Origin`, or Chromium's and Firefox's `Sec-Fetch-Site`
   for the `<img>` and `no-cors` requests that carry no `Origin`) is refused unless its origin
   was given with `--cors-origin`;
-- a bearer token is required (every path but the OpenAPI document and its docs pages);
+- a bearer token is required (every path but the OpenAPI document and its docs pages, and the
+  viewer's `/ui/`, which asks the same token by a cookie: memtape/viewer/gate.py);
 - a body must be `application/json` or `application/x-ndjson`, the two types a page cannot
   send without a preflight;
 - a body is read up to `max_body` bytes before the route sees it, chunked or not.
@@ -205,17 +206,28 @@ class RequestGuard:
     """The inner check: the bearer token, the body's type, and its size while it streams in."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, public_paths: frozenset[str], max_body: int, cors: bool = False
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        public_paths: frozenset[str],
+        max_body: int,
+        cors: bool = False,
+        own_gates: tuple[str, ...] = (),
     ):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token is not None else None
         self.public_paths = public_paths
+        #: path prefixes whose app checks the token its own way (the viewer: a cookie a browser sends)
+        self.own_gates = own_gates
         self.max_body = max_body
         self.cors = cors
 
     def refusal(self, scope: Scope, headers: Headers) -> JSONResponse | None:
         preflight = self.cors and scope["method"] == "OPTIONS" and "access-control-request-method" in headers
-        if self.expected is not None and scope["path"] not in self.public_paths and not preflight:
+        path = scope["path"]
+        gated = any(path == gate or path.startswith(gate + "/") for gate in self.own_gates)
+        if self.expected is not None and path not in self.public_paths and not preflight and not gated:
             given = headers.get("authorization", "").encode("latin-1")
             if not hmac.compare_digest(given, self.expected):
                 return _refuse(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})

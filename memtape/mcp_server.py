@@ -26,7 +26,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, Valid
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import RunHandles
-from memtape.ledger.events import MAX_DEPTH, check_value
+from memtape.ledger.field_rules import MAX_DEPTH, check_value
 from memtape.ledger.jsonl import first_error, nested_too_deep, outline
 from memtape.operations import OPERATIONS, Operation, body_arguments, compact
 

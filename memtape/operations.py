@@ -109,17 +109,17 @@ from memtape.face_models import (
     finished,
     stale_limit,
 )
-from memtape.projections.context import ContextEntry
-from memtape.projections.knowledge import Fact
-from memtape.projections.page_maps import PageMap
-from memtape.projections.patterns import Pattern
-from memtape.projections.recording import Extraction
-from memtape.projections.selectors import SelectorEntry
-from memtape.projections.sessions import SessionEntry
-from memtape.projections.short_term import ShortTerm
-from memtape.projections.sitemap import SiteMap
-from memtape.projections.snapshots import Snapshot
-from memtape.projections.steps import StepMemory
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.knowledge import Fact
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.patterns import Pattern
+from memtape.projections.folds.selectors import SelectorEntry
+from memtape.projections.folds.sessions import SessionEntry
+from memtape.projections.folds.short_term import ShortTerm
+from memtape.projections.folds.sitemap import SiteMap
+from memtape.projections.folds.snapshots import Snapshot
+from memtape.projections.folds.steps import StepMemory
+from memtape.projections.recording.values import Extraction
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
 Make = Callable[[Memory, RunHandles, dict[str, Any]], Any]
@@ -177,7 +177,12 @@ class Operation:
     @property
     def on_run(self) -> bool:
         """A `Run` method: both faces take the run's `run_id` besides the library's arguments."""
-        return self.call.__qualname__.startswith("Run.")
+        return getattr(Run, self.call.__name__, None) is self.call
+
+    @property
+    def summary(self) -> str:
+        """The call as a caller writes it: `run.record_step`, `mem.state`."""
+        return f"{'run' if self.on_run else 'mem'}.{self.call.__name__}"
 
     @property
     def idempotent(self) -> bool:

@@ -2,7 +2,7 @@
 
 `--format table|json|csv|parquet` (`--json` is `--format json`), `--out FILE`
 and, where an answer has several tables, `--section NAME`. An answer is a
-`Report` of named `Table`s (`analytics.output`); how the formats carry it:
+`Report` of named `Table`s (`analytics.tabular`); how the formats carry it:
 
 - `table`: every section as a table sized to the terminal (120 columns when
   the output is piped or written with `--out`; `COLUMNS` overrides both). When
@@ -45,7 +45,7 @@ import click
 import orjson
 from rich.cells import cell_len, chop_cells, set_cell_size
 
-from memtape.analytics.output import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
+from memtape.analytics.tabular import Report, Table, cell_text, header, plain, shown, to_csv, to_parquet
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.location import holds_memory_files
 

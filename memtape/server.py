@@ -58,6 +58,8 @@ from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, K
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
 from memtape.operations import OPERATIONS, Operation
 from memtape.projections.pin import caller_refusal
+from memtape.viewer import PREFIX as VIEWER
+from memtape.viewer import viewer_app
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -246,7 +248,7 @@ def add_route(app: FastAPI, operation: Operation, memory: Memory, handles: RunHa
         response_model=operation.answer,
         status_code=operation.status,
         responses=refusals(BODY_REFUSALS if operation.body is not None else QUERY_REFUSALS),
-        summary=operation.call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
+        summary=operation.summary,
         description=inspect.getdoc(operation.call),
     )
 
@@ -274,7 +276,14 @@ def idempotent(memory: Memory, handles: RunHandles) -> Answered:
 def add_guards(app: FastAPI, token: str | None, host: str, allow_hosts: Iterable[str], cors: tuple[str, ...]) -> None:
     """The door's checks (memtape/http_guard.py): the last added runs first: the Host and origin,
     then CORS (answering allowed preflights), then the token and body."""
-    app.add_middleware(RequestGuard, token=token, public_paths=PUBLIC_PATHS, max_body=MAX_BODY_BYTES, cors=bool(cors))
+    app.add_middleware(
+        RequestGuard,
+        token=token,
+        public_paths=PUBLIC_PATHS,
+        max_body=MAX_BODY_BYTES,
+        cors=bool(cors),
+        own_gates=(VIEWER,),
+    )
     if cors:
         app.add_middleware(
             CORSMiddleware,
@@ -378,6 +387,7 @@ def create_app(
     app.router.route_class = JSONRoute
     handles = RunHandles(memory)
     answered = idempotent(memory, handles)
+    app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
     add_guards(app, token, host, allow_hosts, tuple(cors_origins))
 
     def openapi() -> dict[str, Any]:

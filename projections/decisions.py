@@ -8,7 +8,7 @@ the projection modules never apply a policy by themselves: a second
 `lesson_recorded` with an existing dedup key changes nothing until the
 `lesson_deduplicated` decision says so, and a lesson changes tier only through
 `lesson_promoted`. Experiments therefore replay the observations under another
-`Policy` by calling `decide` again and folding what it returns.
+`Thresholds` by calling `decide` again and folding what it returns.
 
 A recall counts as a use where it matched a lesson's error pattern or domain
 scope: the fold of `error_recall` / `domain_recall` adds 1 to the use_count of
@@ -21,23 +21,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
     LessonPromoted,
     LessonsPruned,
-    NewEvent,
     PatternsPruned,
     TrajectoriesExpired,
 )
-from memtape.projections import patterns as patterns_mod
-from memtape.projections.lessons import Lesson, counted, dedup_key, key_of, new_lesson, used
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.folds import patterns as patterns_mod
+from memtape.projections.folds.lessons import LessonEntry, counted, dedup_key, key_of, new_lesson, used
+from memtape.projections.folds.state import MemoryState
+from memtape.projections.folds.trajectories import expired
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.state import MemoryState
 from memtape.projections.text import older_than
-from memtape.projections.trajectories import expired
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset(
@@ -54,7 +54,7 @@ DECISION_TYPES = frozenset(
 )
 
 
-def promotable(lesson: Lesson, policy: Policy) -> bool:
+def promotable(lesson: LessonEntry, policy: Thresholds) -> bool:
     """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
     return (
         lesson.category == "error_recovery"
@@ -68,11 +68,11 @@ def _envelope(new: NewEvent) -> dict[str, Any]:
     return {"run_id": new.run_id, "step": new.step, "domain": new.domain, "occurred_at": new.occurred_at}
 
 
-def _after_use(lesson: Lesson, domain: str | None) -> Lesson:
+def _after_use(lesson: LessonEntry, domain: str | None) -> LessonEntry:
     return used(lesson, domain, lesson.last_used, "")
 
 
-def _promotion(lesson: Lesson, new: NewEvent) -> NewEvent:
+def _promotion(lesson: LessonEntry, new: NewEvent) -> NewEvent:
     return NewEvent(
         LessonPromoted(
             lesson_id=lesson.lesson_id,
@@ -114,7 +114,7 @@ def pin_refused(state: MemoryState, new: NewEvent) -> str | None:
     return f"lesson_pinned: no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)"
 
 
-def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLICY) -> list[NewEvent]:
     """The decision events that observation `new` causes, given memory `state` before it.
 
     Pure: depends only on its arguments. Decisions passed in as `new` (an
@@ -173,7 +173,7 @@ def decide(state: MemoryState, new: NewEvent, policy: Policy = DEFAULT_POLICY) -
     return out
 
 
-def _pattern_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+def _pattern_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Thresholds) -> list[NewEvent]:
     """Over max_patterns once this pattern is in: prune the bottom 20% (seed 003's LongTermMemory)."""
     if data["pattern_id"] in state.patterns.patterns or len(state.patterns.patterns) + 1 <= policy.max_patterns:
         return []
@@ -190,7 +190,7 @@ def _pattern_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], 
     ]
 
 
-def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Policy) -> list[NewEvent]:
+def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], policy: Thresholds) -> list[NewEvent]:
     """A different value for a current (type, key) halves the old facts; those then under the floor are pruned."""
     current = state.knowledge.current.get(new.domain or "", {})
     same = [f for f in current.values() if f.fact_type == data["fact_type"] and f.key == data["key"]]
@@ -233,7 +233,7 @@ def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], pol
     return out
 
 
-def on_open(state: MemoryState, run_id: str, started_at: str, policy: Policy = DEFAULT_POLICY) -> list[NewEvent]:
+def on_open(state: MemoryState, run_id: str, started_at: str, policy: Thresholds = DEFAULT_POLICY) -> list[NewEvent]:
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
     the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
     with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`

@@ -1,4 +1,4 @@
-"""The memory's parameters: every threshold its rules apply, as one `Policy` (the defaults are
+"""The memory's parameters: every threshold its rules apply, as one policy: `Thresholds` (the defaults are
 the seed documents' values). `decisions.py` applies them; projections.db rebuilds when they change.
 
 Not to be confused with the bundled agent's decision policies (`agent/policy.py`: who picks the
@@ -18,7 +18,7 @@ MAX_COUNT = 1_000_000_000
 MAX_DAYS = 36_500
 
 
-class Policy(BaseModel):
+class Thresholds(BaseModel):
     """Every threshold the memory applies; the defaults are the seed documents' values."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -91,4 +91,4 @@ class Policy(BaseModel):
         return hashlib.sha256(body).hexdigest()[:16]
 
 
-DEFAULT_POLICY = Policy()
+DEFAULT_POLICY = Thresholds()

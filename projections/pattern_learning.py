@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from memtape.ledger.events import PatternLearned, PatternStep, PatternType
-from memtape.projections.patterns import pattern_id_for
+from memtape.projections.folds.patterns import pattern_id_for
 
 FIELD_COMMANDS = ("fill", "type", "select")
 PASSWORD_PLACEHOLDER = "{password}"

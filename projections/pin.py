@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, UnknownItem
-from memtape.ledger.events import LessonPinned, NewEvent, RecordedEvent
+from memtape.ledger.events import LessonPinned
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import DECISION_TYPES
-from memtape.projections.lessons import TIER1_CATEGORIES
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.folds.lessons import TIER1_CATEGORIES
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.writer import MemoryWriter
 
 #: the categories a caller may record; the others (`TIER1_CATEGORIES`) come only from seeds, promotion or a pin
@@ -72,7 +73,7 @@ def pin(
     reason: str,
     category: str = "best_practice",
     projections_path: Path | None = None,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
 ) -> RecordedEvent:
     """Append `lesson_pinned` for `lesson_id` (which memory must hold: the writer checks it again
     inside its transaction) and return it."""

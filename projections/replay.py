@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.ledger.clock import normalize_ts
-from memtape.ledger.events import NewEvent, RecordedEvent
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import MemoryState, dispatch
+from memtape.projections.folds.state import MemoryState, dispatch
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
@@ -63,7 +63,7 @@ def as_new(ev: RecordedEvent) -> NewEvent:
 class PolicyMemory:
     """The policy-relevant projections under one policy, folded event by event."""
 
-    def __init__(self, policy: Policy, names: tuple[str, ...] = WRITER_PROJECTIONS):
+    def __init__(self, policy: Thresholds, names: tuple[str, ...] = WRITER_PROJECTIONS):
         self.policy = policy
         self.state = MemoryState.empty(names)
         self.table = dispatch(names)
@@ -74,13 +74,13 @@ class PolicyMemory:
         self.state.head = ev.seq
 
 
-def recorded_policy(run_started: RecordedEvent) -> Policy:
+def recorded_policy(run_started: RecordedEvent) -> Thresholds:
     """The policy a run recorded in its `run_started` (its fields; the default for any left out)."""
     recorded = run_started.data.get("policy") or {}
-    return Policy.model_validate({k: v for k, v in recorded.items() if k in Policy.model_fields})
+    return Thresholds.model_validate({k: v for k, v in recorded.items() if k in Thresholds.model_fields})
 
 
-def run_policies(store: Store, until: int | None = None) -> dict[str, Policy]:
+def run_policies(store: Store, until: int | None = None) -> dict[str, Thresholds]:
     """run id -> the policy it recorded (memory is opened before `run_started` is appended, so
     this is read ahead of the replay)."""
     return {ev.run_id: recorded_policy(ev) for ev in store.read(to_seq=until, types=["run_started"]) if ev.run_id}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from memtape.ledger.events import Category, LessonSeeded, NewEvent
-from memtape.projections.lessons import lesson_id_for
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import Category, LessonSeeded
+from memtape.projections.folds.lessons import lesson_id_for
 
 SEEDS: tuple[tuple[str, Category, str | None, str], ...] = (
     (

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, TypeVar, cast
 
 from memtape.ledger.clock import parse_ts
-from memtape.ledger.events import twin
+from memtape.ledger.envelope import twin
 from memtape.ledger.suffixes import host_name, site_of
 from memtape.ledger.urls import url_parts
 
@@ -178,7 +178,7 @@ _EVOLVERS: dict[tuple[Any, ...], Any] = {}
 
 def evolve(obj: Record, **changes: Any) -> Record:
     """`dataclasses.replace` for the frozen slots records in the folds' hot paths: the fields are
-    copied into the record's plain twin (`ledger.events.twin`, no __init__, no frozen
+    copied into the record's plain twin (`ledger.envelope.twin`, no __init__, no frozen
     __setattr__) by a function generated once per record class and set of changed fields."""
     key = (type(obj), *changes)
     copy = _EVOLVERS.get(key)

@@ -20,44 +20,44 @@ from typing import Any, TypeVar, cast
 from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
-from memtape.projections import context as context_mod
-from memtape.projections import knowledge
-from memtape.projections import page_maps as page_maps_mod
-from memtape.projections import patterns as patterns_mod
-from memtape.projections import runs as runs_mod
-from memtape.projections import scratch as scratch_mod
-from memtape.projections import selectors as selectors_mod
-from memtape.projections import sitemap as sitemap_mod
-from memtape.projections import snapshots as snapshots_mod
-from memtape.projections import steps as steps_mod
-from memtape.projections import trajectories as traj_mod
 from memtape.projections.cache.materialize import load_state
-from memtape.projections.context import ContextEntry
-from memtape.projections.knowledge import Fact
-from memtape.projections.lessons import Lesson, Match, ranked, ranked_matches, tier1
-from memtape.projections.page_maps import PageMap
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.patterns import Pattern
-from memtape.projections.runs import RunManifest
-from memtape.projections.scratch import ScratchEntry
-from memtape.projections.selectors import SelectorEntry
-from memtape.projections.sessions import SessionEntry
-from memtape.projections.short_term import ShortTerm, empty_run
-from memtape.projections.sitemap import SiteMap, SitePage
-from memtape.projections.snapshots import Snapshot
-from memtape.projections.state import MemoryState, digests, fold
-from memtape.projections.steps import StepMemory
+from memtape.projections.folds import context as context_mod
+from memtape.projections.folds import knowledge
+from memtape.projections.folds import page_maps as page_maps_mod
+from memtape.projections.folds import patterns as patterns_mod
+from memtape.projections.folds import runs as runs_mod
+from memtape.projections.folds import scratch as scratch_mod
+from memtape.projections.folds import selectors as selectors_mod
+from memtape.projections.folds import sitemap as sitemap_mod
+from memtape.projections.folds import snapshots as snapshots_mod
+from memtape.projections.folds import steps as steps_mod
+from memtape.projections.folds import trajectories as traj_mod
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.knowledge import Fact
+from memtape.projections.folds.lessons import LessonEntry, Match, ranked, ranked_matches, tier1
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.patterns import Pattern
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.folds.scratch import ScratchEntry
+from memtape.projections.folds.selectors import SelectorEntry
+from memtape.projections.folds.sessions import SessionEntry
+from memtape.projections.folds.short_term import ShortTerm, empty_run
+from memtape.projections.folds.sitemap import SiteMap, SitePage
+from memtape.projections.folds.snapshots import Snapshot
+from memtape.projections.folds.state import MemoryState, digests, fold
+from memtape.projections.folds.steps import StepMemory
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.text import domain_matches, goal_words, parent_domains
-from memtape.projections.trajectories import Trajectory, TrajectoryMatch
 
 SMALL = 64  # below this many candidates a plain scan beats an index
 #: what `MemoryView._cached` keeps per head (an index, a ranking)
 Cached = TypeVar("Cached")
 
 
-def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
+def scope_index(lessons: Iterable[LessonEntry]) -> dict[str, list[LessonEntry]]:
     """scope domain -> its lessons (recall on domain looks up the host and each parent)."""
-    by_scope: dict[str, list[Lesson]] = defaultdict(list)
+    by_scope: dict[str, list[LessonEntry]] = defaultdict(list)
     for lesson in lessons:
         if lesson.scope_domain:
             by_scope[lesson.scope_domain.lower()].append(lesson)
@@ -67,9 +67,9 @@ def scope_index(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
 class ErrorIndex:
     """Lookup tables for recall on error over the lessons of one state (built once per view head)."""
 
-    def __init__(self, lessons: Iterable[Lesson]):
-        self.by_command: dict[str, list[Lesson]] = defaultdict(list)
-        by_pattern: dict[str, list[Lesson]] = defaultdict(list)
+    def __init__(self, lessons: Iterable[LessonEntry]):
+        self.by_command: dict[str, list[LessonEntry]] = defaultdict(list)
+        by_pattern: dict[str, list[LessonEntry]] = defaultdict(list)
         for lesson in lessons:
             if lesson.failed_command and lesson.failed_command.strip():
                 self.by_command[lesson.failed_command.strip().lower()].append(lesson)
@@ -114,7 +114,7 @@ class MemoryView:
     def __init__(
         self,
         state: MemoryState,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         store: Store | None = None,
         projections_path: Path | None = None,
         pinned: bool = False,
@@ -134,7 +134,7 @@ class MemoryView:
         cls,
         store: Store,
         projections_path: Path | None = None,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         as_of: int | str | None = None,
     ) -> MemoryView:
         """Catch projections.db up with the ledger (when given) and return a view at its head,
@@ -143,7 +143,7 @@ class MemoryView:
         return cls(state, policy, store, projections_path, pinned=as_of is not None)
 
     @classmethod
-    def from_events(cls, events: Iterable[Any], policy: Policy = DEFAULT_POLICY) -> MemoryView:
+    def from_events(cls, events: Iterable[Any], policy: Thresholds = DEFAULT_POLICY) -> MemoryView:
         """A view folded from events in memory (tests, experiments)."""
         return cls(fold(MemoryState.empty(), events, policy), policy)
 
@@ -183,12 +183,12 @@ class MemoryView:
 
     # ---- lessons (seed 001) ---------------------------------------------------
 
-    def tier1(self) -> list[Lesson]:
+    def tier1(self) -> list[LessonEntry]:
         """tool_fallback and best_practice lessons by use count, seeds before learned on equal
         counts, then first recorded (`lessons.tier1_order`); at most 10."""
         return tier1(self.state.lessons.lessons.values(), self.policy.tier1_cap)
 
-    def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[Lesson]:
+    def recall_on_error(self, command: str, error: str, domain: str | None = None) -> list[LessonEntry]:
         """Trigger A: the lessons of `error_matches`."""
         return [m.lesson for m in self.error_matches(command, error, domain)]
 
@@ -201,7 +201,7 @@ class MemoryView:
         k = self.policy.recall_top_k
         cmd = (command or "").strip().lower()
 
-        def here(lesson: Lesson) -> bool:
+        def here(lesson: LessonEntry) -> bool:
             return lesson.scope_domain is None or domain_matches(domain, lesson.scope_domain)
 
         by_pattern: dict[str, Match] = {}
@@ -220,7 +220,7 @@ class MemoryView:
                     break
         return found
 
-    def recall_on_domain(self, domain: str) -> list[Lesson]:
+    def recall_on_domain(self, domain: str) -> list[LessonEntry]:
         """Trigger B: the lessons of `domain_matches`."""
         return [m.lesson for m in self.domain_matches(domain)]
 
@@ -237,7 +237,7 @@ class MemoryView:
         ]
         return ranked_matches(cands)[: self.policy.recall_top_k]
 
-    def lessons(self, domain: str | None = None) -> list[Lesson]:
+    def lessons(self, domain: str | None = None) -> list[LessonEntry]:
         """Every lesson (or those scoped to `domain` or a parent), Tier 1 first, most used first."""
         lessons = [
             l for l in self.state.lessons.lessons.values() if domain is None or domain_matches(domain, l.scope_domain)
@@ -245,8 +245,8 @@ class MemoryView:
         lessons.sort(key=lambda l: (l.tier, -l.use_count, l.recorded_order))
         return lessons
 
-    def lesson(self, lesson_id: str) -> Lesson | None:
-        return cast(Lesson | None, self.state.lessons.lessons.get(lesson_id))
+    def lesson(self, lesson_id: str) -> LessonEntry | None:
+        return cast(LessonEntry | None, self.state.lessons.lessons.get(lesson_id))
 
     # ---- knowledge, sessions, selectors (seed 000) ------------------------------
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtape.ledger.clock import format_ts, normalize_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, RunConflict
-from memtape.ledger.events import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, Transaction, redacted_envelope, serialize_payload
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, dispatch, fold
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, dispatch, fold
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
@@ -89,7 +89,7 @@ class MemoryWriter:
     def __init__(
         self,
         store: Store,
-        policy: Policy = DEFAULT_POLICY,
+        policy: Thresholds = DEFAULT_POLICY,
         projections_path: Path | None = None,
         *,
         check_runs: bool = True,

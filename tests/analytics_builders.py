@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from memtape.analytics.mirror import MIRRORED, connect
+from memtape.ledger.envelope import event
 from memtape.ledger.events import (
     Action,
     ContextBuilt,
@@ -38,11 +39,10 @@ from memtape.ledger.events import (
     TrajectoryRecalled,
     TrajectoryRecorded,
     TrajectoryStep,
-    event,
 )
 from memtape.ledger.store import Store
 from memtape.projections.folds import FOLDS, INDEXED
-from memtape.projections.state import MemoryState, encode, fold
+from memtape.projections.folds.state import MemoryState, encode, fold
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test", "e.test")
 LESSON = "When fill fails with 'intercepts pointer events', press Escape first."
@@ -66,7 +66,7 @@ class Built:
 def learning_ledger(
     store: Store, clock: Any, runs: int = 5, forget_domain: str | None = None, memory_off_first: bool = True
 ) -> Built:
-    from memtape.projections.lessons import lesson_id_for
+    from memtape.projections.folds.lessons import lesson_id_for
     from memtape.projections.view import MemoryView
     from memtape.projections.writer import MemoryWriter
 

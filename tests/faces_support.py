@@ -456,7 +456,9 @@ LOCAL_CALLS = {
 #: public calls offered by one face only, and where
 ONE_FACE_CALLS = {
     "Memory.append": "raw events, an importer's call rather than an agent's: HTTP's POST /events takes them as "
-    "JSON Lines, as `memtape append` does; MCP has no tool for it"
+    "JSON Lines, as `memtape append` does; MCP has no tool for it",
+    "Memory.diff": "what memory gained, changed and lost between two points: the viewer's GET /ui/diff page "
+    "and `memtape diff`; its JSON route and MCP tool are to come as a row of the table of operations",
 }
 
 

@@ -10,7 +10,7 @@ from memtape.agent.browser import ActionResult, Element, Observation
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 
 INTERCEPT = (
     'Locator.click: Timeout 1500ms exceeded. <div id="cookie-overlay" class="cookie-overlay">…</div> '
@@ -119,7 +119,7 @@ def cookie_runs(directory: Path, config: RunConfig | None = None) -> tuple[Sqlit
     runs = [
         run_task(
             site,
-            Memory(store, directory / "projections.db"),
+            RecordingMemory(store, directory / "projections.db"),
             ScriptedPolicy(),
             goal=goal,
             start_url="http://cookies.test/",

@@ -11,7 +11,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from memtape.ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER, NewEvent
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import EVENT_TYPES, PAYLOAD_ADAPTER
 
 T = object()  # marks free text a strategy may replace
 

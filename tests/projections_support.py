@@ -6,11 +6,11 @@ from datetime import timedelta
 from typing import Any
 
 from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     ErrorRecall,
     FactObserved,
     LessonRecorded,
-    NewEvent,
     RunCompleted,
     RunStarted,
     SessionRecorded,

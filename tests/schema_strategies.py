@@ -10,15 +10,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from memtape.ledger.events import (
-    DOMAIN_PATTERN,
-    IDENT_PATTERN,
-    INT64_MAX,
-    INT64_MIN,
-    STREAM_PATTERN,
-    TIME_PATTERN,
-    json_schema,
-)
+from memtape.ledger.event_schema import json_schema
+from memtape.ledger.field_rules import DOMAIN_PATTERN, IDENT_PATTERN, INT64_MAX, INT64_MIN, STREAM_PATTERN, TIME_PATTERN
 from memtape.ledger.suffixes import is_public_suffix
 
 SCHEMA = json_schema()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
+from tests.held_out_secrets import CAUGHT
+
 ZW = "\u200b"  # zero-width space
 
 
@@ -198,6 +200,12 @@ SHAPES: tuple[Shape, ...] = (
         "Zm9vYmFy" * 11,
     ),
 )
+
+#: the shapes written for memtape's own rules (checked alone, in a sentence and against detect-secrets)
+OWN_SHAPES = SHAPES
+#: and the held-out corpus's shapes the door hides (`tests/held_out_secrets.py`), planted through every
+#: face the same way; each is checked in the context it was measured in by `tests/test_gitleaks_rules.py`
+SHAPES += tuple(Shape(f"held out: {h.name}", h.text, h.needles) for h in CAUGHT)
 
 #: values stored under secret-named keys (the names are patterns, not an exact list)
 SECRET_KEYED: dict[str, str] = {

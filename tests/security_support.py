@@ -24,7 +24,8 @@ from memtape.agent.records import finish_run, record_prompt, record_step
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.projections.budget import BudgetItem
-from memtape.projections.recording import Memory, StepRecord
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.text import domain_of
 from tests.cli_runner import run_cli
 
@@ -67,7 +68,7 @@ def step(
 
 
 def play(
-    mem: Memory,
+    mem: RecordingMemory,
     run_id: str,
     goal: str,
     url: str,
@@ -117,7 +118,7 @@ def play(
 
 
 def overlay_run(
-    mem: Memory,
+    mem: RecordingMemory,
     run_id: str,
     goal: str,
     url: str,

@@ -28,12 +28,13 @@ from hypothesis import strategies as st
 
 from memtape.commands.ledger import append_observations
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent, event
 from memtape.ledger.errors import ConcurrencyConflict, InvalidEvent, LedgerError, RunConflict
-from memtape.ledger.events import FactObserved, LessonSeeded, NewEvent, RunProgress, StepGraded, event
+from memtape.ledger.events import FactObserved, LessonSeeded, RunProgress, StepGraded
 from memtape.ledger.location import PROJECTIONS_FILE, cache_home, open_store, projections_path
 from memtape.ledger.store import Store, chain_hash
 from memtape.projections.cache.materialize import ProjectionsHead
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 
 
 class Raw:
@@ -105,7 +106,7 @@ def _finisher(url: str, run_id: str, start: Any, won: Any) -> None:
     with open_store(url=url) as s:
         start.wait()
         try:
-            Memory(s).run(run_id).finish(success=True, outcome="mine")
+            RecordingMemory(s).run(run_id).finish(success=True, outcome="mine")
         except RunConflict:  # finished by another, before this one opened it or while it finished
             return
         with won.get_lock():
@@ -411,9 +412,9 @@ class StoreContract:
     def test_one_truth_per_run_across_connections(self, store: Store, store_url: str) -> None:
         """Two memories on their own connections record into one run; the finish learns from both,
         a finished run refuses the other, a step recorded again is one step."""
-        here = Memory(store)
+        here = RecordingMemory(store)
         with open_store(url=store_url) as other:
-            there_memory = Memory(other)
+            there_memory = RecordingMemory(other)
             run = here.start_run(goal="Open the socks page", start_url="https://shop.example/")
             first = run.record_step(
                 step=1, action="click", target='link "Socks"', ok=False, error="element <div> intercepts pointer events"
@@ -440,7 +441,7 @@ class StoreContract:
         assert mine.count("step_recorded") == 2 and mine.count("run_completed") == 1
 
     def test_processes_finishing_one_run_at_once_finish_it_once(self, store: Store, store_url: str) -> None:
-        run = Memory(store).start_run(goal="Open the socks page", start_url="https://shop.example/")
+        run = RecordingMemory(store).start_run(goal="Open the socks page", start_url="https://shop.example/")
         ctx = multiprocessing.get_context("fork")
         start, won = ctx.Event(), ctx.Value("i", 0)
         procs = [ctx.Process(target=_finisher, args=(store_url, run.run_id, start, won)) for _ in range(3)]

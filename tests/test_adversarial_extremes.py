@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, PAYLOAD_ADAPTER, REAL_MAX, NewEvent
+from memtape.ledger.events import PAYLOAD_ADAPTER
+from memtape.ledger.field_rules import INT64_MAX, INT64_MIN, MAX_TEXT, REAL_MAX
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
 from memtape.projections.writer import MemoryWriter

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import compression, materialize
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -36,7 +36,7 @@ def _lazy_states_holding(proj: Path, needle: str) -> list[str]:
 def test_forget_leaves_no_bytes_after_incremental_catch_ups_and_lazy_projections(memory_path: Path) -> None:
     store = SqliteStore.open(memory_path / "ledger.db")
     proj = memory_path / "projections.db"
-    mem = Memory(store, proj)
+    mem = RecordingMemory(store, proj)
     overlay_run(mem, "run_keep", 'Open "Rye Bread"', "http://bakery.test/", "Rye Bread", "Accept all cookies")
     MemoryView.open(store, proj)
     overlay_run(

@@ -23,8 +23,8 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import compression, intervals, materialize
 from memtape.projections.cache.db import readable
 from memtape.projections.folds import INDEXED
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import MemoryState, digest_of, fold
+from memtape.projections.folds.state import MemoryState, digest_of, fold
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -210,7 +210,7 @@ def _edited(mem: Path, edit: Edit) -> tuple[SqliteStore, Path, int]:
 
 
 def _folded(store: SqliteStore, seq: int) -> MemoryState:
-    return fold(MemoryState.empty(), store.read(1, seq), Policy())
+    return fold(MemoryState.empty(), store.read(1, seq), Thresholds())
 
 
 @pytest.mark.parametrize("edit", EDITS)

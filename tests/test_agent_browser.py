@@ -17,10 +17,11 @@ from memtape.agent.browser import Browser
 from memtape.agent.loop import RunConfig, RunResult, run_task
 from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
-from memtape.ledger.events import NewEvent, TrajectoryRecorded
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import TrajectoryRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.replay import verify_decisions
 from memtape.projections.view import MemoryView
 
@@ -40,7 +41,7 @@ def run(
     **kw: Any,
 ) -> RunResult:
     store, proj = ledger
-    memory = Memory(store, proj, enabled=enabled)
+    memory = RecordingMemory(store, proj, enabled=enabled)
     return run_task(browser, memory, policy or ScriptedPolicy(), goal=goal, start_url=url, success_check=check, **kw)
 
 

@@ -31,10 +31,8 @@ from memtape.ledger.events import RunCompleted
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import PRIORITIES, BudgetItem, estimate_tokens, fit
-from memtape.projections.recording import (
+from memtape.projections.recording.learning import (
     KNOWN_PATTERNS,
-    Memory,
-    StepRecord,
     effective_steps,
     error_pattern,
     extract_lessons,
@@ -42,6 +40,8 @@ from memtape.projections.recording import (
     grade_steps,
     observe_facts,
 )
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from tests.fake_sites import INTERCEPT, FakePage
 
@@ -383,7 +383,7 @@ def test_the_same_recovery_twice_in_a_run_is_one_lesson_used_twice(fresh_ledger:
     ]
     lessons = [p for _, _, p in extract_lessons(twice) if p.category == "error_recovery"]
     assert len(lessons) == 2 and lessons[0].lesson == lessons[1].lesson
-    from memtape.ledger.events import NewEvent
+    from memtape.ledger.envelope import NewEvent
     from memtape.projections.view import MemoryView
     from memtape.projections.writer import MemoryWriter
 
@@ -523,9 +523,9 @@ class Stubborn:
         return Decision("click", {"ref": "e1"}, c.observation.elements[0], tokens_in=10)
 
 
-def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, Memory]:
+def _memory(tmp_path: Any, enabled: bool = True) -> tuple[SqliteStore, RecordingMemory]:
     store = SqliteStore.open(tmp_path / "ledger.db")
-    return store, Memory(store, tmp_path / "projections.db", enabled=enabled)
+    return store, RecordingMemory(store, tmp_path / "projections.db", enabled=enabled)
 
 
 def test_repeated_action_aborts(tmp_path: Any) -> None:

@@ -9,10 +9,11 @@ import pytest
 
 from memtape.analytics.audit import audit_run
 from memtape.analytics.explain import explain_item
-from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.analytics.forget_filter import FORGOTTEN_TEXT
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import event
 from memtape.ledger.errors import UnknownItem
-from memtape.ledger.events import SubjectForgotten, event
+from memtape.ledger.events import SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.view import MemoryView
 from tests.analytics_builders import hand_ledger

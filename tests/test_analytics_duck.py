@@ -14,9 +14,10 @@ from memtape.analytics.answers import analyse, analyse_all
 from memtape.analytics.duck import attach
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, SubjectForgotten
 from memtape.ledger.store import SqliteStore
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger
@@ -173,8 +174,8 @@ def _contradicting_ledger(path: Path) -> SqliteStore:
     return store
 
 
-@pytest.mark.parametrize("policy", [DEFAULT_POLICY, Policy(fact_initial_confidence=0.3, fact_confirm_rate=0.5)])
-def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path, policy: Policy) -> None:
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, Thresholds(fact_initial_confidence=0.3, fact_confirm_rate=0.5)])
+def test_fact_decay_walk_equals_the_knowledge_projection(tmp_path: Path, policy: Thresholds) -> None:
     """The walk is the knowledge fold under the answer's policy (its confidence parameters included)."""
     store = _contradicting_ledger(tmp_path / "ledger.db")
     rep = analyse("decay", store, policy)

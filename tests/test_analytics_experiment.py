@@ -15,8 +15,9 @@ from memtape.analytics.experiment import run_experiment
 from memtape.analytics.fork import fork_ledger
 from memtape.commands.experiment import parse_settings
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import event
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import FactObserved, RunCompleted, RunStarted, event
+from memtape.ledger.events import FactObserved, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger

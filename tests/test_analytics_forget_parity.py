@@ -1,7 +1,7 @@
 """Forget parity: after any forgets (runs, sessions, domains, lessons), at any point of a history,
 every analytics answer that has a projection counterpart equals the projection folded in Python —
-decay's facts (status and confidence) equal projections.knowledge, the lessons the mirror shows
-equal projections.lessons, and the runs answer equals projections.runs. What a forget removes is
+decay's facts (status and confidence) equal projections.folds.knowledge, the lessons the mirror shows
+equal projections.folds.lessons, and the runs answer equals projections.folds.runs. What a forget removes is
 decided once, by the projections' own rules."""
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 from memtape.analytics.answers import analyse_all
 from memtape.analytics.explain import explain_item
-from memtape.analytics.forget import lesson_id_of
+from memtape.analytics.forget_filter import lesson_id_of
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, RecordedEvent, RunCompleted, RunStarted, event
+from memtape.ledger.envelope import RecordedEvent, event
+from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 

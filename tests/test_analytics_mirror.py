@@ -20,10 +20,11 @@ from memtape.analytics.answers import analyse_all
 from memtape.analytics.audit import audit_run
 from memtape.analytics.mirror import _row_key, _rows_digest, connect
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, LessonRecorded, SubjectForgotten
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import Built, learning_ledger, memory_at_step_equals_the_fold
@@ -294,7 +295,7 @@ def test_a_current_mirror_is_read_in_place_and_a_touched_one_checked_whole(
 
 
 def test_a_library_forget_drops_the_mirror_at_once(learned: tuple[SqliteStore, Built, SteppingClock]) -> None:
-    """Not only the command: `projections.forget.forget` itself deletes every file of the mirror
+    """Not only the command: `projections.forgetting.forget` itself deletes every file of the mirror
     (a half-built copy of a process that died too), so no forgotten byte waits for the next answer."""
     store, _, _ = learned
     _mirror_rows(store)

@@ -17,15 +17,16 @@ import pytest
 
 from memtape.agent import prompt as P
 from memtape.agent.records import finish_run, record_prompt
-from memtape.analytics.forget import FORGOTTEN_TEXT
+from memtape.analytics.forget_filter import FORGOTTEN_TEXT
 from memtape.analytics.mirror import connect
 from memtape.analytics.queries import ANALYSES
-from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import ContextBuilt, ContextItem, RunCompleted
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem
-from memtape.projections.forget import forget
-from memtape.projections.recording import Memory
+from memtape.projections.forgetting import forget
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
 from tests.security_support import scan
@@ -54,7 +55,7 @@ def later_run(
     (as an agent whose tools take selectors lists them); it recalls a reference trajectory for its
     goal, and may resume another run."""
     with SqliteStore.open(memory / "ledger.db") as store:
-        run = Memory(store, memory / "projections.db").start_run(
+        run = RecordingMemory(store, memory / "projections.db").start_run(
             goal=goal,
             start_url=url,
             run_id=run_id,

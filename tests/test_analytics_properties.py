@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from memtape.analytics.answers import analyse_all
 from memtape.analytics.audit import audit_run
 from memtape.analytics.experiment import run_experiment
-from memtape.analytics.forget import lesson_id_of
+from memtape.analytics.forget_filter import lesson_id_of
 from memtape.analytics.mirror import connect
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import event
 from memtape.ledger.events import (
     Action,
     EnvState,
@@ -30,10 +31,9 @@ from memtape.ledger.events import (
     StepRecorded,
     TrajectoryRecorded,
     TrajectoryStep,
-    event,
 )
 from memtape.ledger.store import SqliteStore
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import memory_at_step_equals_the_fold

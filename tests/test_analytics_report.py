@@ -11,9 +11,10 @@ import pytest
 
 from memtape.agent.browser import CHROMIUM, LAUNCH_FLAGS
 from memtape.analytics.report import build_report
-from memtape.analytics.watch import Change, follow_projections
+from memtape.analytics.watch import ProjectedChange, follow_projections
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, RunStarted, SubjectForgotten, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded, RunStarted, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.view import MemoryView
 from tests.analytics_builders import learning_ledger
@@ -108,7 +109,7 @@ def test_watch_keeps_projections_current(memory_path: Path) -> None:
     writer_store = SqliteStore.open(ledger, clock=clock)
     learning_ledger(writer_store, clock, runs=2)
     reader = SqliteStore.open(ledger)
-    changes: list[Change] = []
+    changes: list[ProjectedChange] = []
     stop = threading.Event()
     n_new = 3
     thread = threading.Thread(

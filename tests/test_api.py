@@ -547,3 +547,22 @@ def test_a_prompt_is_recorded_with_the_agents_own_token_counts_and_what_was_trim
         assert (ctx.step, ctx.domain, ctx.data["prompt"]) == (2, "shop.example", "step")
         prompt = mem.audit(run.run_id, step=2)["steps"][0]["prompt"][0]
         assert [i["source"] for i in prompt["items"]] == ["page_state", "facts"]
+
+
+def test_the_error_kinds_are_memtape_names_a_caller_can_catch(tmp_path: Path) -> None:
+    """A caller catches the kind it can act on by its public name: a refused value, a run it may not
+    write, an item that is not there, an extra to install (which `except ImportError` catches too)."""
+    for kind in (memtape.InvalidEvent, memtape.RunConflict, memtape.UnknownItem, memtape.MissingExtra):
+        assert issubclass(kind, memtape.MemtapeError) and kind.__module__.startswith("memtape.")
+    assert issubclass(memtape.MissingExtra, ImportError)
+    with pytest.raises(ImportError, match=r"pip install 'memtape\[server\]'"):
+        raise memtape.MissingExtra("serve", "server")
+    with memtape.open(tmp_path / "mem") as mem:
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+            with pytest.raises(memtape.InvalidEvent):
+                run.record_step(step=1, action="click", target="x" * 100_001)
+            run.finish(success=True, outcome="done")
+        with pytest.raises(memtape.RunConflict):
+            run.record_step(step=2, action="click")
+        with pytest.raises(memtape.UnknownItem):
+            mem.explain("lsn_nope")

@@ -13,7 +13,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtape.ledger.events import EVENT_TYPES, IDENT_RE, MAX_TEXT
+from memtape.ledger.events import EVENT_TYPES
+from memtape.ledger.field_rules import IDENT_RE, MAX_TEXT
 from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import SAMPLES, sample_event, sample_line

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from devtools.synthetic import build_ledger
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
     LessonDeduplicated,
     LessonPromoted,
-    NewEvent,
     RunCompleted,
     RunStarted,
     SubjectForgotten,

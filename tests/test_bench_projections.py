@@ -3,7 +3,7 @@ usage names (events, rebuild and raw-scan throughput, as-of p99, audit, sizes), 
 
 from __future__ import annotations
 
-from memtape.projections.state import PROJECTIONS
+from memtape.projections.folds.state import PROJECTIONS
 from tests.bench_cli import assert_honest, bench_json
 
 

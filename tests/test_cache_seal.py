@@ -26,8 +26,8 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import db, intervals, materialize
 from memtape.projections.cache.seal import Digest, Key
-from memtape.projections.forget import forget
-from memtape.projections.state import PROJECTIONS
+from memtape.projections.folds.state import PROJECTIONS
+from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memtape.ledger import suffixes
-from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.ledger.suffixes import is_public_suffix, site_of
 from memtape.projections.text import domain_matches, parent_domains

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from mcp.client import Client
 
 import memtape
-from memtape.ledger.events import INT64_MAX, INT64_MIN, MAX_TEXT, REAL_MAX
+from memtape.ledger.field_rules import INT64_MAX, INT64_MIN, MAX_TEXT, REAL_MAX
 from memtape.mcp_server import build_server
-from memtape.projections.report import STATE_KINDS
+from memtape.projections.state_rows import STATE_KINDS
 from memtape.server import create_app
 from tests.cli_runner import CliResult, run_cli
 from tests.server_support import live_server

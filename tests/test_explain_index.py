@@ -14,7 +14,7 @@ from memtape.analytics.explain import explain_item
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import SqliteStore
-from memtape.projections import knowledge, lessons
+from memtape.projections.folds import knowledge, lessons
 from memtape.projections.writer import MemoryWriter
 from tests.test_projections_determinism import _lesson_ids, _write, memory_events
 

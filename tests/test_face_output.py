@@ -21,16 +21,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtape.analytics.output import Table
 from memtape.analytics.queries import ANALYSES, sections
+from memtape.analytics.tabular import Table
 from memtape.commands import READS_ONLY
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded
 from memtape.ledger.store import SqliteStore
 from memtape.output import layout
 from memtape.projections.cache.materialize import rebuild
-from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, digests
+from memtape.projections.folds.state import PROJECTIONS, digests
+from memtape.projections.parameters import Thresholds
 from tests.analytics_builders import hand_ledger
 from tests.cli_runner import run_cli
 
@@ -225,13 +226,13 @@ def test_list_params_names_defaults_and_ranges() -> None:
     r = run_cli("experiment", "--list-params", "--json")
     assert r.code == 0
     rows = {p["name"]: p for p in orjson.loads(r.out)}
-    assert list(rows) == list(Policy.model_fields)
+    assert list(rows) == list(Thresholds.model_fields)
     assert rows["promotion_min_uses"] == {
         "name": "promotion_min_uses",
         "type": "int",
         "default": 5,
         "range": "1 to 1000000000",
-        "meaning": Policy.model_fields["promotion_min_uses"].description,
+        "meaning": Thresholds.model_fields["promotion_min_uses"].description,
     }
     assert rows["fact_decay"]["range"] == "above 0 to 1" and rows["trace_scoring"]["range"] == "true or false"
     assert rows["fact_confirm_rate"]["range"] == "0 to 1"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.output import console, emit, print_report, report_text
 
 #: characters that stress the layout: wide (CJK, emoji), zero-width (combining, ZWJ, VS16), spaces
@@ -144,7 +144,7 @@ def test_emit_draws_piped_tables_without_rich(tmp_path: Path) -> None:
     """Piped output and --out go through the renderer: a table printed that way loads no rich.console."""
     script = (
         "import sys\n"
-        "from memtape.analytics.output import Report, Table\n"
+        "from memtape.analytics.tabular import Report, Table\n"
         "from memtape.output import emit\n"
         "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table')\n"
         "emit(Report('r', {'t': Table(['a', 'b'], [('x y', 1)])}), 'table', sys.argv[1])\n"

@@ -19,8 +19,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import DiskFull, LedgerError
-from memtape.ledger.events import LessonRecorded, NewEvent, RunProgress
+from memtape.ledger.events import LessonRecorded, RunProgress
 from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli
 from tests.ledger_samples import sample_event, sample_line

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from memtape.ledger.store import SqliteStore
-from memtape.projections import state
 from memtape.projections.cache.db import readable
 from memtape.projections.cache.materialize import Catchup
+from memtape.projections.folds import state
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.writer import MemoryWriter
@@ -51,11 +51,11 @@ def edited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable
 @pytest.mark.parametrize(
     "helper",
     [
-        "memtape.projections.steps",
+        "memtape.projections.folds.steps",
         "memtape.ledger.events",
         "memtape.ledger.clock",
         "memtape.projections.text",
-        "memtape.projections.state",
+        "memtape.projections.folds.state",
     ],
 )
 def test_editing_what_the_short_term_fold_runs_changes_its_fingerprint(helper: str, edited) -> None:
@@ -77,7 +77,7 @@ def test_editing_steps_rebuilds_short_term(tmp_path: Path, edited) -> None:
     Catchup(store, proj, DEFAULT_POLICY).run()
     with readable(proj) as cache:
         before = cache.checkpoints["short_term"].fingerprint
-    edited("memtape.projections.steps")
+    edited("memtape.projections.folds.steps")
     Catchup(store, proj, DEFAULT_POLICY).run()
     with readable(proj) as cache:
         assert cache.checkpoints["short_term"].fingerprint != before
@@ -90,7 +90,7 @@ def test_finding_a_closure_runs_none_of_it() -> None:
     opened: its digest covers pgstore.py without running it (nor psycopg), as a name such as
     `memtape.ledger.pgstore.PostgresStore` is looked for only inside packages."""
     script = (
-        "import json, sys\nfrom memtape.projections import state\n"
+        "import json, sys\nfrom memtape.projections.folds import state\n"
         "files = [p.name for p in state._fold_sources('memtape.analytics.mirror')]\n"
         "print(json.dumps([files, sorted(m for m in sys.modules if m.startswith(('psycopg', 'memtape.ledger.pgstore')))]))"
     )

@@ -18,7 +18,7 @@ from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import MEMORY_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import CHARS_PER_TOKEN, count_tokens, estimate_tokens, token_counter
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.view import MemoryView
 
 pytestmark = pytest.mark.browser
@@ -33,7 +33,7 @@ def case(
     c = CASES[case_id]
     return run_task(
         browser,
-        Memory(store, proj, enabled=enabled),
+        RecordingMemory(store, proj, enabled=enabled),
         ScriptedPolicy(),
         goal=c["goal"],
         start_url=c["start_url"],
@@ -158,7 +158,9 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     chromium: Browser, ledger: tuple[SqliteStore, Path]
 ) -> None:
     store, proj = ledger
-    done = explore(chromium, Memory(store, proj), "http://docs.test/", max_depth=2, max_pages=50, session_id="docs_1")
+    done = explore(
+        chromium, RecordingMemory(store, proj), "http://docs.test/", max_depth=2, max_pages=50, session_id="docs_1"
+    )
     depth1 = {
         "http://docs.test/guides",
         "http://docs.test/api",
@@ -184,7 +186,7 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
     )
     assert len(events(store, done.run_id, "snapshot_taken")) == 9
 
-    again = explore(chromium, Memory(store, proj), "http://docs.test/", session_id="docs_1")
+    again = explore(chromium, RecordingMemory(store, proj), "http://docs.test/", session_id="docs_1")
     assert not again.visited and set(again.served_from_cache) == set(done.visited)  # within the 300 s TTL
     served = events(store, again.run_id, "extraction_served")
     assert len(served) == 9 and all(e.data["ttl_seconds"] == 300 for e in served)
@@ -193,7 +195,7 @@ def test_explore_a_small_site_then_the_cache_then_extractions_in_prompts(
 
     r = run_task(
         chromium,
-        Memory(store, proj),
+        RecordingMemory(store, proj),
         ScriptedPolicy(),
         goal='Open "Guides"',
         start_url="http://docs.test/",

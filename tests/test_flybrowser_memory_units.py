@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from memtape.agent import compress as C
 from memtape.agent.prompt import recent_actions
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     ContextGiven,
     ContextInferred,
     ExplorationStarted,
-    NewEvent,
     PatternLearned,
     PatternUsed,
     SitemapLinksDiscovered,
@@ -29,13 +29,14 @@ from memtape.ledger.events import (
 )
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, count_tokens, detect_content_type, estimate_tokens, fit, shed
-from memtape.projections.context import fresh_extraction
-from memtape.projections.parameters import Policy
+from memtape.projections.folds.context import fresh_extraction
+from memtape.projections.folds.patterns import to_prune
+from memtape.projections.folds.short_term import priority_of, trim
+from memtape.projections.folds.sitemap import next_page
+from memtape.projections.parameters import Thresholds
 from memtape.projections.pattern_learning import fill_placeholders, learn_patterns
-from memtape.projections.patterns import to_prune
-from memtape.projections.recording import Memory, StepRecord
-from memtape.projections.short_term import priority_of, trim
-from memtape.projections.sitemap import next_page
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import StepRecord
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -117,7 +118,7 @@ def used(pid: str, ok: bool, when: str) -> NewEvent:
 
 
 def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> None:
-    w = MemoryWriter(fresh_ledger, Policy(max_patterns=5))
+    w = MemoryWriter(fresh_ledger, Thresholds(max_patterns=5))
     w.append([pattern(f"p{i}", when=at(i)) for i in range(5)])
     w.append(
         [used("p0", False, at(10)), used("p1", True, at(11)), used("p1", False, at(12)), pattern("p2", when=at(13))]
@@ -141,7 +142,7 @@ def test_pattern_counts_and_the_pruning_decision(fresh_ledger: SqliteStore) -> N
 )
 @settings(max_examples=60, deadline=None)
 def test_pruning_removes_the_bottom_by_rate_then_recency(uses: list[tuple[int, int, int]], cap: int) -> None:
-    from memtape.projections.patterns import Pattern, PatternsState, rate
+    from memtape.projections.folds.patterns import Pattern, PatternsState, rate
 
     state = PatternsState(
         {
@@ -187,7 +188,7 @@ def test_relevant_context_by_keyword_overlap(fresh_ledger: SqliteStore) -> None:
 def test_extraction_cache_serves_within_the_ttl_and_logs_it(tmp_path: Path) -> None:
     clock = SteppingClock(step=__import__("datetime").timedelta(seconds=0))
     store = SqliteStore.open(tmp_path / "ledger.db", clock=clock)
-    run = Memory(store, None).start_run(goal="read the docs", start_url="https://d.test/", run_id="r1")
+    run = RecordingMemory(store, None).start_run(goal="read the docs", start_url="https://d.test/", run_id="r1")
     calls: list[int] = []
 
     def page() -> dict[str, Any]:
@@ -498,7 +499,7 @@ def test_an_experiment_replays_the_pattern_pruning_under_another_cap(fresh_ledge
 
 def test_verify_decisions_rederives_the_pattern_pruning(tmp_path: Path) -> None:
     good, bad = tmp_path / "good", tmp_path / "bad"
-    for where, policy, count in ((good, Policy(), 101), (bad, Policy(max_patterns=3), 4)):
+    for where, policy, count in ((good, Thresholds(), 101), (bad, Thresholds(max_patterns=3), 4)):
         where.mkdir()
         store = SqliteStore.open(where / "ledger.db", clock=SteppingClock())
         MemoryWriter(store, policy).append([pattern(f"p{i:03}", when=at(i)) for i in range(count)])

@@ -1,4 +1,4 @@
-"""The folds' frozen records built and evolved through their plain twin (`ledger.events.constructor`,
+"""The folds' frozen records built and evolved through their plain twin (`ledger.envelope.constructor`,
 `projections.text.evolve` and `build`) are the records the dataclass itself makes: equal, of the
 class, still frozen, each default factory called afresh."""
 
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memtape.ledger.events import RecordedEvent, constructor, recorded_event
-from memtape.projections.runs import RunManifest
-from memtape.projections.short_term import ShortTerm, empty_run
-from memtape.projections.steps import StepMemory
+from memtape.ledger.envelope import RecordedEvent, constructor, recorded_event
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.folds.short_term import ShortTerm, empty_run
+from memtape.projections.folds.steps import StepMemory
 from memtape.projections.text import build, evolve
 
 texts = st.text(max_size=8)

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
-from memtape.projections.forget import forget
+from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.forgetting import forget
 from memtape.projections.interop.exporters import run_memory_events
 from memtape.projections.interop.importers import import_source
-from memtape.projections.lessons import lesson_id_for
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
 from tests.cli_runner import run_cli

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import (
     Action,
     ElementRef,
@@ -12,7 +13,6 @@ from memtape.ledger.events import (
     ErrorRecall,
     FactObserved,
     LessonRecorded,
-    NewEvent,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -24,8 +24,8 @@ from memtape.ledger.events import (
     TrajectoryRecorded,
     TrajectoryStep,
 )
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.interop.importers import import_source
-from memtape.projections.lessons import lesson_id_for
 from memtape.projections.writer import MemoryWriter
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
@@ -229,13 +229,13 @@ def test_selectors_json_round_trip_keeps_failures_and_zero_success_entries(tmp_p
 
 
 def test_known_selectors_lists_only_selectors_that_succeeded(tmp_path: Path) -> None:
-    from memtape.projections.recording import Memory
+    from memtape.projections.recording.memory import RecordingMemory
 
     store = _native_ledger(tmp_path / "native")
     MemoryWriter(store).append(
         [NewEvent(SelectorFailed(role="link", name="Never", selector="#never", error="timeout"), domain=SHOP)]
     )
-    shown = Memory(store).start_run(goal="buy a lamp", start_url="http://www.shop.test/").selectors(SHOP)
+    shown = RecordingMemory(store).start_run(goal="buy a lamp", start_url="http://www.shop.test/").selectors(SHOP)
     assert shown and all(s.successes > 0 for s in shown)
     assert "#never" not in {s.selector for s in shown} and "button.buy" not in {s.selector for s in shown}
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.redact import redact
+from memtape.projections.folds.lessons import dedup_key
 from memtape.projections.interop.files import safe_name
 from memtape.projections.interop.importers import import_source
 from memtape.projections.interop.sources import SourceError, join_element, js_time, ms_to_ts
-from memtape.projections.lessons import dedup_key
 from tests.interop_support import export_of, new_store, norm_agent_memory, norm_memory_json, norm_trayn
 
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

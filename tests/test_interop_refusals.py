@@ -11,13 +11,13 @@ from typing import Any
 import orjson
 import pytest
 
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import RecordedEvent
+from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.interop.exporters import export_memory
 from memtape.projections.interop.files import ExportTree, safe_name
 from memtape.projections.interop.importers import import_source
 from memtape.projections.interop.sources import SourceError
-from memtape.projections.state import MemoryState, fold
 from tests.cli_runner import run_cli
 from tests.interop_support import DATA, new_store
 

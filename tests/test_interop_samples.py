@@ -275,7 +275,8 @@ def test_cli_wrong_format_is_refused(tmp_path: Path) -> None:
 def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
     """The store redacts secret-looking text in every payload string, digests included."""
     from memtape.ledger.clock import SteppingClock
-    from memtape.ledger.events import MemoryImported, NewEvent
+    from memtape.ledger.envelope import NewEvent
+    from memtape.ledger.events import MemoryImported
     from memtape.ledger.redact import Redactor
     from memtape.ledger.store import SqliteStore
     from memtape.projections.interop.importers import previous_import, stored_digest
@@ -291,7 +292,8 @@ def test_a_digest_the_store_redacts_still_dedups(tmp_path: Path) -> None:
 
 
 def test_forgotten_subjects_are_not_exported(tmp_path: Path) -> None:
-    from memtape.ledger.events import NewEvent, SubjectForgotten
+    from memtape.ledger.envelope import NewEvent
+    from memtape.ledger.events import SubjectForgotten
 
     store = new_store(tmp_path / "mem")
     import_source(store, AGENT_MEMORY)

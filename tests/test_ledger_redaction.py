@@ -8,10 +8,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtape.ledger.events import Action, ContextBuilt, ContextItem, NewEvent, StepRecorded
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import Action, ContextBuilt, ContextItem, StepRecorded
 from memtape.ledger.redact import MARKER
 from memtape.ledger.store import SqliteStore
-from memtape.projections.knowledge import Fact, fact_line
+from memtape.projections.folds.knowledge import Fact, fact_line
 from tests.cli_runner import run_cli
 
 PASSWORD = "hunter2-Corr3ct-Horse"

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import normalize_ts
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import PAYLOAD_ADAPTER, NewEvent, RunCompleted
+from memtape.ledger.events import PAYLOAD_ADAPTER, RunCompleted
 from memtape.ledger.redact import MARKER, default_redactor
 from memtape.ledger.store import SqliteStore, serialize_payload
 from tests.ledger_samples import new_events, sample_event

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import memtape
-from memtape.ledger.events import DomainRecall, ErrorRecall, NewEvent
-from memtape.projections.lessons import lesson_id_for
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import DomainRecall, ErrorRecall
+from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter

@@ -16,7 +16,7 @@ from memtape.agent.browser import Element, Observation
 from memtape.agent.policy import DecisionContext, ScriptedPolicy, StepView
 from memtape.analytics.answers import analyse
 from memtape.analytics.memory_use import MemoryUse, memory_use, names, run_memory_use
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from tests.cli_runner import run_cli
 
 SHOP = "http://shop.example/"

@@ -14,7 +14,7 @@ import pytest
 
 from memtape.ledger.location import open_store
 from memtape.projections.cache.materialize import load_state, rebuild
-from memtape.projections.state import digests
+from memtape.projections.folds.state import digests
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 CASES = str(Path(__file__).resolve().parent.parent / "agent" / "sites" / "cases.json")

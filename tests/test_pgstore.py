@@ -12,8 +12,9 @@ import pytest
 from devtools.pg import TempPostgres
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.copy import copy_ledger
+from memtape.ledger.envelope import event
 from memtape.ledger.errors import LedgerError, NewerSchema, NotALedger
-from memtape.ledger.events import LessonSeeded, RunProgress, event
+from memtape.ledger.events import LessonSeeded, RunProgress
 from memtape.ledger.location import open_store
 from memtape.ledger.pgstore import PostgresStore
 from memtape.ledger.urls import display_url

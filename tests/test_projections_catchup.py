@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
-from memtape.projections.parameters import Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, digests, fold
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, digests, fold
+from memtape.projections.parameters import Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact
@@ -76,7 +76,7 @@ def test_one_fact_decodes_and_rewrites_only_knowledge(fresh_ledger, memory_path)
             assert state_seq == head and stored != before[name][2]
         else:  # left in place, its checkpoint moved on to the new head
             assert state_seq == old_head and stored == before[name][2]
-    full = digests(fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
+    full = digests(fold(MemoryState.empty(), fresh_ledger.read(), Thresholds()))
     assert MemoryView.open(fresh_ledger, path).digests() == full
 
 
@@ -85,9 +85,9 @@ def test_the_state_a_catch_up_returns_loads_the_others_when_used(fresh_ledger, m
     _populated(fresh_ledger)
     MemoryView.open(fresh_ledger, path)
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
-    state = materialize.Catchup(fresh_ledger, path, Policy()).run()
+    state = materialize.Catchup(fresh_ledger, path, Thresholds()).run()
     assert object.__getattribute__(state, "runs") is None and object.__getattribute__(state, "knowledge") is not None
-    assert digests(state) == digests(fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
+    assert digests(state) == digests(fold(MemoryState.empty(), fresh_ledger.read(), Thresholds()))
 
 
 def test_an_edited_state_left_in_place_is_caught_when_next_read(fresh_ledger, memory_path, caplog):
@@ -131,7 +131,7 @@ def test_a_snapshot_due_in_the_range_is_taken_of_an_untouched_projection(fresh_l
         snaps = {r[0] for r in sqlite3.connect(path).execute("SELECT projection FROM _snapshots WHERE seq = ?", (due,))}
         assert "context" in snaps
         view = MemoryView.open(fresh_ledger, path)
-        assert view.as_of(due).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, due), Policy()))
+        assert view.as_of(due).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, due), Thresholds()))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -156,11 +156,11 @@ def test_catch_ups_of_few_events_equal_the_fold_now_and_as_of(
             i += n
             view = MemoryView.open(store, path)
             assert view.head == store.head()
-            assert view.digests() == digests(fold(MemoryState.empty(), store.read(), Policy()))
+            assert view.digests() == digests(fold(MemoryState.empty(), store.read(), Thresholds()))
         events = list(store.read())
         for n in points:
             n = min(n, store.head())
-            assert view.as_of(n).digests() == digests(fold(MemoryState.empty(), events[:n], Policy()))
+            assert view.as_of(n).digests() == digests(fold(MemoryState.empty(), events[:n], Thresholds()))
         store.close()
 
 
@@ -200,7 +200,7 @@ def test_a_catch_up_waits_for_another_process_writing_then_builds_on_it(fresh_le
     assert not catching_up.is_alive()
     assert {cp_seq for _, cp_seq, _ in _stored(path).values()} == {fresh_ledger.head()}
     assert MemoryView.open(fresh_ledger, path).digests() == digests(
-        fold(MemoryState.empty(), fresh_ledger.read(), Policy())
+        fold(MemoryState.empty(), fresh_ledger.read(), Thresholds())
     )
     assert not [r for r in caplog.records if "discarded" in r.getMessage()]
 
@@ -224,4 +224,4 @@ def test_a_small_state_is_snapshotted_at_every_multiple_a_larger_one_less_often(
             ]
             assert seqs == list(range(10, head + 1, spaced))
             for n in (9, 10, 11, 25, 49, 51, head):
-                assert view.as_of(n).digests() == digests(fold(MemoryState.empty(), events[:n], Policy()))
+                assert view.as_of(n).digests() == digests(fold(MemoryState.empty(), events[:n], Thresholds()))

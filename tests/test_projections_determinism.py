@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent, LedgerTampered
-from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.ledger.events import SelectorFailed, SelectorSucceeded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import db, intervals, materialize
-from memtape.projections.lessons import lesson_id_for
-from memtape.projections.parameters import Policy
-from memtape.projections.state import MemoryState, digests, fold
+from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.folds.state import MemoryState, digests, fold
+from memtape.projections.parameters import Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.ledger_samples import new_events
@@ -182,7 +183,7 @@ def test_rebuild_equals_incremental_catch_up_over_any_chunking(items: list[Any],
             MemoryView.open(store, path)  # incremental catch-up, written back to projections.db
         _write(store, writer, items[i:])
         incremental = MemoryView.open(store, path)
-        full = fold(MemoryState.empty(), store.read(), Policy())
+        full = fold(MemoryState.empty(), store.read(), Thresholds())
         assert incremental.head == full.head == store.head()
         assert incremental.digests() == digests(full)
         fresh = Path(tmp) / "rebuilt.db"
@@ -206,14 +207,14 @@ def test_as_of_n_equals_a_rebuild_of_the_first_n_events(items: list[Any], points
         events = list(store.read())
         for n in points:
             n = min(n, store.head())
-            expected = digests(fold(MemoryState.empty(), events[:n], Policy()))
+            expected = digests(fold(MemoryState.empty(), events[:n], Thresholds()))
             assert view.as_of(n).digests() == expected
             assert view.as_of(n).head == n
             if n:
                 seq = store.seq_at_time(events[n - 1].recorded_at)
                 by_time = view.as_of(events[n - 1].recorded_at)
                 assert by_time.head == seq
-                assert by_time.digests() == digests(fold(MemoryState.empty(), events[:seq], Policy()))
+                assert by_time.digests() == digests(fold(MemoryState.empty(), events[:seq], Thresholds()))
         store.close()
 
 
@@ -349,7 +350,7 @@ def test_a_projections_db_of_the_zlib_format_is_rebuilt_without_a_word(fresh_led
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
     assert (
         MemoryView.open(fresh_ledger, path).digests()
-        == digests(fold(MemoryState.empty(), fresh_ledger.read(), Policy()))
+        == digests(fold(MemoryState.empty(), fresh_ledger.read(), Thresholds()))
         != good
     )
     assert not caplog.records
@@ -362,7 +363,7 @@ def test_a_new_policy_rebuilds_by_itself(fresh_ledger, memory_path):
     w.append([session(i) for i in range(6)])
     path = memory_path / "projections.db"
     assert len(MemoryView.open(fresh_ledger, path).sessions("example.com")) == 5
-    assert len(MemoryView.open(fresh_ledger, path, Policy(session_history=2)).sessions("example.com")) == 2
+    assert len(MemoryView.open(fresh_ledger, path, Thresholds(session_history=2)).sessions("example.com")) == 2
     head = fresh_ledger.head()
     with db.readable(path) as cache:  # what projections.db now holds: the new policy's memory
         stored = intervals.state_at(intervals.Blocks(cache.conn), "sessions", head)
@@ -391,7 +392,7 @@ def test_incremental_catch_up_writes_only_new_state_and_keeps_snapshots(fresh_le
         v = MemoryView.open(fresh_ledger, path)
         n = sqlite3.connect(path).execute("SELECT COUNT(DISTINCT seq) FROM _snapshots").fetchone()[0]
         assert n == v.head // 10
-        assert v.as_of(15).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, 15), Policy()))
+        assert v.as_of(15).digests() == digests(fold(MemoryState.empty(), fresh_ledger.read(1, 15), Thresholds()))
 
 
 def test_the_writer_can_start_from_projections_db(fresh_ledger, memory_path):

@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import LessonRecorded, NewEvent, SubjectForgotten
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import LessonRecorded, SubjectForgotten
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import intervals, materialize
 from memtape.projections.cache.db import readable
 from memtape.projections.folds import FOLDS, INDEXED
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import PROJECTIONS, MemoryState, digest_of, fold
+from memtape.projections.folds.state import PROJECTIONS, MemoryState, digest_of, fold
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import fact, lesson, recall, run_started, session
@@ -42,7 +43,7 @@ def checked_by_index(store: SqliteStore, path: Path, points: list[int]) -> list[
     floor = materialize.forget_floor(store, head)
     folds = []
     for n in sorted({min(p, head) for p in points}):
-        want = fold(MemoryState.empty(), events[:n], Policy())
+        want = fold(MemoryState.empty(), events[:n], Thresholds())
         with readable(path) as cache:
             for name in INDEXED:
                 assert materialize.indexed_at(cache, store, DEFAULT_POLICY, name, n) == (n >= floor)
@@ -207,7 +208,7 @@ def test_an_indexed_memory_reads_one_snapshot_and_the_next_reader_catches_an_edi
     head = store.head()
 
     def folded(seq: int) -> Any:
-        return fold(MemoryState.empty(), store.read(1, seq), Policy()).knowledge
+        return fold(MemoryState.empty(), store.read(1, seq), Thresholds()).knowledge
 
     with materialize.indexed_memory(store, path, window=(head - 3, head - 1)) as memory:
         for seq in (head - 3, head - 1):

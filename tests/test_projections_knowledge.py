@@ -6,15 +6,16 @@ import dataclasses
 
 import pytest
 
-from memtape.ledger.events import NewEvent, SelectorFailed, SelectorSucceeded, SubjectForgotten
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import SelectorFailed, SelectorSucceeded, SubjectForgotten
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.text import goal_words
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.projections_support import T0, at, fact, lesson, run_completed, run_started, session, trajectory
 
 
-def view(store, policy: Policy = DEFAULT_POLICY) -> MemoryView:  # type: ignore[no-untyped-def]
+def view(store, policy: Thresholds = DEFAULT_POLICY) -> MemoryView:  # type: ignore[no-untyped-def]
     return MemoryView.open(store, policy=policy)
 
 
@@ -176,7 +177,7 @@ def test_filter_then_rank_and_trace_scoring(fresh_ledger):
     assert m.trajectory.trajectory_id == "closer" and m.score == m.similarity == 1.0
     ranked = plain.match_trajectories("search smart watch reviews", "example.com", at(21))
     assert [x.trajectory.trajectory_id for x in ranked] == ["new-slow", "old-fast", "closer"]  # ties: newest first
-    scored = view(fresh_ledger, Policy(trace_scoring=True)).match_trajectories(
+    scored = view(fresh_ledger, Thresholds(trace_scoring=True)).match_trajectories(
         "search smart watch reviews", "example.com", at(21)
     )
     by_id = {x.trajectory.trajectory_id: x for x in scored}
@@ -196,7 +197,7 @@ def test_trace_scoring_speed_is_absolute_a_lone_candidate_gets_no_full_credit(fr
             trajectory("fast", "search smart watch", domain="b.com", when=T0, duration_ms=0, verified=2),
         ]
     )
-    v = view(fresh_ledger, Policy(trace_scoring=True))
+    v = view(fresh_ledger, Thresholds(trace_scoring=True))
     (slow,) = v.match_trajectories("search smart watch", "example.com", at(0))
     (fast,) = v.match_trajectories("search smart watch", "b.com", at(0))
     assert slow.score == pytest.approx(0.6 + 0.2 + 0.1 * 0.25 + 0.1)  # three minutes: a quarter of the speed term
@@ -211,7 +212,7 @@ def test_many_trajectories_use_the_word_index_and_agree_with_a_scan(fresh_ledger
     ]
     MemoryWriter(fresh_ledger).append(events)
     v = view(fresh_ledger)
-    from memtape.projections.trajectories import rank
+    from memtape.projections.folds.trajectories import rank
 
     for goal in ["alpha beta", "gamma delta eps", "theta", "alpha beta gamma delta"]:
         assert v.match_trajectories(goal, "example.com", at(1)) == rank(

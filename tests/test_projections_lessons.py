@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from memtape.ledger.events import DomainRecall, LessonRecorded, NewEvent
-from memtape.projections.lessons import lesson_id_for
-from memtape.projections.parameters import Policy
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.events import DomainRecall, LessonRecorded
+from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.parameters import Thresholds
 from memtape.projections.seeds import seed_lessons
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -88,7 +89,7 @@ def test_import_with_enough_uses_promotes_on_record(fresh_ledger):
 
 
 def test_policy_thresholds_are_parameters(fresh_ledger):
-    w = MemoryWriter(fresh_ledger, Policy(promotion_min_uses=2, promotion_min_domains=2))
+    w = MemoryWriter(fresh_ledger, Thresholds(promotion_min_uses=2, promotion_min_domains=2))
     assert record_on(w, ["a.com", "b.com"])[-1] == "lesson_promoted"
 
 
@@ -304,7 +305,7 @@ def test_experiment_and_view_rank_tier1_with_one_key():
 
     from memtape.analytics import experiment
     from memtape.projections import view as view_mod
-    from memtape.projections.lessons import tier1
+    from memtape.projections.folds.lessons import tier1
 
     assert "tier1(" in inspect.getsource(experiment.Side.summary)
     assert inspect.getsource(view_mod.MemoryView.tier1).count("sort") == 0
@@ -477,7 +478,7 @@ def test_a_taken_lesson_id_with_another_key_is_refused_and_promotes_nothing(fres
 
 def test_decide_on_a_stored_hijack_attempt_promotes_nobody(fresh_ledger):
     from memtape.projections.decisions import decide
-    from memtape.projections.state import MemoryState, fold
+    from memtape.projections.folds.state import MemoryState, fold
 
     w = MemoryWriter(fresh_ledger)
     w.append([lesson(domain="a.com")])

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memtape.agent import prompt as P
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 from memtape.projections.similarity import embedding_similarity, page_similarity, text_similarity
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -22,7 +22,7 @@ GOAL = "Remove the wireless mouse from the cart"
 TICKET_GOAL = "Change the ticket priority to High"
 
 
-def view(store, policy: Policy | None = None) -> MemoryView:  # type: ignore[no-untyped-def]
+def view(store, policy: Thresholds | None = None) -> MemoryView:  # type: ignore[no-untyped-def]
     return MemoryView.open(store, None, policy) if policy is not None else MemoryView.open(store)
 
 
@@ -103,14 +103,14 @@ def test_the_number_of_memories_is_a_policy_parameter(fresh_ledger):
         events += [step("r1", n, elements=CART, intent=GOAL, target_text=target), graded("r1", n, "success")]
     events += [step("r1", 5, elements=CART[:4], intent=GOAL, target_text="Back"), graded("r1", 5, "failure")]
     MemoryWriter(fresh_ledger).append(events)
-    assert Policy().step_memory_count == 2  # seed 002's example: one REPEAT, one AVOID
+    assert Thresholds().step_memory_count == 2  # seed 002's example: one REPEAT, one AVOID
     assert [m.kind for m in view(fresh_ledger).step_memories(CART, GOAL)] == ["REPEAT", "AVOID"]
-    four = view(fresh_ledger, Policy(step_memory_count=4)).step_memories(CART, GOAL)
+    four = view(fresh_ledger, Thresholds(step_memory_count=4)).step_memories(CART, GOAL)
     assert [m.kind for m in four] == ["REPEAT", "REPEAT", "REPEAT", "AVOID"]
-    assert [m.target_text for m in view(fresh_ledger, Policy(step_memory_count=1)).step_memories(CART, GOAL)] == [
+    assert [m.target_text for m in view(fresh_ledger, Thresholds(step_memory_count=1)).step_memories(CART, GOAL)] == [
         "Delete"
     ]
-    assert view(fresh_ledger, Policy(step_memory_count=0)).step_memories(CART, GOAL) == []
+    assert view(fresh_ledger, Thresholds(step_memory_count=0)).step_memories(CART, GOAL) == []
 
 
 def test_top_candidates_before_dedup(fresh_ledger):
@@ -120,7 +120,7 @@ def test_top_candidates_before_dedup(fresh_ledger):
     events += [step("z", 1, args={"ref": "fail"}, elements=CART[:4], intent=GOAL), graded("z", 1, "failure")]
     MemoryWriter(fresh_ledger).append(events)
     assert [m.kind for m in view(fresh_ledger).step_memories(CART, GOAL)] == ["REPEAT"]
-    assert [m.kind for m in view(fresh_ledger, Policy(step_memory_top=12)).step_memories(CART, GOAL)] == [
+    assert [m.kind for m in view(fresh_ledger, Thresholds(step_memory_top=12)).step_memories(CART, GOAL)] == [
         "REPEAT",
         "AVOID",
     ]

@@ -21,12 +21,13 @@ from memtape.analytics.audit import audit_run
 from memtape.analytics.memory_use import names
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
-from memtape.projections.knowledge import Fact, fill_fails_key
-from memtape.projections.knowledge import for_prompt as prompt_facts
-from memtape.projections.patterns import Pattern, for_goal
-from memtape.projections.recording import Memory, TrajectoryRecall
+from memtape.projections.folds.knowledge import Fact, fill_fails_key
+from memtape.projections.folds.knowledge import for_prompt as prompt_facts
+from memtape.projections.folds.patterns import Pattern, for_goal
+from memtape.projections.folds.trajectories import Trajectory, TrajectoryStep
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import TrajectoryRecall
 from memtape.projections.text import goal_names, goal_words
-from memtape.projections.trajectories import Trajectory, TrajectoryStep
 from memtape.projections.view import MemoryView
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 
@@ -139,7 +140,7 @@ def test_step_memories_only_for_elements_on_the_page(tmp_path: Path) -> None:
     store = SqliteStore.open(tmp_path / "ledger.db")
     second = run_task(
         CookieSite(COOKIE_PAGES, COOKIE_LINKS),
-        Memory(store, tmp_path / "projections.db"),
+        RecordingMemory(store, tmp_path / "projections.db"),
         ScriptedPolicy(),
         goal='Click "Go" now',
         start_url=START,
@@ -185,7 +186,7 @@ def test_the_warning_for_an_action_that_already_failed_is_a_recorded_prompt(tmp_
     policy = Insisting()
     r = run_task(
         CookieSite(COOKIE_PAGES, COOKIE_LINKS),
-        Memory(store, tmp_path / "projections.db"),
+        RecordingMemory(store, tmp_path / "projections.db"),
         policy,
         goal='Click "Go"',
         start_url=START,
@@ -317,7 +318,7 @@ def test_app_knowledge_only_the_facts_a_decision_can_act_on() -> None:
 
 
 def test_a_trajectory_a_shown_learned_pattern_lists_whole_is_left_out(tmp_path: Path) -> None:
-    run = Memory(SqliteStore.open(tmp_path / "ledger.db"), None).start_run(
+    run = RecordingMemory(SqliteStore.open(tmp_path / "ledger.db"), None).start_run(
         goal=PORTAL_GOAL, start_url="http://portal.test/login"
     )
     login = tuple(

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import CROSS_FIELD_RULES, EVENT_TYPES
+from memtape.ledger.event_schema import CROSS_FIELD_RULES
+from memtape.ledger.events import EVENT_TYPES
 from memtape.ledger.jsonl import parse_lines
 from memtape.ledger.store import SqliteStore
 from tests.cli_runner import run_cli

@@ -45,7 +45,8 @@ from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
 from memtape.ledger.vendored_secrets import LEFT_OUT, PLUGINS, VENDORED
 from memtape.mcp_server import build_server
-from memtape.projections.recording import Memory, goal_secrets
+from memtape.projections.recording.learning import goal_secrets
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.server import create_app
 from tests import secret_shapes as S
 from tests.cli_runner import run_cli
@@ -92,7 +93,7 @@ def planted_lines() -> list[dict[str, object]]:
         {
             "type": "step_recorded",
             "run_id": "run_planted",
-            "step": 99,
+            "step": 999,
             "ok": True,
             "action": {
                 "command": "fill",
@@ -154,7 +155,7 @@ def agent_run(store: SqliteStore, settings: Settings) -> None:
         step(5, "click", url, "Log in", "button", url_after="http://portal.test/dashboard"),
     ]
     goal = f'Log in as "ada" using "{S.LOGIN_PASSWORD}", set "API key" to "{S.OPENAI}" and click "Save"'
-    play(Memory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
+    play(RecordingMemory(store, settings.projections_path), "run_agent_login", goal, url, steps, page_text=page)
 
 
 def face_calls(shape: Shape, i: int) -> list[tuple[str, dict[str, Any]]]:
@@ -296,7 +297,7 @@ def test_redacted_not_dropped(world: World) -> None:
     facts = [e for e in events if e.type == "fact_observed" and e.data["key"].startswith("shape ")]
     assert len(facts) == len(S.SHAPES)
     assert all(MARKER in e.data["value"] and e.data["value"].startswith("seen on the page: ") for e in facts)
-    keyed = next(e for e in events if e.type == "step_recorded" and e.step == 99)
+    keyed = next(e for e in events if e.type == "step_recorded" and e.step == 999)
     args = keyed.data["action"]["args"]
     assert args["ref"] == "e2" and all(args[k] == MARKER for k in S.SECRET_KEYED)
     assert not set(TOKENS) & set(args)  # secret dict keys are redacted, their values kept
@@ -438,7 +439,7 @@ def test_a_password_in_escaped_quotes_is_hidden_where_the_policy_would_type_it()
 
 def test_every_shape_is_caught_alone_and_in_a_sentence() -> None:
     r = default_redactor()
-    for shape in S.SHAPES:
+    for shape in S.OWN_SHAPES:
         for text in (shape.text, f"Note: {shape.text}, then continue", f"[{shape.text}]"):
             out = r.text(text).lower()
             assert not [n for n in shape.needles if n.lower() in out], (shape.name, text, out)

@@ -25,7 +25,7 @@ from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.ledger.redact import MARKER
 from memtape.ledger.settings import Settings
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from tests import hostile_sites as H
 from tests.cli_runner import run_cli
 from tests.security_support import play, produce_outputs, scan, step
@@ -62,14 +62,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         case = H.CASES[0]
         hostile = run_task(
             browser,
-            Memory(store, settings.projections_path),
+            RecordingMemory(store, settings.projections_path),
             ScriptedPolicy(),
             goal=case["goal"],
             start_url=case["start_url"],
             success_check=case["success"],
         )
     play(
-        Memory(store, settings.projections_path),
+        RecordingMemory(store, settings.projections_path),
         "run_secret_goal",
         SECRET_GOAL,
         "http://evil-b.test/",

@@ -9,12 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memtape.ledger.events import LessonRecorded, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import LessonRecorded
 from memtape.ledger.location import MIRROR_FILE
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
-from memtape.projections.forget import forget
-from memtape.projections.recording import Memory
+from memtape.projections.forgetting import forget
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -46,7 +47,7 @@ def build_memory(memory_dir: Path) -> None:
             )
         ]
     )
-    mem = Memory(store, proj)
+    mem = RecordingMemory(store, proj)
     for i in range(2):
         overlay_run(
             mem,

@@ -14,7 +14,7 @@ from memtape.agent.loop import run_task
 from memtape.agent.policy import ScriptedPolicy
 from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.store import SqliteStore
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import domain_matches
 from memtape.projections.view import MemoryView
 from tests import hostile_sites as H
@@ -36,7 +36,7 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
         for c in cases:
             r = run_task(
                 browser,
-                Memory(store, proj),
+                RecordingMemory(store, proj),
                 ScriptedPolicy(),
                 goal=c["goal"],
                 start_url=c["start_url"],

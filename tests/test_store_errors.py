@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
+from memtape.ledger.envelope import NewEvent, event
 from memtape.ledger.errors import (
     SQLITE_CORRUPT,
     SQLITE_IOERR,
@@ -24,7 +25,7 @@ from memtape.ledger.errors import (
     describe_sqlite_error,
     translated,
 )
-from memtape.ledger.events import LessonSeeded, NewEvent, event
+from memtape.ledger.events import LessonSeeded
 from memtape.ledger.pgstore import PostgresStore, describe_pg_error, pg_translated
 from memtape.ledger.store import SqliteStore
 

@@ -15,9 +15,10 @@ import orjson
 import pytest
 
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted, event
+from memtape.ledger.envelope import event
+from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 from memtape.projections.replay import verify_decisions
 from memtape.projections.writer import MemoryWriter
 from tests.analytics_builders import learning_ledger
@@ -162,7 +163,7 @@ def test_a_missing_decision_is_named(mem: Path) -> None:
     assert "missing" in r.err
 
 
-def _run_with_policy(store: SqliteStore, policy: Policy, recorded: dict[str, Any]) -> None:
+def _run_with_policy(store: SqliteStore, policy: Thresholds, recorded: dict[str, Any]) -> None:
     writer = MemoryWriter(store, policy)
     writer.open_for_run("p1", "2026-02-01T00:00:00Z")
     writer.append([event(RunStarted(goal="g", policy=recorded), run_id="p1", domain="a.test")])
@@ -185,7 +186,7 @@ def _run_with_policy(store: SqliteStore, policy: Policy, recorded: dict[str, Any
 
 
 def test_each_run_is_replayed_under_the_policy_it_recorded(tmp_path: Path) -> None:
-    policy = Policy(promotion_min_uses=2, promotion_min_domains=2)
+    policy = Thresholds(promotion_min_uses=2, promotion_min_domains=2)
     with SqliteStore.open(tmp_path / "one.db", clock=SteppingClock()) as store:
         _run_with_policy(store, policy, {"decision_policy": "scripted", **policy.model_dump(mode="json")})
         assert "lesson_promoted" in {e.type for e in store.read()}

@@ -21,8 +21,8 @@ import zstandard
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import intervals, materialize
-from memtape.projections.parameters import Policy
-from memtape.projections.state import MemoryState, digest_of, fold
+from memtape.projections.folds.state import MemoryState, digest_of, fold
+from memtape.projections.parameters import Thresholds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -191,12 +191,12 @@ def test_versions_and_blocks_moved_are_not_served(
         MemoryWriter(store).append([fact("x", "google.com")])  # a block of another projection
         materialize.caught_up(store, path)
         head = store.head()
-        want = fold(MemoryState.empty(), store.read(), Policy()).lessons
+        want = fold(MemoryState.empty(), store.read(), Thresholds()).lessons
         lid = next(l.lesson_id for l in want.lessons.values() if l.source != "seed")
         conn = sqlite3.connect(path)
         edit(conn, lid)
         conn.commit()
         conn.close()
-        got = materialize.projection_at(store, path, Policy(), "lessons", head)
+        got = materialize.projection_at(store, path, Thresholds(), "lessons", head)
         assert digest_of(got) == digest_of(want)
         assert [r.getMessage() for r in caplog.records if "discarded" in r.getMessage()]

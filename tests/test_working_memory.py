@@ -20,11 +20,14 @@ from memtape.agent import compress as C
 from memtape.agent.browser import Element, Observation
 from memtape.agent.loop import step_items
 from memtape.ledger.clock import SteppingClock
-from memtape.ledger.events import MAX_DEPTH, NewEvent, PageMapStored, ScratchSet, SubjectForgotten, json_schema
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.event_schema import json_schema
+from memtape.ledger.events import PageMapStored, ScratchSet, SubjectForgotten
+from memtape.ledger.field_rules import MAX_DEPTH
 from memtape.ledger.redact import MARKER, secret_named
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import estimate_tokens
-from memtape.projections.recording import Memory
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
 from tests.cli_runner import run_cli
@@ -83,7 +86,7 @@ def test_the_scratch_pad_sets_and_gets_by_key_for_the_run(tmp_path: Path) -> Non
 
 
 def test_the_scratch_pad_works_with_memory_off(ledger_path: Path) -> None:
-    run = Memory(SqliteStore.open(ledger_path), None, enabled=False).start_run(
+    run = RecordingMemory(SqliteStore.open(ledger_path), None, enabled=False).start_run(
         goal="count the pages", start_url="https://p.test/"
     )
     run.set_scratch("pages", 3)
@@ -276,7 +279,7 @@ def test_memtape_state_scratch_and_page_maps(memory_path: Path) -> None:
 
 
 def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(ledger_path: Path) -> None:
-    run = Memory(SqliteStore.open(ledger_path), None).start_run(
+    run = RecordingMemory(SqliteStore.open(ledger_path), None).start_run(
         goal="Open the return form", start_url="https://help.test/"
     )
     run.give_context({"order_number": "A-1234", "preferred_language": "English"})
@@ -302,7 +305,7 @@ def test_user_context_reaches_the_prompt_without_sharing_a_word_with_the_goal(le
 
 
 def test_inferred_context_that_shares_only_function_words_with_the_goal_stays_out(ledger_path: Path) -> None:
-    run = Memory(SqliteStore.open(ledger_path), None).start_run(
+    run = RecordingMemory(SqliteStore.open(ledger_path), None).start_run(
         goal='Log in as "demo" with password "pw" and open "Profile"', start_url="https://portal.test/"
     )
     run.infer_context("login_required", "true", "login form at /login", 1, "portal.test")

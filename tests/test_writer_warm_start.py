@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 import memtape
-from memtape.ledger.events import FactObserved, NewEvent, RecordedEvent
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.events import FactObserved
 from memtape.ledger.store import SqliteStore, Transaction
 from memtape.projections.cache import materialize
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 
 SHOP = "https://shop.example/"
 

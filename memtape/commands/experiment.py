@@ -25,7 +25,7 @@ from memtape.analytics.fork import fork_ledger
 from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.errors import LedgerError
 from memtape.output import FORMATS, AnswerPath, emit
-from memtape.projections.parameters import Policy
+from memtape.projections.parameters import Thresholds
 
 T = TypeVar("T")
 
@@ -77,7 +77,7 @@ def experiment(
         emit(policy_parameters(), "json" if as_json else fmt, out, section)
         return
     overrides = parse_settings(settings)
-    make_policy(Policy(), overrides)  # a value out of range is refused before memory is opened
+    make_policy(Thresholds(), overrides)  # a value out of range is refused before memory is opened
     result = _with_progress(
         "replaying", lambda progress: run_experiment(current_settings().store(), overrides, until, progress=progress)
     )
@@ -88,8 +88,8 @@ def experiment(
 
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
-    """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Policy` fields."""
-    fields = Policy.model_fields
+    """`["promotion_min_uses=3", "fact_decay=0.3"]` -> typed overrides of `Thresholds` fields."""
+    fields = Thresholds.model_fields
     out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")

@@ -1,4 +1,4 @@
-"""`memtape forget`: a thin command over `projections.forget.forget`."""
+"""`memtape forget`: a thin command over `projections.forgetting.forget`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import click
 
 from memtape.commands import current_settings
 from memtape.ledger.errors import LedgerError
-from memtape.projections.forget import forget
+from memtape.projections.forgetting import forget
 
 
 @click.command("forget")

@@ -10,12 +10,15 @@ import click
 import orjson
 from rich.progress import Progress
 
-from memtape.analytics.output import Report, Table, cell_text
+from memtape.analytics.tabular import Report, Table, cell_text
 from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.anchor import Anchor, parse_anchor, verify_ledger
 from memtape.ledger.copy import copy_ledger
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import ChainBroken, InvalidEvent, LedgerError
-from memtape.ledger.events import EVENT_TYPES, NewEvent, RecordedEvent, check_domain, check_ident, json_schema
+from memtape.ledger.event_schema import json_schema
+from memtape.ledger.events import EVENT_TYPES
+from memtape.ledger.field_rules import check_domain, check_ident
 from memtape.ledger.jsonl import parse_lines
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import COLUMNS, Store

@@ -11,15 +11,15 @@ from typing import Any
 
 import click
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands import allow_broken_option, current_settings
 from memtape.ledger.location import projections_file
 from memtape.output import emit, listing_options
 from memtape.progress import fold_progress_bar
 from memtape.projections.cache.materialize import rebuild as rebuild_projections
 from memtape.projections.cache.materialize import seq_or_time
-from memtape.projections.report import COLUMNS, STATE_KINDS, Change, diff_between, open_state
-from memtape.projections.state import PROJECTIONS, digests
+from memtape.projections.folds.state import PROJECTIONS, digests
+from memtape.projections.state_rows import COLUMNS, STATE_KINDS, Change, diff_between, open_state
 from memtape.projections.view import MemoryView
 
 
@@ -121,8 +121,8 @@ def runs(
 
 
 @click.command()
-@click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME")
-@click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME")
+@click.option("--from", "from_seq", required=True, metavar="SEQ|ISO-TIME|RUN")
+@click.option("--to", "to_seq", required=True, metavar="SEQ|ISO-TIME|RUN")
 @listing_options(json_help="Same as --format json: an array of changes.")
 @allow_broken_option
 def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:

@@ -1,7 +1,7 @@
 """`memtape start-run|finish-run|recall`: runs and recall for agents in other languages.
 
 Each command parses its arguments and calls one function of the library's
-`Memory` (memtape.projections.recording), the same the Python API calls, so what it
+`RecordingMemory` (memtape.projections.recording), the same the Python API calls, so what it
 logs is exactly what the library call logs. An agent records its steps with
 `memtape append` (step_recorded lines carrying the run id) between
 `start-run` and `finish-run`.
@@ -16,15 +16,16 @@ from typing import Any
 import click
 import orjson
 
-from memtape.analytics.output import Report, Table
+from memtape.analytics.tabular import Report, Table
 from memtape.commands import current_settings
 from memtape.output import emit, listing_options
-from memtape.projections.recording import Learned, Lesson, Memory, TrajectoryRecall
+from memtape.projections.recording.memory import RecordingMemory
+from memtape.projections.recording.values import Learned, Lesson, TrajectoryRecall
 
 
-def _memory() -> Memory:
+def _memory() -> RecordingMemory:
     settings = current_settings()
-    return Memory(settings.store(), settings.projections_path)
+    return RecordingMemory(settings.store(), settings.projections_path)
 
 
 def _echo_json(value: Any) -> None:

@@ -1,6 +1,10 @@
-"""`memtape serve`: the HTTP JSON API (memtape/server.py) on a local port."""
+"""`memtape serve`: the HTTP JSON API (memtape/server.py) and its web viewer on a local port;
+`memtape ui`: the same on a free loopback port, the viewer opened in a browser."""
 
 from __future__ import annotations
+
+import webbrowser
+from urllib.parse import quote
 
 import click
 
@@ -61,6 +65,25 @@ def serve(
 
     Example: memtape --memory-dir .agent-memory serve --port 8765
     """
+    _serve(host, port, token, no_token, allow_hosts, cors_origins, open_browser=False)
+
+
+def login_link(url: str, token: str | None) -> str:
+    """The viewer's address: with the token, the login link that sets its cookie (memtape/viewer/gate.py)."""
+    return f"{url}/ui/" + (f"?token={quote(token, safe='')}" if token is not None else "")
+
+
+def _serve(
+    host: str,
+    port: int,
+    token: str | None,
+    no_token: bool,
+    allow_hosts: tuple[str, ...],
+    cors_origins: tuple[str, ...],
+    *,
+    open_browser: bool,
+) -> None:
+    """`serve` and `ui` alike: check the token options, bind, announce the API and the viewer's link."""
     if no_token and token is not None:
         raise ServeRefused("--no-token and a token (--token or MEMTAPE_TOKEN): choose one")
     if no_token and not is_loopback(host):
@@ -86,6 +109,13 @@ def serve(
             click.echo(
                 f"memtape: token ({made} in {token_file(settings.dir)}): send Authorization: Bearer {secret}", err=True
             )
+        if kept or no_token:
+            link = login_link(url, secret)
+            click.echo(f"memtape: viewer: {link}", err=True)
+            if open_browser:
+                _open(link)
+        else:  # a token the user gave is never printed
+            click.echo(f"memtape: viewer: {url}/ui/?token=TOKEN (the token given)", err=True)
 
     serve_memory(
         memory,
@@ -98,4 +128,29 @@ def serve(
     )  # the store is closed with the command's settings, its head remembered
 
 
-COMMANDS = [serve]
+def _open(link: str) -> None:
+    """Open `link` in this machine's browser where there is one; say so where there is none."""
+    try:
+        opened = webbrowser.get().open(link)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        click.echo("memtape: no browser to open here: open the viewer link above", err=True)
+
+
+@click.command("ui")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="TCP port (0: a free one).")
+@click.option("--no-browser", is_flag=True, help="Print the viewer's link without opening a browser.")
+def ui(port: int, no_browser: bool) -> None:
+    """Open the web viewer of this memory: `serve` on a loopback port, the browser on its link.
+
+    The viewer shows runs, each step with what the agent knew then, every item's life, a diff of
+    memory between two points (a seq, an ISO time or a run id) and a search. It is served by
+    `memtape serve` under /ui/ too; its link carries the server's token, kept in DIR/serve.token.
+
+    Example: memtape --memory-dir .agent-memory ui
+    """
+    _serve("127.0.0.1", port, None, False, (), (), open_browser=not no_browser)
+
+
+COMMANDS = [serve, ui]

@@ -47,9 +47,10 @@ from memtape.agent.prompt import describe_step
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.extras import require
 from memtape.projections.budget import DEFAULT_BUDGET, PRIORITIES
-from memtape.projections.recording import Lesson, Run
+from memtape.projections.folds.trajectories import applicable_steps
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Lesson
 from memtape.projections.text import cap, data_line, quoted_name
-from memtape.projections.trajectories import applicable_steps
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
 #: on `run()`, `extend_system_message`, browser-use's own chat models (`browser_use.llm`) and the session's

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.cache import compression
 from memtape.projections.cache.mentions import Mentions
 from memtape.projections.cache.seal import Digest, Key

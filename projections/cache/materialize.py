@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.anchor import Anchor, require_anchor
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
-from memtape.ledger.events import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache import compression, intervals, mentions
 from memtape.projections.cache.db import (
@@ -51,8 +51,7 @@ from memtape.projections.cache.db import (
 from memtape.projections.cache.intervals import Tracker
 from memtape.projections.cache.mentions import TYPES as MENTIONED
 from memtape.projections.folds import FOLDS, INDEXED
-from memtape.projections.parameters import DEFAULT_POLICY, Policy
-from memtape.projections.state import (
+from memtape.projections.folds.state import (
     FOLD_ERRORS,
     PROJECTIONS,
     LazyState,
@@ -64,6 +63,7 @@ from memtape.projections.state import (
     fold,
     unfoldable,
 )
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 
 #: how often a small state is snapshotted (and every snapshot falls on a multiple of it): as of a
 #: seq, such a state is read from its snapshot and at most this many events after it
@@ -156,7 +156,7 @@ def fold_from(
     state: MemoryState,
     starts: dict[str, int],
     events: Iterable[RecordedEvent],
-    policy: Policy,
+    policy: Thresholds,
     snapshot: Any = None,
     progress: _Counter | None = None,
     tracker: Tracker | None = None,
@@ -264,7 +264,7 @@ class Catchup:
         self,
         store: Store,
         path: Path,
-        policy: Policy,
+        policy: Thresholds,
         only: Iterable[str] | None = None,
         rebuild: bool = False,
         progress: FoldProgress | None = None,
@@ -422,7 +422,7 @@ class Catchup:
 def load_state(
     store: Store,
     projections_path: Path | None,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
     as_of: int | str | None = None,
     progress: FoldProgress | None = None,
 ) -> MemoryState:
@@ -443,7 +443,7 @@ def load_state(
     return LazyState(lambda name: projection_at(store, path, policy, name, to_seq), to_seq)
 
 
-def _current(store: Store, path: Path, policy: Policy, head: int) -> bool:
+def _current(store: Store, path: Path, policy: Thresholds, head: int) -> bool:
     """projections.db holds every projection at `head`, for this policy, code and ledger."""
     with readable(path) as cache:
         cps = cache.checkpoints
@@ -453,13 +453,15 @@ def _current(store: Store, path: Path, policy: Policy, head: int) -> bool:
         return current and (head == 0 or cps[PROJECTIONS[0]].ledger_hash == _hash_at(store, head))
 
 
-def caught_up(store: Store, path: Path, policy: Policy = DEFAULT_POLICY, progress: FoldProgress | None = None) -> None:
+def caught_up(
+    store: Store, path: Path, policy: Thresholds = DEFAULT_POLICY, progress: FoldProgress | None = None
+) -> None:
     """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
     if not _current(store, path, policy, int(store.head())):
         Catchup(store, path, policy, progress=progress).run()
 
 
-def current_projection(store: Store, path: Path, policy: Policy, name: str, head: int) -> Any:
+def current_projection(store: Store, path: Path, policy: Thresholds, name: str, head: int) -> Any:
     """One projection's stored state at `head`, read in the same transaction as its checkpoint;
     else (projections.db moved on meanwhile) as of `head`."""
     with readable(path) as cache:
@@ -476,7 +478,7 @@ def current_projection(store: Store, path: Path, policy: Policy, name: str, head
     return projection_at(store, path, policy, name, head)
 
 
-def indexed_at(cache: Cache, store: Store, policy: Policy, name: str, seq: int) -> bool:
+def indexed_at(cache: Cache, store: Store, policy: Thresholds, name: str, seq: int) -> bool:
     """Whether projections.db's intervals answer projection `name` at `seq`: it is indexed, its
     checkpoint is this code's and policy's and reaches `seq`, and no forget since `seq` dropped
     the versions that held then."""
@@ -490,14 +492,14 @@ def indexed_at(cache: Cache, store: Store, policy: Policy, name: str, seq: int) 
     )
 
 
-def projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
+def projection_at(store: Store, path: Path, policy: Thresholds, name: str, seq: int) -> Any:
     """One projection at `seq`: read from its validity intervals when it is indexed, else its
     nearest snapshot at or before `seq`, then only its own event types folded forward."""
     with collector_paused():  # the state built is acyclic too
         return _projection_at(store, path, policy, name, seq)
 
 
-def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int) -> Any:
+def _projection_at(store: Store, path: Path, policy: Thresholds, name: str, seq: int) -> Any:
     mod = FOLDS[name]
     state, start = mod.empty(), 0
     with readable(path) as cache:
@@ -526,7 +528,7 @@ def _projection_at(store: Store, path: Path, policy: Policy, name: str, seq: int
 def rebuild(
     store: Store,
     path: Path,
-    policy: Policy = DEFAULT_POLICY,
+    policy: Thresholds = DEFAULT_POLICY,
     projections: Iterable[str] | None = None,
     progress: FoldProgress | None = None,
 ) -> MemoryState:
@@ -583,7 +585,7 @@ class IndexedMemory:
     intervals (what an audit shows at a step: Tier 1, the recalled lessons, one domain's facts
     and selectors, the offered trajectories) — no fold, however long the log."""
 
-    def __init__(self, cache: Cache, store: Store, policy: Policy, window: tuple[int, int] | None = None):
+    def __init__(self, cache: Cache, store: Store, policy: Thresholds, window: tuple[int, int] | None = None):
         self.conn = cache.conn
         self.key = cache.key
         self.cps = cache.checkpoints
@@ -686,7 +688,7 @@ class IndexedMemory:
 
 @contextmanager
 def indexed_memory(
-    store: Store, path: Path, policy: Policy = DEFAULT_POLICY, window: tuple[int, int] | None = None
+    store: Store, path: Path, policy: Thresholds = DEFAULT_POLICY, window: tuple[int, int] | None = None
 ) -> Iterator[IndexedMemory]:
     """projections.db caught up, and an `IndexedMemory` over it (asked mostly within `window`):
     every answer read in one read transaction."""

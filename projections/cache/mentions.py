@@ -17,11 +17,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator
 
-from memtape.ledger.events import RecordedEvent
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.store import Store
 from memtape.projections.cache.seal import Digest, Key
-from memtape.projections.knowledge import fact_id_for
-from memtape.projections.lessons import lesson_id_in
+from memtape.projections.folds.knowledge import fact_id_for
+from memtape.projections.folds.lessons import lesson_id_in
 
 #: the table's columns, in the order its rows are hashed (`seal.Key.row`)
 COLUMNS = {"_mentions": ("item", "seq")}

@@ -45,11 +45,11 @@ from memtape.ledger.clock import parse_ts
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
-from memtape.projections import lessons as lessons_projection
+from memtape.projections.folds import lessons as lessons_projection
+from memtape.projections.folds.knowledge import current_facts
+from memtape.projections.folds.lessons import key_in, lesson_id_in, removed_by
 from memtape.projections.interop.files import MAX_NAME, ExportTree, pretty, safe_name, write_single
 from memtape.projections.interop.sources import SEED001_EVENTS, join_element, js_time, ts_to_ms
-from memtape.projections.knowledge import current_facts
-from memtape.projections.lessons import key_in, lesson_id_in, removed_by
 from memtape.projections.text import covered_runs, domain_matches
 
 EXPORT_FORMATS = ("agent-memory", "memory-json", "memory-events", "json", "csv", "prompt")
@@ -174,7 +174,7 @@ def event_line_bytes(line: dict[str, Any]) -> bytes:
 
 
 @dataclass
-class Forgotten:
+class ForgottenOnExport:
     """What `forget` took, and when: an event is hidden when a forget after it covers it."""
 
     lessons: dict[str, int] = field(default_factory=dict)
@@ -182,7 +182,7 @@ class Forgotten:
     runs: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, store: Store, head: int) -> Forgotten:
+    def read(cls, store: Store, head: int) -> ForgottenOnExport:
         out = cls()
         for ev in store.read(to_seq=head, types=["subject_forgotten"]):
             d = ev.data
@@ -220,7 +220,7 @@ def memory_events_files(
     and lines about forgotten lessons and domains, are left out, and a pruning counts the lessons
     the logs hold; the seed lessons have no line (seed 001 seeds silently). `only_run`: that run's file only."""
     head = state.head
-    gone = Forgotten.read(store, head)
+    gone = ForgottenOnExport.read(store, head)
     logs = lessons_projection.empty()  # the lessons as the logs tell them
     scope_of: dict[str, str | None] = {}
     by_run: dict[str, list[bytes]] = {}

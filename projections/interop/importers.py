@@ -36,9 +36,9 @@ from urllib.parse import urlsplit
 from pydantic import TypeAdapter
 
 from memtape.ledger.clock import normalize_ts, parse_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import (
-    IDENT_RE,
     Action,
     DomainRecall,
     EnvState,
@@ -49,8 +49,6 @@ from memtape.ledger.events import (
     LessonRecorded,
     LessonsPruned,
     MemoryImported,
-    NewEvent,
-    RecordedEvent,
     RunCompleted,
     RunProgress,
     RunStarted,
@@ -62,10 +60,12 @@ from memtape.ledger.events import (
     Tier1Loaded,
     TrajectoryRecorded,
     TrajectoryStep,
-    check_domain,
 )
+from memtape.ledger.field_rules import IDENT_RE, check_domain
 from memtape.ledger.store import Store
-from memtape.projections import lessons as lessons_projection
+from memtape.projections.folds import lessons as lessons_projection
+from memtape.projections.folds.lessons import LessonEntry, LessonsState, dedup_key, lesson_id_for
+from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.interop.files import digest_of
 from memtape.projections.interop.sources import (
     SEED001_EVENTS,
@@ -92,11 +92,9 @@ from memtape.projections.interop.sources import (
     refuse,
     split_element,
 )
-from memtape.projections.lessons import Lesson, LessonsState, dedup_key, lesson_id_for
 from memtape.projections.parameters import DEFAULT_POLICY
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.state import MemoryState, fold
 from memtape.projections.text import domain_matches, older_than
 from memtape.projections.view import MemoryView
 
@@ -155,7 +153,7 @@ class LessonIndex:
         self.by_text.setdefault(known.lesson, []).append(known)
         self.keys.add(dedup_key(known.failed_command, known.error_pattern, known.scope_domain, known.lesson))
 
-    def pick(self, text: str, fits: Callable[[Lesson], bool] = lambda les: True) -> KnownLesson | None:
+    def pick(self, text: str, fits: Callable[[LessonEntry], bool] = lambda les: True) -> KnownLesson | None:
         """The lesson a line names by `text`: of the lessons with that text (lessons may share a
         text under different keys or scopes), the first memory still holds that `fits` the line,
         else the first memory holds, else the first known."""
@@ -287,14 +285,14 @@ def _run_dir_id(path: Path) -> str | None:
     return name if name.startswith("run") and IDENT_RE.match(name) else None
 
 
-def _pattern_in(lesson: Lesson | None, error: str) -> bool:
+def _pattern_in(lesson: LessonEntry | None, error: str) -> bool:
     """Did a recall on `error` (lower-cased) match `lesson` by its error pattern (the rule a recall
     counts a use by, as `MemoryView.error_matches` applies it)?"""
     pattern = lesson.error_pattern if lesson is not None else None
     return bool(pattern) and str(pattern).lower() in error
 
 
-def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[Lesson], bool]) -> list[str]:
+def _lesson_ids(texts: list[str], index: LessonIndex, fits: Callable[[LessonEntry], bool]) -> list[str]:
     """Ids for the lessons a read listed, only when every one is known (the lists are parallel)."""
     known = [index.pick(t, fits) for t in texts]
     if all(k is not None for k in known):

@@ -25,7 +25,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 
 from memtape.ledger.clock import normalize_ts, parse_ts
 from memtape.ledger.errors import InvalidEvent
-from memtape.ledger.events import MAX_TEXT, Embedding, check_domain, check_ident
+from memtape.ledger.events import Embedding
+from memtape.ledger.field_rules import MAX_TEXT, check_domain, check_ident
 
 #: the event kinds of seed 001's memory_events.jsonl, each a ledger event type of the same name
 SEED001_EVENTS = (

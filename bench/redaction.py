@@ -1,0 +1,185 @@
+"""The door's secret scrubbing per event, beside the scrubber of an earlier revision in the same run.
+
+What is timed is what the store does to each payload before it hashes it (`ledger.store`): the
+screen over the payload's canonical JSON (`Redactor.may_contain_secrets`) and, when it cannot
+clear it, the walk over every string (`Redactor.value`), in CPU time (the box's other processes
+do not decide the ratio). Each side runs in its own process on the same payloads: this tree's
+code, and the baseline's `ledger/` package taken from `git archive BASELINE` (the old rules),
+alternated `--rounds` times; the figure is the median of the rounds' means.
+
+Payloads: the synthetic agent log (`devtools/synthetic.py`: steps, grades, recalls, lessons, facts,
+trajectories, sessions) and, as a second mix, the bundled sites' page texts as step observations
+(long prose, where every keyword of the rule set may occur).
+
+Usage::
+
+    python bench/redaction.py                      # baseline: the revision before the gitleaks rules
+    python bench/redaction.py --baseline main --events 4000 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BENCH = "redaction"
+ROOT = Path(__file__).resolve().parent.parent
+#: the last revision whose door had no maintained rule set (memtape's and detect-secrets' rules only)
+DEFAULT_BASELINE = "89fbf54"
+
+
+def _page_texts() -> list[str]:
+    from html.parser import HTMLParser
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.parts: list[str] = []
+
+        def handle_data(self, data: str) -> None:
+            if data.strip():
+                self.parts.append(data.strip())
+
+    texts = []
+    for page in sorted((ROOT / "agent" / "sites").rglob("*.html")):
+        parser = Text()
+        parser.feed(page.read_text(encoding="utf-8"))
+        texts.append(" ".join(parser.parts)[:4000])
+    return texts
+
+
+def payloads(events: int) -> dict[str, list[dict[str, Any]]]:
+    """The two mixes, as the JSON-ready dicts the store redacts."""
+    from devtools.synthetic import synthetic_events
+
+    agent = []
+    for ev in synthetic_events(events):
+        data = ev.payload.model_dump(mode="json")
+        data.pop("type", None)
+        data.pop("schema_version", None)
+        agent.append(data)
+    pages = [
+        {"domain": "site.test", "url": "http://site.test/", "observation": text, "step": i}
+        for i, text in enumerate(_page_texts())
+    ]
+    return {"agent": agent, "pages": pages}
+
+
+def worker(path: Path, repeat: int) -> dict[str, float]:
+    """CPU µs per payload of the door's screen and walk (run in the process whose `memtape.ledger`
+    is the side measured)."""
+    import orjson
+
+    from memtape.ledger.redact import Redactor
+
+    mixes = json.loads(path.read_text())
+    out = {}
+    for name, mix in mixes.items():
+        texts = [orjson.dumps(d, option=orjson.OPT_SORT_KEYS).decode() for d in mix]
+        redactor = Redactor()
+        for data, text in zip(mix, texts):  # warm: rule sets read, patterns compiled
+            if redactor.may_contain_secrets(text):
+                redactor.value(data)
+        best = float("inf")
+        for _ in range(repeat):
+            redactor = Redactor()  # a fresh one: no short string is known clean yet
+            start = time.process_time()
+            for data, text in zip(mix, texts):
+                if redactor.may_contain_secrets(text):
+                    redactor.value(data)
+            best = min(best, time.process_time() - start)
+        out[name] = best / len(mix) * 1e6
+    return out
+
+
+def _baseline_tree(rev: str, into: Path) -> Path:
+    """`rev`'s `memtape` package (its `ledger/` and the package's own modules) under `into`."""
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _measure(tree: Path, data: Path, repeat: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("MEMTAPE_SECRET_PATTERNS", None)
+    # this file is loaded by its path, so that `memtape` is the tree's (first on PYTHONPATH)
+    code = (
+        "import json, runpy, sys; from pathlib import Path; "
+        "worker = runpy.run_path(sys.argv[1])['worker']; "
+        "print(json.dumps(worker(Path(sys.argv[2]), int(sys.argv[3]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, __file__, str(data), str(repeat)],
+        env=env,
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run(quick: bool = False, events: int = 3000, rounds: int = 5, baseline: str = DEFAULT_BASELINE) -> list[Any]:
+    from bench import Figure
+
+    if quick:
+        events, rounds = 600, 2
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "payloads.json"
+        data.write_text(json.dumps(payloads(events)))
+        old_tree = _baseline_tree(baseline, Path(tmp) / "baseline")
+        new: dict[str, list[float]] = {}
+        old: dict[str, list[float]] = {}
+        for _ in range(rounds):
+            for side, tree in ((new, ROOT), (old, old_tree)):
+                for name, us in _measure(tree, data, 3).items():
+                    side.setdefault(name, []).append(us)
+    label = {"agent": "synthetic agent payload", "pages": "bundled site page as an observation"}
+    return [
+        Figure(
+            BENCH,
+            f"scrub one {label[name]} (screen + walk, CPU)",
+            statistics.median(new[name]),
+            "µs",
+            f"the door at {baseline}",
+            statistics.median(old[name]),
+            higher_is_better=False,
+            note=f"{events} events, median of {rounds} alternated rounds, best of 3 in each",
+        )
+        for name in new
+    ]
+
+
+def main() -> None:
+    from bench import print_json, table
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    figures = run(args.quick, args.events, args.rounds, args.baseline)
+    if args.json:
+        print_json(figures)
+    else:
+        from rich.console import Console
+
+        Console().print(table("door redaction per event", figures))
+
+
+if __name__ == "__main__":
+    main()

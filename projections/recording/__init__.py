@@ -1,0 +1,5 @@
+"""The public API by job: `memory.RecordingMemory` opens runs and recalls outside one, `run.Run` records one
+run, `learning` is post-run learning (pure functions over the steps), `values` the records the API
+hands back and learning reads, `checks` the input checks every call makes. `memtape.open` returns a
+`memtape.Memory`, a `RecordingMemory` with the analytics answers; nothing here knows the bundled
+browser agent."""

@@ -1,0 +1,130 @@
+"""The input checks every API call makes before anything is built: bad input raises `InvalidEvent`
+with a one-line message, so each face (library, CLI, HTTP, MCP) refuses the same input the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from memtape.ledger.errors import InvalidEvent
+from memtape.ledger.events import ContextItem, Embedding
+from memtape.ledger.jsonl import first_error
+from memtape.projections.budget import count_tokens
+
+CONTEXT_ITEM_KEYS = frozenset(
+    {"source", "text", "priority", "event_ids", "content_type", "confidence", "truncated", "tokens"}
+)
+
+
+def one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return first_error(exc)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_step(step: Any, what: str = "step", *, required: bool = False) -> int | None:
+    if step is None and not required:
+        return None
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 2**63:
+        raise InvalidEvent(f"{what} must be an integer from 0 to 2**63-1, got {step!r:.60}")
+    return step
+
+
+def check_text(value: Any, what: str, *, empty: bool = False, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise InvalidEvent(f"{what} must be a non-empty string, got {value!r:.60}")
+    return value
+
+
+def check_amount(value: Any, what: str, *, whole: bool = False) -> Any:
+    """A number >= 0 (an integer when `whole`), never a bool; None passes (a default applies)."""
+    kinds = (int,) if whole else (int, float)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**63):
+        raise InvalidEvent(f"{what} must be {'an integer' if whole else 'a number'} >= 0, got {value!r:.60}")
+    return value
+
+
+def check_point(value: Any, what: str) -> int | str | None:
+    """A point of the ledger as the API takes it: a seq (an integer >= 0) or an ISO time; None passes."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
+        raise InvalidEvent(f"{what} must be a seq (an integer >= 0) or an ISO time, got {value!r:.60}")
+    return value
+
+
+def plain(value: Any) -> Any:
+    """The value exactly as the command line's `--json` prints it."""
+    return orjson.loads(
+        orjson.dumps(value, default=lambda v: asdict(v) if is_dataclass(v) and not isinstance(v, type) else str(v))
+    )
+
+
+EMBEDDING: TypeAdapter[list[float]] = TypeAdapter(Embedding)
+
+
+def check_embedding(vector: Any) -> tuple[float, ...]:
+    """A vector as `step_recorded` stores it (real numbers, at most MAX_EMBEDDING), never empty."""
+    if isinstance(vector, str | bytes) or not vector:
+        raise InvalidEvent(f"embedding must be a non-empty list of numbers, got {vector!r:.60}")
+    try:
+        return tuple(EMBEDDING.validate_python(list(vector), strict=True))
+    except (TypeError, ValidationError) as exc:
+        raise InvalidEvent(f"embedding: {one_line(exc)}") from None
+
+
+def check_flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidEvent(f"{what} must be True or False, got {value!r:.60}")
+    return value
+
+
+def context_items(items: Any, what: str) -> list[Mapping[str, Any]]:
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise InvalidEvent(f"context_built: {what} must be a list of mappings")
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise InvalidEvent(f"context_built: each of {what} must be a mapping, got {type(item).__name__}")
+        unknown = set(item) - CONTEXT_ITEM_KEYS
+        if unknown:
+            raise InvalidEvent(
+                f"context_built: unknown item key {sorted(unknown)[0]!r}; known: {', '.join(sorted(CONTEXT_ITEM_KEYS))}"
+            )
+    return list(items)
+
+
+def context_item(item: Mapping[str, Any], scrub: Callable[[Any], Any]) -> ContextItem:
+    """One prompt item as context_built records it, its text passed through `scrub` (the run's secrets)."""
+    try:
+        text, kind = item["text"], item.get("content_type", "text")
+        # the agent's own count (its tokenizer) when it gives one, else this process's counter
+        tokens = (
+            item["tokens"]
+            if "tokens" in item
+            else (count_tokens(text, kind) if isinstance(text, str) and isinstance(kind, str) else 0)
+        )
+        return ContextItem(
+            **scrub(
+                {
+                    "source": item["source"],
+                    "priority": item["priority"],
+                    "tokens": tokens,
+                    "content_type": kind,
+                    "confidence": item.get("confidence", 1.0),
+                    "text": text[:20000] if isinstance(text, str) else text,
+                    "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
+                    "truncated": item.get("truncated", False),
+                }
+            )
+        )
+    except KeyError as exc:
+        raise InvalidEvent(f"context_built: an item needs {exc.args[0]!r}") from None
+    except (ValidationError, TypeError) as exc:
+        raise InvalidEvent(f"context_built.items: {one_line(exc)}") from None

@@ -1,0 +1,455 @@
+"""`RecordingMemory`: one ledger under one policy — opens runs, answers recall outside a run (`memtape.Memory` adds the analytics answers).
+
+`RecordingMemory` opens runs on a store under one policy (`Thresholds`); a `run.Run` records what the
+agent did and recalls what memory holds. Every call appends its events
+through `projections.writer.MemoryWriter` (so the policy's decisions — dedup,
+promotion, pruning, contradiction, the start-of-run seeding and expiry — land
+in the same transaction) and every read goes through
+`projections.view.MemoryView`; every recall is itself an event. Nothing here
+knows the bundled browser agent: its loop starts a `Run` and calls it as any
+agent does, so what an external agent gets is what the demo measures.
+`RecordingMemory.state` answers `memtape state`; `memtape.api` adds the answers that
+need the analytics layer (audit, experiment).
+
+Example:
+    mem = RecordingMemory(store, projections_path)
+    with mem.start_run(goal="Buy wool socks", start_url="https://shop.example/") as run:
+        run.recall_domain(step=1)
+        run.record_step(step=1, action="click", target='button "Buy"', ok=False, error="...")
+        run.finish(success=True, outcome="bought")
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from memtape.ledger.anchor import Keeper, remember_head
+from memtape.ledger.clock import format_ts, parse_ts
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
+from memtape.ledger.events import (
+    DomainRecall,
+    ErrorRecall,
+    Payload,
+    RequestAnswered,
+    RunStarted,
+    Tier1Loaded,
+    TrajectoryRecalled,
+)
+from memtape.ledger.ids import short_id
+from memtape.ledger.store import Store
+from memtape.projections.folds.lessons import recall_payload
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
+from memtape.projections.recording.run import Run
+from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
+from memtape.projections.state_rows import STATE_KINDS, open_state
+from memtape.projections.text import domain_of, origin_of
+from memtape.projections.view import MemoryView
+from memtape.projections.writer import MemoryWriter, RunSoFar
+
+#: a run with no event for this long is abandoned when the next run starts (its process died)
+STALE_AFTER = timedelta(hours=1)
+
+
+class RecordingMemory:
+    """One ledger under one policy: opens runs, and answers recall outside a run."""
+
+    def __init__(
+        self,
+        store: Store,
+        projections_path: Path | None = None,
+        policy: Thresholds = DEFAULT_POLICY,
+        *,
+        enabled: bool = True,
+        stale_after: timedelta = STALE_AFTER,
+        keepers: Sequence[Keeper] = (),
+    ):
+        if not isinstance(policy, Thresholds):
+            raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
+        self.store = store
+        self.policy = policy
+        self.enabled = enabled
+        self.stale_after = stale_after
+        self.projections_path = projections_path
+        #: where this memory remembers the head it saw when it closes (`memtape.ledger.anchor`)
+        self.keepers = tuple(keepers)
+        # starts from projections.db outside the write lock, not by folding the whole log inside it
+        self.writer = MemoryWriter(store, policy, projections_path)
+        self.view: MemoryView | None = None
+        self._dirty = True
+
+    # ---- plumbing ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remember the head this memory saw, then close the ledger."""
+        try:
+            if self.keepers:
+                remember_head(self.store, self.keepers)
+        finally:
+            self.store.close()
+
+    def __enter__(self) -> RecordingMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def now(self) -> str:
+        return format_ts(self.store.clock())
+
+    def current(self) -> MemoryView:
+        """The view at the ledger's head (folding in only what was appended since the last read)."""
+        if self.view is None:
+            self.view = MemoryView.open(self.store, self.projections_path, self.policy)
+            # later refreshes fold only the new events in memory (no projections.db round trip)
+            self.view.projections_path = None
+            self._dirty = False
+        elif self._dirty:
+            self.view.refresh()
+            self._dirty = False
+        return self.view
+
+    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        if not events:
+            return []
+        out = self.writer.append(list(events))
+        self._dirty = True
+        return out
+
+    def append_to_run(self, run_id: str, build: Callable[[RunSoFar], Sequence[NewEvent]]) -> list[RecordedEvent]:
+        """Append what `build` makes of run `run_id` as the ledger holds it (`MemoryWriter.append_to_run`)."""
+        out = self.writer.append_to_run(run_id, build)
+        self._dirty = True
+        return out
+
+    def once(self, key: str, request: str, answer: Callable[[], tuple[int, Any]]) -> tuple[int, Any, bool]:
+        """Answer a request sent with idempotency key `key` at most once. The first time, `answer()`
+        runs and what it writes commits in one transaction with its answer (a `request_answered`
+        event in the key's own stream); the same key again with the same `request` (a sha256 of
+        what was asked) gets the first answer and writes nothing; with another request it is
+        refused (KeyReused). Returns (status, body, replayed)."""
+        check_text(key, "idempotency key")
+        stream = "request-" + hashlib.sha256(key.encode()).hexdigest()
+        try:
+            with self.writer.atomic() as tx:
+                first = next(tx.select(stream=stream), None)
+                if first is not None:
+                    if first.data["request_sha256"] != request:
+                        raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    return int(first.data["status"]), first.data["response"], True
+                status, body = answer()
+                self.append(
+                    [
+                        self.event(
+                            RequestAnswered,
+                            {"request_sha256": request, "status": status, "response": body},
+                            stream=stream,
+                        )
+                    ]
+                )
+        except BaseException:
+            self.view = None  # it may have folded what was rolled back
+            raise
+        finally:
+            self._dirty = True
+        return status, body, False
+
+    def event(
+        self,
+        cls: type[Payload],
+        fields: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        domain: str | None = None,
+        stream: str | None = None,
+    ) -> NewEvent:
+        """Build (and so validate) one event; bad input raises InvalidEvent before anything is written."""
+        check_text(domain, "domain", empty=True, optional=True)
+        try:
+            return NewEvent(cls(**fields), run_id=run_id, step=step, domain=domain or None, stream=stream)
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise InvalidEvent(f"{cls.model_fields['type'].default}: {one_line(exc)}") from None
+
+    def _known_run(self, run_id: str | None) -> None:
+        if run_id is not None and self.current().run(check_text(run_id, "run_id") or "") is None:
+            raise UnknownItem(f"no run {run_id!r} in the ledger")
+
+    # ---- runs ------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        *,
+        goal: str,
+        start_url: str,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        mode: str = "new",
+        isolation: str = "shared",
+        case_id: str | None = None,
+        agent: str = "external",
+        rep: int | None = None,
+        step_memory_scope: str = "session",
+    ) -> Run:
+        """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
+        pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
+
+        Seed 002's reps: without `rep`, the run is numbered within its session (1 + the
+        session's runs already in the registry; a run without a session id is rep 1). Rep 1
+        retrieves no step memories (the baseline); rep 2+ retrieves those of the session's
+        previous reps, or of every other run with `step_memory_scope="all"`."""
+        check_text(goal, "goal")
+        check_text(start_url, "start_url")
+        check_text(agent, "agent")
+        if step_memory_scope not in ("session", "all"):
+            raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
+            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
+        run_id = run_id or short_id("run")
+        run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
+        previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []
+        run.rep = rep if rep is not None else len(previous) + 1
+        run.step_memory_runs = None if step_memory_scope == "all" else previous
+        started = run._event(
+            RunStarted,
+            {
+                "session_id": session_id,
+                "parent_run_id": parent_run_id,
+                "mode": mode,
+                "goal": goal,
+                "start_url": start_url,
+                "memory_enabled": self.enabled,
+                "isolation": isolation,
+                "policy": {
+                    "decision_policy": agent,
+                    "step_memory_scope": step_memory_scope,
+                    "fingerprint": self.policy.fingerprint(),
+                    **self.policy.model_dump(mode="json"),
+                },
+                "case_id": case_id,
+            },
+            domain=domain_of(start_url),
+        )
+        if self.current().run(run.run_id) is not None:
+            raise InvalidEvent(f"run {run.run_id!r} already exists")
+        with run.timed():
+            self.abandon_stale_runs()
+            self.append([started])
+        return run
+
+    def run(self, run_id: str) -> Run:
+        """A running run started elsewhere (another process, the command line), to record into or
+        finish. The ledger stays its one truth: every write of the handle is checked against the
+        run as the ledger holds it then, and `finish` learns from every step any process recorded."""
+        manifest = self._manifest(run_id)
+        if manifest.status != "running":
+            raise RunConflict(f"run {run_id!r} is already {manifest.status}")
+        return self._handle(manifest)
+
+    def read_run(self, run_id: str) -> Run:
+        """A handle on any run, running or finished, to read what it holds (scratch pad, page maps,
+        sessions, facts, step memories, ...). A finished run's handle is finished, as is the one
+        that finished it: its recall (which logs events) and its writes are refused (RunConflict)."""
+        manifest = self._manifest(run_id)
+        run = self._handle(manifest)
+        run.finished = manifest.status != "running"
+        return run
+
+    def _manifest(self, run_id: str) -> RunManifest:
+        check_text(run_id, "run_id")
+        self._dirty = True  # another process may have started or finished it since this memory last read
+        manifest = self.current().run(run_id)
+        if manifest is None:
+            raise UnknownItem(f"no run {run_id!r:.80} in the ledger")
+        return manifest
+
+    def _handle(self, manifest: RunManifest) -> Run:
+        """A Run on `manifest`'s run as the ledger holds it: its rep, steps, embedding and URL."""
+        run_id = manifest.run_id
+        run = Run(
+            self,
+            run_id,
+            manifest.goal,
+            manifest.start_url or "",
+            manifest.session_id or run_id,
+            enabled=manifest.memory_enabled,
+        )
+        run.started_at = manifest.started_at
+        if manifest.session_id:  # its rep: the session's runs that started before it
+            earlier = [
+                r.run_id
+                for r in self.current().runs(session_id=manifest.session_id)
+                if r.run_id != run_id and r.started_at <= manifest.started_at
+            ]
+            run.rep, run.step_memory_runs = len(earlier) + 1, earlier
+        recorded = list(self.store.read(run_id=run_id, types=["step_recorded"]))
+        run.steps = [StepRecord.from_event(ev) for ev in recorded]
+        embedded = [ev.data for ev in recorded if ev.data.get("internal_state_embedding")]
+        if embedded:  # the vector the run's steps carry, carried on
+            run.state_embedding = tuple(embedded[-1]["internal_state_embedding"])
+            run.embedding_model = embedded[-1].get("embedding_model")
+        urls = [u for s in run.steps for u in (s.url_before, s.url_after) if u]
+        run.url = urls[-1] if urls else (manifest.current_url or run.start_url)
+        return run
+
+    def finish_run(self, run_id: str, *, success: bool, outcome: str = "", reason: str | None = None) -> Learned:
+        """Finish a running run started elsewhere (`memtape finish-run`): `Run.finish` on its
+        steps as the ledger holds them."""
+        return self.run(run_id).finish(success=success, outcome=outcome, reason=reason)
+
+    def abandon_stale_runs(self, older_than: timedelta | None = None) -> list[str]:
+        """Finish as failed (reason "abandoned") every running run with no event for `older_than`
+        (default `stale_after`, one hour): a crash between start and finish leaves no run running
+        forever. `start_run` calls this first; returns the run ids finished."""
+        if older_than is not None and not isinstance(older_than, timedelta):
+            raise InvalidEvent(f"older_than must be a datetime.timedelta, got {older_than!r:.60}")
+        limit = parse_ts(self.now()) - (older_than if older_than is not None else self.stale_after)
+        done: list[str] = []
+        for manifest in self.current().runs(status="running"):
+            last = self._last_activity(manifest)
+            if parse_ts(last) <= limit:
+                try:
+                    self.finish_run(
+                        manifest.run_id,
+                        success=False,
+                        outcome=f"abandoned: no activity since {last}",
+                        reason="abandoned",
+                    )
+                except RunConflict:  # another process finished it meanwhile
+                    continue
+                done.append(manifest.run_id)
+        return done
+
+    def _last_activity(self, manifest: RunManifest) -> str:
+        last = manifest.updated_at
+        for ev in self.store.read(run_id=manifest.run_id):
+            last = max(last, ev.occurred_at)
+        return last
+
+    # ---- recall (each one is an event; run_id and step say where it happened) ------------------
+
+    def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
+        """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
+        self._known_run(run_id)
+        lessons = self.current().tier1()
+        self.append(
+            [
+                self.event(
+                    Tier1Loaded,
+                    {
+                        "count": len(lessons),
+                        "lessons": [l.lesson for l in lessons],
+                        "lesson_ids": [l.lesson_id for l in lessons],
+                    },
+                    run_id=run_id,
+                    step=check_step(step),
+                    domain=domain,
+                )
+            ]
+        )
+        return [Lesson.of(l) for l in lessons]
+
+    def recall_domain(self, domain: str, *, run_id: str | None = None, step: int | None = None) -> list[Lesson]:
+        """Trigger B: lessons scoped to the site (or a parent domain); logs domain_recall."""
+        check_text(domain, "domain")
+        probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=check_step(step), domain=domain)
+        self._known_run(run_id)
+        matches = self.current().domain_matches(probe.domain or "")
+        self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
+        return [Lesson.recalled(m) for m in matches]
+
+    def recall_error(
+        self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None, step: int | None = None
+    ) -> list[Lesson]:
+        """Trigger A: lessons matching a failed command or its error (site lessons only on their
+        site); logs error_recall."""
+        check_text(command, "command")
+        check_text(error, "error", empty=True)
+        probe = self.event(
+            ErrorRecall,
+            {"command": command, "error_snippet": error[:300], "matched": 0},
+            run_id=run_id,
+            step=check_step(step),
+            domain=domain,
+        )
+        self._known_run(run_id)
+        matches = self.current().error_matches(command, error, probe.domain)
+        self.append(
+            [
+                self.event(
+                    ErrorRecall,
+                    {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                    run_id=run_id,
+                    step=step,
+                    domain=probe.domain,
+                )
+            ]
+        )
+        return [Lesson.recalled(m) for m in matches]
+
+    def recall_trajectory(
+        self, goal: str, url: str, *, run_id: str | None = None, step: int | None = None
+    ) -> TrajectoryRecall | None:
+        """The reference trajectory for `goal` on the host of `url` (seed 000); logs trajectory_recalled."""
+        check_text(goal, "goal")
+        check_text(url, "url")
+        domain = domain_of(url)
+        probe = self.event(TrajectoryRecalled, {"goal": goal}, run_id=run_id, step=check_step(step), domain=domain)
+        self._known_run(run_id)
+        match = self.current().match_trajectory(goal, probe.domain or "", self.now())
+        replay = bool(
+            match
+            and match.similarity >= self.policy.replay_min_similarity
+            and match.trajectory.origin == origin_of(url)
+            and match.trajectory.steps
+        )
+        t = match.trajectory if match else None
+        self.append(
+            [
+                self.event(
+                    TrajectoryRecalled,
+                    {
+                        "goal": goal,
+                        "trajectory_id": t.trajectory_id if t else None,
+                        "matched_goal": t.goal if t else None,
+                        "similarity": round(match.similarity, 6) if match else 0.0,
+                        "score": round(match.score, 6) if match else None,
+                        "steps": len(t.steps) if t else 0,
+                        "replay": replay,
+                    },
+                    run_id=run_id,
+                    step=step,
+                    domain=probe.domain,
+                )
+            ]
+        )
+        return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
+
+    # ---- what memory holds ---------------------------------------------------------------
+
+    def state(
+        self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
+        short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger
+        knew it at seq / ISO time `as_of`, of one domain and one run when given: the fields of
+        `state KIND --json`."""
+        if kind not in STATE_KINDS:
+            raise InvalidEvent(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
+        if domain is not None and not isinstance(domain, str):
+            raise InvalidEvent(f"domain must be a string, got {type(domain).__name__}")
+        if run is not None and not isinstance(run, str):
+            raise InvalidEvent(f"run must be a string, got {type(run).__name__}")
+        _head, items = open_state(
+            self.store, self.projections_path, kind, domain, check_point(as_of, "as_of"), self.policy, run=run
+        )
+        return plain(items)  # type: ignore[no-any-return]

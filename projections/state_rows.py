@@ -1,0 +1,280 @@
+"""What the CLI shows: projection items as rows, and what changed between two points.
+
+Library functions (the CLI only renders their results):
+
+    state_items(view, "tier1")                  -> list of records
+    memory_diff(view.as_of(10), view.as_of(50))  -> list of changes
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memtape.ledger.errors import LedgerError
+from memtape.ledger.store import Store
+from memtape.projections.cache.materialize import resolve_seq
+from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.view import MemoryView
+
+STATE_KINDS = (
+    "lessons",
+    "tier1",
+    "facts",
+    "sessions",
+    "selectors",
+    "trajectories",
+    "runs",
+    "short-term",
+    "patterns",
+    "context",
+    "snapshots",
+    "sitemap",
+    "scratch",
+    "page-maps",
+)
+
+#: columns the rich tables show per kind (--json prints every field)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "lessons": (
+        "lesson_id",
+        "category",
+        "use_count",
+        "triggered_domains",
+        "scope_domain",
+        "last_used",
+        "source",
+        "lesson",
+    ),
+    "tier1": ("lesson_id", "category", "use_count", "source", "lesson"),
+    "facts": ("domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
+    "sessions": ("domain", "session_id", "run_id", "success", "goal", "outcome", "final_url", "turns_used"),
+    "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
+    "trajectories": ("domain", "trajectory_id", "goal", "steps", "occurred_at", "duration_ms", "run_id"),
+    "runs": ("run_id", "status", "domain", "session_id", "parent_run_id", "goal", "turn_count", "started_at"),
+    "short-term": (
+        "run_id",
+        "domain",
+        "cycle_count",
+        "completed",
+        "current_url",
+        "navigation_path",
+        "failed_signatures",
+        "loop_warnings",
+    ),
+    "patterns": (
+        "pattern_id",
+        "domain",
+        "pattern_type",
+        "description",
+        "steps",
+        "success_count",
+        "failure_count",
+        "success_rate",
+        "last_used",
+    ),
+    "context": ("kind", "key", "value", "source", "run_id", "domain", "occurred_at", "served_count"),
+    "snapshots": (
+        "run_id",
+        "snapshot_id",
+        "associated_step",
+        "url",
+        "title",
+        "visible_elements_summary",
+        "scroll_y",
+        "restored",
+        "dead_ends",
+    ),
+    "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
+    "scratch": ("run_id", "key", "value", "domain", "step", "writes", "occurred_at"),
+    "page-maps": ("run_id", "url", "title", "summary", "total_height", "regions", "stored"),
+}
+
+
+def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> list[Any]:
+    """The records of one projection kind, optionally for one domain (subdomains included) and,
+    for the per-run kinds (short-term, context, snapshots, scratch, page-maps, runs), one run."""
+    if kind == "lessons":
+        return view.lessons(domain)
+    if kind == "tier1":
+        return view.tier1()
+    if kind == "facts":
+        doms = [domain] if domain else sorted(view.state.knowledge.current.keys() | view.state.knowledge.closed.keys())
+        return [f for d in doms for f in view.facts(d, include_closed=True)]
+    if kind == "sessions":
+        doms = [domain] if domain else sorted(view.state.sessions.by_domain)
+        return [s for d in doms for s in view.sessions(d)]
+    if kind == "selectors":
+        return view.selectors(domain)
+    if kind == "trajectories":
+        return view.trajectories(domain)
+    if kind == "runs":
+        return [r for r in view.runs(domain=domain) if run is None or r.run_id == run]
+    if kind == "short-term":
+        return view.short_terms(run, domain)
+    if kind == "patterns":
+        return view.patterns(domain)
+    if kind == "context":
+        return view.context(run, domain)
+    if kind == "snapshots":
+        return view.snapshots(run, domain)
+    if kind == "sitemap":
+        return view.sitemap_pages(domain)
+    if kind == "scratch":
+        return view.scratch_entries(run, domain)
+    if kind == "page-maps":
+        return view.page_map_entries(run, domain)
+    raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
+
+
+def open_state(
+    store: Store,
+    projections_path: Path | None,
+    kind: str,
+    domain: str | None = None,
+    as_of: int | str | None = None,
+    policy: Thresholds = DEFAULT_POLICY,
+    run: str | None = None,
+) -> tuple[int, list[Any]]:
+    """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
+    view = MemoryView.open(store, projections_path, policy, as_of=as_of)
+    return view.head, state_items(view, kind, domain, run)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two points of memory."""
+
+    change: str  # gained | lost | promoted | demoted | used | confirmed | decayed | changed
+    projection: str
+    item: str
+    detail: str
+
+
+def _fact_label(f: Any) -> str:
+    return f"{f.domain} {f.fact_type}:{f.key}={f.value}"
+
+
+def _trajectories(view: MemoryView) -> dict[str, Any]:
+    return {t.trajectory_id: t for t in view.trajectories()}
+
+
+def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
+    """What memory gained, lost, promoted and decayed from `before` to `after`."""
+    out: list[Change] = []
+    a, b = before.state.lessons.lessons, after.state.lessons.lessons
+    for lid, l in b.items():
+        old = a.get(lid)
+        if old is None:
+            out.append(Change("gained", "lessons", lid, f"[{l.category}] {l.lesson}"))
+            continue
+        if old.category != l.category:
+            kind = "promoted" if l.tier < old.tier else "demoted" if l.tier > old.tier else "changed"
+            out.append(Change(kind, "lessons", lid, f"{old.category} -> {l.category}: {l.lesson}"))
+        if old.use_count != l.use_count:
+            out.append(
+                Change(
+                    "used",
+                    "lessons",
+                    lid,
+                    f"use_count {old.use_count} -> {l.use_count}, {len(l.triggered_domains)} domains",
+                )
+            )
+    out.extend(Change("lost", "lessons", lid, l.lesson) for lid, l in a.items() if lid not in b)
+    fa = {(d, fid): f for d, fs in before.state.knowledge.current.items() for fid, f in fs.items()}
+    fb = {(d, fid): f for d, fs in after.state.knowledge.current.items() for fid, f in fs.items()}
+    for k, f in fb.items():
+        was = fa.get(k)
+        if was is None:
+            out.append(Change("gained", "facts", _fact_label(f), f"confidence {f.confidence:.3f}"))
+        elif f.confidence > was.confidence:
+            out.append(
+                Change("confirmed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
+            )
+        elif f.confidence < was.confidence:
+            out.append(
+                Change("decayed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
+            )
+    out.extend(
+        Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb
+    )
+    for proj, ia, ib in (
+        ("trajectories", _trajectories(before), _trajectories(after)),
+        ("runs", dict(before.state.runs.runs), dict(after.state.runs.runs)),
+    ):
+        for item_id, item in ib.items():
+            if item_id not in ia:
+                out.append(Change("gained", proj, item_id, getattr(item, "goal", "")))
+            elif proj == "runs" and ia[item_id].status != item.status:
+                out.append(Change("changed", proj, item_id, f"{ia[item_id].status} -> {item.status}"))
+        out.extend(
+            Change("lost", proj, gone_id, getattr(gone, "goal", ""))
+            for gone_id, gone in ia.items()
+            if gone_id not in ib
+        )
+    sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
+    for e in after.selectors():
+        key = (e.domain, e.role, e.name, e.selector)
+        earlier = sa.pop(key, None)
+        label = f"{e.domain} {e.role} {e.name!r} {e.selector}"
+        if earlier is None:
+            out.append(Change("gained", "selectors", label, f"{e.successes} ok / {e.failures} failed"))
+        elif (earlier.successes, earlier.failures) != (e.successes, e.failures):
+            out.append(
+                Change(
+                    "changed",
+                    "selectors",
+                    label,
+                    f"{earlier.successes}/{earlier.failures} -> {e.successes}/{e.failures} ok/failed",
+                )
+            )
+    out.extend(Change("lost", "selectors", f"{e.domain} {e.role} {e.name!r} {e.selector}", "") for e in sa.values())
+    return out
+
+
+def run_end(store: Store, run_id: str) -> int | None:
+    """The seq where run `run_id` ends as the ledger knows it now: its last event (its
+    `run_completed` and the learning written with it, or the latest event of a run still going);
+    None when no event names the run."""
+    last = None
+    for ev in store.read(run_id=run_id):
+        last = ev.seq
+    return last
+
+
+def diff_point(store: Store, point: int | str, what: str = "diff point") -> int:
+    """A point of the log as a person names it in a diff: a seq, an ISO time (recorded time), or
+    a run id (the end of that run, so that a diff up to a run shows what the run taught)."""
+    if isinstance(point, str) and not (point.strip().isascii() and point.strip().isdigit()):
+        end = run_end(store, point.strip())
+        if end is not None:
+            return end
+        try:
+            return resolve_seq(store, point, what)
+        except LedgerError:
+            raise LedgerError(f"{what} {point.strip()[:40]!r}: expected a seq, an ISO time or a run id") from None
+    return resolve_seq(store, point, what)
+
+
+def diff_between(
+    store: Store,
+    projections_path: Path | None,
+    from_seq: int | str,
+    to_seq: int | str,
+    policy: Thresholds = DEFAULT_POLICY,
+) -> list[Change]:
+    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`),
+    each a seq, an ISO time or a run id (`diff_point`)."""
+    start, end = diff_point(store, from_seq, "diff start"), diff_point(store, to_seq, "diff end")
+    if start > end:
+        raise LedgerError(
+            f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
+            "a diff runs forward; swap them"
+        )
+    from_seq, to_seq = start, end
+    view = MemoryView.open(store, projections_path, policy)
+    return memory_diff(
+        view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
+        view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq),
+    )

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +52,19 @@ from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 Approval = Callable[[Decision, Observation], bool]
 
 
+@dataclass(frozen=True)
+class MemoryItem:
+    """One item of memory a prompt can show, as credit names it."""
+
+    item: str
+    kind: str  # lesson | fact | pattern | trajectory
+    text: str
+
+
+#: (step, the decision, {item: (the item, the decision without it)}) for each policy decision
+Probe = Callable[[int, "Decision", dict[str, tuple[MemoryItem, "Decision"]]], None]
+
+
 @dataclass
 class RunConfig:
     max_turns: int = 25
@@ -68,6 +82,12 @@ class RunConfig:
     backtrack: bool = True
     #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
     embeddings: Embeddings | None = None
+    #: memory items (lesson, fact, pattern or trajectory ids) left out of every prompt: the
+    #: counterfactual run `memtape credit` measures an item by
+    masked: frozenset[str] = frozenset()
+    #: told, for each policy decision, the decision and what the policy decides with each memory
+    #: item it was shown removed (item id -> that decision): `memtape credit`'s re-asking
+    probe: Probe | None = None
 
 
 @dataclass
@@ -412,6 +432,7 @@ class TaskRun:
         self.avoid: list[tuple[str, str]] = []
         self.first = True
         self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
+        self.policy_before: DecisionPolicy = policy  # the policy before its last decision (credit's probe)
 
     def run(self) -> RunResult:
         t_run = time.perf_counter()
@@ -456,7 +477,7 @@ class TaskRun:
             step_memory_scope=cfg.step_memory_scope,
         )
         run.give_context(self.context)
-        self.tier1 = run.tier1()
+        self.tier1 = [l for l in run.tier1() if l.lesson_id not in cfg.masked]
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
         self.policy.start(self.goal, self.system)
         self.browser.new_page()
@@ -589,6 +610,8 @@ class TaskRun:
         if self.first:
             self.first = False
             self.match = run.recall_trajectory(step_no, obs.url)
+            if self.match is not None and self.match.trajectory.trajectory_id in self.cfg.masked:
+                self.match = None
             if self.match is not None:
                 self.trajectory_steps = applicable_steps(self.match.trajectory, run.safe_goal)
             if self.match is not None and self.match.replay:
@@ -620,25 +643,49 @@ class TaskRun:
         return decision, "replay", tstep
 
     def _ask(self, ctx: DecisionContext) -> Decision:
+        if self.cfg.probe is not None:  # the conversation as it stood, for asking again without an item
+            self.policy_before = copy.deepcopy(self.policy)
         decision = self.policy.decide(ctx)
         self.decisions += 1
         self.tokens_in += decision.tokens_in
         self.tokens_out += decision.tokens_out
         return decision
 
-    def _prompt(self, obs: Observation, step_no: int, warned: bool = False) -> DecisionContext:
+    def items_offered(self) -> list[MemoryItem]:
+        """Every memory item the next prompt may show (before the budget), each once."""
+        lessons = [*self.tier1, *self.domain_lessons, *(self.error_lessons if self.last_error else [])]
+        offered = [MemoryItem(l.lesson_id, "lesson", l.text) for l in lessons]
+        offered += [MemoryItem(f.fact_id, "fact", fact_line(f)) for f in self.facts]
+        offered += [MemoryItem(p.pattern_id, "pattern", p.description) for p in self.patterns]
+        if self.match is not None and self.trajectory_steps:
+            t = self.match.trajectory
+            offered.append(MemoryItem(t.trajectory_id, "trajectory", f"reference trajectory: {t.goal}"))
+        return list({i.item: i for i in offered}.values())
+
+    def _prompt(
+        self, obs: Observation, step_no: int, warned: bool = False, masked: frozenset[str] = frozenset()
+    ) -> DecisionContext:
         """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
-        sections change: at the first decision, on a new site) and the step's message."""
+        sections change: at the first decision, on a new site) and the step's message. `masked`
+        items (and the run's `RunConfig.masked`) are left out; a prompt built with items masked
+        beyond the run's own is a counterfactual and is not recorded."""
         run, cfg = self.memory_run, self.cfg
-        sections = site_sections(
-            run, self.domain_lessons, self.sessions, self.match, self.trajectory_steps, self.facts, self.patterns
-        )
+        record = not masked
+        masked = masked | cfg.masked
+        tier1 = [l for l in self.tier1 if l.lesson_id not in masked]
+        domain_lessons = [l for l in self.domain_lessons if l.lesson_id not in masked]
+        error_lessons = [l for l in self.error_lessons if l.lesson_id not in masked]
+        facts = [f for f in self.facts if f.fact_id not in masked]
+        patterns = [p for p in self.patterns if p.pattern_id not in masked]
+        match = self.match if self.match is None or self.match.trajectory.trajectory_id not in masked else None
+        trajectory_steps = self.trajectory_steps if match is not None else ()
+        sections = site_sections(run, domain_lessons, self.sessions, match, trajectory_steps, facts, patterns)
         items = step_items(
             obs,
             run,
             self.history,
             self.last_error,
-            self.error_lessons,
+            error_lessons,
             cfg.budget - sum(i.tokens for i in sections),
             self.avoid,
             warned,
@@ -646,11 +693,26 @@ class TaskRun:
         fitted = fit(sections + items, cfg.budget)
         system = P.system_items(
             self.goal,
-            [l.text for l in self.tier1],
+            [l.text for l in tier1],
             [i for i in fitted.kept if i.source in P.SYSTEM_SECTIONS],
-            [i for l in self.tier1 for i in l.event_ids[-2:]],
+            [i for l in tier1 for i in l.event_ids[-2:]],
         )
-        self.system = "\n\n".join(i.text for i in system)
+        system_text = "\n\n".join(i.text for i in system)
+        kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
+        ctx = DecisionContext(
+            goal=self.goal,
+            history=self.history,
+            system_prompt=system_text,
+            step_prompt=P.render_step(kept),
+            tier1=[cap(l.text, 300) for l in tier1],
+            last_error=self.last_error,
+            **seen_by_policy(
+                fitted.kept, obs, error_lessons, domain_lessons, trajectory_steps, facts, patterns, self.avoid
+            ),
+        )
+        if not record:
+            return ctx
+        self.system = system_text
         if self.system != self.system_recorded:
             record_prompt(
                 run,
@@ -662,7 +724,6 @@ class TaskRun:
                 domain=obs.domain or None,
             )
             self.system_recorded = self.system
-        kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
         record_prompt(
             run,
             "step",
@@ -672,31 +733,17 @@ class TaskRun:
             step=step_no,
             domain=obs.domain or None,
         )
-        return DecisionContext(
-            goal=self.goal,
-            history=self.history,
-            system_prompt=self.system,
-            step_prompt=P.render_step(kept),
-            tier1=[cap(l.text, 300) for l in self.tier1],
-            last_error=self.last_error,
-            **seen_by_policy(
-                fitted.kept,
-                obs,
-                self.error_lessons,
-                self.domain_lessons,
-                self.trajectory_steps,
-                self.facts,
-                self.patterns,
-                self.avoid,
-            ),
-        )
+        return ctx
 
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
         give up, went back to its last good snapshot instead. An action that already failed on
         this page is not taken blindly: the policy is asked again, told so in a prompt of its own."""
         run, cfg, history = self.memory_run, self.cfg, self.history
-        decision = self._ask(self._prompt(obs, step_no))
+        ctx = self._prompt(obs, step_no)
+        decision = self._ask(ctx)
+        if self.cfg.probe is not None:
+            self.cfg.probe(step_no, decision, self._without_each(obs, step_no, ctx))
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
@@ -727,6 +774,20 @@ class TaskRun:
             return decision
         self._backtrack(obs, *target, step_no)
         return None
+
+    def _without_each(
+        self, obs: Observation, step_no: int, ctx: DecisionContext
+    ) -> dict[str, tuple[MemoryItem, Decision]]:
+        """What the policy decides on this prompt with each memory item it shows removed, asked of
+        a copy of the policy as it stood before this decision (the conversation so far), so the
+        run itself is untouched. An item the budget left out changes nothing and is not asked."""
+        out: dict[str, tuple[MemoryItem, Decision]] = {}
+        for item in self.items_offered():
+            without = self._prompt(obs, step_no, masked=frozenset({item.item}))
+            if (without.system_prompt, without.step_prompt) == (ctx.system_prompt, ctx.step_prompt):
+                continue
+            out[item.item] = (item, copy.deepcopy(self.policy_before).decide(without))
+        return out
 
     def _backtrack(self, obs: Observation, snap: Any, exit_step: StepRecord | None, step_no: int) -> None:
         """Stuck and about to give up: go back to the last good snapshot, avoiding the step that left it."""

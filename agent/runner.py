@@ -39,7 +39,6 @@ from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.parameters import Thresholds
 from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import clip
-from memtape.projections.view import MemoryView
 
 #: told (what is running, tasks done, tasks in all) before each task and once all are done
 TaskProgress = Callable[[str, int, int], None]
@@ -115,24 +114,21 @@ def _tasks(settings: Any, opts: RunOptions, policy: Thresholds) -> list[dict[str
         ]
     prior = opts.resume_run or opts.fork_run
     if prior:
-        view = MemoryView.open(settings.store(), settings.projections_path, policy)
-        manifest = view.run(prior)
-        if manifest is None:
-            raise LedgerError(f"no run {prior!r} in the ledger")
-        goal = opts.goal or manifest.goal
-        scen = view.resume_scenario(prior, goal) if opts.resume_run else view.fork_scenario(prior, goal)
-        start = opts.start_url or scen["startUrl"]
+        memory = RecordingMemory(settings.store(), settings.projections_path, policy)
+        goal = opts.goal or None
+        scen = memory.resume_scenario(prior, goal) if opts.resume_run else memory.fork_scenario(prior, goal)
+        start = opts.start_url or scen.start_url
         if not start:
             raise LedgerError(f"run {prior!r} has no URL to continue from; give a start URL")
         return [
             {
-                "goal": goal,
+                "goal": scen.goal,
                 "start_url": start,
-                "case_id": manifest.case_id if hasattr(manifest, "case_id") else None,
+                "case_id": scen.case_id,
                 "check": None,
-                "session_id": scen["sessionId"] if opts.fork_run else (opts.session_id or scen["sessionId"]),
-                "mode": "resume" if opts.resume_run else "fork",
-                "parent_run_id": scen["parentRunId"],
+                "session_id": scen.session_id if opts.fork_run else (opts.session_id or scen.session_id),
+                "mode": scen.mode,
+                "parent_run_id": scen.parent_run_id,
             }
         ]
     if not opts.goal or not opts.start_url:

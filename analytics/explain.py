@@ -30,6 +30,7 @@ from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.store import Store
 from memtape.projections.cache import mentions
 from memtape.projections.cache.materialize import indexed_memory
+from memtape.projections.folds import credit as credit_fold
 from memtape.projections.folds import knowledge
 from memtape.projections.folds.knowledge import fact_id_for
 from memtape.projections.folds.lessons import counted
@@ -366,7 +367,24 @@ class _Indexed:
         return [t for items in state.by_domain.values() for t in items.values()]
 
 
+def credit_of(store: Store, item: str) -> dict[str, Any] | None:
+    """What `memtape credit` measured the item to be worth (`projections.folds.credit`), summed
+    over the runs credited, or None when it was never credited."""
+    state = credit_fold.empty()
+    for ev in store.read(types=credit_fold.TYPES):
+        if ev.type != "item_credited" or ev.data.get("item") == item:
+            credit_fold.apply(state, ev)
+    found = credit_fold.item_credit(state, item)
+    if found is None:
+        return None
+    return {**_plain(found), "credit": found.credit}
+
+
 def _explain(store: Store, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
+    return {**_explained(store, item, policy, domain, now_of), "credit": credit_of(store, item)}
+
+
+def _explained(store: Store, item: str, policy: Any, domain: str | None, now_of: _Folded | _Indexed) -> dict[str, Any]:
     forgotten = Forgotten.scan(store)
     read = now_of.read
     found = _lesson_life(read, item, forgotten)

@@ -22,7 +22,7 @@ ledger through the sqlite scanner:
 
 It is caught up incrementally from its own checkpoint (`_mirror`: the seq it
 holds, the ledger's hash there, the code and projections it was built with, the
-digest of its tables), sealed as projections.db's is (`projections.cache.seal`: one
+digest of its tables), sealed as projections.db's is (`ledger.seal`: one
 mechanism for both caches: a keyed digest per table kept as rows come and go, a
 sealed checkpoint bound to the ledger head, a sealed stamp of the file so one
 nobody else touched is not read whole). DuckDB computes each row's keyed hash itself
@@ -59,10 +59,9 @@ from memtape.ledger import location
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EVENT_TYPES
+from memtape.ledger.seal import Checkpoint, Digest, Key, Stamp, regular, warn
 from memtape.ledger.store import Store
-from memtape.projections.cache.intervals import NO_KEY
-from memtape.projections.cache.materialize import caught_up, changed_versions
-from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, regular, warn
+from memtape.projections.cache.materialize import interval_versions
 from memtape.projections.folds import INDEXED
 from memtape.projections.folds.state import fingerprint, sources_digest
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
@@ -358,23 +357,16 @@ def _update_steps(con: duckdb.DuckDBPyConnection, after: int, tally: _Tally) -> 
     tally.count(con, "step_as_of", theirs, (runs,))
 
 
-def _interval_rows(projections: Path, after: int, head: int) -> Iterator[tuple[str, pa.Table]]:
+def _interval_rows(
+    store: Store, projections: Path, policy: Thresholds, after: int, head: int
+) -> Iterator[tuple[str, pa.Table]]:
     """The interval versions projections.db holds that began after `after`, or ended after it
-    (closed since), as of `head` (`materialize.changed_versions`): a version still current at
-    `head` has no `valid_to`."""
-    for name, rows in changed_versions(projections, MIRRORED, after, head):
+    (closed since), as of `head` (`materialize.interval_versions`, the cache's door): a version
+    still current at `head` has no `valid_to`."""
+    for name, rows in interval_versions(store, projections, policy, MIRRORED, after, head):
         cols: list[list[Any]] = [[] for _ in _INTERVAL_COLS]
-        for field, k1, k2, valid_from, valid_to, value in rows:
-            row = (
-                name,
-                field,
-                None if k1 == NO_KEY else k1,
-                None if k2 == NO_KEY else k2,
-                valid_from,
-                valid_to,
-                value.decode(),
-            )
-            for col, v in zip(cols, row):
+        for field, item, part, valid_from, valid_to, value in rows:
+            for col, v in zip(cols, (name, field, item, part, valid_from, valid_to, value.decode())):
                 col.append(v)
         yield name, arrow_table(_INTERVAL_COLS, _INTERVAL_TYPES, cols)
 
@@ -399,7 +391,7 @@ def _copy_intervals(
     replace their open rows). Short-term versions are gathered first and go in ordered by run, then
     seq: a run's versions side by side share their urls, keys and event ids within a column segment
     (14 MB at 300,000 events, against 20 MB in the order projections.db gives them)."""
-    batches = _interval_rows(projections, after, head)
+    batches = _interval_rows(store, projections, policy, after, head)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE staged_short_term (run_id VARCHAR, valid_from BIGINT, valid_to BIGINT, "
         "value VARCHAR)"
@@ -508,7 +500,7 @@ def _catalog() -> list[tuple[Any, ...]]:
 
 
 def _stamp(target: Path, projections: Path) -> Stamp:
-    """The mirror file's sealed stamp (`projections.cache.seal.Stamp`)."""
+    """The mirror file's sealed stamp (`ledger.seal.Stamp`)."""
     return Stamp(target, Key.beside(projections), LOGS)
 
 
@@ -582,7 +574,6 @@ def _caught_up(store: Store, projections: Path, policy: Thresholds) -> duckdb.Du
     is opened to write, checked whole, caught up, sealed again and reopened read-only."""
     target = location.mirror_path(projections)
     head = int(store.head())
-    caught_up(store, projections, policy)
     for attempt in (1, 2):
         con = None
         if os.path.lexists(target):

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
+if __package__ in (None, "") and __name__ == "__main__":  # not when a worker loads this file
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 BENCH = "redaction"
@@ -118,7 +118,7 @@ def _measure(tree: Path, data: Path, repeat: int) -> dict[str, float]:
     code = (
         "import json, runpy, sys; from pathlib import Path; "
         "worker = runpy.run_path(sys.argv[1])['worker']; "
-        "print(json.dumps(worker(Path(sys.argv[2]), int(sys.argv[3]))))"
+        'import memtape; print(json.dumps({**worker(Path(sys.argv[2]), int(sys.argv[3])), "from": memtape.__file__}))'
     )
     done = subprocess.run(
         [sys.executable, "-c", code, __file__, str(data), str(repeat)],
@@ -128,7 +128,11 @@ def _measure(tree: Path, data: Path, repeat: int) -> dict[str, float]:
         capture_output=True,
         text=True,
     )
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    origin = figures.pop("from")
+    if not origin.startswith(str(tree)):
+        raise RuntimeError(f"the worker for {tree} imported memtape from {origin}")
+    return {name: float(us) for name, us in figures.items()}
 
 
 def run(quick: bool = False, events: int = 3000, rounds: int = 5, baseline: str = DEFAULT_BASELINE) -> list[Any]:

@@ -151,3 +151,8 @@ class RunConflict(ConcurrencyConflict):
 
 class KeyReused(InvalidEvent):
     """An idempotency key that already answered another request; nothing was written."""
+
+
+class AnswerGone(LedgerError):
+    """The answer kept for an idempotency key held what a later `forget` removed: it is not given
+    again (HTTP 410 Gone); nothing was written."""

@@ -756,6 +756,36 @@ class SubjectForgotten(Payload):
     run_ids: list[str] = Field(default_factory=list)
 
 
+class ItemCredited(Payload):
+    """What one memory item was worth to one run, measured by counterfactual (`memtape credit`):
+    the run's policy asked again on its recorded prompts with the item removed, and (where that
+    changed a decision and the run belongs to the bundled agent) the task run again from memory as
+    it stood at the run's start with the item masked. A later credit of the same item and run
+    replaces the earlier one."""
+
+    type: Literal["item_credited"] = "item_credited"
+    item: str = Field(min_length=1, max_length=200)
+    kind: Literal["lesson", "fact", "pattern", "trajectory"]
+    text: str = Field(default="", max_length=2000)
+    #: the run whose decisions were asked again
+    credited_run: str = Field(min_length=1, max_length=200)
+    #: how: `exact` (the scripted policy asked again) or `temperature-0` (a model, an estimate),
+    #: with `+rerun` where the task was run again without the item
+    method: str = Field(min_length=1, max_length=80)
+    #: decisions whose prompt showed the item, and those the policy decides otherwise without it
+    shown: Count = 0
+    changed: Count = 0
+    #: turns and tokens the run without the item took beyond the run with it (negative: it cost)
+    turns_saved: Int64 = 0
+    tokens_saved: Int64 = 0
+    #: whether the run without the item ended otherwise (succeeded where this failed, or the reverse)
+    success_changed: bool = False
+    #: +1 the item made the run succeed, -1 it made it fail, 0 neither
+    success_saved: Annotated[int, Ge(-1), Le(1)] = 0
+    #: the runs used as evidence (the run asked again without the item, in a fork of memory)
+    evidence_runs: list[str] = Field(default_factory=list)
+
+
 class RequestAnswered(Payload):
     """A request sent with an idempotency key, and the answer it got. The key's digest names the
     stream (`request-<sha256 of the key>`), so the same key again is answered from here by any
@@ -796,6 +826,7 @@ AnyPayload = Annotated[
     | MemoryImported
     | SubjectForgotten
     | RequestAnswered
+    | ItemCredited
     | PatternLearned
     | PatternUsed
     | PatternsPruned

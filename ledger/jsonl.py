@@ -7,8 +7,10 @@ reported as one line naming its number and the problem.
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Any
+import stat
+from typing import IO, Any
 
 import orjson
 from pydantic import ValidationError
@@ -18,6 +20,46 @@ from memtape.ledger.envelope import NewEvent
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import ENVELOPE_KEYS, EVENT_TYPES
 from memtape.ledger.field_rules import INT64_MAX, MAX_DEPTH, check_domain, check_time, integral
+
+#: the longest line, and the most a source that is not a regular file may give (a pipe, a device):
+#: what the HTTP face takes as one request body (`memtape serve` refuses more with 413)
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: how much is read at a time: a line over the limit is refused after at most this much more
+CHUNK_BYTES = 1024 * 1024
+
+
+def read_source(source: IO[bytes], name: str) -> bytes:
+    """The whole of `source` (a file, stdin), read in chunks with the HTTP face's limits, so that an
+    endless or huge input is refused in one line within a second, never read into memory whole: a
+    line over `MAX_LINE_BYTES`, or more than that from a source that is not a regular file (a pipe,
+    `/dev/zero`: no size to trust; a regular file is bounded by its size)."""
+    try:
+        regular = stat.S_ISREG(os.fstat(source.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's BytesIO): its size is its bound
+        regular = True
+    chunks: list[bytes] = []
+    size = line = 0
+    while True:
+        try:
+            chunk = source.read(CHUNK_BYTES)
+        except OSError as exc:
+            raise InvalidEvent(f"{name}: cannot read ({exc.strerror or exc}); nothing was written") from None
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        first = chunk.find(b"\n")  # lines inside a chunk are shorter than the limit
+        if first >= 0 and line + first > MAX_LINE_BYTES:
+            line += first
+        else:
+            line = line + len(chunk) if first < 0 else len(chunk) - chunk.rfind(b"\n") - 1
+        if line > MAX_LINE_BYTES:
+            raise InvalidEvent(f"{name}: a line over {MAX_LINE_BYTES} bytes; nothing was written")
+        if not regular and size > MAX_LINE_BYTES:
+            raise InvalidEvent(
+                f"{name}: over {MAX_LINE_BYTES} bytes from a source that is not a regular file "
+                "(a pipe or a device); give a file; nothing was written"
+            )
+        chunks.append(chunk)
 
 
 def first_error(exc: ValidationError) -> str:

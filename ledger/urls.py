@@ -21,3 +21,16 @@ def url_parts(url: str) -> SplitResult:
         except ValueError:
             continue
     return urlsplit("")
+
+
+def start_url_refusal(url: str) -> str | None:
+    """Why `url` cannot start a run (one line), or None. A run's domain, its memory's key (lessons,
+    facts, sessions, trajectories), is the start URL's host: `app.example/login` has none, so such a
+    run would be recorded on domain '' and never recalled for its site."""
+    parts = url_parts(url)
+    if not parts.scheme or not parts.hostname:
+        return (
+            f"start_url {url[:80]!r} has no scheme or host; give the site's whole address "
+            "(https://app.example/login): its host is the run's domain"
+        )
+    return None

@@ -19,6 +19,7 @@ when an argument is bad.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from memtape.analytics.explain import explain_item
 from memtape.ledger.anchor import HeadFile, Keeper, head_path, refuse_if_behind
 from memtape.ledger.errors import InvalidEvent, RunConflict, UnknownItem
 from memtape.ledger.errors import LedgerError as MemtapeError
-from memtape.ledger.extras import MissingExtra
+from memtape.ledger.extras import MissingExtra, load, require
 from memtape.ledger.jsonl import first_error
 from memtape.ledger.location import open_store, projections_path
 from memtape.projections.cache.materialize import ProjectionsHead
@@ -93,6 +94,19 @@ class Memory(memory.RecordingMemory):
         if domain is not None and not isinstance(domain, str):
             raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
+
+    def credit(self, runs: Sequence[str] = (), *, rerun: bool = True) -> dict[str, Any]:
+        """Credit every memory item shown to `runs` (default: every run) by counterfactual, record an
+        `item_credited` per (item, run), and return the content of `credit --json`: `{"decisions",
+        "reproduced", "items": [...]}`. Runs the bundled agent again on the bundled sites (the
+        `agent` extra)."""
+        if isinstance(runs, str) or not isinstance(runs, Sequence):
+            raise MemtapeError(f"runs must be a list of run ids, got {type(runs).__name__}")
+        if not isinstance(rerun, bool):
+            raise MemtapeError(f"rerun must be True or False, got {rerun!r:.60}")
+        require("credit", "agent")
+        credit = load("memtape.agent.credit", "credit", "agent").credit
+        return plain(credit(self, list(runs), rerun=rerun).as_dict())  # type: ignore[no-any-return]
 
     def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
         """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a

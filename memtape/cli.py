@@ -44,6 +44,12 @@ COMMANDS: dict[str, Entry] = {
         "for every item the run and step that taught it.",
     ),
     "copy": Entry("ledger", "Copy a ledger between stores, rows verbatim, chain verified at the end."),
+    "credit": Entry(
+        "credit",
+        "Credit every memory item by counterfactual: ask each decision's policy again without each item it "
+        "was shown, and run the task again where one changed a decision; record item_credited events.",
+        "agent",
+    ),
     "demo": Entry(
         "agent",
         "Serve the bundled sites and run the suite with memory off, then twice with memory on; print "

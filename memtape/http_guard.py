@@ -22,6 +22,7 @@ other error of the server.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -33,6 +34,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import orjson
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -151,6 +153,19 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+def request_digest(method: str, path: str, body: bytes) -> str:
+    """What an Idempotency-Key is bound to: the method, the path and the body as parsed JSON (keys
+    sorted), so the same request re-serialized with other spacing or key order is the same request;
+    a body that is no JSON object orjson reads (JSON Lines, big integers) counts by its bytes."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        canonical = body
+    else:
+        canonical = b"json:" + orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(f"{method} {path}\n".encode() + canonical).hexdigest()
+
+
 def _refuse(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -216,7 +231,7 @@ class RequestGuard:
         own_gates: tuple[str, ...] = (),
     ):
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.expected = token.encode() if token is not None else None
         self.public_paths = public_paths
         #: path prefixes whose app checks the token its own way (the viewer: a cookie a browser sends)
         self.own_gates = own_gates
@@ -228,8 +243,9 @@ class RequestGuard:
         path = scope["path"]
         gated = any(path == gate or path.startswith(gate + "/") for gate in self.own_gates)
         if self.expected is not None and path not in self.public_paths and not preflight and not gated:
-            given = headers.get("authorization", "").encode("latin-1")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            # the scheme's name is case-insensitive (RFC 9110 11.1), the token itself is not
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode("latin-1"), self.expected):
                 return _refuse(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         if scope["method"] in BODY_METHODS or has_body:

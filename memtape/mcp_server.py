@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -28,6 +29,8 @@ from memtape.api import Memory, MemtapeError
 from memtape.face_models import RunHandles
 from memtape.ledger.field_rules import MAX_DEPTH, check_value
 from memtape.ledger.jsonl import first_error, nested_too_deep, outline
+from memtape.mcp_frames import LineReader
+from memtape.mcp_frames import answers as frame_answers
 from memtape.operations import OPERATIONS, Operation, body_arguments, compact
 
 INSTRUCTIONS = (
@@ -95,6 +98,11 @@ def refusal(exc: Exception) -> JSONRPCError | None:
     return None
 
 
+def _listed(exc: Exception) -> list[JSONRPCError]:
+    answer = refusal(exc)
+    return [] if answer is None else [answer]
+
+
 class MemoryServer(MCPServer):
     """The SDK's server, with every anticipated failure as one line for the model to read: a
     MemtapeError (bad argument, unknown run), arguments that fail the input schema, or an argument
@@ -137,17 +145,22 @@ class MemoryServer(MCPServer):
             raise ToolError(f"Error executing tool {name}: {line}") from cause
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio transport, with each line it cannot read answered at once (`refusal`)."""
-        async with stdio_server() as (lines, answers):
+        """The SDK's stdio transport over stdin's raw lines (`mcp_frames.LineReader`), with each
+        line it cannot read, or that is owed a JSON-RPC error, answered at once (`mcp_frames.answers`)."""
+        reader = LineReader(sys.stdin.buffer)
+        async with stdio_server(stdin=reader) as (lines, answers):  # type: ignore[arg-type]
             screened_in, screened = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
             async def screen() -> None:
                 async with screened_in:
                     async for item in lines:
-                        if not isinstance(item, Exception):
+                        line, valid = reader.taken()
+                        owed = frame_answers(line, valid, _listed(item) if isinstance(item, Exception) else [])
+                        if owed:
+                            for answer in owed:
+                                await answers.send(SessionMessage(answer))
+                        elif not isinstance(item, Exception):
                             await screened_in.send(item)
-                        elif (answer := refusal(item)) is not None:
-                            await answers.send(SessionMessage(answer))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(screen)

@@ -161,11 +161,24 @@ def audit_text(data: dict[str, Any], console: Console | None = None) -> None:
             )
 
 
+def credit_line(credit: dict[str, Any] | None) -> str:
+    """An item's credit in one line (`memtape credit` measures it)."""
+    if credit is None:
+        return "credit: not measured (memtape credit)"
+    sign = {1: "positive", 0: "zero", -1: "negative"}[credit["credit"]]
+    return (
+        f"credit: {sign}: changed {credit['changed']} of {credit['shown']} decisions it was shown, saved "
+        f"{credit['turns_saved']} turns and {credit['tokens_saved']} tokens, success changed in "
+        f"{credit['success_changed']} runs, over {len(credit['runs'])} runs ({credit['method']})"
+    )
+
+
 def explain_text(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or _console()
     console.print(Text.assemble((f"{data['kind']} {data['item']}", "bold"), f": {data['status']}"))
     if data.get("recalled_in_runs"):
         console.print(_x(f"recalled in runs: {', '.join(data['recalled_in_runs'])}"))
+    console.print(_x(credit_line(data.get("credit"))))
     t = Table(title="life", title_justify="left")
     for c in ("seq", "at", "stage", "run", "step", "domain", "detail"):
         t.add_column(c, overflow="fold", no_wrap=c != "detail")  # the detail wraps, not every column
@@ -292,7 +305,7 @@ def explain_html(data: dict[str, Any]) -> str:
         ]
         for e in data["life"]
     ]
-    body = f"<p>Status: {_e(data['status'])}</p>" + _table(
+    body = f"<p>Status: {_e(data['status'])}</p><p>{_e(credit_line(data.get('credit')))}</p>" + _table(
         ["seq", "at", "stage", "run", "step", "domain", "detail"], rows
     )
     return _page(f"{data['kind']} {data['item']}", body)

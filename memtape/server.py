@@ -31,7 +31,6 @@ refused request writes nothing, so it may be sent again with its key (and
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import re
@@ -52,9 +51,17 @@ from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
-from memtape.http_guard import OriginGate, RequestGuard, listen
+from memtape.http_guard import OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
-from memtape.ledger.errors import ConcurrencyConflict, DiskFull, InvalidEvent, KeyReused, LedgerLocked, UnknownItem
+from memtape.ledger.errors import (
+    AnswerGone,
+    ConcurrencyConflict,
+    DiskFull,
+    InvalidEvent,
+    KeyReused,
+    LedgerLocked,
+    UnknownItem,
+)
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
 from memtape.operations import OPERATIONS, Operation
 from memtape.projections.pin import caller_refusal
@@ -195,6 +202,8 @@ def _status(exc: MemtapeError) -> int:
         return 409
     if isinstance(exc, DiskFull):
         return 507
+    if isinstance(exc, AnswerGone):
+        return 410
     return 400
 
 
@@ -262,7 +271,7 @@ def idempotent(memory: Memory, handles: RunHandles) -> Answered:
             return JSONResponse(jsonable_encoder(work()), status_code=status)
         if not 0 < len(key) <= MAX_KEY_CHARS:
             raise InvalidEvent(f"Idempotency-Key must be 1 to {MAX_KEY_CHARS} characters")
-        asked = hashlib.sha256(f"{request.method} {request.url.path}\n".encode() + await request.body()).hexdigest()
+        asked = request_digest(request.method, request.url.path, await request.body())
         try:
             code, body, replayed = memory.once(key, asked, lambda: (status, jsonable_encoder(work())))
         except BaseException:

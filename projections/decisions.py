@@ -37,7 +37,7 @@ from memtape.projections.folds.state import MemoryState
 from memtape.projections.folds.trajectories import expired
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seed_lessons
-from memtape.projections.text import older_than
+from memtape.projections.text import instruction_like, older_than
 
 #: event types that are decisions of the policy step (everything else is an observation)
 DECISION_TYPES = frozenset(
@@ -55,12 +55,15 @@ DECISION_TYPES = frozenset(
 
 
 def promotable(lesson: LessonEntry, policy: Thresholds) -> bool:
-    """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain."""
+    """Seed 001's gate: error_recovery, use_count ≥ 5, ≥ 3 distinct domains, no scope domain; and
+    text that reads as a lesson, not as instructions to the model (`instruction_like`): recorded
+    by a caller on enough sites, such text would otherwise reach every system prompt."""
     return (
         lesson.category == "error_recovery"
         and lesson.scope_domain is None
         and lesson.use_count >= policy.promotion_min_uses
         and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains
+        and instruction_like(lesson.lesson) is None
     )
 
 

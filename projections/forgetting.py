@@ -24,21 +24,27 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from memtape.ledger import location
-from memtape.ledger.envelope import NewEvent
-from memtape.ledger.errors import LedgerError
+from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.errors import LedgerError, UnknownItem
 from memtape.ledger.events import SubjectForgotten
 from memtape.ledger.field_rules import check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import FOLDS
+from memtape.projections.folds import lessons as lessons_projection
 from memtape.projections.folds.runs import covered
 from memtape.projections.folds.state import PROJECTIONS, MemoryState
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.text import domain_matches
 from memtape.projections.writer import MemoryWriter
 
 KINDS = ("domain", "run", "session", "lesson")
@@ -78,6 +84,37 @@ def normalize_subject(kind: str, subject: str) -> str:
     return text
 
 
+def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
+    """Whether memory knows the subject: a lesson by its id (held, or named by a lesson event of
+    the log: a pruned lesson's lines are still in exports), a run by its id, a session by one of
+    its runs, a domain (or a subdomain) by a run started there, a lesson scoped to it, or any event
+    the log files under it (facts, selectors, recalls: read until the first)."""
+    if kind == "lesson":
+        return subject in state.lessons.lessons or any(
+            subject in ev.payload_json for ev in store.read(types=lessons_projection.TYPES)
+        )
+    runs = state.runs.runs.values()
+    if any(covered(kind, subject, r.run_id, r.session_id, r.domain) for r in runs):
+        return True
+    if kind != "domain":
+        return False
+    if any(domain_matches(les.scope_domain, subject) for les in state.lessons.lessons.values()):
+        return True
+    return any(domain_matches(ev.domain, subject) for ev in store.read())
+
+
+def answer_forgotten(response: Any, forgets: Iterable[RecordedEvent]) -> RecordedEvent | None:
+    """The first of `forgets` (`subject_forgotten` events recorded after an answer was kept for an
+    idempotency key) whose subject the answer carries: its id, host or one of the runs it took
+    along appears anywhere in it. Such an answer is never given again (`Memory.once`)."""
+    text = orjson.dumps(response, default=str).decode().lower()
+    for ev in forgets:
+        names = (ev.data["subject"], *(ev.data.get("run_ids") or ()))
+        if any(name.lower() in text for name in names):
+            return ev
+    return None
+
+
 def _row_counts(state: MemoryState) -> dict[str, int]:
     counts: dict[str, int] = {}
     for name in PROJECTIONS:
@@ -94,13 +131,20 @@ def forget(
     *,
     projections_path: Path | None = None,
     policy: Thresholds = DEFAULT_POLICY,
+    force: bool = False,
 ) -> ForgetResult:
     """Append `subject_forgotten` and scrub projections.db (when given) of the subject.
 
-    Appends through the policy writer, so any decision the forget causes lands
-    in the same transaction."""
+    A subject memory does not hold (a typo) is refused with UnknownItem, since the event would
+    stay in the log for good; `force` records it anyway. Appends through the policy writer, so
+    any decision the forget causes lands in the same transaction."""
     subject = normalize_subject(kind, subject)
     state = load_state(store, projections_path, policy)
+    if not force and not holds(store, state, kind, subject):
+        raise UnknownItem(
+            f"no {kind} {subject!r} in memory, so nothing to forget; nothing was written "
+            "(--force, or force=True, records the forget anyway, for a subject an import may bring later)"
+        )
     before = _row_counts(state)
     runs = sorted(
         r.run_id

@@ -44,12 +44,43 @@ def tier1_refusal(category: str) -> str | None:
 #: events that put text into Tier 1 by themselves (a lesson_recorded does when its category is Tier 1)
 TIER1_WRITES = ("lesson_seeded", "lesson_promoted", "lesson_pinned")
 
+#: events only one door of memtape writes, never a caller's lines (append with or without --raw,
+#: HTTP, MCP, import): a pin is a person's command, an answer is what the server itself answered
+#: (a planted one would answer another client's Idempotency-Key and write nothing)
+DOOR_ONLY = {
+    "lesson_pinned": "a caller cannot write Tier 1 text; a person pins a lesson with "
+    "`memtape lessons pin LESSON --by NAME --reason TEXT`",
+    "request_answered": "only the server records the answer it gave to an Idempotency-Key",
+}
+
+
+def door_refusal(events: Sequence[NewEvent]) -> str | None:
+    """Why lines given as a log (`memtape append --raw`, an import) cannot be stored (one line), or
+    None: they hold an event only its own door writes (`DOOR_ONLY`)."""
+    for i, ev in enumerate(events, 1):
+        if ev.type in DOOR_ONLY:
+            return f"event {i} ({ev.type}): {DOOR_ONLY[ev.type]}; nothing was written"
+    return None
+
+
+def pinner_refusal(pinned_by: str) -> str | None:
+    """Why `pinned_by` cannot name who pinned (one line), or None: a name is one line, as every
+    explanation of the lesson shows it (a second line would read as something else said)."""
+    if not pinned_by.strip():
+        return "pinned_by: say who pins the lesson (empty)"
+    if pinned_by.splitlines() != [pinned_by]:
+        return "pinned_by: a name is one line (no line breaks)"
+    return None
+
 
 def caller_refusal(events: Sequence[NewEvent]) -> str | None:
     """Why a caller's events as lines (`memtape append`, HTTP `POST /events`) cannot be stored (one
     line), or None. None may write Tier 1 text (a seed, a promotion, a pin, or a lesson recorded in a
     Tier 1 category), nor any other decision of the policy, which makes its decisions itself (a log
-    holding one no policy made would diverge in every experiment)."""
+    holding one no policy made would diverge in every experiment), nor what only one door writes."""
+    refusal = door_refusal(events)
+    if refusal is not None:
+        return refusal
     for i, ev in enumerate(events, 1):
         category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
         if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
@@ -77,9 +108,11 @@ def pin(
 ) -> RecordedEvent:
     """Append `lesson_pinned` for `lesson_id` (which memory must hold: the writer checks it again
     inside its transaction) and return it."""
-    for what, text in (("pinned_by", pinned_by), ("reason", reason)):
-        if not text.strip():
-            raise InvalidEvent(f"{what}: say {'who pins the lesson' if what == 'pinned_by' else 'why'} (empty)")
+    refusal = pinner_refusal(pinned_by)
+    if refusal is not None:
+        raise InvalidEvent(refusal)
+    if not reason.strip():
+        raise InvalidEvent("reason: say why (empty)")
     if category not in TIER1_CATEGORIES:
         raise InvalidEvent(f"category {category!r}: a pin puts a lesson in Tier 1 ({', '.join(TIER1_CATEGORIES)})")
     state = load_state(store, projections_path, policy)

@@ -30,9 +30,13 @@ from typing import Any
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
-from memtape.projections.decisions import DECISION_TYPES, decide, on_open
+from memtape.projections.decisions import DECISION_TYPES, decide, on_open, promotable
+from memtape.projections.folds import lessons as lessons_projection
+from memtape.projections.folds.lessons import TIER1_CATEGORIES, LessonsState
 from memtape.projections.folds.state import MemoryState, dispatch
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.pin import TIER1_WRITES, pinner_refusal
+from memtape.projections.seeds import seed_lessons
 from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
@@ -92,6 +96,61 @@ class DecisionCheck:
     decisions: int  # decision events checked (imported ones not included)
     first_bad_seq: int | None = None
     reason: str | None = None
+    #: every Tier 1 entry no door of its own made (`tier1_unmade`), whatever else held
+    unmade: tuple[str, ...] = ()
+
+
+def _unmade(
+    ev: RecordedEvent, lessons: LessonsState, policy: Thresholds, imported: bool, seeds: set[str]
+) -> str | None:
+    """Why Tier 1 entry `ev` (an event putting text into every system prompt) was made by none of
+    the doors that may make one (one line), or None: a seed as memory seeds itself, a promotion the
+    policy makes of the lesson as memory holds it then, a pin as `memtape lessons pin` writes it."""
+    d = ev.data
+    lesson = lessons.lessons.get(d.get("lesson_id") or "")
+    if ev.type == "lesson_recorded":
+        return f"a {d['category']} lesson recorded as given (no seed, promotion or pin)"
+    if ev.type == "lesson_seeded":
+        return None if not imported or d["lesson_id"] in seeds else "a seed lesson of no seed document, imported"
+    if ev.type == "lesson_promoted":
+        if lesson is None or not promotable(lesson, policy):
+            return "a promotion the policy does not make of the lesson as memory held it" + (
+                " (imported as given)" if imported else ""
+            )
+        return None
+    refusal = pinner_refusal(d["pinned_by"])
+    if imported:
+        return "a pin that came with an import (only `memtape lessons pin` pins)"
+    if refusal is not None:
+        return f"a pin `memtape lessons pin` refuses ({refusal})"
+    if lesson is None or lesson.category != d["from_category"]:
+        return "a pin of a lesson memory did not hold as it says"
+    return None
+
+
+def tier1_unmade(store: Store) -> list[str]:
+    """Every Tier 1 entry of the log that neither the policy, a seed nor a pin command made, as
+    `seq N type lesson_id: why`, whatever door it came through (`append --raw`, an import, a hand
+    edit of an old log); see `_unmade`."""
+    policies = run_policies(store)
+    seeds = {new.payload.lesson_id for new in seed_lessons()}  # type: ignore[attr-defined]
+    lessons = LessonsState()
+    found: list[str] = []
+    imported_at: str | None = None
+    for ev in store.read():
+        if ev.type == "memory_imported":
+            imported_at = ev.recorded_at
+        elif imported_at is not None and ev.recorded_at != imported_at:
+            imported_at = None
+        tier1 = ev.type in TIER1_WRITES or (ev.type == "lesson_recorded" and ev.data["category"] in TIER1_CATEGORIES)
+        if tier1:
+            policy = policies.get(ev.run_id or "", DEFAULT_POLICY)
+            why = _unmade(ev, lessons, policy, imported_at is not None, seeds)
+            if why is not None:
+                found.append(f"seq {ev.seq} {ev.type} {ev.data.get('lesson_id', '')}: {why}")
+        if ev.type in lessons_projection.TYPES:
+            lessons_projection.apply(lessons, ev)
+    return found
 
 
 def _same(ev: RecordedEvent, new: NewEvent, redactor: Any) -> bool:
@@ -116,7 +175,17 @@ def _describe(new: NewEvent) -> str:
 
 def verify_decisions(store: Store) -> DecisionCheck:
     """Replay the log under each run's recorded policy; the first decision event that is not exactly
-    what the policy yields there (or the first place a decision it yields is missing) is named."""
+    what the policy yields there (or the first place a decision it yields is missing) is named, and
+    every Tier 1 entry no door of its own made (`tier1_unmade`)."""
+    check = replay_decisions(store)
+    unmade = tuple(tier1_unmade(store))
+    if not unmade:
+        return check
+    return DecisionCheck(False, check.decisions, check.first_bad_seq, check.reason, unmade)
+
+
+def replay_decisions(store: Store) -> DecisionCheck:
+    """The replay of `verify_decisions`: the first decision that differs from the policy's."""
     redactor = store.redactor
     policies = run_policies(store)
     memories: dict[str, PolicyMemory] = {}

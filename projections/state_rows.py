@@ -8,14 +8,16 @@ Library functions (the CLI only renders their results):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import resolve_seq
+from memtape.projections.folds.lessons import LessonEntry
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.text import instruction_like
 from memtape.projections.view import MemoryView
 
 STATE_KINDS = (
@@ -33,6 +35,7 @@ STATE_KINDS = (
     "sitemap",
     "scratch",
     "page-maps",
+    "credit",
 )
 
 #: columns the rich tables show per kind (--json prints every field)
@@ -45,9 +48,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "scope_domain",
         "last_used",
         "source",
+        "instruction_like",
         "lesson",
     ),
-    "tier1": ("lesson_id", "category", "use_count", "source", "lesson"),
+    "tier1": ("lesson_id", "category", "use_count", "source", "instruction_like", "lesson"),
     "facts": ("domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
     "sessions": ("domain", "session_id", "run_id", "success", "goal", "outcome", "final_url", "turns_used"),
     "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
@@ -89,16 +93,34 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "sitemap": ("domain", "url", "depth", "link_type", "visited", "title", "section_count", "summary"),
     "scratch": ("run_id", "key", "value", "domain", "step", "writes", "occurred_at"),
     "page-maps": ("run_id", "url", "title", "summary", "total_height", "regions", "stored"),
+    "credit": ("item", "kind", "shown", "changed", "turns_saved", "tokens_saved", "success_saved", "method", "text"),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ListedLesson(LessonEntry):
+    """A lesson as `state lessons|tier1` lists it: flagged when its text reads as instructions to
+    the model (`instruction_like` names what), which the policy never promotes (a person may pin it)."""
+
+    instruction_like: str | None = None
+
+
+def listed(lessons: list[LessonEntry]) -> list[ListedLesson]:
+    return [
+        ListedLesson(
+            **{f.name: getattr(les, f.name) for f in fields(LessonEntry)}, instruction_like=instruction_like(les.lesson)
+        )
+        for les in lessons
+    ]
 
 
 def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> list[Any]:
     """The records of one projection kind, optionally for one domain (subdomains included) and,
     for the per-run kinds (short-term, context, snapshots, scratch, page-maps, runs), one run."""
     if kind == "lessons":
-        return view.lessons(domain)
+        return listed(view.lessons(domain))
     if kind == "tier1":
-        return view.tier1()
+        return listed(view.tier1())
     if kind == "facts":
         doms = [domain] if domain else sorted(view.state.knowledge.current.keys() | view.state.knowledge.closed.keys())
         return [f for d in doms for f in view.facts(d, include_closed=True)]
@@ -125,6 +147,8 @@ def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str
         return view.scratch_entries(run, domain)
     if kind == "page-maps":
         return view.page_map_entries(run, domain)
+    if kind == "credit":
+        return [c for c in view.credit() if run is None or run in c.runs]
     raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
 
 

@@ -102,6 +102,42 @@ def fenced(text: str | None, limit: int | None = None) -> str:
     return '"' + data_line(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: what reads as instructions to a model rather than a lesson about a site, each with its name: a
+#: tag that would close memory's fence or pose as a message of its own, the stock injection phrase,
+#: a markdown heading that starts a section, a role label opening a line
+INSTRUCTION_SHAPES = (
+    (
+        "a memory fence or role tag",
+        re.compile(
+            r"</?\s*(?:memtape_memory|system|assistant|user|developer|tool|instructions?|prompt)\b[^<>]*>"
+            r"|<\|[a-z_]+\|>|\[/?INST\]|<</?SYS>>|<<<|>>>",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "'ignore previous instructions'",
+        re.compile(
+            r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)*"
+            r"(?:previous|prior|above|earlier|preceding|all|other|system)\s+"
+            r"(?:instructions?|rules|prompts?|directions|guidelines|messages?)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    ("a markdown heading", re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S", re.MULTILINE)),
+    (
+        "a role label at a line start",
+        re.compile(r"^\s*(?:system|assistant|developer)\s*:", re.IGNORECASE | re.MULTILINE),
+    ),
+)
+
+
+def instruction_like(text: str) -> str | None:
+    """What in `text` reads as instructions to the model (the first shape of `INSTRUCTION_SHAPES`
+    it holds), or None. Such a lesson is never promoted into every system prompt: it stays a
+    recallable lesson, flagged in `state`, and only a person's pin can put it in Tier 1."""
+    return next((name for name, shape in INSTRUCTION_SHAPES if shape.search(text)), None)
+
+
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
     """|a ∩ b| / |a ∪ b|; empty sets match nothing (0.0)."""
     if not a or not b:

@@ -22,6 +22,7 @@ from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.folds import context as context_mod
+from memtape.projections.folds import credit as credit_mod
 from memtape.projections.folds import knowledge
 from memtape.projections.folds import page_maps as page_maps_mod
 from memtape.projections.folds import patterns as patterns_mod
@@ -33,6 +34,7 @@ from memtape.projections.folds import snapshots as snapshots_mod
 from memtape.projections.folds import steps as steps_mod
 from memtape.projections.folds import trajectories as traj_mod
 from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.credit import ItemCredit
 from memtape.projections.folds.knowledge import Fact
 from memtape.projections.folds.lessons import LessonEntry, Match, ranked, ranked_matches, tier1
 from memtape.projections.folds.page_maps import PageMap
@@ -366,6 +368,13 @@ class MemoryView:
 
     def snapshots(self, run_id: str | None = None, domain: str | None = None) -> list[Snapshot]:
         return snapshots_mod.listed(self.state.snapshots, run_id, domain)
+
+    def credit(self, item: str | None = None) -> list[ItemCredit]:
+        """Every credited memory item, most worth first (`credit.ranked`), or the one named."""
+        if item is not None:
+            one = credit_mod.item_credit(self.state.credit, item)
+            return [] if one is None else [one]
+        return credit_mod.ranked(self.state.credit)
 
     def scratch(self, run_id: str) -> dict[str, ScratchEntry]:
         """One run's scratch pad, key -> entry."""

@@ -140,6 +140,18 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "request_answered": {"request_sha256": "0" * 64, "status": 201, "response": {"run_id": T}},
     "scratch_set": {"key": T, "value": {"items": [T, 2], "page": 1}},
+    "item_credited": {
+        "item": "lsn_0123456789abcdef",
+        "kind": "lesson",
+        "text": T,
+        "credited_run": "run_1",
+        "method": "exact+rerun",
+        "shown": 3,
+        "changed": 1,
+        "turns_saved": 2,
+        "tokens_saved": 4000,
+        "evidence_runs": ["run_2"],
+    },
     "page_map_stored": {
         "url": T,
         "title": T,

@@ -39,6 +39,7 @@ from memtape.projections.recording.learning import (
     goal_secrets,
     grade_steps,
     observe_facts,
+    recovery_of,
 )
 from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import StepRecord
@@ -267,15 +268,64 @@ COOKIE_RUN = [
 ]
 
 
-def test_failure_recovery_extraction_and_site_lesson() -> None:
+def test_a_step_that_left_the_failure_in_place_is_no_recovery() -> None:
+    """Escape "succeeded" but the same click failed again; "Accept all cookies" cleared it: the
+    recovery is the step after which the click worked, and a click→click pair teaches nothing by seed
+    001's rule (A == B), so the only lesson is the site's overlay lesson."""
     lessons = extract_lessons(COOKIE_RUN)
-    cats = {p.category: (d, s, p) for d, s, p in lessons}
-    d, s, rec = cats["error_recovery"]
-    assert (rec.failed_command, rec.error_pattern, d, s) == ("click", "intercepts pointer events", "shop.test", 1)
-    assert "press(key='Escape')" in rec.lesson and rec.scope_domain is None
-    d, s, site = cats["site_specific"]
+    ((d, s, site),) = lessons
+    assert site.category == "site_specific" and (d, s) == ("shop.test", 1)
     assert site.scope_domain == "shop.test" and '"Accept all cookies"' in site.lesson
-    assert len(lessons) == 2  # the click→click pair (A == B) teaches nothing by seed 001's rule
+    assert not any("Escape" in p.lesson for _, _, p in lessons)
+    assert recovery_of(COOKIE_RUN, 0) == recovery_of(COOKIE_RUN, 2) == 3
+
+
+def test_the_recovery_is_the_step_after_which_the_failed_command_succeeded() -> None:
+    """Escape that cleared the overlay (the click then worked) is a recovery; the step that merely
+    came next is not, when another step cleared the failure."""
+    cleared_by_escape = [
+        _rec(1, "click", False, "Buy", error=INTERCEPT),
+        _rec(2, "press", True, args={"key": "Escape"}),
+        _rec(3, "click", True, "Buy"),
+    ]
+    ((_, _, lesson),) = extract_lessons(cleared_by_escape)
+    assert lesson.failed_command == "click" and "press(key='Escape')" in lesson.lesson
+    scroll_then_enter = [
+        _rec(1, "click", False, "Buy", error=INTERCEPT),
+        _rec(2, "scroll", True, args={"direction": "down"}),
+        _rec(3, "press", True, args={"key": "Enter"}),
+        _rec(4, "click", True, "Buy"),
+    ]
+    ((_, _, lesson),) = extract_lessons(scroll_then_enter)
+    assert "press(key='Enter')" in lesson.lesson and "scroll" not in lesson.lesson
+    never_cleared = [_rec(1, "click", False, "Buy", error=INTERCEPT), _rec(2, "press", True, args={"key": "Escape"})]
+    assert extract_lessons(never_cleared) == [] and recovery_of(never_cleared, 0) is None
+    still_failing = [*never_cleared, _rec(3, "click", False, "Buy", error=INTERCEPT)]
+    assert extract_lessons(still_failing) == []
+
+
+@given(st.lists(st.sampled_from(["esc", "fail", "accept", "ok"]), max_size=12))
+def test_no_recovery_is_followed_by_the_same_failure(kinds: list[str]) -> None:
+    """Whatever the order of steps, the recovery of a failed click is the ok step right before the
+    click first worked again, and Escape is learned only where the click worked right after it."""
+    made = {
+        "esc": lambda n: _rec(n, "press", True, args={"key": "Escape"}),
+        "fail": lambda n: _rec(n, "click", False, "Buy", error=INTERCEPT),
+        "accept": lambda n: _rec(n, "click", True, "Accept all", role="button"),
+        "ok": lambda n: _rec(n, "click", True, "Buy"),
+    }
+    steps = [made[k](n) for n, k in enumerate(kinds, 1)]
+    for i, s in enumerate(steps):
+        if s.ok:
+            continue
+        worked = next((k for k in range(i + 1, len(steps)) if steps[k].ok and steps[k].name == "Buy"), None)
+        before = worked - 1 if worked is not None else None
+        expected = before if before is not None and before > i and steps[before].ok else None
+        assert recovery_of(steps, i) == expected
+    for _, _, lesson in extract_lessons(steps):
+        assert "Escape" not in lesson.lesson or any(
+            kinds[k] == "esc" and kinds[k + 1] == "ok" for k in range(len(kinds) - 1)
+        )
 
 
 def test_no_lesson_without_a_recovery_or_with_same_command() -> None:
@@ -345,7 +395,11 @@ def test_errors_that_name_no_cause_teach_nothing() -> None:
         ("  0123456789  ", "0123456789"),
         ("Error: the widget refused the keystroke", "error: the widget refused the keystroke"),
     ):
-        run = [_rec(1, "click", False, "Buy", error=error), _rec(2, "press", True, args={"key": "Escape"})]
+        run = [
+            _rec(1, "click", False, "Buy", error=error),
+            _rec(2, "press", True, args={"key": "Escape"}),
+            _rec(3, "click", True, "Buy"),
+        ]
         ((_, _, lesson),) = extract_lessons(run)
         assert lesson.error_pattern == pattern and lesson.failed_command == "click"
 
@@ -365,6 +419,7 @@ def test_a_lesson_quotes_the_error_in_60_characters_in_its_own_case() -> None:
     run = [
         _rec(1, "playwright-cli click e37", False, "Buy", error=error),
         _rec(2, "playwright-cli press Escape", True, args={"key": "Escape"}),
+        _rec(3, "playwright-cli click e37", True, "Buy"),
     ]
     ((_, _, lesson),) = extract_lessons(run)
     assert lesson.failed_command == "click" and lesson.error_pattern == error.split("\n")[0].lower()[:80]
@@ -380,6 +435,7 @@ def test_the_same_recovery_twice_in_a_run_is_one_lesson_used_twice(fresh_ledger:
         _rec(3, "click", True, "Buy"),
         _rec(4, "click", False, "Pay", error=INTERCEPT),
         _rec(5, "press", True, args={"key": "Escape"}),
+        _rec(6, "click", True, "Pay"),
     ]
     lessons = [p for _, _, p in extract_lessons(twice) if p.category == "error_recovery"]
     assert len(lessons) == 2 and lessons[0].lesson == lessons[1].lesson

@@ -89,7 +89,7 @@ def _write(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
                 "lesson": [lid for ev in lessons if (lid := lesson_id_of(ev))],
             }
             if subjects[o[1]]:
-                forget(store, o[1], subjects[o[1]][o[2] % len(subjects[o[1]])])
+                forget(store, o[1], subjects[o[1]][o[2] % len(subjects[o[1]])], force=True)
 
 
 def _facts(records: list[dict[str, Any]], status: str) -> dict[tuple[str, str, str], float]:

@@ -223,7 +223,7 @@ def test_after_forgets_analytics_shows_the_lessons_the_projection_holds(
             for kind, subject in forgets:
                 if kind == "lesson":
                     subject = lesson_id_of(recorded[subject % len(recorded)])
-                forget(store, kind, subject)
+                forget(store, kind, subject, force=True)
             con = connect(store)
             shown = con.execute(
                 "SELECT DISTINCT lesson_id FROM events WHERE type IN ('lesson_recorded', "

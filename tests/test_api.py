@@ -135,17 +135,16 @@ def overlay_run(mem: Any, goal: str) -> Any:
 def test_a_second_run_recalls_what_the_first_learned(tmp_path: Path) -> None:
     mem = memtape.open(tmp_path / "mem")
     first, learned = overlay_run(mem, 'Open "Wool Socks"')
-    assert first.url == SHOP + "socks" and {l.category for l in learned.lessons} == {"error_recovery", "site_specific"}
+    # Escape came next but "Accept all cookies" is what the click worked after: the site's lesson, no Escape
+    assert first.url == SHOP + "socks" and [l.category for l in learned.lessons] == ["site_specific"]
     with mem.start_run(goal='Open "Wool Socks"', start_url=SHOP) as second:
         site = second.recall_domain(step=1)
         assert len(site) == 1 and '"Accept all cookies"' in site[0].text and site[0].scope_domain == "shop.example"
         fix = second.recall_error(command="click", error=INTERCEPT, step=1)
         assert [(l.source, l.failed_command, l.error_pattern, l.matched, l.score) for l in fix] == [
-            ("learned", "click", "intercepts pointer events", "pattern+command", 5.0),
             ("seed", "click", "intercepts pointer", "pattern+command", 5.0),
             ("seed", None, "intercepts pointer", "pattern", 3.0),
         ]
-        assert fix[0].use_count == 1 and fix[0].triggered_domains == ("shop.example",)
         recalled = second.recall_trajectory(step=1)
         assert recalled is not None and recalled.replay and recalled.similarity == 1.0
         assert [s.command for s in recalled.trajectory.steps] == ["press", "click", "click", "finish"]
@@ -191,7 +190,7 @@ def test_a_run_finished_in_another_process_learns_what_it_would_have_learned_in_
 
     assert learned(learned_there) == learned(learned_here)
     step_ids = [e.id for e in there.store.read(run_id=run.run_id, types=["step_recorded"])]
-    assert learned_there.lessons[0].learned_from == step_ids[:2]  # the failure and its recovery
+    assert learned_there.lessons[0].learned_from == [step_ids[0], step_ids[2]]  # the failure and what cleared it
     with pytest.raises(memtape.MemtapeError, match="already completed"):
         there.run(run.run_id)
     here.close(), there.close()

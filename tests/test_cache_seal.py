@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from memtape.ledger.anchor import Anchor
 from memtape.ledger.clock import SteppingClock
+from memtape.ledger.seal import Digest, Key
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import db, intervals, materialize
-from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.folds.state import PROJECTIONS
 from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView

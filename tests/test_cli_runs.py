@@ -118,7 +118,8 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     ] == [("click", "seed", "pattern+command", 5.0), (None, "seed", "pattern", 3.0)]
     done = cli(by_cli, "finish-run", run_id, "--success", "--outcome", "socks page open", "--json")
     assert done.code == 0, done.err
-    assert len(json.loads(done.out)["lessons"]) == 2 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
+    # the click worked after "Accept all cookies", not after Escape: the site's lesson only
+    assert len(json.loads(done.out)["lessons"]) == 1 and json.loads(done.out)["trajectory"] == f"traj_{run_id}"
 
     with memtape.open(by_lib) as mem, mem.start_run(goal=SOCKS, start_url=SHOP) as run:
         run.tier1()
@@ -137,13 +138,12 @@ def test_a_run_through_the_command_line_is_logged_like_the_library_run(tmp_path:
     again = cli(
         by_cli, "recall", "error", "--command", "click", "--error", INTERCEPT, "--domain", "shop.example", "--json"
     )
-    learned, enter, escape = json.loads(again.out)
-    assert [(l["source"], l["failed_command"], l["error_pattern"], l["matched"]) for l in (learned, enter, escape)] == [
-        ("learned", "click", "intercepts pointer events", "pattern+command"),
+    enter, escape = json.loads(again.out)  # no Escape recovery learned: the click worked after "Accept all"
+    assert [(l["source"], l["failed_command"], l["error_pattern"], l["matched"]) for l in (enter, escape)] == [
         ("seed", "click", "intercepts pointer", "pattern+command"),
         ("seed", None, "intercepts pointer", "pattern"),
     ]
-    assert learned["use_count"] == 1 and enter["use_count"] == escape["use_count"] == 1
+    assert enter["use_count"] == escape["use_count"] == 1
     site = json.loads(cli(by_cli, "recall", "domain", "--domain", "shop.example", "--json").out)
     assert len(site) == 1 and (site[0]["scope_domain"], site[0]["matched"], site[0]["score"]) == (
         "shop.example",

@@ -27,6 +27,7 @@ from memtape.ledger.gitleaks_rules import (
     GITLEAKS_SHA256,
     GITLEAKS_VERSION,
     LICENCE,
+    NARROWED,
     go_to_python,
     rule_set,
     shannon_entropy,
@@ -116,7 +117,18 @@ def test_the_keyword_index_finds_every_keyword(text: str) -> None:
     rules = rule_set()
     found = set(rules.keywords_in(text.lower()))
     assert found == {k for k in rules.by_keyword if k in text.lower()}
-    assert rules.may_match(text.lower()) == bool(found)
+    assert rules.may_match(text.lower()) <= bool(found)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_narrowed_keyword_still_lets_every_match_of_its_rule_through(data: st.DataObject) -> None:
+    rules = rule_set()
+    rule = data.draw(st.sampled_from([r for kw in NARROWED for r in rules.by_keyword[kw]]))
+    match = data.draw(st.from_regex(rule.pattern))
+    for text in (match, json.dumps({"v": match}), json.dumps({"v": match}, ensure_ascii=False)):
+        if rule.spans(text, rules.allowlist):
+            assert rules.may_match(text.lower()), (rule.id, text)
 
 
 # ---- the held-out corpus ---------------------------------------------------------------------

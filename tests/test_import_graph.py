@@ -107,3 +107,35 @@ def test_the_graph_sees_the_imports() -> None:
     assert "memtape.projections.decisions" in edges["memtape.projections.writer"]
     assert "memtape.ledger.settings" in edges["memtape.commands"]
     assert len(MODULES) > 80
+
+
+def _names_from(module: str, prefix: str) -> set[tuple[str, str]]:
+    """(module, name) of every `from X import name` in `module` where X starts with `prefix`."""
+    tree = ast.parse(MODULES[module].read_text())
+    return {
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(prefix)
+        for alias in node.names
+    } | {
+        (alias.name, "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith(prefix)
+    }
+
+
+def test_the_analytics_mirror_reads_the_cache_through_one_door() -> None:
+    """The mirror copies projections.db through one public function of the cache engine, so the
+    engine's layout (interval blocks, keys, checkpoints) can change without touching analytics."""
+    assert _names_from("memtape.analytics.mirror", "memtape.projections.cache") == {
+        ("memtape.projections.cache.materialize", "interval_versions")
+    }
+
+
+def test_the_bundled_agent_reads_memory_only_through_the_api() -> None:
+    """The bundled agent uses what an external agent can: no module of agent/ opens `MemoryView`
+    (resume and fork are `Memory.resume_scenario` / `fork_scenario`)."""
+    agent = [m for m in MODULES if m == "memtape.agent" or m.startswith("memtape.agent.")]
+    assert agent and all(_names_from(m, "memtape.projections.view") == set() for m in agent)

@@ -212,7 +212,7 @@ def test_generated_runs_round_trip(
             "run": lambda: run_ids[what % len(run_ids)],
             "domain": lambda: what,
         }[kind]()
-        forget(mem.store, kind, subject)
+        forget(mem.store, kind, subject, force=True)
     if not files_of(export_of(mem.store, "memory-events", tmp / "probe")):
         assert forget_one is not None  # every run forgotten: nothing to say, nothing to import
         return

@@ -157,8 +157,9 @@ def test_a_step_recorded_again_is_one_step(tmp_path: Path) -> None:
         run.record_step(step=1, action="click", target='link "Wool Socks"', ok=True, url=SHOP)
     assert [e.id for e in a.store.read(run_id=run.run_id, types=["step_recorded"])] == [first]
     overlay_step(run, 2)
+    run.record_step(step=3, action="click", target='link "Wool Socks"', url=SHOP)  # Escape cleared it
     learned = run.finish(success=False, outcome="stopped")
-    assert [e.step for e in a.store.read(run_id=run.run_id, types=["step_graded"])] == [1, 2]
+    assert [e.step for e in a.store.read(run_id=run.run_id, types=["step_graded"])] == [1, 2, 3]
     assert len(learned.lessons) == 1
 
 
@@ -345,9 +346,10 @@ async def _two_mcp_servers(location: Path) -> dict[str, Any]:
         )
         await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
         seen["retry"] = await call(two, "record_step", run_id=run_id, step=2, action="press", url=SHOP)
+        await call(one, "record_step", run_id=run_id, step=3, action="click", target='link "Wool Socks"', url=SHOP)
         seen["finished"] = await call(one, "finish_run", run_id=run_id, success=True, outcome="done")
         seen["late_step"] = error_text(
-            await two.call_tool("record_step", {"run_id": run_id, "step": 3, "action": "press"})
+            await two.call_tool("record_step", {"run_id": run_id, "step": 4, "action": "press"})
         )
         seen["second_finish"] = error_text(await two.call_tool("finish_run", {"run_id": run_id, "success": False}))
     return seen
@@ -362,6 +364,6 @@ def test_two_mcp_servers_share_one_run_and_a_finished_run_refuses_more(tmp_path:
     assert run_id in seen["late_step"] and "already completed" in seen["late_step"]
     assert run_id in seen["second_finish"]
     mine = [e for e in _events(location) if e.run_id == run_id]
-    assert [e.step for e in mine if e.type == "step_recorded"] == [1, 2]
+    assert [e.step for e in mine if e.type == "step_recorded"] == [1, 2, 3]
     assert seen["retry"]["event_id"] == next(e.id for e in mine if e.type == "step_recorded" and e.step == 2)
     assert [e.type for e in mine].count("run_completed") == 1

@@ -18,6 +18,7 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.envelope import event
 from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
+from memtape.projections.folds.lessons import TIER1_CATEGORIES
 from memtape.projections.parameters import Thresholds
 from memtape.projections.replay import verify_decisions
 from memtape.projections.writer import MemoryWriter
@@ -216,13 +217,22 @@ def test_imported_decisions_are_folded_not_checked(tmp_path: Path) -> None:
     mem = tmp_path / "memory"
     for source in (data / "memory.json", data):
         assert cli(mem, "import", str(source)).code == 0
-    assert "lesson_promoted" in {e["type"] for e in events(mem)}
+    # issue 38: the logs' own promotions are a note on the import, which applies the rule itself
+    assert "lesson_promoted" not in {e["type"] for e in events(mem)}
+    noted = [e["payload"]["counts"] for e in events(mem) if e["type"] == "memory_imported"]
+    assert noted[-1]["given_promotions"] >= 1 and noted[-1]["promotions_decided"] == 0
     assert cli(mem, "append", "-", stdin=b'{"type":"run_started","run_id":"r1","goal":"g"}\n').code == 0
     r = cli(mem, "verify", "--decisions")
     # the event logs' import wrote the seed lesson memory.json lacked (as a run would), so the run's
-    # opening decides only the pruning
-    assert r.code == 0 and ", 1 decisions re-derived;" in r.out, r
-    lesson = next(e for e in events(mem) if e["type"] == "lesson_recorded")["payload"]
+    # opening decides only the pruning; memory.json's own Tier 1 lessons (another system's) came
+    # through an import, not a seed, promotion or pin of this memory: verify names each of them
+    tier1 = [e for e in events(mem) if e["type"] == "lesson_recorded" and e["payload"]["category"] in TIER1_CATEGORIES]
+    assert r.code == 1 and "decision differs" not in r.err, r
+    assert f"{len(tier1)} Tier 1 entries no seed, promotion or pin command made" in r.err, r
+    assert all(f"seq {e['seq']} lesson_recorded {e['payload']['lesson_id']}: a " in r.err for e in tier1), r
+    lesson = next(
+        e for e in events(mem) if e["type"] == "lesson_recorded" and e["payload"]["category"] == "site_specific"
+    )["payload"]
     assert (
         _raw(
             mem,

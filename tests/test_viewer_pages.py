@@ -120,8 +120,10 @@ def test_pages_answer_what_was_asked(http: TestClient, sample: Any) -> None:
     step = http.get(f"/ui/runs/{s.learner}/steps/1", headers=cookie).text
     assert f'href="/ui/runs/{s.teacher}/steps/1"' in step and f'href="/ui/items/{s.tip}"' in step
     assert "Trimmed by the budget" in step
+    assert "changed 1 of 1 decisions" in step and "+2 turns saved" in step  # the item_credited event
     item = http.get(f"/ui/items/{s.tip}", headers=cookie).text
     assert f'href="/ui/runs/{s.learner}/steps/1"' in item  # the run and step that recalled it
+    assert "changed 1 of 1 that showed it" in item and "<dt>Tokens saved</dt><dd>180</dd>" in item
     diff = http.get(f"/ui/diff?from=0&to={s.teacher}", headers=cookie).text
     assert s.tip in diff and s.hostile not in diff  # the later run's lesson came after
     assert s.banner in http.get("/ui/search?q=BANNER newsletter", headers=cookie).text

@@ -22,13 +22,19 @@ from memtape.projections.forgetting import forget
 @click.option("--session", default=None, metavar="S", help="Every run of a session.")
 @click.option("--lesson", default=None, metavar="L", help="One lesson, by id.")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (recorded in the event).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Record the forget even when memory holds no such subject (one an import may bring later).",
+)
 def forget_cmd(
-    domain: str | None, run_id: str | None, session: str | None, lesson: str | None, reason: str | None
+    domain: str | None, run_id: str | None, session: str | None, lesson: str | None, reason: str | None, force: bool
 ) -> None:
     """Forget one subject: append `subject_forgotten`, so no projection, export, report or audit
     answer holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the
     analytics mirror (rebuilt without the subject by the next analytics command).
-    The ledger keeps its events (append-only; the chain still verifies).
+    The ledger keeps its events (append-only; the chain still verifies). A subject memory does
+    not hold is refused (a typo would stay in the log for good) unless --force.
 
     Example: memtape forget --domain shop.test --reason "user asked"
     """
@@ -41,7 +47,7 @@ def forget_cmd(
         raise LedgerError("give exactly one of --domain, --run, --session, --lesson")
     ((kind, subject),) = chosen
     settings = current_settings()
-    r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path)
+    r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path, force=force)
     removed = ", ".join(f"{n} {t}" for t, n in sorted(r.removed.items())) or "nothing was in memory"
     scrubbed = (
         f"; projections.db scrubbed ({r.snapshots_dropped} old snapshots dropped)" if r.projections_scrubbed else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from typing import IO
 
 import click
 import orjson
@@ -19,12 +20,12 @@ from memtape.ledger.errors import ChainBroken, InvalidEvent, LedgerError
 from memtape.ledger.event_schema import json_schema
 from memtape.ledger.events import EVENT_TYPES
 from memtape.ledger.field_rules import check_domain, check_ident
-from memtape.ledger.jsonl import parse_lines
+from memtape.ledger.jsonl import parse_lines, read_source
 from memtape.ledger.location import projections_path
 from memtape.ledger.store import COLUMNS, Store
 from memtape.ledger.urls import display_url
 from memtape.output import PIPED_WIDTH, emit, listing_options, terminal_width
-from memtape.projections.pin import caller_refusal
+from memtape.projections.pin import caller_refusal, door_refusal
 from memtape.projections.replay import verify_decisions
 from memtape.projections.text import clip
 from memtape.projections.writer import MemoryWriter
@@ -87,12 +88,15 @@ def append_observations(store: Store, events: Sequence[NewEvent]) -> list[Record
 @click.command()
 @click.argument("source", type=click.File("rb"))
 @click.option("--raw", is_flag=True, help="Append exactly these events, without the policy step's decisions.")
-def append(source: click.utils.LazyFile, raw: bool) -> None:
+def append(source: IO[bytes], raw: bool) -> None:
     """Append JSON Lines events (one per line, payload fields at top level).
 
     Example: memtape append events.jsonl   (or `-` for stdin)
     """
-    events = parse_lines(source.read())
+    events = parse_lines(read_source(source, getattr(source, "name", None) or "input"))
+    refusal = door_refusal(events) if raw else None
+    if refusal is not None:
+        raise InvalidEvent(refusal)
     store = current_settings().store()
     recorded = store.append(events) if raw else append_observations(store, events)
     click.echo(
@@ -202,8 +206,13 @@ def verify(heads: list[Anchor], decisions: bool) -> None:
     rederived = ""
     if decisions:
         check = verify_decisions(store)
-        if not check.ok:
-            raise LedgerError(f"decision differs at seq {check.first_bad_seq}: {check.reason}")
+        problems = [f"decision differs at seq {check.first_bad_seq}: {check.reason}"] if check.reason else []
+        if check.unmade:
+            problems.append(
+                f"{len(check.unmade)} Tier 1 entries no seed, promotion or pin command made: " + "; ".join(check.unmade)
+            )
+        if problems:
+            raise LedgerError(". ".join(problems))
         rederived = f", {check.decisions} decisions re-derived"
     head = f"{result.head_seq}:{result.head_hash}" if result.head_seq else "0 (empty)"
     click.echo(f"ok: {result.count} events, chain intact{rederived}; head {head}")

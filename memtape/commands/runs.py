@@ -52,17 +52,19 @@ def start_run(goal: str, start_url: str, session_id: str | None, as_json: bool) 
 
 @click.command("finish-run")
 @click.argument("run_id", metavar="RUN")
-@click.option("--success/--failure", "success", default=None, help="How the run ended (one is required).")
+@click.option("--success", "succeeded", is_flag=True, help="The run reached its goal (this or --failure).")
+@click.option("--failure", "failed", is_flag=True, help="It did not (this or --success).")
 @click.option("--outcome", default="", help="What happened, in a sentence.")
 @click.option("--json", "as_json", is_flag=True, help="Print what post-run learning produced as JSON.")
-def finish_run(run_id: str, success: bool | None, outcome: str, as_json: bool) -> None:
+def finish_run(run_id: str, succeeded: bool, failed: bool, outcome: str, as_json: bool) -> None:
     """Finish RUN: post-run learning from its recorded steps (lessons, facts, selectors, the
     trajectory of a success), the session entry, graded steps and run_completed.
 
     Example: memtape finish-run run_1795462280_0012ae --success --outcome 'socks in the cart'
     """
-    if success is None:
-        raise click.UsageError("give --success or --failure")
+    if succeeded == failed:  # both given contradict each other: neither flag wins silently
+        raise click.UsageError("give one of --success or --failure" + (", not both" if succeeded else ""))
+    success = succeeded
     learned = _memory().finish_run(run_id, success=success, outcome=outcome)
     summary = finished(run_id, success, learned)
     if as_json:

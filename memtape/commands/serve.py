@@ -95,9 +95,16 @@ def _serve(
     if kept:
         secret, created = load_token(settings.dir)
     memory = Memory(settings.store(), settings.projections_path)
+    typed = click.get_current_context().get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE
 
     def announce(url: str) -> None:
         click.echo(f"memtape: serving {settings.where()} on {url} (OpenAPI at /openapi.json)", err=True)
+        if typed:  # a command line is in the process list, which every local user can read
+            click.echo(
+                "memtape: warning: a token given with --token can be read by other users on this machine "
+                f"(the process list); set MEMTAPE_TOKEN or keep it in {token_file(settings.dir)} (mode 0600) instead",
+                err=True,
+            )
         if no_token:
             click.echo(
                 "memtape: warning: no token (--no-token): any process or user on this machine can read "

@@ -105,6 +105,7 @@ def _one(request: Request, name: str) -> str | None:
 def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
     """The viewer of `memory` (mounted at PREFIX), behind `token` (None: --no-token)."""
     env = _environment()
+    reads = pages.Reads(memory)
 
     def render(template: str, **context: Any) -> HTMLResponse:
         return _html(env, template, context)
@@ -112,7 +113,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
     async def index(request: Request) -> Response:
         site, session, result = _one(request, "site"), _one(request, "session"), _one(request, "outcome")
         number = pages.page_number(_one(request, "page"))
-        shown, sites, sessions = pages.runs(memory, site=site or None, session=session or None, result=result or None)
+        shown, sites, sessions = pages.runs(reads, site=site or None, session=session or None, result=result or None)
         return render(
             "runs.html",
             title="Runs",
@@ -121,12 +122,12 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
             sessions=sessions,
             outcomes=pages.OUTCOMES,
             filters={"site": site, "session": session, "outcome": result},
-            funnel=charts.funnel(pages.funnel(memory)),
+            funnel=charts.funnel(pages.funnel(reads)),
         )
 
     async def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        audit = memory.audit(run_id)
+        audit = reads.audit(run_id)
         number = pages.page_number(_one(request, "page"))
         started = int(audit["run"]["started_seq"])
         return render(
@@ -135,7 +136,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
             audit=audit,
             page=pages.paged(audit["steps"], number),
             tokens=pages.step_tokens,
-            taught=pages.taught(memory, run_id),
+            taught=pages.taught(reads, run_id),
             before_run=max(started - 1, 0),
         )
 
@@ -143,8 +144,8 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
         run_id, raw = request.path_params["run_id"], request.path_params["n"]
         if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
             raise MemtapeError(f"a step is a whole number, got {raw[:40]!r}")
-        audit = memory.audit(run_id, step=int(raw))
-        steps = [s["step"] for s in memory.audit(run_id)["steps"]]
+        audit = reads.audit(run_id, step=int(raw))
+        steps = [s["step"] for s in reads.audit(run_id)["steps"]]
         here = audit["steps"][0]
         at = steps.index(here["step"])
         return render(
@@ -152,17 +153,18 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
             title=f"Run {run_id} step {here['step']}",
             audit=audit,
             s=here,
+            credit=reads.credit(),
             previous=steps[at - 1] if at > 0 else None,
             following=steps[at + 1] if at + 1 < len(steps) else None,
         )
 
     async def item(request: Request) -> Response:
         item_id = request.path_params["item_id"]
-        explained = memory.explain(item_id, domain=_one(request, "domain") or None)
+        explained = reads.explain(item_id, domain=_one(request, "domain") or None)
         number = pages.page_number(_one(request, "page"))
         chart = None
         if explained["kind"] == "fact":
-            chart = charts.line(pages.confidence_points(explained["life"]), floor=memory.policy.fact_prune_below)
+            chart = charts.line(pages.confidence_points(explained["life"]), floor=reads.policy.fact_prune_below)
         return render(
             "item.html",
             title=f"{explained['kind'].capitalize()} {item_id}",
@@ -179,7 +181,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
         if start or end:
             if not start or not end:
                 raise MemtapeError("a diff needs both from= and to= (a seq, an ISO time or a run id)")
-            changes = memory.diff(start.strip(), end.strip())
+            changes = reads.diff(start.strip(), end.strip())
         shown = pages.paged(changes or [], number)
         return render(
             "diff.html",
@@ -193,7 +195,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
 
     async def search(request: Request) -> Response:
         query = _one(request, "q") or ""
-        return render("search.html", title="Search", q=query, found=pages.search(memory, query))
+        return render("search.html", title="Search", q=query, found=pages.search(reads, query))
 
     async def refused(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, UnknownItem) else 400

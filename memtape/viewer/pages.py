@@ -8,7 +8,8 @@ templates render (autoescaped), and raises the library's own errors (an unknown 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,60 @@ SEARCHED: dict[str, tuple[tuple[str, ...], str]] = {
     "selectors": (("name", "selector", "role", "domain"), "selector"),
 }
 MAX_QUERY = 200
+#: answers kept per ledger head (the pages a person walks back and forth between)
+KEPT = 64
+
+
+class Reads:
+    """The public reads the pages make, each answer kept while the ledger's head has not moved.
+
+    The log is append-only, so every read is a function of its arguments and the head: paging a
+    list, changing a filter or going back to a page reuses what was read at this head, and the
+    first event appended after it drops everything kept. At 100,000 events a whole projection
+    (`state("runs")`) takes a few hundred ms to read (docs/benchmarks.md, "Web viewer")."""
+
+    def __init__(self, memory: Memory, size: int = KEPT):
+        self.memory, self.size = memory, size
+        self.head: int | None = None
+        self.kept: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def _kept(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        head = int(self.memory.store.head())
+        if head != self.head:
+            self.kept.clear()
+            self.head = head
+        if key in self.kept:
+            self.kept.move_to_end(key)
+            return self.kept[key]
+        value = compute()
+        self.kept[key] = value
+        if len(self.kept) > self.size:
+            self.kept.popitem(last=False)
+        return value
+
+    @property
+    def policy(self) -> Any:
+        return self.memory.policy
+
+    def state(self, kind: str) -> list[dict[str, Any]]:
+        return self._kept(("state", kind), lambda: self.memory.state(kind))
+
+    def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
+        return self._kept(("audit", run_id, step), lambda: self.memory.audit(run_id, step=step))
+
+    def explain(self, item: str, domain: str | None = None) -> dict[str, Any]:
+        return self._kept(("explain", item, domain), lambda: self.memory.explain(item, domain=domain))
+
+    def diff(self, start: str, end: str) -> list[dict[str, Any]]:
+        return self._kept(("diff", start, end), lambda: self.memory.diff(start, end))
+
+    def credit(self) -> dict[str, dict[str, Any]]:
+        """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
+        return self._kept(("credit",), lambda: {c["item"]: c for c in self.memory.state("credit")})
+
+    def taught(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """run id -> what memory holds now that the run taught (one pass over four projections)."""
+        return self._kept(("taught",), lambda: _taught(self))
 
 
 @dataclass(frozen=True)
@@ -62,12 +117,12 @@ OUTCOMES = ("running", "success", "failed")
 
 
 def runs(
-    memory: Memory, *, site: str | None = None, session: str | None = None, result: str | None = None
+    reads: Reads, *, site: str | None = None, session: str | None = None, result: str | None = None
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """(runs newest first, filtered; every site; every session) for the list of runs."""
     if result is not None and result not in OUTCOMES:
         raise MemtapeError(f"outcome must be one of {', '.join(OUTCOMES)}, got {result[:40]!r}")
-    every = memory.state("runs")
+    every = reads.state("runs")
     sites = sorted({r["domain"] for r in every if r.get("domain")})
     sessions = sorted({r["session_id"] for r in every if r.get("session_id")})
     shown = [
@@ -80,12 +135,12 @@ def runs(
     return shown, sites, sessions
 
 
-def funnel(memory: Memory) -> list[tuple[str, int]]:
+def funnel(reads: Reads) -> list[tuple[str, int]]:
     """The promotion funnel of learned lessons: learned, used again, used as often as promotion
     asks, on as many domains as it asks, in Tier 1 (the policy's thresholds)."""
-    policy = memory.policy
-    learned = [l for l in memory.state("lessons") if l.get("source") != "seed"]
-    tier1 = {l["lesson_id"] for l in memory.state("tier1")}
+    policy = reads.policy
+    learned = [l for l in reads.state("lessons") if l.get("source") != "seed"]
+    tier1 = {l["lesson_id"] for l in reads.state("tier1")}
     return [
         ("learned", len(learned)),
         ("used again", sum(1 for l in learned if l["use_count"] >= 2)),
@@ -103,15 +158,24 @@ def step_tokens(step: dict[str, Any]) -> int:
     return sum(int(p.get("total_tokens") or 0) for p in step.get("prompt", ()))
 
 
-def taught(memory: Memory, run_id: str) -> dict[str, list[dict[str, Any]]]:
+#: where each kind of record names the run that taught it
+TAUGHT_BY = {"lessons": "taught_by_run", "facts": "first_run", "trajectories": "run_id", "patterns": "first_run"}
+
+
+def _taught(reads: Reads) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for kind, field in TAUGHT_BY.items():
+        for record in reads.state(kind):
+            run_id = record.get(field)
+            if run_id:
+                by_run.setdefault(run_id, {k: [] for k in TAUGHT_BY})[kind].append(record)
+    return by_run
+
+
+def taught(reads: Reads, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """What memory holds now that run `run_id` taught: its lessons, facts, trajectory, and the
-    patterns learned in it."""
-    return {
-        "lessons": [l for l in memory.state("lessons") if l.get("taught_by_run") == run_id],
-        "facts": [f for f in memory.state("facts") if f.get("first_run") == run_id],
-        "trajectories": [t for t in memory.state("trajectories") if t.get("run_id") == run_id],
-        "patterns": [p for p in memory.state("patterns") if p.get("first_run") == run_id],
-    }
+    patterns first learned in it."""
+    return reads.taught().get(run_id) or {kind: [] for kind in TAUGHT_BY}
 
 
 def records_now(explained: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,7 +200,7 @@ def changes_by_projection(changes: Sequence[dict[str, Any]]) -> dict[str, list[d
     return out
 
 
-def search(memory: Memory, query: str) -> dict[str, list[dict[str, Any]]]:
+def search(reads: Reads, query: str) -> dict[str, list[dict[str, Any]]]:
     """Memory items whose text holds every word of `query` (case-insensitive), by kind."""
     if len(query) > MAX_QUERY:
         raise MemtapeError(f"a search is at most {MAX_QUERY} characters, got {len(query)}")
@@ -145,7 +209,7 @@ def search(memory: Memory, query: str) -> dict[str, list[dict[str, Any]]]:
         return {}
     found: dict[str, list[dict[str, Any]]] = {}
     for kind, (fields, _name) in SEARCHED.items():
-        for record in memory.state(kind):
+        for record in reads.state(kind):
             text = " ".join(str(record.get(f) or "") for f in fields).casefold()
             if all(w in text for w in words):
                 found.setdefault(kind, []).append(record)

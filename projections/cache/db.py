@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from memtape.ledger.errors import DiskFull, LedgerError, describe_sqlite_error
+from memtape.ledger.seal import Checkpoint, Digest, Key, Stamp, warn
 from memtape.projections.cache import intervals, mentions
-from memtape.projections.cache.seal import Checkpoint, Digest, Key, Stamp, warn
 
 APPLICATION_ID = 0x4D4C5052  # "MLPR"
 #: the layout of this file; an older one is removed and rebuilt without a word (12: states and

@@ -30,9 +30,9 @@ from typing import Any
 import orjson
 
 from memtape.ledger.envelope import RecordedEvent
+from memtape.ledger.seal import Digest, Key
 from memtape.projections.cache import compression
 from memtape.projections.cache.mentions import Mentions
-from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.folds import FACETS, INDEXED
 
 OPEN = 1 << 62  # valid_to of a version still current

@@ -540,17 +540,26 @@ def rebuild(
     return Catchup(store, Path(path), policy, only=names, rebuild=True, progress=progress).run()
 
 
-def changed_versions(
-    path: Path, names: Iterable[str], after: int, head: int
+def interval_versions(
+    store: Store, path: Path, policy: Thresholds, names: Iterable[str], after: int, head: int
 ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-    """(projection, batch) of the versions of the indexed projections `names` that began or
-    ended after `after`, as of `head` (`intervals.changed`): what a copy of them kept up to `after`
-    (the analytics mirror) reads to reach `head`, all in one read of projections.db."""
-    with readable(path) as cache:
+    """The cache's one door for a copy of it kept by a layer above (the analytics mirror):
+    projections.db caught up to the ledger's head, then (projection, batch) of the versions of the
+    indexed projections `names` that began or ended after `after`, as of `head` — each row
+    (field, item, part, valid_from, valid_to, value bytes), an item or part a field lacks as None."""
+    caught_up(store, path, policy)
+    none = intervals.NO_KEY
+    with readable(path) as cache:  # every projection's versions in one read of projections.db
         blocks = intervals.Blocks(cache.conn)
         for name in names:
             for batch in intervals.changed(blocks, name, after, head):
-                yield name, batch
+                yield (
+                    name,
+                    [
+                        (field, None if k1 == none else k1, None if k2 == none else k2, valid_from, valid_to, value)
+                        for field, k1, k2, valid_from, valid_to, value in batch
+                    ],
+                )
             blocks.values.clear()  # the next projection's blocks are others
 
 

@@ -18,8 +18,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 
 from memtape.ledger.envelope import RecordedEvent
+from memtape.ledger.seal import Digest, Key
 from memtape.ledger.store import Store
-from memtape.projections.cache.seal import Digest, Key
 from memtape.projections.folds.knowledge import fact_id_for
 from memtape.projections.folds.lessons import lesson_id_in
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from memtape.ledger.envelope import RecordedEvent
 from memtape.projections.folds import (
     context,
+    credit,
     knowledge,
     lessons,
     page_maps,
@@ -79,6 +80,7 @@ FOLDS: dict[str, Fold] = {
     "sitemap": sitemap,
     "scratch": scratch,
     "page_maps": page_maps,
+    "credit": credit,
 }
 #: the projections filed as validity intervals (the others are small: periodic snapshots and a short fold)
 INDEXED: dict[str, IndexedFold] = {

@@ -30,6 +30,7 @@ from memtape.ledger.errors import UnreadableEvent
 from memtape.projections import folds
 from memtape.projections.folds import FOLDS
 from memtape.projections.folds.context import ContextState
+from memtape.projections.folds.credit import CreditState
 from memtape.projections.folds.knowledge import KnowledgeState
 from memtape.projections.folds.lessons import LessonsState
 from memtape.projections.folds.page_maps import PageMapsState
@@ -70,6 +71,7 @@ class MemoryState:
     sitemap: SitemapState = UNLOADED
     scratch: ScratchState = UNLOADED
     page_maps: PageMapsState = UNLOADED
+    credit: CreditState = UNLOADED
     head: int = 0
     heads: dict[str, int] = field(default_factory=dict)
 

@@ -26,7 +26,9 @@ Usage::
 from __future__ import annotations
 
 import copy
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +47,6 @@ from memtape.ledger.events import (
     ErrorRecall,
     FactObserved,
     LessonDeduplicated,
-    LessonPromoted,
     LessonRecorded,
     LessonsPruned,
     MemoryImported,
@@ -62,9 +63,11 @@ from memtape.ledger.events import (
     TrajectoryStep,
 )
 from memtape.ledger.field_rules import IDENT_RE, check_domain
+from memtape.ledger.jsonl import read_source
 from memtape.ledger.store import Store
+from memtape.projections.decisions import decide
 from memtape.projections.folds import lessons as lessons_projection
-from memtape.projections.folds.lessons import LessonEntry, LessonsState, dedup_key, lesson_id_for
+from memtape.projections.folds.lessons import LessonEntry, LessonsState, dedup_key, key_in, lesson_id_for
 from memtape.projections.folds.state import MemoryState, fold
 from memtape.projections.interop.files import digest_of
 from memtape.projections.interop.sources import (
@@ -176,13 +179,20 @@ IndexSource = Callable[[], LessonIndex]
 
 
 def _read(path: Path, rel: str) -> bytes:
+    """A source file whole, bounded: a regular file of at most `MAX_SOURCE_BYTES` (a device such as
+    /dev/zero or a pipe has no size to trust and may never end, so it is refused before any read),
+    its lines at most `MAX_LINE_BYTES` each, as `memtape append` and HTTP take them."""
     try:
         if path.is_symlink():
             raise refuse(rel, "is a symbolic link; refusing to follow it")
-        size = path.stat().st_size
-        if size > MAX_SOURCE_BYTES:
-            raise refuse(rel, f"larger than {MAX_SOURCE_BYTES} bytes")
-        return path.read_bytes()
+        # not blocking: opening a pipe without a writer would wait forever (regular files ignore it)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as source:
+            info = os.fstat(source.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise refuse(rel, "is not a regular file (a device, a pipe or a socket); give a file")
+            if info.st_size > MAX_SOURCE_BYTES:
+                raise refuse(rel, f"larger than {MAX_SOURCE_BYTES} bytes")
+            return read_source(source, rel)
     except OSError as exc:
         raise LedgerError(f"{rel}: cannot read ({exc.strerror})") from exc
 
@@ -384,17 +394,38 @@ def plan_memory_events(path: Path, lessons: IndexSource) -> ImportPlan:
                 events.append(NewEvent(seed.payload, occurred_at=first))
                 _fold_planned(index.state, events[-1])
         counts["seed_lessons"] = len(events)
+    counts["given_promotions"] = counts["promotions_decided"] = 0
     for line, when, run_id, where in parsed:
+        if isinstance(line, LessonPromotedLine):  # the log's say-so is a note: the policy decides below
+            counts["given_promotions"] += 1
+            continue
         new = _line_event(line, index, when, where)
         if new is None:
             counts["skipped_lessons_pruned"] += 1
             continue
         events.append(NewEvent(new[0], run_id=run_id, domain=new[1], occurred_at=when))
+        decided = _promotions(index.state, events[-1])
         _fold_planned(index.state, events[-1])
         counts[line.event] = counts.get(line.event, 0) + 1
+        for promotion in decided:
+            events.append(promotion)
+            _fold_planned(index.state, promotion)
+            counts["promotions_decided"] += 1
     if index.unseen:
         counts["lessons_not_in_log"] = index.unseen
     return ImportPlan("memory-events", str(path.resolve()), digest_of("memory-events", parts), events, counts)
+
+
+def _promotions(state: LessonsState, new: NewEvent) -> list[NewEvent]:
+    """The promotions the default policy decides on `new` (memory as `state` holds it before): an
+    imported log's own `lesson_promoted` lines are not taken as given (Tier 1 text comes only from
+    seeds, the policy or a person's pin). A lesson recorded again is promoted on the log's dedup
+    line that follows it, as the writer decides it then."""
+    if new.type == "lesson_recorded" and key_in(new.payload.model_dump(mode="json")) in state.by_key:
+        return []
+    memory = MemoryState.empty(["lessons"])
+    memory.lessons = state
+    return [ev for ev in decide(memory, new, DEFAULT_POLICY) if ev.type == "lesson_promoted"]
 
 
 def _fold_planned(state: LessonsState, new: NewEvent) -> None:
@@ -480,33 +511,23 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
             scope_domain=line.domain,
             source="learned",
         ), None
-    if isinstance(line, LessonDeduplicatedLine | LessonPromotedLine):
-        if isinstance(line, LessonDeduplicatedLine):
-            new_count = line.new_use_count
-            known = index.pick(line.lesson, lambda les: les.use_count + 1 == new_count)
-        else:
-            known = index.pick(line.lesson, lambda les: les.category == "error_recovery" and les.scope_domain is None)
+    if isinstance(line, LessonDeduplicatedLine):
+        new_count = line.new_use_count
+        known = index.pick(line.lesson, lambda les: les.use_count + 1 == new_count)
         if known is None:  # learned where this log does not show (a forgotten run, memory.json)
             known = KnownLesson(
                 lesson_id_for(None, None, None, line.lesson), line.lesson, "error_recovery", None, None, None
             )
             index.add(known)
             index.unseen += 1
-        if isinstance(line, LessonDeduplicatedLine):
-            return LessonDeduplicated(
-                lesson_id=known.lesson_id,
-                lesson=known.lesson,
-                category=known.category,  # type: ignore[arg-type]
-                failed_command=known.failed_command,
-                error_pattern=known.error_pattern,
-                scope_domain=known.scope_domain,
-                new_use_count=line.new_use_count,
-            ), None
-        return LessonPromoted(
+        return LessonDeduplicated(
             lesson_id=known.lesson_id,
             lesson=known.lesson,
-            use_count=line.use_count,
-            triggered_domains=line.triggered_domains,
+            category=known.category,  # type: ignore[arg-type]
+            failed_command=known.failed_command,
+            error_pattern=known.error_pattern,
+            scope_domain=known.scope_domain,
+            new_use_count=line.new_use_count,
         ), None
     assert isinstance(line, LessonsPrunedLine)
     if when is None:  # which lessons went is not in the log; without a time there is nothing to keep

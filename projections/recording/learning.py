@@ -120,13 +120,47 @@ def _describe_recovery(steps: Sequence[StepRecord], i: int) -> str:
     }.get(command, f"{command}()")
 
 
+def _same_target(failed: StepRecord, later: StepRecord) -> bool:
+    """Whether `later` acts on what `failed` acted on: the same element, or (a step without one,
+    such as a key press or a navigation) the same command with the same arguments."""
+    if failed.identity != (None, None):
+        return later.identity == failed.identity
+    return command_name(later.command) == command_name(failed.command) and later.args == failed.args
+
+
+def recovery_of(steps: Sequence[StepRecord], i: int) -> int | None:
+    """The index of the step that cleared step i's failure, or None when nothing did.
+
+    The obstacle cleared where the failed command later succeeds on the same target: the recovery
+    is the step right before that success (an ok step after step i), not the step that merely came
+    next; a step that succeeded but left the same failure in place (the same command failing on
+    the same target after it) is no recovery. Where another tool succeeded on the same target
+    instead (fill fails, click on the field then type), that step is the recovery."""
+    failed = steps[i]
+    for k in range(i + 1, len(steps)):
+        later = steps[k]
+        if not later.ok or not _same_target(failed, later):
+            continue
+        if command_name(later.command) == command_name(failed.command):
+            return k - 1 if k - 1 > i and steps[k - 1].ok else None
+        again = any(
+            not s.ok and command_name(s.command) == command_name(failed.command) and _same_target(failed, s)
+            for s in steps[k + 1 :]
+        )
+        return None if again else k
+    return None
+
+
 def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonRecorded]]:
     """Seed 001's failure→recovery extraction, plus site-specific overlay lessons.
 
-    Step N command A fails with a substantive error, step N+1 command B succeeds,
-    A ≠ B (`command_name`s): an error_recovery lesson (failed_command A,
-    `error_pattern` of the error, the text quoting `quoted_error`). A step the
-    approval hook rejected was never executed: it fails nothing. The same recovery
+    Step N command A fails with a substantive error, and the step that cleared it
+    (`recovery_of`: the step after which A succeeded on the same target) is command
+    B ≠ A (`command_name`s): an error_recovery lesson (failed_command A,
+    `error_pattern` of the error, the text quoting `quoted_error`). A failure that
+    nothing cleared teaches nothing, nor does a step that succeeded but left the same
+    failure in place. A step the approval hook rejected was never executed: it fails
+    nothing. Several failures cleared by one step teach it once; the same recovery
     seen twice in a run is recorded twice: the writer deduplicates the second, so
     it is one lesson used twice. A click intercepted
     by an overlay that a later click on a dismiss button cleared (the blocked
@@ -135,21 +169,21 @@ def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonR
     """
     out: list[tuple[str, int, LessonRecorded]] = []
     seen: set[str] = set()
-    for i in range(len(steps) - 1):
-        a, b = steps[i], steps[i + 1]
-        failed, recovery = command_name(a.command), command_name(b.command)
-        if (
-            a.ok
-            or not b.ok
-            or a.decided_by == "approval"
-            or not failed
-            or not recovery
-            or failed == recovery
-            or not substantive(a.error)
-        ):
+    cleared: set[int] = set()
+    for i, a in enumerate(steps):
+        failed = command_name(a.command)
+        if a.ok or a.decided_by == "approval" or not failed or not substantive(a.error):
+            continue
+        r = recovery_of(steps, i)
+        if r is None or r in cleared:
+            continue
+        cleared.add(r)
+        b = steps[r]
+        recovery = command_name(b.command)
+        if not recovery or failed == recovery:
             continue
         pattern = error_pattern(a.error or "")
-        text = f"When {failed} fails with '{quoted_error(a.error or '')}', try {_describe_recovery(steps, i + 1)}."
+        text = f"When {failed} fails with '{quoted_error(a.error or '')}', try {_describe_recovery(steps, r)}."
         lid = lesson_id_for(failed, pattern, None, text)
         out.append(
             (

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from memtape.ledger.anchor import Keeper, remember_head
 from memtape.ledger.clock import format_ts, parse_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
-from memtape.ledger.errors import InvalidEvent, KeyReused, RunConflict, UnknownItem
+from memtape.ledger.errors import AnswerGone, InvalidEvent, KeyReused, RunConflict, UnknownItem
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
@@ -42,14 +42,17 @@ from memtape.ledger.events import (
     Tier1Loaded,
     TrajectoryRecalled,
 )
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
+from memtape.ledger.urls import start_url_refusal
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
+from memtape.projections.forgetting import answer_forgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
-from memtape.projections.recording.values import Learned, Lesson, StepRecord, TrajectoryRecall
+from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
@@ -144,6 +147,13 @@ class RecordingMemory:
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")
+                    forgets = self.store.read(first.seq + 1, types=["subject_forgotten"])
+                    gone = answer_forgotten(first.data["response"], forgets)
+                    if gone is not None:
+                        raise AnswerGone(
+                            f"idempotency key {key[:60]!r}: its answer held {gone.data['subject_kind']} "
+                            f"{gone.data['subject'][:60]!r}, forgotten at seq {gone.seq}; nothing was written"
+                        )
                     return int(first.data["status"]), first.data["response"], True
                 status, body = answer()
                 self.append(
@@ -210,10 +220,14 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
+        refusal = start_url_refusal(start_url)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
-        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or rep < 1):
-            raise InvalidEvent(f"rep must be a whole number ≥ 1, got {rep!r:.40}")
+        if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
+            # every step records the rep: one its event cannot hold would leave a run that records no step
+            raise InvalidEvent(f"rep must be a whole number from 1 to 2**63-1, got {rep!r:.40}")
         run_id = run_id or short_id("run")
         run = Run(self, run_id, goal, start_url, session_id or run_id, enabled=self.enabled)
         previous = [r.run_id for r in self.current().runs(session_id=session_id)] if session_id else []
@@ -334,6 +348,31 @@ class RecordingMemory:
         for ev in self.store.read(run_id=manifest.run_id):
             last = max(last, ev.occurred_at)
         return last
+
+    def resume_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's resume: continue run `run_id` where it left off (its final URL), in its
+        session, lineage kept (`parent_run_id`), on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "resume")
+
+    def fork_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
+        """Seed 000's fork: branch off run `run_id` from its final URL in a new session
+        (`fork_...`), lineage kept, on its goal unless `goal` gives another."""
+        return self._scenario(run_id, goal, "fork")
+
+    def _scenario(self, run_id: str, goal: str | None, mode: str) -> Scenario:
+        check_text(goal, "goal", optional=True)
+        manifest = self._manifest(run_id)
+        view = self.current()
+        chosen = goal if goal is not None else manifest.goal
+        seed = view.resume_scenario(run_id, chosen) if mode == "resume" else view.fork_scenario(run_id, chosen)
+        return Scenario(
+            goal=seed["goal"],
+            start_url=seed["startUrl"] or "",
+            session_id=seed["sessionId"],
+            parent_run_id=seed["parentRunId"],
+            mode=mode,
+            case_id=manifest.case_id,
+        )
 
     # ---- recall (each one is an event; run_id and step say where it happened) ------------------
 

@@ -185,3 +185,17 @@ class TrajectoryRecall:
     similarity: float
     score: float
     replay: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A run that continues an earlier one (seed 000's resume or fork), as `start_run`'s fields:
+    `memory.start_run(**dataclasses.asdict(scenario))` starts it. `start_url` is where the earlier
+    run ended ("" when it recorded no URL: give one)."""
+
+    goal: str
+    start_url: str
+    session_id: str
+    parent_run_id: str
+    mode: str  # resume | fork
+    case_id: str | None = None

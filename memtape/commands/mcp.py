@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memtape.api import Memory
-from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.mcp_server import build_server
 
 
@@ -36,11 +36,9 @@ def mcp_command(tools: str) -> None:
     From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memtape",
     args=["--memory-dir", DIR, "mcp"])).
     """
-    settings = current_settings()
-    memory = Memory(settings.store(), settings.projections_path)
-    build_server(memory, tools="all" if tools == "all" else "compact").run(
-        "stdio"
-    )  # the store is closed with the command's settings
+    memory = open_memory(Memory)
+    # the store is closed with the command's settings
+    build_server(memory, tools="all" if tools == "all" else "compact").run("stdio")
 
 
 COMMANDS = [mcp_command]

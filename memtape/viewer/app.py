@@ -195,7 +195,9 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
 
     async def search(request: Request) -> Response:
         query = _one(request, "q") or ""
-        return render("search.html", title="Search", q=query, found=pages.search(reads, query))
+        return render(
+            "search.html", title="Search", q=query, found=pages.search(reads, query), item_kinds=pages.ITEM_KINDS
+        )
 
     async def refused(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, UnknownItem) else 400

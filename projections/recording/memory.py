@@ -48,6 +48,7 @@ from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.ledger.urls import start_url_refusal
+from memtape.projections.folds.credit import worth
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.forgetting import answer_forgotten
@@ -417,8 +418,10 @@ class RecordingMemory:
         check_text(domain, "domain")
         probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=check_step(step), domain=domain)
         self._known_run(run_id)
-        matches = self.current().domain_matches(probe.domain or "")
-        self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
+        view = self.current()
+        matches = view.domain_matches(probe.domain or "")
+        made = recall_payload(matches, worth(view.state.credit))
+        self.append([self.event(DomainRecall, made, run_id=run_id, step=step, domain=probe.domain)])
         return [Lesson.recalled(m) for m in matches]
 
     def recall_error(
@@ -436,12 +439,17 @@ class RecordingMemory:
             domain=domain,
         )
         self._known_run(run_id)
-        matches = self.current().error_matches(command, error, probe.domain)
+        view = self.current()
+        matches = view.error_matches(command, error, probe.domain)
         self.append(
             [
                 self.event(
                     ErrorRecall,
-                    {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                    {
+                        "command": command,
+                        "error_snippet": error[:300],
+                        **recall_payload(matches, worth(view.state.credit)),
+                    },
                     run_id=run_id,
                     step=step,
                     domain=probe.domain,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from memtape.api import Memory
+from memtape.commands import seeds_option
 from memtape.commands.opening import open_memory
 from memtape.mcp_server import build_server
 
 
 @click.command("mcp")
+@seeds_option
 @click.option(
     "--tools",
     type=click.Choice(["compact", "all"]),

@@ -69,6 +69,7 @@ from memtape.projections.recording.checks import (
 )
 from memtape.projections.recording.host import RunHost
 from memtape.projections.recording.learning import goal_secrets, grade_steps, learn_from
+from memtape.projections.recording.searching import RunSearch
 from memtape.projections.recording.values import (
     Extraction,
     Learned,
@@ -77,12 +78,11 @@ from memtape.projections.recording.values import (
     TrajectoryRecall,
     parse_element,
 )
-from memtape.projections.search import SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
 
-class Run:
+class Run(RunSearch):
     """One run of an agent: what it did and what it recalled, in the ledger as it happens.
 
     Use it as a context manager: leaving the block by an exception finishes the run as failed
@@ -240,35 +240,6 @@ class Run:
         with self.timed():
             return self.memory.recall_trajectory(
                 self.safe_goal, url if url is not None else self.url, run_id=self.run_id, step=step
-            )
-
-    def search(
-        self,
-        query: str,
-        *,
-        kinds: Sequence[str] | None = None,
-        domain: str | None = None,
-        as_of: int | str | None = None,
-        limit: int = 10,
-        step: int | None = None,
-    ) -> list[SearchResult]:
-        """`Memory.search` logged against this run and `step` (the query's known secrets scrubbed)."""
-        self._live()
-        query = check_query(query)
-        if not self.enabled:
-            check_kinds(kinds)
-            check_limit(limit)
-            check_step(step)
-            return []
-        with self.timed():
-            return self.memory.search(
-                str(self.scrub(query)),
-                kinds=kinds,
-                domain=domain,
-                as_of=as_of,
-                limit=limit,
-                run_id=self.run_id,
-                step=step,
             )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
@@ -752,8 +723,7 @@ class Run:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
         prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`.
-        A site_specific lesson without `scope_domain` is scoped to the run's domain: unscoped, no
-        domain recall would ever return it, not even on the site where it was learned."""
+        A site_specific lesson without `scope_domain` is scoped to the run's site (domain recall finds it)."""
         self._live("lesson_recorded")
         refusal = tier1_refusal(category) if isinstance(category, str) else None
         if refusal is not None:

@@ -56,7 +56,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
-from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.search import SearchIndex, SearchResult, check_search
 from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
@@ -512,9 +512,7 @@ class RecordingMemory:
         time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
         search is a recall: it logs memory_searched with the query, filters and hits, against
         `run_id` and `step` when given (and the site that run is on)."""
-        query = check_query(query)
-        chosen = check_kinds(kinds)
-        limit = check_limit(limit)
+        query, chosen, limit = check_search(query, kinds, limit)
         check_text(domain, "domain", optional=True)
         point = check_point(as_of, "as_of")
         fields: dict[str, Any] = {

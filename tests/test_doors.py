@@ -513,3 +513,41 @@ def test_a_token_on_the_command_line_warns_and_points_elsewhere(tmp_path: Path) 
     assert "can be read by other users on this machine" in warned and "MEMTAPE_TOKEN" in warned, warned
     with live_server(tmp_path / "mem2", environ={"MEMTAPE_TOKEN": "s3cret-token"}) as served:
         assert "can be read by other users" not in served.announced
+
+
+# ---- faults: the disk-full line where projections.db is committed -----------------------------
+
+
+def test_a_full_disk_met_committing_projections_is_the_disk_full_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """projections.db limited to its size now (SQLite's max_page_count, as test_faults limits the
+    ledger): the next command that grows it meets SQLITE_FULL at its commit, on every command that
+    writes it, and says the one disk-full line; the ledger is untouched."""
+    import sqlite3
+
+    from memtape.projections.cache import db
+
+    memory = tmp_path / "mem"
+    with memtape.open(memory) as mem:
+        mem.start_run(goal="g", start_url=SHOP).finish(success=True)
+    connect = db._connect
+
+    def limited(path: Path, stamp: Any) -> sqlite3.Connection:
+        conn = connect(path, stamp)
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        return conn
+
+    runs = b"".join(
+        line(type="run_started", run_id=f"r{i}", goal="g " + "x" * 3000, start_url=SHOP) for i in range(300)
+    )
+    assert cli(memory, "append", "--raw", "-", stdin=runs).code == 0  # the ledger takes them
+    monkeypatch.setattr(db, "_connect", limited)
+    for args in (("state", "runs"), ("rebuild",), ("runs",)):
+        r = cli(memory, *args)
+        last = r.err.strip().splitlines()[-1]  # after rebuild's progress bar
+        assert r.code == 1 and last.startswith("error: ") and "disk full; nothing was written" in last, (args, r)
+        assert "internal error" not in r.err
+    monkeypatch.setattr(db, "_connect", connect)
+    assert cli(memory, "state", "runs").code == 0  # room again: the cache catches up

@@ -551,3 +551,53 @@ def test_a_full_disk_met_committing_projections_is_the_disk_full_line(
         assert "internal error" not in r.err
     monkeypatch.setattr(db, "_connect", connect)
     assert cli(memory, "state", "runs").code == 0  # room again: the cache catches up
+
+
+# ---- every bad library argument is a MemtapeError ------------------------------------------------
+
+RUN_CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
+    ("snapshot scroll [1]", lambda r: r.snapshot(SHOP, "t", "s", {}, [1], 1), "scroll must be a pair of integers"),
+    ("snapshot scroll None", lambda r: r.snapshot(SHOP, "t", "s", {}, None, 1), "scroll must be a pair of integers"),
+    ("snapshot scroll floats", lambda r: r.snapshot(SHOP, "t", "s", {}, (1.5, 2), 1), "scroll must be a pair"),
+    ("snapshot scroll bools", lambda r: r.snapshot(SHOP, "t", "s", {}, (True, 2), 1), "scroll must be a pair"),
+    ("snapshot form_state list", lambda r: r.snapshot(SHOP, "t", "s", [("a", "b")], (0, 0), 1), "form_state"),
+    ("snapshot url int", lambda r: r.snapshot(5, "t", "s", {}, (0, 0), 1), "url must be"),
+    ("snapshot step -1", lambda r: r.snapshot(SHOP, "t", "s", {}, (0, 0), -1), "step must be an integer"),
+    ("snapshot step 2**63", lambda r: r.snapshot(SHOP, "t", "s", {}, (0, 0), 2**63), "step must be an integer"),
+    ("extraction extract 5", lambda r: r.extraction("k", "t", SHOP, 5), "extract must be a function"),
+    ("extraction returns list", lambda r: r.extraction("k", "t", SHOP, lambda: [1]), "must return a dict"),
+    (
+        "extraction section_count text",
+        lambda r: r.extraction("k", "t", SHOP, lambda: {"section_count": "3"}),
+        "section_count must be an integer",
+    ),
+    ("record_step step 2**63", lambda r: r.record_step(step=2**63, action="click"), "step must be an integer"),
+    ("record_step step -1", lambda r: r.record_step(step=-1, action="click"), "step must be an integer"),
+]
+
+
+@pytest.mark.parametrize("call, reason", [c[1:] for c in RUN_CALLS], ids=[c[0] for c in RUN_CALLS])
+def test_a_bad_run_argument_is_a_memtape_error(tmp_path: Path, call: Callable[[Any], Any], reason: str) -> None:
+    with memtape.open(tmp_path / "mem") as mem:
+        run = mem.start_run(goal="g", start_url=SHOP)
+        before = sum(1 for _ in mem.store.read())
+        with pytest.raises(memtape.MemtapeError) as refused:
+            call(run)
+        assert reason in str(refused.value) and "\n" not in str(refused.value), refused.value
+        assert sum(1 for _ in mem.store.read()) == before
+
+
+def test_a_cut_context_item_says_truncated(tmp_path: Path) -> None:
+    with memtape.open(tmp_path / "mem") as mem:
+        run = mem.start_run(goal="g", start_url=SHOP)
+        run.record_context(
+            [
+                {"source": "page", "priority": 50, "text": "y" * 30_000},
+                {"source": "page", "priority": 40, "text": "short"},
+            ],
+            step=1,
+        )
+        (ev,) = mem.store.read(types=["context_built"])
+    long, short = ev.data["items"]
+    assert (len(long["text"]), long["truncated"]) == (20_000, True)
+    assert short["truncated"] is False

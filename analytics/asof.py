@@ -15,6 +15,7 @@ STEP_TYPES = (
     "domain_recall",
     "trajectory_recalled",
     "tier1_loaded",
+    "memory_searched",
 )
 
 

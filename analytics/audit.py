@@ -309,6 +309,25 @@ def _prompt(e: RecordedEvent, system: RecordedEvent | None, origins: Origins) ->
     }
 
 
+def _searched(ev: RecordedEvent, forgotten: Forgotten) -> dict[str, Any]:
+    """What a step searched for and found (the hits a forget has since removed are left out)."""
+    d = ev.data
+    hidden = {
+        "lessons": lambda i: i in forgotten.lessons or forgotten.lesson(i, ev.seq),
+        "trajectories": forgotten.trajectory,
+        "sessions": lambda i: forgotten.run(i, ev.seq),
+    }
+    hits = [h for h in d.get("hits") or () if not hidden.get(h["kind"], lambda _i: False)(h["item_id"])]
+    return {
+        "query": d.get("query"),
+        "kinds": d.get("kinds"),
+        "domain": d.get("domain_filter"),
+        "as_of": d.get("as_of"),
+        "matched": len(hits),
+        "hits": hits,
+    }
+
+
 def _steps(
     plans: list[Any],
     memory: Any,
@@ -352,6 +371,7 @@ def _steps(
                 if lid not in forgotten.lessons
             ],
             "memory": _memory(view, domain, recalls, trajs, origins, forgotten),
+            "searched": [_searched(e, forgotten) for e in evs if e.type == "memory_searched"],
             "action": _action(action),
             "grade": (
                 {

@@ -69,7 +69,7 @@ from memtape.projections.folds.lessons import TIER1_CATEGORIES, recall_payload
 from memtape.projections.folds.sessions import continued, history_lines
 from memtape.projections.folds.steps import on_page
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
-from memtape.projections.replay import PolicyMemory, as_new, opens_run
+from memtape.projections.replay import PolicyMemory, as_new, opens_run, run_seeds
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import WRITER_PROJECTIONS
 
@@ -543,6 +543,8 @@ class Experiment:
         self.policy = make_policy(self.base, overrides)
         self.head = resolve_seq(store, until)
         self.opens = _opens_used(store, self.head)
+        #: the seed lessons each run's memory was opened with (the experiment seeds as reality did)
+        self.seeds = run_seeds(store, self.head)
         self.forgotten = Forgotten.scan(store, self.head)
         self.real, self.exp = Side(self.base), Side(self.policy)
         self.real_dec, self.exp_dec = _Decisions(), _Decisions()
@@ -651,7 +653,7 @@ class Experiment:
         if run_id in self.exp.opened:
             return
         self.exp.opened.add(run_id)
-        for i, new in enumerate(on_open(self.exp.state, run_id, started_at, self.policy)):
+        for i, new in enumerate(on_open(self.exp.state, run_id, started_at, self.policy, self.seeds.get(run_id))):
             self.exp_dec.add(new, trigger, None)
             self.exp.fold(_as_recorded(new, at.seq, 1000 + i, at))
             self.dirty = True

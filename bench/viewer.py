@@ -15,7 +15,7 @@ it measures.
 | `/ui/runs/RUN/steps/N` | `audit(RUN, step=N)`, `audit(RUN)` |
 | `/ui/items/LESSON` | `explain(LESSON)` |
 | `/ui/diff?from=S&to=RUN` | `diff(S, RUN)` (S: the seq before the run started) |
-| `/ui/search?q=WORD` | `state` of lessons, facts, trajectories, selectors |
+| `/ui/search?q=WORD` | `search(WORD, limit=100)` (a recall: it logs `memory_searched`, so each search moves the head) |
 
 Usage::
 
@@ -50,7 +50,6 @@ from memtape.viewer.gate import COOKIE, session_value
 
 BENCH = "viewer"
 AIM_MS = {100_000: 300.0, 1_000_000: 1000.0}
-SEARCHED = ("lessons", "facts", "trajectories", "selectors")
 TAUGHT = ("lessons", "facts", "trajectories", "patterns")
 
 
@@ -70,7 +69,7 @@ def _pages(mem: Any) -> dict[str, tuple[str, Callable[[Any], Any]]]:
         "step": (f"/ui/runs/{run}/steps/{step}", lambda m: [m.audit(run, step=step), m.audit(run)]),
         "item": (f"/ui/items/{lesson}", lambda m: m.explain(lesson)),
         "diff": (f"/ui/diff?from={before}&to={run}", lambda m: m.diff(before, run)),
-        "search": (f"/ui/search?q={word}", lambda m: [m.state(k) for k in SEARCHED]),
+        "search": (f"/ui/search?q={word}", lambda m: m.search(word, limit=100)),
     }
 
 

@@ -3,7 +3,8 @@
 Two runs on shop.example: the first clicks a link an overlay intercepts, presses Escape, accepts
 the cookies and learns from it (a recovery lesson, a site tip, a fact, selectors, a trajectory);
 the second recalls the site tip at step 1, shows it in its prompt (the budget trimming a
-lower-priority item) and records a hostile lesson and fact whose text is HTML and script. A
+lower-priority item) and records a hostile lesson and fact whose text is HTML and script; the
+tip is credited on it (an `item_credited` event as `memtape credit` writes). A
 third run, on docs.example, fails and is still a separate site for the filters.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import memtape
+from memtape.ledger.events import ItemCredited
 
 SHOP = "https://shop.example/"
 INTERCEPT = "element <div class=cookie-banner> intercepts pointer events"
@@ -77,5 +79,9 @@ def build(location: Path) -> Sample:
         with mem.start_run(goal="Find the changelog", start_url="https://docs.example/") as failed:
             failed.record_step(step=1, action="click", target='link "Changelog"', ok=False, error="no such element")
             failed.finish(success=False, outcome="gave up", reason="not found")
+        # what `memtape credit` records: the tip, asked again without it at the learner's step 1
+        credit = {"item": tip.lesson_id, "kind": "lesson", "text": tip.text, "credited_run": learner.run_id}
+        credit |= {"method": "exact", "shown": 1, "changed": 1, "turns_saved": 2, "tokens_saved": 180}
+        mem.append([mem.event(ItemCredited, credit)])
         timing = next(f["fact_id"] for f in mem.state("facts") if f["value"] == "appear after 2 s")
     return Sample(teacher.run_id, learner.run_id, failed.run_id, tip.lesson_id, tip.text, hostile, banner, timing)

@@ -100,8 +100,52 @@ class RunStarted(Payload):
     start_url: NavigableUrl | None = None
     memory_enabled: bool = True
     isolation: Literal["shared", "per-run"] = "shared"
+    #: the policy in force; its `seeds` (when present) are the seed lessons this memory was opened
+    #: with (absent: seed 001's), which the start-of-run policy writes on first use
     policy: dict[str, Any] = Field(default_factory=dict)
     case_id: str | None = None
+
+    @field_validator("policy")
+    @classmethod
+    def _seeds(cls, policy: dict[str, Any]) -> dict[str, Any]:
+        if "seeds" in policy:
+            SEED_LESSONS.validate_python(policy["seeds"])
+        return policy
+
+
+#: the most seed lessons one memory takes (Tier 1 holds at most `tier1_cap`, 10 by default)
+MAX_SEEDS = 50
+
+
+class SeedLesson(BaseModel):
+    """One seed lesson, as `memtape.open(seeds=PATH)` reads it from a JSON file (a list of these):
+    the text, its category (Tier 1's tool_fallback or best_practice, or error_recovery, recalled on
+    its failure) and the failure it answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=2_000)
+    lesson: str = Field(min_length=1)
+    category: Literal["tool_fallback", "best_practice", "error_recovery"] = "best_practice"
+    failed_command: str | None = Field(default=None, min_length=1, max_length=200)
+    error_pattern: str | None = Field(default=None, min_length=1, max_length=300)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            check_value(data)
+        return data
+
+    @field_validator("lesson")
+    @classmethod
+    def _worded(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("a seed lesson needs text")
+        return text
+
+
+SEED_LESSONS: TypeAdapter[list[SeedLesson]] = TypeAdapter(
+    Annotated[list[SeedLesson], Field(max_length=MAX_SEEDS)], config=ConfigDict(defer_build=True)
+)
 
 
 class RunProgress(Payload):
@@ -299,6 +343,36 @@ class TrajectoryRecalled(Payload):
     score: Real | None = None
     steps: Count = 0
     replay: bool = False
+
+
+#: the kinds of memory a search reads (`Memory.search`): the projections whose records carry text
+SearchKind = Literal["lessons", "facts", "patterns", "selectors", "trajectories", "sessions", "context"]
+#: the longest query a search takes: a query is words, and no memory item is longer than a page
+MAX_QUERY = 2_000
+
+
+class SearchHit(BaseModel):
+    """One item a search returned, by reference: its text stays in its own events (a forget hides
+    it there), the search keeps only which item it was and how well it ranked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    kind: SearchKind
+    item_id: str = Field(max_length=1_000)
+    score: Real
+
+
+class MemorySearched(Payload):
+    """A full-text search of memory (a recall by words): the query, its filters and the ranked hits.
+    The envelope's `domain` is the run's (or the filter's outside a run)."""
+
+    type: Literal["memory_searched"] = "memory_searched"
+    query: str = Field(min_length=1, max_length=MAX_QUERY)
+    kinds: list[SearchKind] | None = None
+    domain_filter: str | None = None
+    as_of: str | None = None
+    limit: Positive = 10
+    matched: Count = 0
+    hits: list[SearchHit] = Field(default_factory=list)
 
 
 class ContextItem(BaseModel):
@@ -809,6 +883,7 @@ AnyPayload = Annotated[
     | ErrorRecall
     | DomainRecall
     | TrajectoryRecalled
+    | MemorySearched
     | ContextBuilt
     | LessonSeeded
     | LessonRecorded

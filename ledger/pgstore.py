@@ -698,6 +698,18 @@ class PostgresStore(Store):
         with self._lock, pg_translated(self.where):
             return self._reconnecting(lambda: self.conn.execute(sql, params, prepare=True).fetchall())
 
+    def text_ranks(self, texts: Sequence[str], words: Sequence[str]) -> list[tuple[int, float]] | None:
+        """PostgreSQL's full-text search: english stemming, `ts_rank_cd` (cover density), ties in
+        `texts` order. The words are word characters only, so the OR of them is never tsquery syntax."""
+        if not texts or not words:
+            return []
+        rows = self._fetch(
+            "SELECT d.i - 1, ts_rank_cd(to_tsvector('english', d.t), q) FROM unnest(%s::text[]) WITH ORDINALITY "
+            "AS d(t, i), to_tsquery('english', %s) AS q WHERE to_tsvector('english', d.t) @@ q ORDER BY 2 DESC, 1",
+            (list(texts), " | ".join(words)),
+        )
+        return [(int(i), float(rank)) for i, rank in rows]
+
     def _size_bytes(self) -> int:
         return int(self._fetch("SELECT pg_total_relation_size('events')")[0][0])
 

@@ -471,14 +471,14 @@ DETECTORS: tuple[Detector, ...] = (
     _d(
         "random query value of a sign-in, verify, reset or magic link",
         r"\bhttps?://[^\s/?#\"'<>]+(?:/[^\s?#\"'<>]*)?/[^\s?#\"'<>/]*" + _AUTH_LINK_PATH + r"[^\s?#\"'<>]*"
-        r"\?(?:[^\s#\"'<>]*?[&;])?[A-Za-z0-9_.-]+=(?P<secret>[^\s&;#\"'<>]+)",
+        r"\?(?:[^\s#\"'<>]*?[&;])?[A-Za-z0-9_.-]+=(?P<secret>[^\s&;#\"'<>]*[^\s&;#\"'<>,.)\]])",
         _link_token,
         flags=re.I,
     ),
     _d(
         "random value after a key-like name",
         _KEY_LIKE
-        + r"[A-Za-z0-9_.-]{0,20}[\"']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)[\"']?(?P<secret>[A-Za-z0-9_~+/=.-]{16,})",
+        + r"[A-Za-z0-9_.-]{0,20}[\"']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)[\"']?(?P<secret>[A-Za-z0-9_~+/=.-]{15,}[A-Za-z0-9_~+/=-])",
         _high_entropy,
     ),
     _d("IBAN (mod-97)", r"\b(?P<secret>[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?)\b", _iban_ok),

@@ -29,6 +29,9 @@ class Settings:
     memory: str | None = None
     store_url: str | None = None
     reads_only: bool = False
+    #: the seed lessons a new memory starts with (`--seeds`: default, none, browser-use or a JSON
+    #: file's path; None: default), read by the commands that open memory for runs
+    seeds: str | None = None
     #: forensics (`--allow-broken`): reads are not checked against the chain or the remembered
     #: head, projections.db is neither read nor written, and no head is remembered
     allow_broken: bool = False

@@ -496,6 +496,12 @@ class Store(ABC):
 
     # ---- the backend interface ------------------------------------------------
 
+    def text_ranks(self, texts: Sequence[str], words: Sequence[str]) -> list[tuple[int, float]] | None:
+        """The server's own full-text ranking of `texts` for any of `words` (word characters only):
+        (index in `texts`, rank), best first, the matching texts only; None where the store has
+        no full-text search of its own (memory's search then ranks with SQLite FTS5 in memory)."""
+        return None
+
     @property
     @abstractmethod
     def url(self) -> str:

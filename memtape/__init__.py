@@ -9,6 +9,8 @@ The public API (see docs/api.md and the README's quick start):
         run.finish(success=True, outcome="bought")
     mem.audit(run.run_id)
 
+`memtape.open_async(path)` gives the same memory for async code, every method awaited.
+
 The command line is `memtape.cli`. The API's names load `memtape.api` on first use (PEP 562),
 so that the command line (`memtape.cli` is a module of this package) does not pay for the agent,
 the audit and the experiment on every start: `memtape analytics ...` needs none of them.
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         UnknownItem,
         open,
     )
+    from memtape.asynchronous import AsyncMemory, AsyncRun, open_async
 
 # The errors a caller catches: MemtapeError is the base of all; InvalidEvent (a refused value),
 # RunConflict (a finished, abandoned or concurrently written run), UnknownItem (no such run, lesson,
@@ -49,12 +52,19 @@ __all__ = [
     "RunConflict",
     "UnknownItem",
     "MissingExtra",
+    "open_async",
+    "AsyncMemory",
+    "AsyncRun",
 ]
+
+
+#: the async API's names live in their own module; every other public name in memtape.api
+_ASYNC = ("open_async", "AsyncMemory", "AsyncRun")
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        return getattr(importlib.import_module("memtape.api"), name)
+        return getattr(importlib.import_module("memtape.asynchronous" if name in _ASYNC else "memtape.api"), name)
     raise AttributeError(f"module 'memtape' has no attribute {name!r}")
 
 

@@ -42,6 +42,7 @@ from memtape.projections.recording.checks import check_point, plain
 from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
+from memtape.projections.seeds import choose_seeds
 from memtape.projections.state_rows import diff_between
 
 __all__ = [
@@ -146,14 +147,20 @@ def open(
     *,
     policy: Policy | None = None,  # noqa: A001 - the API's name
     stale_after: timedelta = STALE_AFTER,
+    seeds: str | Path | None = None,
 ) -> Memory:
     """Open (creating if needed) the memory in directory `location`, or the PostgreSQL ledger at a
     `postgresql://` URL. `policy` sets every threshold (default: the seed documents' values);
-    runs with no event for `stale_after` are finished as abandoned when a run starts."""
+    runs with no event for `stale_after` are finished as abandoned when a run starts. `seeds` are
+    the lessons a new memory starts with, written by its first run: "default" (seed 001's three),
+    "none", "browser-use" (the same advice in browser-use's actions) or the path of a JSON file of
+    your own (a list of {"lesson", "category", "failed_command", "error_pattern"}); None is
+    "default", except for an integration that has seeds of its own."""
     if not isinstance(location, (str, Path)) or not str(location).strip():
         raise MemtapeError(f"location must be a directory or a postgresql:// URL, got {location!r:.60}")
     if policy is not None and not isinstance(policy, Thresholds):
         raise MemtapeError(f"policy must be a memtape.Policy, got {type(policy).__name__}")
+    chosen = choose_seeds(seeds)
     keepers: tuple[Keeper, ...] = ()
     if str(location).startswith(STORE_URL_PREFIXES):
         store = open_store(url=str(location))
@@ -170,4 +177,6 @@ def open(
             raise
     # held as the library's own Thresholds, so that it compares equal to the default where it is the default
     rules = Thresholds.model_validate(policy.model_dump()) if policy is not None else DEFAULT_POLICY
-    return Memory(store, projections, rules, stale_after=stale_after, keepers=keepers)
+    memory = Memory(store, projections, rules, stale_after=stale_after, keepers=keepers, seeds=chosen)
+    memory.seeds_chosen = seeds is not None
+    return memory

@@ -100,6 +100,11 @@ COMMANDS: dict[str, Entry] = {
     "run": Entry("agent", "Run the browser agent on a goal or a cases file, with memory.", "agent"),
     "runs": Entry("projections", "List run manifests, newest first (what `bad runs` lists from bad's .agent-memory)."),
     "schema": Entry("ledger", "Print the JSON Schema of every event type (or one)."),
+    "search": Entry(
+        "search",
+        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best "
+        "first; logged as a memory_searched event.",
+    ),
     "serve": Entry("serve", "Serve this memory as an HTTP JSON API for agents in any language.", "server"),
     "start-run": Entry(
         "runs",
@@ -178,7 +183,15 @@ class FaceGroup(click.Group):
     help="Ledger store (env MEMTAPE_STORE): postgresql://user@host/db, sqlite:///relative/ledger.db, "
     "sqlite:////absolute/ledger.db or a bare path; default DIR/ledger.db.",
 )
-def cli(memory_dir: str | None, store_url: str | None) -> None:
+@click.option(
+    "--seeds",
+    envvar="MEMTAPE_SEEDS",
+    default=None,
+    metavar="default|none|browser-use|FILE",
+    help="Seed lessons a new memory starts with (env MEMTAPE_SEEDS): seed 001's (default), none, "
+    "browser-use's, or a JSON file of your own; written by the memory's first run.",
+)
+def cli(memory_dir: str | None, store_url: str | None, seeds: str | None) -> None:
     """memtape: an event-sourced memory ledger for LLM browser agents."""
     # the options stay in the context's params: a command that opens memory builds its Settings
     # from them (memtape.commands.current_settings), so a command that does not pays nothing

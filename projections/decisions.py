@@ -19,6 +19,7 @@ recalls too (a command-only match never promotes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memtape.ledger.envelope import NewEvent
@@ -29,6 +30,7 @@ from memtape.ledger.events import (
     LessonPromoted,
     LessonsPruned,
     PatternsPruned,
+    SeedLesson,
     TrajectoriesExpired,
 )
 from memtape.projections.folds import patterns as patterns_mod
@@ -236,15 +238,21 @@ def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], pol
     return out
 
 
-def on_open(state: MemoryState, run_id: str, started_at: str, policy: Thresholds = DEFAULT_POLICY) -> list[NewEvent]:
+def on_open(
+    state: MemoryState,
+    run_id: str,
+    started_at: str,
+    policy: Thresholds = DEFAULT_POLICY,
+    seeds: Sequence[SeedLesson] | None = None,
+) -> list[NewEvent]:
     """Decisions when memory is opened for a run starting at `started_at` (occurred time):
-    the seed lessons on first use; learned lessons unused for more than `prune_max_age_days`
+    the seed lessons on first use (`seeds`, the run's recorded choice; None: seed 001's); learned lessons unused for more than `prune_max_age_days`
     with fewer than `prune_min_uses` uses pruned (seeds never); facts below `fact_prune_below`
     pruned; trajectories older than `trace_ttl_days` expired (all from `policy`)."""
     env: dict[str, Any] = {"run_id": run_id, "occurred_at": started_at}
     out: list[NewEvent] = []
     if not state.lessons.seeded:
-        out.extend(NewEvent(e.payload, **env) for e in seed_lessons())
+        out.extend(NewEvent(e.payload, **env) for e in seed_lessons(seeds))
     lessons = state.lessons.lessons
     stale = sorted(
         l.lesson_id

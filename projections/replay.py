@@ -29,6 +29,7 @@ from typing import Any
 
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.envelope import NewEvent, RecordedEvent
+from memtape.ledger.events import SeedLesson
 from memtape.ledger.store import Store, redacted_envelope, serialize_payload
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open, promotable
 from memtape.projections.folds import lessons as lessons_projection
@@ -36,7 +37,7 @@ from memtape.projections.folds.lessons import TIER1_CATEGORIES, LessonsState
 from memtape.projections.folds.state import MemoryState, dispatch
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.pin import TIER1_WRITES, pinner_refusal
-from memtape.projections.seeds import seed_lessons
+from memtape.projections.seeds import seed_lessons, seeds_in
 from memtape.projections.writer import WRITER_PROJECTIONS
 
 #: decisions `on_open` makes (the rest come from `decide` after an observation)
@@ -82,6 +83,16 @@ def recorded_policy(run_started: RecordedEvent) -> Thresholds:
     """The policy a run recorded in its `run_started` (its fields; the default for any left out)."""
     recorded = run_started.data.get("policy") or {}
     return Thresholds.model_validate({k: v for k, v in recorded.items() if k in Thresholds.model_fields})
+
+
+def run_seeds(store: Store, until: int | None = None) -> dict[str, tuple[SeedLesson, ...] | None]:
+    """run id -> the seed lessons its memory was opened with (None: seed 001's), read ahead as
+    `run_policies` is."""
+    return {
+        ev.run_id: seeds_in(ev.data.get("policy"))
+        for ev in store.read(to_seq=until, types=["run_started"])
+        if ev.run_id
+    }
 
 
 def run_policies(store: Store, until: int | None = None) -> dict[str, Thresholds]:
@@ -133,7 +144,8 @@ def tier1_unmade(store: Store) -> list[str]:
     `seq N type lesson_id: why`, whatever door it came through (`append --raw`, an import, a hand
     edit of an old log); see `_unmade`."""
     policies = run_policies(store)
-    seeds = {new.payload.lesson_id for new in seed_lessons()}  # type: ignore[attr-defined]
+    chosen = [None, *{tuple(s) for s in run_seeds(store).values() if s is not None}]  # seed 001's, and each run's
+    seeds = {new.payload.lesson_id for choice in chosen for new in seed_lessons(choice)}  # type: ignore[attr-defined]
     lessons = LessonsState()
     found: list[str] = []
     imported_at: str | None = None
@@ -188,6 +200,7 @@ def replay_decisions(store: Store) -> DecisionCheck:
     """The replay of `verify_decisions`: the first decision that differs from the policy's."""
     redactor = store.redactor
     policies = run_policies(store)
+    seeds = run_seeds(store)
     memories: dict[str, PolicyMemory] = {}
 
     def memory(run_id: str | None) -> PolicyMemory:
@@ -220,7 +233,7 @@ def replay_decisions(store: Store) -> DecisionCheck:
         if ev.type in DECISION_TYPES and imported_at is None:
             if not expected and opens_run(ev, prev) and ev.run_id:
                 mem = memory(ev.run_id)
-                expected.extend(on_open(mem.state, ev.run_id, ev.occurred_at, mem.policy))
+                expected.extend(on_open(mem.state, ev.run_id, ev.occurred_at, mem.policy, seeds.get(ev.run_id)))
             if not expected:
                 return DecisionCheck(False, checked, ev.seq, f"{ev.type}: a decision the policy did not make here")
             want = expected.popleft()

@@ -13,7 +13,7 @@ stays well under a millisecond with 100,000 lessons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -50,6 +50,7 @@ from memtape.projections.folds.state import MemoryState, digests, fold
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.search import Document, SearchIndex, documents
 from memtape.projections.text import domain_matches, goal_words, parent_domains
 
 SMALL = 64  # below this many candidates a plain scan beats an index
@@ -395,6 +396,24 @@ class MemoryView:
 
     def sitemap_pages(self, domain: str | None = None) -> list[SitePage]:
         return sitemap_mod.pages(self.state.sitemap, domain)
+
+    # ---- full-text search ------------------------------------------------------
+
+    def search_index(self) -> SearchIndex:
+        """The full-text index of this view's lessons, current facts, patterns, selectors,
+        trajectories, sessions and context (built once per head, like every index of a view)."""
+        ranker = self.store.text_ranks if self.store is not None else None
+        return self._cached("search", lambda: SearchIndex(self._documents(), ranker))
+
+    def _documents(self) -> Iterator[Document]:
+        yield from documents("lessons", self.lessons())
+        yield from documents("facts", [f for d in sorted(self.state.knowledge.current) for f in self.facts(d)])
+        yield from documents("patterns", self.patterns())
+        yield from documents("selectors", self.selectors())
+        yield from documents("trajectories", self.trajectories())
+        for d in sorted(self.state.sessions.by_domain):
+            yield from documents("sessions", self.sessions(d), d or None)
+        yield from documents("context", self.context())
 
     # ---- runs ----------------------------------------------------------------
 

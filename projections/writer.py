@@ -26,6 +26,7 @@ from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import decide, lesson_id_taken, on_open, pin_refused
 from memtape.projections.folds.state import PROJECTIONS, MemoryState, dispatch, fold
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.seeds import seeds_in
 
 #: the projections the policy step reads (the writer folds only these)
 WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
@@ -249,7 +250,7 @@ class MemoryWriter:
         if obs.type != "run_started" or not obs.run_id or not obs.payload.memory_enabled:  # type: ignore[attr-defined]
             return []
         started = normalize_ts(obs.occurred_at) if obs.occurred_at is not None else format_ts(self.store.clock())
-        return on_open(state, obs.run_id, started, self.policy)
+        return on_open(state, obs.run_id, started, self.policy, seeds_in(obs.payload.policy))  # type: ignore[attr-defined]
 
     def open_for_run(self, run_id: str, started_at: str) -> list[RecordedEvent]:
         """Memory opened for a run: seed lessons on first use, prune stale lessons and facts,

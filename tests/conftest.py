@@ -118,3 +118,12 @@ def pg_server() -> Iterator[TempPostgres]:
 def pg_url(pg_server: TempPostgres) -> str:
     """The URL of a fresh, empty database on the session's server."""
     return pg_server.create_database()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts PostgreSQL (it needs `pg_server`, directly or through another fixture
+    such as `pg_url`) is marked `postgres`, so `-m "not postgres"` leaves out all of them, and the
+    marker cannot fall behind a new test."""
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)

@@ -54,6 +54,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "error_recall": {"command": T, "error_snippet": T, "matched": 0},
     "domain_recall": {"matched": 1, "lessons": [T], "lesson_ids": ["l1"]},
     "trajectory_recalled": {"goal": T, "trajectory_id": "t1", "similarity": 0.5, "steps": 2},
+    "memory_searched": {
+        "query": "wool socks",
+        "kinds": ["lessons", "facts"],
+        "domain_filter": "shop.test",
+        "as_of": "12",
+        "limit": 5,
+        "matched": 1,
+        "hits": [{"kind": "lessons", "item_id": "l1", "score": 1.25}],
+    },
     "context_built": {
         "budget": 1000,
         "total_tokens": 20,

@@ -158,8 +158,16 @@ class Hooks:
 
 
 async def _run(
-    memory_dir: Path, proxy: str, goal: str, product: str, turns: list[list[tuple[str, dict[str, Any]]]] | None = None
+    memory_dir: Path,
+    proxy: str,
+    goal: str,
+    product: str,
+    turns: list[list[tuple[str, dict[str, Any]]]] | None = None,
+    *,
+    awaited: bool = False,
 ) -> tuple[ModelServer, BrowserUseMemory, Any, Hooks]:
+    """One browser-use run with memory: `memtape.open` and `with`, or (`awaited`) `memtape.open_async`
+    and `async with`."""
     scratch = memory_dir.parent  # the profile and downloads stay in the test's directory, not in /tmp
     profile = BrowserProfile(
         executable_path="/usr/bin/chromium",
@@ -174,20 +182,32 @@ async def _run(
     hooks = Hooks()
     with ModelServer(turns or _turns(product)) as server:
         model = ChatOpenAI(model="scripted", base_url=server.url, api_key="test-key", max_retries=0)
+
+        async def run_agent(memory: BrowserUseMemory) -> tuple[Any, Any]:
+            agent = Agent(
+                task=goal,
+                llm=memory.llm(model),
+                browser_session=session,
+                controller=_controller(),
+                use_vision=False,
+                use_judge=False,
+                extend_system_message=memory.system_message("Answer in English."),
+            )
+            # the user's own agent.run(), with the user's own hooks chained behind memtape's
+            history = await agent.run(max_steps=6, **memory.hooks(on_step_start=hooks.start, on_step_end=hooks.end))
+            _assert_nothing_written_into_browser_use(agent)
+            return agent, history
+
         try:
-            with memtape.open(memory_dir) as mem, BrowserUseMemory(mem, task=goal, start_url=SHOP) as memory:
-                agent = Agent(
-                    task=goal,
-                    llm=memory.llm(model),
-                    browser_session=session,
-                    controller=_controller(),
-                    use_vision=False,
-                    use_judge=False,
-                    extend_system_message=memory.system_message("Answer in English."),
-                )
-                # the user's own agent.run(), with the user's own hooks chained behind memtape's
-                history = await agent.run(max_steps=6, **memory.hooks(on_step_start=hooks.start, on_step_end=hooks.end))
-                _assert_nothing_written_into_browser_use(agent)
+            if awaited:
+                async with (
+                    memtape.open_async(memory_dir) as amem,
+                    BrowserUseMemory(amem, task=goal, start_url=SHOP) as memory,
+                ):
+                    agent, history = await run_agent(memory)
+            else:
+                with memtape.open(memory_dir) as mem, BrowserUseMemory(mem, task=goal, start_url=SHOP) as memory:
+                    agent, history = await run_agent(memory)
         finally:
             await session.kill()
     assert history is agent.history
@@ -233,7 +253,9 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
     assert lesson.data["learned_from"] == [steps[1].id, steps[2].id]
     told = item_line(lesson.data["lesson"])
 
-    server2, second, history2, _ = asyncio.run(_run(memory_dir, sites.proxy, 'Open "Rain Jacket"', "jacket"))
+    server2, second, history2, _ = asyncio.run(
+        _run(memory_dir, sites.proxy, 'Open "Rain Jacket"', "jacket", awaited=True)
+    )
     assert history2.is_successful()
     run2 = second.memory_run.run_id
     # run 1 saw no memory of its own after the failed action; run 2 is told run 1's lesson right after it
@@ -242,6 +264,8 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
     assert f"<{TAG}>" in server2.texts(2)[-1] and told in server2.texts(2)[-1]
     # and in the system message from the first call: Tier 1 (the seed lessons), the shop's tips
     assert f"<{TAG}>" in server2.texts(0)[0] and "Lessons from experience" in server2.texts(0)[0]
+    # the seeds are in browser-use's own actions, not another agent's fill/click(ref)/type(text)
+    assert "input_text" in server2.texts(0)[0] and "click(ref)" not in server2.texts(0)[0]
 
     with memtape.open(memory_dir) as mem:
         contexts = list(mem.store.read(run_id=run2, types=["context_built"]))

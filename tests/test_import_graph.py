@@ -20,6 +20,7 @@ LAZY = {
     ("memtape.ledger.location", "memtape.ledger.pgstore"): "psycopg loads only for a PostgreSQL URL",
     ("memtape", "memtape.api"): "the API loads on first use: `memtape.cli`, a module of the package, "
     "starts without the agent, the audit and the experiment",
+    ("memtape", "memtape.asynchronous"): "the async API loads on first use, as the API does",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -294,3 +295,24 @@ def test_with_every_extra_the_command_line_starts_each_command(tmp_path: Path, w
         env=_clean_env(),
     )
     assert (adapter.returncode, adapter.stdout) == (0, "BrowserUseMemory\n"), adapter.stderr[-2000:]
+
+
+@pytest.mark.timeout(900)
+def test_the_build_warns_of_nothing(tmp_path: Path) -> None:
+    """Every folder the package ships (SQL, rule files, the bundled sites, the viewer's pages) is
+    declared, so building the wheel, or the editable wheel `pip install -e .` builds, warns of
+    nothing (setuptools once warned of 20 data folders absent from `packages`)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=SOURCE_IGNORE)
+    for hook in ("build_wheel", "build_editable"):
+        done = subprocess.run(
+            [sys.executable, "-c", f"from setuptools import build_meta; build_meta.{hook}({str(tmp_path / hook)!r})"],
+            cwd=src,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        warned = {m.group(1) for m in re.finditer(r"(\w+Warning: .*)$", done.stderr, re.M)}
+        assert warned == set(), sorted(warned)[:5]
+        assert list((tmp_path / hook).glob("memtape-*.whl"))

@@ -72,3 +72,12 @@ def test_lint_imports_sees_the_library_under_its_installed_name() -> None:
         for path in (ROOT / folder).rglob("*.py"):
             name = ".".join(("memtape", folder, *path.relative_to(ROOT / folder).with_suffix("").parts))
             assert name.removesuffix(".__init__") in graph.modules, name
+
+
+def test_no_module_of_the_package_is_over_1000_lines() -> None:
+    """A module that outgrows 1,000 lines is split by job (issue 36): the API, the events, the folds."""
+    linked = {p for p in (ROOT / "memtape").iterdir() if p.is_symlink()}  # the layers, read in their folders
+    paths = [p for folder in ("ledger", "projections", "agent", "analytics") for p in (ROOT / folder).rglob("*.py")]
+    paths += [p for p in (ROOT / "memtape").rglob("*.py") if not any(link in p.parents for link in linked)]
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in paths}
+    assert len(sizes) > 100 and {path: n for path, n in sizes.items() if n > 1000} == {}

@@ -107,6 +107,8 @@ def test_walk_runs_run_step_item(world: World, fresh: BrowserContext) -> None:
     prompt = page.locator("section.prompt table.rows").first.inner_text()
     assert s.tip_text in prompt and f"{s.teacher} · step 1" in prompt  # the tip and the run that taught it
     assert "Trimmed by the budget" in page.content()
+    recalled = page.locator("tr", has=page.locator(f"a[href='/ui/items/{s.tip}']")).last.inner_text()
+    assert "changed 1 of 1 decisions" in recalled  # whether the item changed the decision (memtape credit)
     shot(world, page, "step")
     page.locator(f"a[href='/ui/items/{s.tip}']").first.click()
     assert page.url.endswith(f"/ui/items/{s.tip}")

@@ -120,8 +120,10 @@ def test_pages_answer_what_was_asked(http: TestClient, sample: Any) -> None:
     step = http.get(f"/ui/runs/{s.learner}/steps/1", headers=cookie).text
     assert f'href="/ui/runs/{s.teacher}/steps/1"' in step and f'href="/ui/items/{s.tip}"' in step
     assert "Trimmed by the budget" in step
+    assert "changed 1 of 1 decisions" in step and "+2 turns saved" in step  # the item_credited event
     item = http.get(f"/ui/items/{s.tip}", headers=cookie).text
     assert f'href="/ui/runs/{s.learner}/steps/1"' in item  # the run and step that recalled it
+    assert "changed 1 of 1 that showed it" in item and "<dt>Tokens saved</dt><dd>180</dd>" in item
     diff = http.get(f"/ui/diff?from=0&to={s.teacher}", headers=cookie).text
     assert s.tip in diff and s.hostile not in diff  # the later run's lesson came after
     assert s.banner in http.get("/ui/search?q=BANNER newsletter", headers=cookie).text
@@ -154,7 +156,7 @@ def test_hostile_memory_text_is_escaped(http: TestClient, sample: Any) -> None:
         ("/ui/?page=0", 400, "page must be a whole number from 1"),
         ("/ui/?outcome=maybe", 400, "outcome must be one of"),
         ("/ui/?site=a&site=b", 400, "site given 2 times"),
-        ("/ui/search?q=" + "x" * 201, 400, "at most 200 characters"),
+        ("/ui/search?q=" + "x" * 2001, 400, "a search takes at most 2000"),
         ("/ui/elsewhere", 404, "no page /ui/elsewhere"),
     ],
 )
@@ -170,7 +172,18 @@ def test_bad_questions_answer_one_line_and_write_nothing(
     assert head(memory) == before
 
 
+def test_a_search_is_memory_search_logged_as_a_recall(http: TestClient, memory: Memory, sample: Any) -> None:
+    before = head(memory)
+    page = http.get("/ui/search?q=newsletter banner", headers=logged_in(http)).text
+    assert page.index(sample[1].banner) < page.index("</table>")  # the banner tip, ranked first of its kind
+    (searched,) = list(memory.store.read(before + 1, types=["memory_searched"]))
+    assert searched.data["query"] == "newsletter banner" and sample[1].banner in str(searched.data["hits"])
+    assert head(memory) == before + 1
+    assert http.get("/ui/search?q=", headers=logged_in(http)).status_code == 200 and head(memory) == before + 1
+
+
 def test_the_viewer_only_reads(http: TestClient, memory: Memory, sample: Any) -> None:
+    """Every page but a search (a recall, logged) only reads."""
     before = head(memory)
     for path in ("/ui/", f"/ui/runs/{sample[1].learner}/steps/1"):
         assert http.post(path, headers=logged_in(http), json={}).status_code == 405
@@ -198,7 +211,8 @@ def test_any_query_is_answered_or_refused_never_a_crash(
     answer = http.get(path, params={key: value, "to": "1"} if key == "from" else {key: value}, headers=logged_in(http))
     assert answer.status_code in (200, 400, 404), (path, key, value, answer.text[-300:])
     assert "<script>" not in answer.text.replace('<script src="/ui/static/viewer.js" defer></script>', "")
-    assert head(memory) == before
+    searched = page == "/ui/search" and key == "q" and answer.status_code == 200 and value.strip()
+    assert head(memory) == before + (1 if searched else 0)  # only a search writes: its memory_searched
 
 
 def test_diff_by_run_id_is_the_diff_to_the_run_end(memory: Memory, sample: Any) -> None:

@@ -48,6 +48,7 @@ def current_settings() -> Settings:
         settings = Settings(
             memory=root.params.get("memory_dir"),
             store_url=root.params.get("store_url"),
+            seeds=root.params.get("seeds"),
             reads_only=root.invoked_subcommand in NEEDS_MEMORY,
             keeper_factories=[_projections_head],
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memtape.api import Memory
-from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.mcp_server import build_server
 
 
@@ -28,8 +28,7 @@ def mcp_command() -> None:
     From Python: mcp.client.stdio.stdio_client(StdioServerParameters(command="memtape",
     args=["--memory-dir", DIR, "mcp"])).
     """
-    settings = current_settings()
-    memory = Memory(settings.store(), settings.projections_path)
+    memory = open_memory(Memory)
     build_server(memory).run("stdio")  # the store is closed with the command's settings
 
 

@@ -17,15 +17,14 @@ import click
 import orjson
 
 from memtape.analytics.tabular import Report, Table
-from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.output import emit, listing_options
 from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import Learned, Lesson, TrajectoryRecall
 
 
 def _memory() -> RecordingMemory:
-    settings = current_settings()
-    return RecordingMemory(settings.store(), settings.projections_path)
+    return open_memory(RecordingMemory)
 
 
 def _echo_json(value: Any) -> None:

@@ -10,6 +10,7 @@ import click
 
 from memtape.api import Memory
 from memtape.commands import current_settings
+from memtape.commands.opening import open_memory
 from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
 from memtape.server import serve as serve_memory
 
@@ -94,7 +95,7 @@ def _serve(
     created = False
     if kept:
         secret, created = load_token(settings.dir)
-    memory = Memory(settings.store(), settings.projections_path)
+    memory = open_memory(Memory)
     typed = click.get_current_context().get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE
 
     def announce(url: str) -> None:

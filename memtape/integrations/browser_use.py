@@ -5,10 +5,19 @@
     from memtape.integrations.browser_use import BrowserUseMemory
 
     task = 'Open the "Wool Socks" page on http://shop.test/'
-    with memtape.open(".agent-memory") as mem, BrowserUseMemory(mem, task=task, start_url="http://shop.test/") as memory:
-        agent = Agent(task=task, llm=memory.llm(ChatOpenAI(model="gpt-4.1-mini")),
-                      extend_system_message=memory.system_message())
-        history = await agent.run(max_steps=20, **memory.hooks(on_step_end=my_own_hook))
+    async with memtape.open_async(".agent-memory") as mem:
+        async with BrowserUseMemory(mem, task=task, start_url="http://shop.test/") as memory:
+            agent = Agent(task=task, llm=memory.llm(ChatOpenAI(model="gpt-4.1-mini")),
+                          extend_system_message=memory.system_message())
+            history = await agent.run(max_steps=20, **memory.hooks(on_step_end=my_own_hook))
+
+(`with memtape.open(...) as mem, BrowserUseMemory(mem, ...) as memory:` works too.) The memory's
+work runs off the event loop: on the async memory's worker thread (`memtape.open_async`), or for
+a sync memory on a thread of the loop's executor, one call at a time.
+
+Seeds that fit: a memory opened without `seeds=` starts with seed 001's advice phrased in
+browser-use's own actions (`input_text`, `click_element_by_index`, `send_keys`), not in another
+agent's fill/click/type; `memtape.open(path, seeds="none")` starts with none.
 
 browser-use has hooks but no memory of its own between runs. The adapter goes in only
 through what browser-use offers its users, never through its internals (it writes
@@ -37,6 +46,8 @@ exception), and post-run learning turns its failure→recovery steps into lesson
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,11 +56,13 @@ from typing import Any
 
 from memtape.agent.prompt import describe_step
 from memtape.api import Memory, MemtapeError
+from memtape.asynchronous import AsyncMemory
 from memtape.ledger.extras import require
 from memtape.projections.budget import DEFAULT_BUDGET, PRIORITIES
 from memtape.projections.folds.trajectories import applicable_steps
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson
+from memtape.projections.seeds import BROWSER_USE_SEEDS
 from memtape.projections.text import cap, data_line, quoted_name
 
 #: the oldest browser-use the adapter works with: its CDP rewrite, the first with `on_step_start`/`on_step_end`
@@ -181,20 +194,32 @@ class MemoryModel:
 
     async def ainvoke(self, messages: list[BaseMessage], output_format: Any = None, **kwargs: Any) -> Any:
         if isinstance(output_format, type) and issubclass(output_format, AgentOutput):
-            messages = self._memory.tell(messages)
+            messages = await self._memory.off_loop(self._memory.tell, messages)
         return await self._model.ainvoke(messages, output_format, **kwargs)
 
 
 class BrowserUseMemory:
     """One browser-use Agent run with memtape memory, as a context manager around the user's
-    own `agent.run()`. `memory_run` is the memtape `Run` (record lessons or facts into it from
-    your own code while the agent runs)."""
+    own `agent.run()` (`async with`, or `with`). `memory_run` is the memtape `Run` (record lessons
+    or facts into it from your own code while the agent runs)."""
 
     def __init__(
-        self, memory: Memory, *, task: str, start_url: str, session_id: str | None = None, budget: int = DEFAULT_BUDGET
+        self,
+        memory: Memory | AsyncMemory,
+        *,
+        task: str,
+        start_url: str,
+        session_id: str | None = None,
+        budget: int = DEFAULT_BUDGET,
     ):
+        #: the async memory's worker runs the memory's calls (None: a sync memory's run on the loop's executor)
+        self._worker = memory.worker if isinstance(memory, AsyncMemory) else None
+        if isinstance(memory, AsyncMemory):
+            memory = memory.memory
         if not isinstance(memory, Memory):
-            raise MemtapeError(f"memory must be a memtape Memory (memtape.open(...)), got {type(memory).__name__}")
+            raise MemtapeError(
+                f"memory must be a memtape Memory (memtape.open(...) or memtape.open_async(...)), got {type(memory).__name__}"
+            )
         if not isinstance(task, str) or not task.strip():
             raise MemtapeError(f"task must be a non-empty string, got {task!r:.60}")
         if not isinstance(start_url, str) or not start_url.strip():
@@ -222,6 +247,8 @@ class BrowserUseMemory:
         start site's tips and a reference trajectory."""
         if self.memory_run is not None:
             raise MemtapeError("this BrowserUseMemory has already run: make a new one for the next run")
+        if not self.memory.seeds_chosen:  # the opener named none: the seeds in browser-use's own actions
+            self.memory.seeds, self.memory.seeds_chosen = BROWSER_USE_SEEDS, True
         run = self.memory.start_run(goal=self.task, start_url=self.start_url, session_id=self.session_id)
         self.memory_run = run
         injection = Injection(step=0)
@@ -266,6 +293,22 @@ class BrowserUseMemory:
             self.finish(self.agent.history)
         else:
             run.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> BrowserUseMemory:
+        """`__enter__`, off the event loop."""
+        return await self.off_loop(self.__enter__)  # type: ignore[no-any-return]
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """`__exit__`, off the event loop."""
+        await self.off_loop(self.__exit__, exc_type, exc, tb)
+
+    async def off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` (memory's work) on the async memory's worker, or on the loop's executor."""
+        if self._worker is not None:
+            return await self._worker.call(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args))
 
     def finish(self, history: AgentHistoryList) -> None:
         """Finish the memtape run with browser-use's verdict and result (leaving the block does it)."""
@@ -315,7 +358,9 @@ class BrowserUseMemory:
     async def on_step_start(self, agent: Any) -> None:
         """Before the model is asked: error tips for the failed actions of the last step and
         the tips of a site entered since, for the next step call to tell."""
-        run = self._bind(agent)
+        await self.off_loop(self._step_start, self._bind(agent))
+
+    def _step_start(self, run: Run) -> None:
         injection = Injection(step=self.step + 1)
         for action, error in self._failures:
             tips = run.recall_error(command=action, error=error, step=self.step)
@@ -344,6 +389,9 @@ class BrowserUseMemory:
         url_now = await agent.browser_session.get_current_page_url() if agent.browser_session else None
         items = agent.history.history[self._recorded :]
         self._recorded = len(agent.history.history)
+        await self.off_loop(self._record_all, items, url_now)
+
+    def _record_all(self, items: Sequence[AgentHistory], url_now: str | None) -> None:
         for item in items:
             self._record(item, url_now)
 

@@ -153,6 +153,7 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
             title=f"Run {run_id} step {here['step']}",
             audit=audit,
             s=here,
+            credit=reads.credit(),
             previous=steps[at - 1] if at > 0 else None,
             following=steps[at + 1] if at + 1 < len(steps) else None,
         )
@@ -194,7 +195,9 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
 
     async def search(request: Request) -> Response:
         query = _one(request, "q") or ""
-        return render("search.html", title="Search", q=query, found=pages.search(reads, query))
+        return render(
+            "search.html", title="Search", q=query, found=pages.search(reads, query), item_kinds=pages.ITEM_KINDS
+        )
 
     async def refused(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, UnknownItem) else 400

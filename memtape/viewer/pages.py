@@ -16,14 +16,10 @@ from typing import Any
 from memtape.api import Memory, MemtapeError
 
 PAGE_SIZE = 50
-#: the searchable text of each kind of memory a search looks through, and the field naming an item
-SEARCHED: dict[str, tuple[tuple[str, ...], str]] = {
-    "lessons": (("lesson", "failed_command", "error_pattern", "scope_domain"), "lesson_id"),
-    "facts": (("key", "value", "fact_type", "domain"), "fact_id"),
-    "trajectories": (("goal", "domain"), "trajectory_id"),
-    "selectors": (("name", "selector", "role", "domain"), "selector"),
-}
-MAX_QUERY = 200
+#: hits a search page shows (Memory.search ranks them, BM25)
+SEARCH_LIMIT = 100
+#: the kinds a search hit links to: its item page, or its run (a session is one run's)
+ITEM_KINDS = frozenset({"lessons", "facts", "trajectories"})
 #: answers kept per ledger head (the pages a person walks back and forth between)
 KEPT = 64
 
@@ -70,6 +66,10 @@ class Reads:
 
     def diff(self, start: str, end: str) -> list[dict[str, Any]]:
         return self._kept(("diff", start, end), lambda: self.memory.diff(start, end))
+
+    def credit(self) -> dict[str, dict[str, Any]]:
+        """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
+        return self._kept(("credit",), lambda: {c["item"]: c for c in self.memory.state("credit")})
 
     def taught(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """run id -> what memory holds now that the run taught (one pass over four projections)."""
@@ -196,17 +196,13 @@ def changes_by_projection(changes: Sequence[dict[str, Any]]) -> dict[str, list[d
     return out
 
 
-def search(reads: Reads, query: str) -> dict[str, list[dict[str, Any]]]:
-    """Memory items whose text holds every word of `query` (case-insensitive), by kind."""
-    if len(query) > MAX_QUERY:
-        raise MemtapeError(f"a search is at most {MAX_QUERY} characters, got {len(query)}")
-    words = query.casefold().split()
-    if not words:
+def search(reads: Reads, query: str) -> dict[str, list[Any]]:
+    """`Memory.search` (full text, ranked) of `query`, its hits grouped by kind in rank order; no
+    query, no search. A search is a recall: the library logs it as a `memory_searched` event, so
+    it is never kept (each one is asked, and logged, again)."""
+    if not query.strip():
         return {}
-    found: dict[str, list[dict[str, Any]]] = {}
-    for kind, (fields, _name) in SEARCHED.items():
-        for record in reads.state(kind):
-            text = " ".join(str(record.get(f) or "") for f in fields).casefold()
-            if all(w in text for w in words):
-                found.setdefault(kind, []).append(record)
+    found: dict[str, list[Any]] = {}
+    for hit in reads.memory.search(query, limit=SEARCH_LIMIT):
+        found.setdefault(hit.kind, []).append(hit)
     return found

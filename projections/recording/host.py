@@ -10,6 +10,7 @@ from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.events import Payload
 from memtape.projections.parameters import Thresholds
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
+from memtape.projections.search import SearchResult
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar
 
@@ -50,3 +51,15 @@ class RunHost(Protocol):
     def recall_trajectory(
         self, goal: str, url: str, *, run_id: str | None = None, step: int | None = None
     ) -> TrajectoryRecall | None: ...
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        run_id: str | None = None,
+        step: int | None = None,
+    ) -> list[SearchResult]: ...

@@ -36,9 +36,11 @@ from memtape.ledger.errors import AnswerGone, InvalidEvent, KeyReused, RunConfli
 from memtape.ledger.events import (
     DomainRecall,
     ErrorRecall,
+    MemorySearched,
     Payload,
     RequestAnswered,
     RunStarted,
+    SeedLesson,
     Tier1Loaded,
     TrajectoryRecalled,
 )
@@ -53,6 +55,8 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
+from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
@@ -74,9 +78,17 @@ class RecordingMemory:
         enabled: bool = True,
         stale_after: timedelta = STALE_AFTER,
         keepers: Sequence[Keeper] = (),
+        seeds: Sequence[SeedLesson] | None = None,
     ):
         if not isinstance(policy, Thresholds):
             raise InvalidEvent(f"policy must be a memtape Policy, got {type(policy).__name__}")
+        if seeds is not None and not all(isinstance(s, SeedLesson) for s in seeds):
+            raise InvalidEvent("seeds must be SeedLesson records (projections.seeds.choose_seeds reads them)")
+        #: the seed lessons this memory's first run writes (None: seed 001's); each run_started records them
+        self.seeds = tuple(seeds) if seeds is not None else None
+        #: whether the opener chose the seeds (`memtape.open(seeds=...)`): an integration with seeds
+        #: of its own (browser-use's) uses them only where the opener did not
+        self.seeds_chosen = seeds is not None
         self.store = store
         self.policy = policy
         self.enabled = enabled
@@ -88,6 +100,8 @@ class RecordingMemory:
         self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
         self._dirty = True
+        #: (head, index) of the last search at the head: searches in a row share one index
+        self._search_index: tuple[int, SearchIndex] | None = None
 
     # ---- plumbing ------------------------------------------------------------------
 
@@ -248,6 +262,7 @@ class RecordingMemory:
                     "step_memory_scope": step_memory_scope,
                     "fingerprint": self.policy.fingerprint(),
                     **self.policy.model_dump(mode="json"),
+                    **recorded_seeds(self.seeds),
                 },
                 "case_id": case_id,
             },
@@ -472,6 +487,62 @@ class RecordingMemory:
             ]
         )
         return TrajectoryRecall(match.trajectory, match.similarity, match.score, replay) if match else None
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        run_id: str | None = None,
+        step: int | None = None,
+    ) -> list[SearchResult]:
+        """Ranked full-text search (SQLite FTS5, BM25) over lessons, current facts, patterns,
+        selectors, trajectories, sessions and context, now or as the ledger knew it at seq / ISO
+        time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
+        search is a recall: it logs memory_searched with the query, filters and hits, against
+        `run_id` and `step` when given (and the site that run is on)."""
+        query = check_query(query)
+        chosen = check_kinds(kinds)
+        limit = check_limit(limit)
+        check_text(domain, "domain", optional=True)
+        point = check_point(as_of, "as_of")
+        fields: dict[str, Any] = {
+            "query": query,
+            "kinds": list(chosen) if chosen is not None else None,
+            "domain_filter": domain,
+            "as_of": None if point is None else str(point),
+            "limit": limit,
+        }
+        probe = self.event(MemorySearched, fields, run_id=run_id, step=check_step(step), domain=domain)
+        self._known_run(run_id)
+        searcher = self.current().run(run_id) if run_id is not None else None
+        where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
+        if point is None:
+            view = self.current()
+            cached = self._search_index
+            index = cached[1] if cached is not None and cached[0] == view.head else view.search_index()
+        else:
+            view = MemoryView.open(self.store, self.projections_path, self.policy, as_of=point)
+            index = view.search_index()
+        hits = index.search(query, chosen, domain, limit)
+        searched = [{"kind": h.kind, "item_id": h.item_id, "score": h.score} for h in hits]
+        logged = self.append(
+            [
+                self.event(
+                    MemorySearched,
+                    {**fields, "matched": len(hits), "hits": searched},
+                    run_id=run_id,
+                    step=step,
+                    domain=where or None,
+                )
+            ]
+        )
+        if point is None:  # the search's own event changes no item: the index stays valid past it
+            self._search_index = (logged[-1].seq, index) if logged[-1].seq == view.head + 1 else None
+        return hits
 
     # ---- what memory holds ---------------------------------------------------------------
 

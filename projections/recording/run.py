@@ -77,6 +77,7 @@ from memtape.projections.recording.values import (
     TrajectoryRecall,
     parse_element,
 )
+from memtape.projections.search import SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
@@ -239,6 +240,35 @@ class Run:
         with self.timed():
             return self.memory.recall_trajectory(
                 self.safe_goal, url if url is not None else self.url, run_id=self.run_id, step=step
+            )
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        domain: str | None = None,
+        as_of: int | str | None = None,
+        limit: int = 10,
+        step: int | None = None,
+    ) -> list[SearchResult]:
+        """`Memory.search` logged against this run and `step` (the query's known secrets scrubbed)."""
+        self._live()
+        query = check_query(query)
+        if not self.enabled:
+            check_kinds(kinds)
+            check_limit(limit)
+            check_step(step)
+            return []
+        with self.timed():
+            return self.memory.search(
+                str(self.scrub(query)),
+                kinds=kinds,
+                domain=domain,
+                as_of=as_of,
+                limit=limit,
+                run_id=self.run_id,
+                step=step,
             )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
@@ -741,7 +771,9 @@ class Run:
     ) -> str:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
-        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`."""
+        prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`.
+        A site_specific lesson without `scope_domain` is scoped to the run's domain: unscoped, no
+        domain recall would ever return it, not even on the site where it was learned."""
         self._live("lesson_recorded")
         refusal = tier1_refusal(category) if isinstance(category, str) else None
         if refusal is not None:
@@ -753,6 +785,8 @@ class Run:
             ("scope_domain", scope_domain),
         ):
             check_text(value, what, empty=True, optional=True)
+        if category == "site_specific" and not scope_domain:
+            scope_domain = self.domain or None
         ev = self._event(
             LessonRecorded,
             {

@@ -61,8 +61,17 @@ class MemoryItem:
     text: str
 
 
-#: (step, the decision, {item: (the item, the decision without it)}) for each policy decision
-Probe = Callable[[int, "Decision", dict[str, tuple[MemoryItem, "Decision"]]], None]
+@dataclass(frozen=True)
+class Without:
+    """What the policy decides on a prompt with one item removed, and the prompt sections the item was in."""
+
+    item: MemoryItem
+    decision: Decision
+    sections: tuple[str, ...]
+
+
+#: (step, the decision, {item: the decision without it}) for each policy decision
+Probe = Callable[[int, Decision, dict[str, Without]], None]
 
 
 @dataclass
@@ -433,6 +442,7 @@ class TaskRun:
         self.first = True
         self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
         self.policy_before: DecisionPolicy = policy  # the policy before its last decision (credit's probe)
+        self.shown_sections: dict[str, str] = {}  # the last prompt's sections (source -> text)
 
     def run(self) -> RunResult:
         t_run = time.perf_counter()
@@ -710,6 +720,7 @@ class TaskRun:
                 fitted.kept, obs, error_lessons, domain_lessons, trajectory_steps, facts, patterns, self.avoid
             ),
         )
+        self.shown_sections = {i.source: i.text for i in [*system, *kept]}
         if not record:
             return ctx
         self.system = system_text
@@ -775,18 +786,19 @@ class TaskRun:
         self._backtrack(obs, *target, step_no)
         return None
 
-    def _without_each(
-        self, obs: Observation, step_no: int, ctx: DecisionContext
-    ) -> dict[str, tuple[MemoryItem, Decision]]:
+    def _without_each(self, obs: Observation, step_no: int, ctx: DecisionContext) -> dict[str, Without]:
         """What the policy decides on this prompt with each memory item it shows removed, asked of
         a copy of the policy as it stood before this decision (the conversation so far), so the
         run itself is untouched. An item the budget left out changes nothing and is not asked."""
-        out: dict[str, tuple[MemoryItem, Decision]] = {}
+        shown = self.shown_sections
+        out: dict[str, Without] = {}
         for item in self.items_offered():
             without = self._prompt(obs, step_no, masked=frozenset({item.item}))
             if (without.system_prompt, without.step_prompt) == (ctx.system_prompt, ctx.step_prompt):
                 continue
-            out[item.item] = (item, copy.deepcopy(self.policy_before).decide(without))
+            sections = tuple(s for s, text in shown.items() if self.shown_sections.get(s) != text)
+            out[item.item] = Without(item, copy.deepcopy(self.policy_before).decide(without), sections)
+        self.shown_sections = shown
         return out
 
     def _backtrack(self, obs: Observation, snap: Any, exit_step: StepRecord | None, step_no: int) -> None:

@@ -18,7 +18,6 @@ from memtape.agent.browser import Element, Observation
 from memtape.agent.loop import run_task, seen_by_policy, site_sections
 from memtape.agent.policy import Decision, DecisionContext, ScriptedPolicy, StepView
 from memtape.analytics.audit import audit_run
-from memtape.analytics.memory_use import names
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
 from memtape.projections.folds.knowledge import Fact, fill_fails_key
@@ -29,6 +28,7 @@ from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.recording.values import TrajectoryRecall
 from memtape.projections.text import goal_names, goal_words
 from memtape.projections.view import MemoryView
+from tests.analytics_builders import names
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
 
 START = "http://cookies.test/"

@@ -15,6 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from memtape.agent.credit import credit
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import (
     PASSES,
@@ -32,6 +33,7 @@ from memtape.analytics.memory_use import MemoryUse, memory_use
 from memtape.commands import current_settings
 from memtape.ledger.settings import Settings
 from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
+from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import clip
 from memtape.render import audit_text
 
@@ -230,6 +232,9 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
     try:
         with task_bar(console, "demo") as progress:
             report = run_demo(memory, cases, progress)
+        with task_bar(console, "credit") as progress:  # which decisions memory changed: by counterfactual
+            on = [r.run_id for label, rs in report.passes.items() for r in rs if r.memory_enabled]
+            credit(RecordingMemory(memory.store(), memory.projections_path), on, rerun=False, progress=progress)
         per, tot = demo_tables(report)
         console.print(per)
         console.print(tot)
@@ -362,12 +367,13 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
 
 
 def memory_table(passes: dict[str, MemoryUse]) -> Table:
-    """Memory in each pass's prompts: tokens by source (what the calls read), the share in sections a
-    decision used (its reason names them), and the decisions that used memory (or replayed)."""
+    """Memory in each pass's prompts: tokens by source (what the calls read), the share in sections
+    holding an item that changed a decision (`memtape credit`), and the decisions memory changed (or
+    replayed)."""
     t = Table(
-        title="Memory tokens by source (share in sections a decision used)",
-        caption="a decision uses memory when its reason names an item of its prompt, or when it replays a "
-        "recorded step",
+        title="Memory tokens by source (share in sections holding an item that changed a decision)",
+        caption="a decision uses memory when the policy, asked again without one item of its prompt, decides "
+        "otherwise (memtape credit), or when it replays a recorded step",
         title_justify="left",
     )
     t.add_column("source")

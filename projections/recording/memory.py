@@ -48,6 +48,7 @@ from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.ledger.urls import start_url_refusal
+from memtape.projections.folds.credit import worth
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.forgetting import answer_forgotten
@@ -55,7 +56,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
-from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.search import SearchIndex, SearchResult, check_search
 from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
@@ -417,8 +418,10 @@ class RecordingMemory:
         check_text(domain, "domain")
         probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=check_step(step), domain=domain)
         self._known_run(run_id)
-        matches = self.current().domain_matches(probe.domain or "")
-        self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
+        view = self.current()
+        matches = view.domain_matches(probe.domain or "")
+        made = recall_payload(matches, worth(view.state.credit))
+        self.append([self.event(DomainRecall, made, run_id=run_id, step=step, domain=probe.domain)])
         return [Lesson.recalled(m) for m in matches]
 
     def recall_error(
@@ -436,12 +439,17 @@ class RecordingMemory:
             domain=domain,
         )
         self._known_run(run_id)
-        matches = self.current().error_matches(command, error, probe.domain)
+        view = self.current()
+        matches = view.error_matches(command, error, probe.domain)
         self.append(
             [
                 self.event(
                     ErrorRecall,
-                    {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                    {
+                        "command": command,
+                        "error_snippet": error[:300],
+                        **recall_payload(matches, worth(view.state.credit)),
+                    },
                     run_id=run_id,
                     step=step,
                     domain=probe.domain,
@@ -504,9 +512,7 @@ class RecordingMemory:
         time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
         search is a recall: it logs memory_searched with the query, filters and hits, against
         `run_id` and `step` when given (and the site that run is on)."""
-        query = check_query(query)
-        chosen = check_kinds(kinds)
-        limit = check_limit(limit)
+        query, chosen, limit = check_search(query, kinds, limit)
         check_text(domain, "domain", optional=True)
         point = check_point(as_of, "as_of")
         fields: dict[str, Any] = {

@@ -34,7 +34,6 @@ from memtape.ledger.events import (
     FactObserved,
     LessonRecorded,
     PageMapStored,
-    PatternUsed,
     Payload,
     RepeatedFailureDetected,
     RunCompleted,
@@ -42,11 +41,9 @@ from memtape.ledger.events import (
     ScratchSet,
     SelectorFailed,
     SelectorSucceeded,
-    SessionRecorded,
     SitemapLinksDiscovered,
     SitemapPageVisited,
     SnapshotTaken,
-    StepGraded,
     StepRecorded,
 )
 from memtape.ledger.redact import MARKER, secret_field
@@ -68,7 +65,8 @@ from memtape.projections.recording.checks import (
     one_line,
 )
 from memtape.projections.recording.host import RunHost
-from memtape.projections.recording.learning import goal_secrets, grade_steps, learn_from
+from memtape.projections.recording.learning import finishing, goal_secrets
+from memtape.projections.recording.searching import RunSearch
 from memtape.projections.recording.values import (
     Extraction,
     Learned,
@@ -77,12 +75,11 @@ from memtape.projections.recording.values import (
     TrajectoryRecall,
     parse_element,
 )
-from memtape.projections.search import SearchResult, check_kinds, check_limit, check_query
 from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
 
-class Run:
+class Run(RunSearch):
     """One run of an agent: what it did and what it recalled, in the ledger as it happens.
 
     Use it as a context manager: leaving the block by an exception finishes the run as failed
@@ -240,35 +237,6 @@ class Run:
         with self.timed():
             return self.memory.recall_trajectory(
                 self.safe_goal, url if url is not None else self.url, run_id=self.run_id, step=step
-            )
-
-    def search(
-        self,
-        query: str,
-        *,
-        kinds: Sequence[str] | None = None,
-        domain: str | None = None,
-        as_of: int | str | None = None,
-        limit: int = 10,
-        step: int | None = None,
-    ) -> list[SearchResult]:
-        """`Memory.search` logged against this run and `step` (the query's known secrets scrubbed)."""
-        self._live()
-        query = check_query(query)
-        if not self.enabled:
-            check_kinds(kinds)
-            check_limit(limit)
-            check_step(step)
-            return []
-        with self.timed():
-            return self.memory.search(
-                str(self.scrub(query)),
-                kinds=kinds,
-                domain=domain,
-                as_of=as_of,
-                limit=limit,
-                run_id=self.run_id,
-                step=step,
             )
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
@@ -772,8 +740,7 @@ class Run:
         """A lesson the agent learned by itself (deduplicated and promoted like every lesson);
         returns its lesson id. `category` is error_recovery or site_specific: Tier 1 (every system
         prompt) takes text only from the seeds, promotion or a person's `memtape lessons pin`.
-        A site_specific lesson without `scope_domain` is scoped to the run's domain: unscoped, no
-        domain recall would ever return it, not even on the site where it was learned."""
+        A site_specific lesson without `scope_domain` is scoped to the run's site (domain recall finds it)."""
         self._live("lesson_recorded")
         refusal = tier1_refusal(category) if isinstance(category, str) else None
         if refusal is not None:
@@ -971,45 +938,21 @@ class Run:
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
         run_completed: it neither reads nor writes memory a later run retrieves)."""
         events: list[NewEvent] = []
-        run_domain = domain_of(self.start_url)
-        if self.enabled:
-            events += [
-                self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
-                for pid in self.patterns_used
-            ]
-        if self.enabled and learn:
-            events += [
-                self._event(cls, fields, step=step, domain=domain)
-                for cls, fields, step, domain in learn_from(
-                    steps,
-                    run,
-                    learned,
-                    self.patterns_used,
-                    run_id=self.run_id,
-                    goal=self.safe_goal,
-                    start_url=self.start_url,
-                )
-            ]
-        if self.enabled:
-            events.append(
-                self._event(
-                    SessionRecorded,
-                    {
-                        "session_id": self.session_id,
-                        "goal": self.goal,
-                        "outcome": run.summary[:500],
-                        "success": run.success,
-                        "final_url": run.final_url,
-                        "timestamp": self.memory.now(),
-                        "turns_used": run.turns,
-                        "duration_ms": round(run.duration_ms, 3),
-                    },
-                    domain=run_domain,
-                )
-            )
-        if self.enabled:  # a baseline run's graded steps would be memory a later run retrieves
-            for step, grade in grade_steps(steps, run):
-                events.append(self._event(StepGraded, grade, step=step, domain=None))
+        if self.enabled:  # memory off: run_completed only (it neither reads nor writes memory)
+            for cls, fields, step, domain in finishing(
+                steps,
+                run,
+                learned,
+                learn=learn,
+                patterns_used=self.patterns_used,
+                run_id=self.run_id,
+                goal=self.goal,
+                safe_goal=self.safe_goal,
+                start_url=self.start_url,
+                session_id=self.session_id,
+                now=self.memory.now(),
+            ):
+                events.append(self._event(cls, fields, step=step, domain=domain))
         events.append(
             self._event(
                 RunCompleted,
@@ -1027,7 +970,7 @@ class Run:
                     "replayed_steps": run.replayed_steps,
                     "memory_ms": round(self.ms_total, 3),
                 },
-                domain=domain_of(run.final_url or "") or run_domain,
+                domain=domain_of(run.final_url or "") or domain_of(self.start_url),
             )
         )
         return events

@@ -235,9 +235,6 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
-        refusal = start_url_refusal(start_url)
-        if refusal is not None:
-            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
         if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
@@ -269,6 +266,9 @@ class RecordingMemory:
             },
             domain=domain_of(start_url),
         )
+        refusal = start_url_refusal(start_url)  # after the event's own checks (a script URL says so)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
         with run.timed():

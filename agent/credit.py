@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memtape.agent.browser import Browser
-from memtape.agent.loop import MemoryItem, RunConfig, RunResult, run_task
+from memtape.agent.loop import MemoryItem, RunConfig, RunResult, Without, run_task
 from memtape.agent.policy import Decision, make_policy
 from memtape.agent.sites import CASES_FILE, HOSTILE_CASES_FILE, MEMORY_CASES_FILE, SitesServer, is_bundled, load_cases
 from memtape.ledger.copy import copy_events
@@ -99,16 +99,17 @@ class _Probed:
 
     decisions: list[Decision] = field(default_factory=list)
     shown: dict[str, int] = field(default_factory=dict)
-    changed: dict[str, int] = field(default_factory=dict)
+    #: item -> the steps whose decision it changed, and the prompt sections it was in there
+    changed: dict[str, dict[int, tuple[str, ...]]] = field(default_factory=dict)
     items: dict[str, MemoryItem] = field(default_factory=dict)
 
-    def __call__(self, step: int, decision: Decision, without: dict[str, tuple[MemoryItem, Decision]]) -> None:
+    def __call__(self, step: int, decision: Decision, without: dict[str, Without]) -> None:
         self.decisions.append(decision)
-        for key, (item, other) in without.items():
-            self.items.setdefault(key, item)
+        for key, other in without.items():
+            self.items.setdefault(key, other.item)
             self.shown[key] = self.shown.get(key, 0) + 1
-            if decision_key(other) != decision_key(decision):
-                self.changed[key] = self.changed.get(key, 0) + 1
+            if decision_key(other.decision) != decision_key(decision):
+                self.changed.setdefault(key, {})[step] = other.sections
 
 
 def decision_key(d: Decision) -> tuple[Any, ...]:
@@ -304,7 +305,8 @@ def _credit_run(store: Any, browser: Browser, task: _Task, rerun: bool) -> _RunC
     method = "exact" if task.policy_name == "scripted" else "temperature-0"
     events = []
     for key, item in probed.items.items():
-        changed = probed.changed.get(key, 0)
+        steps = probed.changed.get(key, {})
+        changed = len(steps)
         fields: dict[str, Any] = {
             "item": key,
             "kind": item.kind,
@@ -313,6 +315,7 @@ def _credit_run(store: Any, browser: Browser, task: _Task, rerun: bool) -> _RunC
             "method": method,
             "shown": probed.shown.get(key, 0),
             "changed": changed,
+            "changed_steps": [{"step": step, "sections": list(sections)} for step, sections in steps.items()],
             "evidence_runs": [base.run_id],
         }
         if changed and rerun:

@@ -63,6 +63,7 @@ from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.decisions import DECISION_TYPES, decide, on_open
+from memtape.projections.folds.credit import worth
 from memtape.projections.folds.knowledge import current_facts, fact_line
 from memtape.projections.folds.knowledge import for_prompt as prompt_facts
 from memtape.projections.folds.lessons import TIER1_CATEGORIES, recall_payload
@@ -282,7 +283,7 @@ class Prompts:
                 matches = view.error_matches(d["command"], d["error_snippet"], ev.domain)
             else:
                 matches = view.domain_matches(ev.domain or "")
-            made = recall_payload(matches)
+            made = recall_payload(matches, worth(view.state.credit))
             if d.get("counted_ids") is None:  # a recall written before counted_ids counts every lesson it lists
                 del made["counted_ids"]
             return made["lesson_ids"], made

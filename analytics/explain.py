@@ -135,6 +135,35 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
                     forgotten,
                 )
             )
+        elif t == "lesson_unpinned":
+            life.append(
+                _entry(
+                    ev,
+                    "unpinned",
+                    f"{d.get('from_category')} -> {d.get('to_category')} by {d.get('unpinned_by')}: {d.get('reason')}",
+                    forgotten,
+                )
+            )
+        elif t == "lesson_demoted":
+            life.append(
+                _entry(
+                    ev,
+                    "demoted",
+                    f"{d.get('from_category')} -> {d.get('to_category')}: its measured credit turned negative "
+                    f"({d.get('turns_saved')} turns saved)",
+                    forgotten,
+                )
+            )
+        elif t == "lessons_pruned" and lesson_id in (d.get("zero_credit_ids") or ()):
+            life.append(
+                _entry(
+                    ev,
+                    "pruned",
+                    f"its measured credit stayed at zero for more than {d.get('max_age_days')} days "
+                    f"(as of {d.get('as_of')})",
+                    forgotten,
+                )
+            )
         elif t == "lessons_pruned":
             life.append(
                 _entry(

@@ -484,6 +484,29 @@ class LessonPinned(Payload):
     to_category: Literal["tool_fallback", "best_practice"] = "best_practice"
 
 
+class LessonUnpinned(Payload):
+    """A person took a lesson (a seed too) out of Tier 1 (`memtape lessons unpin`): it stays as Tier 2."""
+
+    type: Literal["lesson_unpinned"] = "lesson_unpinned"
+    lesson_id: str = Field(min_length=1, max_length=200)
+    unpinned_by: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=2000)
+    from_category: Literal["tool_fallback", "best_practice"]
+    to_category: Literal["error_recovery"] = "error_recovery"
+
+
+class LessonDemoted(Payload):
+    """Decision: a learned Tier 1 lesson whose measured credit (`item_credited`) turned negative leaves Tier 1."""
+
+    type: Literal["lesson_demoted"] = "lesson_demoted"
+    lesson_id: str
+    lesson: str
+    turns_saved: Int64
+    success_saved: Int64 = 0
+    from_category: Literal["tool_fallback", "best_practice"] = "best_practice"
+    to_category: Literal["error_recovery"] = "error_recovery"
+
+
 class LessonsPruned(Payload):
     type: Literal["lessons_pruned"] = "lessons_pruned"
     lesson_ids: list[str]
@@ -492,6 +515,8 @@ class LessonsPruned(Payload):
     as_of: Timestamp
     max_age_days: Int64 = 90
     min_uses: Int64 = 5
+    #: those pruned as their measured credit stayed at zero for `max_age_days` after first measured
+    zero_credit_ids: list[str] = Field(default_factory=list)
 
 
 # ---- memory writes: facts, selectors, trajectories -------------------------
@@ -830,33 +855,33 @@ class SubjectForgotten(Payload):
     run_ids: list[str] = Field(default_factory=list)
 
 
+class ChangedStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    step: Count
+    sections: list[str] = Field(default_factory=list)
+
+
 class ItemCredited(Payload):
-    """What one memory item was worth to one run, measured by counterfactual (`memtape credit`):
-    the run's policy asked again on its recorded prompts with the item removed, and (where that
-    changed a decision and the run belongs to the bundled agent) the task run again from memory as
-    it stood at the run's start with the item masked. A later credit of the same item and run
-    replaces the earlier one."""
+    """What one memory item was worth to one run, by counterfactual (`memtape credit`): the decisions
+    that showed it (`shown`), those its policy decides otherwise without it (`changed`, at
+    `changed_steps` with the prompt sections it was in), and where the task ran again without it
+    (`evidence_runs`), the turns, tokens and success it saved. `method`: `exact` (scripted policy) or
+    `temperature-0` (a model: an estimate), `+rerun` where it ran again. A later credit of the same
+    item and run replaces the earlier one."""
 
     type: Literal["item_credited"] = "item_credited"
     item: str = Field(min_length=1, max_length=200)
     kind: Literal["lesson", "fact", "pattern", "trajectory"]
     text: str = Field(default="", max_length=2000)
-    #: the run whose decisions were asked again
     credited_run: str = Field(min_length=1, max_length=200)
-    #: how: `exact` (the scripted policy asked again) or `temperature-0` (a model, an estimate),
-    #: with `+rerun` where the task was run again without the item
     method: str = Field(min_length=1, max_length=80)
-    #: decisions whose prompt showed the item, and those the policy decides otherwise without it
     shown: Count = 0
     changed: Count = 0
-    #: turns and tokens the run without the item took beyond the run with it (negative: it cost)
+    changed_steps: list[ChangedStep] = Field(default_factory=list)
     turns_saved: Int64 = 0
     tokens_saved: Int64 = 0
-    #: whether the run without the item ended otherwise (succeeded where this failed, or the reverse)
     success_changed: bool = False
-    #: +1 the item made the run succeed, -1 it made it fail, 0 neither
-    success_saved: Annotated[int, Ge(-1), Le(1)] = 0
-    #: the runs used as evidence (the run asked again without the item, in a fork of memory)
+    success_saved: Annotated[int, Ge(-1), Le(1)] = 0  # +1 the item made the run succeed, -1 fail
     evidence_runs: list[str] = Field(default_factory=list)
 
 
@@ -890,6 +915,8 @@ AnyPayload = Annotated[
     | LessonDeduplicated
     | LessonPromoted
     | LessonPinned
+    | LessonUnpinned
+    | LessonDemoted
     | LessonsPruned
     | FactObserved
     | FactContradicted

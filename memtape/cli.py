@@ -91,7 +91,7 @@ COMMANDS: dict[str, Entry] = {
     "lessons": Entry(
         "lessons",
         "A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system "
-        "prompt), recorded with who and why.",
+        "prompt), `lessons unpin LESSON` takes one out; each recorded with who and why.",
     ),
     "mcp": Entry("mcp", "Serve this memory to MCP clients over stdio (the Model Context Protocol).", "mcp"),
     "rebuild": Entry("projections", "Rebuild projections.db from the ledger, with a progress bar."),

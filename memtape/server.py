@@ -34,10 +34,10 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import version
 from inspect import Parameter
-from typing import Any, get_origin, get_type_hints
+from typing import Any, get_origin
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
@@ -46,58 +46,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from memtape.api import Lesson, Memory, MemtapeError, Run, TrajectoryRecall
-from memtape.face_models import (
-    AbandonBody,
-    AbandonedRuns,
-    Appended,
-    Audit,
-    BacktrackBody,
-    Body,
-    ContextBody,
-    EmbeddingBody,
-    Error,
-    ExperimentBody,
-    Explained,
-    ExplorationEndBody,
-    ExplorationStartBody,
-    ExtractionBody,
-    FactBody,
-    FinishBody,
-    Finished,
-    InferredContext,
-    InferredContextBody,
-    KnownFailure,
-    KnownFailureBody,
-    LessonBody,
-    ObservedFact,
-    PageMapBody,
-    PatternUsedBody,
-    ProgressBody,
-    Recorded,
-    RecordedEmbedding,
-    RecordedLesson,
-    RecordedStep,
-    RepeatedFailureBody,
-    RunHandles,
-    RunStart,
-    ScratchBody,
-    ScratchValue,
-    SelectorBody,
-    SitemapLinksBody,
-    SitemapVisitBody,
-    SnapshotBody,
-    StartedRun,
-    StepBody,
-    TakenSnapshot,
-    UserContextBody,
-    finished,
-    stale_limit,
-)
+from memtape.api import Memory, MemtapeError
+from memtape.face_models import Appended, Error, RunHandles
 from memtape.http_guard import OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
@@ -110,18 +63,8 @@ from memtape.ledger.errors import (
     UnknownItem,
 )
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
-from memtape.projections.folds.context import ContextEntry
-from memtape.projections.folds.knowledge import Fact
-from memtape.projections.folds.page_maps import PageMap
-from memtape.projections.folds.patterns import Pattern
-from memtape.projections.folds.selectors import SelectorEntry
-from memtape.projections.folds.sessions import SessionEntry
-from memtape.projections.folds.short_term import ShortTerm
-from memtape.projections.folds.sitemap import SiteMap
-from memtape.projections.folds.snapshots import Snapshot
-from memtape.projections.folds.steps import StepMemory
+from memtape.operations import OPERATIONS, Operation
 from memtape.projections.pin import caller_refusal
-from memtape.projections.recording.values import Extraction
 from memtape.viewer import PREFIX as VIEWER
 from memtape.viewer import viewer_app
 
@@ -264,29 +207,65 @@ def _status(exc: MemtapeError) -> int:
     return 400
 
 
-def create_app(
-    memory: Memory,
-    token: str | None = None,
-    *,
-    host: str = "127.0.0.1",
-    allow_hosts: Iterable[str] = (),
-    cors_origins: Iterable[str] = (),
-) -> FastAPI:
-    """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
-    (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
-    requests bearing it (None: to any local caller)."""
-    app = FastAPI(
-        title="memtape",
-        version=version("memtape"),
-        description=DESCRIPTION,
-        generate_unique_id_function=lambda route: route.name,
-    )  # operationId: the library call's name
-    app.router.route_class = JSONRoute
-    handles = RunHandles(memory)
-    cors = tuple(cors_origins)
+#: arguments naming a point in the log: over HTTP a text, a seq (ASCII digits) or an ISO time
+POINTS = frozenset({"as_of", "until"})
 
-    async def answered(request: Request, work: Callable[[], BaseModel], status: int = 200) -> JSONResponse:
-        """The answer of a POST: `work()` once per Idempotency-Key (see the module's docstring)."""
+#: how a route answers a POST that writes: `work()` once per Idempotency-Key, with its status
+Answered = Callable[[Request, Callable[[], Any], int], Awaitable[JSONResponse]]
+
+
+def route_parameters(operation: Operation) -> list[Parameter]:
+    """The route's parameters: the path's, then the body, or else the library call's arguments
+    with their defaults as query parameters (a list one repeated)."""
+    taken = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
+    taken += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=str) for name in operation.path_names]
+    if operation.body is not None:
+        return [*taken, Parameter("body", Parameter.KEYWORD_ONLY, annotation=operation.body)]
+    for argument in operation.arguments():
+        if argument.name in operation.path_names or argument.name in operation.http_omits:
+            continue
+        annotation, default = argument.annotation, argument.default
+        if argument.name in POINTS:
+            annotation, default = str | None, Query(default=None, description="a seq or an ISO time")
+        elif get_origin(annotation) is list:
+            default = Query() if default is Parameter.empty else Query(default)
+        taken.append(Parameter(argument.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
+    return taken
+
+
+def add_route(app: FastAPI, operation: Operation, memory: Memory, handles: RunHandles, answered: Answered) -> None:
+    """`operation` as a route documented by the library call it makes (its operationId the row's)."""
+
+    async def endpoint(request: Request, **given: Any) -> Any:
+        body = given.pop("body", None)
+        arguments = {**given, **(body.arguments() if body is not None else {})}
+        for name in POINTS & arguments.keys():
+            if isinstance(arguments[name], str):
+                arguments[name] = as_of_point(arguments[name])
+
+        def work() -> Any:
+            return operation.answering(operation.perform(memory, handles, arguments))
+
+        return await answered(request, work, operation.status) if operation.idempotent else work()
+
+    endpoint.__signature__ = inspect.Signature(route_parameters(operation))  # type: ignore[attr-defined]
+    app.add_api_route(
+        operation.path,
+        endpoint,
+        methods=[operation.method],
+        name=operation.route_name,
+        response_model=operation.answer,
+        status_code=operation.status,
+        responses=refusals(BODY_REFUSALS if operation.body is not None else QUERY_REFUSALS),
+        summary=operation.summary,
+        description=inspect.getdoc(operation.call),
+    )
+
+
+def idempotent(memory: Memory, handles: RunHandles) -> Answered:
+    """How a POST that writes is answered: `work()` once per Idempotency-Key (see the module's docstring)."""
+
+    async def answered(request: Request, work: Callable[[], Any], status: int = 200) -> JSONResponse:
         key = request.headers.get("idempotency-key")
         if key is None:
             return JSONResponse(jsonable_encoder(work()), status_code=status)
@@ -300,83 +279,12 @@ def create_app(
             raise
         return JSONResponse(body, status_code=code, headers={"Idempotent-Replayed": "true"} if replayed else None)
 
-    def post(
-        path: str, answer: Any, call: Callable[..., Any], status: int = 200, **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A POST route answering `answer`, documented by the library call it makes."""
-        return app.post(
-            path,
-            response_model=answer,
-            status_code=status,
-            responses=refusals(BODY_REFUSALS),
-            summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
-            description=inspect.getdoc(call),
-            **options,
-        )
+    return answered
 
-    def get(
-        path: str, answer: Any, call: Callable[..., Any], **options: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A GET route answering `answer`, documented by the library call it makes."""
-        return app.get(
-            path,
-            response_model=answer,
-            responses=refusals(QUERY_REFUSALS),
-            summary=call.__qualname__.replace("Run.", "run.").replace("Memory.", "mem."),
-            description=inspect.getdoc(call),
-            **options,
-        )
 
-    def run_read(
-        path: str,
-        answer: Any,
-        call: Callable[..., Any],
-        handle: Callable[[str], Run] = handles.reading,
-        reply: Callable[[Any], Any] = lambda value: value,
-    ) -> None:
-        """GET `path`: `call` on the run's handle (`handles.writing` for a recall, which logs an
-        event), its arguments the library's with their defaults as query parameters (a list one
-        repeated), answering `reply` of its value as `answer`."""
-        hints = get_type_hints(call)
-        taken = [Parameter("run_id", Parameter.KEYWORD_ONLY, annotation=str)]
-        for p in list(inspect.signature(call).parameters.values())[1:]:
-            default = p.default
-            if get_origin(hints[p.name]) is list:  # a query parameter, not a body
-                default = Query() if default is Parameter.empty else Query(default)
-            taken.append(Parameter(p.name, Parameter.KEYWORD_ONLY, annotation=hints[p.name], default=default))
-
-        async def read(run_id: str, **arguments: Any) -> Any:
-            return reply(getattr(handle(run_id), call.__name__)(**arguments))
-
-        read.__signature__ = inspect.Signature(taken)  # type: ignore[attr-defined]
-        get(path, answer, call, name=call.__name__)(read)
-
-    def run_write(
-        path: str,
-        call: Callable[..., Any],
-        body: type[Body],
-        answer: Any = Recorded,
-        reply: Callable[[Any], Any] = lambda _: Recorded(),
-    ) -> None:
-        """POST `path`: `call` on the run's handle to record into, with `body` (exactly the
-        library's arguments), once per Idempotency-Key, answering `reply` of its value as `answer`."""
-
-        async def write(request: Request, run_id: str, body: Body) -> Any:
-            return await answered(
-                request, lambda: reply(getattr(handles.writing(run_id), call.__name__)(**body.arguments()))
-            )
-
-        write.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [
-                Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-                Parameter("run_id", Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
-                Parameter("body", Parameter.POSITIONAL_OR_KEYWORD, annotation=body),
-            ]
-        )
-        post(path, answer, call, name=call.__name__)(write)
-
-    # the last added runs first: the Host and origin, then CORS (answering allowed preflights), then the token and body
-    app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
+def add_guards(app: FastAPI, token: str | None, host: str, allow_hosts: Iterable[str], cors: tuple[str, ...]) -> None:
+    """The door's checks (memtape/http_guard.py): the last added runs first: the Host and origin,
+    then CORS (answering allowed preflights), then the token and body."""
     app.add_middleware(
         RequestGuard,
         token=token,
@@ -395,14 +303,9 @@ def create_app(
         )
     app.add_middleware(OriginGate, host=host, allow_hosts=allow_hosts, cors_origins=cors)
 
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = documented(
-                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes), token
-            )
-        return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as `{"error": "<one line>"}`, its status from the exception's type."""
 
     @app.exception_handler(MemtapeError)
     async def refused(_request: Request, exc: MemtapeError) -> JSONResponse:
@@ -430,164 +333,9 @@ def create_app(
     async def failed(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": f"internal error ({type(exc).__name__})"}, status_code=500)
 
-    # ---- runs: what happened --------------------------------------------------------------
 
-    @post("/runs", StartedRun, Memory.start_run, status=201)
-    async def start_run(request: Request, body: RunStart) -> Any:
-        def work() -> StartedRun:
-            run = handles.keep(memory.start_run(**body.model_dump()))
-            return StartedRun(run_id=run.run_id, session_id=run.session_id)
-
-        return await answered(request, work, 201)
-
-    run_write("/runs/{run_id}/steps", Run.record_step, StepBody, RecordedStep, lambda e: RecordedStep(event_id=e))
-    run_write(
-        "/runs/{run_id}/lessons", Run.record_lesson, LessonBody, RecordedLesson, lambda i: RecordedLesson(lesson_id=i)
-    )
-
-    @post("/runs/{run_id}/facts", ObservedFact, Run.observe_fact)
-    async def observe_fact(request: Request, run_id: str, body: FactBody) -> Any:
-        def work() -> ObservedFact:
-            run = handles.writing(run_id)
-            domain = body.domain if body.domain is not None else run.domain
-            run.observe_fact(**body.model_dump())
-            return ObservedFact(domain=domain, kind=body.kind, key=body.key)
-
-        return await answered(request, work)
-
-    run_write("/runs/{run_id}/selectors", Run.selector_result, SelectorBody)
-    run_write("/runs/{run_id}/context", Run.record_context, ContextBody)
-
-    @post("/runs/{run_id}/finish", Finished, Run.finish)
-    async def finish(request: Request, run_id: str, body: FinishBody) -> Any:
-        def work() -> Finished:
-            learned = handles.writing(run_id).finish(**body.model_dump())
-            handles.drop([run_id])
-            return finished(run_id, body.success, learned)
-
-        return await answered(request, work)
-
-    run_write("/runs/{run_id}/progress", Run.progress, ProgressBody)
-
-    # ---- runs: recall (each one an event) and plain reads ------------------------------------
-
-    run_read("/runs/{run_id}/tier1", list[Lesson], Run.tier1, handles.writing)
-    run_read("/runs/{run_id}/recall/domain", list[Lesson], Run.recall_domain, handles.writing)
-    run_read("/runs/{run_id}/recall/error", list[Lesson], Run.recall_error, handles.writing)
-    run_read("/runs/{run_id}/recall/trajectory", TrajectoryRecall | None, Run.recall_trajectory, handles.writing)
-    run_read("/runs/{run_id}/sessions", list[SessionEntry], Run.sessions)
-    run_read("/runs/{run_id}/facts", list[Fact], Run.facts)
-    run_read("/runs/{run_id}/selectors", list[SelectorEntry], Run.selectors)
-    run_read("/runs/{run_id}/step_memories", list[StepMemory], Run.step_memories)
-    run_read("/runs/{run_id}/loop_warnings", list[str], Run.loop_warnings)
-    run_read("/runs/{run_id}/prompt_context", list[ContextEntry], Run.prompt_context)
-    run_read("/runs/{run_id}/relevant_context", list[ContextEntry], Run.relevant_context)
-    run_read("/runs/{run_id}/patterns", list[Pattern], Run.patterns)
-    run_read("/runs/{run_id}/extractions", list[ContextEntry], Run.extractions)
-    run_read("/runs/{run_id}/snapshots", list[Snapshot], Run.snapshots)
-    run_read("/runs/{run_id}/sitemap", SiteMap | None, Run.sitemap)
-    run_read("/runs/{run_id}/short_term", ShortTerm, Run.short_term)
-    run_read(
-        "/runs/{run_id}/embedding",
-        RecordedEmbedding,
-        Run.recorded_embedding,
-        reply=lambda v: RecordedEmbedding(vector=v),
-    )
-
-    @post("/runs/{run_id}/known_failure", KnownFailure, Run.known_failure)
-    async def known_failure(run_id: str, body: KnownFailureBody) -> Any:
-        # it writes nothing, so an Idempotency-Key changes nothing (as for /experiment)
-        return KnownFailure(signature=handles.reading(run_id).known_failure(**body.arguments()))
-
-    # ---- runs: working memory and layered memory (seed 003) ----------------------------------
-
-    run_write("/runs/{run_id}/user_context", Run.give_context, UserContextBody)
-    run_write(
-        "/runs/{run_id}/inferred_context",
-        Run.infer_context,
-        InferredContextBody,
-        InferredContext,
-        lambda recorded: InferredContext(recorded=recorded),
-    )
-    run_write("/runs/{run_id}/scratch", Run.set_scratch, ScratchBody)
-    run_read("/runs/{run_id}/scratch", dict[str, Any], Run.scratch)
-
-    # a key holds anything, a slash too; `default` is the caller's own (a key never set answers null)
-    @get("/runs/{run_id}/scratch/{key:path}", ScratchValue, Run.get_scratch)
-    async def get_scratch(run_id: str, key: str) -> Any:
-        return ScratchValue(value=handles.reading(run_id).get_scratch(key))
-
-    run_write("/runs/{run_id}/page_maps", Run.store_page_map, PageMapBody)
-    run_read("/runs/{run_id}/page_maps", dict[str, PageMap], Run.get_all_page_maps)
-    run_read("/runs/{run_id}/page_map", PageMap | None, Run.get_page_map)
-    run_read("/runs/{run_id}/has_page_map", bool, Run.has_page_map)
-    run_read("/runs/{run_id}/page_summary", str, Run.get_page_summary)
-    run_write("/runs/{run_id}/patterns_used", Run.pattern_used, PatternUsedBody)
-    run_write("/runs/{run_id}/embedding", Run.use_embedding, EmbeddingBody)
-    run_write("/runs/{run_id}/extractions", Run.extraction, ExtractionBody, Extraction, lambda found: found)
-    run_write(
-        "/runs/{run_id}/snapshots", Run.snapshot, SnapshotBody, TakenSnapshot, lambda i: TakenSnapshot(snapshot_id=i)
-    )
-    run_write("/runs/{run_id}/backtracked", Run.backtracked, BacktrackBody)
-    run_write("/runs/{run_id}/repeated_failure", Run.repeated_failure, RepeatedFailureBody)
-    run_write("/runs/{run_id}/exploration/started", Run.exploration_started, ExplorationStartBody)
-    run_write("/runs/{run_id}/sitemap/links", Run.sitemap_links, SitemapLinksBody)
-    run_write("/runs/{run_id}/sitemap/visited", Run.sitemap_visited, SitemapVisitBody)
-    run_write("/runs/{run_id}/exploration/completed", Run.exploration_completed, ExplorationEndBody)
-
-    # ---- the memory: recall outside a run (each one an event), runs by id ---------------------
-
-    @get("/tier1", list[Lesson], Memory.tier1)
-    async def memory_tier1(run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> Any:
-        return memory.tier1(run_id=run_id, step=step, domain=domain)
-
-    @get("/recall/domain", list[Lesson], Memory.recall_domain)
-    async def memory_recall_domain(domain: str, run_id: str | None = None, step: int | None = None) -> Any:
-        return memory.recall_domain(domain, run_id=run_id, step=step)
-
-    @get("/recall/error", list[Lesson], Memory.recall_error)
-    async def memory_recall_error(
-        command: str, error: str, domain: str | None = None, run_id: str | None = None, step: int | None = None
-    ) -> Any:
-        return memory.recall_error(command, error, domain=domain, run_id=run_id, step=step)
-
-    @get("/recall/trajectory", TrajectoryRecall | None, Memory.recall_trajectory)
-    async def memory_recall_trajectory(goal: str, url: str, run_id: str | None = None, step: int | None = None) -> Any:
-        return memory.recall_trajectory(goal, url, run_id=run_id, step=step)
-
-    @post("/runs/abandon_stale", AbandonedRuns, Memory.abandon_stale_runs)
-    async def abandon_stale_runs(request: Request, body: AbandonBody) -> Any:
-        def work() -> AbandonedRuns:
-            abandoned = memory.abandon_stale_runs(stale_limit(body.older_than))
-            handles.drop(abandoned)
-            return AbandonedRuns(abandoned=abandoned)
-
-        return await answered(request, work)
-
-    # ---- the memory: state, audit, explain, experiment ---------------------------------------
-
-    @get("/state/{kind}", list[dict[str, Any]], Memory.state)
-    async def state(
-        kind: str,
-        as_of: str | None = Query(default=None, description="a seq or an ISO time"),
-        domain: str | None = None,
-        run: str | None = None,
-    ) -> Any:
-        return memory.state(kind, as_of=as_of_point(as_of), domain=domain, run=run)
-
-    @get("/audit/{run_id}", Audit, Memory.audit)
-    async def audit(run_id: str, step: int | None = None) -> Any:
-        return memory.audit(run_id, step=step)
-
-    @get("/explain/{item:path}", Explained, Memory.explain)  # an XPath selector holds slashes
-    async def explain(item: str, domain: str | None = None) -> Any:
-        return memory.explain(item, domain=domain)
-
-    @post("/experiment", dict[str, Any], Memory.experiment)
-    async def experiment(body: ExperimentBody) -> Any:
-        # it writes nothing, so an Idempotency-Key changes nothing: the same question gets a fresh answer
-        until = as_of_point(body.until) if isinstance(body.until, str) else body.until
-        return memory.experiment(body.changes, until=until)
+def add_append_route(app: FastAPI, memory: Memory, handles: RunHandles, answered: Answered) -> None:
+    """POST /events: raw events for an importer (HTTP only, so not a row of the table of operations)."""
 
     @app.post(
         "/events",
@@ -623,8 +371,46 @@ def create_app(
                 return Appended(appended=0)
             return Appended(appended=len(recorded), first_seq=recorded[0].seq, last_seq=recorded[-1].seq)
 
-        return await answered(request, work)
+        return await answered(request, work, 200)
 
+
+def create_app(
+    memory: Memory,
+    token: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    allow_hosts: Iterable[str] = (),
+    cors_origins: Iterable[str] = (),
+    operations: Sequence[Operation] = OPERATIONS,
+) -> FastAPI:
+    """The HTTP API over one open memory (the caller keeps and closes it), answering to `host`
+    (the bound address) and `allow_hosts`, to pages of `cors_origins` only, and with `token` to
+    requests bearing it (None: to any local caller): a route for each of `operations`
+    (memtape/operations.py), and POST /events."""
+    app = FastAPI(
+        title="memtape",
+        version=version("memtape"),
+        description=DESCRIPTION,
+        generate_unique_id_function=lambda route: route.name,
+    )  # operationId: the library call's name
+    app.router.route_class = JSONRoute
+    handles = RunHandles(memory)
+    answered = idempotent(memory, handles)
+    app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
+    add_guards(app, token, host, allow_hosts, tuple(cors_origins))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = documented(
+                get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes), token
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    add_error_handlers(app)
+    for operation in operations:
+        add_route(app, operation, memory, handles, answered)
+    add_append_route(app, memory, handles, answered)
     return app
 
 

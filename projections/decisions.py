@@ -27,12 +27,14 @@ from memtape.ledger.events import (
     FactContradicted,
     FactsPruned,
     LessonDeduplicated,
+    LessonDemoted,
     LessonPromoted,
     LessonsPruned,
     PatternsPruned,
     SeedLesson,
     TrajectoriesExpired,
 )
+from memtape.projections.folds import credit as credit_fold
 from memtape.projections.folds import patterns as patterns_mod
 from memtape.projections.folds.lessons import LessonEntry, counted, dedup_key, key_of, new_lesson, used
 from memtape.projections.folds.state import MemoryState
@@ -46,6 +48,7 @@ DECISION_TYPES = frozenset(
     {
         "lesson_deduplicated",
         "lesson_promoted",
+        "lesson_demoted",
         "lessons_pruned",
         "fact_contradicted",
         "facts_pruned",
@@ -67,6 +70,33 @@ def promotable(lesson: LessonEntry, policy: Thresholds) -> bool:
         and len(set(lesson.triggered_domains)) >= policy.promotion_min_domains
         and instruction_like(lesson.lesson) is None
     )
+
+
+def discredited(state: MemoryState, lesson_id: str) -> bool:
+    """Whether a lesson's measured credit is negative (`memtape credit`): it never enters Tier 1."""
+    found = credit_fold.item_credit(state.credit, lesson_id)
+    return found is not None and found.credit < 0
+
+
+def _demotion(state: MemoryState, new: NewEvent, data: dict[str, Any]) -> list[NewEvent]:
+    """A learned Tier 1 lesson whose credit this `item_credited` turns negative leaves Tier 1."""
+    lesson = state.lessons.lessons.get(data["item"])
+    if lesson is None or lesson.tier != 1 or lesson.source == "seed" or credit_fold.sign_with(state.credit, data) >= 0:
+        return []
+    entries = {**state.credit.by_item.get(lesson.lesson_id, {})}
+    entries.pop(data["credited_run"], None)
+    return [
+        NewEvent(
+            LessonDemoted(
+                lesson_id=lesson.lesson_id,
+                lesson=lesson.lesson,
+                turns_saved=sum(e.turns_saved for e in entries.values()) + int(data.get("turns_saved", 0)),
+                success_saved=sum(e.success_saved for e in entries.values()) + int(data.get("success_saved", 0)),
+                from_category=lesson.category,  # type: ignore[arg-type]
+            ),
+            **_envelope(new),
+        )
+    ]
 
 
 def _envelope(new: NewEvent) -> dict[str, Any]:
@@ -110,13 +140,17 @@ def lesson_id_taken(state: MemoryState, new: NewEvent) -> str | None:
 
 
 def pin_refused(state: MemoryState, new: NewEvent) -> str | None:
-    """Why a `lesson_pinned` cannot be stored (one line), or None: it must name a lesson memory holds."""
-    if new.type != "lesson_pinned":
+    """Why a `lesson_pinned` or `lesson_unpinned` cannot be stored (one line), or None: it must name a
+    lesson memory holds, and an unpin one in Tier 1."""
+    if new.type not in ("lesson_pinned", "lesson_unpinned"):
         return None
     lesson_id = new.payload.lesson_id  # type: ignore[attr-defined]
-    if lesson_id in state.lessons.lessons:
-        return None
-    return f"lesson_pinned: no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)"
+    lesson = state.lessons.lessons.get(lesson_id)
+    if lesson is None:
+        return f"{new.type}: no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)"
+    if new.type == "lesson_unpinned" and lesson.tier != 1:
+        return f"lesson_unpinned: lesson {lesson_id!r} is not in Tier 1 ({lesson.category}): nothing to unpin"
+    return None
 
 
 def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLICY) -> list[NewEvent]:
@@ -151,7 +185,7 @@ def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLIC
                     **_envelope(new),
                 )
             )
-            if promotable(after, policy):
+            if promotable(after, policy) and not discredited(state, lesson.lesson_id):
                 out.append(_promotion(after, new))
         else:
             fresh = new_lesson(data, new.domain, "", "", "", None, None)
@@ -161,7 +195,7 @@ def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLIC
         known = state.lessons.lessons.get(data["lesson_id"])
         if known is not None:
             after = _after_use(known, new.domain)
-            if promotable(after, policy):
+            if promotable(after, policy) and not discredited(state, known.lesson_id):
                 out.append(_promotion(after, new))
     elif t in ("error_recall", "domain_recall"):
         for lid in counted(data):
@@ -169,8 +203,10 @@ def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLIC
             if recalled is None:
                 continue
             after = _after_use(recalled, new.domain)
-            if promotable(after, policy):
+            if promotable(after, policy) and not discredited(state, lid):
                 out.append(_promotion(after, new))
+    elif t == "item_credited" and data["kind"] == "lesson":
+        out.extend(_demotion(state, new, data))
     elif t == "fact_observed":
         out.extend(_fact_decisions(state, new, data, policy))
     elif t == "pattern_learned":
@@ -238,6 +274,18 @@ def _fact_decisions(state: MemoryState, new: NewEvent, data: dict[str, Any], pol
     return out
 
 
+def _zero_credit_since(state: MemoryState, lesson_id: str, started_at: str, days: float) -> bool:
+    """Whether a lesson's measured credit is zero (it changed no decision's outcome: no success, no
+    turn) and was first measured more than `days` before `started_at`."""
+    found = credit_fold.item_credit(state.credit, lesson_id)
+    return (
+        found is not None
+        and found.turns_saved == 0
+        and found.success_saved == 0
+        and older_than(found.first_credited, started_at, days)
+    )
+
+
 def on_open(
     state: MemoryState,
     run_id: str,
@@ -254,12 +302,22 @@ def on_open(
     if not state.lessons.seeded:
         out.extend(NewEvent(e.payload, **env) for e in seed_lessons(seeds))
     lessons = state.lessons.lessons
-    stale = sorted(
+    worthless = sorted(
         l.lesson_id
         for l in lessons.values()
-        if l.source != "seed"
-        and l.use_count < policy.prune_min_uses
-        and older_than(l.last_used, started_at, policy.prune_max_age_days)
+        if l.source != "seed" and _zero_credit_since(state, l.lesson_id, started_at, policy.prune_max_age_days)
+    )
+    stale = sorted(
+        {
+            *worthless,
+            *(
+                l.lesson_id
+                for l in lessons.values()
+                if l.source != "seed"
+                and l.use_count < policy.prune_min_uses
+                and older_than(l.last_used, started_at, policy.prune_max_age_days)
+            ),
+        }
     )
     if stale:
         out.append(
@@ -271,6 +329,7 @@ def on_open(
                     as_of=started_at,
                     max_age_days=int(policy.prune_max_age_days),
                     min_uses=policy.prune_min_uses,
+                    zero_credit_ids=worthless,
                 ),
                 **env,
             )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, UnknownItem
-from memtape.ledger.events import LessonPinned
+from memtape.ledger.events import LessonPinned, LessonUnpinned
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import load_state
 from memtape.projections.decisions import DECISION_TYPES
@@ -83,6 +83,11 @@ def caller_refusal(events: Sequence[NewEvent]) -> str | None:
         return refusal
     for i, ev in enumerate(events, 1):
         category = getattr(ev.payload, "category", None) if ev.type == "lesson_recorded" else None
+        if ev.type == "lesson_unpinned":
+            return (
+                f"event {i} (lesson_unpinned): only a person takes a lesson out of Tier 1, "
+                "with `memtape lessons unpin LESSON --by NAME --reason TEXT`"
+            )
         if ev.type in TIER1_WRITES or (category is not None and tier1_refusal(category)):
             return (
                 f"event {i} ({ev.type}): a caller cannot write Tier 1 text (every system prompt); "
@@ -134,3 +139,37 @@ def pin(
     )
     recorded = MemoryWriter(store, policy, projections_path).append([event])
     return next(ev for ev in recorded if ev.type == "lesson_pinned")
+
+
+def unpin(
+    store: Store,
+    lesson_id: str,
+    *,
+    unpinned_by: str,
+    reason: str,
+    projections_path: Path | None = None,
+    policy: Thresholds = DEFAULT_POLICY,
+) -> RecordedEvent:
+    """Append `lesson_unpinned` for `lesson_id`, a lesson in Tier 1 (a seed, a promoted or a pinned
+    lesson), and return it: the lesson stays in memory as Tier 2 (error_recovery), recalled on its error."""
+    for what, text in (("unpinned_by", unpinned_by), ("reason", reason)):
+        if not text.strip():
+            raise InvalidEvent(f"{what}: say {'who unpins the lesson' if what == 'unpinned_by' else 'why'} (empty)")
+    state = load_state(store, projections_path, policy)
+    lesson = state.lessons.lessons.get(lesson_id)
+    if lesson is None:
+        raise UnknownItem(f"no lesson {lesson_id!r} in memory (list them with `memtape state lessons`)")
+    if lesson.category not in TIER1_CATEGORIES:
+        raise InvalidEvent(f"lesson {lesson_id!r} is not in Tier 1 ({lesson.category}): nothing to unpin")
+    event = NewEvent(
+        LessonUnpinned.model_validate(
+            {
+                "lesson_id": lesson_id,
+                "unpinned_by": unpinned_by,
+                "reason": reason,
+                "from_category": lesson.category,
+            }
+        )
+    )
+    recorded = MemoryWriter(store, policy, projections_path).append([event])
+    return next(ev for ev in recorded if ev.type == "lesson_unpinned")

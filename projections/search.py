@@ -94,6 +94,11 @@ def check_limit(limit: Any) -> int:
     return limit
 
 
+def check_search(query: Any, kinds: Any, limit: Any) -> tuple[str, tuple[SearchKind, ...] | None, int]:
+    """A search's query, kinds and limit as searched, or InvalidEvent naming the first bad one."""
+    return check_query(query), check_kinds(kinds), check_limit(limit)
+
+
 def query_words(query: str) -> list[str]:
     """The distinct words of `query`, lower-cased, in order (at most MAX_WORDS)."""
     out: list[str] = []

@@ -29,7 +29,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.seeds import seeds_in
 
 #: the projections the policy step reads (the writer folds only these)
-WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns")
+WRITER_PROJECTIONS = ("lessons", "knowledge", "trajectories", "patterns", "credit")
 #: what a finished run still takes: logged reads of memory (a recall names the run it served) and
 #: grades given after the fact; every other observation of the run is refused
 AFTER_FINISH = frozenset(

@@ -12,6 +12,7 @@ memory off. The lesson reaches use_count 5 on 3 domains in run 3
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -501,3 +502,12 @@ def memory_at_step_equals_the_fold(store: Store, step_seqs: dict[str, dict[int, 
     finally:
         con.close()
     return compared
+
+
+def names(reason: str, item: dict[str, Any]) -> bool:
+    """Whether a decision's reason names a prompt item: its source as a word, or one of its event ids
+    (what the scripted policy writes; `memtape credit`, not this, decides what memory changed)."""
+    source = str(item.get("source") or "")
+    if source and re.search(rf"(?<![\w-]){re.escape(source)}(?![\w-])", reason):
+        return True
+    return any(str(i) in reason for i in item.get("event_ids") or ())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import timedelta
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 import memtape
 from memtape.api import Memory, Run
+from memtape.operations import OPERATIONS, Operation
 
 SHOP = "https://shop.example/"
 BLOCKED = "element <div class=cookies> intercepts pointer events"
@@ -35,85 +37,30 @@ PAGE_TEXT = {
 #: the pattern the first run's success learns (its id is a hash of the domain and the steps)
 LEARNED_PATTERN = "pat_6463ff69d17e83cd"
 
-#: calls made on the memory -> the `Memory` method; every other call is made on the current run
-#: (`memory_tier1` and the memory's recalls: the memory's own, outside a run or for any run by id)
-MEMORY_CALLS = {
-    "start_run": "start_run",
-    "state": "state",
-    "audit": "audit",
-    "explain": "explain",
-    "experiment": "experiment",
-    "memory_tier1": "tier1",
-    "memory_recall_domain": "recall_domain",
-    "memory_recall_error": "recall_error",
-    "memory_recall_trajectory": "recall_trajectory",
-    "abandon_stale_runs": "abandon_stale_runs",
-    "finish_run": "finish_run",
-}
 #: calls whose route and tool are another call's, taking more (`finish_run` by id is `finish`'s)
 SHARED = {"finish_run": "finish"}
 
-#: HTTP route of each call: (method, path); {run} is the current run
+#: calls made on the memory -> the `Memory` method; every other call is made on the current run
+#: (`memory_tier1` and the memory's recalls: the memory's own, outside a run or for any run by id)
+MEMORY_CALLS = {
+    **{op.route_name: op.call.__name__ for op in OPERATIONS if not op.on_run},
+    "finish_run": "finish_run",
+}
+
+
+def _route(op: Operation) -> tuple[str, str]:
+    """(method, path) of a row, {run} standing for the current run."""
+    path = re.sub(r"\{(\w+):path\}", r"{\1}", op.path)
+    return op.method.lower(), path.replace("{run_id}", "{run}") if op.on_run else path
+
+
+#: HTTP route of each call, from the table of operations: (method, path); {run} is the current run
 ROUTES: dict[str, tuple[str, str]] = {
-    "start_run": ("post", "/runs"),
-    "record_step": ("post", "/runs/{run}/steps"),
-    "record_lesson": ("post", "/runs/{run}/lessons"),
-    "observe_fact": ("post", "/runs/{run}/facts"),
-    "selector_result": ("post", "/runs/{run}/selectors"),
-    "record_context": ("post", "/runs/{run}/context"),
-    "finish": ("post", "/runs/{run}/finish"),
-    "tier1": ("get", "/runs/{run}/tier1"),
-    "recall_domain": ("get", "/runs/{run}/recall/domain"),
-    "recall_error": ("get", "/runs/{run}/recall/error"),
-    "recall_trajectory": ("get", "/runs/{run}/recall/trajectory"),
-    "sessions": ("get", "/runs/{run}/sessions"),
-    "facts": ("get", "/runs/{run}/facts"),
-    "selectors": ("get", "/runs/{run}/selectors"),
-    "step_memories": ("get", "/runs/{run}/step_memories"),
-    "loop_warnings": ("get", "/runs/{run}/loop_warnings"),
-    "prompt_context": ("get", "/runs/{run}/prompt_context"),
-    "relevant_context": ("get", "/runs/{run}/relevant_context"),
-    "give_context": ("post", "/runs/{run}/user_context"),
-    "set_scratch": ("post", "/runs/{run}/scratch"),
-    "scratch": ("get", "/runs/{run}/scratch"),
-    "get_scratch": ("get", "/runs/{run}/scratch/{key}"),
-    "store_page_map": ("post", "/runs/{run}/page_maps"),
-    "get_all_page_maps": ("get", "/runs/{run}/page_maps"),
-    "get_page_map": ("get", "/runs/{run}/page_map"),
-    "has_page_map": ("get", "/runs/{run}/has_page_map"),
-    "get_page_summary": ("get", "/runs/{run}/page_summary"),
-    "state": ("get", "/state/{kind}"),
-    "audit": ("get", "/audit/{run_id}"),
-    "explain": ("get", "/explain/{item}"),
-    "experiment": ("post", "/experiment"),
-    "memory_tier1": ("get", "/tier1"),
-    "memory_recall_domain": ("get", "/recall/domain"),
-    "memory_recall_error": ("get", "/recall/error"),
-    "memory_recall_trajectory": ("get", "/recall/trajectory"),
-    "abandon_stale_runs": ("post", "/runs/abandon_stale"),
+    **{op.route_name: _route(op) for op in OPERATIONS},
     "finish_run": ("post", "/runs/{run_id}/finish"),
-    "progress": ("post", "/runs/{run}/progress"),
-    "infer_context": ("post", "/runs/{run}/inferred_context"),
-    "patterns": ("get", "/runs/{run}/patterns"),
-    "pattern_used": ("post", "/runs/{run}/patterns_used"),
-    "extraction": ("post", "/runs/{run}/extractions"),
-    "extractions": ("get", "/runs/{run}/extractions"),
-    "snapshot": ("post", "/runs/{run}/snapshots"),
-    "snapshots": ("get", "/runs/{run}/snapshots"),
-    "backtracked": ("post", "/runs/{run}/backtracked"),
-    "known_failure": ("post", "/runs/{run}/known_failure"),
-    "repeated_failure": ("post", "/runs/{run}/repeated_failure"),
-    "short_term": ("get", "/runs/{run}/short_term"),
-    "use_embedding": ("post", "/runs/{run}/embedding"),
-    "recorded_embedding": ("get", "/runs/{run}/embedding"),
-    "exploration_started": ("post", "/runs/{run}/exploration/started"),
-    "sitemap_links": ("post", "/runs/{run}/sitemap/links"),
-    "sitemap_visited": ("post", "/runs/{run}/sitemap/visited"),
-    "exploration_completed": ("post", "/runs/{run}/exploration/completed"),
-    "sitemap": ("get", "/runs/{run}/sitemap"),
 }
 #: the MCP tool of each call
-TOOLS = {name: "finish_run" if name == "finish" else name for name in ROUTES}
+TOOLS = {**{op.route_name: op.name for op in OPERATIONS}, "finish_run": "finish_run"}
 
 FLOW: list[tuple[str, dict[str, Any]]] = [
     (

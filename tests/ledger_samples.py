@@ -87,6 +87,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "triggered_domains": ["a.com", "b.com", "c.com"],
     },
     "lesson_pinned": {"lesson_id": "l2", "pinned_by": T, "reason": T, "from_category": "error_recovery"},
+    "lesson_unpinned": {"lesson_id": "l2", "unpinned_by": T, "reason": T, "from_category": "best_practice"},
+    "lesson_demoted": {"lesson_id": "l2", "lesson": T, "turns_saved": -2},
     "lessons_pruned": {"lesson_ids": ["l3"], "pruned_count": 1, "remaining_count": 4, "as_of": "2026-04-01T00:00:00Z"},
     "fact_observed": {"fact_type": "quirk", "key": T, "value": T},
     "fact_contradicted": {"fact_type": "timing", "key": T, "old_values": [T], "new_value": T, "factor": 0.5},

@@ -86,10 +86,12 @@ LISTED = {
 
 
 def _server(memory_dir: Path) -> StdioServerParameters:
-    """`memtape mcp` with this process's environment (the SDK passes only a few variables on, and
-    PYTHONPATH may name the memtape under test)."""
+    """`memtape mcp --tools all` with this process's environment (the SDK passes only a few variables
+    on, and PYTHONPATH may name the memtape under test)."""
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp"], env=dict(os.environ)
+        command=sys.executable,
+        args=["-m", "memtape", "--memory-dir", str(memory_dir), "mcp", "--tools", "all"],
+        env=dict(os.environ),
     )
 
 

@@ -24,6 +24,18 @@ from .cli_runner import run_cli
 from .faces_support import TOOLS as FACE_TOOLS
 
 TOOLS = set(FACE_TOOLS.values())
+#: the tools `memtape mcp` offers by default (issue 37), among at most 12
+COMPACT = {
+    "start_run",
+    "tier1",
+    "recall_domain",
+    "recall_error",
+    "record_step",
+    "record_lesson",
+    "observe_fact",
+    "finish_run",
+    "audit",
+}
 OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 
 
@@ -54,6 +66,7 @@ async def _two_runs(memory_dir: Path) -> dict[str, Any]:
         await session.initialize()
         listed = await session.list_tools()
         seen["tools"] = {t.name: t for t in listed.tools}
+        seen["definitions"] = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed.tools]))
 
         first = await _call(session, "start_run", goal="Open Wool Socks", start_url="http://shop.test/")
         seen["first"] = first["run_id"]
@@ -119,7 +132,9 @@ def test_mcp_server_over_stdio_teaches_the_next_run(tmp_path: Path) -> None:
     memory_dir = tmp_path / "mem"
     seen = asyncio.run(_two_runs(memory_dir))
 
-    assert set(seen["tools"]) == TOOLS
+    # `memtape mcp` offers the compact set by default: a run's calls and its audit, in few characters
+    assert COMPACT <= set(seen["tools"]) <= TOOLS and len(seen["tools"]) <= 12
+    assert seen["definitions"] <= 16_000
     step_schema = seen["tools"]["record_step"].input_schema
     assert {"run_id", "step", "action"} <= set(step_schema["required"])
     assert seen["finished"]["run_id"] == seen["first"] and seen["finished"]["success"] is True
@@ -252,7 +267,7 @@ def test_lines_the_sdk_cannot_read_are_answered_at_once_naming_the_request(tmp_p
         client.process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')  # type: ignore[union-attr]
         started = client.ask(_request(2, "start_run", '{"goal":"g","start_url":"http://shop.test/"}'))
         assert started is not None
-        run_id = started["result"]["structuredContent"]["run_id"]
+        run_id = json.loads(started["result"]["content"][0]["text"])["run_id"]  # the compact set answers as text
         surrogate = client.ask(_request(3, "record_step", f'{{"run_id":"{run_id}","step":1,"action":"cl\\ud800ick"}}'))
         deep = client.ask(
             _request(

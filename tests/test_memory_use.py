@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 
 import memtape
 from memtape.agent.browser import Element, Observation
-from memtape.agent.policy import DecisionContext, ScriptedPolicy, StepView
+from memtape.agent.policy import ScriptedPolicy
 from memtape.analytics.answers import analyse
-from memtape.analytics.memory_use import MemoryUse, memory_use, names, run_memory_use
+from memtape.analytics.memory_use import MemoryUse, memory_use, run_memory_use
 from memtape.ledger.envelope import RecordedEvent
+from memtape.ledger.events import ItemCredited
+from tests.analytics_builders import names
 from tests.cli_runner import run_cli
+from tests.policy_support import asked
 
 SHOP = "http://shop.example/"
 T1 = 30  # tokens of the Tier 1 section, as the agent counted them
@@ -48,10 +51,28 @@ def _run(mem: Any, think_first: str) -> str:
     return run.run_id
 
 
+def _credited(mem: Any, run_id: str, step: int, sections: list[str]) -> None:
+    """What `memtape credit` records: an item whose removal changed step `step`'s decision."""
+    fields = {
+        "item": f"lsn_{run_id[-6:]}",
+        "kind": "lesson",
+        "credited_run": run_id,
+        "method": "exact",
+        "shown": 2,
+        "changed": 1,
+        "changed_steps": [{"step": step, "sections": sections}],
+    }
+    mem.append([mem.event(ItemCredited, fields)])
+
+
 def _ledger(tmp_path: Path) -> tuple[Any, list[str]]:
+    """Two runs whose reasons name memory; credit says what memory changed: the cold run's step 1
+    (its site tips), the warm run's step 2 (its session history), whatever the reasons name."""
     mem = memtape.open(tmp_path / "mem")
     cold = _run(mem, "memory (domain_tips): click button 'Accept' first on this site")
     warm = _run(mem, "the tip {tier1} says so")  # names the Tier 1 item by its event id
+    _credited(mem, cold, 1, ["domain_tips"])
+    _credited(mem, warm, 2, ["session_history"])
     return mem, [cold, warm]
 
 
@@ -60,13 +81,21 @@ def test_memory_tokens_by_source_what_was_used_and_which_decisions(tmp_path: Pat
     use = memory_use(mem.store, [cold])
     # the page and the agent's own instruction name no event: not memory; Tier 1 is read by both calls
     assert use.by_source == {"tier1": 2 * T1, "domain_tips": 40, "session_history": 300}
-    assert use.used_by_source == {"domain_tips": 40}  # step 1's reason names its site tips, nothing else
-    assert (use.decisions, use.decisions_using_memory) == (3, 2)  # step 1 named memory, step 3 replayed
-    assert use.used_share == 40 / (2 * T1 + 340)
+    assert use.used_by_source == {"domain_tips": 40}  # step 1's site tips changed its decision
+    assert (use.decisions, use.decisions_using_memory) == (3, 2)  # step 1 changed by memory, step 3 replayed
+    assert use.used_share == 40 / (2 * T1 + 340) and use.credited_runs == 1
     both = memory_use(mem.store, [cold, warm])
-    assert both.used_by_source == {"domain_tips": 40, "tier1": T1}  # the warm run's step 1 named Tier 1's event
-    assert both.tokens == 2 * use.tokens and both.decisions_using_memory == 4
+    # the warm run's step 1 names Tier 1's event, but only its step 2 changed without memory
+    assert both.used_by_source == {"domain_tips": 40, "session_history": 300}
+    assert both.tokens == 2 * use.tokens and both.decisions_using_memory == 4 and both.credited_runs == 2
     mem.close()
+
+
+def test_a_run_never_credited_uses_memory_only_where_it_replayed(tmp_path: Path) -> None:
+    with memtape.open(tmp_path / "mem") as mem:
+        run_id = _run(mem, "memory (domain_tips): click button 'Accept' first on this site")
+        use = memory_use(mem.store, [run_id])
+        assert use.used_by_source == {} and (use.decisions_using_memory, use.credited_runs) == (1, 0)
 
 
 def test_memory_effect_gives_the_same_figures(tmp_path: Path) -> None:
@@ -113,7 +142,7 @@ def test_an_empty_ledger_has_no_memory_figures(tmp_path: Path) -> None:
         assert report.sections["memory_decisions"].records() == []
 
 
-def test_a_reason_names_an_item_by_its_source_or_an_event_id() -> None:
+def test_a_reason_names_an_item_by_its_source_or_an_event_id() -> None:  # the tests' own reading of reasons
     tips = {"source": "domain_tips", "event_ids": ["ev_1"]}
     assert names("memory (domain_tips): click 'Accept' first", tips)
     assert names("as ev_1 says", tips)
@@ -127,36 +156,22 @@ def _observation(*elements: Element) -> Observation:
 
 def test_the_scripted_policy_names_the_section_it_followed() -> None:
     accept, socks = Element("e1", "button", "Accept all cookies"), Element("e2", "link", "Wool Socks")
-    policy = ScriptedPolicy()
-    policy.start('Open "Wool Socks"')
-    decision = policy.decide(
-        DecisionContext(
-            goal='Open "Wool Socks"',
-            observation=_observation(socks, accept),
-            history=[],
-            domain_tips=['Click "Accept all cookies" first on this site.'],
-        )
+    goal = 'Open "Wool Socks"'
+    decision = ScriptedPolicy().decide(
+        asked(goal, _observation(socks, accept), domain_tips=['Click "Accept all cookies" first on this site.'])
     )
-    assert decision.target == accept and names(decision.think, {"source": "domain_tips"})
+    assert decision.args == {"ref": "e1"} and names(decision.think, {"source": "domain_tips"})
     box = Element("e3", "combobox", "Search")
     policy = ScriptedPolicy()
-    policy.start('Search for "padel"')
-    typed = StepView("fill", {"ref": "e3", "value": "padel"}, True, role="combobox", name="Search")
+    typed = policy.decide(asked('Search for "padel"', _observation(box)))
     decision = policy.decide(
-        DecisionContext(
-            goal='Search for "padel"',
-            observation=_observation(box),
-            history=[typed],
-            tier1=["Press Enter to submit searches."],
+        asked(
+            'Search for "padel"', _observation(box), tier1=["Press Enter to submit searches."], replies=[typed.reply()]
         )
     )
     assert decision.command == "press" and names(decision.think, {"source": "tier1"})
-    plain = ScriptedPolicy()
-    plain.start('Open "Wool Socks"')
-    without = plain.decide(
-        DecisionContext(goal='Open "Wool Socks"', observation=_observation(socks, accept), history=[])
-    )
-    assert without.target == socks and "memory" not in without.think  # nothing read from memory, nothing named
+    without = ScriptedPolicy().decide(asked(goal, _observation(socks, accept)))
+    assert without.args == {"ref": "e2"} and "memory" not in without.think  # nothing read from memory, nothing named
 
 
 _SOURCES = st.sampled_from(["page_state", "tier1", "domain_tips", "session_history", "app_knowledge"])

@@ -4,13 +4,18 @@ start, so the seeding decision replays (`verify --decisions`, experiments)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import memtape
 from memtape.projections.replay import verify_decisions
@@ -157,3 +162,34 @@ def test_any_valid_seeds_file_replays(tmp_path_factory: pytest.TempPathFactory, 
         tier1_texts(mem)
         check = verify_decisions(mem.store)
         assert check.ok, check.reason
+
+
+def _mcp(memory: Path, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, env=dict(os.environ), args=["-m", "memtape", "--memory-dir", str(memory), "mcp", *args]
+    )
+
+
+def test_mcp_takes_seeds(tmp_path: Path) -> None:
+    async def tier1(memory: Path, *args: str) -> Any:
+        async with stdio_client(_mcp(memory, *args)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            started = await session.call_tool("start_run", {"goal": "g", "start_url": SHOP})
+            run_id = json.loads(started.content[0].text)["run_id"]  # type: ignore[union-attr]
+            await session.call_tool("tier1", {"run_id": run_id})
+        with memtape.open(memory) as mem:
+            return seeded(mem)
+
+    assert asyncio.run(tier1(tmp_path / "none", "--seeds", "none")) == []
+    assert sorted(asyncio.run(tier1(tmp_path / "bu", "--seeds", "browser-use"))) == sorted(
+        s.lesson for s in BROWSER_USE_SEEDS
+    )
+
+
+def test_serve_refuses_a_bad_seeds_file_before_anything_is_written(tmp_path: Path) -> None:
+    bad = tmp_path / "seeds.json"
+    bad.write_text('[{"lesson": "x", "category": "site_spcific"}]')
+    for args in (("serve", "--seeds", str(bad)), ("--seeds", str(bad), "serve")):
+        result = run_cli("--memory-dir", str(tmp_path / "mem"), *args, "--port", "0")
+        assert result.code == 1 and "category" in result.err and len(result.err.strip().splitlines()) == 1
+        assert not (tmp_path / "mem").exists()

@@ -80,3 +80,22 @@ def allow_broken_option(command: Any) -> Any:
         help="Forensics: read even a ledger whose chain or remembered head is broken "
         "(nothing is checked; projections.db is neither read nor written).",
     )(command)
+
+
+def _seeds(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        current_settings().seeds = value
+
+
+def seeds_option(command: Any) -> Any:
+    """`--seeds` on a command that serves memory (`serve`, `mcp`): the same as `memtape --seeds`."""
+    return click.option(
+        "--seeds",
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_seeds,
+        metavar="default|none|browser-use|FILE",
+        help="Seed lessons a new memory starts with: the seed documents' (default), none, browser-use's, or a JSON "
+        "file of your own (as `memtape --seeds`).",
+    )(command)

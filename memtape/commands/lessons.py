@@ -7,12 +7,12 @@ import getpass
 import click
 
 from memtape.commands import current_settings
-from memtape.projections.pin import pin
+from memtape.projections.pin import pin, unpin
 
 
 @click.group("lessons")
 def lessons_group() -> None:
-    """A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system prompt), recorded with who and why.
+    """A person's commands over lessons: `lessons pin LESSON` puts one into Tier 1 (every system prompt), `lessons unpin LESSON` takes one out; each recorded with who and why.
 
     Tier 1 takes text only from the seeds, from promotion, or from this command."""
 
@@ -58,6 +58,35 @@ def pin_cmd(lesson_id: str, pinned_by: str, reason: str, category: str) -> None:
         projections_path=settings.projections_path,
     )
     click.echo(f"pinned {lesson_id} into Tier 1 as {category} (lesson_pinned at seq {ev.seq}, by {pinned_by})")
+
+
+@lessons_group.command("unpin")
+@click.argument("lesson_id", metavar="LESSON")
+@click.option(
+    "--by",
+    "unpinned_by",
+    default=_login,
+    show_default="your login name",
+    metavar="NAME",
+    help="Who unpins it (recorded in the event).",
+)
+@click.option("--reason", required=True, metavar="TEXT", help="Why (recorded in the event).")
+def unpin_cmd(lesson_id: str, unpinned_by: str, reason: str) -> None:
+    """Take lesson LESSON out of Tier 1 (a seed, a promoted or a pinned lesson), so no later system
+    prompt carries it: appends `lesson_unpinned` with who and why; it stays in memory as an
+    error_recovery lesson, recalled on its error.
+
+    Example: memtape lessons unpin lsn_0123456789abcdef --by ada --reason "credit shows it changes nothing"
+    """
+    settings = current_settings()
+    ev = unpin(
+        settings.store(),
+        lesson_id,
+        unpinned_by=unpinned_by,
+        reason=reason,
+        projections_path=settings.projections_path,
+    )
+    click.echo(f"unpinned {lesson_id} from Tier 1 (lesson_unpinned at seq {ev.seq}, by {unpinned_by})")
 
 
 COMMANDS = [lessons_group]

@@ -5,17 +5,27 @@ from __future__ import annotations
 import click
 
 from memtape.api import Memory
+from memtape.commands import seeds_option
 from memtape.commands.opening import open_memory
 from memtape.mcp_server import build_server
 
 
 @click.command("mcp")
-def mcp_command() -> None:
+@seeds_option
+@click.option(
+    "--tools",
+    type=click.Choice(["compact", "all"]),
+    default="compact",
+    show_default=True,
+    help="compact: the calls of a run and its audit; all: every call of the HTTP API (memtape/operations.py).",
+)
+def mcp_command(tools: str) -> None:
     """Serve this memory to MCP clients over stdio (the Model Context Protocol).
 
-    The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools:
-    start_run, tier1, recall_domain, recall_error, record_step, record_lesson, observe_fact,
-    finish_run, audit (the library's arguments, plus the run_id start_run returned).
+    The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools by
+    default: start_run, tier1, recall_domain, recall_error, record_step, record_lesson,
+    observe_fact, finish_run, audit (the library's arguments, plus the run_id start_run
+    returned); --tools all offers every call of the HTTP API as a tool.
 
     To connect Claude Desktop (claude_desktop_config.json) or any client that takes the same
     config, give the memory directory as an absolute path:
@@ -29,7 +39,8 @@ def mcp_command() -> None:
     args=["--memory-dir", DIR, "mcp"])).
     """
     memory = open_memory(Memory)
-    build_server(memory).run("stdio")  # the store is closed with the command's settings
+    # the store is closed with the command's settings
+    build_server(memory, tools="all" if tools == "all" else "compact").run("stdio")
 
 
 COMMANDS = [mcp_command]

@@ -9,13 +9,15 @@ from urllib.parse import quote
 import click
 
 from memtape.api import Memory
-from memtape.commands import current_settings
+from memtape.commands import current_settings, seeds_option
 from memtape.commands.opening import open_memory
 from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
+from memtape.projections.seeds import choose_seeds
 from memtape.server import serve as serve_memory
 
 
 @click.command("serve")
+@seeds_option
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -90,6 +92,7 @@ def _serve(
     if no_token and not is_loopback(host):
         raise ServeRefused(f"--no-token is allowed only on a loopback host (127.0.0.1, ::1, localhost), not {host!r}")
     settings = current_settings()
+    choose_seeds(settings.seeds)  # a bad --seeds is refused before the token file is written
     kept = token is None and not no_token
     secret = None if no_token else checked_token(token, "--token") if token is not None else None
     created = False

@@ -27,7 +27,15 @@ from memtape.projections.folds.lessons import lesson_id_in
 COLUMNS = {"_mentions": ("item", "seq")}
 DDL = ("CREATE TABLE _mentions (item INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) WITHOUT ROWID",)
 TABLES = tuple(COLUMNS)
-LESSON_TYPES = ("lesson_seeded", "lesson_recorded", "lesson_deduplicated", "lesson_promoted", "lesson_pinned")
+LESSON_TYPES = (
+    "lesson_seeded",
+    "lesson_recorded",
+    "lesson_deduplicated",
+    "lesson_promoted",
+    "lesson_pinned",
+    "lesson_unpinned",
+    "lesson_demoted",
+)
 RECALL_TYPES = ("error_recall", "domain_recall", "tier1_loaded", "lessons_pruned")
 FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
 SELECTOR_TYPES = ("selector_succeeded", "selector_failed")
@@ -59,7 +67,11 @@ def keys(ev: RecordedEvent) -> list[str]:
     """The items an event names (in the terms `explain` looks them up by)."""
     t, d = ev.type, ev.data
     if t in LESSON_TYPES:
-        lid = d.get("lesson_id") if t in ("lesson_promoted", "lesson_pinned") else lesson_id_in(d)
+        lid = (
+            d.get("lesson_id")
+            if t in ("lesson_promoted", "lesson_pinned", "lesson_unpinned", "lesson_demoted")
+            else lesson_id_in(d)
+        )
         return [lesson(str(lid))] if lid else []
     if t in RECALL_TYPES:
         return [lesson(str(lid)) for lid in d.get("lesson_ids") or ()]

@@ -13,6 +13,7 @@ domain drops the credit of runs on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,10 +65,8 @@ class ItemCredit:
 
     @property
     def credit(self) -> int:
-        """The sign of what the item bought: successes saved outweigh any turns."""
-        if self.success_saved:
-            return 1 if self.success_saved > 0 else -1
-        return (self.turns_saved > 0) - (self.turns_saved < 0)
+        """The sign of what the item bought (`sign_of`)."""
+        return sign_of(self.success_saved, self.turns_saved)
 
 
 @dataclass
@@ -139,6 +138,33 @@ def item_credit(state: CreditState, item: str) -> ItemCredit | None:
         evidence_runs=tuple(r for e in entries for r in e.evidence_runs),
         first_credited=min(e.occurred_at for e in entries),
     )
+
+
+def worth(state: CreditState) -> Callable[[str], int | None]:
+    """An item's credit sign (None: never measured), for counting recalls as uses."""
+
+    def sign(item: str) -> int | None:
+        found = item_credit(state, item)
+        return None if found is None else found.credit
+
+    return sign
+
+
+def sign_of(success_saved: int, turns_saved: int) -> int:
+    """What an item bought, as a sign: successes saved outweigh any turns."""
+    if success_saved:
+        return 1 if success_saved > 0 else -1
+    return (turns_saved > 0) - (turns_saved < 0)
+
+
+def sign_with(state: CreditState, data: dict[str, Any]) -> int:
+    """The sign of an item's credit once the `item_credited` payload `data` is folded in (it replaces
+    that run's earlier credit), without folding it."""
+    entries = {**state.by_item.get(data["item"], {})}
+    entries.pop(data["credited_run"], None)
+    success = sum(e.success_saved for e in entries.values()) + int(data.get("success_saved", 0))
+    turns = sum(e.turns_saved for e in entries.values()) + int(data.get("turns_saved", 0))
+    return sign_of(success, turns)
 
 
 def ranked(state: CreditState) -> list[ItemCredit]:

@@ -14,7 +14,7 @@ Two domains, never confused: `scope_domain` is the site a lesson applies to
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +31,8 @@ TYPES = (
     "lesson_deduplicated",
     "lesson_promoted",
     "lesson_pinned",
+    "lesson_unpinned",
+    "lesson_demoted",
     "lessons_pruned",
     "error_recall",
     "domain_recall",
@@ -96,13 +98,19 @@ def ranked_matches(matches: Iterable[Match]) -> list[Match]:
     return out
 
 
-def recall_payload(matches: Sequence[Match]) -> dict[str, Any]:
-    """What a recall event records of what it offered: the lessons, and those it counts as a use."""
+def recall_payload(matches: Sequence[Match], worth: Callable[[str], int | None] | None = None) -> dict[str, Any]:
+    """What a recall event records of what it offered: the lessons, and those it counts as a use
+    (`Match.counts`; and where `worth` gives a lesson's measured credit, only a positive one: a
+    lesson `memtape credit` found changes nothing, or costs, is offered but not counted)."""
     return {
         "matched": len(matches),
         "lessons": [m.lesson.lesson for m in matches],
         "lesson_ids": [m.lesson.lesson_id for m in matches],
-        "counted_ids": [m.lesson.lesson_id for m in matches if m.counts],
+        "counted_ids": [
+            m.lesson.lesson_id
+            for m in matches
+            if m.counts and (worth is None or (sign := worth(m.lesson.lesson_id)) is None or sign > 0)
+        ],
     }
 
 
@@ -292,7 +300,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
             recalled = state.lessons.get(lid)
             if recalled is not None:
                 state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
-    elif t == "lesson_promoted" or t == "lesson_pinned":
+    elif t in ("lesson_promoted", "lesson_pinned", "lesson_unpinned", "lesson_demoted"):
         promoted = state.lessons.get(d["lesson_id"])
         if promoted is not None:
             state.lessons[promoted.lesson_id] = evolve(
@@ -321,7 +329,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
     if t == "error_recall" or t == "domain_recall":
         return [("lessons", lid) for lid in counted(d)]
-    if t == "lesson_promoted" or t == "lesson_pinned":
+    if t in ("lesson_promoted", "lesson_pinned", "lesson_unpinned", "lesson_demoted"):
         return [("lessons", d["lesson_id"])]
     if t == "lessons_pruned":
         ids = d.get("lesson_ids") or ()

@@ -48,6 +48,7 @@ from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.ids import short_id
 from memtape.ledger.store import Store
 from memtape.ledger.urls import start_url_refusal
+from memtape.projections.folds.credit import worth
 from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.forgetting import answer_forgotten
@@ -55,7 +56,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
-from memtape.projections.search import SearchIndex, SearchResult, check_kinds, check_limit, check_query
+from memtape.projections.search import SearchIndex, SearchResult, check_search
 from memtape.projections.seeds import recorded_seeds
 from memtape.projections.state_rows import STATE_KINDS, open_state
 from memtape.projections.text import domain_of, origin_of
@@ -234,9 +235,6 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
-        refusal = start_url_refusal(start_url)
-        if refusal is not None:
-            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
         if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
@@ -268,6 +266,9 @@ class RecordingMemory:
             },
             domain=domain_of(start_url),
         )
+        refusal = start_url_refusal(start_url)  # after the event's own checks (a script URL says so)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
         with run.timed():
@@ -394,7 +395,7 @@ class RecordingMemory:
     def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
-        lessons = self.current().tier1()
+        lessons = [l for l in self.current().tier1() if self.policy.seed_lessons or l.source != "seed"]
         self.append(
             [
                 self.event(
@@ -417,8 +418,10 @@ class RecordingMemory:
         check_text(domain, "domain")
         probe = self.event(DomainRecall, {"matched": 0}, run_id=run_id, step=check_step(step), domain=domain)
         self._known_run(run_id)
-        matches = self.current().domain_matches(probe.domain or "")
-        self.append([self.event(DomainRecall, recall_payload(matches), run_id=run_id, step=step, domain=probe.domain)])
+        view = self.current()
+        matches = view.domain_matches(probe.domain or "")
+        made = recall_payload(matches, worth(view.state.credit))
+        self.append([self.event(DomainRecall, made, run_id=run_id, step=step, domain=probe.domain)])
         return [Lesson.recalled(m) for m in matches]
 
     def recall_error(
@@ -436,12 +439,21 @@ class RecordingMemory:
             domain=domain,
         )
         self._known_run(run_id)
-        matches = self.current().error_matches(command, error, probe.domain)
+        view = self.current()
+        matches = [
+            m
+            for m in view.error_matches(command, error, probe.domain)
+            if self.policy.seed_lessons or m.lesson.source != "seed"
+        ]
         self.append(
             [
                 self.event(
                     ErrorRecall,
-                    {"command": command, "error_snippet": error[:300], **recall_payload(matches)},
+                    {
+                        "command": command,
+                        "error_snippet": error[:300],
+                        **recall_payload(matches, worth(view.state.credit)),
+                    },
                     run_id=run_id,
                     step=step,
                     domain=probe.domain,
@@ -461,7 +473,8 @@ class RecordingMemory:
         self._known_run(run_id)
         match = self.current().match_trajectory(goal, probe.domain or "", self.now())
         replay = bool(
-            match
+            self.policy.replay
+            and match
             and match.similarity >= self.policy.replay_min_similarity
             and match.trajectory.origin == origin_of(url)
             and match.trajectory.steps
@@ -504,9 +517,7 @@ class RecordingMemory:
         time `as_of`; `kinds` and `domain` narrow it. The query is words (no search syntax). A
         search is a recall: it logs memory_searched with the query, filters and hits, against
         `run_id` and `step` when given (and the site that run is on)."""
-        query = check_query(query)
-        chosen = check_kinds(kinds)
-        limit = check_limit(limit)
+        query, chosen, limit = check_search(query, kinds, limit)
         check_text(domain, "domain", optional=True)
         point = check_point(as_of, "as_of")
         fields: dict[str, Any] = {

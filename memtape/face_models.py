@@ -363,6 +363,14 @@ class ExperimentBody(Body):
     until: int | str | None = None
 
 
+class CreditBody(Body):
+    """`mem.credit`: the runs to credit (none: every run), and whether to run a task again without
+    each item that changed a decision."""
+
+    runs: list[str] | None = None
+    rerun: bool = True
+
+
 # ---- answers ----------------------------------------------------------------------------------
 
 

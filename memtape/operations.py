@@ -52,6 +52,7 @@ from memtape.face_models import (
     Body,
     ContextBody,
     ContextEntries,
+    CreditBody,
     EmbeddingBody,
     ExperimentBody,
     Explained,
@@ -803,6 +804,17 @@ OPERATIONS: list[Operation] = [
         "Replay the log's observations under the policy with `changes` (Policy field -> value) and diff "
         "against what really happened: the content of `memtape experiment --set ... --json`.",
         body=ExperimentBody,
+        answer=dict[str, Any],
+    ),
+    Operation(
+        "credit",
+        Memory.credit,
+        "write",
+        "POST /credit",
+        "Credit every memory item shown to `runs` (none: every run) by counterfactual: each decision of the "
+        "bundled agent asked again without each item it was shown, the task run again where one changed a "
+        "decision (`rerun`); records item_credited events; the content of `memtape credit --json`.",
+        body=CreditBody,
         answer=dict[str, Any],
     ),
 ]

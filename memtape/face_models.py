@@ -30,6 +30,7 @@ from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.search import SearchResult
 
 
 class Body(BaseModel):
@@ -559,6 +560,10 @@ class Snapshots(Answer):
 
 class Sitemap(Answer):
     sitemap: SiteMap | None
+
+
+class SearchResults(Answer):
+    results: list[SearchResult]
 
 
 class ShortTermMemory(Answer):

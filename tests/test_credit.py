@@ -97,6 +97,14 @@ def test_credit_reproduces_every_decision_and_credits_the_tip_that_saved_turns(l
     assert "credit: positive" in ok(mem, "explain", top["item"])
     state = json.loads(ok(mem, "state", "credit", "--json"))
     assert state[0]["item"] == top["item"] and state[0]["runs"] == [second]
+    ranked = json.loads(ok(mem, "analytics", "credit", "--section", "items", "--format", "json"))
+    assert [(r["item"], r["turns_saved"], r["changed"]) for r in ranked][0] == (
+        top["item"],
+        top["turns_saved"],
+        top["changed"],
+    )
+    assert {r["item"] for r in ranked} == {i["item"] for i in report["items"]}
+    assert all(r["tokens_spent_estimate"] >= r["shown"] > 0 for r in ranked)
 
 
 def test_credit_again_replaces_the_run_s_credit_and_no_rerun_runs_nothing(learned_twice: Path) -> None:

@@ -17,10 +17,13 @@ from memtape.ledger.events import (
     FactType,
     LessonRecorded,
     PatternLearned,
+    PatternUsed,
     Payload,
     RunCompleted,
     SelectorFailed,
     SelectorSucceeded,
+    SessionRecorded,
+    StepGraded,
     TrajectoryRecorded,
     TrajectoryStep,
 )
@@ -451,4 +454,43 @@ def learn_from(
         if traj is not None:
             learned.trajectory = traj
             out.append((TrajectoryRecorded, traj.model_dump(), None, run_domain))
+    return out
+
+
+def finishing(
+    steps: Sequence[StepRecord],
+    outcome: RunCompleted,
+    learned: Learned,
+    *,
+    learn: bool,
+    patterns_used: Sequence[str],
+    run_id: str,
+    goal: str,
+    safe_goal: str,
+    start_url: str,
+    session_id: str,
+    now: str,
+) -> list[tuple[type[Payload], dict[str, Any], int | None, str | None]]:
+    """What finishing a run with memory on writes before its run_completed, in order: the uses of
+    the patterns it followed, what it learned (unless `learn` is False: an exploration), its
+    session entry and its graded steps (a baseline run, memory off, writes none of them: they
+    would be memory a later run retrieves). `safe_goal` is the goal as memory stores it."""
+    run_domain = domain_of(start_url)
+    out: list[tuple[type[Payload], dict[str, Any], int | None, str | None]] = [
+        (PatternUsed, {"pattern_id": pid, "success": outcome.success}, None, run_domain) for pid in patterns_used
+    ]
+    if learn:
+        out += learn_from(steps, outcome, learned, patterns_used, run_id=run_id, goal=safe_goal, start_url=start_url)
+    session = {
+        "session_id": session_id,
+        "goal": goal,
+        "outcome": outcome.summary[:500],
+        "success": outcome.success,
+        "final_url": outcome.final_url,
+        "timestamp": now,
+        "turns_used": outcome.turns,
+        "duration_ms": round(outcome.duration_ms, 3),
+    }
+    out.append((SessionRecorded, session, None, run_domain))
+    out += [(StepGraded, grade, step, None) for step, grade in grade_steps(steps, outcome)]
     return out

@@ -34,7 +34,6 @@ from memtape.ledger.events import (
     FactObserved,
     LessonRecorded,
     PageMapStored,
-    PatternUsed,
     Payload,
     RepeatedFailureDetected,
     RunCompleted,
@@ -42,19 +41,16 @@ from memtape.ledger.events import (
     ScratchSet,
     SelectorFailed,
     SelectorSucceeded,
-    SessionRecorded,
     SitemapLinksDiscovered,
     SitemapPageVisited,
     SnapshotTaken,
-    StepGraded,
     StepRecorded,
 )
 from memtape.ledger.redact import MARKER, secret_field
+from memtape.projections import records
 from memtape.projections.budget import DEFAULT_BUDGET, token_counter
 from memtape.projections.folds.lessons import lesson_id_for
-from memtape.projections.folds.page_maps import PageMap
 from memtape.projections.folds.selectors import known_good
-from memtape.projections.folds.short_term import ShortTerm
 from memtape.projections.folds.steps import action_signature
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.recording.checks import (
@@ -68,7 +64,7 @@ from memtape.projections.recording.checks import (
     one_line,
 )
 from memtape.projections.recording.host import RunHost
-from memtape.projections.recording.learning import goal_secrets, grade_steps, learn_from
+from memtape.projections.recording.learning import finishing, goal_secrets
 from memtape.projections.recording.searching import RunSearch
 from memtape.projections.recording.values import (
     Extraction,
@@ -244,13 +240,13 @@ class Run(RunSearch):
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
 
-    def sessions(self, domain: str | None = None) -> list[Any]:
+    def sessions(self, domain: str | None = None) -> list[records.SessionEntry]:
         if not self.enabled:
             return []
         with self.timed():
             return self.memory.current().sessions(domain if domain is not None else self.domain)
 
-    def facts(self, domain: str | None = None) -> list[Any]:
+    def facts(self, domain: str | None = None) -> list[records.Fact]:
         if not self.enabled:
             return []
         with self.timed():
@@ -258,7 +254,7 @@ class Run(RunSearch):
                 domain if domain is not None else self.domain, min_confidence=self.memory.policy.fact_prompt_min
             )
 
-    def selectors(self, domain: str | None = None) -> list[Any]:
+    def selectors(self, domain: str | None = None) -> list[records.SelectorEntry]:
         """Known-good selectors of the site (seed 000: each succeeded at least once), most successful first."""
         if not self.enabled:
             return []
@@ -266,7 +262,7 @@ class Run(RunSearch):
             good = known_good(self.memory.current().selectors(domain if domain is not None else self.domain))
             return sorted(good, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
-    def step_memories(self, elements: list[str], intent: str) -> list[Any]:
+    def step_memories(self, elements: list[str], intent: str) -> list[records.StepMemory]:
         """Graded steps on a page like this one (seed 002's REPEAT / AVOID): none on rep 1 (the
         baseline); then those of the session's previous reps (or of every other run, widened)."""
         if not self.enabled or self.rep <= 1:
@@ -309,7 +305,7 @@ class Run(RunSearch):
 
     # ---- layered memory (seed 003): short-term, context, patterns, snapshots, extractions -------
 
-    def short_term(self) -> ShortTerm:
+    def short_term(self) -> records.ShortTerm:
         """This run's short-term and working memory (within the run, so read with memory off too)."""
         with self.timed():
             return self.memory.current().short_term(self.run_id)
@@ -360,7 +356,7 @@ class Run(RunSearch):
             )
             return True
 
-    def relevant_context(self, domain: str | None = None) -> list[Any]:
+    def relevant_context(self, domain: str | None = None) -> list[records.ContextEntry]:
         """This run's user context and the site's inferred context that share words with the goal."""
         with self.timed():
             found = self.memory.current().relevant_context(
@@ -368,7 +364,7 @@ class Run(RunSearch):
             )
             return [e for e in found if self.enabled or e.kind == "user"]
 
-    def prompt_context(self, domain: str | None = None) -> list[Any]:
+    def prompt_context(self, domain: str | None = None) -> list[records.ContextEntry]:
         """What a prompt's context section holds: all of this run's user context, then what was
         inferred on the site that is relevant to the goal (with memory on); the context budget
         places it by priority."""
@@ -378,7 +374,7 @@ class Run(RunSearch):
             )
             return [e for e in found if self.enabled or e.kind == "user"]
 
-    def patterns(self, domain: str | None = None) -> list[Any]:
+    def patterns(self, domain: str | None = None) -> list[records.Pattern]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
         if not self.enabled or not domain:
@@ -436,7 +432,7 @@ class Run(RunSearch):
             recorded = self.memory.append([ev])[0]
             return Extraction.recorded(key, tool, url, recorded)
 
-    def extractions(self, domain: str | None = None) -> list[Any]:
+    def extractions(self, domain: str | None = None) -> list[records.ContextEntry]:
         """The site's cached extractions, oldest first (the prompt budget and compression decide how
         much of each is shown)."""
         domain = domain if domain is not None else self.domain
@@ -470,7 +466,7 @@ class Run(RunSearch):
             self.memory.append([ev])
         return snapshot_id
 
-    def snapshots(self) -> list[Any]:
+    def snapshots(self) -> list[records.Snapshot]:
         """This run's snapshots, in the order they were taken."""
         with self.timed():
             return self.memory.current().snapshots(self.run_id)
@@ -537,7 +533,7 @@ class Run(RunSearch):
         with self.timed():
             self.memory.append([ev])
 
-    def get_page_map(self, url: str) -> PageMap | None:
+    def get_page_map(self, url: str) -> records.PageMap | None:
         """The PageMap this run stored for `url`, or None."""
         check_text(url, "url")
         return self.get_all_page_maps().get(url)
@@ -545,7 +541,7 @@ class Run(RunSearch):
     def has_page_map(self, url: str) -> bool:
         return self.get_page_map(url) is not None
 
-    def get_all_page_maps(self) -> dict[str, PageMap]:
+    def get_all_page_maps(self) -> dict[str, records.PageMap]:
         """Every PageMap of this run, URL -> map, in the order the URLs were first mapped."""
         with self.timed():
             return self.memory.current().page_maps(self.run_id)
@@ -612,7 +608,7 @@ class Run(RunSearch):
         with self.timed():
             self.memory.append([ev])
 
-    def sitemap(self, domain: str | None = None) -> Any:
+    def sitemap(self, domain: str | None = None) -> records.SiteMap | None:
         """The site's graph (None before its first exploration)."""
         with self.timed():
             return self.memory.current().sitemap(domain if domain is not None else self.domain)
@@ -921,45 +917,21 @@ class Run(RunSearch):
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
         run_completed: it neither reads nor writes memory a later run retrieves)."""
         events: list[NewEvent] = []
-        run_domain = domain_of(self.start_url)
-        if self.enabled:
-            events += [
-                self._event(PatternUsed, {"pattern_id": pid, "success": run.success}, domain=run_domain)
-                for pid in self.patterns_used
-            ]
-        if self.enabled and learn:
-            events += [
-                self._event(cls, fields, step=step, domain=domain)
-                for cls, fields, step, domain in learn_from(
-                    steps,
-                    run,
-                    learned,
-                    self.patterns_used,
-                    run_id=self.run_id,
-                    goal=self.safe_goal,
-                    start_url=self.start_url,
-                )
-            ]
-        if self.enabled:
-            events.append(
-                self._event(
-                    SessionRecorded,
-                    {
-                        "session_id": self.session_id,
-                        "goal": self.goal,
-                        "outcome": run.summary[:500],
-                        "success": run.success,
-                        "final_url": run.final_url,
-                        "timestamp": self.memory.now(),
-                        "turns_used": run.turns,
-                        "duration_ms": round(run.duration_ms, 3),
-                    },
-                    domain=run_domain,
-                )
-            )
-        if self.enabled:  # a baseline run's graded steps would be memory a later run retrieves
-            for step, grade in grade_steps(steps, run):
-                events.append(self._event(StepGraded, grade, step=step, domain=None))
+        if self.enabled:  # memory off: run_completed only (it neither reads nor writes memory)
+            for cls, fields, step, domain in finishing(
+                steps,
+                run,
+                learned,
+                learn=learn,
+                patterns_used=self.patterns_used,
+                run_id=self.run_id,
+                goal=self.goal,
+                safe_goal=self.safe_goal,
+                start_url=self.start_url,
+                session_id=self.session_id,
+                now=self.memory.now(),
+            ):
+                events.append(self._event(cls, fields, step=step, domain=domain))
         events.append(
             self._event(
                 RunCompleted,
@@ -977,7 +949,7 @@ class Run(RunSearch):
                     "replayed_steps": run.replayed_steps,
                     "memory_ms": round(self.ms_total, 3),
                 },
-                domain=domain_of(run.final_url or "") or run_domain,
+                domain=domain_of(run.final_url or "") or domain_of(self.start_url),
             )
         )
         return events

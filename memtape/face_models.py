@@ -32,6 +32,7 @@ from memtape.projections.records import (
     Snapshot,
     StepMemory,
 )
+from memtape.projections.search import SearchResult
 
 
 class Body(BaseModel):
@@ -561,6 +562,10 @@ class Snapshots(Answer):
 
 class Sitemap(Answer):
     sitemap: SiteMap | None
+
+
+class SearchResults(Answer):
+    results: list[SearchResult]
 
 
 class ShortTermMemory(Answer):

@@ -395,7 +395,7 @@ class RecordingMemory:
     def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
-        lessons = self.current().tier1()
+        lessons = [l for l in self.current().tier1() if self.policy.seed_lessons or l.source != "seed"]
         self.append(
             [
                 self.event(
@@ -440,7 +440,11 @@ class RecordingMemory:
         )
         self._known_run(run_id)
         view = self.current()
-        matches = view.error_matches(command, error, probe.domain)
+        matches = [
+            m
+            for m in view.error_matches(command, error, probe.domain)
+            if self.policy.seed_lessons or m.lesson.source != "seed"
+        ]
         self.append(
             [
                 self.event(
@@ -469,7 +473,8 @@ class RecordingMemory:
         self._known_run(run_id)
         match = self.current().match_trajectory(goal, probe.domain or "", self.now())
         replay = bool(
-            match
+            self.policy.replay
+            and match
             and match.similarity >= self.policy.replay_min_similarity
             and match.trajectory.origin == origin_of(url)
             and match.trajectory.steps

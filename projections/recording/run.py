@@ -377,7 +377,7 @@ class Run(RunSearch):
     def patterns(self, domain: str | None = None) -> list[records.Pattern]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
-        if not self.enabled or not domain:
+        if not self.enabled or not domain or not self.memory.policy.learned_patterns:
             return []
         with self.timed():
             return self.memory.current().patterns(domain)

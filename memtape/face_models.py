@@ -19,17 +19,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from memtape.api import Lesson, Memory, Run, TrajectoryRecall
 from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.folds.context import ContextEntry
-from memtape.projections.folds.knowledge import Fact
-from memtape.projections.folds.page_maps import PageMap
-from memtape.projections.folds.patterns import Pattern
-from memtape.projections.folds.selectors import SelectorEntry
-from memtape.projections.folds.sessions import SessionEntry
-from memtape.projections.folds.short_term import ShortTerm
-from memtape.projections.folds.sitemap import SiteMap
-from memtape.projections.folds.snapshots import Snapshot
-from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.records import (
+    ContextEntry,
+    Fact,
+    PageMap,
+    Pattern,
+    SelectorEntry,
+    SessionEntry,
+    ShortTerm,
+    SiteMap,
+    Snapshot,
+    StepMemory,
+)
+from memtape.projections.search import SearchResult
 
 
 class Body(BaseModel):
@@ -567,6 +570,10 @@ class Snapshots(Answer):
 
 class Sitemap(Answer):
     sitemap: SiteMap | None
+
+
+class SearchResults(Answer):
+    results: list[SearchResult]
 
 
 class ShortTermMemory(Answer):

@@ -33,6 +33,7 @@ from memtape.projections.records import (
     Snapshot,
     StepMemory,
 )
+from memtape.projections.search import SearchResult
 
 
 def one_of(values: tuple[str, ...]) -> WithJsonSchema:
@@ -575,6 +576,10 @@ class Snapshots(Answer):
 
 class Sitemap(Answer):
     sitemap: SiteMap | None
+
+
+class SearchResults(Answer):
+    results: list[SearchResult]
 
 
 class ShortTermMemory(Answer):

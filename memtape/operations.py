@@ -91,6 +91,7 @@ from memtape.face_models import (
     ScratchBody,
     ScratchPad,
     ScratchValue,
+    SearchResults,
     SelectorBody,
     Selectors,
     Sessions,
@@ -120,6 +121,7 @@ from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction
+from memtape.projections.search import SearchResult
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
 Make = Callable[[Memory, RunHandles, dict[str, Any]], Any]
@@ -751,6 +753,18 @@ OPERATIONS: list[Operation] = [
         "is null when none matches (logs trajectory_recalled).",
         answer=TrajectoryRecall | None,
         tool_answer=RecalledTrajectory,
+    ),
+    Operation(
+        "search",
+        Memory.search,
+        "write",
+        "GET /search",
+        "Search everything memory holds (lessons, facts, patterns, selectors, trajectories, sessions, context) "
+        "for words, best match first; `kinds` and `domain` narrow it, `as_of` (a seq or ISO time) searches the "
+        "past. Pass `run_id` and `step` to log the search against the run.",
+        answer=list[SearchResult],
+        tool_answer=SearchResults,
+        compact=True,
     ),
     Operation(
         "abandon_stale_runs",

@@ -377,7 +377,7 @@ class Run(RunSearch):
     def patterns(self, domain: str | None = None) -> list[records.Pattern]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
-        if not self.enabled or not domain:
+        if not self.enabled or not domain or not self.memory.policy.learned_patterns:
             return []
         with self.timed():
             return self.memory.current().patterns(domain)
@@ -413,7 +413,16 @@ class Run(RunSearch):
                     ]
                 )
                 return Extraction.served(key, cached)
+        if not callable(extract):
+            raise InvalidEvent(f"extract must be a function returning the extraction, got {type(extract).__name__}")
         data = extract()
+        if not isinstance(data, Mapping):
+            raise InvalidEvent(
+                f"extract() must return a dict (title, text, links, section_count), got {type(data).__name__}"
+            )
+        count = data.get("section_count", 0)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise InvalidEvent(f"extract()'s section_count must be an integer, got {count!r:.40}")
         ev = self._event(
             ExtractionRecorded,
             {
@@ -446,6 +455,17 @@ class Run(RunSearch):
     ) -> str:
         """Seed 003's StateSnapshot at a navigation (secret form values are already redacted)."""
         self._live()
+        for what, text in (("url", url), ("title", title), ("summary", summary)):
+            check_text(text, what, empty=True)
+        if not isinstance(form_state, Mapping):
+            raise InvalidEvent(f"form_state must be a mapping of field to value, got {type(form_state).__name__}")
+        if not (
+            isinstance(scroll, tuple | list)
+            and len(scroll) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in scroll)
+        ):
+            raise InvalidEvent(f"scroll must be a pair of integers (x, y), got {scroll!r:.60}")
+        check_step(step, required=True)
         snapshot_id = f"snap_{self.run_id}_{step}"
         ev = self._event(
             SnapshotTaken,

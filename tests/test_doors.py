@@ -601,3 +601,25 @@ def test_a_cut_context_item_says_truncated(tmp_path: Path) -> None:
     long, short = ev.data["items"]
     assert (len(long["text"]), long["truncated"]) == (20_000, True)
     assert short["truncated"] is False
+
+
+# ---- HTTP frames: oversized heads answered as {"error": ...} -------------------------------------
+
+HEADS: list[tuple[str, dict[str, str], str, int]] = [
+    ("a 1 MB header", {"X-Big": "a" * 1_000_000}, "/state/lessons", 431),
+    ("a 100 kB header", {"X-Big": "a" * 100_000}, "/state/lessons", 431),
+    ("200 headers of 1 kB", {f"X-H{i}": "b" * 1000 for i in range(200)}, "/state/lessons", 431),
+    ("a 60 kB query and a 10 kB header", {"X-Big": "c" * 10_000}, "/state/lessons?domain=" + "a" * 60_000, 431),
+    ("a 1 MB token", {"Authorization": "Bearer " + "t" * 1_000_000}, "/state/lessons", 431),
+]
+
+
+def test_an_oversized_request_head_is_answered_as_json(tmp_path: Path) -> None:
+    from tests.server_support import live_server
+
+    with live_server(tmp_path / "mem") as served, served.client() as http:
+        for name, headers, path, status in HEADS:
+            answer = http.get(path, headers=headers)
+            assert answer.status_code == status, (name, answer.status_code, answer.text[:200])
+            assert answer.json() == {"error": "request line and headers over 65536 bytes"}, name
+        assert http.get("/state/lessons", headers={"X-Fine": "a" * 30_000}).status_code == 200  # within the limit

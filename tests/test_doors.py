@@ -555,6 +555,8 @@ def test_a_full_disk_met_committing_projections_is_the_disk_full_line(
 
 # ---- every bad library argument is a MemtapeError ------------------------------------------------
 
+ITEM = [{"source": "page", "priority": 50, "text": "y"}]
+
 RUN_CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("snapshot scroll [1]", lambda r: r.snapshot(SHOP, "t", "s", {}, [1], 1), "scroll must be a pair of integers"),
     ("snapshot scroll None", lambda r: r.snapshot(SHOP, "t", "s", {}, None, 1), "scroll must be a pair of integers"),
@@ -573,6 +575,13 @@ RUN_CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("record_step step 2**63", lambda r: r.record_step(step=2**63, action="click"), "step must be an integer"),
     ("record_step step -1", lambda r: r.record_step(step=-1, action="click"), "step must be an integer"),
+    ("context budget 2**63", lambda r: r.record_context(ITEM, step=1, budget=2**63), "signed 64-bit range"),
+    ("context budget -1", lambda r: r.record_context(ITEM, step=1, budget=-1), "greater than or equal to 0"),
+    ("progress turn 2**63", lambda r: r.progress(2**63, SHOP), "signed 64-bit range"),
+    ("exploration depth 2**63", lambda r: r.exploration_started(SHOP, 2**63, 5), "signed 64-bit range"),
+    ("sitemap depth 2**63", lambda r: r.sitemap_links(SHOP, 2**63, [], 1), "signed 64-bit range"),
+    ("scratch step 2**63", lambda r: r.set_scratch("k", 1, step=2**63), "step must be an integer"),
+    ("fact step -5", lambda r: r.observe_fact("selector", "k", "v", step=-5), "step must be an integer"),
 ]
 
 
@@ -601,3 +610,25 @@ def test_a_cut_context_item_says_truncated(tmp_path: Path) -> None:
     long, short = ev.data["items"]
     assert (len(long["text"]), long["truncated"]) == (20_000, True)
     assert short["truncated"] is False
+
+
+# ---- HTTP frames: oversized heads answered as {"error": ...} -------------------------------------
+
+HEADS: list[tuple[str, dict[str, str], str, int]] = [
+    ("a 1 MB header", {"X-Big": "a" * 1_000_000}, "/state/lessons", 431),
+    ("a 100 kB header", {"X-Big": "a" * 100_000}, "/state/lessons", 431),
+    ("200 headers of 1 kB", {f"X-H{i}": "b" * 1000 for i in range(200)}, "/state/lessons", 431),
+    ("a 60 kB query and a 10 kB header", {"X-Big": "c" * 10_000}, "/state/lessons?domain=" + "a" * 60_000, 431),
+    ("a 1 MB token", {"Authorization": "Bearer " + "t" * 1_000_000}, "/state/lessons", 431),
+]
+
+
+def test_an_oversized_request_head_is_answered_as_json(tmp_path: Path) -> None:
+    from tests.server_support import live_server
+
+    with live_server(tmp_path / "mem") as served, served.client() as http:
+        for name, headers, path, status in HEADS:
+            answer = http.get(path, headers=headers)
+            assert answer.status_code == status, (name, answer.status_code, answer.text[:200])
+            assert answer.json() == {"error": "request line and headers over 65536 bytes"}, name
+        assert http.get("/state/lessons", headers={"X-Fine": "a" * 30_000}).status_code == 200  # within the limit

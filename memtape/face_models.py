@@ -29,7 +29,7 @@ from memtape.projections.folds.short_term import ShortTerm
 from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
-from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.recording.values import Extraction, Learned, Scenario
 
 
 class Body(BaseModel):
@@ -485,6 +485,10 @@ class Lessons(Answer):
 
 class RecalledTrajectory(Answer):
     recall: TrajectoryRecall | None
+
+
+class ContinuedRun(Answer):
+    scenario: Scenario
 
 
 class Sessions(Answer):

@@ -53,6 +53,7 @@ from memtape.face_models import (
     ContextBody,
     ContextEntries,
     ContinuedRun,
+    CreditBody,
     EmbeddingBody,
     ExperimentBody,
     Explained,
@@ -92,6 +93,7 @@ from memtape.face_models import (
     ScratchBody,
     ScratchPad,
     ScratchValue,
+    SearchResults,
     SelectorBody,
     Selectors,
     Sessions,
@@ -121,6 +123,7 @@ from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction, Scenario
+from memtape.projections.search import SearchResult
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
 Make = Callable[[Memory, RunHandles, dict[str, Any]], Any]
@@ -754,6 +757,18 @@ OPERATIONS: list[Operation] = [
         tool_answer=RecalledTrajectory,
     ),
     Operation(
+        "search",
+        Memory.search,
+        "write",
+        "GET /search",
+        "Search everything memory holds (lessons, facts, patterns, selectors, trajectories, sessions, context) "
+        "for words, best match first; `kinds` and `domain` narrow it, `as_of` (a seq or ISO time) searches the "
+        "past. Pass `run_id` and `step` to log the search against the run.",
+        answer=list[SearchResult],
+        tool_answer=SearchResults,
+        compact=True,
+    ),
+    Operation(
         "abandon_stale_runs",
         Memory.abandon_stale_runs,
         "write",
@@ -824,6 +839,17 @@ OPERATIONS: list[Operation] = [
         "Replay the log's observations under the policy with `changes` (Policy field -> value) and diff "
         "against what really happened: the content of `memtape experiment --set ... --json`.",
         body=ExperimentBody,
+        answer=dict[str, Any],
+    ),
+    Operation(
+        "credit",
+        Memory.credit,
+        "write",
+        "POST /credit",
+        "Credit every memory item shown to `runs` (none: every run) by counterfactual: each decision of the "
+        "bundled agent asked again without each item it was shown, the task run again where one changed a "
+        "decision (`rerun`); records item_credited events; the content of `memtape credit --json`.",
+        body=CreditBody,
         answer=dict[str, Any],
     ),
 ]

@@ -30,6 +30,7 @@ from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.search import SearchResult
 
 
 class Body(BaseModel):
@@ -481,6 +482,10 @@ class Explained(BaseModel):
 
 class Lessons(Answer):
     lessons: list[Lesson]
+
+
+class SearchHits(Answer):
+    hits: list[SearchResult]
 
 
 class RecalledTrajectory(Answer):

@@ -91,6 +91,7 @@ from memtape.face_models import (
     ScratchBody,
     ScratchPad,
     ScratchValue,
+    SearchHits,
     SelectorBody,
     Selectors,
     Sessions,
@@ -120,6 +121,7 @@ from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction
+from memtape.projections.search import SearchResult
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
 Make = Callable[[Memory, RunHandles, dict[str, Any]], Any]
@@ -304,7 +306,7 @@ OPERATIONS: list[Operation] = [
         "write",
         "POST /runs/{run_id}/lessons",
         "Record a lesson learned (deduplicated, promoted to Tier 1 by use). category: error_recovery or "
-        "site_specific (scoped to scope_domain). With failed_command and error_pattern, recall_error finds it "
+        "site_specific (scoped to scope_domain, default the run's site). With failed_command and error_pattern, recall_error finds it "
         "after the same failure.",
         body=LessonBody,
         answer=RecordedLesson,
@@ -722,6 +724,26 @@ OPERATIONS: list[Operation] = [
         "The Tier 1 lessons, outside a run or for run `run_id` at `step` (logs tier1_loaded).",
         answer=list[Lesson],
         tool_answer=Lessons,
+    ),
+    Operation(
+        "search",
+        Memory.search,
+        "write",
+        "GET /search",
+        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best "
+        "first; `kinds`, `domain` and `as_of` narrow it; with `run_id` and `step` it is logged against that run.",
+        answer=list[SearchResult],
+        tool_answer=SearchHits,
+        compact=True,
+    ),
+    Operation(
+        "run_search",
+        Run.search,
+        "write",
+        "GET /runs/{run_id}/search",
+        "Search memory by words for this run at `step` (best first; logs memory_searched).",
+        answer=list[SearchResult],
+        tool_answer=SearchHits,
     ),
     Operation(
         "memory_recall_domain",

@@ -461,8 +461,6 @@ ONE_FACE_CALLS = {
     "and `memtape diff`; its JSON route and MCP tool are to come as a row of the table of operations",
     "Memory.resume_scenario": "`memtape run --resume-run`; its route and tool are to come as a row of the table",
     "Memory.fork_scenario": "`memtape run --fork-run`; its route and tool are to come as a row of the table",
-    "Memory.search": "`memtape search`; GET /search and the MCP tool `search` are to come as a row of the table",
-    "Run.search": "a run's `memtape search --run`; its route and tool are to come as a row of the table",
 }
 
 

@@ -376,6 +376,17 @@ OPERATIONS: list[Operation] = [
         compact=True,
     ),
     Operation(
+        "search",
+        Run.search,
+        "write",
+        "GET /runs/{run_id}/search",
+        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best first; "
+        "`kinds`, `domain` and `as_of` narrow it (logs memory_searched for the run and `step`).",
+        answer=list[SearchResult],
+        tool_answer=SearchHits,
+        compact=True,
+    ),
+    Operation(
         "recall_domain",
         Run.recall_domain,
         "write",
@@ -726,22 +737,12 @@ OPERATIONS: list[Operation] = [
         tool_answer=Lessons,
     ),
     Operation(
-        "search",
+        "memory_search",
         Memory.search,
         "write",
         "GET /search",
         "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best "
         "first; `kinds`, `domain` and `as_of` narrow it; with `run_id` and `step` it is logged against that run.",
-        answer=list[SearchResult],
-        tool_answer=SearchHits,
-        compact=True,
-    ),
-    Operation(
-        "run_search",
-        Run.search,
-        "write",
-        "GET /runs/{run_id}/search",
-        "Search memory by words for this run at `step` (best first; logs memory_searched).",
         answer=list[SearchResult],
         tool_answer=SearchHits,
     ),

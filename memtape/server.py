@@ -37,7 +37,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import version
 from inspect import Parameter
-from typing import Any, get_origin
+from typing import Any, get_args, get_origin
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
@@ -227,7 +227,7 @@ def route_parameters(operation: Operation) -> list[Parameter]:
         annotation, default = argument.annotation, argument.default
         if argument.name in POINTS:
             annotation, default = str | None, Query(default=None, description="a seq or an ISO time")
-        elif get_origin(annotation) is list:
+        elif any(get_origin(a) is list for a in (annotation, *get_args(annotation))):  # list[X] or list[X] | None
             default = Query() if default is Parameter.empty else Query(default)
         taken.append(Parameter(argument.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
     return taken

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -29,9 +28,11 @@ from urllib.parse import urlsplit
 from memtape.agent import compress as C
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser, Observation
+from memtape.agent.conversation import Message, conversation
 from memtape.agent.embeddings import Embeddings, use_embeddings
-from memtape.agent.policy import Decision, DecisionContext, DecisionPolicy, PolicyError, StepView
+from memtape.agent.policy import Decision, DecisionPolicy, PolicyError
 from memtape.agent.records import finish_run, record_prompt, record_step
+from memtape.ledger.errors import LedgerError
 from memtape.ledger.events import EnvState, RunCompleted
 from memtape.ledger.ids import short_id
 from memtape.ledger.redact import MARKER
@@ -50,6 +51,21 @@ from memtape.projections.recording.values import Learned, StepRecord, element_te
 from memtape.projections.text import cap, domain_of, origin_of, quoted_name
 
 Approval = Callable[[Decision, Observation], bool]
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A past step as the loop keeps it (its prompt shows the last few: Recent Actions)."""
+
+    command: str
+    args: dict[str, Any]
+    ok: bool
+    error: str | None = None
+    role: str | None = None
+    name: str | None = None
+    url_before: str = ""
+    url_after: str = ""
+    decided_by: str = "policy"
 
 
 @dataclass(frozen=True)
@@ -91,6 +107,16 @@ class RunConfig:
     backtrack: bool = True
     #: a user-configured embeddings endpoint: seed 002's internalStateEmbedding (None: text similarity only)
     embeddings: Embeddings | None = None
+    #: memory sections left out of every prompt (an ablation): names of `prompt.MEMORY_SECTIONS`
+    sections_off: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.sections_off) - set(P.MEMORY_SECTIONS))
+        if unknown:
+            raise LedgerError(
+                f"no memory section {unknown[0][:40]!r} to leave out; known: {', '.join(P.MEMORY_SECTIONS)}"
+            )
+
     #: memory items (lesson, fact, pattern or trajectory ids) left out of every prompt: the
     #: counterfactual run `memtape credit` measures an item by
     masked: frozenset[str] = frozenset()
@@ -328,38 +354,15 @@ def step_items(
     return items
 
 
-def seen_by_policy(
-    kept: list[BudgetItem],
-    obs: Observation,
-    error_lessons: list[Any],
-    domain_lessons: list[Any],
-    trajectory_steps: Sequence[Any],
-    facts: list[Any],
-    patterns: Sequence[Any] = (),
-    avoid: Sequence[tuple[str, str]] = (),
-) -> dict[str, Any]:
-    """The memory a policy may read for one decision: only what the kept prompt items (system
-    and step) show (a trimmed section shows nothing; a truncated one, the entries still whole in
-    it, and a learned pattern as far as its steps are), so an audit of the call's `context_built`
-    events is exactly what the policy saw. Elements beyond the page section's cut are not offered
-    either."""
-    text = {i.source: i.text for i in kept}
-
-    def shown(source: str, entries: list[Any], line: Callable[[Any], str]) -> list[Any]:
-        return [e for e in entries if P.shows(text[source], line(e))] if source in text else []
-
-    numbered = shown("reference_trajectory", list(enumerate(trajectory_steps, 1)), lambda e: P.trajectory_line(*e))
-    return {
-        "observation": replace(obs, elements=tuple(shown("page_state", list(obs.elements), P.element_line))),
-        "domain_tips": [cap(l.text, 300) for l in shown("domain_tips", domain_lessons, lambda l: P.tip_line(l.text))],
-        "error_tips": [cap(l.text, 300) for l in shown("last_error", error_lessons, lambda l: P.tip_line(l.text))],
-        "trajectory_steps": [s for _, s in numbered],
-        "facts": [(f.fact_type, f.key, f.value) for f in shown("app_knowledge", facts, fact_line)],
-        "patterns": [
-            p for p in (_pattern_shown(text.get("learned_patterns", ""), p) for p in patterns) if p is not None
-        ],
-        "avoid": shown("working_memory", list(avoid), lambda a: P.dead_end_line(*a)),
-    }
+def _bound(decision: Decision, obs: Observation, patterns: Sequence[Any]) -> Decision:
+    """A policy's decision bound to the page it was asked on: its ref to the element observed, the
+    learned pattern it follows (by its place in the prompt's list) to that pattern's id."""
+    ref = decision.args.get("ref")
+    if ref is not None:
+        decision.target = next((e for e in obs.elements if e.ref == ref), None)
+    if decision.pattern is not None and 0 <= decision.pattern < len(patterns):
+        decision.pattern_id = patterns[decision.pattern].pattern_id
+    return decision
 
 
 def _pattern_shown(text: str, pattern: Any) -> Any:
@@ -441,7 +444,7 @@ class TaskRun:
         self.avoid: list[tuple[str, str]] = []
         self.first = True
         self.seen_after: Observation | None = None  # the page after the last action: the next step's observation
-        self.policy_before: DecisionPolicy = policy  # the policy before its last decision (credit's probe)
+        self.replies: list[Message] = []  # the policy's replies so far, as recorded (its conversation)
         self.shown_sections: dict[str, str] = {}  # the last prompt's sections (source -> text)
 
     def run(self) -> RunResult:
@@ -489,7 +492,6 @@ class TaskRun:
         run.give_context(self.context)
         self.tier1 = [l for l in run.tier1() if l.lesson_id not in cfg.masked]
         self.system = P.system_instruction(self.goal, [l.text for l in self.tier1])
-        self.policy.start(self.goal, self.system)
         self.browser.new_page()
         nav = self.browser.execute("goto", {"url": self.start_url})
         if not nav.ok:
@@ -559,6 +561,7 @@ class TaskRun:
             decision = self._decided(obs, step_no)
             if decision is None:  # went back to the last good snapshot instead
                 return True
+            self.replies.append(decision.reply())
         self.turns += 1
 
         key = _action_key(decision, obs.url)
@@ -585,7 +588,7 @@ class TaskRun:
             self.history.append(
                 StepView(rec.command, rec.args, False, rec.error, rec.role, rec.name, obs.url, obs.url, "approval")
             )
-            record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
+            record_step(self.memory_run, rec, env_before, env_before, decision.reasoning(), self._take())
             return True
 
         if decision.command == "finish":
@@ -652,10 +655,10 @@ class TaskRun:
             )
         return decision, "replay", tstep
 
-    def _ask(self, ctx: DecisionContext) -> Decision:
-        if self.cfg.probe is not None:  # the conversation as it stood, for asking again without an item
-            self.policy_before = copy.deepcopy(self.policy)
-        decision = self.policy.decide(ctx)
+    def _ask(self, obs: Observation, asked: tuple[tuple[Message, ...], list[Any]]) -> Decision:
+        """The policy's decision on its conversation, bound to the page."""
+        messages, patterns = asked
+        decision = _bound(self.policy.decide(messages), obs, patterns)
         self.decisions += 1
         self.tokens_in += decision.tokens_in
         self.tokens_out += decision.tokens_out
@@ -674,22 +677,29 @@ class TaskRun:
 
     def _prompt(
         self, obs: Observation, step_no: int, warned: bool = False, masked: frozenset[str] = frozenset()
-    ) -> DecisionContext:
+    ) -> tuple[tuple[Message, ...], list[Any]]:
         """The budgeted prompt of one decision, recorded: the system prompt (whenever its memory
-        sections change: at the first decision, on a new site) and the step's message. `masked`
-        items (and the run's `RunConfig.masked`) are left out; a prompt built with items masked
-        beyond the run's own is a counterfactual and is not recorded."""
+        sections change: at the first decision, on a new site) and the step's message; returned
+        as the policy's conversation, with the learned patterns the prompt lists, in order.
+        `masked` items (and the run's `RunConfig.masked`) are left out, and the sections of
+        `RunConfig.sections_off`; a prompt built with items masked beyond the run's own is a
+        counterfactual and is not recorded."""
         run, cfg = self.memory_run, self.cfg
         record = not masked
         masked = masked | cfg.masked
-        tier1 = [l for l in self.tier1 if l.lesson_id not in masked]
+        off = cfg.sections_off
+        tier1 = [l for l in self.tier1 if l.lesson_id not in masked and "tier1" not in off]
         domain_lessons = [l for l in self.domain_lessons if l.lesson_id not in masked]
-        error_lessons = [l for l in self.error_lessons if l.lesson_id not in masked]
+        error_lessons = [l for l in self.error_lessons if l.lesson_id not in masked and "error_tips" not in off]
         facts = [f for f in self.facts if f.fact_id not in masked]
         patterns = [p for p in self.patterns if p.pattern_id not in masked]
         match = self.match if self.match is None or self.match.trajectory.trajectory_id not in masked else None
         trajectory_steps = self.trajectory_steps if match is not None else ()
-        sections = site_sections(run, domain_lessons, self.sessions, match, trajectory_steps, facts, patterns)
+        sections = [
+            i
+            for i in site_sections(run, domain_lessons, self.sessions, match, trajectory_steps, facts, patterns)
+            if i.source not in off
+        ]
         items = step_items(
             obs,
             run,
@@ -700,6 +710,7 @@ class TaskRun:
             self.avoid,
             warned,
         )
+        items = [i for i in items if i.source not in off]
         fitted = fit(sections + items, cfg.budget)
         system = P.system_items(
             self.goal,
@@ -709,20 +720,11 @@ class TaskRun:
         )
         system_text = "\n\n".join(i.text for i in system)
         kept = [i for i in fitted.kept if i.source not in P.SYSTEM_SECTIONS]
-        ctx = DecisionContext(
-            goal=self.goal,
-            history=self.history,
-            system_prompt=system_text,
-            step_prompt=P.render_step(kept),
-            tier1=[cap(l.text, 300) for l in tier1],
-            last_error=self.last_error,
-            **seen_by_policy(
-                fitted.kept, obs, error_lessons, domain_lessons, trajectory_steps, facts, patterns, self.avoid
-            ),
-        )
+        listed = [p for p in (_pattern_shown(system_text, p) for p in patterns) if p is not None]
+        asked = conversation(system_text, self.replies, P.render_step(kept)), listed
         self.shown_sections = {i.source: i.text for i in [*system, *kept]}
         if not record:
-            return ctx
+            return asked
         self.system = system_text
         if self.system != self.system_recorded:
             record_prompt(
@@ -744,17 +746,17 @@ class TaskRun:
             step=step_no,
             domain=obs.domain or None,
         )
-        return ctx
+        return asked
 
     def _decided(self, obs: Observation, step_no: int) -> Decision | None:
         """The policy's decision on the budgeted prompt, or None when the run, stuck and about to
         give up, went back to its last good snapshot instead. An action that already failed on
         this page is not taken blindly: the policy is asked again, told so in a prompt of its own."""
         run, cfg, history = self.memory_run, self.cfg, self.history
-        ctx = self._prompt(obs, step_no)
-        decision = self._ask(ctx)
+        asked = self._prompt(obs, step_no)
+        decision = self._ask(obs, asked)
         if self.cfg.probe is not None:
-            self.cfg.probe(step_no, decision, self._without_each(obs, step_no, ctx))
+            self.cfg.probe(step_no, decision, self._without_each(obs, step_no, asked))
         if decision.command != "finish":
             known = run.known_failure(decision.command, decision.args, obs.url)
             if known is not None:  # seed 003's is_repeated_failure, before acting
@@ -773,7 +775,7 @@ class TaskRun:
                     step_no,
                 )
                 if again:
-                    decision = self._ask(self._prompt(obs, step_no, warned=True))
+                    decision = self._ask(obs, self._prompt(obs, step_no, warned=True))
         if decision.pattern_id:
             run.pattern_used(decision.pattern_id)
         target = (
@@ -786,18 +788,20 @@ class TaskRun:
         self._backtrack(obs, *target, step_no)
         return None
 
-    def _without_each(self, obs: Observation, step_no: int, ctx: DecisionContext) -> dict[str, Without]:
-        """What the policy decides on this prompt with each memory item it shows removed, asked of
-        a copy of the policy as it stood before this decision (the conversation so far), so the
-        run itself is untouched. An item the budget left out changes nothing and is not asked."""
+    def _without_each(
+        self, obs: Observation, step_no: int, asked: tuple[tuple[Message, ...], list[Any]]
+    ) -> dict[str, Without]:
+        """What the policy decides on this conversation with each memory item it shows removed (a
+        policy decides from its conversation alone, so asking again leaves the run untouched), and
+        the sections the removal changed. An item the budget left out changes nothing and is not asked."""
         shown = self.shown_sections
         out: dict[str, Without] = {}
         for item in self.items_offered():
-            without = self._prompt(obs, step_no, masked=frozenset({item.item}))
-            if (without.system_prompt, without.step_prompt) == (ctx.system_prompt, ctx.step_prompt):
+            messages, patterns = self._prompt(obs, step_no, masked=frozenset({item.item}))
+            if messages == asked[0]:
                 continue
             sections = tuple(s for s, text in shown.items() if self.shown_sections.get(s) != text)
-            out[item.item] = Without(item, copy.deepcopy(self.policy_before).decide(without), sections)
+            out[item.item] = Without(item, _bound(self.policy.decide(messages), obs, patterns), sections)
         self.shown_sections = shown
         return out
 
@@ -830,7 +834,6 @@ class TaskRun:
         record_step(
             self.memory_run, rec, obs.env(), EnvState(url=result.url_after), f"backtrack: {stuck}", self._take()
         )
-        self.policy.start(self.goal, self.system)
         self.stuck, self.last_error, self.error_lessons = None, None, []
 
     def _finished(
@@ -845,7 +848,7 @@ class TaskRun:
             self.success = False
         rec = StepRecord(step_no, "finish", dict(decision.args), True, None, obs.url, obs.url, decided_by=decided_by)
         self.history.append(StepView("finish", rec.args, True, None, None, None, obs.url, obs.url, decided_by))
-        record_step(self.memory_run, rec, env_before, env_before, decision.think, self._take())
+        record_step(self.memory_run, rec, env_before, env_before, decision.reasoning(), self._take())
         if decided_by == "replay":
             self.replayed += 1
         self.reason = None if self.success else ("check_failed" if decision.success else "gave_up")
@@ -900,7 +903,7 @@ class TaskRun:
                 decision.command, result.error or "", step_no, domain_of(result.url_before)
             )
         self.seen_after = browser.observe()  # seed 002's env after: URL, title, page type, visible elements
-        record_step(run, rec, env_before, self.seen_after.env(), decision.think, self._take())
+        record_step(run, rec, env_before, self.seen_after.env(), decision.reasoning(), self._take())
         warnings = run.loop_warnings()
         if warnings and self.stuck is None:
             self.stuck = f"loop warning: {warnings[0]}"

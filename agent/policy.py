@@ -1,29 +1,30 @@
 """Decision policies: who chooses the next browser action.
 
 `DecisionPolicy` is the protocol (named so it does not clash with
-`projections.parameters.Thresholds`, which holds memory thresholds). Two real
-implementations:
+`projections.parameters.Thresholds`, which holds memory thresholds). A policy decides from its
+conversation alone (`memtape.agent.conversation`): the recorded system prompt, its own earlier
+replies in the run and the recorded step prompt. Nothing else reaches it, so the same recorded
+messages give the same decision and a decision can be asked again from the ledger
+(`memtape.agent.decisions`). Two real implementations:
 
-- `ScriptedPolicy` (default, no model): parses the goal into sub-goals
-  (open/click "X", search for "X", log in as "U" with password "P", set "F"
-  to "V", select "O" in "F", find "X", wait for "X"), reads the page, and
-  reads memory the way a model would read its prompt: Tier 1 lessons ("press
-  Enter to submit"), tips for this site ('click "Accept all cookies"
-  first'), tips recalled on an error, the reference trajectory and app
-  knowledge. Without memory it explores generic fallbacks after a failure
-  (Escape, a dismiss-like button, Enter, click then type), which costs turns;
-  with memory it acts right the first time. That difference is what the demo
-  measures. A decision that follows memory names every prompt section that
-  told it so (`memory (domain_tips): ...`, `memory (tier1, learned_patterns):
-  ...`), so the log tells which decisions used memory.
-- `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool
-  calls over HTTP (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL,
-  MEMTAPE_LLM_API_KEY).
+- `ScriptedPolicy` (default, no model): parses the goal of its system prompt into sub-goals
+  (open/click "X", search for "X", log in as "U" with password "P", set "F" to "V", select "O"
+  in "F", find "X", wait for "X") and reads the page as a competent model would: an open dialog
+  is closed with its own button first, a failed click on a search button after typing is
+  submitted with Enter, a field that is not an input is focused and typed into. Memory adds
+  what the page does not show: Tier 1 lessons, tips for this site and under an error, learned
+  patterns, the reference trajectory and app knowledge. A decision that follows memory names
+  every prompt section that told it so (`memory (domain_tips): ...`). What it needs to carry
+  from one decision to the next (the sub-goals done, an action it planned, the fallbacks it
+  tried) it writes in its own reply, on a last line `notes: {...}`, as a model would think
+  aloud, and reads back from its last reply.
+- `OpenAIPolicy`: an OpenAI-compatible chat-completions client with tool calls over HTTP
+  (MEMTAPE_LLM_BASE_URL, MEMTAPE_LLM_MODEL, MEMTAPE_LLM_API_KEY), sent the same conversation.
 
 Example:
-    policy = ScriptedPolicy()
-    policy.start(goal, system_prompt)
-    decision = policy.decide(ctx)        # Decision(command="click", args={"ref": "e12"}, ...)
+    messages = conversation(system_prompt, replies, step_prompt)
+    decision = ScriptedPolicy().decide(messages)   # Decision(command="click", args={"ref": "e12"}, ...)
+    replies.append(decision.reply())
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import openai
 
-from memtape.agent.browser import Element, Observation
+from memtape.agent.browser import Element
+from memtape.agent.conversation import Message, Reading, RecentAction, read_prompts
 from memtape.ledger.credentials import QUOTED, clauses, login_in
 from memtape.ledger.errors import LedgerError
 from memtape.projections.budget import count_tokens
@@ -47,9 +49,27 @@ from memtape.projections.pattern_learning import fill_placeholders
 CLICKABLE = ("button", "link", "tab", "menuitem", "option", "checkbox", "radio", "switch", "menuitemcheckbox")
 FIELDS = ("textbox", "searchbox", "combobox", "spinbutton")
 DISMISS = re.compile(r"\b(accept|agree|allow|close|dismiss|got it|ok|okay|no thanks|continue|reject)\b", re.I)
+#: the buttons that close a dialog, in the order a reader tries them: consent first, then closing
+DIALOG_BUTTONS = (
+    re.compile(r"\b(accept|agree|allow|got it|ok|okay)\b", re.I),
+    re.compile(r"\b(close|dismiss|no thanks|not now|continue)\b", re.I),
+)
 SUBMIT = re.compile(r"\b(search|submit|go|find)\b", re.I)
 SIGN_IN = re.compile(r"\b(sign in|log ?in|submit|continue)\b", re.I)
 NEXT = re.compile(r"\b(next|more|older)\b", re.I)
+#: the last line of a scripted reply: what the policy carries to its next decision
+NOTES = "notes: "
+#: prompt sections as a reply's notes name them (no section name appears in notes, so a reason
+#: names a section only where the decision itself follows it)
+_CODES = {
+    "tier1": "T",
+    "domain_tips": "D",
+    "last_error": "E",
+    "learned_patterns": "L",
+    "reference_trajectory": "R",
+    "app_knowledge": "K",
+}
+_SOURCES = {code: source for source, code in _CODES.items()}
 
 
 class PolicyError(LedgerError):
@@ -60,61 +80,43 @@ class PolicyError(LedgerError):
 Answer = TypeVar("Answer")
 
 
-@dataclass(frozen=True)
-class StepView:
-    """A past step as a policy sees it."""
-
-    command: str
-    args: dict[str, Any]
-    ok: bool
-    error: str | None = None
-    role: str | None = None
-    name: str | None = None
-    url_before: str = ""
-    url_after: str = ""
-    decided_by: str = "policy"
-
-
-@dataclass
-class DecisionContext:
-    """Everything a policy may read for one decision (memory parts are empty with memory off)."""
-
-    goal: str
-    observation: Observation
-    history: list[StepView]
-    system_prompt: str = ""
-    step_prompt: str = ""
-    tier1: list[str] = field(default_factory=list)
-    domain_tips: list[str] = field(default_factory=list)
-    error_tips: list[str] = field(default_factory=list)
-    last_error: str | None = None
-    trajectory_steps: list[Any] = field(default_factory=list)
-    facts: list[tuple[str, str, str]] = field(default_factory=list)
-    #: elements (role, name) that led to a dead end the agent backtracked from
-    avoid: list[tuple[str, str]] = field(default_factory=list)
-    #: seed 003's learned patterns for this site, best first
-    patterns: list[Any] = field(default_factory=list)
-
-
 @dataclass
 class Decision:
     command: str
     args: dict[str, Any] = field(default_factory=dict)
+    #: the element acted on (the loop binds the ref to the page it observed)
     target: Element | None = None
     think: str = ""
     success: bool | None = None
     tokens_in: int = 0
     tokens_out: int = 0
-    #: the learned pattern this decision follows, if any
+    #: the learned pattern this decision follows: its place in LEARNED PATTERNS (0 first) ...
+    pattern: int | None = None
+    #: ... and its id (the loop knows which patterns the prompt listed)
     pattern_id: str | None = None
+    #: what the policy carries to its next decision, written in its reply
+    notes: str = ""
+
+    def reply(self) -> Message:
+        """The decision as the policy's reply in its conversation (and as `step_recorded` keeps it:
+        the reasoning is the step's `think`)."""
+        return Message("assistant", self.reasoning(), self.command, dict(self.args))
+
+    def reasoning(self) -> str:
+        return f"{self.think}\n{NOTES}{self.notes}" if self.notes else self.think
 
 
 class DecisionPolicy(Protocol):
     name: str
 
-    def start(self, goal: str, system_prompt: str) -> None: ...
+    def decide(self, messages: Sequence[Message]) -> Decision: ...
 
-    def decide(self, ctx: DecisionContext) -> Decision: ...
+
+def prompts_of(messages: Sequence[Message]) -> tuple[str, str, list[Message]]:
+    """(system prompt, step prompt, the policy's earlier replies) of a conversation."""
+    system = next((m.content for m in messages if m.role == "system"), "")
+    step = messages[-1].content if messages and messages[-1].role == "user" else ""
+    return system, step, [m for m in messages if m.role == "assistant"]
 
 
 # ---- the goal grammar of the scripted policy -----------------------------------------
@@ -161,46 +163,45 @@ def _named(name: str | None, want: str) -> bool:
     return bool(w) and (n == w or w in n)
 
 
-def completes(sub: SubGoal, steps: list[StepView]) -> bool:
+@dataclass(frozen=True)
+class Done:
+    """An action taken, as the policy remembers it: `value` is what it typed, selected or waited
+    for (None where it cannot know: a step it did not decide, whose value the prompt hides)."""
+
+    command: str
+    role: str | None = None
+    name: str | None = None
+    value: str | None = None
+    key: str | None = None
+
+
+def _typed(s: Done, want: str) -> bool:
+    return s.command in ("fill", "type") and (s.value is None or s.value == want)
+
+
+def completes(sub: SubGoal, steps: Sequence[Done]) -> bool:
     """Whether `steps` (ok ones, the last just taken) finish the sub-goal."""
     last = steps[-1]
     if sub.kind in ("click", "find"):
         return last.command == "click" and _named(last.name, sub.a)
     if sub.kind == "search":
-        typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
-        return typed and (
-            (last.command == "press" and last.args.get("key") == "Enter")
+        return any(_typed(s, sub.a) for s in steps) and (
+            (last.command == "press" and last.key == "Enter")
             or (last.command == "click" and bool(SUBMIT.search(last.name or "")))
         )
     if sub.kind == "login":
-        typed = any(s.command in ("fill", "type") and s.ok and _value(s) == sub.a for s in steps)
-        return typed and last.command == "click" and bool(SIGN_IN.search(last.name or ""))
+        return (
+            any(_typed(s, sub.a) for s in steps) and last.command == "click" and bool(SIGN_IN.search(last.name or ""))
+        )
     if sub.kind == "set":
-        return last.command in ("fill", "type") and _value(last) == sub.b
+        return _typed(last, sub.b)
     if sub.kind == "select":
-        return last.command == "select" and str(last.args.get("value", "")) == sub.a
+        return last.command == "select" and last.value in (None, sub.a)
     if sub.kind == "wait":
-        return last.command == "wait" and str(last.args.get("text", "")) == sub.a
+        return last.command == "wait" and last.value in (None, sub.a)
     if sub.kind == "goto":
         return last.command == "goto"
     return False
-
-
-def _value(s: StepView) -> str:
-    return str(s.args.get("value", s.args.get("text", "")))
-
-
-def progress(plan: list[SubGoal], history: list[StepView]) -> tuple[int, int]:
-    """(index of the first unfinished sub-goal, history index where it started)."""
-    i, start = 0, 0
-    for k, h in enumerate(history):
-        if i >= len(plan):
-            break
-        if not h.ok:
-            continue
-        if completes(plan[i], [s for s in history[start : k + 1] if s.ok]):
-            i, start = i + 1, k + 1
-    return i, start
 
 
 # ---- the scripted policy ---------------------------------------------------------------
@@ -208,13 +209,20 @@ def progress(plan: list[SubGoal], history: list[StepView]) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Planned:
-    """An action planned before the page it acts on is seen: the target by role and name."""
+    """An action planned before the page it acts on is seen: the target by role and name, the
+    reason, and the prompt sections that told it (none: the page itself did)."""
 
     command: str
     args: dict[str, Any]
     role: str | None = None
     name: str | None = None
-    note: str = ""
+    why: str = ""
+    sources: tuple[str, ...] = ()
+
+    def reason(self) -> str:
+        if self.sources:
+            return f"memory ({', '.join(self.sources)}): {self.why}"
+        return self.why or f"fallback: {self.command}"
 
 
 @dataclass
@@ -223,162 +231,285 @@ class Option:
     retry: bool
 
 
+@dataclass
+class Fallback:
+    """What the policy tries after `primary` failed: `options` in order, `tried` the current one."""
+
+    primary: Planned
+    options: list[Option]
+    tried: int = 0
+
+
+@dataclass
+class Notes:
+    """What the scripted policy carries from one decision to the next, in its reply."""
+
+    goal_done: int = 0
+    steps: list[Done] = field(default_factory=list)
+    queue: list[Planned] = field(default_factory=list)
+    fallback: Fallback | None = None
+    act: Done | None = None
+    filled: tuple[str, str] | None = None
+
+    def dump(self) -> str:
+        def planned(p: Planned) -> list[Any]:
+            return [p.command, p.args, p.role, p.name, p.why, "".join(_CODES[s] for s in p.sources)]
+
+        data: dict[str, Any] = {"g": self.goal_done}
+        if self.steps:
+            data["s"] = [list(asdict(s).values()) for s in self.steps]
+        if self.queue:
+            data["q"] = [planned(p) for p in self.queue]
+        if self.fallback is not None:
+            f = self.fallback
+            data["f"] = [planned(f.primary), [[[planned(a) for a in o.actions], o.retry] for o in f.options], f.tried]
+        if self.act is not None:
+            data["a"] = list(asdict(self.act).values())
+        if self.filled is not None:
+            data["l"] = list(self.filled)
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def load(cls, reply: str) -> Notes | None:
+        """The notes of a reply (None when it has none, or they do not parse)."""
+        line = reply.rsplit("\n", 1)[-1]
+        if not line.startswith(NOTES):
+            return None
+        try:
+            data = json.loads(line[len(NOTES) :])
+
+            def planned(p: list[Any]) -> Planned:
+                return Planned(p[0], dict(p[1]), p[2], p[3], p[4], tuple(_SOURCES[c] for c in p[5]))
+
+            fb = data.get("f")
+            return cls(
+                goal_done=int(data.get("g", 0)),
+                steps=[Done(*s) for s in data.get("s", [])],
+                queue=[planned(p) for p in data.get("q", [])],
+                fallback=None
+                if fb is None
+                else Fallback(planned(fb[0]), [Option([planned(a) for a in o[0]], bool(o[1])) for o in fb[1]], fb[2]),
+                act=Done(*data["a"]) if data.get("a") else None,
+                filled=tuple(data["l"]) if data.get("l") else None,  # type: ignore[arg-type]
+            )
+        except (ValueError, TypeError, KeyError, IndexError):
+            return None
+
+
+def _done_of(d: Decision) -> Done:
+    value = d.args.get("value", d.args.get("text"))
+    return Done(
+        d.command,
+        d.target.role if d.target else None,
+        d.target.name if d.target else None,
+        None if value is None else str(value),
+        d.args.get("key"),
+    )
+
+
+def _same(recent: RecentAction, act: Done) -> bool:
+    """Whether a Recent Actions line (names cut at 50 characters) is the action `act`."""
+    if recent.command != act.command or (recent.role or None) != (act.role or None):
+        return False
+    shown, name = recent.name or "", act.name or ""
+    return shown == name or (shown.endswith("…") and name.startswith(shown[:-1]))
+
+
 class ScriptedPolicy:
-    """Deterministic policy: goal grammar + page + memory tips; explores fallbacks on failure."""
+    """Deterministic policy: goal grammar + the page as a reader sees it + memory's sections of its prompts."""
 
     name = "scripted"
 
-    def __init__(self) -> None:
-        self.plan: list[SubGoal] = []
-        self.queue: list[Planned] = []
-        self.options: list[Option] | None = None
-        self.option_idx = 0
-        self.primary: Planned | None = None
-
-    def start(self, goal: str, system_prompt: str = "") -> None:
-        self.plan = parse_goal(goal)
-        self.queue, self.options, self.option_idx, self.primary = [], None, 0, None
-
-    def decide(self, ctx: DecisionContext) -> Decision:
-        d = self._decide(ctx)
-        prompt = (ctx.system_prompt or "") + (ctx.step_prompt or "")
-        d.tokens_in = count_tokens(prompt)
+    def decide(self, messages: Sequence[Message]) -> Decision:
+        system, step, replies = prompts_of(messages)
+        seen = read_prompts(system, step)
+        d = self._decide(seen, replies)
+        d.tokens_in = sum(count_tokens(m.text()) for m in messages)
         d.tokens_out = count_tokens(json.dumps({"name": d.command, "arguments": d.args}), "json")
         return d
 
     # -- internals --
 
-    def _decide(self, ctx: DecisionContext) -> Decision:
-        if not self.plan:
-            self.plan = parse_goal(ctx.goal)
-        if not self.plan:
+    def _carried(self, seen: Reading, replies: list[Message], plan: list[SubGoal]) -> tuple[Notes, bool]:
+        """The notes of the last reply brought up to date with what the step prompt shows of its
+        action: (notes, whether that action failed)."""
+        failed = seen.error is not None or (bool(seen.recent) and not seen.recent[-1].ok)
+        notes = Notes.load(replies[-1].content) if replies else None
+        if notes is None:  # the first decision (perhaps after a replayed trajectory the prompt shows)
+            notes = Notes()
+            for r in seen.recent:
+                if r.ok:
+                    self._advance(plan, notes, Done(r.command, r.role, r.name, None, r.key))
+            return notes, False
+        act, notes.act = notes.act, None
+        mine = act is not None and act.command != "finish" and (not seen.recent or _same(seen.recent[-1], act))
+        if act is None or not mine:  # something else happened since (a backtrack): plans start over
+            notes.queue, notes.fallback = [], None
+            return notes, False
+        if failed:
+            if notes.fallback is None:
+                args = {k: v for k, v in replies[-1].args.items() if k != "ref"}
+                notes.fallback = Fallback(Planned(act.command, args, act.role, act.name), [], -1)
+            return notes, True
+        self._advance(plan, notes, act)
+        if not notes.queue:
+            notes.fallback = None
+        return notes, False
+
+    @staticmethod
+    def _advance(plan: list[SubGoal], notes: Notes, done: Done) -> None:
+        notes.steps.append(done)
+        if done.command in ("fill", "type") and done.name:
+            notes.filled = (done.role or "", done.name)
+        if notes.goal_done < len(plan) and completes(plan[notes.goal_done], notes.steps):
+            notes.goal_done, notes.steps = notes.goal_done + 1, []
+
+    def _decide(self, seen: Reading, replies: list[Message]) -> Decision:
+        plan = parse_goal(seen.goal)
+        if not plan:
             return Decision(
                 "finish",
                 {"result": "the goal names nothing to do"},
                 success=False,
                 think="no actionable clause in the goal",
             )
-        obs, hist = ctx.observation, ctx.history
-        last = hist[-1] if hist else None
-        if last is not None and not last.ok:
-            self.queue = []
-            if self.options is None:
-                self.primary = Planned(last.command, _plain(last.args), last.role, last.name)
-                self.options = self._options(ctx, self.primary, last.error or "")
-                self.option_idx = 0
-            else:
-                self.option_idx += 1
-            while self.option_idx < len(self.options):
-                opt = self.options[self.option_idx]
-                self.queue = list(opt.actions) + ([self.primary] if opt.retry and self.primary else [])
-                d = self._next_queued(obs)
-                if d is not None:
-                    return d
-                self.option_idx += 1
-            self.options, self.primary = None, None
-            return Decision(
-                "finish",
-                {"result": f"stuck after trying every fallback: {(last.error or '')[:120]}"},
-                success=False,
-                think="no fallback left",
-            )
-        if self.queue:
-            d = self._next_queued(obs)
+        notes, failed = self._carried(seen, replies, plan)
+        d = self._failed(seen, notes) if failed else self._next(seen, notes, plan)
+        if d.command != "finish":
+            notes.act = _done_of(d)
+            d.notes = notes.dump()
+        return d
+
+    def _failed(self, seen: Reading, notes: Notes) -> Decision:
+        """The last action failed: the next fallback (the first ones computed from this page)."""
+        fb = notes.fallback
+        assert fb is not None  # set by _carried on a failure
+        notes.queue = []
+        if fb.tried < 0:
+            fb.options, fb.tried = self._options(seen, notes, fb.primary, seen.error or ""), 0
+        else:
+            fb.tried += 1
+        if seen.warned:  # the action chosen already failed here: not that one again
+            fb.tried += 1
+        while fb.tried < len(fb.options):
+            opt = fb.options[fb.tried]
+            notes.queue = list(opt.actions) + ([fb.primary] if opt.retry else [])
+            d = self._next_queued(seen, notes)
             if d is not None:
                 return d
-        self.options, self.primary = None, None
-        i, start = progress(self.plan, hist)
-        if i >= len(self.plan):
+            fb.tried += 1
+        notes.fallback = None
+        return Decision(
+            "finish",
+            {"result": f"stuck after trying every fallback: {(seen.error or '')[:120]}"},
+            success=False,
+            think="no fallback left",
+        )
+
+    def _next(self, seen: Reading, notes: Notes, plan: list[SubGoal]) -> Decision:
+        if notes.queue:
+            d = self._next_queued(seen, notes)
+            if d is not None:
+                return d
+        notes.fallback = None
+        i = notes.goal_done
+        if i >= len(plan):
             return Decision(
                 "finish", {"result": "all steps of the goal are done"}, success=True, think="every sub-goal is complete"
             )
-        pre = self._proactive(ctx, hist)
-        if pre is not None:
-            return pre
-        return self._primary(ctx, self.plan[i], [s for s in hist[start:] if s.ok], i)
+        first = self._dialog(seen, notes) or self._proactive(seen, notes)
+        if first is not None:
+            return first
+        return self._primary(seen, notes, plan, i)
 
-    def _next_queued(self, obs: Observation) -> Decision | None:
-        while self.queue:
-            p = self.queue.pop(0)
-            d = _resolve(p, obs)
+    def _next_queued(self, seen: Reading, notes: Notes) -> Decision | None:
+        while notes.queue:
+            p = notes.queue.pop(0)
+            d = _resolve(p, seen)
             if d is not None:
                 return d
         return None
 
-    def _tip_source(self, ctx: DecisionContext, pattern: str) -> str | None:
+    @staticmethod
+    def _clicked_last(notes: Notes, el: Element) -> bool:
+        last = notes.steps[-1] if notes.steps else None
+        return last is not None and last.command == "click" and last.name == el.name
+
+    def _dialog(self, seen: Reading, notes: Notes) -> Decision | None:
+        """The page shows an open dialog: close it with its own button before anything else (what
+        any reader of the page does; no memory needed)."""
+        if not seen.dialogs:
+            return None
+        el = _dialog_button(seen)
+        if el is None or self._clicked_last(notes, el):
+            return None
+        return Decision(
+            "click", {"ref": el.ref}, el, think=f"the page shows an open dialog {seen.dialogs[0]!r}: click {el.name!r}"
+        )
+
+    def _tip_source(self, seen: Reading, pattern: str) -> str | None:
         """The prompt section whose tips say `pattern` (a regex, lower case): Tier 1 in the system
         prompt, this site's tips, the tips under the last error; None when no tip says it."""
-        for source, tips in (("tier1", ctx.tier1), ("domain_tips", ctx.domain_tips), ("last_error", ctx.error_tips)):
+        for source, tips in (("tier1", seen.tier1), ("domain_tips", seen.domain_tips), ("last_error", seen.error_tips)):
             if any(re.search(pattern, t.lower()) for t in tips):
                 return source
         return None
 
-    def _proactive(self, ctx: DecisionContext, hist: list[StepView]) -> Decision | None:
+    def _proactive(self, seen: Reading, notes: Notes) -> Decision | None:
         """Memory says an element must be clicked first on this site: do it before anything else."""
-        names = [(n, "domain_tips") for t in ctx.domain_tips for n in QUOTED.findall(t)]
+        names = [(n, "domain_tips") for t in seen.domain_tips for n in QUOTED.findall(t)]
         names += [
             (s.name, "reference_trajectory")
-            for s in ctx.trajectory_steps
-            if getattr(s, "command", "") == "click" and s.name and DISMISS.search(s.name)
+            for s in seen.trajectory
+            if s.command == "click" and s.name and DISMISS.search(s.name)
         ]
-        last = hist[-1] if hist else None
         for name, source in names:
-            el = ctx.observation.find(name, roles=("button", "link"), exact=True)
-            if el is None:
-                continue
-            if (
-                last is not None
-                and last.command == "click"
-                and last.name == el.name
-                and last.url_after == ctx.observation.url
-            ):
+            el = seen.find(name, roles=("button", "link"), exact=True)
+            if el is None or self._clicked_last(notes, el):
                 continue
             return Decision(
                 "click", {"ref": el.ref}, el, think=f"memory ({source}): click {el.role} {name!r} first on this site"
             )
         return None
 
-    def _prefers_enter(self, ctx: DecisionContext) -> str | None:
+    def _prefers_enter(self, seen: Reading) -> str | None:
         """The prompt sections that say to submit with Enter (a tip, a learned pattern or the
         reference trajectory that pressed it), if any, comma-separated."""
-        sources = [s for s in (self._tip_source(ctx, r"press enter"),) if s is not None]
+        sources = [s for s in (self._tip_source(seen, r"press enter"),) if s is not None]
         sources += [
             source
-            for source, steps in _recorded(ctx)
-            if any(getattr(s, "command", "") == "press" and (s.args or {}).get("key") == "Enter" for s in steps)
+            for source, steps in _recorded(seen)
+            if any(s.command == "press" and s.args.get("key") == "Enter" for s in steps)
         ]
         return ", ".join(dict.fromkeys(sources)) or None
 
-    def _types_into(self, ctx: DecisionContext, field_name: str) -> str | None:
+    def _types_into(self, seen: Reading, field_name: str) -> str | None:
         """The prompt sections that know `fill` fails on this field (a fact, or a learned pattern or
         the reference trajectory that typed into it after focusing it), if any, comma-separated."""
         sources = [
             "app_knowledge"
-            for kind, key, _value in ctx.facts
+            for kind, key, _value in seen.facts
             if kind == "quirk" and key.lower() == fill_fails_key(field_name).lower()
         ]
         sources += [
             source
-            for source, steps in _recorded(ctx)
-            if any(
-                getattr(s, "command", "") == "type" and i > 0 and _named(steps[i - 1].name, field_name)
-                for i, s in enumerate(steps)
-            )
+            for source, steps in _recorded(seen)
+            if any(s.command == "type" and i > 0 and _named(steps[i - 1].name, field_name) for i, s in enumerate(steps))
         ]
         return ", ".join(dict.fromkeys(sources)) or None
 
-    def _primary(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView], index: int) -> Decision:
-        obs = ctx.observation
-        where = f"goal step {index + 1}/{len(self.plan)}"
+    def _primary(self, seen: Reading, notes: Notes, plan: list[SubGoal], index: int) -> Decision:
+        sub, done = plan[index], notes.steps
+        where = f"goal step {index + 1}/{len(plan)}"
         if sub.kind in ("click", "find"):
-            el = obs.find(sub.a, roles=CLICKABLE) or obs.find(sub.a)
+            el = seen.find(sub.a, roles=CLICKABLE) or seen.find(sub.a)
             if el is not None:
                 return Decision("click", {"ref": el.ref}, el, think=f"click {sub.a!r} ({where})")
             nxt = next(
                 (
                     e
-                    for e in obs.elements
-                    if e.role in ("link", "button") and NEXT.search(e.name) and (e.role, e.name) not in ctx.avoid
+                    for e in seen.elements
+                    if e.role in ("link", "button") and NEXT.search(e.name) and (e.role, e.name) not in seen.dead_ends
                 ),
                 None,
             )
@@ -393,14 +524,14 @@ class ScriptedPolicy:
                 think=f"cannot find {sub.a!r}",
             )
         if sub.kind == "search":
-            box = next((e for e in obs.elements if e.role in ("searchbox", "combobox")), None) or obs.find(
+            box = next((e for e in seen.elements if e.role in ("searchbox", "combobox")), None) or seen.find(
                 "search", roles=FIELDS
             )
             if box is None:
                 return Decision("finish", {"result": "no search box on the page"}, success=False)
-            if not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
+            if not any(_typed(s, sub.a) for s in done):
                 return Decision("fill", {"ref": box.ref, "value": sub.a}, box, think=f"type the query ({where})")
-            enter = self._prefers_enter(ctx)
+            enter = self._prefers_enter(seen)
             if enter is not None:
                 return Decision(
                     "press",
@@ -408,40 +539,42 @@ class ScriptedPolicy:
                     box,
                     think=f"memory ({enter}): press Enter to submit the search",
                 )
-            btn = obs.find("search", roles=("button",))
+            btn = seen.find("search", roles=("button",))
             if btn is not None:
                 return Decision("click", {"ref": btn.ref}, btn, think=f"submit the search ({where})")
             return Decision("press", {"ref": box.ref, "key": "Enter"}, box, think="no submit button: press Enter")
         if sub.kind == "login":
-            learned = self._login_pattern(ctx, sub, done)
+            learned = self._login_pattern(seen, notes, sub)
             if learned is not None:
                 return learned
             user = next(
-                (e for e in obs.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)),
+                (e for e in seen.elements if e.role == "textbox" and re.search(r"user|e-?mail|login", e.name, re.I)),
                 None,
             )
-            pw = next((e for e in obs.elements if e.role == "textbox" and re.search(r"pass", e.name, re.I)), None)
-            if user is not None and not any(s.command in ("fill", "type") and _value(s) == sub.a for s in done):
+            pw = next((e for e in seen.elements if e.role == "textbox" and re.search(r"pass", e.name, re.I)), None)
+            if user is not None and not any(_typed(s, sub.a) and not _password_field(s, sub) for s in done):
                 return Decision("fill", {"ref": user.ref, "value": sub.a}, user, think=f"enter the user name ({where})")
-            if pw is not None and not any(s.command in ("fill", "type") and _value(s) == sub.b for s in done):
+            if pw is not None and not any(_typed(s, sub.b) and _password_field(s, sub) for s in done):
                 return Decision("fill", {"ref": pw.ref, "value": sub.b}, pw, think=f"enter the password ({where})")
-            btn = next((e for e in obs.elements if e.role == "button" and SIGN_IN.search(e.name)), None)
+            btn = next((e for e in seen.elements if e.role == "button" and SIGN_IN.search(e.name)), None)
             if btn is None:
                 return Decision("finish", {"result": "no sign-in button on the page"}, success=False)
             return Decision("click", {"ref": btn.ref}, btn, think=f"sign in ({where})")
         if sub.kind == "set":
-            el = obs.find(sub.a, roles=FIELDS) or obs.find(sub.a)
+            el = seen.find(sub.a, roles=FIELDS) or seen.find(sub.a)
             if el is None:
                 return Decision("finish", {"result": f"no field named {sub.a[:60]!r}"}, success=False)
-            typed = self._types_into(ctx, sub.a)
+            typed = self._types_into(seen, sub.a)
             if typed is not None:
-                self.queue = [Planned("type", {"text": sub.b}, note=f"memory ({typed}): fill fails here, type instead")]
+                notes.queue = [
+                    Planned("type", {"text": sub.b}, why="fill fails here, type instead", sources=_split(typed))
+                ]
                 return Decision(
                     "click", {"ref": el.ref}, el, think=f"memory ({typed}): focus {sub.a!r}, then type ({where})"
                 )
             return Decision("fill", {"ref": el.ref, "value": sub.b}, el, think=f"fill {sub.a!r} ({where})")
         if sub.kind == "select":
-            el = obs.find(sub.b, roles=("combobox", "listbox")) or obs.find(sub.b)
+            el = seen.find(sub.b, roles=("combobox", "listbox")) or seen.find(sub.b)
             if el is None:
                 return Decision("finish", {"result": f"no list named {sub.b[:60]!r}"}, success=False)
             return Decision("select", {"ref": el.ref, "value": sub.a}, el, think=f"choose {sub.a!r} ({where})")
@@ -449,52 +582,63 @@ class ScriptedPolicy:
             return Decision("wait", {"text": sub.a}, think=f"wait for {sub.a!r} ({where})")
         return Decision("goto", {"url": sub.a}, think=f"open {sub.a} ({where})")
 
-    def _login_pattern(self, ctx: DecisionContext, sub: SubGoal, done: list[StepView]) -> Decision | None:
+    def _login_pattern(self, seen: Reading, notes: Notes, sub: SubGoal) -> Decision | None:
         """Seed 003's long-term memory: follow this site's learned login flow (its placeholders
         filled with the goal's user and password) when nothing of the login is done yet."""
-        pattern = next((p for p in ctx.patterns if p.pattern_type == "login_flow"), None)
-        if pattern is None or done:
+        pattern = next((p for p in seen.patterns if p.pattern_type == "login_flow"), None)
+        if pattern is None or notes.steps:
             return None
-        self.queue = [
-            _planned(s, f"memory (learned_patterns): learned pattern {pattern.pattern_id}")
+        notes.queue = [
+            _planned(s, f"learned pattern {pattern.position + 1}", ("learned_patterns",))
             for s in fill_placeholders(pattern.steps, sub.a, sub.b)
         ]
-        d = self._next_queued(ctx.observation)
+        d = self._next_queued(seen, notes)
         if d is not None:
-            d.pattern_id = pattern.pattern_id
+            d.pattern = pattern.position
         return d
 
-    def _options(self, ctx: DecisionContext, failed: Planned, error: str) -> list[Option]:
-        """Fallbacks after a failure; memory's tips decide their order."""
-        obs = ctx.observation
+    def _options(self, seen: Reading, notes: Notes, failed: Planned, error: str) -> list[Option]:
+        """Fallbacks after a failure: what the page shows first, then what memory's tips say,
+        then generic moves."""
         opts: list[Option] = []
         if "intercepts pointer events" in error:
+            if seen.dialogs and (btn := _dialog_button(seen)) is not None:
+                why = f"an open dialog {seen.dialogs[0]!r} covers the page: click {btn.name!r}"
+                opts.append(Option([Planned("click", {}, btn.role, btn.name, why)], retry=True))
+            filled = seen.by_identity(*notes.filled) if notes.filled else None
+            if filled is not None and failed.name and SUBMIT.search(failed.name):
+                told = self._tip_source(seen, r"press enter")
+                opts.append(
+                    Option(
+                        [
+                            Planned(
+                                "press",
+                                {"key": "Enter"},
+                                filled.role,
+                                filled.name,
+                                "press Enter to submit",
+                                _split(told),
+                            )
+                        ],
+                        retry=False,
+                    )
+                )
             tip_names = [
                 (n, source)
-                for source, tips in (("last_error", ctx.error_tips), ("domain_tips", ctx.domain_tips))
+                for source, tips in (("last_error", seen.error_tips), ("domain_tips", seen.domain_tips))
                 for t in tips
                 for n in QUOTED.findall(t)
             ]
             for n, source in tip_names:
-                el = obs.find(n, roles=("button", "link"), exact=True)
+                el = seen.find(n, roles=("button", "link"), exact=True)
                 if el is not None:
                     opts.append(
-                        Option(
-                            [Planned("click", {}, el.role, el.name, f"memory ({source}): a tip names it")], retry=True
-                        )
+                        Option([Planned("click", {}, el.role, el.name, "a tip names it", (source,))], retry=True)
                     )
                     break
-            enter: Option | None = None
-            told = self._tip_source(ctx, r"press enter")
-            filled = self._last_filled(ctx)
-            if filled is not None and failed.name and SUBMIT.search(failed.name):
-                note = f"memory ({told}): press Enter to submit" if told else "fallback: press"
-                enter = Option([Planned("press", {"key": "Enter"}, filled.role, filled.name, note)], retry=False)
-            if enter is not None and told:
-                opts.append(enter)
             opts.append(Option([Planned("press", {"key": "Escape"})], retry=True))
             dismiss = next(
-                (e for e in obs.elements if e.role == "button" and DISMISS.search(e.name) and e.name != failed.name),
+                (e for e in seen.elements if e.role == "button" and DISMISS.search(e.name) and e.name != failed.name),
                 None,
             )
             if dismiss is not None:
@@ -503,24 +647,20 @@ class ScriptedPolicy:
                         [Planned("click", {}, dismiss.role, dismiss.name, "looks like a dismiss button")], retry=True
                     )
                 )
-            if enter is not None and not told:
-                opts.append(enter)
         elif failed.command == "fill":
             value = str(failed.args.get("value", ""))
-            told = self._tip_source(ctx, r"\btype\b")
-            click_type = Option(
-                [
-                    Planned(
-                        "click", {}, failed.role, failed.name, f"memory ({told}): click, then type" if told else ""
-                    ),
-                    Planned("type", {"text": value}, note=f"memory ({told}): type instead" if told else ""),
-                ],
-                retry=False,
+            typed = _split(self._tip_source(seen, r"\btype\b"))
+            why = "the field takes no fill: focus it, then type" if "not an <input>" in error else "click, then type"
+            opts.append(
+                Option(
+                    [
+                        Planned("click", {}, failed.role, failed.name, why, typed),
+                        Planned("type", {"text": value}, why="type instead", sources=typed),
+                    ],
+                    retry=False,
+                )
             )
-            if told:
-                opts.append(click_type)
-            else:
-                opts += [Option([Planned("click", {}, failed.role, failed.name)], retry=True), click_type]
+            opts.append(Option([Planned("click", {}, failed.role, failed.name)], retry=True))
         else:
             opts += [
                 Option([Planned("wait", {"ms": 500})], retry=True),
@@ -528,42 +668,61 @@ class ScriptedPolicy:
             ]
         return opts
 
-    def _last_filled(self, ctx: DecisionContext) -> Element | None:
-        for s in reversed(ctx.history):
-            if s.ok and s.command in ("fill", "type") and s.name:
-                return ctx.observation.by_identity(s.role or "", s.name)
-        return None
+
+def _password_field(s: Done, sub: SubGoal) -> bool:
+    """Whether a typing step went into the password (its value says so, or where the prompt hid the
+    value, its field's name)."""
+    return s.value == sub.b if s.value is not None else bool(re.search(r"pass", s.name or "", re.I))
 
 
-def _planned(step: dict[str, Any], note: str = "") -> Planned:
+def _split(sources: str | None) -> tuple[str, ...]:
+    return tuple(s.strip() for s in sources.split(",")) if sources else ()
+
+
+def _dialog_button(seen: Reading) -> Element | None:
+    """The button a reader closes an open dialog with (consent first, then closing)."""
+    buttons = [e for e in seen.elements if e.role == "button"]
+    for pattern in DIALOG_BUTTONS:
+        el = next((e for e in buttons if pattern.search(e.name)), None)
+        if el is not None:
+            return el
+    return None
+
+
+def _planned(step: dict[str, Any], why: str = "", sources: tuple[str, ...] = ()) -> Planned:
     """A learned pattern's step as an action to take (its value as the argument its command takes)."""
     command, value = str(step.get("command", "")), step.get("value")
     arg = "text" if command == "type" else "key" if command == "press" else "value"
-    return Planned(command, {} if value is None else {arg: value}, step.get("role"), step.get("name"), note)
+    return Planned(command, {} if value is None else {arg: value}, step.get("role"), step.get("name"), why, sources)
 
 
-def _recorded(ctx: DecisionContext) -> list[tuple[str, list[Any]]]:
+@dataclass(frozen=True)
+class _Step:
+    command: str
+    name: str | None
+    args: dict[str, Any]
+
+
+def _recorded(seen: Reading) -> list[tuple[str, list[_Step]]]:
     """The recorded step lists this decision's prompt shows, with the section that shows them:
     the reference trajectory's steps, and each learned pattern's."""
-    return [("reference_trajectory", list(ctx.trajectory_steps))] + [
-        ("learned_patterns", [_planned(s) for s in p.steps]) for p in ctx.patterns
-    ]
+    out = [("reference_trajectory", [_Step(s.command, s.name, s.args) for s in seen.trajectory])]
+    for p in seen.patterns:
+        steps = [_planned(s) for s in p.steps]
+        out.append(("learned_patterns", [_Step(s.command, s.name, s.args) for s in steps]))
+    return out
 
 
-def _plain(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in args.items() if k != "ref"}
-
-
-def _resolve(p: Planned, obs: Observation) -> Decision | None:
+def _resolve(p: Planned, seen: Reading) -> Decision | None:
     """Bind a planned action to the current page (None when its target is gone)."""
     args = dict(p.args)
     el: Element | None = None
     if p.name is not None and p.role is not None:
-        el = obs.by_identity(p.role, p.name) or obs.find(p.name, roles=(p.role,))
+        el = seen.by_identity(p.role, p.name) or seen.find(p.name, roles=(p.role,))
         if el is None:
             return None
         args["ref"] = el.ref
-    return Decision(p.command, args, el, think=p.note or f"fallback: {p.command}")
+    return Decision(p.command, args, el, think=p.reason())
 
 
 # ---- the OpenAI-compatible policy -------------------------------------------------------
@@ -644,33 +803,29 @@ class OpenAIPolicy:
         self.model = model or os.environ.get("MEMTAPE_LLM_MODEL") or "gpt-4o-mini"
         self.api_key = api_key if api_key is not None else os.environ.get("MEMTAPE_LLM_API_KEY", "")
         self.timeout = timeout
-        self.system_prompt = ""
         # the client insists on a key; a local endpoint that needs none gets a placeholder bearer token
         self.client = openai.OpenAI(
             base_url=self.base_url, api_key=self.api_key or "no-key", timeout=timeout, max_retries=max_retries
         )
 
-    def start(self, goal: str, system_prompt: str) -> None:
-        self.system_prompt = system_prompt
-
-    def request(self, ctx: DecisionContext) -> dict[str, Any]:
+    def request(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The chat request of one decision: its conversation as messages (an earlier reply as the
+        assistant's text and the call it made), at temperature 0."""
         return {
             "model": self.model,
+            "temperature": 0,
             "tool_choice": "required",
             "tools": TOOLS,
-            "messages": [
-                {"role": "system", "content": ctx.system_prompt or self.system_prompt},
-                {"role": "user", "content": ctx.step_prompt},
-            ],
+            "messages": [{"role": m.role, "content": m.text()} for m in messages],
         }
 
-    def decide(self, ctx: DecisionContext) -> Decision:
+    def decide(self, messages: Sequence[Message]) -> Decision:
         completion = endpoint_call(
-            "model", self.base_url, self.timeout, lambda: self.client.chat.completions.create(**self.request(ctx))
+            "model", self.base_url, self.timeout, lambda: self.client.chat.completions.create(**self.request(messages))
         )
-        return self.parse(completion.model_dump(), ctx)
+        return self.parse(completion.model_dump())
 
-    def parse(self, data: dict[str, Any], ctx: DecisionContext) -> Decision:
+    def parse(self, data: dict[str, Any]) -> Decision:
         usage = data.get("usage") or {}
         try:
             message = data["choices"][0]["message"]
@@ -695,14 +850,10 @@ class OpenAIPolicy:
             args = {}
         if not isinstance(args, dict):
             args = {}
-        target = None
-        if args.get("ref"):
-            target = next((e for e in ctx.observation.elements if e.ref == args["ref"]), None)
         success = bool(args.get("success", True)) if name == "finish" else None
         return Decision(
             name,
             args,
-            target,
             think=str(message.get("content") or "")[:500],
             success=success,
             tokens_in=int(usage.get("prompt_tokens", 0)),

@@ -60,6 +60,20 @@ ORDER = (
     "last_error",
     "repeated_failure",
 )
+#: the memory a prompt may carry, by section (`error_tips`: the tips under the last error), each of
+#: which an ablation can leave out (`RunConfig.sections_off`)
+MEMORY_SECTIONS = (
+    "tier1",
+    "domain_tips",
+    "learned_patterns",
+    "session_history",
+    "reference_trajectory",
+    "app_knowledge",
+    "context",
+    "extracted_data",
+    "step_memories",
+    "error_tips",
+)
 #: the memory sections that do not change between steps on one site: the system prompt's
 SYSTEM_SECTIONS = frozenset(
     {"domain_tips", "learned_patterns", "session_history", "reference_trajectory", "app_knowledge"}

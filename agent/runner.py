@@ -69,13 +69,17 @@ class RunOptions:
     max_pages: int = 50
     #: an OpenAI-compatible embeddings endpoint (else MEMTAPE_EMBEDDINGS_BASE_URL; None: text similarity only)
     embeddings_url: str | None = None
+    #: memory thresholds and switches changed from the defaults (`--set KEY=VALUE`, the keys of `memtape experiment`)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    #: memory sections left out of every prompt (an ablation): names of `prompt.MEMORY_SECTIONS`
+    sections_off: frozenset[str] = frozenset()
 
 
 def memory_policy(opts: RunOptions) -> Thresholds:
     fields: dict[str, Any] = {"trace_scoring": opts.trace_scoring}
     if opts.trace_ttl_days is not None:
         fields["trace_ttl_days"] = opts.trace_ttl_days
-    return Thresholds(**fields)
+    return Thresholds(**{**fields, **opts.thresholds})
 
 
 def _tasks(settings: Any, opts: RunOptions, policy: Thresholds) -> list[dict[str, Any]]:
@@ -215,6 +219,7 @@ def run_agent(settings: Any, opts: RunOptions, progress: TaskProgress | None = N
                             budget=opts.context_budget,
                             step_memory_scope=opts.step_memory_scope,
                             embeddings=embeddings,
+                            sections_off=opts.sections_off,
                         ),
                         context=opts.context,
                     )
@@ -264,12 +269,33 @@ def _explored(browser: Browser, memory: RecordingMemory, task: dict[str, Any], r
 
 # ---- the demo --------------------------------------------------------------------------
 
-PASSES = (("memory off", False), ("memory on #1", True), ("memory on #2", True))
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of the demo over its cases: memory off or on, a recorded trajectory replayed or not."""
+
+    label: str
+    memory: bool
+    replay: bool = True
+
+
+#: the warm pass again with every step decided by the policy, on memory as it stood after #1
+NO_REPLAY = "memory on #2, no replay"
+PASSES = (
+    Pass("memory off", False),
+    Pass("memory on #1", True),
+    Pass("memory on #2", True),
+    Pass(NO_REPLAY, True, False),
+)
+#: where the demo keeps the memory of its pass without replay (a fork of the memory after #1)
+NO_REPLAY_DIR = "no-replay"
 
 
 @dataclass
 class DemoReport:
     passes: dict[str, list[RunResult]]
+    #: the memory directory of the pass without replay (its own ledger: a fork of the memory after #1)
+    no_replay_dir: Path | None = None
 
 
 def cold_memory(settings: Any) -> tuple[Any, Path | None]:
@@ -290,43 +316,94 @@ def cold_memory(settings: Any) -> tuple[Any, Path | None]:
     return replace(settings, memory=str(fresh), store_url=None, _store=None), fresh
 
 
-def run_demo(settings: Any, cases: list[dict[str, Any]], progress: TaskProgress | None = None) -> DemoReport:
+def run_demo(
+    settings: Any,
+    cases: list[dict[str, Any]],
+    progress: TaskProgress | None = None,
+    thresholds: Thresholds | None = None,
+    sections_off: frozenset[str] = frozenset(),
+) -> DemoReport:
     """Serve the bundled sites; run `cases` with memory off, then twice with memory on (one session
-    per case: its reps), each pass on the memory of `settings`."""
-    policy = Thresholds()
+    per case: its reps), each pass on the memory of `settings`; then the warm pass again with every
+    step decided by the policy (no replay), on a fork of the memory as it stood after #1."""
+    base = thresholds or Thresholds()
     passes: dict[str, list[RunResult]] = {}
     total, done = len(cases) * len(PASSES), 0
-    with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
-        for label, enabled in PASSES:
-            memory = RecordingMemory(settings.store(), settings.projections_path, policy, enabled=enabled)
+    after_first = 0
+    fork_dir: Path | None = None
+    with ExitStack() as stack:
+        sites = stack.enter_context(SitesServer())
+        browser = stack.enter_context(Browser(proxy=sites.proxy))
+        for p in PASSES:
+            store, projections = settings.store(), settings.projections_path
+            if not p.replay:
+                fork_dir = memory_dir(settings.dir / NO_REPLAY_DIR)
+                store = SqliteStore.open(fork_dir / "ledger.db")
+                stack.callback(store.close)
+                copy_events(settings.store(), store, after_first)
+                projections = fork_dir / "projections.db"
+            thresholds_of_pass = base if p.replay else base.model_copy(update={"replay": False})
+            memory = RecordingMemory(store, projections, thresholds_of_pass, enabled=p.memory)
             rs = []
             for c in cases:
                 if progress is not None:
-                    progress(f"{label}: {c['id']}", done, total)
-                rs.append(
-                    run_task(
-                        browser,
-                        memory,
-                        make_policy("scripted"),
-                        goal=c["goal"],
-                        start_url=c["start_url"],
-                        case_id=c["id"],
-                        success_check=c.get("success"),
-                        session_id=f"demo_{c['id']}",
-                    )
-                )
+                    progress(f"{p.label}: {c['id']}", done, total)
+                rs.append(_demo_run(browser, memory, c, sections_off))
                 done += 1
-            passes[label] = rs
+            passes[p.label] = rs
+            if p is PASSES[1]:
+                after_first = settings.store().head()
     if progress is not None:
         progress("done", total, total)
-    return DemoReport(passes=passes)
+    return DemoReport(passes=passes, no_replay_dir=fork_dir)
+
+
+def run_pass(
+    store: Any,
+    projections: Path | None,
+    cases: list[dict[str, Any]],
+    *,
+    memory: bool = True,
+    thresholds: Thresholds | None = None,
+    sections_off: frozenset[str] = frozenset(),
+) -> list[RunResult]:
+    """One pass of `cases` on the bundled sites with the memory of `store` (an ablation's arm:
+    some switches of `thresholds` off, some prompt sections left out)."""
+    recording = RecordingMemory(store, projections, thresholds or Thresholds(), enabled=memory)
+    with SitesServer() as sites, Browser(proxy=sites.proxy) as browser:
+        return [_demo_run(browser, recording, c, sections_off) for c in cases]
+
+
+def _demo_run(
+    browser: Browser, memory: RecordingMemory, case: dict[str, Any], sections_off: frozenset[str]
+) -> RunResult:
+    """One case of a demo pass: a task (one session per case: its reps), or an exploration."""
+    if case.get("explore"):
+        task = {
+            "start_url": case["start_url"],
+            "session_id": f"demo_{case['id']}",
+            "case_id": case["id"],
+            "explore": case["explore"],
+        }
+        return _explored(browser, memory, task, short_id("run"))
+    return run_task(
+        browser,
+        memory,
+        make_policy("scripted"),
+        goal=case["goal"],
+        start_url=case["start_url"],
+        case_id=case["id"],
+        success_check=case.get("success"),
+        session_id=f"demo_{case['id']}",
+        config=RunConfig(sections_off=sections_off),
+    )
 
 
 def audited_run(settings: Any, report: DemoReport) -> tuple[RunResult, int]:
     """The run the demo audits: the first of memory on #1 that got site tips (else its first run),
     and the step of its first step prompt (else 1)."""
     store = settings.store()
-    candidates = report.passes[PASSES[1][0]]
+    candidates = report.passes[PASSES[1].label]
     chosen = next(
         (
             r

@@ -24,6 +24,7 @@ ANALYSES: dict[str, tuple[str, str]] = {
     "recall": ("recall", "Recall: hit rate of error and domain recall, lessons never recalled"),
     "memory-effect": ("memory_effect", "Memory effect: same goals with memory off vs on, cold vs warm"),
     "runs": ("runs", "Runs: sessions, lineage, outcomes"),
+    "credit": ("credit", "Credit: what each memory item was worth by counterfactual (memtape credit)"),
 }
 
 

@@ -167,12 +167,27 @@ def plot_runs(r: Report) -> bytes:
     return _png(draw)
 
 
+def plot_credit(r: Report) -> bytes:
+    items = r.sections["items"]
+
+    def draw(ax: Any) -> None:
+        if not items.rows:
+            return _empty(ax, "credited items")
+        top = list(zip(items.column("item"), items.column("turns_saved")))[:10]
+        ax.barh([i for i, _ in top][::-1], [t for _, t in top][::-1], color="#4c72b0")
+        ax.set_xlabel("turns saved (memtape credit)")
+        ax.set_title("Memory items by turns saved")
+
+    return _png(draw)
+
+
 PLOTS: dict[str, Callable[[Report], bytes]] = {
     "promotions": plot_promotions,
     "decay": plot_decay,
     "recall": plot_recall,
     "memory-effect": plot_memory_effect,
     "runs": plot_runs,
+    "credit": plot_credit,
 }
 
 

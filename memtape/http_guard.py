@@ -16,8 +16,8 @@ server under its own name through DNS rebinding. So, in this order:
   send without a preflight;
 - a body is read up to `max_body` bytes before the route sees it, chunked or not.
 
-Each refusal is `{"error": "<one line>"}` with its status (403, 401, 415, 413), like every
-other error of the server.
+Each refusal is `{"error": "<one line>"}` with its status (403, 401, 415, 413, and 431 for a
+request line and headers over `MAX_HEADER_BYTES`), like every other error of the server.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 #: names of the loopback interface a page cannot rebind (browsers resolve `localhost` themselves)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[\x21-\x7e]{1,512}")
+#: the most a request line and its headers may take: more is refused here as `{"error": ...}` (431),
+#: ahead of uvicorn's own limit, which answers in plain text and is set well above it
+MAX_HEADER_BYTES = 64 * 1024
+#: uvicorn's (h11's) limit on a request's unparsed head, above ours so that ours answers first
+SERVER_HEADER_BYTES = 4 * 1024 * 1024
 
 
 class ServeRefused(MemtapeError):
@@ -170,6 +175,12 @@ def _refuse(status: int, message: str, headers: dict[str, str] | None = None) ->
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def head_size(scope: Scope) -> int:
+    """The bytes of a request's path, query and headers, as its head carried them."""
+    path = scope.get("raw_path") or scope.get("path", "").encode()
+    return len(path) + len(scope.get("query_string", b"")) + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+
+
 class OriginGate:
     """The outer check: the Host header and the caller's origin (see the module docstring)."""
 
@@ -206,6 +217,9 @@ class OriginGate:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and head_size(scope) > MAX_HEADER_BYTES:
+            await _refuse(431, f"request line and headers over {MAX_HEADER_BYTES} bytes")(scope, receive, send)
+            return
         if scope["type"] in ("http", "websocket"):
             refusal = self.refusal(scope, Headers(scope=scope))
             if refusal is not None:

@@ -80,8 +80,6 @@ def answers(line: str, valid: bool, unread: list[JSONRPCError]) -> list[JSONRPCE
     if not valid:
         members, _ = outline(line)
         return [_error(request_id(members.get("id")), PARSE_ERROR, "not valid UTF-8; nothing was written")]
-    if unread:  # the transport could not read it (malformed, nested past the door): its refusal says why
-        return unread
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError):

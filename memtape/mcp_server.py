@@ -49,7 +49,8 @@ COMPACT_INSTRUCTIONS = (
     "memtape is an auditable memory for browser agents. Call start_run at the start of a task and keep its "
     "run_id; tier1 for the lessons to keep in mind; recall_domain on entering a site; recall_error after a "
     "failed action; record_step after each action; record_lesson and observe_fact when you learn something; "
-    "finish_run at the end (it learns from the run). audit shows what a run knew and where it came from."
+    "finish_run at the end (it learns from the run); search finds anything memory holds by its words. "
+    "audit shows what a run knew and where it came from, explain the life of one item."
 )
 
 #: a float argument also takes a whole number, as JSON does (3 for 3.0)

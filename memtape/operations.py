@@ -52,6 +52,7 @@ from memtape.face_models import (
     Body,
     ContextBody,
     ContextEntries,
+    CreditBody,
     EmbeddingBody,
     ExperimentBody,
     Explained,
@@ -91,7 +92,7 @@ from memtape.face_models import (
     ScratchBody,
     ScratchPad,
     ScratchValue,
-    SearchHits,
+    SearchResults,
     SelectorBody,
     Selectors,
     Sessions,
@@ -373,17 +374,6 @@ OPERATIONS: list[Operation] = [
         "The Tier 1 lessons to keep in mind for the whole run (its system prompt).",
         answer=list[Lesson],
         tool_answer=Lessons,
-        compact=True,
-    ),
-    Operation(
-        "search",
-        Run.search,
-        "write",
-        "GET /runs/{run_id}/search",
-        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best first; "
-        "`kinds`, `domain` and `as_of` narrow it (logs memory_searched for the run and `step`).",
-        answer=list[SearchResult],
-        tool_answer=SearchHits,
         compact=True,
     ),
     Operation(
@@ -737,16 +727,6 @@ OPERATIONS: list[Operation] = [
         tool_answer=Lessons,
     ),
     Operation(
-        "memory_search",
-        Memory.search,
-        "write",
-        "GET /search",
-        "Search memory by words (lessons, facts, patterns, selectors, trajectories, sessions, context), best "
-        "first; `kinds`, `domain` and `as_of` narrow it; with `run_id` and `step` it is logged against that run.",
-        answer=list[SearchResult],
-        tool_answer=SearchHits,
-    ),
-    Operation(
         "memory_recall_domain",
         Memory.recall_domain,
         "write",
@@ -774,6 +754,18 @@ OPERATIONS: list[Operation] = [
         "is null when none matches (logs trajectory_recalled).",
         answer=TrajectoryRecall | None,
         tool_answer=RecalledTrajectory,
+    ),
+    Operation(
+        "search",
+        Memory.search,
+        "write",
+        "GET /search",
+        "Search everything memory holds (lessons, facts, patterns, selectors, trajectories, sessions, context) "
+        "for words, best match first; `kinds` and `domain` narrow it, `as_of` (a seq or ISO time) searches the "
+        "past. Pass `run_id` and `step` to log the search against the run.",
+        answer=list[SearchResult],
+        tool_answer=SearchResults,
+        compact=True,
     ),
     Operation(
         "abandon_stale_runs",
@@ -826,6 +818,17 @@ OPERATIONS: list[Operation] = [
         "Replay the log's observations under the policy with `changes` (Policy field -> value) and diff "
         "against what really happened: the content of `memtape experiment --set ... --json`.",
         body=ExperimentBody,
+        answer=dict[str, Any],
+    ),
+    Operation(
+        "credit",
+        Memory.credit,
+        "write",
+        "POST /credit",
+        "Credit every memory item shown to `runs` (none: every run) by counterfactual: each decision of the "
+        "bundled agent asked again without each item it was shown, the task run again where one changed a "
+        "decision (`rerun`); records item_credited events; the content of `memtape credit --json`.",
+        body=CreditBody,
         answer=dict[str, Any],
     ),
 ]

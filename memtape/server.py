@@ -37,7 +37,8 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import version
 from inspect import Parameter
-from typing import Any, get_args, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
@@ -51,7 +52,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
-from memtape.http_guard import OriginGate, RequestGuard, listen, request_digest
+from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
     AnswerGone,
@@ -214,6 +215,12 @@ POINTS = frozenset({"as_of", "until"})
 Answered = Callable[[Request, Callable[[], Any], int], Awaitable[JSONResponse]]
 
 
+def _listed(annotation: Any) -> bool:
+    """A list (or an optional one): a query parameter repeated, not a body."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return any(get_origin(member) in (list, Sequence) for member in members)
+
+
 def route_parameters(operation: Operation) -> list[Parameter]:
     """The route's parameters: the path's, then the body, or else the library call's arguments
     with their defaults as query parameters (a list one repeated)."""
@@ -227,7 +234,7 @@ def route_parameters(operation: Operation) -> list[Parameter]:
         annotation, default = argument.annotation, argument.default
         if argument.name in POINTS:
             annotation, default = str | None, Query(default=None, description="a seq or an ISO time")
-        elif any(get_origin(a) is list for a in (annotation, *get_args(annotation))):  # list[X] or list[X] | None
+        elif _listed(annotation):
             default = Query() if default is Parameter.empty else Query(default)
         taken.append(Parameter(argument.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
     return taken
@@ -432,6 +439,8 @@ def serve(
     app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
     announce(f"http://{shown}:{bound}")
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", h11_max_incomplete_event_size=SERVER_HEADER_BYTES)).run(
+            sockets=[sock]
+        )
     finally:
         sock.close()

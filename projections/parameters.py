@@ -81,6 +81,10 @@ class Thresholds(BaseModel):
     max_patterns: Annotated[
         int, Field(ge=1, le=MAX_COUNT, description="learned patterns kept before the bottom 20% are pruned")
     ] = 100
+    #: switches for ablations (`memtape run --set replay=false`, bench/memory_ablation.py)
+    seed_lessons: Annotated[bool, Field(description="the seed lessons reach prompts (Tier 1, recalls)")] = True
+    learned_patterns: Annotated[bool, Field(description="learned patterns reach prompts")] = True
+    replay: Annotated[bool, Field(description="a close trajectory is replayed without the model")] = True
     extraction_ttl_seconds: Annotated[
         float, Field(ge=0, le=MAX_DAYS * 86_400, description="a repeated extraction this recent is served from memory")
     ] = 300

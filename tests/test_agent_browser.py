@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ from click.testing import CliRunner
 
 from memtape.agent import prompt as P
 from memtape.agent.browser import Browser
+from memtape.agent.conversation import Message
+from memtape.agent.decisions import recorded_decisions
 from memtape.agent.loop import RunConfig, RunResult, run_task
-from memtape.agent.policy import OpenAIPolicy, ScriptedPolicy
+from memtape.agent.policy import Decision, OpenAIPolicy, ScriptedPolicy
 from memtape.agent.sites import HOSTILE_CASES_FILE, load_cases
 from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import TrajectoryRecorded
@@ -49,29 +52,23 @@ def events(store: SqliteStore, run_id: str, *types: str) -> list[Any]:
     return list(store.read(run_id=run_id, types=list(types) or None))
 
 
-def test_cookie_banner_lesson_then_tip_before_the_error(chromium: Browser, ledger: tuple[SqliteStore, Path]) -> None:
+def test_the_cookie_dialog_is_read_off_the_page_and_decisions_re_derive(
+    chromium: Browser, ledger: tuple[SqliteStore, Path]
+) -> None:
+    """The shop's consent banner is an open dialog in the page state: the policy closes it with its
+    own button first, memory or not, so no click fails and no site tip is needed (nor learned)."""
     store, _ = ledger
     first = run(chromium, ledger, 'Open "Wool Socks"', check={"url_pattern": "/product/socks$"})
-    assert first.outcome.success and first.errors >= 1
-    recall = events(store, first.run_id, "error_recall")[0].data
-    assert recall["command"] == "click" and "intercepts pointer events" in recall["error_snippet"]
+    assert first.outcome.success and first.errors == 0
     tier1 = events(store, first.run_id, "tier1_loaded")[0].data
     assert tier1["count"] == 3  # the seed lessons, loaded into the system prompt
-    learned = events(store, first.run_id, "lesson_recorded")
-    site = [e for e in learned if e.data["category"] == "site_specific"]
-    assert site and site[0].data["scope_domain"] == "shop.test" and '"Accept all cookies"' in site[0].data["lesson"]
-
+    step1 = events(store, first.run_id, "step_recorded")[0].data
+    assert step1["target"]["name"] == "Accept all cookies" and step1["ok"] and "memory" not in step1["think"]
     second = run(chromium, ledger, 'Open "Rain Jacket"', check={"url_pattern": "/product/jacket$"})
-    assert second.outcome.success and second.errors == 0 and second.outcome.turns < first.outcome.turns
-    tip = events(store, second.run_id, "domain_recall")[0]
-    assert tip.data["matched"] >= 1 and site[0].data["lesson_id"] in tip.data["lesson_ids"]
-    first_step = min(e.seq for e in events(store, second.run_id, "step_recorded"))
-    assert tip.seq < first_step  # the tip came before any action
-    ctx = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "system")
-    tips = next(i for i in ctx.data["items"] if i["source"] == "domain_tips")  # the site's memory: the system prompt
-    assert site[0].id in tips["event_ids"] and tips["priority"] == 60
-    step1 = events(store, second.run_id, "step_recorded")[0].data
-    assert step1["target"]["name"] == "Accept all cookies" and step1["ok"]
+    assert second.outcome.success and second.errors == 0
+    assert events(store, second.run_id, "step_recorded")[0].data["target"]["name"] == "Accept all cookies"
+    learned = events(store, first.run_id, "lesson_recorded")
+    assert not [e for e in learned if e.data["category"] == "site_specific"]  # nothing failed: nothing to learn
     check = verify_decisions(store)  # a real agent's decisions re-derive from the log
     assert check.ok and check.decisions >= 3, check
 
@@ -319,15 +316,15 @@ def test_fork_per_run_isolation_every_run_starts_from_the_fork(tmp_path: Path) -
 
 
 class SpyPolicy(ScriptedPolicy):
-    """The scripted policy, keeping every context it was given."""
+    """The scripted policy, keeping every conversation it was given."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: list[Any] = []
+        self.seen: list[tuple[Message, ...]] = []
 
-    def decide(self, ctx: Any) -> Any:
-        self.seen.append((len(ctx.history) + 1, ctx))  # the step it decides (history grows afterwards)
-        return super().decide(ctx)
+    def decide(self, messages: Sequence[Message]) -> Decision:
+        self.seen.append(tuple(messages))
+        return super().decide(messages)
 
 
 def _calls(built: list[Any]) -> dict[int, dict[str, Any]]:
@@ -349,38 +346,21 @@ def _calls(built: list[Any]) -> dict[int, dict[str, Any]]:
 def test_every_policy_sees_exactly_the_kept_items_of_its_prompt(
     chromium: Browser, ledger: tuple[SqliteStore, Path]
 ) -> None:
-    from memtape.agent.loop import RunConfig
-
+    """A policy is given its recorded prompts and its recorded replies, nothing else: the
+    conversation each decision was asked on is the one the ledger gives back, to the character."""
     store, _ = ledger
-    run(chromium, ledger, 'Open "Wool Socks"')  # teaches the cookie tip, a trajectory, facts, selectors
+    run(chromium, ledger, 'Open "Wool Socks"')  # teaches a trajectory, facts, selectors
     trimmed_memory = 0
     for budget, goal in ((2500, 'Open "Wool Socks" now'), (220, 'Open "Wool Socks" please')):
         spy = SpyPolicy()  # a goal close to the recorded one (trajectory offered, not replayed)
         result = run(chromium, ledger, goal, policy=spy, config=RunConfig(budget=budget))
         assert result.outcome.policy_decisions == len(spy.seen) >= 1
-        prompts = _calls(events(store, result.run_id, "context_built"))
-        for step, ctx in spy.seen:
-            built = prompts[step]  # what the call read: the system prompt in force and the step's message
-            kept = {i["source"]: i["text"] for i in built["items"]}
-            assert ctx.step_prompt.startswith(kept["page_state"][:40])
-            for source, got, line in (
-                ("domain_tips", ctx.domain_tips, P.tip_line),
-                ("last_error", ctx.error_tips, P.tip_line),
-            ):
-                assert all(P.shows(kept[source], line(t)) for t in got) if got else True
-                if source not in kept:
-                    assert got == []
-            if "reference_trajectory" not in kept:
-                assert ctx.trajectory_steps == []
-            else:
-                assert all(
-                    P.shows(kept["reference_trajectory"], P.trajectory_line(i, s))
-                    for i, s in enumerate(ctx.trajectory_steps, 1)
-                ) or any(k["truncated"] for k in built["items"] if k["source"] == "reference_trajectory")
-            if "app_knowledge" not in kept:
-                assert ctx.facts == []
-            assert all(P.shows(kept["page_state"], P.element_line(e)) for e in ctx.observation.elements)
-            trimmed_memory += sum(1 for t in built["trimmed"] if t["source"] in ("domain_tips", "reference_trajectory"))
+        recorded = recorded_decisions(store, result.run_id)
+        assert [d.messages for d in recorded] == spy.seen
+        built = events(store, result.run_id, "context_built")
+        trimmed_memory += sum(
+            1 for e in built for t in e.data["trimmed"] if t["source"] in ("domain_tips", "reference_trajectory")
+        )
     assert trimmed_memory >= 1  # the small budget really took memory out of some prompt
 
 

@@ -47,7 +47,7 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
     assert "d.test" not in text and "run3" not in text  # forgotten, with the runs on it
     assert "<script" not in text and "src='http" not in text and 'src="http' not in text  # self-contained
     assert sorted(p.name for p in out.glob("*.png")) == sorted(
-        ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png"]
+        ["promotions.png", "decay.png", "recall.png", "memory-effect.png", "runs.png", "credit.png"]
     )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_FLAGS)
@@ -76,7 +76,7 @@ def test_report_opens_in_chromium(memory_path: Path, tmp_path: Path) -> None:
         finally:
             browser.close()
     assert errors == []
-    assert len(images) == 5 and all(done and width > 0 for _, done, width in images), images
+    assert len(images) == 6 and all(done and width > 0 for _, done, width in images), images
     assert widths[0] <= widths[1] == 1280, widths  # read top to bottom: no sideways scrolling at 1,280 px
     assert empty_tables == 0
     for title, tag, rows, said in sections:

@@ -46,12 +46,16 @@ def test_the_demo_twice_on_one_directory_prints_the_same_table(tmp_path: Path) -
     assert f"{memory} already holds memory ({head} events); the demo starts cold in {memory / 'demo-2'}" in " ".join(
         second.out.split()
     )
-    assert _totals(first.out) == _totals(second.out) and len(_totals(first.out)) == 3
+    assert _totals(first.out) == _totals(second.out) and len(_totals(first.out)) == 4
+    # the warm pass without replay: every step decided by the policy, none replayed
+    no_replay = next(row for row in _totals(first.out) if row[0] == "memory on #2, no replay")
+    assert no_replay[3] == no_replay[2] != "0" and no_replay[4] == "0"
     assert _memory(first.out) == _memory(second.out)
     sources = [row[0] for row in _memory(first.out)]
     assert sources[-2:] == ["all memory", "decisions using memory"] and "tier1" in sources
-    off, on1, on2 = _memory(first.out)[-1][1:]
+    off, on1, on2, warm = _memory(first.out)[-1][1:]
     assert off.startswith("0/") and on2.split("/")[0] == on2.split("/")[1]  # nothing read off; #2 replays every step
+    assert warm.split("/")[1] == no_replay[3]  # without replay every decision is the policy's
     assert "counted by the BPE tokenizer cl100k_base" in " ".join(first.out.split())
     with SqliteStore.open(memory / "ledger.db") as store:
         assert store.head() == head  # the first memory is left as it was

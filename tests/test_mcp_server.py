@@ -35,6 +35,7 @@ COMPACT = {
     "observe_fact",
     "finish_run",
     "audit",
+    "search",
 }
 OVERLAY = "Element <div id=consent> covers the link: click not delivered"
 

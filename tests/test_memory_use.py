@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 
 import memtape
 from memtape.agent.browser import Element, Observation
-from memtape.agent.policy import DecisionContext, ScriptedPolicy, StepView
+from memtape.agent.policy import ScriptedPolicy
 from memtape.analytics.answers import analyse
 from memtape.analytics.memory_use import MemoryUse, memory_use, run_memory_use
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.events import ItemCredited
 from tests.analytics_builders import names
 from tests.cli_runner import run_cli
+from tests.policy_support import asked
 
 SHOP = "http://shop.example/"
 T1 = 30  # tokens of the Tier 1 section, as the agent counted them
@@ -155,36 +156,22 @@ def _observation(*elements: Element) -> Observation:
 
 def test_the_scripted_policy_names_the_section_it_followed() -> None:
     accept, socks = Element("e1", "button", "Accept all cookies"), Element("e2", "link", "Wool Socks")
-    policy = ScriptedPolicy()
-    policy.start('Open "Wool Socks"')
-    decision = policy.decide(
-        DecisionContext(
-            goal='Open "Wool Socks"',
-            observation=_observation(socks, accept),
-            history=[],
-            domain_tips=['Click "Accept all cookies" first on this site.'],
-        )
+    goal = 'Open "Wool Socks"'
+    decision = ScriptedPolicy().decide(
+        asked(goal, _observation(socks, accept), domain_tips=['Click "Accept all cookies" first on this site.'])
     )
-    assert decision.target == accept and names(decision.think, {"source": "domain_tips"})
+    assert decision.args == {"ref": "e1"} and names(decision.think, {"source": "domain_tips"})
     box = Element("e3", "combobox", "Search")
     policy = ScriptedPolicy()
-    policy.start('Search for "padel"')
-    typed = StepView("fill", {"ref": "e3", "value": "padel"}, True, role="combobox", name="Search")
+    typed = policy.decide(asked('Search for "padel"', _observation(box)))
     decision = policy.decide(
-        DecisionContext(
-            goal='Search for "padel"',
-            observation=_observation(box),
-            history=[typed],
-            tier1=["Press Enter to submit searches."],
+        asked(
+            'Search for "padel"', _observation(box), tier1=["Press Enter to submit searches."], replies=[typed.reply()]
         )
     )
     assert decision.command == "press" and names(decision.think, {"source": "tier1"})
-    plain = ScriptedPolicy()
-    plain.start('Open "Wool Socks"')
-    without = plain.decide(
-        DecisionContext(goal='Open "Wool Socks"', observation=_observation(socks, accept), history=[])
-    )
-    assert without.target == socks and "memory" not in without.think  # nothing read from memory, nothing named
+    without = ScriptedPolicy().decide(asked(goal, _observation(socks, accept)))
+    assert without.args == {"ref": "e2"} and "memory" not in without.think  # nothing read from memory, nothing named
 
 
 _SOURCES = st.sampled_from(["page_state", "tier1", "domain_tips", "session_history", "app_knowledge"])

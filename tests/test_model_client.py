@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from memtape.agent.browser import Element, Observation
-from memtape.agent.policy import DecisionContext, OpenAIPolicy, PolicyError
+from memtape.agent.conversation import Message, conversation
+from memtape.agent.policy import OpenAIPolicy, PolicyError
 
 ANSWER = {
     "id": "c1",
@@ -77,22 +77,15 @@ def replay() -> Iterator[str]:
     httpd.server_close()
 
 
-def context() -> DecisionContext:
-    page = Observation(
-        url="http://shop.test/",
-        title="Shop",
-        elements=(Element("e1", "button", "Buy"),),
-        text="",
-        summary="",
-        page_type="page",
-    )
-    return DecisionContext(goal='Click "Buy"', observation=page, history=[], system_prompt="SYSTEM", step_prompt="STEP")
+def context() -> tuple[Message, ...]:
+    """A decision's conversation: the system prompt and the step prompt."""
+    return conversation("SYSTEM", [], "STEP")
 
 
 def test_429_and_500_are_retried_with_backoff_until_success(replay: str) -> None:
     Replay.script = [(429, 0.0), (500, 0.0)]
     d = OpenAIPolicy(base_url=replay, model="stub", api_key="k").decide(context())
-    assert (d.command, d.args, d.target.name, d.tokens_in, d.tokens_out) == ("click", {"ref": "e1"}, "Buy", 40, 5)
+    assert (d.command, d.args, d.tokens_in, d.tokens_out) == ("click", {"ref": "e1"}, 40, 5)
     assert len(Replay.seen) == 3
     first, second = Replay.seen[1] - Replay.seen[0], Replay.seen[2] - Replay.seen[1]
     assert (

@@ -122,3 +122,29 @@ def test_the_faces_stay_thin() -> None:
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 assert node.end_lineno is not None and node.end_lineno - node.lineno < 80, node.name
+
+
+STALE = "Reload the login page before submitting: its first CSRF token is stale."
+
+
+def test_search_is_a_route_and_a_compact_tool_logged_as_the_library_logs_it(tmp_path: Path) -> None:
+    async def searched(mem: memtape.Memory) -> Any:
+        async with Client(build_server(mem, tools="compact")) as client:
+            found = await client.call_tool("search", {"query": "stale token", "kinds": ["lessons"]})
+            return json.loads(found.content[0].text)
+
+    with memtape.open(tmp_path / "mem") as mem:
+        run = mem.start_run(goal="Log in", start_url="https://app.example/login")
+        run.record_lesson(STALE, category="site_specific", scope_domain="app.example", step=1)
+        run.finish(success=True)
+        library = [hit.text for hit in mem.search("stale token", kinds=["lessons"])]
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            over_http = http.get("/search", params={"query": "stale token", "kinds": ["lessons"]})
+            refused = http.get("/search", params={"query": "stale token", "limit": "many"})
+        over_mcp = asyncio.run(searched(mem))
+        logged = list(mem.store.read(types=["memory_searched"]))
+    assert library == [STALE]
+    assert over_http.status_code == 200 and [hit["text"] for hit in over_http.json()] == library
+    assert [hit["text"] for hit in over_mcp["results"]] == library
+    assert refused.status_code == 422 and set(refused.json()) == {"error"}
+    assert [event.data["query"] for event in logged] == ["stale token"] * 3

@@ -4,6 +4,8 @@ call, a warning for an action that already failed as a prompt of its own."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,9 @@ from hypothesis import strategies as st
 import memtape
 from memtape.agent import prompt as P
 from memtape.agent.browser import Element, Observation
-from memtape.agent.loop import run_task, seen_by_policy, site_sections
-from memtape.agent.policy import Decision, DecisionContext, ScriptedPolicy, StepView
+from memtape.agent.conversation import Message, read_prompts
+from memtape.agent.loop import run_task, site_sections
+from memtape.agent.policy import Decision, ScriptedPolicy
 from memtape.analytics.audit import audit_run
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BudgetItem, truncate
@@ -30,6 +33,7 @@ from memtape.projections.text import goal_names, goal_words
 from memtape.projections.view import MemoryView
 from tests.analytics_builders import names
 from tests.fake_sites import ACCEPT, COOKIE_LINKS, COOKIE_PAGES, CookieSite, RunResult, cookie_runs
+from tests.policy_support import asked
 
 START = "http://cookies.test/"
 
@@ -173,12 +177,9 @@ class Insisting:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    def start(self, goal: str, system_prompt: str) -> None:
-        pass
-
-    def decide(self, ctx: DecisionContext) -> Decision:
-        self.prompts.append(ctx.step_prompt)
-        return Decision("click", {"ref": "e1"}, ctx.observation.elements[0])
+    def decide(self, messages: Sequence[Message]) -> Decision:
+        self.prompts.append(messages[-1].content)
+        return Decision("click", {"ref": "e1"})
 
 
 def test_the_warning_for_an_action_that_already_failed_is_a_recorded_prompt(tmp_path: Path) -> None:
@@ -219,35 +220,34 @@ def test_a_learned_pattern_reaches_the_policy_as_far_as_its_section_shows_it() -
         "2026-01-01T00:00:00Z",
         ("ev1",),
     )
-    page = Observation(
-        url="http://shop.test/address",
-        title="Address",
-        elements=(Element("e1", "textbox", "Name"),),
-        text="",
-        summary="",
-        page_type="form",
-    )
     whole = P.learned_patterns([pattern])
-    (full,) = seen_by_policy([whole], page, [], [], (), [], [pattern])["patterns"]
+
+    def shown(item: BudgetItem) -> list[Any]:
+        return list(read_prompts(P.system_instruction("g", (), [item]), "").patterns)
+
+    (full,) = shown(whole)
     assert full.steps == steps
     # a budget that cuts the section in the middle of its steps (head and tail kept): the policy
-    # gets the steps under the header, up to the first one cut, never the whole flow
+    # gets the steps under the header, up to the first one cut, never the whole flow; a line that
+    # runs into the cut's marker may be cut short anywhere ("  3. fill" of a longer line), so it
+    # is not read even where it happens to be whole
     cuts = [truncate(whole, n) for n in range(1, whole.tokens)]
-    partial = [c for c in cuts if P.shows(c.text, P.pattern_block(pattern, 1))]
+    partial = [c for c in cuts if P.shows(c.text, P.pattern_block(pattern, 2))]
     assert partial
     for cut in partial:
-        (seen,) = seen_by_policy([cut], page, [], [], (), [], [pattern])["patterns"]
+        (seen,) = shown(cut)
         k = len(seen.steps)
         assert 1 <= k < len(steps) and seen.steps == steps[:k]
-        assert P.shows(cut.text, P.pattern_block(pattern, k)) and not P.shows(cut.text, P.pattern_block(pattern, k + 1))
+        assert P.shows(cut.text, P.pattern_block(pattern, k))
+        assert not P.shows(cut.text, P.pattern_block(pattern, k + 1)) or re.search(
+            rf"\n  {k + 1}\. [^\n]*\n\[\.\.\. \d+ characters trimmed", cut.text
+        )
     header_only = [
         c
         for c in cuts
         if P.shows(c.text, P.pattern_block(pattern, 0)) and not P.shows(c.text, P.pattern_block(pattern, 1))
     ]
-    assert header_only and all(
-        seen_by_policy([c], page, [], [], (), [], [pattern])["patterns"][0].steps == () for c in header_only
-    )
+    assert header_only and all(shown(c)[0].steps == () for c in header_only)
 
 
 # ---- memory about another goal, or that no decision can act on, stays out ---------------------------
@@ -363,20 +363,22 @@ def test_the_scripted_policy_names_every_section_that_told_it() -> None:
             {"command": "press", "role": "combobox", "name": "Search", "value": "Enter"},
         ),
     )
-    typed = StepView("fill", {"ref": "e3", "value": "padel"}, True, role="combobox", name="Search")
     page = Observation(
         url="http://search.test/", title="", elements=(box, button), text="", summary="", page_type="search"
     )
 
     def decide(**memory: Any) -> Decision:
         policy = ScriptedPolicy()
-        policy.start('Search for "padel"')
-        return policy.decide(DecisionContext(goal='Search for "padel"', observation=page, history=[typed], **memory))
+        goal = 'Search for "padel"'
+        typed = policy.decide(asked(goal, page, **memory))
+        assert (typed.command, typed.args) == ("fill", {"ref": "e3", "value": "padel"})
+        return policy.decide(asked(goal, page, replies=[typed.reply()], **memory))
 
-    both = decide(tier1=["Press Enter to submit searches."], patterns=[search])
+    listed = [P.learned_patterns([search])]
+    both = decide(tier1=["Press Enter to submit searches."], sections=listed)
     assert both.command == "press" and "memory (tier1, learned_patterns)" in both.think
     assert names(both.think, {"source": "tier1"}) and names(both.think, {"source": "learned_patterns"})
-    alone = decide(patterns=[search])
+    alone = decide(sections=listed)
     assert alone.command == "press" and names(alone.think, {"source": "learned_patterns"})
     assert decide().target == button  # no memory: the submit button
 

@@ -283,7 +283,7 @@ def test_http_and_mcp_search_as_the_library_does(tmp_path: Path) -> None:
             refused = http.get("/search", params={"query": " "})
             assert refused.status_code == 400 and "\n" not in refused.json()["error"]
             run_id = http.post("/runs", json={"goal": "Log in", "start_url": LOGIN}).json()["run_id"]
-            in_run = http.get(f"/runs/{run_id}/search", params={"query": "csrf", "step": 2})
+            in_run = http.get("/search", params={"query": "csrf", "run_id": run_id, "step": 2})
             assert in_run.json()[0]["item_id"] == ids["stale"], in_run.text
 
         async def over_mcp() -> Any:
@@ -295,6 +295,6 @@ def test_http_and_mcp_search_as_the_library_does(tmp_path: Path) -> None:
                 ).structured_content
 
         answer = asyncio.run(over_mcp())
-        assert answer["hits"][0]["item_id"] == ids["stale"]
+        assert answer["results"][0]["item_id"] == ids["stale"]
         logged = [(e.run_id, e.step) for e in searched(mem)]
         assert logged == [(None, None), (run_id, 2), (run_id, None)]  # the refused search wrote nothing

@@ -231,3 +231,15 @@ SELECT *, CASE WHEN NOT memory_enabled THEN 'off'
                WHEN row_number() OVER (PARTITION BY goal_key, memory_enabled ORDER BY seq) = 1 THEN 'cold'
                ELSE 'warm' END AS condition
 FROM r;
+
+-- What `memtape credit` measured of each memory item on each run: the latest credit of each
+-- (item, run) pair (a later one replaces an earlier).
+CREATE OR REPLACE VIEW item_credited AS
+SELECT seq, id, domain, recorded_at, occurred_at, j(payload, 'item') AS item, j(payload, 'kind') AS kind,
+       j(payload, 'text') AS text, j(payload, 'credited_run') AS credited_run, j(payload, 'method') AS method,
+       TRY_CAST(j(payload, 'shown') AS BIGINT) AS shown, TRY_CAST(j(payload, 'changed') AS BIGINT) AS changed,
+       TRY_CAST(j(payload, 'turns_saved') AS BIGINT) AS turns_saved,
+       TRY_CAST(j(payload, 'tokens_saved') AS BIGINT) AS tokens_saved,
+       coalesce(TRY_CAST(j(payload, 'success_saved') AS BIGINT), 0) AS success_saved
+FROM ev WHERE type = 'item_credited'
+QUALIFY row_number() OVER (PARTITION BY j(payload, 'item'), j(payload, 'credited_run') ORDER BY seq DESC) = 1;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,6 +19,7 @@ from rich.text import Text
 from memtape.agent.credit import credit
 from memtape.agent.loop import RunResult
 from memtape.agent.runner import (
+    NO_REPLAY,
     PASSES,
     DemoReport,
     RunOptions,
@@ -29,10 +31,14 @@ from memtape.agent.runner import (
 )
 from memtape.agent.sites import CASES_FILE, load_cases
 from memtape.analytics.audit import audit_run
+from memtape.analytics.experiment import make_policy
 from memtape.analytics.memory_use import MemoryUse, memory_use
 from memtape.commands import current_settings
+from memtape.commands.experiment import parse_settings
 from memtape.ledger.settings import Settings
+from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import BPE_COUNTER, DEFAULT_BUDGET, token_counter
+from memtape.projections.parameters import Thresholds
 from memtape.projections.recording.memory import RecordingMemory
 from memtape.projections.text import clip
 from memtape.render import audit_text
@@ -134,6 +140,14 @@ def _settings(memory_dir: str | None = None) -> Settings:
 @click.option("--max-depth", type=click.IntRange(min=0, max=100), default=2, help="Exploration depth limit.")
 @click.option("--max-pages", type=click.IntRange(min=1, max=100_000), default=50, help="Exploration page limit.")
 @click.option(
+    "--set",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A memory parameter or switch for these runs (repeatable; the keys of `memtape experiment "
+    "--list-params`), e.g. replay=false, learned_patterns=false, seed_lessons=false.",
+)
+@click.option(
     "--embeddings-url",
     default=None,
     metavar="URL",
@@ -163,6 +177,7 @@ def run(
     max_depth: int,
     max_pages: int,
     embeddings_url: str | None,
+    thresholds: tuple[str, ...],
 ) -> None:
     """Run the browser agent on a goal or a cases file, with memory.
 
@@ -197,6 +212,7 @@ def run(
         max_depth=max_depth,
         max_pages=max_pages,
         embeddings_url=embeddings_url,
+        thresholds=checked_settings(thresholds).model_dump(exclude_defaults=True),
     )
     with task_bar(wide_console(stderr=True), "running") as progress:
         results = run_agent(_settings(memory_dir), opts, progress)
@@ -212,7 +228,14 @@ def run(
     help="Cases to run (default: the bundled suite).",
 )
 @click.option("--no-audit", is_flag=True, help="Skip the audit of one run at the end.")
-def demo(cases_file: str | None, no_audit: bool) -> None:
+@click.option(
+    "--set",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A memory parameter or switch for every pass (repeatable; the keys of `memtape experiment --list-params`).",
+)
+def demo(cases_file: str | None, no_audit: bool, thresholds: tuple[str, ...]) -> None:
     """Serve the bundled sites and run the suite with memory off, then twice with memory on;
     print passes, turns, policy decisions, tokens and memory's share of step time.
 
@@ -220,6 +243,7 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
     """
     settings = _settings()
     console = wide_console()
+    chosen = checked_settings(thresholds)
     cases = load_cases(cases_file or CASES_FILE)
     memory, fresh = cold_memory(settings)
     if fresh is not None:
@@ -231,23 +255,52 @@ def demo(cases_file: str | None, no_audit: bool) -> None:
         )
     try:
         with task_bar(console, "demo") as progress:
-            report = run_demo(memory, cases, progress)
+            report = run_demo(memory, cases, progress, chosen)
         with task_bar(console, "credit") as progress:  # which decisions memory changed: by counterfactual
-            on = [r.run_id for label, rs in report.passes.items() for r in rs if r.memory_enabled]
-            credit(RecordingMemory(memory.store(), memory.projections_path), on, rerun=False, progress=progress)
+            credit_demo(memory, report, progress)
         per, tot = demo_tables(report)
         console.print(per)
         console.print(tot)
-        console.print(
-            memory_table(
-                {label: memory_use(memory.store(), [r.run_id for r in rs]) for label, rs in report.passes.items()}
-            )
-        )
+        console.print(memory_table(demo_memory_use(memory, report)))
         if not no_audit:
             print_audit(memory, report, console)
     finally:
         if fresh is not None:
             memory.close()
+
+
+def checked_settings(pairs: tuple[str, ...]) -> Thresholds:
+    """`--set NAME=VALUE` pairs as memory thresholds: parsed and checked as `memtape experiment` does."""
+    return make_policy(Thresholds(), parse_settings(pairs))
+
+
+def credit_demo(settings: Settings, report: DemoReport, progress: Any) -> None:
+    """Credit the memory-on runs of every pass in the ledger they wrote (the pass without replay:
+    its fork), so the memory table counts the decisions memory changed."""
+    for label, rs in report.passes.items():
+        on = [r.run_id for r in rs if r.memory_enabled]
+        if not on:
+            continue
+        if label == NO_REPLAY and report.no_replay_dir is not None:
+            with SqliteStore.open(report.no_replay_dir / "ledger.db") as store:
+                credit(
+                    RecordingMemory(store, report.no_replay_dir / "projections.db"), on, rerun=False, progress=progress
+                )
+        else:
+            credit(RecordingMemory(settings.store(), settings.projections_path), on, rerun=False, progress=progress)
+
+
+def demo_memory_use(settings: Settings, report: DemoReport) -> dict[str, MemoryUse]:
+    """Each pass's memory use, read off the ledger its runs wrote (the pass without replay: its fork)."""
+    out: dict[str, MemoryUse] = {}
+    for label, rs in report.passes.items():
+        ids = [r.run_id for r in rs]
+        if label == NO_REPLAY and report.no_replay_dir is not None:
+            with SqliteStore.open(report.no_replay_dir / "ledger.db") as store:
+                out[label] = memory_use(store, ids)
+        else:
+            out[label] = memory_use(settings.store(), ids)
+    return out
 
 
 def wide_console(stderr: bool = False) -> Console:
@@ -324,12 +377,12 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         title_justify="left",
     )
     per.add_column("task")
-    for label, _ in PASSES:
+    for label in (p.label for p in PASSES):
         per.add_column(label, justify="right")
-    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0][0]]]
+    names = [r.case_id or clip(r.goal, 30) for r in report.passes[PASSES[0].label]]
     for i, name in enumerate(names):
         cells = []
-        for label, _ in PASSES:
+        for label in (p.label for p in PASSES):
             r = report.passes[label][i]
             o = r.outcome
             cells.append(
@@ -349,8 +402,8 @@ def demo_tables(report: DemoReport) -> tuple[Table, Table]:
         "memory share of step time",
         "wall time",
     ):
-        tot.add_column(col, justify="right" if col != "pass" else "left")
-    for label, _ in PASSES:
+        tot.add_column(col, justify="right" if col != "pass" else "left", no_wrap=col == "pass")
+    for label in (p.label for p in PASSES):
         s = _totals(report.passes[label])
         tot.add_row(
             label,

@@ -71,6 +71,12 @@ for _name, _doc in (
         "Runs, their outcomes, sessions and lineage (resume / fork).\n\n"
         "Example: memtape analytics runs --section lineage",
     ),
+    (
+        "credit",
+        "Memory items ranked by what `memtape credit` measured: decisions changed, turns, tokens and "
+        "successes saved, against the tokens spent showing them (an estimate).\n\n"
+        "Example: memtape analytics credit --section items --format json",
+    ),
 ):
     analytics.add_command(_analysis_command(_name, _doc))
 

@@ -24,8 +24,8 @@ def mcp_command(tools: str) -> None:
 
     The client starts the command itself and talks JSON-RPC on its stdin/stdout. Tools by
     default: start_run, tier1, recall_domain, recall_error, record_step, record_lesson,
-    observe_fact, finish_run, audit (the library's arguments, plus the run_id start_run
-    returned); --tools all offers every call of the HTTP API as a tool.
+    observe_fact, finish_run, search, audit, explain (the library's arguments, plus the run_id
+    start_run returned); --tools all offers every call of the HTTP API as a tool.
 
     To connect Claude Desktop (claude_desktop_config.json) or any client that takes the same
     config, give the memory directory as an absolute path:

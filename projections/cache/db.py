@@ -337,6 +337,11 @@ def writable(path: Path, vacuum: bool = False) -> Iterator[Cache]:
                 conn.execute("COMMIT")
                 if vacuum:
                     _compact(path, conn)
+            except sqlite3.DatabaseError as exc:  # a full disk met while writing or committing is
+                fault = describe_sqlite_error(exc, str(path))  # the one disk-full line, on every face
+                if isinstance(fault, DiskFull):
+                    raise fault from exc
+                raise
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

@@ -20,6 +20,10 @@ CONTEXT_ITEM_KEYS = frozenset(
 )
 
 
+#: the most of one context item's text a context_built event keeps (the rest is cut, `truncated: true`)
+MAX_ITEM_CHARS = 20_000
+
+
 def one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         return first_error(exc)
@@ -104,6 +108,7 @@ def context_item(item: Mapping[str, Any], scrub: Callable[[Any], Any]) -> Contex
     """One prompt item as context_built records it, its text passed through `scrub` (the run's secrets)."""
     try:
         text, kind = item["text"], item.get("content_type", "text")
+        cut = isinstance(text, str) and len(text) > MAX_ITEM_CHARS
         # the agent's own count (its tokenizer) when it gives one, else this process's counter
         tokens = (
             item["tokens"]
@@ -118,9 +123,10 @@ def context_item(item: Mapping[str, Any], scrub: Callable[[Any], Any]) -> Contex
                     "tokens": tokens,
                     "content_type": kind,
                     "confidence": item.get("confidence", 1.0),
-                    "text": text[:20000] if isinstance(text, str) else text,
+                    "text": text[:MAX_ITEM_CHARS] if isinstance(text, str) else text,
                     "event_ids": list(dict.fromkeys(item.get("event_ids") or ()))[:64],
-                    "truncated": item.get("truncated", False),
+                    # an item cut here says so, whatever the caller said: an audit must not read it as whole
+                    "truncated": cut or item.get("truncated", False),
                 }
             )
         )

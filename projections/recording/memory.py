@@ -235,9 +235,6 @@ class RecordingMemory:
         check_text(goal, "goal")
         check_text(start_url, "start_url")
         check_text(agent, "agent")
-        refusal = start_url_refusal(start_url)
-        if refusal is not None:
-            raise InvalidEvent(refusal)
         if step_memory_scope not in ("session", "all"):
             raise InvalidEvent(f"step_memory_scope must be 'session' or 'all', got {step_memory_scope!r:.40}")
         if rep is not None and (not isinstance(rep, int) or isinstance(rep, bool) or not 1 <= rep <= INT64_MAX):
@@ -269,6 +266,9 @@ class RecordingMemory:
             },
             domain=domain_of(start_url),
         )
+        refusal = start_url_refusal(start_url)  # after the event's own checks (a script URL says so)
+        if refusal is not None:
+            raise InvalidEvent(refusal)
         if self.current().run(run.run_id) is not None:
             raise InvalidEvent(f"run {run.run_id!r} already exists")
         with run.timed():
@@ -395,7 +395,7 @@ class RecordingMemory:
     def tier1(self, *, run_id: str | None = None, step: int | None = 0, domain: str | None = None) -> list[Lesson]:
         """Tier 1: the tool_fallback and best_practice lessons a system prompt carries; logs tier1_loaded."""
         self._known_run(run_id)
-        lessons = self.current().tier1()
+        lessons = [l for l in self.current().tier1() if self.policy.seed_lessons or l.source != "seed"]
         self.append(
             [
                 self.event(
@@ -440,7 +440,11 @@ class RecordingMemory:
         )
         self._known_run(run_id)
         view = self.current()
-        matches = view.error_matches(command, error, probe.domain)
+        matches = [
+            m
+            for m in view.error_matches(command, error, probe.domain)
+            if self.policy.seed_lessons or m.lesson.source != "seed"
+        ]
         self.append(
             [
                 self.event(
@@ -469,7 +473,8 @@ class RecordingMemory:
         self._known_run(run_id)
         match = self.current().match_trajectory(goal, probe.domain or "", self.now())
         replay = bool(
-            match
+            self.policy.replay
+            and match
             and match.similarity >= self.policy.replay_min_similarity
             and match.trajectory.origin == origin_of(url)
             and match.trajectory.steps

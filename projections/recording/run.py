@@ -47,11 +47,10 @@ from memtape.ledger.events import (
     StepRecorded,
 )
 from memtape.ledger.redact import MARKER, secret_field
+from memtape.projections import records
 from memtape.projections.budget import DEFAULT_BUDGET, token_counter
 from memtape.projections.folds.lessons import lesson_id_for
-from memtape.projections.folds.page_maps import PageMap
 from memtape.projections.folds.selectors import known_good
-from memtape.projections.folds.short_term import ShortTerm
 from memtape.projections.folds.steps import action_signature
 from memtape.projections.pin import tier1_refusal
 from memtape.projections.recording.checks import (
@@ -241,13 +240,13 @@ class Run(RunSearch):
 
     # ---- plain reads (their provenance goes into record_context) ---------------------------
 
-    def sessions(self, domain: str | None = None) -> list[Any]:
+    def sessions(self, domain: str | None = None) -> list[records.SessionEntry]:
         if not self.enabled:
             return []
         with self.timed():
             return self.memory.current().sessions(domain if domain is not None else self.domain)
 
-    def facts(self, domain: str | None = None) -> list[Any]:
+    def facts(self, domain: str | None = None) -> list[records.Fact]:
         if not self.enabled:
             return []
         with self.timed():
@@ -255,7 +254,7 @@ class Run(RunSearch):
                 domain if domain is not None else self.domain, min_confidence=self.memory.policy.fact_prompt_min
             )
 
-    def selectors(self, domain: str | None = None) -> list[Any]:
+    def selectors(self, domain: str | None = None) -> list[records.SelectorEntry]:
         """Known-good selectors of the site (seed 000: each succeeded at least once), most successful first."""
         if not self.enabled:
             return []
@@ -263,7 +262,7 @@ class Run(RunSearch):
             good = known_good(self.memory.current().selectors(domain if domain is not None else self.domain))
             return sorted(good, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
-    def step_memories(self, elements: list[str], intent: str) -> list[Any]:
+    def step_memories(self, elements: list[str], intent: str) -> list[records.StepMemory]:
         """Graded steps on a page like this one (seed 002's REPEAT / AVOID): none on rep 1 (the
         baseline); then those of the session's previous reps (or of every other run, widened)."""
         if not self.enabled or self.rep <= 1:
@@ -306,7 +305,7 @@ class Run(RunSearch):
 
     # ---- layered memory (seed 003): short-term, context, patterns, snapshots, extractions -------
 
-    def short_term(self) -> ShortTerm:
+    def short_term(self) -> records.ShortTerm:
         """This run's short-term and working memory (within the run, so read with memory off too)."""
         with self.timed():
             return self.memory.current().short_term(self.run_id)
@@ -357,7 +356,7 @@ class Run(RunSearch):
             )
             return True
 
-    def relevant_context(self, domain: str | None = None) -> list[Any]:
+    def relevant_context(self, domain: str | None = None) -> list[records.ContextEntry]:
         """This run's user context and the site's inferred context that share words with the goal."""
         with self.timed():
             found = self.memory.current().relevant_context(
@@ -365,7 +364,7 @@ class Run(RunSearch):
             )
             return [e for e in found if self.enabled or e.kind == "user"]
 
-    def prompt_context(self, domain: str | None = None) -> list[Any]:
+    def prompt_context(self, domain: str | None = None) -> list[records.ContextEntry]:
         """What a prompt's context section holds: all of this run's user context, then what was
         inferred on the site that is relevant to the goal (with memory on); the context budget
         places it by priority."""
@@ -375,10 +374,10 @@ class Run(RunSearch):
             )
             return [e for e in found if self.enabled or e.kind == "user"]
 
-    def patterns(self, domain: str | None = None) -> list[Any]:
+    def patterns(self, domain: str | None = None) -> list[records.Pattern]:
         """Learned patterns for the site, best first."""
         domain = domain if domain is not None else self.domain
-        if not self.enabled or not domain:
+        if not self.enabled or not domain or not self.memory.policy.learned_patterns:
             return []
         with self.timed():
             return self.memory.current().patterns(domain)
@@ -414,7 +413,16 @@ class Run(RunSearch):
                     ]
                 )
                 return Extraction.served(key, cached)
+        if not callable(extract):
+            raise InvalidEvent(f"extract must be a function returning the extraction, got {type(extract).__name__}")
         data = extract()
+        if not isinstance(data, Mapping):
+            raise InvalidEvent(
+                f"extract() must return a dict (title, text, links, section_count), got {type(data).__name__}"
+            )
+        count = data.get("section_count", 0)
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise InvalidEvent(f"extract()'s section_count must be an integer, got {count!r:.40}")
         ev = self._event(
             ExtractionRecorded,
             {
@@ -433,7 +441,7 @@ class Run(RunSearch):
             recorded = self.memory.append([ev])[0]
             return Extraction.recorded(key, tool, url, recorded)
 
-    def extractions(self, domain: str | None = None) -> list[Any]:
+    def extractions(self, domain: str | None = None) -> list[records.ContextEntry]:
         """The site's cached extractions, oldest first (the prompt budget and compression decide how
         much of each is shown)."""
         domain = domain if domain is not None else self.domain
@@ -447,6 +455,17 @@ class Run(RunSearch):
     ) -> str:
         """Seed 003's StateSnapshot at a navigation (secret form values are already redacted)."""
         self._live()
+        for what, text in (("url", url), ("title", title), ("summary", summary)):
+            check_text(text, what, empty=True)
+        if not isinstance(form_state, Mapping):
+            raise InvalidEvent(f"form_state must be a mapping of field to value, got {type(form_state).__name__}")
+        if not (
+            isinstance(scroll, tuple | list)
+            and len(scroll) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in scroll)
+        ):
+            raise InvalidEvent(f"scroll must be a pair of integers (x, y), got {scroll!r:.60}")
+        check_step(step, required=True)
         snapshot_id = f"snap_{self.run_id}_{step}"
         ev = self._event(
             SnapshotTaken,
@@ -467,7 +486,7 @@ class Run(RunSearch):
             self.memory.append([ev])
         return snapshot_id
 
-    def snapshots(self) -> list[Any]:
+    def snapshots(self) -> list[records.Snapshot]:
         """This run's snapshots, in the order they were taken."""
         with self.timed():
             return self.memory.current().snapshots(self.run_id)
@@ -534,7 +553,7 @@ class Run(RunSearch):
         with self.timed():
             self.memory.append([ev])
 
-    def get_page_map(self, url: str) -> PageMap | None:
+    def get_page_map(self, url: str) -> records.PageMap | None:
         """The PageMap this run stored for `url`, or None."""
         check_text(url, "url")
         return self.get_all_page_maps().get(url)
@@ -542,7 +561,7 @@ class Run(RunSearch):
     def has_page_map(self, url: str) -> bool:
         return self.get_page_map(url) is not None
 
-    def get_all_page_maps(self) -> dict[str, PageMap]:
+    def get_all_page_maps(self) -> dict[str, records.PageMap]:
         """Every PageMap of this run, URL -> map, in the order the URLs were first mapped."""
         with self.timed():
             return self.memory.current().page_maps(self.run_id)
@@ -609,7 +628,7 @@ class Run(RunSearch):
         with self.timed():
             self.memory.append([ev])
 
-    def sitemap(self, domain: str | None = None) -> Any:
+    def sitemap(self, domain: str | None = None) -> records.SiteMap | None:
         """The site's graph (None before its first exploration)."""
         with self.timed():
             return self.memory.current().sitemap(domain if domain is not None else self.domain)

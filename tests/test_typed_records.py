@@ -1,0 +1,85 @@
+"""Typed answers (issue 37 item 6): a public read answers records, not `Any`, and the faces
+declare the very same records, so a Python caller and a generated client see one shape."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any
+
+import memtape
+from memtape import face_models
+from memtape.api import Run
+from memtape.projections import records
+
+SHOP = "https://shop.example/login"
+
+#: each public read of a run and the record it answers (a list of them, or one, or None)
+READS = {
+    "sessions": list[records.SessionEntry],
+    "facts": list[records.Fact],
+    "selectors": list[records.SelectorEntry],
+    "step_memories": list[records.StepMemory],
+    "relevant_context": list[records.ContextEntry],
+    "prompt_context": list[records.ContextEntry],
+    "patterns": list[records.Pattern],
+    "extractions": list[records.ContextEntry],
+    "snapshots": list[records.Snapshot],
+    "short_term": records.ShortTerm,
+    "sitemap": records.SiteMap | None,
+    "get_page_map": records.PageMap | None,
+}
+
+#: the face's answer model and its field for each read: the same record, not a twin
+FACE = {
+    "sessions": (face_models.Sessions, "sessions"),
+    "facts": (face_models.Facts, "facts"),
+    "selectors": (face_models.Selectors, "selectors"),
+    "step_memories": (face_models.StepMemories, "step_memories"),
+    "relevant_context": (face_models.ContextEntries, "context"),
+    "patterns": (face_models.Patterns, "patterns"),
+    "extractions": (face_models.Extractions, "extractions"),
+    "snapshots": (face_models.Snapshots, "snapshots"),
+    "short_term": (face_models.ShortTermMemory, "short_term"),
+    "sitemap": (face_models.Sitemap, "sitemap"),
+    "get_page_map": (face_models.FoundPageMap, "page_map"),
+}
+
+
+def mentions_any(hint: Any) -> bool:
+    return hint is Any or any(mentions_any(a) for a in typing.get_args(hint))
+
+
+def test_every_public_read_of_a_run_is_declared_as_its_record() -> None:
+    for name, record in READS.items():
+        answer = typing.get_type_hints(getattr(Run, name))["return"]
+        assert answer == record, name
+        assert not mentions_any(answer), name
+
+
+def test_the_faces_answer_the_records_the_library_answers() -> None:
+    for name, (model, field) in FACE.items():
+        library = typing.get_type_hints(getattr(Run, name))["return"]
+        assert model.model_fields[field].annotation == library, name
+
+
+def test_what_a_run_reads_back_are_those_records(tmp_path: Path) -> None:
+    with memtape.open(tmp_path / "mem") as mem, mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+        run.observe_fact("quirk", "login", "The login form reloads once", step=1)
+        run.selector_result("button 'Sign in'", "#signin", True, step=1, url=SHOP)
+        run.give_context({"size": "42"})
+        run.snapshot(SHOP, "Login", "a form", {"user": "ann"}, (0, 10), step=1)
+        run.store_page_map(SHOP, {"title": "Login", "summary": "a form", "regions": []}, step=1)
+        got = {
+            "facts": run.facts(),
+            "selectors": run.selectors(),
+            "prompt_context": run.prompt_context(),
+            "snapshots": run.snapshots(),
+        }
+        for name, values in got.items():
+            record = typing.get_args(READS[name])[0]
+            assert values and all(type(v) is record for v in values), name
+        assert type(run.short_term()) is records.ShortTerm
+        assert type(run.get_page_map(SHOP)) is records.PageMap
+        assert run.sitemap() is None
+        run.finish(success=True, outcome="done")

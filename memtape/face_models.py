@@ -20,7 +20,7 @@ from memtape.api import Lesson, Memory, Run, TrajectoryRecall
 from memtape.ledger.events import FactObserved, FactType, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.pin import CALLER_CATEGORIES
-from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.recording.values import Extraction, Learned, Scenario
 from memtape.projections.records import (
     ContextEntry,
     Fact,
@@ -510,6 +510,10 @@ class Lessons(Answer):
 
 class RecalledTrajectory(Answer):
     recall: TrajectoryRecall | None
+
+
+class ContinuedRun(Answer):
+    scenario: Scenario
 
 
 class Sessions(Answer):

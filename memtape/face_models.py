@@ -20,7 +20,7 @@ from memtape.api import Lesson, Memory, Run, TrajectoryRecall
 from memtape.ledger.events import FactObserved, FactType, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.pin import CALLER_CATEGORIES
-from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.recording.values import Extraction, Learned, Scenario
 from memtape.projections.records import (
     ContextEntry,
     Fact,
@@ -380,6 +380,14 @@ class ExperimentBody(Body):
     until: int | str | None = None
 
 
+class CreditBody(Body):
+    """`mem.credit`: the runs to credit (none: every run), and whether to run a task again without
+    each item that changed a decision."""
+
+    runs: list[str] | None = None
+    rerun: bool = True
+
+
 # ---- answers ----------------------------------------------------------------------------------
 
 
@@ -575,6 +583,10 @@ class Lessons(Answer):
 
 class RecalledTrajectory(Answer):
     recall: TrajectoryRecall | None
+
+
+class ContinuedRun(Answer):
+    scenario: Scenario
 
 
 class Sessions(Answer):

@@ -96,18 +96,18 @@ class Memory(memory.RecordingMemory):
             raise MemtapeError(f"domain must be a string, got {type(domain).__name__}")
         return plain(explain_item(self.store, item, self.policy, self.projections_path, domain))  # type: ignore[no-any-return]
 
-    def credit(self, runs: Sequence[str] = (), *, rerun: bool = True) -> dict[str, Any]:
-        """Credit every memory item shown to `runs` (default: every run) by counterfactual, record an
+    def credit(self, runs: Sequence[str] | None = None, *, rerun: bool = True) -> dict[str, Any]:
+        """Credit every memory item shown to `runs` (None: every run) by counterfactual, record an
         `item_credited` per (item, run), and return the content of `credit --json`: `{"decisions",
         "reproduced", "items": [...]}`. Runs the bundled agent again on the bundled sites (the
         `agent` extra)."""
-        if isinstance(runs, str) or not isinstance(runs, Sequence):
+        if runs is not None and (isinstance(runs, str) or not isinstance(runs, Sequence)):
             raise MemtapeError(f"runs must be a list of run ids, got {type(runs).__name__}")
         if not isinstance(rerun, bool):
             raise MemtapeError(f"rerun must be True or False, got {rerun!r:.60}")
         require("credit", "agent")
         credit = load("memtape.agent.credit", "credit", "agent").credit
-        return plain(credit(self, list(runs), rerun=rerun).as_dict())  # type: ignore[no-any-return]
+        return plain(credit(self, list(runs or ()), rerun=rerun).as_dict())  # type: ignore[no-any-return]
 
     def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
         """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a

@@ -12,14 +12,15 @@ dataclasses: every field the Python caller gets, a caller of either face gets.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from memtape.api import Lesson, Memory, Run, TrajectoryRecall
-from memtape.ledger.events import FactObserved, LessonRecorded, PatternLearned, TrajectoryRecorded
+from memtape.ledger.events import FactObserved, FactType, LessonRecorded, PatternLearned, TrajectoryRecorded
 from memtape.projections.budget import DEFAULT_BUDGET
-from memtape.projections.recording.values import Extraction, Learned
+from memtape.projections.pin import CALLER_CATEGORIES
+from memtape.projections.recording.values import Extraction, Learned, Scenario
 from memtape.projections.records import (
     ContextEntry,
     Fact,
@@ -33,6 +34,19 @@ from memtape.projections.records import (
     StepMemory,
 )
 from memtape.projections.search import SearchResult
+
+
+def one_of(values: tuple[str, ...]) -> WithJsonSchema:
+    """The schema of a string that is one of `values`: a client generated from `/openapi.json`
+    refuses a misspelt one at compile time, while the value itself is still checked by the
+    library, so a wrong one gets the library's one-line refusal on every face."""
+    return WithJsonSchema({"type": "string", "enum": list(values)})
+
+
+#: a lesson's category as a caller records it (Tier 1 categories are refused, see projections.pin)
+LessonCategory = Annotated[str, one_of(CALLER_CATEGORIES)]
+#: a fact's kind
+FactKind = Annotated[str, one_of(get_args(FactType))]
 
 
 class Body(BaseModel):
@@ -93,7 +107,7 @@ class LessonBody(Body):
     from the seeds, promotion or a person's pin)."""
 
     text: str
-    category: str = "error_recovery"
+    category: LessonCategory = "error_recovery"
     failed_command: str | None = None
     error_pattern: str | None = None
     scope_domain: str | None = None
@@ -103,7 +117,7 @@ class LessonBody(Body):
 class FactBody(Body):
     """`run.observe_fact`: kind is timing, selector, pattern or quirk."""
 
-    kind: str
+    kind: FactKind
     key: str
     value: str
     step: int | None = None
@@ -366,6 +380,14 @@ class ExperimentBody(Body):
     until: int | str | None = None
 
 
+class CreditBody(Body):
+    """`mem.credit`: the runs to credit (none: every run), and whether to run a task again without
+    each item that changed a decision."""
+
+    runs: list[str] | None = None
+    rerun: bool = True
+
+
 # ---- answers ----------------------------------------------------------------------------------
 
 
@@ -488,6 +510,10 @@ class Lessons(Answer):
 
 class RecalledTrajectory(Answer):
     recall: TrajectoryRecall | None
+
+
+class ContinuedRun(Answer):
+    scenario: Scenario
 
 
 class Sessions(Answer):

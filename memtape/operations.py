@@ -52,6 +52,8 @@ from memtape.face_models import (
     Body,
     ContextBody,
     ContextEntries,
+    ContinuedRun,
+    CreditBody,
     EmbeddingBody,
     ExperimentBody,
     Explained,
@@ -120,7 +122,7 @@ from memtape.projections.folds.short_term import ShortTerm
 from memtape.projections.folds.sitemap import SiteMap
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
-from memtape.projections.recording.values import Extraction
+from memtape.projections.recording.values import Extraction, Scenario
 from memtape.projections.search import SearchResult
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
@@ -786,6 +788,26 @@ OPERATIONS: list[Operation] = [
         answer=AbandonedRuns,
         make=_abandon_stale_runs,
     ),
+    Operation(
+        "resume_scenario",
+        Memory.resume_scenario,
+        "read",
+        "GET /runs/{run_id}/resume",
+        "Seed 000's resume of run `run_id`: its final URL, its session, lineage kept, its goal unless `goal` "
+        "gives another; the fields `start_run` takes to start it.",
+        answer=Scenario,
+        tool_answer=ContinuedRun,
+    ),
+    Operation(
+        "fork_scenario",
+        Memory.fork_scenario,
+        "read",
+        "GET /runs/{run_id}/fork",
+        "Seed 000's fork of run `run_id`: its final URL in a new session (`fork_...`), lineage kept, its "
+        "goal unless `goal` gives another; the fields `start_run` takes to start it.",
+        answer=Scenario,
+        tool_answer=ContinuedRun,
+    ),
     # ---- the memory: state, audit, explain, experiment ---------------------------------------
     Operation(
         "state",
@@ -826,6 +848,17 @@ OPERATIONS: list[Operation] = [
         "Replay the log's observations under the policy with `changes` (Policy field -> value) and diff "
         "against what really happened: the content of `memtape experiment --set ... --json`.",
         body=ExperimentBody,
+        answer=dict[str, Any],
+    ),
+    Operation(
+        "credit",
+        Memory.credit,
+        "write",
+        "POST /credit",
+        "Credit every memory item shown to `runs` (none: every run) by counterfactual: each decision of the "
+        "bundled agent asked again without each item it was shown, the task run again where one changed a "
+        "decision (`rerun`); records item_credited events; the content of `memtape credit --json`.",
+        body=CreditBody,
         answer=dict[str, Any],
     ),
 ]

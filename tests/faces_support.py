@@ -390,6 +390,7 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
     ("audit", {"run_id": "run_faces_a", "step": 1}),
     ("explain", {"item": "#checkout", "domain": None}),
     ("experiment", {"changes": {"promotion_min_uses": 2}, "until": None}),
+    ("credit", {"runs": ["run_faces_a"], "rerun": False}),  # another agent's run: skipped, nothing run
     ("memory_tier1", {"run_id": None, "step": None, "domain": "shop.example"}),
     ("memory_recall_domain", {"domain": "shop.example", "run_id": "run_faces_b", "step": 2}),
     (
@@ -462,8 +463,6 @@ ONE_FACE_CALLS = {
     "JSON Lines, as `memtape append` does; MCP has no tool for it",
     "Memory.diff": "what memory gained, changed and lost between two points: the viewer's GET /ui/diff page "
     "and `memtape diff`; its JSON route and MCP tool are to come as a row of the table of operations",
-    "Memory.resume_scenario": "`memtape run --resume-run`; its route and tool are to come as a row of the table",
-    "Memory.fork_scenario": "`memtape run --fork-run`; its route and tool are to come as a row of the table",
 }
 
 

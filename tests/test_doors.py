@@ -555,6 +555,8 @@ def test_a_full_disk_met_committing_projections_is_the_disk_full_line(
 
 # ---- every bad library argument is a MemtapeError ------------------------------------------------
 
+ITEM = [{"source": "page", "priority": 50, "text": "y"}]
+
 RUN_CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("snapshot scroll [1]", lambda r: r.snapshot(SHOP, "t", "s", {}, [1], 1), "scroll must be a pair of integers"),
     ("snapshot scroll None", lambda r: r.snapshot(SHOP, "t", "s", {}, None, 1), "scroll must be a pair of integers"),
@@ -573,6 +575,13 @@ RUN_CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("record_step step 2**63", lambda r: r.record_step(step=2**63, action="click"), "step must be an integer"),
     ("record_step step -1", lambda r: r.record_step(step=-1, action="click"), "step must be an integer"),
+    ("context budget 2**63", lambda r: r.record_context(ITEM, step=1, budget=2**63), "signed 64-bit range"),
+    ("context budget -1", lambda r: r.record_context(ITEM, step=1, budget=-1), "greater than or equal to 0"),
+    ("progress turn 2**63", lambda r: r.progress(2**63, SHOP), "signed 64-bit range"),
+    ("exploration depth 2**63", lambda r: r.exploration_started(SHOP, 2**63, 5), "signed 64-bit range"),
+    ("sitemap depth 2**63", lambda r: r.sitemap_links(SHOP, 2**63, [], 1), "signed 64-bit range"),
+    ("scratch step 2**63", lambda r: r.set_scratch("k", 1, step=2**63), "step must be an integer"),
+    ("fact step -5", lambda r: r.observe_fact("selector", "k", "v", step=-5), "step must be an integer"),
 ]
 
 

@@ -62,6 +62,8 @@ export async function wrong(): Promise<void> {
   const tier1 = await memtape.GET("/runs/{run_id}/tier1", { params: { path: { run_id: "r" } } });
   const uses: string = tier1.data![0].use_count;  // TS2322 a count is a number
   await memtape.GET("/runs/{run_id}/step_memories", { params: { path: { run_id: "r" }, query: { intent: "buy" } } });  // TS2741 elements are required
+  await memtape.POST("/runs/{run_id}/lessons", { params: { path: { run_id: "r" } }, body: { text: "t", category: "site_spcific" } });  // TS2820 a category the schema does not list
+  await memtape.POST("/runs/{run_id}/facts", { params: { path: { run_id: "r" } }, body: { kind: "quirk", key: "k", value: "v", domian: "d" } });  // TS2561 a misspelt inline field
   console.log(nope, uses);
 }
 """

@@ -308,7 +308,7 @@ OPERATIONS: list[Operation] = [
         "write",
         "POST /runs/{run_id}/lessons",
         "Record a lesson learned (deduplicated, promoted to Tier 1 by use). category: error_recovery or "
-        "site_specific (scoped to scope_domain). With failed_command and error_pattern, recall_error finds it "
+        "site_specific (scoped to scope_domain, default the run's site). With failed_command and error_pattern, recall_error finds it "
         "after the same failure.",
         body=LessonBody,
         answer=RecordedLesson,

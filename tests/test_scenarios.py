@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ import memtape
 from memtape.agent.runner import RunOptions, run_agent
 from memtape.ledger.errors import InvalidEvent, LedgerError, UnknownItem
 from memtape.ledger.settings import Settings
+from memtape.server import create_app
 
 SHOP = "https://shop.example/"
 
@@ -101,3 +103,19 @@ def test_the_runner_refuses_an_unknown_run_through_the_same_call(tmp_path: Path)
     for opts in (RunOptions(resume_run="run_nope"), RunOptions(fork_run="run_nope")):
         with pytest.raises(LedgerError, match="no run 'run_nope' in the ledger"):
             run_agent(Settings(memory=str(memory_dir)), opts)
+
+
+def test_http_answers_the_scenarios_the_library_gives(tmp_path: Path) -> None:
+    """GET /runs/{run_id}/resume and /fork come from the table's rows: the library's answer, and
+    its refusal of an unknown run as a 404 that writes nothing."""
+    with memtape.open(tmp_path / "m") as mem:
+        first = _finished(mem)
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            resumed = http.get(f"/runs/{first}/resume", params={"goal": "Buy a scarf"})
+            assert resumed.status_code == 200
+            assert resumed.json() == asdict(mem.resume_scenario(first, goal="Buy a scarf"))
+            forked = http.get(f"/runs/{first}/fork").json()
+            assert forked["mode"] == "fork" and forked["session_id"].startswith("fork_")
+            head = mem.store.head()
+            assert http.get("/runs/run_nope/resume").status_code == 404
+            assert mem.store.head() == head

@@ -4,20 +4,25 @@ forgotten items never come back, and a query is words: FTS5 syntax is never read
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp.client import Client
 
 import memtape
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import MAX_QUERY
+from memtape.mcp_server import build_server
 from memtape.projections.search import SEARCH_KINDS
 from memtape.projections.state_rows import STATE_KINDS
+from memtape.server import create_app
 from tests.cli_runner import run_cli
 
 LOGIN = "https://app.example/login"
@@ -266,3 +271,30 @@ def test_a_postgresql_ledger_searches_with_postgresqls_full_text_search(pg_url: 
     result = run_cli("--store", pg_url, "--memory-dir", str(tmp_path / "dir"), "search", "stale token", "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out)[0]["item_id"] == ids["stale"]
+
+
+def test_http_and_mcp_search_as_the_library_does(tmp_path: Path) -> None:
+    with memtape.open(tmp_path / "mem") as mem:
+        ids = teach(mem)
+        with TestClient(create_app(mem), base_url="http://127.0.0.1") as http:
+            found = http.get("/search", params={"query": "stale token", "kinds": ["lessons", "facts"]})
+            assert found.status_code == 200, found.text
+            assert found.json()[0]["item_id"] == ids["stale"] and found.json()[0]["text"] == STALE
+            refused = http.get("/search", params={"query": " "})
+            assert refused.status_code == 400 and "\n" not in refused.json()["error"]
+            run_id = http.post("/runs", json={"goal": "Log in", "start_url": LOGIN}).json()["run_id"]
+            in_run = http.get("/search", params={"query": "csrf", "run_id": run_id, "step": 2})
+            assert in_run.json()[0]["item_id"] == ids["stale"], in_run.text
+
+        async def over_mcp() -> Any:
+            async with Client(build_server(mem)) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                assert "search" in tools
+                return (
+                    await client.call_tool("search", {"run_id": run_id, "query": '"stale" AND token*'})
+                ).structured_content
+
+        answer = asyncio.run(over_mcp())
+        assert answer["results"][0]["item_id"] == ids["stale"]
+        logged = [(e.run_id, e.step) for e in searched(mem)]
+        assert logged == [(None, None), (run_id, 2), (run_id, None)]  # the refused search wrote nothing

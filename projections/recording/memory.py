@@ -505,7 +505,7 @@ class RecordingMemory:
         self,
         query: str,
         *,
-        kinds: Sequence[str] | None = None,
+        kinds: list[str] | None = None,
         domain: str | None = None,
         as_of: int | str | None = None,
         limit: int = 10,

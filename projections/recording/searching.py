@@ -3,7 +3,7 @@ the run's recording; `memory.RecordingMemory.search` does the searching)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -25,7 +25,7 @@ class RunSearch:
         self,
         query: str,
         *,
-        kinds: Sequence[str] | None = None,
+        kinds: list[str] | None = None,
         domain: str | None = None,
         as_of: int | str | None = None,
         limit: int = 10,

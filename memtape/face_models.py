@@ -465,14 +465,87 @@ class KnownFailure(Answer):
     signature: str | None = Field(description="The action's signature when it already failed in this run.")
 
 
-class Audit(BaseModel):
+class AuditRun(Answer):
+    """How the audited run started (its run_started)."""
+
+    run_id: str
+    goal: str | None
+    domain: str | None
+    mode: str | None
+    parent_run_id: str | None
+    session_id: str | None
+    memory_enabled: bool
+    case_id: str | None
+    started_seq: int
+    started_at: str
+
+
+class AuditOutcome(Answer):
+    """How the audited run ended (its run_completed)."""
+
+    success: bool | None
+    turns: int | None
+    tokens_in: int | None
+    tokens_out: int | None
+    duration_ms: int | float | None
+    final_url: str | None
+    completed_seq: int
+
+
+class AuditAction(Answer):
+    """The step's step_recorded: what the agent did and how it went."""
+
+    seq: int
+    command: str | None
+    args: dict[str, Any]
+    target_text: str | None
+    ok: bool | None
+    error: str | None
+    url_before: str | None
+    url_after: str | None
+    decided_by: str | None
+    duration_ms: int | float | None
+
+
+class AuditSearch(Answer):
+    """A search the step made (memory_searched) and what it found that is not forgotten."""
+
+    query: str | None
+    kinds: list[str] | None
+    domain: str | None
+    as_of: int | str | None
+    matched: int
+    hits: list[dict[str, Any]]
+
+
+class AuditGrade(Answer):
+    outcome: str | None
+    reason: str | None
+    correction: str | None
+
+
+class AuditStep(Answer):
+    """What the run knew at one step: its prompts (items with origins), the memory as of
+    `as_of_seq` (Tier 1, recalled lessons, trajectory, facts, selectors), searches, the action."""
+
+    step: int
+    as_of_seq: int | None
+    domain: str | None
+    prompt: list[dict[str, Any]]
+    tier1_loaded: list[str]
+    memory: dict[str, Any]
+    searched: list[AuditSearch]
+    action: AuditAction | None
+    grade: AuditGrade | None
+
+
+class Audit(Answer):
     """What a run knew at each step and where it came from (`memtape audit RUN --json`)."""
 
-    model_config = ConfigDict(extra="allow")
     run_id: str
-    run: dict[str, Any] | None
-    outcome: dict[str, Any] | None
-    steps: list[dict[str, Any]]
+    run: AuditRun | None
+    outcome: AuditOutcome | None
+    steps: list[AuditStep]
 
 
 class LifeEntry(BaseModel):

@@ -7,6 +7,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 import memtape
 from memtape import face_models
 from memtape.api import Run
@@ -83,3 +86,25 @@ def test_what_a_run_reads_back_are_those_records(tmp_path: Path) -> None:
         assert type(run.get_page_map(SHOP)) is records.PageMap
         assert run.sitemap() is None
         run.finish(success=True, outcome="done")
+
+
+def test_the_audit_schema_is_typed_and_holds_exactly_what_the_library_answers(tmp_path: Path) -> None:
+    """`memtape audit --json` stays plain data; the faces' `Audit` declares every field of it
+    (no open object at the top, the run, the outcome, each step, its action, searches and grade)."""
+    with memtape.open(tmp_path / "mem") as mem:
+        with mem.start_run(goal="Buy wool socks", start_url=SHOP) as run:
+            run.recall_domain(step=1)
+            run.search("socks", step=1)
+            run.record_step(1, "click", 'button "Buy"', url=SHOP, ok=False, error="hidden", duration_ms=12)
+            run.record_lesson("Accept the cookie banner before clicking Buy", step=1)
+            run.record_step(2, "click", 'button "Buy"', url=SHOP, duration_ms=7.5)
+            run.finish(success=True, outcome="bought")
+        plain = mem.audit(run.run_id)
+    typed = face_models.Audit.model_validate(plain)
+    assert typed.model_dump(mode="json") == plain
+    assert typed.run is not None and typed.outcome is not None and typed.outcome.success is True
+    assert [s.step for s in typed.steps] == [1, 2] and typed.steps[0].action is not None
+    assert typed.steps[0].action.error == "hidden" and typed.steps[0].searched[0].query == "socks"
+    with_a_typo = {**plain, "steps": [{**plain["steps"][0], "actoin": None}]}
+    with pytest.raises(ValidationError, match="actoin"):
+        face_models.Audit.model_validate(with_a_typo)

@@ -174,7 +174,7 @@ class RunCompleted(Payload):
 
 
 class SessionRecorded(Payload):
-    """Seed 000's Session record, kept per domain (the policy's `session_history` newest)."""
+    """A session record, kept per domain (the policy's `session_history` newest)."""
 
     type: Literal["session_recorded"] = "session_recorded"
     session_id: str
@@ -288,7 +288,7 @@ class StepRecorded(Payload):
 
 
 class StepGraded(Payload):
-    """Seed 002's grading of one step (`step` in the envelope names it)."""
+    """The grading of one step (`step` in the envelope names it)."""
 
     type: Literal["step_graded"] = "step_graded"
     NEEDS_RUN: ClassVar[bool] = True
@@ -443,7 +443,7 @@ class LessonSeeded(_LessonFields):
 
 
 class LessonRecorded(_LessonFields):
-    """A learned lesson. v1 (seed 001's event log) called the scope `domain`; v2 `scope_domain`."""
+    """A learned lesson. v1 (the first event log) called the scope `domain`; v2 `scope_domain`."""
 
     type: Literal["lesson_recorded"] = "lesson_recorded"
     CURRENT_VERSION: ClassVar[int] = 2
@@ -708,7 +708,7 @@ class ExtractionServed(Payload):
 
 
 class SnapshotTaken(Payload):
-    """Browser state at a navigation (seed 003's StateSnapshot), for backtracking."""
+    """Browser state at a navigation, for backtracking."""
 
     type: Literal["snapshot_taken"] = "snapshot_taken"
     NEEDS_RUN: ClassVar[bool] = True
@@ -735,8 +735,8 @@ class Backtracked(Payload):
 
 
 class RepeatedFailureDetected(Payload):
-    """Before acting: the chosen action's signature already failed in this run (seed 003's
-    is_repeated_failure); the agent chose otherwise or went ahead with a warning."""
+    """Before acting: the chosen action's signature already failed in this run (a
+    repeated failure); the agent chose otherwise or went ahead with a warning."""
 
     type: Literal["repeated_failure_detected"] = "repeated_failure_detected"
     NEEDS_RUN: ClassVar[bool] = True
@@ -786,7 +786,7 @@ class ExplorationCompleted(Payload):
 
 
 class ScratchSet(Payload):
-    """A value put on the run's scratch pad (seed 003's working memory `set_scratch`): working data
+    """A value put on the run's scratch pad (working memory): working data
     kept between cycles and read back by key within the run. A value stored under a key that names
     a secret (password, token, PIN...) is kept as the redaction marker."""
 
@@ -807,7 +807,7 @@ RegionKind = Literal["header", "navigation", "hero", "content", "sidebar", "foot
 
 
 class PageRegion(BaseModel):
-    """One region of a page (seed 003's PageSection): its kind, name, what it holds, the key elements
+    """One region of a page (a page section): its kind, name, what it holds, the key elements
     in it (`role "name"` or any label) and the vertical range it spans in pixels."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -820,7 +820,7 @@ class PageRegion(BaseModel):
 
 
 class PageMapStored(Payload):
-    """A run's spatial understanding of one page (seed 003's PageMap in working memory): title,
+    """A run's spatial understanding of one page (a page map in working memory): title,
     summary, dimensions and its regions with their elements. Stored again for the same URL, it
     replaces the earlier map."""
 
@@ -963,7 +963,7 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def _lesson_recorded_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """Seed 001 named a lesson's scope `domain`; v2 calls it `scope_domain`."""
+    """The first event log named a lesson's scope `domain`; v2 calls it `scope_domain`."""
     data = dict(data)
     if "domain" in data:
         data["scope_domain"] = data.pop("domain")

@@ -152,7 +152,7 @@ def open(
     """Open (creating if needed) the memory in directory `location`, or the PostgreSQL ledger at a
     `postgresql://` URL. `policy` sets every threshold (default: the seed documents' values);
     runs with no event for `stale_after` are finished as abandoned when a run starts. `seeds` are
-    the lessons a new memory starts with, written by its first run: "default" (seed 001's three),
+    the lessons a new memory starts with, written by its first run: "default" (the three lessons of the seed documents),
     "none", "browser-use" (the same advice in browser-use's actions) or the path of a JSON file of
     your own (a list of {"lesson", "category", "failed_command", "error_pattern"}); None is
     "default", except for an integration that has seeds of its own."""

@@ -188,7 +188,7 @@ class FaceGroup(click.Group):
     envvar="MEMTAPE_SEEDS",
     default=None,
     metavar="default|none|browser-use|FILE",
-    help="Seed lessons a new memory starts with (env MEMTAPE_SEEDS): seed 001's (default), none, "
+    help="Seed lessons a new memory starts with (env MEMTAPE_SEEDS): the seed documents' (default), none, "
     "browser-use's, or a JSON file of your own; written by the memory's first run.",
 )
 def cli(memory_dir: str | None, store_url: str | None, seeds: str | None) -> None:

@@ -60,7 +60,7 @@ class Body(BaseModel):
 
 
 class RunStart(Body):
-    """`mem.start_run`: `rep` and `step_memory_scope` are seed 002's reps (see the Python API)."""
+    """`mem.start_run`: `rep` and `step_memory_scope` number a session's reps (see the Python API)."""
 
     goal: str
     start_url: str
@@ -264,7 +264,7 @@ class ExtractionBody(Body):
 
 
 class SnapshotBody(Body):
-    """`run.snapshot`: seed 003's StateSnapshot at a navigation; `scroll` is [x, y]."""
+    """`run.snapshot`: the browser's state at a navigation; `scroll` is [x, y]."""
 
     url: str
     title: str
@@ -327,7 +327,7 @@ class ExplorationEndBody(Body):
 
 
 class ProgressBody(Body):
-    """`run.progress`: where the run is (seed 000's run registry), every few turns."""
+    """`run.progress`: where the run is (for the run registry), every few turns."""
 
     turn: int
     url: str

@@ -96,6 +96,6 @@ def seeds_option(command: Any) -> Any:
         is_eager=True,
         callback=_seeds,
         metavar="default|none|browser-use|FILE",
-        help="Seed lessons a new memory starts with: seed 001's (default), none, browser-use's, or a JSON "
+        help="Seed lessons a new memory starts with: the seed documents' (default), none, browser-use's, or a JSON "
         "file of your own (as `memtape --seeds`).",
     )(command)

@@ -120,7 +120,7 @@ def _settings(memory_dir: str | None = None) -> Settings:
     type=click.Choice(["session", "all"]),
     default="session",
     show_default=True,
-    help="Seed 002's reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
+    help="Reps: rep 2+ of a session retrieves graded steps of the session's previous reps "
     "(all: of every other run); rep 1 retrieves none.",
 )
 @click.option(

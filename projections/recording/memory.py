@@ -228,7 +228,7 @@ class RecordingMemory:
         """Abandon stale runs, then start this one: the start-of-run policy (seeds on first use,
         pruning, trajectory expiry) is applied by the writer in the same transaction as run_started.
 
-        Seed 002's reps: without `rep`, the run is numbered within its session (1 + the
+        Reps: without `rep`, the run is numbered within its session (1 + the
         session's runs already in the registry; a run without a session id is rep 1). Rep 1
         retrieves no step memories (the baseline); rep 2+ retrieves those of the session's
         previous reps, or of every other run with `step_memory_scope="all"`."""
@@ -366,12 +366,12 @@ class RecordingMemory:
         return last
 
     def resume_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
-        """Seed 000's resume: continue run `run_id` where it left off (its final URL), in its
+        """Resume: continue run `run_id` where it left off (its final URL), in its
         session, lineage kept (`parent_run_id`), on its goal unless `goal` gives another."""
         return self._scenario(run_id, goal, "resume")
 
     def fork_scenario(self, run_id: str, goal: str | None = None) -> Scenario:
-        """Seed 000's fork: branch off run `run_id` from its final URL in a new session
+        """Fork: branch off run `run_id` from its final URL in a new session
         (`fork_...`), lineage kept, on its goal unless `goal` gives another."""
         return self._scenario(run_id, goal, "fork")
 
@@ -465,7 +465,7 @@ class RecordingMemory:
     def recall_trajectory(
         self, goal: str, url: str, *, run_id: str | None = None, step: int | None = None
     ) -> TrajectoryRecall | None:
-        """The reference trajectory for `goal` on the host of `url` (seed 000); logs trajectory_recalled."""
+        """The reference trajectory for `goal` on the host of `url`; logs trajectory_recalled."""
         check_text(goal, "goal")
         check_text(url, "url")
         domain = domain_of(url)

@@ -1,7 +1,7 @@
 """`Run`: one run of an agent — what it did and what it recalled, in the ledger as it happens.
 
 With memory off a run is still logged (run_started, step_recorded,
-context_built, step_graded, run_completed: seed 002's baseline rep) but reads
+context_built, step_graded, run_completed: the baseline rep) but reads
 nothing and learns nothing. Secrets never reach the ledger: passwords the
 goal gives (read by `ledger.credentials`, as the policy reads them) and values
 typed with `sensitive=True` are scrubbed from every payload before it is
@@ -102,11 +102,11 @@ class Run(RunSearch):
             self.add_secret(s)
         self.started = time.perf_counter()
         self.started_at: str | None = None
-        #: seed 002's rep: this run's number within its session (1: the baseline, no step memories)
+        #: this run's rep: its number within its session (1: the baseline, no step memories)
         self.rep = 1
         #: runs whose graded steps this run may retrieve (None: every other run)
         self.step_memory_runs: list[str] | None = []
-        #: seed 002's internalStateEmbedding of this run's internal state (its goal), and its model
+        #: the internal state embedding of this run's internal state (its goal), and its model
         self.state_embedding: tuple[float, ...] = ()
         self.embedding_model: str | None = None
         self.finished = False
@@ -255,7 +255,7 @@ class Run(RunSearch):
             )
 
     def selectors(self, domain: str | None = None) -> list[records.SelectorEntry]:
-        """Known-good selectors of the site (seed 000: each succeeded at least once), most successful first."""
+        """Known-good selectors of the site (each succeeded at least once), most successful first."""
         if not self.enabled:
             return []
         with self.timed():
@@ -263,7 +263,7 @@ class Run(RunSearch):
             return sorted(good, key=lambda s: (-s.successes, s.failures, s.role, s.name))
 
     def step_memories(self, elements: list[str], intent: str) -> list[records.StepMemory]:
-        """Graded steps on a page like this one (seed 002's REPEAT / AVOID): none on rep 1 (the
+        """Graded steps on a page like this one (steps to repeat or avoid): none on rep 1 (the
         baseline); then those of the session's previous reps (or of every other run, widened)."""
         if not self.enabled or self.rep <= 1:
             return []
@@ -294,12 +294,12 @@ class Run(RunSearch):
 
     @property
     def internal_state(self) -> str:
-        """Seed 002's internalState of every step of the run: the task it pursues, as memory
+        """The internal state of every step of the run: the task it pursues, as memory
         stores it (the step's own reasoning is its `think`)."""
         return self.safe_goal[:2000]
 
     def loop_warnings(self) -> tuple[str, ...]:
-        """Seed 003's short-term loop warnings for this run."""
+        """The short-term loop warnings for this run."""
         with self.timed():
             return self.memory.current().short_term(self.run_id).loop_warnings
 
@@ -311,7 +311,7 @@ class Run(RunSearch):
             return self.memory.current().short_term(self.run_id)
 
     def known_failure(self, command: str, args: Mapping[str, Any], url: str) -> str | None:
-        """Seed 003's is_repeated_failure: the action's signature when it already failed in this run."""
+        """Is this a repeated failure: the action's signature when it already failed in this run."""
         signature = action_signature({"command": command, "args": dict(args)}, url)
         return signature if self.short_term().has_failed(signature) else None
 
@@ -453,7 +453,7 @@ class Run(RunSearch):
     def snapshot(
         self, url: str, title: str, summary: str, form_state: Mapping[str, str], scroll: tuple[int, int], step: int
     ) -> str:
-        """Seed 003's StateSnapshot at a navigation (secret form values are already redacted)."""
+        """The browser's state at a navigation (secret form values are already redacted)."""
         self._live()
         for what, text in (("url", url), ("title", title), ("summary", summary)):
             check_text(text, what, empty=True)
@@ -515,8 +515,7 @@ class Run(RunSearch):
     # The run's own, so kept with memory off too: no other run reads them.
 
     def set_scratch(self, key: str, value: Any, step: int | None = None) -> None:
-        """Put `value` (any JSON value) on this run's scratch pad under `key` (seed 003's
-        `set_scratch`): working data between cycles, replaced when the key is set again. A value
+        """Put `value` (any JSON value) on this run's scratch pad under `key`: working data between cycles, replaced when the key is set again. A value
         under a key that names a secret (password, token, PIN...) is kept redacted."""
         self._live()
         check_text(key, "key")
@@ -525,8 +524,7 @@ class Run(RunSearch):
             self.memory.append([ev])
 
     def get_scratch(self, key: str, default: Any = None) -> Any:
-        """The value last set under `key` on this run's scratch pad, else `default` (seed 003's
-        `get_scratch`). A copy: changing it changes nothing until it is set again."""
+        """The value last set under `key` on this run's scratch pad, else `default`. A copy: changing it changes nothing until it is set again."""
         check_text(key, "key")
         with self.timed():
             entry = self.memory.current().scratch(self.run_id).get(key)
@@ -538,7 +536,7 @@ class Run(RunSearch):
             return {k: copy.deepcopy(e.value) for k, e in self.memory.current().scratch(self.run_id).items()}
 
     def store_page_map(self, url: str, page_map: Mapping[str, Any], step: int | None = None) -> None:
-        """Seed 003's `store_page_map`: this run's understanding of the page at `url`, a mapping of
+        """This run's understanding of the page at `url`, a mapping of
         `title`, `summary`, `total_width`, `total_height` (pixels) and `regions` — each with `kind`
         (header, navigation, hero, content, sidebar, footer, modal or unknown), `name`,
         `description`, `elements` (the key elements in it) and `start_y`/`end_y`. Replaces an
@@ -850,7 +848,7 @@ class Run(RunSearch):
             self.memory.append([ev])
 
     def progress(self, turn: int, url: str) -> None:
-        """Seed 000's run registry: where the run is, every few turns."""
+        """For the run registry: where the run is, every few turns."""
         with self.timed():
             self.memory.append(
                 [self._event(RunProgress, {"turn": turn, "current_url": url}, domain=domain_of(url) or None)]

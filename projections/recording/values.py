@@ -189,7 +189,7 @@ class TrajectoryRecall:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A run that continues an earlier one (seed 000's resume or fork), as `start_run`'s fields:
+    """A run that continues an earlier one (a resume or a fork), as `start_run`'s fields:
     `memory.start_run(**dataclasses.asdict(scenario))` starts it. `start_url` is where the earlier
     run ended ("" when it recorded no URL: give one)."""
 

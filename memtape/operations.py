@@ -526,6 +526,15 @@ OPERATIONS: list[Operation] = [
         reply=lambda vector: RecordedEmbedding(vector=vector),
     ),
     Operation(
+        "run_search",
+        Run.search,
+        "write",
+        "GET /runs/{run_id}/search",
+        "Search everything memory holds for words, as `search` does, logged against this run (and `step`).",
+        answer=list[SearchResult],
+        tool_answer=SearchResults,
+    ),
+    Operation(
         "known_failure",
         Run.known_failure,
         "read",

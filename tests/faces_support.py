@@ -54,6 +54,9 @@ def _route(op: Operation) -> tuple[str, str]:
     return op.method.lower(), path.replace("{run_id}", "{run}") if op.on_run else path
 
 
+#: calls on a run named otherwise than the `Run` method (`run_search`: the memory's `search` is `search`)
+RUN_CALLS = {op.route_name: op.call.__name__ for op in OPERATIONS if op.on_run and op.route_name != op.call.__name__}
+
 #: HTTP route of each call, from the table of operations: (method, path); {run} is the current run
 ROUTES: dict[str, tuple[str, str]] = {
     **{op.route_name: _route(op) for op in OPERATIONS},
@@ -460,7 +463,6 @@ ONE_FACE_CALLS = {
     "JSON Lines, as `memtape append` does; MCP has no tool for it",
     "Memory.diff": "what memory gained, changed and lost between two points: the viewer's GET /ui/diff page "
     "and `memtape diff`; its JSON route and MCP tool are to come as a row of the table of operations",
-    "Run.search": "a run's `memtape search --run`; its route and tool are to come as a row of the table",
 }
 
 
@@ -476,12 +478,14 @@ def public_calls() -> set[str]:
 
 def qualified(name: str) -> str:
     """The library call a face's call makes, as `Run.name` / `Memory.name`."""
-    return f"Memory.{MEMORY_CALLS[name]}" if name in MEMORY_CALLS else f"Run.{name}"
+    return f"Memory.{MEMORY_CALLS[name]}" if name in MEMORY_CALLS else f"Run.{RUN_CALLS.get(name, name)}"
 
 
 def library_call(name: str) -> Callable[..., Any]:
     """The library method a call makes: the memory's or a run's."""
-    return getattr(Memory, MEMORY_CALLS[name]) if name in MEMORY_CALLS else getattr(Run, name)  # type: ignore[no-any-return]
+    if name in MEMORY_CALLS:
+        return getattr(Memory, MEMORY_CALLS[name])  # type: ignore[no-any-return]
+    return getattr(Run, RUN_CALLS.get(name, name))  # type: ignore[no-any-return]
 
 
 #: calls that write (their answers are compared by the events they logged)

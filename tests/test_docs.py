@@ -57,3 +57,22 @@ def test_the_readme_is_short() -> None:
 
 def test_every_page_is_in_the_nav() -> None:
     assert sorted(nav_pages()) == sorted(DOCS.glob("*.md"))
+
+
+def test_the_landing_page_installs_and_shows_seven_lines() -> None:
+    """What memtape is for, how to install it while it is not on PyPI (the README's lines, included),
+    and a stored, recalled and audited lesson in seven lines (run by tests/test_docs_python.py)."""
+    landing = page("index.md")
+    assert '--8<-- "README.md:pip"' in landing
+    pip = README.read_text().split("[start:pip]")[1].split("[end:pip]")[0]
+    assert "not published on PyPI" in pip and "pip install ./memtape" in pip and ".whl" in pip
+    example = landing.split("```python\n")[1].split("```")[0]
+    lines = [line for line in example.splitlines() if line.strip()]
+    assert len(lines) == 7 and all(c in example for c in ("record_lesson(", "recall_domain(", "audit("))
+
+
+def test_the_quick_start_is_short() -> None:
+    """At most 20 lines of code; the rest is in the guides."""
+    quick = README.read_text().split("[start:quickstart]")[1].split("[end:quickstart]")[0]
+    code = quick.split("```python\n")
+    assert len(code) == 2 and code[1].split("```")[0].count("\n") <= 20

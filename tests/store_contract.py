@@ -431,14 +431,15 @@ class StoreContract:
                 == first
             )
             there.record_step(step=2, action="press", args={"key": "Escape"})
+            run.record_step(step=3, action="click", target='link "Socks"')  # the obstacle cleared: a recovery
             learned = run.finish(success=True, outcome="done")
             assert [l.failed_command for l in learned.lessons] == ["click"]
             with pytest.raises(RunConflict, match=f"^run {run.run_id} is finished; it takes no more steps$"):
-                there.record_step(step=3, action="press", args={"key": "Enter"})
+                there.record_step(step=4, action="press", args={"key": "Enter"})
             with pytest.raises(RunConflict, match=f"^run {run.run_id} is already finished$"):
                 there.finish(success=False)
         mine = [e.type for e in store.read(run_id=run.run_id)]
-        assert mine.count("step_recorded") == 2 and mine.count("run_completed") == 1
+        assert mine.count("step_recorded") == 3 and mine.count("run_completed") == 1
 
     def test_processes_finishing_one_run_at_once_finish_it_once(self, store: Store, store_url: str) -> None:
         run = RecordingMemory(store).start_run(goal="Open the socks page", start_url="https://shop.example/")

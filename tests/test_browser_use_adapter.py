@@ -123,13 +123,16 @@ class ModelServer:
 
 
 def _controller() -> Any:
-    """The user's own actions: one that always fails the same way (how browser-use reports a
-    failed navigation differs between its versions; a failed action of the user's does not)."""
+    """The user's own actions: one that fails the same way at first and opens once the agent went
+    back (how browser-use reports a failed navigation differs between its versions; a failed action
+    of the user's does not). The retry that succeeds is what makes going back a recovery."""
     controller = Controller()
+    tries = [0]
 
     @controller.action("Open the shop's stockroom")
     async def open_stockroom() -> ActionResult:
-        return ActionResult(error=LOCKED)
+        tries[0] += 1
+        return ActionResult(error=LOCKED) if tries[0] == 1 else ActionResult(extracted_content="stockroom open")
 
     return controller
 
@@ -139,6 +142,7 @@ def _turns(product: str) -> list[list[tuple[str, dict[str, Any]]]]:
         [("navigate", {"url": SHOP, "new_tab": False})],
         [("open_stockroom", {})],
         [("go_back", {})],
+        [("open_stockroom", {})],
         [("navigate", {"url": f"{SHOP}product/{product}", "new_tab": False})],
         [("done", {"text": f"on the {product} page", "success": True})],
     ]
@@ -244,11 +248,11 @@ def test_browser_use_learns_in_one_run_and_is_told_in_the_next(sites: SitesServe
         learned = list(mem.store.read(run_id=run1, types=["lesson_recorded"]))
         done = list(mem.store.read(run_id=run1, types=["run_completed"]))
     actions = [(e.data["action"]["command"], e.data["ok"]) for e in steps]
-    assert actions == [(nav, True), ("open_stockroom", False), ("go_back", True), (nav, True)]
+    assert actions == [(nav, True), ("open_stockroom", False), ("go_back", True), ("open_stockroom", True), (nav, True)]
     assert steps[1].data["error"] == LOCKED
-    assert steps[3].data["env_after"]["url"] == f"{SHOP}product/socks"
+    assert steps[4].data["env_after"]["url"] == f"{SHOP}product/socks"
     assert done[0].data["success"] is True and done[0].data["result"] == "on the socks page"
-    # post-run learning: the failed action recovered by go_back is a lesson for the next run
+    # post-run learning: the failed action that go_back cleared (it then opened) is a lesson for the next run
     lesson = next(e for e in learned if e.data["failed_command"] == "open_stockroom")
     assert lesson.data["learned_from"] == [steps[1].id, steps[2].id]
     told = item_line(lesson.data["lesson"])

@@ -14,7 +14,7 @@ from memtape.analytics.explain import explain_item
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import SqliteStore
-from memtape.projections.folds import knowledge, lessons
+from memtape.projections.folds import credit, knowledge, lessons
 from memtape.projections.writer import MemoryWriter
 from tests.test_projections_determinism import _lesson_ids, _write, memory_events
 
@@ -49,10 +49,10 @@ def test_explain_by_index_equals_explain_by_scan(items: list[Any]) -> None:
             assert _answer(store, item, path) == scanned[item], item
         store.read = read  # type: ignore[method-assign]
         # by type, only the forgets (and the runs they take), and nothing past the index's head; what
-        # the forgets took from knowledge and lessons is asked of their folds, which read no further
+        # the forgets took from knowledge and lessons (and an item's credit) is asked of their folds, which read no further
         # than the last forget
         forgets = {ev.seq for ev in store.read(types=["subject_forgotten"])}
         typed = {types for from_seq, _, types in calls if types and (from_seq or 1) <= head}
-        assert typed <= {("subject_forgotten",), ("run_started",), knowledge.TYPES, lessons.TYPES}, typed
+        assert typed <= {("subject_forgotten",), ("run_started",), knowledge.TYPES, lessons.TYPES, credit.TYPES}, typed
         assert all(to_seq in forgets for _, to_seq, types in calls if types in (knowledge.TYPES, lessons.TYPES))
         store.close()

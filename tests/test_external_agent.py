@@ -80,7 +80,8 @@ def test_an_external_agent_learns_in_one_run_and_recalls_in_the_next(tmp_path: P
 
 
 def test_the_readme_example_prints_what_it_says(tmp_path: Path) -> None:
-    (code,) = [b.code for b in python_blocks() if "# Run 2:" in b.code]
+    # the guide "Learning across runs" (docs/guide-learning.md), which goes on from the README's quick start
+    (code,) = [b.code for b in python_blocks() if "# Run 2: the same task" in b.code]
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()

@@ -75,7 +75,8 @@ def test_login_flow_learned_then_reused(chromium: Browser, ledger: tuple[SqliteS
     second = case(chromium, ledger, "club-reuse-login")
     assert second.outcome.success and second.errors == 0
     steps_run = [e.data for e in events(store, second.run_id, "step_recorded")]
-    assert steps_run[0]["think"].startswith("memory (learned_patterns): learned pattern " + login[0].data["pattern_id"])
+    # the policy names the pattern as its prompt numbers it (it sees no ids); pattern_used ties it to the id
+    assert steps_run[0]["think"].startswith("memory (learned_patterns): learned pattern 1\n")
     used = events(store, second.run_id, "pattern_used")
     assert [(e.data["pattern_id"], e.data["success"]) for e in used] == [(login[0].data["pattern_id"], True)]
     prompt = next(e for e in events(store, second.run_id, "context_built") if e.data["prompt"] == "system")

@@ -34,6 +34,7 @@ from memtape.projections.records import (
     StepMemory,
 )
 from memtape.projections.search import SearchResult
+from memtape.projections.state_rows import STATE_KINDS
 
 
 def one_of(values: tuple[str, ...]) -> WithJsonSchema:
@@ -47,6 +48,8 @@ def one_of(values: tuple[str, ...]) -> WithJsonSchema:
 LessonCategory = Annotated[str, one_of(CALLER_CATEGORIES)]
 #: a fact's kind
 FactKind = Annotated[str, one_of(get_args(FactType))]
+#: a projection `mem.state` lists
+StateKind = Annotated[str, one_of(STATE_KINDS)]
 
 
 class Body(BaseModel):

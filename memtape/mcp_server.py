@@ -178,6 +178,8 @@ def strict(annotation: Any) -> Any:
     origin, args = get_origin(annotation), get_args(annotation)
     if annotation in _STRICT:
         return _STRICT[annotation]
+    if origin is Annotated:  # the schema it carries (an enumeration) kept, its type made strict
+        return Annotated[(strict(args[0]), *annotation.__metadata__)]  # type: ignore[valid-type]
     if origin in (Union, UnionType):
         return Union[tuple(strict(arg) for arg in args)]  # noqa: UP007 (a union built from a tuple)
     if origin in (list, Sequence):

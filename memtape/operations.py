@@ -20,6 +20,8 @@ A row says:
   is, or `Recorded()` for a write answering `Recorded`), `tool_answer` the one-field model an
   MCP tool wraps a list or scalar answer in (a tool answers one JSON object);
 - `http_omits`: arguments the route leaves to its caller;
+- `schemas`: an argument's type as both faces declare it, where the library's signature says
+  less (a `str` that is one of a list: the library still refuses a wrong one in its own words);
 - `make`: the call itself, when it is more than the library method (starting or finishing a run
   keeps or drops the faces' run handles);
 - `compact`: in the compact MCP set `memtape mcp` offers by default (at most 12 tools).
@@ -36,7 +38,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel
@@ -105,6 +107,7 @@ from memtape.face_models import (
     Snapshots,
     StartedRun,
     StateItems,
+    StateKind,
     StepBody,
     StepMemories,
     TakenSnapshot,
@@ -158,6 +161,7 @@ class Operation:
     make: Make | None = None
     operation_id: str | None = None
     http_omits: tuple[str, ...] = ()
+    schemas: dict[str, Any] = field(default_factory=dict)
     compact: bool = False
     status: int = 200
 
@@ -208,7 +212,7 @@ class Operation:
             ]
         hints = get_type_hints(self.call)
         return [
-            Argument(p.name, hints[p.name], p.default)
+            Argument(p.name, self.schemas.get(p.name, hints[p.name]), p.default)
             for p in list(inspect.signature(self.call).parameters.values())[1:]
         ]
 
@@ -818,6 +822,7 @@ OPERATIONS: list[Operation] = [
         "short-term, patterns, context, snapshots, sitemap), now or at seq / ISO time `as_of`.",
         answer=list[dict[str, Any]],
         tool_answer=StateItems,
+        schemas={"kind": StateKind},
     ),
     Operation(
         "audit",

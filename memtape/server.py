@@ -225,7 +225,10 @@ def route_parameters(operation: Operation) -> list[Parameter]:
     """The route's parameters: the path's, then the body, or else the library call's arguments
     with their defaults as query parameters (a list one repeated)."""
     taken = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
-    taken += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=str) for name in operation.path_names]
+    taken += [
+        Parameter(name, Parameter.KEYWORD_ONLY, annotation=operation.schemas.get(name, str))
+        for name in operation.path_names
+    ]
     if operation.body is not None:
         return [*taken, Parameter("body", Parameter.KEYWORD_ONLY, annotation=operation.body)]
     for argument in operation.arguments():

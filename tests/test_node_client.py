@@ -83,6 +83,7 @@ export async function wrong(): Promise<void> {
   await memtape.GET("/runs/{run_id}/step_memories", { params: { path: { run_id: "r" }, query: { intent: "buy" } } });  // TS2741 elements are required
   await memtape.POST("/runs/{run_id}/lessons", { params: { path: { run_id: "r" } }, body: { text: "t", category: "site_spcific" } });  // TS2820 a category the schema does not list
   await memtape.POST("/runs/{run_id}/facts", { params: { path: { run_id: "r" } }, body: { kind: "quirk", key: "k", value: "v", domian: "d" } });  // TS2561 a misspelt inline field
+  await memtape.GET("/state/{kind}", { params: { path: { kind: "lesson" } } });  // TS2820 a state kind the schema does not list
   console.log(nope, uses);
 }
 """

@@ -3,17 +3,23 @@ declare the very same records, so a Python caller and a generated client see one
 
 from __future__ import annotations
 
+import asyncio
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 import memtape
 from memtape import face_models
 from memtape.api import Run
+from memtape.mcp_server import build_server
 from memtape.projections import records
+from memtape.projections.state_rows import STATE_KINDS
+from memtape.server import create_app
 
 SHOP = "https://shop.example/login"
 
@@ -108,3 +114,26 @@ def test_the_audit_schema_is_typed_and_holds_exactly_what_the_library_answers(tm
     with_a_typo = {**plain, "steps": [{**plain["steps"][0], "actoin": None}]}
     with pytest.raises(ValidationError, match="actoin"):
         face_models.Audit.model_validate(with_a_typo)
+
+
+def test_state_kinds_are_an_enumeration_on_both_faces_and_the_library_still_refuses_a_wrong_one(
+    tmp_path: Path,
+) -> None:
+    """A generated client refuses a misspelt `state` kind at compile time (the schemas list the
+    library's kinds, not a copy), while a caller who sends one anyway gets the library's refusal."""
+    with memtape.open(tmp_path / "memory") as mem:
+        app = create_app(mem)
+        (kind,) = [p for p in app.openapi()["paths"]["/state/{kind}"]["get"]["parameters"] if p["name"] == "kind"]
+        assert kind["schema"]["enum"] == list(STATE_KINDS)
+        server = build_server(mem)
+        (tool,) = [t for t in asyncio.run(server.list_tools()) if t.name == "state"]
+        assert tool.input_schema["properties"]["kind"]["enum"] == list(STATE_KINDS)
+        refusal = "unknown state 'lesson': choose from " + ", ".join(STATE_KINDS)
+        client = TestClient(app, base_url="http://127.0.0.1")
+        answer = client.get("/state/lesson")
+        assert (answer.status_code, answer.json()) == (400, {"error": refusal})
+        assert client.get("/state/tier1").json() == mem.state("tier1")
+        with pytest.raises(ToolError, match=refusal):
+            asyncio.run(server.call_tool("state", {"kind": "lesson"}))
+        with pytest.raises(ToolError, match="valid string"):
+            asyncio.run(server.call_tool("state", {"kind": 3}))

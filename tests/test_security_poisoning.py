@@ -47,16 +47,11 @@ def test_injected_text_never_promoted_nor_recalled_elsewhere(tmp_path: Path) -> 
             runs.append((c["id"], r.run_id))
 
     view = MemoryView.open(store, proj)
-    universal = [
-        e
-        for e in store.read(types=["lesson_promoted", "lesson_deduplicated"])
-        if (l := view.lesson(e.data["lesson_id"])) is not None and l.tier == 1 and l.scope_domain is None
-    ]
-    # a click an overlay intercepts is the Enter seed's own failure, so what the hostile runs teach
-    # about it reinforces that Tier 1 seed (or, without seeds, is promoted)
-    assert universal, "the runs were enough to promote or reinforce a universal lesson"
     poisoned = [l for l in view.lessons() if H.INJECTION in l.lesson.lower()]
     assert poisoned, "the hostile dismiss button was learned (as quoted data) in a site lesson"
+    # the runs were enough to promote it, were it unscoped: the same text learned on three sites (the
+    # policy clears an overlay by its own button, so no Escape recovery reinforces a Tier 1 seed)
+    assert len({l.scope_domain for l in poisoned}) >= 3
     assert all(l.scope_domain in H.HOSTS and l.category == "site_specific" for l in poisoned)
     assert all(H.INJECTION not in l.lesson.lower() for l in view.tier1())
     for ev in store.read(types=["tier1_loaded"]):

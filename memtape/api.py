@@ -38,7 +38,7 @@ from memtape.ledger.location import open_store, projections_path
 from memtape.projections.cache.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording import memory
-from memtape.projections.recording.checks import check_point, plain
+from memtape.projections.recording.checks import check_point, checked_arguments, plain
 from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
@@ -73,6 +73,7 @@ class Policy(Thresholds):
             raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
+@checked_arguments
 class Memory(memory.RecordingMemory):
     """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.memory.RecordingMemory`),
     and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""

@@ -59,6 +59,7 @@ from memtape.projections.recording.checks import (
     check_flag,
     check_step,
     check_text,
+    checked_arguments,
     context_item,
     context_items,
     one_line,
@@ -78,6 +79,7 @@ from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
 
+@checked_arguments
 class Run(RunSearch):
     """One run of an agent: what it did and what it recalled, in the ledger as it happens.
 

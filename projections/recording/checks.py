@@ -15,6 +15,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import ContextItem, Embedding
+from memtape.ledger.field_rules import TEXT_RE
 from memtape.ledger.jsonl import first_error
 from memtape.projections.budget import count_tokens
 
@@ -50,6 +51,13 @@ def check_text(value: Any, what: str, *, empty: bool = False, optional: bool = F
     if not isinstance(value, str) or (not empty and not value.strip()):
         raise InvalidEvent(f"{what} must be a non-empty string, got {value!r:.60}")
     return value
+
+
+def check_storable(value: Any, what: str) -> None:
+    """Text the call hashes or encodes itself before the ledger's door sees it (a lesson's dedup key,
+    an action's signature, an audit's run id): refused as the door refuses it, not as the encoder fails."""
+    if isinstance(value, str) and not TEXT_RE.search(value):
+        raise InvalidEvent(f"{what}: text contains a NUL character or a lone surrogate")
 
 
 def check_amount(value: Any, what: str, *, whole: bool = False) -> Any:
@@ -177,9 +185,9 @@ def _in_words(schema: Any) -> str:
         return _in_words(schema["schema"])
     if kind == "union":
         return " or ".join(_in_words(c[0] if isinstance(c, tuple) else c) for c in schema["choices"])
-    if kind == "tuple" and len(items := schema.get("items_schema", [])) == 2 and not schema.get("variadic_item_index"):
-        if items[0] == items[1]:
-            return f"a pair of {_PLURALS.get(str(items[0].get('type')), 'values')}"
+    items = schema.get("items_schema", [])
+    if kind == "tuple" and len(items) == 2 and items[0] == items[1] and not schema.get("variadic_item_index"):
+        return f"a pair of {_PLURALS.get(str(items[0].get('type')), 'values')}"
     if kind in ("list", "tuple", "set", "frozenset", "generator"):
         return "a list"
     if kind == "is-instance":
@@ -197,9 +205,10 @@ def _validate(adapter: TypeAdapter[Any], value: Any) -> None:
     try:
         adapter.validate_python(value)
     except ValidationError:
-        if not isinstance(value, tuple):
+        if not isinstance(value, list | tuple):
             raise
-        adapter.validate_python(list(value))  # a tuple where a list is declared (strict mode alone refuses it)
+        # a tuple where a list is declared, or a JSON array where a pair is: the same to the caller
+        adapter.validate_python(tuple(value) if isinstance(value, list) else list(value))
 
 
 def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -216,11 +225,6 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
         except TypeError as exc:
             raise InvalidEvent(f"{fn.__name__}: {one_line(exc)}") from None
         for name, value in bound.arguments.items():
-            if isinstance(value, str) and not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise InvalidEvent(f"{fn.__name__}: {name} is not valid Unicode (a lone surrogate)") from None
             adapter = adapters.get(name)
             if adapter is not None:
                 try:
@@ -236,7 +240,7 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def checked_arguments(cls: type[Checked]) -> type[Checked]:
     """Check every public method's arguments against its annotations (strictly: no coercion) before
-    it runs, so a wrong type, None where none is taken, or a lone surrogate raises InvalidEvent in
+    it runs, so a wrong type or None where none is taken raises InvalidEvent in
     one line on every call, instead of whatever the body would meet (TypeError, AttributeError, ...).
     The method still receives the arguments unchanged; ranges and contents stay its own checks'."""
     for name, member in list(vars(cls).items()):

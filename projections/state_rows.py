@@ -162,7 +162,7 @@ def open_state(
     run: str | None = None,
 ) -> tuple[int, list[Any]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
-    view = MemoryView.open(store, projections_path, policy, as_of=as_of)
+    view = MemoryView.open(store, projections_path, policy, as_of=as_of, lend=True)
     return view.head, state_items(view, kind, domain, run)
 
 

@@ -21,15 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,54 +38,12 @@ if __package__ in (None, ""):
 import httpx
 
 import memtape
-from bench import Figure, print_json, show
-from memtape.http_guard import token_file
+from bench import Figure, Server, print_json, served, show
 
 BENCH = "server"
 SHOP = "https://shop.example/"
 BLOCKED = "element intercepts pointer events"
 CONCURRENCY = (8, 32)
-
-
-@dataclass(frozen=True)
-class Server:
-    """A `memtape serve` process: where it answers, its token, the process (to kill)."""
-
-    base: str
-    token: str
-    process: subprocess.Popen[bytes]
-
-    def client(self) -> httpx.Client:
-        """One keep-alive connection, as an agent given the token has."""
-        return httpx.Client(base_url=self.base, timeout=120, headers={"Authorization": f"Bearer {self.token}"})
-
-
-@contextmanager
-def _served(memory: Path) -> Iterator[Server]:
-    """The server makes its token and keeps it in the memory directory."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                httpx.get(f"{base}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield Server(base, token_file(memory).read_text().strip(), proc)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=30)
 
 
 def p99(took_ms: list[float]) -> float:
@@ -218,7 +174,7 @@ def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
                     if len(acknowledged) >= kill_after:
                         enough.set()
 
-    with _served(memory) as server:
+    with served(memory) as server:
         threads = [threading.Thread(target=client, args=(n, server)) for n in range(clients)]
         start = time.perf_counter()
         for thread in threads:
@@ -253,7 +209,7 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as tmp:
         lib_rate, lib_p99 = _through_library(Path(tmp) / "library", pairs)
-        with _served(Path(tmp) / "http") as server:
+        with served(Path(tmp) / "http") as server:
             http_rate, http_p99 = _through_http(server, pairs)
             one_rate, one_p99 = _load(server, 1, requests)
             loads = {clients: _load(server, clients, requests // clients) for clients in CONCURRENCY}

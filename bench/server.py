@@ -37,8 +37,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from json import dumps, loads
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -149,7 +149,7 @@ def p99(took_ms: list[float]) -> float:
     return statistics.quantiles(took_ms, n=100)[98]
 
 
-def _timed(pairs: int, record: Callable[[int], None], recall: Callable[[int], None]) -> tuple[float, float]:
+def _timed(pairs: int, record: Callable[[int], object], recall: Callable[[int], object]) -> tuple[float, float]:
     """(pairs per second, p99 ms of one record+recall pair)."""
     took: list[float] = []
     start = time.perf_counter()

@@ -253,7 +253,9 @@ class Notes:
 
     def dump(self) -> str:
         def planned(p: Planned) -> list[Any]:
-            return [p.command, p.args, p.role, p.name, p.why, "".join(_CODES[s] for s in p.sources)]
+            # no empty strings: a run of `""` misaligns the quote reading the secret scrubber does, which
+            # then takes JSON punctuation after a quoted "Log in" for a password and redacts it
+            return [p.command, p.args, p.role, p.name, p.why or None, "".join(_CODES[s] for s in p.sources) or None]
 
         data: dict[str, Any] = {"g": self.goal_done}
         if self.steps:
@@ -279,7 +281,7 @@ class Notes:
             data = json.loads(line[len(NOTES) :])
 
             def planned(p: list[Any]) -> Planned:
-                return Planned(p[0], dict(p[1]), p[2], p[3], p[4], tuple(_SOURCES[c] for c in p[5]))
+                return Planned(p[0], dict(p[1]), p[2], p[3], p[4] or "", tuple(_SOURCES[c] for c in p[5] or ""))
 
             fb = data.get("f")
             return cls(

@@ -505,7 +505,7 @@ class ScriptedPolicy:
         where = f"goal step {index + 1}/{len(plan)}"
         if sub.kind in ("click", "find"):
             el = seen.find(sub.a, roles=CLICKABLE) or seen.find(sub.a)
-            worked = _worked_before(seen, sub.a, el)
+            worked = _worked_before(seen, sub.a, el, [s.a for s in plan if s != sub])
             if worked is not None:
                 (source, better) = worked
                 why = f"memory ({source}): of the controls named like {sub.a!r}, {better.role} {better.name!r} worked"
@@ -732,13 +732,20 @@ def _clicks(seen: Reading) -> list[tuple[str, list[tuple[str, str]]]]:
     return out
 
 
-def _worked_before(seen: Reading, target: str, default: Element | None) -> tuple[str, Element] | None:
-    """Of several controls on the page named like `target` (the name, or a name holding it), the one a
-    recorded step list the prompt shows clicked, where it is not the one a reader would pick anyway:
-    (the section that says so, the element). None when the page shows one such control, or memory
-    names none of them."""
+def _worked_before(
+    seen: Reading, target: str, default: Element | None, others: Sequence[str] = ()
+) -> tuple[str, Element] | None:
+    """Of several controls on the page named like `target` (the name, or a name holding it; not one
+    the goal names for another of its steps, `others`), the one a recorded step list the prompt
+    shows clicked, where it is not the one a reader would pick anyway: (the section that says so,
+    the element). None when the page shows one such control, or memory names none of them."""
     want = target.strip().lower()
-    plausible = [e for e in seen.elements if e.role in CLICKABLE and want and want in e.name.lower()]
+    taken = {o.strip().lower() for o in others}
+    plausible = [
+        e
+        for e in seen.elements
+        if e.role in CLICKABLE and want and want in e.name.lower() and e.name.strip().lower() not in taken
+    ]
     if len(plausible) < 2:
         return None
     for source, clicks in _clicks(seen):

@@ -95,6 +95,10 @@ def test_of_two_plausible_controls_the_one_that_worked_is_chosen_and_only_then_m
     assert _worked_before(seen, "Download PDF", link) is None  # the reader picks it anyway: memory changed nothing
     assert _worked_before(_reading([link], PATH), "Download", link) is None  # one control: nothing to choose
     assert _worked_before(Reading(elements=(button, link)), "Download", button) is None
+    # "Open Rain Jacket, click Add to cart, then open Cart": the trajectory's "Add to cart" is another step's
+    cart, add = Element("e3", "link", "Cart"), Element("e4", "button", "Add to cart")
+    added = _reading([cart, add], [("link", "Rain Jacket"), ("button", "Add to cart"), ("link", "Cart")])
+    assert _worked_before(added, "Cart", cart, ["Rain Jacket", "Add to cart"]) is None
 
 
 @pytest.mark.browser

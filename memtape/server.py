@@ -52,6 +52,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
+from memtape.http_frames import JsonFramesProtocol
 from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
@@ -442,8 +443,10 @@ def serve(
     app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
     announce(f"http://{shown}:{bound}")
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", h11_max_incomplete_event_size=SERVER_HEADER_BYTES)).run(
-            sockets=[sock]
-        )
+        uvicorn.Server(
+            uvicorn.Config(
+                app, log_level="warning", http=JsonFramesProtocol, h11_max_incomplete_event_size=SERVER_HEADER_BYTES
+            )
+        ).run(sockets=[sock])
     finally:
         sock.close()

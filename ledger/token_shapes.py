@@ -84,7 +84,7 @@ def random_body(body: str, length: int = 24) -> bool:
 
 
 def _prefixed_token(m: re.Match[str]) -> bool:
-    if _ASSET.match(m.string, m.end()) or _DIGEST_WORD.search(m.group("prefix")):
+    if _ASSET.match(m.string, m.end()) or _DIGEST_WORD.search(m.group("prefix")) or UUID_SHAPE.search(m.group()):
         return False
     return random_body(m.group("body"))
 

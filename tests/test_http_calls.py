@@ -63,7 +63,7 @@ values = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=30),
     st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),

@@ -153,9 +153,22 @@ def worker(path: Path, repeat: int) -> dict[str, float]:
     for name, mix in mixes.items():
         texts = [orjson.dumps(d, option=orjson.OPT_SORT_KEYS).decode() for d in mix]
         redactor = Redactor()
-        for data, text in zip(mix, texts):  # warm: rule sets read, patterns compiled
+        for data, text in list(zip(mix, texts))[:2000]:  # warm: rule sets read, patterns compiled
             if redactor.may_contain_secrets(text):
                 redactor.value(data)
+        if name == "hostile":
+            # one pass, each payload timed on its own: the mean and the slowest one (100k strings
+            # of up to 4 KB: a pass is what the box can afford)
+            redactor = Redactor()
+            times = []
+            for data, text in zip(mix, texts):
+                start = time.process_time()
+                if redactor.may_contain_secrets(text):
+                    redactor.value(data)
+                times.append(time.process_time() - start)
+            out[name] = sum(times) / len(mix) * 1e6
+            out["hostile_worst"] = max(times) * 1e6
+            continue
         best = float("inf")
         for _ in range(repeat):
             redactor = Redactor()  # a fresh one: no short string is known clean yet
@@ -165,15 +178,6 @@ def worker(path: Path, repeat: int) -> dict[str, float]:
                     redactor.value(data)
             best = min(best, time.process_time() - start)
         out[name] = best / len(mix) * 1e6
-        if name == "hostile":  # the slowest one payload, timed on its own
-            redactor = Redactor()
-            worst = 0.0
-            for data, text in zip(mix, texts):
-                start = time.process_time()
-                if redactor.may_contain_secrets(text):
-                    redactor.value(data)
-                worst = max(worst, time.process_time() - start)
-            out["hostile_worst"] = worst * 1e6
     return out
 
 

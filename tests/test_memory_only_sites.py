@@ -23,6 +23,10 @@ from memtape.agent.runner import run_pass
 from memtape.agent.sites import CASES_FILE, SitesServer, load_cases
 from memtape.agent.sites.server import ROOT as SITES_ROOT
 from memtape.agent.sites.server import _resolve
+from memtape.analytics.explain import explain_item
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.errors import UnknownItem
+from memtape.ledger.events import PatternLearned, PatternStep, PatternUsed
 from memtape.ledger.store import SqliteStore
 
 ORIGINAL = [
@@ -158,3 +162,24 @@ def test_no_path_or_release_reaches_a_file_outside_the_site_or_its_parts(path: l
         assert site in found.resolve().parents
         assert not any(p.startswith(("_parts", ".")) for p in found.relative_to(site).parts)
         assert found.parent.name != "_parts"
+
+
+def test_explain_tells_a_learned_pattern_s_life_and_credit(tmp_path: Path) -> None:
+    """The top item of the demo's credit is a learned path: `explain` tells its life and its credit."""
+    steps = [PatternStep(command="click", role="link", name=n) for n in ("Library", "Board papers")]
+    learned = PatternLearned(
+        pattern_id="pat_1", description="Navigate records.test", pattern_type="navigation", steps=steps
+    )
+    with SqliteStore.open(tmp_path / "ledger.db") as store:
+        store.append(
+            [
+                NewEvent(learned, run_id="run_a", domain="records.test"),
+                NewEvent(PatternUsed(pattern_id="pat_1", success=True), run_id="run_b", domain="records.test"),
+            ]
+        )
+        life = explain_item(store, "pat_1")
+        assert life["kind"] == "pattern" and life["status"] == "current" and life["now"]["uses"] == 1
+        assert [e["stage"] for e in life["life"]] == ["learned", "used"] and life["recalled_in_runs"] == ["run_b"]
+        assert life["credit"] is None  # not measured yet
+        with pytest.raises(UnknownItem):
+            explain_item(store, "pat_2")

@@ -53,7 +53,14 @@ from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.forgetting import answer_forgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
-from memtape.projections.recording.checks import check_point, check_step, check_text, one_line, plain
+from memtape.projections.recording.checks import (
+    check_point,
+    check_step,
+    check_text,
+    checked_arguments,
+    one_line,
+    plain,
+)
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
 from memtape.projections.search import SearchIndex, SearchResult, check_search
@@ -67,6 +74,7 @@ from memtape.projections.writer import MemoryWriter, RunSoFar
 STALE_AFTER = timedelta(hours=1)
 
 
+@checked_arguments
 class RecordingMemory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 
@@ -428,7 +436,8 @@ class RecordingMemory:
         self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None, step: int | None = None
     ) -> list[Lesson]:
         """Trigger A: lessons matching a failed command or its error (site lessons only on their
-        site); logs error_recall."""
+        site); logs error_recall. In a run, a lesson without credit counts as a use only when the run
+        finishes and the decisions after this recall cleared the failure (`lessons_used`)."""
         check_text(command, "command")
         check_text(error, "error", empty=True)
         probe = self.event(
@@ -452,7 +461,7 @@ class RecordingMemory:
                     {
                         "command": command,
                         "error_snippet": error[:300],
-                        **recall_payload(matches, worth(view.state.credit)),
+                        **recall_payload(matches, worth(view.state.credit), pending=run_id is not None),
                     },
                     run_id=run_id,
                     step=step,

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from memtape.ledger.clock import parse_ts
-from memtape.ledger.envelope import NewEvent
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, RunConflict
 from memtape.ledger.events import (
     LOCATOR_ARGS,
@@ -58,7 +58,9 @@ from memtape.projections.recording.checks import (
     check_embedding,
     check_flag,
     check_step,
+    check_storable,
     check_text,
+    checked_arguments,
     context_item,
     context_items,
     one_line,
@@ -78,6 +80,7 @@ from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
 
+@checked_arguments
 class Run(RunSearch):
     """One run of an agent: what it did and what it recalled, in the ledger as it happens.
 
@@ -312,6 +315,8 @@ class Run(RunSearch):
 
     def known_failure(self, command: str, args: Mapping[str, Any], url: str) -> str | None:
         """Is this a repeated failure: the action's signature when it already failed in this run."""
+        check_storable(command, "command")
+        check_storable(url, "url")
         signature = action_signature({"command": command, "args": dict(args)}, url)
         return signature if self.short_term().has_failed(signature) else None
 
@@ -749,6 +754,7 @@ class Run(RunSearch):
             ("scope_domain", scope_domain),
         ):
             check_text(value, what, empty=True, optional=True)
+            check_storable(value, what)
         if category == "site_specific" and not scope_domain:
             scope_domain = self.domain or None
         ev = self._event(
@@ -921,7 +927,7 @@ class Run(RunSearch):
                     run_id=self.run_id,
                 ).payload,
             )
-            return self._learning(steps, run, learned, learn)
+            return self._learning(steps, run, learned, learn, so_far.pending_recalls)
 
         with self.timed():
             self.memory.append_to_run(self.run_id, build)
@@ -929,7 +935,12 @@ class Run(RunSearch):
         return learned
 
     def _learning(
-        self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool
+        self,
+        steps: Sequence[StepRecord],
+        run: RunCompleted,
+        learned: Learned,
+        learn: bool,
+        recalls: Sequence[RecordedEvent],
     ) -> list[NewEvent]:
         """The events of finishing the run with `steps`: what it learned (into `learned`), the uses of
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
@@ -942,6 +953,7 @@ class Run(RunSearch):
                 learned,
                 learn=learn,
                 patterns_used=self.patterns_used,
+                recalls=recalls,
                 run_id=self.run_id,
                 goal=self.goal,
                 safe_goal=self.safe_goal,

@@ -27,6 +27,7 @@ from tests.faces_support import (
     LOCAL_CALLS,
     MEMORY_CALLS,
     ONE_FACE_CALLS,
+    QUERY_NAMES,
     RECORDING,
     ROUTES,
     RUN_READS,
@@ -183,7 +184,8 @@ def _call(http: httpx.Client, name: str, arguments: dict[str, Any], run: str) ->
             url = url.replace("{" + field + "}", quote(rest.pop(field), safe=""))
     if method == "post":
         return http.post(url, json=rest)  # every field, null ones included
-    return http.get(url, params={k: v for k, v in rest.items() if v is not None})
+    named = QUERY_NAMES.get(name, {})
+    return http.get(url, params={named.get(k, k): v for k, v in rest.items() if v is not None})
 
 
 def _through_http(http: httpx.Client, spec: dict[str, Any]) -> list[Any]:

@@ -7,6 +7,7 @@ the result as a rich table (or JSON with --json).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -36,7 +37,7 @@ def _display(value: Any) -> Any:
     return value
 
 
-def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) -> Report:
+def _report(title: str, columns: tuple[str, ...], items: Sequence[Any], fmt: str) -> Report:
     """The table shows `columns`; json, csv and parquet carry every field of every item."""
     if fmt == "table":
         rows = [tuple(_display(getattr(item, c, None)) for c in columns) for item in items]

@@ -342,8 +342,18 @@ def diff_between(
     to_seq: int | str,
     policy: Thresholds = DEFAULT_POLICY,
 ) -> list[Change]:
-    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`),
-    each a seq, an ISO time or a run id (`diff_point`)."""
+    """`memtape diff` and `mem.diff`: memory at `from_seq` against memory at `to_seq` (`from_seq`
+    not after `to_seq`), each a seq, an ISO time or a run id (`diff_point`); anything else (an
+    empty text, a negative seq, another type) is refused in one line, on every face alike."""
+    for name, point in (("start", from_seq), ("end", to_seq)):
+        if (
+            isinstance(point, bool)
+            or not isinstance(point, (int, str))
+            or (isinstance(point, str) and not point.strip())
+        ):
+            raise LedgerError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+        if isinstance(point, int) and point < 0:
+            raise LedgerError(f"{name} must be a seq >= 0, got {point}")
     start, end = diff_point(store, from_seq, "diff start"), diff_point(store, to_seq, "diff end")
     if start > end:
         raise LedgerError(

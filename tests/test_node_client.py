@@ -84,7 +84,14 @@ export async function wrong(): Promise<void> {
   await memtape.POST("/runs/{run_id}/lessons", { params: { path: { run_id: "r" } }, body: { text: "t", category: "site_spcific" } });  // TS2820 a category the schema does not list
   await memtape.POST("/runs/{run_id}/facts", { params: { path: { run_id: "r" } }, body: { kind: "quirk", key: "k", value: "v", domian: "d" } });  // TS2561 a misspelt inline field
   await memtape.GET("/state/{kind}", { params: { path: { kind: "lesson" } } });  // TS2820 a state kind the schema does not list
-  console.log(nope, uses);
+  const state = await memtape.GET("/state/{kind}", { params: { path: { kind: "facts" } } });
+  const facts = state.data as components["schemas"]["Fact"][];
+  const sure: number = facts[0].confidense;  // TS2551 a misspelt field of a state kind's row
+  const lessons = (await memtape.GET("/state/{kind}", { params: { path: { kind: "lessons" } } })).data as components["schemas"]["ListedLesson"][];
+  const flag: boolean = lessons[0].instruction_like;  // TS2322 a kind's row field has its own type (string | null)
+  const diff = await memtape.GET("/diff", { params: { query: { from: 0, to: "run_a" } } });
+  const item: string = diff.data![0].itme;  // TS2551 a misspelt field of a change
+  console.log(nope, uses, sure, flag, item);
 }
 """
 TSCONFIG = {

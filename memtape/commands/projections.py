@@ -132,7 +132,7 @@ def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     Example: memtape diff --from 100 --to 250
     """
     s = current_settings()
-    changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)
+    changes = diff_between(s.store(), s.projections_path, from_seq, to_seq)
     emit(
         _report(
             f"memory changes from {from_seq} to {to_seq}",

@@ -253,7 +253,9 @@ class Notes:
 
     def dump(self) -> str:
         def planned(p: Planned) -> list[Any]:
-            return [p.command, p.args, p.role, p.name, p.why, "".join(_CODES[s] for s in p.sources)]
+            # no empty strings: a run of `""` misaligns the quote reading the secret scrubber does, which
+            # then takes JSON punctuation after a quoted "Log in" for a password and redacts it
+            return [p.command, p.args, p.role, p.name, p.why or None, "".join(_CODES[s] for s in p.sources) or None]
 
         data: dict[str, Any] = {"g": self.goal_done}
         if self.steps:
@@ -279,7 +281,7 @@ class Notes:
             data = json.loads(line[len(NOTES) :])
 
             def planned(p: list[Any]) -> Planned:
-                return Planned(p[0], dict(p[1]), p[2], p[3], p[4], tuple(_SOURCES[c] for c in p[5]))
+                return Planned(p[0], dict(p[1]), p[2], p[3], p[4] or "", tuple(_SOURCES[c] for c in p[5] or ""))
 
             fb = data.get("f")
             return cls(
@@ -503,8 +505,18 @@ class ScriptedPolicy:
         where = f"goal step {index + 1}/{len(plan)}"
         if sub.kind in ("click", "find"):
             el = seen.find(sub.a, roles=CLICKABLE) or seen.find(sub.a)
+            worked = _worked_before(seen, sub.a, el, [s.a for s in plan if s != sub])
+            if worked is not None:
+                (source, better) = worked
+                why = f"memory ({source}): of the controls named like {sub.a!r}, {better.role} {better.name!r} worked"
+                return Decision("click", {"ref": better.ref}, better, think=f"{why} ({where})")
             if el is not None:
                 return Decision("click", {"ref": el.ref}, el, think=f"click {sub.a!r} ({where})")
+            route = _learned_route(seen, sub.a)
+            if route is not None:
+                source, via = route
+                why = f"memory ({source}): the way to {sub.a!r} learned before goes through {via.name!r}"
+                return Decision("click", {"ref": via.ref}, via, think=f"{why} ({where})")
             nxt = next(
                 (
                     e
@@ -584,9 +596,12 @@ class ScriptedPolicy:
 
     def _login_pattern(self, seen: Reading, notes: Notes, sub: SubGoal) -> Decision | None:
         """Seed 003's long-term memory: follow this site's learned login flow (its placeholders
-        filled with the goal's user and password) when nothing of the login is done yet."""
+        filled with the goal's user and password) when nothing of the login is done yet (a click
+        that only cleared the page, such as an overlay's button, is not part of it)."""
         pattern = next((p for p in seen.patterns if p.pattern_type == "login_flow"), None)
-        if pattern is None or notes.steps:
+        if pattern is None or any(
+            s.command in ("fill", "type") or any(_same_step(s, step) for step in pattern.steps) for s in notes.steps
+        ):  # the login has begun (typing), or the flow was followed once: a flow that led nowhere is not repeated
             return None
         notes.queue = [
             _planned(s, f"learned pattern {pattern.position + 1}", ("learned_patterns",))
@@ -669,6 +684,11 @@ class ScriptedPolicy:
         return opts
 
 
+def _same_step(done: Done, step: dict[str, Any]) -> bool:
+    """Whether an action taken is a learned pattern's step (its command on the same element)."""
+    return done.command == step.get("command") and done.name == step.get("name") and done.role == step.get("role")
+
+
 def _password_field(s: Done, sub: SubGoal) -> bool:
     """Whether a typing step went into the password (its value says so, or where the prompt hid the
     value, its field's name)."""
@@ -701,6 +721,56 @@ class _Step:
     command: str
     name: str | None
     args: dict[str, Any]
+
+
+def _clicks(seen: Reading) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The clicks (role, name) of each recorded step list the prompt shows, with its section."""
+    out = [("reference_trajectory", [(s.role or "", s.name or "") for s in seen.trajectory if s.command == "click"])]
+    for p in seen.patterns:
+        steps = [(str(s.get("role") or ""), str(s.get("name") or "")) for s in p.steps if s.get("command") == "click"]
+        out.append(("learned_patterns", steps))
+    return out
+
+
+def _worked_before(
+    seen: Reading, target: str, default: Element | None, others: Sequence[str] = ()
+) -> tuple[str, Element] | None:
+    """Of several controls on the page named like `target` (the name, or a name holding it; not one
+    the goal names for another of its steps, `others`), the one a recorded step list the prompt
+    shows clicked, where it is not the one a reader would pick anyway: (the section that says so,
+    the element). None when the page shows one such control, or memory names none of them."""
+    want = target.strip().lower()
+    taken = {o.strip().lower() for o in others}
+    plausible = [
+        e
+        for e in seen.elements
+        if e.role in CLICKABLE and want and want in e.name.lower() and e.name.strip().lower() not in taken
+    ]
+    if len(plausible) < 2:
+        return None
+    for source, clicks in _clicks(seen):
+        for role, name in clicks:
+            el = next((e for e in plausible if e.role == role and e.name == name), None)
+            if el is not None:
+                return None if default is not None and el.ref == default.ref else (source, el)
+    return None
+
+
+def _learned_route(seen: Reading, target: str) -> tuple[str, Element] | None:
+    """`target` is not on this page, but a recorded step list the prompt shows reached it by clicks:
+    the latest click of that path before it whose element this page shows (the section, the element).
+    None when memory knows no way there from here."""
+    for source, clicks in _clicks(seen):
+        k = next((i for i, (_role, name) in enumerate(clicks) if _named(name, target)), None)
+        if k is None:
+            continue
+        for role, name in reversed(clicks[:k]):
+            if (role, name) in seen.dead_ends:
+                continue
+            el = seen.by_identity(role, name) or seen.find(name, roles=(role,), exact=True)
+            if el is not None:
+                return source, el
+    return None
 
 
 def _recorded(seen: Reading) -> list[tuple[str, list[_Step]]]:

@@ -283,7 +283,7 @@ class Prompts:
                 matches = view.error_matches(d["command"], d["error_snippet"], ev.domain)
             else:
                 matches = view.domain_matches(ev.domain or "")
-            made = recall_payload(matches, worth(view.state.credit))
+            made = recall_payload(matches, worth(view.state.credit), pending="pending_ids" in d)
             if d.get("counted_ids") is None:  # a recall written before counted_ids counts every lesson it lists
                 del made["counted_ids"]
             return made["lesson_ids"], made

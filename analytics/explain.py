@@ -85,7 +85,7 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
             elif born and d["subject_kind"] == "run" and d["subject"] in info.get("runs", ()):
                 life.append(_entry(ev, "forgotten", "a run that used it was forgotten", forgotten))
             continue
-        if t in ("error_recall", "domain_recall", "tier1_loaded") or t == "lessons_pruned":
+        if t in ("error_recall", "domain_recall", "lessons_used", "tier1_loaded") or t == "lessons_pruned":
             if lesson_id not in (d.get("lesson_ids") or ()):
                 continue
         elif lesson_id_of(ev) != lesson_id:
@@ -107,13 +107,20 @@ def _lesson_life(read: Read, lesson_id: str, forgotten: Forgotten) -> dict[str, 
             life.append(_entry(ev, "deduplicated", f"use_count {d['new_use_count']}", forgotten))
         elif t == "error_recall":
             stage, why = (
-                ("recalled", "on error") if lesson_id in counted(d) else ("offered", "on its command only (not a use)")
+                ("recalled", "on error")
+                if lesson_id in counted(d)
+                else ("recalled", "on error (a use only if the run then clears it)")
+                if lesson_id in (d.get("pending_ids") or ())
+                else ("offered", "on its command only (not a use)")
             )
             life.append(
                 _entry(ev, stage, f"{why}: {d.get('command')} / {d.get('error_snippet')}", forgotten, trigger="error")
             )
         elif t == "domain_recall":
             life.append(_entry(ev, "recalled", "on domain change", forgotten, trigger="domain"))
+        elif t == "lessons_used":
+            why = f"the failure recalled on at step {d['recall_step']} cleared at step {d['cleared_at']}"
+            life.append(_entry(ev, "used", why, forgotten, trigger="error"))
         elif t == "tier1_loaded":
             life.append(_entry(ev, "in Tier 1", "loaded into the system prompt", forgotten))
         elif t == "lesson_promoted":

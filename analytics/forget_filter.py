@@ -395,8 +395,9 @@ class Forgotten:
                 data["lessons"] = [texts[i] for i in keep]
             if ev.type in _COUNTS:
                 data[_COUNTS[ev.type]] = len(keep)
-            if isinstance(data.get("counted_ids"), list):
-                data["counted_ids"] = [lid for lid in data["counted_ids"] if not self.lesson(lid, ev.seq)]
+            for listed in ("counted_ids", "pending_ids"):
+                if isinstance(data.get(listed), list):
+                    data[listed] = [lid for lid in data[listed] if not self.lesson(lid, ev.seq)]
         if isinstance(data.get("triggered_domains"), list):
             data["triggered_domains"] = self.domains_shown(data["triggered_domains"], ev.seq)
         if ev.type in _NAMES_FACTS and ev.seq < self.facts_until:

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+from memtape.http_guard import token_file
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,66 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def ms(fn: Callable[[], Any]) -> float:
+    """Wall time of one call, in milliseconds."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without MEMTAPE_* settings, and with Python's bytecode caches written and
+    used as on an ordinary install (PYTHONDONTWRITEBYTECODE would compile every module at every
+    start): what a measured `memtape` process is started with."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_") and k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def wall_ms(argv: list[str]) -> float:
+    """Wall time of one command run to its end (its output dropped; a failure raises), in ms."""
+    return ms(lambda: subprocess.run(argv, check=True, capture_output=True, env=clean_env(), timeout=600))
+
+
+@dataclass(frozen=True)
+class Server:
+    """A `memtape serve` process: where it answers, its token, the process (to kill)."""
+
+    base: str
+    token: str
+    process: subprocess.Popen[bytes]
+
+    def client(self) -> httpx.Client:
+        """One keep-alive connection, as an agent given the token has."""
+        return httpx.Client(base_url=self.base, timeout=120, headers={"Authorization": f"Bearer {self.token}"})
+
+
+@contextmanager
+def served(memory: Path) -> Iterator[Server]:
+    """`memtape serve` over `memory` on a free loopback port, once it answers (the server makes its
+    token and keeps it in the memory directory); terminated after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(1200):
+            try:
+                httpx.get(f"{base}/openapi.json", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield Server(base, token_file(memory).read_text().strip(), proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
 
 
 def over_memory(

@@ -17,17 +17,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import memtape
-from bench import Figure, print_json, show
+from bench import Figure, print_json, show, wall_ms
 
 BENCH = "cli_startup"
 #: the issue's bounds, in milliseconds of wall time
@@ -39,12 +37,6 @@ def memtape_command() -> list[str]:
     """The `memtape` script installed beside this interpreter (what a user runs), else `python -m memtape`."""
     script = Path(sys.executable).parent / "memtape"
     return [str(script)] if script.exists() else [sys.executable, "-m", "memtape"]
-
-
-def _wall_ms(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=120)
-    return (time.perf_counter() - start) * 1e3
 
 
 def _memory(directory: Path) -> Path:
@@ -75,7 +67,7 @@ def measure(runs: int = 5) -> tuple[list[Figure], dict[str, float]]:
         times: dict[str, list[float]] = {name: [] for name in commands}
         for turn in range(runs + 1):
             for name, argv in commands.items():
-                ms = _wall_ms(argv)
+                ms = wall_ms(argv)
                 if turn:  # the first turn warms the page cache and the .pyc files
                     times[name].append(ms)
         shutil.rmtree(memory)

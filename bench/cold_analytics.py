@@ -37,7 +37,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import Figure, memory_command, over_memory, show
+from bench import Figure, clean_env, memory_command, over_memory, show, wall_ms
 from devtools.synthetic import ensure_ledger
 from memtape.analytics.queries import ANALYSES, sections
 from memtape.ledger.location import MIRROR_FILE
@@ -80,18 +80,6 @@ print(json.dumps({"imports": t1 - t0, "open and check current": t2 - t1, "querie
 """
 
 
-def _env() -> dict[str, str]:
-    """This environment without MEMTAPE_* settings, and with Python's bytecode caches written and
-    used as on an ordinary install (PYTHONDONTWRITEBYTECODE would compile every module at every start)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_") and k != "PYTHONDONTWRITEBYTECODE"}
-
-
-def _wall_ms(argv: list[str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env=_env())
-    return (time.perf_counter() - t0) * 1e3
-
-
 def command_argv(memory: Path) -> list[str]:
     """`memtape --memory-dir DIR analytics promotions`, through this interpreter's script."""
     return [str(Path(sys.executable).with_name("memtape")), "--memory-dir", str(memory), "analytics", ANALYSIS]
@@ -100,7 +88,7 @@ def command_argv(memory: Path) -> list[str]:
 def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
     """The command, the direct SQL and the bare interpreter, interleaved `repeat` times; then the phases."""
     t0 = time.perf_counter()
-    subprocess.run(command_argv(memory), check=True, capture_output=True, env=_env())  # makes everything current
+    subprocess.run(command_argv(memory), check=True, capture_output=True, env=clean_env())  # makes everything current
     print(f"mirror current in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     queries = json.dumps(list(sections(ANALYSES[ANALYSIS][0]).values()))
     runs: dict[str, list[float]] = {"command": [], "direct": [], "bare": []}
@@ -110,11 +98,11 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
         "bare": [sys.executable, "-c", "pass"],
     }
     for name in runs:  # warm the OS page cache for every side alike
-        _wall_ms(argv[name])
+        wall_ms(argv[name])
     for i in range(repeat):
         order = list(runs)[i % 3 :] + list(runs)[: i % 3]
         for name in order:
-            runs[name].append(_wall_ms(argv[name]))
+            runs[name].append(wall_ms(argv[name]))
     phases: dict[str, list[float]] = {}
     for _ in range(repeat):
         done = subprocess.run(
@@ -122,7 +110,7 @@ def measure(memory: Path, repeat: int) -> tuple[list[Figure], dict[str, Any]]:
             check=True,
             capture_output=True,
             text=True,
-            env=_env(),
+            env=clean_env(),
         )
         for phase, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
             phases.setdefault(phase, []).append(seconds * 1e3)

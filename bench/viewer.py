@@ -27,13 +27,9 @@ Usage::
 from __future__ import annotations
 
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +39,8 @@ if __package__ in (None, ""):
 import httpx
 
 import memtape
-from bench import Figure, memory_command, over_memory, show
+from bench import Figure, memory_command, ms, over_memory, served, show
 from devtools.synthetic import ensure_memory
-from memtape.http_guard import token_file
 from memtape.viewer.gate import COOKIE, session_value
 
 BENCH = "viewer"
@@ -73,39 +68,6 @@ def _pages(mem: Any) -> dict[str, tuple[str, Callable[[Any], Any]]]:
     }
 
 
-@contextmanager
-def _served(memory: Path) -> Iterator[str]:
-    """A `memtape serve` process on a free loopback port, once it answers: its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(1200):
-            try:
-                httpx.get(f"{base}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _ms(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000
-
-
 def _get(http: httpx.Client, path: str) -> None:
     answer = http.get(path)
     if answer.status_code != 200:
@@ -131,19 +93,21 @@ def measure(memory: Path, repeat: int, events: int) -> tuple[list[Figure], dict[
         for name, (_path, reads) in pages.items():
             with memtape.open(memory) as mem:
                 mem.start_run(goal="bench: move the head", start_url="https://bench.example/").finish(success=False)
-                api_first[name].append(_ms(lambda: reads(mem)))  # noqa: B023 - called at once
-                api_again[name].append(_ms(lambda: reads(mem)))  # noqa: B023
+                api_first[name].append(ms(lambda: reads(mem)))  # noqa: B023 - called at once
+                api_again[name].append(ms(lambda: reads(mem)))  # noqa: B023
     for _ in range(repeat):
-        with _served(memory) as base:
-            token = token_file(memory).read_text().strip()
-            api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120)
-            with api, httpx.Client(base_url=base, cookies={COOKIE: session_value(token)}, timeout=120) as http:
+        with served(memory) as server:
+            api = server.client()
+            with (
+                api,
+                httpx.Client(base_url=server.base, cookies={COOKIE: session_value(server.token)}, timeout=120) as http,
+            ):
                 for path, _reads in pages.values():  # the server's imports and templates, as a running server has them
                     _get(http, path)
                 for name, (path, _reads) in pages.items():
                     _move_head(api)
-                    page_first[name].append(_ms(lambda: _get(http, path)))  # noqa: B023 - called at once
-                    page_again[name].append(statistics.median(_ms(lambda: _get(http, path)) for _ in range(3)))  # noqa: B023
+                    page_first[name].append(ms(lambda: _get(http, path)))  # noqa: B023 - called at once
+                    page_again[name].append(statistics.median(ms(lambda: _get(http, path)) for _ in range(3)))  # noqa: B023
     aim = AIM_MS.get(events)
     figs: list[Figure] = []
     metrics: dict[str, Any] = {"pages": {}, "aim_ms": aim, "repeat": repeat, "load_average": os.getloadavg()[0]}

@@ -3,7 +3,7 @@
 A payload model holds only what happened; the envelope (seq, id, stream,
 stream_version, recorded_at, occurred_at, run_id, step, domain, prev_hash,
 hash) is assigned by the store. Old payload versions are upcast on read
-(`UPCASTERS`), so projections only ever see the current shape. The field rules
+(`UPCASTERS`, applied by `store.upcast`), so projections only ever see the current shape. The field rules
 are `field_rules`', the envelope around a payload `envelope`'s, a line's JSON
 Schema `event_schema`'s.
 
@@ -310,9 +310,10 @@ class Tier1Loaded(Payload):
 
 
 class ErrorRecall(Payload):
-    """Trigger A. `counted_ids`: the listed lessons this recall counts as a use (those whose error
-    pattern matched; a command-only match is offered, never counted); None in a recall written
-    before the field existed, which counted every listed lesson."""
+    """Trigger A. `counted_ids`: the listed lessons this recall counts as a use now (error pattern
+    matched; a command-only match is offered, never counted); None in a recall written before the
+    field existed, which counted every listed lesson. `pending_ids`: in a run, the matched lessons
+    without credit, counted only by a `lessons_used` when the run's next decisions clear the failure."""
 
     type: Literal["error_recall"] = "error_recall"
     command: str
@@ -321,6 +322,7 @@ class ErrorRecall(Payload):
     lessons: list[str] = Field(default_factory=list)
     lesson_ids: list[str] = Field(default_factory=list)
     counted_ids: list[str] | None = None
+    pending_ids: list[str] | None = None
 
 
 class DomainRecall(Payload):
@@ -658,6 +660,17 @@ class PatternUsed(Payload):
     success: bool
 
 
+class LessonsUsed(Payload):
+    """The decisions after an error recall at `recall_step` cleared its failure (the recovery at
+    `cleared_at`): the recall's pending lessons each count one use (written when the run finishes)."""
+
+    type: Literal["lessons_used"] = "lessons_used"
+    NEEDS_RUN: ClassVar[bool] = True
+    recall_step: Positive
+    cleared_at: Positive
+    lesson_ids: list[str] = Field(max_length=MAX_ITEMS)
+
+
 class PatternsPruned(Payload):
     """Decision: more than max_patterns; the bottom 20% by (success_rate, last_used) removed."""
 
@@ -931,6 +944,7 @@ AnyPayload = Annotated[
     | ItemCredited
     | PatternLearned
     | PatternUsed
+    | LessonsUsed
     | PatternsPruned
     | ContextGiven
     | ContextInferred
@@ -984,17 +998,3 @@ def min_version(cls: type[Payload]) -> int:
     while (type_, version - 1) in UPCASTERS:
         version -= 1
     return version
-
-
-def upcast(type_: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored payload up to the current version of its type."""
-    cls = EVENT_TYPES.get(type_)
-    if cls is None:
-        return data
-    while version < cls.CURRENT_VERSION:
-        step = UPCASTERS.get((type_, version))
-        if step is None:
-            raise ValueError(f"no upcaster for {type_} v{version}")
-        data = step(data)
-        version += 1
-    return data

@@ -42,16 +42,19 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote
 
 from memtape.ledger.credentials import passwords
+from memtape.ledger.detector import UUID_SHAPE, Detector, looks_random
+from memtape.ledger.detector import detector as _d
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.gitleaks_rules import rule_set, shannon_entropy
+from memtape.ledger.key_material import KEY_MATERIAL, jwk_private_member
+from memtape.ledger.token_shapes import HOOK_STEMS, TOKEN_SHAPES, may_hold_token
 from memtape.ledger.vendored_secrets import PLUGIN_NEEDS, SCREEN_STEMS, VENDORED
 from memtape.ledger.vendored_secrets import SCREEN as VENDORED_SCREEN
 
@@ -294,25 +297,6 @@ def _opaque(m: re.Match[str]) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Detector:
-    """A secret shape: the match's `secret` group (the whole match when there is none) is replaced,
-    when `check` (if any) accepts the match."""
-
-    name: str
-    pattern: re.Pattern[str]
-    check: Callable[[re.Match[str]], bool] | None = None
-    #: detect-secrets' patterns (`vendored_secrets.Vendored.secret`): "match" (less the delimiters a
-    #: pattern takes around a token), 1 (the first group) or "rest" (from the match to the end)
-    part: Literal["secret", "match", "rest", 1] = "secret"
-    #: lower-case text of which every match holds one: the pattern runs only over a string holding one
-    needs: tuple[str, ...] = ()
-
-
-def _d(name: str, pattern: str, check: Callable[[re.Match[str]], bool] | None = None, flags: int = 0) -> Detector:
-    return Detector(name, re.compile(pattern, flags), check)
-
-
 def _iban_ok(m: re.Match[str]) -> bool:
     """An IBAN: 15 to 34 characters whose mod-97 check (country and check digits moved to the end,
     letters as 10..35) leaves 1; a reference number that merely looks like one does not."""
@@ -329,22 +313,6 @@ def _dni_ok(m: re.Match[str]) -> bool:
     return "TRWAGMYFPDXBNJZSQVHLCKE"[int(number) % 23] == raw[-1]
 
 
-_WORDY = re.compile(r"[a-z]+(?:[-_. ][a-z0-9]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*")
-_UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-
-
-def looks_random(value: str, length: int = 8) -> bool:
-    """A token rather than a word, a slug, an address or a number: at least `length` characters of
-    the URL-safe alphabet, letters and digits mixed, not words joined by separators."""
-    return (
-        len(value) >= length
-        and re.fullmatch(r"[A-Za-z0-9_~+/=-]+", value) is not None
-        and any(c.isdigit() for c in value)
-        and any(c.isalpha() for c in value)
-        and _WORDY.fullmatch(value) is None
-    )
-
-
 def _link_token(m: re.Match[str]) -> bool:
     """A query value of a sign-in, verify, reset or magic link that looks random."""
     return looks_random(m.group("secret"))
@@ -354,7 +322,7 @@ def _high_entropy(m: re.Match[str]) -> bool:
     """A value after a key-like name that reads as random: 16+ characters, letters and digits
     mixed, more than 3.5 bits a character (gitleaks' generic threshold); not an id's UUID shape."""
     value = m.group("secret")
-    return looks_random(value, 16) and shannon_entropy(value) > 3.5 and _UUID_SHAPE.fullmatch(value) is None
+    return looks_random(value, 16) and shannon_entropy(value) > 3.5 and UUID_SHAPE.fullmatch(value) is None
 
 
 #: a link whose path says it signs in, verifies, resets or confirms: any random query value is a token
@@ -396,11 +364,7 @@ _KEY_LIKE = (
 
 _AWS_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b")
 DETECTORS: tuple[Detector, ...] = (
-    _d(
-        "PEM private key",
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
-        flags=re.S,
-    ),
+    *KEY_MATERIAL,
     _d("OpenAI / Anthropic key", r"\bsk-[A-Za-z0-9_-]{16,}"),
     _d("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
     _d("Stripe webhook secret", r"\bwhsec_[A-Za-z0-9]{16,}"),
@@ -521,6 +485,8 @@ DETECTORS: tuple[Detector, ...] = (
         r"(?<![\w.-])(?:\d{4}\.\d{4}\.\d{4}\.\d{1,7}|\d{4}\.\d{6}\.\d{4,5})(?![\w-]|\.\d)",
         _card,
     ),
+    # the classes judged by shape alone, last: every detector above takes its token whole first
+    *TOKEN_SHAPES,
 )
 
 
@@ -591,10 +557,13 @@ _STEMS: tuple[str, ...] = (
     "onetime",
     "csc",
     "cvn",
+    "kty",
+    "modulus",
+    *HOOK_STEMS,
     *SCREEN_STEMS,
 )
 #: stems that hold a rarer character, looked for only when that character is there
-_DASH_STEMS = ("-----begin", "sk-", "glpat-", "xapp-")
+_DASH_STEMS = ("begin", "sk-", "glpat-", "xapp-")
 _QUERY_STEMS = ("sig=", "code=")
 _GH = re.compile(r"gh[pousr]_")
 _CC_NUM = re.compile(r"cc[^a-z0-9]*num")
@@ -645,6 +614,8 @@ def _screen(text: str, rules: bool) -> bool:
     if _AWS_ID_SHAPE.search(text) or VENDORED_SCREEN.search(text) or (rules and rule_set().may_match(low)):
         return True
     if ("@" in text and _HOST_CREDENTIALS.search(text)) or _DOTTED_CARD.search(text) or _ID_SHAPES.search(text):
+        return True
+    if may_hold_token(text):
         return True
     if any(stem in low for stem in _KEY_STEMS) or ("://" in low and "?" in low and _AUTH_LINK.search(low)):
         return True
@@ -830,7 +801,8 @@ class Redactor:
                 key = self.text(k) if isinstance(k, str) else k
                 while key in out:  # two keys redacted alike both keep their values
                     key = f"{key}~"
-                out[key] = _masked(v) if isinstance(k, str) and secret_named(k) else self.value(v)
+                secret = isinstance(k, str) and secret_named(k) or jwk_private_member(value, k)
+                out[key] = _masked(v) if secret else self.value(v)
             return out
         if isinstance(value, list):
             return [self.value(v) for v in value]

@@ -54,10 +54,25 @@ from memtape.ledger.errors import (
     UnreadableEvent,
     translated,
 )
-from memtape.ledger.events import EVENT_TYPES, Payload, upcast
+from memtape.ledger.events import EVENT_TYPES, UPCASTERS, Payload
 from memtape.ledger.follow import follow_file
 from memtape.ledger.ids import uuid7
 from memtape.ledger.redact import Redactor, default_redactor
+
+
+def upcast(type_: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a stored payload up to the current version of its type."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        return data
+    while version < cls.CURRENT_VERSION:
+        step = UPCASTERS.get((type_, version))
+        if step is None:
+            raise ValueError(f"no upcaster for {type_} v{version}")
+        data = step(data)
+        version += 1
+    return data
+
 
 APPLICATION_ID = 0x4D4C4447  # "MLDG"
 STORE_SCHEMA_VERSION = 1

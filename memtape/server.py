@@ -52,6 +52,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
+from memtape.http_calls import Calling, DirectCalls, PreparedCall
+from memtape.http_frames import JsonFramesProtocol
 from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
@@ -208,6 +210,11 @@ def _status(exc: MemtapeError) -> int:
     return 400
 
 
+def refusal(exc: MemtapeError) -> JSONResponse:
+    """A library refusal as every face of the server answers it: its one line, its status."""
+    return JSONResponse({"error": _one_line(str(exc) or type(exc).__name__)}, status_code=_status(exc))
+
+
 #: arguments naming a point in the log: over HTTP a text, a seq (ASCII digits) or an ISO time
 POINTS = frozenset({"as_of", "until"})
 
@@ -246,12 +253,12 @@ def route_parameters(operation: Operation) -> list[Parameter]:
     return taken
 
 
-def add_route(app: FastAPI, operation: Operation, memory: Memory, handles: RunHandles, answered: Answered) -> None:
-    """`operation` as a route documented by the library call it makes (its operationId the row's)."""
+def calling(memory: Memory, handles: RunHandles, answered: Answered) -> Calling:
+    """How an operation's call is made and answered, on FastAPI's routes and on the lean path
+    (memtape/http_calls.py) alike: a POST that writes once per Idempotency-Key, anything else
+    as the library's value for the route's answer model."""
 
-    async def endpoint(request: Request, **given: Any) -> Any:
-        body = given.pop("body", None)
-        arguments = {**given, **(body.arguments() if body is not None else {})}
+    async def call(operation: Operation, arguments: dict[str, Any], request: Request) -> Any:
         for name in POINTS & arguments.keys():
             if isinstance(arguments[name], str):
                 arguments[name] = as_of_point(arguments[name])
@@ -260,6 +267,16 @@ def add_route(app: FastAPI, operation: Operation, memory: Memory, handles: RunHa
             return operation.answering(operation.perform(memory, handles, arguments))
 
         return await answered(request, work, operation.status) if operation.idempotent else work()
+
+    return call
+
+
+def add_route(app: FastAPI, operation: Operation, call: Calling) -> None:
+    """`operation` as a route documented by the library call it makes (its operationId the row's)."""
+
+    async def endpoint(request: Request, **given: Any) -> Any:
+        body = given.pop("body", None)
+        return await call(operation, {**given, **(body.arguments() if body is not None else {})}, request)
 
     endpoint.__signature__ = inspect.Signature(route_parameters(operation))  # type: ignore[attr-defined]
     app.add_api_route(
@@ -322,7 +339,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(MemtapeError)
     async def refused(_request: Request, exc: MemtapeError) -> JSONResponse:
-        return JSONResponse({"error": _one_line(str(exc) or type(exc).__name__)}, status_code=_status(exc))
+        return refusal(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -409,7 +426,10 @@ def create_app(
     app.router.route_class = JSONRoute
     handles = RunHandles(memory)
     answered = idempotent(memory, handles)
+    call = calling(memory, handles, answered)
     app.mount(VIEWER, viewer_app(memory, token))  # the web viewer: memtape/viewer/
+    prepared = {op.route_name: PreparedCall(op, route_parameters(op), _listed) for op in operations}
+    app.add_middleware(DirectCalls, routes=app.router.routes, prepared=prepared, calling=call, refusing=refusal)
     add_guards(app, token, host, allow_hosts, tuple(cors_origins))
 
     def openapi() -> dict[str, Any]:
@@ -422,7 +442,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     add_error_handlers(app)
     for operation in operations:
-        add_route(app, operation, memory, handles, answered)
+        add_route(app, operation, call)
     add_append_route(app, memory, handles, answered)
     return app
 
@@ -445,8 +465,10 @@ def serve(
     app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
     announce(f"http://{shown}:{bound}")
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", h11_max_incomplete_event_size=SERVER_HEADER_BYTES)).run(
-            sockets=[sock]
-        )
+        uvicorn.Server(
+            uvicorn.Config(
+                app, log_level="warning", http=JsonFramesProtocol, h11_max_incomplete_event_size=SERVER_HEADER_BYTES
+            )
+        ).run(sockets=[sock])
     finally:
         sock.close()

@@ -11,10 +11,11 @@ the projection modules never apply a policy by themselves: a second
 `Thresholds` by calling `decide` again and folding what it returns.
 
 A recall counts as a use where it matched a lesson's error pattern or domain
-scope: the fold of `error_recall` / `domain_recall` adds 1 to the use_count of
-each lesson the event counts (`lessons.counted`), sets last_used and adds the
-event's domain to triggered_domains, so `decide` evaluates promotion on those
-recalls too (a command-only match never promotes).
+scope: the fold of `error_recall` / `domain_recall` (and of `lessons_used`, the
+outcome of a run's recall on error) adds 1 to the use_count of each lesson the
+event counts (`lessons.counted`), sets last_used and adds the event's domain to
+triggered_domains, so `decide` evaluates promotion on those events too (a
+command-only match never promotes).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from memtape.ledger.events import (
 )
 from memtape.projections.folds import credit as credit_fold
 from memtape.projections.folds import patterns as patterns_mod
-from memtape.projections.folds.lessons import LessonEntry, counted, dedup_key, key_of, new_lesson, used
+from memtape.projections.folds.lessons import RECALL_USES, LessonEntry, counted, dedup_key, key_of, new_lesson, used
 from memtape.projections.folds.state import MemoryState
 from memtape.projections.folds.trajectories import expired
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
@@ -197,7 +198,7 @@ def decide(state: MemoryState, new: NewEvent, policy: Thresholds = DEFAULT_POLIC
             after = _after_use(known, new.domain)
             if promotable(after, policy) and not discredited(state, known.lesson_id):
                 out.append(_promotion(after, new))
-    elif t in ("error_recall", "domain_recall"):
+    elif t in RECALL_USES:
         for lid in counted(data):
             recalled = state.lessons.lessons.get(lid)
             if recalled is None:

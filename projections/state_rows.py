@@ -216,7 +216,7 @@ def open_state(
     run: str | None = None,
 ) -> tuple[int, Sequence[StateRow]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
-    view = MemoryView.open(store, projections_path, policy, as_of=as_of)
+    view = MemoryView.open(store, projections_path, policy, as_of=as_of, lend=True)
     return view.head, state_items(view, kind, domain, run)
 
 
@@ -361,7 +361,7 @@ def diff_between(
             "a diff runs forward; swap them"
         )
     from_seq, to_seq = start, end
-    view = MemoryView.open(store, projections_path, policy)
+    view = MemoryView.open(store, projections_path, policy, lend=True)  # read only: the kept states serve
     return memory_diff(
         view.as_of(from_seq) if projections_path else MemoryView.open(store, None, policy, from_seq),
         view.as_of(to_seq) if projections_path else MemoryView.open(store, None, policy, to_seq),

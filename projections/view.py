@@ -139,11 +139,14 @@ class MemoryView:
         projections_path: Path | None = None,
         policy: Thresholds = DEFAULT_POLICY,
         as_of: int | str | None = None,
+        lend: bool = False,
     ) -> MemoryView:
         """Catch projections.db up with the ledger (when given) and return a view at its head,
-        or at `as_of` (a seq, or an ISO time meaning recorded time)."""
-        state = load_state(store, projections_path, policy, as_of=as_of)
-        return cls(state, policy, store, projections_path, pinned=as_of is not None)
+        or at `as_of` (a seq, or an ISO time meaning recorded time). `lend`: the view is only
+        read, never refreshed, so it may share the states this process keeps between catch-ups
+        (projections/cache/kept.py); it is pinned where it is."""
+        state = load_state(store, projections_path, policy, as_of=as_of, lend=lend)
+        return cls(state, policy, store, projections_path, pinned=as_of is not None or lend)
 
     @classmethod
     def from_events(cls, events: Iterable[Any], policy: Thresholds = DEFAULT_POLICY) -> MemoryView:

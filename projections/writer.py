@@ -47,14 +47,17 @@ def run_finished(run_id: str, what: str = "events") -> RunConflict:
 
 @dataclass
 class RunSoFar:
-    """One run as the ledger holds it: whether it started and finished, and its steps (the first
-    `step_recorded` of each step number). Caught up inside a write transaction, from `seq` on."""
+    """One run as the ledger holds it: whether it started and finished, its steps (the first
+    `step_recorded` of each step number) and its recalls on error still waiting for the run's
+    outcome. Caught up inside a write transaction, from `seq` on."""
 
     run_id: str
     seq: int = 0
     started: bool = False
     finished: bool = False
     steps: dict[int, RecordedEvent] = field(default_factory=dict)
+    #: its recalls on error whose lessons wait for the run's outcome to count (`pending_ids`)
+    pending_recalls: list[RecordedEvent] = field(default_factory=list)
 
     def fold(self, events: Iterable[RecordedEvent]) -> None:
         for ev in events:
@@ -66,6 +69,8 @@ class RunSoFar:
                 self.finished = True
             elif ev.type == "step_recorded" and ev.step is not None:
                 self.steps.setdefault(ev.step, ev)
+            elif ev.type == "error_recall" and ev.step is not None and ev.data.get("pending_ids"):
+                self.pending_recalls.append(ev)
             self.seq = max(self.seq, ev.seq)
 
     def step_events(self) -> list[RecordedEvent]:

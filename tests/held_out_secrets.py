@@ -162,15 +162,10 @@ def pieces(needle: str) -> list[str]:
 
 
 #: held-out shapes no rule finds (measured, not hidden): a test fails when one starts to be found,
-#: so the docs' figure is kept true
-STILL_MISSED = frozenset(
-    {
-        "Asana personal access token",
-        "Discord webhook",
-        "Google OAuth client secret",
-        "PuTTY v3 private key",
-        "JWK private exponent",
-    }
-)
+#: so the docs' figure is kept true. Empty since the classes of `ledger.key_material` and
+#: `ledger.token_shapes` (written for the classes, not for these prefixes) found the last five: an
+#: Asana PAT, a Discord webhook URL, a Google OAuth client secret under an unnamed key, a PuTTY v3
+#: key body and a JWK's private exponent `d`
+STILL_MISSED: frozenset[str] = frozenset()
 #: the shapes the door hides, planted through every face by `tests/test_secrets_at_rest.py`
 CAUGHT: tuple[HeldOut, ...] = tuple(h for h in HELD_OUT if h.name not in STILL_MISSED)

@@ -111,6 +111,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "steps": [{"command": "fill", "role": "textbox", "name": T, "value": "{password}"}],
     },
     "pattern_used": {"pattern_id": "pat_1", "success": True},
+    "lessons_used": {"recall_step": 1, "cleared_at": 2, "lesson_ids": ["l1"]},
     "patterns_pruned": {"pattern_ids": ["pat_0"], "max_patterns": 100, "remaining_count": 80},
     "context_given": {"key": T, "value": T},
     "context_inferred": {"key": "login_required", "value": "true", "source": T},

@@ -45,7 +45,12 @@ HOSTS: dict[str, str] = {
     "club.test": "club",  # a login behind a link: learned once as a pattern, then reused
     "help.test": "help",  # a dead end that needs backtracking
     "docs.test": "docs",  # a small site to explore (sitemap)
+    "records.test": "records",  # knowledge the pages do not show: hidden paths, a dead control, a moved login
 }
+#: a site's later release: `?release=N` on any page sets the `release` cookie, and from then on a page
+#: (or part) under the site's `_releaseN/` replaces the one at the same path: the site changed
+RELEASE = re.compile(r"(?:^|[?&])release=(\d{1,2})(?:&|$)")
+_COOKIE_RELEASE = re.compile(r"(?:^|;\s*)release=(\d{1,2})(?:;|$)")
 #: paths whose page the server delays (seconds): the slow page quirk
 SLOW_PATHS: dict[str, float] = {"/article/election-results": 1.2}
 CASES_FILE = ROOT / "cases.json"
@@ -58,33 +63,41 @@ MEMORY_CASES_FILE = ROOT / "memory_cases.json"
 _INCLUDE = re.compile(r'<!--#include "([a-z0-9-]+\.html)" -->')
 
 
-def _assemble(page: Path, site: Path) -> bytes:
-    """A page as served: each include line replaced by the site's part of that name."""
-    return _INCLUDE.sub(
-        lambda m: (site / "_parts" / m.group(1)).read_text(encoding="utf-8"), page.read_text(encoding="utf-8")
-    ).encode()
+def _assemble(page: Path, sites: list[Path]) -> bytes:
+    """A page as served: each include line replaced by the part of that name (a part may include
+    parts), taken from the first of `sites` (a release, then the site) that has it."""
+
+    def part(m: re.Match[str]) -> str:
+        found = next((s / "_parts" / m.group(1) for s in sites if (s / "_parts" / m.group(1)).is_file()), None)
+        return "" if found is None else _INCLUDE.sub(part, found.read_text(encoding="utf-8"))
+
+    return _INCLUDE.sub(part, page.read_text(encoding="utf-8")).encode()
 
 
-def _resolve(host: str, path: str) -> Path | None:
-    """Map a request path to a file: `/`, `/x` -> x.html, `/product/shoes` -> product.html."""
-    site = HOSTS.get(host)
-    if site is None:
+def _sites(host: str, release: str | None) -> list[Path]:
+    """Where a host's files are looked up, in order: its release's folder (when one is set), then its own."""
+    base = ROOT / HOSTS[host]
+    return ([base / f"_release{release}"] if release else []) + [base]
+
+
+def _resolve(host: str, path: str, release: str | None = None) -> Path | None:
+    """Map a request path to a file: `/`, `/x` -> x.html, `/product/shoes` -> product.html; each
+    form looked up in the release first (when one is set), so a release's `staff.html` never
+    stands in for the site's `staff/desk.html`."""
+    if host not in HOSTS:
         return None
-    base = ROOT / site
     clean = path.split("?", 1)[0].split("#", 1)[0]
     parts = [p for p in clean.split("/") if p]
-    if any(p.startswith(".") for p in parts):
+    if any(p.startswith((".", "_")) for p in parts):
         return None
-    candidates: list[Path] = []
-    if not parts:
-        candidates.append(base / "index.html")
-    else:
-        candidates.append(base.joinpath(*parts))
-        candidates.append(base.joinpath(*parts[:-1], parts[-1] + ".html"))
-        candidates.append(base / (parts[0] + ".html"))  # /product/<slug> -> product.html
-    for c in candidates:
-        if c.is_file() and base in c.resolve().parents:
-            return c
+    forms: list[tuple[str, ...]] = (
+        [("index.html",)] if not parts else [tuple(parts), (*parts[:-1], parts[-1] + ".html"), (parts[0] + ".html",)]
+    )
+    for form in forms:
+        for base in _sites(host, release):
+            c = base.joinpath(*form)
+            if c.is_file() and base in c.resolve().parents:
+                return c
     return None
 
 
@@ -116,7 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path.split("?", 1)[0] == "/health":
             self._send(200, b"ok", "text/plain")
             return
-        file = _resolve(host, path)
+        release = self._release(path)
+        file = _resolve(host, path, release)
         if file is None:
             body = f"<!doctype html><title>Not found</title><h1>404 Not found</h1><p>{host}{path}</p>".encode()
             self._send(404, body, "text/html; charset=utf-8")
@@ -124,10 +138,17 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if ctype.startswith("text/") or ctype.endswith("javascript"):
             ctype += "; charset=utf-8"
-        body = _assemble(file, ROOT / HOSTS[host]) if ctype.startswith("text/html") else file.read_bytes()
-        self._send(200, body, ctype, delay)
+        body = _assemble(file, _sites(host, release)) if ctype.startswith("text/html") else file.read_bytes()
+        self._send(200, body, ctype, delay, release if RELEASE.search(urlsplit(path).query) else None)
 
-    def _send(self, status: int, body: bytes, ctype: str, delay: float | None = None) -> None:
+    def _release(self, path: str) -> str | None:
+        """The site release this request asks for: `?release=N`, else the `release` cookie."""
+        m = RELEASE.search(urlsplit(path).query) or _COOKIE_RELEASE.search(self.headers.get("Cookie") or "")
+        return m.group(1) if m else None
+
+    def _send(
+        self, status: int, body: bytes, ctype: str, delay: float | None = None, release: str | None = None
+    ) -> None:
         """The response; a slow page sends its head at once and the rest after `delay` seconds, so
         a click that opens it returns when the navigation starts (well inside the action timeout,
         however loaded the machine) and the page takes `delay` to load, every time."""
@@ -135,6 +156,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        if release:
+            self.send_header("Set-Cookie", f"release={release}; Path=/")
         self.end_headers()
         if delay:
             head = body.find(b"<body>") + len(b"<body>") if b"<body>" in body else 0

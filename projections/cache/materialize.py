@@ -39,7 +39,7 @@ from memtape.ledger.anchor import Anchor, require_anchor
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
-from memtape.projections.cache import compression, intervals, mentions
+from memtape.projections.cache import compression, intervals, kept, mentions
 from memtape.projections.cache.db import (
     SOURCE,
     Cache,
@@ -81,6 +81,10 @@ MAX_SEQ = 2**63 - 1  # seqs are 64-bit integers in every store
 #: SQLite's page cache (KiB) while a catch-up writes: the versions' primary key is filed in key
 #: order, not seq order, so inserts land all over an index that soon outgrows the 2 MB default
 CATCHUP_CACHE_KIB = 65_536
+#: a stored state whose compressed row is larger than this is written again only when it is due
+#: (`Catchup._writes`): encoding and compressing it whole after every few events would cost a
+#: catch-up in proportion to the whole memory, not to the events it folds
+DEFERRED_STATE_BYTES = 32 * 1024
 
 #: told (what, events folded, events to fold) as a catch-up or rebuild advances, e.g. to draw a bar
 FoldProgress = Callable[[str, int, int], None]
@@ -268,8 +272,17 @@ class Catchup:
         only: Iterable[str] | None = None,
         rebuild: bool = False,
         progress: FoldProgress | None = None,
+        lend: bool | None = False,
     ):
         self.store = store
+        #: who may hold the states this catch-up returns: nobody (None: the caller only needs the
+        #: file current), a reader that folds nothing into them (True), the caller alone (False:
+        #: they are not kept, see `kept`)
+        self.lend = lend
+        #: projection -> (seq, compressed size) of its stored state row
+        self.rows: dict[str, tuple[int, int]] = {}
+        self.kept: dict[str, Any] = {}
+        self.fresh: set[str] = set()  # the projections folded from the start of the log
         self.path = path
         self.policy = policy
         self.only = tuple(only) if only else PROJECTIONS
@@ -284,8 +297,11 @@ class Catchup:
         self.pack, self.unpack = compression.packer(), compression.unpacker()
 
     def run(self) -> MemoryState:
-        with lock, writable(self.path) as cache:
-            return self._run(cache)
+        with lock:
+            with writable(self.path) as cache:
+                out = self._run(cache)
+            kept.keep(self.path, str(cache.digest), self.kept)  # committed: the file holds these states
+        return out
 
     def _start(self, cp: Checkpointed | None, name: str) -> int:
         """The seq this projection can continue from, or 0 when it must be rebuilt. A ledger that
@@ -299,13 +315,16 @@ class Catchup:
             return 0
         return cp.seq
 
-    def _stored(self, conn: sqlite3.Connection, name: str) -> Any:
-        """The projection's stored state: the row may have been written at an earlier seq than its
-        checkpoint (a catch-up that folds none of a projection's events moves its checkpoint on,
-        not its state)."""
-        return decode(
-            name, self.unpack(conn.execute("SELECT state FROM _states WHERE projection = ?", (name,)).fetchone()[0])
-        )
+    def _stored(self, conn: sqlite3.Connection, name: str, start: int, taken: dict[str, Any]) -> Any:
+        """The projection's state at its checkpoint `start`: the one this process kept (`kept`), else
+        its stored row decoded, and the projection's events after the row's seq folded in (a
+        catch-up that folds none of a projection's events, or too few to write a large state again,
+        moves its checkpoint on, not its row)."""
+        state = kept.owned(taken, name)
+        if state is not None:
+            return state
+        row_seq, blob = conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
+        return fold_forward(self.store, name, decode(name, self.unpack(blob)), row_seq, start, self.policy)
 
     def _folds_any(self, name: str, start: int, head: int) -> bool:
         """Whether an event after `start` up to `head` is one projection `name` folds."""
@@ -354,10 +373,17 @@ class Catchup:
             if row:
                 self.last_snap[name] = (row[0], row[1], row[2])
                 self.blob_seq[name] = row[3] if row[3] is not None else row[0]
+        self.rows = {
+            name: (seq, size) for name, seq, size in conn.execute("SELECT projection, seq, length(state) FROM _states")
+        }
+        self.fresh = {n for n in PROJECTIONS if starts[n] == 0}
+        taken = {} if self.rebuild else kept.take(self.path, cache.sealed.digest)
         loaded = [n for n in PROJECTIONS if self._needed(n, starts[n], head)]
         with collector_paused():  # decoding builds as many objects as a fold does (3x slower collected)
             for name in loaded:  # the others stay None: nothing in the range reaches them
-                setattr(state, name, self._stored(conn, name) if starts[name] else FOLDS[name].empty())
+                setattr(
+                    state, name, self._stored(conn, name, starts[name], taken) if starts[name] else FOLDS[name].empty()
+                )
         state.head = lo
         fp = {n: fingerprint(n, self.policy) for n in PROJECTIONS}
 
@@ -390,10 +416,16 @@ class Catchup:
                     state, starts, self.store.read(lo + 1, head), self.policy, snapshot, counter, tracker, tracker.flush
                 )
         if head > lo or rebuilt or any(n not in checkpoints for n in PROJECTIONS):
-            self._save(cache, state, fp, head)
-        out = LazyState(lambda name: current_projection(self.store, self.path, self.policy, name, head), head)
+            self._save(cache, state, fp, head, floor)
+        lend = bool(self.lend)
+        out = LazyState(lambda name: current_projection(self.store, self.path, self.policy, name, head, lend), head)
         for name in loaded:
             setattr(out, name, getattr(state, name))
+        # what stays kept: the states taken and not folded into (unchanged), and the folded ones
+        # unless the caller alone holds them now
+        self.kept = {n: s for n, s in taken.items() if n not in loaded and starts[n]}
+        if self.lend is not False:
+            self.kept.update((n, getattr(state, n)) for n in loaded)
         return out
 
     def _flush_snapshots(self, cache: Cache) -> None:
@@ -401,17 +433,29 @@ class Catchup:
             cache.insert("_snapshots", self.snapshots)
             self.snapshots = []
 
-    def _save(self, cache: Cache, state: MemoryState, fp: dict[str, str], head: int) -> None:
-        """Checkpoint every projection at `head`: the folded ones with their state encoded again,
-        the others (not loaded: unchanged since their checkpoint) with their stored state left as
-        it is; and bind the file to the ledger's head."""
+    def _writes(self, name: str, head: int, floor: int) -> bool:
+        """Whether a folded projection's state is written again at `head`: it has no row, a small
+        one, one from before the last forget (it may hold the forgotten subject), or one
+        `SNAPSHOT_EVERY` events old or more. A large state is otherwise left at its row's seq, and
+        whoever reads it folds the projection's own events since then (`fold_forward`): at most
+        that many, where encoding it whole would cost as much as the memory is large."""
+        row = self.rows.get(name)
+        if row is None or name in self.fresh:
+            return True
+        seq, size = row
+        return size <= DEFERRED_STATE_BYTES or seq < floor or head - seq >= SNAPSHOT_EVERY
+
+    def _save(self, cache: Cache, state: MemoryState, fp: dict[str, str], head: int, floor: int) -> None:
+        """Checkpoint every projection at `head`: the folded ones with their state encoded again
+        when it is due (`_writes`), the others (not loaded: unchanged since their checkpoint) with
+        their stored state left as it is; and bind the file to the ledger's head."""
         self._flush_snapshots(cache)
         ledger_hash = _hash_at(self.store, head)
         if self.tracker is not None:
             self.tracker.finish()
         for name in PROJECTIONS:
             new = getattr(state, name)
-            if new is not None:
+            if new is not None and self._writes(name, head, floor):
                 cache.delete("_states", "projection = ?", (name,))
                 cache.insert("_states", [(name, head, self.pack(encode(new)))])
             cache.delete("_checkpoints", "projection = ?", (name,))
@@ -425,11 +469,14 @@ def load_state(
     policy: Thresholds = DEFAULT_POLICY,
     as_of: int | str | None = None,
     progress: FoldProgress | None = None,
+    lend: bool = False,
 ) -> MemoryState:
     """Every projection at the ledger's head (catching projections.db up first), or at `as_of`.
 
     When projections.db is already current (and for `as_of`), each projection is loaded
-    when first used: most queries touch one or two of them."""
+    when first used: most queries touch one or two of them. `lend`: the caller only reads the
+    states (folds nothing into them), so those this process keeps between catch-ups may be
+    handed to it (`kept`)."""
     to_seq = resolve_seq(store, as_of) if as_of is not None else None
     if projections_path is None:
         return fold(MemoryState.empty(), store.read(1, to_seq), policy)
@@ -437,8 +484,8 @@ def load_state(
     head = int(store.head())
     if to_seq is None or to_seq >= head:
         if not _current(store, path, policy, head):
-            return Catchup(store, path, policy, progress=progress).run()
-        return LazyState(lambda name: current_projection(store, path, policy, name, head), head)
+            return Catchup(store, path, policy, progress=progress, lend=lend).run()
+        return LazyState(lambda name: current_projection(store, path, policy, name, head, lend), head)
     caught_up(store, path, policy, progress)
     return LazyState(lambda name: projection_at(store, path, policy, name, to_seq), to_seq)
 
@@ -458,23 +505,38 @@ def caught_up(
 ) -> None:
     """Make sure projections.db is at the ledger's head (loading no state when it already is)."""
     if not _current(store, path, policy, int(store.head())):
-        Catchup(store, path, policy, progress=progress).run()
+        Catchup(store, path, policy, progress=progress, lend=None).run()
 
 
-def current_projection(store: Store, path: Path, policy: Thresholds, name: str, head: int) -> Any:
-    """One projection's stored state at `head`, read in the same transaction as its checkpoint;
-    else (projections.db moved on meanwhile) as of `head`."""
+def fold_forward(store: Store, name: str, state: Any, after: int, to: int, policy: Thresholds) -> Any:
+    """Projection `name`'s `state` at seq `after` brought to seq `to`: its own events between folded in."""
+    if to > after:
+        apply = FOLDS[name].apply
+        for ev in store.read(after + 1, to, types=FOLDS[name].TYPES):
+            state = apply(state, ev, policy)
+    return state
+
+
+def current_projection(store: Store, path: Path, policy: Thresholds, name: str, head: int, lend: bool = False) -> Any:
+    """One projection's state at `head` from its stored row, read in the same transaction as its
+    checkpoint (the events since the row's seq folded in); else (projections.db moved on
+    meanwhile) as of `head`. `lend`: the caller folds nothing into it, so the state this process
+    keeps for the checkpoint is handed out, or the one decoded is kept (`kept`)."""
     with readable(path) as cache:
         cp = cache.checkpoints.get(name)
-        row = cache.conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
-        if (
-            cp is not None
-            and row is not None
-            and row[0] <= cp.seq == head
-            and cp.fingerprint == fingerprint(name, policy)
-        ):
-            with collector_paused():  # the state built is acyclic (see `projection_at`)
-                return decode(name, compression.unpacker()(row[1]))
+        if cp is not None and cp.seq == head and cp.fingerprint == fingerprint(name, policy):
+            digest = cache.sealed.digest
+            state = kept.lend(path, digest, name) if lend else None
+            if state is not None:
+                return state
+            row = cache.conn.execute("SELECT seq, state FROM _states WHERE projection = ?", (name,)).fetchone()
+            if row is not None and row[0] <= cp.seq:
+                with collector_paused():  # the state built is acyclic (see `projection_at`)
+                    state = decode(name, compression.unpacker()(row[1]))
+                    state = fold_forward(store, name, state, row[0], cp.seq, policy)
+                if lend:
+                    kept.add(path, digest, name, state)
+                return state
     return projection_at(store, path, policy, name, head)
 
 

@@ -36,7 +36,7 @@ LESSON_TYPES = (
     "lesson_unpinned",
     "lesson_demoted",
 )
-RECALL_TYPES = ("error_recall", "domain_recall", "tier1_loaded", "lessons_pruned")
+RECALL_TYPES = ("error_recall", "domain_recall", "lessons_used", "tier1_loaded", "lessons_pruned")
 FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
 SELECTOR_TYPES = ("selector_succeeded", "selector_failed")
 TRAJECTORY_TYPES = ("trajectory_recorded", "trajectory_recalled", "trajectories_expired")

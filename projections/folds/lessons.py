@@ -4,7 +4,10 @@
 promotion arrive as their own decision events (`lesson_deduplicated`,
 `lesson_promoted`); a person's `lesson_pinned` moves a lesson to Tier 1 the same way. A
 recall event counts as a use of each lesson it counts (`counted`: the lessons matched on their error pattern or domain scope, never a command-only match) —
-use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains.
+use_count + 1 (saturating at 2^63-1), last_used, the event's domain added to triggered_domains. A recall on
+error inside a run leaves its uncredited lessons pending: they count through the run's `lessons_used`,
+written at its end only where the decisions after the recall cleared the failure (seed 001 counted every
+recall; a tip recalled on an obstacle it did not clear is no use).
 
 Two domains, never confused: `scope_domain` is the site a lesson applies to
 (None = universal); an event's `domain` is where it happened, and feeds
@@ -25,6 +28,8 @@ from memtape.ledger.field_rules import INT64_MAX
 from memtape.projections.text import add_event_id, build, covered_runs, domain_matches, evolve, normalize_text
 
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
+#: the events whose `counted` lessons each gain a use (a recall, or the outcome of a run's recall)
+RECALL_USES = ("error_recall", "domain_recall", "lessons_used")
 TYPES = (
     "lesson_seeded",
     "lesson_recorded",
@@ -36,6 +41,7 @@ TYPES = (
     "lessons_pruned",
     "error_recall",
     "domain_recall",
+    "lessons_used",
     "subject_forgotten",
 )
 
@@ -98,20 +104,26 @@ def ranked_matches(matches: Iterable[Match]) -> list[Match]:
     return out
 
 
-def recall_payload(matches: Sequence[Match], worth: Callable[[str], int | None] | None = None) -> dict[str, Any]:
+def recall_payload(
+    matches: Sequence[Match], worth: Callable[[str], int | None] | None = None, *, pending: bool = False
+) -> dict[str, Any]:
     """What a recall event records of what it offered: the lessons, and those it counts as a use
     (`Match.counts`; and where `worth` gives a lesson's measured credit, only a positive one: a
-    lesson `memtape credit` found changes nothing, or costs, is offered but not counted)."""
-    return {
+    lesson `memtape credit` found changes nothing, or costs, is offered but not counted).
+
+    `pending` (a recall on error inside a run): a lesson without credit is not counted yet: its use
+    waits for the run's outcome (`pending_ids`, counted by `lessons_used` where the decisions that
+    followed cleared the failure); a lesson whose credit is positive counts now."""
+    signs = {m.lesson.lesson_id: None if worth is None else worth(m.lesson.lesson_id) for m in matches if m.counts}
+    made: dict[str, Any] = {
         "matched": len(matches),
         "lessons": [m.lesson.lesson for m in matches],
         "lesson_ids": [m.lesson.lesson_id for m in matches],
-        "counted_ids": [
-            m.lesson.lesson_id
-            for m in matches
-            if m.counts and (worth is None or (sign := worth(m.lesson.lesson_id)) is None or sign > 0)
-        ],
+        "counted_ids": [lid for lid, sign in signs.items() if (sign is None and not pending) or (sign or 0) > 0],
     }
+    if pending:
+        made["pending_ids"] = [lid for lid, sign in signs.items() if sign is None]
+    return made
 
 
 def counted(data: dict[str, Any]) -> list[str]:
@@ -295,7 +307,7 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
             )
         else:
             state.lessons[lid] = used(onto, ev.domain, ev.occurred_at, ev.id)
-    elif t == "error_recall" or t == "domain_recall":
+    elif t in RECALL_USES:
         for lid in counted(d):
             recalled = state.lessons.get(lid)
             if recalled is not None:
@@ -327,7 +339,7 @@ def touched(state: LessonsState, ev: RecordedEvent) -> list[tuple[str, ...]] | N
         key = key_in(d)
         lid = lesson_id_in(d)
         return [("lessons", lid), ("lessons", state.by_key.get(key, lid)), ("by_key", key), ("seeded",), ("recorded",)]
-    if t == "error_recall" or t == "domain_recall":
+    if t in RECALL_USES:
         return [("lessons", lid) for lid in counted(d)]
     if t in ("lesson_promoted", "lesson_pinned", "lesson_unpinned", "lesson_demoted"):
         return [("lessons", d["lesson_id"])]

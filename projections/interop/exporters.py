@@ -34,7 +34,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -42,6 +42,7 @@ from typing import Any, cast
 import orjson
 
 from memtape.ledger.clock import parse_ts
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.ledger.urls import url_parts
@@ -203,6 +204,16 @@ class ForgottenOnExport:
         return bool(domain) and any(s > seq and domain_matches(domain, dom) for dom, s in self.domains)
 
 
+def outcome_counted(ev: RecordedEvent, used: set[str]) -> RecordedEvent:
+    """A run's recall on error as its outcome counted it: the lessons it counted at once and the
+    pending ones the run's `lessons_used` counted, for the line's `counted` (memtape's addition to
+    seed 001's line, which an import takes as given; without it a reader counts every pattern
+    match) and for the logs' own fold."""
+    d = ev.data
+    counted = [*(d.get("counted_ids") or ()), *(lid for lid in d["pending_ids"] if lid in used)]
+    return replace(ev, data={**d, "counted_ids": counted, "pending_ids": []}, _model=[])
+
+
 def memory_events_files(
     state: Any,
     store: Store,
@@ -226,7 +237,13 @@ def memory_events_files(
     by_run: dict[str, list[bytes]] = {}
     ledger = lessons_projection.empty()  # the lessons as the ledger tells them, forgotten runs too
     relearned: str | None = None  # a lesson the previous line created in the logs and the ledger deduplicated
+    used: dict[tuple[str | None, int], set[str]] = {}  # the pending lessons a run's outcome counted, by recall
+    for ev in store.read(to_seq=head, types=["lessons_used"]):
+        used.setdefault((ev.run_id, ev.data["recall_step"]), set()).update(ev.data["lesson_ids"])
     for ev in store.read(to_seq=head, types=sorted({"lesson_seeded", *SEED001_EVENTS})):
+        if ev.type == "error_recall" and ev.data.get("pending_ids") is not None:
+            ev = outcome_counted(ev, used.get((ev.run_id, ev.step or 0), set()))
+        says_counted = ev.type == "error_recall" and ev.data.get("counted_ids") is not None
         d = ev.data
         known = ev.type == "lesson_recorded" and key_in(d) in ledger.by_key
         lessons_projection.apply(ledger, ev)
@@ -251,6 +268,10 @@ def memory_events_files(
         line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
         if line is None:
             continue
+        if says_counted:
+            texts = dict(zip(d.get("lesson_ids") or [], d.get("lessons") or []))
+            counted = [lid for lid in d["counted_ids"] if lid in texts and not gone.lesson(lid, scope_of.get(lid), seq)]
+            line.update(counted=[texts[lid] for lid in counted], ts=line.pop("ts"))
         if ev.type == "lesson_promoted":
             line["triggered_domains"] = [t for t in line["triggered_domains"] if not gone.domain(t, seq)]
         elif ev.type == "lessons_pruned":

@@ -489,9 +489,9 @@ def _line_event(line: Any, index: LessonIndex, when: str | None, where: str) -> 
             matched=line.matched,
             lessons=line.lessons,
             lesson_ids=ids,
-            counted_ids=[  # a use only where the pattern matched
-                i for i in ids if _pattern_in(index.state.lessons.get(i), snippet)
-            ],
+            counted_ids=[i for i in ids if _pattern_in(index.state.lessons.get(i), snippet)]  # a pattern match
+            if line.counted is None
+            else [i for i, text in zip(ids, line.lessons) if text in line.counted],
         ), None
     if isinstance(line, DomainRecallLine):
         return DomainRecall(

@@ -130,6 +130,8 @@ class ErrorRecallLine(_Seed001Event):
     error_snippet: Text
     matched: Count
     lessons: list[Text] = Field(default_factory=list)
+    #: memtape's addition: the lessons the run's outcome counted as uses (absent: every pattern match)
+    counted: list[Text] | None = None
 
 
 class DomainRecallLine(_Seed001Event):

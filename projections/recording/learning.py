@@ -8,14 +8,16 @@ turns them into events in the transaction that writes run_completed.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from memtape.ledger.credentials import passwords
+from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.events import (
     FactObserved,
     FactType,
     LessonRecorded,
+    LessonsUsed,
     PatternLearned,
     PatternUsed,
     Payload,
@@ -152,6 +154,29 @@ def recovery_of(steps: Sequence[StepRecord], i: int) -> int | None:
         )
         return None if again else k
     return None
+
+
+def cleared_recalls(
+    steps: Sequence[StepRecord], recalls: Sequence[RecordedEvent], relearned: Collection[str | None] = ()
+) -> list[tuple[type[Payload], dict[str, Any], int | None, str | None]]:
+    """The uses a run's recalls on error earned: a recall's pending lessons count once where the
+    decisions after it cleared the failure it was asked on (`recovery_of`, with no other failure on
+    the way); a recall followed by a step that succeeded but left the obstacle in place earns none.
+    A lesson the run learns again (`relearned`: its dedup counts that use) is not counted twice."""
+    at = {s.step: i for i, s in enumerate(steps)}
+    out: list[tuple[type[Payload], dict[str, Any], int | None, str | None]] = []
+    for ev in recalls:
+        i = at.get(ev.step) if ev.step is not None else None
+        if i is None or steps[i].ok:
+            continue
+        k = recovery_of(steps, i)
+        if k is None or not all(s.ok for s in steps[i + 1 : k + 1]):
+            continue
+        ids = [lid for lid in dict.fromkeys(ev.data.get("pending_ids") or ()) if lid not in relearned]
+        if ids:
+            fields = {"recall_step": ev.step, "cleared_at": steps[k].step, "lesson_ids": ids}
+            out.append((LessonsUsed, fields, steps[k].step, ev.domain))
+    return out
 
 
 def extract_lessons(steps: Sequence[StepRecord]) -> list[tuple[str, int, LessonRecorded]]:
@@ -464,6 +489,7 @@ def finishing(
     *,
     learn: bool,
     patterns_used: Sequence[str],
+    recalls: Sequence[RecordedEvent],
     run_id: str,
     goal: str,
     safe_goal: str,
@@ -472,7 +498,8 @@ def finishing(
     now: str,
 ) -> list[tuple[type[Payload], dict[str, Any], int | None, str | None]]:
     """What finishing a run with memory on writes before its run_completed, in order: the uses of
-    the patterns it followed, what it learned (unless `learn` is False: an exploration), its
+    the patterns it followed and of the lessons its recalls on error offered where the failure then
+    cleared (`recalls`: those recalls), what it learned (unless `learn` is False: an exploration), its
     session entry and its graded steps (a baseline run, memory off, writes none of them: they
     would be memory a later run retrieves). `safe_goal` is the goal as memory stores it."""
     run_domain = domain_of(start_url)
@@ -481,6 +508,8 @@ def finishing(
     ]
     if learn:
         out += learn_from(steps, outcome, learned, patterns_used, run_id=run_id, goal=safe_goal, start_url=start_url)
+    relearned = {fields.get("lesson_id") for cls, fields, _, _ in out if cls is LessonRecorded}
+    out += cleared_recalls(steps, recalls, relearned)
     session = {
         "session_id": session_id,
         "goal": goal,

@@ -443,7 +443,8 @@ class RecordingMemory:
         self, command: str, error: str, *, domain: str | None = None, run_id: str | None = None, step: int | None = None
     ) -> list[Lesson]:
         """Trigger A: lessons matching a failed command or its error (site lessons only on their
-        site); logs error_recall."""
+        site); logs error_recall. In a run, a lesson without credit counts as a use only when the run
+        finishes and the decisions after this recall cleared the failure (`lessons_used`)."""
         check_text(command, "command")
         check_text(error, "error", empty=True)
         probe = self.event(
@@ -467,7 +468,7 @@ class RecordingMemory:
                     {
                         "command": command,
                         "error_snippet": error[:300],
-                        **recall_payload(matches, worth(view.state.credit)),
+                        **recall_payload(matches, worth(view.state.credit), pending=run_id is not None),
                     },
                     run_id=run_id,
                     step=step,

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from memtape.ledger.clock import parse_ts
-from memtape.ledger.envelope import NewEvent
+from memtape.ledger.envelope import NewEvent, RecordedEvent
 from memtape.ledger.errors import InvalidEvent, RunConflict
 from memtape.ledger.events import (
     LOCATOR_ARGS,
@@ -921,7 +921,7 @@ class Run(RunSearch):
                     run_id=self.run_id,
                 ).payload,
             )
-            return self._learning(steps, run, learned, learn)
+            return self._learning(steps, run, learned, learn, so_far.pending_recalls)
 
         with self.timed():
             self.memory.append_to_run(self.run_id, build)
@@ -929,7 +929,12 @@ class Run(RunSearch):
         return learned
 
     def _learning(
-        self, steps: Sequence[StepRecord], run: RunCompleted, learned: Learned, learn: bool
+        self,
+        steps: Sequence[StepRecord],
+        run: RunCompleted,
+        learned: Learned,
+        learn: bool,
+        recalls: Sequence[RecordedEvent],
     ) -> list[NewEvent]:
         """The events of finishing the run with `steps`: what it learned (into `learned`), the uses of
         patterns, the session entry, graded steps and run_completed (a run with memory off writes only
@@ -942,6 +947,7 @@ class Run(RunSearch):
                 learned,
                 learn=learn,
                 patterns_used=self.patterns_used,
+                recalls=recalls,
                 run_id=self.run_id,
                 goal=self.goal,
                 safe_goal=self.safe_goal,

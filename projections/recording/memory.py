@@ -582,11 +582,9 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[ListedLesson]: ...
     @overload
-    @overload
     def state(
         self, kind: Literal["facts"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
     ) -> list[Fact]: ...
-    @overload
     @overload
     def state(
         self,
@@ -596,7 +594,6 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[SessionEntry]: ...
     @overload
-    @overload
     def state(
         self,
         kind: Literal["selectors"],
@@ -604,7 +601,6 @@ class RecordingMemory:
         domain: str | None = None,
         run: str | None = None,
     ) -> list[SelectorEntry]: ...
-    @overload
     @overload
     def state(
         self,
@@ -614,11 +610,9 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[Trajectory]: ...
     @overload
-    @overload
     def state(
         self, kind: Literal["runs"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
     ) -> list[RunManifest]: ...
-    @overload
     @overload
     def state(
         self,
@@ -628,7 +622,6 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[ShortTerm]: ...
     @overload
-    @overload
     def state(
         self,
         kind: Literal["patterns"],
@@ -636,7 +629,6 @@ class RecordingMemory:
         domain: str | None = None,
         run: str | None = None,
     ) -> list[Pattern]: ...
-    @overload
     @overload
     def state(
         self,
@@ -646,7 +638,6 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[ContextEntry]: ...
     @overload
-    @overload
     def state(
         self,
         kind: Literal["snapshots"],
@@ -654,7 +645,6 @@ class RecordingMemory:
         domain: str | None = None,
         run: str | None = None,
     ) -> list[Snapshot]: ...
-    @overload
     @overload
     def state(
         self,
@@ -664,7 +654,6 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[SitePage]: ...
     @overload
-    @overload
     def state(
         self,
         kind: Literal["scratch"],
@@ -672,7 +661,6 @@ class RecordingMemory:
         domain: str | None = None,
         run: str | None = None,
     ) -> list[ScratchEntry]: ...
-    @overload
     @overload
     def state(
         self,
@@ -682,11 +670,9 @@ class RecordingMemory:
         run: str | None = None,
     ) -> list[PageMap]: ...
     @overload
-    @overload
     def state(
         self, kind: Literal["credit"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
     ) -> list[ItemCredit]: ...
-    @overload
     @overload
     def state(
         self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None

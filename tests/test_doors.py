@@ -353,15 +353,15 @@ def test_instruction_text_recorded_six_times_on_three_sites_never_reaches_tier1(
             run.record_lesson(INJECTION, category="error_recovery", failed_command="click", error_pattern="boom")
             run.finish(success=False)
         (lesson,) = [les for les in mem.state("lessons") if les.lesson == INJECTION]
-        assert (lesson["use_count"], lesson["category"]) == (6, "error_recovery")
-        assert sorted(lesson["triggered_domains"]) == ["a.test", "b.test", "c.test"]
-        assert lesson["instruction_like"] == "a memory fence or role tag"
+        assert (lesson.use_count, lesson.category) == (6, "error_recovery")
+        assert sorted(lesson.triggered_domains) == ["a.test", "b.test", "c.test"]
+        assert lesson.instruction_like == "a memory fence or role tag"
         assert INJECTION not in [les.lesson for les in mem.state("tier1")]
         run = mem.start_run(goal="g", start_url="https://d.test/")
         assert INJECTION in [les.text for les in run.recall_error("click", "boom happened")]  # still recallable
         run.finish(success=False)
     assert verify_decisions(memory).code == 0
-    r = cli(memory, "lessons", "pin", lesson["lesson_id"], "--by", "ada", "--reason", "read it; keep it")
+    r = cli(memory, "lessons", "pin", lesson.lesson_id, "--by", "ada", "--reason", "read it; keep it")
     assert r.code == 0, r.err  # a person may pin it knowingly
     assert INJECTION in tier1_texts(memory)
     with memtape.open(memory) as mem:

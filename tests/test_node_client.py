@@ -90,7 +90,7 @@ export async function wrong(): Promise<void> {
   const lessons = (await memtape.GET("/state/{kind}", { params: { path: { kind: "lessons" } } })).data as components["schemas"]["ListedLesson"][];
   const flag: boolean = lessons[0].instruction_like;  // TS2322 a kind's row field has its own type (string | null)
   const diff = await memtape.GET("/diff", { params: { query: { from: 0, to: "run_a" } } });
-  const item: string = diff.data![0].itme;  // TS2551 a misspelt field of a change
+  const item: string = diff.data![0].itme;  // TS2339 a misspelt field of a change
   console.log(nope, uses, sure, flag, item);
 }
 """

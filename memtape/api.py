@@ -38,7 +38,7 @@ from memtape.ledger.location import open_store, projections_path
 from memtape.projections.cache.materialize import ProjectionsHead
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.recording import memory
-from memtape.projections.recording.checks import check_point, plain
+from memtape.projections.recording.checks import check_point, check_storable, checked_arguments, plain
 from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
@@ -73,6 +73,7 @@ class Policy(Thresholds):
             raise MemtapeError(f"policy.{first_error(exc)}") from None
 
 
+@checked_arguments
 class Memory(memory.RecordingMemory):
     """A ledger opened by `memtape.open`: runs, recall and `state` (`memtape.projections.recording.memory.RecordingMemory`),
     and the answers only the analytics layer gives (`audit`, `explain`, `experiment`)."""
@@ -82,6 +83,7 @@ class Memory(memory.RecordingMemory):
         of `audit RUN --json`."""
         if not isinstance(run_id, str) or not run_id:
             raise MemtapeError(f"run_id must be a run id string, got {run_id!r:.60}")
+        check_storable(run_id, "run_id")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
             raise MemtapeError(f"step must be an integer >= 0, got {step!r:.60}")
         return plain(audit_run(self.store, run_id, step, self.policy))  # type: ignore[no-any-return]

@@ -31,6 +31,7 @@ from memtape.projections.folds.sitemap import SitePage
 from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.trajectories import Trajectory
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.recording.checks import check_storable
 from memtape.projections.text import instruction_like
 from memtape.projections.view import MemoryView
 
@@ -352,6 +353,7 @@ def diff_between(
             or (isinstance(point, str) and not point.strip())
         ):
             raise LedgerError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+        check_storable(point, name)
         if isinstance(point, int) and point < 0:
             raise LedgerError(f"{name} must be a seq >= 0, got {point}")
     start, end = diff_point(store, from_seq, "diff start"), diff_point(store, to_seq, "diff end")

@@ -25,6 +25,7 @@ import memtape
 from devtools.viewer_sample import HOSTILE_LESSON, Sample, build
 from memtape.api import Memory, MemtapeError
 from memtape.server import create_app
+from memtape.viewer import pages
 from memtape.viewer.gate import COOKIE, session_value
 from tests.cli_runner import run_cli
 
@@ -189,6 +190,32 @@ def test_the_viewer_only_reads(http: TestClient, memory: Memory, sample: Any) ->
         assert http.post(path, headers=logged_in(http), json={}).status_code == 405
         http.get(path, headers=logged_in(http))
     assert head(memory) == before  # no page logs an event (no page recalls)
+
+
+def test_paging_and_filtering_the_runs_reads_memory_once_a_head(http: TestClient, memory: Memory) -> None:
+    """The list of runs, each filter of it and the funnel are kept while the head stays: another page
+    or the same filter again asks the library nothing; a write in between drops what was kept."""
+    asked: list[str] = []
+    real = memory.state
+
+    def state(kind: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(kind)
+        return real(kind, *args, **kwargs)
+
+    memory.start_run(goal="paging moves the head", start_url="https://paging.test/").finish(success=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory, "state", state)
+        for path in ("/ui/", "/ui/?page=2", "/ui/?outcome=success", "/ui/?outcome=success&page=3", "/ui/"):
+            assert http.get(path, headers=logged_in(http)).status_code == 200
+        assert sorted(asked) == ["lessons", "runs", "tier1"]
+        memory.start_run(goal="paging moves the head again", start_url="https://paging.test/").finish(success=True)
+        assert "paging moves the head again" in http.get("/ui/", headers=logged_in(http)).text
+        assert sorted(asked) == ["lessons", "lessons", "runs", "runs", "tier1", "tier1"]
+    reads = pages.Reads(memory)  # the filtered list itself is kept, not built again for every page
+    listed = pages.runs(reads, result="success")[0]
+    assert pages.runs(reads, result="success")[0] is listed and pages.funnel(reads) is pages.funnel(reads)
+    memory.start_run(goal="paging moves the head once more", start_url="https://paging.test/").finish(success=True)
+    assert pages.runs(reads, result="success")[0] is not listed
 
 
 text = st.text(st.characters(codec="utf-8"), max_size=300) | st.sampled_from(

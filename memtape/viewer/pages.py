@@ -72,6 +72,15 @@ class Reads:
         """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
         return self._kept(("credit",), lambda: {c["item"]: c for c in plain(self.memory.state("credit"))})
 
+    def runs(
+        self, site: str | None, session: str | None, result: str | None
+    ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+        """The list of runs as filtered (see `runs`), kept: paging it reads nothing again."""
+        return self._kept(("runs", site, session, result), lambda: _runs(self, site, session, result))
+
+    def funnel(self) -> list[tuple[str, int]]:
+        return self._kept(("funnel",), lambda: _funnel(self))
+
     def taught(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """run id -> what memory holds now that the run taught (one pass over four projections)."""
         return self._kept(("taught",), lambda: _taught(self))
@@ -119,6 +128,12 @@ def runs(
     """(runs newest first, filtered; every site; every session) for the list of runs."""
     if result is not None and result not in OUTCOMES:
         raise MemtapeError(f"outcome must be one of {', '.join(OUTCOMES)}, got {result[:40]!r}")
+    return reads.runs(site, session, result)
+
+
+def _runs(
+    reads: Reads, site: str | None, session: str | None, result: str | None
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     every = reads.state("runs")
     sites = sorted({r["domain"] for r in every if r.get("domain")})
     sessions = sorted({r["session_id"] for r in every if r.get("session_id")})
@@ -135,6 +150,10 @@ def runs(
 def funnel(reads: Reads) -> list[tuple[str, int]]:
     """The promotion funnel of learned lessons: learned, used again, used as often as promotion
     asks, on as many domains as it asks, in Tier 1 (the policy's thresholds)."""
+    return reads.funnel()
+
+
+def _funnel(reads: Reads) -> list[tuple[str, int]]:
     policy = reads.policy
     learned = [l for l in reads.state("lessons") if l.get("source") != "seed"]
     tier1 = {l["lesson_id"] for l in reads.state("tier1")}

@@ -53,7 +53,13 @@ from memtape.projections.folds.lessons import recall_payload
 from memtape.projections.folds.runs import RunManifest
 from memtape.projections.forgetting import answer_forgotten
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
-from memtape.projections.recording.checks import check_point, check_step, check_text, one_line
+from memtape.projections.recording.checks import (
+    check_point,
+    check_step,
+    check_text,
+    checked_arguments,
+    one_line,
+)
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
 from memtape.projections.records import (
@@ -82,6 +88,7 @@ from memtape.projections.writer import MemoryWriter, RunSoFar
 STALE_AFTER = timedelta(hours=1)
 
 
+@checked_arguments
 class RecordingMemory:
     """One ledger under one policy: opens runs, and answers recall outside a run."""
 

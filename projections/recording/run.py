@@ -58,7 +58,9 @@ from memtape.projections.recording.checks import (
     check_embedding,
     check_flag,
     check_step,
+    check_storable,
     check_text,
+    checked_arguments,
     context_item,
     context_items,
     one_line,
@@ -78,6 +80,7 @@ from memtape.projections.text import domain_of
 from memtape.projections.writer import RunSoFar, run_finished
 
 
+@checked_arguments
 class Run(RunSearch):
     """One run of an agent: what it did and what it recalled, in the ledger as it happens.
 
@@ -312,6 +315,8 @@ class Run(RunSearch):
 
     def known_failure(self, command: str, args: Mapping[str, Any], url: str) -> str | None:
         """Is this a repeated failure: the action's signature when it already failed in this run."""
+        check_storable(command, "command")
+        check_storable(url, "url")
         signature = action_signature({"command": command, "args": dict(args)}, url)
         return signature if self.short_term().has_failed(signature) else None
 
@@ -749,6 +754,7 @@ class Run(RunSearch):
             ("scope_domain", scope_domain),
         ):
             check_text(value, what, empty=True, optional=True)
+            check_storable(value, what)
         if category == "site_specific" and not scope_domain:
             scope_domain = self.domain or None
         ev = self._event(

@@ -7,10 +7,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from memtape.projections.recording.checks import checked_arguments
 from memtape.projections.recording.host import RunHost
 from memtape.projections.search import SearchResult, check_search
 
 
+@checked_arguments
 class RunSearch:
     """`search` for a `Run`, which supplies what is declared here."""
 

@@ -255,8 +255,8 @@ def test_diff_by_run_id_is_the_diff_to_the_run_end(memory: Memory, sample: Any) 
 @pytest.mark.parametrize(
     ("start", "end", "says"),
     [
-        (True, 1, "start must be a seq, an ISO time or a run id"),
-        (0, None, "end must be a seq, an ISO time or a run id"),
+        (True, 1, "diff: start must be a whole number or a string, got True"),
+        (0, None, "diff: end must be a whole number or a string, got None"),
         (-1, 5, "start must be a seq >= 0"),
         (0, "  ", "end must be"),
         (0, "no-such-run", "diff end 'no-such-run': expected a seq, an ISO time or a run id"),

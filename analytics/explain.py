@@ -1,7 +1,7 @@
 """Explain: the whole life of one memory item, from the events that touched it.
 
-An ITEM is a lesson id, a fact id (`fact_...`) or a fact key, a selector, or
-a trajectory id (tried in that order). The answer lists, in log order, when
+An ITEM is a lesson id, a fact id (`fact_...`) or a fact key, a selector, a
+trajectory id or a learned pattern's id (tried in that order). The answer lists, in log order, when
 it was recorded (or seeded), deduplicated, recalled (in which runs), loaded
 into Tier 1, promoted, confirmed or decayed (facts, with the confidence after
 each event), pruned or expired, and when part of it was forgotten — plus the
@@ -333,10 +333,37 @@ def _trajectory_life(read: Read, item: str, forgotten: Forgotten) -> dict[str, A
     return {"life": life} if life else None
 
 
+def _pattern_life(store: Store, item: str, forgotten: Forgotten) -> dict[str, Any] | None:
+    """A learned pattern's life: learned, each reuse (its outcome), pruned. Patterns are not in the
+    index of mentions, so their few events are read by type."""
+    life: list[dict[str, Any]] = []
+    for ev in store.read(types=["pattern_learned", "pattern_used", "patterns_pruned"]):
+        d = ev.data
+        if ev.type == "patterns_pruned":
+            if life and item in (d.get("pattern_ids") or ()):
+                life.append(_entry(ev, "pruned", f"more than {d.get('max_patterns')} patterns", forgotten))
+            continue
+        if d.get("pattern_id") != item:
+            continue
+        if forgotten.hides(ev):
+            if ev.type == "pattern_learned":
+                return None
+            continue
+        if ev.type == "pattern_learned":
+            if not life:
+                steps = len(d.get("steps") or ())
+                life.append(_entry(ev, "learned", f"{d.get('description')} ({steps} steps)", forgotten))
+        elif life:
+            life.append(_entry(ev, "used", "succeeded" if d.get("success") else "failed", forgotten))
+    if not life:
+        return None
+    return {"life": life, "description": life[0]["detail"]}
+
+
 def explain_item(
     store: Store, item: str, policy: Any | None = None, projections_path: Path | None = None, domain: str | None = None
 ) -> dict[str, Any]:
-    """The life of a lesson, fact, selector or trajectory; plain data (see module doc). `domain`
+    """The life of a lesson, fact, selector, trajectory or learned pattern; plain data (see module doc). `domain`
     picks one site's facts when a fact key is used on several.
 
     The item as it stands now is read by key from projections.db's validity intervals (caught
@@ -487,6 +514,18 @@ def _explained(store: Store, item: str, policy: Any, domain: str | None, now_of:
             "now": now,
             "status": "current" if now else "gone",
             "recalled_in_runs": runs,
+            "life": found["life"],
+        }
+    found = _pattern_life(store, item, forgotten)
+    if found is not None:
+        pruned = any(e["stage"] == "pruned" for e in found["life"])
+        used = [e for e in found["life"] if e["stage"] == "used"]
+        return {
+            "kind": "pattern",
+            "item": item,
+            "now": None if pruned else {"description": found["description"], "uses": len(used)},
+            "status": "pruned" if pruned else "current",
+            "recalled_in_runs": sorted({e["run_id"] for e in used if e["run_id"]}),
             "life": found["life"],
         }
     raise UnknownItem(f"no lesson, fact, selector or trajectory named {item[:80]!r}")

@@ -8,13 +8,16 @@ code, and the baseline's `ledger/` package taken from `git archive BASELINE` (th
 alternated `--rounds` times; the figure is the median of the rounds' means.
 
 Payloads: the synthetic agent log (`devtools/synthetic.py`: steps, grades, recalls, lessons, facts,
-trajectories, sessions) and, as a second mix, the bundled sites' page texts as step observations
-(long prose, where every keyword of the rule set may occur).
+trajectories, sessions); as a second mix, the bundled sites' page texts as step observations
+(long prose, where every keyword of the rule set may occur); and, as a third, `--hostile` seeded
+adversarial strings (random runs of the token alphabet, what the patterns start with repeated,
+near-miss tokens; 16 to 4,096 characters) as observations, whose mean and slowest one are given:
+the worst case a caller can make the door pay.
 
 Usage::
 
     python bench/redaction.py                      # baseline: the revision before the gitleaks rules
-    python bench/redaction.py --baseline main --events 4000 --rounds 7
+    python bench/redaction.py --baseline main --events 4000 --rounds 7 --hostile 100000
 """
 
 from __future__ import annotations
@@ -59,8 +62,65 @@ def _page_texts() -> list[str]:
     return texts
 
 
-def payloads(events: int) -> dict[str, list[dict[str, Any]]]:
-    """The two mixes, as the JSON-ready dicts the store redacts."""
+#: what the door's patterns start with (and near misses of what they take), repeated by `hostile_texts`
+_HOSTILE_UNITS = (
+    "-----BEGIN ",
+    "---- BEGIN SSH2 PRIVATE KEY ----\n",
+    "Private-Lines: 9\nQUJD",
+    "secret key\n",
+    '"kty" "d": "',
+    "/hooks/a1",
+    "/aB3aB3aB3aB3aB3aB3aB3aB3aB3aB3aB3",
+    "aB3-",
+    "x_",
+    "12345678:",
+    "1/2/",
+    "api_key=",
+    "token: ",
+    "https://x.test/login?t=",
+    "IBAN DE89 ",
+    "4111 ",
+    "123-45-",
+    "password is ",
+    "Bearer ",
+    "%25",
+    "\\u00",
+    "eyJ",
+)
+
+
+def hostile_texts(count: int, seed: int = 20261204) -> list[str]:
+    """`count` seeded adversarial strings: random runs of the token alphabet, units of
+    `_HOSTILE_UNITS` repeated with noise between them, and prefixed tokens whose body just misses
+    (no digits, hex one short, words)."""
+    import random
+    import string
+
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "-_/:.=+ \n"
+    out = []
+    for i in range(count):
+        size = int(16 * 256 ** rng.random())  # 16 to 4,096, log-uniform
+        kind = i % 3
+        if kind == 0:
+            out.append("".join(rng.choice(alphabet) for _ in range(size)))
+        elif kind == 1:
+            unit = rng.choice(_HOSTILE_UNITS) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+            out.append((unit * (size // len(unit) + 1))[:size])
+        else:
+            body = rng.choice(
+                [
+                    "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(20, 60))),
+                    "".join(rng.choice("0123456789abcdef") for _ in range(31)),
+                    "_".join(rng.choice(["user", "profile", "v2", "id", "2024", "cache"]) for _ in range(8)),
+                ]
+            )
+            out.append(f"{rng.choice(['tok', 'KEY', 'app', 'x'])}{rng.choice('-_.')}{body}")
+    return out
+
+
+def payloads(events: int, hostile: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """The mixes, as the JSON-ready dicts the store redacts."""
     from devtools.synthetic import synthetic_events
 
     agent = []
@@ -73,7 +133,12 @@ def payloads(events: int) -> dict[str, list[dict[str, Any]]]:
         {"domain": "site.test", "url": "http://site.test/", "observation": text, "step": i}
         for i, text in enumerate(_page_texts())
     ]
-    return {"agent": agent, "pages": pages}
+    mixes = {"agent": agent, "pages": pages}
+    if hostile:
+        mixes["hostile"] = [
+            {"domain": "site.test", "observation": text, "step": i} for i, text in enumerate(hostile_texts(hostile))
+        ]
+    return mixes
 
 
 def worker(path: Path, repeat: int) -> dict[str, float]:
@@ -88,9 +153,22 @@ def worker(path: Path, repeat: int) -> dict[str, float]:
     for name, mix in mixes.items():
         texts = [orjson.dumps(d, option=orjson.OPT_SORT_KEYS).decode() for d in mix]
         redactor = Redactor()
-        for data, text in zip(mix, texts):  # warm: rule sets read, patterns compiled
+        for data, text in list(zip(mix, texts))[:2000]:  # warm: rule sets read, patterns compiled
             if redactor.may_contain_secrets(text):
                 redactor.value(data)
+        if name == "hostile":
+            # one pass, each payload timed on its own: the mean and the slowest one (100k strings
+            # of up to 4 KB: a pass is what the box can afford)
+            redactor = Redactor()
+            times = []
+            for data, text in zip(mix, texts):
+                start = time.process_time()
+                if redactor.may_contain_secrets(text):
+                    redactor.value(data)
+                times.append(time.process_time() - start)
+            out[name] = sum(times) / len(mix) * 1e6
+            out["hostile_worst"] = max(times) * 1e6
+            continue
         best = float("inf")
         for _ in range(repeat):
             redactor = Redactor()  # a fresh one: no short string is known clean yet
@@ -135,14 +213,16 @@ def _measure(tree: Path, data: Path, repeat: int) -> dict[str, float]:
     return {name: float(us) for name, us in figures.items()}
 
 
-def run(quick: bool = False, events: int = 3000, rounds: int = 5, baseline: str = DEFAULT_BASELINE) -> list[Any]:
+def run(
+    quick: bool = False, events: int = 3000, rounds: int = 5, baseline: str = DEFAULT_BASELINE, hostile: int = 0
+) -> list[Any]:
     from bench import Figure
 
     if quick:
-        events, rounds = 600, 2
+        events, rounds, hostile = 600, 2, min(hostile, 2000)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "payloads.json"
-        data.write_text(json.dumps(payloads(events)))
+        data.write_text(json.dumps(payloads(events, hostile)))
         old_tree = _baseline_tree(baseline, Path(tmp) / "baseline")
         new: dict[str, list[float]] = {}
         old: dict[str, list[float]] = {}
@@ -150,17 +230,22 @@ def run(quick: bool = False, events: int = 3000, rounds: int = 5, baseline: str 
             for side, tree in ((new, ROOT), (old, old_tree)):
                 for name, us in _measure(tree, data, 3).items():
                     side.setdefault(name, []).append(us)
-    label = {"agent": "synthetic agent payload", "pages": "bundled site page as an observation"}
+    label = {
+        "agent": "scrub one synthetic agent payload",
+        "pages": "scrub one bundled site page as an observation",
+        "hostile": f"scrub one of {hostile:,} adversarial strings",
+        "hostile_worst": f"the slowest of {hostile:,} adversarial strings",
+    }
     return [
         Figure(
             BENCH,
-            f"scrub one {label[name]} (screen + walk, CPU)",
+            f"{label[name]} (screen + walk, CPU)",
             statistics.median(new[name]),
             "µs",
             f"the door at {baseline}",
             statistics.median(old[name]),
             higher_is_better=False,
-            note=f"{events} events, median of {rounds} alternated rounds, best of 3 in each",
+            note=f"{events} events, {hostile} hostile strings, median of {rounds} alternated rounds, best of 3 in each",
         )
         for name in new
     ]
@@ -173,10 +258,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--hostile", type=int, default=0, help="adversarial strings to add as a third mix")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = run(args.quick, args.events, args.rounds, args.baseline)
+    figures = run(args.quick, args.events, args.rounds, args.baseline, args.hostile)
     if args.json:
         print_json(figures)
     else:

@@ -30,8 +30,9 @@ from memtape.ledger.gitleaks_rules import shannon_entropy
 #: a line break as a text holds it: raw, or escaped inside a JSON string
 _NL = r"(?:\r?\n|(?:\\r)?\\n)"
 _B64_LINE = r"[A-Za-z0-9+/=_-]{4,}"
-#: a JSON Web Key's private members (RFC 7518 6.2.2, 6.3.2, 6.4.1): the rest are public
-JWK_PRIVATE = frozenset({"d", "p", "q", "dp", "dq", "qi", "k", "r", "t"})
+#: a JSON Web Key's private members (RFC 7518 6.2.2, 6.3.2, 6.4.1; `oth` lists more primes, each
+#: with its `r`, `d`, `t`): the rest are public
+JWK_PRIVATE = frozenset({"d", "p", "q", "dp", "dq", "qi", "k", "r", "t", "oth"})
 
 
 def jwk_private_member(obj: Mapping[Any, Any], key: object) -> bool:

@@ -514,7 +514,8 @@ DETECTORS: tuple[Detector, ...] = (
 #: run over a whole payload's JSON text (the fast path) and over each string. Lower-case stems of
 #: every detector, secret name and credential phrase, found without word boundaries (in JSON text a
 #: line break before a key is the letter n of an escape); a card number is a run of 13 characters
-#: among digits, spaces and dashes, an AWS secret a run of 40 among letters, digits, / and +
+#: among digits, spaces and dashes, a bare key (AWS's secret, a long random run) a run of 40
+#: among letters, digits, /, +, - and _
 _STEMS: tuple[str, ...] = (
     "pass",
     "pw",
@@ -607,7 +608,7 @@ _KEY_STEMS = ("pat", "private", "signing", "signature", "salt", "nonce")
 PERCENT_ROUNDS = 6
 _CARD_RUN, _B64_RUN = b"0" * 13, b"0" * 40
 _CARDISH = bytes(48 if chr(b) in "0123456789 -" else 46 for b in range(256))
-_B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+") else 46 for b in range(256))
+_B64ISH = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "/+-_") else 46 for b in range(256))
 
 
 def may_hold_secret(text: str) -> bool:

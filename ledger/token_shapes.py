@@ -6,6 +6,8 @@ and entropy, never by a vendor's prefix or a host.
   `<WORD>-<random>`): the shape most SaaS and cloud tokens share;
 - an id and a secret joined by a colon: digits (an account or app id, `/`-separated parts allowed)
   before a random value of 20+ characters (`<n>/<digits>:<hex>`, a bot's `<digits>:<random>`);
+- a bare run of 40+ base64 characters that is random (a key with no name before it: a Curve25519 or
+  Ed25519 key, a long API token), not a digest, a data URL's content or a path;
 - a credential carried in a URL path: after a path segment that names a hook (`/webhooks/`,
   `/hooks/`, `/services/`, `/callbacks/`, `/incoming...`, `/triggers/`, `/notify/`), every random
   segment of 16+ characters; anywhere else in a URL path, a segment of 32+ characters that mixes
@@ -89,6 +91,25 @@ def _prefixed_token(m: re.Match[str]) -> bool:
     return random_body(m.group("body"))
 
 
+#: a prefix of 2 to 10 letters and digits, with up to two more short parts (`xx_api`)
+_PREFIX = r"[A-Za-z][A-Za-z0-9]{1,9}(?:[-_.][A-Za-z0-9]{1,8}){0,2}"
+_PREFIXED = re.compile(_PREFIX + r"[-_.]")
+#: what a long run follows when it is data or a digest, not a credential: a data URL's `base64,`, a
+#: digest's name and separator (`sha384-`, `sha256:`)
+_DATA_OR_DIGEST_BEFORE = re.compile(r"(?:base64,|(?:sha\d*|md5|hash|digest|blake\d*|integrity)[-:=]\s*)\Z", re.I)
+
+
+def _long_run(m: re.Match[str]) -> bool:
+    """A bare run of 40+ base64 characters that is random (a key or token with no name before it),
+    not a digest, a data URL's content, a path of words or a URL's path (judged by its own rule)."""
+    run = m.group("secret").rstrip("=")
+    if _PREFIXED.match(run):  # the word-prefixed rule has judged it (a digest, an asset, a token)
+        return False
+    if _DATA_OR_DIGEST_BEFORE.search(m.string, max(0, m.start() - 16), m.start()) or _HEX.fullmatch(run):
+        return False
+    return not run.startswith("/") and random_body(run, 40)
+
+
 def _id_and_secret(m: re.Match[str]) -> bool:
     ident, _, secret = m.group("secret").partition(":")
     return sum(c.isdigit() for c in ident) >= 6 and random_body(secret, 20)
@@ -135,9 +156,14 @@ TOKEN_SHAPES: tuple[Detector, ...] = (
     ),
     detector(
         "word-prefixed random token",
-        r"(?<![A-Za-z0-9_.+-])(?P<secret>(?P<prefix>[A-Za-z][A-Za-z0-9]{1,9}(?:[-_.][A-Za-z0-9]{1,8}){0,2})"
+        r"(?<![A-Za-z0-9_.+-])(?P<secret>(?P<prefix>" + _PREFIX + r")"
         r"[-_.](?P<body>[A-Za-z0-9_-]{24,}))(?![A-Za-z0-9_-])",
         _prefixed_token,
+    ),
+    detector(
+        "long random run with no name",
+        r"(?<![A-Za-z0-9+/=_.:-])(?P<secret>[A-Za-z0-9+/_-]{40,}={0,2})(?![A-Za-z0-9+/=_-])",
+        _long_run,
     ),
     detector(
         "id and secret joined by a colon",

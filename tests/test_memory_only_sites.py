@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memtape.agent.browser import Element
 from memtape.agent.conversation import Reading, ShownPattern
@@ -19,6 +21,12 @@ from memtape.agent.decisions import ask_again, recorded_decisions, same_call
 from memtape.agent.policy import _learned_route, _worked_before
 from memtape.agent.runner import run_pass
 from memtape.agent.sites import CASES_FILE, SitesServer, load_cases
+from memtape.agent.sites.server import ROOT as SITES_ROOT
+from memtape.agent.sites.server import _resolve
+from memtape.analytics.explain import explain_item
+from memtape.ledger.envelope import NewEvent
+from memtape.ledger.errors import UnknownItem
+from memtape.ledger.events import PatternLearned, PatternStep, PatternUsed
 from memtape.ledger.store import SqliteStore
 
 ORIGINAL = [
@@ -139,3 +147,39 @@ def test_memory_off_fails_where_the_page_is_silent_and_memory_on_passes_them_all
 def test_cases_file_is_valid_json_with_a_success_check_for_every_task() -> None:
     for case in json.loads(Path(CASES_FILE).read_text()):
         assert case["success"] and case["goal"], case["id"]
+
+
+@given(
+    path=st.lists(
+        st.sampled_from(["..", ".", "_parts", "_release2", "staff", "desk", "x.html", "%2e%2e", ""]), max_size=4
+    ),
+    release=st.one_of(st.none(), st.sampled_from(["2", "3", "99", "../2"])),
+)
+def test_no_path_or_release_reaches_a_file_outside_the_site_or_its_parts(path: list[str], release: str | None) -> None:
+    found = _resolve("records.test", "/" + "/".join(path), release)
+    site = SITES_ROOT / "records"
+    if found is not None:
+        assert site in found.resolve().parents
+        assert not any(p.startswith(("_parts", ".")) for p in found.relative_to(site).parts)
+        assert found.parent.name != "_parts"
+
+
+def test_explain_tells_a_learned_pattern_s_life_and_credit(tmp_path: Path) -> None:
+    """The top item of the demo's credit is a learned path: `explain` tells its life and its credit."""
+    steps = [PatternStep(command="click", role="link", name=n) for n in ("Library", "Board papers")]
+    learned = PatternLearned(
+        pattern_id="pat_1", description="Navigate records.test", pattern_type="navigation", steps=steps
+    )
+    with SqliteStore.open(tmp_path / "ledger.db") as store:
+        store.append(
+            [
+                NewEvent(learned, run_id="run_a", domain="records.test"),
+                NewEvent(PatternUsed(pattern_id="pat_1", success=True), run_id="run_b", domain="records.test"),
+            ]
+        )
+        life = explain_item(store, "pat_1")
+        assert life["kind"] == "pattern" and life["status"] == "current" and life["now"]["uses"] == 1
+        assert [e["stage"] for e in life["life"]] == ["learned", "used"] and life["recalled_in_runs"] == ["run_b"]
+        assert life["credit"] is None  # not measured yet
+        with pytest.raises(UnknownItem):
+            explain_item(store, "pat_2")

@@ -87,11 +87,12 @@ def test_private_key_material_is_hidden_in_any_container(text: str, needle: str)
 
 
 def test_a_json_web_key_in_a_payload_keeps_its_public_members_only() -> None:
-    jwk = {"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FE", "d": EC_D}
-    out = Redactor().value({"command": "sign", "args": {"jwk": jwk, "oth": [{"r": "AQAB", "d": RSA_D, "t": "x"}]}})
+    jwk = {"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vu", "y": "x_FE", "d": EC_D}
+    out = Redactor().value({"command": "sign", "args": {"jwk": jwk}})
     assert out["args"]["jwk"] == {**jwk, "d": MARKER}
-    # an `oth` entry is judged inside its key: without `kty` beside it, its members are plain words
-    assert Redactor().value({"kty": "RSA", "oth": [{"d": RSA_D}]})["oth"][0]["d"] == RSA_D
+    rsa = {"kty": "RSA", "n": "0vx7", "e": "AQAB", "oth": [{"r": "AQAB", "d": "Zq8W", "t": "x4kT"}]}
+    assert Redactor().value(rsa) == {**rsa, "oth": [{"r": MARKER, "d": MARKER, "t": MARKER}]}
+    # without `kty` beside them, such short names are plain fields
     assert Redactor().value({"d": "2026-12-04", "p": 3, "k": "v"}) == {"d": "2026-12-04", "p": 3, "k": "v"}
 
 
@@ -160,6 +161,13 @@ def test_seeded_random_tokens_are_caught_at_a_measured_rate() -> None:
             assert caught >= 980, (name, n, caught)
     assert sum(random_body(rand(HEX, 32, rng)) for _ in range(1000)) >= 990
     assert not any(random_body(rand(HEX, 31, rng)) for _ in range(200))  # a short hex is an id
+
+
+def test_a_long_random_run_with_no_name_is_hidden() -> None:
+    base58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+    for key in (rand(B64, 43) + "=", rand(base58, 52), rand(B64URL, 64), rand(base58, 88)):
+        _hidden(f"the tunnel uses {key} from now on", key.rstrip("="))
+        _hidden(f"{{'peer': ['{key}']}}", key.rstrip("="))
 
 
 @pytest.mark.parametrize(

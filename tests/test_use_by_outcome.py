@@ -130,6 +130,7 @@ class _Recall:
 
     def __init__(self, n: int) -> None:
         self.step = n
+        self.occurred_at = "2026-01-01T00:00:00.000Z"
         self.data: dict[str, Any] = {"pending_ids": ["lsn_x"]}
 
 

@@ -44,10 +44,10 @@ def inside_lock(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         finally:
             depth[0] -= 1
 
-    def loading(store: Any, path: Path, policy: Any, name: str, head: int) -> Any:
+    def loading(store: Any, path: Path, policy: Any, name: str, head: int, lend: bool = False) -> Any:
         if depth[0]:
             done.append(f"decoded {name}")
-        return load(store, path, policy, name, head)
+        return load(store, path, policy, name, head, lend)
 
     monkeypatch.setattr(Transaction, "read", reading)
     monkeypatch.setattr(SqliteStore, "atomic", locked)

@@ -900,7 +900,7 @@ class ItemCredited(Payload):
 
 class RequestAnswered(Payload):
     """A request sent with an idempotency key, and the answer it got. The key's digest names the
-    stream (`request-<sha256 of the key>`), so the same key again is answered from here by any
+    stream (`request-sha256-<hex of the key>`), so the same key again is answered from here by any
     server on this ledger, after any restart, and the ledger's lock makes the first one win."""
 
     type: Literal["request_answered"] = "request_answered"

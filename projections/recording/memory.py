@@ -177,13 +177,14 @@ class RecordingMemory:
         what was asked) gets the first answer and writes nothing; with another request it is
         refused (KeyReused). Returns (status, body, replayed)."""
         check_text(key, "idempotency key")
-        named = "request-" + hashlib.sha256(key.encode()).hexdigest()
-        # a digest can look like a secret to the redactor, which then keeps the stream under
-        # `redacted-<digest>` (the same name every time): look the key up under the ledger's name
-        stream = self.store.redactor.ident(named) or named
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        # named as a digest (`sha256-`), which the redactor keeps; a key answered by an earlier
+        # version sits under `request-<hex>`, or its redacted name: looked up there too
+        stream = f"request-sha256-{digest}"
+        earlier = (f"request-{digest}", self.store.redactor.ident(f"request-{digest}") or "")
         try:
             with self.writer.atomic() as tx:
-                first = next(tx.select(stream=stream), None)
+                first = next((ev for name in (stream, *earlier) if name for ev in tx.select(stream=name)), None)
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")

@@ -51,12 +51,12 @@ TAUGHT = ("lessons", "facts", "trajectories", "patterns")
 def _pages(mem: Any) -> dict[str, tuple[str, Callable[[Any], Any]]]:
     """page name -> (its path, the reads it makes through the API), for a run with steps and the
     most used lesson of the memory."""
-    runs = [r for r in mem.state("runs") if r.get("turn_count")]
-    run = runs[len(runs) // 2]["run_id"]
+    runs = [r for r in mem.state("runs") if r.turn_count]
+    run = runs[len(runs) // 2].run_id
     audit = mem.audit(run)
     step = audit["steps"][len(audit["steps"]) // 2]["step"]
     before = max(int(audit["run"]["started_seq"]) - 1, 0)
-    lesson = max(mem.state("lessons"), key=lambda l: l["use_count"])["lesson_id"]
+    lesson = max(mem.state("lessons"), key=lambda l: l.use_count).lesson_id
     word = "click"
     return {
         "runs": ("/ui/", lambda m: [m.state(k) for k in ("runs", "lessons", "tier1")]),

@@ -83,5 +83,5 @@ def build(location: Path) -> Sample:
         credit = {"item": tip.lesson_id, "kind": "lesson", "text": tip.text, "credited_run": learner.run_id}
         credit |= {"method": "exact", "shown": 1, "changed": 1, "turns_saved": 2, "tokens_saved": 180}
         mem.append([mem.event(ItemCredited, credit)])
-        timing = next(f["fact_id"] for f in mem.state("facts") if f["value"] == "appear after 2 s")
+        timing = next(f.fact_id for f in mem.state("facts") if f.value == "appear after 2 s")
     return Sample(teacher.run_id, learner.run_id, failed.run_id, tip.lesson_id, tip.text, hostile, banner, timing)

@@ -2,10 +2,9 @@
 
 A payload model holds only what happened; the envelope (seq, id, stream,
 stream_version, recorded_at, occurred_at, run_id, step, domain, prev_hash,
-hash) is assigned by the store. Old payload versions are upcast on read
-(`UPCASTERS`, applied by `store.upcast`), so projections only ever see the current shape. The field rules
-are `field_rules`', the envelope around a payload `envelope`'s, a line's JSON
-Schema `event_schema`'s.
+hash) is assigned by the store. Old payload versions are upcast on read (`UPCASTERS`, applied by
+`store.upcast`), so projections only ever see the current shape. The field rules are `field_rules`',
+the envelope around a payload `envelope`'s, a line's JSON Schema `event_schema`'s.
 
 Two domains must not be confused: the envelope's `domain` is where an event
 happened; a lesson's `scope_domain` is the site a lesson applies to (None for
@@ -661,13 +660,14 @@ class PatternUsed(Payload):
 
 
 class LessonsUsed(Payload):
-    """The decisions after an error recall at `recall_step` cleared its failure (the recovery at
-    `cleared_at`): the recall's pending lessons each count one use (written when the run finishes)."""
+    """Written as a run finishes: the decisions after the error recall at `recall_step` (made at
+    `recalled_at`, the uses' time) cleared its failure (at `cleared_at`); each pending lesson counts."""
 
     type: Literal["lessons_used"] = "lessons_used"
     NEEDS_RUN: ClassVar[bool] = True
     recall_step: Positive
     cleared_at: Positive
+    recalled_at: Timestamp | None = None
     lesson_ids: list[str] = Field(max_length=MAX_ITEMS)
 
 

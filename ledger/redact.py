@@ -54,7 +54,7 @@ from memtape.ledger.detector import detector as _d
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.gitleaks_rules import rule_set, shannon_entropy
 from memtape.ledger.key_material import KEY_MATERIAL, jwk_private_member
-from memtape.ledger.token_shapes import HOOK_STEMS, TOKEN_SHAPES, may_hold_token
+from memtape.ledger.token_shapes import HOOK_STEMS, TOKEN_SHAPES, may_hold_token, random_body
 from memtape.ledger.vendored_secrets import PLUGIN_NEEDS, SCREEN_STEMS, VENDORED
 from memtape.ledger.vendored_secrets import SCREEN as VENDORED_SCREEN
 
@@ -314,8 +314,23 @@ def _dni_ok(m: re.Match[str]) -> bool:
 
 
 def _link_token(m: re.Match[str]) -> bool:
-    """A query value of a sign-in, verify, reset or magic link that looks random."""
-    return looks_random(m.group("secret"))
+    """A query value that looks random, of a URL whose path says it signs in, verifies, resets or
+    is a magic link: every parameter of such a link is judged, whatever its name or place."""
+    text, at = m.string, m.start()
+    begins = max(text.rfind(c, 0, at) for c in " \t\r\n\"'<>") + 1
+    url = text[begins : at + 1]
+    query = url.rfind("?")  # the last: a link may sit in another URL's query
+    return query >= 0 and _AUTH_LINK.search(url[: query + 1]) is not None and looks_random(m.group("secret"))
+
+
+def _cpf_ok(m: re.Match[str]) -> bool:
+    """A Brazilian CPF: its two check digits (mod 11 over the nine before, then the ten before)."""
+    d = [int(c) for c in m.group("secret") if c.isdigit()]
+    if len(set(d)) == 1:
+        return False
+    first = sum((10 - i) * d[i] for i in range(9)) * 10 % 11 % 10
+    second = sum((11 - i) * d[i] for i in range(10)) * 10 % 11 % 10
+    return (first, second) == (d[9], d[10])
 
 
 def _high_entropy(m: re.Match[str]) -> bool:
@@ -434,10 +449,14 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     _d(
         "random query value of a sign-in, verify, reset or magic link",
-        r"\bhttps?://[^\s/?#\"'<>]+(?:/[^\s?#\"'<>]*)?/[^\s?#\"'<>/]*" + _AUTH_LINK_PATH + r"[^\s?#\"'<>]*"
-        r"\?(?:[^\s#\"'<>]*?[&;])?[A-Za-z0-9_.-]+=(?P<secret>[^\s&;#\"'<>]*[^\s&;#\"'<>,.)\]])",
+        r"[?&;][A-Za-z0-9_.-]+=(?P<secret>[^\s&;#?\"'<>]*[^\s&;#?\"'<>,.)\]])",  # a `?` starts a nested link's query
         _link_token,
-        flags=re.I,
+        needs=("://",),
+    ),
+    _d(
+        "credential as a URL's user name",
+        r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://(?P<secret>[A-Za-z0-9_~-]{16,})@",
+        lambda m: random_body(m.group("secret"), 16),
     ),
     _d(
         "random value after a key-like name",
@@ -452,6 +471,7 @@ DETECTORS: tuple[Detector, ...] = (
         r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b",
     ),
     _d("Spanish DNI / NIE (check letter)", r"\b(?P<secret>[XYZ]?\d{7,8}-?[A-Z])\b", _dni_ok),
+    _d("Brazilian CPF (check digits)", r"(?<![\w.])(?P<secret>\d{3}\.\d{3}\.\d{3}-\d{2})(?![\w-])", _cpf_ok),
     *(
         Detector(
             f"detect-secrets {v.plugin}", re.compile(v.pattern, v.flags), part=v.secret, needs=PLUGIN_NEEDS[v.plugin]
@@ -574,11 +594,11 @@ _AWS_ID_SHAPE = re.compile(r"A[BCGIKNPSR][A-Z]{2}[A-Z0-9]{16}")
 #: grouped by dots, both without the context the detectors look behind for (JSON text escapes it)
 _HOST_CREDENTIALS = re.compile(r":[^\s:@/\"'<>]{3,}@[A-Za-z0-9-]+\.[A-Za-z0-9]")
 _DOTTED_CARD = re.compile(r"\.\d{4,6}\.")
-#: what an IBAN, a US SSN, a UK NINO and a Spanish DNI/NIE hold, whatever surrounds them
+#: what an IBAN, a US SSN, a UK NINO, a Spanish DNI/NIE and a Brazilian CPF hold, whatever surrounds them
 #: (every branch starts with a digit, and the search skips to the digits: ~1 µs a payload, not ~20)
 _ID_SHAPES = re.compile(
     r"\d(?:(?<=[A-Z]{2}\d)\d ?[A-Z0-9]{4}|\d\d-\d\d-\d|(?<=[A-Z]{2}\d)\d ?\d\d ?\d\d ?[A-D]"
-    r"|(?<=[A-Z]{2} \d)\d ?\d\d ?\d\d ?[A-D]|\d{6}-?[A-Z])"
+    r"|(?<=[A-Z]{2} \d)\d ?\d\d ?\d\d ?[A-D]|\d{6}-?[A-Z]|\d\d\.\d{3}\.\d{3}-\d\d)"
 )
 #: a link whose path may say it signs in, verifies or resets, with a query
 _AUTH_LINK = re.compile(r"://[^\s?#]*" + _AUTH_LINK_PATH + r"[^\s?#]*\?", re.I)
@@ -789,6 +809,7 @@ class Redactor:
                 continue
             out = _apply(d, out, marker)
         out = _replace_spans(out, rule_set().spans(out), marker)
+        out = _beside_a_secret(out, marker)
         for p in self.extra:
             out = p.sub(marker.replace("\\", "\\\\"), out)
         return out
@@ -876,6 +897,27 @@ def _apply(d: Detector, text: str, marker: str = MARKER) -> str:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
             spans.append((start, end))
+    return _replace_spans(text, spans, marker)
+
+
+#: a call's arguments on one line, and a quoted literal among them
+_CALL_ARGS = re.compile(r"\(([^()\n]{1,500})\)")
+_LITERAL = re.compile(r"([\"'`])([A-Za-z0-9_~+/=.-]{16,})\1")
+
+
+def _beside_a_secret(text: str, marker: str) -> str:
+    """Credentials travel in pairs (an account id and its auth token, a client id and its secret):
+    in a call one of whose quoted arguments was found a secret, every other quoted argument that
+    looks random (`token_shapes.random_body`: 32+ hex, or 16+ random characters) is one too."""
+    if marker not in text:
+        return text
+    quoted = tuple(q + marker + q for q in "\"'`")
+    spans = []
+    for call in _CALL_ARGS.finditer(text):
+        args = call.group(1)
+        if any(q in args for q in quoted):
+            at = call.start(1)
+            spans += [(at + m.start(2), at + m.end(2)) for m in _LITERAL.finditer(args) if random_body(m.group(2), 16)]
     return _replace_spans(text, spans, marker)
 
 

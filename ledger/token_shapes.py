@@ -98,16 +98,21 @@ _PREFIX = r"[A-Za-z][A-Za-z0-9]{1,9}(?:[-_.][A-Za-z0-9]{1,8}){0,2}"
 _PREFIXED = re.compile(_PREFIX + r"[-_.]")
 #: what a long run follows when it is data or a digest, not a credential: a data URL's `base64,`, a
 #: digest's name and separator (`sha384-`, `sha256:`)
-_DATA_OR_DIGEST_BEFORE = re.compile(r"(?:base64,|(?:sha\d*|md5|hash|digest|blake\d*|integrity)[-:=]\s*)\Z", re.I)
+_DATA_OR_DIGEST_BEFORE = re.compile(
+    r"(?:base64,|(?:sha\d*|md5|hash|digest|blake\d*|integrity)[-:=]\s*"
+    r"|(?:sk-)?(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+)(?:@openssh\.com)?\s+)\Z",  # a public key: kept
+    re.I,
+)
 
 
 def _long_run(m: re.Match[str]) -> bool:
     """A bare run of 40+ base64 characters that is random (a key or token with no name before it),
-    not a digest, a data URL's content, a path of words or a URL's path (judged by its own rule)."""
+    not a digest, a data URL's content, an SSH public key, a path of words or a URL's path (judged by
+    its own rule)."""
     run = m.group("secret").rstrip("=")
     if _PREFIXED.match(run):  # the word-prefixed rule has judged it (a digest, an asset, a token)
         return False
-    if _DATA_OR_DIGEST_BEFORE.search(m.string, max(0, m.start() - 16), m.start()) or _HEX.fullmatch(run):
+    if _DATA_OR_DIGEST_BEFORE.search(m.string, max(0, m.start() - 40), m.start()) or _HEX.fullmatch(run):
         return False
     return not run.startswith("/") and random_body(run, 40)
 

@@ -43,7 +43,7 @@ from memtape.projections.recording.memory import STALE_AFTER
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Lesson, TrajectoryRecall
 from memtape.projections.seeds import choose_seeds
-from memtape.projections.state_rows import diff_between
+from memtape.projections.state_rows import Change, diff_between
 
 __all__ = [
     "open",
@@ -111,21 +111,11 @@ class Memory(memory.RecordingMemory):
         credit = load("memtape.agent.credit", "credit", "agent").credit
         return plain(credit(self, list(runs or ()), rerun=rerun).as_dict())  # type: ignore[no-any-return]
 
-    def diff(self, start: int | str, end: int | str) -> list[dict[str, Any]]:
+    def diff(self, start: int | str, end: int | str) -> list[Change]:
         """What memory gained, changed and lost from `start` to `end`, each a seq, an ISO time or a
         run id (the end of that run: a diff from 0 to a run shows what memory held once it ended):
-        one record per change (change, projection, item, detail), the content of `diff --json`."""
-        for name, point in (("start", start), ("end", end)):
-            if (
-                isinstance(point, bool)
-                or not isinstance(point, (int, str))
-                or (isinstance(point, str) and not point.strip())
-            ):
-                raise MemtapeError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
-            check_storable(point, name)
-            if isinstance(point, int) and point < 0:
-                raise MemtapeError(f"{name} must be a seq >= 0, got {point}")
-        return plain(diff_between(self.store, self.projections_path, start, end, self.policy))  # type: ignore[no-any-return]
+        one `Change` (change, projection, item, detail) per change, the rows of `diff --json`."""
+        return diff_between(self.store, self.projections_path, start, end, self.policy)
 
     def experiment(self, changes: dict[str, Any], until: int | str | None = None) -> dict[str, Any]:
         """Replay the log's observations under this policy with `changes` (Policy field -> value)

@@ -22,16 +22,23 @@ from memtape.projections.budget import DEFAULT_BUDGET
 from memtape.projections.pin import CALLER_CATEGORIES
 from memtape.projections.recording.values import Extraction, Learned, Scenario
 from memtape.projections.records import (
+    Change,
     ContextEntry,
     Fact,
+    ItemCredit,
+    ListedLesson,
     PageMap,
     Pattern,
+    RunManifest,
+    ScratchEntry,
     SelectorEntry,
     SessionEntry,
     ShortTerm,
     SiteMap,
+    SitePage,
     Snapshot,
     StepMemory,
+    Trajectory,
 )
 from memtape.projections.search import SearchResult
 from memtape.projections.state_rows import STATE_KINDS
@@ -612,8 +619,32 @@ class LoopWarnings(Answer):
     warnings: list[str]
 
 
+#: what `GET /state/{kind}` answers: a list of the kind's record (`state_rows.STATE_ROWS`), so a
+#: generated client knows each row's fields
+StateRows = (
+    list[ListedLesson]
+    | list[Fact]
+    | list[SessionEntry]
+    | list[SelectorEntry]
+    | list[Trajectory]
+    | list[RunManifest]
+    | list[ShortTerm]
+    | list[Pattern]
+    | list[ContextEntry]
+    | list[Snapshot]
+    | list[SitePage]
+    | list[ScratchEntry]
+    | list[PageMap]
+    | list[ItemCredit]
+)
+
+
 class StateItems(Answer):
-    items: list[dict[str, Any]]
+    items: StateRows
+
+
+class Changes(Answer):
+    changes: list[Change]
 
 
 class ContextEntries(Answer):

@@ -20,6 +20,8 @@ A row says:
   is, or `Recorded()` for a write answering `Recorded`), `tool_answer` the one-field model an
   MCP tool wraps a list or scalar answer in (a tool answers one JSON object);
 - `http_omits`: arguments the route leaves to its caller;
+- `query_names`: an argument's name in the query string where the library's is another (Python
+  cannot name a parameter `from`: `mem.diff(start, end)` is `GET /diff?from=&to=`);
 - `schemas`: an argument's type as both faces declare it, where the library's signature says
   less (a `str` that is one of a list: the library still refuses a wrong one in its own words);
 - `make`: the call itself, when it is more than the library method (starting or finishing a run
@@ -52,6 +54,7 @@ from memtape.face_models import (
     Audit,
     BacktrackBody,
     Body,
+    Changes,
     ContextBody,
     ContextEntries,
     ContinuedRun,
@@ -108,6 +111,7 @@ from memtape.face_models import (
     StartedRun,
     StateItems,
     StateKind,
+    StateRows,
     StepBody,
     StepMemories,
     TakenSnapshot,
@@ -127,6 +131,7 @@ from memtape.projections.folds.snapshots import Snapshot
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.recording.values import Extraction, Scenario
 from memtape.projections.search import SearchResult
+from memtape.projections.state_rows import Change
 
 #: the call itself when it is more than the library method: (memory, handles, arguments) -> answer
 Make = Callable[[Memory, RunHandles, dict[str, Any]], Any]
@@ -161,6 +166,7 @@ class Operation:
     make: Make | None = None
     operation_id: str | None = None
     http_omits: tuple[str, ...] = ()
+    query_names: dict[str, str] = field(default_factory=dict)
     schemas: dict[str, Any] = field(default_factory=dict)
     compact: bool = False
     status: int = 200
@@ -819,10 +825,23 @@ OPERATIONS: list[Operation] = [
         "read",
         "GET /state/{kind}",
         "One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs, "
-        "short-term, patterns, context, snapshots, sitemap), now or at seq / ISO time `as_of`.",
-        answer=list[dict[str, Any]],
+        "short-term, patterns, context, snapshots, sitemap, scratch, page-maps, credit), now or at seq / "
+        "ISO time `as_of`, of one `domain` and one `run` when given.",
+        answer=StateRows,
         tool_answer=StateItems,
         schemas={"kind": StateKind},
+    ),
+    Operation(
+        "diff",
+        Memory.diff,
+        "read",
+        "GET /diff",
+        "What memory gained, changed and lost between two points of the log (`start` before `end`), each a "
+        "seq, an ISO time or a run id (the end of that run): one change per lesson, fact, trajectory, run "
+        "or selector.",
+        answer=list[Change],
+        tool_answer=Changes,
+        query_names={"start": "from", "end": "to"},
     ),
     Operation(
         "audit",

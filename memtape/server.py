@@ -246,6 +246,9 @@ def route_parameters(operation: Operation) -> list[Parameter]:
             annotation, default = str | None, Query(default=None, description="a seq or an ISO time")
         elif _listed(annotation):
             default = Query() if default is Parameter.empty else Query(default)
+        if argument.name in operation.query_names:
+            alias = operation.query_names[argument.name]
+            default = Query(alias=alias) if default is Parameter.empty else Query(default, alias=alias)
         taken.append(Parameter(argument.name, Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
     return taken
 

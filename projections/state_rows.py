@@ -8,19 +8,35 @@ Library functions (the CLI only renders their results):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from memtape.ledger.errors import LedgerError
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import resolve_seq
+from memtape.projections.folds.context import ContextEntry
+from memtape.projections.folds.credit import ItemCredit
+from memtape.projections.folds.knowledge import Fact
 from memtape.projections.folds.lessons import LessonEntry
+from memtape.projections.folds.page_maps import PageMap
+from memtape.projections.folds.patterns import Pattern
+from memtape.projections.folds.runs import RunManifest
+from memtape.projections.folds.scratch import ScratchEntry
+from memtape.projections.folds.selectors import SelectorEntry
+from memtape.projections.folds.sessions import SessionEntry
+from memtape.projections.folds.short_term import ShortTerm
+from memtape.projections.folds.sitemap import SitePage
+from memtape.projections.folds.snapshots import Snapshot
+from memtape.projections.folds.trajectories import Trajectory
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
+from memtape.projections.recording.checks import check_storable
 from memtape.projections.text import instruction_like
 from memtape.projections.view import MemoryView
 
-STATE_KINDS = (
+#: the projections `state` lists, as the type checker knows them (`Memory.state` overloads on it)
+StateKindName = Literal[
     "lessons",
     "tier1",
     "facts",
@@ -36,7 +52,8 @@ STATE_KINDS = (
     "scratch",
     "page-maps",
     "credit",
-)
+]
+STATE_KINDS: tuple[str, ...] = get_args(StateKindName)
 
 #: columns the rich tables show per kind (--json prints every field)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -105,6 +122,44 @@ class ListedLesson(LessonEntry):
     instruction_like: str | None = None
 
 
+#: the record each kind lists: `Memory.state(kind)` answers a list of it, and the faces' schemas
+#: name it (by the class's name) as the rows of `GET /state/{kind}`
+STATE_ROWS: dict[str, type] = {
+    "lessons": ListedLesson,
+    "tier1": ListedLesson,
+    "facts": Fact,
+    "sessions": SessionEntry,
+    "selectors": SelectorEntry,
+    "trajectories": Trajectory,
+    "runs": RunManifest,
+    "short-term": ShortTerm,
+    "patterns": Pattern,
+    "context": ContextEntry,
+    "snapshots": Snapshot,
+    "sitemap": SitePage,
+    "scratch": ScratchEntry,
+    "page-maps": PageMap,
+    "credit": ItemCredit,
+}
+#: a row of any kind
+StateRow = (
+    ListedLesson
+    | Fact
+    | SessionEntry
+    | SelectorEntry
+    | Trajectory
+    | RunManifest
+    | ShortTerm
+    | Pattern
+    | ContextEntry
+    | Snapshot
+    | SitePage
+    | ScratchEntry
+    | PageMap
+    | ItemCredit
+)
+
+
 def listed(lessons: list[LessonEntry]) -> list[ListedLesson]:
     return [
         ListedLesson(
@@ -114,7 +169,7 @@ def listed(lessons: list[LessonEntry]) -> list[ListedLesson]:
     ]
 
 
-def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> list[Any]:
+def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> Sequence[StateRow]:
     """The records of one projection kind, optionally for one domain (subdomains included) and,
     for the per-run kinds (short-term, context, snapshots, scratch, page-maps, runs), one run."""
     if kind == "lessons":
@@ -160,7 +215,7 @@ def open_state(
     as_of: int | str | None = None,
     policy: Thresholds = DEFAULT_POLICY,
     run: str | None = None,
-) -> tuple[int, list[Any]]:
+) -> tuple[int, Sequence[StateRow]]:
     """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
     view = MemoryView.open(store, projections_path, policy, as_of=as_of, lend=True)
     return view.head, state_items(view, kind, domain, run)
@@ -288,8 +343,19 @@ def diff_between(
     to_seq: int | str,
     policy: Thresholds = DEFAULT_POLICY,
 ) -> list[Change]:
-    """`memtape diff`: memory at `from_seq` against memory at `to_seq` (`from_seq` not after `to_seq`),
-    each a seq, an ISO time or a run id (`diff_point`)."""
+    """`memtape diff` and `mem.diff`: memory at `from_seq` against memory at `to_seq` (`from_seq`
+    not after `to_seq`), each a seq, an ISO time or a run id (`diff_point`); anything else (an
+    empty text, a negative seq, another type) is refused in one line, on every face alike."""
+    for name, point in (("start", from_seq), ("end", to_seq)):
+        if (
+            isinstance(point, bool)
+            or not isinstance(point, (int, str))
+            or (isinstance(point, str) and not point.strip())
+        ):
+            raise LedgerError(f"{name} must be a seq, an ISO time or a run id, got {point!r:.60}")
+        check_storable(point, name)
+        if isinstance(point, int) and point < 0:
+            raise LedgerError(f"{name} must be a seq >= 0, got {point}")
     start, end = diff_point(store, from_seq, "diff start"), diff_point(store, to_seq, "diff end")
     if start > end:
         raise LedgerError(

@@ -62,6 +62,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     **{op.route_name: _route(op) for op in OPERATIONS},
     "finish_run": ("post", "/runs/{run_id}/finish"),
 }
+#: a call's arguments named otherwise in the query string (`diff`'s start and end are from= and to=)
+QUERY_NAMES = {op.route_name: op.query_names for op in OPERATIONS if op.query_names}
 #: the MCP tool of each call
 TOOLS = {**{op.route_name: op.name for op in OPERATIONS}, "finish_run": "finish_run"}
 
@@ -387,6 +389,7 @@ FLOW: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("state", {"kind": "sessions", "as_of": None, "domain": "shop.example", "run": None}),
+    ("diff", {"start": 0, "end": "run_faces_a"}),
     ("audit", {"run_id": "run_faces_a", "step": 1}),
     ("explain", {"item": "#checkout", "domain": None}),
     ("experiment", {"changes": {"promotion_min_uses": 2}, "until": None}),
@@ -461,8 +464,6 @@ LOCAL_CALLS = {
 ONE_FACE_CALLS = {
     "Memory.append": "raw events, an importer's call rather than an agent's: HTTP's POST /events takes them as "
     "JSON Lines, as `memtape append` does; MCP has no tool for it",
-    "Memory.diff": "what memory gained, changed and lost between two points: the viewer's GET /ui/diff page "
-    "and `memtape diff`; its JSON route and MCP tool are to come as a row of the table of operations",
 }
 
 

@@ -17,6 +17,7 @@ from memtape.api import Memory
 from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.budget import count_tokens, token_counter
+from memtape.projections.recording.checks import plain
 from tests.cli_runner import run_cli
 
 SHOP = "https://shop.example/"
@@ -90,8 +91,8 @@ def test_the_contract_calls_log_what_they_did(tmp_path: Path) -> None:
     assert ctx.data["items"][0]["source"] == "domain_tips" and ctx.data["budget"] == 2500
     assert ctx.data["items"][0]["tokens"] == 1 == ctx.data["total_tokens"]  # "..." estimated: 3 chars, 4 a token
     fact = mem.state("facts", domain="shop.example")
-    assert [(f["key"], f["value"]) for f in fact] == [("cookie banner", "blocks clicks until accepted")]
-    assert mem.state("runs")[0]["status"] == "completed"
+    assert [(f.key, f.value) for f in fact] == [("cookie banner", "blocks clicks until accepted")]
+    assert mem.state("runs")[0].status == "completed"
     mem.close()
 
 
@@ -102,10 +103,10 @@ def test_state_audit_experiment_equal_their_json_commands(tmp_path: Path) -> Non
         lessons, early = mem.state("lessons", as_of=None, domain=None), mem.state("lessons", as_of=3)
         audit = mem.audit(run_id, step=None)
         experiment = mem.experiment({"promotion_min_uses": 3}, until=None)
-    assert lessons == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--json").out)
-    assert early == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--as-of", "3", "--json").out)
+    assert plain(lessons) == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--json").out)
+    assert plain(early) == json.loads(run_cli("--memory-dir", d, "state", "lessons", "--as-of", "3", "--json").out)
     assert len(early) == 3 and len(lessons) == 4
-    assert [(l["source"], l["error_pattern"]) for l in lessons if l["failed_command"] == "click"] == [
+    assert [(l.source, l.error_pattern) for l in lessons if l.failed_command == "click"] == [
         ("seed", "intercepts pointer"),
         ("learned", "intercepts pointer events"),
     ]
@@ -165,11 +166,11 @@ def test_leaving_the_block_by_an_exception_finishes_the_run_as_failed(tmp_path: 
         run.record_step(step=1, action="click", target='button "Buy"')
         raise KeyError("cart")
     done = mem.state("runs")[0]
-    assert (done["status"], done["reason"], done["summary"]) == ("failed", "exception", "KeyError: 'cart'")
-    assert done["turn_count"] == 1
+    assert (done.status, done.reason, done.summary) == ("failed", "exception", "KeyError: 'cart'")
+    assert done.turn_count == 1
     with mem.start_run(goal="Buy wool socks", start_url=SHOP) as quiet:
         pass
-    assert mem.state("runs")[0]["run_id"] == quiet.run_id and mem.state("runs")[0]["reason"] == "unfinished"
+    assert mem.state("runs")[0].run_id == quiet.run_id and mem.state("runs")[0].reason == "unfinished"
     with pytest.raises(memtape.MemtapeError, match="is finished"):
         quiet.record_step(step=1, action="click")
     mem.close()
@@ -484,7 +485,7 @@ def test_memory_on_a_postgresql_ledger(pg_url: str) -> None:
             second.finish(success=True, outcome="done")
         assert [l.lesson_id for l in site] == [l.lesson_id for l in learned.lessons if l.scope_domain]
         assert recalled is not None and recalled.replay
-        assert [r["status"] for r in mem.state("runs")] == ["completed", "completed"]
+        assert [r.status for r in mem.state("runs")] == ["completed", "completed"]
         shown = next(
             r for r in mem.audit(second.run_id, step=1)["steps"][0]["memory"]["recalled"] if r["kind"] == "domain"
         )

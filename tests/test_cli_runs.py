@@ -222,7 +222,7 @@ def test_a_reattached_run_is_where_its_last_step_left_it(tmp_path: Path) -> None
         run = mem.run(run_id)
         assert run.url == SHOP + "p/1" and [s.command for s in run.steps] == ["click"]
         run.finish(success=True)
-        assert mem.state("runs")[0]["final_url"] == SHOP + "p/1"
+        assert mem.state("runs")[0].final_url == SHOP + "p/1"
 
 
 def test_finish_run_refuses_a_finished_run(tmp_path: Path) -> None:

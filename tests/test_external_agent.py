@@ -47,7 +47,7 @@ print(json.dumps({
     "site": [l.text for l in site], "fix": [l.text for l in fix],
     "replay": ref.replay, "ref_steps": [s.command for s in ref.trajectory.steps], "facts": facts,
     "prompt_from": [o["run_id"] for i in audit["steps"][0]["prompt"][0]["items"] for o in i["origins"]],
-    "runs": [(r["run_id"], r["status"]) for r in mem.state("runs")],
+    "runs": [(r.run_id, r.status) for r in mem.state("runs")],
     "layers": sorted(m for m in sys.modules if m.split(".")[0] in ("agent", "analytics", "ledger", "projections")),
 }))
 mem.close()

@@ -476,13 +476,13 @@ def test_the_public_api_records_and_reads_the_layered_memory(tmp_path: Path) -> 
         assert [e.key for e in run.relevant_context()] == ["price_currency"]
         run.finish(success=True, outcome="read the prices")
     rid = run.run_id
-    assert {(c["kind"], c["key"]) for c in mem.state("context", run=rid)} == {
+    assert {(c.kind, c.key) for c in mem.state("context", run=rid)} == {
         ("user", "price_currency"),
         ("inferred", "pagination_type"),
         ("extraction", "prices"),
     }
-    assert mem.state("snapshots", run=rid)[0]["scroll_y"] == 120
-    assert mem.state("short-term", run=rid)[0]["completed"] is True
+    assert mem.state("snapshots", run=rid)[0].scroll_y == 120
+    assert mem.state("short-term", run=rid)[0].completed is True
     assert mem.state("snapshots", run="nobody") == []
 
 

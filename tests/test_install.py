@@ -87,7 +87,7 @@ with memtape.open(sys.argv[1]) as mem:
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"duckdb", "pyarrow", "numpy", "matplotlib", "playwright",
                                                           "openai", "fastapi", "uvicorn", "mcp", "psycopg", "browser_use"})
 print(json.dumps({"tips": [t.text for t in tips], "fixes": [l.text for l in fixes], "run": run.run_id,
-                  "audit_steps": len(audit["steps"]), "lessons": [l["lesson_id"] for l in lessons], "heavy": heavy,
+                  "audit_steps": len(audit["steps"]), "lessons": [l.lesson_id for l in lessons], "heavy": heavy,
                   "memtape": memtape.__file__}))
 """
 

@@ -10,6 +10,7 @@ import memtape
 from memtape.ledger.envelope import NewEvent
 from memtape.ledger.events import DomainRecall, ErrorRecall
 from memtape.projections.folds.lessons import lesson_id_for
+from memtape.projections.records import ListedLesson
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -35,8 +36,8 @@ def recall_then_clear(run: Any, step: int, command: str, error: str) -> list[Any
     return list(got)
 
 
-def lesson_state(mem: Any, lesson_id: str) -> dict[str, Any]:
-    (row,) = [l for l in mem.state("lessons") if l["lesson_id"] == lesson_id]
+def lesson_state(mem: Any, lesson_id: str) -> ListedLesson:
+    (row,) = [l for l in mem.state("lessons") if l.lesson_id == lesson_id]
     return row
 
 
@@ -56,7 +57,7 @@ def test_a_command_only_match_is_offered_only_when_nothing_else_matches_and_neve
             assert (offered.lesson_id, offered.matched, offered.score) == (select, "command", 2.0)
             run.finish(success=True)
     row = lesson_state(mem, select)
-    assert (row["use_count"], row["triggered_domains"], row["category"]) == (1, ["shop0.test"], "error_recovery")
+    assert (row.use_count, row.triggered_domains, row.category) == (1, ("shop0.test",), "error_recovery")
     assert events(mem, "lesson_promoted") == []
     assert all(e.data["lesson_ids"] == [select] and e.data["counted_ids"] == [] for e in events(mem, "error_recall"))
     with mem.start_run(goal="Pick a size", start_url="https://shop6.test/") as run:
@@ -66,7 +67,7 @@ def test_a_command_only_match_is_offered_only_when_nothing_else_matches_and_neve
         got = recall_then_clear(run, 2, "select", TIMEOUT)
         assert [(l.lesson_id, l.matched, l.score) for l in got] == [(timeout, "pattern", 3.0)]
         run.finish(success=True)
-    assert lesson_state(mem, timeout)["use_count"] == 2 and lesson_state(mem, select)["use_count"] == 1
+    assert lesson_state(mem, timeout).use_count == 2 and lesson_state(mem, select).use_count == 1
     mem.close()
 
 
@@ -88,7 +89,7 @@ def test_pattern_matches_recalled_on_three_domains_promote_without_any_prompt_re
     (promoted,) = events(mem, "lesson_promoted")
     assert promoted.data["lesson_id"] == learned and promoted.data["use_count"] == 5
     assert promoted.data["triggered_domains"] == ["google.com", "bing.com", "amazon.com", "yahoo.com"]
-    assert lesson_state(mem, learned)["category"] == "best_practice"
+    assert lesson_state(mem, learned).category == "best_practice"
     assert "context_built" not in [e.type for e in mem.store.read()]
     mem.close()
 
@@ -112,7 +113,7 @@ def test_recall_on_domain_puts_a_tip_for_the_host_before_its_parent_domains_tips
             (parent[1], "domain", 1.0),
         ]
         run.finish(success=True)
-    assert lesson_state(mem, host)["use_count"] == 2 and lesson_state(mem, parent[0])["use_count"] == 6
+    assert lesson_state(mem, host).use_count == 2 and lesson_state(mem, parent[0]).use_count == 6
     assert events(mem, "domain_recall")[-1].data["counted_ids"] == [host, parent[0], parent[1]]
     mem.close()
 
@@ -167,7 +168,7 @@ def test_walkthrough_fill_fails_the_seed_answers_and_post_run_learning_dedups_on
     # relearning of the seed (its dedup) is that use, so no `lessons_used` counts it again
     assert events(mem, "lessons_used") == []
     seed = lesson_state(mem, fill_seed)
-    assert (seed["use_count"], seed["source"], seed["triggered_domains"]) == (1, "seed", ["www.google.com"])
+    assert (seed.use_count, seed.source, seed.triggered_domains) == (1, "seed", ("www.google.com",))
     assert len(mem.state("lessons")) == 3
     mem.close()
 
@@ -182,7 +183,7 @@ def test_walkthrough_amazon_cookie_banner_is_recalled_on_the_subdomain(tmp_path:
         (tip,) = run.recall_domain(step=2)
         assert (tip.lesson_id, tip.text, tip.matched, tip.score) == (tip_id, text, "domain", 1.0)
         run.finish(success=True)
-    assert lesson_state(mem, tip_id)["use_count"] == 2
+    assert lesson_state(mem, tip_id).use_count == 2
     mem.close()
 
 
@@ -197,8 +198,8 @@ def test_walkthrough_a_recovery_learned_on_five_sites_is_promoted_on_the_fifth(t
             (learned,) = run.finish(success=True, outcome="offer open").lessons
         lesson_id = learned.lesson_id
         row = lesson_state(mem, lesson_id)
-        assert (row["use_count"], row["triggered_domains"]) == (n, SITES[:n])
-        assert row["category"] == ("best_practice" if n == 5 else "error_recovery")
+        assert (row.use_count, list(row.triggered_domains)) == (n, SITES[:n])
+        assert row.category == ("best_practice" if n == 5 else "error_recovery")
     assert (learned.failed_command, learned.error_pattern) == ("click", "intercepts pointer events")
     assert learned.lesson == f"When click fails with '{INTERCEPT[:60]}', try press(key='Escape')."
     (promoted,) = events(mem, "lesson_promoted")
@@ -207,7 +208,7 @@ def test_walkthrough_a_recovery_learned_on_five_sites_is_promoted_on_the_fifth(t
         tier1 = run.tier1()
         assert lesson_id in [l.lesson_id for l in tier1] and {(l.matched, l.score) for l in tier1} == {(None, 0.0)}
         run.finish(success=True)
-    assert {l["error_pattern"] for l in mem.state("lessons") if l["source"] == "seed"} == {
+    assert {l.error_pattern for l in mem.state("lessons") if l.source == "seed"} == {
         "too many arguments",
         "intercepts pointer",
     }

@@ -37,8 +37,8 @@ def test_node_agent_second_run_recalls_the_first(tmp_path: Path) -> None:
     assert "Accept the cookie banner before clicking Buy" in result["second"]["recalled"]
     assert result["second"]["errors"] == 0
     with memtape.open(memory) as mem:
-        runs = {r["run_id"]: r for r in mem.state("runs")}
-        assert runs[result["first"]["run"]]["status"] == runs[result["second"]["run"]]["status"] == "completed"
+        runs = {r.run_id: r for r in mem.state("runs")}
+        assert runs[result["first"]["run"]].status == runs[result["second"]["run"]].status == "completed"
         built = [ev for ev in mem.store.read(run_id=result["second"]["run"], types=["context_built"])]
         taught = {ev.id for ev in mem.store.read(run_id=result["first"]["run"], types=["lesson_recorded"])}
     assert built and taught & {i for item in built[0].payload.items for i in item.event_ids}
@@ -84,7 +84,14 @@ export async function wrong(): Promise<void> {
   await memtape.POST("/runs/{run_id}/lessons", { params: { path: { run_id: "r" } }, body: { text: "t", category: "site_spcific" } });  // TS2820 a category the schema does not list
   await memtape.POST("/runs/{run_id}/facts", { params: { path: { run_id: "r" } }, body: { kind: "quirk", key: "k", value: "v", domian: "d" } });  // TS2561 a misspelt inline field
   await memtape.GET("/state/{kind}", { params: { path: { kind: "lesson" } } });  // TS2820 a state kind the schema does not list
-  console.log(nope, uses);
+  const state = await memtape.GET("/state/{kind}", { params: { path: { kind: "facts" } } });
+  const facts = state.data as components["schemas"]["Fact"][];
+  const sure: number = facts[0].confidense;  // TS2551 a misspelt field of a state kind's row
+  const lessons = (await memtape.GET("/state/{kind}", { params: { path: { kind: "lessons" } } })).data as components["schemas"]["ListedLesson"][];
+  const flag: boolean = lessons[0].instruction_like;  // TS2322 a kind's row field has its own type (string | null)
+  const diff = await memtape.GET("/diff", { params: { query: { from: 0, to: "run_a" } } });
+  const item: string = diff.data![0].itme;  // TS2339 a misspelt field of a change
+  console.log(nope, uses, sure, flag, item);
 }
 """
 TSCONFIG = {
@@ -178,8 +185,8 @@ def test_a_typescript_client_generated_from_the_openapi_document_runs_two_runs(t
     assert first["trajectory_steps"] > 0 and result["audit_steps"] == 1
     assert result["refused"] == {"status": 409, "error": f"run '{second['run']}' is already completed"}
     with memtape.open(memory) as mem:
-        runs = {r["run_id"]: r for r in mem.state("runs")}
-        assert runs[first["run"]]["status"] == runs[second["run"]]["status"] == "completed"
+        runs = {r.run_id: r for r in mem.state("runs")}
+        assert runs[first["run"]].status == runs[second["run"]].status == "completed"
         steps = list(mem.store.read(run_id=first["run"], types=["step_recorded"]))
         replies = list(mem.store.read(types=["request_answered"]))
     assert [s.step for s in steps] == [1, 2, 3]  # the step sent twice under one Idempotency-Key is one step

@@ -43,13 +43,13 @@ def test_six_sites_teach_accept_all_and_never_escape(tmp_path: Path) -> None:
         for site in SITES:
             escape_that_does_nothing(mem, site)
         lessons = mem.state("lessons")
-        assert not any("Escape" in l["lesson"] and l["source"] == "learned" for l in lessons)
-        site_tips = {l["scope_domain"]: l["lesson"] for l in lessons if l["category"] == "site_specific"}
+        assert not any("Escape" in l.lesson and l.source == "learned" for l in lessons)
+        site_tips = {l.scope_domain: l.lesson for l in lessons if l.category == "site_specific"}
         assert sorted(site_tips) == SITES
         assert all('"Accept all"' in text for text in site_tips.values())
         assert list(mem.store.read(types=["lesson_promoted"])) == []
-        tier1 = [l["lesson"] for l in lessons if l["category"] in ("best_practice", "tool_fallback")]
-        assert all(l["source"] == "seed" for l in lessons if l["lesson"] in tier1)
+        tier1 = [l.lesson for l in lessons if l.category in ("best_practice", "tool_fallback")]
+        assert all(l.source == "seed" for l in lessons if l.lesson in tier1)
 
 
 def test_escape_that_cleared_the_banner_is_learned_once_per_site(tmp_path: Path) -> None:
@@ -63,11 +63,11 @@ def test_escape_that_cleared_the_banner_is_learned_once_per_site(tmp_path: Path)
                 run.record_step(step=2, action="press", args={"key": "Escape"})
                 run.record_step(step=3, action="click", target='link "Wool Socks"', url_after=url + "socks")
                 run.finish(success=True, outcome="socks page open")
-        learned = [l for l in mem.state("lessons") if l["source"] == "learned"]
-        (escape,) = [l for l in learned if "press(key='Escape')" in l["lesson"]]
-        assert escape["use_count"] == 6 and sorted(escape["triggered_domains"]) == SITES
+        learned = [l for l in mem.state("lessons") if l.source == "learned"]
+        (escape,) = [l for l in learned if "press(key='Escape')" in l.lesson]
+        assert escape.use_count == 6 and sorted(escape.triggered_domains) == SITES
         promoted = [e.data["lesson_id"] for e in mem.store.read(types=["lesson_promoted"])]
-        assert promoted == [escape["lesson_id"]]
+        assert promoted == [escape.lesson_id]
 
 
 # ---- promotion, demotion, use counts and pruning by measured credit ---------------------------
@@ -138,20 +138,20 @@ def test_a_recall_counts_as_a_use_only_where_measured_credit_is_positive(tmp_pat
     with memtape.open(tmp_path / "mem") as mem:
         for site in SITES[:2]:
             escape_that_does_nothing(mem, site)
-        tip = next(l for l in mem.state("lessons") if l["scope_domain"] == SITES[0])
+        tip = next(l for l in mem.state("lessons") if l.scope_domain == SITES[0])
         url = f"http://{SITES[0]}/"
 
         def uses() -> int:
             with mem.start_run(goal='Open "Wool Socks"', start_url=url) as run:
                 run.recall_domain(step=1)
                 run.finish(success=True)
-            return next(l["use_count"] for l in mem.state("lessons") if l["lesson_id"] == tip["lesson_id"])
+            return next(l.use_count for l in mem.state("lessons") if l.lesson_id == tip.lesson_id)
 
         unmeasured = uses()
         assert uses() == unmeasured + 1  # never credited: a matched recall counts
-        mem.append([mem.event(ItemCredited, {**credited(tip["lesson_id"], "run_x", 0).payload.model_dump()})])
+        mem.append([mem.event(ItemCredited, {**credited(tip.lesson_id, "run_x", 0).payload.model_dump()})])
         assert uses() == unmeasured + 1  # credit zero: offered, not counted
-        mem.append([mem.event(ItemCredited, {**credited(tip["lesson_id"], "run_x", 3).payload.model_dump()})])
+        mem.append([mem.event(ItemCredited, {**credited(tip.lesson_id, "run_x", 3).payload.model_dump()})])
         assert uses() == unmeasured + 2
 
 

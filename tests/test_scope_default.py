@@ -19,7 +19,7 @@ TEXT = "Reload the login page before submitting: its first CSRF token is stale."
 
 
 def scopes(mem: Any) -> dict[str, str | None]:
-    return {row["lesson"]: row["scope_domain"] for row in mem.state("lessons") if row["source"] == "learned"}
+    return {row.lesson: row.scope_domain for row in mem.state("lessons") if row.source == "learned"}
 
 
 def test_the_library_scopes_a_site_lesson_to_the_runs_site(tmp_path: Path) -> None:

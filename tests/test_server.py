@@ -279,6 +279,6 @@ def test_eight_concurrent_clients_lose_nothing(tmp_path: Path) -> None:
         for run, _ in results:
             steps = [ev for ev in events if ev.run_id == run and ev.type == "step_recorded"]
             assert len(steps) == per_client // 2 - 1
-        assert {r["status"] for r in mem.state("runs")} == {"completed"}
+        assert {r.status for r in mem.state("runs")} == {"completed"}
     verified = run_cli("--memory-dir", str(memory), "verify")
     assert verified.code == 0, verified.err

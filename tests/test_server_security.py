@@ -48,7 +48,7 @@ def _head(memory: Path) -> int:
 
 def _status(memory: Path, run_id: str) -> str:
     with memtape.open(memory) as mem:
-        return str(next(r["status"] for r in mem.state("runs") if r["run_id"] == run_id))
+        return str(next(r.status for r in mem.state("runs") if r.run_id == run_id))
 
 
 def _victim(served: Served) -> str:
@@ -399,8 +399,8 @@ def test_a_page_of_another_origin_writes_nothing(tmp_path: Path, chromium: Page,
             assert _head(memory) == before, at_memtape
             assert _status(memory, run) == "running"
             with memtape.open(memory) as mem:
-                assert [f["key"] for f in mem.state("facts", domain="shop.example")] == ["cookie banner"]
-                assert not [l for l in mem.state("lessons") if "card number" in l["lesson"]]
+                assert [f.key for f in mem.state("facts", domain="shop.example")] == ["cookie banner"]
+                assert not [l for l in mem.state("lessons") if "card number" in l.lesson]
     finally:
         attacker.shutdown()
         attacker.server_close()

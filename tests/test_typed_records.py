@@ -18,6 +18,7 @@ from memtape import face_models
 from memtape.api import Run
 from memtape.mcp_server import build_server
 from memtape.projections import records
+from memtape.projections.recording.checks import plain
 from memtape.projections.state_rows import STATE_KINDS
 from memtape.server import create_app
 
@@ -132,7 +133,7 @@ def test_state_kinds_are_an_enumeration_on_both_faces_and_the_library_still_refu
         client = TestClient(app, base_url="http://127.0.0.1")
         answer = client.get("/state/lesson")
         assert (answer.status_code, answer.json()) == (400, {"error": refusal})
-        assert client.get("/state/tier1").json() == mem.state("tier1")
+        assert client.get("/state/tier1").json() == plain(mem.state("tier1"))
         with pytest.raises(ToolError, match=refusal):
             asyncio.run(server.call_tool("state", {"kind": "lesson"}))
         with pytest.raises(ToolError, match="valid string"):

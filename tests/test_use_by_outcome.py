@@ -33,7 +33,7 @@ def taught(mem: Memory) -> str:
 
 
 def use_count(mem: Memory, lid: str) -> int:
-    return next(l["use_count"] for l in mem.state("lessons") if l["lesson_id"] == lid)
+    return next(l.use_count for l in mem.state("lessons") if l.lesson_id == lid)
 
 
 def run_on(mem: Memory, site: str, *, cleared: bool, finish: bool = True) -> None:
@@ -78,7 +78,7 @@ def test_a_recall_whose_obstacle_cleared_counts_once_and_promotes_on_five_uses(t
         assert use_count(mem, lid) == 5
         (promoted,) = mem.store.read(types=["lesson_promoted"])
         assert promoted.data["lesson_id"] == lid
-        assert next(l for l in mem.state("lessons") if l["lesson_id"] == lid)["category"] == "best_practice"
+        assert next(l for l in mem.state("lessons") if l.lesson_id == lid).category == "best_practice"
         stages = [entry["stage"] for entry in mem.explain(lid)["life"]]
         assert stages.count("used") == 4
 
@@ -108,7 +108,7 @@ def test_a_forgotten_lesson_leaves_no_use_behind(tmp_path: Path) -> None:
         lid = taught(mem)
         run_on(mem, SITES[0], cleared=True)
         forget(mem.store, "lesson", lid, reason="test")
-        assert all(l["lesson_id"] != lid for l in mem.state("lessons"))
+        assert all(l.lesson_id != lid for l in mem.state("lessons"))
         gone = Forgotten.scan(mem.store)
         for ev in mem.store.read(types=["lessons_used", "error_recall"]):
             shown = gone.shown(ev)
@@ -130,6 +130,7 @@ class _Recall:
 
     def __init__(self, n: int) -> None:
         self.step = n
+        self.occurred_at = "2026-01-01T00:00:00.000Z"
         self.data: dict[str, Any] = {"pending_ids": ["lsn_x"]}
 
 

@@ -246,17 +246,17 @@ def test_diff_by_run_id_is_the_diff_to_the_run_end(memory: Memory, sample: Any) 
     s: Sample = sample[1]
     last = max(e.seq for e in memory.store.read(run_id=s.teacher))
     assert memory.diff(0, s.teacher) == memory.diff(0, last) == memory.diff("0", str(last))
-    gained = {c["item"] for c in memory.diff(0, s.teacher) if c["projection"] == "lessons"}
+    gained = {c.item for c in memory.diff(0, s.teacher) if c.projection == "lessons"}
     assert s.tip in gained and s.banner in gained and s.hostile not in gained
     between = memory.diff(s.teacher, s.learner)
-    assert {c["item"] for c in between if c["change"] == "gained" and c["projection"] == "lessons"} == {s.hostile}
+    assert {c.item for c in between if c.change == "gained" and c.projection == "lessons"} == {s.hostile}
 
 
 @pytest.mark.parametrize(
     ("start", "end", "says"),
     [
-        (True, 1, "start must be a seq, an ISO time or a run id"),
-        (0, None, "end must be a seq, an ISO time or a run id"),
+        (True, 1, "diff: start must be a whole number or a string, got True"),
+        (0, None, "diff: end must be a whole number or a string, got None"),
         (-1, 5, "start must be a seq >= 0"),
         (0, "  ", "end must be"),
         (0, "no-such-run", "diff end 'no-such-run': expected a seq, an ISO time or a run id"),

@@ -75,12 +75,12 @@ def test_the_scratch_pad_sets_and_gets_by_key_for_the_run(tmp_path: Path) -> Non
         assert other.scratch() == {} and other.get_scratch("current_page") is None  # the run's own
         other.finish(success=True)
     rows = mem.state("scratch", run=run.run_id)
-    assert [(r["key"], r["value"], r["writes"]) for r in rows] == [
+    assert [(r.key, r.value, r.writes) for r in rows] == [
         ("extracted_items", [{"name": "Socks", "price": 4}], 2),
         ("current_page", 2, 2),
         ("password", MARKER, 1),
     ]
-    assert rows[1]["step"] == 2 and rows[1]["domain"] == "p.test"
+    assert rows[1].step == 2 and rows[1].domain == "p.test"
     assert "hunter2" not in (tmp_path / "mem" / "ledger.db").read_bytes().decode("latin-1")
     mem.close()
 
@@ -211,7 +211,7 @@ def test_page_maps_are_stored_per_url_with_regions_and_elements(tmp_path: Path) 
         assert events_in(tmp_path / "mem") == before
         run.finish(success=True)
     (row,) = mem.state("page-maps", domain="p.test", run=run.run_id)[:1]
-    assert row["url"] == PRICES and row["regions"][1]["elements"] == ['row "Socks 4 EUR"']
+    assert row.url == PRICES and row.regions[1]["elements"] == ['row "Socks 4 EUR"']
     mem.close()
 
 

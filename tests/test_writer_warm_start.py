@@ -102,7 +102,7 @@ def test_events_appended_behind_the_writers_back_are_folded_outside_the_lock(
     with memtape.open(tmp_path / "memory") as mem:
         with mem.start_run(goal="buy socks again", start_url=SHOP) as run:
             run.finish(success=True, outcome="done")
-        facts = {f["key"] for f in mem.state("facts", domain="shop.example")}
+        facts = {f.key for f in mem.state("facts", domain="shop.example")}
     assert {f"k{i}" for i in range(50)} <= facts  # the writer did see them: its decisions are made on them
     assert all(int(done.split()[1]) > head + 50 for done in inside_lock if done.startswith("seq "))
     assert not any(done.startswith("decoded ") for done in inside_lock)

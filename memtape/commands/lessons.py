@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 
 import click
 
@@ -24,17 +25,27 @@ def _login() -> str:
         return ""
 
 
+def who_and_why(by: str, verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--by NAME` (into the parameter `by`, default the login name) and `--reason TEXT`: who
+    changes Tier 1 and why, both recorded in the event, as pin and unpin ask them alike."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        command = click.option("--reason", required=True, metavar="TEXT", help="Why (recorded in the event).")(command)
+        return click.option(
+            "--by",
+            by,
+            default=_login,
+            show_default="your login name",
+            metavar="NAME",
+            help=f"Who {verb} it (recorded in the event).",
+        )(command)
+
+    return decorate
+
+
 @lessons_group.command("pin")
 @click.argument("lesson_id", metavar="LESSON")
-@click.option(
-    "--by",
-    "pinned_by",
-    default=_login,
-    show_default="your login name",
-    metavar="NAME",
-    help="Who pins it (recorded in the event).",
-)
-@click.option("--reason", required=True, metavar="TEXT", help="Why (recorded in the event).")
+@who_and_why("pinned_by", "pins")
 @click.option(
     "--category",
     type=click.Choice(["best_practice", "tool_fallback"]),
@@ -62,15 +73,7 @@ def pin_cmd(lesson_id: str, pinned_by: str, reason: str, category: str) -> None:
 
 @lessons_group.command("unpin")
 @click.argument("lesson_id", metavar="LESSON")
-@click.option(
-    "--by",
-    "unpinned_by",
-    default=_login,
-    show_default="your login name",
-    metavar="NAME",
-    help="Who unpins it (recorded in the event).",
-)
-@click.option("--reason", required=True, metavar="TEXT", help="Why (recorded in the event).")
+@who_and_why("unpinned_by", "unpins")
 def unpin_cmd(lesson_id: str, unpinned_by: str, reason: str) -> None:
     """Take lesson LESSON out of Tier 1 (a seed, a promoted or a pinned lesson), so no later system
     prompt carries it: appends `lesson_unpinned` with who and why; it stays in memory as an

@@ -7,6 +7,7 @@ the result as a rich table (or JSON with --json).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -36,7 +37,7 @@ def _display(value: Any) -> Any:
     return value
 
 
-def _report(title: str, columns: tuple[str, ...], items: list[Any], fmt: str) -> Report:
+def _report(title: str, columns: tuple[str, ...], items: Sequence[Any], fmt: str) -> Report:
     """The table shows `columns`; json, csv and parquet carry every field of every item."""
     if fmt == "table":
         rows = [tuple(_display(getattr(item, c, None)) for c in columns) for item in items]
@@ -131,7 +132,7 @@ def diff(from_seq: str, to_seq: str, fmt: str, out: str | None) -> None:
     Example: memtape diff --from 100 --to 250
     """
     s = current_settings()
-    changes = diff_between(s.store(), s.projections_path, _as_of(from_seq) or 0, _as_of(to_seq) or 0)
+    changes = diff_between(s.store(), s.projections_path, from_seq, to_seq)
     emit(
         _report(
             f"memory changes from {from_seq} to {to_seq}",

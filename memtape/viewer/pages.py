@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.api import Memory, MemtapeError
+from memtape.projections.recording.checks import plain
 
 PAGE_SIZE = 50
 #: hits a search page shows (Memory.search ranks them, BM25)
@@ -56,7 +57,7 @@ class Reads:
         return self.memory.policy
 
     def state(self, kind: str) -> list[dict[str, Any]]:
-        return self._kept(("state", kind), lambda: self.memory.state(kind))
+        return self._kept(("state", kind), lambda: plain(self.memory.state(kind)))
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
         return self._kept(("audit", run_id, step), lambda: self.memory.audit(run_id, step=step))
@@ -65,11 +66,11 @@ class Reads:
         return self._kept(("explain", item, domain), lambda: self.memory.explain(item, domain=domain))
 
     def diff(self, start: str, end: str) -> list[dict[str, Any]]:
-        return self._kept(("diff", start, end), lambda: self.memory.diff(start, end))
+        return self._kept(("diff", start, end), lambda: plain(self.memory.diff(start, end)))
 
     def credit(self) -> dict[str, dict[str, Any]]:
         """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
-        return self._kept(("credit",), lambda: {c["item"]: c for c in self.memory.state("credit")})
+        return self._kept(("credit",), lambda: {c["item"]: c for c in plain(self.memory.state("credit"))})
 
     def runs(
         self, site: str | None, session: str | None, result: str | None

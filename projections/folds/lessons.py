@@ -308,10 +308,11 @@ def apply(state: LessonsState, ev: RecordedEvent, policy: Any = None) -> Lessons
         else:
             state.lessons[lid] = used(onto, ev.domain, ev.occurred_at, ev.id)
     elif t in RECALL_USES:
+        when = d.get("recalled_at") or ev.occurred_at  # an outcome's use happened at its recall
         for lid in counted(d):
             recalled = state.lessons.get(lid)
             if recalled is not None:
-                state.lessons[lid] = used(recalled, ev.domain, ev.occurred_at, ev.id)
+                state.lessons[lid] = used(recalled, ev.domain, when, ev.id)
     elif t in ("lesson_promoted", "lesson_pinned", "lesson_unpinned", "lesson_demoted"):
         promoted = state.lessons.get(d["lesson_id"])
         if promoted is not None:

@@ -174,7 +174,12 @@ def cleared_recalls(
             continue
         ids = [lid for lid in dict.fromkeys(ev.data.get("pending_ids") or ()) if lid not in relearned]
         if ids:
-            fields = {"recall_step": ev.step, "cleared_at": steps[k].step, "lesson_ids": ids}
+            fields = {
+                "recall_step": ev.step,
+                "cleared_at": steps[k].step,
+                "recalled_at": ev.occurred_at,
+                "lesson_ids": ids,
+            }
             out.append((LessonsUsed, fields, steps[k].step, ev.domain))
     return out
 

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import ValidationError
 
@@ -59,13 +59,27 @@ from memtape.projections.recording.checks import (
     check_text,
     checked_arguments,
     one_line,
-    plain,
 )
 from memtape.projections.recording.run import Run
 from memtape.projections.recording.values import Learned, Lesson, Scenario, StepRecord, TrajectoryRecall
+from memtape.projections.records import (
+    ContextEntry,
+    Fact,
+    ItemCredit,
+    ListedLesson,
+    PageMap,
+    Pattern,
+    ScratchEntry,
+    SelectorEntry,
+    SessionEntry,
+    ShortTerm,
+    SitePage,
+    Snapshot,
+    Trajectory,
+)
 from memtape.projections.search import SearchIndex, SearchResult, check_search
 from memtape.projections.seeds import recorded_seeds
-from memtape.projections.state_rows import STATE_KINDS, open_state
+from memtape.projections.state_rows import STATE_KINDS, StateRow, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar
@@ -163,7 +177,10 @@ class RecordingMemory:
         what was asked) gets the first answer and writes nothing; with another request it is
         refused (KeyReused). Returns (status, body, replayed)."""
         check_text(key, "idempotency key")
-        stream = "request-" + hashlib.sha256(key.encode()).hexdigest()
+        named = "request-" + hashlib.sha256(key.encode()).hexdigest()
+        # a digest can look like a secret to the redactor, which then keeps the stream under
+        # `redacted-<digest>` (the same name every time): look the key up under the ledger's name
+        stream = self.store.redactor.ident(named) or named
         try:
             with self.writer.atomic() as tx:
                 first = next(tx.select(stream=stream), None)
@@ -566,13 +583,121 @@ class RecordingMemory:
 
     # ---- what memory holds ---------------------------------------------------------------
 
+    @overload
+    def state(
+        self,
+        kind: Literal["lessons", "tier1"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[ListedLesson]: ...
+    @overload
+    def state(
+        self, kind: Literal["facts"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[Fact]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["sessions"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[SessionEntry]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["selectors"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[SelectorEntry]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["trajectories"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[Trajectory]: ...
+    @overload
+    def state(
+        self, kind: Literal["runs"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[RunManifest]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["short-term"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[ShortTerm]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["patterns"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[Pattern]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["context"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[ContextEntry]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["snapshots"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[Snapshot]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["sitemap"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[SitePage]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["scratch"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[ScratchEntry]: ...
+    @overload
+    def state(
+        self,
+        kind: Literal["page-maps"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+    ) -> list[PageMap]: ...
+    @overload
+    def state(
+        self, kind: Literal["credit"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[ItemCredit]: ...
+    @overload
     def state(
         self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
-    ) -> list[dict[str, Any]]:
-        """One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs,
-        short-term, patterns, context, snapshots, sitemap, scratch, page-maps) now or as the ledger
-        knew it at seq / ISO time `as_of`, of one domain and one run when given: the fields of
-        `state KIND --json`."""
+    ) -> list[StateRow]: ...
+    def state(
+        self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+    ) -> list[Any]:  # each overload above says which record
+        """One projection's records, now or as the ledger knew it at seq / ISO time `as_of`, of one
+        domain and one run when given: the rows of `state KIND --json`, as the record of each kind
+        (the type checker knows which from a literal kind; the HTTP and MCP schemas name the same):
+
+        lessons, tier1: `ListedLesson`; facts: `Fact`; sessions: `SessionEntry`; selectors:
+        `SelectorEntry`; trajectories: `Trajectory`; runs: `RunManifest`; short-term: `ShortTerm`;
+        patterns: `Pattern`; context: `ContextEntry`; snapshots: `Snapshot`; sitemap: `SitePage`;
+        scratch: `ScratchEntry`; page-maps: `PageMap`; credit: `ItemCredit`."""
         if kind not in STATE_KINDS:
             raise InvalidEvent(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
         if domain is not None and not isinstance(domain, str):
@@ -582,4 +707,4 @@ class RecordingMemory:
         _head, items = open_state(
             self.store, self.projections_path, kind, domain, check_point(as_of, "as_of"), self.policy, run=run
         )
-        return plain(items)  # type: ignore[no-any-return]
+        return list(items)

@@ -44,8 +44,10 @@ _PARTS = re.compile(r"[-_.~+=/]")
 #: a camelCase name read in pieces (an acronym before a capitalized word, a word, a short number):
 #: words when the whole reads so and the pieces average 3+ characters (`XMLHttpRequest`,
 #: `GetElementById`); random letters rarely read so, and then in pieces of ~2
-_CAMEL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+\Z|\d{1,4})+")
-_CAMEL_PIECE = re.compile(r"[A-Z]{2,}(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+\Z|\d{1,4}")
+#: (possessive: a run of lower case or digits is one piece, so a failed reading is given up in linear
+#: time, not tried in every split: 0.9 s for a 48-letter token before)
+_CAMEL = re.compile(r"(?:[A-Z]{2,}(?=[A-Z][a-z])|[A-Z]?[a-z]++|[A-Z]++\Z|\d++)++")
+_CAMEL_PIECE = re.compile(r"[A-Z]{2,}(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+\Z|\d+")
 _URL_SAFE = re.compile(r"[A-Za-z0-9_~+/=-]+")
 #: what follows an asset's name: a content-hashed file is not a token
 _ASSET = re.compile(
@@ -181,19 +183,25 @@ TOKEN_SHAPES: tuple[Detector, ...] = (
 #: a run that may hold a token above: 27+ characters (a prefix of 2, a separator, a body of 24; an id
 #: of 6, a colon, a secret of 20; a path segment of 32), read over a payload's JSON text too
 _RUN = re.compile(r"[A-Za-z0-9_.~+=-]{27,}")
+#: the characters of `_RUN` as b"0", any other as b"." (`bytes.translate` finds a run ~6x faster
+#: than the regex over a payload with none: 0.6 against 3.6 µs)
+_RUN_BYTES = bytes(48 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.~+=-") else 46 for b in range(256))
+_RUN_27 = b"0" * 27
 _HEX_OR_ID = re.compile(r"[0-9a-f.-]+|[0-9A-F.-]+")
-_ID_PAIR = re.compile(r"\d:[A-Za-z0-9_-]{20}")
+#: `digit:` and 20 token characters, searched from the colon (a literal first: 0.5 against 2.2 µs)
+_ID_PAIR = re.compile(r":(?<=\d:)[A-Za-z0-9_-]{20}")
 
 
 def may_hold_token(text: str) -> bool:
-    """False only when no detector of `TOKEN_SHAPES` can find anything in `text` (the door's screen):
-    no run of 27+ token characters mixing letters and digits that is not a hex digest or a UUID, no
-    `digit:` before 20 token characters, no hook's path."""
-    for m in _RUN.finditer(text):
-        run = m.group()
-        if not _HEX_OR_ID.fullmatch(run) and any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
-            return True
-    if ":" in text and _ID_PAIR.search(text):
-        return True
-    low = text.lower()
-    return "/" in low and any(stem in low for stem in HOOK_STEMS)
+    """False only when no detector of `TOKEN_SHAPES` but the hook's (whose `HOOK_STEMS` the door's
+    screen looks for) can find anything in `text`: no run of 27+ token characters with a digit or both
+    cases (a random body has one or the other: `random_body`) that is not a hex digest or a UUID, no
+    `digit:` before 20 token characters. A bare run of 40 with `/` in it is the door's `_B64_RUN`."""
+    if _RUN_27 in text.encode("utf-8", "surrogatepass").translate(_RUN_BYTES):
+        for m in _RUN.finditer(text):
+            run = m.group()
+            if _HEX_OR_ID.fullmatch(run):
+                continue
+            if any(c.isdigit() for c in run) or (any(c.isupper() for c in run) and any(c.islower() for c in run)):
+                return True
+    return ":" in text and _ID_PAIR.search(text) is not None

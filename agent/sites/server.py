@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import re
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -168,11 +169,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A browser that hangs up mid-answer (a refused CONNECT, a page left early) is no error of the
+    sites': the socket server would print its traceback over the demo's table."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class SitesServer:
     """Serves every bundled site on 127.0.0.1 (a free port unless one is given)."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1"):
-        self.httpd = ThreadingHTTPServer((host, port), _Handler)
+        self.httpd = _Quiet((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.thread: threading.Thread | None = None
 

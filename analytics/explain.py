@@ -496,7 +496,12 @@ def _explained(store: Store, item: str, policy: Any, domain: str | None, now_of:
         }
     found = _trajectory_life(read, item, forgotten)
     if found is not None:
-        traj = next((t for t in now_of.trajectories() if t.trajectory_id == item), None)
+        # one id on several sites (a log may reuse it): the latest recorded, whichever way `now_of` lists them
+        traj = max(
+            (t for t in now_of.trajectories() if t.trajectory_id == item),
+            key=lambda t: (t.recorded_at, t.domain),
+            default=None,
+        )
         now = None
         if traj is not None:
             now = {

@@ -34,7 +34,11 @@ def shape(events: list[Any]) -> list[tuple[Any, ...]]:
     """An event without what differs between two ledgers (ids, times, the run id)."""
 
     def data(ev: Any) -> Any:
-        d = {k: v for k, v in ev.data.items() if k not in ("timestamp", "duration_ms", "memory_ms", "learned_from")}
+        d = {
+            k: v
+            for k, v in ev.data.items()
+            if k not in ("timestamp", "recalled_at", "duration_ms", "memory_ms", "learned_from")
+        }
         if ev.type == "run_started":
             d["policy"] = {k: v for k, v in d["policy"].items() if k != "decision_policy"}
         if d.get("session_id") == ev.run_id:

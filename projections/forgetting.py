@@ -39,8 +39,7 @@ from memtape.ledger.field_rules import check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
-from memtape.projections.folds import FOLDS
-from memtape.projections.folds import knowledge
+from memtape.projections.folds import FOLDS, knowledge
 from memtape.projections.folds import lessons as lessons_projection
 from memtape.projections.folds.runs import covered
 from memtape.projections.folds.state import PROJECTIONS, MemoryState
@@ -92,11 +91,14 @@ def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
     the log files under it (facts, selectors, recalls: read until the first), a fact by its id
     (held, current or closed, or observed by an event of the log)."""
     if kind == "fact":
-        return any(subject in facts for facts in state.knowledge.current.values()) or any(
-            subject == f.fact_id for closed in state.knowledge.closed.values() for f in closed
-        ) or any(
-            knowledge.fact_id_for(ev.domain or "", ev.data["fact_type"], ev.data["key"], ev.data["value"]) == subject
-            for ev in store.read(types=["fact_observed"])
+        return (
+            any(subject in facts for facts in state.knowledge.current.values())
+            or any(subject == f.fact_id for closed in state.knowledge.closed.values() for f in closed)
+            or any(
+                knowledge.fact_id_for(ev.domain or "", ev.data["fact_type"], ev.data["key"], ev.data["value"])
+                == subject
+                for ev in store.read(types=["fact_observed"])
+            )
         )
     if kind == "lesson":
         return subject in state.lessons.lessons or any(

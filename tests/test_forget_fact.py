@@ -97,6 +97,8 @@ def _events(mem_dir: Path) -> int:
 def test_forget_one_fact_keeps_the_other_and_leaves_no_bytes(tmp_path: Path, memory: tuple[Path, str, str]) -> None:
     mem_dir, gone, kept = memory
     assert set(_facts(mem_dir)) == {gone, kept}
+    table = run_cli("--memory-dir", str(mem_dir), "state", "facts")  # where a user finds the id
+    assert table.code == 0 and gone in table.out and kept in table.out
     produce_outputs(mem_dir, tmp_path / "before")
     # the test can fail: the fact is everywhere it must vanish from
     assert scan(mem_dir / "projections.db", [GONE]) and scan(mem_dir / MIRROR_FILE, [GONE])

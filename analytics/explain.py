@@ -223,6 +223,8 @@ def _fact_life(
         *(mentions.fact(fid) for fid in sorted(ids)),
     ]
     for ev in read(["fact_observed", "fact_contradicted", "facts_pruned"], keys):
+        if forgotten.hides(ev):  # a life a forget ended is not told (the same fact seen again is new)
+            continue
         d = ev.data
         dom = ev.domain or ""
         if ev.type == "facts_pruned":

@@ -23,8 +23,10 @@ another run first saw when a forgotten run confirmed it, and drops a fact a
 forgotten run first saw along with every later confirmation of it. Which facts
 a forget removes is asked of the fold itself (`projections.folds.knowledge.apply`
 over the log's fact events, `FactsForgotten`): a fact event is hidden when every
-fact it changed was later removed by a forget, and a `facts_pruned` that stays
-loses the removed facts from its payload.
+fact it changed was later removed by a forget (of a domain, a run, a session or
+the fact itself, by id), and a `facts_pruned` that stays loses the removed facts
+from its payload; the credit measured for a forgotten fact or lesson
+(`item_credited`) is hidden with it.
 
 Usage::
 
@@ -198,6 +200,8 @@ class Forgotten:
     runs: dict[str, int] = field(default_factory=dict)
     sessions: dict[str, int] = field(default_factory=dict)
     lessons: dict[str, int] = field(default_factory=dict)
+    #: facts forgotten one by one, by fact id
+    fact_ids: dict[str, int] = field(default_factory=dict)
     #: the fact events and forgets up to the last forget that can take facts, read when first needed
     #: (None: no fact can have been forgotten); an event after that forget is not asked about
     fact_events: Callable[[], Iterable[RecordedEvent]] | None = None
@@ -226,9 +230,10 @@ class Forgotten:
         f.lookup = store.get
         if f.domains or f.sessions:
             f.add_runs(store.read(to_seq=to_seq, types=["run_started"]))
-        if f.domains or f.runs or f.sessions:
-            f.facts_until = max((*f.domains.values(), *f.runs.values(), *f.sessions.values()))
+        if f.domains or f.runs or f.sessions or f.fact_ids:
+            f.facts_until = max((*f.domains.values(), *f.runs.values(), *f.sessions.values(), *f.fact_ids.values()))
             f.fact_events = lambda: store.read(to_seq=f.facts_until, types=list(knowledge.TYPES))
+        if f.domains or f.runs or f.sessions:
             f.trajectory_events = lambda: store.read(to_seq=f.facts_until, types=["trajectory_recorded"])
         if f.domains or f.lessons:
             f.lessons_until = max((*f.domains.values(), *f.lessons.values()))
@@ -242,7 +247,7 @@ class Forgotten:
             if ev.type != "subject_forgotten":
                 continue
             kind, subject = ev.data["subject_kind"], ev.data["subject"]
-            {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons}[kind][
+            {"domain": f.domains, "run": f.runs, "session": f.sessions, "lesson": f.lessons, "fact": f.fact_ids}[kind][
                 subject.lower() if kind == "domain" else subject
             ] = ev.seq
         return f
@@ -269,7 +274,7 @@ class Forgotten:
                 self.runs[ev.run_id] = at
 
     def __bool__(self) -> bool:
-        return bool(self.domains or self.runs or self.sessions or self.lessons)
+        return bool(self.domains or self.runs or self.sessions or self.lessons or self.fact_ids)
 
     def domain(self, host: str | None, seq: int = 0) -> bool:
         """Is this host forgotten (itself or as a subdomain of a forgotten domain) by a forget after `seq`?"""
@@ -287,6 +292,12 @@ class Forgotten:
         if self._lessons is None:
             self._lessons = removed_lessons(self.lesson_events())
         return seq < self._lessons.get(lesson_id, 0)
+
+    def credit_forgotten(self, data: dict[str, Any], seq: int) -> bool:
+        """An `item_credited` measured a fact or a lesson a later forget removed: as the credit
+        fold drops it, its worth (and the item's text) is not shown."""
+        forgets = {"fact": self.fact_ids, "lesson": self.lessons}.get(str(data.get("kind")), {})
+        return seq < forgets.get(str(data.get("item")), 0)
 
     def facts(self) -> FactsForgotten:
         """What the forgets took from knowledge (folded once, when first asked)."""
@@ -306,6 +317,8 @@ class Forgotten:
             return self.facts().hides(ev.seq)
         d = ev.data
         if self.lesson_events is not None and self.lesson(lesson_id_of(ev), ev.seq):
+            return True
+        if ev.type == "item_credited" and self.credit_forgotten(d, ev.seq):
             return True
         if ev.type == "session_recorded" and ev.seq < self.sessions.get(d.get("session_id") or "", 0):
             return True

@@ -860,7 +860,7 @@ class MemoryImported(Payload):
 
 class SubjectForgotten(Payload):
     type: Literal["subject_forgotten"] = "subject_forgotten"
-    subject_kind: Literal["domain", "run", "session", "lesson"]
+    subject_kind: Literal["domain", "run", "session", "lesson", "fact"]
     subject: str = Field(min_length=1)
     reason: str | None = None
     #: the runs a forgotten run or session covers, resolved when it was forgotten, so that folds

@@ -1,4 +1,4 @@
-"""Forgetting a subject: a domain, a run, a session or a lesson.
+"""Forgetting a subject: a domain, a run, a session, a lesson or one fact (by its id).
 
 The ledger is append-only, so forgetting is itself an event
 (`subject_forgotten`): every projection folds it by dropping the subject, so
@@ -39,7 +39,7 @@ from memtape.ledger.field_rules import check_domain
 from memtape.ledger.store import Store
 from memtape.projections.cache.db import lock, writable
 from memtape.projections.cache.materialize import load_state
-from memtape.projections.folds import FOLDS
+from memtape.projections.folds import FOLDS, knowledge
 from memtape.projections.folds import lessons as lessons_projection
 from memtape.projections.folds.runs import covered
 from memtape.projections.folds.state import PROJECTIONS, MemoryState
@@ -47,7 +47,7 @@ from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
 from memtape.projections.text import domain_matches
 from memtape.projections.writer import MemoryWriter
 
-KINDS = ("domain", "run", "session", "lesson")
+KINDS = ("domain", "run", "session", "lesson", "fact")
 
 
 @dataclass
@@ -88,7 +88,18 @@ def holds(store: Store, state: MemoryState, kind: str, subject: str) -> bool:
     """Whether memory knows the subject: a lesson by its id (held, or named by a lesson event of
     the log: a pruned lesson's lines are still in exports), a run by its id, a session by one of
     its runs, a domain (or a subdomain) by a run started there, a lesson scoped to it, or any event
-    the log files under it (facts, selectors, recalls: read until the first)."""
+    the log files under it (facts, selectors, recalls: read until the first), a fact by its id
+    (held, current or closed, or observed by an event of the log)."""
+    if kind == "fact":
+        return (
+            any(subject in facts for facts in state.knowledge.current.values())
+            or any(subject == f.fact_id for closed in state.knowledge.closed.values() for f in closed)
+            or any(
+                knowledge.fact_id_for(ev.domain or "", ev.data["fact_type"], ev.data["key"], ev.data["value"])
+                == subject
+                for ev in store.read(types=["fact_observed"])
+            )
+        )
     if kind == "lesson":
         return subject in state.lessons.lessons or any(
             subject in ev.payload_json for ev in store.read(types=lessons_projection.TYPES)

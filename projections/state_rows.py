@@ -69,7 +69,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "lesson",
     ),
     "tier1": ("lesson_id", "category", "use_count", "source", "instruction_like", "lesson"),
-    "facts": ("domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
+    "facts": ("fact_id", "domain", "fact_type", "key", "value", "confidence", "sources", "valid_from", "valid_to"),
     "sessions": ("domain", "session_id", "run_id", "success", "goal", "outcome", "final_url", "turns_used"),
     "selectors": ("domain", "role", "name", "selector", "successes", "failures", "last_used"),
     "trajectories": ("domain", "trajectory_id", "goal", "steps", "occurred_at", "duration_ms", "run_id"),

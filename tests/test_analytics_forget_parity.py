@@ -22,6 +22,7 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.envelope import RecordedEvent, event
 from memtape.ledger.events import FactObserved, LessonRecorded, RunCompleted, RunStarted
 from memtape.ledger.store import SqliteStore
+from memtape.projections.folds.knowledge import fact_id_for
 from memtape.projections.forgetting import forget
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter
@@ -41,7 +42,7 @@ op = st.one_of(
         st.booleans(),
     ),
     st.tuples(st.just("lesson"), st.sampled_from(("click", "fill")), st.sampled_from((None, *DOMAINS))),
-    st.tuples(st.just("forget"), st.sampled_from(("run", "session", "domain", "lesson")), st.integers(0, 9)),
+    st.tuples(st.just("forget"), st.sampled_from(("run", "session", "domain", "lesson", "fact")), st.integers(0, 9)),
 )
 
 
@@ -50,6 +51,7 @@ def _write(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
     runs: list[str] = []
     current: tuple[str, str] | None = None  # the run events are recorded in, and its domain
     lessons: list[RecordedEvent] = []
+    facts: list[str] = []  # the ids of the facts observed, in order
     for o in ops:
         kind = o[0]
         if kind == "run":
@@ -63,6 +65,7 @@ def _write(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
         elif kind == "fact":
             rid = current[0] if current is not None and o[4] else None
             writer.append([event(FactObserved(fact_type="timing", key=o[2], value=o[3]), run_id=rid, domain=o[1])])
+            facts.append(fact_id_for(o[1], "timing", o[2], o[3]))
         elif kind == "lesson":
             (ev, *_) = writer.append(
                 [
@@ -87,6 +90,7 @@ def _write(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
                 "session": list(SESSIONS),
                 "domain": ["a.test", "b.test"],
                 "lesson": [lid for ev in lessons if (lid := lesson_id_of(ev))],
+                "fact": facts,
             }
             if subjects[o[1]]:
                 forget(store, o[1], subjects[o[1]][o[2] % len(subjects[o[1]])], force=True)
@@ -129,6 +133,16 @@ def _facts(records: list[dict[str, Any]], status: str) -> dict[tuple[str, str, s
         ("run", "www.a.test", None),
         ("fact", "a.test", "load", "1s", True),
         ("fact", "a.test", "load", "2s", True),
+    ]
+)
+# one fact forgotten, contradicted before by the fact that stays, then seen again: new memory
+@example(
+    [
+        ("run", "a.test", None),
+        ("fact", "a.test", "load", "1s", True),
+        ("fact", "a.test", "load", "2s", True),
+        ("forget", "fact", 0),
+        ("fact", "a.test", "load", "1s", False),
     ]
 )
 # a universal lesson merged into one scoped to the forgotten domain goes with it

@@ -21,6 +21,7 @@ from memtape.projections.forgetting import forget
 )
 @click.option("--session", default=None, metavar="S", help="Every run of a session.")
 @click.option("--lesson", default=None, metavar="L", help="One lesson, by id.")
+@click.option("--fact", default=None, metavar="F", help="One fact, by id (as `memtape state facts` shows it).")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (recorded in the event).")
 @click.option(
     "--force",
@@ -28,7 +29,13 @@ from memtape.projections.forgetting import forget
     help="Record the forget even when memory holds no such subject (one an import may bring later).",
 )
 def forget_cmd(
-    domain: str | None, run_id: str | None, session: str | None, lesson: str | None, reason: str | None, force: bool
+    domain: str | None,
+    run_id: str | None,
+    session: str | None,
+    lesson: str | None,
+    fact: str | None,
+    reason: str | None,
+    force: bool,
 ) -> None:
     """Forget one subject: append `subject_forgotten`, so no projection, export, report or audit
     answer holds it any more, scrub projections.db (old snapshots, free pages, WAL) and drop the
@@ -40,11 +47,11 @@ def forget_cmd(
     """
     chosen = [
         (k, v)
-        for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson))
+        for k, v in (("domain", domain), ("run", run_id), ("session", session), ("lesson", lesson), ("fact", fact))
         if v is not None
     ]
     if len(chosen) != 1:
-        raise LedgerError("give exactly one of --domain, --run, --session, --lesson")
+        raise LedgerError("give exactly one of --domain, --run, --session, --lesson, --fact")
     ((kind, subject),) = chosen
     settings = current_settings()
     r = forget(settings.store(), kind, subject, reason, projections_path=settings.projections_path, force=force)

@@ -7,7 +7,7 @@ changed. Its `credit` is the outcome it bought: successes saved first, then turn
 zero or negative, and None for an item never credited (so promotion, use counts and pruning can
 tell "measured worthless" from "not measured").
 
-Forgetting a lesson drops its credit; forgetting a run drops the credit measured on it; forgetting a
+Forgetting a lesson or a fact drops its credit; forgetting a run drops the credit measured on it; forgetting a
 domain drops the credit of runs on it.
 """
 
@@ -106,7 +106,7 @@ def apply(state: CreditState, ev: RecordedEvent, policy: Any = None) -> CreditSt
         kind, subject, covered = d["subject_kind"], d["subject"], covered_runs(d)
         for item in list(state.by_item):
             entries = state.by_item[item]
-            if kind == "lesson" and item == subject:
+            if kind in ("lesson", "fact") and item == subject:
                 entries.clear()
             for run in list(entries):
                 gone = run in covered or (kind == "run" and run == subject)

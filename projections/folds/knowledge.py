@@ -6,7 +6,8 @@ different value is a contradiction: the `fact_contradicted` decision halves
 every current fact of that (type, key) and the new value is added. Facts that
 fall below 0.1 are pruned by a `facts_pruned` decision, which *closes* them
 (valid_to set) instead of deleting them: "current" queries leave them out,
-history keeps them. valid_from/valid_to are occurred (valid) time;
+history keeps them. A `subject_forgotten` deletes facts outright: those of a
+domain, those a forgotten run or session first saw, or one fact by its id. valid_from/valid_to are occurred (valid) time;
 recorded_at is when the ledger learned the fact.
 
 A prompt shows a fact as `fact_line`, and only a fact that can change the
@@ -17,7 +18,7 @@ decision (`for_prompt`): not one a site tip or a learned pattern already says
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,20 +150,27 @@ def apply(state: KnowledgeState, ev: RecordedEvent, policy: Any) -> KnowledgeSta
             del state.current[dom]
         for dom in [k for k in state.closed if domain_matches(k, d["subject"])]:
             del state.closed[dom]
+    elif t == "subject_forgotten" and d["subject_kind"] == "fact":
+        _drop_facts(state, lambda f: f.fact_id == d["subject"])
     elif t == "subject_forgotten" and d["subject_kind"] in ("run", "session"):
         runs = forgotten_runs(d)
-        for dom, facts in list(state.current.items()):
-            for fid in [fid for fid, f in facts.items() if f.first_run in runs]:
-                del facts[fid]
-            if not facts:
-                del state.current[dom]
-        for dom, closed in list(state.closed.items()):
-            kept = [f for f in closed if f.first_run not in runs]
-            if kept:
-                state.closed[dom] = kept
-            else:
-                del state.closed[dom]
+        _drop_facts(state, lambda f: f.first_run in runs)
     return state
+
+
+def _drop_facts(state: KnowledgeState, gone: Callable[[Fact], bool]) -> None:
+    """Remove the facts `gone` picks, current and closed, and the domains left without any."""
+    for dom, facts in list(state.current.items()):
+        for fid in [fid for fid, f in facts.items() if gone(f)]:
+            del facts[fid]
+        if not facts:
+            del state.current[dom]
+    for dom, closed in list(state.closed.items()):
+        kept = [f for f in closed if not gone(f)]
+        if kept:
+            state.closed[dom] = kept
+        else:
+            del state.closed[dom]
 
 
 #: how projections/cache/intervals.py files this state (field -> depth)

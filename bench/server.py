@@ -27,7 +27,6 @@ import argparse
 import http.client
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,8 +47,7 @@ if __package__ in (None, ""):
 import httpx
 
 import memtape
-from bench import Figure, print_json, show
-from memtape.http_guard import token_file
+from bench import Figure, print_json, served, show
 
 BENCH = "server"
 SHOP = "https://shop.example/"
@@ -119,30 +117,9 @@ class Server:
 
 @contextmanager
 def _served(memory: Path) -> Iterator[Server]:
-    """The server makes its token and keeps it in the memory directory."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAPE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                httpx.get(f"{base}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield Server(base, port, token_file(memory).read_text().strip(), proc)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=30)
+    """`bench.served`'s server, with its port for the lean client."""
+    with served(memory) as server:
+        yield Server(server.base, int(server.base.rsplit(":", 1)[1]), server.token, server.process)
 
 
 def p99(took_ms: list[float]) -> float:

@@ -561,6 +561,7 @@ class RecordingMemory:
         searcher = self.current().run(run_id) if run_id is not None else None
         where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
         if point is None:
+            self._dirty = True  # another process may have written since (a forget, a pin): search its head
             view = self.current()
             index = self._search_index
             if index is None:

@@ -70,6 +70,12 @@ class LessonEntry:
 _lesson = constructor(LessonEntry)
 
 
+def listing_order(lesson: LessonEntry) -> tuple[int, int, int]:
+    """Where a lesson sits in a listing of every lesson: Tier 1 first, most used first, then
+    first recorded."""
+    return (lesson.tier, -lesson.use_count, lesson.recorded_order)
+
+
 #: what a recall matched of a lesson, and the score it ranks by: recall on error (the error pattern
 #: and the failed command, the pattern alone, the command alone) and recall on domain (a scope that is
 #: the host itself, a parent domain of it)

@@ -1,12 +1,15 @@
 """How `memtape serve` answers a request it cannot parse: `{"error": ...}` like every other refusal.
 
-uvicorn answers a request line, header or head that its parser (h11) refuses with a plain-text
+uvicorn answers a request line, header or head that its parser refuses with a plain-text
 `Invalid HTTP request received.` and status 400, whatever the fault. A client of this server reads
 every error as JSON, so the parser's refusals are answered here instead: the same one-line
 `{"error": "..."}` body and `application/json` type as the routes, 431 for a head over the limit
 (the one the ASGI guard in memtape/http_guard.py answers below uvicorn's own, far higher limit),
 and 400 (or the parser's own 4xx) for a malformed request line, header name or value, or
 Content-Length. The refused bytes are never echoed back: the reason is the parser's words only.
+This module holds the answer and h11's protocol; memtape/httptools_frames.py is its twin over
+httptools (the faster parser, which `memtape serve` uses when it is installed), giving the same
+answers within the same limits.
 """
 
 from __future__ import annotations
@@ -38,15 +41,32 @@ class _RememberingConnection(h11.Connection):
 
 
 def refusal_answer(refusal: h11.RemoteProtocolError | None) -> tuple[int, str]:
-    """The status and one-line reason for a request the parser refused."""
+    """The status and one-line reason for a request h11 refused."""
     if refusal is None:
         return 400, "malformed HTTP request"
-    status = refusal.error_status_hint if 400 <= refusal.error_status_hint < 500 else 400
+    return parser_answer(refusal.error_status_hint, _ECHO.split(str(refusal), maxsplit=1)[0])
+
+
+def parser_answer(status: int, fault: str) -> tuple[int, str]:
+    """The status and one-line reason for a request a parser refused with `status` (a 4xx is kept,
+    anything else is 400) and `fault` (the parser's words, already cut before any echoed bytes)."""
+    status = status if 400 <= status < 500 else 400
     if status == 431:
         return 431, f"request line and headers over {MAX_HEADER_BYTES} bytes"
-    reason = _ECHO.split(str(refusal), maxsplit=1)[0].strip()[:100]
+    reason = " ".join(fault.split())[:100]
     reason = reason[:1].lower() + reason[1:]
     return status, f"malformed HTTP request: {reason}" if reason else "malformed HTTP request"
+
+
+def _refusal_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), (b"connection", b"close")]
+
+
+def refusal_bytes(status: int, reason: str) -> bytes:
+    """The whole answer to a refused request as it goes on the wire (what h11 writes for it)."""
+    body = orjson.dumps({"error": reason})
+    head = b"".join(b"%s: %s\r\n" % header for header in _refusal_headers(body))
+    return b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, HTTPStatus(status).phrase.encode(), head, body)
 
 
 class JsonFramesProtocol(H11Protocol):
@@ -63,13 +83,8 @@ class JsonFramesProtocol(H11Protocol):
             self.transport.close()  # a response is already under way: nothing more can be said on this connection
             return
         body = orjson.dumps({"error": reason})
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
         for event in (
-            h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase),
+            h11.Response(status_code=status, headers=_refusal_headers(body), reason=HTTPStatus(status).phrase),
             h11.Data(data=body),
             h11.EndOfMessage(),
         ):

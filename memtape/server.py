@@ -31,6 +31,7 @@ refused request writes nothing, so it may be sent again with its key (and
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -54,7 +55,7 @@ from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
 from memtape.http_calls import Calling, DirectCalls, PreparedCall
 from memtape.http_frames import JsonFramesProtocol
-from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, listen, request_digest
+from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, ServeRefused, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
     AnswerGone,
@@ -70,6 +71,14 @@ from memtape.operations import OPERATIONS, Operation
 from memtape.projections.pin import caller_refusal
 from memtape.viewer import PREFIX as VIEWER
 from memtape.viewer import viewer_app
+
+try:
+    from memtape.httptools_frames import JsonToolsFramesProtocol
+except ImportError:  # httptools is in the [server] extra, but a platform may have no wheel of it: h11 then
+    #: the HTTP/1.1 parsers `memtape serve --http` takes, the one used by default first
+    PARSERS: dict[str, type[asyncio.Protocol]] = {"h11": JsonFramesProtocol}
+else:
+    PARSERS = {"httptools": JsonToolsFramesProtocol, "h11": JsonFramesProtocol}
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -447,6 +456,13 @@ def create_app(
     return app
 
 
+def chosen_parser(parser: str | None) -> str:
+    """The name of the parser to serve with: `parser` if installed (ServeRefused if not), else the default."""
+    if parser is not None and parser not in PARSERS:
+        raise ServeRefused(f"--http {parser}: not installed here (choose from {', '.join(PARSERS)})")
+    return parser or next(iter(PARSERS))
+
+
 def serve(
     memory: Memory,
     *,
@@ -456,9 +472,12 @@ def serve(
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
     announce: Callable[[str], None] = print,
+    parser: str | None = None,
 ) -> None:
     """Serve `memory` until interrupted (uvicorn, one process). The port is bound before anything
-    is said: `announce` gets the URL only once the server can answer on it."""
+    is said: `announce` gets the URL only once the server can answer on it. `parser` names one of
+    PARSERS (default: the first, httptools where it is installed)."""
+    parser = chosen_parser(parser)
     sock = listen(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -467,7 +486,7 @@ def serve(
     try:
         uvicorn.Server(
             uvicorn.Config(
-                app, log_level="warning", http=JsonFramesProtocol, h11_max_incomplete_event_size=SERVER_HEADER_BYTES
+                app, log_level="warning", http=PARSERS[parser], h11_max_incomplete_event_size=SERVER_HEADER_BYTES
             )
         ).run(sockets=[sock])
     finally:

@@ -35,6 +35,7 @@ import asyncio
 import inspect
 import json
 import re
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import version
 from inspect import Parameter
@@ -50,6 +51,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
@@ -483,10 +485,19 @@ def serve(
     shown = f"[{host}]" if ":" in host else host
     app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
     announce(f"http://{shown}:{bound}")
+    run_app(app, sock, parser)
+
+
+def run_app(app: ASGIApp, sock: socket.socket, parser: str | None = None) -> None:
+    """Run `app` on the bound `sock` until interrupted, with `memtape serve`'s uvicorn settings
+    (bench/server.py runs its do-nothing app through here too: the machine's floor, same settings)."""
     try:
         uvicorn.Server(
             uvicorn.Config(
-                app, log_level="warning", http=PARSERS[parser], h11_max_incomplete_event_size=SERVER_HEADER_BYTES
+                app,
+                log_level="warning",
+                http=PARSERS[chosen_parser(parser)],
+                h11_max_incomplete_event_size=SERVER_HEADER_BYTES,
             )
         ).run(sockets=[sock])
     finally:

@@ -14,8 +14,10 @@ answers within the same limits.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from http import HTTPStatus
+from typing import Any
 
 import h11
 import orjson
@@ -69,12 +71,76 @@ def refusal_bytes(status: int, reason: str) -> bytes:
     return b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, HTTPStatus(status).phrase.encode(), head, body)
 
 
+class CoalescedWrites(asyncio.Transport):
+    """A connection's transport whose writes made in one turn of the event loop leave in one send.
+
+    uvicorn writes an answer's head and its body apart: two sends, and a client reading the head
+    first wakes twice. cProfile of `memtape serve` (docs/benchmarks.md, "The lean network path")
+    found those sends the largest cost of a request besides the library call on a loaded machine.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        super().__init__()
+        self.transport = transport
+        self.loop = loop
+        self.pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.append(bytes(data))
+
+    def flush(self) -> None:
+        if self.pending:
+            data = b"".join(self.pending)
+            self.pending.clear()
+            if not self.transport.is_closing():
+                self.transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self.pending.clear()
+        self.transport.abort()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.flush()
+        self.transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.transport.get_protocol()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.transport.is_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + sum(map(len, self.pending))
+
+
 class JsonFramesProtocol(H11Protocol):
     """uvicorn's h11 protocol whose parser refusals are answered as JSON (given to uvicorn as `http=`)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.conn = _RememberingConnection(h11.SERVER, self.config.h11_max_incomplete_event_size or 16 * 1024)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.transport = CoalescedWrites(transport, self.loop)
 
     def send_400_response(self, msg: str) -> None:
         refusal = self.conn.refusal if isinstance(self.conn, _RememberingConnection) else None

@@ -18,12 +18,13 @@ where the two name the same fault, so the error a client reads does not depend o
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from memtape.http_frames import parser_answer, refusal_bytes
+from memtape.http_frames import CoalescedWrites, parser_answer, refusal_bytes
 from memtape.http_guard import MAX_HEADER_BYTES
 
 #: llhttp's words (a part of its reason) -> h11's for the same fault, the first that matches
@@ -93,6 +94,10 @@ class JsonToolsFramesProtocol(HttpToolsProtocol):
         #: the refusal owed once the requests pipelined ahead of its fault are answered, and how many
         self.owed: tuple[int, str] | None = None
         self.owed_answers = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.transport = CoalescedWrites(transport, self.loop)
 
     def data_received(self, data: bytes) -> None:
         if self.owed is not None:

@@ -179,12 +179,13 @@ class RecordingMemory:
         check_text(key, "idempotency key")
         digest = hashlib.sha256(key.encode()).hexdigest()
         # named as a digest (`sha256-`), which the redactor keeps; a key answered by an earlier
-        # version sits under `request-<hex>`, or its redacted name: looked up there too
+        # version sits under `request-<hex>`, or its redacted name: all three in one indexed query
         stream = f"request-sha256-{digest}"
-        earlier = (f"request-{digest}", self.store.redactor.ident(f"request-{digest}") or "")
+        legacy = f"request-{digest}"
+        names = tuple(dict.fromkeys((stream, legacy, self.store.redactor.ident(legacy) or legacy)))
         try:
             with self.writer.atomic() as tx:
-                first = next((ev for name in (stream, *earlier) if name for ev in tx.select(stream=name)), None)
+                first = next(tx.select(stream=names), None)
                 if first is not None:
                     if first.data["request_sha256"] != request:
                         raise KeyReused(f"idempotency key {key[:60]!r} already answered another request")

@@ -12,6 +12,7 @@ from memtape.api import Memory
 from memtape.commands import current_settings, seeds_option
 from memtape.commands.opening import open_memory
 from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
+from memtape.progress import warm_up_line
 from memtape.projections.seeds import choose_seeds
 from memtape.server import chosen_parser
 from memtape.server import serve as serve_memory
@@ -144,16 +145,18 @@ def _serve(
         else:  # a token the user gave is never printed
             click.echo(f"memtape: viewer: {url}/ui/?token=TOKEN (the token given)", err=True)
 
-    serve_memory(
-        memory,
-        host=host,
-        port=port,
-        token=secret,
-        allow_hosts=allow_hosts,
-        cors_origins=cors_origins,
-        announce=announce,
-        parser=parser,
-    )  # the store is closed with the command's settings, its head remembered
+    with warm_up_line() as progress:  # the line ends before the server speaks
+        serve_memory(
+            memory,
+            host=host,
+            port=port,
+            token=secret,
+            allow_hosts=allow_hosts,
+            cors_origins=cors_origins,
+            announce=announce,
+            progress=progress,
+            parser=parser,
+        )  # the store is closed with the command's settings, its head remembered
 
 
 def _open(link: str) -> None:

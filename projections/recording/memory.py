@@ -123,8 +123,10 @@ class RecordingMemory:
         self.writer = MemoryWriter(store, policy, projections_path)
         self.view: MemoryView | None = None
         self._dirty = True
-        #: (head, index) of the last search at the head: searches in a row share one index
-        self._search_index: tuple[int, SearchIndex] | None = None
+        #: the full-text index of memory at its head, kept up to date as the head moves, with the
+        #: view and head it was last brought to (searches in a row share it unchanged)
+        self._search_index: SearchIndex | None = None
+        self._searched_at: tuple[MemoryView, int] | None = None
 
     # ---- plumbing ------------------------------------------------------------------
 
@@ -560,9 +562,13 @@ class RecordingMemory:
         searcher = self.current().run(run_id) if run_id is not None else None
         where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
         if point is None:
+            self._dirty = True  # another process may have written since (a forget, a pin): search its head
             view = self.current()
-            cached = self._search_index
-            index = cached[1] if cached is not None and cached[0] == view.head else view.search_index()
+            index = self._search_index
+            if index is None:
+                index = self._search_index = SearchIndex(view.text_ranker())
+            if self._searched_at is None or self._searched_at[0] is not view or self._searched_at[1] != view.head:
+                index.update(view.state)
         else:
             view = MemoryView.open(self.store, self.projections_path, self.policy, as_of=point)
             index = view.search_index()
@@ -580,7 +586,7 @@ class RecordingMemory:
             ]
         )
         if point is None:  # the search's own event changes no item: the index stays valid past it
-            self._search_index = (logged[-1].seq, index) if logged[-1].seq == view.head + 1 else None
+            self._searched_at = (view, logged[-1].seq) if logged[-1].seq == view.head + 1 else None
         return hits
 
     # ---- what memory holds ---------------------------------------------------------------

@@ -284,7 +284,7 @@ def read_filter(
     mark: str,
     to_seq: int | None,
     types: Iterable[str] | None,
-    stream: str | None,
+    stream: str | tuple[str, ...] | None,
     run_id: str | None,
     domain: str | None,
     since: str | None,
@@ -292,7 +292,8 @@ def read_filter(
     array_types: bool = False,
 ) -> tuple[str, list[Any]]:
     """The conditions every store's `read` adds after its seq cursor (" AND ...", or "") and their
-    parameters; `mark` is the driver's placeholder, and PostgreSQL binds the type list as one array."""
+    parameters; `mark` is the driver's placeholder, and PostgreSQL binds the type list as one array.
+    A tuple of streams is any of them, in one indexed query."""
     where: list[str] = []
     params: list[Any] = []
     if to_seq is not None:
@@ -305,6 +306,10 @@ def read_filter(
     elif type_list:
         where.append(f"type IN ({', '.join([mark] * len(type_list))})")
         params.extend(type_list)
+    if isinstance(stream, tuple):
+        where.append(f"stream IN ({', '.join([mark] * len(stream))})")
+        params.extend(stream)
+        stream = None
     for col, val in (("stream", stream), ("run_id", run_id), ("domain", domain)):
         if val is not None:
             where.append(f"{col} = {mark}")
@@ -461,11 +466,11 @@ class Transaction(ABC):
         return recorded
 
     def select(
-        self, after_seq: int = 0, *, run_id: str | None = None, stream: str | None = None
+        self, after_seq: int = 0, *, run_id: str | None = None, stream: str | tuple[str, ...] | None = None
     ) -> Iterator[RecordedEvent]:
-        """The events of one run or one stream after seq `after_seq`, as this transaction sees them
-        (its own appends included, nobody else's in between): what a writer decides from is read
-        under the same lock as what it appends."""
+        """The events of one run or one stream (or of any of a tuple of streams: one query) after seq
+        `after_seq`, as this transaction sees them (its own appends included, nobody else's in
+        between): what a writer decides from is read under the same lock as what it appends."""
         return self.store._read(self._fetch, after_seq + 1, run_id=run_id, stream=stream)
 
     @abstractmethod
@@ -616,7 +621,7 @@ class Store(ABC):
         to_seq: int | None = None,
         *,
         types: Iterable[str] | None = None,
-        stream: str | None = None,
+        stream: str | tuple[str, ...] | None = None,
         run_id: str | None = None,
         domain: str | None = None,
         since: str | None = None,

@@ -1,23 +1,31 @@
 """Full-text search over what memory holds: SQLite FTS5 ranked by BM25 (a PostgreSQL ledger:
 PostgreSQL's own full-text search, `ts_rank_cd`).
 
-The index is a disposable cache of one view (one head, or one as-of point): built in memory from
-the view's records, in a fixed order, so the same memory always gives the same ranking. Forgotten
-items are not in the view, so they are never in the index. A query is words: each word of the
+The index is a disposable cache of one view (one head, or one as-of point), kept in memory: a
+memory's index at its head is kept up to date as the head moves (`SearchIndex.update` writes
+only the documents whose records changed), and answers exactly as one built afresh there, so
+the same memory always gives the same ranking. Forgotten items are not in the view, so they
+are deleted from the index and never found. A query is words: each word of the
 query is quoted for FTS5, so `"`, `*`, `NEAR(` or `AND` are searched for as text (or dropped when
 they hold no word), never read as FTS5 syntax.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memtape.ledger.errors import InvalidEvent
 from memtape.ledger.events import MAX_QUERY, SearchKind
+from memtape.projections.folds.knowledge import confidence_order
+from memtape.projections.folds.lessons import listing_order
+from memtape.projections.folds.patterns import best_first
+from memtape.projections.folds.selectors import best_selector_first
 from memtape.projections.text import domain_matches
 
 #: every kind a search reads, in the order an index holds them (ties in rank keep this order)
@@ -155,33 +163,132 @@ def documents(kind: SearchKind, records: Iterable[Any], domain: str | None = Non
 
 #: a server's own ranking of texts for any of some words (`Store.text_ranks`): (index, rank), best first
 Ranker = Callable[[Sequence[str], Sequence[str]], "list[tuple[int, float]] | None"]
+#: a document's place among equal scores: its kind's place in SEARCH_KINDS, then its kind's own order
+Tie = tuple[Any, ...]
+
+
+def held(state: Any) -> Iterator[tuple[SearchKind, str | None, dict[Any, Any] | list[Any]]]:
+    """Each kind a search reads with its records in `state` (a MemoryState), by container: (kind,
+    the domain the records are kept under (None: not kept by domain), the records by key, or a
+    list). Lessons, current facts, patterns, selectors, trajectories, the sessions kept, context."""
+    yield "lessons", None, state.lessons.lessons
+    for domain, facts in state.knowledge.current.items():
+        yield "facts", domain, facts
+    yield "patterns", None, state.patterns.patterns
+    for domain, selectors in state.selectors.by_domain.items():
+        yield "selectors", domain, selectors
+    for domain, trajectories in state.trajectories.by_domain.items():
+        yield "trajectories", domain, trajectories
+    for domain, sessions in state.sessions.by_domain.items():
+        yield "sessions", domain, sessions
+    yield "context", None, state.context.entries
+
+
+def tie(kind: SearchKind, where: str | None, key: Any, record: Any, rowid: int) -> Tie:
+    """Where a document goes among documents of equal score: kinds in SEARCH_KINDS order, then
+    the order the view lists that kind in: lessons Tier 1 and most used first, facts by domain and
+    most confident first, patterns and selectors best first, sessions by domain oldest first (kept
+    in the order they were indexed: a domain's sessions are only appended to, trimmed and
+    filtered); trajectories by domain and id, context by kind, scope and key. Never a record's
+    place in a dict, so an index kept up to date and one built afresh order ties alike."""
+    order = SEARCH_KINDS.index(kind)
+    if kind == "lessons":
+        return (order, *listing_order(record))
+    if kind == "facts":
+        return (order, where, *confidence_order(record))
+    if kind == "patterns":
+        return (order, *best_first(record))
+    if kind == "selectors":
+        return (order, *best_selector_first(record))
+    if kind == "sessions":
+        return (order, where, rowid)
+    return (order, where or "", key)
 
 
 class SearchIndex:
     """The documents of one view, ranked by the store's own full-text search where it has one
-    (PostgreSQL's), else by an in-memory FTS5 table (porter stemming over unicode61 words, BM25)."""
+    (PostgreSQL's), else by an in-memory FTS5 table (porter stemming over unicode61 words, BM25;
+    contentless: the texts are kept here, and a document is deleted with the text it was indexed with).
 
-    def __init__(self, docs: Iterable[Document], ranker: Ranker | None = None):
-        self.docs = list(docs)
+    Kept up to date, not rebuilt: `update` brings it to a later state of the same memory by
+    indexing only the records it has not indexed yet and deleting those no longer in memory
+    (forgotten, closed, decayed, changed). Projections' records are frozen: a record that changed
+    is another object, so a record is known by its identity (the index holds each record it
+    indexed, so no identity is reused while it is known). BM25 reads counts the table keeps exact
+    under deletes, and ties keep `tie` order, so an index kept up to date answers exactly as one
+    built afresh at that state."""
+
+    def __init__(self, ranker: Ranker | None = None):
         self.ranker = ranker if ranker is not None and ranker([], ["probe"]) is not None else None
         self.db: sqlite3.Connection | None = None
         if self.ranker is None:
             self.db = sqlite3.connect(":memory:", check_same_thread=False)
-            self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, tokenize = 'porter unicode61')")
-            self.db.executemany(
-                "INSERT INTO docs(rowid, text) VALUES (?, ?)", ((i, d.text) for i, d in enumerate(self.docs))
-            )
+            self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, content = '', tokenize = 'porter unicode61')")
+        #: id(record) -> (the record, its rowid)
+        self.records: dict[int, tuple[Any, int]] = {}
+        #: rowid -> (document, its tie order)
+        self.docs: dict[int, tuple[Document, Tie]] = {}
+        self._rowids = itertools.count()
+        self._by_tie: list[int] | None = None
+        #: one update or search at a time (a server answers from several threads)
+        self.lock = threading.RLock()
 
-    def _ranked(self, words: Sequence[str]) -> Iterable[tuple[int, float]]:
-        """(document index, score: higher is better) of the documents holding any of `words`, best first."""
+    @classmethod
+    def of(cls, state: Any, ranker: Ranker | None = None) -> SearchIndex:
+        """The index of the documents of `state` (a MemoryState)."""
+        index = cls(ranker)
+        index.update(state)
+        return index
+
+    def update(self, state: Any) -> None:
+        """Bring the index to `state`: records not indexed yet are indexed, those gone deleted."""
+        with self.lock:
+            known = self.records
+            live: set[int] = set()
+            new: list[tuple[SearchKind, str | None, Any, Any]] = []
+            for kind, where, records in held(state):
+                pairs = records.items() if isinstance(records, dict) else enumerate(records)
+                new.extend((kind, where, key, r) for key, r in pairs if id(r) not in known)
+                live.update(map(id, records.values() if isinstance(records, dict) else records))
+            gone = known.keys() - live
+            if gone or new:
+                self._write(gone, new)
+
+    def _write(self, gone: Iterable[int], new: list[tuple[SearchKind, str | None, Any, Any]]) -> None:
+        self._by_tie = None
+        deleted: list[tuple[int, str]] = []
+        for identity in gone:
+            _, rowid = self.records.pop(identity)
+            deleted.append((rowid, self.docs.pop(rowid)[0].text))
+        inserted: list[tuple[int, str]] = []
+        for kind, where, key, record in new:
+            doc = next(documents(kind, [record], where or None))
+            rowid = next(self._rowids)
+            self.records[id(record)] = (record, rowid)
+            self.docs[rowid] = (doc, tie(kind, where, key, record, rowid))
+            inserted.append((rowid, doc.text))
+        if self.db is not None:
+            with self.db:
+                self.db.executemany("INSERT INTO docs(docs, rowid, text) VALUES ('delete', ?, ?)", deleted)
+                self.db.executemany("INSERT INTO docs(rowid, text) VALUES (?, ?)", inserted)
+
+    def _ranked(self, words: Sequence[str]) -> Iterator[list[tuple[int, float]]]:
+        """Groups of (rowid, score: higher is better) of equal score, of the documents holding any
+        of `words`, best group first."""
         if self.ranker is not None:
-            return self.ranker([d.text for d in self.docs], words) or []
+            if self._by_tie is None:
+                self._by_tie = sorted(self.docs, key=lambda rowid: self.docs[rowid][1])
+            by_tie = self._by_tie
+            ranked = self.ranker([self.docs[rowid][0].text for rowid in by_tie], words) or []
+            yield from ([(by_tie[i], score)] for i, score in ranked)
+            return
         assert self.db is not None
         rows = self.db.execute(
-            "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs), rowid",
+            "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs)",
             (match_expression(words),),
         )
-        return ((rowid, -rank) for rowid, rank in rows)
+        for _, group in itertools.groupby(rows, key=lambda row: row[1]):
+            yield [(rowid, -rank) for rowid, rank in group]
 
     def search(
         self,
@@ -191,18 +298,23 @@ class SearchIndex:
         limit: int = 10,
     ) -> list[SearchResult]:
         """The best `limit` documents for the words of `query`, of `kinds`, and of `domain` when given
-        (its items, its subdomains' and those scoped to a parent domain); best first, ties in index order."""
+        (its items, its subdomains' and those scoped to a parent domain); best first, ties in `tie` order."""
         words = query_words(query)
-        if not words or not self.docs:
-            return []
         out: list[SearchResult] = []
-        for i, score in self._ranked(words):
-            d = self.docs[i]
-            if kinds is not None and d.kind not in kinds:
-                continue
-            if domain is not None and not (domain_matches(domain, d.domain) or domain_matches(d.domain, domain)):
-                continue
-            out.append(SearchResult(d.kind, d.item_id, d.text, d.domain, round(score, 6), d.event_ids))
-            if len(out) == limit:
-                break
+        with self.lock:
+            if not words or not self.docs:
+                return out
+            for group in self._ranked(words):
+                group.sort(key=lambda hit: self.docs[hit[0]][1])
+                for rowid, score in group:
+                    d = self.docs[rowid][0]
+                    if kinds is not None and d.kind not in kinds:
+                        continue
+                    if domain is not None and not (
+                        domain_matches(domain, d.domain) or domain_matches(d.domain, domain)
+                    ):
+                        continue
+                    out.append(SearchResult(d.kind, d.item_id, d.text, d.domain, round(score, 6), d.event_ids))
+                    if len(out) == limit:
+                        return out
         return out

@@ -13,7 +13,7 @@ stays well under a millisecond with 100,000 lessons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -36,7 +36,7 @@ from memtape.projections.folds import trajectories as traj_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.credit import ItemCredit
 from memtape.projections.folds.knowledge import Fact
-from memtape.projections.folds.lessons import LessonEntry, Match, ranked, ranked_matches, tier1
+from memtape.projections.folds.lessons import LessonEntry, Match, listing_order, ranked, ranked_matches, tier1
 from memtape.projections.folds.page_maps import PageMap
 from memtape.projections.folds.patterns import Pattern
 from memtape.projections.folds.runs import RunManifest
@@ -50,7 +50,7 @@ from memtape.projections.folds.state import MemoryState, digests, fold
 from memtape.projections.folds.steps import StepMemory
 from memtape.projections.folds.trajectories import Trajectory, TrajectoryMatch
 from memtape.projections.parameters import DEFAULT_POLICY, Thresholds
-from memtape.projections.search import Document, SearchIndex, documents
+from memtape.projections.search import Ranker, SearchIndex
 from memtape.projections.text import domain_matches, goal_words, parent_domains
 
 SMALL = 64  # below this many candidates a plain scan beats an index
@@ -248,7 +248,7 @@ class MemoryView:
         lessons = [
             l for l in self.state.lessons.lessons.values() if domain is None or domain_matches(domain, l.scope_domain)
         ]
-        lessons.sort(key=lambda l: (l.tier, -l.use_count, l.recorded_order))
+        lessons.sort(key=listing_order)
         return lessons
 
     def lesson(self, lesson_id: str) -> LessonEntry | None:
@@ -404,19 +404,13 @@ class MemoryView:
 
     def search_index(self) -> SearchIndex:
         """The full-text index of this view's lessons, current facts, patterns, selectors,
-        trajectories, sessions and context (built once per head, like every index of a view)."""
-        ranker = self.store.text_ranks if self.store is not None else None
-        return self._cached("search", lambda: SearchIndex(self._documents(), ranker))
+        trajectories, sessions and context (built once per head, like every index of a view; a
+        memory keeps its own up to date as its head moves: `Memory.search`)."""
+        return self._cached("search", lambda: SearchIndex.of(self.state, self.text_ranker()))
 
-    def _documents(self) -> Iterator[Document]:
-        yield from documents("lessons", self.lessons())
-        yield from documents("facts", [f for d in sorted(self.state.knowledge.current) for f in self.facts(d)])
-        yield from documents("patterns", self.patterns())
-        yield from documents("selectors", self.selectors())
-        yield from documents("trajectories", self.trajectories())
-        for d in sorted(self.state.sessions.by_domain):
-            yield from documents("sessions", self.sessions(d), d or None)
-        yield from documents("context", self.context())
+    def text_ranker(self) -> Ranker | None:
+        """The store's own full-text ranking, where it has one (PostgreSQL's)."""
+        return self.store.text_ranks if self.store is not None else None
 
     # ---- runs ----------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -19,7 +20,7 @@ from memtape.ledger.clock import SteppingClock
 from memtape.ledger.store import SqliteStore
 from memtape.projections.folds.lessons import lesson_id_for
 from memtape.projections.forgetting import forget
-from memtape.projections.interop.exporters import run_memory_events
+from memtape.projections.interop.exporters import memory_event_line, run_memory_events, shown_lessons
 from memtape.projections.interop.importers import import_source
 from memtape.projections.seeds import SEEDS
 from memtape.projections.view import MemoryView
@@ -278,3 +279,27 @@ def test_a_line_about_a_lesson_the_logs_never_recorded_brings_it_back(tmp_path: 
     back = next(les for les in MemoryView.open(mem.store).lessons() if les.lesson == "Never recorded here.")
     assert (back.use_count, back.category, back.source) == (3, "error_recovery", "learned")
     assert files_of(export_of(mem.store, "memory-events", tmp_path / "out")) == files_of(tmp_path / "runs")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    recalled=st.lists(st.tuples(st.sampled_from("abcdef"), st.text(max_size=8)), max_size=6),
+    forgotten=st.sets(st.sampled_from("abcdef")),
+)
+def test_a_recall_line_and_its_counted_hide_the_same_lessons(
+    recalled: list[tuple[str, str]], forgotten: set[str]
+) -> None:
+    """One rule hides a forgotten lesson from a recall's `lessons` and from its `counted`."""
+    data = {
+        "command": "fill",
+        "error_snippet": "e",
+        "lesson_ids": [lid for lid, _ in recalled],
+        "lessons": [text for _, text in recalled],
+    }
+    event = SimpleNamespace(type="error_recall", data=data, domain=None, occurred_at="2026-03-12T14:30:00Z")
+    line = memory_event_line(event, forgotten.__contains__)
+    assert line is not None
+    shown = shown_lessons(data, forgotten.__contains__)
+    assert line["lessons"] == [text for _, text in shown] and line["matched"] == len(shown)
+    assert not {lid for lid, _ in shown} & forgotten
+    assert [text for lid, text in recalled if lid not in forgotten] == line["lessons"]

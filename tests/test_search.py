@@ -127,7 +127,7 @@ def test_searches_in_a_row_share_one_index_and_see_new_items(tmp_path: Path) -> 
         mem.search("token")
         index = mem._search_index
         mem.search("csrf")
-        assert index is not None and mem._search_index is not None and mem._search_index[1] is index[1]
+        assert index is not None and mem._search_index is index
         with mem.start_run(goal="Check the wool socks", start_url="https://shop.example/") as run:
             run.record_lesson("Wool socks hide under the winter menu", category="site_specific")
             run.finish(success=True)

@@ -190,6 +190,11 @@ def touched(state: KnowledgeState, ev: RecordedEvent) -> list[tuple[str, ...]] |
     return None
 
 
+def confidence_order(f: Fact) -> tuple[float, str, str, str]:
+    """Where a fact sits among its domain's current facts: most confident first, then by text."""
+    return (-f.confidence, f.fact_type, f.key, f.value)
+
+
 def current_facts(
     state: KnowledgeState, domain: str, min_confidence: float | None = None, include_closed: bool = False
 ) -> list[Fact]:
@@ -197,7 +202,7 @@ def current_facts(
     facts = [
         f for f in state.current.get(domain, {}).values() if min_confidence is None or f.confidence >= min_confidence
     ]
-    facts.sort(key=lambda f: (-f.confidence, f.fact_type, f.key, f.value))
+    facts.sort(key=confidence_order)
     if include_closed:
         facts.extend(state.closed.get(domain, []))
     return facts

@@ -30,7 +30,8 @@ from memtape.projections.text import add_event_id, build, covered_runs, domain_m
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 #: the events whose `counted` lessons each gain a use (a recall, or the outcome of a run's recall)
 RECALL_USES = ("error_recall", "domain_recall", "lessons_used")
-TYPES = (
+#: the events of one lesson's own life (the index of mentions files them under the lesson)
+LIFE_TYPES = (
     "lesson_seeded",
     "lesson_recorded",
     "lesson_deduplicated",
@@ -38,12 +39,8 @@ TYPES = (
     "lesson_pinned",
     "lesson_unpinned",
     "lesson_demoted",
-    "lessons_pruned",
-    "error_recall",
-    "domain_recall",
-    "lessons_used",
-    "subject_forgotten",
 )
+TYPES = (*LIFE_TYPES, "lessons_pruned", *RECALL_USES, "subject_forgotten")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +68,12 @@ class LessonEntry:
 
 
 _lesson = constructor(LessonEntry)
+
+
+def listing_order(lesson: LessonEntry) -> tuple[int, int, int]:
+    """Where a lesson sits in a listing of every lesson: Tier 1 first, most used first, then
+    first recorded."""
+    return (lesson.tier, -lesson.use_count, lesson.recorded_order)
 
 
 #: what a recall matched of a lesson, and the score it ranks by: recall on error (the error pattern

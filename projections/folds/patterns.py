@@ -129,10 +129,15 @@ def to_prune(state: PatternsState, max_patterns: int, adding: int = 0) -> list[s
     return [p.pattern_id for p in ranked[: total - int(max_patterns * 0.8)]]
 
 
+def best_first(p: Pattern) -> tuple[float, int, tuple[int, ...], str]:
+    """Where a pattern ranks: success rate, uses, recency, then its id."""
+    return (-p.success_rate, -p.success_count, _neg(p.last_used), p.pattern_id)
+
+
 def for_domain(state: PatternsState, domain: str | None) -> list[Pattern]:
     """Patterns of a domain (subdomains included), best first: success rate, uses, recency."""
     out = [p for p in state.patterns.values() if domain is None or domain_matches(p.domain, domain)]
-    out.sort(key=lambda p: (-p.success_rate, -p.success_count, _neg(p.last_used), p.pattern_id))
+    out.sort(key=best_first)
     return out
 
 

@@ -91,11 +91,16 @@ def touched(state: SelectorsState, ev: RecordedEvent) -> list[tuple[str, ...]] |
     return None
 
 
+def best_selector_first(e: SelectorEntry) -> tuple[str, str, str, int, int, str]:
+    """Where a selector ranks: by domain and element, most successes, fewest failures."""
+    return (e.domain, e.role, e.name, -e.successes, e.failures, e.selector)
+
+
 def ranked(state: SelectorsState, domain: str | None = None) -> list[SelectorEntry]:
     """Per element identity, best selector first: most successes, fewest failures."""
     doms = [domain] if domain is not None else sorted(state.by_domain)
     out = [e for dom in doms for e in state.by_domain.get(dom, {}).values()]
-    out.sort(key=lambda e: (e.domain, e.role, e.name, -e.successes, e.failures, e.selector))
+    out.sort(key=best_selector_first)
     return out
 
 

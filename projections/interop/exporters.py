@@ -139,8 +139,8 @@ def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] 
     d, t = ev.data, ev.type
     line: dict[str, Any] = {"event": t}
     if t in ("tier1_loaded", "error_recall", "domain_recall"):
-        pairs = list(zip(d.get("lesson_ids") or [], d.get("lessons") or []))
-        lessons = [text for lid, text in pairs if not hidden(lid)] if pairs else list(d.get("lessons") or [])
+        shown = shown_lessons(d, hidden)
+        lessons = [text for _, text in shown] if d.get("lesson_ids") else list(d.get("lessons") or [])
         if t == "tier1_loaded":
             line.update(count=len(lessons), lessons=lessons)
         elif t == "error_recall":
@@ -166,6 +166,12 @@ def memory_event_line(ev: Any, hidden: Callable[[str], bool]) -> dict[str, Any] 
         line.update(pruned_count=d["pruned_count"], remaining_count=d["remaining_count"])
     line["ts"] = js_time(ev.occurred_at)
     return line
+
+
+def shown_lessons(d: dict[str, Any], hidden: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """The (id, text) of each lesson a recall listed that its line still shows: the one rule for a
+    line's `lessons` and its `counted`, so that a forgotten lesson leaves both."""
+    return [(lid, text) for lid, text in zip(d.get("lesson_ids") or [], d.get("lessons") or []) if not hidden(lid)]
 
 
 def event_line_bytes(line: dict[str, Any]) -> bytes:
@@ -199,6 +205,10 @@ class ForgottenOnExport:
         return self.lessons.get(lesson_id, 0) > seq or any(
             s > seq and removed_by("domain", dom, lesson_id, scope) for dom, s in self.domains
         )
+
+    def hides(self, scope_of: dict[str, str | None], seq: int) -> Callable[[str], bool]:
+        """Whether a lesson an event at `seq` names is hidden, by its id (`scope_of`: each lesson's domain)."""
+        return lambda lesson_id: self.lesson(lesson_id, scope_of.get(lesson_id), seq)
 
     def domain(self, domain: str | None, seq: int) -> bool:
         return bool(domain) and any(s > seq and domain_matches(domain, dom) for dom, s in self.domains)
@@ -265,13 +275,13 @@ def memory_events_files(
         if known:
             relearned = lesson_id_in(d)  # first learned in a forgotten run: this line creates it
         seq = ev.seq
-        line = memory_event_line(ev, lambda lid: gone.lesson(lid, scope_of.get(lid), seq))  # noqa: B023 (called here)
+        hidden = gone.hides(scope_of, seq)
+        line = memory_event_line(ev, hidden)
         if line is None:
             continue
         if says_counted:
-            texts = dict(zip(d.get("lesson_ids") or [], d.get("lessons") or []))
-            counted = [lid for lid in d["counted_ids"] if lid in texts and not gone.lesson(lid, scope_of.get(lid), seq)]
-            line.update(counted=[texts[lid] for lid in counted], ts=line.pop("ts"))
+            shown = dict(shown_lessons(d, hidden))
+            line.update(counted=[shown[lid] for lid in d["counted_ids"] if lid in shown], ts=line.pop("ts"))
         if ev.type == "lesson_promoted":
             line["triggered_domains"] = [t for t in line["triggered_domains"] if not gone.domain(t, seq)]
         elif ev.type == "lessons_pruned":

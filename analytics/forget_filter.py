@@ -54,7 +54,7 @@ from memtape.projections.text import domain_matches
 #: the events that name lessons: they survive the forgetting of the run or domain where they happened (masked)
 LESSON_TYPES = frozenset((*mentions.LESSON_TYPES, *mentions.RECALL_TYPES))
 #: the events the knowledge fold reads, but the forget itself
-FACT_TYPES = frozenset(t for t in knowledge.TYPES if t != "subject_forgotten")
+FACT_TYPES = frozenset(mentions.FACT_TYPES)
 #: the fact events that name other facts in their payload: a shown one loses those a forget removed
 _NAMES_FACTS = ("facts_pruned", "fact_contradicted")
 #: where a recall keeps how many lessons it returned, beside `lesson_ids`

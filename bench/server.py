@@ -10,6 +10,12 @@
   step whose 200 a client received must be there, with the event id it was answered with, and
   `memtape verify` must pass.
 
+- the machine's floor: a do-nothing ASGI app (it answers `{}`) on `memtape serve`'s uvicorn
+  settings and HTTP parser (`memtape.server.run_app`), driven by the same clients at 1 and 32
+  clients in the same run: what the machine and uvicorn give with no work at all. With 32
+  closed-loop clients a request waits 32 / throughput on average (Little's law), so the 32-client
+  p99 is at least that however the server works; `--json` reports the bound beside the ratio.
+
 The clients are lean (`Client`: the standard library's `http.client` on one keep-alive
 connection, JSON by `json`), so the figures measure the server and not a client library's cost
 per request; httpx, which an agent may well use, costs about 0.5 ms more a request on this
@@ -19,6 +25,7 @@ Usage::
 
     python bench/server.py            # 1,000 pairs; 4,000 requests per concurrency; kill after 2,000 steps
     python bench/server.py --quick    # 150 pairs; 400 requests; kill after 200 steps
+    python bench/server.py --serve-bare PORT   # (the bench starts it) the floor's app on 127.0.0.1:PORT
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import argparse
 import http.client
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,14 +53,18 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+from starlette.types import Receive, Scope, Send
 
 import memtape
-from bench import Figure, print_json, served, show
+from bench import Figure, clean_env, print_json, served, show
+from memtape.http_guard import listen
+from memtape.server import chosen_parser, run_app
 
 BENCH = "server"
 SHOP = "https://shop.example/"
 BLOCKED = "element intercepts pointer events"
 CONCURRENCY = (8, 32)
+FLOOR_CLIENTS = CONCURRENCY[-1]
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,40 @@ def _served(memory: Path) -> Iterator[Server]:
         yield Server(server.base, int(server.base.rsplit(":", 1)[1]), server.token, server.process)
 
 
+async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The floor: reads the request's body and answers `{}`, whatever was asked."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"2")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+@contextmanager
+def _served_bare() -> Iterator[Server]:
+    """`bare_app` in its own process (as `memtape serve` is), once it answers; terminated after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(port)]
+    proc = subprocess.Popen(command, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                with Client(port, "") as http:
+                    http.get("/", {})
+                break
+            except ConnectionError:
+                time.sleep(0.1)
+        yield Server(f"http://127.0.0.1:{port}", port, "", proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def p99(took_ms: list[float]) -> float:
     return statistics.quantiles(took_ms, n=100)[98]
 
@@ -178,16 +224,17 @@ def _through_http(server: Server, pairs: int, lean: bool = True) -> tuple[float,
     return result
 
 
-def _load(server: Server, clients: int, per_client: int) -> tuple[float, float]:
+def _load(server: Server, clients: int, per_client: int, bare: bool = False) -> tuple[float, float]:
     """(requests per second, p99 ms of one request): `clients` threads start together, each on its
-    own connection and run, alternating record_step and recall_error `per_client` times."""
+    own connection and run, alternating record_step and recall_error `per_client` times (the same
+    requests to the bare app, which starts no run)."""
     ready = threading.Barrier(clients + 1)
     took: list[list[float]] = [[] for _ in range(clients)]
     failures: list[str] = []
 
     def client(n: int) -> None:
         with server.client() as http:
-            run = _start(http, f"Client {n} buys wool socks")
+            run = "bare" if bare else _start(http, f"Client {n} buys wool socks")
             ready.wait()
             for i in range(1, per_client + 1):
                 t = time.perf_counter()
@@ -290,6 +337,8 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
             httpx_rate, _ = _through_http(server, pairs, lean=False)
             one_rate, one_p99 = _load(server, 1, requests)
             loads = {clients: _load(server, clients, requests // clients) for clients in CONCURRENCY}
+        with _served_bare() as bare:
+            floor = {clients: _load(bare, clients, requests // clients, bare=True) for clients in (1, FLOOR_CLIENTS)}
         killed = _kill_mid_load(Path(tmp) / "killed", 8, kill_after)
     note = f"{pairs} pairs of record_step + recall_error, one client, SQLite memory"
     figures += [
@@ -341,6 +390,24 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
                 note=note,
             ),
         ]
+    note = (
+        f"a do-nothing ASGI app answering {{}}, same uvicorn settings and parser ({chosen_parser(None)}), "
+        f"same client, {requests} requests"
+    )
+    (floor_one_rate, floor_one_p99), (floor_rate, floor_p99) = floor[1], floor[FLOOR_CLIENTS]
+    figures += [
+        Figure(BENCH, f"floor {FLOOR_CLIENTS} clients: requests/s", floor_rate, "req/s", "1 client", floor_one_rate),
+        Figure(
+            BENCH,
+            f"floor {FLOOR_CLIENTS} clients: p99 of a request",
+            floor_p99,
+            "ms",
+            "1 client, same app",
+            floor_one_p99,
+            higher_is_better=False,
+            note=note,
+        ),
+    ]
     figures.append(
         Figure(
             BENCH,
@@ -354,8 +421,23 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
             f"verify {'passed' if killed.verified else 'FAILED'}",
         )
     )
+    top_rate, top_p99 = loads[FLOOR_CLIENTS]
     return figures, {
         "httpx_pairs_per_s": httpx_rate,
+        "parser": chosen_parser(None),
+        "floor": {
+            "requests_per_s": {"1": floor_one_rate, str(FLOOR_CLIENTS): floor_rate},
+            "p99_ms": {"1": floor_one_p99, str(FLOOR_CLIENTS): floor_p99},
+            "p99_ratio": floor_p99 / floor_one_p99,
+        },
+        # Little's law: at this throughput a request waits FLOOR_CLIENTS / rate on average, and the
+        # p99 is at least the mean: the lowest 32-vs-1 p99 ratio the measured throughput allows
+        "littles_law": {
+            "mean_wait_ms": FLOOR_CLIENTS / top_rate * 1000,
+            "least_p99_ratio": FLOOR_CLIENTS / top_rate * 1000 / one_p99,
+            "measured_p99_ratio": top_p99 / one_p99,
+            "floor_least_p99_ratio": FLOOR_CLIENTS / floor_rate * 1000 / floor_one_p99,
+        },
         "killed": {
             "acknowledged": killed.acknowledged,
             "found": killed.found,
@@ -373,7 +455,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
+    parser.add_argument("--serve-bare", type=int, metavar="PORT", help="serve the floor's do-nothing app on PORT")
     args = parser.parse_args()
+    if args.serve_bare is not None:
+        run_app(bare_app, listen("127.0.0.1", args.serve_bare))
+        return
     figs, extra = measure(quick=args.quick)
     if args.json:
         print_json(figs, **extra)

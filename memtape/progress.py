@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memtape.projections.cache.materialize import FoldProgress
+from memtape.projections.recording.warming import DECODING
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 #: catch-ups shorter than this draw no bar (reading memory usually folds a few new events)
 FOLD_BAR_MIN = 20_000
+#: seconds a server's warm-up runs before it draws its line (a small memory is ready at once)
+WARM_LINE_AFTER = 0.5
 
 
 @contextmanager
@@ -56,6 +60,56 @@ def fold_progress_bar(always: bool = False) -> Iterator[FoldProgress]:
             if done >= total:
                 stop()
 
+    try:
+        yield report
+    finally:
+        stop()
+
+
+@contextmanager
+def warm_up_line(label: str = "memtape: warming caches") -> Iterator[FoldProgress]:
+    """A `FoldProgress` drawing one line on stderr for a server's warm-up (its catch-up, then each
+    projection decoded: `projections.recording.warming.warm`), shown once the warm-up has run
+    WARM_LINE_AFTER seconds (a small memory draws nothing). It ends with the last projection
+    decoded, before the server speaks, and stays, saying how long the server took to be ready."""
+    # loaded with the line: every command sets this up, and serve and ui use it
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn(label),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+    task = bar.add_task("starting", total=None)
+    guard = threading.Lock()
+    state = {"shown": False, "over": False}
+
+    def show() -> None:
+        with guard:
+            if not state["over"]:
+                bar.start()
+                state["shown"] = True
+
+    def stop() -> None:
+        timer.cancel()
+        with guard:
+            if state["shown"] and not state["over"]:
+                bar.stop()
+            state["over"] = True
+
+    def report(what: str, done: int, total: int) -> None:
+        ended = what == DECODING and done >= total
+        bar.update(task, description="ready" if ended else what, completed=done, total=total)
+        if ended:
+            stop()
+
+    timer = threading.Timer(WARM_LINE_AFTER, show)
+    timer.daemon = True
+    timer.start()
     try:
         yield report
     finally:

@@ -31,9 +31,12 @@ refused request writes nothing, so it may be sent again with its key (and
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import inspect
 import json
 import re
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import version
 from inspect import Parameter
@@ -49,12 +52,13 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp
 
 from memtape.api import Memory, MemtapeError
 from memtape.face_models import Appended, Error, RunHandles
 from memtape.http_calls import Calling, DirectCalls, PreparedCall
 from memtape.http_frames import JsonFramesProtocol
-from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, listen, request_digest
+from memtape.http_guard import SERVER_HEADER_BYTES, OriginGate, RequestGuard, ServeRefused, listen, request_digest
 from memtape.ledger.clock import normalize_ts
 from memtape.ledger.errors import (
     AnswerGone,
@@ -67,9 +71,19 @@ from memtape.ledger.errors import (
 )
 from memtape.ledger.jsonl import nested_too_deep, outline, parse_lines
 from memtape.operations import OPERATIONS, Operation
+from memtape.projections.cache.materialize import FoldProgress
 from memtape.projections.pin import caller_refusal
+from memtape.projections.recording.warming import warm
 from memtape.viewer import PREFIX as VIEWER
 from memtape.viewer import viewer_app
+
+try:
+    from memtape.httptools_frames import JsonToolsFramesProtocol
+except ImportError:  # httptools is in the [server] extra, but a platform may have no wheel of it: h11 then
+    #: the HTTP/1.1 parsers `memtape serve --http` takes, the one used by default first
+    PARSERS: dict[str, type[asyncio.Protocol]] = {"h11": JsonFramesProtocol}
+else:
+    PARSERS = {"httptools": JsonToolsFramesProtocol, "h11": JsonFramesProtocol}
 
 PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -447,6 +461,13 @@ def create_app(
     return app
 
 
+def chosen_parser(parser: str | None) -> str:
+    """The name of the parser to serve with: `parser` if installed (ServeRefused if not), else the default."""
+    if parser is not None and parser not in PARSERS:
+        raise ServeRefused(f"--http {parser}: not installed here (choose from {', '.join(PARSERS)})")
+    return parser or next(iter(PARSERS))
+
+
 def serve(
     memory: Memory,
     *,
@@ -456,18 +477,41 @@ def serve(
     allow_hosts: Iterable[str] = (),
     cors_origins: Iterable[str] = (),
     announce: Callable[[str], None] = print,
+    progress: FoldProgress | None = None,
+    parser: str | None = None,
 ) -> None:
-    """Serve `memory` until interrupted (uvicorn, one process). The port is bound before anything
-    is said: `announce` gets the URL only once the server can answer on it."""
+    """Serve `memory` until interrupted (uvicorn, one process). The port is bound, then the
+    memory's caches warmed (`warm`: caught up, every state decoded; `progress` is told as it goes),
+    before anything is said: `announce` gets the URL only once the server can answer on it at once.
+    `parser` names one of PARSERS (default: the first, httptools where it is installed)."""
+    parser = chosen_parser(parser)
     sock = listen(host, port)
+    try:
+        warm(memory, progress)
+    except BaseException:
+        sock.close()
+        raise
+    # what the warm-up decoded lives as long as the server: out of the collector's walks (at
+    # 1,000,000 events a full collection walks 1.6 GB of states; the first `/ui/` after the
+    # warm-up read in 3.7-4.3 s with them walked, 1.2-1.6 s frozen: docs/benchmarks.md)
+    gc.freeze()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     app = create_app(memory, token, host=host, allow_hosts=allow_hosts, cors_origins=cors_origins)
     announce(f"http://{shown}:{bound}")
+    run_app(app, sock, parser)
+
+
+def run_app(app: ASGIApp, sock: socket.socket, parser: str | None = None) -> None:
+    """Run `app` on the bound `sock` until interrupted, with `memtape serve`'s uvicorn settings
+    (bench/server.py runs its do-nothing app through here too: the machine's floor, same settings)."""
     try:
         uvicorn.Server(
             uvicorn.Config(
-                app, log_level="warning", http=JsonFramesProtocol, h11_max_incomplete_event_size=SERVER_HEADER_BYTES
+                app,
+                log_level="warning",
+                http=PARSERS[chosen_parser(parser)],
+                h11_max_incomplete_event_size=SERVER_HEADER_BYTES,
             )
         ).run(sockets=[sock])
     finally:

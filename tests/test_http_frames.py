@@ -1,6 +1,7 @@
 """Requests the HTTP parser refuses are answered like every other refusal: `{"error": ...}`, 4xx.
 
-Raw sockets against a real `memtape serve`: a client library would refuse to send most of these.
+Raw sockets against a real `memtape serve`, once with each parser (`--http httptools`, the
+default, and `--http h11`): a client library would refuse to send most of these.
 """
 
 from __future__ import annotations
@@ -11,21 +12,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import h11
+import httptools
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memtape
 from memtape.http_frames import refusal_answer
+from memtape.http_guard import ServeRefused
+from memtape.httptools_frames import HeadRefused, httptools_answer
+from memtape.server import PARSERS, chosen_parser
 from tests.server_support import Served, live_server
 
 SHOP = "https://shop.example"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Path]]:
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[tuple[Served, Path]]:
     memory = tmp_path_factory.mktemp("frames") / "memory"
-    with live_server(memory) as served:
+    with live_server(memory, args=["--http", request.param]) as served:
         with served.client() as http:
             assert http.post("/runs", json={"goal": "Buy socks", "start_url": SHOP}).status_code == 201
         yield served, memory
@@ -136,17 +141,52 @@ def test_each_malformed_or_oversized_head_is_answered_as_json(server: tuple[Serv
         assert http.get("/state/runs").json()[0]["goal"] == "Buy socks"
 
 
-def test_a_good_request_pipelined_before_a_bad_one_is_answered(server: tuple[Served, Path]) -> None:
+@pytest.mark.parametrize("good_ones", [1, 3])
+def test_good_requests_pipelined_before_a_bad_one_are_answered(server: tuple[Served, Path], good_ones: int) -> None:
     served, _ = server
     good = b"GET /state/lessons HTTP/1.1\r\n" + _ok_headers(served) + b"\r\n"
-    answer = _exchange(served.port, good + b"GARBAGE\r\n\r\n")
+    answer = _exchange(served.port, good * good_ones + b"GARBAGE\r\n\r\n")
     first, _, rest = answer.partition(b"HTTP/1.1 400 ")
-    assert first.startswith(b"HTTP/1.1 200 "), answer
+    assert first.startswith(b"HTTP/1.1 200 ") and first.count(b"HTTP/1.1 200 ") == good_ones, answer
     assert _parsed(b"HTTP/1.1 400 " + rest) == (
         400,
         {"content-type": "application/json", "content-length": "56", "connection": "close"},
         {"error": "malformed HTTP request: illegal request line"},
     )
+
+
+@pytest.mark.parametrize("fault", [b"zz\r\n", b"5\r\nab"])
+def test_a_bad_body_pipelined_after_a_good_request_is_answered_after_it(
+    server: tuple[Served, Path], fault: bytes
+) -> None:
+    """The second request's chunked body is malformed (or cut short, then the head limit is not
+    what answers): the first is answered, then the refusal (or the connection closes)."""
+    served, memory = server
+    before = _head_count(memory)
+    good = b"GET /state/lessons HTTP/1.1\r\n" + _ok_headers(served) + b"\r\n"
+    bad = b"POST /events HTTP/1.1\r\n" + _ok_headers(served)
+    bad += b"Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + fault
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as raw:
+        raw.sendall(good + bad)
+        if fault.endswith(b"ab"):
+            raw.shutdown(socket.SHUT_WR)  # the body never ends: the server sees the end of the stream
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    rest = answer.partition(b"HTTP/1.1 200 ")[2]
+    if b"HTTP/1.1 4" in rest:
+        status, headers, body = _parsed(b"HTTP/1.1 4" + rest.partition(b"HTTP/1.1 4")[2])
+        assert 400 <= status < 500 and headers["content-type"] == "application/json", rest[:300]
+        assert isinstance(body, dict) and list(body) == ["error"]
+    assert _head_count(memory) == before
+
+
+def test_serve_uses_httptools_where_it_is_installed() -> None:
+    assert list(PARSERS) == ["httptools", "h11"]
+    assert chosen_parser(None) == "httptools" and chosen_parser("h11") == "h11"
+    with pytest.raises(ServeRefused, match="--http spdy: not installed here"):
+        chosen_parser("spdy")
 
 
 _NO_LINE_BREAK = st.binary(min_size=0, max_size=300).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
@@ -201,3 +241,34 @@ def test_the_answer_names_the_fault_without_its_bytes(
     got_status, got_error = refusal_answer(refusal)
     assert got_status == status and error in got_error
     assert "secret" not in got_error and "tok" not in got_error and "\n" not in got_error
+
+
+@pytest.mark.parametrize(
+    ("refusal", "status", "error"),
+    [
+        (None, 400, "malformed HTTP request"),
+        (HeadRefused("head over the limit", 431), 431, "request line and headers over 65536 bytes"),
+        (HeadRefused("missing mandatory Host: header"), 400, "malformed HTTP request: missing mandatory Host: header"),
+        (httptools.HttpParserInvalidMethodError("Invalid method encountered"), 400, "illegal request line"),
+        (httptools.HttpParserInvalidURLError("Invalid char in url path"), 400, "illegal request line"),
+        (httptools.HttpParserError("Expected HTTP/, RTSP/ or ICE/"), 400, "illegal request line"),
+        (httptools.HttpParserError("Invalid header token"), 400, "illegal header line"),
+        (httptools.HttpParserError("Duplicate Content-Length"), 400, "conflicting Content-Length headers"),
+        (httptools.HttpParserError("Content-Length overflow"), 400, "bad Content-Length"),
+        (httptools.HttpParserError("Request has invalid `Transfer-Encoding`"), 400, "only Transfer-Encoding"),
+        (httptools.HttpParserError("Invalid character in chunk size"), 400, "illegal chunk header"),
+        (httptools.HttpParserError("Some new fault\nof llhttp"), 400, "malformed HTTP request: some new fault of"),
+    ],
+)
+def test_httptools_faults_are_named_in_h11s_words(refusal: Exception | None, status: int, error: str) -> None:
+    """A client reads the same error whichever parser the server runs."""
+    got_status, got_error = httptools_answer(refusal)
+    assert got_status == status and error in got_error and "\n" not in got_error
+    assert got_error.startswith("malformed HTTP request") or status == 431
+
+
+def test_a_refusal_raised_in_httptools_callback_keeps_its_own_words() -> None:
+    """httptools wraps what a callback raises; the answer is the callback's own refusal."""
+    wrapped = httptools.HttpParserCallbackError("User callback error")
+    wrapped.__context__ = HeadRefused("found multiple Host: headers")
+    assert httptools_answer(wrapped) == (400, "malformed HTTP request: found multiple Host: headers")

@@ -12,7 +12,9 @@ from memtape.api import Memory
 from memtape.commands import current_settings, seeds_option
 from memtape.commands.opening import open_memory
 from memtape.http_guard import ServeRefused, checked_token, is_loopback, load_token, token_file
+from memtape.progress import warm_up_line
 from memtape.projections.seeds import choose_seeds
+from memtape.server import chosen_parser
 from memtape.server import serve as serve_memory
 
 
@@ -50,8 +52,21 @@ from memtape.server import serve as serve_memory
     metavar="ORIGIN",
     help="Let web pages of ORIGIN (e.g. http://localhost:3000) call the API, with CORS (repeatable).",
 )
+@click.option(
+    "--http",
+    "parser",
+    type=click.Choice(["httptools", "h11"]),
+    default=None,
+    help="The HTTP/1.1 parser: httptools (the default where it is installed, the faster) or h11.",
+)
 def serve(
-    host: str, port: int, token: str | None, no_token: bool, allow_hosts: tuple[str, ...], cors_origins: tuple[str, ...]
+    host: str,
+    port: int,
+    token: str | None,
+    no_token: bool,
+    allow_hosts: tuple[str, ...],
+    cors_origins: tuple[str, ...],
+    parser: str | None,
 ) -> None:
     """Serve this memory as an HTTP JSON API for agents in any language.
 
@@ -68,7 +83,7 @@ def serve(
 
     Example: memtape --memory-dir .agent-memory serve --port 8765
     """
-    _serve(host, port, token, no_token, allow_hosts, cors_origins, open_browser=False)
+    _serve(host, port, token, no_token, allow_hosts, cors_origins, open_browser=False, parser=parser)
 
 
 def login_link(url: str, token: str | None) -> str:
@@ -85,12 +100,14 @@ def _serve(
     cors_origins: tuple[str, ...],
     *,
     open_browser: bool,
+    parser: str | None = None,
 ) -> None:
     """`serve` and `ui` alike: check the token options, bind, announce the API and the viewer's link."""
     if no_token and token is not None:
         raise ServeRefused("--no-token and a token (--token or MEMTAPE_TOKEN): choose one")
     if no_token and not is_loopback(host):
         raise ServeRefused(f"--no-token is allowed only on a loopback host (127.0.0.1, ::1, localhost), not {host!r}")
+    chosen_parser(parser)  # an --http not installed is refused before the token file is written
     settings = current_settings()
     choose_seeds(settings.seeds)  # a bad --seeds is refused before the token file is written
     kept = token is None and not no_token
@@ -128,15 +145,18 @@ def _serve(
         else:  # a token the user gave is never printed
             click.echo(f"memtape: viewer: {url}/ui/?token=TOKEN (the token given)", err=True)
 
-    serve_memory(
-        memory,
-        host=host,
-        port=port,
-        token=secret,
-        allow_hosts=allow_hosts,
-        cors_origins=cors_origins,
-        announce=announce,
-    )  # the store is closed with the command's settings, its head remembered
+    with warm_up_line() as progress:  # the line ends before the server speaks
+        serve_memory(
+            memory,
+            host=host,
+            port=port,
+            token=secret,
+            allow_hosts=allow_hosts,
+            cors_origins=cors_origins,
+            announce=announce,
+            progress=progress,
+            parser=parser,
+        )  # the store is closed with the command's settings, its head remembered
 
 
 def _open(link: str) -> None:

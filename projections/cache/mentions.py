@@ -20,24 +20,18 @@ from collections.abc import Iterable, Iterator
 from memtape.ledger.envelope import RecordedEvent
 from memtape.ledger.seal import Digest, Key
 from memtape.ledger.store import Store
+from memtape.projections.folds.knowledge import TYPES as knowledge_types
 from memtape.projections.folds.knowledge import fact_id_for
-from memtape.projections.folds.lessons import lesson_id_in
+from memtape.projections.folds.lessons import LIFE_TYPES, lesson_id_in
 
 #: the table's columns, in the order its rows are hashed (`seal.Key.row`)
 COLUMNS = {"_mentions": ("item", "seq")}
 DDL = ("CREATE TABLE _mentions (item INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (item, seq)) WITHOUT ROWID",)
 TABLES = tuple(COLUMNS)
-LESSON_TYPES = (
-    "lesson_seeded",
-    "lesson_recorded",
-    "lesson_deduplicated",
-    "lesson_promoted",
-    "lesson_pinned",
-    "lesson_unpinned",
-    "lesson_demoted",
-)
+LESSON_TYPES = LIFE_TYPES
 RECALL_TYPES = ("error_recall", "domain_recall", "lessons_used", "tier1_loaded", "lessons_pruned")
-FACT_TYPES = ("fact_observed", "fact_contradicted", "facts_pruned")
+#: what the knowledge fold folds, but a forget (it names a subject, not a fact)
+FACT_TYPES = tuple(t for t in knowledge_types if t != "subject_forgotten")
 SELECTOR_TYPES = ("selector_succeeded", "selector_failed")
 TRAJECTORY_TYPES = ("trajectory_recorded", "trajectory_recalled", "trajectories_expired")
 

@@ -30,7 +30,8 @@ from memtape.projections.text import add_event_id, build, covered_runs, domain_m
 TIER1_CATEGORIES = ("tool_fallback", "best_practice")
 #: the events whose `counted` lessons each gain a use (a recall, or the outcome of a run's recall)
 RECALL_USES = ("error_recall", "domain_recall", "lessons_used")
-TYPES = (
+#: the events of one lesson's own life (the index of mentions files them under the lesson)
+LIFE_TYPES = (
     "lesson_seeded",
     "lesson_recorded",
     "lesson_deduplicated",
@@ -38,12 +39,8 @@ TYPES = (
     "lesson_pinned",
     "lesson_unpinned",
     "lesson_demoted",
-    "lessons_pruned",
-    "error_recall",
-    "domain_recall",
-    "lessons_used",
-    "subject_forgotten",
 )
+TYPES = (*LIFE_TYPES, "lessons_pruned", *RECALL_USES, "subject_forgotten")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 from memtape.ledger.errors import InvalidEvent, LedgerError
 from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.store import Store
-from memtape.projections.cache.materialize import resolve_seq
+from memtape.projections.cache.materialize import changed_between, resolve_seq
 from memtape.projections.folds import runs as runs_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.credit import ItemCredit
@@ -363,8 +363,21 @@ def _trajectories(view: MemoryView) -> dict[str, Any]:
     return {t.trajectory_id: t for t in view.trajectories()}
 
 
+#: what `memory_diff` reads, per projection: the field (and, True, when an item there is known by
+#: its inner key under any outer key: a trajectory by its id, whichever host holds it). Every
+#: change it lists compares one item at `before` with the same item at `after`, so two states
+#: holding only the items whose version differs (`changed_between`) give the same changes
+DIFFED: dict[str, tuple[str, bool]] = {
+    "lessons": ("lessons", False),
+    "knowledge": ("current", False),
+    "trajectories": ("by_domain", True),
+    "runs": ("runs", False),
+    "selectors": ("by_domain", False),
+}
+
+
 def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
-    """What memory gained, lost, promoted and decayed from `before` to `after`."""
+    """What memory gained, lost, promoted and decayed from `before` to `after` (the `DIFFED` fields)."""
     out: list[Change] = []
     a, b = before.state.lessons.lessons, after.state.lessons.lessons
     for lid, l in b.items():
@@ -486,6 +499,10 @@ def diff_between(
             f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
             "a diff runs forward; swap them"
         )
+    if projections_path is not None:
+        changed = changed_between(store, Path(projections_path), policy, start, end, DIFFED)
+        if changed is not None:
+            return memory_diff(MemoryView(changed[0], policy), MemoryView(changed[1], policy))
     from_seq, to_seq = start, end
     view = MemoryView.open(store, projections_path, policy, lend=True)  # read only: the kept states serve
     return memory_diff(

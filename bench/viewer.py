@@ -10,8 +10,8 @@ it measures.
 
 | page | the reads it makes |
 |---|---|
-| `/ui/` | `state("runs")`, `state("lessons")`, `state("tier1")` |
-| `/ui/runs/RUN` | `audit(RUN)`, `state` of lessons, facts, trajectories, patterns |
+| `/ui/` | `count("runs")`, `state("runs", limit=50)`, `state("lessons")`, `state("tier1")` |
+| `/ui/runs/RUN` | `audit(RUN)`, `state(KIND, run=RUN)` of lessons, facts, trajectories, patterns |
 | `/ui/runs/RUN/steps/N` | `audit(RUN, step=N)`, `audit(RUN)` |
 | `/ui/items/LESSON` | `explain(LESSON)` |
 | `/ui/diff?from=S&to=RUN` | `diff(S, RUN)` (S: the seq before the run started) |
@@ -42,10 +42,10 @@ import memtape
 from bench import Figure, memory_command, ms, over_memory, served, show
 from devtools.synthetic import ensure_memory
 from memtape.viewer.gate import COOKIE, session_value
+from memtape.viewer.pages import PAGE_SIZE, TAUGHT
 
 BENCH = "viewer"
 AIM_MS = {100_000: 300.0, 1_000_000: 1000.0}
-TAUGHT = ("lessons", "facts", "trajectories", "patterns")
 
 
 def _pages(mem: Any) -> dict[str, tuple[str, Callable[[Any], Any]]]:
@@ -59,8 +59,11 @@ def _pages(mem: Any) -> dict[str, tuple[str, Callable[[Any], Any]]]:
     lesson = max(mem.state("lessons"), key=lambda l: l.use_count).lesson_id
     word = "click"
     return {
-        "runs": ("/ui/", lambda m: [m.state(k) for k in ("runs", "lessons", "tier1")]),
-        "run": (f"/ui/runs/{run}", lambda m: [m.audit(run), *(m.state(k) for k in TAUGHT)]),
+        "runs": (
+            "/ui/",
+            lambda m: [m.count("runs"), m.state("runs", limit=PAGE_SIZE), m.state("lessons"), m.state("tier1")],
+        ),
+        "run": (f"/ui/runs/{run}", lambda m: [m.audit(run), *(m.state(k, run=run) for k in TAUGHT)]),
         "step": (f"/ui/runs/{run}/steps/{step}", lambda m: [m.audit(run, step=step), m.audit(run)]),
         "item": (f"/ui/items/{lesson}", lambda m: m.explain(lesson)),
         "diff": (f"/ui/diff?from={before}&to={run}", lambda m: m.diff(before, run)),

@@ -41,7 +41,7 @@ from memtape.projections.records import (
     Trajectory,
 )
 from memtape.projections.search import SearchResult
-from memtape.projections.state_rows import STATE_KINDS
+from memtape.projections.state_rows import OUTCOMES, STATE_KINDS
 
 
 def one_of(values: tuple[str, ...]) -> WithJsonSchema:
@@ -57,6 +57,10 @@ LessonCategory = Annotated[str, one_of(CALLER_CATEGORIES)]
 FactKind = Annotated[str, one_of(get_args(FactType))]
 #: a projection `mem.state` lists
 StateKind = Annotated[str, one_of(STATE_KINDS)]
+#: the outcome `mem.state` keeps of runs and sessions (none: every one)
+Outcome = Annotated[
+    str | None, WithJsonSchema({"anyOf": [{"type": "string", "enum": list(OUTCOMES)}, {"type": "null"}]})
+]
 
 
 class Body(BaseModel):
@@ -641,6 +645,10 @@ StateRows = (
 
 class StateItems(Answer):
     items: StateRows
+
+
+class StateCount(Answer):
+    count: int = Field(description="How many records `state` lists for the same kind and filters, before paging.")
 
 
 class Changes(Answer):

@@ -81,6 +81,7 @@ from memtape.face_models import (
     Lessons,
     LoopWarnings,
     ObservedFact,
+    Outcome,
     PageMapBody,
     PageMaps,
     PageSummary,
@@ -109,6 +110,7 @@ from memtape.face_models import (
     SnapshotBody,
     Snapshots,
     StartedRun,
+    StateCount,
     StateItems,
     StateKind,
     StateRows,
@@ -826,10 +828,22 @@ OPERATIONS: list[Operation] = [
         "GET /state/{kind}",
         "One projection's records (lessons, tier1, facts, sessions, selectors, trajectories, runs, "
         "short-term, patterns, context, snapshots, sitemap, scratch, page-maps, credit), now or at seq / "
-        "ISO time `as_of`, of one `domain` and one `run` when given.",
+        "ISO time `as_of`, of one `domain` and one `run` (its own state, or what it taught) when given; "
+        "runs and sessions of one `session` and `outcome` (running, success, failed). `limit` (1 to "
+        "10000) rows from `offset`: a page of the list as ordered (runs newest first); `count` gives the total.",
         answer=StateRows,
         tool_answer=StateItems,
-        schemas={"kind": StateKind},
+        schemas={"kind": StateKind, "outcome": Outcome},
+    ),
+    Operation(
+        "count",
+        Memory.count,
+        "read",
+        "GET /state/{kind}/count",
+        "How many records `state` lists for the same kind and filters, before paging: the N of a page's '51-100 of N'.",
+        answer=StateCount,
+        reply=lambda total: StateCount(count=total),
+        schemas={"kind": StateKind, "outcome": Outcome},
     ),
     Operation(
         "diff",

@@ -2,7 +2,7 @@
 
 Library functions (the CLI only renders their results):
 
-    state_items(view, "tier1")                  -> list of records
+    state_page(view, "runs", limit=50).rows      -> the 50 newest runs (.total: how many)
     memory_diff(view.as_of(10), view.as_of(50))  -> list of changes
 """
 
@@ -13,9 +13,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from memtape.ledger.errors import LedgerError
+from memtape.ledger.errors import InvalidEvent, LedgerError
+from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.store import Store
-from memtape.projections.cache.materialize import resolve_seq
+from memtape.projections.cache.materialize import changed_between, resolve_seq
+from memtape.projections.folds import runs as runs_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.credit import ItemCredit
 from memtape.projections.folds.knowledge import Fact
@@ -160,7 +162,7 @@ StateRow = (
 )
 
 
-def listed(lessons: list[LessonEntry]) -> list[ListedLesson]:
+def listed(lessons: Sequence[LessonEntry]) -> list[ListedLesson]:
     return [
         ListedLesson(
             **{f.name: getattr(les, f.name) for f in fields(LessonEntry)}, instruction_like=instruction_like(les.lesson)
@@ -169,42 +171,158 @@ def listed(lessons: list[LessonEntry]) -> list[ListedLesson]:
     ]
 
 
-def state_items(view: MemoryView, kind: str, domain: str | None = None, run: str | None = None) -> Sequence[StateRow]:
-    """The records of one projection kind, optionally for one domain (subdomains included) and,
-    for the per-run kinds (short-term, context, snapshots, scratch, page-maps, runs), one run."""
-    if kind == "lessons":
-        return listed(view.lessons(domain))
-    if kind == "tier1":
-        return listed(view.tier1())
-    if kind == "facts":
-        doms = [domain] if domain else sorted(view.state.knowledge.current.keys() | view.state.knowledge.closed.keys())
-        return [f for d in doms for f in view.facts(d, include_closed=True)]
-    if kind == "sessions":
-        doms = [domain] if domain else sorted(view.state.sessions.by_domain)
-        return [s for d in doms for s in view.sessions(d)]
-    if kind == "selectors":
-        return view.selectors(domain)
-    if kind == "trajectories":
-        return view.trajectories(domain)
+#: a run's outcome as `state runs|sessions --outcome` keeps it (a session entry is a finished run)
+OUTCOMES: tuple[str, ...] = ("running", "success", "failed")
+#: the run status each outcome is
+_STATUS = {"running": "running", "success": "completed", "failed": "failed"}
+#: the most rows one page of `state` holds (the whole list: no limit)
+MAX_PAGE = 10_000
+#: kinds whose records belong to a session and end in an outcome (`session`, `outcome` filter them)
+SESSION_KINDS = ("runs", "sessions")
+#: kinds whose records name no run (`run` cannot filter them)
+RUNLESS_KINDS = ("sitemap",)
+#: the field naming the run that taught a record of each kind (`state KIND --run`): the kinds that
+#: hold what runs learned, beside those of one run's own state (short-term, context, ...)
+TAUGHT_BY: dict[str, str] = {
+    "lessons": "taught_by_run",
+    "tier1": "taught_by_run",
+    "facts": "first_run",
+    "selectors": "first_run",
+    "trajectories": "run_id",
+    "patterns": "first_run",
+    "sessions": "run_id",
+}
+
+
+def check_selection(
+    kind: str, session: str | None, outcome: str | None, run: str | None, limit: int | None, offset: int
+) -> None:
+    """Refuse, in one line, a filter the kind's records do not carry and a page that is not one:
+    the same check for every face (the CLI calls `open_state`, the others `Memory.state`)."""
+    for name, value in (("session", session), ("outcome", outcome)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidEvent(f"{name} must be a string, got {type(value).__name__}")
+        if value is not None and kind not in SESSION_KINDS:
+            raise InvalidEvent(f"{name} filters {' and '.join(SESSION_KINDS)}, not {kind}")
+    if outcome is not None and outcome not in OUTCOMES:
+        raise InvalidEvent(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r:.60}")
+    if run is not None and kind in RUNLESS_KINDS:
+        raise InvalidEvent(f"run cannot filter {kind}: its records name no run")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
+        raise InvalidEvent(f"limit must be a whole number from 1 to {MAX_PAGE}, got {limit!r:.60}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= INT64_MAX:
+        raise InvalidEvent(f"offset must be a whole number from 0 to 2**63-1, got {offset!r:.60}")
+
+
+def _runs(
+    view: MemoryView, run: str | None, session: str | None, domain: str | None, outcome: str | None, first: int | None
+) -> tuple[list[RunManifest], int]:
+    """(the first `first` runs the filters keep, newest first; how many they keep): only what a
+    page shows is ordered."""
+    status = _STATUS[outcome] if outcome is not None else None
+    kept = [r for r in runs_mod.matching(view.state.runs, session, domain, status) if run is None or r.run_id == run]
+    return runs_mod.ordered(kept, first), len(kept)
+
+
+def _selected(
+    view: MemoryView,
+    kind: str,
+    domain: str | None,
+    run: str | None,
+    session: str | None,
+    outcome: str | None,
+    first: int | None,
+) -> tuple[Sequence[Any], int]:
+    """(the records of one projection kind that the filters keep, in the order `state` lists them,
+    at least the `first` of them, as the projection holds them (lessons not yet `listed`: only a
+    page of them is); how many the filters keep)."""
     if kind == "runs":
-        return [r for r in view.runs(domain=domain) if run is None or r.run_id == run]
-    if kind == "short-term":
-        return view.short_terms(run, domain)
-    if kind == "patterns":
-        return view.patterns(domain)
-    if kind == "context":
-        return view.context(run, domain)
-    if kind == "snapshots":
-        return view.snapshots(run, domain)
-    if kind == "sitemap":
-        return view.sitemap_pages(domain)
-    if kind == "scratch":
-        return view.scratch_entries(run, domain)
-    if kind == "page-maps":
-        return view.page_map_entries(run, domain)
+        return _runs(view, run, session, domain, outcome, first)
+    records = _kept(view, kind, domain, run, session, outcome)
+    return records, len(records)
+
+
+def _kept(
+    view: MemoryView, kind: str, domain: str | None, run: str | None, session: str | None, outcome: str | None
+) -> Sequence[Any]:
     if kind == "credit":
         return [c for c in view.credit() if run is None or run in c.runs]
-    raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
+    records: Sequence[Any]
+    if kind == "lessons":
+        records = view.lessons(domain)
+    elif kind == "tier1":
+        records = view.tier1()
+    elif kind == "facts":
+        doms = [domain] if domain else sorted(view.state.knowledge.current.keys() | view.state.knowledge.closed.keys())
+        records = [f for d in doms for f in view.facts(d, include_closed=True)]
+    elif kind == "sessions":
+        doms = [domain] if domain else sorted(view.state.sessions.by_domain)
+        records = [
+            s
+            for d in doms
+            for s in view.sessions(d)
+            if (session is None or s.session_id == session)
+            and (outcome is None or ("success" if s.success else "failed") == outcome)
+        ]
+    elif kind == "selectors":
+        records = view.selectors(domain)
+    elif kind == "trajectories":
+        records = view.trajectories(domain)
+    elif kind == "short-term":
+        return view.short_terms(run, domain)
+    elif kind == "patterns":
+        records = view.patterns(domain)
+    elif kind == "context":
+        return view.context(run, domain)
+    elif kind == "snapshots":
+        return view.snapshots(run, domain)
+    elif kind == "sitemap":
+        return view.sitemap_pages(domain)
+    elif kind == "scratch":
+        return view.scratch_entries(run, domain)
+    elif kind == "page-maps":
+        return view.page_map_entries(run, domain)
+    else:
+        raise LedgerError(f"unknown state {kind!r}: choose from {', '.join(STATE_KINDS)}")
+    if run is None:
+        return records
+    field = TAUGHT_BY[kind]
+    return [r for r in records if getattr(r, field) == run]
+
+
+@dataclass(frozen=True)
+class StatePage:
+    """A read of `state`: the rows (one page of them when a limit or an offset was given), the
+    ledger head they were read at, and how many records the filters kept before paging (for a
+    page's "51-100 of N")."""
+
+    head: int
+    rows: Sequence[StateRow]
+    total: int
+
+
+def state_page(
+    view: MemoryView,
+    kind: str,
+    domain: str | None = None,
+    run: str | None = None,
+    session: str | None = None,
+    outcome: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> StatePage:
+    """The records of one projection kind, optionally of one domain (subdomains included), of one
+    run (a per-run kind's state of that run; for lessons, facts, selectors, trajectories, patterns
+    and sessions, what that run taught; the credit measured on it) and, for runs and sessions, of
+    one session and one outcome; then `limit` of them from `offset` (the slice `[offset:offset +
+    limit]` of the whole list). Only the page is turned into the records `state` answers: a page
+    of 50 of 33,000 runs costs the filter, not 33,000 conversions."""
+    check_selection(kind, session, outcome, run, limit, offset)
+    end = None if limit is None else offset + limit
+    records, total = _selected(view, kind, domain, run, session, outcome, end)
+    page = records if end is None and not offset else records[offset:end]
+    rows = listed(page) if kind in ("lessons", "tier1") else page
+    return StatePage(view.head, rows, total)
 
 
 def open_state(
@@ -215,10 +333,16 @@ def open_state(
     as_of: int | str | None = None,
     policy: Thresholds = DEFAULT_POLICY,
     run: str | None = None,
-) -> tuple[int, Sequence[StateRow]]:
-    """(head, records) for `memtape state`: catch up, optionally go back in time, list."""
+    *,
+    session: str | None = None,
+    outcome: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> StatePage:
+    """`memtape state` and `mem.state`: catch up, optionally go back in time, list a page."""
+    check_selection(kind, session, outcome, run, limit, offset)  # before anything is read
     view = MemoryView.open(store, projections_path, policy, as_of=as_of, lend=True)
-    return view.head, state_items(view, kind, domain, run)
+    return state_page(view, kind, domain, run, session, outcome, limit, offset)
 
 
 @dataclass(frozen=True)
@@ -239,8 +363,21 @@ def _trajectories(view: MemoryView) -> dict[str, Any]:
     return {t.trajectory_id: t for t in view.trajectories()}
 
 
+#: what `memory_diff` reads, per projection: the field (and, True, when an item there is known by
+#: its inner key under any outer key: a trajectory by its id, whichever host holds it). Every
+#: change it lists compares one item at `before` with the same item at `after`, so two states
+#: holding only the items whose version differs (`changed_between`) give the same changes
+DIFFED: dict[str, tuple[str, bool]] = {
+    "lessons": ("lessons", False),
+    "knowledge": ("current", False),
+    "trajectories": ("by_domain", True),
+    "runs": ("runs", False),
+    "selectors": ("by_domain", False),
+}
+
+
 def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
-    """What memory gained, lost, promoted and decayed from `before` to `after`."""
+    """What memory gained, lost, promoted and decayed from `before` to `after` (the `DIFFED` fields)."""
     out: list[Change] = []
     a, b = before.state.lessons.lessons, after.state.lessons.lessons
     for lid, l in b.items():
@@ -362,6 +499,10 @@ def diff_between(
             f"the diff starts at {from_seq} (seq {start}), after its end at {to_seq} (seq {end}): "
             "a diff runs forward; swap them"
         )
+    if projections_path is not None:
+        changed = changed_between(store, Path(projections_path), policy, start, end, DIFFED)
+        if changed is not None:
+            return memory_diff(MemoryView(changed[0], policy), MemoryView(changed[1], policy))
     from_seq, to_seq = start, end
     view = MemoryView.open(store, projections_path, policy, lend=True)  # read only: the kept states serve
     return memory_diff(

@@ -72,7 +72,7 @@ def test_a_catch_up_after_a_read_decodes_nothing_it_kept(fresh_ledger, memory_pa
     fresh_ledger.append([fact("v8", "bing.com", key="k_newer")])
     assert _decoded_during(lambda: materialize.caught_up(fresh_ledger, path)) == []  # the folded one stays kept
     assert MemoryView.open(fresh_ledger, path).digests() == _full(fresh_ledger)
-    _, facts = open_state(fresh_ledger, path, "facts", domain="bing.com")
+    facts = open_state(fresh_ledger, path, "facts", domain="bing.com").rows
     assert any(f.key == "k_newer" and f.value == "v8" for f in facts)
 
 
@@ -131,7 +131,7 @@ def test_states_kept_are_not_used_once_another_process_caught_the_file_up(fresh_
     fresh_ledger.append([fact("v9", "google.com", key="k_new")])
     assert "knowledge" in _decoded_during(lambda: materialize.caught_up(fresh_ledger, path))
     assert MemoryView.open(fresh_ledger, path).digests() == _full(fresh_ledger)
-    _, facts = open_state(fresh_ledger, path, "facts", domain="yahoo.com")
+    facts = open_state(fresh_ledger, path, "facts", domain="yahoo.com").rows
     assert any(f.key == "k_other" for f in facts)
 
 
@@ -147,7 +147,7 @@ def test_a_large_state_is_left_at_its_seq_and_read_forward(fresh_ledger, memory_
         kept.drop(path)  # a reader in another process: nothing kept
         assert MemoryView.open(fresh_ledger, path).digests() == _full(fresh_ledger)
         kept.drop(path)
-        _, facts = open_state(fresh_ledger, path, "facts", domain="google.com")
+        facts = open_state(fresh_ledger, path, "facts", domain="google.com").rows
         assert any(f.key == "k_new" for f in facts)
         with mock.patch.object(materialize, "SNAPSHOT_EVERY", 1):  # due after one event
             fresh_ledger.append([fact("v5", "google.com", key="k_due")])

@@ -60,6 +60,7 @@ LISTED = {
     "step_memories": "step_memories",
     "loop_warnings": "warnings",
     "state": "items",
+    "count": "count",
     "diff": "changes",
     "prompt_context": "context",
     "relevant_context": "context",

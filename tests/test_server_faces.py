@@ -54,6 +54,7 @@ PATH_FIELDS = ("kind", "run_id", "item", "key")
 CALLERS_OWN = {"get_scratch": "default"}
 #: answers that come as one object holding the library's value
 UNWRAPPED = {
+    "count": "count",
     "get_scratch": "value",
     "abandon_stale_runs": "abandoned",
     "infer_context": "recorded",

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+import memtape
 from devtools.viewer_sample import Sample, build
 from memtape.agent.browser import CHROMIUM, LAUNCH_FLAGS
+from memtape.viewer.pages import PAGE_SIZE
 from tests.server_support import Served, live_server
 
 pytestmark = pytest.mark.browser
@@ -208,3 +210,52 @@ def test_no_token_serves_the_viewer_to_this_machine(tmp_path: Path, chromium: Br
             assert answer is not None and answer.status == 200 and sample.learner in page.content()
         finally:
             page.close()
+
+
+def test_the_runs_list_pages_by_its_links_its_keys_and_its_filters(tmp_path: Path, chromium: Browser) -> None:
+    """More runs than a page: "1–50 of N", next and previous by link and by key, a filter (a link in
+    a row, the outcome chosen in the form) paging the matches only."""
+    where, extra = tmp_path / "memory", 12
+    with memtape.open(where) as mem:
+        for i in range(PAGE_SIZE + extra):
+            run = mem.start_run(goal=f"paged task {i}", start_url="https://paged.test/", session_id=f"s{i % 3}")
+            run.finish(success=i % 2 == 0)
+    total = PAGE_SIZE + extra
+    with live_server(where) as served:
+        ctx = chromium.new_context(viewport={"width": 1280, "height": 800})
+        try:
+            page, trouble = watched(ctx)
+            page.goto(f"{served.base}/ui/?token={served.token}")
+            rows = page.locator("table.rows tbody tr")
+            assert rows.count() == PAGE_SIZE and f"paged task {total - 1}" in rows.first.inner_text()
+            assert f"1–{PAGE_SIZE} of {total}" in page.locator("p.span").inner_text()
+            page.get_by_role("link", name="next →").click()
+            page.wait_for_url("**/ui/?page=2")
+            assert rows.count() == extra and f"paged task {extra - 1}" in rows.first.inner_text()
+            assert f"{PAGE_SIZE + 1}–{total} of {total}" in page.locator("nav.pager").inner_text()
+            assert page.get_by_role("link", name="next →").count() == 0
+            page.keyboard.press("p")
+            page.wait_for_url("**/ui/?page=1")
+            page.keyboard.press("n")
+            page.wait_for_url("**/ui/?page=2")
+            page.keyboard.press("j")
+            page.keyboard.press("Enter")  # keys still open a row's run
+            page.wait_for_url("**/ui/runs/run_*")
+            page.go_back()
+            page.get_by_role("link", name="s1", exact=True).first.click()  # a row's session filters the list
+            page.wait_for_url("**/ui/?session=s1")
+            in_s1 = [i for i in range(total) if i % 3 == 1]
+            assert (
+                rows.count() == len(in_s1) and f"1–{len(in_s1)} of {len(in_s1)}" in page.locator("p.span").inner_text()
+            )
+            page.get_by_label("Outcome").select_option("failed")
+            page.get_by_role("button", name="Filter").click()
+            page.wait_for_url("**/ui/?site=&session=s1&outcome=failed")
+            failed = [i for i in in_s1 if i % 2 == 1]
+            assert (
+                rows.count() == len(failed)
+                and f"1–{len(failed)} of {len(failed)}" in page.locator("p.span").inner_text()
+            )
+            assert trouble == []
+        finally:
+            ctx.close()

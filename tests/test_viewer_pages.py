@@ -192,30 +192,40 @@ def test_the_viewer_only_reads(http: TestClient, memory: Memory, sample: Any) ->
     assert head(memory) == before  # no page logs an event (no page recalls)
 
 
-def test_paging_and_filtering_the_runs_reads_memory_once_a_head(http: TestClient, memory: Memory) -> None:
-    """The list of runs, each filter of it and the funnel are kept while the head stays: another page
-    or the same filter again asks the library nothing; a write in between drops what was kept."""
-    asked: list[str] = []
-    real = memory.state
+def test_a_page_of_runs_is_one_paged_read_kept_while_the_head_stays(http: TestClient, memory: Memory) -> None:
+    """The list of runs asks the library for the page it shows (`state` with limit and offset, the
+    filters in the read) and for the count of the list; the same page again, a page past the last
+    (the last) or going back asks nothing while the head stays; a write in between drops what was kept."""
+    asked: list[tuple[Any, ...]] = []
+    real_state, real_count = memory.state, memory.count
 
     def state(kind: str, *args: Any, **kwargs: Any) -> Any:
-        asked.append(kind)
-        return real(kind, *args, **kwargs)
+        asked.append(("state", kind, kwargs))
+        return real_state(kind, *args, **kwargs)
+
+    def count(kind: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(("count", kind, kwargs))
+        return real_count(kind, *args, **kwargs)
 
     memory.start_run(goal="paging moves the head", start_url="https://paging.test/").finish(success=True)
+    every = {"domain": None, "session": None, "outcome": None}
+    success = every | {"outcome": "success"}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(memory, "state", state)
+        patch.setattr(memory, "count", count)
         for path in ("/ui/", "/ui/?page=2", "/ui/?outcome=success", "/ui/?outcome=success&page=3", "/ui/"):
             assert http.get(path, headers=logged_in(http)).status_code == 200
-        assert sorted(asked) == ["lessons", "runs", "tier1"]
+        assert [a for a in asked if a[1] == "runs"] == [
+            ("count", "runs", every),
+            ("state", "runs", every | {"run": None, "limit": pages.PAGE_SIZE, "offset": 0}),
+            ("count", "runs", success),
+            ("state", "runs", success | {"run": None, "limit": pages.PAGE_SIZE, "offset": 0}),
+        ]
+        assert sorted(a[1] for a in asked if a[1] != "runs") == ["lessons", "tier1"]  # the funnel, once
         memory.start_run(goal="paging moves the head again", start_url="https://paging.test/").finish(success=True)
+        asked.clear()
         assert "paging moves the head again" in http.get("/ui/", headers=logged_in(http)).text
-        assert sorted(asked) == ["lessons", "lessons", "runs", "runs", "tier1", "tier1"]
-    reads = pages.Reads(memory)  # the filtered list itself is kept, not built again for every page
-    listed = pages.runs(reads, result="success")[0]
-    assert pages.runs(reads, result="success")[0] is listed and pages.funnel(reads) is pages.funnel(reads)
-    memory.start_run(goal="paging moves the head once more", start_url="https://paging.test/").finish(success=True)
-    assert pages.runs(reads, result="success")[0] is not listed
+        assert [a[:2] for a in asked if a[1] == "runs"] == [("count", "runs"), ("state", "runs")]
 
 
 text = st.text(st.characters(codec="utf-8"), max_size=300) | st.sampled_from(

@@ -80,8 +80,11 @@ def rebuild(projection: tuple[str, ...]) -> None:
     "run",
     default=None,
     metavar="RUN",
-    help="Only this run (runs, short-term, context, snapshots, scratch, page-maps).",
+    help="Only this run: its own state (runs, short-term, context, snapshots, scratch, page-maps), what it "
+    "taught (lessons, tier1, facts, selectors, trajectories, patterns, sessions), the credit measured on it.",
 )
+@click.option("--session", default=None, metavar="SESSION", help="Only this session's (runs, sessions).")
+@click.option("--outcome", default=None, metavar="OUTCOME", help="Only running, success or failed (runs, sessions).")
 @click.option(
     "--as-of",
     "as_of",
@@ -89,17 +92,51 @@ def rebuild(projection: tuple[str, ...]) -> None:
     metavar="SEQ|ISO-TIME",
     help="Memory as the ledger knew it at this seq or recorded time.",
 )
+@click.option("--limit", type=int, default=None, metavar="N", help="At most N rows (1 to 10000): one page of the list.")
+@click.option(
+    "--offset", type=int, default=0, metavar="N", help="Skip the first N rows (with --limit: the page after)."
+)
 @listing_options(json_help="Same as --format json: an array with every field (the table shows the main ones).")
 @allow_broken_option
-def state(kind: str, domain: str | None, run: str | None, as_of: str | None, fmt: str, out: str | None) -> None:
-    """Show one projection's current (or past) state.
+def state(
+    kind: str,
+    domain: str | None,
+    run: str | None,
+    session: str | None,
+    outcome: str | None,
+    as_of: str | None,
+    limit: int | None,
+    offset: int,
+    fmt: str,
+    out: str | None,
+) -> None:
+    """Show one projection's current (or past) state, or a page of it.
 
-    Example: memtape state lessons --domain amazon.com --as-of 2026-03-01T00:00:00Z
+    Example: memtape state runs --outcome failed --limit 50 --offset 50
     """
     s = current_settings()
-    head, items = open_state(s.store(), s.projections_path, kind, domain, _as_of(as_of), run=run)
-    where = ", ".join(x for x in (domain, run) if x)
-    emit(_report(f"{kind} at seq {head}" + (f" ({where})" if where else ""), COLUMNS[kind], items, fmt), fmt, out)
+    page = open_state(
+        s.store(),
+        s.projections_path,
+        kind,
+        domain,
+        _as_of(as_of),
+        run=run,
+        session=session,
+        outcome=outcome,
+        limit=limit,
+        offset=offset,
+    )
+    where = ", ".join(x for x in (domain, run, session, outcome) if x)
+    title = f"{kind} at seq {page.head}" + (f" ({where})" if where else "")
+    if limit is not None or offset:
+        title += f": {_span(offset, len(page.rows), page.total)}"
+    emit(_report(title, COLUMNS[kind], page.rows, fmt), fmt, out)
+
+
+def _span(offset: int, shown: int, total: int) -> str:
+    """Which rows a page holds, as a person reads it: "51-100 of 3,410"."""
+    return f"{offset + 1:,}-{offset + shown:,} of {total:,}" if shown else f"none of {total:,}"
 
 
 @click.command()

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memtape.api import Memory, MemtapeError
 from memtape.ledger.errors import UnknownItem
+from memtape.projections.state_rows import OUTCOMES
 from memtape.viewer import charts, pages
 from memtape.viewer.gate import COOKIE, SecurityHeaders, judge
 
@@ -113,14 +114,11 @@ def viewer_app(memory: Memory, token: str | None) -> ASGIApp:
     async def index(request: Request) -> Response:
         site, session, result = _one(request, "site"), _one(request, "session"), _one(request, "outcome")
         number = pages.page_number(_one(request, "page"))
-        shown, sites, sessions = pages.runs(reads, site=site or None, session=session or None, result=result or None)
         return render(
             "runs.html",
             title="Runs",
-            page=pages.paged(shown, number),
-            sites=sites,
-            sessions=sessions,
-            outcomes=pages.OUTCOMES,
+            page=pages.runs(reads, number, site=site or None, session=session or None, result=result or None),
+            outcomes=OUTCOMES,
             filters={"site": site, "session": session, "outcome": result},
             funnel=charts.funnel(pages.funnel(reads)),
         )

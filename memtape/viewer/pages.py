@@ -1,7 +1,8 @@
 """What each page of the viewer shows, read through the public API only (`Memory.state`, `audit`,
 `explain`, `diff`): the same answers the HTTP API and MCP give, shaped for a person to look at.
 
-Long lists are cut into pages of `PAGE_SIZE` (`paged`); every function here returns plain data the
+Long lists are cut into pages of `PAGE_SIZE`: the runs by the library (`state(limit=, offset=)`),
+a run's steps and an item's life, read whole, here (`paged`); every function here returns plain data the
 templates render (autoescaped), and raises the library's own errors (an unknown run or item is
 `UnknownItem`, a 404) for the app to show in one line.
 """
@@ -56,8 +57,32 @@ class Reads:
     def policy(self) -> Any:
         return self.memory.policy
 
-    def state(self, kind: str) -> list[dict[str, Any]]:
-        return self._kept(("state", kind), lambda: plain(self.memory.state(kind)))
+    def state(
+        self,
+        kind: str,
+        *,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """`Memory.state` as JSON gives it: a whole kind, or the page of it a list shows."""
+        asked = {"domain": domain, "run": run, "session": session, "outcome": outcome}
+        return self._kept(
+            ("state", kind, *asked.values(), limit, offset),
+            lambda: plain(self.memory.state(kind, **asked, limit=limit, offset=offset)),
+        )
+
+    def count(
+        self, kind: str, *, domain: str | None = None, session: str | None = None, outcome: str | None = None
+    ) -> int:
+        """`Memory.count`: how many rows the same `state` read lists in all (a list's "of N")."""
+        return self._kept(
+            ("count", kind, domain, session, outcome),
+            lambda: self.memory.count(kind, domain=domain, session=session, outcome=outcome),
+        )
 
     def audit(self, run_id: str, step: int | None = None) -> dict[str, Any]:
         return self._kept(("audit", run_id, step), lambda: self.memory.audit(run_id, step=step))
@@ -72,28 +97,27 @@ class Reads:
         """item id -> what `memtape credit` measured it to be worth (over the runs it was credited on)."""
         return self._kept(("credit",), lambda: {c["item"]: c for c in plain(self.memory.state("credit"))})
 
-    def runs(
-        self, site: str | None, session: str | None, result: str | None
-    ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-        """The list of runs as filtered (see `runs`), kept: paging it reads nothing again."""
-        return self._kept(("runs", site, session, result), lambda: _runs(self, site, session, result))
-
     def funnel(self) -> list[tuple[str, int]]:
         return self._kept(("funnel",), lambda: _funnel(self))
-
-    def taught(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        """run id -> what memory holds now that the run taught (one pass over four projections)."""
-        return self._kept(("taught",), lambda: _taught(self))
 
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a long list: its rows, its number (from 1), how many pages, how many rows."""
+    """One page of a long list: its rows, its number (from 1), how many pages, how many rows in all,
+    and where its rows start in the list (from 0)."""
 
     rows: Sequence[Any]
     number: int
     pages: int
     total: int
+    start: int = 0
+
+    @property
+    def span(self) -> str:
+        """The rows it holds, as a person reads them: "51–100 of 3,410"."""
+        if not self.rows:
+            return f"none of {self.total:,}"
+        return f"{self.start + 1:,}–{self.start + len(self.rows):,} of {self.total:,}"
 
 
 def page_number(raw: str | None) -> int:
@@ -105,11 +129,18 @@ def page_number(raw: str | None) -> int:
     return int(raw)
 
 
+def last_page(total: int, number: int, size: int = PAGE_SIZE) -> tuple[int, int]:
+    """(page number, pages) of a list of `total` rows: a page past the last is the last, so a stale
+    link still shows rows."""
+    pages = max(1, -(-total // size))
+    return min(number, pages), pages
+
+
 def paged(rows: Sequence[Any], number: int, size: int = PAGE_SIZE) -> Page:
-    """Page `number` of `rows` (a page past the last is the last, so a stale link still shows rows)."""
-    pages = max(1, -(-len(rows) // size))
-    number = min(number, pages)
-    return Page(rows[(number - 1) * size : number * size], number, pages, len(rows))
+    """Page `number` of `rows` read whole (a run's steps, an item's life)."""
+    number, pages = last_page(len(rows), number, size)
+    start = (number - 1) * size
+    return Page(rows[start : start + size], number, pages, len(rows), start)
 
 
 def outcome(run: dict[str, Any]) -> str:
@@ -119,32 +150,23 @@ def outcome(run: dict[str, Any]) -> str:
     return "success" if run.get("success") else "failed"
 
 
-OUTCOMES = ("running", "success", "failed")
-
-
 def runs(
-    reads: Reads, *, site: str | None = None, session: str | None = None, result: str | None = None
-) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """(runs newest first, filtered; every site; every session) for the list of runs."""
-    if result is not None and result not in OUTCOMES:
-        raise MemtapeError(f"outcome must be one of {', '.join(OUTCOMES)}, got {result[:40]!r}")
-    return reads.runs(site, session, result)
-
-
-def _runs(
-    reads: Reads, site: str | None, session: str | None, result: str | None
-) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    every = reads.state("runs")
-    sites = sorted({r["domain"] for r in every if r.get("domain")})
-    sessions = sorted({r["session_id"] for r in every if r.get("session_id")})
-    shown = [
-        dict(r, outcome=outcome(r))
-        for r in every
-        if (site is None or r.get("domain") == site)
-        and (session is None or r.get("session_id") == session)
-        and (result is None or outcome(r) == result)
-    ]
-    return shown, sites, sessions
+    reads: Reads,
+    number: int = 1,
+    *,
+    site: str | None = None,
+    session: str | None = None,
+    result: str | None = None,
+) -> Page:
+    """Page `number` of the runs, newest first, of one site (and its subdomains), session and
+    outcome when given: the library filters and pages (`state("runs", limit=, offset=)`, `count`),
+    so a page reads its 50 runs, not every run."""
+    filters = {"domain": site, "session": session, "outcome": result}
+    total = reads.count("runs", **filters)
+    number, pages = last_page(total, number)
+    start = (number - 1) * PAGE_SIZE
+    rows = reads.state("runs", **filters, limit=PAGE_SIZE, offset=start)
+    return Page([dict(r, outcome=outcome(r)) for r in rows], number, pages, total, start)
 
 
 def funnel(reads: Reads) -> list[tuple[str, int]]:
@@ -174,24 +196,14 @@ def step_tokens(step: dict[str, Any]) -> int:
     return sum(int(p.get("total_tokens") or 0) for p in step.get("prompt", ()))
 
 
-#: where each kind of record names the run that taught it
-TAUGHT_BY = {"lessons": "taught_by_run", "facts": "first_run", "trajectories": "run_id", "patterns": "first_run"}
-
-
-def _taught(reads: Reads) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for kind, field in TAUGHT_BY.items():
-        for record in reads.state(kind):
-            run_id = record.get(field)
-            if run_id:
-                by_run.setdefault(run_id, {k: [] for k in TAUGHT_BY})[kind].append(record)
-    return by_run
+#: what a run taught that memory may hold, by kind (`state KIND --run RUN` reads a run's)
+TAUGHT = ("lessons", "facts", "trajectories", "patterns")
 
 
 def taught(reads: Reads, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """What memory holds now that run `run_id` taught: its lessons, facts, trajectory, and the
-    patterns first learned in it."""
-    return reads.taught().get(run_id) or {kind: [] for kind in TAUGHT_BY}
+    patterns first learned in it (each kind read for that run only)."""
+    return {kind: reads.state(kind, run=run_id) for kind in TAUGHT}
 
 
 def records_now(explained: dict[str, Any]) -> list[dict[str, Any]]:

@@ -569,6 +569,45 @@ def changed(blocks: Blocks, name: str, after: int, head: int) -> Iterator[list[t
         ]
 
 
+def between(
+    blocks: Blocks, name: str, field: str, lo: int, hi: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The items of one field of `name` whose version at seq `lo` is not their version at `hi`
+    (`lo` <= `hi`), as two lists of rows (`rows_during`'s shape): the versions valid at `lo` that
+    ended by `hi`, and those valid at `hi` that began after `lo`. No version overlaps another of
+    its item, so an item missing from both holds the same version at both seqs. Each list is one
+    walk of a seq index over (`lo`, `hi`]: what a diff reads grows with what changed between the
+    two seqs, not with the projection. Inner dicts (no value) are left out."""
+    conn = blocks.conn
+    ended = conn.execute(
+        f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_to WHERE projection = ? AND valid_to > ? "
+        "AND valid_to <= ? AND valid_from <= ? AND field = ? AND block IS NOT NULL",
+        (name, lo, hi, lo, field),
+    ).fetchall()
+    begun = conn.execute(
+        f"SELECT {_COLS} FROM _intervals INDEXED BY _intervals_from WHERE projection = ? AND valid_from > ? "
+        "AND valid_from <= ? AND valid_to > ? AND field = ? AND block IS NOT NULL",
+        (name, lo, hi, hi, field),
+    ).fetchall()
+    return resolved(blocks, ended), resolved(blocks, begun)
+
+
+def holding(blocks: Blocks, name: str, field: str, parts: Iterable[str], lo: int, hi: int) -> list[tuple[Any, ...]]:
+    """The versions of a depth-2 `field` whose inner key (k2) is one of `parts`, under any outer key,
+    valid at any seq from `lo` to `hi`: an item known by its id whatever the host it is filed under
+    (a trajectory). One walk of the field's stretch of the table's key, reading only the rows found."""
+    wanted = sorted(set(parts))
+    rows = []
+    for at in range(0, len(wanted), 500):
+        chunk = wanted[at : at + 500]
+        rows += blocks.conn.execute(
+            f"SELECT {_COLS} FROM _intervals WHERE projection = ? AND field = ? "
+            f"AND k2 IN ({', '.join('?' * len(chunk))}) AND +valid_from <= ? AND +valid_to > ?",
+            (name, field, *chunk, hi, lo),
+        ).fetchall()
+    return resolved(blocks, rows)
+
+
 def raw_from_rows(layout: dict[str, int], rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
     """The JSON shape of a state (as `encode` writes it) from interval rows, in the fold's order:
     by position (o1, o2), which puts an inner dict (o2 = 0) before its items (o2 = the seq-based

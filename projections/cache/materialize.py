@@ -741,6 +741,24 @@ class IndexedMemory:
             self.built[name] = (versions, state)
         return state
 
+    def between(self, lo: int, hi: int, fields: dict[str, tuple[str, bool]]) -> tuple[MemoryState, MemoryState]:
+        """Two partial states, at seq `lo` and at seq `hi` (`lo` <= `hi`), holding only the items of
+        `fields` (projection -> (its field, known by part)) whose version differs between them, in
+        the fold's order; every other item is the same at both and left out. An item known by part
+        is an inner key whatever outer key holds it (a trajectory id under any host): every version
+        of a changed one is read, so each side holds it under all the keys it had there."""
+        before, after = MemoryState.empty(fields), MemoryState.empty(fields)
+        for name, (field, by_part) in fields.items():
+            ended, begun = intervals.between(self.blocks, name, field, lo, hi)
+            if by_part and (ended or begun):
+                rows = intervals.holding(self.blocks, name, field, {r[2] for r in ended + begun}, lo, hi)
+                ended = [r for r in rows if intervals.valid(r, lo)]
+                begun = [r for r in rows if intervals.valid(r, hi)]
+            setattr(before, name, intervals.state_from_rows(name, ended))
+            setattr(after, name, intervals.state_from_rows(name, begun))
+        before.head, after.head = lo, hi
+        return before, after
+
     def events(self, types: Iterable[str], items: Iterable[str]) -> Iterator[RecordedEvent]:
         """The events of `types` that name any of `items` (`mentions` keys), in log order: those up
         to the head projections.db reached by its index, each through the store's verified read;
@@ -766,3 +784,15 @@ def indexed_memory(
     caught_up(store, path, policy)
     with readable(path) as cache:  # a connection of its own: no lock held while the caller reads
         yield IndexedMemory(cache, store, policy, window)
+
+
+def changed_between(
+    store: Store, path: Path, policy: Thresholds, lo: int, hi: int, fields: dict[str, tuple[str, bool]]
+) -> tuple[MemoryState, MemoryState] | None:
+    """`IndexedMemory.between` over projections.db caught up; None when its versions cannot say
+    (`lo` below the last forget, which dropped the versions that held then — at seq 0 nothing held
+    yet — or a projection not indexed for this policy): the caller builds both points whole."""
+    with indexed_memory(store, path, policy) as memory:
+        if memory.answers(hi, fields) and (lo == 0 or memory.answers(lo, fields)):
+            return memory.between(lo, hi, fields)
+    return None

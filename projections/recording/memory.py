@@ -79,7 +79,7 @@ from memtape.projections.records import (
 )
 from memtape.projections.search import SearchIndex, SearchResult, check_search
 from memtape.projections.seeds import recorded_seeds
-from memtape.projections.state_rows import STATE_KINDS, StateRow, open_state
+from memtape.projections.state_rows import STATE_KINDS, StatePage, StateRow, open_state
 from memtape.projections.text import domain_of, origin_of
 from memtape.projections.view import MemoryView
 from memtape.projections.writer import MemoryWriter, RunSoFar
@@ -598,10 +598,22 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[ListedLesson]: ...
     @overload
     def state(
-        self, kind: Literal["facts"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+        self,
+        kind: Literal["facts"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Fact]: ...
     @overload
     def state(
@@ -610,6 +622,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[SessionEntry]: ...
     @overload
     def state(
@@ -618,6 +634,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[SelectorEntry]: ...
     @overload
     def state(
@@ -626,10 +646,22 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Trajectory]: ...
     @overload
     def state(
-        self, kind: Literal["runs"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+        self,
+        kind: Literal["runs"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[RunManifest]: ...
     @overload
     def state(
@@ -638,6 +670,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[ShortTerm]: ...
     @overload
     def state(
@@ -646,6 +682,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Pattern]: ...
     @overload
     def state(
@@ -654,6 +694,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[ContextEntry]: ...
     @overload
     def state(
@@ -662,6 +706,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Snapshot]: ...
     @overload
     def state(
@@ -670,6 +718,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[SitePage]: ...
     @overload
     def state(
@@ -678,6 +730,10 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[ScratchEntry]: ...
     @overload
     def state(
@@ -686,17 +742,45 @@ class RecordingMemory:
         as_of: int | str | None = None,
         domain: str | None = None,
         run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[PageMap]: ...
     @overload
     def state(
-        self, kind: Literal["credit"], as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+        self,
+        kind: Literal["credit"],
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[ItemCredit]: ...
     @overload
     def state(
-        self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+        self,
+        kind: str,
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[StateRow]: ...
     def state(
-        self, kind: str, as_of: int | str | None = None, domain: str | None = None, run: str | None = None
+        self,
+        kind: str,
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[Any]:  # each overload above says which record
         """One projection's records, now or as the ledger knew it at seq / ISO time `as_of`, of one
         domain and one run when given: the rows of `state KIND --json`, as the record of each kind
@@ -705,14 +789,57 @@ class RecordingMemory:
         lessons, tier1: `ListedLesson`; facts: `Fact`; sessions: `SessionEntry`; selectors:
         `SelectorEntry`; trajectories: `Trajectory`; runs: `RunManifest`; short-term: `ShortTerm`;
         patterns: `Pattern`; context: `ContextEntry`; snapshots: `Snapshot`; sitemap: `SitePage`;
-        scratch: `ScratchEntry`; page-maps: `PageMap`; credit: `ItemCredit`."""
+        scratch: `ScratchEntry`; page-maps: `PageMap`; credit: `ItemCredit`.
+
+        `run` keeps a per-run kind's state of that run (short-term, context, snapshots, scratch,
+        page-maps, runs), what that run taught (lessons, tier1, facts, selectors, trajectories,
+        patterns, sessions) or the credit measured on it. Runs and sessions also filter by
+        `session` and by `outcome` (running, success or failed). `limit` (1 to 10,000) and `offset`
+        page the list as it is ordered (runs newest first): the answer is the filtered list's
+        `[offset:offset + limit]`, read without converting the rest; `count` says how many there
+        are in all."""
+        return list(self._state(kind, as_of, domain, run, session, outcome, limit, offset).rows)
+
+    def count(
+        self,
+        kind: str,
+        as_of: int | str | None = None,
+        domain: str | None = None,
+        run: str | None = None,
+        session: str | None = None,
+        outcome: str | None = None,
+    ) -> int:
+        """How many records `state` lists for the same kind and filters (a page's "of N"), counted
+        without converting any."""
+        return self._state(kind, as_of, domain, run, session, outcome, 1, 0).total
+
+    def _state(
+        self,
+        kind: str,
+        as_of: int | str | None,
+        domain: str | None,
+        run: str | None,
+        session: str | None,
+        outcome: str | None,
+        limit: int | None,
+        offset: int,
+    ) -> StatePage:
         if kind not in STATE_KINDS:
             raise InvalidEvent(f"unknown state {kind!r:.60}: choose from {', '.join(STATE_KINDS)}")
         if domain is not None and not isinstance(domain, str):
             raise InvalidEvent(f"domain must be a string, got {type(domain).__name__}")
         if run is not None and not isinstance(run, str):
             raise InvalidEvent(f"run must be a string, got {type(run).__name__}")
-        _head, items = open_state(
-            self.store, self.projections_path, kind, domain, check_point(as_of, "as_of"), self.policy, run=run
+        return open_state(
+            self.store,
+            self.projections_path,
+            kind,
+            domain,
+            check_point(as_of, "as_of"),
+            self.policy,
+            run=run,
+            session=session,
+            outcome=outcome,
+            limit=limit,
+            offset=offset,
         )
-        return list(items)

@@ -163,6 +163,8 @@ def documents(kind: SearchKind, records: Iterable[Any], domain: str | None = Non
 
 #: a server's own ranking of texts for any of some words (`Store.text_ranks`): (index, rank), best first
 Ranker = Callable[[Sequence[str], Sequence[str]], "list[tuple[int, float]] | None"]
+#: records of one container not indexed yet: (kind, the domain they are kept under, [(key, record)])
+New = tuple[SearchKind, "str | None", "list[tuple[Any, Any]]"]
 #: a document's place among equal scores: its kind's place in SEARCH_KINDS, then its kind's own order
 Tie = tuple[Any, ...]
 
@@ -182,6 +184,10 @@ def held(state: Any) -> Iterator[tuple[SearchKind, str | None, dict[Any, Any] | 
     for domain, sessions in state.sessions.by_domain.items():
         yield "sessions", domain, sessions
     yield "context", None, state.context.entries
+
+
+def _values(records: dict[Any, Any] | list[Any]) -> Iterable[Any]:
+    return records.values() if isinstance(records, dict) else records
 
 
 def tie(kind: SearchKind, where: str | None, key: Any, record: Any, rowid: int) -> Tie:
@@ -214,7 +220,8 @@ class SearchIndex:
     indexing only the records it has not indexed yet and deleting those no longer in memory
     (forgotten, closed, decayed, changed). Projections' records are frozen: a record that changed
     is another object, so a record is known by its identity (the index holds each record it
-    indexed, so no identity is reused while it is known). BM25 reads counts the table keeps exact
+    indexed, so no identity is reused while it is known), and a container whose records are the
+    same objects as at the last update is passed over. BM25 reads counts the table keeps exact
     under deletes, and ties keep `tie` order, so an index kept up to date answers exactly as one
     built afresh at that state."""
 
@@ -224,6 +231,8 @@ class SearchIndex:
         if self.ranker is None:
             self.db = sqlite3.connect(":memory:", check_same_thread=False)
             self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(text, content = '', tokenize = 'porter unicode61')")
+        #: (kind, the domain records are kept under) -> that container's records as last indexed
+        self.containers: dict[tuple[SearchKind, str | None], list[Any]] = {}
         #: id(record) -> (the record, its rowid)
         self.records: dict[int, tuple[Any, int]] = {}
         #: rowid -> (document, its tie order)
@@ -241,32 +250,47 @@ class SearchIndex:
         return index
 
     def update(self, state: Any) -> None:
-        """Bring the index to `state`: records not indexed yet are indexed, those gone deleted."""
+        """Bring the index to `state`: records not indexed yet are indexed, those gone deleted.
+        Each container of records (a projection's dict, a domain's) is compared with the copy
+        kept at the last update, in C (a list comparison tests identity first): only the
+        containers that changed are walked in Python."""
         with self.lock:
-            known = self.records
-            live: set[int] = set()
-            new: list[tuple[SearchKind, str | None, Any, Any]] = []
+            seen: set[tuple[SearchKind, str | None]] = set()
+            gone: list[int] = []
+            new: list[New] = []
             for kind, where, records in held(state):
-                pairs = records.items() if isinstance(records, dict) else enumerate(records)
-                new.extend((kind, where, key, r) for key, r in pairs if id(r) not in known)
-                live.update(map(id, records.values() if isinstance(records, dict) else records))
-            gone = known.keys() - live
+                place = (kind, where)
+                seen.add(place)
+                now = list(_values(records))
+                was = self.containers.get(place, [])
+                if was == now:  # the same records (or equal ones: the same documents)
+                    continue
+                self.containers[place] = now
+                before, after = set(map(id, was)), set(map(id, now))
+                gone.extend(before - after)
+                fresh = after - before
+                if fresh:
+                    pairs = records.items() if isinstance(records, dict) else enumerate(records)
+                    new.append((kind, where, [(key, r) for key, r in pairs if id(r) in fresh]))
+            for place in [p for p in self.containers if p not in seen]:
+                gone.extend(map(id, self.containers.pop(place)))
             if gone or new:
                 self._write(gone, new)
 
-    def _write(self, gone: Iterable[int], new: list[tuple[SearchKind, str | None, Any, Any]]) -> None:
+    def _write(self, gone: Iterable[int], new: list[New]) -> None:
         self._by_tie = None
         deleted: list[tuple[int, str]] = []
         for identity in gone:
             _, rowid = self.records.pop(identity)
             deleted.append((rowid, self.docs.pop(rowid)[0].text))
         inserted: list[tuple[int, str]] = []
-        for kind, where, key, record in new:
-            doc = next(documents(kind, [record], where or None))
-            rowid = next(self._rowids)
-            self.records[id(record)] = (record, rowid)
-            self.docs[rowid] = (doc, tie(kind, where, key, record, rowid))
-            inserted.append((rowid, doc.text))
+        for kind, where, pairs in new:
+            made = documents(kind, (record for _, record in pairs), where or None)
+            for (key, record), doc in zip(pairs, made, strict=True):
+                rowid = next(self._rowids)
+                self.records[id(record)] = (record, rowid)
+                self.docs[rowid] = (doc, tie(kind, where, key, record, rowid))
+                inserted.append((rowid, doc.text))
         if self.db is not None:
             with self.db:
                 self.db.executemany("INSERT INTO docs(docs, rowid, text) VALUES ('delete', ?, ?)", deleted)

@@ -17,6 +17,7 @@ from memtape.ledger.errors import InvalidEvent, LedgerError
 from memtape.ledger.field_rules import INT64_MAX
 from memtape.ledger.store import Store
 from memtape.projections.cache.materialize import changed_between, resolve_seq
+from memtape.projections.folds import runs as runs_mod
 from memtape.projections.folds.context import ContextEntry
 from memtape.projections.folds.credit import ItemCredit
 from memtape.projections.folds.knowledge import Fact
@@ -213,14 +214,37 @@ def check_selection(
         raise InvalidEvent(f"offset must be a whole number from 0 to 2**63-1, got {offset!r:.60}")
 
 
+def _runs(
+    view: MemoryView, run: str | None, session: str | None, domain: str | None, outcome: str | None, first: int | None
+) -> tuple[list[RunManifest], int]:
+    """(the first `first` runs the filters keep, newest first; how many they keep): only what a
+    page shows is ordered."""
+    status = _STATUS[outcome] if outcome is not None else None
+    kept = [r for r in runs_mod.matching(view.state.runs, session, domain, status) if run is None or r.run_id == run]
+    return runs_mod.ordered(kept, first), len(kept)
+
+
 def _selected(
+    view: MemoryView,
+    kind: str,
+    domain: str | None,
+    run: str | None,
+    session: str | None,
+    outcome: str | None,
+    first: int | None,
+) -> tuple[Sequence[Any], int]:
+    """(the records of one projection kind that the filters keep, in the order `state` lists them,
+    at least the `first` of them, as the projection holds them (lessons not yet `listed`: only a
+    page of them is); how many the filters keep)."""
+    if kind == "runs":
+        return _runs(view, run, session, domain, outcome, first)
+    records = _kept(view, kind, domain, run, session, outcome)
+    return records, len(records)
+
+
+def _kept(
     view: MemoryView, kind: str, domain: str | None, run: str | None, session: str | None, outcome: str | None
 ) -> Sequence[Any]:
-    """The records of one projection kind that the filters keep, in the order `state` lists them,
-    as the projection holds them (lessons not yet `listed`: only a page of them is)."""
-    if kind == "runs":
-        status = _STATUS[outcome] if outcome is not None else None
-        return [r for r in view.runs(session, domain, status) if run is None or r.run_id == run]
     if kind == "credit":
         return [c for c in view.credit() if run is None or run in c.runs]
     records: Sequence[Any]
@@ -294,10 +318,11 @@ def state_page(
     limit]` of the whole list). Only the page is turned into the records `state` answers: a page
     of 50 of 33,000 runs costs the filter, not 33,000 conversions."""
     check_selection(kind, session, outcome, run, limit, offset)
-    records = _selected(view, kind, domain, run, session, outcome)
-    page = records if limit is None and not offset else records[offset : None if limit is None else offset + limit]
+    end = None if limit is None else offset + limit
+    records, total = _selected(view, kind, domain, run, session, outcome, end)
+    page = records if end is None and not offset else records[offset:end]
     rows = listed(page) if kind in ("lessons", "tier1") else page
-    return StatePage(view.head, rows, len(records))
+    return StatePage(view.head, rows, total)
 
 
 def open_state(

@@ -6,6 +6,7 @@ one line with nothing written."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from devtools.viewer_sample import build
 from memtape.api import Memory, MemtapeError
 from memtape.mcp_server import build_server
 from memtape.projections import state_rows
+from memtape.projections.folds import runs as runs_mod
 from memtape.projections.recording.checks import plain
 from memtape.projections.state_rows import MAX_PAGE, OUTCOMES, STATE_KINDS, TAUGHT_BY
 from memtape.server import create_app
@@ -273,3 +275,21 @@ def test_any_page_of_any_kind_is_its_slice(
     _where, mem, _client, _server = faces[location]
     whole = mem.state(kind)
     assert mem.state(kind, limit=limit, offset=offset) == whole[offset : None if limit is None else offset + limit]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keys=st.lists(
+        st.tuples(st.sampled_from(["2026-01-01", "2026-01-02", "2026-01-03"]), st.integers(0, 2)), max_size=40
+    ),
+    limit=st.integers(min_value=0, max_value=45),
+)
+def test_the_first_runs_by_a_heap_are_the_head_of_the_sorted_list_ties_included(
+    faces: list[Faces], keys: list[tuple[str, int]], limit: int
+) -> None:
+    template = faces[0][1].state("runs", limit=1)[0]
+    runs = [
+        dataclasses.replace(template, run_id=f"r{i}", updated_at=at, updated_seq=seq)
+        for i, (at, seq) in enumerate(keys)
+    ]
+    assert runs_mod.ordered(runs, limit) == runs_mod.ordered(runs)[:limit]

@@ -181,14 +181,14 @@ class Server:
 
 
 @contextmanager
-def served(memory: Path) -> Iterator[Server]:
-    """`memtape serve` over `memory` on a free loopback port, once it answers (the server makes its
-    token and keeps it in the memory directory); terminated after."""
+def served(memory: Path, *options: str) -> Iterator[Server]:
+    """`memtape serve [OPTIONS]` over `memory` on a free loopback port, once it answers (the server
+    makes its token and keeps it in the memory directory); terminated after."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port)],
+        [sys.executable, "-m", "memtape", "--memory-dir", str(memory), "serve", "--port", str(port), *options],
         env=clean_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -25,6 +25,7 @@ Usage::
 
     python bench/server.py            # 1,000 pairs; 4,000 requests per concurrency; kill after 2,000 steps
     python bench/server.py --quick    # 150 pairs; 400 requests; kill after 200 steps
+    python bench/server.py --http h11 # the server and the floor with h11 (default: httptools if installed)
     python bench/server.py --serve-bare PORT   # (the bench starts it) the floor's app on 127.0.0.1:PORT
 """
 
@@ -128,9 +129,9 @@ class Server:
 
 
 @contextmanager
-def _served(memory: Path) -> Iterator[Server]:
-    """`bench.served`'s server, with its port for the lean client."""
-    with served(memory) as server:
+def _served(memory: Path, parser: str) -> Iterator[Server]:
+    """`bench.served`'s server with the HTTP parser `parser`, with its port for the lean client."""
+    with served(memory, "--http", parser) as server:
         yield Server(server.base, int(server.base.rsplit(":", 1)[1]), server.token, server.process)
 
 
@@ -147,12 +148,12 @@ async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextmanager
-def _served_bare() -> Iterator[Server]:
+def _served_bare(parser: str) -> Iterator[Server]:
     """`bare_app` in its own process (as `memtape serve` is), once it answers; terminated after."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(port)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(port), "--http", parser]
     proc = subprocess.Popen(command, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
@@ -273,7 +274,7 @@ class Killed:
     seconds: float
 
 
-def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
+def _kill_mid_load(memory: Path, clients: int, kill_after: int, parser: str) -> Killed:
     """`clients` threads record steps until the server is killed with SIGKILL after `kill_after`
     acknowledged steps; then every acknowledged step is looked up in the ledger."""
     acknowledged: list[tuple[str, int, str]] = []
@@ -297,7 +298,7 @@ def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
                     if len(acknowledged) >= kill_after:
                         enough.set()
 
-    with _served(memory) as server:
+    with _served(memory, parser) as server:
         threads = [threading.Thread(target=client, args=(n, server)) for n in range(clients)]
         start = time.perf_counter()
         for thread in threads:
@@ -325,21 +326,22 @@ def _kill_mid_load(memory: Path, clients: int, kill_after: int) -> Killed:
     )
 
 
-def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
+def measure(quick: bool = False, parser: str | None = None) -> tuple[list[Figure], dict[str, Any]]:
+    parser = chosen_parser(parser)
     pairs = 150 if quick else 1000
     requests = 400 if quick else 4000
     kill_after = 200 if quick else 2000
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as tmp:
         lib_rate, lib_p99 = _through_library(Path(tmp) / "library", pairs)
-        with _served(Path(tmp) / "http") as server:
+        with _served(Path(tmp) / "http", parser) as server:
             http_rate, http_p99 = _through_http(server, pairs)
             httpx_rate, _ = _through_http(server, pairs, lean=False)
             one_rate, one_p99 = _load(server, 1, requests)
             loads = {clients: _load(server, clients, requests // clients) for clients in CONCURRENCY}
-        with _served_bare() as bare:
+        with _served_bare(parser) as bare:
             floor = {clients: _load(bare, clients, requests // clients, bare=True) for clients in (1, FLOOR_CLIENTS)}
-        killed = _kill_mid_load(Path(tmp) / "killed", 8, kill_after)
+        killed = _kill_mid_load(Path(tmp) / "killed", 8, kill_after, parser)
     note = f"{pairs} pairs of record_step + recall_error, one client, SQLite memory"
     figures += [
         Figure(
@@ -391,7 +393,7 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
             ),
         ]
     note = (
-        f"a do-nothing ASGI app answering {{}}, same uvicorn settings and parser ({chosen_parser(None)}), "
+        f"a do-nothing ASGI app answering {{}}, same uvicorn settings and parser ({parser}), "
         f"same client, {requests} requests"
     )
     (floor_one_rate, floor_one_p99), (floor_rate, floor_p99) = floor[1], floor[FLOOR_CLIENTS]
@@ -424,7 +426,7 @@ def measure(quick: bool = False) -> tuple[list[Figure], dict[str, Any]]:
     top_rate, top_p99 = loads[FLOOR_CLIENTS]
     return figures, {
         "httpx_pairs_per_s": httpx_rate,
-        "parser": chosen_parser(None),
+        "parser": parser,
         "floor": {
             "requests_per_s": {"1": floor_one_rate, str(FLOOR_CLIENTS): floor_rate},
             "p99_ms": {"1": floor_one_p99, str(FLOOR_CLIENTS): floor_p99},
@@ -455,12 +457,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the figures) instead of the table")
+    parser.add_argument("--http", choices=["httptools", "h11"], help="the HTTP parser (default: memtape serve's)")
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help="serve the floor's do-nothing app on PORT")
     args = parser.parse_args()
     if args.serve_bare is not None:
-        run_app(bare_app, listen("127.0.0.1", args.serve_bare))
+        run_app(bare_app, listen("127.0.0.1", args.serve_bare), args.http)
         return
-    figs, extra = measure(quick=args.quick)
+    figs, extra = measure(quick=args.quick, parser=args.http)
     if args.json:
         print_json(figs, **extra)
         return

@@ -69,20 +69,25 @@ def fold_progress_bar(always: bool = False) -> Iterator[FoldProgress]:
 @contextmanager
 def warm_up_line(label: str = "memtape: warming caches") -> Iterator[FoldProgress]:
     """A `FoldProgress` drawing one line on stderr for a server's warm-up (its catch-up, then each
-    projection decoded: `projections.recording.warming.warm`), shown once the warm-up has run
-    WARM_LINE_AFTER seconds (a small memory draws nothing). It ends with the last projection
-    decoded, before the server speaks, and stays, saying how long the server took to be ready."""
+    projection decoded: `projections.recording.warming.warm`), shown on a terminal once the
+    warm-up has run WARM_LINE_AFTER seconds (a small memory draws nothing). It ends with the
+    last projection decoded, before the server speaks, and stays, saying how long the server
+    took to be ready."""
     # loaded with the line: every command sets this up, and serve and ui use it
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a log or a pipe: the server's own lines say when it is ready
+        yield lambda what, done, total: None
+        return
     bar = Progress(
         TextColumn(label),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
     )
     task = bar.add_task("starting", total=None)
     guard = threading.Lock()

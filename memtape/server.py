@@ -510,6 +510,7 @@ def run_app(app: ASGIApp, sock: socket.socket, parser: str | None = None) -> Non
             uvicorn.Config(
                 app,
                 log_level="warning",
+                access_log=False,  # below the warning level anyway: its per-request formatting is skipped
                 http=PARSERS[chosen_parser(parser)],
                 h11_max_incomplete_event_size=SERVER_HEADER_BYTES,
             )

@@ -4,6 +4,7 @@ first request after start pays neither (projections/recording/warming.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from unittest import mock
 import pytest
 
 import memtape
+from memtape import progress
 from memtape.ledger.jsonl import parse_event
 from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
@@ -108,3 +110,32 @@ def test_serve_is_caught_up_before_it_answers_anyone(tmp_path: Path) -> None:
         with served.client() as client:
             facts = client.get("/state/facts").json()
     assert sorted(f["key"] for f in facts if f["key"].startswith("k")) == ["k0", "k1", "k2"]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_long_warm_up_draws_one_line_on_a_terminal_only(
+    terminal: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if terminal else "0")
+    monkeypatch.setattr(progress, "WARM_LINE_AFTER", 0.05)
+    with progress.warm_up_line() as told:
+        told(CATCHING_UP, 0, len(PROJECTIONS))
+        time.sleep(0.5)  # a long warm-up: the line is drawn meanwhile
+        told(f"{DECODING} runs", 5, len(PROJECTIONS))
+        told(DECODING, len(PROJECTIONS), len(PROJECTIONS))
+        err = capsys.readouterr().err
+        told(DECODING, len(PROJECTIONS), len(PROJECTIONS))  # ended: nothing more is drawn
+    assert capsys.readouterr().err == ""
+    if terminal:
+        assert "memtape: warming caches catching up" in err and "ready" in err and "15/15" in err
+    else:
+        assert err == ""
+
+
+def test_a_short_warm_up_draws_nothing(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    with progress.warm_up_line() as told:
+        told(CATCHING_UP, 0, len(PROJECTIONS))
+        told(DECODING, len(PROJECTIONS), len(PROJECTIONS))
+    time.sleep(progress.WARM_LINE_AFTER + 0.2)  # the line's timer was cancelled with the warm-up
+    assert capsys.readouterr().err == ""

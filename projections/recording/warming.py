@@ -3,10 +3,11 @@
 A process with nothing kept pays, at its first read, for everything the ledger gained while no
 process was serving it: the catch-up of projections.db (the states the new events reach decoded
 and folded into), then the decoding of each state the read touches. At 1,000,000 events the first
-`/ui/` after one run appended elsewhere took 12.5 s (docs/benchmarks.md, "The web viewer"). A
-server warms instead: it catches up, then decodes every projection's state into what this process
-keeps between catch-ups (`projections/cache/kept.py`), before it says where it listens. The pages
-and `state` then read the kept states, and the next catch-up folds the new events into them.
+`/ui/` after one run appended elsewhere took 15.1 s, 0.56 s after a warm-up (`bench/serve_start.py`;
+docs/benchmarks.md, "The web viewer"). A server warms instead: it catches up, then decodes every
+projection's state into what this process keeps between catch-ups (`projections/cache/kept.py`),
+before it says where it listens. The pages and `state` then read the kept states, and the next
+catch-up folds the new events into them.
 """
 
 from __future__ import annotations

@@ -802,5 +802,6 @@ def changed_between(
     yet — or a projection not indexed for this policy): the caller builds both points whole."""
     with indexed_memory(store, path, policy) as memory:
         if memory.answers(hi, fields) and (lo == 0 or memory.answers(lo, fields)):
-            return memory.between(lo, hi, fields)
+            with collector_paused():  # the states built are acyclic (see `projection_at`)
+                return memory.between(lo, hi, fields)
     return None

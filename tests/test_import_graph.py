@@ -54,13 +54,25 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, path: Path) -> lis
     return [n for n in names if n in MODULES]
 
 
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements a module runs when imported: its body and what a top-level `try` (an optional
+    third-party package, `except ImportError`) holds; an import there is an edge like any other."""
+    statements: list[ast.stmt] = []
+    for node in body:
+        statements.append(node)
+        if isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                statements.extend(_module_level(block))
+    return statements
+
+
 def _graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
     """Module-level edges, and every first-party import made inside a function or class."""
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     hidden = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
-        top = set(map(id, tree.body))
+        top = set(map(id, _module_level(tree.body)))
         for node in ast.walk(tree):
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue

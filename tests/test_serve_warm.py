@@ -19,8 +19,10 @@ from memtape.ledger.store import SqliteStore
 from memtape.projections.cache import materialize
 from memtape.projections.cache.db import readable
 from memtape.projections.folds.state import PROJECTIONS
-from memtape.projections.recording.warming import CATCHING_UP, DECODING, warm
+from memtape.projections.recording.warming import CATCHING_UP, DECODING, INDEXING, warm
+from memtape.projections.search import SearchIndex
 from memtape.projections.state_rows import STATE_KINDS
+from memtape.projections.view import MemoryView
 from tests.server_support import live_server
 
 SHOP = "https://shop.example/"
@@ -82,6 +84,28 @@ def test_a_warmed_memory_answers_every_state_with_no_catch_up_and_nothing_decode
         assert decoded == []
         assert [f.key for f in answers["facts"] if f.key.startswith("k")] == ["k0", "k1", "k2"]
         assert len(answers["runs"]) == 1
+
+
+def test_a_warmed_memory_recalls_and_searches_without_opening_or_indexing_again(tmp_path: Path) -> None:
+    _memory_behind(tmp_path / "mem")
+    with memtape.open(tmp_path / "mem") as cold:
+        expected = [(h.kind, h.item_id, h.score) for h in cold.search("k1 quirk")]
+    assert expected  # the facts another writer appended are found
+    with memtape.open(tmp_path / "mem") as mem:
+        told: list[tuple[str, int, int]] = []
+        warm(mem, lambda what, done, total: told.append((what, done, total)))
+        assert told[-2:] == [
+            (INDEXING, len(PROJECTIONS), len(PROJECTIONS)),
+            (DECODING, len(PROJECTIONS), len(PROJECTIONS)),
+        ]
+        with (
+            mock.patch.object(MemoryView, "open", side_effect=AssertionError("the recall path opened a view")),
+            mock.patch.object(SearchIndex, "__init__", side_effect=AssertionError("an index was built whole")),
+        ):
+            assert [(h.kind, h.item_id, h.score) for h in mem.search("k1 quirk")] == expected
+            with mem.start_run(goal="buy socks again", start_url=SHOP) as run:
+                assert run.recall_error(command="click", error="element detached", step=1) is not None
+                run.finish(success=True)
 
 
 def test_warming_a_current_memory_decodes_each_state_once(tmp_path: Path) -> None:

@@ -562,13 +562,8 @@ class RecordingMemory:
         searcher = self.current().run(run_id) if run_id is not None else None
         where = (domain_of(searcher.current_url or "") or searcher.domain) if searcher is not None else probe.domain
         if point is None:
-            self._dirty = True  # another process may have written since (a forget, a pin): search its head
+            index = self.search_index()
             view = self.current()
-            index = self._search_index
-            if index is None:
-                index = self._search_index = SearchIndex(view.text_ranker())
-            if self._searched_at is None or self._searched_at[0] is not view or self._searched_at[1] != view.head:
-                index.update(view.state)
         else:
             view = MemoryView.open(self.store, self.projections_path, self.policy, as_of=point)
             index = view.search_index()
@@ -588,6 +583,19 @@ class RecordingMemory:
         if point is None:  # the search's own event changes no item: the index stays valid past it
             self._searched_at = (view, logged[-1].seq) if logged[-1].seq == view.head + 1 else None
         return hits
+
+    def search_index(self) -> SearchIndex:
+        """The full-text index of memory at the ledger's head, brought up to it: built whole the
+        first time (what a server's warm-up pays, so its first search does not), then given only
+        the documents the new events added, changed or removed (`SearchIndex.update`)."""
+        self._dirty = True  # another process may have written since (a forget, a pin): index its head
+        view = self.current()
+        if self._search_index is None:
+            self._search_index = SearchIndex(view.text_ranker())
+        if self._searched_at is None or self._searched_at[0] is not view or self._searched_at[1] != view.head:
+            self._search_index.update(view.state)
+            self._searched_at = (view, view.head)
+        return self._search_index
 
     # ---- what memory holds ---------------------------------------------------------------
 

@@ -363,6 +363,10 @@ def _trajectories(view: MemoryView) -> dict[str, Any]:
     return {t.trajectory_id: t for t in view.trajectories()}
 
 
+def _selector_key(e: Any) -> tuple[str, str, str, str]:
+    return (e.domain, e.role, e.name, e.selector)
+
+
 #: what `memory_diff` reads, per projection: the field (and, True, when an item there is known by
 #: its inner key under any outer key: a trajectory by its id, whichever host holds it). Every
 #: change it lists compares one item at `before` with the same item at `after`, so two states
@@ -377,10 +381,13 @@ DIFFED: dict[str, tuple[str, bool]] = {
 
 
 def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
-    """What memory gained, lost, promoted and decayed from `before` to `after` (the `DIFFED` fields)."""
+    """What memory gained, lost, promoted and decayed from `before` to `after` (the `DIFFED` fields),
+    each projection's changes in the order of its items' keys: a state folded in this process and
+    the same state decoded from its stored copy hold their items in different orders, and the same
+    diff must read the same whichever a process has."""
     out: list[Change] = []
     a, b = before.state.lessons.lessons, after.state.lessons.lessons
-    for lid, l in b.items():
+    for lid, l in sorted(b.items()):
         old = a.get(lid)
         if old is None:
             out.append(Change("gained", "lessons", lid, f"[{l.category}] {l.lesson}"))
@@ -397,10 +404,10 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
                     f"use_count {old.use_count} -> {l.use_count}, {len(l.triggered_domains)} domains",
                 )
             )
-    out.extend(Change("lost", "lessons", lid, l.lesson) for lid, l in a.items() if lid not in b)
+    out.extend(Change("lost", "lessons", lid, l.lesson) for lid, l in sorted(a.items()) if lid not in b)
     fa = {(d, fid): f for d, fs in before.state.knowledge.current.items() for fid, f in fs.items()}
     fb = {(d, fid): f for d, fs in after.state.knowledge.current.items() for fid, f in fs.items()}
-    for k, f in fb.items():
+    for k, f in sorted(fb.items()):
         was = fa.get(k)
         if was is None:
             out.append(Change("gained", "facts", _fact_label(f), f"confidence {f.confidence:.3f}"))
@@ -413,25 +420,27 @@ def memory_diff(before: MemoryView, after: MemoryView) -> list[Change]:
                 Change("decayed", "facts", _fact_label(f), f"confidence {was.confidence:.3f} -> {f.confidence:.3f}")
             )
     out.extend(
-        Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}") for k, f in fa.items() if k not in fb
+        Change("lost", "facts", _fact_label(f), f"confidence {f.confidence:.3f}")
+        for k, f in sorted(fa.items())
+        if k not in fb
     )
     for proj, ia, ib in (
         ("trajectories", _trajectories(before), _trajectories(after)),
         ("runs", dict(before.state.runs.runs), dict(after.state.runs.runs)),
     ):
-        for item_id, item in ib.items():
+        for item_id, item in sorted(ib.items()):
             if item_id not in ia:
                 out.append(Change("gained", proj, item_id, getattr(item, "goal", "")))
             elif proj == "runs" and ia[item_id].status != item.status:
                 out.append(Change("changed", proj, item_id, f"{ia[item_id].status} -> {item.status}"))
         out.extend(
             Change("lost", proj, gone_id, getattr(gone, "goal", ""))
-            for gone_id, gone in ia.items()
+            for gone_id, gone in sorted(ia.items())
             if gone_id not in ib
         )
-    sa = {(e.domain, e.role, e.name, e.selector): e for e in before.selectors()}
-    for e in after.selectors():
-        key = (e.domain, e.role, e.name, e.selector)
+    sa = {_selector_key(e): e for e in sorted(before.selectors(), key=_selector_key)}
+    for e in sorted(after.selectors(), key=_selector_key):
+        key = _selector_key(e)
         earlier = sa.pop(key, None)
         label = f"{e.domain} {e.role} {e.name!r} {e.selector}"
         if earlier is None:

@@ -111,7 +111,7 @@ COMMANDS: dict[str, Entry] = {
         "Start a run and print its id: stale runs are abandoned, then the start-of-run policy (seeds on "
         "first use, pruning, trajectory expiry) and run_started are written together.",
     ),
-    "state": Entry("projections", "Show one projection's current (or past) state."),
+    "state": Entry("projections", "Show one projection's current (or past) state, or a page of it."),
     "stats": Entry("ledger", "Counts by type, domain and run; file size; time span."),
     "ui": Entry(
         "serve", "Open the web viewer of this memory: `serve` on a loopback port, the browser on its link.", "server"

@@ -489,6 +489,7 @@ LOCAL_CALLS = {
     "Run.add_secret": "a secret held by one process's handle; a face's caller marks a step `sensitive`",
     "Memory.close": "the caller's connection (a server closes its own)",
     "Memory.current": "the in-process view object (the faces read it through `state`)",
+    "Memory.search_index": "the in-process full-text index a server warms (the faces search through `search`)",
     "Memory.event": "builds an event object for `append` (a face's caller sends JSON Lines to POST /events)",
     "Memory.append_to_run": "takes a Python function",
     "Memory.once": "the idempotency transaction the HTTP face wraps each POST in (Idempotency-Key)",

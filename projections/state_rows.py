@@ -172,9 +172,9 @@ def listed(lessons: Sequence[LessonEntry]) -> list[ListedLesson]:
 
 
 #: a run's outcome as `state runs|sessions --outcome` keeps it (a session entry is a finished run)
-OUTCOMES: tuple[str, ...] = ("running", "success", "failed")
+OUTCOMES: tuple[str, ...] = tuple(runs_mod.OUTCOME_OF_STATUS.values())
 #: the run status each outcome is
-_STATUS = {"running": "running", "success": "completed", "failed": "failed"}
+_STATUS = {outcome: status for status, outcome in runs_mod.OUTCOME_OF_STATUS.items()}
 #: the most rows one page of `state` holds (the whole list: no limit)
 MAX_PAGE = 10_000
 #: kinds whose records belong to a session and end in an outcome (`session`, `outcome` filter them)
@@ -262,7 +262,7 @@ def _kept(
             for d in doms
             for s in view.sessions(d)
             if (session is None or s.session_id == session)
-            and (outcome is None or ("success" if s.success else "failed") == outcome)
+            and (outcome is None or runs_mod.OUTCOME_OF_STATUS[runs_mod.finished_status(s.success)] == outcome)
         ]
     elif kind == "selectors":
         records = view.selectors(domain)

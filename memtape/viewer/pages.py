@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.api import Memory, MemtapeError
+from memtape.projections.folds.runs import OUTCOME_OF_STATUS
 from memtape.projections.recording.checks import plain
 
 PAGE_SIZE = 50
@@ -144,10 +145,8 @@ def paged(rows: Sequence[Any], number: int, size: int = PAGE_SIZE) -> Page:
 
 
 def outcome(run: dict[str, Any]) -> str:
-    """A run's outcome as the list filters it: running, success or failed."""
-    if run.get("status") == "running":
-        return "running"
-    return "success" if run.get("success") else "failed"
+    """A run's outcome as the list filters it (the library's own rule, by the run's status)."""
+    return OUTCOME_OF_STATUS[run["status"]]
 
 
 def runs(

@@ -15,6 +15,16 @@ from memtape.projections.text import add_event_id, build, domain_matches, evolve
 TYPES = ("run_started", "run_progress", "run_completed", "subject_forgotten")
 
 
+#: a run's outcome as a person filters and reads it (`state runs|sessions --outcome`, the viewer),
+#: by its status: a run is running until it completes, then completed on success, failed otherwise
+OUTCOME_OF_STATUS = {"running": "running", "completed": "success", "failed": "failed"}
+
+
+def finished_status(success: bool) -> str:
+    """The status of a run that finished with `success`."""
+    return "completed" if success else "failed"
+
+
 @dataclass(frozen=True, slots=True)
 class RunManifest:
     run_id: str
@@ -110,7 +120,7 @@ def apply(state: RunsState, ev: RecordedEvent, policy: Any = None) -> RunsState:
         if run is not None:
             state.runs[run.run_id] = evolve(
                 run,
-                status="completed" if d["success"] else "failed",
+                status=finished_status(bool(d["success"])),
                 success=bool(d["success"]),
                 summary=d.get("summary"),
                 result=d.get("result"),
